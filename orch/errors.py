@@ -1,0 +1,42 @@
+"""One exception root for orch. Only the CLI edge turns these into exit codes and one-line messages."""
+
+from __future__ import annotations
+
+
+class OrchError(Exception):
+    """Something orch could not do. `hint` says how to fix it, when we know."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def one_line(self) -> str:
+        text = self.message.replace("\n", " ")
+        return f"{text} (hint: {self.hint})" if self.hint else text
+
+
+class UsageError(OrchError):
+    """Bad input or a missing prerequisite: a bad name, a missing file, a tool not installed."""
+
+    exit_code = 2
+
+
+class NotFoundError(UsageError):
+    """A run, worker or file that does not exist."""
+
+
+class DeliveryError(OrchError):
+    """A message could not be delivered to a worker pane."""
+
+
+class WaitTimeoutError(OrchError):
+    """A wait ran past its deadline."""
+
+    exit_code = 3
+
+
+class SandboxError(OrchError):
+    """The sandbox (tmux server, container, engine) failed underneath us."""

@@ -1,0 +1,222 @@
+"""The run folder: the contract between orch, its workers and the humans watching.
+
+This is the only module that knows the file names inside a run folder; everything else asks it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from orch.errors import NotFoundError, UsageError
+from orch.models import ControllerEvent, HookEvent, RunInfo, StatusLine
+from orch.paths import agents_dir, runs_dir
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+MAX_WORKERS = 64
+
+
+def validate_name(name: str) -> str:
+    """Run names become folder, tmux socket and container names: keep them boring."""
+    if not NAME_RE.fullmatch(name) or ".." in name:
+        raise UsageError(
+            f"invalid run name {name!r}",
+            hint="use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit",
+        )
+    return name
+
+
+def validate_worker_count(n: int) -> int:
+    if not 1 <= n <= MAX_WORKERS:
+        raise UsageError(f"worker count {n} is out of range", hint=f"use 1 to {MAX_WORKERS}")
+    return n
+
+
+def atomic_write(path: Path, data: str | bytes, mode: int = 0o644) -> None:
+    """Write to a temp file in the same folder, then rename: readers see the old or the new file."""
+    raw = data.encode() if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append one line with a single write(2) on an O_APPEND fd (atomic for our line sizes)."""
+    data = (line.rstrip("\n") + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def read_text_input(path: Path) -> str:
+    """Read a user-supplied text file: must exist, be UTF-8 and not binary."""
+    if not path.is_file():
+        raise NotFoundError(f"file not found: {path}", hint="check the path")
+    raw = path.read_bytes()
+    return decode_text(raw, str(path))
+
+
+def decode_text(raw: bytes, what: str) -> str:
+    if b"\x00" in raw:
+        raise UsageError(f"{what} looks binary (contains NUL bytes)", hint="send UTF-8 text")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{what} is not UTF-8 text (byte {exc.start})", hint="convert it to UTF-8") from None
+
+
+class RunFolder:
+    """Paths and small file operations for one run folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    @classmethod
+    def for_name(cls, name: str) -> RunFolder:
+        return cls(runs_dir() / validate_name(name))
+
+    @property
+    def name(self) -> str:
+        return self.root.name
+
+    # --- the names (one place) -------------------------------------------------------------
+    @property
+    def run_json(self) -> Path:
+        return self.root / "run.json"
+
+    @property
+    def bus(self) -> Path:
+        return self.root / "bus.md"
+
+    @property
+    def bus_lock(self) -> Path:
+        return self.root / ".bus.lock"
+
+    @property
+    def events(self) -> Path:
+        return self.root / "events.jsonl"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / "state"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def findings_dir(self) -> Path:
+        return self.root / "findings"
+
+    @property
+    def verdicts_dir(self) -> Path:
+        return self.root / "verdicts"
+
+    def task(self, n: int) -> Path:
+        return self.root / f"agent-{n}.task.md"
+
+    def result(self, n: int) -> Path:
+        return self.root / f"agent-{n}.result.md"
+
+    def done(self, n: int) -> Path:
+        return self.root / f"agent-{n}.done"
+
+    def state(self, n: int) -> Path:
+        return self.state_dir / f"agent-{n}.jsonl"
+
+    def status_line(self, n: int) -> Path:
+        return self.state_dir / f"agent-{n}.status.json"
+
+    def log(self, n: int) -> Path:
+        return self.logs_dir / f"agent-{n}.log"
+
+    def config_dir(self, n: int) -> Path:
+        """The worker's isolated agent config dir (outside the run folder: it may hold credentials)."""
+        return agents_dir() / self.name / f"agent-{n}"
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def exists(self) -> bool:
+        return self.run_json.is_file()
+
+    def create(self, info: RunInfo) -> None:
+        """Create the folder tree and run.json. The caller removes it if anything later fails."""
+        self.root.mkdir(parents=True, exist_ok=False)
+        for sub in (self.state_dir, self.logs_dir, self.findings_dir, self.verdicts_dir):
+            sub.mkdir()
+        self.bus.touch()
+        self.write_info(info)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+        shutil.rmtree(agents_dir() / self.name, ignore_errors=True)
+
+    def write_info(self, info: RunInfo) -> None:
+        atomic_write(self.run_json, info.model_dump_json(indent=2) + "\n")
+
+    def info(self) -> RunInfo:
+        if not self.exists():
+            raise NotFoundError(f"no run named {self.name!r}", hint="`orch ls` lists runs")
+        try:
+            return RunInfo.model_validate_json(self.run_json.read_text())
+        except ValidationError as exc:
+            raise UsageError(f"{self.run_json} is malformed: {exc.errors()[0]['msg']}") from None
+
+    def check_worker(self, n: int) -> int:
+        total = self.info().workers
+        if not 1 <= n <= total:
+            raise UsageError(f"worker {n} is out of range for run {self.name!r}", hint=f"use 1 to {total}")
+        return n
+
+    # --- readers ---------------------------------------------------------------------------
+    def hook_events(self, n: int) -> list[HookEvent]:
+        """All parseable hook events of worker n; garbage lines are skipped, never fatal."""
+        return list(_parse_events(self.state(n)))
+
+    def last_hook_event(self, n: int) -> HookEvent | None:
+        events = self.hook_events(n)
+        return events[-1] if events else None
+
+    def status_line_info(self, n: int) -> StatusLine | None:
+        try:
+            return StatusLine.model_validate_json(self.status_line(n).read_text())
+        except (OSError, ValidationError):
+            return None
+
+    def log_event(self, event: ControllerEvent) -> None:
+        append_line(self.events, event.model_dump_json())
+
+
+def _parse_events(path: Path) -> Iterator[HookEvent]:
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return
+    for line in text.splitlines():
+        try:
+            yield HookEvent.model_validate(json.loads(line))
+        except (ValueError, ValidationError):
+            continue
+
+
+def list_runs() -> list[RunFolder]:
+    root = runs_dir()
+    if not root.is_dir():
+        return []
+    return sorted((RunFolder(p) for p in root.iterdir() if (p / "run.json").is_file()), key=lambda r: r.name)
