@@ -1,0 +1,45 @@
+"""Shared fixtures: every test gets its own ORCH_HOME and its own tmux socket directory."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orch.versions import CLAUDE_CODE_VERSION
+
+CLAUDE_CACHE = Path.home() / ".cache" / "orch" / "claude-code" / CLAUDE_CODE_VERSION
+
+
+@pytest.fixture(autouse=True)
+def orch_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "orch-home"
+    monkeypatch.setenv("ORCH_HOME", str(home))
+    return home
+
+
+@pytest.fixture(autouse=True)
+def tmux_tmpdir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private TMUX_TMPDIR per test (short: socket paths are limited to ~100 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix="ot-", dir="/tmp"))
+    monkeypatch.setenv("TMUX_TMPDIR", str(path))
+    monkeypatch.setenv("SHELL", "/bin/sh")
+    yield path
+    for sock_dir in path.glob("tmux-*"):
+        for sock in sock_dir.iterdir():
+            os.system(f"tmux -S {sock} kill-server >/dev/null 2>&1")  # noqa: S605 - best-effort cleanup
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def claude_bin() -> Path:
+    """The pinned Claude Code binary installed by scripts/test.sh (or ORCH_CLAUDE_BIN)."""
+    explicit = os.environ.get("ORCH_CLAUDE_BIN")
+    path = Path(explicit) if explicit else CLAUDE_CACHE / "node_modules" / ".bin" / "claude"
+    if not path.exists():
+        pytest.fail(f"Claude Code {CLAUDE_CODE_VERSION} not found at {path}: run scripts/test.sh")
+    return path
