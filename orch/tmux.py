@@ -1,0 +1,388 @@
+"""A private tmux server per run: panes by id, tagged by worker number, bracketed paste.
+
+Never the user's default server: every command runs as `tmux -L SOCKET -f /dev/null`, so neither the
+user's sessions nor their ~/.tmux.conf are involved. `TMUX_TMPDIR` is honoured (tests set it).
+
+Agents are launched with their argv passed to tmux as separate arguments: tmux then execs them
+directly (no shell, no quoting, no line-length limit). Secrets reach panes through the tmux server's
+own process environment, given to `start`; per-pane values go through `-e` and must not be secret.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import libtmux
+from libtmux import exc as libtmux_exc
+
+from orch.contracts import LaunchSpec
+from orch.errors import NotFoundError, SandboxError, UsageError, WaitTimeoutError
+from orch.versions import TMUX_MIN_VERSION
+from orch.waits import wait_until
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = "apt-get install tmux"
+PANES_PER_WINDOW = 6
+WINDOW_SIZE = (240, 70)  # large, so six tiled TUIs still get ~80x23 each
+HISTORY_LIMIT = 50_000
+WORKER_OPTION = "@orch_worker"
+_PANE_FORMAT = "\t".join(
+    (
+        "#{pid}",  # the server's
+        "#{pane_id}",
+        "#{" + WORKER_OPTION + "}",
+        "#{window_index}",
+        "#{pane_dead}",
+        "#{pane_dead_status}",
+        "#{pane_dead_signal}",
+        "#{pane_pid}",
+        "#{pane_current_command}",
+    )
+)
+
+
+def _tmux_path() -> str:
+    path = shutil.which("tmux")
+    if path is None:
+        raise UsageError("tmux is not installed (not found on PATH)", hint=INSTALL_HINT)
+    return path
+
+
+def check_tmux() -> str:
+    """Return the tmux version ("3.3a"); UsageError if tmux is missing or older than we support."""
+    path = _tmux_path()
+    try:
+        out = subprocess.run([path, "-V"], capture_output=True, text=True, check=False, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UsageError(f"cannot run {path} -V: {exc}", hint=INSTALL_HINT) from None
+    version = out.stdout.strip().removeprefix("tmux ")
+    match = re.search(r"(\d+)\.(\d+)", version)
+    if out.returncode != 0 or match is None:
+        raise UsageError(f"cannot read the tmux version from {out.stdout.strip()!r}", hint=INSTALL_HINT)
+    if (int(match[1]), int(match[2])) < TMUX_MIN_VERSION:
+        need = ".".join(map(str, TMUX_MIN_VERSION))
+        raise UsageError(f"tmux {version} is too old (need {need} or newer)", hint=INSTALL_HINT)
+    return version
+
+
+@dataclass(frozen=True)
+class PaneInfo:
+    pane_id: str
+    worker: int
+    window: int
+    """tmux window index (1-based: window 1 holds workers 1-6, window 2 workers 7-12, ...)."""
+    dead: bool
+    dead_status: int | None
+    dead_signal: int | None
+    pid: int | None
+    """None once the pane is dead, so nobody signals a recycled pid."""
+    current_command: str
+
+
+def window_name(worker: int) -> str:
+    """`w1-6`, `w7-12`, ...: the window that holds `worker`."""
+    first = (worker - 1) // PANES_PER_WINDOW * PANES_PER_WINDOW + 1
+    return f"w{first}-{first + PANES_PER_WINDOW - 1}"
+
+
+def _unreaped(pane: PaneInfo) -> bool:
+    return pane.dead and pane.dead_status is None and pane.dead_signal is None
+
+
+def _int_or_none(text: str) -> int | None:
+    return int(text) if text.strip().lstrip("-").isdigit() else None
+
+
+def _one_line(lines: Sequence[str] | str) -> str:
+    text = lines if isinstance(lines, str) else " ".join(lines)
+    return " ".join(text.split()) or "no error message"
+
+
+def _command_list(commands: Sequence[Sequence[str]]) -> list[str]:
+    """Several tmux commands for one client call: a lone ";" argument separates them."""
+    args: list[str] = []
+    for command in commands:
+        args += [*command, ";"]
+    return args[:-1]
+
+
+def _spawn_args(spec: LaunchSpec) -> list[str]:
+    """`-c`, `-e` and the argv for new-session / new-window / split-window / respawn-pane."""
+    if not spec.argv:
+        raise UsageError("cannot launch an empty command", hint="give the agent's argv")
+    args = ["-c", str(spec.cwd.resolve())]
+    for key, value in spec.env.items():
+        args += ["-e", f"{key}={value}"]
+    # tmux runs a single-argument command through `sh -c`; with two or more it execs them directly.
+    argv = ["env", *spec.argv] if len(spec.argv) == 1 else list(spec.argv)
+    return [*args, "--", *argv]
+
+
+class TmuxServer:
+    """One run's tmux server, addressed by socket name (`tmux -L NAME -f /dev/null`)."""
+
+    def __init__(self, socket_name: str) -> None:
+        self.socket_name = socket_name
+        self._server = libtmux.Server(socket_name=socket_name, config_file="/dev/null")
+        self._session: str | None = None
+
+    def __repr__(self) -> str:
+        return f"TmuxServer({self.socket_name!r})"
+
+    # -- running tmux ------------------------------------------------------------------------------
+
+    def _base_argv(self) -> list[str]:
+        return [_tmux_path(), "-L", self.socket_name, "-f", "/dev/null"]
+
+    def _cmd(self, *args: str) -> list[str]:
+        """Run one tmux command on this server; stdout lines, or SandboxError with tmux's stderr."""
+        try:
+            proc = self._server.cmd(*args)
+        except libtmux_exc.TmuxCommandNotFound:
+            raise UsageError("tmux is not installed (not found on PATH)", hint=INSTALL_HINT) from None
+        if proc.returncode != 0:
+            raise SandboxError(f"tmux {args[0]} failed on server {self.socket_name}: {_one_line(proc.stderr)}")
+        return list(proc.stdout)
+
+    def _raw(self, args: list[str], stdin: bytes = b"", env: Mapping[str, str] | None = None) -> str:
+        """For what libtmux cannot do: feed stdin, or choose the process environment."""
+        argv = self._base_argv() + args
+        try:
+            proc = subprocess.run(argv, input=stdin, capture_output=True, env=env, check=False, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise SandboxError(f"tmux {args[0]} failed on server {self.socket_name}: {exc}") from None
+        if proc.returncode != 0:
+            err = proc.stderr.decode(errors="replace")
+            raise SandboxError(f"tmux {args[0]} failed on server {self.socket_name}: {_one_line(err)}")
+        return proc.stdout.decode(errors="replace")
+
+    def _session_name(self) -> str:
+        if self._session is None:
+            names = self._cmd("list-sessions", "-F", "#{session_name}")
+            if not names:
+                raise SandboxError(f"tmux server {self.socket_name} has no session")
+            self._session = names[0]
+        return self._session
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def alive(self) -> bool:
+        return bool(self._server.is_alive())
+
+    def start(self, session: str, first: LaunchSpec, worker: int, env: Mapping[str, str]) -> str:
+        """Start the server with `env` as its process environment and `first` in its first pane.
+
+        `env` is how secrets reach the panes: the server copies its environment into every pane, and
+        nothing of it appears on a command line. If anything fails, the server is killed again.
+        """
+        if self.alive():
+            raise SandboxError(f"tmux server {self.socket_name} is already running", hint="kill it first")
+        server_env = dict(env)
+        server_env.pop("TMUX", None)  # we may be started from inside the user's tmux
+        server_env.pop("TMUX_PANE", None)
+        # The client that forks the server picks the socket directory: it must match our later calls,
+        # which run with our own environment.
+        server_env.pop("TMUX_TMPDIR", None)
+        if "TMUX_TMPDIR" in os.environ:
+            server_env["TMUX_TMPDIR"] = os.environ["TMUX_TMPDIR"]
+        width, height = WINDOW_SIZE
+        border = " W#{" + WORKER_OPTION + "} #{pane_current_command} "
+        # First call: the server alone. Its command line stays visible in `ps` for its whole life,
+        # so it gets no agent argv; exit-empty off keeps it up until the session exists.
+        options = [
+            ["start-server"],
+            ["set-option", "-s", "exit-empty", "off"],
+            ["set-option", "-s", "escape-time", "10"],
+            ["set-option", "-g", "history-limit", str(HISTORY_LIMIT)],
+            ["set-option", "-g", "base-index", "1"],
+            ["set-option", "-g", "default-size", f"{width}x{height}"],
+            ["set-option", "-wg", "remain-on-exit", "on"],
+            ["set-option", "-wg", "pane-border-status", "top"],
+            ["set-option", "-wg", "pane-border-format", border],
+        ]
+        new_session = ["new-session", "-d", "-s", session, "-n", window_name(worker), "-P", "-F", "#{pane_id}"]
+        new_session += ["-x", str(width), "-y", str(height), *_spawn_args(first)]
+        session_commands = [
+            new_session,
+            # Right after new-session, set-option -p targets the new pane: tagged before anyone looks.
+            ["set-option", "-p", WORKER_OPTION, str(worker)],
+            # new-session -e writes the *session* environment; keep per-worker values out of later panes.
+            *(["set-environment", "-t", f"={session}", "-u", key] for key in first.env),
+            ["set-option", "-s", "exit-empty", "on"],
+        ]
+        try:
+            self._raw(_command_list(options), env=server_env)
+            out = self._raw(_command_list(session_commands), env=server_env)
+            pane_id = out.strip().partition("\n")[0]
+            if not pane_id.startswith("%"):
+                raise SandboxError(f"tmux new-session printed no pane id on server {self.socket_name}: {out!r}")
+        except BaseException:
+            with contextlib.suppress(SandboxError):
+                self.kill()  # leave nothing behind; the first error is the one to report
+            raise
+        self._session = session
+        log.debug("tmux server started", extra={"socket": self.socket_name, "pane": pane_id})
+        return pane_id
+
+    def add_pane(self, spec: LaunchSpec, worker: int) -> str:
+        """Launch `spec` in a new pane tagged `worker`: split its window, or open the window."""
+        if worker in self.panes():
+            raise UsageError(f"worker {worker} already has a pane on server {self.socket_name}")
+        session = self._session_name()
+        name = window_name(worker)
+        window_id = None
+        for line in self._cmd("list-windows", "-t", f"={session}", "-F", "#{window_id}\t#{window_name}"):
+            wid, _, wname = line.partition("\t")
+            if wname == name:
+                window_id = wid
+        spawn = _spawn_args(spec)
+        if window_id is None:
+            out = self._cmd("new-window", "-d", "-t", f"={session}:", "-n", name, "-P", "-F", "#{pane_id}", *spawn)
+        else:
+            out = self._cmd("split-window", "-d", "-t", window_id, "-P", "-F", "#{pane_id}", *spawn)
+            self._cmd("select-layout", "-t", window_id, "tiled")
+        pane_id = out[0]
+        self._cmd("set-option", "-p", "-t", pane_id, WORKER_OPTION, str(worker))
+        return pane_id
+
+    def respawn(self, pane_id: str, spec: LaunchSpec) -> None:
+        """Restart the pane's process (dead or not); the pane keeps its id, tag and transcript pipe."""
+        self._cmd("respawn-pane", "-k", "-t", pane_id, *_spawn_args(spec))
+
+    def kill(self) -> None:
+        """Stop the server and every pane in it; fine if it is already gone. Returns once it is gone,
+        so a new server can start on the same socket right away."""
+        try:
+            proc = self._server.cmd("kill-server")
+        except libtmux_exc.TmuxCommandNotFound:
+            return
+        self._session = None
+        try:
+            wait_until(lambda: not self.alive(), 5.0, f"tmux server {self.socket_name} to exit", interval=0.02)
+        except WaitTimeoutError:
+            raise SandboxError(
+                f"tmux kill-server failed on server {self.socket_name}: {_one_line(proc.stderr)}"
+            ) from None
+
+    def attach_argv(self, read_only: bool) -> list[str]:
+        """argv to exec for `orch attach`. The caller should drop $TMUX from the env when nesting."""
+        return [*self._base_argv(), "attach-session", *(["-r"] if read_only else [])]
+
+    # -- panes -------------------------------------------------------------------------------------
+
+    def panes(self) -> dict[int, PaneInfo]:
+        """Worker number -> pane, from one list-panes call. Panes without a worker tag are skipped.
+
+        tmux marks a pane dead when its pty closes and learns the exit status when it reaps the
+        process on SIGCHLD. tmux 3.3a sometimes misses that SIGCHLD (seen on Linux 6.x: the agent
+        stays a zombie, `pane_dead_status` stays empty for good). Then we send the server a SIGCHLD
+        ourselves, which makes it reap, and read again for up to a second.
+        """
+        panes, server_pid = self._list_panes()
+        if any(_unreaped(p) for p in panes.values()):
+            with contextlib.suppress(OSError):  # not our pid namespace, or already gone
+                os.kill(server_pid, signal.SIGCHLD)
+
+            def reaped() -> dict[int, PaneInfo] | None:
+                again = self._list_panes()[0]
+                return None if any(_unreaped(p) for p in again.values()) else again
+
+            try:
+                panes = wait_until(reaped, 1.0, "tmux to reap exited panes", interval=0.01)
+            except WaitTimeoutError:
+                log.warning("tmux has not reaped a dead pane", extra={"socket": self.socket_name})
+        return panes
+
+    def _list_panes(self) -> tuple[dict[int, PaneInfo], int]:
+        result: dict[int, PaneInfo] = {}
+        server_pid = 0
+        for line in self._cmd("list-panes", "-a", "-F", _PANE_FORMAT):
+            fields = line.split("\t", 8)
+            if len(fields) != 9:
+                continue
+            server, pane_id, tag, window, dead, status, sig, pid, command = fields
+            server_pid = int(server)
+            worker = _int_or_none(tag)
+            if worker is None:
+                continue  # a pane being created, before its tag is set
+            is_dead = dead == "1"
+            result[worker] = PaneInfo(
+                pane_id=pane_id,
+                worker=worker,
+                window=int(window),
+                dead=is_dead,
+                dead_status=_int_or_none(status) if is_dead else None,
+                dead_signal=_int_or_none(sig) if is_dead else None,
+                pid=None if is_dead else _int_or_none(pid),
+                current_command=command,
+            )
+        return result, server_pid
+
+    def pane(self, worker: int) -> PaneInfo:
+        found = self.panes().get(worker)
+        if found is None:
+            raise NotFoundError(f"worker {worker} has no pane on tmux server {self.socket_name}")
+        return found
+
+    # -- talking to panes --------------------------------------------------------------------------
+
+    def paste(self, pane_id: str, text: str) -> None:
+        """Paste `text` as one bracketed paste (newlines do not submit); no newline is added.
+
+        The buffer goes in through stdin (no temp file, no argv limit) under a unique name, and
+        `paste-buffer -d` deletes it. Brackets are sent only if the app enabled bracketed paste.
+        """
+        text = text.removesuffix("\n")
+        if not text:
+            return
+        buffer = f"orch-{uuid.uuid4().hex}"
+        self._raw(["load-buffer", "-b", buffer, "-"], stdin=text.encode())
+        try:
+            self._cmd("paste-buffer", "-p", "-d", "-b", buffer, "-t", pane_id)
+        except SandboxError:
+            self._server.cmd("delete-buffer", "-b", buffer)  # best effort: the pane may be gone
+            raise
+
+    def send_keys(self, pane_id: str, *keys: str) -> None:
+        """Send tmux key names ("Enter", "C-u", "Down"); strings that are not key names go literally."""
+        if keys:
+            self._cmd("send-keys", "-t", pane_id, "--", *keys)
+
+    def capture(self, pane_id: str, lines: int | None = None) -> str:
+        """The visible screen, or the last `lines` lines incl. scrollback (blank tail dropped).
+
+        As tmux does by default, trailing spaces are trimmed from each line.
+        """
+        if lines is None:
+            return "\n".join(self._cmd("capture-pane", "-p", "-t", pane_id))
+        if lines <= 0:
+            return ""
+        out = self._cmd("capture-pane", "-p", "-t", pane_id, "-S", f"-{lines}")
+        while out and not out[-1].strip():
+            out.pop()
+        return "\n".join(out[-lines:])
+
+    def pipe_to(self, pane_id: str, path: Path) -> None:
+        """Append everything the pane prints to `path` (idempotent); the file outlives the server."""
+        path = path.resolve()
+        try:
+            path.open("ab").close()  # fail here, not silently inside tmux's pipe shell
+        except OSError as exc:
+            raise SandboxError(f"cannot write transcript {path}: {exc.strerror}") from None
+        # pipe-pane expands formats in its command, so a `#` in the path must be doubled.
+        command = "exec cat >> " + shlex.quote(str(path)).replace("#", "##")
+        # Not `-o`: that toggles, so a second call would silently stop the transcript. Without it tmux
+        # replaces any old pipe, so calling this again (after a respawn, say) is safe.
+        self._cmd("pipe-pane", "-t", pane_id, command)
