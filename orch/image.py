@@ -263,12 +263,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.tag} is up to date", file=sys.stderr)
             return 0
         ca = Path(args.ca_bundle) if args.ca_bundle else None
-        image_id = build_image(args.base, args.claude_version, ca, args.tag, lambda line: print(line, flush=True))
+        image_id = build_image(args.base, args.claude_version, ca, args.tag, _print_progress)
     except OrchError as exc:
         print(f"error: {exc.one_line()}", file=sys.stderr)
         return exc.exit_code
     print(f"built {args.tag} ({image_id})")
     return 0
+
+
+def _print_progress(line: str) -> None:
+    print(line, flush=True)
 
 
 if __name__ == "__main__":

@@ -136,7 +136,8 @@ def test_environment_and_labels(engine: docker.DockerClient, image: str) -> None
     assert config["Labels"]["orch.claude-code-version"] == CLAUDE_CODE_VERSION
     assert config["Entrypoint"] == ["/usr/bin/tini", "--"]
     # apt lists are cleaned; ORCH_HOME is writable by the worker
-    out = run(engine, image, "sh", "-c", "ls /var/lib/apt/lists | grep -v -e '^lock$' -e '^partial$'; test -w /orch")
+    check = "ls /var/lib/apt/lists | grep -v -e '^lock$' -e '^partial$'; test -w /orch"
+    out = run(engine, image, "sh", "-c", check)
     assert out.strip() == "", out
 
 
