@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -31,6 +31,8 @@ class WorkerContext:
     workdir: Path
     config_dir: Path
     permission_mode: str
+    env: Mapping[str, str] = field(default_factory=dict)
+    """The environment the agent will inherit from the tmux server (credentials included)."""
     model: str | None = None
     prompt: str | None = None
     """First prompt, passed on the command line so nothing has to be typed."""
@@ -86,6 +88,8 @@ class UpRequest:
     permission_mode: str | None = None
     model: str | None = None
     replace: bool = False
+    offline: bool = False
+    """Drive the agents with orch's scripted model server instead of a real model API."""
     prompts: dict[int, str] = field(default_factory=dict)
 
 
@@ -94,10 +98,16 @@ class Sandbox(Protocol):
 
     def up(self, request: UpRequest) -> RunInfo: ...
 
-    def forward(self, info: RunInfo, args: list[str], interactive: bool = False) -> int:
-        """Run `orch ARGS` where the run's tmux server lives; returns the exit code."""
+    def forward(self, info: RunInfo, args: list[str], stdin: str | None = None, interactive: bool = False) -> int:
+        """Run `orch ARGS` where the run's tmux server lives, streaming its output; the exit code."""
+        ...
+
+    def capture(self, info: RunInfo, args: list[str]) -> str:
+        """Run `orch ARGS` there and return its stdout (OrchError on failure)."""
         ...
 
     def alive(self, info: RunInfo) -> bool: ...
 
-    def kill(self, info: RunInfo) -> None: ...
+    def kill(self, info: RunInfo) -> None:
+        """Stop and remove what runs the fleet; the run folder stays."""
+        ...

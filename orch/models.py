@@ -51,6 +51,7 @@ class RunInfo(Strict):
     workdir: str
     permission_mode: str
     model: str | None = None
+    offline: bool = False
     tmux_socket: str
     created: dt.datetime = Field(default_factory=utcnow)
     status: RunStatus = RunStatus.STARTING
@@ -83,6 +84,8 @@ class HookEvent(BaseModel):
     notification_type: str | None = None
     error: str | None = None
     reason: str | None = None
+    status: int | None = None
+    """Exit status, on the wrapper's ProcessExit event."""
 
 
 class StatusLine(BaseModel):

@@ -139,15 +139,14 @@ def wait_until(
 ) -> T:
     """Poll `predicate` until it returns something truthy; raise WaitTimeoutError naming `reason`.
 
-    With `watch`, re-check whenever that file changes instead of on a timer (the timer stays as a
-    backstop for conditions that do not touch the file).
+    With `watch` (a folder), re-check whenever a file in it changes instead of on a timer; a
+    one-second timer stays as a backstop for conditions that do not touch the folder.
     """
     deadline = time.monotonic() + timeout
     notifier = _inotify_or_none() if watch is not None else None
     try:
         if notifier is not None and watch is not None:
-            watch.parent.mkdir(parents=True, exist_ok=True)
-            notifier.add_watch(watch.parent, IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE)
+            notifier.add_watch(watch, IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE)
         while True:
             value = predicate()
             if value:

@@ -144,6 +144,15 @@ class RunFolder:
     def status_line(self, n: int) -> Path:
         return self.state_dir / f"agent-{n}.status.json"
 
+    @property
+    def model_server_url(self) -> Path:
+        """URL of the run's scripted model server (offline runs)."""
+        return self.state_dir / "modelserver.url"
+
+    @property
+    def model_server_pid(self) -> Path:
+        return self.state_dir / "modelserver.pid"
+
     def log(self, n: int) -> Path:
         return self.logs_dir / f"agent-{n}.log"
 

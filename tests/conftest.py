@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +32,7 @@ def tmux_tmpdir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     yield path
     for sock_dir in path.glob("tmux-*"):
         for sock in sock_dir.iterdir():
-            os.system(f"tmux -S {sock} kill-server >/dev/null 2>&1")  # noqa: S605 - best-effort cleanup
+            subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True, check=False)
     shutil.rmtree(path, ignore_errors=True)
 
 

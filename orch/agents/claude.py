@@ -1,0 +1,174 @@
+"""The Claude Code adapter: isolated config dir per worker, seeded so no first-run dialog appears."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orch.hookwriter
+from orch.contracts import Dialog, LaunchSpec, WorkerContext
+from orch.errors import UsageError
+from orch.versions import CLAUDE_CODE_PACKAGE, CLAUDE_CODE_VERSION
+
+HOOK_EVENTS = (
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "PermissionRequest",
+    "Notification",
+    "Stop",
+    "StopFailure",
+    "SessionEnd",
+)
+CREDENTIAL_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
+CACHE_BIN = Path.home() / ".cache" / "orch" / "claude-code" / CLAUDE_CODE_VERSION / "node_modules" / ".bin" / "claude"
+
+# The default lets a worker edit files and run commands without prompts (an unattended worker cannot
+# answer one), while refusing the destructive few. The container backend is the real boundary.
+ALLOW = ["Bash", "Read", "Edit", "MultiEdit", "Write", "Glob", "Grep", "NotebookEdit", "TodoWrite"]
+DENY = ["Bash(rm -rf:*)", "Bash(sudo:*)", "Bash(git push:*)"]
+
+
+def hook_command(*args: str | Path) -> str:
+    """A shell command line running the stdlib-only hook writer with this interpreter."""
+    return shlex.join([sys.executable, "-S", orch.hookwriter.__file__, *map(str, args)])
+
+
+def user_credentials_file() -> Path | None:
+    """The invoking user's own `/login` credentials, if any."""
+    base = os.environ.get("CLAUDE_CONFIG_DIR")
+    path = Path(base) / ".credentials.json" if base else Path.home() / ".claude" / ".credentials.json"
+    return path if path.is_file() else None
+
+
+def _merge_json(path: Path, updates: dict[str, Any]) -> None:
+    data: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            loaded = json.loads(path.read_text())
+            data = loaded if isinstance(loaded, dict) else {}
+        except ValueError:
+            data = {}
+    for key, value in updates.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    path.chmod(0o600)
+
+
+class ClaudeAdapter:
+    name: str = "claude"
+    permission_modes: tuple[str, ...] = ("default", "acceptEdits", "plan", "auto", "dontAsk", "bypassPermissions")
+    default_permission_mode: str = "acceptEdits"
+
+    def binary(self) -> Path:
+        explicit = os.environ.get("ORCH_CLAUDE_BIN")
+        found = explicit or shutil.which("claude") or (str(CACHE_BIN) if CACHE_BIN.exists() else None)
+        if not found or not Path(found).exists():
+            raise UsageError(
+                "Claude Code is not installed",
+                hint=f"npm install -g {CLAUDE_CODE_PACKAGE}@{CLAUDE_CODE_VERSION} (or set ORCH_CLAUDE_BIN)",
+            )
+        return Path(found)
+
+    def version(self) -> str | None:
+        try:
+            out = subprocess.run(
+                [str(self.binary()), "--version"], capture_output=True, text=True, timeout=30, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired, UsageError):
+            return None
+        return out.stdout.split()[0] if out.returncode == 0 and out.stdout.strip() else None
+
+    def prepare(self, ctx: WorkerContext) -> LaunchSpec:
+        if ctx.permission_mode not in self.permission_modes:
+            raise UsageError(
+                f"unknown permission mode {ctx.permission_mode!r}",
+                hint=f"use one of: {', '.join(self.permission_modes)}",
+            )
+        cfg = ctx.config_dir
+        cfg.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # Trust both folders the worker touches: its workdir and the run folder (--add-dir).
+        self._seed_state(cfg, (ctx.workdir, ctx.run.root), ctx.env.get("ANTHROPIC_API_KEY"))
+        self._seed_settings(cfg, ctx)
+        self._copy_credentials(cfg, ctx.env)
+
+        argv = [str(self.binary()), "--permission-mode", ctx.permission_mode, "--add-dir", str(ctx.run.root)]
+        if ctx.model:
+            argv += ["--model", ctx.model]
+        if ctx.resume_session:
+            argv += ["--resume", ctx.resume_session]
+        else:
+            argv += ["--session-id", str(uuid.uuid4())]
+        if ctx.prompt:
+            argv.append(ctx.prompt)
+
+        env = {
+            "CLAUDE_CONFIG_DIR": str(cfg),
+            "DISABLE_AUTOUPDATER": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "ORCH_RUN": str(ctx.run.root),
+            "ORCH_WORKER": str(ctx.worker),
+        }
+        if ctx.permission_mode == "bypassPermissions" and os.geteuid() == 0:
+            # Claude Code refuses bypass mode as root unless told it is sandboxed (issue 3490).
+            env["IS_SANDBOX"] = "1"
+        return LaunchSpec(argv=argv, env=env, cwd=ctx.workdir)
+
+    def dialogs(self) -> Sequence[Dialog]:
+        # Fallback only: seeding the config dir prevents these. In 2.1.332 the "No / exit" option is
+        # selected by default, so a blind Enter would make the worker exit.
+        return (
+            Dialog("trust", r"Is this a (project|directory) you created or one you trust", ("Down", "Enter")),
+            Dialog("api-key", r"Detected a custom API key in your environment", ("Up", "Enter")),
+            Dialog("bypass-warning", r"Bypass Permissions mode", ("Down", "Enter")),
+        )
+
+    @staticmethod
+    def _seed_state(cfg: Path, folders: Sequence[Path], api_key: str | None) -> None:
+        trusted = {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}
+        updates: dict[str, Any] = {
+            "hasCompletedOnboarding": True,
+            "hasSeenAutoDefaultNudge": True,
+            "projects": {str(folder): trusted for folder in folders},
+        }
+        if api_key:
+            updates["customApiKeyResponses"] = {"approved": [api_key[-20:]], "rejected": []}
+        _merge_json(cfg / ".claude.json", updates)
+
+    @staticmethod
+    def _seed_settings(cfg: Path, ctx: WorkerContext) -> None:
+        state_file = ctx.run.state(ctx.worker)
+        hook = {"type": "command", "command": hook_command("event", state_file), "timeout": 10}
+        settings = {
+            "skipDangerousModePermissionPrompt": True,
+            "permissions": {"allow": ALLOW, "deny": DENY, "defaultMode": ctx.permission_mode},
+            "hooks": {event: [{"matcher": "", "hooks": [hook]}] for event in HOOK_EVENTS},
+            "statusLine": {
+                "type": "command",
+                "command": hook_command("status", ctx.run.status_line(ctx.worker)),
+            },
+        }
+        _merge_json(cfg / "settings.json", settings)
+
+    @staticmethod
+    def _copy_credentials(cfg: Path, env: Mapping[str, str]) -> None:
+        """Copy the user's /login credentials only when no credential comes by environment."""
+        if any(env.get(k) for k in CREDENTIAL_ENV):
+            return
+        source = user_credentials_file()
+        target = cfg / ".credentials.json"
+        if source and source.resolve() != target.resolve():
+            shutil.copyfile(source, target)
+            target.chmod(0o600)

@@ -1,0 +1,38 @@
+"""The scripted adapter: orch's own tiny TUI agent, for fast tests of the tmux and run-folder layers."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from orch.contracts import Dialog, LaunchSpec, WorkerContext
+
+
+class ScriptedAdapter:
+    name: str = "scripted"
+    permission_modes: tuple[str, ...] = ("default",)
+    default_permission_mode: str = "default"
+
+    def binary(self) -> Path:
+        return Path(sys.executable)
+
+    def version(self) -> str | None:
+        from orch import __version__
+
+        return __version__
+
+    def prepare(self, ctx: WorkerContext) -> LaunchSpec:
+        ctx.config_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        argv = [sys.executable, "-m", "orch.agents.scripted_agent"]
+        if ctx.prompt:
+            argv.append(ctx.prompt)
+        env = {
+            "ORCH_STATE_FILE": str(ctx.run.state(ctx.worker)),
+            "ORCH_RUN": str(ctx.run.root),
+            "ORCH_WORKER": str(ctx.worker),
+        }
+        return LaunchSpec(argv=argv, env=env, cwd=ctx.workdir)
+
+    def dialogs(self) -> Sequence[Dialog]:
+        return ()

@@ -1,0 +1,47 @@
+"""`orch bus post|tail`: the run's append-only message bus."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from orch import bus
+from orch.cli.common import NameArg, run_folder
+from orch.errors import UsageError
+
+app = typer.Typer(no_args_is_help=True)
+
+
+@app.command()
+def post(
+    name: NameArg,
+    text: Annotated[list[str], typer.Argument(help="The message (words are joined).")],
+    sender: Annotated[int | None, typer.Option("--as", help="Worker number posting (default: the lead).")] = None,
+) -> None:
+    """Append one line `<timestamp> [Wn] text` to bus.md (locked, one write)."""
+    run = run_folder(name)
+    if sender is not None:
+        run.check_worker(sender)
+    message = " ".join(text)
+    if not message.strip():
+        raise UsageError("empty bus message", hint="give the text to post")
+    bus.post(run, sender, message)
+
+
+@app.command()
+def tail(
+    name: NameArg,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines.")] = False,
+    lines: Annotated[int, typer.Option("--lines", "-n", help="How many recent lines.")] = 20,
+) -> None:
+    """Print the last lines of the bus, and follow it with -f (inotify)."""
+    run = run_folder(name)
+    for line in bus.read_lines(run)[-lines:] if lines > 0 else []:
+        typer.echo(line)
+    if follow:
+        try:
+            for line in bus.follow(run, start_at_end=True):
+                typer.echo(line)
+        except KeyboardInterrupt:
+            raise typer.Exit(0) from None

@@ -1,0 +1,45 @@
+"""Argument types and small helpers shared by the CLI modules."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from orch import sandbox
+from orch.errors import UsageError
+from orch.workspace import RunFolder, decode_text, read_text_input
+
+NameArg = Annotated[str, typer.Argument(help="Run name (letters, digits, . _ -; up to 64).", show_default=False)]
+WorkerArg = Annotated[int, typer.Argument(help="Worker number, from 1.", show_default=False)]
+
+
+def run_folder(name: str) -> RunFolder:
+    run = RunFolder.for_name(name)
+    run.info()  # NotFoundError with a hint when there is no such run
+    return run
+
+
+def read_input(source: str) -> str:
+    """Text from a file path, or from stdin for `-`."""
+    if source == "-":
+        return decode_text(sys.stdin.buffer.read(), "standard input")
+    return read_text_input(Path(source))
+
+
+def parse_workers(spec: str | None) -> list[int] | None:
+    if not spec:
+        return None
+    try:
+        return [int(part) for part in spec.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"bad worker list {spec!r}", hint="use numbers separated by commas, e.g. 1,3") from None
+
+
+def forward_if_remote(run: RunFolder, args: list[str], stdin: str | None = None, interactive: bool = False) -> None:
+    """For a containerised run, run the same command inside its container and exit with its code."""
+    code = sandbox.forward(run, args, stdin=stdin, interactive=interactive)
+    if code is not None:
+        raise typer.Exit(code)

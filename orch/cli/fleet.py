@@ -1,0 +1,207 @@
+"""Fleet commands: up/spawn, send, brief, read, status, ls, attach, kill, wait."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from orch import fleet
+from orch.cli.common import NameArg, WorkerArg, forward_if_remote, parse_workers, read_input, run_folder
+from orch.contracts import UpRequest
+from orch.errors import UsageError
+from orch.models import Backend, RunStatusView
+from orch.sandbox import kill_run, status_of, up_with_backend
+from orch.workspace import RunFolder, list_runs
+
+
+def _up(
+    name: str,
+    workers: int,
+    agent: str,
+    workdir: Path,
+    local: bool,
+    permission_mode: str | None,
+    model: str | None,
+    replace: bool,
+    boot_timeout: float,
+) -> None:
+    req = UpRequest(
+        name=name,
+        workers=workers,
+        agent=agent,
+        workdir=workdir,
+        permission_mode=permission_mode,
+        model=model,
+        replace=replace,
+    )
+    info = up_with_backend(req, Backend.LOCAL if local else Backend.DOCKER, boot_timeout)
+    run = RunFolder.for_name(name)
+    typer.echo(f"run {info.name}: {info.workers} {info.agent} worker(s) up ({info.backend.value}); folder {run.root}")
+
+
+LocalOpt = Annotated[bool, typer.Option("--local", help="Run tmux on this machine instead of a container.")]
+AgentOpt = Annotated[str, typer.Option("--agent", "-a", help="Agent adapter: claude or scripted.")]
+ModeOpt = Annotated[
+    str | None,
+    typer.Option("--permission-mode", help="Agent permission mode (claude default: acceptEdits + allowlist)."),
+]
+ModelOpt = Annotated[str | None, typer.Option("--model", help="Model name passed to the agent.")]
+ReplaceOpt = Annotated[bool, typer.Option("--replace", help="Kill and replace an existing run of this name.")]
+BootOpt = Annotated[float, typer.Option("--boot-timeout", help="Seconds to wait for workers to boot.")]
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def up(
+        name: NameArg,
+        workers: Annotated[int, typer.Option("--workers", "-n", help="Number of workers.")] = 1,
+        agent: AgentOpt = "claude",
+        workdir: Annotated[Path, typer.Option("--workdir", "-w", help="Folder the workers work in.")] = Path(),
+        local: LocalOpt = False,
+        permission_mode: ModeOpt = None,
+        model: ModelOpt = None,
+        replace: ReplaceOpt = False,
+        boot_timeout: BootOpt = fleet.BOOT_TIMEOUT,
+    ) -> None:
+        """Start a run: a private tmux server with one agent per pane."""
+        _up(name, workers, agent, workdir, local, permission_mode, model, replace, boot_timeout)
+
+    @app.command()
+    def spawn(
+        name: NameArg,
+        workers: Annotated[int, typer.Argument(help="Number of workers.")],
+        workdir: Annotated[Path, typer.Argument(help="Folder the workers work in.")] = Path(),
+        agent: AgentOpt = "claude",
+        local: LocalOpt = False,
+        permission_mode: ModeOpt = None,
+        model: ModelOpt = None,
+        replace: ReplaceOpt = False,
+        boot_timeout: BootOpt = fleet.BOOT_TIMEOUT,
+    ) -> None:
+        """`orch up` as the reference harness spells it: spawn NAME N [WORKDIR]."""
+        _up(name, workers, agent, workdir, local, permission_mode, model, replace, boot_timeout)
+
+    @app.command()
+    def send(
+        name: NameArg,
+        worker: WorkerArg,
+        text: Annotated[list[str] | None, typer.Argument(help="The message (words are joined).")] = None,
+        file: Annotated[str | None, typer.Option("--file", "-f", help="Send this file's text ('-': stdin).")] = None,
+    ) -> None:
+        """Deliver a message (multi-line included) to a worker as one submission, and confirm it."""
+        run = run_folder(name)
+        if (file is None) == (not text):
+            raise UsageError("give the message as TEXT or with --file, not both", hint="orch send NAME N 'text'")
+        message = read_input(file) if file is not None else " ".join(text or [])
+        if not message.strip():
+            raise UsageError("empty message", hint="give the text to send")
+        forward_if_remote(run, ["send", name, str(worker), "--file", "-"], stdin=message)
+        fleet.send(run, worker, message)
+        typer.echo(f"delivered to worker {worker}")
+
+    @app.command()
+    def brief(
+        name: NameArg,
+        worker: WorkerArg,
+        source: Annotated[str, typer.Argument(help="Brief file, or '-' for stdin.")],
+    ) -> None:
+        """Write agent-N.task.md and point the worker at it."""
+        run = run_folder(name)
+        text = read_input(source)
+        forward_if_remote(run, ["brief", name, str(worker), "-"], stdin=text)
+        path = fleet.brief(run, worker, text)
+        typer.echo(f"briefed worker {worker}: {path}")
+
+    @app.command()
+    def read(
+        name: NameArg,
+        worker: WorkerArg,
+        lines: Annotated[int | None, typer.Option("--lines", "-l", help="Last K lines incl. scrollback.")] = None,
+    ) -> None:
+        """Print a worker's screen (or its transcript once the run is stopped)."""
+        run = run_folder(name)
+        forward_if_remote(run, ["read", name, str(worker), *(["--lines", str(lines)] if lines else [])])
+        typer.echo(fleet.read(run, worker, lines))
+
+    @app.command()
+    def status(
+        name: Annotated[str | None, typer.Argument(help="Run name (default: all runs).")] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    ) -> None:
+        """Per worker: state (from hooks), done flag, result, last bus line, cost."""
+        runs = [run_folder(name)] if name else list_runs()
+        views = [status_of(run) for run in runs]
+        if as_json:
+            typer.echo(json.dumps([v.model_dump(mode="json") for v in views], indent=2))
+            return
+        if not views:
+            typer.echo("no runs")
+        for view in views:
+            _print_status(view)
+
+    @app.command("ls")
+    def ls_() -> None:
+        """List runs."""
+        runs = list_runs()
+        if not runs:
+            typer.echo("no runs")
+            return
+        typer.echo(f"{'NAME':<24} {'BACKEND':<8} {'AGENT':<9} {'WORKERS':>7}  STATUS")
+        for run in runs:
+            info = run.info()
+            typer.echo(
+                f"{info.name:<24} {info.backend.value:<8} {info.agent:<9} {info.workers:>7}  {info.status.value}"
+            )
+
+    @app.command()
+    def attach(
+        name: NameArg,
+        write: Annotated[bool, typer.Option("--write", help="Allow typing (default: read-only).")] = False,
+    ) -> None:
+        """Attach to the run's tmux (read-only unless --write)."""
+        run = run_folder(name)
+        forward_if_remote(run, ["attach", name, *(["--write"] if write else [])], interactive=True)
+        argv = fleet.server_for(run.info()).attach_argv(read_only=not write)
+        _exec(argv)
+
+    @app.command()
+    def kill(
+        name: Annotated[str | None, typer.Argument(help="Run name.")] = None,
+        all_runs: Annotated[bool, typer.Option("--all", help="Kill every run.")] = False,
+    ) -> None:
+        """Stop a run (its folder, transcripts included, stays)."""
+        if bool(name) == all_runs:
+            raise UsageError("give a run name or --all", hint="orch kill NAME")
+        for run in list_runs() if all_runs else [run_folder(name or "")]:
+            kill_run(run)
+            typer.echo(f"killed {run.name} (folder kept: {run.root})")
+
+    @app.command()
+    def wait(
+        name: NameArg,
+        workers: Annotated[str | None, typer.Option("--workers", help="Comma list, e.g. 1,3 (default: all).")] = None,
+        timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds (default: forever).")] = None,
+    ) -> None:
+        """Return as soon as the workers' done flags exist; exit 3 on timeout naming who is missing."""
+        run = run_folder(name)
+        fleet.wait(run, parse_workers(workers), timeout)
+        typer.echo("all done")
+
+
+def _print_status(view: RunStatusView) -> None:
+    alive = "alive" if view.alive else "not running"
+    typer.echo(f"run {view.name} ({view.backend.value}, {view.agent}, {view.status.value}, {alive})")
+    typer.echo(f"  {'W':>3} {'STATE':<23} {'DONE':<5} {'RESULT':<6} {'COST':>9}  LAST BUS LINE")
+    for w in view.workers:
+        state = w.state.value + (f" ({w.detail})" if w.detail else "")
+        cost = f"${w.cost_usd:.4f}" if w.cost_usd is not None else "-"
+        done, result = ("yes" if w.done else "no"), ("yes" if w.result else "no")
+        typer.echo(f"  {w.worker:>3} {state[:23]:<23} {done:<5} {result:<6} {cost:>9}  {(w.last_bus or '-')[:80]}")
+
+
+def _exec(argv: list[str]) -> NoReturn:
+    os.execvp(argv[0], argv)

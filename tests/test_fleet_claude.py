@@ -1,0 +1,109 @@
+"""The fleet core with the real Claude Code binary, driven by the scripted model server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orch import fleet
+from orch.models import WorkerState
+from orch.modelserver import ScriptedModelServer
+from orch.waits import wait_until
+from orch.workspace import RunFolder
+from tests.helpers import orch, prompts
+
+pytestmark = pytest.mark.claude
+N = 3
+
+
+@pytest.fixture
+def model(monkeypatch: pytest.MonkeyPatch, claude_bin: Path) -> Iterator[ScriptedModelServer]:
+    with ScriptedModelServer() as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-orch-offline-test-key-0123456789")
+        monkeypatch.setenv("ORCH_CLAUDE_BIN", str(claude_bin))
+        for var in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CONFIG_DIR"):
+            monkeypatch.delenv(var, raising=False)
+        yield server
+
+
+@pytest.fixture
+def fleet3(model: ScriptedModelServer, tmp_path: Path) -> RunFolder:
+    workdir = tmp_path / "brand-new-workdir"  # never trusted before: no dialog may appear
+    workdir.mkdir()
+    result = orch("up", "cc", "-n", str(N), "--workdir", workdir, "--local")
+    assert result.exit_code == 0, result.output
+    return RunFolder.for_name("cc")
+
+
+def _brief(run: RunFolder, n: int) -> str:
+    steps = [
+        {"bash": f"orch bus post {run.name} --as {n} 'worker {n} checked in'"},
+        {"write": str(run.result(n)), "content": f"# Result of worker {n}\nall good\n"},
+        {"bash": f"touch {run.done(n)}"},
+        {"reply": "Finished."},
+    ]
+    prose = "\n".join(f"Context line {i} for worker {n}." for i in range(1, 21))
+    script = "\n".join(json.dumps(s) for s in steps)
+    return f"# Task for worker {n}\n\n{prose}\n\n```orch-script\n{script}\n```\n"
+
+
+def test_workers_boot_with_no_dialog(fleet3: RunFolder) -> None:
+    view = fleet.status(fleet3)
+    assert [w.state for w in view.workers] == [WorkerState.IDLE] * N
+    events = [json.loads(line)["event"] for line in fleet3.events.read_text().splitlines()]
+    assert "dialog-answered" not in events, "a first-run dialog appeared"
+    for n in range(1, N + 1):
+        screen = orch("read", "cc", str(n)).output
+        assert "trust" not in screen.lower() and "No, exit" not in screen
+    # Credentials never land in the run folder.
+    for path in fleet3.root.rglob("*"):
+        if path.is_file():
+            assert "orch-offline-test-key" not in path.read_text(errors="replace"), path
+
+
+def test_thirty_line_message_is_one_submission(fleet3: RunFolder) -> None:
+    text = "\n".join(f"{i:02d}: a line of a long multi-line brief" for i in range(1, 31))
+    assert orch("send", "cc", "2", "--file", "-", input=text).exit_code == 0
+    (got,) = prompts(fleet3, 2)  # exactly one submission
+    # Claude Code wraps a long paste in <pasted_content id=...>; every line arrives, in order.
+    assert [line for line in got.splitlines() if line[:2].isdigit()] == text.splitlines()
+
+
+def test_briefed_workers_post_write_and_finish(fleet3: RunFolder, tmp_path: Path) -> None:
+    for n in range(1, N + 1):
+        brief = tmp_path / f"brief-{n}.md"
+        brief.write_text(_brief(fleet3, n))
+        result = orch("brief", "cc", str(n), brief)
+        assert result.exit_code == 0, result.output
+    assert orch("wait", "cc", "--timeout", "120").exit_code == 0
+    bus_text = fleet3.bus.read_text()
+    for n in range(1, N + 1):
+        assert f"[W{n}] worker {n} checked in" in bus_text
+        assert "all good" in fleet3.result(n).read_text()
+        assert len(prompts(fleet3, n)) == 1  # the pointer arrived once
+    view = fleet.status(fleet3)
+    assert all(w.done and w.result for w in view.workers)
+
+
+def test_killed_agent_shows_as_crashed(fleet3: RunFolder) -> None:
+    server = fleet.server_for(fleet3.info())
+    pid = fleet.agent_pid(server.pane(1))
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    row = wait_until(
+        lambda: next(
+            (w for w in fleet.status(fleet3).workers if w.worker == 1 and w.state is WorkerState.CRASHED),
+            None,
+        ),
+        15,
+        "worker 1 to show as crashed",
+    )
+    assert row.detail and "signal 9" in row.detail
+    assert orch("kill", "cc").exit_code == 0
+    assert fleet3.log(1).stat().st_size > 0  # the transcript outlives the run
