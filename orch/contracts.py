@@ -37,7 +37,7 @@ class WorkerContext:
     prompt: str | None = None
     """First prompt, passed on the command line so nothing has to be typed."""
     resume_session: str | None = None
-    """Resume this agent session instead of starting a new one (after a crash)."""
+    """Resume this agent session if the agent kept one (after a crash); else start afresh."""
 
 
 @dataclass(frozen=True)

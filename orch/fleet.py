@@ -122,7 +122,7 @@ def launch(run: RunFolder, info: RunInfo, adapter: AgentAdapter, prompts: dict[i
         log.warning("bypass mode as root: orch sets IS_SANDBOX=1 for the agent; prefer the container backend")
     info.agent_version = adapter.version()
     server = server_for(info)
-    env = agent_environment(run, info, server)
+    env = agent_environment(info, start_model_server(run) if info.offline else None)
     for n in range(1, info.workers + 1):
         spec = supervised(adapter.prepare(_context(run, info, n, env, prompts.get(n), None)), run, n)
         pane_id = server.start(f"orch-{info.name}", spec, n, env) if n == 1 else server.add_pane(spec, n)
@@ -160,11 +160,11 @@ def agent_pid(pane: PaneInfo) -> int | None:
     return int(children[0]) if children else None
 
 
-def agent_environment(run: RunFolder, info: RunInfo, server: TmuxServer) -> dict[str, str]:
+def agent_environment(info: RunInfo, model_url: str | None) -> dict[str, str]:
     """The environment of the run's tmux server, inherited by every pane.
 
     Credentials travel here (process environment), never on a command line or into a file. Offline
-    runs drop every real credential and point the agents at the scripted model server.
+    runs drop every real credential and point the agents at the run's scripted model server.
     """
     env = dict(os.environ)
     env.pop("TMUX", None)
@@ -174,7 +174,7 @@ def agent_environment(run: RunFolder, info: RunInfo, server: TmuxServer) -> dict
         for var in (*CREDENTIAL_ENV, "ANTHROPIC_BASE_URL"):
             env.pop(var, None)
         env["ANTHROPIC_API_KEY"] = OFFLINE_API_KEY
-        env["ANTHROPIC_BASE_URL"] = start_model_server(run)
+        env["ANTHROPIC_BASE_URL"] = model_url or ""
     return env
 
 
@@ -235,6 +235,24 @@ def answer_dialogs(run: RunFolder, adapter: AgentAdapter, server: TmuxServer, n:
             run.log_event(ControllerEvent(event="dialog-answered", worker=n, data={"dialog": dialog.name}))
             return True
     return False
+
+
+def restart(run: RunFolder, n: int, prompt: str | None = None) -> None:
+    """Respawn worker n in its pane, resuming its agent session when the agent kept one.
+
+    `prompt` is passed on the command line, so nothing has to be typed into the new pane.
+    """
+    info = run.info()
+    run.check_worker(n)
+    server = server_for(info)
+    pane = server.pane(n)
+    adapter = get_adapter(info.agent)
+    session = next((e.session_id for e in reversed(run.hook_events(n)) if e.session_id), None)
+    model_url = run.model_server_url.read_text().strip() if info.offline else None
+    env = agent_environment(info, model_url)
+    spec = supervised(adapter.prepare(_context(run, info, n, env, prompt, session)), run, n)
+    server.respawn(pane.pane_id, spec)
+    run.log_event(ControllerEvent(event="restarted", worker=n, data={"session": session}))
 
 
 # --- talking to workers ------------------------------------------------------------------------

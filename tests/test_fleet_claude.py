@@ -91,7 +91,9 @@ def test_briefed_workers_post_write_and_finish(fleet3: RunFolder, tmp_path: Path
     assert all(w.done and w.result for w in view.workers)
 
 
-def test_killed_agent_shows_as_crashed(fleet3: RunFolder) -> None:
+def test_killed_agent_shows_as_crashed_and_restarts_resumed(fleet3: RunFolder) -> None:
+    assert orch("send", "cc", "1", "remember this conversation").exit_code == 0
+    wait_until(lambda: fleet.status(fleet3).workers[0].state is WorkerState.IDLE, 30, "the turn to finish")
     server = fleet.server_for(fleet3.info())
     pid = fleet.agent_pid(server.pane(1))
     assert pid is not None
@@ -105,5 +107,12 @@ def test_killed_agent_shows_as_crashed(fleet3: RunFolder) -> None:
         "worker 1 to show as crashed",
     )
     assert row.detail and "signal 9" in row.detail
+    # Restarted, it resumes the same Claude Code session.
+    fleet.restart(fleet3, 1)
+    starts = wait_until(
+        lambda: [e for e in fleet3.hook_events(1) if e.hook_event_name == "SessionStart"][1:], 30, "the resumed start"
+    )
+    assert starts[0].session_id == fleet3.hook_events(1)[0].session_id
+    assert fleet.status(fleet3).workers[0].state is WorkerState.IDLE
     assert orch("kill", "cc").exit_code == 0
     assert fleet3.log(1).stat().st_size > 0  # the transcript outlives the run

@@ -143,3 +143,15 @@ def test_eight_workers_use_two_windows(workdir: Path) -> None:
     panes = fleet.server_for(RunFolder.for_name("r8").info()).panes()
     assert sorted(panes) == list(range(1, 9))
     assert len({p.window for p in panes.values()}) == 2
+
+
+def test_restart_brings_a_crashed_worker_back(run3: RunFolder) -> None:
+    server = fleet.server_for(run3.info())
+    pid = fleet.agent_pid(server.pane(2))
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: fleet.status(run3).workers[1].state is WorkerState.CRASHED, 10, "worker 2 to crash")
+    fleet.restart(run3, 2)
+    wait_until(lambda: fleet.status(run3).workers[1].state is WorkerState.IDLE, 10, "worker 2 to come back")
+    assert orch("send", "r3", "2", "after restart").exit_code == 0
+    assert prompts(run3, 2)[-1] == "after restart"

@@ -107,7 +107,7 @@ class ClaudeAdapter:
         argv = [str(self.binary()), "--permission-mode", ctx.permission_mode, "--add-dir", str(ctx.run.root)]
         if ctx.model:
             argv += ["--model", ctx.model]
-        if ctx.resume_session:
+        if ctx.resume_session and any(cfg.glob(f"projects/*/{ctx.resume_session}.jsonl")):
             argv += ["--resume", ctx.resume_session]
         else:
             argv += ["--session-id", str(uuid.uuid4())]
