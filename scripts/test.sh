@@ -7,7 +7,7 @@ scripts/setup.sh
 
 if .venv/bin/python -c 'import sys; from orch.dockerenv import docker_client; docker_client()' 2>/dev/null; then
   # The image build is cached by Docker; ORCH_BASE_IMAGE / ORCH_CA_BUNDLE pick the base and a CA bundle.
-  .venv/bin/python -m orch.image
+  .venv/bin/python -m orch.image --if-stale
 fi
 
 .venv/bin/ruff check orch tests bench

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The main job on a fresh machine: set up, build the worker image when a Docker engine answers, and run
+# the offline demo fleet (real Claude Code workers, scripted model server, no credentials).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+if .venv/bin/python -c 'from orch.dockerenv import docker_client; docker_client()' 2>/dev/null; then
+  .venv/bin/python -m orch.image --if-stale
+fi
+exec .venv/bin/orch demo "$@"
