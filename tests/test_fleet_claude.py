@@ -116,3 +116,24 @@ def test_killed_agent_shows_as_crashed_and_restarts_resumed(fleet3: RunFolder) -
     assert fleet.status(fleet3).workers[0].state is WorkerState.IDLE
     assert orch("kill", "cc").exit_code == 0
     assert fleet3.log(1).stat().st_size > 0  # the transcript outlives the run
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: checks Claude Code's refusal of bypass mode as root")
+def test_bypass_mode_as_root_boots_with_a_warning(
+    model: ScriptedModelServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    workdir = tmp_path / "w"
+    workdir.mkdir()
+    result = orch("up", "root", "--workdir", workdir, "--local", "--permission-mode", "bypassPermissions")
+    assert result.exit_code == 0, result.output
+    assert "bypass mode as root" in caplog.text
+    assert fleet.status(RunFolder.for_name("root")).workers[0].state is WorkerState.IDLE
+
+
+def test_doctor_reports_tools_and_credentials(model: ScriptedModelServer) -> None:
+    result = orch("doctor")
+    assert result.exit_code == 0, result.output
+    lines = {line.split()[1]: line for line in result.output.splitlines() if line[:3] in ("ok ", "!! ", "-- ")}
+    assert lines["tmux"].startswith("ok") and lines["claude"].startswith("ok")
+    assert "2.1.332" in lines["claude"]
+    assert "ANTHROPIC_API_KEY" in lines["credentials"] and "sk-ant" not in result.output

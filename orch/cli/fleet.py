@@ -204,4 +204,6 @@ def _print_status(view: RunStatusView) -> None:
 
 
 def _exec(argv: list[str]) -> NoReturn:
-    os.execvp(argv[0], argv)
+    # Attaching from inside the user's own tmux: without $TMUX, tmux nests instead of refusing.
+    env = {k: v for k, v in os.environ.items() if k != "TMUX"}
+    os.execvpe(argv[0], argv, env)
