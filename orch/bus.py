@@ -11,6 +11,7 @@ import fcntl
 import os
 import re
 from collections.abc import Iterator
+from typing import TextIO
 
 from orch.errors import UsageError
 from orch.models import BusLine
@@ -84,10 +85,19 @@ def last_line_of(run: RunFolder, worker: int) -> str | None:
 
 
 def follow(run: RunFolder, start_at_end: bool = False) -> Iterator[str]:
-    """Yield bus lines as they are appended (inotify), forever."""
-    with run.bus.open("r", errors="replace") as fh:
-        if start_at_end:
-            fh.seek(0, os.SEEK_END)
+    """Yield bus lines as they are appended (inotify), forever.
+
+    The starting position is taken now, not at the first `next()`: nothing posted after this call
+    is missed.
+    """
+    fh = run.bus.open("r", errors="replace")
+    if start_at_end:
+        fh.seek(0, os.SEEK_END)
+    return _follow(fh, run)
+
+
+def _follow(fh: TextIO, run: RunFolder) -> Iterator[str]:
+    with fh:
         pending = ""
         for _ in watch_file(run.bus):
             chunk = fh.read()

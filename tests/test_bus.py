@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import threading
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from orch import bus
 from orch.errors import UsageError
 from orch.models import Backend, RunInfo
+from orch.waits import wait_until
 from orch.workspace import RunFolder
 from tests.helpers import orch
 
@@ -80,3 +82,22 @@ def test_cli_post_and_tail(run: RunFolder) -> None:
     assert out[0].endswith("[W3] hello bus") and out[1].endswith("[lead] from the lead")
     bad = orch("bus", "post", "busrun", "--as", "99", "x")
     assert bad.exit_code == 2 and "out of range" in bad.output
+
+
+def test_follow_sees_new_lines_as_they_are_posted(run: RunFolder) -> None:
+    bus.post(run, 1, "before following")
+    seen: list[str] = []
+    follower = bus.follow(run, start_at_end=True)
+
+    def consume() -> None:
+        for line in follower:
+            seen.append(line)
+            if len(seen) == 2:
+                return
+
+    thread = threading.Thread(target=consume, daemon=True)
+    thread.start()
+    bus.post(run, 2, "first new")
+    bus.post(run, 3, "second new")
+    wait_until(lambda: len(seen) == 2, 10, "the follower to see both lines")
+    assert [line.split("] ", 1)[1] for line in seen] == ["first new", "second new"]

@@ -171,4 +171,4 @@ class ClaudeAdapter:
         target = cfg / ".credentials.json"
         if source and source.resolve() != target.resolve():
             shutil.copyfile(source, target)
-            target.chmod(0o600)
+            target.chmod(0o400)  # read-only: the user's own login owns and refreshes it
