@@ -14,25 +14,50 @@ ENGINE_HINT = (
 )
 
 
+DEFAULT_ENGINE = "unix:///var/run/docker.sock"
+
+
+def context_host() -> str | None:
+    """The endpoint of the current docker context (DOCKER_CONTEXT, else the CLI's config), if not default."""
+    name = os.environ.get("DOCKER_CONTEXT")
+    try:
+        from docker.context import ContextAPI
+        from docker.context.config import get_current_context_name
+
+        name = name or get_current_context_name()
+        if not name or name == "default":
+            return None
+        ctx = ContextAPI.get_context(name)
+    except (docker.errors.DockerException, OSError, ValueError):
+        return None
+    host = getattr(ctx, "Host", None) if ctx is not None else None
+    return str(host) if host else None
+
+
 def engine_address() -> str:
-    """Where the client will look for the engine, for messages."""
-    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    """Where the client will look for the engine: DOCKER_HOST, else the docker context, else the socket."""
+    return os.environ.get("DOCKER_HOST") or context_host() or DEFAULT_ENGINE
 
 
-def docker_client(timeout: int = 60) -> docker.DockerClient:
+def docker_client(timeout: int = 60, base_url: str | None = None) -> docker.DockerClient:
     """A client for the engine named by the environment (DOCKER_HOST etc.), checked with a ping.
 
+    `base_url` names another engine (a run remembers the engine it was started on). `ssh://` engines
+    are reached with the system's ssh client (its config, keys and known_hosts), as the docker CLI does.
     Raises UsageError when no engine answers there: a missing engine is a missing prerequisite.
     """
     from orch.errors import UsageError
 
+    address = base_url or engine_address()
+    ssh = address.startswith("ssh://")
     try:
-        client = docker.from_env(timeout=timeout)
+        if base_url is None and os.environ.get("DOCKER_HOST"):
+            client = docker.from_env(timeout=timeout, use_ssh_client=ssh)  # keeps DOCKER_TLS_VERIFY etc.
+        else:
+            client = docker.DockerClient(base_url=address, timeout=timeout, use_ssh_client=ssh)
         client.ping()
     except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
-        raise UsageError(
-            f"Docker engine not reachable at {engine_address()}: {_reason(exc)}", hint=ENGINE_HINT
-        ) from exc
+        raise UsageError(f"Docker engine not reachable at {address}: {_reason(exc)}", hint=ENGINE_HINT) from exc
     return client
 
 

@@ -116,22 +116,35 @@ def up(req: UpRequest, backend: Backend = Backend.LOCAL, boot_timeout: float = B
     return info
 
 
-def launch(run: RunFolder, info: RunInfo, adapter: AgentAdapter, prompts: dict[int, str], boot_timeout: float) -> None:
-    """Start the run's tmux server and workers in an existing run folder, and wait until they boot."""
+def launch(
+    run: RunFolder,
+    info: RunInfo,
+    adapter: AgentAdapter,
+    prompts: dict[int, str],
+    boot_timeout: float,
+    resume: bool = False,
+) -> None:
+    """Start the run's tmux server and workers in an existing run folder, and wait until they boot.
+
+    With `resume` (the run's tmux server or container died), each worker resumes its last agent session
+    when the agent kept it, else starts afresh; the run folder's history stays as it is.
+    """
     if info.permission_mode == "bypassPermissions" and os.geteuid() == 0:
         log.warning("bypass mode as root: orch sets IS_SANDBOX=1 for the agent; prefer the container backend")
     info.agent_version = adapter.version()
     server = server_for(info)
     env = agent_environment(info, start_model_server(run) if info.offline else None)
+    seen = {n: len(run.hook_events(n)) for n in range(1, info.workers + 1)}
     for n in range(1, info.workers + 1):
-        spec = supervised(adapter.prepare(_context(run, info, n, env, prompts.get(n), None)), run, n)
+        session = last_session(run, n) if resume else None
+        spec = supervised(adapter.prepare(_context(run, info, n, env, prompts.get(n), session)), run, n)
         pane_id = server.start(f"orch-{info.name}", spec, n, env) if n == 1 else server.add_pane(spec, n)
         try:
             server.pipe_to(pane_id, run.log(n))
         except SandboxError:
             log.info("worker %s died before its transcript started; the boot check reports why", n)
         run.log_event(ControllerEvent(event="spawned", worker=n, data={"pane": pane_id}))
-    wait_booted(run, info, adapter, server, boot_timeout)
+    wait_booted(run, info, adapter, server, boot_timeout, seen)
     info.status = RunStatus.RUNNING
     run.write_info(info)
 
@@ -195,18 +208,28 @@ def _context(
     )
 
 
-def wait_booted(run: RunFolder, info: RunInfo, adapter: AgentAdapter, server: TmuxServer, timeout: float) -> None:
-    """Wait for every worker's SessionStart hook; answer known dialogs if one shows anyway."""
+def wait_booted(
+    run: RunFolder,
+    info: RunInfo,
+    adapter: AgentAdapter,
+    server: TmuxServer,
+    timeout: float,
+    seen: dict[int, int] | None = None,
+) -> None:
+    """Wait for every worker's SessionStart hook (after the first `seen[n]` events of worker n, which an
+    earlier life of the run wrote); answer known dialogs if one shows anyway."""
     pending = set(range(1, info.workers + 1))
+    skip = seen or {}
 
     def check() -> bool:
         panes = server.panes()
         for n in sorted(pending):
-            if any(e.hook_event_name == "SessionStart" for e in run.hook_events(n)):
+            events = run.hook_events(n)[skip.get(n, 0) :]
+            if any(e.hook_event_name == "SessionStart" for e in events):
                 pending.discard(n)
                 continue
             pane = panes.get(n)
-            state, detail = derive_state(run.last_hook_event(n), pane)
+            state, detail = derive_state(events[-1] if events else None, pane)
             if pane is None or state in ENDED:
                 screen = server.capture(pane.pane_id, 20) if pane else ""
                 last = next((ln for ln in reversed(screen.splitlines()) if ln.strip()), "no output")
@@ -247,12 +270,17 @@ def restart(run: RunFolder, n: int, prompt: str | None = None) -> None:
     server = server_for(info)
     pane = server.pane(n)
     adapter = get_adapter(info.agent)
-    session = next((e.session_id for e in reversed(run.hook_events(n)) if e.session_id), None)
+    session = last_session(run, n)
     model_url = run.model_server_url.read_text().strip() if info.offline else None
     env = agent_environment(info, model_url)
     spec = supervised(adapter.prepare(_context(run, info, n, env, prompt, session)), run, n)
     server.respawn(pane.pane_id, spec)
     run.log_event(ControllerEvent(event="restarted", worker=n, data={"session": session}))
+
+
+def last_session(run: RunFolder, n: int) -> str | None:
+    """The agent session worker n last reported (its hooks carry the id)."""
+    return next((e.session_id for e in reversed(run.hook_events(n)) if e.session_id), None)
 
 
 # --- talking to workers ------------------------------------------------------------------------

@@ -29,16 +29,58 @@ class RunStatus(StrEnum):
     FAILED = "failed"
 
 
-class ContainerInfo(Strict):
-    """Where a containerised run lives."""
+class EgressMode(StrEnum):
+    """What a run's container may reach on the network (`orch up --egress`)."""
 
-    id: str
+    OPEN = "open"
+    ALLOWLIST = "allowlist"
+    NONE = "none"
+
+
+class ContainerOptions(Strict):
+    """How a run's container is confined. Kept in run.json so `orch up --resume` recreates it alike."""
+
+    egress: EgressMode = EgressMode.ALLOWLIST
+    allow: list[str] = Field(default_factory=list)
+    """The resolved allowlist: defaults plus `--allow` (host names, IPs or CIDRs; names resolved at boot)."""
+    memory: str = "8g"
+    cpus: float = 2.0
+    pids: int = 4096
+    network: str | None = None
+    """A Docker network to join (None: the engine's default bridge)."""
+    copy_workdir: bool = False
+    """`--copy`: the workers got a disposable copy of the workdir, never the original."""
+
+
+class ContainerInfo(Strict):
+    """Where a containerised run lives, as the host (the machine running `orch`) sees it.
+
+    Host paths vs container paths: `RunInfo.workdir` and every path orch writes *inside* the run folder
+    (briefs' protocol footer, hook commands) are as seen inside the container (`/workspace`,
+    `/orch/runs/<name>`), because the controller and the workers live there. What the host needs to find
+    the same things is kept here: `host_run_dir` and `host_workdir`.
+    """
+
+    id: str = ""
+    """Container id ("" until the container is created)."""
     name: str
     image: str
     docker_host: str | None = None
     """The engine the container runs on (None: the default local engine)."""
+    remote: bool = False
+    """The engine is on another machine: the run folder is the volume `run_volume` there, not a bind mount."""
     host_run_dir: str
-    """The run folder as the engine's host sees it (the bind-mount source)."""
+    """The run folder as the engine's host sees it (the bind-mount source), or the volume name if remote."""
+    host_workdir: str = ""
+    """The workdir the user named, on the machine that ran `orch up`."""
+    workspace_source: str = ""
+    """What is mounted at the container's workdir: a host path (the workdir or its copy) or a volume name."""
+    run_volume: str | None = None
+    user: str = "1000:1000"
+    """uid:gid the controller and the workers run as (the owner of files they write to the run folder)."""
+    options: ContainerOptions = Field(default_factory=ContainerOptions)
+    last_pull: dt.datetime | None = None
+    """When `orch pull` last copied the remote run folder back."""
 
 
 class RunInfo(Strict):
@@ -49,6 +91,7 @@ class RunInfo(Strict):
     agent: str
     workers: int
     workdir: str
+    """The workers' working directory as seen where they run (`/workspace` in a container)."""
     permission_mode: str
     model: str | None = None
     offline: bool = False

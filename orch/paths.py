@@ -16,5 +16,15 @@ def runs_dir() -> Path:
 
 
 def agents_dir() -> Path:
-    """Per-worker agent config dirs. Kept outside the run folder: they may hold copied credentials."""
-    return orch_home() / "agents"
+    """Per-worker agent config dirs. Kept outside the run folder: they may hold copied credentials.
+
+    `$ORCH_AGENTS_DIR` overrides it: a run's container points it at its tmpfs home, so config dirs
+    (and any credentials copied into them) never reach a disk.
+    """
+    explicit = os.environ.get("ORCH_AGENTS_DIR")
+    return Path(explicit) if explicit else orch_home() / "agents"
+
+
+def workspaces_dir() -> Path:
+    """Disposable workspace copies of containerised runs started with `--copy` (removed on kill)."""
+    return orch_home() / "workspaces"

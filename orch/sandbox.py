@@ -2,19 +2,28 @@
 
 The fleet code (orch.fleet) always runs next to the run's tmux server. For a containerised run the
 host CLI forwards tmux-touching commands into the container; file-only commands (wait, bus) read the
-mounted run folder directly.
+mounted run folder directly, except on a remote engine, where the folder lives over there.
 """
 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from pydantic import TypeAdapter
 
 from orch import fleet
-from orch.contracts import Sandbox, UpRequest
-from orch.models import Backend, RunInfo, RunStatusView
+from orch.agents import get_adapter
+from orch.contracts import UpRequest
+from orch.errors import OrchError, UsageError
+from orch.models import Backend, RunInfo, RunStatus, RunStatusView
 from orch.workspace import RunFolder
+
+if TYPE_CHECKING:
+    from orch.docker_sandbox import DockerSandbox, DockerSettings
+
+# Commands that read the run folder when the container is gone (transcripts are evidence).
+READS_FOLDER_WHEN_DOWN = ("read",)
 
 
 def in_container() -> bool:
@@ -22,28 +31,65 @@ def in_container() -> bool:
     return os.environ.get("ORCH_IN_CONTAINER") == "1"
 
 
-def docker_sandbox() -> Sandbox:
+def docker_sandbox(settings: DockerSettings | None = None) -> DockerSandbox:
     from orch.docker_sandbox import DockerSandbox
 
-    return DockerSandbox()
+    return DockerSandbox(settings)
 
 
 def is_remote(info: RunInfo) -> bool:
+    """The run's tmux server is not on this machine: it is in the run's container."""
     return info.backend is Backend.DOCKER and not in_container()
 
 
-def up_with_backend(req: UpRequest, backend: Backend, boot_timeout: float) -> RunInfo:
+def on_remote_engine(info: RunInfo) -> bool:
+    """The run folder is on another machine (a remote engine's volume): even file reads go there."""
+    return is_remote(info) and info.container is not None and info.container.remote
+
+
+def up_with_backend(
+    req: UpRequest, backend: Backend, boot_timeout: float, docker: DockerSettings | None = None
+) -> RunInfo:
     if backend is Backend.LOCAL or in_container():
         return fleet.up(req, backend=backend, boot_timeout=boot_timeout)
-    return docker_sandbox().up(req)
+    return docker_sandbox(docker).up(req)
+
+
+def resume(name: str, boot_timeout: float, docker: DockerSettings | None = None) -> RunInfo:
+    """`orch up NAME --resume`: relaunch a run whose tmux server or container died, on the same folder."""
+    run = RunFolder.for_name(name)
+    info = run.info()
+    if is_remote(info):
+        return docker_sandbox(docker).resume(name)
+    if fleet.server_for(info).alive():
+        raise UsageError(f"run {name!r} is still running", hint=f"orch kill {name} first to restart it")
+    info.status = RunStatus.STARTING
+    run.write_info(info)
+    fleet.launch(run, info, get_adapter(info.agent), {}, boot_timeout, resume=True)
+    return run.info()
 
 
 def forward(run: RunFolder, args: list[str], stdin: str | None = None, interactive: bool = False) -> int | None:
-    """Run `orch ARGS` inside the run's container; None when the run is local (do it here)."""
+    """Run `orch ARGS` inside the run's container; None when it is to be done here.
+
+    Here means: a local run, or a read-only command on a container run that is down while its folder
+    is on this machine (the transcripts answer it).
+    """
     info = run.info()
     if not is_remote(info):
         return None
-    return docker_sandbox().forward(info, args, stdin=stdin, interactive=interactive)
+    sandbox = docker_sandbox()
+    if args[0] in READS_FOLDER_WHEN_DOWN and not on_remote_engine(info) and not sandbox.alive(info):
+        return None
+    return sandbox.forward(info, args, stdin=stdin, interactive=interactive)
+
+
+def forward_if_remote_engine(run: RunFolder, args: list[str], stdin: str | None = None) -> int | None:
+    """For file-only commands (wait, bus): forward only when the folder is on a remote engine."""
+    info = run.info()
+    if not on_remote_engine(info):
+        return None
+    return docker_sandbox().forward(info, args, stdin=stdin)
 
 
 def status_of(run: RunFolder) -> RunStatusView:
@@ -51,10 +97,25 @@ def status_of(run: RunFolder) -> RunStatusView:
     if not is_remote(info):
         return fleet.status(run)
     sandbox = docker_sandbox()
-    if not sandbox.alive(info):
-        return fleet.status_view(run, info, panes=None, why_down="container not running")
+    try:
+        alive = sandbox.alive(info)
+        why = None if alive else f"container {sandbox.state(info)}"
+    except OrchError as exc:
+        alive, why = False, f"engine unreachable: {exc.message}"
+    if not alive:
+        return fleet.status_view(run, info, panes=None, why_down=why)
     views = TypeAdapter(list[RunStatusView]).validate_json(sandbox.capture(info, ["status", info.name, "--json"]))
     return views[0]
+
+
+def container_state(info: RunInfo) -> str:
+    """For `orch ls`: the state of a docker run's container ("-" for local runs)."""
+    if not is_remote(info):
+        return "-"
+    try:
+        return docker_sandbox().state(info)
+    except OrchError:
+        return "engine unreachable"
 
 
 def kill_run(run: RunFolder) -> None:
@@ -63,3 +124,10 @@ def kill_run(run: RunFolder) -> None:
         docker_sandbox().kill(info)
     else:
         fleet.kill(run)
+
+
+def pull(run: RunFolder) -> RunInfo:
+    info = run.info()
+    if not on_remote_engine(info):
+        return info
+    return docker_sandbox().pull(info)

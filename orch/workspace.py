@@ -153,12 +153,67 @@ class RunFolder:
     def model_server_pid(self) -> Path:
         return self.state_dir / "modelserver.pid"
 
+    @property
+    def sessions_dir(self) -> Path:
+        """Agent session transcripts of containerised runs, kept so `orch up --resume` can resume them."""
+        return self.root / "sessions"
+
+    def sessions(self, n: int) -> Path:
+        return self.sessions_dir / f"agent-{n}"
+
     def log(self, n: int) -> Path:
         return self.logs_dir / f"agent-{n}.log"
 
     def config_dir(self, n: int) -> Path:
         """The worker's isolated agent config dir (outside the run folder: it may hold credentials)."""
         return agents_dir() / self.name / f"agent-{n}"
+
+    # --- the automated lead (orch run): its spec, state, per-job files and reports ---------
+    @property
+    def fleet_spec(self) -> Path:
+        """The fleet spec the controller runs, resolved (JSON): what `orch run --resume` reloads."""
+        return self.root / "fleet.json"
+
+    @property
+    def controller_state(self) -> Path:
+        """The controller's saved state: jobs, accepted findings and verdicts, flags, outcome."""
+        return self.root / "controller.json"
+
+    @property
+    def controller_lock(self) -> Path:
+        """Held (flock) by the one controller driving this run."""
+        return self.root / ".controller.lock"
+
+    def findings_file(self, job: str) -> Path:
+        """Structured findings a finder job writes (JSON)."""
+        return self.findings_dir / f"{job}.json"
+
+    def verdict_file(self, job: str) -> Path:
+        """The verdict a verification job writes (JSON)."""
+        return self.verdicts_dir / f"{job}.json"
+
+    @property
+    def jobs_dir(self) -> Path:
+        """Briefs and results of finished jobs, kept once agent-N.task.md / .result.md are reused."""
+        return self.root / "jobs"
+
+    def job_brief(self, job: str) -> Path:
+        return self.jobs_dir / f"{job}.task.md"
+
+    def job_result(self, job: str) -> Path:
+        return self.jobs_dir / f"{job}.result.md"
+
+    @property
+    def report_md(self) -> Path:
+        return self.root / "report.md"
+
+    @property
+    def report_json(self) -> Path:
+        return self.root / "report.json"
+
+    @property
+    def report_html(self) -> Path:
+        return self.root / "report.html"
 
     # --- lifecycle -------------------------------------------------------------------------
     def exists(self) -> bool:

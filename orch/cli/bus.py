@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from orch import bus
+from orch import bus, sandbox
 from orch.cli.common import NameArg, run_folder
 from orch.errors import UsageError
 
@@ -26,6 +26,10 @@ def post(
     message = " ".join(text)
     if not message.strip():
         raise UsageError("empty bus message", hint="give the text to post")
+    as_ = ["--as", str(sender)] if sender is not None else []
+    code = sandbox.forward_if_remote_engine(run, ["bus", "post", name, *as_, "--", message])
+    if code is not None:
+        raise typer.Exit(code)
     bus.post(run, sender, message)
 
 
@@ -37,6 +41,11 @@ def tail(
 ) -> None:
     """Print the last lines of the bus, and follow it with -f (inotify)."""
     run = run_folder(name)
+    code = sandbox.forward_if_remote_engine(
+        run, ["bus", "tail", name, "--lines", str(lines), *(["-f"] if follow else [])]
+    )
+    if code is not None:
+        raise typer.Exit(code)
     for line in bus.read_lines(run)[-lines:] if lines > 0 else []:
         typer.echo(line)
     if follow:

@@ -9,12 +9,25 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from orch import fleet
+from orch import fleet, sandbox
 from orch.cli.common import NameArg, WorkerArg, forward_if_remote, parse_workers, read_input, run_folder
+from orch.cli.container import (
+    DEFAULT_MEMORY,
+    DEFAULT_PIDS,
+    AllowOpt,
+    ContainerOpts,
+    CopyOpt,
+    CpusOpt,
+    EgressOpt,
+    ImageOpt,
+    MemoryOpt,
+    NetworkOpt,
+    PidsOpt,
+)
 from orch.contracts import UpRequest
 from orch.errors import UsageError
-from orch.models import Backend, RunStatusView
-from orch.sandbox import kill_run, status_of, up_with_backend
+from orch.models import Backend, EgressMode, RunStatusView
+from orch.sandbox import container_state, kill_run, status_of, up_with_backend
 from orch.workspace import RunFolder, list_runs
 
 
@@ -28,7 +41,15 @@ def _up(
     model: str | None,
     replace: bool,
     boot_timeout: float,
+    offline: bool = False,
+    container: ContainerOpts | None = None,
+    resume: bool = False,
 ) -> None:
+    docker = (container or ContainerOpts()).settings(boot_timeout)
+    if resume:
+        info = sandbox.resume(name, boot_timeout, docker)
+        typer.echo(f"run {info.name}: resumed ({info.backend.value}); folder {RunFolder.for_name(name).root}")
+        return
     req = UpRequest(
         name=name,
         workers=workers,
@@ -37,10 +58,12 @@ def _up(
         permission_mode=permission_mode,
         model=model,
         replace=replace,
+        offline=offline,
     )
-    info = up_with_backend(req, Backend.LOCAL if local else Backend.DOCKER, boot_timeout)
+    info = up_with_backend(req, Backend.LOCAL if local else Backend.DOCKER, boot_timeout, docker)
     run = RunFolder.for_name(name)
-    typer.echo(f"run {info.name}: {info.workers} {info.agent} worker(s) up ({info.backend.value}); folder {run.root}")
+    where = f"container {info.container.name}" if info.container else info.backend.value
+    typer.echo(f"run {info.name}: {info.workers} {info.agent} worker(s) up ({where}); folder {run.root}")
 
 
 LocalOpt = Annotated[bool, typer.Option("--local", help="Run tmux on this machine instead of a container.")]
@@ -66,9 +89,28 @@ def register(app: typer.Typer) -> None:
         model: ModelOpt = None,
         replace: ReplaceOpt = False,
         boot_timeout: BootOpt = fleet.BOOT_TIMEOUT,
+        offline: Annotated[
+            bool, typer.Option("--offline", help="Drive the agents with orch's scripted model server (no API).")
+        ] = False,
+        resume: Annotated[
+            bool,
+            typer.Option("--resume", help="Relaunch a run whose container or tmux died, on its folder (as started)."),
+        ] = False,
+        copy: CopyOpt = False,
+        egress: EgressOpt = EgressMode.ALLOWLIST,
+        allow: AllowOpt = None,
+        memory: MemoryOpt = DEFAULT_MEMORY,
+        cpus: CpusOpt = None,
+        pids: PidsOpt = DEFAULT_PIDS,
+        network: NetworkOpt = None,
+        image: ImageOpt = None,
     ) -> None:
-        """Start a run: a private tmux server with one agent per pane."""
-        _up(name, workers, agent, workdir, local, permission_mode, model, replace, boot_timeout)
+        """Start a run: one container (or, with --local, a tmux server here) with one agent per pane."""
+        box = ContainerOpts(copy, egress, allow or [], memory, cpus, pids, network, image)
+        _up(
+            name, workers, agent, workdir, local, permission_mode, model, replace, boot_timeout,
+            offline=offline, container=box, resume=resume,
+        )  # fmt: skip
 
     @app.command()
     def spawn(
@@ -150,11 +192,12 @@ def register(app: typer.Typer) -> None:
         if not runs:
             typer.echo("no runs")
             return
-        typer.echo(f"{'NAME':<24} {'BACKEND':<8} {'AGENT':<9} {'WORKERS':>7}  STATUS")
+        typer.echo(f"{'NAME':<24} {'BACKEND':<8} {'AGENT':<9} {'WORKERS':>7}  {'STATUS':<9} CONTAINER")
         for run in runs:
             info = run.info()
             typer.echo(
-                f"{info.name:<24} {info.backend.value:<8} {info.agent:<9} {info.workers:>7}  {info.status.value}"
+                f"{info.name:<24} {info.backend.value:<8} {info.agent:<9} {info.workers:>7}  "
+                f"{info.status.value:<9} {container_state(info)}"
             )
 
     @app.command()
@@ -185,11 +228,22 @@ def register(app: typer.Typer) -> None:
         name: NameArg,
         workers: Annotated[str | None, typer.Option("--workers", help="Comma list, e.g. 1,3 (default: all).")] = None,
         timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds (default: forever).")] = None,
+        pull: Annotated[
+            bool, typer.Option("--pull", help="Then copy the run folder back from a remote engine.")
+        ] = False,
     ) -> None:
         """Return as soon as the workers' done flags exist; exit 3 on timeout naming who is missing."""
         run = run_folder(name)
-        fleet.wait(run, parse_workers(workers), timeout)
-        typer.echo("all done")
+        args = ["wait", name, *(["--workers", workers] if workers else [])]
+        code = sandbox.forward_if_remote_engine(run, [*args, *(["--timeout", f"{timeout:g}"] if timeout else [])])
+        if code is None:
+            fleet.wait(run, parse_workers(workers), timeout)
+            typer.echo("all done")
+        if pull:
+            sandbox.pull(run)
+            typer.echo(f"pulled into {run.root}")
+        if code:
+            raise typer.Exit(code)
 
 
 def _print_status(view: RunStatusView) -> None:
