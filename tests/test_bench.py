@@ -1,0 +1,100 @@
+"""The benchmark harness: its quick mode of the cheap pieces runs and writes results of the right shape.
+
+No timing is asserted: the figures depend on the machine. Only the harness, and the bus's own
+correctness (no line lost or torn), are.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.__main__ import parse_size
+from bench.report import Row, Target, percentile, render_markdown, render_text, row_from_json
+
+REPO = Path(__file__).resolve().parent.parent
+STATUSES = {"MET", "MISSED", "-", "SKIPPED", "ERROR"}
+ROW_KEYS = {"bench", "metric", "unit", "values", "median", "min", "max", "n", "target", "status", "note"}
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
+    out = tmp_path_factory.mktemp("bench") / "quick.json"
+    argv = [sys.executable, "-m", "bench", "--quick", "--only", "bus,notice", "--json", str(out)]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(out.read_text()), done.stdout
+
+
+def test_quick_run_writes_the_documented_shape(quick: tuple[dict[str, Any], str]) -> None:
+    data, _ = quick
+    assert data["schema"] == 1
+    assert data["quick"] is True and data["repeat"] == 1
+    assert data["command"].startswith("python -m bench --quick")
+    assert {"cores", "cpu", "memory_total_bytes", "kernel", "loadavg_at_start"} <= data["machine"].keys()
+    assert set(data["benches"]) == {"bus", "notice"}
+    for name, entry in data["benches"].items():
+        assert entry["status"] == "ok", (name, entry.get("error"))
+        assert entry["duration_s"] >= 0
+    assert data["skipped"] == {}
+    for row in data["rows"]:
+        assert row.keys() >= ROW_KEYS
+        assert row["status"] in STATUSES
+        assert row["n"] == len(row["values"]) >= 1
+        assert row["min"] <= row["median"] <= row["max"]
+        if row["target"] is not None:
+            assert row["status"] in ("MET", "MISSED")
+            assert {"op", "value", "text"} <= row["target"].keys()
+
+
+def test_quick_run_covers_the_cheap_benchmarks(quick: tuple[dict[str, Any], str]) -> None:
+    data, stdout = quick
+    metrics = {(r["bench"], r["metric"]): r for r in data["rows"]}
+    lost = next(r for (b, m), r in metrics.items() if b == "bus" and m.startswith("lines lost"))
+    torn = next(r for (b, m), r in metrics.items() if b == "bus" and m.startswith("lines torn"))
+    assert lost["values"] == [0] and torn["values"] == [0]  # the bus's guarantee, not a timing
+    p99 = [r for (b, m), r in metrics.items() if b == "notice" and m.endswith("p99")]
+    assert len(p99) >= 3 and all(r["median"] > 0 for r in p99)
+    raw = data["benches"]["notice"]["raw"]
+    assert len(raw["done_flag_ms"][0]) == data["config"]["notice_samples"]
+    # The printed table carries every row and its status.
+    for row in data["rows"]:
+        assert row["metric"] in stdout
+    assert "results in" in stdout
+
+
+def test_table_can_be_rendered_again_from_json(quick: tuple[dict[str, Any], str], tmp_path: Path) -> None:
+    data, _ = quick
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(data))
+    argv = [sys.executable, "-m", "bench", "--from-json", str(path), "--markdown"]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("| bench | metric |") and len(lines) == len(data["rows"]) + 2
+
+
+def test_rows_judge_and_render() -> None:
+    met = Row("x", "fast", "ms", [1.0, 3.0, 2.0], Target("<=", 2.5, "<= 2.5 ms")).judge()
+    missed = Row("x", "slow", "ms", [5.0], Target("<=", 2.5, "<= 2.5 ms")).judge()
+    exact = Row("x", "lost", "count", [0.0], Target("==", 0, "0")).judge()
+    empty = Row("x", "nothing", "s").judge()
+    assert (met.status, met.median) == ("MET", 2.0)
+    assert missed.status == "MISSED" and exact.status == "MET" and empty.status == "ERROR"
+    text = render_text([met, missed])
+    assert "1.00-3.00" in text and "MISSED" in text
+    assert "**MISSED**" in render_markdown([missed])
+    again = row_from_json(json.loads(json.dumps(met.as_json())))
+    assert again.values == met.values and again.target == met.target
+
+
+def test_percentile_and_sizes() -> None:
+    samples = [float(i) for i in range(1, 101)]
+    assert percentile(samples, 50) == 50 and percentile(samples, 99) == 99 and percentile(samples, 100) == 100
+    assert percentile([7.0], 99) == 7.0
+    assert parse_size("24G") == 24 << 30 and parse_size("512MiB") == 512 << 20 and parse_size("1000") == 1000
