@@ -183,6 +183,12 @@ class DockerSandbox:
         del adapter  # plan validated the agent; it runs inside the container
         opts = self.settings.options
         host_workdir = Path(info.workdir)
+        try:
+            allow = egress.allowlist_for(os.environ, request.offline, opts.allow)
+        except ValueError as exc:
+            raise UsageError(str(exc), hint="--allow takes a host name, an IP address or a CIDR") from None
+        if opts.egress is not EgressMode.ALLOWLIST:
+            allow = []
         client = self.client()
         remote = is_remote_client(client)
         address = _engine_url(client)
@@ -209,12 +215,6 @@ class DockerSandbox:
                 f"the workers run as uid {uid} and cannot write the workdir {host_workdir}",
                 hint="pass --copy to give them a disposable copy, or make the workdir writable by that uid",
             )
-        allow: list[str] = []
-        if opts.egress is EgressMode.ALLOWLIST:
-            try:
-                allow = egress.allowlist_for(os.environ, request.offline, opts.allow)
-            except ValueError as exc:
-                raise UsageError(str(exc), hint="--allow takes a host name, an IP address or a CIDR") from None
         info.workdir = WORKDIR
         info.container = ContainerInfo(
             name=container_name(request.name),

@@ -13,6 +13,9 @@ import pytest
 
 from orch.versions import CLAUDE_CODE_VERSION
 
+# The docker tests' fixtures (engine, image, names, workdir) live in tests/dockertest.py.
+pytest_plugins = ["tests.dockertest"]
+
 CLAUDE_CACHE = Path.home() / ".cache" / "orch" / "claude-code" / CLAUDE_CODE_VERSION
 
 

@@ -1,0 +1,118 @@
+"""Shared pieces of the docker tests: the engine, the image, unique run names, workdirs, cleanup.
+
+Tests that use these skip when no engine answers, except under CI=true, where they fail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import docker.errors
+import pytest
+
+from orch.docker_sandbox import LABEL_RUN, ROOT_HOST_UID
+from orch.dockerenv import docker_client
+from orch.errors import SandboxError, UsageError
+from orch.image import build_image, image_is_current
+from orch.versions import CLAUDE_CODE_VERSION, DEFAULT_IMAGE_TAG
+from orch.workspace import RunFolder
+
+BASE = os.environ.get("ORCH_BASE_IMAGE") or "orch-base:bookworm"
+CA_BUNDLE = Path(os.environ["ORCH_CA_BUNDLE"]) if os.environ.get("ORCH_CA_BUNDLE") else None
+IMAGE = DEFAULT_IMAGE_TAG
+BUILD_TIMEOUT = 1800
+# The uid the containers run as when the tests run as root (CI), else the invoking user's.
+RUN_UID = ROOT_HOST_UID if os.getuid() == 0 else os.getuid()
+
+
+@pytest.fixture(scope="session")
+def engine() -> docker.DockerClient:
+    try:
+        return docker_client()
+    except UsageError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI needs a Docker engine (.ci/run starts one): {exc.one_line()}")
+        pytest.skip(f"no Docker engine answers: {exc.one_line()}")
+
+
+@pytest.fixture(scope="session")
+def image(engine: docker.DockerClient) -> str:
+    """orch:latest, built from the current sources unless it already is."""
+    if image_is_current(IMAGE, BASE, CLAUDE_CODE_VERSION):
+        return IMAGE
+    log: list[str] = []
+    try:
+        build_image(BASE, CLAUDE_CODE_VERSION, CA_BUNDLE, IMAGE, log.append)
+    except (UsageError, SandboxError) as exc:
+        tail = "\n".join(log[-40:])
+        pytest.fail(f"building {IMAGE} failed: {exc.one_line()}\n--- last build output ---\n{tail}")
+    return IMAGE
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture
+def names(engine: docker.DockerClient) -> Iterator[list[str]]:
+    """Run names a test uses; whatever the engine still holds for them is removed afterwards."""
+    used: list[str] = []
+    yield used
+    for name in used:
+        for container in engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"}):
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)
+        for volume in engine.volumes.list(filters={"label": f"{LABEL_RUN}={name}"}):
+            with contextlib.suppress(docker.errors.NotFound):
+                volume.remove(force=True)
+
+
+def new_name(names: list[str], prefix: str = "dk") -> str:
+    name = unique(prefix)
+    names.append(name)
+    return name
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """A workdir the container's uid may write (the tests run as root in CI)."""
+    path = tmp_path / "work"
+    path.mkdir()
+    (path / "README.md").write_text("a project\n")
+    if os.getuid() == 0:
+        for p in (path, path / "README.md"):
+            os.chown(p, RUN_UID, RUN_UID)
+    return path
+
+
+def script_brief(run: RunFolder, n: int, extra: list[dict[str, str]] | None = None) -> str:
+    """A brief whose orch-script makes the real Claude Code post, write its result and finish.
+
+    Paths are the container's: the brief is read inside it.
+    """
+    inside = f"/orch/runs/{run.name}"
+    steps = [
+        {"bash": f"orch bus post {run.name} --as {n} 'worker {n} checked in'"},
+        *(extra or []),
+        {"write": f"{inside}/agent-{n}.result.md", "content": f"# Result of worker {n}\nall good\n"},
+        {"bash": f"touch {inside}/agent-{n}.done"},
+        {"reply": "Finished."},
+    ]
+    script = "\n".join(json.dumps(s) for s in steps)
+    return f"# Task for worker {n}\n\nDo the steps.\n\n```orch-script\n{script}\n```\n"
+
+
+def events(run: RunFolder) -> list[dict[str, object]]:
+    return [json.loads(line) for line in run.events.read_text().splitlines() if line.strip()]
+
+
+def nothing_left(engine: docker.DockerClient, name: str) -> None:
+    assert not RunFolder.for_name(name).root.exists(), "half-created run folder left behind"
+    assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"}), "container left behind"
+    assert not engine.volumes.list(filters={"label": f"{LABEL_RUN}={name}"}), "volume left behind"

@@ -1,0 +1,131 @@
+"""Bad input and faults of the docker backend: one clear line, the right exit code, nothing half-created."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from pathlib import Path
+
+import docker
+import pytest
+
+from orch.contracts import UpRequest
+from orch.docker_sandbox import DockerSandbox, DockerSettings
+from orch.errors import SandboxError
+from orch.models import ContainerOptions, EgressMode
+from tests.dockertest import BUILD_TIMEOUT, IMAGE, new_name, nothing_left
+from tests.helpers import orch
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(BUILD_TIMEOUT)]
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _engine_missing(mp: pytest.MonkeyPatch, engine: docker.DockerClient, name: str, wd: Path) -> list[str]:
+    mp.setenv("DOCKER_HOST", "unix:///nonexistent.sock")
+    return []
+
+
+def _remote_unreachable(mp: pytest.MonkeyPatch, engine: docker.DockerClient, name: str, wd: Path) -> list[str]:
+    mp.setenv("DOCKER_HOST", f"tcp://127.0.0.1:{_closed_port()}")
+    return ["--copy"]
+
+
+def _image_missing(mp: pytest.MonkeyPatch, engine: docker.DockerClient, name: str, wd: Path) -> list[str]:
+    return ["--image", "orch-test-missing:nope"]
+
+
+def _collision(mp: pytest.MonkeyPatch, engine: docker.DockerClient, name: str, wd: Path) -> list[str]:
+    # A container already holds the name (without --replace, orch must not touch it).
+    engine.containers.create(IMAGE, ["true"], name=f"orch-{name}", labels={"orch.run": name})
+    return []
+
+
+def _missing_workdir(mp: pytest.MonkeyPatch, engine: docker.DockerClient, name: str, wd: Path) -> list[str]:
+    return ["--workdir", str(wd / "does-not-exist")]
+
+
+def _bad_allow(mp: pytest.MonkeyPatch, engine: docker.DockerClient, name: str, wd: Path) -> list[str]:
+    return ["--allow", "bad host; rm -rf"]
+
+
+Setup = Callable[[pytest.MonkeyPatch, docker.DockerClient, str, Path], list[str]]
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        (_engine_missing, "Docker engine not reachable at unix:///nonexistent.sock: no engine socket there"),
+        (_remote_unreachable, "connection refused"),
+        (_image_missing, "orch image build"),
+        (_collision, "already exists (container orch-"),
+        (_missing_workdir, "workdir does not exist"),
+        (_bad_allow, "not a host name, IP or CIDR"),
+    ],
+    ids=["engine-missing", "remote-unreachable", "image-missing", "name-collision", "missing-workdir", "bad-allow"],
+)
+def test_up_faults(
+    setup: Setup,
+    message: str,
+    image: str,
+    names: list[str],
+    workdir: Path,
+    engine: docker.DockerClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    name = new_name(names, "ft")
+    extra = setup(monkeypatch, engine, name, workdir)
+    args = ["up", name, "--agent", "scripted", "--egress", "none"]
+    if "--workdir" not in extra:
+        args += ["--workdir", str(workdir)]
+    result = orch(*args, *extra)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    if setup is _collision:
+        assert engine.containers.get(f"orch-{name}").status == "created"  # left alone
+        engine.containers.get(f"orch-{name}").remove()
+    nothing_left(engine, name)
+
+
+def test_failed_boot_inside_removes_everything(
+    image: str, names: list[str], workdir: Path, engine: docker.DockerClient
+) -> None:
+    """The controller fails inside (here: workers cannot boot in 0 s): one line with the container's
+    last words, container and run folder gone."""
+    name = new_name(names, "ft")
+    result = orch("up", name, "-n", "2", "--agent", "scripted", "--workdir", workdir, "--boot-timeout", "0")
+    assert result.exit_code == 1, result.output
+    assert "the container exited (code 1) while starting" in result.output
+    assert "did not boot within 0s" in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    nothing_left(engine, name)
+
+
+def test_firewall_failure_stops_the_run(
+    image: str, names: list[str], workdir: Path, engine: docker.DockerClient
+) -> None:
+    """Without NET_ADMIN the egress policy cannot be applied: the container must not start the run."""
+    name = new_name(names, "ft")
+    sandbox = DockerSandbox(DockerSettings(image=image, options=ContainerOptions(egress=EgressMode.NONE)))
+    original = sandbox._create
+
+    def create_without_net_admin(*args: object, **kwargs: object) -> object:
+        import orch.docker_sandbox as ds
+
+        saved = ds.FIREWALL_CAPS
+        ds.FIREWALL_CAPS = []
+        try:
+            return original(*args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            ds.FIREWALL_CAPS = saved
+
+    sandbox._create = create_without_net_admin  # type: ignore[method-assign]
+    with pytest.raises(SandboxError, match="egress policy failed"):
+        sandbox.up(UpRequest(name=name, workers=1, agent="scripted", workdir=workdir))
+    nothing_left(engine, name)

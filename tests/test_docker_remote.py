@@ -1,0 +1,73 @@
+"""A remote engine: a second engine endpoint on this machine, `DOCKER_HOST=tcp://127.0.0.1:PORT` relayed
+to the local engine's socket (tests/engine_proxy.py). The client sees a non-local base URL, so orch
+treats it as remote: the run folder is a labelled volume over there, local paths are not bind-mounted
+(`--copy` uploads the workdir), and `orch wait --pull` / `orch pull` / `orch kill` copy the folder back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from orch.docker_sandbox import LABEL_RUN, run_volume_name
+from orch.models import RunStatus
+from orch.workspace import RunFolder
+from tests.dockertest import BUILD_TIMEOUT, new_name, nothing_left, script_brief
+from tests.engine_proxy import EngineProxy
+from tests.helpers import orch
+
+pytestmark = [pytest.mark.docker, pytest.mark.claude, pytest.mark.timeout(BUILD_TIMEOUT)]
+
+
+@pytest.fixture
+def remote(engine: docker.DockerClient, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    with EngineProxy() as proxy:
+        monkeypatch.setenv("DOCKER_HOST", proxy.url)
+        yield proxy.url
+
+
+def test_remote_engine_run_pull_and_kill(
+    image: str, remote: str, names: list[str], workdir: Path, tmp_path: Path, engine: docker.DockerClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    name = new_name(names, "rm")
+    # Without --copy, a local path cannot be mounted there: refused, nothing created.
+    result = orch("up", name, "--workdir", workdir, "--offline", "--egress", "none")
+    assert result.exit_code == 2 and "is remote" in result.output and "--copy" in result.output
+    nothing_left(engine, name)
+
+    result = orch("up", name, "--workdir", workdir, "--offline", "--egress", "none", "--copy")
+    assert result.exit_code == 0, result.output
+    run = RunFolder.for_name(name)
+    info = run.info()
+    assert info.container is not None and info.container.remote and info.container.docker_host == remote
+    assert info.container.run_volume == run_volume_name(name)
+    assert not run.bus.exists()  # the folder lives on the engine's side; here only run.json
+    assert engine.volumes.get(run_volume_name(name)).attrs["Labels"][LABEL_RUN] == name
+
+    # Commands reach it from anywhere: the run remembers its engine even with DOCKER_HOST unset.
+    monkeypatch.delenv("DOCKER_HOST")
+    assert "idle" in orch("status", name).output
+    brief = tmp_path / "brief.md"
+    brief.write_text(script_brief(run, 1))
+    assert orch("brief", name, "1", brief).exit_code == 0
+    assert orch("bus", "post", name, "hello from the lead").exit_code == 0
+    result = orch("wait", name, "--timeout", "120", "--pull")
+    assert result.exit_code == 0, result.output
+    assert "worker 1 checked in" in run.bus.read_text() and "hello from the lead" in run.bus.read_text()
+    assert "all good" in run.result(1).read_text() and run.done(1).exists()
+    assert "worker 1 checked in" in orch("bus", "tail", name).output
+    assert run.info().container.last_pull is not None  # type: ignore[union-attr]
+    assert (workdir / "README.md").read_text() == "a project\n"
+
+    # kill pulls everything once more, then removes the container; reap then drops the volume.
+    assert orch("kill", name).exit_code == 0
+    assert run.info().status is RunStatus.STOPPED and run.log(1).stat().st_size > 0
+    assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"})
+    assert orch("pull", name).exit_code == 0  # from the volume, through a throwaway helper container
+    result = orch("reap")
+    assert f"volume {run_volume_name(name)}" in result.output, result.output
+    assert not engine.volumes.list(filters={"label": f"{LABEL_RUN}={name}"})
