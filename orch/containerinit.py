@@ -4,7 +4,7 @@
 
 It starts as root holding only the capabilities it needs for this (see docker_sandbox.INIT_CAPS):
 1. applies the egress policy (orch.egress) and writes its report to /tmp for the controller to log;
-2. hands the mount points listed in ORCH_CHOWN to the run's uid (fresh volumes on a remote engine);
+2. hands the root-owned mount points listed in ORCH_CHOWN to the run's uid (fresh volumes);
 3. copies a read-only mounted `.credentials.json` into the tmpfs home, readable by the run's uid only;
 4. execs `setpriv` to become ORCH_UID:ORCH_GID with no supplementary groups, empty capability sets
    (effective, permitted, inheritable, ambient and bounding) and no-new-privs, which then execs CMD.
@@ -19,7 +19,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from orch.egress import EgressError, apply, write_report
+from orch.egress import EgressError, allowlist_for, apply, write_report
 from orch.models import EgressMode
 
 CREDENTIALS_MOUNT = "/run/orch/credentials.json"
@@ -66,7 +66,15 @@ def main(argv: list[str]) -> int:
             print("orch-init: must start as root to apply the egress policy", file=sys.stderr)
             return 2
         os.execvp(argv[0], argv)
-    allow = [h for h in os.environ.get("ORCH_EGRESS_ALLOW", "").split(",") if h]
+    if "ORCH_EGRESS_ALLOW" in os.environ:  # decided by `orch up` on the host
+        allow = [h for h in os.environ["ORCH_EGRESS_ALLOW"].split(",") if h]
+    else:  # started without orch on the host (compose): the defaults plus ORCH_ALLOW
+        try:
+            extra = [h.strip() for h in os.environ.get("ORCH_ALLOW", "").split(",") if h.strip()]
+            allow = allowlist_for(os.environ, os.environ.get("ORCH_OFFLINE") == "1", extra)
+        except ValueError as exc:
+            print(f"orch-init: ORCH_ALLOW: {exc}", file=sys.stderr)
+            return 2
     try:
         report = apply(mode, allow)
     except EgressError as exc:
@@ -79,7 +87,8 @@ def main(argv: list[str]) -> int:
         flush=True,
     )
     for path in filter(None, os.environ.get("ORCH_CHOWN", "").split(":")):
-        os.chown(path, uid, gid)
+        if os.stat(path).st_uid == 0:  # a fresh volume; a user's own folder keeps its owner
+            os.chown(path, uid, gid)
     _copy_credentials(uid, gid)
     setpriv = [
         "setpriv",

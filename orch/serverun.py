@@ -17,9 +17,10 @@ from types import FrameType
 
 from orch import fleet
 from orch.agents import get_adapter
+from orch.contracts import UpRequest
 from orch.egress import read_report
 from orch.errors import OrchError, UsageError
-from orch.models import ControllerEvent, RunStatus
+from orch.models import Backend, ControllerEvent, RunInfo, RunStatus
 from orch.offline import stop_model_server
 from orch.workspace import RunFolder
 
@@ -63,33 +64,72 @@ def link_sessions(run: RunFolder, agent: str, workers: int) -> None:
             link.symlink_to(store, target_is_directory=True)
 
 
-def serve(name: str, boot_timeout: float, resume: bool) -> int:
-    run = RunFolder.for_name(name)
-    info = run.info()
-    adapter = get_adapter(info.agent)
+def serve(name: str, boot_timeout: float, resume: bool, create: UpRequest | None = None) -> int:
+    """Launch the run's workers, then stay until SIGTERM. The exit code of the container.
+
+    `create` (compose, or any container started without a host-made run folder): make the run folder
+    from this request first; if it exists already, resume the run instead.
+    """
     previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    run = RunFolder.for_name(name)
     try:
-        report = read_report()
-        if report is not None:
-            run.log_event(ControllerEvent(event="egress", data=report))
-        link_sessions(run, info.agent, info.workers)
         try:
-            fleet.launch(run, info, adapter, prompts_from_env(), boot_timeout, resume=resume)
+            if create is not None and not run.exists():
+                run, info = _create(create, boot_timeout)
+            else:
+                info = run.info()
+                _launch(run, info, boot_timeout, resume or create is not None)
         except OrchError as exc:
-            _teardown(run)
-            info.status = RunStatus.FAILED
-            run.write_info(info)
             print(f"orch: error: {exc.one_line()}", file=sys.stderr, flush=True)
             return 1
         print(f"{READY_LINE}: {info.workers} {info.agent} worker(s)", flush=True)
         while True:
             signal.pause()
     except Stop:
-        fleet.kill(run)  # stops tmux and the model server, marks the run stopped, logs who
+        if run.exists():
+            fleet.kill(run)  # stops tmux and the model server, marks the run stopped, logs who
         return 0
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _create(req: UpRequest, boot_timeout: float) -> tuple[RunFolder, RunInfo]:
+    """A run folder made here, as fleet.up makes it (nothing is left behind if the boot fails), with the
+    agents' session stores linked into it first so a later container can resume them."""
+    adapter, info = fleet.plan(req, Backend.LOCAL)
+    run = RunFolder.for_name(req.name)
+    run.create(info)
+    try:
+        _log_egress(run)
+        link_sessions(run, info.agent, info.workers)
+        fleet.launch(run, info, adapter, req.prompts, boot_timeout)
+    except BaseException:
+        _teardown(run)
+        run.remove()
+        raise
+    return run, run.info()
+
+
+def _launch(run: RunFolder, info: RunInfo, boot_timeout: float, resume: bool) -> None:
+    """Launch in a run folder the host made (or an earlier life of the run left)."""
+    adapter = get_adapter(info.agent)
+    _log_egress(run)
+    link_sessions(run, info.agent, info.workers)
+    info.status = RunStatus.STARTING
+    try:
+        fleet.launch(run, info, adapter, prompts_from_env(), boot_timeout, resume=resume)
+    except OrchError:
+        _teardown(run)
+        info.status = RunStatus.FAILED
+        run.write_info(info)
+        raise
+
+
+def _log_egress(run: RunFolder) -> None:
+    report = read_report()
+    if report is not None:
+        run.log_event(ControllerEvent(event="egress", data=report))
 
 
 def _teardown(run: RunFolder) -> None:

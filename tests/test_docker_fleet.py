@@ -20,7 +20,7 @@ from orch.docker_sandbox import LABEL_MANAGED, LABEL_RUN, DockerSandbox
 from orch.models import RunStatus, RunStatusView, WorkerState
 from orch.waits import wait_until
 from orch.workspace import RunFolder
-from tests.dockertest import BUILD_TIMEOUT, RUN_UID, events, new_name, script_brief
+from tests.dockertest import BUILD_TIMEOUT, PROCESS_SCRIPT, RUN_UID, assert_unprivileged, events, new_name, script_brief
 from tests.helpers import orch, prompts
 
 pytestmark = [pytest.mark.docker, pytest.mark.claude, pytest.mark.timeout(BUILD_TIMEOUT)]
@@ -96,26 +96,10 @@ def test_container_is_hardened_and_nothing_runs_as_root(
     assert set(mounts) == {f"/orch/runs/{name}", "/workspace"}  # no Docker socket, nothing else
     assert not any("docker.sock" in (m.get("Source") or "") for m in attrs["Mounts"])
 
-    # Every process of the run (PID 1's tree; `docker exec` processes have PPid 0) is the run's uid
-    # with empty capability sets, and no-new-privs.
-    script = (
-        "import glob,re\n"
-        "for p in glob.glob('/proc/[0-9]*/status'):\n"
-        "    try: t=open(p).read()\n"
-        "    except OSError: continue\n"
-        "    f=dict(re.findall(r'^(\\w+):\\s*(.*)$', t, re.M))\n"
-        "    print(p.split('/')[2], f['PPid'], f['Uid'].split()[0], f['CapEff'], f['CapPrm'], f['CapBnd'],"
-        " f['NoNewPrivs'], f['Name'])\n"
-    )
-    code, out = DockerSandbox().run_as_user(info, ["python3", "-c", script])
+    # Every process of the run (PID 1's tree) is the run's uid with empty capability sets and no-new-privs.
+    code, out = DockerSandbox().run_as_user(info, ["python3", "-c", PROCESS_SCRIPT])
     assert code == 0, out
-    rows = [line.split(maxsplit=7) for line in out.splitlines() if line.strip()]
-    tree = [r for r in rows if r[0] == "1" or r[1] != "0"]
-    assert {r[7] for r in tree} >= {"tini", "tmux: server", "claude"}, tree
-    for pid, _ppid, uid, eff, prm, bnd, nnp, comm in tree:
-        assert uid == str(RUN_UID) and uid != "0", (pid, comm)
-        assert int(eff, 16) == int(prm, 16) == int(bnd, 16) == 0, (pid, comm, eff, prm, bnd)
-        assert nnp == "1", (pid, comm)
+    assert_unprivileged(out, RUN_UID)
     # The root filesystem is read-only; the Docker socket is nowhere.
     code, out = DockerSandbox().run_as_user(
         info, ["sh", "-c", "touch /usr/x 2>&1; touch /orch/x 2>&1; ls /var/run/docker.sock 2>&1; id -u"]

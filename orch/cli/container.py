@@ -108,13 +108,33 @@ def register(app: typer.Typer) -> None:
         name: NameArg,
         boot_timeout: Annotated[float, typer.Option("--boot-timeout")] = fleet.BOOT_TIMEOUT,
         resume: Annotated[bool, typer.Option("--resume")] = False,
+        create: Annotated[bool, typer.Option("--create", help="Make the run here if missing (else resume).")] = False,
+        # With --create (compose), the fleet may also be described by the environment.
+        workers: Annotated[int, typer.Option("--workers", "-n", envvar="ORCH_WORKERS")] = 1,
+        agent: Annotated[str, typer.Option("--agent", "-a", envvar="ORCH_AGENT")] = "claude",
+        workdir: Annotated[Path, typer.Option("--workdir", "-w")] = Path("/workspace"),
+        permission_mode: Annotated[str | None, typer.Option("--permission-mode", envvar="ORCH_PERMISSION_MODE")] = None,
+        model: Annotated[str | None, typer.Option("--model", envvar="ORCH_MODEL")] = None,
+        offline: Annotated[bool, typer.Option("--offline", envvar="ORCH_OFFLINE")] = False,
     ) -> None:
         """Inside a run's container: launch the run's workers and stay until SIGTERM."""
+        from orch.contracts import UpRequest
         from orch.serverun import serve
 
         if not sandbox.in_container():
             raise UsageError("serve-run runs inside a run's container", hint="use `orch up`")
-        raise typer.Exit(serve(name, boot_timeout, resume))
+        req = None
+        if create:
+            req = UpRequest(
+                name=name,
+                workers=workers,
+                agent=agent,
+                workdir=workdir,
+                permission_mode=permission_mode,
+                model=model,
+                offline=offline,
+            )
+        raise typer.Exit(serve(name, boot_timeout, resume, req))
 
     @app.command()
     def reap() -> None:
