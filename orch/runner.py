@@ -1,0 +1,112 @@
+"""`orch run`: start a fleet for a spec on a backend, then drive it with the controller where its tmux lives.
+
+Local runs (and runs inside their container) are driven in this process. For a containerised run the
+host creates the run through the sandbox, writes the spec and the controller's initial state into the
+run folder (a mount the container sees), then forwards `orch run --resume NAME` into the container:
+the controller runs next to the workers, and the host gets its exit code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from orch import fleet, sandbox
+from orch.contracts import UpRequest
+from orch.controller import Controller, initial_state, read_spec, write_spec
+from orch.errors import OrchError, UsageError
+from orch.jobs import load_state, save_state
+from orch.models import Backend, ContainerOptions, ControllerEvent, RunInfo
+from orch.report import RunReport, load_report
+from orch.spec import FleetSpec
+from orch.workspace import RunFolder, validate_name
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run: RunFolder
+    exit_code: int
+    report: RunReport | None
+
+
+def up_request(spec: FleetSpec, name: str, replace: bool = False) -> UpRequest:
+    groups = spec.groups()
+    models = {g.model for g in groups}
+    if len(models) > 1:
+        raise UsageError(
+            "workers with different models in one run are not supported by the fleet yet",
+            hint="use one model per run (agents: with a single model)",
+        )
+    return UpRequest(
+        name=name,
+        workers=spec.worker_count(),
+        agent=groups[0].agent,
+        workdir=spec.workdir,
+        permission_mode=spec.permission_mode,
+        model=groups[0].model,
+        replace=replace,
+        offline=spec.offline,
+    )
+
+
+def start(spec: FleetSpec, name: str, backend: Backend, replace: bool = False, copy: bool = False) -> RunFolder:
+    """Create the run (workers booted), its saved spec and the controller's initial state.
+
+    `copy` (container runs): the workers get a disposable copy of the workdir, never the original.
+    """
+    validate_name(name)
+    docker = None
+    if backend is Backend.DOCKER and not sandbox.in_container():
+        from orch.docker_sandbox import DockerSettings
+
+        docker = DockerSettings(options=ContainerOptions(copy_workdir=copy), boot_timeout=spec.timeouts.boot)
+    sandbox.up_with_backend(up_request(spec, name, replace), backend, spec.timeouts.boot, docker)
+    run = RunFolder.for_name(name)
+    write_spec(run, spec)
+    save_state(run, initial_state(run, spec))
+    run.log_event(ControllerEvent(event="run-created", data={"tasks": spec.task_ids(), "offline": spec.offline}))
+    return run
+
+
+def drive(run: RunFolder) -> RunResult:
+    """Run the controller to the end (here, or inside the run's container) and read the report.
+
+    A run whose workers are gone (tmux server or container died with the controller) is relaunched
+    first on the same folder, sessions resumed; the controller then re-points them at their briefs.
+    """
+    info = run.info()
+    if load_state(run).outcome is None and not _fleet_alive(info):
+        run.log_event(ControllerEvent(event="fleet-relaunching"))
+        sandbox.resume(run.name, read_spec(run).timeouts.boot)
+        info = run.info()
+    if sandbox.is_remote(info):
+        # The host prints the result: the controller in the container stays quiet.
+        code = sandbox.forward(run, ["run", "--resume", run.name, "--quiet"])
+        assert code is not None
+        spec = read_spec(run)
+        if spec.teardown:
+            with contextlib.suppress(OrchError):  # already gone: the run folder has the report
+                sandbox.kill_run(run)
+        return RunResult(run, code, _report(run))
+    spec = read_spec(run)
+    state = load_state(run)
+    outcome = Controller(run, spec, state).run_to_end()
+    return RunResult(run, outcome.exit_code, _report(run))
+
+
+def _fleet_alive(info: RunInfo) -> bool:
+    if sandbox.is_remote(info):
+        return sandbox.docker_sandbox().alive(info)
+    return fleet.server_for(info).alive()
+
+
+def _report(run: RunFolder) -> RunReport | None:
+    try:
+        return load_report(run)
+    except (OSError, ValueError):
+        return None
+
+
+def run_name(spec: FleetSpec, path: Path, name: str | None) -> str:
+    return validate_name(name or spec.name or path.stem)
