@@ -33,10 +33,11 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from orch.cli import bus, container, fleet, tools
+    from orch.cli import bus, container, fleet, lead, tools
 
     fleet.register(app)
     tools.register(app)
+    lead.register(app)
     container.register(app)
     app.add_typer(bus.app, name="bus", help="The run's append-only message bus.")
 

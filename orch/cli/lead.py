@@ -1,0 +1,180 @@
+"""The automated lead: `orch run`, `orch spec check|init`, `orch demo`, `orch report`, `orch skill install`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from orch import demo as demo_mod
+from orch import runner, skill
+from orch.cli.common import NameArg, run_folder
+from orch.controller import EXIT_FAILED, read_spec
+from orch.errors import OrchError, UsageError
+from orch.jobs import load_state
+from orch.models import Backend
+from orch.report import matrix_text, write_reports
+from orch.sandbox import in_container
+from orch.spec import SpecError, example_spec, load_spec
+from orch.workspace import RunFolder
+
+EXIT_CODES = (
+    "Exit codes: 0 every task completed and every finding was CONFIRMED by its verifiers; "
+    "4 the fleet ran to the end but a finding was REFUTED or stayed UNVERIFIED; "
+    "5 the fleet failed (a task failed, the budget or run timeout stopped it, or the fleet did not start); "
+    "2 bad input (spec errors, a run of that name exists)."
+)
+
+spec_app = typer.Typer(no_args_is_help=True)
+skill_app = typer.Typer(no_args_is_help=True)
+
+
+def _print_result(result: runner.RunResult) -> None:
+    report = result.report
+    if report is None:
+        typer.echo(f"run {result.run.name}: exit {result.exit_code} (no report was written)")
+        return
+    typer.echo("")
+    typer.echo(matrix_text(report))
+    typer.echo("")
+    typer.echo(f"run {report.run}: {report.status} (exit {result.exit_code}): {report.reason}")
+    typer.echo(f"report: {result.run.report_html}  (also report.md, report.json in {result.run.root})")
+
+
+def _drive(run: RunFolder) -> runner.RunResult:
+    try:
+        return runner.drive(run)
+    except KeyboardInterrupt:
+        typer.echo(
+            f"\norch: controller stopped; the fleet keeps running. `orch run --resume {run.name}` continues, "
+            f"`orch kill {run.name}` stops it.",
+            err=True,
+        )
+        raise typer.Exit(130) from None
+
+
+def _start(spec_path: Path, name: str | None, backend: Backend, replace: bool, copy: bool = False) -> RunFolder:
+    spec = load_spec(spec_path)
+    run_name = runner.run_name(spec, spec_path, name)
+    typer.echo(
+        f"run {run_name}: starting {spec.worker_count()} worker(s) for {len(spec.tasks)} task(s) ({backend.value})"
+    )
+    try:
+        return runner.start(spec, run_name, backend, replace, copy)
+    except UsageError:
+        raise
+    except OrchError as exc:
+        typer.echo(f"orch: error: the fleet did not start: {exc.one_line()}", err=True)
+        raise typer.Exit(EXIT_FAILED) from None
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("run", epilog=EXIT_CODES)
+    def run_(
+        spec: Annotated[Path | None, typer.Argument(help="The fleet spec (YAML).", show_default=False)] = None,
+        name: Annotated[str | None, typer.Option("--name", help="Run name (default: the spec's name or file).")] = None,
+        local: Annotated[
+            bool, typer.Option("--local", help="Run tmux on this machine instead of a container.")
+        ] = False,
+        resume: Annotated[
+            str | None, typer.Option("--resume", help="Continue run NAME from its folder (after the controller died).")
+        ] = None,
+        replace: Annotated[bool, typer.Option("--replace", help="Replace an existing run of this name.")] = False,
+        copy: Annotated[
+            bool, typer.Option("--copy", help="Container runs: give the workers a disposable copy of the workdir.")
+        ] = False,
+        quiet: Annotated[bool, typer.Option("--quiet", hidden=True, help="Print no result (the host does).")] = False,
+    ) -> None:
+        """Run a fleet spec to completion: spawn, brief, monitor, verify findings, report, tear down."""
+        if (spec is None) == (resume is None):
+            raise UsageError("give a fleet spec or --resume NAME (not both)", hint="orch run fleet.yaml")
+        if resume is not None:
+            run = run_folder(resume)
+        else:
+            assert spec is not None
+            backend = Backend.LOCAL if local or in_container() else Backend.DOCKER
+            run = _start(spec, name, backend, replace, copy)
+        result = _drive(run)
+        if not quiet:
+            _print_result(result)
+        raise typer.Exit(result.exit_code)
+
+    @app.command(epilog=EXIT_CODES)
+    def demo(
+        live: Annotated[bool, typer.Option("--live", help="Use the real model (needs credentials).")] = False,
+        local: Annotated[bool, typer.Option("--local", help="Run on this machine instead of a container.")] = False,
+        name: Annotated[str, typer.Option("--name", help="Run name.")] = demo_mod.DEMO_NAME,
+    ) -> None:
+        """A 3-worker find-and-verify fleet over a small bundled library: one finding CONFIRMED, one REFUTED.
+
+        Offline by default: real Claude Code workers driven by orch's scripted model, no credentials.
+        """
+        plan = demo_mod.plan(local, live, name)
+        if plan.notice:
+            typer.echo(f"orch demo: {plan.notice}")
+        mode = "the real model" if live else "the scripted model (offline, no credentials)"
+        typer.echo(f"orch demo: 3 Claude Code workers on {plan.spec.workdir}, driven by {mode}")
+        # In a container the workers get a disposable copy of the sample (owned by the container's user).
+        run = _start(plan.spec_path, name, plan.backend, replace=True, copy=plan.backend is Backend.DOCKER)
+        result = _drive(run)
+        _print_result(result)
+        if live or result.report is None:
+            raise typer.Exit(result.exit_code)
+        if not demo_mod.shows_verification(result.report):
+            typer.echo("orch demo: the verification did not come out as designed; see the report", err=True)
+            raise typer.Exit(1)
+        typer.echo(
+            "orch demo: the real defect was CONFIRMED by both other workers, the plausible false positive "
+            f"REFUTED by both (`orch run` would exit {result.exit_code}: a finding was refuted)."
+        )
+
+    @app.command()
+    def report(name: NameArg) -> None:
+        """Rewrite and print a run's report (verification matrix, where the files are)."""
+        run = run_folder(name)
+        written = write_reports(run, read_spec(run), load_state(run))
+        typer.echo(matrix_text(written))
+        typer.echo(f"\nrun {written.run}: {written.status} (exit {written.exit_code}): {written.reason}")
+        typer.echo(f"report: {run.report_html}  (also report.md, report.json)")
+
+    @spec_app.command()
+    def check(file: Annotated[Path, typer.Argument(help="The fleet spec (YAML).", show_default=False)]) -> None:
+        """Validate a fleet spec; print every problem with its location."""
+        try:
+            spec = load_spec(file)
+        except SpecError as exc:
+            for issue in exc.issues:
+                typer.echo(f"{file}: {issue}", err=True)
+            raise typer.Exit(2) from None
+        kinds = ", ".join(f"{g.workers} {g.agent}" + (f" ({g.model})" if g.model else "") for g in spec.groups())
+        policy = spec.verification
+        typer.echo(
+            f"{file}: ok: {kinds} worker(s), {len(spec.tasks)} task(s), {policy.rounds.value} with "
+            f"{policy.verifiers_per_finding} verifier(s) per finding (quorum {policy.needed()})"
+            + (", offline" if spec.offline else "")
+        )
+
+    @spec_app.command()
+    def init(
+        file: Annotated[Path, typer.Argument(help="Where to write the example.")] = Path("fleet.yaml"),
+        force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+    ) -> None:
+        """Write a commented example fleet spec."""
+        if file.exists() and not force:
+            raise UsageError(f"{file} exists", hint="pass --force to overwrite it, or give another path")
+        file.write_text(example_spec(), encoding="utf-8")
+        typer.echo(f"wrote {file}; check it with `orch spec check {file}`")
+
+    @skill_app.command()
+    def install(
+        target: Annotated[
+            Path | None, typer.Option("--dir", help="Folder for SKILL.md (default: ~/.claude/skills/orch).")
+        ] = None,
+    ) -> None:
+        """Install the orch lead playbook as a Claude Code skill."""
+        path = skill.install(target)
+        typer.echo(f"installed the orch skill: {path}")
+
+    app.add_typer(spec_app, name="spec", help="Fleet specs: check one, or write an example.")
+    app.add_typer(skill_app, name="skill", help="The Claude Code skill that drives orch.")
