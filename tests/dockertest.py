@@ -118,21 +118,22 @@ def nothing_left(engine: docker.DockerClient, name: str) -> None:
     assert not engine.volumes.list(filters={"label": f"{LABEL_RUN}={name}"}), "volume left behind"
 
 
-# Prints one line per process: pid, ppid, uid, CapEff, CapPrm, CapBnd, NoNewPrivs, name.
+# Prints one line per process: pid, ppid, uid, CapEff, CapPrm, CapBnd|CapInh|CapAmb, NoNewPrivs, name.
 PROCESS_SCRIPT = (
     "import glob,re\n"
     "for p in glob.glob('/proc/[0-9]*/status'):\n"
     "    try: t=open(p).read()\n"
     "    except OSError: continue\n"
     "    f=dict(re.findall(r'^(\\w+):\\s*(.*)$', t, re.M))\n"
-    "    print(p.split('/')[2], f['PPid'], f['Uid'].split()[0], f['CapEff'], f['CapPrm'], f['CapBnd'],"
+    "    print(p.split('/')[2], f['PPid'], f['Uid'].split()[0], f['CapEff'], f['CapPrm'],"
+    " '|'.join((f['CapBnd'], f['CapInh'], f.get('CapAmb', '0'))),"
     " f['NoNewPrivs'], f['Name'])\n"
 )
 
 
 def assert_unprivileged(out: str, uid: int) -> None:
     """Every process in PID 1's tree (not `docker exec`'s: those have PPid 0) runs as `uid`, never root, with
-    empty effective, permitted and bounding capability sets, and no-new-privs."""
+    empty effective, permitted, bounding, inheritable and ambient capability sets, and no-new-privs."""
     rows = [line.split(maxsplit=7) for line in out.splitlines() if line.strip()]
     tree, members = [], {"1"}
     for row in sorted(rows, key=lambda r: int(r[0])):  # parents have lower pids here (no pid wrap-around)
@@ -142,5 +143,6 @@ def assert_unprivileged(out: str, uid: int) -> None:
     assert {r[7] for r in tree} >= {"tini", "tmux: server", "claude"}, tree
     for pid, _ppid, owner, eff, prm, bnd, nnp, comm in tree:
         assert owner == str(uid) and owner != "0", (pid, comm)
-        assert int(eff, 16) == int(prm, 16) == int(bnd, 16) == 0, (pid, comm, eff, prm, bnd)
+        assert int(eff, 16) == int(prm, 16) == 0, (pid, comm, eff, prm)
+        assert all(int(c, 16) == 0 for c in bnd.split("|")), (pid, comm, "bounding|inheritable|ambient", bnd)
         assert nnp == "1", (pid, comm)

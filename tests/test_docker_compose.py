@@ -72,6 +72,7 @@ class Project:
 
 def sh(container: Container, script: str, **env: str) -> str:
     code, out = container.exec_run(["sh", "-c", script], user=str(UID), environment=env)
+    assert isinstance(out, bytes)
     text = out.decode(errors="replace")
     assert code == 0, text
     return text

@@ -60,16 +60,17 @@ def _server(engine: docker.DockerClient, image: str, network: str, name: str, co
 
 @pytest.fixture(scope="module")
 def net(engine: docker.DockerClient, image: str) -> Iterator[Net]:
-    network = engine.networks.create(unique("orch-test-net"), driver="bridge", labels={LABEL_MANAGED: "test"})
+    net_name = unique("orch-test-net")
+    network = engine.networks.create(net_name, driver="bridge", labels={LABEL_MANAGED: "test"})
     made: list[str] = []
     try:
         http = ["python3", "-m", "http.server", str(PORT), "--bind", "0.0.0.0"]
         allowed, other, model = unique("orch-test-a"), unique("orch-test-b"), unique("orch-test-model")
         made += [allowed, other, model]
-        _server(engine, image, network.name, allowed, http)
-        other_ip = _server(engine, image, network.name, other, http)
-        _server(engine, image, network.name, model, ["orch", "model-server", "--host", "0.0.0.0", "--port", str(PORT)])
-        yield Net(network.name, allowed, other, other_ip, model)
+        _server(engine, image, net_name, allowed, http)
+        other_ip = _server(engine, image, net_name, other, http)
+        _server(engine, image, net_name, model, ["orch", "model-server", "--host", "0.0.0.0", "--port", str(PORT)])
+        yield Net(net_name, allowed, other, other_ip, model)
     finally:
         for name in made:
             with contextlib.suppress(docker.errors.NotFound):

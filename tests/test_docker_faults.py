@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from collections.abc import Callable
 from pathlib import Path
 
 import docker
+import docker.errors
 import pytest
 
 from orch.contracts import UpRequest
 from orch.docker_sandbox import DockerSandbox, DockerSettings
 from orch.errors import SandboxError
 from orch.models import ContainerOptions, EgressMode
-from tests.dockertest import BUILD_TIMEOUT, IMAGE, new_name, nothing_left
+from tests.dockertest import BASE, BUILD_TIMEOUT, CA_BUNDLE, IMAGE, new_name, nothing_left, unique
 from tests.helpers import orch
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(BUILD_TIMEOUT)]
@@ -125,7 +127,25 @@ def test_firewall_failure_stops_the_run(
         finally:
             ds.FIREWALL_CAPS = saved
 
-    sandbox._create = create_without_net_admin  # type: ignore[method-assign]
+    sandbox._create = create_without_net_admin  # type: ignore[method-assign,assignment]
     with pytest.raises(SandboxError, match="egress policy failed"):
         sandbox.up(UpRequest(name=name, workers=1, agent="scripted", workdir=workdir))
     nothing_left(engine, name)
+
+
+def test_image_build_cli_streams_progress(image: str, engine: docker.DockerClient) -> None:
+    """`orch image build` prints the engine's progress as it builds (here from cache: the sources are built)."""
+    tag = f"{unique('orch-test-cli')}:latest"
+    args = ["image", "build", "--base", BASE, "--tag", tag, *(["--ca-bundle", str(CA_BUNDLE)] if CA_BUNDLE else [])]
+    try:
+        result = orch(*args)
+        assert result.exit_code == 0, result.output[-2000:]
+        assert "Step 1/" in result.output and result.output.strip().splitlines()[-1].startswith(f"built {tag}")
+    finally:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            engine.images.remove(tag)
+
+
+def test_image_build_cli_bad_ca_bundle(tmp_path: Path) -> None:
+    result = orch("image", "build", "--ca-bundle", tmp_path / "nope.pem")
+    assert result.exit_code == 2 and "CA bundle not found" in result.output

@@ -65,7 +65,7 @@ def test_apply_runs_rules_then_self_test(monkeypatch: pytest.MonkeyPatch) -> Non
     ran: list[list[str]] = []
     monkeypatch.setattr(egress, "probe_blocked", lambda: "blocked 192.0.2.1:9 (test)")
     monkeypatch.setattr(egress, "resolve", lambda entries: ({"a.example": ["203.0.113.7"]}, ["b.example"]))
-    monkeypatch.setattr(egress.shutil, "which", lambda name: None)  # no ipset: one rule per address
+    monkeypatch.setattr("orch.egress.shutil.which", lambda name: None)  # no ipset: one rule per address
     report = egress.apply(EgressMode.ALLOWLIST, ["a.example", "b.example"], run=lambda argv: ran.append(list(argv)))
     assert report.skipped == ["b.example"] and report.selftest.startswith("blocked") and not report.ipset
     assert ["iptables", "-A", "OUTPUT", "-d", "203.0.113.7", "-j", "ACCEPT"] in ran
