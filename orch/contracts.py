@@ -91,6 +91,8 @@ class UpRequest:
     offline: bool = False
     """Drive the agents with orch's scripted model server instead of a real model API."""
     prompts: dict[int, str] = field(default_factory=dict)
+    worker_models: dict[int, str] = field(default_factory=dict)
+    """Per-worker model (worker -> model) where it differs from `model` (a fleet spec's agent groups)."""
 
 
 class Sandbox(Protocol):

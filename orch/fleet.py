@@ -72,9 +72,9 @@ def plan(req: UpRequest, backend: Backend) -> tuple[AgentAdapter, RunInfo]:
             f"unknown permission mode {mode!r} for agent {adapter.name}",
             hint=f"use one of: {', '.join(adapter.permission_modes)}",
         )
-    for n in req.prompts:
+    for n in [*req.prompts, *req.worker_models]:
         if not 1 <= n <= req.workers:
-            raise UsageError(f"prompt for worker {n} is out of range", hint=f"use 1 to {req.workers}")
+            raise UsageError(f"prompt or model for worker {n} is out of range", hint=f"use 1 to {req.workers}")
     info = RunInfo(
         name=req.name,
         backend=backend,
@@ -83,6 +83,7 @@ def plan(req: UpRequest, backend: Backend) -> tuple[AgentAdapter, RunInfo]:
         workdir=str(workdir.resolve()),
         permission_mode=mode,
         model=req.model,
+        worker_models=dict(req.worker_models),
         offline=req.offline,
         tmux_socket=socket_name(req.name),
         orch_version=__version__,
@@ -202,7 +203,7 @@ def _context(
         config_dir=run.config_dir(n),
         permission_mode=info.permission_mode,
         env=env,
-        model=info.model,
+        model=info.worker_models.get(n, info.model),
         prompt=prompt,
         resume_session=resume,
     )

@@ -94,6 +94,8 @@ class RunInfo(Strict):
     """The workers' working directory as seen where they run (`/workspace` in a container)."""
     permission_mode: str
     model: str | None = None
+    worker_models: dict[int, str] = Field(default_factory=dict)
+    """Per-worker model where it differs from `model`."""
     offline: bool = False
     tmux_socket: str
     created: dt.datetime = Field(default_factory=utcnow)

@@ -15,7 +15,7 @@ from pathlib import Path
 from orch import fleet, sandbox
 from orch.contracts import UpRequest
 from orch.controller import Controller, initial_state, read_spec, write_spec
-from orch.errors import OrchError, UsageError
+from orch.errors import OrchError
 from orch.jobs import load_state, save_state
 from orch.models import Backend, ContainerOptions, ControllerEvent, RunInfo
 from orch.report import RunReport, load_report
@@ -31,22 +31,21 @@ class RunResult:
 
 
 def up_request(spec: FleetSpec, name: str, replace: bool = False) -> UpRequest:
-    groups = spec.groups()
-    models = {g.model for g in groups}
-    if len(models) > 1:
-        raise UsageError(
-            "workers with different models in one run are not supported by the fleet yet",
-            hint="use one model per run (agents: with a single model)",
-        )
+    kinds = spec.kinds()
+    models = {model for _, model in kinds.values()}
+    # One model for all: the run's model. Several: each worker names its own (None: the agent's default).
+    model = next(iter(models)) if len(models) == 1 else None
+    per_worker = {n: m for n, (_, m) in kinds.items() if m is not None} if len(models) > 1 else {}
     return UpRequest(
         name=name,
         workers=spec.worker_count(),
-        agent=groups[0].agent,
+        agent=spec.groups()[0].agent,
         workdir=spec.workdir,
         permission_mode=spec.permission_mode,
-        model=groups[0].model,
+        model=model,
         replace=replace,
         offline=spec.offline,
+        worker_models=per_worker,
     )
 
 

@@ -133,9 +133,14 @@ def statuses(run: RunFolder) -> dict[str, str]:
 
 
 # --- the demo ----------------------------------------------------------------------------------
-def test_demo_confirms_one_finding_and_refutes_the_false_positive(offline: None) -> None:
-    result = orch("demo", "--local")
+def test_demo_confirms_one_finding_and_refutes_the_false_positive(
+    offline: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # No engine answers here: the demo says so and runs on the local backend.
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    result = orch("demo")
     assert result.exit_code == 0, result.output
+    assert "the container backend is not available" in result.output and "running the demo locally" in result.output
     assert "pages-F1" in result.output and "report: " in result.output
     run = RunFolder.for_name("demo")
     assert statuses(run) == {"pages-F1": "CONFIRMED", "stats-F1": "REFUTED"}
@@ -249,7 +254,11 @@ def test_rubber_stamping_verifier_is_flagged(offline: None, workdir: Path, tmp_p
     tasks = [{"id": "t1", "goal": "Determine whether paginate returns the right page.", "worker": 1}]
     tasks[0]["offline_script"] = [findings_step(PAGES_FINDING), RESULT, DONE, reply()]
     spec = write_spec(
-        tmp_path / "stamp.yaml", workdir, tasks, workers=2, roles={"verifier": {"offline_script": verifier_script}}
+        tmp_path / "stamp.yaml",
+        workdir,
+        tasks,
+        agents=[{"workers": 1}, {"model": "claude-scripted-b", "workers": 1}],  # two models
+        roles={"verifier": {"offline_script": verifier_script}},
     )
     result = orch("run", spec, "--local", "--name", "stamp")
     assert result.exit_code == 4, result.output  # the finding stayed unverified
@@ -262,6 +271,10 @@ def test_rubber_stamping_verifier_is_flagged(offline: None, workdir: Path, tmp_p
     assert row["status"] == "UNVERIFIED" and row["verdicts"][0]["verdict"] == "INVALID"
     assert "INVALID" in result.output
     assert_never_self_verified(state)
+    # Each worker runs the model of its agent group.
+    models = {n: next(e for e in run.hook_events(n) if e.hook_event_name == "SessionStart").model_extra for n in (1, 2)}
+    assert models[2] is not None and models[2].get("model") == "claude-scripted-b"
+    assert models[1] is not None and models[1].get("model") != "claude-scripted-b"
 
 
 # --- resume --------------------------------------------------------------------------------------
