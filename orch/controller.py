@@ -26,7 +26,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 
 from orch import briefs, bus, fleet
 from orch.errors import DeliveryError, OrchError, SandboxError, UsageError
-from orch.findings import Problem, check_findings, check_verdict, result_problems
+from orch.findings import Finding, Problem, check_findings, check_verdict, result_problems
 from orch.jobs import (
     AcceptedFinding,
     AcceptedVerdict,
@@ -41,6 +41,7 @@ from orch.jobs import (
     save_state,
 )
 from orch.models import ControllerEvent, HookEvent, WorkerState
+from orch.report import write_reports
 from orch.spec import Dispatch, FleetSpec, PermissionPolicy, Role
 from orch.state import derive_state
 from orch.tmux import PaneInfo
@@ -183,13 +184,18 @@ class Controller:
 
     # --- start and resume --------------------------------------------------------------------------
     def reconcile(self) -> None:
-        """On (re)start: settle briefs caught mid-send and clean up after the last accepted jobs."""
+        """On (re)start: settle briefs caught mid-send, re-point relaunched workers, and file away the
+        results of jobs accepted just before a previous controller died."""
         self._panes = self.server.panes() if self.server.alive() else {}
         if not self._panes:
             raise UsageError(
                 f"the workers of run {self.run.name!r} are gone (tmux server not running)",
-                hint=f"bring them back with `orch up --resume {self.run.name}` if your orch has it, or start a new run",
+                hint=f"`orch up {self.run.name} --resume` brings them back",
             )
+        for book in self.state.workers:
+            ended = [j for j in self.state.jobs if j.worker == book.n and j.ended_at is not None]
+            if book.job is None and ended and self.run.done(book.n).exists():
+                self.archive_result(max(ended, key=lambda j: j.ended_at or 0.0), book.n)
         self.event(
             "controller-started", pid=os.getpid(), jobs_done=sum(j.status is JobStatus.DONE for j in self.state.jobs)
         )
@@ -219,8 +225,9 @@ class Controller:
         if delivered:
             job.status = JobStatus.RUNNING
             job.last_prompt_at = time.time()
-            self.event("brief-delivery-confirmed", n, job=job.id, resumed=resumed)
+            self.save()
             self.archive_brief(job, n)
+            self.event("brief-sent", n, job=job.id, confirmed_from_hooks=True, resumed=resumed)
             return
         self.event("brief-not-delivered", n, job=job.id, resumed=resumed)
         self.send_brief(job, n)
@@ -340,11 +347,11 @@ class Controller:
         if job is not None and job.status is JobStatus.SENDING:
             self.settle_send(job, n, resumed=False)
             return
-        if job is not None and job.sent_at and now - job.sent_at > self.spec.timeouts.job:
-            self.fail(job, f"not finished within {self.spec.timeouts.job:g}s")
-            return
         if job is not None and self.run.done(n).exists() and state is not WorkerState.BUSY:
             self.collect(job, n)
+            return
+        if job is not None and job.sent_at and now - job.sent_at > self.spec.timeouts.job:
+            self.fail(job, f"not finished within {self.spec.timeouts.job:g}s")
             return
         if state in ENDED:
             self.handle_crash(book, job, detail or state.value)
@@ -513,7 +520,7 @@ class Controller:
         self.run.result(n).unlink(missing_ok=True)
         self.run.done(n).unlink(missing_ok=True)
 
-    def add_findings(self, job: Job, n: int, findings: list[Any]) -> None:
+    def add_findings(self, job: Job, n: int, findings: list[Finding]) -> None:
         assert job.task is not None
         stance = first_stance(self.spec)
         for finding in findings:
@@ -567,9 +574,8 @@ class Controller:
     def replace_verifier(self, job: Job) -> None:
         """A verification job that failed gets another verifier if one may still take it."""
         assert job.finding is not None and job.stance is not None
+        # Eligible for a new job on this finding and round: the failed job's worker is not (it had one).
         spare = eligible(self.state, job.model_copy(update={"id": "(replacement)"}), self.alive())
-        if job.worker is not None:
-            spare = [n for n in spare if n != job.worker]
         if not spare:
             return
         (new,) = new_verification_jobs(self.state, job.finding, job.round, job.stance, 1)
@@ -638,8 +644,6 @@ class Controller:
         return self.state.outcome
 
     def write_reports(self) -> None:
-        from orch.report import write_reports
-
         write_reports(self.run, self.spec, self.state)
 
 
