@@ -727,12 +727,14 @@ def _died_message(container: Container, name: str) -> str:
 
 
 def _send_and_half_close(sock: Any, data: bytes) -> None:
+    """Write stdin for an exec, then signal EOF while still reading its output."""
     raw = getattr(sock, "_sock", sock)
     raw.sendall(data)
-    if hasattr(raw, "shutdown"):
+    proc = getattr(raw, "proc", None)
+    if proc is not None:  # docker's ssh transport: EOF is the ssh process's stdin closing (dial-stdio)
+        proc.stdin.close()
+    else:
         raw.shutdown(socket.SHUT_WR)
-    elif hasattr(raw, "proc"):  # docker's ssh-client transport: EOF is the ssh process's stdin closing
-        raw.proc.stdin.close()
 
 
 def _put_tree(container: Container, target: str, source: Path, uid: int, gid: int) -> None:

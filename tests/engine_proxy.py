@@ -1,16 +1,28 @@
-"""A second Docker engine endpoint on this machine: tcp://127.0.0.1:PORT relayed to the local socket.
+"""Second Docker engine endpoints on this machine, standing in for a remote engine. Only loopback is used.
 
-It stands in for a remote engine (`DOCKER_HOST=tcp://...`): the client sees a non-local base URL, so orch
-treats the engine as remote (no bind mounts of local paths, run folder in a volume, `orch pull`). Only
-loopback is involved.
+- EngineProxy: tcp://127.0.0.1:PORT relayed to the local engine's socket (`DOCKER_HOST=tcp://...`).
+- SshEndpoint: a real sshd on 127.0.0.1 with throwaway keys; `DOCKER_HOST=ssh://root@127.0.0.1:PORT` goes
+  through the system ssh client (a wrapper on PATH adds our key and known host) and `docker system dial-stdio`.
+
+The client sees a non-local base URL, so orch treats the engine as remote (no bind mounts of local
+paths, run folder in a volume, `orch pull`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
+import subprocess
 import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
+
+from orch.waits import wait_until
+
+SSHD = "/usr/sbin/sshd"
 
 
 class EngineProxy:
@@ -59,3 +71,65 @@ class EngineProxy:
         except OSError:
             with contextlib.suppress(OSError):
                 dst.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _accepts(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+        return True
+    return False
+
+
+@dataclass(frozen=True)
+class SshEndpoint:
+    url: str
+    bin_dir: Path
+    """Put first on PATH: its `ssh` adds our client config (key, port, known host)."""
+
+    @classmethod
+    @contextlib.contextmanager
+    def start(cls, root: Path) -> Iterator[SshEndpoint]:
+        for key in ("host_key", "client_key"):
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(root / key)], check=True)
+        (root / "authorized_keys").write_text((root / "client_key.pub").read_text())
+        port = _free_port()
+        (root / "sshd_config").write_text(
+            f"Port {port}\nListenAddress 127.0.0.1\nHostKey {root / 'host_key'}\n"
+            f"AuthorizedKeysFile {root / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
+            "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
+            f"PidFile {root / 'sshd.pid'}\nAllowUsers root\n"
+        )
+        host_pub = " ".join((root / "host_key.pub").read_text().split()[:2])
+        (root / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub}\n")
+        (root / "ssh_config").write_text(
+            "Host 127.0.0.1\n"
+            f"  IdentityFile {root / 'client_key'}\n  IdentitiesOnly yes\n"
+            f"  UserKnownHostsFile {root / 'known_hosts'}\n  StrictHostKeyChecking yes\n  BatchMode yes\n"
+        )
+        bin_dir = root / "bin"
+        bin_dir.mkdir()
+        wrapper = bin_dir / "ssh"
+        wrapper.write_text(f'#!/bin/sh\nexec /usr/bin/ssh -F {root / "ssh_config"} "$@"\n')
+        wrapper.chmod(0o755)
+        Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege-separation directory
+        log = (root / "sshd.log").open("wb")
+        proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(root / "sshd_config")], stdout=log, stderr=log)
+        try:
+            wait_until(lambda: proc.poll() is not None or _accepts(port), 20, "sshd to listen")
+            if proc.poll() is not None:
+                raise RuntimeError(f"sshd exited: {(root / 'sshd.log').read_text()[-500:]}")
+            # docker-py passes `-p` itself (22 unless the URL names a port): the URL says it all.
+            yield cls(url=f"ssh://root@127.0.0.1:{port}", bin_dir=bin_dir)
+        finally:
+            proc.terminate()
+            proc.wait(10)
+            log.close()
+
+
+def ssh_env(endpoint: SshEndpoint) -> dict[str, str]:
+    return {**os.environ, "PATH": f"{endpoint.bin_dir}{os.pathsep}{os.environ['PATH']}"}

@@ -1,11 +1,14 @@
-"""A remote engine: a second engine endpoint on this machine, `DOCKER_HOST=tcp://127.0.0.1:PORT` relayed
-to the local engine's socket (tests/engine_proxy.py). The client sees a non-local base URL, so orch
-treats it as remote: the run folder is a labelled volume over there, local paths are not bind-mounted
-(`--copy` uploads the workdir), and `orch wait --pull` / `orch pull` / `orch kill` copy the folder back.
+"""A remote engine: a second engine endpoint on this machine, reached the two ways users reach one:
+`DOCKER_HOST=tcp://127.0.0.1:PORT` (relayed to the local engine's socket) and `DOCKER_HOST=ssh://...` (a
+real sshd on 127.0.0.1, the system ssh client, `docker system dial-stdio` on the far side); see
+tests/engine_proxy.py. The client sees a non-local base URL, so orch treats the engine as remote: the run
+folder is a labelled volume over there, local paths are not bind-mounted (`--copy` uploads the workdir),
+and `orch wait --pull` / `orch pull` / `orch kill` copy the folder back.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,14 +19,33 @@ from orch.docker_sandbox import LABEL_RUN, run_volume_name
 from orch.models import RunStatus
 from orch.workspace import RunFolder
 from tests.dockertest import BUILD_TIMEOUT, new_name, nothing_left, script_brief
-from tests.engine_proxy import EngineProxy
+from tests.engine_proxy import SSHD, EngineProxy, SshEndpoint
 from tests.helpers import orch
 
 pytestmark = [pytest.mark.docker, pytest.mark.claude, pytest.mark.timeout(BUILD_TIMEOUT)]
 
 
-@pytest.fixture
-def remote(engine: docker.DockerClient, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshEndpoint]:
+    """A real sshd on 127.0.0.1 whose root runs `docker system dial-stdio`: DOCKER_HOST=ssh://... as on a VPS."""
+    if os.getuid() != 0 or not Path(SSHD).is_file():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI runs as root with openssh-server installed (.ci/run): {SSHD} missing or not root")
+        pytest.skip("the ssh engine test needs root and openssh-server (apt-get install openssh-server)")
+    with SshEndpoint.start(tmp_path_factory.mktemp("sshd")) as endpoint:
+        yield endpoint
+
+
+@pytest.fixture(params=["tcp", "ssh"])
+def remote(
+    request: pytest.FixtureRequest, engine: docker.DockerClient, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    if request.param == "ssh":
+        endpoint: SshEndpoint = request.getfixturevalue("sshd")
+        monkeypatch.setenv("PATH", f"{endpoint.bin_dir}{os.pathsep}{os.environ['PATH']}")
+        monkeypatch.setenv("DOCKER_HOST", endpoint.url)
+        yield endpoint.url
+        return
     with EngineProxy() as proxy:
         monkeypatch.setenv("DOCKER_HOST", proxy.url)
         yield proxy.url
