@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import logging
 import os
 import shutil
@@ -22,11 +23,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from orch import briefs, bus, fleet
 from orch.errors import DeliveryError, OrchError, SandboxError, UsageError
-from orch.findings import Finding, Problem, check_findings, check_verdict, result_problems
+from orch.findings import Finding, Problem, bash_commands, check_findings, check_verdict, result_problems
 from orch.jobs import (
     AcceptedFinding,
     AcceptedVerdict,
@@ -104,6 +106,7 @@ class Controller:
         self.server = fleet.server_for(self.info)
         self.tasks = dict(zip(spec.task_ids(), spec.tasks, strict=True))
         self._panes: dict[int, PaneInfo] = {}
+        self._hooks: dict[int, HookLog] = {}
 
     # --- bookkeeping -------------------------------------------------------------------------------
     def save(self) -> None:
@@ -112,9 +115,13 @@ class Controller:
     def event(self, name: str, worker: int | None = None, **data: Any) -> None:
         self.run.log_event(ControllerEvent(event=name, worker=worker, data=data))
 
+    def hooks(self, n: int) -> list[HookEvent]:
+        """All of worker n's hook events, read incrementally (the log only grows)."""
+        return self._hooks.setdefault(n, HookLog(self.run.state(n))).events()
+
     def events_of(self, n: int) -> list[HookEvent]:
         """Worker n's hook events of its current life (after its last restart)."""
-        events = self.run.hook_events(n)
+        events = self.hooks(n)
         since = self.state.book(n).restarted_at
         return [e for e in events if e.ts >= since] if since else events
 
@@ -209,7 +216,7 @@ class Controller:
     def relaunched(self, job: Job, n: int) -> bool:
         """Worker n started a new agent session after its last prompt for `job` (its fleet was relaunched)."""
         since = job.last_prompt_at or job.sent_at or 0.0
-        later = [e.hook_event_name for e in self.run.hook_events(n) if e.ts >= since]
+        later = [e.hook_event_name for e in self.hooks(n) if e.ts >= since]
         if "SessionStart" not in later:
             return False
         return "UserPromptSubmit" not in later[len(later) - later[::-1].index("SessionStart") :]
@@ -220,7 +227,7 @@ class Controller:
         pointer = str(self.run.task(n))
         delivered = any(
             e.hook_event_name == "UserPromptSubmit" and e.ts >= since and pointer in (e.prompt or "")
-            for e in self.run.hook_events(n)
+            for e in self.hooks(n)
         )
         if delivered:
             job.status = JobStatus.RUNNING
@@ -470,7 +477,6 @@ class Controller:
     def collect(self, job: Job, n: int) -> None:
         token = self.state.token(job.id)
         window = self.spec.verification.evidence_window
-        since = job.sent_at or 0.0
         if job.role is Role.FINDER:
             findings, problems = check_findings(self.run, job.id, token, n, self.workdir, window)
             if findings is not None:
@@ -480,7 +486,8 @@ class Controller:
                 return
         elif job.role is Role.VERIFIER:
             assert job.finding is not None
-            verdict, problems = check_verdict(self.run, job.id, token, job.finding, n, self.workdir, window, since)
+            commands = bash_commands(self.hooks(n), job.sent_at or 0.0)
+            verdict, problems = check_verdict(self.run, job.id, token, job.finding, n, self.workdir, window, commands)
             if verdict is not None:
                 assert job.stance is not None
                 self.accept(job, n)
@@ -645,6 +652,33 @@ class Controller:
 
     def write_reports(self) -> None:
         write_reports(self.run, self.spec, self.state)
+
+
+class HookLog:
+    """A worker's hook log (append-only JSONL), parsed once: each read parses only the new lines."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self._events: list[HookEvent] = []
+
+    def events(self) -> list[HookEvent]:
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return self._events
+        if size < self.offset:  # replaced: read again from the start
+            self.offset, self._events = 0, []
+        if size > self.offset:
+            with self.path.open("rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read(size - self.offset)
+            complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits for the next read
+            self.offset += len(complete)
+            for line in complete.splitlines():
+                with contextlib.suppress(ValueError, ValidationError):
+                    self._events.append(HookEvent.model_validate(json.loads(line)))
+        return self._events
 
 
 def _notifier(run: RunFolder) -> Inotify | None:

@@ -10,13 +10,14 @@ tool calls, from the hook log) during the job.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from orch.models import HookEvent
 from orch.workspace import RunFolder
 
 FINDING_ID_PATTERN = r"^[A-Za-z0-9_]{1,16}$"
@@ -138,10 +139,10 @@ def check_quote(workdir: Path, ev: CodeEvidence, window: int) -> str | None:
     return f"{ev.cite()}: quote {_short(ev.quote)!r} is not in lines {first}-{last} of that file"
 
 
-def bash_commands(run: RunFolder, worker: int, since: float) -> list[str]:
-    """The (JSON-encoded) inputs of the Bash tool calls worker ran since `since` (from its hooks)."""
+def bash_commands(events: Iterable[HookEvent], since: float) -> list[str]:
+    """The (JSON-encoded) inputs of the Bash tool calls a worker ran since `since` (from its hook events)."""
     out = []
-    for event in run.hook_events(worker):
+    for event in events:
         if event.ts < since or event.hook_event_name != "PostToolUse" or event.tool_name != "Bash":
             continue
         raw = (event.model_extra or {}).get("tool_input")
@@ -247,9 +248,12 @@ def check_findings(
 
 
 def check_verdict(
-    run: RunFolder, job: str, token: str, finding: str, worker: int, workdir: Path, window: int, since: float
+    run: RunFolder, job: str, token: str, finding: str, worker: int, workdir: Path, window: int, commands: Sequence[str]
 ) -> tuple[VerdictReport | None, list[Problem]]:
-    """A verifier's output: result file plus a verdict on the right finding whose evidence checks out."""
+    """A verifier's output: result file plus a verdict on the right finding whose evidence checks out.
+
+    `commands`: the Bash calls the worker made during the job (`bash_commands`); cited commands must be there.
+    """
     problems = result_problems(run, worker)
     report, load_problems = _load(VerdictReport, run.verdict_file(job), token)
     problems += load_problems
@@ -267,7 +271,6 @@ def check_verdict(
                 "quote, or a command you ran with its exit code",
             )
         )
-    commands = bash_commands(run, worker, since)
     problems += evidence_problems(report.evidence, workdir, window, commands, "verdict")
     return (report if not problems else None), problems
 

@@ -20,6 +20,7 @@ from orch.findings import (
     Severity,
     Verdict,
     VerdictReport,
+    bash_commands,
     check_findings,
     check_quote,
     check_verdict,
@@ -282,7 +283,8 @@ def test_verdict_output_checks(tmp_path: Path, workdir: Path) -> None:
 
     def kinds(verdict: dict[str, Any]) -> list[ProblemKind]:
         run.verdict_file("t1-F1.v1").write_text(json.dumps(verdict))
-        got = check_verdict(run, "t1-F1.v1", "t1-F1.v1@abc", "t1-F1", 2, workdir, 3, since)[1]
+        commands = bash_commands(run.hook_events(2), since)
+        got = check_verdict(run, "t1-F1.v1", "t1-F1.v1@abc", "t1-F1", 2, workdir, 3, commands)[1]
         return [p.kind for p in got]
 
     base = {"job": "t1-F1.v1@abc", "finding": "t1-F1", "verdict": "CONFIRMED", "reason": "looks right"}
@@ -432,3 +434,25 @@ def test_skill_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     head = yaml.safe_load(path.read_text().split("---")[1])
     assert head["name"] == "orch" and "verif" in head["description"]
     assert install(tmp_path / "elsewhere").read_text() == path.read_text()
+
+
+def test_hook_log_reads_only_new_complete_lines(tmp_path: Path) -> None:
+    from orch.controller import HookLog
+
+    path = tmp_path / "agent-1.jsonl"
+    log = HookLog(path)
+    assert log.events() == []
+    path.write_text('{"ts": 1, "hook_event_name": "SessionStart"}\n{"ts": 2, "hook_event_na')
+    assert [e.hook_event_name for e in log.events()] == ["SessionStart"]
+    with path.open("a") as fh:
+        fh.write('me": "Stop"}\nnot json\n')
+    assert [e.hook_event_name for e in log.events()] == ["SessionStart", "Stop"]
+
+
+def test_demo_live_without_credentials_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "no-login"))
+    result = orch("demo", "--live", "--local")
+    assert result.exit_code == 2
+    assert "orch demo --live needs Claude credentials" in result.output and "without --live" in result.output
