@@ -10,6 +10,7 @@ flags add on top of the slowest worker's own work. Against N = 1 the wall time a
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import time
 from typing import Any
@@ -19,6 +20,7 @@ from bench.core import Context, MemorySample, Result
 from bench.env import BenchError, Fleet
 from bench.report import Row, Target
 from orch import fleet
+from orch.models import ControllerEvent
 
 TARGET = Target("<=", 10.0, "<= 10 %")
 
@@ -39,19 +41,38 @@ def brief_text(live: Fleet, n: int, steps: int, step_seconds: float) -> str:
     return f"# Benchmark task for worker {n}\n\nDo the scripted steps below.\n\n```orch-script\n{body}\n```\n"
 
 
+def _events(live: Fleet, name: str) -> list[ControllerEvent]:
+    out = []
+    for line in live.run.events.read_text().splitlines():
+        try:
+            event = ControllerEvent.model_validate_json(line)
+        except ValueError:
+            continue
+        if event.event == name:
+            out.append(event)
+    return out
+
+
 def measure(ctx: Context, workers: int) -> dict[str, Any]:
     cfg = ctx.config
     live = ctx.env.up(f"ovh{workers}", workers)
     try:
         texts = {n: brief_text(live, n, cfg.overhead_steps, cfg.overhead_step_seconds) for n in range(1, workers + 1)}
+        roots = live.panes()
+        agents0 = sum(procs.tree_cpu(pid) for pid in roots.values())
         wall0, start = time.time(), time.monotonic()
+        each = []
         for n in range(1, workers + 1):
+            one = time.monotonic()
             fleet.brief(live.run, n, texts[n])
+            each.append(time.monotonic() - one)
         briefed = time.monotonic() - start
         timeout = 120 + workers * 15 + cfg.overhead_steps * (cfg.overhead_step_seconds + 10) * 2
         fleet.wait(live.run, None, timeout)
         wall = time.monotonic() - start
         noticed_at = time.time()
+        agents_cpu = sum(procs.tree_cpu(pid) for pid in roots.values()) - agents0
+        enters = [e.data.get("enters", 1) for e in _events(live, "sent")]
         spans, lags = [], []
         for n in range(1, workers + 1):
             acks = [e.ts for e in live.run.hook_events(n) if e.hook_event_name == "UserPromptSubmit" and e.ts >= wall0]
@@ -80,6 +101,10 @@ def measure(ctx: Context, workers: int) -> dict[str, Any]:
         "workers": workers,
         "wall_s": wall,
         "brief_dispatch_s": briefed,
+        "brief_each_s": each,
+        "briefs_needing_a_second_enter": sum(1 for e in enters if e > 1),
+        "agents_cpu_s": agents_cpu,
+        "cpu_floor_s": agents_cpu / (os.cpu_count() or 1),
         "slowest_span_s": slowest,
         "median_span_s": statistics.median(spans),
         "last_brief_ack_s": max(lags),
@@ -101,7 +126,9 @@ def run(ctx: Context) -> Result:
         mine = [t for t in tries if t["workers"] == n]
         note = (
             f"work: {work}; slowest span {statistics.median(t['slowest_span_s'] for t in mine):.1f}s, "
-            f"briefing all took {statistics.median(t['brief_dispatch_s'] for t in mine):.1f}s, "
+            f"briefing all took {statistics.median(t['brief_dispatch_s'] for t in mine):.1f}s "
+            f"({sum(t['briefs_needing_a_second_enter'] for t in mine)} of {n * len(mine)} briefs needed a 2nd Enter), "
+            f"agents' CPU floor {statistics.median(t['cpu_floor_s'] for t in mine):.1f}s, "
             f"last flag noticed after {statistics.median(t['notice_lag_s'] for t in mine) * 1000:.0f} ms"
         )
         rows.append(Row("overhead", f"brief -> {n} done", "s", [t["wall_s"] for t in mine], note=note))

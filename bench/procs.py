@@ -84,6 +84,16 @@ def tree_cpu(pid: int) -> float:
     return total
 
 
+def tree_reaped_cpu(pid: int) -> float:
+    """CPU seconds of the short-lived children a tree's members have already reaped (hook commands)."""
+    total = 0.0
+    for member in tree(pid):
+        times = cpu_times(member)
+        if times is not None:
+            total += times.reaped_children
+    return total
+
+
 def _status_kib(pid: int, key: str) -> int:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -92,6 +102,23 @@ def _status_kib(pid: int, key: str) -> int:
     except (OSError, ValueError, IndexError):
         pass
     return 0
+
+
+def voluntary_switches(pid: int) -> int:
+    """Times the process (all its threads) blocked and was woken again (subprocess waits included)."""
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return total
+    for tid in tasks:
+        try:
+            for line in Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines():
+                if line.startswith("voluntary_ctxt_switches:"):
+                    total += int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
 
 
 def rss_bytes(pid: int) -> int:

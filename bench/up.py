@@ -35,6 +35,7 @@ def measure(env: BenchEnv, workers: int, memory: list[MemorySample]) -> dict[str
         orch_cpu = _cpu_self() - cpu0
         panes = live.panes()
         agents_cpu = sum(procs.tree_cpu(pid) for pid in panes.values())
+        hooks_cpu = sum(procs.tree_reaped_cpu(pid) for pid in panes.values())
         tmux_pid = live.tmux_pid()
         tmux_cpu = procs.own_cpu(tmux_pid)
         mem = [procs.tree_memory(pid) for _, pid in sorted(panes.items())]
@@ -57,6 +58,7 @@ def measure(env: BenchEnv, workers: int, memory: list[MemorySample]) -> dict[str
         "seconds": live.up_seconds,
         "orch_cpu_s": orch_cpu,
         "agents_cpu_s": agents_cpu,
+        "agents_hooks_cpu_s": hooks_cpu,
         "tmux_cpu_s": tmux_cpu,
         "cpu_floor_s": total / cores,
         "first_boot_s": min(boots) if boots else None,
@@ -100,7 +102,8 @@ def run(ctx: Context) -> Result:
         seconds = [t["seconds"] for t in mine]
         note = (
             f"CPU per up: orch {statistics.median(t['orch_cpu_s'] for t in mine):.2f}s, "
-            f"agents {statistics.median(t['agents_cpu_s'] for t in mine):.2f}s, "
+            f"agents {statistics.median(t['agents_cpu_s'] for t in mine):.2f}s "
+            f"(child commands: hooks, git... {statistics.median(t['agents_hooks_cpu_s'] for t in mine):.2f}s), "
             f"tmux {statistics.median(t['tmux_cpu_s'] for t in mine):.2f}s; "
             f"floor on {os.cpu_count()} cores {statistics.median(t['cpu_floor_s'] for t in mine):.2f}s"
         )
