@@ -298,7 +298,14 @@ def test_resume_after_killing_the_controller_mid_verification(
             "offline_script": [findings_step(PAGES_FINDING, slow), RESULT, DONE, reply()],
         }
     ]
-    spec = write_spec(tmp_path / "resume.yaml", workdir, tasks, workers=3, limits={"nudge_after": 60})
+    spec = write_spec(
+        tmp_path / "resume.yaml",
+        workdir,
+        tasks,
+        workers=3,
+        limits={"nudge_after": 60},
+        verification={"rounds": "find-refute-confirm"},  # round 2 refutes, round 3 re-checks survivors
+    )
     cmd = [sys.executable, "-c", "from orch.cli import main; main()", "run", str(spec), "--local", "--name", "rs"]
     first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ))
     run = RunFolder.for_name("rs")
@@ -309,15 +316,15 @@ def test_resume_after_killing_the_controller_mid_verification(
                 return False
             accepted = [e.data["job"] for e in events(run, "verdict-accepted")]
             sent = [e.data["job"] for e in events(run, "brief-sent")]
-            return "t1-F1.v1" in accepted and "t1-F2.v1" in sent
+            return "t1-F1.r1" in accepted and "t1-F2.r1" in sent
 
         wait_until(mid_verification, 240, "one verdict in and the other verification under way", interval=0.2)
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait(30)
     before = load_state(run)
-    slow_worker = before.job("t1-F2.v1").worker
-    assert slow_worker is not None and before.job("t1-F2.v1").status is JobStatus.RUNNING
+    slow_worker = before.job("t1-F2.r1").worker
+    assert slow_worker is not None and before.job("t1-F2.r1").status is JobStatus.RUNNING
     # The verifier finishes while no controller runs.
     gate.touch()
     assert not wait_for_paths([run.done(slow_worker)], 120)
@@ -327,10 +334,13 @@ def test_resume_after_killing_the_controller_mid_verification(
     state = load_state(run)
     assert [e.event for e in events(run, "controller-started")] == ["controller-started"] * 2
     assert statuses(run) == {"t1-F1": "CONFIRMED", "t1-F2": "CONFIRMED"}
-    assert len(state.verdicts) == 2
-    assert state.verdicts[0].job == "t1-F1.v1" and before.verdicts[0] == state.verdicts[0]  # not lost, not redone
+    assert sorted(v.job for v in state.verdicts) == ["t1-F1.c1", "t1-F1.r1", "t1-F2.c1", "t1-F2.r1"]
+    assert state.verdicts[0].job == "t1-F1.r1" and before.verdicts[0] == state.verdicts[0]  # not lost, not redone
     assert_each_brief_sent_once(run, state)
     assert_never_self_verified(state)
+    # Round 3 went to a worker that had not judged the finding in round 2.
+    for fid in ("t1-F1", "t1-F2"):
+        assert state.job(f"{fid}.c1").worker != state.job(f"{fid}.r1").worker
 
 
 # --- crash and restart ---------------------------------------------------------------------------
