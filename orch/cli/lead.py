@@ -69,6 +69,47 @@ def _start(spec_path: Path, name: str | None, backend: Backend, replace: bool, c
         raise typer.Exit(EXIT_FAILED) from None
 
 
+@spec_app.command()
+def check(file: Annotated[Path, typer.Argument(help="The fleet spec (YAML).", show_default=False)]) -> None:
+    """Validate a fleet spec; print every problem with its location."""
+    try:
+        spec = load_spec(file)
+    except SpecError as exc:
+        for issue in exc.issues:
+            typer.echo(f"{file}: {issue}", err=True)
+        raise typer.Exit(2) from None
+    kinds = ", ".join(f"{g.workers} {g.agent}" + (f" ({g.model})" if g.model else "") for g in spec.groups())
+    policy = spec.verification
+    typer.echo(
+        f"{file}: ok: {kinds} worker(s), {len(spec.tasks)} task(s), {policy.rounds.value} with "
+        f"{policy.verifiers_per_finding} verifier(s) per finding (quorum {policy.needed()})"
+        + (", offline" if spec.offline else "")
+    )
+
+
+@spec_app.command()
+def init(
+    file: Annotated[Path, typer.Argument(help="Where to write the example.")] = Path("fleet.yaml"),
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+) -> None:
+    """Write a commented example fleet spec."""
+    if file.exists() and not force:
+        raise UsageError(f"{file} exists", hint="pass --force to overwrite it, or give another path")
+    file.write_text(example_spec(), encoding="utf-8")
+    typer.echo(f"wrote {file}; check it with `orch spec check {file}`")
+
+
+@skill_app.command()
+def install(
+    target: Annotated[
+        Path | None, typer.Option("--dir", help="Folder for SKILL.md (default: ~/.claude/skills/orch).")
+    ] = None,
+) -> None:
+    """Install the orch lead playbook as a Claude Code skill."""
+    path = skill.install(target)
+    typer.echo(f"installed the orch skill: {path}")
+
+
 def register(app: typer.Typer) -> None:
     @app.command("run", epilog=EXIT_CODES)
     def run_(
@@ -137,44 +178,6 @@ def register(app: typer.Typer) -> None:
         typer.echo(matrix_text(written))
         typer.echo(f"\nrun {written.run}: {written.status} (exit {written.exit_code}): {written.reason}")
         typer.echo(f"report: {run.report_html}  (also report.md, report.json)")
-
-    @spec_app.command()
-    def check(file: Annotated[Path, typer.Argument(help="The fleet spec (YAML).", show_default=False)]) -> None:
-        """Validate a fleet spec; print every problem with its location."""
-        try:
-            spec = load_spec(file)
-        except SpecError as exc:
-            for issue in exc.issues:
-                typer.echo(f"{file}: {issue}", err=True)
-            raise typer.Exit(2) from None
-        kinds = ", ".join(f"{g.workers} {g.agent}" + (f" ({g.model})" if g.model else "") for g in spec.groups())
-        policy = spec.verification
-        typer.echo(
-            f"{file}: ok: {kinds} worker(s), {len(spec.tasks)} task(s), {policy.rounds.value} with "
-            f"{policy.verifiers_per_finding} verifier(s) per finding (quorum {policy.needed()})"
-            + (", offline" if spec.offline else "")
-        )
-
-    @spec_app.command()
-    def init(
-        file: Annotated[Path, typer.Argument(help="Where to write the example.")] = Path("fleet.yaml"),
-        force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
-    ) -> None:
-        """Write a commented example fleet spec."""
-        if file.exists() and not force:
-            raise UsageError(f"{file} exists", hint="pass --force to overwrite it, or give another path")
-        file.write_text(example_spec(), encoding="utf-8")
-        typer.echo(f"wrote {file}; check it with `orch spec check {file}`")
-
-    @skill_app.command()
-    def install(
-        target: Annotated[
-            Path | None, typer.Option("--dir", help="Folder for SKILL.md (default: ~/.claude/skills/orch).")
-        ] = None,
-    ) -> None:
-        """Install the orch lead playbook as a Claude Code skill."""
-        path = skill.install(target)
-        typer.echo(f"installed the orch skill: {path}")
 
     app.add_typer(spec_app, name="spec", help="Fleet specs: check one, or write an example.")
     app.add_typer(skill_app, name="skill", help="The Claude Code skill that drives orch.")
