@@ -373,3 +373,23 @@ def test_crashed_worker_is_restarted_and_finishes(offline: None, workdir: Path, 
     starts = [e for e in run.hook_events(1) if e.hook_event_name == "SessionStart"]
     assert len(starts) == 2 and starts[0].session_id == starts[1].session_id
     assert any(p.startswith("orch restarted you") for p in prompts(run, 1))
+
+
+# --- budget ----------------------------------------------------------------------------------------
+def test_budget_cap_stops_the_run(offline: None, workdir: Path, tmp_path: Path) -> None:
+    tasks = [
+        {
+            "id": "notes",
+            "role": "scribe",
+            "goal": "Write down what stats.py does.",
+            "offline_script": [{"bash": "grep -n def stats.py"}, {"bash": "grep -n return stats.py"}, reply()],
+        }
+    ]
+    # The scripted model reports token usage, so Claude Code's status line shows a (notional) cost.
+    spec = write_spec(tmp_path / "budget.yaml", workdir, tasks, workers=1, budget={"max_cost_usd": 0.001})
+    result = orch("run", spec, "--local", "--name", "budget")
+    assert result.exit_code == 5, result.output
+    run = RunFolder.for_name("budget")
+    (aborted,) = events(run, "aborted")
+    assert "passed the budget $0.001" in aborted.data["reason"]
+    assert load_state(run).job("notes").status is JobStatus.CANCELLED
