@@ -159,13 +159,18 @@ class DockerSandbox:
 
     def __init__(self, settings: DockerSettings | None = None) -> None:
         self.settings = settings or DockerSettings()
+        self._clients: dict[str | None, docker.DockerClient] = {}
 
     # --- engines ---------------------------------------------------------------------------------
-    @staticmethod
-    def client(info: RunInfo | None = None) -> docker.DockerClient:
-        """The engine of a run (the one it was started on), or the environment's for a new run."""
+    def client(self, info: RunInfo | None = None) -> docker.DockerClient:
+        """The engine of a run (the one it was started on), or the environment's for a new run.
+
+        One client per engine for this object's life: over ssh every new connection costs a handshake.
+        """
         host = info.container.docker_host if info is not None and info.container is not None else None
-        return docker_client(base_url=host)
+        if host not in self._clients:
+            self._clients[host] = docker_client(base_url=host)
+        return self._clients[host]
 
     @staticmethod
     def _container(client: docker.DockerClient, info: RunInfo) -> Container | None:
@@ -682,9 +687,9 @@ class DockerSandbox:
 
 # --- helpers ---------------------------------------------------------------------------------------
 def describe(container: Container | None) -> str:
+    """A container's state in a few words (the container as just fetched: no reload)."""
     if container is None:
         return "removed"
-    container.reload()
     if container.status == "running":
         return "running"
     code = container.attrs.get("State", {}).get("ExitCode")

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import errno
+import hashlib
+import json
 import os
+from pathlib import Path
 
 import docker.errors
 import requests.exceptions
@@ -17,20 +20,29 @@ ENGINE_HINT = (
 DEFAULT_ENGINE = "unix:///var/run/docker.sock"
 
 
-def context_host() -> str | None:
-    """The endpoint of the current docker context (DOCKER_CONTEXT, else the CLI's config), if not default."""
-    name = os.environ.get("DOCKER_CONTEXT")
-    try:
-        from docker.context import ContextAPI
-        from docker.context.config import get_current_context_name
+def _docker_config_dir() -> Path:
+    return Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
 
-        name = name or get_current_context_name()
-        if not name or name == "default":
-            return None
-        ctx = ContextAPI.get_context(name)
-    except (docker.errors.DockerException, OSError, ValueError):
+
+def context_host() -> str | None:
+    """The endpoint of the current docker context (DOCKER_CONTEXT, else the CLI's config), if not default.
+
+    Read from the docker CLI's own files (contexts/meta/<sha256 of the name>/meta.json).
+    """
+    config_dir = _docker_config_dir()
+    name = os.environ.get("DOCKER_CONTEXT")
+    if not name:
+        try:
+            name = json.loads((config_dir / "config.json").read_text()).get("currentContext")
+        except (OSError, ValueError, AttributeError):
+            name = None
+    if not name or name == "default":
         return None
-    host = getattr(ctx, "Host", None) if ctx is not None else None
+    meta = config_dir / "contexts" / "meta" / hashlib.sha256(name.encode()).hexdigest() / "meta.json"
+    try:
+        host = json.loads(meta.read_text())["Endpoints"]["docker"]["Host"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
     return str(host) if host else None
 
 
@@ -57,8 +69,21 @@ def docker_client(timeout: int = 60, base_url: str | None = None) -> docker.Dock
             client = docker.DockerClient(base_url=address, timeout=timeout, use_ssh_client=ssh)
         client.ping()
     except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
+        if ssh:  # the ssh client said why on stderr; what reaches us is a broken pipe
+            raise UsageError(
+                f"Docker engine not reachable at {address}: the ssh connection or `docker system dial-stdio` "
+                "on the far side failed (see ssh's message above)",
+                hint=f"check that `ssh {_ssh_target(address)} docker version` works",
+            ) from exc
         raise UsageError(f"Docker engine not reachable at {address}: {_reason(exc)}", hint=ENGINE_HINT) from exc
     return client
+
+
+def _ssh_target(address: str) -> str:
+    """`ssh://user@host:port` -> `-p port user@host` (what to try by hand)."""
+    rest = address.removeprefix("ssh://")
+    target, _, port = rest.rpartition(":") if rest.rsplit(":", 1)[-1].isdigit() else (rest, "", "")
+    return f"-p {port} {target}" if port else target
 
 
 _ERRNO_TEXT = {

@@ -98,8 +98,9 @@ def status_of(run: RunFolder) -> RunStatusView:
         return fleet.status(run)
     sandbox = docker_sandbox()
     try:
-        alive = sandbox.alive(info)
-        why = None if alive else f"container {sandbox.state(info)}"
+        state = sandbox.state(info)
+        alive = state == "running"
+        why = None if alive else f"container {state}"
     except OrchError as exc:
         alive, why = False, f"engine unreachable: {exc.message}"
     if not alive:

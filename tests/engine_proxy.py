@@ -110,6 +110,8 @@ class SshEndpoint:
             "Host 127.0.0.1\n"
             f"  IdentityFile {root / 'client_key'}\n  IdentitiesOnly yes\n"
             f"  UserKnownHostsFile {root / 'known_hosts'}\n  StrictHostKeyChecking yes\n  BatchMode yes\n"
+            # docker-py opens one ssh connection per API connection: share one (as users should too).
+            f"  ControlMaster auto\n  ControlPath {root}/cm-%C\n  ControlPersist 60\n"
         )
         bin_dir = root / "bin"
         bin_dir.mkdir()
@@ -126,6 +128,11 @@ class SshEndpoint:
             # docker-py passes `-p` itself (22 unless the URL names a port): the URL says it all.
             yield cls(url=f"ssh://root@127.0.0.1:{port}", bin_dir=bin_dir)
         finally:
+            subprocess.run(
+                ["ssh", "-F", str(root / "ssh_config"), "-O", "exit", "-p", str(port), "127.0.0.1"],
+                capture_output=True,
+                check=False,
+            )
             proc.terminate()
             proc.wait(10)
             log.close()

@@ -37,6 +37,11 @@ def _remote_unreachable(mp: pytest.MonkeyPatch, engine: docker.DockerClient, nam
     return ["--copy"]
 
 
+def _ssh_unreachable(mp: pytest.MonkeyPatch, engine: docker.DockerClient, name: str, wd: Path) -> list[str]:
+    mp.setenv("DOCKER_HOST", f"ssh://nobody@127.0.0.1:{_closed_port()}")
+    return ["--copy"]
+
+
 def _image_missing(mp: pytest.MonkeyPatch, engine: docker.DockerClient, name: str, wd: Path) -> list[str]:
     return ["--image", "orch-test-missing:nope"]
 
@@ -63,12 +68,21 @@ Setup = Callable[[pytest.MonkeyPatch, docker.DockerClient, str, Path], list[str]
     [
         (_engine_missing, "Docker engine not reachable at unix:///nonexistent.sock: no engine socket there"),
         (_remote_unreachable, "connection refused"),
+        (_ssh_unreachable, "`ssh -p "),
         (_image_missing, "orch image build"),
         (_collision, "already exists (container orch-"),
         (_missing_workdir, "workdir does not exist"),
         (_bad_allow, "not a host name, IP or CIDR"),
     ],
-    ids=["engine-missing", "remote-unreachable", "image-missing", "name-collision", "missing-workdir", "bad-allow"],
+    ids=[
+        "engine-missing",
+        "remote-unreachable",
+        "ssh-unreachable",
+        "image-missing",
+        "name-collision",
+        "missing-workdir",
+        "bad-allow",
+    ],
 )
 def test_up_faults(
     setup: Setup,

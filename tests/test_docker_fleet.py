@@ -8,6 +8,7 @@ the container; killing it from outside loses nothing and `orch up --resume` cont
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -200,3 +201,43 @@ def test_attach_execs_docker_exec_into_the_container(
     orch("attach", name)
     (argv,) = calls
     assert argv[1:] == ["exec", "-it", "-u", f"{RUN_UID}:{RUN_UID}", f"orch-{name}", "orch", "attach", name]
+
+
+def test_credentials_file_is_mounted_read_only_and_never_copied_out(
+    image: str, names: list[str], workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no credential in the environment, the user's `/login` file reaches the container read-only and
+    is copied only into the tmpfs home, readable by the run's uid alone; never into the run folder."""
+    secret = "orch-test-oauth-secret-0123456789"
+    config = tmp_path / "claude-config"
+    config.mkdir()
+    (config / ".credentials.json").write_text(json.dumps({"claudeAiOauth": {"accessToken": secret}}))
+    (config / ".credentials.json").chmod(0o600)
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config))
+    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    name = new_name(names)
+    result = orch("up", name, "--workdir", workdir, "--agent", "scripted", "--egress", "none")
+    assert result.exit_code == 0, result.output
+    run = RunFolder.for_name(name)
+    info = run.info()
+    code, out = DockerSandbox().run_as_user(
+        info,
+        ["sh", "-c", "stat -c '%u %a' $HOME/.claude/.credentials.json; cat $HOME/.claude/.credentials.json; echo;"
+         " (echo x >> /run/orch/credentials.json) 2>/dev/null && echo WROTE || echo REFUSED; env"],
+    )  # fmt: skip
+    assert code == 0, out
+    lines = out.splitlines()
+    assert lines[0] == f"{RUN_UID} 600" and secret in lines[1]
+    assert lines[2] == "REFUSED"
+    (mount,) = [
+        m
+        for m in docker.from_env().containers.get(info.container.id).attrs["Mounts"]
+        if "credentials" in m["Destination"]
+    ]  # type: ignore[union-attr]
+    assert mount["RW"] is False and mount["Source"] == str(config / ".credentials.json")
+    assert secret not in "\n".join(lines[3:])  # not in the environment
+    assert orch("kill", name).exit_code == 0
+    for path in run.root.rglob("*"):
+        if path.is_file():
+            assert secret not in path.read_text(errors="replace"), path

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -12,6 +14,7 @@ import pytest
 
 from orch import egress
 from orch.docker_sandbox import ROOT_HOST_UID, container_user, is_remote_client, writable_by
+from orch.dockerenv import engine_address
 from orch.models import EgressMode
 from orch.paths import agents_dir
 
@@ -116,3 +119,23 @@ def test_agents_dir_honours_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     assert agents_dir() == tmp_path / "agents"
     monkeypatch.delenv("ORCH_AGENTS_DIR")
     assert agents_dir() == Path(os.environ["ORCH_HOME"]) / "agents"
+
+
+def test_docker_context_names_the_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no DOCKER_HOST, the current docker context's endpoint is the engine (as for the docker CLI)."""
+    docker_cli = shutil.which("docker")
+    if docker_cli is None:
+        pytest.skip("the docker CLI is needed to make a context")
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.delenv("DOCKER_CONTEXT", raising=False)
+    assert engine_address() == "unix:///var/run/docker.sock"
+    made = subprocess.run(
+        [docker_cli, "context", "create", "vps", "--docker", "host=tcp://127.0.0.1:1"], capture_output=True, text=True
+    )
+    assert made.returncode == 0, made.stderr
+    monkeypatch.setenv("DOCKER_CONTEXT", "vps")
+    assert engine_address() == "tcp://127.0.0.1:1"
+    monkeypatch.delenv("DOCKER_CONTEXT")
+    subprocess.run([docker_cli, "context", "use", "vps"], capture_output=True, check=True)
+    assert engine_address() == "tcp://127.0.0.1:1"
