@@ -39,7 +39,7 @@ from orch import egress, fleet
 from orch.agents.claude import CREDENTIAL_ENV, user_credentials_file
 from orch.containerinit import CREDENTIALS_MOUNT
 from orch.contracts import UpRequest
-from orch.dockerenv import docker_client
+from orch.dockerenv import DEFAULT_ENGINE, docker_client, engine_address
 from orch.errors import DeliveryError, OrchError, SandboxError, UsageError, WaitTimeoutError
 from orch.models import Backend, ContainerInfo, ContainerOptions, ControllerEvent, EgressMode, RunInfo, RunStatus
 from orch.paths import workspaces_dir
@@ -196,7 +196,7 @@ class DockerSandbox:
             allow = []
         client = self.client()
         remote = is_remote_client(client)
-        address = _engine_url(client)
+        address = engine_address()
         if remote and not opts.copy_workdir:
             raise UsageError(
                 f"the Docker engine at {address} is remote: it cannot bind-mount the local path {host_workdir}",
@@ -205,6 +205,11 @@ class DockerSandbox:
         self._check_image(client, self.settings.image)
         run = RunFolder.for_name(request.name)
         existing = self._find(client, container_name(request.name))
+        if existing is not None and existing.labels.get(LABEL_MANAGED) != "true":
+            raise UsageError(
+                f"a container named {container_name(request.name)} exists that orch did not create",
+                hint="pick another run name, or remove that container yourself",
+            )
         if existing is not None or run.root.exists():
             if not request.replace:
                 what = f"container {container_name(request.name)}" if existing is not None else "run folder"
@@ -224,7 +229,7 @@ class DockerSandbox:
         info.container = ContainerInfo(
             name=container_name(request.name),
             image=self.settings.image,
-            docker_host=None if address == "unix:///var/run/docker.sock" else address,
+            docker_host=None if address == DEFAULT_ENGINE else address,
             remote=remote,
             host_run_dir=run_volume_name(request.name) if remote else str(run.root),
             host_workdir=str(host_workdir),
@@ -283,7 +288,7 @@ class DockerSandbox:
             raise UsageError(f"the run folder {ci.host_run_dir} is gone", hint="start a new run")
         if not ci.remote and not Path(ci.workspace_source).is_dir():
             raise UsageError(f"the workspace {ci.workspace_source} is gone", hint="start a new run")
-        self._check_image(client, ci.image)
+        self._check_image(client, ci.image, ci.docker_host or DEFAULT_ENGINE)
         container = self._create(client, info, {}, resume=True)
         ci.id = str(container.id)
         info.status = RunStatus.STARTING
@@ -306,12 +311,12 @@ class DockerSandbox:
         return run.info()
 
     @staticmethod
-    def _check_image(client: docker.DockerClient, image: str) -> None:
+    def _check_image(client: docker.DockerClient, image: str, address: str | None = None) -> None:
         try:
             client.images.get(image)
         except docker.errors.ImageNotFound:
             raise UsageError(
-                f"image {image} is not on the Docker engine at {_engine_url(client)}",
+                f"image {image} is not on the Docker engine at {address or engine_address()}",
                 hint="build it with `orch image build` (add --base IMAGE where no registry is reachable)",
             ) from None
         except docker.errors.APIError as exc:
@@ -326,6 +331,10 @@ class DockerSandbox:
 
     def _remove_all(self, client: docker.DockerClient, name: str, run: RunFolder) -> None:
         """--replace: the old container, its volumes and workspace copy, and the run folder."""
+        with contextlib.suppress(OrchError):
+            old = run.info()
+            if old.backend is Backend.LOCAL:
+                fleet.server_for(old).kill()
         existing = self._find(client, container_name(name))
         if existing is not None:
             existing.remove(force=True)
@@ -350,6 +359,7 @@ class DockerSandbox:
     @staticmethod
     def _copy_workdir(source: Path, target: Path, uid: int, gid: int) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(target, ignore_errors=True)  # ours by construction: a leftover of a crashed run
         shutil.copytree(source, target, symlinks=True)
         if os.getuid() == 0:
             _chown_tree(target, uid, gid)
@@ -705,13 +715,6 @@ def exec_argv(info: RunInfo, argv: list[str]) -> NoReturn:
     host = ["-H", info.container.docker_host] if info.container.docker_host else []
     cmd = [docker_cli, *host, "exec", "-it", "-u", info.container.user, info.container.name, *argv]
     os.execvp(cmd[0], cmd)
-
-
-def _engine_url(client: docker.DockerClient) -> str:
-    base = str(client.api.base_url)
-    if base in LOCAL_BASE_URLS:
-        return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-    return os.environ.get("DOCKER_HOST") or base.replace("http://", "tcp://", 1)
 
 
 def _explain(exc: docker.errors.APIError) -> str:

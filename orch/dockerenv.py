@@ -63,7 +63,7 @@ def docker_client(timeout: int = 60, base_url: str | None = None) -> docker.Dock
     address = base_url or engine_address()
     ssh = address.startswith("ssh://")
     try:
-        if base_url is None and os.environ.get("DOCKER_HOST"):
+        if os.environ.get("DOCKER_HOST") and base_url in (None, os.environ["DOCKER_HOST"]):
             client = docker.from_env(timeout=timeout, use_ssh_client=ssh)  # keeps DOCKER_TLS_VERIFY etc.
         else:
             client = docker.DockerClient(base_url=address, timeout=timeout, use_ssh_client=ssh)

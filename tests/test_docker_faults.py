@@ -47,9 +47,15 @@ def _image_missing(mp: pytest.MonkeyPatch, engine: docker.DockerClient, name: st
 
 
 def _collision(mp: pytest.MonkeyPatch, engine: docker.DockerClient, name: str, wd: Path) -> list[str]:
-    # A container already holds the name (without --replace, orch must not touch it).
-    engine.containers.create(IMAGE, ["true"], name=f"orch-{name}", labels={"orch.run": name})
+    # A container of a run already holds the name: without --replace, orch must not touch it.
+    engine.containers.create(IMAGE, ["true"], name=f"orch-{name}", labels={"orch.run": name, "orch.managed": "true"})
     return []
+
+
+def _foreign(mp: pytest.MonkeyPatch, engine: docker.DockerClient, name: str, wd: Path) -> list[str]:
+    # Someone else's container has the name: orch never touches it, not even with --replace.
+    engine.containers.create(IMAGE, ["true"], name=f"orch-{name}", labels={"orch.run": name})
+    return ["--replace"]
 
 
 def _missing_workdir(mp: pytest.MonkeyPatch, engine: docker.DockerClient, name: str, wd: Path) -> list[str]:
@@ -71,6 +77,7 @@ Setup = Callable[[pytest.MonkeyPatch, docker.DockerClient, str, Path], list[str]
         (_ssh_unreachable, "`ssh -p "),
         (_image_missing, "orch image build"),
         (_collision, "already exists (container orch-"),
+        (_foreign, "that orch did not create"),
         (_missing_workdir, "workdir does not exist"),
         (_bad_allow, "not a host name, IP or CIDR"),
     ],
@@ -80,6 +87,7 @@ Setup = Callable[[pytest.MonkeyPatch, docker.DockerClient, str, Path], list[str]
         "ssh-unreachable",
         "image-missing",
         "name-collision",
+        "foreign-container",
         "missing-workdir",
         "bad-allow",
     ],
@@ -103,7 +111,7 @@ def test_up_faults(
     assert message in result.output
     assert len(result.output.strip().splitlines()) == 1, result.output
     monkeypatch.delenv("DOCKER_HOST", raising=False)
-    if setup is _collision:
+    if setup in (_collision, _foreign):
         assert engine.containers.get(f"orch-{name}").status == "created"  # left alone
         engine.containers.get(f"orch-{name}").remove()
     nothing_left(engine, name)
