@@ -45,14 +45,24 @@ def _agents() -> list[Check]:
     return checks
 
 
-def _docker() -> Check:
+def _docker() -> list[Check]:
     try:
-        from orch.dockerenv import docker_client
+        from orch.docker_sandbox import default_image
+        from orch.dockerenv import docker_client, engine_address
+        from orch.image import image_exists
 
         version = docker_client().version().get("Version", "?")
     except OrchError as exc:
-        return Check("docker", False, exc.message, exc.hint, optional=True)
-    return Check("docker", True, f"engine {version}", optional=True)
+        return [Check("docker", False, exc.message, exc.hint, optional=True)]
+    checks = [Check("docker", True, f"engine {version} at {engine_address()}", optional=True)]
+    image = default_image()
+    try:
+        found = image_exists(image)
+    except OrchError as exc:
+        return [*checks, Check("image", False, exc.message, exc.hint, optional=True)]
+    fix = "orch image build (add --base IMAGE where no registry is reachable)"
+    checks.append(Check("image", found, image if found else f"{image} not built", None if found else fix, True))
+    return checks
 
 
 def _credentials() -> Check:
@@ -74,4 +84,4 @@ def _credentials() -> Check:
 
 
 def run_checks() -> list[Check]:
-    return [_tmux(), *_agents(), _docker(), _credentials()]
+    return [_tmux(), *_agents(), *_docker(), _credentials()]

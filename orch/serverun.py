@@ -86,6 +86,8 @@ def serve(name: str, boot_timeout: float, resume: bool, create: UpRequest | None
         while True:
             signal.pause()
     except Stop:
+        for sig in previous:
+            signal.signal(sig, signal.SIG_IGN)  # a second SIGTERM must not cut the teardown short
         if run.exists():
             fleet.kill(run)  # stops tmux and the model server, marks the run stopped, logs who
         return 0
