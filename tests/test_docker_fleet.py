@@ -241,3 +241,23 @@ def test_credentials_file_is_mounted_read_only_and_never_copied_out(
     for path in run.root.rglob("*"):
         if path.is_file():
             assert secret not in path.read_text(errors="replace"), path
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="as non-root, the container runs as the invoking user (tested above)")
+def test_root_invoking_runs_as_the_workdirs_owner(image: str, names: list[str], tmp_path: Path) -> None:
+    """Invoked as root on a workdir a user owns, the run is that user's (a uid the image has no name for)."""
+    workdir = tmp_path / "alice"
+    workdir.mkdir()
+    os.chown(workdir, 1234, 1234)
+    name = new_name(names)
+    result = orch("up", name, "--workdir", workdir, "--offline", "--egress", "none")
+    assert result.exit_code == 0, result.output
+    run = RunFolder.for_name(name)
+    assert run.info().container.user == "1234:1234"  # type: ignore[union-attr]
+    brief = tmp_path / "brief.md"
+    brief.write_text(script_brief(run, 1, [{"bash": "touch /workspace/made-by-worker"}]))
+    assert orch("brief", name, "1", brief).exit_code == 0
+    assert orch("wait", name, "--timeout", "120").exit_code == 0
+    for path in (run.result(1), run.done(1), workdir / "made-by-worker", run.root):
+        assert (path.stat().st_uid, path.stat().st_gid) == (1234, 1234), path
+    assert orch("kill", name).exit_code == 0
