@@ -239,7 +239,7 @@ def register(app: typer.Typer) -> None:
         if code is None:
             fleet.wait(run, parse_workers(workers), timeout)
             typer.echo("all done")
-        if pull:
+        if pull and sandbox.on_remote_engine(run.info()):
             sandbox.pull(run)
             typer.echo(f"pulled into {run.root}")
         if code:
