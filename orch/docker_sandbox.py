@@ -523,52 +523,33 @@ class DockerSandbox:
         client, container = self._running(info)
         if interactive:
             exec_argv(info, ["orch", *args])
-        for stream, chunk in self._exec(client, container, info, ["orch", *args], stdin):
+        run = _Exec(client, container, info.container.user, ["orch", *args], stdin)
+        for stream, chunk in run.frames():
             out = sys.stdout if stream == 1 else sys.stderr
             out.write(chunk.decode(errors="replace"))
             out.flush()
-        return self._last_exit
+        return run.exit_code()
 
     def capture(self, info: RunInfo, args: list[str]) -> str:
-        client, container = self._running(info)
-        out, err = bytearray(), bytearray()
-        for stream, chunk in self._exec(client, container, info, ["orch", *args], None):
-            (out if stream == 1 else err).extend(chunk)
-        if self._last_exit != 0:
-            text = err.decode(errors="replace").strip().splitlines()
-            raise SandboxError(
-                f"`orch {' '.join(args)}` failed in the container: {text[-1] if text else self._last_exit}"
-            )
-        return out.decode(errors="replace")
-
-    _last_exit: int = 0
-
-    def _exec(
-        self, client: docker.DockerClient, container: Container, info: RunInfo, argv: list[str], stdin: str | None
-    ) -> Iterator[tuple[int, bytes]]:
-        """Run argv in the container as the run's user; yield (stream, bytes); the code lands in _last_exit."""
         assert info.container is not None
-        api = client.api
-        exec_id = api.exec_create(
-            container.id, argv, stdin=stdin is not None, stdout=True, stderr=True, user=info.container.user
-        )["Id"]
-        sock = api.exec_start(exec_id, socket=True)
-        try:
-            if stdin is not None:
-                _send_and_half_close(sock, stdin.encode())
-            frames: Iterator[tuple[int, bytes]] = frames_iter(sock, tty=False)  # type: ignore[no-untyped-call]
-            yield from frames
-        finally:
-            with contextlib.suppress(OSError):
-                sock.close()
-        code = api.exec_inspect(exec_id).get("ExitCode")
-        self._last_exit = int(code) if code is not None else 1
+        client, container = self._running(info)
+        run = _Exec(client, container, info.container.user, ["orch", *args], None)
+        out, err = bytearray(), bytearray()
+        for stream, chunk in run.frames():
+            (out if stream == 1 else err).extend(chunk)
+        code = run.exit_code()
+        if code != 0:
+            text = err.decode(errors="replace").strip().splitlines()
+            raise SandboxError(f"`orch {' '.join(args)}` failed in the container: {text[-1] if text else code}")
+        return out.decode(errors="replace")
 
     def run_as_user(self, info: RunInfo, argv: list[str]) -> tuple[int, str]:
         """Run any command in the run's container as its user; (exit code, stdout+stderr). For checks."""
+        assert info.container is not None
         client, container = self._running(info)
-        output = b"".join(chunk for _, chunk in self._exec(client, container, info, argv, None))
-        return self._last_exit, output.decode(errors="replace")
+        run = _Exec(client, container, info.container.user, argv, None)
+        output = b"".join(chunk for _, chunk in run.frames())
+        return run.exit_code(), output.decode(errors="replace")
 
     def alive(self, info: RunInfo) -> bool:
         container = self._container(self.client(info), info)
@@ -693,6 +674,34 @@ class DockerSandbox:
         local = _merge_info(pulled, info)
         _write_stub(run, local)
         return local
+
+
+class _Exec:
+    """One `docker exec` as the run's user: stdin sent then closed, output as (stream, bytes) frames."""
+
+    def __init__(
+        self, client: docker.DockerClient, container: Container, user: str, argv: list[str], stdin: str | None
+    ) -> None:
+        self.api = client.api
+        self.stdin = stdin
+        self.exec_id = self.api.exec_create(
+            container.id, argv, stdin=stdin is not None, stdout=True, stderr=True, user=user
+        )["Id"]
+
+    def frames(self) -> Iterator[tuple[int, bytes]]:
+        sock = self.api.exec_start(self.exec_id, socket=True)
+        try:
+            if self.stdin is not None:
+                _send_and_half_close(sock, self.stdin.encode())
+            frames: Iterator[tuple[int, bytes]] = frames_iter(sock, tty=False)  # type: ignore[no-untyped-call]
+            yield from frames
+        finally:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def exit_code(self) -> int:
+        code = self.api.exec_inspect(self.exec_id).get("ExitCode")
+        return int(code) if code is not None else 1
 
 
 # --- helpers ---------------------------------------------------------------------------------------
