@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     budget = parse_size(args.memory_budget) if args.memory_budget else available
     config = Config.make(args.quick, args.repeat, budget, args.profile)
     started, t0 = dt.datetime.now(dt.UTC), time.monotonic()
+    machine_at_start = procs.machine()
     results: dict[str, dict[str, Any]] = {}
     rows: list[Row] = []
     broken: BaseException | None = None
@@ -125,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                 break
     duration = time.monotonic() - t0
     skipped = {n: e["reason"] for n, e in results.items() if e["status"] == "skipped"}
-    machine = {**procs.machine(), "loadavg_at_end": procs.loadavg(), "memory_budget_bytes": budget}
+    machine = {**machine_at_start, "loadavg_at_end": procs.loadavg(), "memory_budget_bytes": budget}
     document: dict[str, Any] = {
         "schema": 1,
         "command": "python -m bench " + shlex.join(sys.argv[1:] if argv is None else argv),
