@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -62,6 +63,8 @@ def docker_client(timeout: int = 60, base_url: str | None = None) -> docker.Dock
 
     address = base_url or engine_address()
     ssh = address.startswith("ssh://")
+    if ssh:
+        _quiet_ssh_close()
     try:
         if os.environ.get("DOCKER_HOST") and base_url in (None, os.environ["DOCKER_HOST"]):
             client = docker.from_env(timeout=timeout, use_ssh_client=ssh)  # keeps DOCKER_TLS_VERIFY etc.
@@ -77,6 +80,27 @@ def docker_client(timeout: int = 60, base_url: str | None = None) -> docker.Dock
             ) from exc
         raise UsageError(f"Docker engine not reachable at {address}: {_reason(exc)}", hint=ENGINE_HINT) from exc
     return client
+
+
+def _quiet_ssh_close() -> None:
+    """docker-py 7.1's ssh transport writes to an ssh process on close even when it already ended, and the
+    BrokenPipeError surfaces as a traceback at interpreter exit: make that close quiet (once)."""
+    from docker.transport import sshconn
+
+    if getattr(sshconn.SSHSocket.close, "_orch_quiet", False):
+        return
+    original = sshconn.SSHSocket.close
+
+    def close(self: sshconn.SSHSocket) -> None:
+        try:
+            original(self)
+        except (BrokenPipeError, ValueError):  # the ssh process is gone (ValueError: its pipe is closed)
+            if self.proc is not None:
+                with contextlib.suppress(OSError):
+                    self.proc.terminate()
+
+    close._orch_quiet = True  # type: ignore[attr-defined]
+    sshconn.SSHSocket.close = close  # type: ignore[method-assign]
 
 
 def _ssh_target(address: str) -> str:
