@@ -28,8 +28,12 @@ from orch.workspace import RunFolder, atomic_write, validate_name, validate_work
 log = logging.getLogger(__name__)
 
 BOOT_TIMEOUT = 90.0
-ACK_TIMEOUT = 6.0
-ENTER_ATTEMPTS = 3
+# Enter is re-sent after 2, 4, 8 and 16 s without a UserPromptSubmit: a TUI that has just
+# booted sometimes drops the first Enter, and a lost Enter should cost seconds, not a whole timeout.
+ACK_TIMEOUT = 2.0
+ENTER_ATTEMPTS = 4
+DIALOG_GRACE = 2.0  # seconds before a booting worker's screen is checked for dialogs
+KILL_TIMEOUT = 10.0  # seconds for killed agents to run their exit hooks
 ENDED = (WorkerState.EXITED, WorkerState.CRASHED)
 
 
@@ -221,6 +225,7 @@ def wait_booted(
     earlier life of the run wrote); answer known dialogs if one shows anyway."""
     pending = set(range(1, info.workers + 1))
     skip = seen or {}
+    started = time.monotonic()
 
     def check() -> bool:
         panes = server.panes()
@@ -235,7 +240,9 @@ def wait_booted(
                 screen = server.capture(pane.pane_id, 20) if pane else ""
                 last = next((ln for ln in reversed(screen.splitlines()) if ln.strip()), "no output")
                 raise SandboxError(f"worker {n} exited while booting ({detail}): {last.strip()[:200]}")
-            answer_dialogs(run, adapter, server, n, pane)
+            # Seeding prevents dialogs; screens are only scraped for a worker that is late to boot.
+            if time.monotonic() - started > DIALOG_GRACE:
+                answer_dialogs(run, adapter, server, n, pane)
         return not pending
 
     try:
@@ -320,7 +327,7 @@ def send(run: RunFolder, n: int, text: str, ack_timeout: float = ACK_TIMEOUT) ->
     for attempt in range(1, ENTER_ATTEMPTS + 1):
         server.send_keys(pane.pane_id, "Enter")
         try:
-            wait_until(acknowledged, ack_timeout * attempt, "the prompt to be acknowledged", watch=run.state_dir)
+            wait_until(acknowledged, ack_timeout * 2 ** (attempt - 1), "the acknowledgement", watch=run.state_dir)
         except WaitTimeoutError:
             log.info("worker %s did not acknowledge Enter (attempt %s)", n, attempt)
             continue
@@ -424,12 +431,28 @@ def crashed(run: RunFolder) -> list[int]:
 def kill(run: RunFolder) -> None:
     """Stop the tmux server; keep the run folder (transcripts are evidence); drop config dirs."""
     info = run.info()
-    server_for(info).kill()
+    server = server_for(info)
+    pids = [p.pid for p in server.panes().values() if p.pid] if server.alive() else []
+    server.kill()
+    # Agents run their exit hooks after SIGHUP: wait for them, so none writes into a run that
+    # `up --replace` recreates at the same path.
+    try:
+        wait_until(lambda: not any(_running(pid) for pid in pids), KILL_TIMEOUT, "the agents to exit")
+    except WaitTimeoutError:
+        log.warning("run %s: some agent processes are still exiting", run.name)
     stop_model_server(run)
     shutil.rmtree(run.config_dir(1).parent, ignore_errors=True)
     info.status = RunStatus.STOPPED
     run.write_info(info)
     run.log_event(ControllerEvent(event="killed", data={"by": _whoami(), "at": time.time()}))
+
+
+def _running(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _whoami() -> str:

@@ -15,7 +15,7 @@ from orch.models import WorkerState
 from orch.modelserver import ScriptedModelServer
 from orch.waits import wait_until
 from orch.workspace import RunFolder
-from tests.helpers import orch, prompts
+from tests.helpers import diagnose, orch, prompts
 
 pytestmark = pytest.mark.claude
 N = 3
@@ -81,7 +81,8 @@ def test_briefed_workers_post_write_and_finish(fleet3: RunFolder, tmp_path: Path
         brief.write_text(_brief(fleet3, n))
         result = orch("brief", "cc", str(n), brief)
         assert result.exit_code == 0, result.output
-    assert orch("wait", "cc", "--timeout", "120").exit_code == 0
+    waited = orch("wait", "cc", "--timeout", "120")
+    assert waited.exit_code == 0, waited.output + diagnose(fleet3)
     bus_text = fleet3.bus.read_text()
     for n in range(1, N + 1):
         assert f"[W{n}] worker {n} checked in" in bus_text
