@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import io
-import os
 import re
 import tarfile
 from collections.abc import Iterator
@@ -20,39 +19,11 @@ import pytest
 
 from orch.dockerenv import docker_client
 from orch.errors import SandboxError, UsageError
-from orch.image import CONTEXT_CA_NAME, _write_context, build_image, image_is_current
+from orch.image import CONTEXT_CA_NAME, _write_context, build_image
 from orch.versions import CLAUDE_CODE_VERSION, DEFAULT_IMAGE_TAG, TMUX_MIN_VERSION
+from tests.dockertest import BASE, BUILD_TIMEOUT, CA_BUNDLE
 
-BASE = os.environ.get("ORCH_BASE_IMAGE") or "orch-base:bookworm"
-CA_BUNDLE = Path(os.environ["ORCH_CA_BUNDLE"]) if os.environ.get("ORCH_CA_BUNDLE") else None
 TAG = DEFAULT_IMAGE_TAG
-
-# A cold build (apt, npm, pip) takes minutes; the per-test default of 300 s is for everything else.
-BUILD_TIMEOUT = 1800
-
-
-@pytest.fixture(scope="session")
-def engine() -> docker.DockerClient:
-    try:
-        return docker_client()
-    except UsageError as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI needs a Docker engine (.ci/run starts one): {exc.one_line()}")
-        pytest.skip(f"no Docker engine answers: {exc.one_line()}")
-
-
-@pytest.fixture(scope="session")
-def image(engine: docker.DockerClient) -> str:
-    """orch:latest, built from the current sources unless it already is."""
-    if image_is_current(TAG, BASE, CLAUDE_CODE_VERSION):
-        return TAG
-    log: list[str] = []
-    try:
-        build_image(BASE, CLAUDE_CODE_VERSION, CA_BUNDLE, TAG, log.append)
-    except (UsageError, SandboxError) as exc:
-        tail = "\n".join(log[-40:])
-        pytest.fail(f"building {TAG} failed: {exc.one_line()}\n--- last build output ---\n{tail}")
-    return TAG
 
 
 def run(engine: docker.DockerClient, image: str, *command: str, user: str | None = None) -> str:
