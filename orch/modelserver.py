@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import logging
 import os
 import re
 import signal
@@ -43,6 +44,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 from urllib.parse import urlsplit
+
+log = logging.getLogger(__name__)
 
 SCRIPT_RE = re.compile(r"```orch-script[^\n]*\n(.*?)```", re.DOTALL)
 REMINDER_RE = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
@@ -259,9 +262,23 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._not_found()
 
+    def _read_body(self) -> bytes:
+        """The request body, by Content-Length or chunked: an unread body would be parsed as the next
+        request on this keep-alive connection (and answered 404, which Claude Code reports as
+        "model not found")."""
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            chunks = []
+            while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()  # the CRLF after each chunk
+            while self.rfile.readline() not in (b"\r\n", b"\n", b""):  # trailers
+                pass
+            return b"".join(chunks)
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
     def do_POST(self) -> None:
         path = urlsplit(self.path).path
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        raw = self._read_body()
         try:
             body = json.loads(raw or b"{}")
             if not isinstance(body, dict):
@@ -372,6 +389,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _not_found(self) -> None:
+        log.warning("scripted model server: no such endpoint %s %s", self.command, self.path[:200])
         self._record(urlsplit(self.path).path, {}, "not_found")
         self._send_json(404, _error("not_found_error", f"no such endpoint: {urlsplit(self.path).path}"))
 

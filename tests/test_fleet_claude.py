@@ -75,14 +75,15 @@ def test_thirty_line_message_is_one_submission(fleet3: RunFolder) -> None:
     assert [line for line in got.splitlines() if line[:2].isdigit()] == text.splitlines()
 
 
-def test_briefed_workers_post_write_and_finish(fleet3: RunFolder, tmp_path: Path) -> None:
+def test_briefed_workers_post_write_and_finish(fleet3: RunFolder, model: ScriptedModelServer, tmp_path: Path) -> None:
     for n in range(1, N + 1):
         brief = tmp_path / f"brief-{n}.md"
         brief.write_text(_brief(fleet3, n))
         result = orch("brief", "cc", str(n), brief)
         assert result.exit_code == 0, result.output
     waited = orch("wait", "cc", "--timeout", "120")
-    assert waited.exit_code == 0, waited.output + diagnose(fleet3)
+    requests = "\n".join(f"{r.path} stream={r.stream} step={r.step}" for r in model.requests)
+    assert waited.exit_code == 0, f"{waited.output}{diagnose(fleet3)}\n--- model requests\n{requests}"
     bus_text = fleet3.bus.read_text()
     for n in range(1, N + 1):
         assert f"[W{n}] worker {n} checked in" in bus_text

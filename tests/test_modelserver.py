@@ -419,3 +419,25 @@ def test_claude_rate_limit_fires_stop_failure_then_resumes(
         claude_bin, server, tmp_path, "continue", "--resume", result["session_id"], settings=settings
     )
     assert (resumed["is_error"], resumed["result"]) == (False, "resumed")
+
+
+def test_chunked_request_bodies_are_read_whole() -> None:
+    """A chunked body must be consumed, or the next request on the connection is garbage (a 404)."""
+    import http.client
+
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    with ScriptedModelServer() as server:
+        conn = http.client.HTTPConnection(server.url.removeprefix("http://"), timeout=10)
+        for _ in range(2):  # the second request on the same connection must parse
+            conn.putrequest("POST", "/v1/messages")
+            conn.putheader("Transfer-Encoding", "chunked")
+            conn.putheader("Content-Type", "application/json")
+            conn.endheaders()
+            for part in (body[:10], body[10:]):
+                conn.send(f"{len(part):x}\r\n".encode() + part + b"\r\n")
+            conn.send(b"0\r\n\r\n")
+            response = conn.getresponse()
+            assert response.status == 200
+            response.read()
+        conn.close()
+        assert [r.step for r in server.requests] == ["side", "side"]
