@@ -76,6 +76,10 @@ class AgentAdapter(Protocol):
 
     def dialogs(self) -> Sequence[Dialog]: ...
 
+    def ready_marker(self, run: RunFolder, worker: int) -> Path | None:
+        """A file that exists once the agent's UI takes input (None: its SessionStart is enough)."""
+        ...
+
 
 @dataclass(frozen=True)
 class UpRequest:

@@ -221,8 +221,9 @@ def wait_booted(
     timeout: float,
     seen: dict[int, int] | None = None,
 ) -> None:
-    """Wait for every worker's SessionStart hook (after the first `seen[n]` events of worker n, which an
-    earlier life of the run wrote); answer known dialogs if one shows anyway."""
+    """Wait for every worker's SessionStart hook and its adapter's ready marker (ignoring the first
+    `seen[n]` events of worker n, written by an earlier life of the run); answer known dialogs if one
+    shows anyway."""
     pending = set(range(1, info.workers + 1))
     skip = seen or {}
     started = time.monotonic()
@@ -231,7 +232,8 @@ def wait_booted(
         panes = server.panes()
         for n in sorted(pending):
             events = run.hook_events(n)[skip.get(n, 0) :]
-            if any(e.hook_event_name == "SessionStart" for e in events):
+            marker = adapter.ready_marker(run, n)
+            if any(e.hook_event_name == "SessionStart" for e in events) and (marker is None or marker.exists()):
                 pending.discard(n)
                 continue
             pane = panes.get(n)

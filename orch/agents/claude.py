@@ -17,6 +17,7 @@ import orch.hookwriter
 from orch.contracts import Dialog, LaunchSpec, WorkerContext
 from orch.errors import UsageError
 from orch.versions import CLAUDE_CODE_PACKAGE, CLAUDE_CODE_VERSION
+from orch.workspace import RunFolder
 
 HOOK_EVENTS = (
     "SessionStart",
@@ -125,6 +126,11 @@ class ClaudeAdapter:
             # Claude Code refuses bypass mode as root unless told it is sandboxed (issue 3490).
             env["IS_SANDBOX"] = "1"
         return LaunchSpec(argv=argv, env=env, cwd=ctx.workdir)
+
+    def ready_marker(self, run: RunFolder, worker: int) -> Path | None:
+        # SessionStart fires before the TUI takes input: an Enter typed then can be swallowed (and
+        # once left the session on "model not found"). The status line runs once the prompt is drawn.
+        return run.status_line(worker)
 
     def dialogs(self) -> Sequence[Dialog]:
         # Fallback only: seeding the config dir prevents these. In 2.1.332 the "No / exit" option is

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from orch.contracts import Dialog, LaunchSpec, WorkerContext
+from orch.workspace import RunFolder
 
 
 class ScriptedAdapter:
@@ -33,6 +34,9 @@ class ScriptedAdapter:
             "ORCH_WORKER": str(ctx.worker),
         }
         return LaunchSpec(argv=argv, env=env, cwd=ctx.workdir)
+
+    def ready_marker(self, run: RunFolder, worker: int) -> Path | None:
+        return None
 
     def dialogs(self) -> Sequence[Dialog]:
         return ()
