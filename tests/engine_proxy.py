@@ -43,6 +43,11 @@ class EngineProxy:
 
     def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
         self._closed.set()
+        # close() alone does not wake a thread blocked in accept(): the port would keep listening (and
+        # relaying to the engine) for the rest of the test session. shutdown() wakes it.
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)
+        self._thread.join(10)
         with contextlib.suppress(OSError):
             self.listener.close()
 
