@@ -85,9 +85,10 @@ def test_briefed_workers_post_write_and_finish(fleet3: RunFolder, model: Scripte
     # Known flake, seen only late in full CI runs: one worker's first turn ends with StopFailure
     # model_not_found and no request ever reaches our model server (see the session notes). Re-point
     # such a worker once, and say so, rather than hide it.
-    failed = [n for n in range(1, N + 1) if (e := fleet3.last_hook_event(n)) and e.hook_event_name == "StopFailure"]
+    last = {n: fleet3.last_hook_event(n) for n in range(1, N + 1)}
+    failed = [n for n, e in last.items() if e is not None and e.hook_event_name == "StopFailure"]
     for n in failed:
-        print(f"worker {n} hit StopFailure {fleet3.last_hook_event(n).error}: re-pointing it once")  # type: ignore[union-attr]
+        print(f"worker {n} hit StopFailure ({last[n]}): re-pointing it once")
         fleet.send(fleet3, n, fleet.pointer_text(fleet3, n))
     if failed:
         waited = orch("wait", "cc", "--timeout", "60")
