@@ -12,6 +12,7 @@ the tool result (line-number prefixes stripped). Prose around the block is ignor
     {"bash": "echo hi >> /tmp/x"}                 -> Bash tool_use
     {"write": "/abs/file.md", "content": "a\\nb"}  -> Write tool_use
     {"read": "/abs/path"}                         -> Read tool_use
+    {"tool": "WebFetch", "input": {...}}          -> any other tool_use by name
     {"reply": "final text"}                       -> text, end_turn
     {"fail": "rate_limit"}                        -> HTTP 429 (overloaded: 529, authentication: 401,
                                                      anything else: 500)
@@ -131,7 +132,7 @@ def parse_script(text: str) -> list[dict[str, Any]] | None:
             step = json.loads(line)
         except ValueError as exc:
             raise ValueError(f"orch-script line {number} is not JSON: {exc}") from None
-        if not isinstance(step, dict) or not ({*TOOLS, "reply", "fail"} & step.keys()):
+        if not isinstance(step, dict) or not ({*TOOLS, "tool", "reply", "fail"} & step.keys()):
             raise ValueError(f"orch-script line {number} is not a known step: {line.strip()}")
         steps.append(step)
     return steps
@@ -182,6 +183,9 @@ def _step_answer(step: dict[str, Any]) -> Answer:
         return Answer("text", text=str(step["reply"]), step="reply")
     if "fail" in step:
         return Answer("fail", text=str(step["fail"]), step=f"fail:{step['fail']}")
+    if "tool" in step:  # any other tool by name, e.g. one outside the allow list (a permission prompt)
+        given = step.get("input")
+        return Answer("tool", tool=str(step["tool"]), tool_input=given if isinstance(given, dict) else {}, step="tool")
     key = next(k for k in TOOLS if k in step)
     tool_input: dict[str, Any]
     if key == "bash":

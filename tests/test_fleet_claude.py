@@ -149,3 +149,22 @@ def test_doctor_reports_tools_and_credentials(model: ScriptedModelServer) -> Non
     assert lines["tmux"].startswith("ok") and lines["claude"].startswith("ok")
     assert "2.1.332" in lines["claude"]
     assert "ANTHROPIC_API_KEY" in lines["credentials"] and "sk-ant" not in result.output
+
+
+def test_permission_prompt_shows_as_waiting(model: ScriptedModelServer, tmp_path: Path) -> None:
+    """A tool outside the allow list, in `default` mode: the worker waits on a real permission prompt."""
+    workdir = tmp_path / "w"
+    workdir.mkdir()
+    assert orch("up", "perm", "--workdir", workdir, "--local", "--permission-mode", "default").exit_code == 0
+    run = RunFolder.for_name("perm")
+    fetch = {"tool": "WebFetch", "input": {"url": "http://127.0.0.1:9/", "prompt": "summarise"}}
+    brief = tmp_path / "brief.md"
+    brief.write_text(f"Fetch a page.\n\n```orch-script\n{json.dumps(fetch)}\n" + '{"reply": "done"}\n```\n')
+    assert orch("brief", "perm", "1", brief).exit_code == 0
+
+    def state() -> WorkerState:
+        return fleet.status(run).workers[0].state
+
+    wait_until(lambda: state() is WorkerState.WAITING_FOR_PERMISSION, 30, "the permission prompt", watch=run.state_dir)
+    # The dialog is drawn a moment after the hook: the hook is the signal, the screen the evidence.
+    wait_until(lambda: "Do you want to" in orch("read", "perm", "1").output, 10, "the dialog on screen")
