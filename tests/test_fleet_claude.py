@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from orch import fleet
+from orch.agents.claude import has_conversation
 from orch.models import WorkerState
 from orch.modelserver import ScriptedModelServer
 from orch.waits import wait_until
@@ -106,6 +107,10 @@ def test_briefed_workers_post_write_and_finish(fleet3: RunFolder, model: Scripte
 def test_killed_agent_shows_as_crashed_and_restarts_resumed(fleet3: RunFolder) -> None:
     assert orch("send", "cc", "1", "remember this conversation").exit_code == 0
     wait_until(lambda: fleet.status(fleet3).workers[0].state is WorkerState.IDLE, 30, "the turn to finish")
+    session = fleet3.hook_events(1)[0].session_id
+    assert session is not None
+    # Claude Code writes its transcript asynchronously: a kill right after the turn may beat it.
+    wait_until(lambda: has_conversation(fleet3.config_dir(1), session), 30, "the session transcript")
     server = fleet.server_for(fleet3.info())
     pid = fleet.agent_pid(server.pane(1))
     assert pid is not None

@@ -44,6 +44,20 @@ def hook_command(*args: str | Path) -> str:
     return shlex.join([sys.executable, "-S", orch.hookwriter.__file__, *map(str, args)])
 
 
+def has_conversation(cfg: Path, session: str) -> bool:
+    """True if Claude Code kept a transcript with a user message for `session`: `--resume` of anything
+    else fails ("No conversation found") and the worker would exit instead of restarting."""
+    for path in cfg.glob(f"projects/*/{session}.jsonl"):
+        with path.open(errors="replace") as fh:
+            for line in fh:
+                try:
+                    if json.loads(line).get("type") == "user":
+                        return True
+                except (ValueError, AttributeError):
+                    continue
+    return False
+
+
 def user_credentials_file() -> Path | None:
     """The invoking user's own `/login` credentials, if any."""
     base = os.environ.get("CLAUDE_CONFIG_DIR")
@@ -108,7 +122,7 @@ class ClaudeAdapter:
         argv = [str(self.binary()), "--permission-mode", ctx.permission_mode, "--add-dir", str(ctx.run.root)]
         if ctx.model:
             argv += ["--model", ctx.model]
-        if ctx.resume_session and any(cfg.glob(f"projects/*/{ctx.resume_session}.jsonl")):
+        if ctx.resume_session and has_conversation(cfg, ctx.resume_session):
             argv += ["--resume", ctx.resume_session]
         else:
             argv += ["--session-id", str(uuid.uuid4())]
