@@ -142,7 +142,7 @@ def launch(
     seen = {n: len(run.hook_events(n)) for n in range(1, info.workers + 1)}
     for n in range(1, info.workers + 1):
         session = last_session(run, n) if resume else None
-        spec = supervised(adapter.prepare(_context(run, info, n, env, prompts.get(n), session)), run, n)
+        spec = _worker_spec(run, info, adapter, n, env, prompts.get(n), session)
         pane_id = server.start(f"orch-{info.name}", spec, n, env) if n == 1 else server.add_pane(spec, n)
         try:
             server.pipe_to(pane_id, run.log(n))
@@ -196,10 +196,17 @@ def agent_environment(info: RunInfo, model_url: str | None) -> dict[str, str]:
     return env
 
 
-def _context(
-    run: RunFolder, info: RunInfo, n: int, env: dict[str, str], prompt: str | None, resume: str | None
-) -> WorkerContext:
-    return WorkerContext(
+def _worker_spec(
+    run: RunFolder,
+    info: RunInfo,
+    adapter: AgentAdapter,
+    n: int,
+    env: dict[str, str],
+    prompt: str | None,
+    resume: str | None,
+) -> LaunchSpec:
+    """Seed worker n's config dir and return its launch spec, wrapped by the exit-status supervisor."""
+    context = WorkerContext(
         run=run,
         worker=n,
         workers=info.workers,
@@ -211,6 +218,7 @@ def _context(
         prompt=prompt,
         resume_session=resume,
     )
+    return supervised(adapter.prepare(context), run, n)
 
 
 def wait_booted(
@@ -283,7 +291,7 @@ def restart(run: RunFolder, n: int, prompt: str | None = None) -> None:
     session = last_session(run, n)
     model_url = run.model_server_url.read_text().strip() if info.offline else None
     env = agent_environment(info, model_url)
-    spec = supervised(adapter.prepare(_context(run, info, n, env, prompt, session)), run, n)
+    spec = _worker_spec(run, info, adapter, n, env, prompt, session)
     server.respawn(pane.pane_id, spec)
     run.log_event(ControllerEvent(event="restarted", worker=n, data={"session": session}))
 
@@ -425,10 +433,6 @@ def wait(run: RunFolder, workers: Iterable[int] | None, timeout: float | None) -
         raise WaitTimeoutError(f"timed out after {timeout:g}s; no done flag from workers {_join(late)}")
 
 
-def crashed(run: RunFolder) -> list[int]:
-    return [w.worker for w in status(run).workers if w.state is WorkerState.CRASHED]
-
-
 # --- teardown ----------------------------------------------------------------------------------
 def kill(run: RunFolder) -> None:
     """Stop the tmux server; keep the run folder (transcripts are evidence); drop config dirs."""
@@ -443,7 +447,7 @@ def kill(run: RunFolder) -> None:
     except WaitTimeoutError:
         log.warning("run %s: some agent processes are still exiting", run.name)
     stop_model_server(run)
-    shutil.rmtree(run.config_dir(1).parent, ignore_errors=True)
+    shutil.rmtree(run.config_root, ignore_errors=True)
     info.status = RunStatus.STOPPED
     run.write_info(info)
     run.log_event(ControllerEvent(event="killed", data={"by": _whoami(), "at": time.time()}))

@@ -164,9 +164,14 @@ class RunFolder:
     def log(self, n: int) -> Path:
         return self.logs_dir / f"agent-{n}.log"
 
+    @property
+    def config_root(self) -> Path:
+        """The run's agent config dirs, outside the run folder: they may hold credentials."""
+        return agents_dir() / self.name
+
     def config_dir(self, n: int) -> Path:
-        """The worker's isolated agent config dir (outside the run folder: it may hold credentials)."""
-        return agents_dir() / self.name / f"agent-{n}"
+        """The worker's isolated agent config dir."""
+        return self.config_root / f"agent-{n}"
 
     # --- the automated lead (orch run): its spec, state, per-job files and reports ---------
     @property
@@ -229,7 +234,7 @@ class RunFolder:
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
-        shutil.rmtree(agents_dir() / self.name, ignore_errors=True)
+        shutil.rmtree(self.config_root, ignore_errors=True)
 
     def write_info(self, info: RunInfo) -> None:
         atomic_write(self.run_json, info.model_dump_json(indent=2) + "\n")

@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from orch.agents.claude import CACHE_BIN
 from orch.versions import CLAUDE_CODE_VERSION
 
 # The docker tests' fixtures (engine, image, names, workdir) live in tests/dockertest.py.
 pytest_plugins = ["tests.dockertest"]
-
-CLAUDE_CACHE = Path.home() / ".cache" / "orch" / "claude-code" / CLAUDE_CODE_VERSION
 
 
 @pytest.fixture(autouse=True)
@@ -43,7 +42,7 @@ def tmux_tmpdir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 def claude_bin() -> Path:
     """The pinned Claude Code binary installed by scripts/test.sh (or ORCH_CLAUDE_BIN)."""
     explicit = os.environ.get("ORCH_CLAUDE_BIN")
-    path = Path(explicit) if explicit else CLAUDE_CACHE / "node_modules" / ".bin" / "claude"
+    path = Path(explicit) if explicit else CACHE_BIN
     if not path.exists():
         pytest.fail(f"Claude Code {CLAUDE_CODE_VERSION} not found at {path}: run scripts/test.sh")
     return path
