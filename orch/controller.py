@@ -58,7 +58,7 @@ from orch.verification import (
     new_verification_jobs,
 )
 from orch.waits import IN_ATTRIB, IN_CLOSE_WRITE, IN_CREATE, IN_MODIFY, IN_MOVED_TO, Inotify
-from orch.workspace import RunFolder, atomic_write
+from orch.workspace import RunFolder, atomic_write, read_model
 
 log = logging.getLogger(__name__)
 
@@ -698,7 +698,5 @@ def write_spec(run: RunFolder, spec: FleetSpec) -> None:
 
 
 def read_spec(run: RunFolder) -> FleetSpec:
-    try:
-        return FleetSpec.model_validate_json(run.fleet_spec.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"run {run.name!r} has no fleet spec", hint="it was not started by `orch run`") from None
+    missing = UsageError(f"run {run.name!r} has no fleet spec", hint="it was not started by `orch run`")
+    return read_model(run.fleet_spec, FleetSpec, missing)

@@ -256,9 +256,7 @@ class DockerSandbox:
             info.container.id = str(container.id)
             if remote:
                 self._upload(container, info, host_workdir)
-                _write_stub(run, info)
-            else:
-                run.write_info(info)
+            _save_info(run, info)
             container.start()
             self._wait_running(container, run, info)
         except BaseException:
@@ -266,7 +264,7 @@ class DockerSandbox:
             raise
         if remote:
             info.status = RunStatus.RUNNING
-            _write_stub(run, info)
+            _save_info(run, info)
             return info
         return run.info()
 
@@ -292,10 +290,8 @@ class DockerSandbox:
         container = self._create(client, info, {}, resume=True)
         ci.id = str(container.id)
         info.status = RunStatus.STARTING
-        if ci.remote:
-            _write_stub(run, info)
-        else:
-            run.write_info(info)
+        _save_info(run, info)
+        if not ci.remote:
             run.log_event(ControllerEvent(event="resumed", data={"container": ci.id[:12]}))
         try:
             container.start()
@@ -306,7 +302,7 @@ class DockerSandbox:
             raise
         if ci.remote:
             info.status = RunStatus.RUNNING
-            _write_stub(run, info)
+            _save_info(run, info)
             return info
         return run.info()
 
@@ -587,10 +583,7 @@ class DockerSandbox:
                 shutil.rmtree(ci.workspace_source, ignore_errors=True)
         current = run.info()
         current.status = RunStatus.STOPPED
-        if ci.remote:
-            _write_stub(run, current)
-        else:
-            run.write_info(current)
+        _save_info(run, current)
         run.log_event(ControllerEvent(event="container-removed", data={"container": ci.id[:12]}))
 
     def reap(self) -> list[str]:
@@ -617,7 +610,7 @@ class DockerSandbox:
             if ours and info is not None and not stopped:
                 run = RunFolder.for_name(name)
                 info.status = RunStatus.STOPPED
-                (_write_stub(run, info) if info.container and info.container.remote else run.write_info(info))
+                _save_info(run, info)
                 run.log_event(ControllerEvent(event="reaped", data={"container": container.short_id}))
         in_use = {m.get("Name") for c in client.containers.list(all=True) for m in c.attrs.get("Mounts", [])}
         for volume in client.volumes.list(filters=filters):
@@ -672,7 +665,7 @@ class DockerSandbox:
                 with contextlib.suppress(docker.errors.DockerException):
                     helper.remove(force=True)
         local = _merge_info(pulled, info)
-        _write_stub(run, local)
+        _save_info(run, local)
         return local
 
 
@@ -799,8 +792,8 @@ def _merge_info(remote: RunInfo, local: RunInfo) -> RunInfo:
     return merged
 
 
-def _write_stub(run: RunFolder, info: RunInfo) -> None:
-    """The local run.json of a run whose folder lives on a remote engine."""
+def _save_info(run: RunFolder, info: RunInfo) -> None:
+    """Write run.json; for a run whose folder lives on a remote engine, this local copy is all there is."""
     run.root.mkdir(parents=True, exist_ok=True)
     run.write_info(info)
 

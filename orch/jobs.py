@@ -11,12 +11,12 @@ import secrets
 import time
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from orch.errors import UsageError
 from orch.findings import Finding, Problem, VerdictReport
 from orch.spec import Role
-from orch.workspace import RunFolder, atomic_write
+from orch.workspace import RunFolder, atomic_write, read_model
 
 STATE_VERSION = 1
 
@@ -175,9 +175,5 @@ def save_state(run: RunFolder, state: ControllerState) -> None:
 
 
 def load_state(run: RunFolder) -> ControllerState:
-    try:
-        return ControllerState.model_validate_json(run.controller_state.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"run {run.name!r} has no controller state", hint="it was not started by `orch run`") from None
-    except ValidationError as exc:
-        raise UsageError(f"{run.controller_state} is malformed: {exc.errors()[0]['msg']}") from None
+    missing = UsageError(f"run {run.name!r} has no controller state", hint="it was not started by `orch run`")
+    return read_model(run.controller_state, ControllerState, missing)

@@ -12,10 +12,11 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from orch.errors import NotFoundError, UsageError
+from orch.errors import NotFoundError, OrchError, UsageError
 from orch.models import ControllerEvent, HookEvent, RunInfo, StatusLine
 from orch.paths import agents_dir, runs_dir
 
@@ -63,6 +64,19 @@ def append_line(path: Path, line: str) -> None:
         os.write(fd, data)
     finally:
         os.close(fd)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_model(path: Path, model: type[M], missing: OrchError) -> M:
+    """A JSON file orch wrote, as its model: `missing` if absent, a one-line UsageError if malformed."""
+    try:
+        return model.model_validate_json(path.read_text())
+    except FileNotFoundError:
+        raise missing from None
+    except ValidationError as exc:
+        raise UsageError(f"{path} is malformed: {exc.errors()[0]['msg']}") from None
 
 
 def read_text_input(path: Path) -> str:
@@ -240,12 +254,9 @@ class RunFolder:
         atomic_write(self.run_json, info.model_dump_json(indent=2) + "\n")
 
     def info(self) -> RunInfo:
-        if not self.exists():
-            raise NotFoundError(f"no run named {self.name!r}", hint="`orch ls` lists runs")
-        try:
-            return RunInfo.model_validate_json(self.run_json.read_text())
-        except ValidationError as exc:
-            raise UsageError(f"{self.run_json} is malformed: {exc.errors()[0]['msg']}") from None
+        return read_model(
+            self.run_json, RunInfo, NotFoundError(f"no run named {self.name!r}", hint="`orch ls` lists runs")
+        )
 
     def check_worker(self, n: int) -> int:
         total = self.info().workers
