@@ -229,6 +229,19 @@ def nudge_text(run: RunFolder, job: Job, n: int) -> str:
     return text
 
 
+PERMISSION_DENIED = (
+    "orch: this run's permission policy refused that tool call (nobody can approve prompts in an unattended run). "
+    "Do not retry it; carry on with the tools you are allowed to use."
+)
+
+
+def permission_wait_text(run: RunFolder, n: int, tool: str) -> str:
+    return (
+        f"orch: worker {n} waits on a permission prompt ({tool}); policy report: answer it with "
+        f"`orch attach {run.name} --write`"
+    )
+
+
 def continue_text(job: Job, reason: str) -> str:
     return (
         f"orch: the model API was unavailable ({reason}); it should be back. Continue job {job.id} where you left off."

@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import logging
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from orch import briefs, bus, fleet
@@ -42,7 +40,7 @@ from orch.jobs import (
     WorkerBook,
     save_state,
 )
-from orch.models import ControllerEvent, HookEvent, WorkerState
+from orch.models import ControllerEvent, HookEvent, PermissionAnswer, WorkerState
 from orch.report import write_reports
 from orch.spec import Dispatch, FleetSpec, PermissionPolicy, Role
 from orch.state import derive_state
@@ -106,7 +104,6 @@ class Controller:
         self.server = fleet.server_for(self.info)
         self.tasks = dict(zip(spec.task_ids(), spec.tasks, strict=True))
         self._panes: dict[int, PaneInfo] = {}
-        self._hooks: dict[int, HookLog] = {}
 
     # --- bookkeeping -------------------------------------------------------------------------------
     def save(self) -> None:
@@ -115,13 +112,9 @@ class Controller:
     def event(self, name: str, worker: int | None = None, **data: Any) -> None:
         self.run.log_event(ControllerEvent(event=name, worker=worker, data=data))
 
-    def hooks(self, n: int) -> list[HookEvent]:
-        """All of worker n's hook events, read incrementally (the log only grows)."""
-        return self._hooks.setdefault(n, HookLog(self.run.state(n))).events()
-
-    def events_of(self, n: int) -> list[HookEvent]:
+    def events_of(self, n: int) -> Sequence[HookEvent]:
         """Worker n's hook events of its current life (after its last restart)."""
-        events = self.hooks(n)
+        events = self.run.hook_events(n)
         since = self.state.book(n).restarted_at
         return [e for e in events if e.ts >= since] if since else events
 
@@ -143,6 +136,7 @@ class Controller:
                 self.write_reports()
                 return self.state.outcome
             self.reconcile()
+            write_permission_policy(self.run, self.spec.permissions)
             notifier = _notifier(self.run)
             try:
                 while not self.finished():
@@ -216,7 +210,7 @@ class Controller:
     def relaunched(self, job: Job, n: int) -> bool:
         """Worker n started a new agent session after its last prompt for `job` (its fleet was relaunched)."""
         since = job.last_prompt_at or job.sent_at or 0.0
-        later = [e.hook_event_name for e in self.hooks(n) if e.ts >= since]
+        later = [e.hook_event_name for e in self.run.hook_events(n) if e.ts >= since]
         if "SessionStart" not in later:
             return False
         return "UserPromptSubmit" not in later[len(later) - later[::-1].index("SessionStart") :]
@@ -227,7 +221,7 @@ class Controller:
         pointer = str(self.run.task(n))
         delivered = any(
             e.hook_event_name == "UserPromptSubmit" and e.ts >= since and pointer in (e.prompt or "")
-            for e in self.hooks(n)
+            for e in self.run.hook_events(n)
         )
         if delivered:
             job.status = JobStatus.RUNNING
@@ -365,9 +359,8 @@ class Controller:
             return
         if job is None or job.status is not JobStatus.RUNNING:
             return
-        if state is WorkerState.WAITING_FOR_PERMISSION and last is not None:
-            self.handle_permission(job, n, last, detail)
-        elif state is WorkerState.RATE_LIMITED and last is not None:
+        self.note_permissions(job, n)
+        if state is WorkerState.RATE_LIMITED and last is not None:
             self.handle_rate_limit(job, n, last, detail or "rate limited")
         elif state is WorkerState.ERROR:
             self.fail(job, f"the agent reported an error it cannot recover from: {detail}")
@@ -412,21 +405,19 @@ class Controller:
             self.save()
             self.tell(job, n, briefs.continue_text(job, reason), "continue")
 
-    def handle_permission(self, job: Job, n: int, last: HookEvent, tool: str | None) -> None:
-        if last.ts <= job.handled_event_ts:
-            return
-        job.handled_event_ts = last.ts
-        self.save()
-        policy = self.spec.permissions
-        self.event("permission-wait", n, job=job.id, tool=tool, policy=policy.value)
-        bus.post(
-            self.run, None, f"worker {n} waits on a permission prompt ({tool or 'unknown tool'}); policy: {policy}"
-        )
-        pane = self._panes.get(n)
-        if pane is None or policy is PermissionPolicy.REPORT:
-            return
-        self.server.send_keys(pane.pane_id, "Enter" if policy is PermissionPolicy.APPROVE else "Escape")
-        self.event("permission-answered", n, job=job.id, answer=policy.value)
+    def note_permissions(self, job: Job, n: int) -> None:
+        """Log each permission prompt of the job once: answered by the workers' hook from the policy,
+        or (policy report) left on screen for a human, which the bus says."""
+        for e in self.events_of(n):
+            if e.hook_event_name != "PermissionRequest" or e.ts <= max(job.permissions_seen, job.sent_at or 0.0):
+                continue
+            job.permissions_seen = e.ts
+            self.save()
+            answered = {"allow": "permission-allowed", "deny": "permission-denied"}.get(e.orch_decision or "")
+            self.event(answered or "permission-wait", n, job=job.id, tool=e.tool_name)
+            if answered is None:
+                tool = e.tool_name or "a tool"
+                bus.post(self.run, None, briefs.permission_wait_text(self.run, n, tool))
 
     def handle_crash(self, book: WorkerBook, job: Job | None, why: str) -> None:
         n = book.n
@@ -486,7 +477,7 @@ class Controller:
                 return
         elif job.role is Role.VERIFIER:
             assert job.finding is not None
-            commands = bash_commands(self.hooks(n), job.sent_at or 0.0)
+            commands = bash_commands(self.run.hook_events(n), job.sent_at or 0.0)
             verdict, problems = check_verdict(self.run, job.id, token, job.finding, n, self.workdir, window, commands)
             if verdict is not None:
                 assert job.stance is not None
@@ -654,33 +645,6 @@ class Controller:
         write_reports(self.run, self.spec, self.state)
 
 
-class HookLog:
-    """A worker's hook log (append-only JSONL), parsed once: each read parses only the new lines."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-        self._events: list[HookEvent] = []
-
-    def events(self) -> list[HookEvent]:
-        try:
-            size = self.path.stat().st_size
-        except FileNotFoundError:
-            return self._events
-        if size < self.offset:  # replaced: read again from the start
-            self.offset, self._events = 0, []
-        if size > self.offset:
-            with self.path.open("rb") as fh:
-                fh.seek(self.offset)
-                chunk = fh.read(size - self.offset)
-            complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits for the next read
-            self.offset += len(complete)
-            for line in complete.splitlines():
-                with contextlib.suppress(ValueError, ValidationError):
-                    self._events.append(HookEvent.model_validate(json.loads(line)))
-        return self._events
-
-
 def _notifier(run: RunFolder) -> Inotify | None:
     try:
         notifier = Inotify()
@@ -691,6 +655,16 @@ def _notifier(run: RunFolder) -> Inotify | None:
         log.info("inotify is not available: the controller polls")
         return None
     return notifier
+
+
+def write_permission_policy(run: RunFolder, policy: PermissionPolicy) -> None:
+    """What the workers' PermissionRequest hook answers (read by orch.hookwriter on each prompt)."""
+    answers = {
+        PermissionPolicy.APPROVE: PermissionAnswer(answer="allow"),
+        PermissionPolicy.DENY: PermissionAnswer(answer="deny", message=briefs.PERMISSION_DENIED),
+        PermissionPolicy.REPORT: PermissionAnswer(answer="ask"),
+    }
+    atomic_write(run.permission_policy, answers[policy].model_dump_json() + "\n")
 
 
 def write_spec(run: RunFolder, spec: FleetSpec) -> None:

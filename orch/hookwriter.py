@@ -3,8 +3,12 @@
 Run as a plain script (`python3 /path/to/hookwriter.py ...`), so it imports only the standard library
 and starts fast: agents run it on every hook event.
 
-    hookwriter.py event STATE_FILE        # hook payload on stdin -> one JSON line appended
-    hookwriter.py status STATUS_FILE      # status-line payload on stdin -> atomic JSON, prints a label
+    hookwriter.py event STATE_FILE [POLICY_FILE]  # hook payload on stdin -> one JSON line appended
+    hookwriter.py status STATUS_FILE              # status-line payload on stdin -> atomic JSON, prints a label
+
+With POLICY_FILE (the PermissionRequest hook), a permission prompt is answered from that file,
+`{"answer": "allow"}` or `{"answer": "deny", "message": "..."}`, so no dialog ever blocks the worker;
+no file, or `{"answer": "ask"}`, leaves the dialog on screen. The answer is logged with the event.
 """
 
 from __future__ import annotations
@@ -33,6 +37,21 @@ def slim(payload: dict[str, Any]) -> dict[str, Any]:
         out[key] = value
     out.setdefault("hook_event_name", "unknown")
     return out
+
+
+def permission_answer(policy_file: str) -> dict[str, str] | None:
+    """The decision the policy file gives (Claude Code's PermissionRequest hook output), or None: ask."""
+    try:
+        with open(policy_file, encoding="utf-8") as fh:
+            policy = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    answer = policy.get("answer") if isinstance(policy, dict) else None
+    if answer == "allow":
+        return {"behavior": "allow"}
+    if answer == "deny":
+        return {"behavior": "deny", "message": str(policy.get("message") or "denied by the run's policy")}
+    return None
 
 
 def append_event(state_file: str, payload: dict[str, Any]) -> None:
@@ -66,7 +85,7 @@ def write_status(status_file: str, payload: dict[str, Any]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 3 or argv[1] not in ("event", "status"):
+    if not (len(argv) == 3 or (len(argv) == 4 and argv[1] == "event")) or argv[1] not in ("event", "status"):
         print(__doc__, file=sys.stderr)
         return 2
     try:
@@ -77,7 +96,14 @@ def main(argv: list[str]) -> int:
         payload = {"hook_event_name": "unparseable"}
     try:
         if argv[1] == "event":
+            decision = None
+            if len(argv) == 4 and payload.get("hook_event_name") == "PermissionRequest":
+                decision = permission_answer(argv[3])
+                if decision is not None:
+                    payload["orch_decision"] = decision["behavior"]
             append_event(argv[2], payload)
+            if decision is not None:  # printed last: the event is logged even if the agent ignores it
+                print(json.dumps({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": decision}}))
         else:
             print(write_status(argv[2], payload))
     except OSError as exc:  # never block the agent because the run folder went away

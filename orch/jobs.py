@@ -73,7 +73,9 @@ class Job(Saved):
     rate_waits: int = 0
     send_attempts: int = 0
     handled_event_ts: float = 0.0
-    """The newest rate-limit or permission hook event already acted on."""
+    """The newest rate-limit hook event already acted on."""
+    permissions_seen: float = 0.0
+    """The newest permission prompt (its hook event's time) already logged."""
     continue_at: float | None = None
     """When to tell a rate-limited worker to continue."""
     problems: list[Problem] = Field(default_factory=list)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -131,6 +131,17 @@ class HookEvent(BaseModel):
     reason: str | None = None
     status: int | None = None
     """Exit status, on the wrapper's ProcessExit event."""
+    orch_decision: str | None = None
+    """On PermissionRequest: "allow" or "deny" when the hook answered from the run's policy (no dialog)."""
+
+
+class PermissionAnswer(Strict):
+    """`state/permissions.json`: how the workers' PermissionRequest hook answers a prompt (orch.hookwriter)."""
+
+    answer: Literal["allow", "deny", "ask"]
+    """allow or deny the tool call without a dialog; ask: show the dialog and wait for a human."""
+    message: str | None = None
+    """Told to the agent with a deny."""
 
 
 class StatusLine(BaseModel):

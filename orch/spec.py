@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from importlib import resources
@@ -26,7 +26,9 @@ from orch.workspace import MAX_WORKERS, NAME_RE, read_text_input
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}$"
 PLACEHOLDER_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
-STEP_KINDS = (*SCRIPT_TOOLS, "reply", "fail")
+STEP_KINDS = (*SCRIPT_TOOLS, "tool", "reply", "fail")
+# The one key besides its kind a step may have: write's content, tool's input (a mapping).
+STEP_EXTRAS = {"write": "content", "tool": "input"}
 
 
 class SpecModel(BaseModel):
@@ -87,12 +89,15 @@ class Rounds(StrEnum):
 
 
 class PermissionPolicy(StrEnum):
-    REPORT = "report"
-    """Log it and post it on the bus; the worker waits (its task timeout still runs)."""
-    APPROVE = "approve"
-    """Press Enter on the dialog (its first option, "Yes")."""
+    """How a tool call that needs approval is answered; the workers' hook answers, so no dialog blocks."""
+
     DENY = "deny"
-    """Press Escape on the dialog."""
+    """Refuse the call and tell the agent to go on without it (safe, and the worker never stalls)."""
+    APPROVE = "approve"
+    """Allow the call (the agent's deny rules still apply; the container is the boundary)."""
+    REPORT = "report"
+    """Show the dialog, post it on the bus and wait for a human (`orch attach NAME --write`); the job
+    timeout still runs."""
 
 
 ScriptStep = dict[str, Any]
@@ -204,8 +209,8 @@ class FleetSpec(SpecModel):
     timeouts: Timeouts = Field(default_factory=Timeouts)
     limits: Limits = Field(default_factory=Limits)
     budget: Budget = Field(default_factory=Budget)
-    permissions: PermissionPolicy = PermissionPolicy.REPORT
-    """What to do when a worker waits on a permission prompt."""
+    permissions: PermissionPolicy = PermissionPolicy.DENY
+    """How a tool call that needs approval (a permission prompt) is answered: deny, approve or report."""
     offline: bool = False
     """Drive the agents with orch's scripted model server (no credentials; steps from offline_script)."""
     teardown: bool = True
@@ -277,7 +282,16 @@ def render(text: str, values: dict[str, str]) -> str:
 
 
 def render_steps(steps: Sequence[ScriptStep], values: dict[str, str]) -> list[ScriptStep]:
-    return [{k: render(v, values) if isinstance(v, str) else v for k, v in step.items()} for step in steps]
+    def fill(value: Any) -> Any:
+        if isinstance(value, str):
+            return render(value, values)
+        if isinstance(value, dict):
+            return {k: fill(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [fill(v) for v in value]
+        return value
+
+    return [fill(step) for step in steps]
 
 
 def script_block(steps: Sequence[ScriptStep]) -> str:
@@ -468,19 +482,39 @@ def _check_steps(steps: Sequence[ScriptStep], where: Loc, allowed: Sequence[str]
     issues = []
     for i, step in enumerate(steps):
         kinds = [k for k in STEP_KINDS if k in step]
-        extra = set(step) - {*STEP_KINDS, "content"}
-        if len(kinds) != 1 or extra:
+        extras = {STEP_EXTRAS[k] for k in kinds if k in STEP_EXTRAS}
+        if len(kinds) != 1 or set(step) - {*kinds, *extras}:
             issues.append(
                 Issue(
                     (*where, i),
-                    f"a step has exactly one of {', '.join(STEP_KINDS)} (write may add content); got {sorted(step)}",
+                    f"a step has exactly one of {', '.join(STEP_KINDS)} (write may add content, tool input); "
+                    f"got {sorted(step)}",
                 )
             )
         for key, value in step.items():
-            if not isinstance(value, str):
+            if key == "input":
+                if not isinstance(value, dict):
+                    issues.append(Issue((*where, i, key), "must be a mapping (the tool's input)"))
+                    continue
+                texts = list(_strings(value))
+            elif isinstance(value, str):
+                texts = [value]
+            else:
                 issues.append(Issue((*where, i, key), "must be a string"))
                 continue
-            for name in placeholders(value):
+            for name in (n for text in texts for n in placeholders(text)):
                 if name not in allowed:
                     issues.append(Issue((*where, i, key), _unknown_placeholder(name, allowed)))
     return issues
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string inside a YAML value (a tool input may nest mappings and lists)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)

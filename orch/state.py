@@ -45,6 +45,8 @@ def derive_state(last: HookEvent | None, pane: PaneInfo | None) -> tuple[WorkerS
     if name in IDLE_EVENTS:
         return WorkerState.IDLE, None
     if name == "PermissionRequest":
+        if last.orch_decision:  # answered by the hook from the run's policy: the agent goes on
+            return WorkerState.BUSY, last.tool_name
         return WorkerState.WAITING_FOR_PERMISSION, last.tool_name
     if name == "Notification":
         if last.notification_type == "permission_prompt":

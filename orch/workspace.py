@@ -10,7 +10,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -101,6 +101,7 @@ class RunFolder:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._hook_logs: dict[int, HookLog] = {}
 
     @classmethod
     def for_name(cls, name: str) -> RunFolder:
@@ -157,6 +158,11 @@ class RunFolder:
 
     def status_line(self, n: int) -> Path:
         return self.state_dir / f"agent-{n}.status.json"
+
+    @property
+    def permission_policy(self) -> Path:
+        """How the workers' permission hook answers a prompt (written by `orch run`; absent: ask)."""
+        return self.state_dir / "permissions.json"
 
     @property
     def model_server_url(self) -> Path:
@@ -265,9 +271,12 @@ class RunFolder:
         return n
 
     # --- readers ---------------------------------------------------------------------------
-    def hook_events(self, n: int) -> list[HookEvent]:
-        """All parseable hook events of worker n; garbage lines are skipped, never fatal."""
-        return list(_parse_events(self.state(n)))
+    def hook_events(self, n: int) -> Sequence[HookEvent]:
+        """All parseable hook events of worker n; garbage lines are skipped, never fatal.
+
+        Read incrementally: each call on this RunFolder parses only the lines added since the last.
+        """
+        return self._hook_logs.setdefault(n, HookLog(self.state(n))).events()
 
     def last_hook_event(self, n: int) -> HookEvent | None:
         events = self.hook_events(n)
@@ -283,16 +292,33 @@ class RunFolder:
         append_line(self.events, event.model_dump_json())
 
 
-def _parse_events(path: Path) -> Iterator[HookEvent]:
-    try:
-        text = path.read_text(errors="replace")
-    except FileNotFoundError:
-        return
-    for line in text.splitlines():
+class HookLog:
+    """A worker's hook log (append-only JSONL), parsed once: each read parses only the new lines."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self._events: list[HookEvent] = []
+
+    def events(self) -> Sequence[HookEvent]:
         try:
-            yield HookEvent.model_validate(json.loads(line))
-        except (ValueError, ValidationError):
-            continue
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return self._events
+        if size < self.offset:  # replaced: read again from the start
+            self.offset, self._events = 0, []
+        if size > self.offset:
+            with self.path.open("rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read(size - self.offset)
+            complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits for the next read
+            self.offset += len(complete)
+            for line in complete.splitlines():
+                try:
+                    self._events.append(HookEvent.model_validate(json.loads(line)))
+                except (ValueError, ValidationError):
+                    continue
+        return self._events
 
 
 def list_runs() -> list[RunFolder]:

@@ -375,6 +375,40 @@ def test_crashed_worker_is_restarted_and_finishes(offline: None, workdir: Path, 
     assert any(p.startswith("orch restarted you") for p in prompts(run, 1))
 
 
+# --- permission prompts ------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("policy", "exit_code", "event"),
+    [("approve", 0, "permission-allowed"), ("deny", 0, "permission-denied"), ("report", 5, "permission-wait")],
+    ids=["approve", "deny", "report"],
+)
+def test_permission_prompts_are_answered_by_policy(
+    offline: None, workdir: Path, tmp_path: Path, policy: str, exit_code: int, event: str
+) -> None:
+    """WebFetch is outside the default allow list: the call needs approval, which the policy gives."""
+    fetch = {"tool": "WebFetch", "input": {"url": "http://127.0.0.1:9/{{task_id}}", "prompt": "summarise"}}
+    tasks = [{"id": "notes", "role": "scribe", "goal": "Summarise a page.", "offline_script": [fetch, RESULT, DONE]}]
+    timeouts = {"job": 25} if policy == "report" else {}
+    spec = write_spec(tmp_path / "perm.yaml", workdir, tasks, workers=1, permissions=policy, timeouts=timeouts)
+    result = orch("run", spec, "--local", "--name", f"perm-{policy}")
+    assert result.exit_code == exit_code, result.output
+    run = RunFolder.for_name(f"perm-{policy}")
+    (seen,) = events(run, event)
+    assert seen.worker == 1 and seen.data["tool"] == "WebFetch"
+    (request,) = [e for e in run.hook_events(1) if e.hook_event_name == "PermissionRequest"]
+    if policy == "report":  # the dialog stayed up (Claude Code said so itself), the bus said so, the job timed out
+        assert request.orch_decision is None
+        notices = [e.notification_type for e in run.hook_events(1) if e.hook_event_name == "Notification"]
+        assert "permission_prompt" in notices
+        assert "waits on a permission prompt (WebFetch)" in run.bus.read_text()
+        assert "not finished within 25s" in (load_state(run).job("notes").failure or "")
+        return
+    # Answered by the hook, so no dialog: the worker went on and finished its job.
+    assert request.orch_decision == ("allow" if policy == "approve" else "deny")
+    assert load_state(run).job("notes").status is JobStatus.DONE
+    if policy == "deny":  # the agent was told why
+        assert "permission policy refused that tool call" in run.log(1).read_text(errors="replace")
+
+
 # --- budget ----------------------------------------------------------------------------------------
 def test_budget_cap_stops_the_run(offline: None, workdir: Path, tmp_path: Path) -> None:
     tasks = [

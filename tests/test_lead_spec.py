@@ -38,7 +38,7 @@ from orch.jobs import (
 )
 from orch.report import build_report, matrix_text, render_html
 from orch.skill import install
-from orch.spec import FleetSpec, Role, SpecError, default_template, parse_spec, render
+from orch.spec import FleetSpec, PermissionPolicy, Role, SpecError, default_template, parse_spec, render, render_steps
 from orch.verification import choose_verifier, finding_status, new_verification_jobs, settle
 from orch.workspace import RunFolder
 from tests.helpers import orch
@@ -83,7 +83,19 @@ def _issues(text: str, base: Path) -> list[str]:
         (GOOD + "agents:\n  - workers: 2\n", "agents: give either agents: [...] or agent/model/workers, not both"),
         (
             GOOD + "  - goal: x\n    offline_script:\n      - {shout: hi}\n",
-            "tasks[1].offline_script[0]: a step has exactly one of bash, write, read, reply, fail",
+            "tasks[1].offline_script[0]: a step has exactly one of bash, write, read, tool, reply, fail",
+        ),
+        (
+            GOOD + "  - goal: x\n    offline_script:\n      - {tool: WebFetch, input: 'http://x'}\n",
+            "tasks[1].offline_script[0].input: must be a mapping (the tool's input)",
+        ),
+        (
+            GOOD + "  - goal: x\n    offline_script:\n      - {tool: WebFetch, input: {url: '{{nope}}'}}\n",
+            "tasks[1].offline_script[0].input: unknown placeholder {{nope}}",
+        ),
+        (
+            GOOD + "  - goal: x\n    offline_script:\n      - {bash: ls, input: {}}\n",
+            "tasks[1].offline_script[0]: a step has exactly one of",
         ),
         (
             GOOD + "  - goal: x\n    offline_script:\n      - {bash: 'echo {{verdict_file}}'}\n",
@@ -111,6 +123,9 @@ def _issues(text: str, base: Path) -> list[str]:
         "unknown-role-override",
         "agents-and-workers",
         "script-step",
+        "tool-input-not-a-mapping",
+        "tool-input-placeholder",
+        "input-without-tool",
         "script-placeholder",
         "workdir",
         "yaml",
@@ -123,12 +138,23 @@ def test_spec_errors_have_their_location(spec_dir: Path, text: str, expected: st
     assert any(i.startswith(expected) for i in issues), issues
 
 
+def test_tool_steps_are_valid_and_rendered(spec_dir: Path) -> None:
+    text = GOOD + "    offline_script:\n      - {tool: WebFetch, input: {url: 'http://x/{{task_id}}', n: [1, '{{job}}']}}\n"
+    spec = parse_spec(text, "fleet.yaml", spec_dir)
+    steps = spec.tasks[0].offline_script
+    assert steps is not None
+    assert render_steps(steps, {"task_id": "t1", "job": "t1@ab"}) == [
+        {"tool": "WebFetch", "input": {"url": "http://x/t1", "n": [1, "t1@ab"]}}
+    ]
+
+
 def test_good_spec_defaults(spec_dir: Path) -> None:
     spec = parse_spec(GOOD, "fleet.yaml", spec_dir)
     assert spec.workdir == spec_dir.resolve()
     assert spec.task_ids() == ["t1"] and spec.tasks[0].role is Role.FINDER
     assert spec.kinds() == {1: ("claude", None), 2: ("claude", None), 3: ("claude", None)}
     assert spec.verification.needed() == 1
+    assert spec.permissions is PermissionPolicy.DENY  # unattended: never stall on a prompt, never allow blindly
 
 
 def test_worker_count_defaults_to_enough_for_verification(spec_dir: Path) -> None:
@@ -437,7 +463,7 @@ def test_skill_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_hook_log_reads_only_new_complete_lines(tmp_path: Path) -> None:
-    from orch.controller import HookLog
+    from orch.workspace import HookLog
 
     path = tmp_path / "agent-1.jsonl"
     log = HookLog(path)

@@ -170,11 +170,18 @@ class ClaudeAdapter:
     @staticmethod
     def _seed_settings(cfg: Path, ctx: WorkerContext) -> None:
         state_file = ctx.run.state(ctx.worker)
-        hook = {"type": "command", "command": hook_command("event", state_file), "timeout": 10}
+
+        def hook(*args: str | Path) -> list[dict[str, Any]]:
+            command = {"type": "command", "command": hook_command("event", state_file, *args), "timeout": 10}
+            return [{"matcher": "", "hooks": [command]}]
+
+        hooks = {event: hook() for event in HOOK_EVENTS}
+        # This one may answer the prompt itself, from the run's policy (orch run's `permissions`).
+        hooks["PermissionRequest"] = hook(ctx.run.permission_policy)
         settings = {
             "skipDangerousModePermissionPrompt": True,
             "permissions": {"allow": ALLOW, "deny": DENY, "defaultMode": ctx.permission_mode},
-            "hooks": {event: [{"matcher": "", "hooks": [hook]}] for event in HOOK_EVENTS},
+            "hooks": hooks,
             "statusLine": {
                 "type": "command",
                 "command": hook_command("status", ctx.run.status_line(ctx.worker)),
