@@ -19,6 +19,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,7 @@ EXIT_PASSED = 0
 EXIT_NOT_CONFIRMED = 4
 EXIT_FAILED = 5
 MAX_SEND_ATTEMPTS = 3
+MAX_PARALLEL_SENDS = 8
 BACKSTOP = 1.0
 ENDED = (WorkerState.CRASHED, WorkerState.EXITED)
 
@@ -231,7 +233,7 @@ class Controller:
             self.event("brief-sent", n, job=job.id, confirmed_from_hooks=True, resumed=resumed)
             return
         self.event("brief-not-delivered", n, job=job.id, resumed=resumed)
-        self.send_brief(job, n)
+        self.send_briefs([(job, n)])
 
     # --- handing out jobs --------------------------------------------------------------------------
     def verification_open(self) -> bool:
@@ -248,6 +250,7 @@ class Controller:
         if not free:
             return
         alive = self.alive()
+        starting: list[tuple[Job, int]] = []
         for job in [j for j in self.state.jobs if j.status is JobStatus.PENDING]:
             if not free:
                 break
@@ -255,7 +258,9 @@ class Controller:
             if n is None:
                 continue
             free.remove(n)
-            self.start(job, n)
+            self.assign(job, n)
+            starting.append((job, n))
+        self.send_briefs(starting)
 
     def pick(self, job: Job, free: list[int], alive: list[int]) -> int | None:
         if job.role is Role.VERIFIER:
@@ -271,7 +276,7 @@ class Controller:
             return job.pin if job.pin in free else None
         return min(free)
 
-    def start(self, job: Job, n: int) -> None:
+    def assign(self, job: Job, n: int) -> None:
         if job.role is Role.VERIFIER:
             assert job.finding is not None
             if self.state.finding(job.finding).finder == n:  # choose_verifier never does this
@@ -280,7 +285,6 @@ class Controller:
         job.worker = n
         self.state.book(n).job = job.id
         self.event("assigned", n, job=job.id, role=job.role.value, finding=job.finding, round=job.round)
-        self.send_brief(job, n)
 
     def clear_leftovers(self, job: Job, n: int) -> None:
         """A worker starts a job with no done flag, result or output file lying around."""
@@ -298,27 +302,39 @@ class Controller:
             return self.run.verdict_file(job.id)
         return None
 
-    def send_brief(self, job: Job, n: int) -> None:
-        text = self.brief_for(job, n)
-        job.status = JobStatus.SENDING
-        job.sent_at = time.time()
-        job.send_attempts += 1
-        self.save()
-        self.event("brief-sending", n, job=job.id, attempt=job.send_attempts)
-        try:
-            fleet.brief(self.run, n, text)
-        except DeliveryError as exc:
-            self.event("brief-failed", n, job=job.id, error=exc.one_line())
-            if job.send_attempts >= MAX_SEND_ATTEMPTS:
-                self.fail(job, f"the brief could not be delivered: {exc.one_line()}")
-            else:
-                self.save()
+    def send_briefs(self, starting: list[tuple[Job, int]]) -> None:
+        """Deliver briefs to several workers at once: each send waits on its worker's acknowledgement,
+        so one after another would start the last worker late."""
+        if not starting:
             return
-        job.status = JobStatus.RUNNING
-        job.last_prompt_at = time.time()
+        texts = [self.brief_for(job, n) for job, n in starting]
+        for job, n in starting:
+            job.status = JobStatus.SENDING
+            job.sent_at = time.time()
+            job.send_attempts += 1
+            self.event("brief-sending", n, job=job.id, attempt=job.send_attempts)
         self.save()
-        self.archive_brief(job, n)
-        self.event("brief-sent", n, job=job.id)
+
+        def deliver(n: int, text: str) -> DeliveryError | None:
+            try:
+                fleet.brief(self.run, n, text)
+            except DeliveryError as exc:
+                return exc
+            return None
+
+        with ThreadPoolExecutor(max_workers=min(len(starting), MAX_PARALLEL_SENDS)) as pool:
+            errors = list(pool.map(deliver, [n for _, n in starting], texts))
+        for (job, n), exc in zip(starting, errors, strict=True):
+            if exc is not None:
+                self.event("brief-failed", n, job=job.id, error=exc.one_line())
+                if job.send_attempts >= MAX_SEND_ATTEMPTS:
+                    self.fail(job, f"the brief could not be delivered: {exc.one_line()}")
+                continue
+            job.status = JobStatus.RUNNING
+            job.last_prompt_at = time.time()
+            self.archive_brief(job, n)
+            self.event("brief-sent", n, job=job.id)
+        self.save()
 
     def archive_brief(self, job: Job, n: int) -> None:
         self.run.jobs_dir.mkdir(exist_ok=True)

@@ -139,7 +139,10 @@ def test_spec_errors_have_their_location(spec_dir: Path, text: str, expected: st
 
 
 def test_tool_steps_are_valid_and_rendered(spec_dir: Path) -> None:
-    text = GOOD + "    offline_script:\n      - {tool: WebFetch, input: {url: 'http://x/{{task_id}}', n: [1, '{{job}}']}}\n"
+    text = (
+        GOOD
+        + "    offline_script:\n      - {tool: WebFetch, input: {url: 'http://x/{{task_id}}', n: [1, '{{job}}']}}\n"
+    )
     spec = parse_spec(text, "fleet.yaml", spec_dir)
     steps = spec.tasks[0].offline_script
     assert steps is not None
