@@ -75,6 +75,8 @@ class RequestRecord:
     step: str
     """What was answered: "Bash" / "Write" / "Read", "reply", "done", "ok", "fail:KIND", "side",
     "count_tokens", "not_found", "bad_request", "script-error", "brief-error"."""
+    auth: str = "none"
+    """Which credential came, never its value: "api-key" (x-api-key), "bearer" (Authorization), "none"."""
 
 
 @dataclass
@@ -414,7 +416,12 @@ class _Handler(BaseHTTPRequestHandler):
         messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
         prompt = next((t for m in reversed(messages) if (t := prompt_text(m))), None)
         model = body.get("model")
-        record = RequestRecord(path, model if isinstance(model, str) else None, bool(body.get("stream")), prompt, step)
+        auth = "api-key" if self.headers.get("x-api-key") else "none"
+        if (self.headers.get("Authorization") or "").lower().startswith("bearer "):
+            auth = "bearer"
+        record = RequestRecord(
+            path, model if isinstance(model, str) else None, bool(body.get("stream")), prompt, step, auth
+        )
         with self.server.lock:
             self.server.log.append(record)
 

@@ -23,6 +23,7 @@ import yaml
 
 from orch import fleet
 from orch.jobs import ControllerState, JobStatus, load_state
+from orch.modelserver import ScriptedModelServer
 from orch.models import ControllerEvent
 from orch.spec import Role
 from orch.waits import wait_for_paths, wait_until
@@ -159,6 +160,43 @@ def test_demo_confirms_one_finding_and_refutes_the_false_positive(
     page = run.report_html.read_text()
     assert "pages-F1" in page and "logs/agent-1.log" in page and "<script" not in page and "<link" not in page
     assert not fleet.server_for(run.info()).alive()  # torn down; the folder stays
+
+
+def test_demo_live_sends_the_same_fleet_to_the_users_api(claude_bin: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No real model here: a scripted server stands where the user's API would be. `--live` must leave
+    the user's endpoint and key to the workers, start no scripted model of its own, and brief the same
+    tasks with no script in them. (The server has no script, so the workers cannot finish: stopped early.)"""
+    with ScriptedModelServer() as api:
+        monkeypatch.setenv("ORCH_CLAUDE_BIN", str(claude_bin))
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-api03-orch-live-test-0123456789")
+        for var in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CONFIG_DIR"):
+            monkeypatch.delenv(var, raising=False)
+        cmd = [sys.executable, "-c", "from orch.cli import main; main()", "demo", "--live", "--local", "--name", "live"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        run = RunFolder.for_name("live")
+        try:
+
+            def briefs_read() -> bool:
+                return run.exists() and all(
+                    any(e.hook_event_name == "PostToolUse" and e.tool_name == "Read" for e in run.hook_events(n))
+                    for n in (1, 2)
+                )
+
+            wait_until(briefs_read, 120, "workers 1 and 2 to read their briefs", interval=0.2)
+        finally:
+            proc.kill()
+            proc.wait(30)
+            if run.exists():
+                orch("kill", "live")
+        assert run.info().offline is False and not run.model_server_url.exists()
+        calls = [r for r in api.requests if r.path == "/v1/messages"]
+        assert calls and {r.auth for r in calls} == {"api-key"}  # the user's key went to the user's endpoint
+        pointers = [r.prompt for r in calls if (r.prompt or "").startswith("Read and follow the instructions in")]
+        assert {p for p in pointers if p} >= {fleet.pointer_text(run, 1), fleet.pointer_text(run, 2)}
+        for n, goal in ((1, "pagination helpers in pages.py"), (2, "functions in stats.py")):
+            brief = run.task(n).read_text()
+            assert goal in brief and "orch-script" not in brief
 
 
 # --- the lie catalogue -------------------------------------------------------------------------
