@@ -23,8 +23,8 @@ import yaml
 
 from orch import fleet
 from orch.jobs import ControllerState, JobStatus, load_state
-from orch.modelserver import ScriptedModelServer
 from orch.models import ControllerEvent
+from orch.modelserver import ScriptedModelServer
 from orch.spec import Role
 from orch.waits import wait_for_paths, wait_until
 from orch.workspace import RunFolder
