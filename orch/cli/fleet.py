@@ -183,7 +183,8 @@ def register(app: typer.Typer) -> None:
         if not views:
             typer.echo("no runs")
         for view in views:
-            _print_status(view)
+            for line in status_lines(view):
+                typer.echo(line)
 
     @app.command("ls")
     def ls_() -> None:
@@ -246,15 +247,27 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(code)
 
 
-def _print_status(view: RunStatusView) -> None:
+BUS_COLUMN = 80  # the last column: a long bus line would only wrap, so it is cut (marked with "…")
+
+
+def status_lines(view: RunStatusView) -> list[str]:
+    """`orch status` for one run: each column as wide as its longest cell, so no state detail is cut."""
     alive = "alive" if view.alive else "not running"
-    typer.echo(f"run {view.name} ({view.backend.value}, {view.agent}, {view.status.value}, {alive})")
-    typer.echo(f"  {'W':>3} {'STATE':<23} {'DONE':<5} {'RESULT':<6} {'COST':>9}  LAST BUS LINE")
+    rows = [("W", "STATE", "DONE", "RESULT", "COST", "LAST BUS LINE")]
     for w in view.workers:
         state = w.state.value + (f" ({w.detail})" if w.detail else "")
         cost = f"${w.cost_usd:.4f}" if w.cost_usd is not None else "-"
         done, result = ("yes" if w.done else "no"), ("yes" if w.result else "no")
-        typer.echo(f"  {w.worker:>3} {state[:23]:<23} {done:<5} {result:<6} {cost:>9}  {(w.last_bus or '-')[:80]}")
+        rows.append((str(w.worker), state, done, result, cost, _cut(w.last_bus or "-", BUS_COLUMN)))
+    wn, wstate, wdone, wresult, wcost = (max(len(row[i]) for row in rows) for i in range(5))
+    return [f"run {view.name} ({view.backend.value}, {view.agent}, {view.status.value}, {alive})"] + [
+        f"  {n:>{wn}} {state:<{wstate}} {done:<{wdone}} {result:<{wresult}} {cost:>{wcost}}  {bus}"
+        for n, state, done, result, cost, bus in rows
+    ]
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _exec(argv: list[str]) -> NoReturn:

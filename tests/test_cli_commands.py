@@ -1,0 +1,68 @@
+"""CLI edges: `orch status` columns, `orch kill --all` past a run it cannot stop, `serve-run --create`."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from pathlib import Path
+
+from orch.cli.fleet import status_lines
+from orch.models import Backend, ContainerInfo, RunInfo, RunStatus, RunStatusView, WorkerState, WorkerStatus
+from orch.workspace import RunFolder
+from tests.helpers import orch
+
+NO_ENGINE = "unix:///nonexistent/docker.sock"
+
+
+def _unreachable_run(name: str, tmp_path: Path) -> RunFolder:
+    """A container run whose engine socket does not exist: every Docker call fails with an OrchError."""
+    run = RunFolder.for_name(name)
+    container = ContainerInfo(name=f"orch-{name}", image="orch-worker", docker_host=NO_ENGINE, host_run_dir="/x")
+    run.create(
+        RunInfo(
+            name=name,
+            backend=Backend.DOCKER,
+            agent="scripted",
+            workers=1,
+            workdir="/workspace",
+            permission_mode="default",
+            tmux_socket=f"orch-{name}",
+            orch_version="test",
+            container=container,
+        )
+    )
+    return run
+
+
+def _columns(line: str, header: str) -> list[str]:
+    """The cells of `line` cut where the header's titles start (COST is right-aligned: it ends RESULT's cell)."""
+    starts = [header.index(title) for title in ("STATE", "DONE", "RESULT", "LAST BUS LINE")]
+    return [" ".join(line[a:b].split()) for a, b in pairwise(starts)]
+
+
+def test_status_columns_fit_their_longest_cell() -> None:
+    detail = "container exited (137), then the engine said something rather long about it"
+    view = RunStatusView(
+        name="wide",
+        backend=Backend.DOCKER,
+        agent="claude",
+        status=RunStatus.RUNNING,
+        alive=False,
+        workers=[
+            WorkerStatus(worker=1, state=WorkerState.CRASHED, detail=detail, done=False, result=False),
+            WorkerStatus(worker=12, state=WorkerState.IDLE, done=True, result=True, cost_usd=0.5, last_bus="b" * 200),
+        ],
+    )
+    title, header, first, second = status_lines(view)
+    assert title == "run wide (docker, claude, running, not running)"
+    assert _columns(first, header) == [f"crashed ({detail})", "no", "no -"]
+    assert _columns(second, header) == ["idle", "yes", "yes $0.5000"]
+    assert first.startswith("   1 ") and second.startswith("  12 ")  # worker numbers right-aligned
+    assert second.endswith("$0.5000  " + "b" * 79 + "…")  # only the last column is capped
+
+
+def test_status_shows_the_whole_unreachable_engine_detail(tmp_path: Path) -> None:
+    _unreachable_run("gone", tmp_path)
+    result = orch("status", "gone")
+    assert result.exit_code == 0, result.output
+    assert f"exited (engine unreachable: Docker engine not reachable at {NO_ENGINE}: " in result.output
+    assert ") no   no  " in result.output  # the detail's closing parenthesis, then the DONE column
