@@ -7,6 +7,7 @@ from pathlib import Path
 
 from orch.cli.fleet import status_lines
 from orch.models import Backend, ContainerInfo, RunInfo, RunStatus, RunStatusView, WorkerState, WorkerStatus
+from orch.tmux import TmuxServer
 from orch.workspace import RunFolder
 from tests.helpers import orch
 
@@ -66,3 +67,27 @@ def test_status_shows_the_whole_unreachable_engine_detail(tmp_path: Path) -> Non
     assert result.exit_code == 0, result.output
     assert f"exited (engine unreachable: Docker engine not reachable at {NO_ENGINE}: " in result.output
     assert ") no   no  " in result.output  # the detail's closing parenthesis, then the DONE column
+
+
+def test_kill_all_goes_on_past_a_run_it_cannot_stop(tmp_path: Path) -> None:
+    _unreachable_run("a-gone", tmp_path)  # sorted first: the old loop stopped here
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    up = orch("up", "b-live", "--agent", "scripted", "--workdir", workdir, "--local")
+    assert up.exit_code == 0, up.output
+    live = RunFolder.for_name("b-live")
+    assert TmuxServer(live.info().tmux_socket).alive()
+
+    result = orch("kill", "--all")
+
+    assert result.exit_code == 1, result.output
+    lines = result.output.splitlines()
+    assert len(lines) == 2, result.output
+    assert lines[0].startswith(f"could not stop a-gone: Docker engine not reachable at {NO_ENGINE}")
+    assert lines[1] == f"killed b-live (folder kept: {live.root})"
+    assert not TmuxServer(live.info().tmux_socket).alive()
+    assert live.info().status is RunStatus.STOPPED
+
+    single = orch("kill", "a-gone")  # one named run: still one error line and its own exit code
+    assert single.exit_code == 2 and single.output.startswith("orch: error: Docker engine not reachable")
+    assert single.output.count("\n") == 1

@@ -25,7 +25,7 @@ from orch.cli.container import (
     PidsOpt,
 )
 from orch.contracts import UpRequest
-from orch.errors import UsageError
+from orch.errors import OrchError, UsageError
 from orch.models import Backend, EgressMode, RunStatusView
 from orch.sandbox import container_state, kill_run, status_of, up_with_backend
 from orch.workspace import RunFolder, list_runs
@@ -220,9 +220,20 @@ def register(app: typer.Typer) -> None:
         """Stop a run (its folder, transcripts included, stays)."""
         if bool(name) == all_runs:
             raise UsageError("give a run name or --all", hint="orch kill NAME")
+        failed = 0
         for run in list_runs() if all_runs else [run_folder(name or "")]:
-            kill_run(run)
-            typer.echo(f"killed {run.name} (folder kept: {run.root})")
+            try:
+                kill_run(run)
+            except OrchError as exc:
+                if not all_runs:
+                    raise
+                # One run that cannot be stopped (its engine is gone, say) must not keep the others running.
+                failed += 1
+                typer.echo(f"could not stop {run.name}: {exc.one_line()}", err=True)
+            else:
+                typer.echo(f"killed {run.name} (folder kept: {run.root})")
+        if failed:
+            raise typer.Exit(1)
 
     @app.command()
     def wait(
