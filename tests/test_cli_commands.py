@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from itertools import pairwise
 from pathlib import Path
 
 from orch.cli.fleet import status_lines
 from orch.models import Backend, ContainerInfo, RunInfo, RunStatus, RunStatusView, WorkerState, WorkerStatus
+from orch.serverun import READY_LINE
 from orch.tmux import TmuxServer
+from orch.waits import wait_until
 from orch.workspace import RunFolder
 from tests.helpers import orch
 
@@ -91,3 +96,32 @@ def test_kill_all_goes_on_past_a_run_it_cannot_stop(tmp_path: Path) -> None:
     single = orch("kill", "a-gone")  # one named run: still one error line and its own exit code
     assert single.exit_code == 2 and single.output.startswith("orch: error: Docker engine not reachable")
     assert single.output.count("\n") == 1
+
+
+def test_serve_run_create_makes_the_run_orch_up_makes(tmp_path: Path) -> None:
+    """Both build their request from the same options: the runs they make must agree on every field asked."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    fleet = ["-n", "2", "--agent", "scripted", "--workdir", str(workdir), "--permission-mode", "default"]
+    fleet += ["--model", "m9"]
+    up = orch("up", "by-up", *fleet, "--local")
+    assert up.exit_code == 0, up.output
+    out = tmp_path / "serve-run.out"
+    with out.open("wb") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "from orch.cli import main; main()", "serve-run", "by-serve", "--create", *fleet],
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "ORCH_IN_CONTAINER": "1"},  # serve-run refuses to run anywhere else
+        )
+    try:
+        wait_until(lambda: READY_LINE in out.read_text() or proc.poll() is not None, 60, "serve-run to launch")
+        assert READY_LINE in out.read_text(), out.read_text()
+        asked = {"agent", "workers", "workdir", "permission_mode", "model", "worker_models", "offline"}
+        by_up, by_serve = (RunFolder.for_name(n).info().model_dump(include=asked) for n in ("by-up", "by-serve"))
+        assert by_serve == by_up == {**by_up, "workers": 2, "model": "m9", "workdir": str(workdir.resolve())}
+    finally:
+        proc.terminate()  # SIGTERM: serve-run stops its tmux and marks the run stopped
+        assert proc.wait(60) == 0, out.read_text()
+        orch("kill", "by-up")
+    assert RunFolder.for_name("by-serve").info().status is RunStatus.STOPPED

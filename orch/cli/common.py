@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from orch import sandbox
+from orch.contracts import UpRequest
 from orch.errors import UsageError
 from orch.workspace import RunFolder, decode_text, read_text_input
 
@@ -20,6 +21,29 @@ def run_folder(name: str) -> RunFolder:
     run = RunFolder.for_name(name)
     run.info()  # NotFoundError with a hint when there is no such run
     return run
+
+
+def up_request(
+    name: str,
+    workers: int,
+    agent: str,
+    workdir: Path,
+    permission_mode: str | None,
+    model: str | None,
+    offline: bool,
+    replace: bool = False,
+) -> UpRequest:
+    """The fleet asked for by the options `orch up` and `orch serve-run --create` share."""
+    return UpRequest(
+        name=name,
+        workers=workers,
+        agent=agent,
+        workdir=workdir,
+        permission_mode=permission_mode,
+        model=model,
+        replace=replace,
+        offline=offline,
+    )
 
 
 def read_input(source: str) -> str:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from orch import fleet, sandbox
-from orch.cli.common import NameArg, run_folder
+from orch.cli.common import NameArg, run_folder, up_request
 from orch.errors import UsageError
 from orch.models import ContainerOptions, EgressMode
 from orch.versions import CLAUDE_CODE_VERSION, DEFAULT_BASE_IMAGE, DEFAULT_IMAGE_TAG
@@ -118,22 +118,11 @@ def register(app: typer.Typer) -> None:
         offline: Annotated[bool, typer.Option("--offline", envvar="ORCH_OFFLINE")] = False,
     ) -> None:
         """Inside a run's container: launch the run's workers and stay until SIGTERM."""
-        from orch.contracts import UpRequest
         from orch.serverun import serve
 
         if not sandbox.in_container():
             raise UsageError("serve-run runs inside a run's container", hint="use `orch up`")
-        req = None
-        if create:
-            req = UpRequest(
-                name=name,
-                workers=workers,
-                agent=agent,
-                workdir=workdir,
-                permission_mode=permission_mode,
-                model=model,
-                offline=offline,
-            )
+        req = up_request(name, workers, agent, workdir, permission_mode, model, offline) if create else None
         raise typer.Exit(serve(name, boot_timeout, resume, req))
 
     @app.command()

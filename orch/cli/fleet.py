@@ -10,7 +10,15 @@ from typing import Annotated, NoReturn
 import typer
 
 from orch import fleet, sandbox
-from orch.cli.common import NameArg, WorkerArg, forward_if_remote, parse_workers, read_input, run_folder
+from orch.cli.common import (
+    NameArg,
+    WorkerArg,
+    forward_if_remote,
+    parse_workers,
+    read_input,
+    run_folder,
+    up_request,
+)
 from orch.cli.container import (
     DEFAULT_MEMORY,
     DEFAULT_PIDS,
@@ -24,7 +32,6 @@ from orch.cli.container import (
     NetworkOpt,
     PidsOpt,
 )
-from orch.contracts import UpRequest
 from orch.errors import OrchError, UsageError
 from orch.models import Backend, EgressMode, RunStatusView
 from orch.sandbox import container_state, kill_run, status_of, up_with_backend
@@ -50,16 +57,7 @@ def _up(
         info = sandbox.resume(name, boot_timeout, docker)
         typer.echo(f"run {info.name}: resumed ({info.backend.value}); folder {RunFolder.for_name(name).root}")
         return
-    req = UpRequest(
-        name=name,
-        workers=workers,
-        agent=agent,
-        workdir=workdir,
-        permission_mode=permission_mode,
-        model=model,
-        replace=replace,
-        offline=offline,
-    )
+    req = up_request(name, workers, agent, workdir, permission_mode, model, offline, replace)
     info = up_with_backend(req, Backend.LOCAL if local else Backend.DOCKER, boot_timeout, docker)
     run = RunFolder.for_name(name)
     where = f"container {info.container.name}" if info.container else info.backend.value
