@@ -91,6 +91,16 @@ def workspace_volume_name(name: str) -> str:
     return f"orch-workspace-{name}"
 
 
+def run_volumes(name: str) -> dict[str, str]:
+    """A remote run's volumes (name: role): its run folder and its workspace."""
+    return {run_volume_name(name): ROLE_RUN_FOLDER, workspace_volume_name(name): ROLE_WORKSPACE}
+
+
+def run_mount(name: str) -> str:
+    """The run folder inside the container."""
+    return f"{RUNS_MOUNT}/{name}"
+
+
 def labels(name: str, role: str) -> dict[str, str]:
     return {LABEL_RUN: name, LABEL_MANAGED: "true", LABEL_ROLE: role}
 
@@ -262,11 +272,7 @@ class DockerSandbox:
         except BaseException:
             self._cleanup_failed_up(client, container, run, info)
             raise
-        if remote:
-            info.status = RunStatus.RUNNING
-            _save_info(run, info)
-            return info
-        return run.info()
+        return self._started(run, info)
 
     def resume(self, name: str) -> RunInfo:
         """Start a new container on an existing run folder and relaunch the workers (sessions resumed)."""
@@ -300,7 +306,13 @@ class DockerSandbox:
             with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
                 container.remove(force=True)
             raise
-        if ci.remote:
+        return self._started(run, info)
+
+    @staticmethod
+    def _started(run: RunFolder, info: RunInfo) -> RunInfo:
+        """run.json once the workers run: the controller wrote it, or on a remote engine, this local copy."""
+        assert info.container is not None
+        if info.container.remote:
             info.status = RunStatus.RUNNING
             _save_info(run, info)
             return info
@@ -334,20 +346,14 @@ class DockerSandbox:
         existing = self._find(client, container_name(name))
         if existing is not None:
             existing.remove(force=True)
-        for volume in (run_volume_name(name), workspace_volume_name(name)):
-            with contextlib.suppress(docker.errors.NotFound):
-                client.volumes.get(volume).remove(force=True)
+        _remove_volumes(client, *run_volumes(name))
         shutil.rmtree(workspaces_dir() / name, ignore_errors=True)
         run.remove()
 
     @staticmethod
     def _make_run_folder(run: RunFolder, info: RunInfo) -> None:
         assert info.container is not None
-        run.create(info)
-        # Files the container appends to must exist before the host (maybe root) ever touches them.
-        run.events.touch()
-        run.bus_lock.touch()
-        run.sessions_dir.mkdir()
+        _seed(run, info)
         uid, gid = _uid_gid(info.container)
         if os.getuid() == 0 and uid != 0:
             _chown_tree(run.root, uid, gid)
@@ -362,10 +368,7 @@ class DockerSandbox:
 
     @staticmethod
     def _make_volumes(client: docker.DockerClient, info: RunInfo) -> None:
-        for volume, role in (
-            (run_volume_name(info.name), ROLE_RUN_FOLDER),
-            (workspace_volume_name(info.name), ROLE_WORKSPACE),
-        ):
+        for volume, role in run_volumes(info.name).items():
             client.volumes.create(name=volume, labels=labels(info.name, role))
 
     @staticmethod
@@ -375,11 +378,8 @@ class DockerSandbox:
         uid, gid = _uid_gid(info.container)
         with tempfile.TemporaryDirectory(prefix="orch-upload-") as tmp:
             staged = RunFolder(Path(tmp) / info.name)
-            staged.create(info)
-            staged.events.touch()
-            staged.bus_lock.touch()
-            staged.sessions_dir.mkdir()
-            _put_tree(container, f"{RUNS_MOUNT}/{info.name}", staged.root, uid, gid)
+            _seed(staged, info)
+            _put_tree(container, run_mount(info.name), staged.root, uid, gid)
         _put_tree(container, WORKDIR, host_workdir, uid, gid)
 
     def _create(self, client: docker.DockerClient, info: RunInfo, prompts: dict[int, str], resume: bool) -> Container:
@@ -387,12 +387,7 @@ class DockerSandbox:
         ci = info.container
         opts = ci.options
         uid, gid = _uid_gid(ci)
-        run_mount = f"{RUNS_MOUNT}/{info.name}"
-        kind: Literal["volume", "bind"] = "volume" if ci.remote else "bind"
-        mounts = [
-            Mount(target=run_mount, source=ci.host_run_dir, type=kind, read_only=False),
-            Mount(target=WORKDIR, source=ci.workspace_source, type=kind, read_only=False),
-        ]
+        run_mounts = _mounts(info)
         env = {
             "ORCH_HOME": "/orch",
             "ORCH_IN_CONTAINER": "1",
@@ -408,7 +403,7 @@ class DockerSandbox:
             "ORCH_EGRESS_ALLOW": ",".join(opts.allow),
         }
         if ci.remote:
-            env["ORCH_CHOWN"] = f"{run_mount}:{WORKDIR}"
+            env["ORCH_CHOWN"] = f"{run_mount(info.name)}:{WORKDIR}"
         if prompts:
             env["ORCH_PROMPTS"] = json.dumps({str(n): text for n, text in prompts.items()})
         if not info.offline:
@@ -416,7 +411,7 @@ class DockerSandbox:
             env.update({var: os.environ[var] for var in (*CREDENTIAL_ENV, "ANTHROPIC_BASE_URL") if os.environ.get(var)})
             creds = user_credentials_file()
             if not any(os.environ.get(v) for v in CREDENTIAL_ENV) and creds is not None and not ci.remote:
-                mounts.append(Mount(target=CREDENTIALS_MOUNT, source=str(creds), type="bind", read_only=True))
+                run_mounts.append(Mount(target=CREDENTIALS_MOUNT, source=str(creds), type="bind", read_only=True))
         caps = INIT_CAPS + (FIREWALL_CAPS if opts.egress is not EgressMode.OPEN else [])
         command = [TINI, "--", "orch", "serve-run", info.name, "--boot-timeout", f"{self.settings.boot_timeout:g}"]
         if resume:
@@ -431,7 +426,7 @@ class DockerSandbox:
                 user="0:0",  # only for the init step; it drops to ORCH_UID:ORCH_GID before the run starts
                 labels=labels(info.name, ROLE_CONTAINER),
                 environment=env,
-                mounts=mounts,
+                mounts=run_mounts,
                 tmpfs={
                     "/tmp": f"{TMPFS_OPTS},size={TMPFS_SIZE},mode=1777",
                     HOME: f"{TMPFS_OPTS},size={TMPFS_SIZE},uid={uid},gid={gid},mode=0700",
@@ -498,9 +493,7 @@ class DockerSandbox:
                     found.remove(force=True)
         with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
             if info.container is not None and info.container.remote:
-                for volume in (run_volume_name(info.name), workspace_volume_name(info.name)):
-                    with contextlib.suppress(docker.errors.NotFound):
-                        client.volumes.get(volume).remove(force=True)
+                _remove_volumes(client, *run_volumes(info.name))
         if info.container is not None and info.container.options.copy_workdir and not info.container.remote:
             shutil.rmtree(info.container.workspace_source, ignore_errors=True)
         run.remove()
@@ -514,12 +507,17 @@ class DockerSandbox:
             raise DeliveryError(f"run {info.name!r}: its container is {why}", hint=f"orch up {info.name} --resume")
         return client, container
 
-    def forward(self, info: RunInfo, args: list[str], stdin: str | None = None, interactive: bool = False) -> int:
+    def _exec(self, info: RunInfo, argv: list[str], stdin: str | None = None) -> _Exec:
+        """A `docker exec` of argv in the run's running container, as the run's user."""
         assert info.container is not None
         client, container = self._running(info)
+        return _Exec(client, container, info.container.user, argv, stdin)
+
+    def forward(self, info: RunInfo, args: list[str], stdin: str | None = None, interactive: bool = False) -> int:
         if interactive:
+            self._running(info)
             exec_argv(info, ["orch", *args])
-        run = _Exec(client, container, info.container.user, ["orch", *args], stdin)
+        run = self._exec(info, ["orch", *args], stdin)
         for stream, chunk in run.frames():
             out = sys.stdout if stream == 1 else sys.stderr
             out.write(chunk.decode(errors="replace"))
@@ -527,9 +525,7 @@ class DockerSandbox:
         return run.exit_code()
 
     def capture(self, info: RunInfo, args: list[str]) -> str:
-        assert info.container is not None
-        client, container = self._running(info)
-        run = _Exec(client, container, info.container.user, ["orch", *args], None)
+        run = self._exec(info, ["orch", *args])
         out, err = bytearray(), bytearray()
         for stream, chunk in run.frames():
             (out if stream == 1 else err).extend(chunk)
@@ -541,9 +537,7 @@ class DockerSandbox:
 
     def run_as_user(self, info: RunInfo, argv: list[str]) -> tuple[int, str]:
         """Run any command in the run's container as its user; (exit code, stdout+stderr). For checks."""
-        assert info.container is not None
-        client, container = self._running(info)
-        run = _Exec(client, container, info.container.user, argv, None)
+        run = self._exec(info, argv)
         output = b"".join(chunk for _, chunk in run.frames())
         return run.exit_code(), output.decode(errors="replace")
 
@@ -577,8 +571,7 @@ class DockerSandbox:
                 container.remove(force=True)
         if ci.options.copy_workdir:
             if ci.remote:
-                with contextlib.suppress(docker.errors.NotFound):
-                    client.volumes.get(workspace_volume_name(info.name)).remove(force=True)
+                _remove_volumes(client, workspace_volume_name(info.name))
             else:
                 shutil.rmtree(ci.workspace_source, ignore_errors=True)
         current = run.info()
@@ -647,12 +640,12 @@ class DockerSandbox:
                 command=["true"],
                 entrypoint=[],
                 labels=labels(info.name, ROLE_HELPER),
-                mounts=[Mount(target=f"{RUNS_MOUNT}/{info.name}", source=ci.host_run_dir, type="volume")],
+                mounts=[_mount(info, run_mount(info.name), ci.host_run_dir)],
                 network_disabled=True,
             )
             source = helper
         try:
-            stream, _ = source.get_archive(f"{RUNS_MOUNT}/{info.name}")
+            stream, _ = source.get_archive(run_mount(info.name))
             with tempfile.TemporaryFile() as buf:
                 for chunk in stream:
                     buf.write(chunk)
@@ -745,6 +738,36 @@ def _send_and_half_close(sock: Any, data: bytes) -> None:
         proc.stdin.close()
     else:
         raw.shutdown(socket.SHUT_WR)
+
+
+def _mounts(info: RunInfo) -> list[Mount]:
+    """The run folder and the workspace, as the run's container mounts them."""
+    assert info.container is not None
+    return [
+        _mount(info, run_mount(info.name), info.container.host_run_dir),
+        _mount(info, WORKDIR, info.container.workspace_source),
+    ]
+
+
+def _mount(info: RunInfo, target: str, source: str) -> Mount:
+    assert info.container is not None
+    kind: Literal["volume", "bind"] = "volume" if info.container.remote else "bind"
+    return Mount(target=target, source=source, type=kind, read_only=False)
+
+
+def _remove_volumes(client: docker.DockerClient, *volumes: str) -> None:
+    """Remove these volumes where they exist."""
+    for volume in volumes:
+        with contextlib.suppress(docker.errors.NotFound):
+            client.volumes.get(volume).remove(force=True)
+
+
+def _seed(run: RunFolder, info: RunInfo) -> None:
+    """A new run folder. Files the container appends to must exist before the host (maybe root) ever touches them."""
+    run.create(info)
+    run.events.touch()
+    run.bus_lock.touch()
+    run.sessions_dir.mkdir()
 
 
 def _put_tree(container: Container, target: str, source: Path, uid: int, gid: int) -> None:
