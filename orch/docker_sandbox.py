@@ -39,7 +39,7 @@ from orch import egress, fleet
 from orch.agents.claude import CREDENTIAL_ENV, user_credentials_file
 from orch.containerinit import CREDENTIALS_MOUNT
 from orch.contracts import UpRequest
-from orch.dockerenv import DEFAULT_ENGINE, docker_client, engine_address
+from orch.dockerenv import DEFAULT_ENGINE, docker_client, engine_address, explain, is_remote_client
 from orch.errors import DeliveryError, OrchError, SandboxError, UsageError, WaitTimeoutError
 from orch.models import Backend, ContainerInfo, ContainerOptions, ControllerEvent, EgressMode, RunInfo, RunStatus
 from orch.paths import workspaces_dir
@@ -73,10 +73,7 @@ TMPFS_SIZE = "2g"
 ROOT_HOST_UID = 1000
 START_MARGIN = 60.0  # seconds on top of the boot timeout: container start, firewall, model server
 STOP_TIMEOUT = 15
-LOCAL_BASE_URLS = ("http+docker://localhost", "http+docker://localnpipe")
 IMAGE_ENV = "ORCH_IMAGE"
-REMOTE_ENV = "ORCH_DOCKER_REMOTE"
-"""Force the remote (1) or local (0) treatment of an engine, e.g. a tcp:// engine sharing this disk."""
 
 
 def container_name(name: str) -> str:
@@ -107,14 +104,6 @@ def labels(name: str, role: str) -> dict[str, str]:
 
 def default_image() -> str:
     return os.environ.get(IMAGE_ENV) or DEFAULT_IMAGE_TAG
-
-
-def is_remote_client(client: docker.DockerClient) -> bool:
-    """An engine on another machine (tcp://, ssh://): it cannot see this machine's paths."""
-    forced = os.environ.get(REMOTE_ENV)
-    if forced in ("0", "1"):
-        return forced == "1"
-    return str(client.api.base_url) not in LOCAL_BASE_URLS
 
 
 def container_user(workdir: Path, copy: bool, uid: int | None = None, gid: int | None = None) -> tuple[int, int]:
@@ -190,7 +179,7 @@ class DockerSandbox:
         except docker.errors.NotFound:
             return None
         except docker.errors.APIError as exc:
-            raise SandboxError(f"cannot inspect container {info.container.name}: {_explain(exc)}") from exc
+            raise SandboxError(f"cannot inspect container {info.container.name}: {explain(exc)}") from exc
 
     # --- up ---------------------------------------------------------------------------------------
     def up(self, request: UpRequest) -> RunInfo:
@@ -328,7 +317,7 @@ class DockerSandbox:
                 hint="build it with `orch image build` (add --base IMAGE where no registry is reachable)",
             ) from None
         except docker.errors.APIError as exc:
-            raise SandboxError(f"cannot inspect image {image}: {_explain(exc)}") from exc
+            raise SandboxError(f"cannot inspect image {image}: {explain(exc)}") from exc
 
     @staticmethod
     def _find(client: docker.DockerClient, name: str) -> Container | None:
@@ -447,7 +436,7 @@ class DockerSandbox:
             self._check_image(client, ci.image)
             raise
         except docker.errors.APIError as exc:
-            raise UsageError(f"the Docker engine refused the run's container: {_explain(exc)}") from exc
+            raise UsageError(f"the Docker engine refused the run's container: {explain(exc)}") from exc
 
     def _wait_running(self, container: Container, run: RunFolder, info: RunInfo) -> None:
         """Until run.json says running (local: inotify on the mounted folder) or the container dies."""
@@ -652,7 +641,7 @@ class DockerSandbox:
                 buf.seek(0)
                 pulled = _extract_run(buf, info.name, run)
         except docker.errors.APIError as exc:
-            raise SandboxError(f"cannot copy run {info.name} back from {ci.docker_host}: {_explain(exc)}") from exc
+            raise SandboxError(f"cannot copy run {info.name} back from {ci.docker_host}: {explain(exc)}") from exc
         finally:
             if helper is not None:
                 with contextlib.suppress(docker.errors.DockerException):
@@ -710,10 +699,6 @@ def exec_argv(info: RunInfo, argv: list[str]) -> NoReturn:
     host = ["-H", info.container.docker_host] if info.container.docker_host else []
     cmd = [docker_cli, *host, "exec", "-it", "-u", info.container.user, info.container.name, *argv]
     os.execvp(cmd[0], cmd)
-
-
-def _explain(exc: docker.errors.APIError) -> str:
-    return " ".join(str(exc.explanation or exc).split())[:300]
 
 
 def _log_tail(container: Container, lines: int = 5) -> str:

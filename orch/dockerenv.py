@@ -19,6 +19,9 @@ ENGINE_HINT = (
 
 
 DEFAULT_ENGINE = "unix:///var/run/docker.sock"
+LOCAL_BASE_URLS = ("http+docker://localhost", "http+docker://localnpipe")
+REMOTE_ENV = "ORCH_DOCKER_REMOTE"
+"""Force the remote (1) or local (0) treatment of an engine, e.g. a tcp:// engine sharing this disk."""
 
 
 def _docker_config_dir() -> Path:
@@ -80,6 +83,19 @@ def docker_client(timeout: int = 60, base_url: str | None = None) -> docker.Dock
             ) from exc
         raise UsageError(f"Docker engine not reachable at {address}: {_reason(exc)}", hint=ENGINE_HINT) from exc
     return client
+
+
+def is_remote_client(client: docker.DockerClient) -> bool:
+    """An engine on another machine (tcp://, ssh://): it cannot see this machine's paths."""
+    forced = os.environ.get(REMOTE_ENV)
+    if forced in ("0", "1"):
+        return forced == "1"
+    return str(client.api.base_url) not in LOCAL_BASE_URLS
+
+
+def explain(exc: docker.errors.APIError) -> str:
+    """What the engine said when it refused a request, on one line."""
+    return " ".join(str(exc.explanation or exc).split())[:300]
 
 
 def _quiet_ssh_close() -> None:

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from orch import egress
-from orch.docker_sandbox import ROOT_HOST_UID, container_user, is_remote_client, writable_by
-from orch.dockerenv import engine_address
+from orch.docker_sandbox import ROOT_HOST_UID, container_user, writable_by
+from orch.dockerenv import engine_address, is_remote_client
 from orch.models import EgressMode
 from orch.paths import agents_dir
 
