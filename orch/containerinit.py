@@ -2,7 +2,7 @@
 
     python -m orch.containerinit -- CMD [ARG...]
 
-It starts as root holding only the capabilities it needs for this (see docker_sandbox.INIT_CAPS):
+It starts as root holding only the capabilities it needs for this (see docker_container.INIT_CAPS):
 1. applies the egress policy (orch.egress) and writes its report to /tmp for the controller to log;
 2. hands the root-owned mount points listed in ORCH_CHOWN to the run's uid (fresh volumes);
 3. copies a read-only mounted `.credentials.json` into the tmpfs home, readable by the run's uid only;

@@ -24,7 +24,7 @@ from orch.models import Backend, ControllerEvent, RunInfo, RunStatus
 from orch.offline import stop_model_server
 from orch.workspace import RunFolder
 
-READY_LINE = "orch: serve-run: running"  # docker_sandbox.READY_LINE: the host waits for it on remote engines
+READY_LINE = "orch: serve-run: running"  # docker_container.wait_running waits for it on remote engines
 # Claude Code keeps a session's transcript under <config dir>/projects/: pointing that into the run
 # folder lets a new container resume the session after the old one died (the config dir is on tmpfs).
 SESSION_SUBDIR = {"claude": "projects"}

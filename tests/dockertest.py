@@ -16,7 +16,7 @@ import docker
 import docker.errors
 import pytest
 
-from orch.docker_sandbox import LABEL_RUN, ROOT_HOST_UID
+from orch.docker_layout import LABEL_RUN, ROOT_HOST_UID
 from orch.dockerenv import docker_client
 from orch.errors import SandboxError, UsageError
 from orch.image import build_image, image_is_current

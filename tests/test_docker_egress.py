@@ -18,7 +18,8 @@ import docker.errors
 import pytest
 
 from orch import egress
-from orch.docker_sandbox import LABEL_MANAGED, DockerSandbox
+from orch.docker_layout import LABEL_MANAGED
+from orch.docker_sandbox import DockerSandbox
 from orch.waits import wait_until
 from orch.workspace import RunFolder
 from tests.dockertest import BUILD_TIMEOUT, events, new_name, script_brief, unique

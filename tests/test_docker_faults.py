@@ -11,6 +11,7 @@ import docker
 import docker.errors
 import pytest
 
+from orch import docker_container
 from orch.contracts import UpRequest
 from orch.docker_sandbox import DockerSandbox, DockerSettings
 from orch.errors import SandboxError
@@ -132,24 +133,12 @@ def test_failed_boot_inside_removes_everything(
 
 
 def test_firewall_failure_stops_the_run(
-    image: str, names: list[str], workdir: Path, engine: docker.DockerClient
+    image: str, names: list[str], workdir: Path, engine: docker.DockerClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without NET_ADMIN the egress policy cannot be applied: the container must not start the run."""
     name = new_name(names, "ft")
     sandbox = DockerSandbox(DockerSettings(image=image, options=ContainerOptions(egress=EgressMode.NONE)))
-    original = sandbox._create
-
-    def create_without_net_admin(*args: object, **kwargs: object) -> object:
-        import orch.docker_sandbox as ds
-
-        saved = ds.FIREWALL_CAPS
-        ds.FIREWALL_CAPS = []
-        try:
-            return original(*args, **kwargs)  # type: ignore[arg-type]
-        finally:
-            ds.FIREWALL_CAPS = saved
-
-    sandbox._create = create_without_net_admin  # type: ignore[method-assign,assignment]
+    monkeypatch.setattr(docker_container, "FIREWALL_CAPS", [])  # the container is created without NET_*
     with pytest.raises(SandboxError, match="egress policy failed"):
         sandbox.up(UpRequest(name=name, workers=1, agent="scripted", workdir=workdir))
     nothing_left(engine, name)

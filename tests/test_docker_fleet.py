@@ -17,7 +17,8 @@ import docker
 import pytest
 
 from orch import sandbox
-from orch.docker_sandbox import LABEL_MANAGED, LABEL_RUN, DockerSandbox
+from orch.docker_layout import LABEL_MANAGED, LABEL_RUN
+from orch.docker_sandbox import DockerSandbox
 from orch.models import RunStatus, RunStatusView, WorkerState
 from orch.waits import wait_until
 from orch.workspace import RunFolder

@@ -15,7 +15,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from orch.docker_sandbox import LABEL_RUN, run_volume_name
+from orch.docker_layout import LABEL_RUN, run_volume_name
 from orch.models import RunStatus
 from orch.workspace import RunFolder
 from tests.dockertest import BUILD_TIMEOUT, new_name, nothing_left, script_brief

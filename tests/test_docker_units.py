@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from orch import egress
-from orch.docker_sandbox import ROOT_HOST_UID, container_user, writable_by
+from orch.docker_layout import ROOT_HOST_UID, container_user, writable_by
 from orch.dockerenv import engine_address, is_remote_client
 from orch.models import EgressMode
 from orch.paths import agents_dir

@@ -8,7 +8,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from orch.docker_sandbox import LABEL_RUN
+from orch.docker_layout import LABEL_RUN
 from orch.jobs import load_state
 from orch.workspace import RunFolder
 from tests.dockertest import BASE, BUILD_TIMEOUT, new_name
