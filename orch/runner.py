@@ -14,7 +14,7 @@ from pathlib import Path
 
 from orch import fleet, sandbox
 from orch.contracts import UpRequest
-from orch.controller import Controller, initial_state, read_spec, write_spec
+from orch.controller import EXIT_FAILED, Controller, initial_state, read_spec, write_spec
 from orch.errors import OrchError
 from orch.jobs import load_state, save_state
 from orch.models import Backend, ContainerOptions, ControllerEvent, RunInfo
@@ -28,6 +28,8 @@ class RunResult:
     run: RunFolder
     exit_code: int
     report: RunReport | None
+    finished: bool = True
+    """False when the controller stopped before the end (its container died): `--resume` continues."""
 
 
 def up_request(spec: FleetSpec, name: str, replace: bool = False) -> UpRequest:
@@ -83,6 +85,8 @@ def drive(run: RunFolder) -> RunResult:
         # The host prints the result: the controller in the container stays quiet.
         code = sandbox.forward(run, ["run", "--resume", run.name, "--quiet"])
         assert code is not None
+        if load_state(run).outcome is None:  # the container died under the controller: keep all for --resume
+            return RunResult(run, EXIT_FAILED, None, finished=False)
         spec = read_spec(run)
         if spec.teardown:
             with contextlib.suppress(OrchError):  # already gone: the run folder has the report

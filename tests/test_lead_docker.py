@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import docker
 import pytest
+import yaml
 
 from orch.docker_layout import LABEL_RUN
-from orch.jobs import load_state
+from orch.jobs import JobStatus, load_state
+from orch.waits import wait_until
 from orch.workspace import RunFolder
-from tests.dockertest import BASE, BUILD_TIMEOUT, new_name
+from tests.dockertest import BASE, BUILD_TIMEOUT, events, new_name
 from tests.helpers import orch
 
 pytestmark = [pytest.mark.docker, pytest.mark.claude, pytest.mark.timeout(BUILD_TIMEOUT)]
@@ -38,3 +42,89 @@ def test_demo_runs_in_a_container(
     # Torn down: the container is gone, the run folder (report, transcripts) stays on the host.
     assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"})
     assert run.log(1).stat().st_size > 0
+
+
+def test_run_resumes_after_its_container_is_killed(
+    image: str, names: list[str], engine: docker.DockerClient, workdir: Path, tmp_path: Path, claude_bin: Path
+) -> None:
+    """The container (controller and workers) dies mid-verification: `orch run --resume` starts a new one on
+    the same folder, the sessions resume, and nothing accepted before is redone."""
+    (workdir / "calc.py").write_text("def ratio(a, b):\n    return a / b\n")
+    quote = [{"file": "calc.py", "line": 2, "quote": "return a / b"}]
+    found = {"id": "F1", "claim": "ratio(a, 0) raises ZeroDivisionError", "severity": "low", "evidence": quote}
+    verdict = {"job": "{{job}}", "finding": "{{finding_id}}", "verdict": "CONFIRMED", "reason": "b may be 0"}
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "workdir": str(workdir),
+                "offline": True,
+                "workers": 2,
+                "tasks": [
+                    {
+                        "id": "t1",
+                        "goal": "Determine whether ratio handles every input.",
+                        "worker": 1,
+                        "offline_script": [
+                            {
+                                "write": "{{findings_file}}",
+                                "content": json.dumps({"job": "{{job}}", "findings": [found]}),
+                            },
+                            {"write": "{{result_file}}", "content": "one finding\n"},
+                            {"bash": "touch {{done_file}}"},
+                            {"reply": "Finished."},
+                        ],
+                    }
+                ],
+                "roles": {
+                    "verifier": {
+                        "offline_script": [
+                            {"bash": "while [ ! -e {{workdir}}/gate ]; do sleep 0.2; done"},  # killed while here
+                            {"write": "{{verdict_file}}", "content": json.dumps({**verdict, "evidence": quote})},
+                            {"write": "{{result_file}}", "content": "checked\n"},
+                            {"bash": "touch {{done_file}}"},
+                            {"reply": "Finished."},
+                        ]
+                    }
+                },
+                "timeouts": {"boot": 120, "job": 240, "run": 600},
+                "limits": {"nudge_after": 30},
+            }
+        )
+    )
+    name = new_name(names, "rr")
+    cmd = [sys.executable, "-c", "from orch.cli import main; main()", "run", str(spec), "--name", name]
+    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    run = RunFolder.for_name(name)
+    try:
+
+        def verifying() -> bool:  # the verifier sits in its gate loop (its prompt is in its transcript by then)
+            return any(
+                e.hook_event_name == "PreToolUse" and "gate" in str((e.model_extra or {}).get("tool_input"))
+                for e in run.hook_events(2)
+            )
+
+        wait_until(verifying, 240, "the verifier to start its check", interval=0.2)
+        info = run.info()
+        assert info.container is not None
+        engine.containers.get(info.container.id).kill()  # controller and workers gone at once
+        out, _ = first.communicate(timeout=60)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 5 and f"`orch run --resume {name}` continues it" in out.decode(), out
+    before = load_state(run)
+    assert before.job("t1").status is JobStatus.DONE and before.job("t1-F1.v1").status is JobStatus.RUNNING
+
+    (workdir / "gate").touch()
+    result = orch("run", "--resume", name)
+    assert result.exit_code == 0, result.output
+    state = load_state(run)
+    assert [v.job for v in state.verdicts] == ["t1-F1.v1"] and state.verdicts[0].verifier == 2
+    names_seen = [e["event"] for e in events(run)]
+    assert "fleet-relaunching" in names_seen and names_seen.count("controller-started") == 2
+    assert [e["data"]["job"] for e in events(run) if e["event"] == "brief-sent"] == ["t1", "t1-F1.v1"]
+    assert any(e["event"] == "repoint-sent" and e["worker"] == 2 for e in events(run))
+    starts = [e for e in run.hook_events(2) if e.hook_event_name == "SessionStart"]
+    assert len(starts) == 2 and starts[0].session_id == starts[1].session_id  # the verifier's session resumed
+    assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"})  # torn down

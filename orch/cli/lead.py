@@ -32,6 +32,13 @@ skill_app = typer.Typer(no_args_is_help=True)
 
 def _print_result(result: runner.RunResult) -> None:
     report = result.report
+    if not result.finished:
+        typer.echo(
+            f"run {result.run.name}: stopped before the end (the controller's container died); nothing is lost: "
+            f"`orch run --resume {result.run.name}` continues it",
+            err=True,
+        )
+        return
     if report is None:
         typer.echo(f"run {result.run.name}: exit {result.exit_code} (no report was written)")
         return
