@@ -1,9 +1,10 @@
-"""Orchestration overhead: brief N workers with equal scripted work, wait for every done flag.
+"""Orchestration overhead: brief N workers with equal scripted work (side by side, as `orch run` does),
+wait for every done flag.
 
 Per worker, its own work span runs from the moment its brief was acknowledged (UserPromptSubmit hook)
 to its done flag (file mtime). The fleet's wall time runs from the first `brief` call to `wait`
-returning. Overhead = wall / slowest span - 1: what briefing one worker after another and noticing the
-flags add on top of the slowest worker's own work. Against N = 1 the wall time also shows contention
+returning. Overhead = wall / slowest span - 1: what briefing the workers and noticing the flags add
+on top of the slowest worker's own work. Against N = 1 the wall time also shows contention
 (N agents sharing the machine's cores), reported beside it with no target.
 """
 
@@ -61,11 +62,9 @@ def measure(ctx: Context, workers: int) -> dict[str, Any]:
         roots = live.panes()
         agents0 = sum(procs.tree_cpu(pid) for pid in roots.values())
         wall0, start = time.time(), time.monotonic()
-        each = []
-        for n in range(1, workers + 1):
-            one = time.monotonic()
-            fleet.brief(live.run, n, texts[n])
-            each.append(time.monotonic() - one)
+        failed = {n: exc for n, exc in fleet.brief_many(live.run, texts).items() if exc is not None}
+        if failed:
+            raise BenchError(f"briefs not delivered: {failed}")
         briefed = time.monotonic() - start
         timeout = 120 + workers * 15 + cfg.overhead_steps * (cfg.overhead_step_seconds + 10) * 2
         fleet.wait(live.run, None, timeout)
@@ -101,7 +100,6 @@ def measure(ctx: Context, workers: int) -> dict[str, Any]:
         "workers": workers,
         "wall_s": wall,
         "brief_dispatch_s": briefed,
-        "brief_each_s": each,
         "briefs_needing_a_second_enter": sum(1 for e in enters if e > 1),
         "agents_cpu_s": agents_cpu,
         "cpu_floor_s": agents_cpu / (os.cpu_count() or 1),

@@ -19,7 +19,6 @@ import os
 import shutil
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +64,6 @@ EXIT_PASSED = 0
 EXIT_NOT_CONFIRMED = 4
 EXIT_FAILED = 5
 MAX_SEND_ATTEMPTS = 3
-MAX_PARALLEL_SENDS = 8
 BACKSTOP = 1.0
 ENDED = (WorkerState.CRASHED, WorkerState.EXITED)
 
@@ -303,28 +301,19 @@ class Controller:
         return None
 
     def send_briefs(self, starting: list[tuple[Job, int]]) -> None:
-        """Deliver briefs to several workers at once: each send waits on its worker's acknowledgement,
-        so one after another would start the last worker late."""
+        """Deliver the briefs of one dispatch round side by side (fleet.brief_many)."""
         if not starting:
             return
-        texts = [self.brief_for(job, n) for job, n in starting]
+        texts = {n: self.brief_for(job, n) for job, n in starting}
         for job, n in starting:
             job.status = JobStatus.SENDING
             job.sent_at = time.time()
             job.send_attempts += 1
             self.event("brief-sending", n, job=job.id, attempt=job.send_attempts)
         self.save()
-
-        def deliver(n: int, text: str) -> DeliveryError | None:
-            try:
-                fleet.brief(self.run, n, text)
-            except DeliveryError as exc:
-                return exc
-            return None
-
-        with ThreadPoolExecutor(max_workers=min(len(starting), MAX_PARALLEL_SENDS)) as pool:
-            errors = list(pool.map(deliver, [n for _, n in starting], texts))
-        for (job, n), exc in zip(starting, errors, strict=True):
+        errors = fleet.brief_many(self.run, texts)
+        for job, n in starting:
+            exc = errors[n]
             if exc is not None:
                 self.event("brief-failed", n, job=job.id, error=exc.one_line())
                 if job.send_attempts >= MAX_SEND_ATTEMPTS:

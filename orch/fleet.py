@@ -10,7 +10,8 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from orch import __version__, bus
@@ -34,6 +35,7 @@ ACK_TIMEOUT = 2.0
 ENTER_ATTEMPTS = 4
 DIALOG_GRACE = 2.0  # seconds before a booting worker's screen is checked for dialogs
 KILL_TIMEOUT = 10.0  # seconds for killed agents to run their exit hooks
+MAX_PARALLEL_SENDS = 8
 ENDED = (WorkerState.EXITED, WorkerState.CRASHED)
 
 
@@ -362,6 +364,26 @@ def brief(run: RunFolder, n: int, text: str) -> Path:
     run.log_event(ControllerEvent(event="briefed", worker=n, data={"task": str(run.task(n))}))
     send(run, n, pointer_text(run, n))
     return run.task(n)
+
+
+def brief_many(run: RunFolder, briefs: Mapping[int, str]) -> dict[int, DeliveryError | None]:
+    """Brief several workers at once (worker -> text); each one's delivery error, or None.
+
+    Each send waits for its worker's acknowledgement, so one after another the last of N workers would
+    start N sends late; panes are independent, so the sends run side by side.
+    """
+    if not briefs:
+        return {}
+
+    def deliver(n: int) -> DeliveryError | None:
+        try:
+            brief(run, n, briefs[n])
+        except DeliveryError as exc:
+            return exc
+        return None
+
+    with ThreadPoolExecutor(max_workers=min(len(briefs), MAX_PARALLEL_SENDS)) as pool:
+        return dict(zip(briefs, pool.map(deliver, briefs), strict=True))
 
 
 def read(run: RunFolder, n: int, lines: int | None = None) -> str:
