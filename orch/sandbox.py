@@ -12,15 +12,16 @@ from typing import TYPE_CHECKING
 
 from pydantic import TypeAdapter
 
-from orch import fleet
-from orch.agents import get_adapter
-from orch.contracts import UpRequest
 from orch.errors import OrchError, UsageError
 from orch.models import Backend, RunInfo, RunStatus, RunStatusView
 from orch.workspace import RunFolder
 
 if TYPE_CHECKING:
+    from orch.contracts import UpRequest
     from orch.docker_sandbox import DockerSandbox, DockerSettings
+
+# orch.fleet (tmux, the agents) is imported where it is used: `orch bus post`, run by workers many
+# times, comes through here only to ask on_remote_engine and must not pay for it.
 
 # Commands that read the run folder when the container is gone (transcripts are evidence).
 READS_FOLDER_WHEN_DOWN = ("read",)
@@ -50,6 +51,8 @@ def on_remote_engine(info: RunInfo) -> bool:
 def up_with_backend(
     req: UpRequest, backend: Backend, boot_timeout: float, docker: DockerSettings | None = None
 ) -> RunInfo:
+    from orch import fleet
+
     if backend is Backend.LOCAL or in_container():
         return fleet.up(req, backend=backend, boot_timeout=boot_timeout)
     return docker_sandbox(docker).up(req)
@@ -57,6 +60,9 @@ def up_with_backend(
 
 def resume(name: str, boot_timeout: float, docker: DockerSettings | None = None) -> RunInfo:
     """`orch up NAME --resume`: relaunch a run whose tmux server or container died, on the same folder."""
+    from orch import fleet
+    from orch.agents import get_adapter
+
     run = RunFolder.for_name(name)
     info = run.info()
     if is_remote(info):
@@ -93,6 +99,8 @@ def forward_if_remote_engine(run: RunFolder, args: list[str], stdin: str | None 
 
 
 def status_of(run: RunFolder) -> RunStatusView:
+    from orch import fleet
+
     info = run.info()
     if not is_remote(info):
         return fleet.status(run)
@@ -120,6 +128,8 @@ def container_state(info: RunInfo) -> str:
 
 
 def kill_run(run: RunFolder) -> None:
+    from orch import fleet
+
     info = run.info()
     if is_remote(info):
         docker_sandbox().kill(info)

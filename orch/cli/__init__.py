@@ -1,50 +1,37 @@
-"""The `orch` command line: thin shells over library functions, errors turned into exit codes here."""
+"""The `orch` command line: thin shells over library functions, errors turned into exit codes here.
+
+Importing this package stays light: the typer app (orch.cli.commands) is loaded only when a command
+needs it, so `orch bus post`, which workers run many times, starts without typer, tmux or docker.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+import sys
+from typing import TYPE_CHECKING
 
-import typer
-from typer.core import TyperGroup
-
-from orch.errors import OrchError
-
-
-class OrchGroup(TyperGroup):
-    """Turns any OrchError into one line on stderr and its exit code (2 for bad input)."""
-
-    def invoke(self, ctx: Any) -> Any:  # typer vendors click: its Context type is private
-        try:
-            return super().invoke(ctx)
-        except OrchError as exc:
-            typer.echo(f"orch: error: {exc.one_line()}", err=True)
-            raise typer.Exit(exc.exit_code) from None
-
-
-app = typer.Typer(
-    cls=OrchGroup,
-    help="Run fleets of coding agents in tmux panes, in a disposable container per run.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-
-def _register() -> None:
-    from orch.cli import bus, container, fleet, lead, tools
-
-    fleet.register(app)
-    tools.register(app)
-    lead.register(app)
-    container.register(app)
-    app.add_typer(bus.app, name="bus", help="The run's append-only message bus.")
-
-
-_register()
+if TYPE_CHECKING:
+    from orch.cli.commands import app as app
 
 
 def main() -> None:
     logging.basicConfig(level=os.environ.get("ORCH_LOG_LEVEL", "WARNING"), format="orch: %(message)s")
+    if sys.argv[1:3] == ["bus", "post"]:
+        from orch.cli.buspost import fast_main
+
+        code = fast_main(sys.argv[3:])
+        if code is not None:
+            raise SystemExit(code)
+    from orch.cli.commands import app
+
     app()
+
+
+def __getattr__(name: str) -> object:
+    # `from orch.cli import app` keeps working without making every import of orch.cli pay for typer.
+    if name == "app":
+        from orch.cli.commands import app
+
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

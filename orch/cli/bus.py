@@ -7,8 +7,8 @@ from typing import Annotated
 import typer
 
 from orch import bus, sandbox
+from orch.cli import buspost
 from orch.cli.common import NameArg, run_folder
-from orch.errors import UsageError
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -20,17 +20,9 @@ def post(
     sender: Annotated[int | None, typer.Option("--as", help="Worker number posting (default: the lead).")] = None,
 ) -> None:
     """Append one line `<timestamp> [Wn] text` to bus.md (locked, one write)."""
-    run = run_folder(name)
-    if sender is not None:
-        run.check_worker(sender)
-    message = " ".join(text)
-    if not message.strip():
-        raise UsageError("empty bus message", hint="give the text to post")
-    as_ = ["--as", str(sender)] if sender is not None else []
-    code = sandbox.forward_if_remote_engine(run, ["bus", "post", name, *as_, "--", message])
+    code = buspost.post(name, sender, text)  # also run by orch.cli.main's fast path, without typer
     if code is not None:
         raise typer.Exit(code)
-    bus.post(run, sender, message)
 
 
 @app.command()

@@ -1,0 +1,81 @@
+"""`orch bus post`, shared by the typer command and a fast path that runs before typer is imported.
+
+Workers post many times per task and each post is a new process: importing typer, tmux and docker cost
+most of its time. The fast path parses only the command lines it is sure click would parse the same
+way (`NAME [--as N] TEXT...`, options anywhere, `--` ending them) and leaves every other one (help,
+unknown options, missing arguments, a --as that is not a plain number) to typer, so that usage
+errors keep typer's own messages.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from orch import bus, sandbox
+from orch.errors import OrchError, UsageError
+from orch.workspace import RunFolder
+
+
+def post(name: str, sender: int | None, words: Sequence[str]) -> int | None:
+    """Post `words` (joined) as worker `sender` (None: the lead).
+
+    None when posted here; else the exit code of the same command run where the run folder lives
+    (a remote engine).
+    """
+    run = RunFolder.for_name(name)
+    run.info()  # NotFoundError with a hint when there is no such run
+    if sender is not None:
+        run.check_worker(sender)
+    message = " ".join(words)
+    if not message.strip():
+        raise UsageError("empty bus message", hint="give the text to post")
+    as_ = ["--as", str(sender)] if sender is not None else []
+    code = sandbox.forward_if_remote_engine(run, ["bus", "post", name, *as_, "--", message])
+    if code is None:
+        bus.post(run, sender, message)
+    return code
+
+
+def parse(args: Sequence[str]) -> tuple[str, int | None, list[str]] | None:
+    """The NAME, --as and TEXT of `orch bus post ARGS` as click would read them; None: ask typer."""
+    positional: list[str] = []
+    sender: int | None = None
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            positional += args[i + 1 :]
+            break
+        if arg == "--as" or arg.startswith("--as="):
+            if arg == "--as":
+                if i + 1 == len(args):
+                    return None
+                i += 1
+                value = args[i]
+            else:
+                value = arg.removeprefix("--as=")
+            if not (value.isascii() and value.isdigit()):
+                return None
+            sender = int(value)  # the last --as wins, as in click
+        elif arg.startswith("-") and arg != "-":
+            return None  # --help, an unknown option or a negative number: click's answer is typer's
+        else:
+            positional.append(arg)
+        i += 1
+    if len(positional) < 2:
+        return None  # a missing NAME or TEXT: typer's usage message
+    return positional[0], sender, positional[1:]
+
+
+def fast_main(args: Sequence[str]) -> int | None:
+    """Run `orch bus post ARGS` without typer: the exit code, or None to let typer handle ARGS."""
+    parsed = parse(args)
+    if parsed is None:
+        return None
+    try:
+        code = post(*parsed)
+    except OrchError as exc:
+        print(f"orch: error: {exc.one_line()}", file=sys.stderr)  # as orch.cli.commands.OrchGroup says it
+        return exc.exit_code
+    return code or 0

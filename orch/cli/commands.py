@@ -1,0 +1,43 @@
+"""The typer app: every `orch` command (orch.cli.main runs it; `orch bus post` may not need it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from typer.core import TyperGroup
+
+from orch.errors import OrchError
+
+
+class OrchGroup(TyperGroup):
+    """Turns any OrchError into one line on stderr and its exit code (2 for bad input)."""
+
+    def invoke(self, ctx: Any) -> Any:  # typer vendors click: its Context type is private
+        try:
+            return super().invoke(ctx)
+        except OrchError as exc:
+            typer.echo(f"orch: error: {exc.one_line()}", err=True)
+            raise typer.Exit(exc.exit_code) from None
+
+
+app = typer.Typer(
+    cls=OrchGroup,
+    help="Run fleets of coding agents in tmux panes, in a disposable container per run.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _register() -> None:
+    from orch.cli import bus, container, fleet, lead, tools
+
+    fleet.register(app)
+    tools.register(app)
+    lead.register(app)
+    container.register(app)
+    app.add_typer(bus.app, name="bus", help="The run's append-only message bus.")
+
+
+_register()
