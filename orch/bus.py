@@ -45,8 +45,10 @@ def parse_line(raw: str) -> BusLine | None:
 
 
 def post(run: RunFolder, worker: int | None, text: str | bytes) -> BusLine:
-    if isinstance(text, bytes):
-        text = decode_text(text, "bus message")
+    if isinstance(text, str):
+        # Command-line bytes that are not UTF-8 arrive as lone surrogates: refuse them as such bytes are.
+        text = text.encode("utf-8", "surrogateescape")
+    text = decode_text(text, "bus message")
     if not text.strip():
         raise UsageError("empty bus message", hint="give the text to post")
     if len(text) > MAX_TEXT:

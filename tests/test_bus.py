@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import threading
 from pathlib import Path
 
@@ -68,7 +69,11 @@ def test_multiline_text_stays_one_line(run: RunFolder) -> None:
     assert bus.last_line_of(run, 2) == line
 
 
-@pytest.mark.parametrize("text", ["", "   ", b"\xff\xfe", b"a\x00b"], ids=["empty", "blank", "non-utf8", "nul"])
+@pytest.mark.parametrize(
+    "text",
+    ["", "   ", b"\xff\xfe", b"a\x00b", os.fsdecode(b"caf\xe9")],
+    ids=["empty", "blank", "non-utf8", "nul", "non-utf8-argv"],
+)
 def test_bad_messages_are_refused(run: RunFolder, text: str | bytes) -> None:
     with pytest.raises(UsageError):
         bus.post(run, 1, text)

@@ -106,6 +106,7 @@ BAD = [
     (["r", ""], "empty bus message"),
     (["r", "x" * (MAX_TEXT + 1)], f"{MAX_TEXT + 1} characters"),
     (["broken", "x"], "is malformed"),
+    (["r", os.fsdecode(b"caf\xe9")], "bus message is not UTF-8 text (byte 3)"),  # argv bytes, not UTF-8
     (["far", "--as", "1", "x"], "Docker engine not reachable at unix:///nonexistent.sock"),
 ]
 # Left to typer (click's own usage messages): the fast path must step aside, and the answers still agree.
