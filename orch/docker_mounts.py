@@ -99,17 +99,16 @@ def pull(client: docker.DockerClient, info: RunInfo, source: Container | None) -
     ci = info.container
     run = RunFolder.for_name(info.name)
     helper = None
-    if source is None:
-        helper = client.containers.create(
-            ci.image,
-            command=["true"],
-            entrypoint=[],
-            labels=labels(info.name, ROLE_HELPER),
-            mounts=[_mount(info, run_mount(info.name), ci.host_run_dir)],
-            network_disabled=True,
-        )
-        source = helper
-    try:
+    try:  # creating the helper fails too when the engine lost the image: same one-line error
+        if source is None:
+            helper = source = client.containers.create(
+                ci.image,
+                command=["true"],
+                entrypoint=[],
+                labels=labels(info.name, ROLE_HELPER),
+                mounts=[_mount(info, run_mount(info.name), ci.host_run_dir)],
+                network_disabled=True,
+            )
         stream, _ = source.get_archive(run_mount(info.name))
         with tempfile.TemporaryFile() as buf:
             for chunk in stream:

@@ -347,7 +347,8 @@ class DockerSandbox:
             stopped = info is not None and info.status in (RunStatus.STOPPED, RunStatus.FAILED)
             if running and (info is None or (ours and not stopped)):
                 continue
-            container.remove(force=True)
+            with contextlib.suppress(docker.errors.NotFound):  # another reap got there first
+                container.remove(force=True)
             removed.append(f"container {container.name} (run {name}, {container.status})")
             if ours and info is not None and not stopped:
                 run = RunFolder.for_name(name)
@@ -363,7 +364,8 @@ class DockerSandbox:
             pulled = info.container is not None and info.container.last_pull is not None
             if (volume.attrs.get("Labels") or {}).get(LABEL_ROLE) == ROLE_RUN_FOLDER and not pulled:
                 continue
-            volume.remove(force=True)
+            with contextlib.suppress(docker.errors.NotFound):
+                volume.remove(force=True)
             removed.append(f"volume {volume.name} (run {name})")
         if workspaces_dir().is_dir():
             for copy in workspaces_dir().iterdir():

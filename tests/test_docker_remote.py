@@ -90,6 +90,14 @@ def test_remote_engine_run_pull_and_kill(
     assert run.info().status is RunStatus.STOPPED and run.log(1).stat().st_size > 0
     assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"})
     assert orch("pull", name).exit_code == 0  # from the volume, through a throwaway helper container
+    # The engine no longer has the helper's image: one line saying what failed, nothing half-done.
+    info = run.info()
+    assert info.container is not None
+    run.write_info(info.model_copy(update={"container": info.container.model_copy(update={"image": "orch-gone:0"})}))
+    result = orch("pull", name)
+    assert result.exit_code != 0 and f"cannot copy run {name} back" in result.output, result.output
+    assert "Traceback" not in result.output and run.log(1).stat().st_size > 0
+    run.write_info(info)
     result = orch("reap")
     assert f"volume {run_volume_name(name)}" in result.output, result.output
     assert not engine.volumes.list(filters={"label": f"{LABEL_RUN}={name}"})
