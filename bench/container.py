@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import importlib.util
 import json
 import os
 import subprocess
@@ -55,17 +54,6 @@ def run(ctx: Context) -> Result:
         starts.append(time.monotonic() - t0)
     rows.append(Row("container", "bare container run (`true`), create to exit", "s", starts))
     raw: dict[str, Any] = {"image": image_name, "image_bytes": image.attrs["Size"], "bare_run_s": starts}
-    if importlib.util.find_spec("orch.docker_sandbox") is None:
-        rows.append(
-            Row(
-                "container",
-                "`orch up` in a container",
-                "",
-                status="SKIPPED",
-                note="orch.docker_sandbox is not there yet",
-            )
-        )
-        return Result(rows=rows, raw=raw)
     sizes = (1,) if cfg.quick else (1, 4)
     tries = []
     for _ in range(cfg.repeat):

@@ -66,10 +66,6 @@ def check_live_credentials() -> None:
 
 def container_backend() -> tuple[bool, str]:
     """Whether the container backend can run the demo here; if not, why."""
-    try:
-        import orch.docker_sandbox  # noqa: F401  (built by the container backend's engineer)
-    except ImportError:
-        return False, "this orch has no container backend yet"
     from orch.image import image_exists, image_is_current
 
     tag = os.environ.get("ORCH_IMAGE_TAG", DEFAULT_IMAGE_TAG)
