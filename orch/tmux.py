@@ -236,6 +236,16 @@ class TmuxServer:
         log.debug("tmux server started", extra={"socket": self.socket_name, "pane": pane_id})
         return pane_id
 
+    def _spawn(self, *args: str) -> list[str]:
+        """Run a command that makes or respawns a pane. tmux (3.2+) gives such a pane the PATH of the client
+        that asked for it, even over `-e PATH=`: ask with the server's PATH, or workers 2..N would not
+        find what the first one finds (`orch` itself, when orch was started as .venv/bin/orch)."""
+        env = dict(os.environ)
+        lines = self._cmd("show-environment", "-g", "PATH")
+        if lines and lines[0].startswith("PATH="):
+            env["PATH"] = lines[0].removeprefix("PATH=")
+        return self._raw(list(args), env=env).splitlines()
+
     def add_pane(self, spec: LaunchSpec, worker: int) -> str:
         """Launch `spec` in a new pane tagged `worker`: split its window, or open the window."""
         if worker in self.panes():
@@ -249,9 +259,9 @@ class TmuxServer:
                 window_id = wid
         spawn = _spawn_args(spec)
         if window_id is None:
-            out = self._cmd("new-window", "-d", "-t", f"={session}:", "-n", name, "-P", "-F", "#{pane_id}", *spawn)
+            out = self._spawn("new-window", "-d", "-t", f"={session}:", "-n", name, "-P", "-F", "#{pane_id}", *spawn)
         else:
-            out = self._cmd("split-window", "-d", "-t", window_id, "-P", "-F", "#{pane_id}", *spawn)
+            out = self._spawn("split-window", "-d", "-t", window_id, "-P", "-F", "#{pane_id}", *spawn)
             self._cmd("select-layout", "-t", window_id, "tiled")
         pane_id = out[0]
         self._cmd("set-option", "-p", "-t", pane_id, WORKER_OPTION, str(worker))
@@ -259,7 +269,7 @@ class TmuxServer:
 
     def respawn(self, pane_id: str, spec: LaunchSpec) -> None:
         """Restart the pane's process (dead or not); the pane keeps its id, tag and transcript pipe."""
-        self._cmd("respawn-pane", "-k", "-t", pane_id, *_spawn_args(spec))
+        self._spawn("respawn-pane", "-k", "-t", pane_id, *_spawn_args(spec))
 
     def kill(self) -> None:
         """Stop the server and every pane in it; fine if it is already gone. Returns once it is gone,

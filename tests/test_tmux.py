@@ -246,15 +246,18 @@ def test_server_env_reaches_panes_but_no_command_line(server: TmuxServer, tmp_pa
     secret = f"sk-test-{uuid.uuid4().hex}"
     w1 = agent_spec(tmp_path, 1, ORCH_ONLY_W1="one")
     w2 = agent_spec(tmp_path, 2)
-    env = {**os.environ, "ORCH_TEST_SECRET": secret}
+    # The server's PATH differs from ours (orch run as .venv/bin/orch puts its bin dir first): every
+    # pane gets the server's, though tmux would give a later pane the PATH of the client asking for it.
+    path = f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"
+    env = {**os.environ, "ORCH_TEST_SECRET": secret, "PATH": path}
     ids = {1: server.start("orch-test", w1, 1, env), 2: server.add_pane(w2, 2)}
     for n, spec in ((1, w1), (2, w2)):
         wait_ready(server, ids[n])
-        server.paste(ids[n], f'$ printf "%s|%s" "$ORCH_TEST_SECRET" "$ORCH_ONLY_W1" > env{n}.txt')
+        server.paste(ids[n], f'$ printf "%s|%s|%s" "$ORCH_TEST_SECRET" "$ORCH_ONLY_W1" "$PATH" > env{n}.txt')
         server.send_keys(ids[n], "Enter")
         wait_events(state_file(spec), "Stop")
-    assert (tmp_path / "env1.txt").read_text() == f"{secret}|one"
-    assert (tmp_path / "env2.txt").read_text() == f"{secret}|"  # -e values stay in their own pane
+    assert (tmp_path / "env1.txt").read_text() == f"{secret}|one|{path}"
+    assert (tmp_path / "env2.txt").read_text() == f"{secret}||{path}"  # -e values stay in their own pane
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
             argv = cmdline.read_bytes()
