@@ -426,10 +426,14 @@ def test_permission_prompts_are_answered_by_policy(
     fetch = {"tool": "WebFetch", "input": {"url": "http://127.0.0.1:9/{{task_id}}", "prompt": "summarise"}}
     tasks = [{"id": "notes", "role": "scribe", "goal": "Summarise a page.", "offline_script": [fetch, RESULT, DONE]}]
     timeouts = {"job": 25} if policy == "report" else {}
-    spec = write_spec(tmp_path / "perm.yaml", workdir, tasks, workers=1, permissions=policy, timeouts=timeouts)
+    spec = write_spec(
+        tmp_path / "perm.yaml", workdir, tasks, workers=1, permissions=policy, timeouts=timeouts, teardown=False
+    )
     result = orch("run", spec, "--local", "--name", f"perm-{policy}")
     assert result.exit_code == exit_code, result.output
     run = RunFolder.for_name(f"perm-{policy}")
+    told = [p.read_text() for p in run.config_dir(1).glob("projects/*/*.jsonl")]  # the agent's own transcript
+    assert orch("kill", f"perm-{policy}").exit_code == 0
     (seen,) = events(run, event)
     assert seen.worker == 1 and seen.data["tool"] == "WebFetch"
     (request,) = [e for e in run.hook_events(1) if e.hook_event_name == "PermissionRequest"]
@@ -443,8 +447,8 @@ def test_permission_prompts_are_answered_by_policy(
     # Answered by the hook, so no dialog: the worker went on and finished its job.
     assert request.orch_decision == ("allow" if policy == "approve" else "deny")
     assert load_state(run).job("notes").status is JobStatus.DONE
-    if policy == "deny":  # the agent was told why
-        assert "permission policy refused that tool call" in run.log(1).read_text(errors="replace")
+    if policy == "deny":  # the agent was told why, in the tool result
+        assert any("permission policy refused that tool call" in t for t in told), told
 
 
 # --- budget ----------------------------------------------------------------------------------------
