@@ -125,3 +125,15 @@ def test_serve_run_create_makes_the_run_orch_up_makes(tmp_path: Path) -> None:
         assert proc.wait(60) == 0, out.read_text()
         orch("kill", "by-up")
     assert RunFolder.for_name("by-serve").info().status is RunStatus.STOPPED
+
+
+def test_ls_columns_fit_long_names(tmp_path: Path) -> None:
+    long = "a-run-with-a-name-longer-than-the-old-fixed-column-of-24"
+    for name in ("x", long):
+        _unreachable_run(name, tmp_path)
+    result = orch("ls")
+    assert result.exit_code == 0, result.output
+    header, *rows = result.output.splitlines()
+    assert [row.split()[0] for row in rows] == [long, "x"]
+    backend_at = header.index("BACKEND")
+    assert all(row[backend_at:].startswith("docker") for row in rows), result.output

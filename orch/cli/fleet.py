@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -191,13 +192,13 @@ def register(app: typer.Typer) -> None:
         if not runs:
             typer.echo("no runs")
             return
-        typer.echo(f"{'NAME':<24} {'BACKEND':<8} {'AGENT':<9} {'WORKERS':>7}  {'STATUS':<9} CONTAINER")
+        rows = [("NAME", "BACKEND", "AGENT", "WORKERS", "STATUS", "CONTAINER")]
         for run in runs:
             info = run.info()
-            typer.echo(
-                f"{info.name:<24} {info.backend.value:<8} {info.agent:<9} {info.workers:>7}  "
-                f"{info.status.value:<9} {container_state(info)}"
-            )
+            cells = (info.name, info.backend.value, info.agent, str(info.workers), info.status.value)
+            rows.append((*cells, container_state(info)))
+        for line in table(rows, right={3}, indent=""):
+            typer.echo(line)
 
     @app.command()
     def attach(
@@ -260,7 +261,7 @@ BUS_COLUMN = 80  # the last column: a long bus line would only wrap, so it is cu
 
 
 def status_lines(view: RunStatusView) -> list[str]:
-    """`orch status` for one run: each column as wide as its longest cell, so no state detail is cut."""
+    """`orch status` for one run: no state detail is cut; only the bus line is capped."""
     alive = "alive" if view.alive else "not running"
     rows = [("W", "STATE", "DONE", "RESULT", "COST", "LAST BUS LINE")]
     for w in view.workers:
@@ -268,11 +269,18 @@ def status_lines(view: RunStatusView) -> list[str]:
         cost = f"${w.cost_usd:.4f}" if w.cost_usd is not None else "-"
         done, result = ("yes" if w.done else "no"), ("yes" if w.result else "no")
         rows.append((str(w.worker), state, done, result, cost, _cut(w.last_bus or "-", BUS_COLUMN)))
-    wn, wstate, wdone, wresult, wcost = (max(len(row[i]) for row in rows) for i in range(5))
-    return [f"run {view.name} ({view.backend.value}, {view.agent}, {view.status.value}, {alive})"] + [
-        f"  {n:>{wn}} {state:<{wstate}} {done:<{wdone}} {result:<{wresult}} {cost:>{wcost}}  {bus}"
-        for n, state, done, result, cost, bus in rows
-    ]
+    title = f"run {view.name} ({view.backend.value}, {view.agent}, {view.status.value}, {alive})"
+    return [title, *table(rows, right={0, 4})]
+
+
+def table(rows: Sequence[Sequence[str]], right: Collection[int] = (), indent: str = "  ") -> list[str]:
+    """Aligned columns, each as wide as its longest cell (nothing is cut); the last, unpadded, after two spaces."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = []
+    for row in rows:
+        cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=False))]
+        lines.append(f"{indent}{' '.join(cells)}  {row[-1]}")
+    return lines
 
 
 def _cut(text: str, width: int) -> str:
