@@ -1,7 +1,8 @@
 """compose.yaml, driven the way its header says (`docker compose run`, or compose v1's `docker-compose run`):
-a fleet of real Claude Code workers (offline) in one hardened container, runs folder and workspace as
+`fleet`, real Claude Code workers (offline) in one hardened container, runs folder and workspace as
 volumes; briefed through `docker exec`, its bus lines, results and done flags land in the runs volume;
 nothing in it runs as root or with a capability; a second `run` of the same fleet resumes its sessions.
+`lead`, a fleet spec run to completion in the container, as CI would: the report on the host, the exit code.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 import docker
 import docker.errors
 import pytest
+import yaml
 from docker.models.containers import Container
 
 from orch.serverun import READY_LINE
@@ -28,6 +31,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.claude, pytest.mark.timeout(BUILD_
 COMPOSE_FILE = Path(__file__).resolve().parent.parent / "compose.yaml"
 RUN = "cmp"
 UID = 1000
+SAMPLE = Path(str(resources.files("orch") / "data" / "demo" / "sample"))
 
 
 def _compose_cli() -> list[str]:
@@ -123,3 +127,56 @@ def test_compose_runs_a_fleet_and_resumes_it(project: Project) -> None:
     assert [s["source"] for s in starts] == ["startup", "resume"]
     assert starts[0]["session_id"] == starts[1]["session_id"]
     assert "all good" in sh(again, f"cat {inside}/agent-2.result.md")
+
+
+def test_compose_lead_runs_a_spec_to_its_exit_code(project: Project, tmp_path: Path) -> None:
+    """`docker compose run --rm lead`, as in CI: the spec in the workspace, run to the end inside the container,
+    the report in the runs folder on the host, and orch run's exit code as the container's."""
+    workspace, runs = tmp_path / "ws", tmp_path / "runs"
+    shutil.copytree(SAMPLE, workspace)
+    runs.mkdir()
+    finding = {
+        "id": "F1",
+        "claim": "paginate(items, 1, size) skips the first page",
+        "severity": "high",
+        "evidence": [{"file": "pages.py", "line": 15, "quote": "start = page * size"}],
+        "reproduce": "python3 -c 'import sys; from pages import paginate; "
+        "sys.exit(0 if paginate(list(range(10)), 1, 5) != [0, 1, 2, 3, 4] else 1)'",
+    }
+    findings = json.dumps({"job": "{{job}}", "findings": [finding]})
+    spec = {
+        "workdir": ".",
+        "offline": True,
+        "workers": 2,
+        "tasks": [
+            {
+                "id": "pages",
+                "goal": "Determine whether paginate returns the right page.",
+                "offline_script": [
+                    {"write": "{{findings_file}}", "content": findings},
+                    {"write": "{{result_file}}", "content": "one finding\n"},
+                    {"bash": "touch {{done_file}}"},
+                    {"reply": "Finished."},
+                ],
+            }
+        ],
+    }
+    (workspace / "fleet.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    for path in (runs, workspace, *workspace.rglob("*")):
+        os.chown(path, UID, UID)
+    env = {**os.environ, "ORCH_RUN": "ci", "ORCH_WORKSPACE": str(workspace), "ORCH_RUNS": str(runs)}
+    env |= {"ORCH_EGRESS": "none", "ORCH_UID": str(UID)}
+    cmd = [*project.cli, "-f", str(COMPOSE_FILE), "-p", project.name, "run", "--rm", "lead"]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "pages-F1" in done.stdout and "CONFIRMED" in done.stdout
+    report = json.loads((runs / "ci" / "report.json").read_text())
+    assert report["status"] == "passed" and [f["status"] for f in report["findings"]] == ["CONFIRMED"]
+    assert (runs / "ci" / "logs" / "agent-2.log").stat().st_size > 0  # the verifier's transcript, on the host
+
+    # A broken spec: exit 2 and the problem with its location, nothing run.
+    (workspace / "fleet.yaml").write_text("workdir: .\ntasks:\n  - rol: finder\n")
+    done = subprocess.run(cmd, env={**env, "ORCH_RUN": "bad"}, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "tasks[0].rol: unknown key" in done.stdout + done.stderr
+    assert not (runs / "bad").exists()
