@@ -24,7 +24,7 @@ from typing import Any
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from orch import briefs, bus, fleet
+from orch import briefs, bus, fleet, sandbox
 from orch.errors import DeliveryError, OrchError, SandboxError, UsageError
 from orch.findings import Finding, Problem, bash_commands, check_findings, check_verdict, result_problems
 from orch.jobs import (
@@ -169,8 +169,7 @@ class Controller:
 
     def step(self) -> None:
         self._panes = self.server.panes() if self.server.alive() else {}
-        if not self._panes:
-            self.abort("the fleet's tmux server is gone")
+        if not self._panes and not self.relaunch_fleet():
             return
         now = time.time()
         if now > self.state.started + self.spec.timeouts.run:
@@ -200,6 +199,33 @@ class Controller:
         self.event(
             "controller-started", pid=os.getpid(), jobs_done=sum(j.status is JobStatus.DONE for j in self.state.jobs)
         )
+        self.repoint_relaunched()
+
+    def relaunch_fleet(self) -> bool:
+        """The fleet's tmux server died under the controller (OOM killer, `tmux kill-server`): start it
+        again on the same folder, sessions resumed, and re-point the workers, up to a limit. False when
+        the run was aborted instead."""
+        if self.server.alive():  # a server without panes cannot be relaunched in place
+            self.abort("the fleet's tmux server has no panes left")
+            return False
+        limit = self.spec.limits.max_relaunches
+        if self.state.relaunches >= limit:
+            self.abort(f"the fleet's tmux server is gone ({self.state.relaunches} of {limit} relaunches used)")
+            return False
+        self.state.relaunches += 1
+        self.save()
+        self.event("fleet-relaunching", relaunch=self.state.relaunches, limit=limit)
+        try:
+            sandbox.resume(self.run.name, self.spec.timeouts.boot)
+        except OrchError as exc:
+            self.abort(f"the fleet's tmux server died and could not be relaunched: {exc.one_line()}")
+            return False
+        self._panes = self.server.panes()
+        self.event("fleet-relaunched", relaunch=self.state.relaunches)
+        self.repoint_relaunched()
+        return True
+
+    def repoint_relaunched(self) -> None:
         for job in self.state.jobs:
             if job.status is JobStatus.SENDING and job.worker is not None:
                 self.settle_send(job, job.worker, resumed=True)

@@ -151,6 +151,8 @@ class ControllerState(Saved):
     verdicts: list[AcceptedVerdict] = Field(default_factory=list)
     flags: list[Flag] = Field(default_factory=list)
     aborted: str | None = None
+    relaunches: int = 0
+    """Times the controller relaunched the fleet after its tmux server died."""
     outcome: Outcome | None = None
 
     def token(self, job_id: str) -> str:

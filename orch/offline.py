@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 from orch.errors import SandboxError
 from orch.waits import wait_for_paths
@@ -18,7 +19,10 @@ START_TIMEOUT = 20.0
 
 
 def start_model_server(run: RunFolder) -> str:
-    """Start the scripted model server as a detached process on 127.0.0.1; return its URL."""
+    """Start the scripted model server as a detached process on 127.0.0.1; return its URL.
+
+    One that outlived the run's tmux server (a relaunch) is stopped first: it holds no state."""
+    stop_model_server(run)
     run.model_server_url.unlink(missing_ok=True)
     log = (run.logs_dir / "modelserver.log").open("ab")
     with log:
@@ -49,8 +53,11 @@ def start_model_server(run: RunFolder) -> str:
 def stop_model_server(run: RunFolder) -> None:
     try:
         pid = int(run.model_server_pid.read_text())
+        # The pid may be another process by now (a reboot, a new container): only ours is stopped.
+        ours = b"orch.modelserver" in Path(f"/proc/{pid}/cmdline").read_bytes()
     except (OSError, ValueError):
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, signal.SIGTERM)
+        ours = False
+    if ours:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
     run.model_server_pid.unlink(missing_ok=True)

@@ -175,6 +175,8 @@ class Limits(SpecModel):
     restart_backoff: float = Field(default=2.0, ge=0)
     """First wait before a restart; doubles for each further restart of that worker."""
     restart_backoff_max: float = Field(default=60.0, ge=0)
+    max_relaunches: int = Field(default=2, ge=0)
+    """Times the whole fleet is relaunched (sessions resumed) after its tmux server died under the controller."""
     rate_limit_wait: float = Field(default=60.0, ge=0)
     """Seconds to wait after a rate-limit or overload error before telling the worker to continue."""
     max_rate_limit_waits: int = Field(default=10, ge=0)

@@ -413,6 +413,42 @@ def test_crashed_worker_is_restarted_and_finishes(offline: None, workdir: Path, 
     assert any(p.startswith("orch restarted you") for p in prompts(run, 1))
 
 
+def test_fleet_relaunched_after_its_tmux_server_dies(offline: None, workdir: Path, tmp_path: Path) -> None:
+    """The tmux server killed under a running controller: the fleet comes back on the same folder,
+    sessions resumed, the worker re-pointed at its brief; past `max_relaunches` the run fails instead."""
+    kill_once = {"bash": "if [ ! -e server-killed ]; then touch server-killed; tmux kill-server; fi"}
+    tasks = [{"id": "notes", "role": "scribe", "goal": "Write down what pages.py does.",
+              "offline_script": [kill_once, RESULT, DONE, reply()]}]  # fmt: skip
+    spec = write_spec(tmp_path / "relaunch.yaml", workdir, tasks, workers=1)
+    result = orch("run", spec, "--local", "--name", "rl")
+    assert result.exit_code == 0, result.output
+    run = RunFolder.for_name("rl")
+    state = load_state(run)
+    assert state.job("notes").status is JobStatus.DONE and state.relaunches == 1
+    assert len(events(run, "fleet-relaunching")) == 1 and len(events(run, "fleet-relaunched")) == 1
+    assert [e.event for e in events(run, "controller-started")] == ["controller-started"]  # the same controller
+    starts = [e for e in run.hook_events(1) if e.hook_event_name == "SessionStart"]
+    assert len(starts) == 2 and starts[0].session_id == starts[1].session_id
+    assert any(p.startswith("orch restarted you (relaunched)") for p in prompts(run, 1))
+    # The first life's scripted model server was stopped at the relaunch, the second at teardown.
+    url_file = str(run.model_server_url).encode()
+    servers = lambda: [p for p in Path("/proc").glob("[0-9]*") if url_file in _cmdline(p)]  # noqa: E731
+    wait_until(lambda: not servers(), 20, "the run's model servers to exit after SIGTERM")
+
+    (workdir / "server-killed").unlink()
+    spec = write_spec(tmp_path / "no-relaunch.yaml", workdir, tasks, workers=1, limits={"max_relaunches": 0})
+    result = orch("run", spec, "--local", "--name", "rl0")
+    assert result.exit_code == 5, result.output
+    assert "tmux server is gone (0 of 0 relaunches used)" in result.output
+
+
+def _cmdline(proc: Path) -> bytes:
+    try:
+        return (proc / "cmdline").read_bytes()
+    except OSError:  # gone meanwhile, or not ours to read
+        return b""
+
+
 # --- permission prompts ------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("policy", "exit_code", "event"),
