@@ -89,6 +89,14 @@ def test_cli_post_and_tail(run: RunFolder) -> None:
     assert bad.exit_code == 2 and "out of range" in bad.output
 
 
+def test_cli_post_reads_stdin_for_dash(run: RunFolder) -> None:
+    assert orch("bus", "post", "busrun", "--as", "2", "-", input="piped\ntext\n").exit_code == 0
+    assert bus.read_lines(run)[-1].endswith("[W2] piped\\ntext")
+    empty = orch("bus", "post", "busrun", "-", input="")
+    assert empty.exit_code == 2 and "empty bus message" in empty.output
+    assert len(bus.read_lines(run)) == 1
+
+
 def test_follow_sees_new_lines_as_they_are_posted(run: RunFolder) -> None:
     bus.post(run, 1, "before following")
     seen: list[str] = []

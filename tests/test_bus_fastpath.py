@@ -63,10 +63,11 @@ def runs(tmp_path: Path) -> None:
     broken.run_json.write_text('{"name": "broken"}')
 
 
-def _run(code: str, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", code, "bus", "post", *args], capture_output=True, text=True, env=env, timeout=120
+def _run(code: str, args: list[str], env: dict[str, str], stdin: bytes) -> tuple[int, str, str]:
+    done = subprocess.run(
+        [sys.executable, "-c", code, "bus", "post", *args], capture_output=True, input=stdin, env=env, timeout=120
     )
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
 
 
 RUNS = ("r", "boxed", "far", "broken")
@@ -90,7 +91,7 @@ GOOD = [
     (["r", "--as", "1", "--as", "2", "last --as wins"], "r", [("W2", "last --as wins")]),
     (["r", "--as", "02", "leading zero"], "r", [("W2", "leading zero")]),
     (["r", "--", "--as", "3", "-x", "--help"], "r", [("lead", "--as 3 -x --help")]),
-    (["r", "-"], "r", [("lead", "-")]),  # no stdin reading: `-` is the text
+    (["r", "a", "-"], "r", [("lead", "a -")]),  # `-` among other words is text, not stdin
     (["r", "--as", "1", "multi\nline"], "r", [("W1", "multi\\nline")]),
     (["boxed", "--as", "2", "from inside"], "boxed", [("W2", "from inside")]),
 ]
@@ -127,7 +128,7 @@ TYPER_ONLY = [
 
 
 def _both(
-    args: list[str], tmp_path: Path, in_container: bool = False
+    args: list[str], tmp_path: Path, in_container: bool = False, stdin: bytes = b""
 ) -> tuple[tuple[object, ...], tuple[object, ...], set[str]]:
     """Run ARGS through main and through typer: (code, out, err, lines) of each, and main's modules."""
     modules = tmp_path / "modules.txt"
@@ -136,8 +137,7 @@ def _both(
     answers = []
     for code in (PROBE, TYPER):
         before = _bus_lengths()
-        done = _run(code, args, env)
-        answers.append((done.returncode, done.stdout, done.stderr, _new_lines(before)))
+        answers.append((*_run(code, args, env, stdin), _new_lines(before)))
     return answers[0], answers[1], set(modules.read_text().splitlines())
 
 
@@ -169,3 +169,47 @@ def test_usage_errors_and_help_are_typers(args: list[str], expected_code: int | 
         assert fast[0] == expected_code, fast
     if "--help" in args:
         assert "Usage:" in str(fast[1]) and "--as" in str(fast[1])
+
+
+# `-` alone as the TEXT: the message is standard input's (as `orch send --file -`), read by both paths alike.
+STDIN_GOOD = [
+    (["r", "-"], b"from stdin\n", "r", [("lead", "from stdin")]),  # echo's newline is not part of it
+    (["r", "--as", "1", "-"], b"two\nlines\n\n", "r", [("W1", "two\\nlines")]),
+    (["r", "--", "-"], b"after --", "r", [("lead", "after --")]),  # `--` ends options; `-` still means stdin
+    (["r", "-"], b"-", "r", [("lead", "-")]),
+    (["boxed", "--as", "2", "-"], "caf\u00e9".encode(), "boxed", [("W2", "caf\u00e9")]),
+]
+STDIN_BAD = [
+    (["r", "-"], b"", "empty bus message"),
+    (["r", "--as", "1", "-"], b" \n\n", "empty bus message"),
+    (["r", "-"], b"caf\xe9", "standard input is not UTF-8 text (byte 3)"),
+    (["r", "-"], b"a\x00b", "standard input looks binary"),
+    (["r", "-"], b"x" * (MAX_TEXT + 1), f"{MAX_TEXT + 1} characters"),
+    (["r", "--as", "3", "-"], b"x", "out of range"),
+    (["far", "-"], b"x", "Docker engine not reachable at unix:///nonexistent.sock"),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "name", "posted"), STDIN_GOOD, ids=[" ".join(a) + f" <{s[:10]!r}" for a, s, _, _ in STDIN_GOOD]
+)
+def test_dash_posts_stdin_on_both_paths(
+    args: list[str], stdin: bytes, name: str, posted: list[tuple[str, str]], tmp_path: Path
+) -> None:
+    fast, slow, modules = _both(args, tmp_path, in_container=name == "boxed", stdin=stdin)
+    assert fast == slow == (0, "", "", posted)
+    assert not modules.intersection(HEAVY), "the fast path imported " + ", ".join(modules.intersection(HEAVY))
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "message"), STDIN_BAD, ids=[" ".join(a) + f" <{s[:10]!r}" for a, s, _ in STDIN_BAD]
+)
+def test_bad_stdin_agrees_one_line_and_posts_nothing(
+    args: list[str], stdin: bytes, message: str, tmp_path: Path
+) -> None:
+    fast, slow, modules = _both(args, tmp_path, stdin=stdin)
+    assert fast == slow, f"fast path {fast} != typer {slow}"
+    code, out, err, posted = fast
+    assert (code, out, posted) == (2, "", [])
+    assert err.startswith("orch: error: ") and message in err and err.count("\n") == 1, err
+    assert "typer" not in modules

@@ -16,7 +16,7 @@ app = typer.Typer(no_args_is_help=True)
 @app.command()
 def post(
     name: NameArg,
-    text: Annotated[list[str], typer.Argument(help="The message (words are joined).")],
+    text: Annotated[list[str], typer.Argument(help="The message (words are joined; '-': stdin).")],
     sender: Annotated[int | None, typer.Option("--as", help="Worker number posting (default: the lead).")] = None,
 ) -> None:
     """Append one line `<timestamp> [Wn] text` to bus.md (locked, one write)."""

@@ -14,11 +14,13 @@ from collections.abc import Sequence
 
 from orch import bus, sandbox
 from orch.errors import OrchError, UsageError
-from orch.workspace import RunFolder
+from orch.workspace import RunFolder, decode_text
+
+STDIN = "-"
 
 
 def post(name: str, sender: int | None, words: Sequence[str]) -> int | None:
-    """Post `words` (joined) as worker `sender` (None: the lead).
+    """Post `words` (joined; a lone `-`: standard input) as worker `sender` (None: the lead).
 
     None when posted here; else the exit code of the same command run where the run folder lives
     (a remote engine).
@@ -27,14 +29,22 @@ def post(name: str, sender: int | None, words: Sequence[str]) -> int | None:
     run.info()  # NotFoundError with a hint when there is no such run
     if sender is not None:
         run.check_worker(sender)
-    message = " ".join(words)
+    from_stdin = list(words) == [STDIN]  # as `orch send --file -`; `-` among other words is text
+    message = _read_stdin() if from_stdin else " ".join(words)
     if not message.strip():
         raise UsageError("empty bus message", hint="give the text to post")
     as_ = ["--as", str(sender)] if sender is not None else []
-    code = sandbox.forward_if_remote_engine(run, ["bus", "post", name, *as_, "--", message])
+    # Stdin's text goes on as stdin: as an argument, a message that is just `-` would be read as stdin there.
+    args = ["bus", "post", name, *as_, *([STDIN] if from_stdin else ["--", message])]
+    code = sandbox.forward_if_remote_engine(run, args, stdin=message if from_stdin else None)
     if code is None:
         bus.post(run, sender, message)
     return code
+
+
+def _read_stdin() -> str:
+    # The trailing newline of `echo ... |` would show as a literal \n on the one-line bus.
+    return decode_text(sys.stdin.buffer.read(), "standard input").rstrip("\r\n")
 
 
 def parse(args: Sequence[str]) -> tuple[str, int | None, list[str]] | None:
