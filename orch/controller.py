@@ -43,7 +43,7 @@ from orch.jobs import (
 from orch.models import ControllerEvent, HookEvent, PermissionAnswer, WorkerState
 from orch.report import write_reports
 from orch.spec import Dispatch, FleetSpec, PermissionPolicy, Role
-from orch.state import derive_state
+from orch.state import FATAL_ERRORS, derive_state
 from orch.tmux import PaneInfo
 from orch.verification import (
     CONFIRM_ROUND,
@@ -392,7 +392,9 @@ class Controller:
             return
         self.note_permissions(job, n)
         if state is WorkerState.RATE_LIMITED and last is not None:
-            self.handle_rate_limit(job, n, last, detail or "rate limited")
+            self.retry_after(job, n, last, "rate-limited", detail or "rate limited", self.spec.limits.rate_limit_wait)
+        elif state is WorkerState.ERROR and last is not None and detail not in FATAL_ERRORS:
+            self.retry_after(job, n, last, "api-error", f"API error {detail}", self.spec.limits.restart_backoff)
         elif state is WorkerState.ERROR:
             self.fail(job, f"the agent reported an error it cannot recover from: {detail}")
         elif state is WorkerState.IDLE:
@@ -421,16 +423,18 @@ class Controller:
         self.save()
         self.tell(job, n, briefs.nudge_text(self.run, job, n), "nudge")
 
-    def handle_rate_limit(self, job: Job, n: int, last: HookEvent, reason: str) -> None:
+    def retry_after(self, job: Job, n: int, last: HookEvent, what: str, reason: str, wait: float) -> None:
+        """A turn that ended on a rate limit or a transient API error: wait, then tell the worker to
+        continue; each failed turn counts against `max_rate_limit_waits`."""
         if last.ts > job.handled_event_ts:
             job.handled_event_ts = last.ts
             job.rate_waits += 1
             if job.rate_waits > self.spec.limits.max_rate_limit_waits:
-                self.fail(job, f"still rate limited after {job.rate_waits - 1} waits")
+                self.fail(job, f"still failing ({reason}) after {job.rate_waits - 1} waits")
                 return
-            job.continue_at = time.time() + self.spec.limits.rate_limit_wait
+            job.continue_at = time.time() + wait
             self.save()
-            self.event("rate-limited", n, job=job.id, reason=reason, wait=self.spec.limits.rate_limit_wait)
+            self.event(what, n, job=job.id, reason=reason, wait=wait)
         elif job.continue_at is not None and time.time() >= job.continue_at:
             job.continue_at = None
             self.save()

@@ -180,6 +180,7 @@ class Limits(SpecModel):
     rate_limit_wait: float = Field(default=60.0, ge=0)
     """Seconds to wait after a rate-limit or overload error before telling the worker to continue."""
     max_rate_limit_waits: int = Field(default=10, ge=0)
+    """Turns per job that may end on a rate limit or a transient API error (retried after `restart_backoff`)."""
 
 
 class Budget(SpecModel):

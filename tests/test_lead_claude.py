@@ -449,6 +449,31 @@ def _cmdline(proc: Path) -> bytes:
         return b""
 
 
+@pytest.mark.parametrize(
+    ("fail", "exit_code"), [("server", 0), ("authentication", 5)], ids=["transient-retried", "fatal-fails"]
+)
+def test_api_errors_are_retried_unless_fatal(
+    offline: None, workdir: Path, tmp_path: Path, fail: str, exit_code: int
+) -> None:
+    """A turn that ends on a server error is continued after `restart_backoff`; one that ends on an
+    authentication failure fails the job at once (no retry can fix the key)."""
+    tasks = [{"id": "notes", "role": "scribe", "goal": "Write down what pages.py does.",
+              "offline_script": [{"bash": "ls"}, {"fail": fail}, RESULT, DONE, reply()]}]  # fmt: skip
+    spec = write_spec(tmp_path / "api.yaml", workdir, tasks, workers=1)
+    result = orch("run", spec, "--local", "--name", f"api-{fail}")
+    assert result.exit_code == exit_code, result.output
+    run = RunFolder.for_name(f"api-{fail}")
+    state = load_state(run)
+    retried = events(run, "api-error")
+    if exit_code == 0:
+        assert state.job("notes").status is JobStatus.DONE
+        assert len(retried) == 1 and retried[0].data["reason"].startswith("API error ")
+        assert len(events(run, "continue-sent")) == 1
+    else:
+        assert state.job("notes").status is JobStatus.FAILED and not retried
+        assert "cannot recover from: authentication_failed" in (state.job("notes").failure or "")
+
+
 # --- permission prompts ------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("policy", "exit_code", "event"),
