@@ -8,6 +8,9 @@ import sys
 from itertools import pairwise
 from pathlib import Path
 
+import docker
+import pytest
+
 from orch.cli.fleet import status_lines
 from orch.models import Backend, ContainerInfo, RunInfo, RunStatus, RunStatusView, WorkerState, WorkerStatus
 from orch.serverun import READY_LINE
@@ -21,12 +24,18 @@ NO_ENGINE = "unix:///nonexistent/docker.sock"
 
 def _unreachable_run(name: str, tmp_path: Path) -> RunFolder:
     """A container run whose engine socket does not exist: every Docker call fails with an OrchError."""
+    return _made_run(
+        name, ContainerInfo(name=f"orch-{name}", image="orch-worker", docker_host=NO_ENGINE, host_run_dir="/x")
+    )
+
+
+def _made_run(name: str, container: ContainerInfo | None = None) -> RunFolder:
+    """A run folder as `orch up` leaves it, without starting anything (a local run when no container)."""
     run = RunFolder.for_name(name)
-    container = ContainerInfo(name=f"orch-{name}", image="orch-worker", docker_host=NO_ENGINE, host_run_dir="/x")
     run.create(
         RunInfo(
             name=name,
-            backend=Backend.DOCKER,
+            backend=Backend.DOCKER if container else Backend.LOCAL,
             agent="scripted",
             workers=1,
             workdir="/workspace",
@@ -96,6 +105,44 @@ def test_kill_all_goes_on_past_a_run_it_cannot_stop(tmp_path: Path) -> None:
     single = orch("kill", "a-gone")  # one named run: still one error line and its own exit code
     assert single.exit_code == 2 and single.output.startswith("orch: error: Docker engine not reachable")
     assert single.output.count("\n") == 1
+
+
+def _live_local_run(name: str, tmp_path: Path) -> RunFolder:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    up = orch("up", name, "--agent", "scripted", "--workdir", workdir, "--local")
+    assert up.exit_code == 0, up.output
+    return RunFolder.for_name(name)
+
+
+def _kill_all_past(bad: str, live: RunFolder) -> str:
+    """`orch kill --all` over a run it cannot stop, sorted before `live`: the one error line it printed."""
+    result = orch("kill", "--all")
+    assert result.exit_code == 1, result.output
+    lines = result.output.splitlines()
+    assert len(lines) == 2, result.output
+    assert lines[0].startswith(f"could not stop {bad}: "), result.output
+    assert lines[1] == f"killed {live.name} (folder kept: {live.root})"
+    assert not TmuxServer(live.info().tmux_socket).alive()
+    return lines[0]
+
+
+def test_kill_all_goes_on_past_an_os_error(tmp_path: Path) -> None:
+    broken = _made_run("a-unwritable")
+    broken.events.unlink(missing_ok=True)
+    broken.events.mkdir()  # the kill cannot log its event: an OSError, not an OrchError
+    live = _live_local_run("b-live", tmp_path)
+    line = _kill_all_past("a-unwritable", live)
+    assert line.endswith(f"IsADirectoryError: [Errno 21] Is a directory: '{broken.events}'")
+
+
+@pytest.mark.docker
+def test_kill_all_goes_on_past_a_docker_sdk_error(engine: docker.DockerClient, tmp_path: Path) -> None:
+    # A corrupt run.json naming no container: the SDK refuses before asking the engine (NullResource).
+    _made_run("a-nameless", ContainerInfo(name="", image="orch-worker", host_run_dir="/x"))
+    live = _live_local_run("b-live", tmp_path)
+    line = _kill_all_past("a-nameless", live)
+    assert line.endswith("NullResource: Resource ID was not provided")
 
 
 def test_serve_run_create_makes_the_run_orch_up_makes(tmp_path: Path) -> None:
