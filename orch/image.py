@@ -24,6 +24,7 @@ from typing import IO, Any
 
 import docker.errors
 import requests.exceptions
+from docker.models.images import Image
 
 from orch.dockerenv import docker_client
 from orch.errors import OrchError, SandboxError, UsageError
@@ -45,16 +46,20 @@ _NONZERO = re.compile(r"^The command .* returned a non-zero code: (\d+)$", re.DO
 _ERRORISH = re.compile(r"npm ERR!|^E: |^ERROR|error:|Error:|not found|No such file", re.IGNORECASE)
 
 
-def image_exists(tag: str) -> bool:
-    """Whether the engine has an image by this name (raises UsageError when no engine answers)."""
+def _find_image(tag: str) -> Image | None:
+    """The engine's image by this name, None when it has none (raises UsageError when no engine answers)."""
     client = docker_client()
     try:
-        client.images.get(tag)
+        return client.images.get(tag)
     except docker.errors.ImageNotFound:
-        return False
+        return None
     except docker.errors.APIError as exc:
         raise SandboxError(f"cannot inspect image {tag}: {exc.explanation or exc}") from exc
-    return True
+
+
+def image_exists(tag: str) -> bool:
+    """Whether the engine has an image by this name (raises UsageError when no engine answers)."""
+    return _find_image(tag) is not None
 
 
 def build_image(
@@ -192,14 +197,8 @@ def inputs_digest(base: str, claude_version: str) -> str:
 
 def image_is_current(tag: str, base: str, claude_version: str) -> bool:
     """Whether `tag` exists and was built by build_image from these inputs and the current sources."""
-    client = docker_client()
-    try:
-        labels = client.images.get(tag).labels
-    except docker.errors.ImageNotFound:
-        return False
-    except docker.errors.APIError as exc:
-        raise SandboxError(f"cannot inspect image {tag}: {exc.explanation or exc}") from exc
-    return labels.get(DIGEST_LABEL) == inputs_digest(base, claude_version)
+    image = _find_image(tag)
+    return image is not None and image.labels.get(DIGEST_LABEL) == inputs_digest(base, claude_version)
 
 
 def _context_entries() -> list[tuple[str, bytes, int]]:

@@ -19,7 +19,7 @@ import pytest
 
 from orch.dockerenv import docker_client
 from orch.errors import SandboxError, UsageError
-from orch.image import CONTEXT_CA_NAME, _write_context, build_image
+from orch.image import CONTEXT_CA_NAME, _write_context, build_image, image_exists, image_is_current
 from orch.versions import CLAUDE_CODE_VERSION, DEFAULT_IMAGE_TAG, TMUX_MIN_VERSION
 from tests.dockertest import BASE, BUILD_TIMEOUT, CA_BUNDLE
 
@@ -156,6 +156,20 @@ def test_ca_bundle_not_in_final_image(engine: docker.DockerClient, image: str) -
 
 def _pem_certs(text: str) -> Iterator[str]:
     yield from re.findall(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----", text, re.DOTALL)
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(BUILD_TIMEOUT)
+def test_image_lookups(engine: docker.DockerClient, image: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    absent = "orch-test-absent:none"
+    assert image_exists(image) and image_is_current(image, BASE, CLAUDE_CODE_VERSION)
+    assert not image_is_current(image, BASE, "0.0.0-other")  # other inputs: another digest
+    assert not image_exists(absent) and not image_is_current(absent, BASE, CLAUDE_CODE_VERSION)
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent.sock")
+    with pytest.raises(UsageError):
+        image_exists(image)
+    with pytest.raises(UsageError):
+        image_is_current(image, BASE, CLAUDE_CODE_VERSION)
 
 
 # --- failures come back as one-line errors with hints ----------------------------------------------------
