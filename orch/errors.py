@@ -40,3 +40,19 @@ class WaitTimeoutError(OrchError):
 
 class SandboxError(OrchError):
     """The sandbox (tmux server, container, engine) failed underneath us."""
+
+
+# Failures of the machine rather than of orch (the Docker engine, its HTTP transport; OSError besides):
+# matched by module so that commands which never touch Docker do not pay for importing its SDK.
+ENVIRONMENT_ERROR_MODULES = ("docker.", "requests.", "urllib3.")
+
+
+def is_environment_error(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) or type(exc).__module__.startswith(ENVIRONMENT_ERROR_MODULES)
+
+
+def one_line(exc: Exception) -> str:
+    """An error as one line: an OrchError's message and hint, else its type and text."""
+    if isinstance(exc, OrchError):
+        return exc.one_line()
+    return f"{type(exc).__name__}: {' '.join(str(exc).split()) or 'no details'}"  # "Is a directory" alone says little

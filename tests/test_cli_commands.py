@@ -134,6 +134,9 @@ def test_kill_all_goes_on_past_an_os_error(tmp_path: Path) -> None:
     live = _live_local_run("b-live", tmp_path)
     line = _kill_all_past("a-unwritable", live)
     assert line.endswith(f"IsADirectoryError: [Errno 21] Is a directory: '{broken.events}'")
+    single = orch("kill", "a-unwritable")  # named alone: the same error as one line (no traceback), exit 1
+    assert single.exit_code == 1 and single.output.count("\n") == 1, single.output
+    assert single.output.startswith("orch: error: IsADirectoryError: [Errno 21] Is a directory")
 
 
 @pytest.mark.docker

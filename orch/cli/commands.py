@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import typer
 from typer.core import TyperGroup
 
-from orch.errors import OrchError
+from orch.errors import OrchError, is_environment_error, one_line
+
+log = logging.getLogger(__name__)
 
 
 class OrchGroup(TyperGroup):
-    """Turns any OrchError into one line on stderr and its exit code (2 for bad input)."""
+    """Turns any OrchError into one line on stderr and its exit code (2 for bad input); an OS or Docker
+    error that escaped a command also becomes one line (exit 1), its traceback at ORCH_LOG_LEVEL=DEBUG."""
 
     def invoke(self, ctx: Any) -> Any:  # typer vendors click: its Context type is private
         try:
@@ -19,6 +23,12 @@ class OrchGroup(TyperGroup):
         except OrchError as exc:
             typer.echo(f"orch: error: {exc.one_line()}", err=True)
             raise typer.Exit(exc.exit_code) from None
+        except Exception as exc:
+            if not is_environment_error(exc):
+                raise
+            log.debug("unexpected error", exc_info=True)
+            typer.echo(f"orch: error: {one_line(exc)}", err=True)
+            raise typer.Exit(1) from None
 
 
 app = typer.Typer(

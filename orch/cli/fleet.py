@@ -33,7 +33,7 @@ from orch.cli.container import (
     NetworkOpt,
     PidsOpt,
 )
-from orch.errors import OrchError, UsageError
+from orch.errors import OrchError, UsageError, is_environment_error, one_line
 from orch.models import Backend, EgressMode, RunStatusView
 from orch.sandbox import container_state, kill_run, status_of, up_with_backend
 from orch.workspace import RunFolder, list_runs
@@ -217,24 +217,20 @@ def register(app: typer.Typer) -> None:
         all_runs: Annotated[bool, typer.Option("--all", help="Kill every run.")] = False,
     ) -> None:
         """Stop a run (its folder, transcripts included, stays)."""
-        # Here, not at the top: no other command needs the Docker SDK imported.
-        import docker.errors
-        import requests.exceptions
-
         if bool(name) == all_runs:
             raise UsageError("give a run name or --all", hint="orch kill NAME")
         failed = 0
         for run in list_runs() if all_runs else [run_folder(name or "")]:
             try:
                 kill_run(run)
-            # Besides OrchError: what the Docker SDK and requests raise untranslated (the engine refused or
-            # dropped a call), and OSError (the run folder).
-            except (OrchError, docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
-                if not all_runs:
+            except Exception as exc:
+                # Besides OrchError: what the Docker SDK and requests raise untranslated (the engine refused
+                # or dropped a call), and OSError (the run folder).
+                if not all_runs or not (isinstance(exc, OrchError) or is_environment_error(exc)):
                     raise
                 # One run that cannot be stopped (its engine is gone, say) must not keep the others running.
                 failed += 1
-                typer.echo(f"could not stop {run.name}: {_one_line(exc)}", err=True)
+                typer.echo(f"could not stop {run.name}: {one_line(exc)}", err=True)
             else:
                 typer.echo(f"killed {run.name} (folder kept: {run.root})")
         if failed:
@@ -261,12 +257,6 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"pulled into {run.root}")
         if code:
             raise typer.Exit(code)
-
-
-def _one_line(exc: Exception) -> str:
-    if isinstance(exc, OrchError):
-        return exc.one_line()
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"  # the type: "Is a directory" alone says little
 
 
 BUS_COLUMN = 80  # the last column: a long bus line would only wrap, so it is cut (marked with "…")
