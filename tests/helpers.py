@@ -7,6 +7,7 @@ from pathlib import Path
 from typer.testing import CliRunner, Result
 
 from orch.cli import app
+from orch.models import Backend, ContainerInfo, RunInfo
 from orch.workspace import RunFolder
 
 runner = CliRunner()
@@ -33,3 +34,21 @@ def diagnose(run: RunFolder) -> str:
             screen = f"<no screen: {exc}>"
         out.append(f"--- worker {n}: events {events}\n{screen}")
     return "\n".join(out)
+
+
+def run_info(
+    name: str, workers: int = 1, workdir: str = "/workspace", container: ContainerInfo | None = None
+) -> RunInfo:
+    """A run's record as `orch up` writes it (a container run when `container` is given), for folders
+    made without starting anything."""
+    return RunInfo(
+        name=name,
+        backend=Backend.DOCKER if container else Backend.LOCAL,
+        agent="scripted",
+        workers=workers,
+        workdir=workdir,
+        permission_mode="default",
+        tmux_socket=f"orch-{name}",
+        orch_version="test",
+        container=container,
+    )

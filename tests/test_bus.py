@@ -11,10 +11,9 @@ import pytest
 
 from orch import bus
 from orch.errors import UsageError
-from orch.models import Backend, RunInfo
 from orch.waits import wait_until
 from orch.workspace import RunFolder
-from tests.helpers import orch
+from tests.helpers import orch, run_info
 
 WRITERS = 16
 POSTS = 200
@@ -23,18 +22,7 @@ POSTS = 200
 @pytest.fixture
 def run(tmp_path: Path) -> RunFolder:
     folder = RunFolder.for_name("busrun")
-    folder.create(
-        RunInfo(
-            name="busrun",
-            backend=Backend.LOCAL,
-            agent="scripted",
-            workers=WRITERS,
-            workdir=str(tmp_path),
-            permission_mode="default",
-            tmux_socket="orch-busrun",
-            orch_version="test",
-        )
-    )
+    folder.create(run_info("busrun", workers=WRITERS, workdir=str(tmp_path)))
     return folder
 
 

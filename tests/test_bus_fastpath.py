@@ -16,8 +16,9 @@ import pytest
 
 from orch import bus
 from orch.bus import MAX_TEXT
-from orch.models import Backend, ContainerInfo, RunInfo
+from orch.models import ContainerInfo
 from orch.workspace import RunFolder
+from tests.helpers import run_info
 
 MAIN = "from orch.cli import main; main()"
 TYPER = "from orch.cli.commands import app; app()"
@@ -32,34 +33,20 @@ PROBE = (
 HEAVY = ("typer", "libtmux", "docker", "orch.fleet", "orch.tmux")
 
 
-def _info(name: str, backend: Backend = Backend.LOCAL, container: ContainerInfo | None = None) -> RunInfo:
-    return RunInfo(
-        name=name,
-        backend=backend,
-        agent="scripted",
-        workers=2,
-        workdir="/workspace",
-        permission_mode="default",
-        tmux_socket=f"orch-{name}",
-        orch_version="test",
-        container=container,
-    )
-
-
 @pytest.fixture(autouse=True)
 def runs(tmp_path: Path) -> None:
-    RunFolder.for_name("r").create(_info("r"))
+    RunFolder.for_name("r").create(run_info("r", workers=2))
     # A container run as seen from inside its container: the workers' own case.
     RunFolder.for_name("boxed").create(
-        _info("boxed", Backend.DOCKER, ContainerInfo(name="orch-boxed", image="i", host_run_dir="/x"))
+        run_info("boxed", workers=2, container=ContainerInfo(name="orch-boxed", image="i", host_run_dir="/x"))
     )
     # A run whose folder lives on a remote engine that does not answer: posting must go there, and fail.
     far = ContainerInfo(
         name="orch-far", image="i", host_run_dir="v", remote=True, docker_host="unix:///nonexistent.sock"
     )
-    RunFolder.for_name("far").create(_info("far", Backend.DOCKER, far))
+    RunFolder.for_name("far").create(run_info("far", workers=2, container=far))
     broken = RunFolder.for_name("broken")
-    broken.create(_info("broken"))
+    broken.create(run_info("broken", workers=2))
     broken.run_json.write_text('{"name": "broken"}')
 
 

@@ -12,12 +12,12 @@ import docker
 import pytest
 
 from orch.cli.fleet import status_lines
-from orch.models import Backend, ContainerInfo, RunInfo, RunStatus, RunStatusView, WorkerState, WorkerStatus
+from orch.models import Backend, ContainerInfo, RunStatus, RunStatusView, WorkerState, WorkerStatus
 from orch.serverun import READY_LINE
 from orch.tmux import TmuxServer
 from orch.waits import wait_until
 from orch.workspace import RunFolder
-from tests.helpers import orch
+from tests.helpers import orch, run_info
 
 NO_ENGINE = "unix:///nonexistent/docker.sock"
 
@@ -32,19 +32,7 @@ def _unreachable_run(name: str, tmp_path: Path) -> RunFolder:
 def _made_run(name: str, container: ContainerInfo | None = None) -> RunFolder:
     """A run folder as `orch up` leaves it, without starting anything (a local run when no container)."""
     run = RunFolder.for_name(name)
-    run.create(
-        RunInfo(
-            name=name,
-            backend=Backend.DOCKER if container else Backend.LOCAL,
-            agent="scripted",
-            workers=1,
-            workdir="/workspace",
-            permission_mode="default",
-            tmux_socket=f"orch-{name}",
-            orch_version="test",
-            container=container,
-        )
-    )
+    run.create(run_info(name, container=container))
     return run
 
 
