@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -143,6 +144,11 @@ def test_demo_confirms_one_finding_and_refutes_the_false_positive(
     assert result.exit_code == 0, result.output
     assert "the container backend is not available" in result.output and "running the demo locally" in result.output
     assert "pages-F1" in result.output and "report: " in result.output
+    # While it ran, the commentary: each step of the controller as one line, before the matrix.
+    commentary, matrix = result.output.split("CLAIM", 1)
+    assert re.search(r"^\d\d:\d\d:\d\d  W\d assigned pages \(finder\)$", commentary, re.MULTILINE), commentary
+    assert re.search(r"W\d CONFIRMED pages-F1 \(pages-F1\.v\d\)$", commentary, re.MULTILINE), commentary
+    assert commentary.count(" REFUTED stats-F1 ") == 2 and "REFUTED" in matrix
     run = RunFolder.for_name("demo")
     assert statuses(run) == {"pages-F1": "CONFIRMED", "stats-F1": "REFUTED"}
     state = load_state(run)
@@ -257,6 +263,8 @@ def test_lying_workers_are_caught(offline: None, workdir: Path, tmp_path: Path) 
     assert [e.worker for e in events(run, "rate-limited")] == [1]
     assert [e.worker for e in events(run, "continue-sent")] == [1]
     assert state.job("t1").status is JobStatus.DONE and state.job("t1").corrections == 1
+    assert " W1 t1: output rejected (2 problem(s)), told what is wrong" in result.output
+    assert re.search(r" W1 rate_limit on t1: continuing in 1s$", result.output, re.MULTILINE), result.output
 
     # A stale result from an earlier run is recognised by its job token, and replaced.
     assert rejected["t2"] == ["stale-output"]

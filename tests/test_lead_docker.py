@@ -30,6 +30,8 @@ def test_demo_runs_in_a_container(
     assert result.exit_code == 0, result.output
     assert "(docker)" in result.output and "locally" not in result.output
     assert result.output.count("RESULT") == 1  # the host prints the matrix; the container stays quiet
+    # ... and the commentary, read from the bind-mounted events.jsonl, once per verdict.
+    assert result.output.count(" CONFIRMED pages-F1 (") == 2 and result.output.count(" REFUTED stats-F1 (") == 2
     run = RunFolder.for_name(name)
     report = json.loads(run.report_json.read_text())
     assert {row["id"]: row["status"] for row in report["findings"]} == {

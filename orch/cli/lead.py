@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated
 
@@ -14,8 +15,9 @@ from orch.controller import EXIT_FAILED, read_spec
 from orch.errors import OrchError, UsageError
 from orch.jobs import load_state
 from orch.models import Backend
+from orch.progress import Commentary
 from orch.report import matrix_text, write_reports
-from orch.sandbox import in_container
+from orch.sandbox import in_container, on_remote_engine
 from orch.spec import SpecError, example_spec, load_spec
 from orch.workspace import RunFolder
 
@@ -49,9 +51,13 @@ def _print_result(result: runner.RunResult) -> None:
     typer.echo(f"report: {result.run.report_html}  (also report.md, report.json in {result.run.root})")
 
 
-def _drive(run: RunFolder) -> runner.RunResult:
+def _drive(run: RunFolder, commentary: bool = True) -> runner.RunResult:
+    """Drive the run to its end; meanwhile, unless `commentary` is off or the run folder is on another
+    machine, print the controller's actions as they happen (stderr: stdout is the result)."""
+    shown = commentary and not on_remote_engine(run.info())
     try:
-        return runner.drive(run)
+        with Commentary(run, lambda line: typer.echo(line, err=True)) if shown else contextlib.nullcontext():
+            return runner.drive(run)
     except KeyboardInterrupt:
         typer.echo(
             f"\norch: controller stopped; the fleet keeps running. `orch run --resume {run.name}` continues, "
@@ -143,7 +149,7 @@ def register(app: typer.Typer) -> None:
             assert spec is not None
             backend = Backend.LOCAL if local or in_container() else Backend.DOCKER
             run = _start(spec, name, backend, replace, copy)
-        result = _drive(run)
+        result = _drive(run, commentary=not quiet)
         if not quiet:
             _print_result(result)
         raise typer.Exit(result.exit_code)
