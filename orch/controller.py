@@ -168,8 +168,9 @@ class Controller:
             time.sleep(min(timeout, 0.2))
 
     def step(self) -> None:
-        self._panes = self.server.panes() if self.server.alive() else {}
-        if not self._panes and not self.relaunch_fleet():
+        panes = self.server.panes_if_running()
+        self._panes = panes or {}
+        if not self._panes and not self.relaunch_fleet(server_running=panes is not None):
             return
         now = time.time()
         if now > self.state.started + self.spec.timeouts.run:
@@ -186,7 +187,7 @@ class Controller:
     def reconcile(self) -> None:
         """On (re)start: settle briefs caught mid-send, re-point relaunched workers, and file away the
         results of jobs accepted just before a previous controller died."""
-        self._panes = self.server.panes() if self.server.alive() else {}
+        self._panes = self.server.panes_if_running() or {}
         if not self._panes:
             raise UsageError(
                 f"the workers of run {self.run.name!r} are gone (tmux server not running)",
@@ -201,11 +202,11 @@ class Controller:
         )
         self.repoint_relaunched()
 
-    def relaunch_fleet(self) -> bool:
+    def relaunch_fleet(self, server_running: bool) -> bool:
         """The fleet's tmux server died under the controller (OOM killer, `tmux kill-server`): start it
         again on the same folder, sessions resumed, and re-point the workers, up to a limit. False when
         the run was aborted instead."""
-        if self.server.alive():  # a server without panes cannot be relaunched in place
+        if server_running:  # a server without panes cannot be relaunched in place
             self.abort("the fleet's tmux server has no panes left")
             return False
         limit = self.spec.limits.max_relaunches

@@ -460,7 +460,7 @@ def kill(run: RunFolder) -> None:
     """Stop the tmux server; keep the run folder (transcripts are evidence); drop config dirs."""
     info = run.info()
     server = server_for(info)
-    pids = [p.pid for p in server.panes().values() if p.pid] if server.alive() else []
+    pids = [p.pid for p in (server.panes_if_running() or {}).values() if p.pid]
     server.kill()
     # Agents run their exit hooks after SIGHUP: wait for them, so none writes into a run that
     # `up --replace` recreates at the same path.

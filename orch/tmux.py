@@ -292,6 +292,16 @@ class TmuxServer:
 
     # -- panes -------------------------------------------------------------------------------------
 
+    def panes_if_running(self) -> dict[int, PaneInfo] | None:
+        """panes(), or None when the server is not running: one tmux call while it runs (a watcher's
+        every step), a second only to tell a dead server from a failing command."""
+        try:
+            return self.panes()
+        except SandboxError:
+            if self.alive():
+                raise
+            return None
+
     def panes(self) -> dict[int, PaneInfo]:
         """Worker number -> pane, from one list-panes call. Panes without a worker tag are skipped.
 

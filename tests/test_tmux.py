@@ -78,11 +78,13 @@ def start_agent(server: TmuxServer, tmp_path: Path, *extra: str, **env: str) -> 
 
 def test_private_server_layout_and_lookup(server: TmuxServer, tmux_tmpdir: Path, tmp_path: Path) -> None:
     sleeper = LaunchSpec(argv=["sleep", "600"], cwd=tmp_path)
+    assert server.panes_if_running() is None  # not started yet
     ids = {1: server.start("orch-test", sleeper, 1, dict(os.environ))}
     for worker in range(2, 9):
         ids[worker] = server.add_pane(sleeper, worker)
 
     panes = server.panes()
+    assert server.panes_if_running() == panes
     assert {n: p.pane_id for n, p in panes.items()} == ids
     assert len(set(ids.values())) == 8 and all(re.fullmatch(r"%\d+", i) for i in ids.values())
     assert {n: p.window for n, p in panes.items()} == {n: 1 if n <= 6 else 2 for n in range(1, 9)}
