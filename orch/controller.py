@@ -395,7 +395,8 @@ class Controller:
         if state is WorkerState.RATE_LIMITED and last is not None:
             self.retry_after(job, n, last, "rate-limited", detail or "rate limited", self.spec.limits.rate_limit_wait)
         elif state is WorkerState.ERROR and last is not None and detail not in FATAL_ERRORS:
-            self.retry_after(job, n, last, "api-error", f"API error {detail}", self.spec.limits.restart_backoff)
+            reason = f"API error {detail or 'unknown'}"
+            self.retry_after(job, n, last, "api-error", reason, self.spec.limits.restart_backoff)
         elif state is WorkerState.ERROR:
             self.fail(job, f"the agent reported an error it cannot recover from: {detail}")
         elif state is WorkerState.IDLE:
