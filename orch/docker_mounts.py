@@ -90,6 +90,16 @@ def upload(container: Container, info: RunInfo, host_workdir: Path) -> None:
     _put_tree(container, WORKDIR, host_workdir, uid, gid)
 
 
+def push(container: Container, info: RunInfo, files: list[Path]) -> None:
+    """Copy these files of the local run folder (its top level) into the remote one, replacing them there."""
+    assert info.container is not None
+    uid, gid = uid_gid(info.container)
+    with tempfile.TemporaryDirectory(prefix="orch-push-") as tmp:
+        for path in files:
+            shutil.copy2(path, Path(tmp) / path.name)
+        _put_tree(container, run_mount(info.name), Path(tmp), uid, gid)
+
+
 def pull(client: docker.DockerClient, info: RunInfo, source: Container | None) -> RunInfo:
     """Copy a remote run's folder back into the local one (files only ever added or updated).
 

@@ -375,6 +375,11 @@ class DockerSandbox:
                     removed.append(f"workspace copy {copy}")
         return removed
 
+    def push(self, info: RunInfo, files: list[Path]) -> None:
+        """Put these local run-folder files into a remote run's folder (the run's container must be running)."""
+        _, container = self._running(info)
+        docker_mounts.push(container, info, files)
+
     def pull(self, info: RunInfo) -> RunInfo:
         """Copy a remote run's folder back into the local one (files only ever added or updated)."""
         assert info.container is not None

@@ -66,15 +66,18 @@ def start(spec: FleetSpec, name: str, backend: Backend, replace: bool = False, c
     run = RunFolder.for_name(name)
     write_spec(run, spec)
     save_state(run, initial_state(run, spec))
+    sandbox.push(run, [run.fleet_spec, run.controller_state])  # a remote engine's controller reads them there
     run.log_event(ControllerEvent(event="run-created", data={"tasks": spec.task_ids(), "offline": spec.offline}))
     return run
 
 
-def drive(run: RunFolder) -> RunResult:
+def drive(run: RunFolder, commentary: bool = True) -> RunResult:
     """Run the controller to the end (here, or inside the run's container) and read the report.
 
     A run whose workers are gone (tmux server or container died with the controller) is relaunched
     first on the same folder, sessions resumed; the controller then re-points them at their briefs.
+    `commentary`: for a run folder on a remote engine, have the controller's commentary streamed back
+    (elsewhere the caller reads events.jsonl itself).
     """
     info = run.info()
     if load_state(run).outcome is None and not _fleet_alive(info):
@@ -82,9 +85,14 @@ def drive(run: RunFolder) -> RunResult:
         sandbox.resume(run.name, read_spec(run).timeouts.boot)
         info = run.info()
     if sandbox.is_remote(info):
-        # The host prints the result: the controller in the container stays quiet.
-        code = sandbox.forward(run, ["run", "--resume", run.name, "--quiet"])
+        # The host prints the result; the controller in the container prints its commentary (forwarded
+        # stderr) only when this machine cannot read the run's events.jsonl itself.
+        args = ["run", "--resume", run.name, "--quiet"]
+        if not (commentary and sandbox.on_remote_engine(info)):
+            args.append("--no-commentary")
+        code = sandbox.forward(run, args)
         assert code is not None
+        sandbox.pull(run)  # a remote engine's run folder: its state and report, copied back here
         if load_state(run).outcome is None:  # the container died under the controller: keep all for --resume
             return RunResult(run, EXIT_FAILED, None, finished=False)
         spec = read_spec(run)

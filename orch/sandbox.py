@@ -8,6 +8,7 @@ mounted run folder directly, except on a remote engine, where the folder lives o
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import TypeAdapter
@@ -142,3 +143,11 @@ def pull(run: RunFolder) -> RunInfo:
     if not on_remote_engine(info):
         return info
     return docker_sandbox().pull(info)
+
+
+def push(run: RunFolder, files: list[Path]) -> None:
+    """Files written into the local run folder that the run's container must see (a remote engine's volume
+    is not this folder; a local one is, through its bind mount)."""
+    info = run.info()
+    if on_remote_engine(info):
+        docker_sandbox().push(info, files)

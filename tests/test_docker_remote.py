@@ -8,6 +8,7 @@ and `orch wait --pull` / `orch pull` / `orch kill` copy the folder back.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 from orch.docker_layout import LABEL_RUN, run_volume_name
 from orch.models import RunStatus
 from orch.workspace import RunFolder
-from tests.dockertest import BUILD_TIMEOUT, new_name, nothing_left, script_brief
+from tests.dockertest import BASE, BUILD_TIMEOUT, new_name, nothing_left, script_brief
 from tests.engine_proxy import SSHD, EngineProxy, SshEndpoint
 from tests.helpers import orch
 
@@ -101,3 +102,22 @@ def test_remote_engine_run_pull_and_kill(
     result = orch("reap")
     assert f"volume {run_volume_name(name)}" in result.output, result.output
     assert not engine.volumes.list(filters={"label": f"{LABEL_RUN}={name}"})
+
+
+def test_demo_runs_on_a_remote_engine(
+    image: str, remote: str, names: list[str], engine: docker.DockerClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`orch run` (here through `orch demo`) with the engine on another machine: the spec goes with the
+    workdir's copy, the controller runs over there, its commentary streams back, and the report is
+    copied back into the local run folder before the container goes."""
+    monkeypatch.setenv("ORCH_BASE_IMAGE", BASE)  # the image the fixture built is current for this base
+    name = new_name(names, "rdemo")
+    result = orch("demo", "--name", name)
+    assert result.exit_code == 0, result.output
+    assert "(docker)" in result.output and result.output.count("RESULT") == 1
+    assert result.output.count(" CONFIRMED pages-F1 (") == 2 and result.output.count(" REFUTED stats-F1 (") == 2
+    run = RunFolder.for_name(name)
+    report = json.loads(run.report_json.read_text())
+    assert {row["id"]: row["status"] for row in report["findings"]} == {"pages-F1": "CONFIRMED", "stats-F1": "REFUTED"}
+    assert run.report_html.is_file() and run.log(1).stat().st_size > 0
+    assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"})

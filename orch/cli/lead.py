@@ -52,12 +52,13 @@ def _print_result(result: runner.RunResult) -> None:
 
 
 def _drive(run: RunFolder, commentary: bool = True) -> runner.RunResult:
-    """Drive the run to its end; meanwhile, unless `commentary` is off or the run folder is on another
-    machine, print the controller's actions as they happen (stderr: stdout is the result)."""
+    """Drive the run to its end; meanwhile, unless `commentary` is off, print the controller's actions as
+    they happen (stderr: stdout is the result), read from events.jsonl here, or for a run folder on another
+    machine, streamed back from the controller there."""
     shown = commentary and not on_remote_engine(run.info())
     try:
         with Commentary(run, lambda line: typer.echo(line, err=True)) if shown else contextlib.nullcontext():
-            return runner.drive(run)
+            return runner.drive(run, commentary)
     except KeyboardInterrupt:
         typer.echo(
             f"\norch: controller stopped; the fleet keeps running. `orch run --resume {run.name}` continues, "
@@ -139,6 +140,9 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option("--copy", help="Container runs: give the workers a disposable copy of the workdir.")
         ] = False,
         quiet: Annotated[bool, typer.Option("--quiet", hidden=True, help="Print no result (the host does).")] = False,
+        no_commentary: Annotated[
+            bool, typer.Option("--no-commentary", hidden=True, help="Print no commentary (the host does).")
+        ] = False,
     ) -> None:
         """Run a fleet spec to completion: spawn, brief, monitor, verify findings, report, tear down."""
         if (spec is None) == (resume is None):
@@ -149,7 +153,7 @@ def register(app: typer.Typer) -> None:
             assert spec is not None
             backend = Backend.LOCAL if local or in_container() else Backend.DOCKER
             run = _start(spec, name, backend, replace, copy)
-        result = _drive(run, commentary=not quiet)
+        result = _drive(run, commentary=not no_commentary)
         if not quiet:
             _print_result(result)
         raise typer.Exit(result.exit_code)
