@@ -15,6 +15,7 @@ from pathlib import Path
 import docker
 import docker.errors
 import pytest
+import yaml
 
 from orch.docker_layout import LABEL_RUN, ROOT_HOST_UID
 from orch.dockerenv import docker_client
@@ -146,3 +147,39 @@ def assert_unprivileged(out: str, uid: int) -> None:
         assert int(eff, 16) == int(prm, 16) == 0, (pid, comm, eff, prm)
         assert all(int(c, 16) == 0 for c in bnd.split("|")), (pid, comm, "bounding|inheritable|ambient", bnd)
         assert nnp == "1", (pid, comm)
+
+
+def one_finding_spec(path: Path, workdir: Path, gate: str) -> Path:
+    """A 2-worker offline fleet: worker 1 reports one true finding in calc.py; its verifier first runs the
+    shell `gate` (a loop to be killed in), then confirms it with evidence."""
+    (workdir / "calc.py").write_text("def ratio(a, b):\n    return a / b\n")
+    quote = [{"file": "calc.py", "line": 2, "quote": "return a / b"}]
+    found = {"id": "F1", "claim": "ratio(a, 0) raises ZeroDivisionError", "severity": "low", "evidence": quote}
+    verdict = {"job": "{{job}}", "finding": "{{finding_id}}", "verdict": "CONFIRMED", "reason": "b may be 0"}
+    done = [{"bash": "touch {{done_file}}"}, {"reply": "Finished."}]
+    finder = [{"write": "{{findings_file}}", "content": json.dumps({"job": "{{job}}", "findings": [found]})}]
+    finder.append({"write": "{{result_file}}", "content": "one finding\n"})
+    verifier = [{"bash": gate}, {"write": "{{verdict_file}}", "content": json.dumps({**verdict, "evidence": quote})}]
+    verifier.append({"write": "{{result_file}}", "content": "checked\n"})
+    spec = {
+        "workdir": str(workdir),
+        "offline": True,
+        "workers": 2,
+        "tasks": [
+            {"id": "t1", "goal": "Determine whether ratio handles every input.", "worker": 1,
+             "offline_script": finder + done}
+        ],
+        "roles": {"verifier": {"offline_script": verifier + done}},
+        "timeouts": {"boot": 120, "job": 240, "run": 600},
+        "limits": {"nudge_after": 30},
+    }  # fmt: skip
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def in_gate(run: RunFolder, marker: str) -> bool:
+    """Worker 2 (the verifier) has started the gate step naming `marker` (its hook log says so)."""
+    return any(
+        e.hook_event_name == "PreToolUse" and marker in str((e.model_extra or {}).get("tool_input"))
+        for e in run.hook_events(2)
+    )

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,9 +19,21 @@ import docker
 import pytest
 
 from orch.docker_layout import LABEL_RUN, run_volume_name
+from orch.jobs import JobStatus, load_state
 from orch.models import RunStatus
+from orch.sandbox import pull
+from orch.waits import wait_until
 from orch.workspace import RunFolder
-from tests.dockertest import BASE, BUILD_TIMEOUT, new_name, nothing_left, script_brief
+from tests.dockertest import (
+    BASE,
+    BUILD_TIMEOUT,
+    events,
+    in_gate,
+    new_name,
+    nothing_left,
+    one_finding_spec,
+    script_brief,
+)
 from tests.engine_proxy import SSHD, EngineProxy, SshEndpoint
 from tests.helpers import orch
 
@@ -121,3 +135,46 @@ def test_demo_runs_on_a_remote_engine(
     assert {row["id"]: row["status"] for row in report["findings"]} == {"pages-F1": "CONFIRMED", "stats-F1": "REFUTED"}
     assert run.report_html.is_file() and run.log(1).stat().st_size > 0
     assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"})
+
+
+@pytest.mark.parametrize("remote", ["tcp"], indirect=True)
+def test_run_on_a_remote_engine_resumes_after_its_container_is_killed(
+    image: str, remote: str, names: list[str], engine: docker.DockerClient, workdir: Path, tmp_path: Path
+) -> None:
+    """The remote container dies mid-verification: `orch run --resume` starts a new one on the run's
+    volume (the state there, not this machine's stale copy, is what continues), and nothing is redone."""
+    # Blocks in the first container's life only: the marker is in the workspace volume, which outlives it.
+    gate = "if [ ! -e {{workdir}}/first-life ]; then touch {{workdir}}/first-life; while :; do sleep 0.2; done; fi"
+    spec = one_finding_spec(tmp_path / "fleet.yaml", workdir, gate)
+    name = new_name(names, "rres")
+    cmd = [sys.executable, "-c", "from orch.cli import main; main()", "run", str(spec), "--name", name, "--copy"]
+    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    run = RunFolder.for_name(name)
+    try:
+
+        def verifying() -> bool:
+            if not run.exists() or run.info().status is not RunStatus.RUNNING:
+                return False
+            pull(run)  # the hook logs are over there
+            return in_gate(run, "first-life")
+
+        wait_until(verifying, 240, "the verifier to start its check", interval=0.5)
+        info = run.info()
+        assert info.container is not None
+        engine.containers.get(info.container.id).kill()
+        out, _ = first.communicate(timeout=60)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 5 and f"`orch run --resume {name}` continues it" in out.decode(), out
+
+    result = orch("run", "--resume", name)
+    assert result.exit_code == 0, result.output
+    assert " W2 CONFIRMED t1-F1 (t1-F1.v1)" in result.output  # commentary streamed back
+    state = load_state(run)
+    assert state.job("t1").status is JobStatus.DONE and [v.job for v in state.verdicts] == ["t1-F1.v1"]
+    seen = [e["event"] for e in events(run)]
+    assert seen.count("controller-started") == 2
+    assert [e["data"]["job"] for e in events(run) if e["event"] == "brief-sent"] == ["t1", "t1-F1.v1"]
+    assert json.loads(run.report_json.read_text())["findings"][0]["status"] == "CONFIRMED"
+    assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"})  # torn down

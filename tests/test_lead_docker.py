@@ -9,13 +9,12 @@ from pathlib import Path
 
 import docker
 import pytest
-import yaml
 
 from orch.docker_layout import LABEL_RUN
 from orch.jobs import JobStatus, load_state
 from orch.waits import wait_until
 from orch.workspace import RunFolder
-from tests.dockertest import BASE, BUILD_TIMEOUT, events, new_name
+from tests.dockertest import BASE, BUILD_TIMEOUT, events, in_gate, new_name, one_finding_spec
 from tests.helpers import orch
 
 pytestmark = [pytest.mark.docker, pytest.mark.claude, pytest.mark.timeout(BUILD_TIMEOUT)]
@@ -51,62 +50,13 @@ def test_run_resumes_after_its_container_is_killed(
 ) -> None:
     """The container (controller and workers) dies mid-verification: `orch run --resume` starts a new one on
     the same folder, the sessions resume, and nothing accepted before is redone."""
-    (workdir / "calc.py").write_text("def ratio(a, b):\n    return a / b\n")
-    quote = [{"file": "calc.py", "line": 2, "quote": "return a / b"}]
-    found = {"id": "F1", "claim": "ratio(a, 0) raises ZeroDivisionError", "severity": "low", "evidence": quote}
-    verdict = {"job": "{{job}}", "finding": "{{finding_id}}", "verdict": "CONFIRMED", "reason": "b may be 0"}
-    spec = tmp_path / "fleet.yaml"
-    spec.write_text(
-        yaml.safe_dump(
-            {
-                "workdir": str(workdir),
-                "offline": True,
-                "workers": 2,
-                "tasks": [
-                    {
-                        "id": "t1",
-                        "goal": "Determine whether ratio handles every input.",
-                        "worker": 1,
-                        "offline_script": [
-                            {
-                                "write": "{{findings_file}}",
-                                "content": json.dumps({"job": "{{job}}", "findings": [found]}),
-                            },
-                            {"write": "{{result_file}}", "content": "one finding\n"},
-                            {"bash": "touch {{done_file}}"},
-                            {"reply": "Finished."},
-                        ],
-                    }
-                ],
-                "roles": {
-                    "verifier": {
-                        "offline_script": [
-                            {"bash": "while [ ! -e {{workdir}}/gate ]; do sleep 0.2; done"},  # killed while here
-                            {"write": "{{verdict_file}}", "content": json.dumps({**verdict, "evidence": quote})},
-                            {"write": "{{result_file}}", "content": "checked\n"},
-                            {"bash": "touch {{done_file}}"},
-                            {"reply": "Finished."},
-                        ]
-                    }
-                },
-                "timeouts": {"boot": 120, "job": 240, "run": 600},
-                "limits": {"nudge_after": 30},
-            }
-        )
-    )
+    spec = one_finding_spec(tmp_path / "fleet.yaml", workdir, "while [ ! -e {{workdir}}/gate ]; do sleep 0.2; done")
     name = new_name(names, "rr")
     cmd = [sys.executable, "-c", "from orch.cli import main; main()", "run", str(spec), "--name", name]
     first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     run = RunFolder.for_name(name)
     try:
-
-        def verifying() -> bool:  # the verifier sits in its gate loop (its prompt is in its transcript by then)
-            return any(
-                e.hook_event_name == "PreToolUse" and "gate" in str((e.model_extra or {}).get("tool_input"))
-                for e in run.hook_events(2)
-            )
-
-        wait_until(verifying, 240, "the verifier to start its check", interval=0.2)
+        wait_until(lambda: in_gate(run, "gate"), 240, "the verifier to start its check", interval=0.2)
         info = run.info()
         assert info.container is not None
         engine.containers.get(info.container.id).kill()  # controller and workers gone at once
