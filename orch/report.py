@@ -85,6 +85,7 @@ class RunReport(ReportModel):
     run: str
     workdir: str
     rounds: str
+    offline: bool = False
     started: dt.datetime
     finished: dt.datetime | None
     seconds: float | None
@@ -195,6 +196,7 @@ def build_report(run: RunFolder, spec: FleetSpec, state: ControllerState) -> Run
         run=state.run,
         workdir=run.info().workdir,
         rounds=spec.verification.rounds.value,
+        offline=spec.offline,
         started=dt.datetime.fromtimestamp(state.started, dt.UTC),
         finished=_stamp(state.finished),
         seconds=round(state.finished - state.started, 1) if state.finished else None,
@@ -241,6 +243,14 @@ def _md(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+# Under the scripted model, Claude Code still prices the token counts it is sent back: a cost is shown,
+# none was paid.
+OFFLINE_COST_NOTE = (
+    "Offline run: no model API was called and nothing was billed; the costs are Claude Code's own estimate "
+    "for the scripted model's token counts."
+)
+
+
 def render_markdown(report: RunReport) -> str:
     columns = report.verifier_columns()
     out = [
@@ -273,9 +283,10 @@ def render_markdown(report: RunReport) -> str:
             out += [f"  - evidence: `{_md(e)}`" for e in cell.evidence]
             out += [f"  - flagged: {_md(f)}" for f in cell.flags]
         out.append("")
+    out += ["## Workers", ""]
+    if report.offline:
+        out += [OFFLINE_COST_NOTE, ""]
     out += [
-        "## Workers",
-        "",
         "| worker | agent | model | cost | busy | jobs | rejected outputs | restarts | transcript |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -370,8 +381,9 @@ def render_html(report: RunReport) -> str:
                 f"<td>{_h(cell.reason)}<ul>{details}</ul></td></tr>"
             )
         parts.append("</table>")
+    parts.append("<h2>Workers</h2>" + (f"<p>{_h(OFFLINE_COST_NOTE)}</p>" if report.offline else ""))
     parts.append(
-        "<h2>Workers</h2><table><tr><th>worker</th><th>agent / model</th><th>cost</th><th>busy</th>"
+        "<table><tr><th>worker</th><th>agent / model</th><th>cost</th><th>busy</th>"
         "<th>jobs</th><th>rejected outputs</th><th>restarts</th><th>transcript</th></tr>"
     )
     for w in report.workers:

@@ -165,6 +165,7 @@ def test_demo_confirms_one_finding_and_refutes_the_false_positive(
         assert repro and any(json.dumps(repro)[1:-1] in raw for raw in ran)
     page = run.report_html.read_text()
     assert "pages-F1" in page and "logs/agent-1.log" in page and "<script" not in page and "<link" not in page
+    assert "nothing was billed" in page and "nothing was billed" in run.report_md.read_text()  # offline costs
     assert not fleet.server_for(run.info()).alive()  # torn down; the folder stays
 
 
