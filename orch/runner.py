@@ -28,8 +28,8 @@ class RunResult:
     run: RunFolder
     exit_code: int
     report: RunReport | None
-    finished: bool = True
-    """False when the controller stopped before the end (its container died): `--resume` continues."""
+    stopped: str | None = None
+    """Why the controller stopped before the end (its container died, or it exited): `--resume` continues."""
 
 
 def up_request(spec: FleetSpec, name: str, replace: bool = False) -> UpRequest:
@@ -93,8 +93,11 @@ def drive(run: RunFolder, commentary: bool = True) -> RunResult:
         code = sandbox.forward(run, args)
         assert code is not None
         sandbox.pull(run)  # a remote engine's run folder: its state and report, copied back here
-        if load_state(run).outcome is None:  # the container died under the controller: keep all for --resume
-            return RunResult(run, EXIT_FAILED, None, finished=False)
+        if load_state(run).outcome is None:  # keep all for --resume
+            # The container's state may lag behind a kill that ended the exec: then the exit code is all we say.
+            alive = _fleet_alive(info)
+            why = f"the controller stopped with exit {code}" if alive else "the controller's container died"
+            return RunResult(run, EXIT_FAILED, None, stopped=why)
         spec = read_spec(run)
         if spec.teardown:
             with contextlib.suppress(OrchError):  # already gone: the run folder has the report

@@ -166,7 +166,8 @@ def test_run_on_a_remote_engine_resumes_after_its_container_is_killed(
     finally:
         if first.poll() is None:
             first.kill()
-    assert first.returncode == 5 and f"`orch run --resume {name}` continues it" in out.decode(), out
+    assert first.returncode == 5 and "stopped before the end" in out.decode(), out
+    assert f"`orch run --resume {name}` continues it" in out.decode(), out
 
     result = orch("run", "--resume", name)
     assert result.exit_code == 0, result.output

@@ -34,9 +34,9 @@ skill_app = typer.Typer(no_args_is_help=True)
 
 def _print_result(result: runner.RunResult) -> None:
     report = result.report
-    if not result.finished:
+    if result.stopped is not None:
         typer.echo(
-            f"run {result.run.name}: stopped before the end (the controller's container died); nothing is lost: "
+            f"run {result.run.name}: stopped before the end ({result.stopped}); nothing is lost: "
             f"`orch run --resume {result.run.name}` continues it",
             err=True,
         )
