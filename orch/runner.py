@@ -2,8 +2,9 @@
 
 Local runs (and runs inside their container) are driven in this process. For a containerised run the
 host creates the run through the sandbox, writes the spec and the controller's initial state into the
-run folder (a mount the container sees), then forwards `orch run --resume NAME` into the container:
-the controller runs next to the workers, and the host gets its exit code.
+run folder (a mount the container sees; on a remote engine, copied into the run's volume), then forwards
+`orch run --resume NAME` into the container: the controller runs next to the workers, and the host gets
+its exit code (and, from a remote engine, the run folder copied back).
 """
 
 from __future__ import annotations
