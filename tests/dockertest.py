@@ -8,8 +8,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import subprocess
+import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import docker
@@ -22,6 +24,7 @@ from orch.dockerenv import docker_client
 from orch.errors import SandboxError, UsageError
 from orch.image import build_image, image_is_current
 from orch.versions import CLAUDE_CODE_VERSION, DEFAULT_IMAGE_TAG
+from orch.waits import wait_until
 from orch.workspace import RunFolder
 
 BASE = os.environ.get("ORCH_BASE_IMAGE") or "orch-base:bookworm"
@@ -183,3 +186,24 @@ def in_gate(run: RunFolder, marker: str) -> bool:
         e.hook_event_name == "PreToolUse" and marker in str((e.model_extra or {}).get("tool_input"))
         for e in run.hook_events(2)
     )
+
+
+def kill_container_while_running(
+    engine: docker.DockerClient, args: list[str], name: str, ready: Callable[[RunFolder], bool]
+) -> None:
+    """Start `orch ARGS` (an `orch run`), kill the run's container once `ready(run)`, and check that the
+    command then stops with exit 5 and says how to continue."""
+    cmd = [sys.executable, "-c", "from orch.cli import main; main()", *args]
+    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    run = RunFolder.for_name(name)
+    try:
+        wait_until(lambda: ready(run), 240, "the verifier to start its check", interval=0.3)
+        info = run.info()
+        assert info.container is not None
+        engine.containers.get(info.container.id).kill()  # controller and workers gone at once
+        out, _ = first.communicate(timeout=60)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 5 and "stopped before the end" in out.decode(), out
+    assert f"`orch run --resume {name}` continues it" in out.decode(), out

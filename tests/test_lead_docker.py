@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import docker
@@ -12,9 +10,16 @@ import pytest
 
 from orch.docker_layout import LABEL_RUN
 from orch.jobs import JobStatus, load_state
-from orch.waits import wait_until
 from orch.workspace import RunFolder
-from tests.dockertest import BASE, BUILD_TIMEOUT, events, in_gate, new_name, one_finding_spec
+from tests.dockertest import (
+    BASE,
+    BUILD_TIMEOUT,
+    events,
+    in_gate,
+    kill_container_while_running,
+    new_name,
+    one_finding_spec,
+)
 from tests.helpers import orch
 
 pytestmark = [pytest.mark.docker, pytest.mark.claude, pytest.mark.timeout(BUILD_TIMEOUT)]
@@ -52,20 +57,8 @@ def test_run_resumes_after_its_container_is_killed(
     the same folder, the sessions resume, and nothing accepted before is redone."""
     spec = one_finding_spec(tmp_path / "fleet.yaml", workdir, "while [ ! -e {{workdir}}/gate ]; do sleep 0.2; done")
     name = new_name(names, "rr")
-    cmd = [sys.executable, "-c", "from orch.cli import main; main()", "run", str(spec), "--name", name]
-    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    kill_container_while_running(engine, ["run", str(spec), "--name", name], name, lambda r: in_gate(r, "gate"))
     run = RunFolder.for_name(name)
-    try:
-        wait_until(lambda: in_gate(run, "gate"), 240, "the verifier to start its check", interval=0.2)
-        info = run.info()
-        assert info.container is not None
-        engine.containers.get(info.container.id).kill()  # controller and workers gone at once
-        out, _ = first.communicate(timeout=60)
-    finally:
-        if first.poll() is None:
-            first.kill()
-    assert first.returncode == 5 and "stopped before the end" in out.decode(), out
-    assert f"`orch run --resume {name}` continues it" in out.decode(), out
     before = load_state(run)
     assert before.job("t1").status is JobStatus.DONE and before.job("t1-F1.v1").status is JobStatus.RUNNING
 
