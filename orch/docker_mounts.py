@@ -94,10 +94,7 @@ def push(container: Container, info: RunInfo, files: list[Path]) -> None:
     """Copy these files of the local run folder (its top level) into the remote one, replacing them there."""
     assert info.container is not None
     uid, gid = uid_gid(info.container)
-    with tempfile.TemporaryDirectory(prefix="orch-push-") as tmp:
-        for path in files:
-            shutil.copy2(path, Path(tmp) / path.name)
-        _put_tree(container, run_mount(info.name), Path(tmp), uid, gid)
+    _put(container, run_mount(info.name), files, uid, gid)
 
 
 def pull(client: docker.DockerClient, info: RunInfo, source: Container | None) -> RunInfo:
@@ -154,6 +151,11 @@ def _chown_tree(root: Path, uid: int, gid: int) -> None:
 
 def _put_tree(container: Container, target: str, source: Path, uid: int, gid: int) -> None:
     """put_archive `source`'s contents into `target`, owned by uid:gid."""
+    _put(container, target, sorted(source.iterdir()), uid, gid)
+
+
+def _put(container: Container, target: str, items: list[Path], uid: int, gid: int) -> None:
+    """put_archive these files and folders (by their names) into `target`, owned by uid:gid."""
 
     def owned(ti: tarfile.TarInfo) -> tarfile.TarInfo:
         ti.uid, ti.gid, ti.uname, ti.gname = uid, gid, "", ""
@@ -161,11 +163,12 @@ def _put_tree(container: Container, target: str, source: Path, uid: int, gid: in
 
     with tempfile.TemporaryFile() as buf:
         with tarfile.open(fileobj=buf, mode="w") as tar:
-            for item in sorted(source.iterdir()):
+            for item in items:
                 tar.add(item, arcname=item.name, filter=owned)
         buf.seek(0)
         if not container.put_archive(target, buf):
-            raise SandboxError(f"could not copy {source} into the container at {target}")
+            where = items[0].parent if items else "nothing"
+            raise SandboxError(f"could not copy {where} into the container at {target}")
 
 
 def _extract_run(buf: BinaryIO, name: str, run: RunFolder) -> RunInfo:
