@@ -10,8 +10,8 @@ from bench.core import Context, Result
 from bench.env import BenchError, Lines, helper, orch_cli, popen, python_env, send, stop
 from bench.probes import payload
 from bench.report import Row, Target
-from orch import bus
-from orch.workspace import RunFolder
+from orch.run import bus
+from orch.run.folder import RunFolder
 
 CLI_TIMEOUT = 60.0
 

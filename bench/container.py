@@ -21,8 +21,8 @@ from bench.core import Context, Result
 from bench.env import BenchEnv, BenchError, orch_cli, python_env
 from bench.report import Row
 from orch.errors import OrchError
+from orch.run.folder import RunFolder
 from orch.versions import DEFAULT_IMAGE_TAG
-from orch.workspace import RunFolder
 
 MIB = 1 << 20
 UP_TIMEOUT = 600.0
@@ -34,7 +34,7 @@ def run(ctx: Context) -> Result:
     try:
         import docker.errors
 
-        from orch.dockerenv import docker_client
+        from orch.container.engine import docker_client
 
         client = docker_client()
     except (ImportError, OrchError) as exc:
@@ -44,7 +44,7 @@ def run(ctx: Context) -> Result:
     try:
         image = client.images.get(image_name)
     except docker.errors.ImageNotFound:
-        return Result(skipped=f"image {image_name} not built (`orch image build` or `python -m orch.image`)")
+        return Result(skipped=f"image {image_name} not built (`orch image build` or `python -m orch.container.image`)")
     cfg = ctx.config
     rows = [Row("container", f"image size ({image_name})", "MiB", [float(image.attrs["Size"]) / MIB])]
     starts = []

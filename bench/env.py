@@ -21,15 +21,16 @@ from pathlib import Path
 
 from bench import procs
 from bench.recorder import Request, read_log
-from orch import __version__, fleet
+from orch import __version__
 from orch.agents import get_adapter
 from orch.agents.claude import CACHE_BIN, CREDENTIAL_ENV
 from orch.contracts import UpRequest
 from orch.errors import OrchError, UsageError
-from orch.models import Backend, RunInfo
-from orch.tmux import check_tmux
+from orch.fleet import launch, watch
+from orch.fleet.tmux import check_tmux
+from orch.run.folder import RunFolder
+from orch.run.records import Backend, RunInfo
 from orch.waits import wait_for_paths, wait_until
-from orch.workspace import RunFolder
 
 REPO = Path(__file__).resolve().parent.parent
 OFFLINE_KEY = "sk-ant-orch-bench-000000000000000000000000"
@@ -150,7 +151,7 @@ class Fleet:
     def panes(self) -> dict[int, int]:
         """worker -> pid of the process the pane runs (the supervising shell, root of the agent tree)."""
         out = {}
-        for n, pane in fleet.server_for(self.info).panes().items():
+        for n, pane in launch.server_for(self.info).panes().items():
             if pane.pid is not None:
                 out[n] = pane.pid
         return out
@@ -261,20 +262,20 @@ class BenchEnv:
         name = self.name(prefix)
         req = UpRequest(name=name, workers=workers, agent="claude", workdir=self.workdir(name))
         start = time.monotonic()
-        info = fleet.up(req, backend=Backend.LOCAL, boot_timeout=BOOT_TIMEOUT)
+        info = launch.up(req, backend=Backend.LOCAL, boot_timeout=BOOT_TIMEOUT)
         live = Fleet(RunFolder.for_name(name), info, time.monotonic() - start)
         self.live.append(live)
         return live
 
     def kill(self, live: Fleet) -> None:
-        """`fleet.kill`, then wait (bounded) until every agent process of the run has exited, so the next
+        """`watch.kill`, then wait (bounded) until every agent process of the run has exited, so the next
         measurement does not share the CPU with a dying fleet."""
         try:
             members = [p for root in live.panes().values() for p in procs.tree(root)]
         except OrchError:
             members = []
         try:
-            fleet.kill(live.run)
+            watch.kill(live.run)
         finally:
             if live in self.live:
                 self.live.remove(live)
@@ -310,7 +311,7 @@ class BenchEnv:
                 workers=workers,
                 workdir=str(self.workdir(name)),
                 permission_mode="acceptEdits",
-                tmux_socket=fleet.socket_name(name),
+                tmux_socket=launch.socket_name(name),
                 orch_version=__version__,
             )
         )

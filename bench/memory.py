@@ -13,7 +13,7 @@ import statistics
 
 from bench.core import Context, MemorySample, Result
 from bench.report import Row
-from orch.workspace import MAX_WORKERS
+from orch.run.folder import MAX_WORKERS
 
 MIB = 1 << 20
 

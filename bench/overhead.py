@@ -20,8 +20,8 @@ from bench import procs
 from bench.core import Context, MemorySample, Result
 from bench.env import BenchError, Fleet
 from bench.report import Row, Target
-from orch import fleet
-from orch.models import ControllerEvent
+from orch.fleet import talk, watch
+from orch.run.records import ControllerEvent
 
 TARGET = Target("<=", 10.0, "<= 10 %")
 
@@ -62,12 +62,12 @@ def measure(ctx: Context, workers: int) -> dict[str, Any]:
         roots = live.panes()
         agents0 = sum(procs.tree_cpu(pid) for pid in roots.values())
         wall0, start = time.time(), time.monotonic()
-        failed = {n: exc for n, exc in fleet.brief_many(live.run, texts).items() if exc is not None}
+        failed = {n: exc for n, exc in talk.brief_many(live.run, texts).items() if exc is not None}
         if failed:
             raise BenchError(f"briefs not delivered: {failed}")
         briefed = time.monotonic() - start
         timeout = 120 + workers * 15 + cfg.overhead_steps * (cfg.overhead_step_seconds + 10) * 2
-        fleet.wait(live.run, None, timeout)
+        watch.wait(live.run, None, timeout)
         wall = time.monotonic() - start
         noticed_at = time.time()
         agents_cpu = sum(procs.tree_cpu(pid) for pid in roots.values()) - agents0

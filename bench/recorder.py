@@ -21,7 +21,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from orch import modelserver
+from orch.offline import modelserver
 
 
 class RecordingHandler(modelserver._Handler):

@@ -3,7 +3,7 @@
 The watcher is what a controller runs while it waits: `orch wait NAME` on done flags that do not come
 (inotify, blocked) plus a status loop (`fleet.status` every --poll-interval seconds: one `tmux list-panes`
 and the hook files) for nudges and crash detection. Their steady-state CPU (interpreter start excluded:
-the controller starts once) over the window is the figure. When `orch run` (orch.controller) is there,
+the controller starts once) over the window is the figure. When `orch run` (orch.lead.controller) is there,
 the real controller is measured too: `orch run SPEC --local` with one task per worker whose brief the
 worker reads and then leaves idle without a done flag (nudges are set far beyond the window), so the
 controller watches N idle workers; its process CPU (tmux clients it reaps included) over the window.
@@ -27,8 +27,8 @@ from bench import procs
 from bench.core import Context, MemorySample, Result
 from bench.env import BenchError, Fleet, Lines, helper, orch_cli, popen, python_env, stop, wait_watching
 from bench.report import Row, Target
+from orch.run.folder import RunFolder
 from orch.waits import wait_until
-from orch.workspace import RunFolder
 
 SETTLE_TIMEOUT = 300.0
 
@@ -37,7 +37,7 @@ def run(ctx: Context) -> Result:
     cfg = ctx.config
     tries = [measure(ctx) for _ in range(cfg.repeat)]
     label = f"{cfg.watch_workers} idle workers, {cfg.watch_seconds:g} s"
-    controller = importlib.util.find_spec("orch.controller") is not None
+    controller = importlib.util.find_spec("orch.lead.controller") is not None
     runs = [measure_controller(ctx) for _ in range(cfg.repeat)] if controller else []
     target = Target("<=", 2.0, "<= 2 %")
 
@@ -67,7 +67,7 @@ def run(ctx: Context) -> Result:
             ),
         ]
     else:
-        rows.append(Row("watch", "`orch run` controller CPU", "", status="SKIPPED", note="no orch.controller yet"))
+        rows.append(Row("watch", "`orch run` controller CPU", "", status="SKIPPED", note="no orch.lead.controller yet"))
     rows += [
         Row(
             "watch",

@@ -6,8 +6,8 @@
 - A **Sandbox** is where a run's tmux server and controller live: `local` (this machine) or `docker`
   (one disposable container per run). Fleet commands are the same for both; the sandbox decides where
   they execute.
-- The **RunFolder** (`orch.workspace`) is the plain-file contract with workers and humans; the **bus**
-  (`orch.bus`) is its append-only message log.
+- The **RunFolder** (`orch.run.folder`) is the plain-file contract with workers and humans; the **bus**
+  (`orch.run.bus`) is its append-only message log.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from orch.models import RunInfo
-from orch.workspace import RunFolder
+from orch.run.folder import RunFolder
+from orch.run.records import RunInfo
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
-if .venv/bin/python -c 'import sys; from orch.dockerenv import docker_client; docker_client()' 2>/dev/null; then
+if .venv/bin/python -c 'import sys; from orch.container.engine import docker_client; docker_client()' 2>/dev/null; then
   # The image build is cached by Docker; ORCH_BASE_IMAGE / ORCH_CA_BUNDLE pick the base and a CA bundle.
-  .venv/bin/python -m orch.image --if-stale
+  .venv/bin/python -m orch.container.image --if-stale
 fi
 
 .venv/bin/ruff check orch tests bench

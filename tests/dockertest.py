@@ -19,13 +19,13 @@ import docker.errors
 import pytest
 import yaml
 
-from orch.docker_layout import LABEL_RUN, ROOT_HOST_UID
-from orch.dockerenv import docker_client
+from orch.container.engine import docker_client
+from orch.container.image import build_image, image_is_current
+from orch.container.layout import LABEL_RUN, ROOT_HOST_UID
 from orch.errors import SandboxError, UsageError
-from orch.image import build_image, image_is_current
+from orch.run.folder import RunFolder
 from orch.versions import CLAUDE_CODE_VERSION, DEFAULT_IMAGE_TAG
 from orch.waits import wait_until
-from orch.workspace import RunFolder
 
 BASE = os.environ.get("ORCH_BASE_IMAGE") or "orch-base:bookworm"
 CA_BUNDLE = Path(os.environ["ORCH_CA_BUNDLE"]) if os.environ.get("ORCH_CA_BUNDLE") else None

@@ -7,8 +7,8 @@ from pathlib import Path
 from typer.testing import CliRunner, Result
 
 from orch.cli import app
-from orch.models import Backend, ContainerInfo, RunInfo
-from orch.workspace import RunFolder
+from orch.run.folder import RunFolder
+from orch.run.records import Backend, ContainerInfo, RunInfo
 
 runner = CliRunner()
 
@@ -23,13 +23,13 @@ def prompts(run: RunFolder, n: int) -> list[str]:
 
 def diagnose(run: RunFolder) -> str:
     """What each worker was doing: for assertion messages when a fleet did not finish."""
-    from orch import fleet
+    from orch.fleet import talk
 
     out = []
     for n in range(1, run.info().workers + 1):
         events = [f"{e.hook_event_name}:{e.tool_name or ''}" for e in run.hook_events(n)[-8:]]
         try:
-            screen = fleet.read(run, n, 15)
+            screen = talk.read(run, n, 15)
         except Exception as exc:  # diagnostics must not raise
             screen = f"<no screen: {exc}>"
         out.append(f"--- worker {n}: events {events}\n{screen}")

@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import orch.hookwriter
+import orch.run.hookwriter
 from orch.contracts import Dialog, LaunchSpec, WorkerContext
 from orch.errors import UsageError
+from orch.run.folder import RunFolder
 from orch.versions import CLAUDE_CODE_PACKAGE, CLAUDE_CODE_VERSION
-from orch.workspace import RunFolder
 
 HOOK_EVENTS = (
     "SessionStart",
@@ -41,7 +41,7 @@ DENY = ["Bash(rm -rf:*)", "Bash(sudo:*)", "Bash(git push:*)"]
 
 def hook_command(*args: str | Path) -> str:
     """A shell command line running the stdlib-only hook writer with this interpreter."""
-    return shlex.join([sys.executable, "-S", orch.hookwriter.__file__, *map(str, args)])
+    return shlex.join([sys.executable, "-S", orch.run.hookwriter.__file__, *map(str, args)])
 
 
 def has_conversation(cfg: Path, session: str) -> bool:

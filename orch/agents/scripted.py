@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from orch.contracts import Dialog, LaunchSpec, WorkerContext
-from orch.workspace import RunFolder
+from orch.run.folder import RunFolder
 
 
 class ScriptedAdapter:

@@ -25,7 +25,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from orch.hookwriter import append_event
+from orch.run.hookwriter import append_event
 
 PROMPT = "scripted> "
 PASTE_START = "\x1b[200~"

@@ -6,9 +6,10 @@ from typing import Annotated
 
 import typer
 
-from orch import bus, sandbox
 from orch.cli import buspost
 from orch.cli.common import NameArg, run_folder
+from orch.container import backends
+from orch.run import bus
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -33,7 +34,7 @@ def tail(
 ) -> None:
     """Print the last lines of the bus, and follow it with -f (inotify)."""
     run = run_folder(name)
-    code = sandbox.forward_if_remote_engine(
+    code = backends.forward_if_remote_engine(
         run, ["bus", "tail", name, "--lines", str(lines), *(["-f"] if follow else [])]
     )
     if code is not None:

@@ -12,9 +12,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from orch import bus, sandbox
+from orch.container import backends
 from orch.errors import OrchError, UsageError
-from orch.workspace import RunFolder, decode_text
+from orch.run import bus
+from orch.run.folder import RunFolder, decode_text
 
 STDIN = "-"
 
@@ -36,7 +37,7 @@ def post(name: str, sender: int | None, words: Sequence[str]) -> int | None:
     as_ = ["--as", str(sender)] if sender is not None else []
     # Stdin's text goes on as stdin: as an argument, a message that is just `-` would be read as stdin there.
     args = ["bus", "post", name, *as_, *([STDIN] if from_stdin else ["--", message])]
-    code = sandbox.forward_if_remote_engine(run, args, stdin=message if from_stdin else None)
+    code = backends.forward_if_remote_engine(run, args, stdin=message if from_stdin else None)
     if code is None:
         bus.post(run, sender, message)
     return code

@@ -8,10 +8,10 @@ from typing import Annotated
 
 import typer
 
-from orch import sandbox
+from orch.container import backends
 from orch.contracts import UpRequest
 from orch.errors import UsageError
-from orch.workspace import RunFolder, decode_text, read_text_input
+from orch.run.folder import RunFolder, decode_text, read_text_input
 
 NameArg = Annotated[str, typer.Argument(help="Run name (letters, digits, . _ -; up to 64).", show_default=False)]
 WorkerArg = Annotated[int, typer.Argument(help="Worker number, from 1.", show_default=False)]
@@ -64,6 +64,6 @@ def parse_workers(spec: str | None) -> list[int] | None:
 
 def forward_if_remote(run: RunFolder, args: list[str], stdin: str | None = None, interactive: bool = False) -> None:
     """For a containerised run, run the same command inside its container and exit with its code."""
-    code = sandbox.forward(run, args, stdin=stdin, interactive=interactive)
+    code = backends.forward(run, args, stdin=stdin, interactive=interactive)
     if code is not None:
         raise typer.Exit(code)

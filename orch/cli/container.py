@@ -10,14 +10,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from orch import fleet, sandbox
 from orch.cli.common import NameArg, run_folder, up_request
+from orch.container import backends
 from orch.errors import UsageError
-from orch.models import ContainerOptions, EgressMode
+from orch.fleet import launch
+from orch.run.records import ContainerOptions, EgressMode
 from orch.versions import CLAUDE_CODE_VERSION, DEFAULT_BASE_IMAGE, DEFAULT_IMAGE_TAG
 
 if TYPE_CHECKING:
-    from orch.docker_sandbox import DockerSettings
+    from orch.container.sandbox import DockerSettings
 
 DEFAULT_MEMORY = "8g"
 DEFAULT_PIDS = 4096
@@ -60,7 +61,7 @@ class ContainerOpts:
     image: str | None = None
 
     def settings(self, boot_timeout: float) -> DockerSettings:
-        from orch.docker_sandbox import DockerSettings, default_image
+        from orch.container.sandbox import DockerSettings, default_image
 
         cpus = self.cpus if self.cpus is not None else min(DEFAULT_CPUS, float(os.cpu_count() or 1))
         if cpus <= 0 or self.pids < 16:
@@ -93,7 +94,7 @@ def image_build(
     tag: Annotated[str, typer.Option("--tag", help="Image tag.")] = DEFAULT_IMAGE_TAG,
 ) -> None:
     """Build the worker image from docker/Dockerfile, printing the engine's progress as it goes."""
-    from orch.image import build_image
+    from orch.container.image import build_image
 
     chosen = base or os.environ.get("ORCH_BASE_IMAGE") or DEFAULT_BASE_IMAGE
     image_id = build_image(chosen, claude_version, ca_bundle, tag, lambda line: typer.echo(line))
@@ -106,7 +107,7 @@ def register(app: typer.Typer) -> None:
     @app.command("serve-run", hidden=True)
     def serve_run(
         name: NameArg,
-        boot_timeout: Annotated[float, typer.Option("--boot-timeout")] = fleet.BOOT_TIMEOUT,
+        boot_timeout: Annotated[float, typer.Option("--boot-timeout")] = launch.BOOT_TIMEOUT,
         resume: Annotated[bool, typer.Option("--resume")] = False,
         create: Annotated[bool, typer.Option("--create", help="Make the run here if missing (else resume).")] = False,
         # With --create (compose), the fleet may also be described by the environment.
@@ -118,9 +119,9 @@ def register(app: typer.Typer) -> None:
         offline: Annotated[bool, typer.Option("--offline", envvar="ORCH_OFFLINE")] = False,
     ) -> None:
         """Inside a run's container: launch the run's workers and stay until SIGTERM."""
-        from orch.serverun import serve
+        from orch.container.serverun import serve
 
-        if not sandbox.in_container():
+        if not backends.in_container():
             raise UsageError("serve-run runs inside a run's container", hint="use `orch up`")
         req = up_request(name, workers, agent, workdir, permission_mode, model, offline) if create else None
         raise typer.Exit(serve(name, boot_timeout, resume, req))
@@ -128,7 +129,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def reap() -> None:
         """Remove containers, volumes and workspace copies left by crashed or stopped runs (by label)."""
-        removed = sandbox.docker_sandbox().reap()
+        removed = backends.docker_sandbox().reap()
         for item in removed:
             typer.echo(f"removed {item}")
         if not removed:
@@ -139,8 +140,8 @@ def register(app: typer.Typer) -> None:
         """Copy a run folder back from a remote Docker engine into the local one."""
         run = run_folder(name)
         info = run.info()
-        if not sandbox.on_remote_engine(info):
+        if not backends.on_remote_engine(info):
             typer.echo(f"run {name} is on this machine already: {run.root}")
             return
-        sandbox.pull(run)
+        backends.pull(run)
         typer.echo(f"pulled {name} into {run.root}")

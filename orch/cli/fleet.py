@@ -10,7 +10,6 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from orch import fleet, sandbox
 from orch.cli.common import (
     NameArg,
     WorkerArg,
@@ -33,10 +32,12 @@ from orch.cli.container import (
     NetworkOpt,
     PidsOpt,
 )
+from orch.container import backends
+from orch.container.backends import container_state, kill_run, status_of, up_with_backend
 from orch.errors import OrchError, UsageError, is_environment_error, one_line
-from orch.models import Backend, EgressMode, RunStatusView
-from orch.sandbox import container_state, kill_run, status_of, up_with_backend
-from orch.workspace import RunFolder, list_runs
+from orch.fleet import launch, talk, watch
+from orch.run.folder import RunFolder, list_runs
+from orch.run.records import Backend, EgressMode, RunStatusView
 
 
 def _up(
@@ -55,7 +56,7 @@ def _up(
 ) -> None:
     docker = (container or ContainerOpts()).settings(boot_timeout)
     if resume:
-        info = sandbox.resume(name, boot_timeout, docker)
+        info = backends.resume(name, boot_timeout, docker)
         typer.echo(f"run {info.name}: resumed ({info.backend.value}); folder {RunFolder.for_name(name).root}")
         return
     req = up_request(name, workers, agent, workdir, permission_mode, model, offline, replace)
@@ -87,7 +88,7 @@ def register(app: typer.Typer) -> None:
         permission_mode: ModeOpt = None,
         model: ModelOpt = None,
         replace: ReplaceOpt = False,
-        boot_timeout: BootOpt = fleet.BOOT_TIMEOUT,
+        boot_timeout: BootOpt = launch.BOOT_TIMEOUT,
         offline: Annotated[
             bool, typer.Option("--offline", help="Drive the agents with orch's scripted model server (no API).")
         ] = False,
@@ -121,7 +122,7 @@ def register(app: typer.Typer) -> None:
         permission_mode: ModeOpt = None,
         model: ModelOpt = None,
         replace: ReplaceOpt = False,
-        boot_timeout: BootOpt = fleet.BOOT_TIMEOUT,
+        boot_timeout: BootOpt = launch.BOOT_TIMEOUT,
     ) -> None:
         """`orch up` as the reference harness spells it: spawn NAME N [WORKDIR]."""
         _up(name, workers, agent, workdir, local, permission_mode, model, replace, boot_timeout)
@@ -141,7 +142,7 @@ def register(app: typer.Typer) -> None:
         if not message.strip():
             raise UsageError("empty message", hint="give the text to send")
         forward_if_remote(run, ["send", name, str(worker), "--file", "-"], stdin=message)
-        fleet.send(run, worker, message)
+        talk.send(run, worker, message)
         typer.echo(f"delivered to worker {worker}")
 
     @app.command()
@@ -154,7 +155,7 @@ def register(app: typer.Typer) -> None:
         run = run_folder(name)
         text = read_input(source)
         forward_if_remote(run, ["brief", name, str(worker), "-"], stdin=text)
-        path = fleet.brief(run, worker, text)
+        path = talk.brief(run, worker, text)
         typer.echo(f"briefed worker {worker}: {path}")
 
     @app.command()
@@ -166,7 +167,7 @@ def register(app: typer.Typer) -> None:
         """Print a worker's screen (or its transcript once the run is stopped)."""
         run = run_folder(name)
         forward_if_remote(run, ["read", name, str(worker), *(["--lines", str(lines)] if lines else [])])
-        typer.echo(fleet.read(run, worker, lines))
+        typer.echo(talk.read(run, worker, lines))
 
     @app.command()
     def status(
@@ -208,7 +209,7 @@ def register(app: typer.Typer) -> None:
         """Attach to the run's tmux (read-only unless --write)."""
         run = run_folder(name)
         forward_if_remote(run, ["attach", name, *(["--write"] if write else [])], interactive=True)
-        argv = fleet.server_for(run.info()).attach_argv(read_only=not write)
+        argv = launch.server_for(run.info()).attach_argv(read_only=not write)
         _exec(argv)
 
     @app.command()
@@ -248,12 +249,12 @@ def register(app: typer.Typer) -> None:
         """Return as soon as the workers' done flags exist; exit 3 on timeout naming who is missing."""
         run = run_folder(name)
         args = ["wait", name, *(["--workers", workers] if workers else [])]
-        code = sandbox.forward_if_remote_engine(run, [*args, *(["--timeout", f"{timeout:g}"] if timeout else [])])
+        code = backends.forward_if_remote_engine(run, [*args, *(["--timeout", f"{timeout:g}"] if timeout else [])])
         if code is None:
-            fleet.wait(run, parse_workers(workers), timeout)
+            watch.wait(run, parse_workers(workers), timeout)
             typer.echo("all done")
-        if pull and sandbox.on_remote_engine(run.info()):
-            sandbox.pull(run)
+        if pull and backends.on_remote_engine(run.info()):
+            backends.pull(run)
             typer.echo(f"pulled into {run.root}")
         if code:
             raise typer.Exit(code)

@@ -8,18 +8,18 @@ from typing import Annotated
 
 import typer
 
-from orch import demo as demo_mod
-from orch import runner, skill
 from orch.cli.common import NameArg, run_folder
-from orch.controller import EXIT_FAILED, read_spec
+from orch.container.backends import in_container, on_remote_engine
 from orch.errors import OrchError, UsageError
-from orch.jobs import load_state
-from orch.models import Backend
-from orch.progress import Commentary
-from orch.report import matrix_text, write_reports
-from orch.sandbox import in_container, on_remote_engine
-from orch.spec import SpecError, example_spec, load_spec
-from orch.workspace import RunFolder
+from orch.lead import demo as demo_mod
+from orch.lead import runner, skill
+from orch.lead.commentary import Commentary
+from orch.lead.controller import EXIT_FAILED, read_spec
+from orch.lead.jobs import load_state
+from orch.lead.report import matrix_text, write_reports
+from orch.lead.spec import SpecError, example_spec, load_spec
+from orch.run.folder import RunFolder
+from orch.run.records import Backend
 
 EXIT_CODES = (
     "Exit codes: 0 every task completed and every finding was CONFIRMED by its verifiers; "

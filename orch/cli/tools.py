@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from orch.doctor import run_checks
+from orch.cli.doctor import run_checks
 
 
 def register(app: typer.Typer) -> None:
@@ -29,6 +29,6 @@ def register(app: typer.Typer) -> None:
         port: Annotated[int, typer.Option(help="Port (0: a free one).")] = 0,
     ) -> None:
         """Serve the scripted Messages API (offline demo, tests, dry runs) until interrupted."""
-        from orch.modelserver import main as serve
+        from orch.offline.modelserver import main as serve
 
         raise typer.Exit(serve(["--host", host, "--port", str(port)]))

@@ -1,0 +1,191 @@
+"""A run's container: how it is created (hardened, its environment, mounts and credentials), waited
+for until its workers run, and looked up and described on its engine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import docker
+import docker.errors
+from docker.models.containers import Container
+from docker.types import Mount
+
+from orch.agents.claude import CREDENTIAL_ENV, user_credentials_file
+from orch.container.engine import engine_address, explain
+from orch.container.init import CREDENTIALS_MOUNT
+from orch.container.layout import AGENTS_DIR, HOME, PYTHON, ROLE_CONTAINER, TINI, WORKDIR, labels, run_mount, uid_gid
+from orch.container.mounts import mounts
+from orch.container.serverun import READY_LINE
+from orch.errors import OrchError, SandboxError, UsageError, WaitTimeoutError
+from orch.run.folder import RunFolder
+from orch.run.records import EgressMode, RunInfo, RunStatus
+from orch.waits import wait_until
+
+# What the init step needs before it drops them all: the firewall (NET_*), becoming the run's uid
+# (SETUID/SETGID), emptying the bounding set (SETPCAP), handing mount points and the credentials copy
+# to that uid (CHOWN, DAC_OVERRIDE: the tmpfs home is the uid's, mode 0700).
+INIT_CAPS = ["SETUID", "SETGID", "SETPCAP", "CHOWN", "DAC_OVERRIDE"]
+FIREWALL_CAPS = ["NET_ADMIN", "NET_RAW"]
+TMPFS_OPTS = "rw,exec,nosuid,nodev"
+TMPFS_SIZE = "2g"
+START_MARGIN = 60.0  # seconds on top of the boot timeout: container start, firewall, model server
+
+
+def create(
+    client: docker.DockerClient, info: RunInfo, prompts: dict[int, str], resume: bool, boot_timeout: float
+) -> Container:
+    """Create (not start) the run's container; its first process applies the egress policy, then runs
+    `orch serve-run` as the run's uid."""
+    assert info.container is not None
+    ci = info.container
+    opts = ci.options
+    uid, gid = uid_gid(ci)
+    run_mounts = mounts(info)
+    env = {
+        "ORCH_HOME": "/orch",
+        "ORCH_IN_CONTAINER": "1",
+        "ORCH_AGENTS_DIR": AGENTS_DIR,
+        "HOME": HOME,
+        "USER": "worker",
+        "LOGNAME": "worker",
+        "SHELL": "/bin/bash",
+        "TMUX_TMPDIR": "/tmp",
+        "ORCH_UID": str(uid),
+        "ORCH_GID": str(gid),
+        "ORCH_EGRESS": opts.egress.value,
+        "ORCH_EGRESS_ALLOW": ",".join(opts.allow),
+    }
+    if ci.remote:
+        env["ORCH_CHOWN"] = f"{run_mount(info.name)}:{WORKDIR}"
+    if prompts:
+        env["ORCH_PROMPTS"] = json.dumps({str(n): text for n, text in prompts.items()})
+    if not info.offline:
+        # Credentials travel by environment only (or the read-only mount below): never a file we write.
+        env.update({var: os.environ[var] for var in (*CREDENTIAL_ENV, "ANTHROPIC_BASE_URL") if os.environ.get(var)})
+        creds = user_credentials_file()
+        if not any(os.environ.get(v) for v in CREDENTIAL_ENV) and creds is not None and not ci.remote:
+            run_mounts.append(Mount(target=CREDENTIALS_MOUNT, source=str(creds), type="bind", read_only=True))
+    caps = INIT_CAPS + (FIREWALL_CAPS if opts.egress is not EgressMode.OPEN else [])
+    command = [TINI, "--", "orch", "serve-run", info.name, "--boot-timeout", f"{boot_timeout:g}"]
+    if resume:
+        command.append("--resume")
+    try:
+        return client.containers.create(
+            ci.image,
+            command=command,
+            entrypoint=[PYTHON, "-m", "orch.container.init", "--"],
+            name=ci.name,
+            hostname=ci.name[:63],
+            user="0:0",  # only for the init step; it drops to ORCH_UID:ORCH_GID before the run starts
+            labels=labels(info.name, ROLE_CONTAINER),
+            environment=env,
+            mounts=run_mounts,
+            tmpfs={
+                "/tmp": f"{TMPFS_OPTS},size={TMPFS_SIZE},mode=1777",
+                HOME: f"{TMPFS_OPTS},size={TMPFS_SIZE},uid={uid},gid={gid},mode=0700",
+            },
+            read_only=True,
+            cap_drop=["ALL"],
+            cap_add=caps,
+            security_opt=["no-new-privileges:true"],
+            pids_limit=opts.pids,
+            mem_limit=opts.memory,
+            memswap_limit=opts.memory,
+            nano_cpus=int(opts.cpus * 1e9),
+            network=opts.network,
+            working_dir=WORKDIR,
+            detach=True,
+        )
+    except docker.errors.ImageNotFound:
+        check_image(client, ci.image)
+        raise
+    except docker.errors.APIError as exc:
+        raise UsageError(f"the Docker engine refused the run's container: {explain(exc)}") from exc
+
+
+def wait_running(container: Container, run: RunFolder, info: RunInfo, boot_timeout: float) -> None:
+    """Until run.json says running (local: inotify on the mounted folder) or the container dies."""
+    assert info.container is not None
+    remote = info.container.remote
+
+    def started() -> bool:
+        container.reload()
+        if container.status in ("exited", "dead"):
+            raise SandboxError(_died_message(container, info.name))
+        if remote:
+            return READY_LINE in container.logs(stdout=True, stderr=False).decode(errors="replace")
+        try:
+            return run.info().status is RunStatus.RUNNING
+        except OrchError:
+            return False
+
+    timeout = boot_timeout + START_MARGIN
+    try:
+        wait_until(
+            started,
+            timeout,
+            "the run's container to start its workers",
+            interval=0.5,
+            watch=None if remote else run.root,
+        )
+    except WaitTimeoutError:
+        raise WaitTimeoutError(
+            f"run {info.name}: workers not running within {timeout:g}s; container log: {_log_tail(container)}",
+            hint="raise --boot-timeout, or look at the transcripts in the run folder's logs/",
+        ) from None
+
+
+def check_image(client: docker.DockerClient, image: str, address: str | None = None) -> None:
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        raise UsageError(
+            f"image {image} is not on the Docker engine at {address or engine_address()}",
+            hint="build it with `orch image build` (add --base IMAGE where no registry is reachable)",
+        ) from None
+    except docker.errors.APIError as exc:
+        raise SandboxError(f"cannot inspect image {image}: {explain(exc)}") from exc
+
+
+def run_container(client: docker.DockerClient, info: RunInfo) -> Container | None:
+    """The container run.json names (by id, else by name), None when it is gone."""
+    assert info.container is not None
+    try:
+        return client.containers.get(info.container.id or info.container.name)
+    except docker.errors.NotFound:
+        return None
+    except docker.errors.APIError as exc:
+        raise SandboxError(f"cannot inspect container {info.container.name}: {explain(exc)}") from exc
+
+
+def find(client: docker.DockerClient, name: str) -> Container | None:
+    """The container of that name, whoever made it."""
+    try:
+        return client.containers.get(name)
+    except docker.errors.NotFound:
+        return None
+
+
+def describe(container: Container | None) -> str:
+    """A container's state in a few words (the container as just fetched: no reload)."""
+    if container is None:
+        return "removed"
+    if container.status == "running":
+        return "running"
+    code = container.attrs.get("State", {}).get("ExitCode")
+    return f"{container.status} ({code})" if code is not None else str(container.status)
+
+
+def _log_tail(container: Container, lines: int = 5) -> str:
+    try:
+        text = container.logs(stdout=True, stderr=True, tail=lines).decode(errors="replace")
+    except docker.errors.DockerException:
+        return "(no log)"
+    return " | ".join(line.strip() for line in text.splitlines() if line.strip()) or "(empty)"
+
+
+def _died_message(container: Container, name: str) -> str:
+    code = container.attrs.get("State", {}).get("ExitCode")
+    return f"run {name}: the container exited (code {code}) while starting: {_log_tail(container)}"

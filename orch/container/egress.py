@@ -1,0 +1,279 @@
+"""The egress policy of a run's container: what it may reach, applied before privileges are dropped.
+
+The host decides the policy (`allowlist_for`); the container's init step (orch.container.init), still
+root with NET_ADMIN, applies it with iptables (and ipset when the kernel has it), then proves it with a
+self-test, then drops to the run's uid with no capabilities left to undo it.
+
+Modes:
+- `open`: no filtering.
+- `allowlist` (default): loopback, DNS to the container's resolvers, replies, and the allowlisted
+  addresses; everything else is rejected at once (not dropped: a blocked call fails fast). Names are
+  resolved once, at boot; a name that does not resolve is skipped with a note, never fatal.
+- `none`: loopback only (offline runs talk to their model server on 127.0.0.1).
+
+This module runs inside the container as root: it imports only the standard library and orch.run.records.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from orch.run.records import EgressMode
+
+MODEL_API_HOST = "api.anthropic.com"
+# The npm and PyPI registries and GitHub: what workers need to install packages and fetch code.
+DEFAULT_HOSTS = (
+    "registry.npmjs.org",
+    "pypi.org",
+    "files.pythonhosted.org",
+    "github.com",
+    "api.github.com",
+    "codeload.github.com",
+    "objects.githubusercontent.com",
+    "raw.githubusercontent.com",
+)
+DEFAULT_ALLOW_ENV = "ORCH_DEFAULT_ALLOW"
+"""Replaces DEFAULT_HOSTS (comma-separated; empty: none) for sites with their own mirrors."""
+IPSET = "orch-allow"
+# TEST-NET-1 (RFC 5737): never routed, so the blocked-probe of the self-test cannot reach anyone even
+# if the firewall were missing; with it, the connect must fail at once with our reject.
+PROBE_ADDRESS = ("192.0.2.1", 9)
+PROBE_TIMEOUT = 3.0
+REPORT_PATH = Path("/tmp/orch-egress.json")
+
+
+class EgressError(Exception):
+    """The firewall could not be applied or failed its self-test: the container must not start."""
+
+
+def model_api_hosts(env: Mapping[str, str]) -> list[str]:
+    """The model API host: ANTHROPIC_BASE_URL's host when set, else api.anthropic.com."""
+    base = env.get("ANTHROPIC_BASE_URL", "").strip()
+    if base:
+        host = urlsplit(base if "//" in base else f"//{base}").hostname
+        if host:
+            return [host]
+    return [MODEL_API_HOST]
+
+
+def default_hosts(env: Mapping[str, str]) -> list[str]:
+    if DEFAULT_ALLOW_ENV in env:
+        return [h.strip() for h in env[DEFAULT_ALLOW_ENV].split(",") if h.strip()]
+    return list(DEFAULT_HOSTS)
+
+
+def allowlist_for(env: Mapping[str, str], offline: bool, extra: Iterable[str]) -> list[str]:
+    """The allowlist a run gets: model API (not for offline runs), registries and GitHub, then `extra`."""
+    hosts = ([] if offline else model_api_hosts(env)) + default_hosts(env) + [normalize_entry(e) for e in extra]
+    return list(dict.fromkeys(hosts))
+
+
+def normalize_entry(entry: str) -> str:
+    """`--allow` takes a host name, an IP or a CIDR; a URL or host:port is cut down to its host."""
+    text = entry.strip()
+    if not text:
+        raise ValueError("empty --allow entry")
+    try:
+        return str(ipaddress.ip_network(text, strict=False))
+    except ValueError:
+        pass
+    host = urlsplit(text if "//" in text else f"//{text}").hostname
+    if not host or any(c in host for c in " /\\;$`'\""):
+        raise ValueError(f"not a host name, IP or CIDR: {entry!r}")
+    return host
+
+
+# --- inside the container, as root ---------------------------------------------------------------
+@dataclass
+class EgressReport:
+    """What the init step did; logged by the controller into events.jsonl."""
+
+    mode: str
+    allowed: dict[str, list[str]] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+    """Entries that did not resolve (or only to IPv6, which is blocked): left out, not fatal."""
+    ipset: bool = False
+    selftest: str = ""
+
+
+Runner = Callable[[Sequence[str]], None]
+
+
+def _run(argv: Sequence[str]) -> None:
+    done = subprocess.run(list(argv), capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise EgressError(f"{' '.join(argv)} failed: {(done.stderr or done.stdout).strip()[:300]}")
+
+
+def resolve(entries: Iterable[str]) -> tuple[dict[str, list[str]], list[str]]:
+    """IPv4 networks for each entry; entries that do not resolve come back in the second list."""
+    allowed: dict[str, list[str]] = {}
+    skipped: list[str] = []
+    for entry in entries:
+        try:
+            net = ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            net = None
+        if net is not None:
+            (allowed.setdefault(entry, []).append(str(net)) if net.version == 4 else skipped.append(entry))
+            continue
+        try:
+            infos = socket.getaddrinfo(entry, None, socket.AF_INET, socket.SOCK_STREAM)
+        except (OSError, UnicodeError):
+            skipped.append(entry)
+            continue
+        ips = sorted({str(info[4][0]) for info in infos})
+        if ips:
+            allowed[entry] = ips
+        else:
+            skipped.append(entry)
+    return allowed, skipped
+
+
+def nameservers(resolv_conf: Path = Path("/etc/resolv.conf")) -> list[str]:
+    """IPv4 resolvers outside loopback (loopback ones, like Docker's 127.0.0.11, are allowed anyway)."""
+    found = []
+    try:
+        lines = resolv_conf.read_text().splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] == "nameserver":
+            try:
+                ip = ipaddress.ip_address(parts[1])
+            except ValueError:
+                continue
+            if ip.version == 4 and not ip.is_loopback:
+                found.append(str(ip))
+    return found
+
+
+def rules(mode: EgressMode, networks: Sequence[str], resolvers: Sequence[str], use_ipset: bool) -> list[list[str]]:
+    """The iptables commands (IPv4) for a mode; the last ones set the default-deny policies."""
+    cmds = [
+        ["iptables", "-F", "OUTPUT"],
+        ["iptables", "-F", "INPUT"],
+        ["iptables", "-A", "INPUT", "-i", "lo", "-j", "ACCEPT"],
+        ["iptables", "-A", "INPUT", "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"],
+        ["iptables", "-A", "OUTPUT", "-o", "lo", "-j", "ACCEPT"],
+        ["iptables", "-A", "OUTPUT", "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"],
+    ]
+    if mode is EgressMode.ALLOWLIST:
+        for ns in resolvers:
+            for proto in ("udp", "tcp"):
+                cmds.append(["iptables", "-A", "OUTPUT", "-d", ns, "-p", proto, "--dport", "53", "-j", "ACCEPT"])
+        if use_ipset:
+            cmds.append(["iptables", "-A", "OUTPUT", "-m", "set", "--match-set", IPSET, "dst", "-j", "ACCEPT"])
+        else:
+            cmds += [["iptables", "-A", "OUTPUT", "-d", net, "-j", "ACCEPT"] for net in networks]
+    cmds += [
+        ["iptables", "-A", "OUTPUT", "-j", "REJECT", "--reject-with", "icmp-admin-prohibited"],
+        ["iptables", "-P", "INPUT", "DROP"],
+        ["iptables", "-P", "FORWARD", "DROP"],
+        ["iptables", "-P", "OUTPUT", "DROP"],
+    ]
+    return cmds
+
+
+def _ipv6_rules(run: Runner) -> None:
+    """IPv6: loopback only. Where the container has no IPv6 at all, ip6tables may be unusable: fine."""
+    cmds = [
+        ["ip6tables", "-F", "OUTPUT"],
+        ["ip6tables", "-A", "OUTPUT", "-o", "lo", "-j", "ACCEPT"],
+        ["ip6tables", "-A", "INPUT", "-i", "lo", "-j", "ACCEPT"],
+        ["ip6tables", "-P", "INPUT", "DROP"],
+        ["ip6tables", "-P", "FORWARD", "DROP"],
+        ["ip6tables", "-P", "OUTPUT", "DROP"],
+    ]
+    try:
+        for cmd in cmds:
+            run(cmd)
+    except (EgressError, OSError) as exc:
+        if _has_global_ipv6():
+            raise EgressError(f"cannot restrict IPv6 egress: {exc}") from exc
+
+
+def _has_global_ipv6(path: Path = Path("/proc/net/if_inet6")) -> bool:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 6 and parts[5] != "lo" and not parts[0].startswith("fe80"):
+            return True
+    return False
+
+
+def _setup_ipset(networks: Sequence[str], run: Runner) -> bool:
+    """Load the allowlist into an ipset; False when the kernel lacks ip_set (then: one rule per address)."""
+    if shutil.which("ipset") is None:
+        return False
+    try:
+        run(["ipset", "create", IPSET, "hash:net", "family", "inet", "-exist"])
+    except EgressError:
+        return False
+    run(["ipset", "flush", IPSET])
+    for net in networks:
+        run(["ipset", "add", IPSET, net, "-exist"])  # -exist: duplicates across names are fine
+    return True
+
+
+def probe_blocked(address: tuple[str, int] = PROBE_ADDRESS, timeout: float = PROBE_TIMEOUT) -> str:
+    """Self-test: a connection to an address outside the allowlist must fail, and fail at once."""
+    started = time.monotonic()
+    try:
+        with socket.create_connection(address, timeout=timeout):
+            pass
+    except TimeoutError:
+        raise EgressError(
+            f"self-test: {address[0]} was not rejected (timed out): the firewall is not in force"
+        ) from None
+    except OSError as exc:
+        return f"blocked {address[0]}:{address[1]} ({exc.strerror or exc}) in {time.monotonic() - started:.2f}s"
+    raise EgressError(f"self-test: {address[0]}:{address[1]} is reachable although it is not allowlisted")
+
+
+def apply(mode: EgressMode, entries: Sequence[str], run: Runner = _run) -> EgressReport:
+    """Apply the policy in this network namespace (needs root with NET_ADMIN) and self-test it."""
+    report = EgressReport(mode=mode.value)
+    if mode is EgressMode.OPEN:
+        report.selftest = "skipped (egress open)"
+        return report
+    networks: list[str] = []
+    if mode is EgressMode.ALLOWLIST:
+        report.allowed, report.skipped = resolve(entries)
+        networks = list(dict.fromkeys(ip for ips in report.allowed.values() for ip in ips))
+        report.ipset = _setup_ipset(networks, run)
+    for cmd in rules(mode, networks, nameservers(), report.ipset):
+        run(cmd)
+    _ipv6_rules(run)
+    if PROBE_ADDRESS[0] in networks:
+        report.selftest = "skipped (the probe address is allowlisted)"
+    else:
+        report.selftest = probe_blocked()
+    return report
+
+
+def write_report(report: EgressReport, path: Path = REPORT_PATH) -> None:
+    path.write_text(json.dumps(asdict(report)) + "\n")
+    os.chmod(path, 0o644)
+
+
+def read_report(path: Path = REPORT_PATH) -> dict[str, object] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

@@ -1,0 +1,109 @@
+"""The first process of a run's container: confine, then drop privileges for good, then exec the run.
+
+    python -m orch.container.init -- CMD [ARG...]
+
+It starts as root holding only the capabilities it needs for this (see docker_container.INIT_CAPS):
+1. applies the egress policy (orch.container.egress) and writes its report to /tmp for the controller to log;
+2. hands the root-owned mount points listed in ORCH_CHOWN to the run's uid (fresh volumes);
+3. copies a read-only mounted `.credentials.json` into the tmpfs home, readable by the run's uid only;
+4. execs `setpriv` to become ORCH_UID:ORCH_GID with no supplementary groups, empty capability sets
+   (effective, permitted, inheritable, ambient and bounding) and no-new-privs, which then execs CMD.
+
+Nothing in the container runs as root after step 4, and nothing can get root or a capability back.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from orch.container.egress import EgressError, allowlist_for, apply, write_report
+from orch.run.records import EgressMode
+
+CREDENTIALS_MOUNT = "/run/orch/credentials.json"
+
+
+def _env_int(name: str) -> int:
+    try:
+        value = int(os.environ[name])
+    except (KeyError, ValueError):
+        raise SystemExit(f"orch-init: {name} must be set to a number") from None
+    if value <= 0:
+        raise SystemExit(f"orch-init: refusing to run the fleet as root ({name}={value})")
+    return value
+
+
+def _copy_credentials(uid: int, gid: int) -> None:
+    source = Path(CREDENTIALS_MOUNT)
+    if not source.is_file():
+        return
+    target_dir = Path(os.environ.get("HOME", "/home/worker")) / ".claude"
+    target_dir.mkdir(mode=0o700, exist_ok=True)
+    os.chown(target_dir, uid, gid)
+    target = target_dir / ".credentials.json"
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out, source.open("rb") as src:
+        shutil.copyfileobj(src, out)
+    os.chown(target, uid, gid)
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if not argv:
+        print("usage: python -m orch.container.init -- CMD [ARG...]", file=sys.stderr)
+        return 2
+    uid, gid = _env_int("ORCH_UID"), _env_int("ORCH_GID")
+    try:
+        mode = EgressMode(os.environ.get("ORCH_EGRESS", EgressMode.ALLOWLIST.value))
+    except ValueError:
+        print(f"orch-init: unknown ORCH_EGRESS {os.environ.get('ORCH_EGRESS')!r}", file=sys.stderr)
+        return 2
+    if os.geteuid() != 0:
+        if mode is not EgressMode.OPEN:
+            print("orch-init: must start as root to apply the egress policy", file=sys.stderr)
+            return 2
+        os.execvp(argv[0], argv)
+    if "ORCH_EGRESS_ALLOW" in os.environ:  # decided by `orch up` on the host
+        allow = [h for h in os.environ["ORCH_EGRESS_ALLOW"].split(",") if h]
+    else:  # started without orch on the host (compose): the defaults plus ORCH_ALLOW
+        try:
+            extra = [h.strip() for h in os.environ.get("ORCH_ALLOW", "").split(",") if h.strip()]
+            allow = allowlist_for(os.environ, os.environ.get("ORCH_OFFLINE") == "1", extra)
+        except ValueError as exc:
+            print(f"orch-init: ORCH_ALLOW: {exc}", file=sys.stderr)
+            return 2
+    try:
+        report = apply(mode, allow)
+    except EgressError as exc:
+        print(f"orch-init: egress policy failed: {exc}", file=sys.stderr)
+        return 1
+    write_report(report)
+    print(
+        f"orch-init: egress {report.mode}: allowed {sorted(report.allowed)}; skipped {report.skipped}; "
+        f"self-test {report.selftest}",
+        flush=True,
+    )
+    for path in filter(None, os.environ.get("ORCH_CHOWN", "").split(":")):
+        if os.stat(path).st_uid == 0:  # a fresh volume; a user's own folder keeps its owner
+            os.chown(path, uid, gid)
+    _copy_credentials(uid, gid)
+    setpriv = [
+        "setpriv",
+        f"--reuid={uid}",
+        f"--regid={gid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--ambient-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+        "--",
+        *argv,
+    ]
+    os.execvp(setpriv[0], setpriv)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

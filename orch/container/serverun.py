@@ -1,0 +1,139 @@
+"""`orch serve-run NAME`: the controller as a run container's main process.
+
+Inside the container (after orch.container.init dropped privileges) it reads run.json from the mounted
+run folder, launches tmux and the workers with the same code as a local run (launch.launch), says so on
+stdout, and then stays until SIGTERM (`orch kill`, `docker stop`), when it stops tmux and the model
+server, marks the run stopped and exits 0. If the launch fails it marks the run failed, prints one
+line why, and exits 1: the host then removes the container.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from types import FrameType
+
+from orch.agents import get_adapter
+from orch.container.egress import read_report
+from orch.contracts import UpRequest
+from orch.errors import OrchError, UsageError
+from orch.fleet import launch, watch
+from orch.offline.runserver import stop_model_server
+from orch.run.folder import RunFolder
+from orch.run.records import Backend, ControllerEvent, RunInfo, RunStatus
+
+READY_LINE = "orch: serve-run: running"  # docker_container.wait_running waits for it on remote engines
+# Claude Code keeps a session's transcript under <config dir>/projects/: pointing that into the run
+# folder lets a new container resume the session after the old one died (the config dir is on tmpfs).
+SESSION_SUBDIR = {"claude": "projects"}
+
+
+class Stop(BaseException):
+    """SIGTERM/SIGINT arrived."""
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    raise Stop()
+
+
+def prompts_from_env() -> dict[int, str]:
+    raw = os.environ.get("ORCH_PROMPTS")
+    if not raw:
+        return {}
+    try:
+        data = json.loads(raw)
+        return {int(k): str(v) for k, v in data.items()}
+    except (ValueError, AttributeError) as exc:
+        raise UsageError(f"ORCH_PROMPTS is not a JSON object of worker -> prompt: {exc}") from None
+
+
+def link_sessions(run: RunFolder, agent: str, workers: int) -> None:
+    """Make each worker's agent session store live in the run folder (sessions/agent-N)."""
+    sub = SESSION_SUBDIR.get(agent)
+    if sub is None:
+        return
+    for n in range(1, workers + 1):
+        store = run.sessions(n)
+        store.mkdir(parents=True, exist_ok=True)
+        cfg = run.config_dir(n)
+        cfg.mkdir(parents=True, exist_ok=True, mode=0o700)
+        link = cfg / sub
+        if not link.is_symlink() and not link.exists():
+            link.symlink_to(store, target_is_directory=True)
+
+
+def serve(name: str, boot_timeout: float, resume: bool, create: UpRequest | None = None) -> int:
+    """Launch the run's workers, then stay until SIGTERM. The exit code of the container.
+
+    `create` (compose, or any container started without a host-made run folder): make the run folder
+    from this request first; if it exists already, resume the run instead.
+    """
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    run = RunFolder.for_name(name)
+    try:
+        try:
+            if create is not None and not run.exists():
+                run, info = _create(create, boot_timeout)
+            else:
+                info = run.info()
+                _launch(run, info, boot_timeout, resume or create is not None)
+        except OrchError as exc:
+            print(f"orch: error: {exc.one_line()}", file=sys.stderr, flush=True)
+            return 1
+        print(f"{READY_LINE}: {info.workers} {info.agent} worker(s)", flush=True)
+        while True:
+            signal.pause()
+    except Stop:
+        for sig in previous:
+            signal.signal(sig, signal.SIG_IGN)  # a second SIGTERM must not cut the teardown short
+        if run.exists():
+            watch.kill(run)  # stops tmux and the model server, marks the run stopped, logs who
+        return 0
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _create(req: UpRequest, boot_timeout: float) -> tuple[RunFolder, RunInfo]:
+    """A run folder made here, as launch.up makes it (nothing is left behind if the boot fails), with the
+    agents' session stores linked into it first so a later container can resume them."""
+    adapter, info = launch.plan(req, Backend.LOCAL)
+    run = RunFolder.for_name(req.name)
+    run.create(info)
+    try:
+        _log_egress(run)
+        link_sessions(run, info.agent, info.workers)
+        launch.launch(run, info, adapter, req.prompts, boot_timeout)
+    except BaseException:
+        _teardown(run)
+        run.remove()
+        raise
+    return run, run.info()
+
+
+def _launch(run: RunFolder, info: RunInfo, boot_timeout: float, resume: bool) -> None:
+    """Launch in a run folder the host made (or an earlier life of the run left)."""
+    adapter = get_adapter(info.agent)
+    _log_egress(run)
+    link_sessions(run, info.agent, info.workers)
+    info.status = RunStatus.STARTING
+    try:
+        launch.launch(run, info, adapter, prompts_from_env(), boot_timeout, resume=resume)
+    except OrchError:
+        _teardown(run)
+        info.status = RunStatus.FAILED
+        run.write_info(info)
+        raise
+
+
+def _log_egress(run: RunFolder) -> None:
+    report = read_report()
+    if report is not None:
+        run.log_event(ControllerEvent(event="egress", data=report))
+
+
+def _teardown(run: RunFolder) -> None:
+    launch.server_for(run.info()).kill()
+    stop_model_server(run)

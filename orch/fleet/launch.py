@@ -1,0 +1,281 @@
+"""Starting a fleet on this machine's tmux server (the host, or inside the run's container): plan, boot,
+answer dialogs, restart a worker."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from orch import __version__
+from orch.agents import get_adapter
+from orch.agents.claude import CREDENTIAL_ENV
+from orch.contracts import AgentAdapter, LaunchSpec, UpRequest, WorkerContext
+from orch.errors import SandboxError, UsageError, WaitTimeoutError
+from orch.fleet.tmux import PaneInfo, TmuxServer, check_tmux
+from orch.fleet.workerstate import EXIT_EVENT, derive_state
+from orch.offline.runserver import OFFLINE_API_KEY, start_model_server, stop_model_server
+from orch.run.folder import RunFolder, validate_name, validate_worker_count
+from orch.run.records import Backend, ControllerEvent, RunInfo, RunStatus, WorkerState
+from orch.waits import wait_until
+
+log = logging.getLogger(__name__)
+
+BOOT_TIMEOUT = 90.0
+DIALOG_GRACE = 2.0  # seconds before a booting worker's screen is checked for dialogs
+ENDED = (WorkerState.EXITED, WorkerState.CRASHED)
+
+
+def socket_name(name: str) -> str:
+    return f"orch-{name}"
+
+
+def server_for(info: RunInfo) -> TmuxServer:
+    return TmuxServer(info.tmux_socket)
+
+
+def plan(req: UpRequest, backend: Backend) -> tuple[AgentAdapter, RunInfo]:
+    """Validate a request and describe the run it asks for; touches nothing."""
+    validate_name(req.name)
+    validate_worker_count(req.workers)
+    adapter = get_adapter(req.agent)
+    workdir = req.workdir.expanduser()
+    if not workdir.is_dir():
+        raise UsageError(f"workdir does not exist: {workdir}", hint="create it or pass another --workdir")
+    mode = req.permission_mode or adapter.default_permission_mode
+    if mode not in adapter.permission_modes:
+        raise UsageError(
+            f"unknown permission mode {mode!r} for agent {adapter.name}",
+            hint=f"use one of: {', '.join(adapter.permission_modes)}",
+        )
+    for n in [*req.prompts, *req.worker_models]:
+        if not 1 <= n <= req.workers:
+            raise UsageError(f"prompt or model for worker {n} is out of range", hint=f"use 1 to {req.workers}")
+    info = RunInfo(
+        name=req.name,
+        backend=backend,
+        agent=adapter.name,
+        workers=req.workers,
+        workdir=str(workdir.resolve()),
+        permission_mode=mode,
+        model=req.model,
+        worker_models=dict(req.worker_models),
+        offline=req.offline,
+        tmux_socket=socket_name(req.name),
+        orch_version=__version__,
+    )
+    return adapter, info
+
+
+def up(req: UpRequest, backend: Backend = Backend.LOCAL, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
+    """Create the run folder and a private tmux server with one agent per pane; wait until booted.
+
+    On any failure nothing is left behind: no tmux server, no run folder, no config dirs.
+    """
+    adapter, info = plan(req, backend)
+    adapter.binary()
+    check_tmux()
+    run = RunFolder.for_name(req.name)
+    server = server_for(info)
+    if run.root.exists() or server.alive():
+        if not req.replace:
+            raise UsageError(f"run {req.name!r} already exists", hint=f"use --replace, or `orch kill {req.name}`")
+        server.kill()
+        run.remove()
+    try:
+        run.create(info)
+        launch(run, info, adapter, req.prompts, boot_timeout)
+    except BaseException:
+        server.kill()
+        stop_model_server(run)
+        run.remove()
+        raise
+    return info
+
+
+def launch(
+    run: RunFolder,
+    info: RunInfo,
+    adapter: AgentAdapter,
+    prompts: dict[int, str],
+    boot_timeout: float,
+    resume: bool = False,
+) -> None:
+    """Start the run's tmux server and workers in an existing run folder, and wait until they boot.
+
+    With `resume` (the run's tmux server or container died), each worker resumes its last agent session
+    when the agent kept it, else starts afresh; the run folder's history stays as it is.
+    """
+    if info.permission_mode == "bypassPermissions" and os.geteuid() == 0:
+        log.warning("bypass mode as root: orch sets IS_SANDBOX=1 for the agent; prefer the container backend")
+    info.agent_version = adapter.version()
+    server = server_for(info)
+    env = agent_environment(info, start_model_server(run) if info.offline else None)
+    seen = {n: len(run.hook_events(n)) for n in range(1, info.workers + 1)}
+    for n in range(1, info.workers + 1):
+        session = last_session(run, n) if resume else None
+        spec = _worker_spec(run, info, adapter, n, env, prompts.get(n), session)
+        pane_id = server.start(f"orch-{info.name}", spec, n, env) if n == 1 else server.add_pane(spec, n)
+        try:
+            server.pipe_to(pane_id, run.log(n))
+        except SandboxError:
+            log.info("worker %s died before its transcript started; the boot check reports why", n)
+        run.log_event(ControllerEvent(event="spawned", worker=n, data={"pane": pane_id}))
+    wait_booted(run, info, adapter, server, boot_timeout, seen)
+    info.status = RunStatus.RUNNING
+    run.write_info(info)
+
+
+# The pane runs `sh -c SUPERVISOR orch-agent ARGV...`: sh runs the agent in the foreground (it keeps the
+# terminal) and records how it ended, because tmux does not always reap a killed pane process.
+SUPERVISOR = (
+    '"$@"; s=$?; printf \'{"ts": %s, "hook_event_name": "%s", "status": %s}\\n\' '
+    '"$(date +%s.%N)" "' + EXIT_EVENT + '" "$s" >> "$ORCH_STATE_FILE"; exit "$s"'
+)
+
+
+def supervised(spec: LaunchSpec, run: RunFolder, n: int) -> LaunchSpec:
+    env = {**spec.env, "ORCH_STATE_FILE": str(run.state(n))}
+    return LaunchSpec(argv=["sh", "-c", SUPERVISOR, "orch-agent", *spec.argv], env=env, cwd=spec.cwd)
+
+
+def agent_pid(pane: PaneInfo) -> int | None:
+    """The agent process under the pane's supervising shell."""
+    if pane.pid is None:
+        return None
+    try:
+        children = Path(f"/proc/{pane.pid}/task/{pane.pid}/children").read_text().split()
+    except OSError:
+        return None
+    return int(children[0]) if children else None
+
+
+def agent_environment(info: RunInfo, model_url: str | None) -> dict[str, str]:
+    """The environment of the run's tmux server, inherited by every pane.
+
+    Credentials travel here (process environment), never on a command line or into a file. Offline
+    runs drop every real credential and point the agents at the run's scripted model server.
+    """
+    env = dict(os.environ)
+    env.pop("TMUX", None)
+    # Workers call `orch bus post`: put this orch's bin dir first on their PATH.
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    if info.offline:
+        for var in (*CREDENTIAL_ENV, "ANTHROPIC_BASE_URL"):
+            env.pop(var, None)
+        env["ANTHROPIC_API_KEY"] = OFFLINE_API_KEY
+        env["ANTHROPIC_BASE_URL"] = model_url or ""
+    return env
+
+
+def _worker_spec(
+    run: RunFolder,
+    info: RunInfo,
+    adapter: AgentAdapter,
+    n: int,
+    env: dict[str, str],
+    prompt: str | None,
+    resume: str | None,
+) -> LaunchSpec:
+    """Seed worker n's config dir and return its launch spec, wrapped by the exit-status supervisor."""
+    context = WorkerContext(
+        run=run,
+        worker=n,
+        workers=info.workers,
+        workdir=Path(info.workdir),
+        config_dir=run.config_dir(n),
+        permission_mode=info.permission_mode,
+        env=env,
+        model=info.worker_models.get(n, info.model),
+        prompt=prompt,
+        resume_session=resume,
+    )
+    return supervised(adapter.prepare(context), run, n)
+
+
+def wait_booted(
+    run: RunFolder,
+    info: RunInfo,
+    adapter: AgentAdapter,
+    server: TmuxServer,
+    timeout: float,
+    seen: dict[int, int] | None = None,
+) -> None:
+    """Wait for every worker's SessionStart hook and its adapter's ready marker (ignoring the first
+    `seen[n]` events of worker n, written by an earlier life of the run); answer known dialogs if one
+    shows anyway."""
+    pending = set(range(1, info.workers + 1))
+    skip = seen or {}
+    started = time.monotonic()
+
+    def check() -> bool:
+        panes = server.panes()
+        for n in sorted(pending):
+            events = run.hook_events(n)[skip.get(n, 0) :]
+            marker = adapter.ready_marker(run, n)
+            if any(e.hook_event_name == "SessionStart" for e in events) and (marker is None or marker.exists()):
+                pending.discard(n)
+                continue
+            pane = panes.get(n)
+            state, detail = derive_state(events[-1] if events else None, pane)
+            if pane is None or state in ENDED:
+                screen = server.capture(pane.pane_id, 20) if pane else ""
+                last = next((ln for ln in reversed(screen.splitlines()) if ln.strip()), "no output")
+                raise SandboxError(f"worker {n} exited while booting ({detail}): {last.strip()[:200]}")
+            # Seeding prevents dialogs; screens are only scraped for a worker that is late to boot.
+            if time.monotonic() - started > DIALOG_GRACE:
+                answer_dialogs(run, adapter, server, n, pane)
+        return not pending
+
+    try:
+        wait_until(check, timeout, "workers to boot", interval=0.2, watch=run.state_dir)
+    except WaitTimeoutError:
+        raise WaitTimeoutError(
+            f"workers {join_numbers(pending)} did not boot within {timeout:g}s",
+            hint=f"look at their screens in {run.logs_dir}",
+        ) from None
+
+
+def answer_dialogs(run: RunFolder, adapter: AgentAdapter, server: TmuxServer, n: int, pane: PaneInfo) -> bool:
+    """Fallback watchdog: recognise a blocking dialog on screen and answer it. True if one was."""
+    dialogs = adapter.dialogs()
+    if not dialogs:
+        return False
+    screen = server.capture(pane.pane_id)
+    for dialog in dialogs:
+        if re.search(dialog.pattern, screen):
+            server.send_keys(pane.pane_id, *dialog.keys)
+            run.log_event(ControllerEvent(event="dialog-answered", worker=n, data={"dialog": dialog.name}))
+            return True
+    return False
+
+
+def restart(run: RunFolder, n: int, prompt: str | None = None) -> None:
+    """Respawn worker n in its pane, resuming its agent session when the agent kept one.
+
+    `prompt` is passed on the command line, so nothing has to be typed into the new pane.
+    """
+    info = run.info()
+    run.check_worker(n)
+    server = server_for(info)
+    pane = server.pane(n)
+    adapter = get_adapter(info.agent)
+    session = last_session(run, n)
+    model_url = run.model_server_url.read_text().strip() if info.offline else None
+    env = agent_environment(info, model_url)
+    spec = _worker_spec(run, info, adapter, n, env, prompt, session)
+    server.respawn(pane.pane_id, spec)
+    run.log_event(ControllerEvent(event="restarted", worker=n, data={"session": session}))
+
+
+def last_session(run: RunFolder, n: int) -> str | None:
+    """The agent session worker n last reported (its hooks carry the id)."""
+    return next((e.session_id for e in reversed(run.hook_events(n)) if e.session_id), None)
+
+
+def join_numbers(numbers: Iterable[int]) -> str:
+    return ", ".join(str(n) for n in sorted(numbers))

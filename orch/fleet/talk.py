@@ -1,0 +1,122 @@
+"""Talking to running workers: one submission per message, acknowledged by the agent's own hook."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from orch.errors import DeliveryError, UsageError, WaitTimeoutError
+from orch.fleet.launch import ENDED, server_for
+from orch.fleet.tmux import PaneInfo, TmuxServer
+from orch.fleet.workerstate import derive_state
+from orch.run.folder import RunFolder, atomic_write
+from orch.run.protocol import pointer_text, protocol_footer
+from orch.run.records import ControllerEvent
+from orch.waits import wait_until
+
+log = logging.getLogger(__name__)
+
+MAX_PARALLEL_SENDS = 8
+# Enter is re-sent after 2, 4, 8 and 16 s without a UserPromptSubmit: a TUI that has just
+# booted sometimes drops the first Enter, and a lost Enter should cost seconds, not a whole timeout.
+ACK_TIMEOUT = 2.0
+ENTER_ATTEMPTS = 4
+
+
+def live_pane(run: RunFolder, n: int) -> tuple[TmuxServer, PaneInfo]:
+    info = run.info()
+    run.check_worker(n)
+    server = server_for(info)
+    if not server.alive():
+        raise DeliveryError(f"run {run.name!r} is not running", hint=f"start it again with `orch up {run.name}`")
+    pane = server.pane(n)
+    state, detail = derive_state(run.last_hook_event(n), pane)
+    if state in ENDED:
+        raise DeliveryError(f"worker {n} is not running ({state.value}: {detail})")
+    return server, pane
+
+
+def send(run: RunFolder, n: int, text: str, ack_timeout: float = ACK_TIMEOUT) -> None:
+    """Deliver `text` (any length, multi-line) as one submission and confirm it via the hook."""
+    if not text.strip():
+        raise UsageError("empty message", hint="give the text to send")
+    if "\x00" in text:
+        raise UsageError("message contains NUL bytes", hint="send UTF-8 text")
+    server, pane = live_pane(run, n)
+    seen = len(run.hook_events(n))
+
+    def acknowledged() -> bool:
+        return any(e.hook_event_name == "UserPromptSubmit" for e in run.hook_events(n)[seen:])
+
+    before = server.capture(pane.pane_id)
+    server.paste(pane.pane_id, text.rstrip("\n"))
+    # Enter must come as a separate key after the paste has landed, or it joins the paste.
+    try:
+        wait_until(lambda: server.capture(pane.pane_id) != before, 2.0, "the paste to show", interval=0.05)
+    except WaitTimeoutError:
+        log.info("paste to worker %s did not change the screen; sending Enter anyway", n)
+    for attempt in range(1, ENTER_ATTEMPTS + 1):
+        server.send_keys(pane.pane_id, "Enter")
+        try:
+            wait_until(acknowledged, ack_timeout * 2 ** (attempt - 1), "the acknowledgement", watch=run.state_dir)
+        except WaitTimeoutError:
+            log.info("worker %s did not acknowledge Enter (attempt %s)", n, attempt)
+            continue
+        run.log_event(ControllerEvent(event="sent", worker=n, data={"chars": len(text), "enters": attempt}))
+        return
+    server.send_keys(pane.pane_id, "C-u")  # clear the stuck draft so the next send starts clean
+    run.log_event(ControllerEvent(event="send-failed", worker=n, data={"chars": len(text)}))
+    raise DeliveryError(
+        f"worker {n} did not acknowledge the message after {ENTER_ATTEMPTS} tries",
+        hint=f"see `orch read {run.name} {n}`: it may be stuck on a dialog",
+    )
+
+
+def brief(run: RunFolder, n: int, text: str) -> Path:
+    """Write `agent-N.task.md` (with the worker protocol) and send the one-line pointer to it."""
+    if not text.strip():
+        raise UsageError("empty brief", hint="write the task into the brief file")
+    info = run.info()
+    run.check_worker(n)
+    live_pane(run, n)
+    atomic_write(run.task(n), text.rstrip("\n") + protocol_footer(run, n, info.workers))
+    run.log_event(ControllerEvent(event="briefed", worker=n, data={"task": str(run.task(n))}))
+    send(run, n, pointer_text(run, n))
+    return run.task(n)
+
+
+def brief_many(run: RunFolder, briefs: Mapping[int, str]) -> dict[int, DeliveryError | None]:
+    """Brief several workers at once (worker -> text); each one's delivery error, or None.
+
+    Each send waits for its worker's acknowledgement, so one after another the last of N workers would
+    start N sends late; panes are independent, so the sends run side by side.
+    """
+    if not briefs:
+        return {}
+
+    def deliver(n: int) -> DeliveryError | None:
+        try:
+            brief(run, n, briefs[n])
+        except DeliveryError as exc:
+            return exc
+        return None
+
+    with ThreadPoolExecutor(max_workers=min(len(briefs), MAX_PARALLEL_SENDS)) as pool:
+        return dict(zip(briefs, pool.map(deliver, briefs), strict=True))
+
+
+def read(run: RunFolder, n: int, lines: int | None = None) -> str:
+    info = run.info()
+    run.check_worker(n)
+    server = server_for(info)
+    if server.alive():
+        return server.capture(server.pane(n).pane_id, lines)
+    # The server is gone: the transcript is the evidence.
+    try:
+        text = run.log(n).read_text(errors="replace")
+    except FileNotFoundError:
+        raise UsageError(f"run {run.name!r} is not running and worker {n} left no transcript") from None
+    out = text.splitlines()
+    return "\n".join(out[-lines:] if lines else out)

@@ -1,0 +1,112 @@
+"""Watching and stopping a fleet on this machine: status, done-flag waits, teardown."""
+
+from __future__ import annotations
+
+import getpass
+import logging
+import os
+import shutil
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from orch.errors import WaitTimeoutError
+from orch.fleet.launch import join_numbers, server_for
+from orch.fleet.tmux import PaneInfo
+from orch.fleet.workerstate import derive_state
+from orch.offline.runserver import stop_model_server
+from orch.run import bus
+from orch.run.folder import RunFolder
+from orch.run.records import ControllerEvent, RunInfo, RunStatus, RunStatusView, WorkerState, WorkerStatus
+from orch.waits import wait_for_paths, wait_until
+
+log = logging.getLogger(__name__)
+
+KILL_TIMEOUT = 10.0  # seconds for killed agents to run their exit hooks
+
+
+def status(run: RunFolder) -> RunStatusView:
+    info = run.info()
+    server = server_for(info)
+    if not server.alive():
+        return status_view(run, info, panes=None, why_down="tmux server not running")
+    return status_view(run, info, panes=server.panes())
+
+
+def status_view(
+    run: RunFolder, info: RunInfo, panes: dict[int, PaneInfo] | None, why_down: str | None = None
+) -> RunStatusView:
+    """The status table; `panes=None` means the run's tmux server (or container) is gone."""
+    rows = []
+    for n in range(1, info.workers + 1):
+        if panes is None:
+            state, detail = WorkerState.EXITED, why_down
+        else:
+            state, detail = derive_state(run.last_hook_event(n), panes.get(n))
+        cost = run.status_line_info(n)
+        rows.append(
+            WorkerStatus(
+                worker=n,
+                state=state,
+                detail=detail,
+                done=run.done(n).exists(),
+                result=run.result(n).exists(),
+                last_bus=bus.last_line_of(run, n),
+                cost_usd=cost.cost_usd if cost else None,
+                pane_id=panes[n].pane_id if panes and n in panes else None,
+            )
+        )
+    return RunStatusView(
+        name=info.name,
+        backend=info.backend,
+        agent=info.agent,
+        status=info.status,
+        alive=panes is not None,
+        workers=rows,
+    )
+
+
+def wait(run: RunFolder, workers: Iterable[int] | None, timeout: float | None) -> None:
+    """Return as soon as the done flags exist (inotify); WaitTimeoutError naming who is missing."""
+    info = run.info()
+    chosen = sorted(set(workers)) if workers else list(range(1, info.workers + 1))
+    for n in chosen:
+        run.check_worker(n)
+    missing = wait_for_paths([run.done(n) for n in chosen], timeout)
+    if missing:
+        late = [n for n in chosen if run.done(n) in missing]
+        raise WaitTimeoutError(f"timed out after {timeout:g}s; no done flag from workers {join_numbers(late)}")
+
+
+def kill(run: RunFolder) -> None:
+    """Stop the tmux server; keep the run folder (transcripts are evidence); drop config dirs."""
+    info = run.info()
+    server = server_for(info)
+    pids = [p.pid for p in (server.panes_if_running() or {}).values() if p.pid]
+    server.kill()
+    # Agents run their exit hooks after SIGHUP: wait for them, so none writes into a run that
+    # `up --replace` recreates at the same path.
+    try:
+        wait_until(lambda: not any(_running(pid) for pid in pids), KILL_TIMEOUT, "the agents to exit")
+    except WaitTimeoutError:
+        log.warning("run %s: some agent processes are still exiting", run.name)
+    stop_model_server(run)
+    shutil.rmtree(run.config_root, ignore_errors=True)
+    info.status = RunStatus.STOPPED
+    run.write_info(info)
+    run.log_event(ControllerEvent(event="killed", data={"by": _whoami(), "at": time.time()}))
+
+
+def _running(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _whoami() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())

@@ -1,0 +1,255 @@
+"""Briefs and messages the controller sends: neutral, explicit about where results go, never a lie.
+
+A brief is the role's template filled in for one job (orch.fleet.brief then appends the worker
+protocol: result file, done flag, bus, autonomy). Offline runs append an orch-script block: the
+scripted model makes the real agent execute those steps. For verification jobs the offline steps are
+generated here: the worker greps the cited quote and runs the finding's `reproduce` command, and a
+small script writes the verdict from what those commands returned, so CONFIRMED and REFUTED come from
+real tool calls, not from the controller.
+
+Messages sent later (corrections, nudges, restarts) never name an absolute `*.md` path: the scripted
+model would take that as a new brief and start its script again.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+
+from orch.lead.findings import CodeEvidence, Finding, Problem
+from orch.lead.jobs import AcceptedFinding, ControllerState, Job, Stance
+from orch.lead.spec import FleetSpec, Role, ScriptStep, TaskSpec, render, render_steps, script_block
+from orch.run import protocol
+from orch.run.folder import RunFolder
+
+STANCES = {
+    Stance.VERIFY: (
+        "Determine whether this claim holds. Try to refute it first: look for the input, path or guard "
+        "that would make it false. Confirm it only if it survives your attempt."
+    ),
+    Stance.REFUTE: (
+        "Round 2 of 3: try to refute this claim. Look for the input, path or guard that makes it false. "
+        "If you cannot refute it, say whether it holds."
+    ),
+    Stance.CONFIRM: (
+        "Round 3 of 3: this claim survived a round of refutation attempts. Check independently whether "
+        "it holds, and confirm it only with evidence you gathered yourself."
+    ),
+}
+
+# Runs in the worker's Bash tool (offline verification): decides the verdict from the exit codes the
+# worker's own grep and reproduce command returned, and writes the verdict and result files.
+_VERDICT_WRITER = """
+import json, sys
+out_file, result_file, job, finding, found, code, out, path, line, quote, grep, repro = sys.argv[1:]
+ev = []
+if found != "1":
+    verdict, reason = "REFUTED", "the quoted code is not in " + path + " (grep found nothing)"
+    ev.append({"command": grep, "exit_code": 1, "output": ""})
+else:
+    ev.append({"file": path, "line": int(line), "quote": quote})
+    if not repro:
+        verdict = "UNVERIFIABLE"
+        reason = "the cited code is there, but no reproduce command was given to run"
+    else:
+        ev.append({"command": repro, "exit_code": int(code), "output": out[-1500:]})
+        verdict = "CONFIRMED" if code == "0" else "REFUTED"
+        reason = "the reproduce command exited " + code + ": the claim " + ("holds" if code == "0" else "does not hold")
+json.dump({"job": job, "finding": finding, "verdict": verdict, "reason": reason, "evidence": ev}, open(out_file, "w"))
+open(result_file, "w").write("# " + finding + ": " + verdict + "\\n\\n" + reason + "\\n")
+print(verdict, "-", reason)
+""".strip()
+
+
+def _values(run: RunFolder, state: ControllerState, job: Job, n: int, workdir: Path, workers: int) -> dict[str, str]:
+    return {
+        "job": state.token(job.id),
+        "job_id": job.id,
+        "run": run.name,
+        "run_dir": str(run.root),
+        "worker": str(n),
+        "workers": str(workers),
+        "workdir": str(workdir),
+        "result_file": str(run.result(n)),
+        "done_file": str(run.done(n)),
+    }
+
+
+def evidence_lines(evidence: Sequence[CodeEvidence]) -> str:
+    return "\n".join(f"- {ev.cite()}: `{' '.join(ev.quote.split())}`" for ev in evidence) or "- (none)"
+
+
+def confirmed_list(findings: Sequence[AcceptedFinding]) -> str:
+    if not findings:
+        return "- (none: no finding was confirmed)"
+    lines = []
+    for item in findings:
+        f = item.finding
+        cites = ", ".join(ev.cite() for ev in f.evidence)
+        lines.append(f"- {item.id} ({f.severity.value}): {f.claim} [{cites}]")
+    return "\n".join(lines)
+
+
+def task_values(
+    run: RunFolder,
+    state: ControllerState,
+    job: Job,
+    task: TaskSpec,
+    n: int,
+    workdir: Path,
+    workers: int,
+    confirmed: Sequence[AcceptedFinding],
+) -> dict[str, str]:
+    values = _values(run, state, job, n, workdir, workers)
+    values.update(
+        task_id=job.task or job.id,
+        title=task.title or task.goal.splitlines()[0][:80],
+        goal=task.goal.strip(),
+        files=", ".join(task.files) or "anywhere in the workdir",
+    )
+    if task.role is Role.FINDER:
+        values["findings_file"] = str(run.findings_file(job.id))
+    else:
+        values["confirmed_findings"] = confirmed_list(confirmed)
+    return values
+
+
+def verify_values(
+    run: RunFolder, state: ControllerState, job: Job, n: int, workdir: Path, workers: int
+) -> dict[str, str]:
+    assert job.finding is not None and job.stance is not None
+    item = state.finding(job.finding)
+    values = _values(run, state, job, n, workdir, workers)
+    values.update(
+        finding_id=item.id,
+        claim=item.finding.claim,
+        severity=item.finding.severity.value,
+        evidence=evidence_lines(item.finding.evidence),
+        reproduce=f"`{item.finding.reproduce}`" if item.finding.reproduce else "(none)",
+        round=str(job.round),
+        stance=STANCES[job.stance],
+        verdict_file=str(run.verdict_file(job.id)),
+    )
+    return values
+
+
+def brief_text(spec: FleetSpec, role: Role, values: dict[str, str], steps: Sequence[ScriptStep] | None) -> str:
+    text = render(spec.template(role), values).rstrip() + "\n"
+    if spec.offline and steps is not None:
+        text += "\n## Offline rehearsal\nThe scripted model runs these steps:\n\n" + script_block(steps)
+    return text
+
+
+def offline_task_steps(spec: FleetSpec, task: TaskSpec, values: dict[str, str]) -> list[ScriptStep]:
+    custom = task.offline_script or _role_script(spec, task.role)
+    if custom is not None:
+        return render_steps(custom, values)
+    if task.role is Role.FINDER:
+        findings = '{"job": "' + values["job"] + '", "findings": []}'
+        summary = "Offline rehearsal: no model reasoned about this task, so no findings are reported.\n"
+        return [
+            {"write": values["findings_file"], "content": findings},
+            {"write": values["result_file"], "content": summary},
+            {"bash": f"touch {shlex.quote(values['done_file'])}"},
+            {"reply": "Finished."},
+        ]
+    summary = f"Offline rehearsal of job {values['job_id']}: no change made.\n\n{values['confirmed_findings']}\n"
+    return [
+        {"write": values["result_file"], "content": summary},
+        {"bash": f"touch {shlex.quote(values['done_file'])}"},
+        {"reply": "Finished."},
+    ]
+
+
+def offline_verify_steps(spec: FleetSpec, finding: Finding, values: dict[str, str]) -> list[ScriptStep]:
+    custom = _role_script(spec, Role.VERIFIER)
+    if custom is not None:
+        return render_steps(custom, values)
+    return [
+        {"bash": verification_check(finding, values)},
+        {"bash": f"touch {shlex.quote(values['done_file'])}"},
+        {"reply": "Verdict written."},
+    ]
+
+
+def verification_check(finding: Finding, values: dict[str, str]) -> str:
+    """The shell the offline verifier runs: grep the quote, run the reproduce command, write the verdict."""
+    q = shlex.quote
+    ev = finding.evidence[0]
+    first_line = next((ln.strip() for ln in ev.quote.splitlines() if ln.strip()), ev.quote.strip())
+    grep = f"grep -nF -- {q(first_line)} {q(ev.file)}"
+    lines = [f"cd {q(values['workdir'])} || exit 1", f"if {grep}; then found=1; else found=0; fi"]
+    if finding.reproduce:
+        lines.append(f"out=$( ( {finding.reproduce} ) 2>&1 ); code=$?")
+        lines.append('printf \'%s\\n\' "$out" | tail -n 20; echo "exit status: $code"')
+    else:
+        lines.append("out=; code=none")
+    args = [
+        values["verdict_file"],
+        values["result_file"],
+        values["job"],
+        values["finding_id"],
+    ]
+    tail = [ev.file, str(ev.line), first_line, grep, finding.reproduce or ""]
+    lines.append(
+        f'python3 -c {q(_VERDICT_WRITER)} {" ".join(q(a) for a in args)} "$found" "$code" "$out" '
+        + " ".join(q(a) for a in tail)
+    )
+    return "\n".join(lines)
+
+
+def _role_script(spec: FleetSpec, role: Role) -> list[ScriptStep] | None:
+    custom = spec.roles.get(role)
+    return custom.offline_script if custom is not None else None
+
+
+# --- messages after the brief ------------------------------------------------------------------
+def _where(run: RunFolder, n: int) -> str:
+    return f"the result file ({run.result(n).name} in {run.root})"
+
+
+def correction_text(run: RunFolder, job: Job, n: int, problems: Sequence[Problem], attempt: int, limit: int) -> str:
+    listing = "\n".join(f"- {p.detail}" for p in problems)
+    return (
+        f"orch: job {job.id} is not accepted yet (correction {attempt} of {limit}). What is wrong:\n"
+        f"{listing}\n"
+        f"Fix exactly these, keep {_where(run, n)} up to date, then create the done flag {run.done(n)} "
+        "again. Work autonomously."
+    )
+
+
+def nudge_text(run: RunFolder, job: Job, n: int) -> str:
+    text = (
+        f"orch: job {job.id} is not finished: there is no done flag at {run.done(n)}. Continue working "
+        f"autonomously; when you are finished, write {_where(run, n)} and then create the done flag."
+    )
+    if job.problems:
+        text += " Still wrong from before:\n" + "\n".join(f"- {p.detail}" for p in job.problems)
+    return text
+
+
+PERMISSION_DENIED = (
+    "orch: this run's permission policy refused that tool call (nobody can approve prompts in an unattended run). "
+    "Do not retry it; carry on with the tools you are allowed to use."
+)
+
+
+def permission_wait_text(run: RunFolder, n: int, tool: str) -> str:
+    return (
+        f"orch: worker {n} waits on a permission prompt ({tool}); policy report: answer it with "
+        f"`orch attach {run.name} --write`"
+    )
+
+
+def continue_text(job: Job, reason: str) -> str:
+    return (
+        f"orch: the model API was unavailable ({reason}); it should be back. Continue job {job.id} where you left off."
+    )
+
+
+def restart_prompt(run: RunFolder, job: Job, n: int, why: str) -> str:
+    return (
+        f"orch restarted you ({why}). You are on job {job.id}. {protocol.pointer_text(run, n)} "
+        "Check what you already did before redoing it."
+    )

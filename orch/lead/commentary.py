@@ -1,0 +1,138 @@
+"""`orch run`'s running commentary: the controller's events, one short line each, as they land in
+events.jsonl. It reads the file, not the controller, so it works the same for a controller in this
+process and for one inside the run's container (the folder is bind-mounted here)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from pydantic import ValidationError
+
+from orch.lead.verification import CONFIRM_ROUND
+from orch.run.folder import RunFolder
+from orch.run.records import ControllerEvent
+from orch.waits import IN_MODIFY, Inotify
+
+WAKE_UP = 0.5  # seconds: the thread's backstop when inotify is missing or a write was not seen
+CLAIM_CHARS = 70
+
+
+def _short(text: object, limit: int = CLAIM_CHARS) -> str:
+    one = " ".join(str(text).split())
+    return one if len(one) <= limit else one[: limit - 1] + "…"
+
+
+def _permission(e: ControllerEvent, d: dict[str, Any]) -> str:
+    return f"{e.event.removeprefix('permission-')} a {d.get('tool') or 'tool'} call ({d.get('job')})"
+
+
+def _assigned(e: ControllerEvent, d: dict[str, Any]) -> str:
+    if not d.get("finding"):
+        return f"assigned {d['job']} ({d['role']})"
+    stage = "to confirm" if d.get("round") == CONFIRM_ROUND else "to check"
+    return f"assigned {d['job']} ({d['role']}: {stage} {d['finding']})"
+
+
+# Each shown event's text (after its time and worker); events not here, or None, are not shown (a
+# verifier's verdict line says it finished).
+TEXTS: dict[str, Callable[[ControllerEvent, dict[str, Any]], str | None]] = {
+    "assigned": _assigned,
+    "brief-failed": lambda e, d: f"brief for {d['job']} not delivered: {_short(d.get('error'))}",
+    "job-accepted": lambda e, d: f"finished {d['job']}" if d.get("role") != "verifier" else None,
+    "finding-accepted": lambda e, d: f"found {d['finding']}: {_short(d.get('claim'))}",
+    "verdict-accepted": lambda e, d: f"{d['verdict']} {d['finding']} ({d['job']})",
+    "confirm-round": lambda e, d: f"{d['finding']} survived its refutation: confirm round {', '.join(d['jobs'])}",
+    "output-rejected": lambda e, d: (
+        f"{d['job']}: output rejected ({len(d.get('problems', []))} problem(s)), told what is wrong"
+    ),
+    "nudge-sent": lambda e, d: f"nudged on {d['job']} (idle without its done flag)",
+    "rate-limited": lambda e, d: f"{d['reason']} on {d['job']}: continuing in {d['wait']:g}s",
+    "api-error": lambda e, d: f"{d['reason']} on {d['job']}: continuing in {d['wait']:g}s",
+    "permission-allowed": _permission,
+    "permission-denied": _permission,
+    "permission-wait": lambda e, d: f"waits on a permission prompt ({d.get('tool')}): `orch attach --write`",
+    "crash-seen": lambda e, d: f"crashed ({_short(d.get('why'))}); restart in {d['restart_in']:g}s",
+    "restarted-worker": lambda e, d: f"restarted (session resumed; restart {d['restarts']})",
+    "worker-out": lambda e, d: f"out of the run: {_short(d.get('reason'))}",
+    "worker-capped": lambda e, d: f"past its budget cap (${d['cost_usd']:.2f}): no further jobs",
+    "job-failed": lambda e, d: f"{d['job']} failed: {_short(d.get('reason'))}",
+    "verifier-replaced": lambda e, d: f"{d['job']} goes to another verifier: {d['replacement']}",
+    "fleet-relaunching": lambda e, d: "the fleet's tmux server is gone: relaunching it (sessions resumed)",
+    "aborted": lambda e, d: f"stopping the run: {_short(d.get('reason'), 200)}",
+}
+
+
+def describe(event: ControllerEvent) -> str | None:
+    """The commentary line for one event, or None for one not worth a line."""
+    text = TEXTS.get(event.event)
+    if text is None:
+        return None
+    try:
+        body = text(event, event.data)
+    except (KeyError, TypeError, ValueError):  # an event from another orch version: its name will do
+        body = event.event
+    if body is None:
+        return None
+    who = f"W{event.worker}" if event.worker is not None else "  "
+    return f"{event.ts.astimezone().strftime('%H:%M:%S')} {who:>3} {body}"
+
+
+class Commentary:
+    """Echoes the events appended to a run's events.jsonl after it was opened, from a thread, until
+    closed; `close` prints what is left, so the last lines come before the caller's result."""
+
+    def __init__(self, run: RunFolder, echo: Callable[[str], None]) -> None:
+        self._echo = echo
+        self._fh: TextIO = run.events.open("r", encoding="utf-8", errors="replace")
+        self._fh.seek(0, 2)
+        self._pending = ""
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        try:
+            self._notifier: Inotify | None = Inotify()
+            self._notifier.add_watch(run.events, IN_MODIFY)
+        except OSError:
+            self._notifier = None
+        self._thread = threading.Thread(target=self._loop, name="orch-commentary", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self._drain()
+                if self._notifier is not None:
+                    self._notifier.wait(WAKE_UP)
+                else:
+                    self._stop.wait(WAKE_UP)
+        finally:
+            if self._notifier is not None:  # the thread's own: closed only once it no longer waits on it
+                self._notifier.close()
+
+    def _drain(self) -> None:
+        with self._lock:
+            if self._fh.closed:
+                return
+            self._pending += self._fh.read()
+            *lines, self._pending = self._pending.split("\n")
+            for line in lines:
+                try:
+                    shown = describe(ControllerEvent.model_validate_json(line))
+                except ValidationError:
+                    continue  # not ours to judge here: `orch run` reports on the run, not on this file
+                if shown is not None:
+                    self._echo(shown)
+
+    def close(self) -> None:
+        """Print what is left and stop; the thread ends by itself within WAKE_UP (not waited for)."""
+        self._stop.set()
+        self._drain()
+        with self._lock:
+            self._fh.close()
+
+    def __enter__(self) -> Commentary:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,102 @@
+"""`orch demo`: the first thing a new user runs.
+
+Three real Claude Code workers look at a small bundled library (package data `orch/data/demo/`):
+worker 1 reports a real defect in pages.py, worker 2 a plausible false positive about stats.py; each
+finding goes to the two other workers, briefed to refute it. Offline (the default) the scripted model
+server drives the workers, so no credentials are needed: the verifiers' verdicts come from running the
+finding's reproduce command in their own Bash tool. `--live` runs the same fleet on the real model.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from orch.agents.claude import CREDENTIAL_ENV, user_credentials_file
+from orch.errors import OrchError, UsageError
+from orch.lead.jobs import FindingStatus
+from orch.lead.report import RunReport
+from orch.lead.spec import FleetSpec, load_spec
+from orch.run.paths import orch_home
+from orch.run.records import Backend
+from orch.versions import CLAUDE_CODE_VERSION, DEFAULT_BASE_IMAGE, DEFAULT_IMAGE_TAG
+
+DEMO_NAME = "demo"
+EXPECTED = {"pages-F1": FindingStatus.CONFIRMED, "stats-F1": FindingStatus.REFUTED}
+
+
+@dataclass(frozen=True)
+class DemoPlan:
+    spec: FleetSpec
+    spec_path: Path
+    backend: Backend
+    notice: str | None
+    """Why the demo does not run in a container, when it does not."""
+
+
+def _data() -> Path:
+    return Path(str(resources.files("orch") / "data" / "demo"))
+
+
+def prepare(name: str = DEMO_NAME, live: bool = False) -> tuple[FleetSpec, Path]:
+    """A fresh copy of the sample repository and the demo spec under $ORCH_HOME/demo/NAME."""
+    base = orch_home() / "demo" / name
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
+    shutil.copytree(_data() / "sample", base / "workdir")
+    text = (_data() / "fleet.yaml").read_text(encoding="utf-8")
+    text += f"\noffline: {'false' if live else 'true'}\n"
+    spec_path = base / "fleet.yaml"
+    spec_path.write_text(text, encoding="utf-8")
+    return load_spec(spec_path), spec_path
+
+
+def check_live_credentials() -> None:
+    if any(os.environ.get(var) for var in CREDENTIAL_ENV) or user_credentials_file() is not None:
+        return
+    raise UsageError(
+        "orch demo --live needs Claude credentials, and none were found",
+        hint=f"set one of {', '.join(CREDENTIAL_ENV)} or log in with `claude` (/login); "
+        "or run `orch demo` without --live (offline, no credentials)",
+    )
+
+
+def container_backend() -> tuple[bool, str]:
+    """Whether the container backend can run the demo here; if not, why."""
+    from orch.container.image import image_exists, image_is_current
+
+    tag = os.environ.get("ORCH_IMAGE_TAG", DEFAULT_IMAGE_TAG)
+    try:
+        if not image_exists(tag):
+            return False, f"the worker image {tag} is not built (`orch image build`)"
+    except OrchError as exc:
+        return False, exc.message
+    base = os.environ.get("ORCH_BASE_IMAGE", DEFAULT_BASE_IMAGE)
+    try:
+        if not image_is_current(tag, base, CLAUDE_CODE_VERSION):
+            return False, f"the worker image {tag} is older than this orch (rebuild it: `orch image build`)"
+    except OrchError:
+        pass  # not a source checkout: the image cannot be compared with the sources, take it as it is
+    return True, ""
+
+
+def plan(local: bool, live: bool, name: str = DEMO_NAME) -> DemoPlan:
+    if live:
+        check_live_credentials()
+    spec, spec_path = prepare(name, live)
+    if local:
+        return DemoPlan(spec, spec_path, Backend.LOCAL, None)
+    ok, why = container_backend()
+    if ok:
+        return DemoPlan(spec, spec_path, Backend.DOCKER, None)
+    notice = f"the container backend is not available ({why}): running the demo locally, as with --local"
+    return DemoPlan(spec, spec_path, Backend.LOCAL, notice)
+
+
+def shows_verification(report: RunReport) -> bool:
+    """True when the offline demo came out as designed: the real defect CONFIRMED, the false positive REFUTED."""
+    got = {row.id: row.status for row in report.findings}
+    return got == EXPECTED

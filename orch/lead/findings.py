@@ -1,0 +1,280 @@
+"""Findings and verdicts: the structured claims workers write, and the checks that decide whether to accept them.
+
+A finder writes `findings/<job>.json` (FindingsReport); a verifier writes `verdicts/<job>.json`
+(VerdictReport). Each carries the job's token (`<job>@<run nonce>`), so a file left by an earlier run or
+an earlier job is recognised as stale. Evidence is checked against the workdir: a quoted line must be
+found at or near the cited file:line; a cited command must be one the worker actually ran (its Bash
+tool calls, from the hook log) during the job.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from enum import StrEnum
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from orch.run.folder import RunFolder
+from orch.run.records import HookEvent
+
+FINDING_ID_PATTERN = r"^[A-Za-z0-9_]{1,16}$"
+MAX_FINDINGS = 50
+MAX_OUTPUT = 4000
+
+
+class WorkerFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+M = TypeVar("M", bound=WorkerFile)
+
+
+class Severity(StrEnum):
+    CRITICAL = "critical"
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+    INFO = "info"
+
+
+class Verdict(StrEnum):
+    CONFIRMED = "CONFIRMED"
+    REFUTED = "REFUTED"
+    UNVERIFIABLE = "UNVERIFIABLE"
+
+
+class CodeEvidence(WorkerFile):
+    file: str = Field(min_length=1)
+    """Path relative to the workdir."""
+    line: int = Field(ge=1)
+    quote: str = Field(min_length=1)
+    """Text copied verbatim from the file at (or within a few lines of) `line`."""
+
+    def cite(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+class CommandEvidence(WorkerFile):
+    command: str = Field(min_length=1)
+    """A shell command the worker ran during this job."""
+    exit_code: int
+    output: str = Field(default="", max_length=MAX_OUTPUT)
+
+
+Evidence = CodeEvidence | CommandEvidence
+
+
+class Finding(WorkerFile):
+    id: str = Field(pattern=FINDING_ID_PATTERN)
+    """Unique within the job: F1, F2, ..."""
+    claim: str = Field(min_length=1)
+    """What holds, stated so that another worker can check it."""
+    severity: Severity
+    evidence: list[CodeEvidence] = Field(default_factory=list)
+    reproduce: str | None = None
+    """Optional shell command, run in the workdir, that exits 0 if and only if the claim holds."""
+
+
+class FindingsReport(WorkerFile):
+    job: str
+    """The job token from the brief."""
+    findings: list[Finding] = Field(max_length=MAX_FINDINGS)
+
+
+class VerdictReport(WorkerFile):
+    job: str
+    finding: str
+    verdict: Verdict
+    reason: str = Field(min_length=1)
+    evidence: list[Evidence] = Field(default_factory=list)
+
+
+class ProblemKind(StrEnum):
+    MISSING_RESULT = "missing-result"
+    MISSING_OUTPUT = "missing-output"
+    MALFORMED_OUTPUT = "malformed-output"
+    STALE_OUTPUT = "stale-output"
+    WRONG_FINDING = "wrong-finding"
+    DUPLICATE_ID = "duplicate-id"
+    NO_EVIDENCE = "no-evidence"
+    FALSE_EVIDENCE = "false-evidence"
+    UNRUN_COMMAND = "unrun-command"
+
+
+class Problem(WorkerFile):
+    kind: ProblemKind
+    detail: str
+
+
+# --- evidence ----------------------------------------------------------------------------------
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def check_quote(workdir: Path, ev: CodeEvidence, window: int) -> str | None:
+    """None when `ev.quote` is found within `window` lines of `ev.file:ev.line`; else what is wrong."""
+    root = workdir.resolve()
+    path = Path(ev.file)
+    target = (path if path.is_absolute() else root / path).resolve()
+    if not target.is_relative_to(root):
+        return f"{ev.cite()}: the file is outside the workdir"
+    try:
+        lines = target.read_text(encoding="utf-8", errors="replace").splitlines()
+    except FileNotFoundError:
+        return f"{ev.cite()}: no such file in the workdir"
+    except OSError as exc:
+        return f"{ev.cite()}: cannot read it ({exc.strerror})"
+    if ev.line > len(lines):
+        return f"{ev.cite()}: line {ev.line} is past the end of the file ({len(lines)} lines)"
+    quote = _squash(ev.quote)
+    if not quote:
+        return f"{ev.cite()}: the quote is blank"
+    span = len(ev.quote.strip().splitlines())
+    first, last = max(1, ev.line - window), min(len(lines), ev.line + window + span - 1)
+    if quote in _squash("\n".join(lines[first - 1 : last])):
+        return None
+    return f"{ev.cite()}: quote {_short(ev.quote)!r} is not in lines {first}-{last} of that file"
+
+
+def bash_commands(events: Iterable[HookEvent], since: float) -> list[str]:
+    """The (JSON-encoded) inputs of the Bash tool calls a worker ran since `since` (from its hook events)."""
+    out = []
+    for event in events:
+        if event.ts < since or event.hook_event_name != "PostToolUse" or event.tool_name != "Bash":
+            continue
+        raw = (event.model_extra or {}).get("tool_input")
+        if isinstance(raw, str):
+            out.append(raw)
+    return out
+
+
+def command_was_run(command: str, inputs: Sequence[str]) -> bool:
+    # Hook lines keep tool_input JSON-encoded: compare in that form (a per-character escaping, so a
+    # substring stays a substring).
+    needle = json.dumps(command.strip())[1:-1]
+    return any(needle in raw for raw in inputs)
+
+
+def evidence_problems(
+    evidence: Sequence[Evidence], workdir: Path, window: int, commands: Sequence[str], what: str
+) -> list[Problem]:
+    problems = []
+    for i, ev in enumerate(evidence):
+        if isinstance(ev, CodeEvidence):
+            wrong = check_quote(workdir, ev, window)
+            if wrong:
+                problems.append(Problem(kind=ProblemKind.FALSE_EVIDENCE, detail=f"{what} evidence[{i}] {wrong}"))
+        elif not command_was_run(ev.command, commands):
+            problems.append(
+                Problem(
+                    kind=ProblemKind.UNRUN_COMMAND,
+                    detail=f"{what} evidence[{i}]: you did not run {_short(ev.command)!r} during this job",
+                )
+            )
+    return problems
+
+
+# --- reading worker files ----------------------------------------------------------------------
+def result_problems(run: RunFolder, worker: int) -> list[Problem]:
+    path = run.result(worker)
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return [Problem(kind=ProblemKind.MISSING_RESULT, detail=f"there is no result file ({path.name})")]
+    if not text.strip():
+        return [Problem(kind=ProblemKind.MISSING_RESULT, detail=f"the result file ({path.name}) is empty")]
+    return []
+
+
+def _load(model: type[M], path: Path, token: str) -> tuple[M | None, list[Problem]]:
+    try:
+        raw = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return None, [Problem(kind=ProblemKind.MISSING_OUTPUT, detail=f"{path} does not exist")]
+    try:
+        loaded = json.loads(raw)
+    except ValueError as exc:
+        return None, [Problem(kind=ProblemKind.MALFORMED_OUTPUT, detail=f"{path} is not valid JSON: {exc}")]
+    if isinstance(loaded, dict) and isinstance(loaded.get("job"), str) and loaded["job"] != token:
+        return None, [
+            Problem(
+                kind=ProblemKind.STALE_OUTPUT,
+                detail=f"{path} is for job {loaded['job']!r}, not this job {token!r} "
+                "(left from an earlier job or run?)",
+            )
+        ]
+    try:
+        return model.model_validate(loaded), []
+    except ValidationError as exc:
+        return None, [Problem(kind=ProblemKind.MALFORMED_OUTPUT, detail=f"{path}: {describe(exc)}")]
+
+
+def describe(exc: ValidationError, limit: int = 6) -> str:
+    """Pydantic errors as `where: what; ...` for a worker to act on."""
+    parts = []
+    for err in exc.errors(include_url=False)[:limit]:
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        parts.append(f"{loc}: {err['msg']}")
+    more = len(exc.errors()) - limit
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def check_findings(
+    run: RunFolder, job: str, token: str, worker: int, workdir: Path, window: int
+) -> tuple[FindingsReport | None, list[Problem]]:
+    """A finder's output: result file plus a findings file whose findings all carry checkable evidence."""
+    problems = result_problems(run, worker)
+    report, load_problems = _load(FindingsReport, run.findings_file(job), token)
+    problems += load_problems
+    if report is None:
+        return None, problems
+    seen: set[str] = set()
+    for finding in report.findings:
+        if finding.id in seen:
+            problems.append(Problem(kind=ProblemKind.DUPLICATE_ID, detail=f"finding id {finding.id} is used twice"))
+        seen.add(finding.id)
+        if not finding.evidence:
+            problems.append(
+                Problem(
+                    kind=ProblemKind.NO_EVIDENCE,
+                    detail=f"finding {finding.id} has no evidence: cite file, line and a verbatim quote",
+                )
+            )
+        problems += evidence_problems(finding.evidence, workdir, window, [], f"finding {finding.id}")
+    return (report if not problems else None), problems
+
+
+def check_verdict(
+    run: RunFolder, job: str, token: str, finding: str, worker: int, workdir: Path, window: int, commands: Sequence[str]
+) -> tuple[VerdictReport | None, list[Problem]]:
+    """A verifier's output: result file plus a verdict on the right finding whose evidence checks out.
+
+    `commands`: the Bash calls the worker made during the job (`bash_commands`); cited commands must be there.
+    """
+    problems = result_problems(run, worker)
+    report, load_problems = _load(VerdictReport, run.verdict_file(job), token)
+    problems += load_problems
+    if report is None:
+        return None, problems
+    if report.finding != finding:
+        problems.append(
+            Problem(kind=ProblemKind.WRONG_FINDING, detail=f"the verdict is about {report.finding!r}, not {finding!r}")
+        )
+    if report.verdict is not Verdict.UNVERIFIABLE and not report.evidence:
+        problems.append(
+            Problem(
+                kind=ProblemKind.NO_EVIDENCE,
+                detail=f"a {report.verdict.value} verdict needs evidence you checked: a file:line with a verbatim "
+                "quote, or a command you ran with its exit code",
+            )
+        )
+    problems += evidence_problems(report.evidence, workdir, window, commands, "verdict")
+    return (report if not problems else None), problems
+
+
+def _short(text: str, limit: int = 80) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= limit else one[: limit - 3] + "..."

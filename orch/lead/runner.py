@@ -1,0 +1,128 @@
+"""`orch run`: start a fleet for a spec on a backend, then drive it with the controller where its tmux lives.
+
+Local runs (and runs inside their container) are driven in this process. For a containerised run the
+host creates the run through the sandbox, writes the spec and the controller's initial state into the
+run folder (a mount the container sees; on a remote engine, copied into the run's volume), then forwards
+`orch run --resume NAME` into the container: the controller runs next to the workers, and the host gets
+its exit code (and, from a remote engine, the run folder copied back).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from orch.container import backends
+from orch.contracts import UpRequest
+from orch.errors import OrchError
+from orch.fleet import launch
+from orch.lead.controller import EXIT_FAILED, Controller, initial_state, read_spec, write_spec
+from orch.lead.jobs import load_state, save_state
+from orch.lead.report import RunReport, load_report
+from orch.lead.spec import FleetSpec
+from orch.run.folder import RunFolder, validate_name
+from orch.run.records import Backend, ContainerOptions, ControllerEvent, RunInfo
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run: RunFolder
+    exit_code: int
+    report: RunReport | None
+    stopped: str | None = None
+    """Why the controller stopped before the end (its container died, or it exited): `--resume` continues."""
+
+
+def up_request(spec: FleetSpec, name: str, replace: bool = False) -> UpRequest:
+    kinds = spec.kinds()
+    models = {model for _, model in kinds.values()}
+    # One model for all: the run's model. Several: each worker names its own (None: the agent's default).
+    model = next(iter(models)) if len(models) == 1 else None
+    per_worker = {n: m for n, (_, m) in kinds.items() if m is not None} if len(models) > 1 else {}
+    return UpRequest(
+        name=name,
+        workers=spec.worker_count(),
+        agent=spec.groups()[0].agent,
+        workdir=spec.workdir,
+        permission_mode=spec.permission_mode,
+        model=model,
+        replace=replace,
+        offline=spec.offline,
+        worker_models=per_worker,
+    )
+
+
+def start(spec: FleetSpec, name: str, backend: Backend, replace: bool = False, copy: bool = False) -> RunFolder:
+    """Create the run (workers booted), its saved spec and the controller's initial state.
+
+    `copy` (container runs): the workers get a disposable copy of the workdir, never the original.
+    """
+    validate_name(name)
+    docker = None
+    if backend is Backend.DOCKER and not backends.in_container():
+        from orch.container.sandbox import DockerSettings
+
+        docker = DockerSettings(options=ContainerOptions(copy_workdir=copy), boot_timeout=spec.timeouts.boot)
+    backends.up_with_backend(up_request(spec, name, replace), backend, spec.timeouts.boot, docker)
+    run = RunFolder.for_name(name)
+    write_spec(run, spec)
+    save_state(run, initial_state(run, spec))
+    backends.push(run, [run.fleet_spec, run.controller_state])  # a remote engine's controller reads them there
+    run.log_event(ControllerEvent(event="run-created", data={"tasks": spec.task_ids(), "offline": spec.offline}))
+    return run
+
+
+def drive(run: RunFolder, commentary: bool = True) -> RunResult:
+    """Run the controller to the end (here, or inside the run's container) and read the report.
+
+    A run whose workers are gone (tmux server or container died with the controller) is relaunched
+    first on the same folder, sessions resumed; the controller then re-points them at their briefs.
+    `commentary`: for a run folder on a remote engine, have the controller's commentary streamed back
+    (elsewhere the caller reads events.jsonl itself).
+    """
+    info = run.info()
+    if load_state(run).outcome is None and not _fleet_alive(info):
+        run.log_event(ControllerEvent(event="fleet-relaunching"))
+        backends.resume(run.name, read_spec(run).timeouts.boot)
+        info = run.info()
+    if backends.is_remote(info):
+        # The host prints the result; the controller in the container prints its commentary (forwarded
+        # stderr) only when this machine cannot read the run's events.jsonl itself.
+        args = ["run", "--resume", run.name, "--quiet"]
+        if not (commentary and backends.on_remote_engine(info)):
+            args.append("--no-commentary")
+        code = backends.forward(run, args)
+        assert code is not None
+        backends.pull(run)  # a remote engine's run folder: its state and report, copied back here
+        if load_state(run).outcome is None:  # keep all for --resume
+            # The container's state may lag behind a kill that ended the exec: then the exit code is all we say.
+            alive = _fleet_alive(info)
+            why = f"the controller stopped with exit {code}" if alive else "the controller's container died"
+            return RunResult(run, EXIT_FAILED, None, stopped=why)
+        spec = read_spec(run)
+        if spec.teardown:
+            with contextlib.suppress(OrchError):  # already gone: the run folder has the report
+                backends.kill_run(run)
+        return RunResult(run, code, _report(run))
+    spec = read_spec(run)
+    state = load_state(run)
+    outcome = Controller(run, spec, state).run_to_end()
+    return RunResult(run, outcome.exit_code, _report(run))
+
+
+def _fleet_alive(info: RunInfo) -> bool:
+    if backends.is_remote(info):
+        return backends.docker_sandbox().alive(info)
+    return launch.server_for(info).alive()
+
+
+def _report(run: RunFolder) -> RunReport | None:
+    try:
+        return load_report(run)
+    except (OSError, ValueError):
+        return None
+
+
+def run_name(spec: FleetSpec, path: Path, name: str | None) -> str:
+    return validate_name(name or spec.name or path.stem)

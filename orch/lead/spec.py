@@ -1,0 +1,523 @@
+"""The fleet spec: what `orch run FLEET.yaml` is asked to do, as pydantic models (unknown keys are errors).
+
+A spec names the workdir, the agents and how many workers, the tasks, the roles' brief templates
+(defaults ship in `orch/data/roles/`), the verification policy, timeouts, stall/restart/retry limits
+and budget caps. `load_spec` reports every problem with its location (`tasks[2].role: ...`, with the
+YAML line when there is one). Templates and offline scripts use `{{name}}` placeholders.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from orch.errors import UsageError
+from orch.offline.modelserver import TOOLS as SCRIPT_TOOLS
+from orch.run.folder import MAX_WORKERS, NAME_RE, read_text_input
+
+ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}$"
+PLACEHOLDER_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+STEP_KINDS = (*SCRIPT_TOOLS, "tool", "reply", "fail")
+# The one key besides its kind a step may have: write's content, tool's input (a mapping).
+STEP_EXTRAS = {"write": "content", "tool": "input"}
+
+
+class SpecModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class Role(StrEnum):
+    FINDER = "finder"
+    VERIFIER = "verifier"
+    FIXER = "fixer"
+    SCRIBE = "scribe"
+
+
+TASK_ROLES = (Role.FINDER, Role.FIXER, Role.SCRIBE)
+
+# What each role's template may use. Every brief also gets the worker protocol (result file, done
+# flag, bus, autonomy) appended by orch.fleet.brief.
+COMMON_PLACEHOLDERS = (
+    "job",
+    "job_id",
+    "run",
+    "run_dir",
+    "worker",
+    "workers",
+    "workdir",
+    "result_file",
+    "done_file",
+)
+TASK_PLACEHOLDERS = ("task_id", "title", "goal", "files")
+PLACEHOLDERS: dict[Role, tuple[str, ...]] = {
+    Role.FINDER: (*COMMON_PLACEHOLDERS, *TASK_PLACEHOLDERS, "findings_file"),
+    Role.FIXER: (*COMMON_PLACEHOLDERS, *TASK_PLACEHOLDERS, "confirmed_findings"),
+    Role.SCRIBE: (*COMMON_PLACEHOLDERS, *TASK_PLACEHOLDERS, "confirmed_findings"),
+    Role.VERIFIER: (
+        *COMMON_PLACEHOLDERS,
+        "finding_id",
+        "claim",
+        "severity",
+        "evidence",
+        "reproduce",
+        "round",
+        "stance",
+        "verdict_file",
+    ),
+}
+
+
+class Dispatch(StrEnum):
+    QUEUE = "queue"
+    """Free workers take the next pending task (tasks may outnumber workers)."""
+    PER_WORKER = "per-worker"
+    """Task i goes to worker i."""
+
+
+class Rounds(StrEnum):
+    FIND_VERIFY = "find-verify"
+    FIND_REFUTE_CONFIRM = "find-refute-confirm"
+
+
+class PermissionPolicy(StrEnum):
+    """How a tool call that needs approval is answered; the workers' hook answers, so no dialog blocks."""
+
+    DENY = "deny"
+    """Refuse the call and tell the agent to go on without it (safe, and the worker never stalls)."""
+    APPROVE = "approve"
+    """Allow the call (the agent's deny rules still apply; the container is the boundary)."""
+    REPORT = "report"
+    """Show the dialog, post it on the bus and wait for a human (`orch attach NAME --write`); the job
+    timeout still runs."""
+
+
+ScriptStep = dict[str, Any]
+
+
+class AgentGroup(SpecModel):
+    """Some workers of one agent kind and model."""
+
+    agent: str = "claude"
+    """Agent adapter: claude (or scripted, for tests of orch itself)."""
+    model: str | None = None
+    """Model name passed to the agent (None: the agent's default)."""
+    workers: int = Field(default=1, ge=1, le=MAX_WORKERS)
+
+
+class TaskSpec(SpecModel):
+    id: str | None = Field(default=None, pattern=ID_PATTERN)
+    """Short id (lowercase letters, digits, - and _); default t1, t2, ..."""
+    role: Role = Role.FINDER
+    """finder (reports structured findings, which get verified), fixer or scribe (run after verification)."""
+    title: str | None = None
+    goal: str = Field(min_length=1)
+    """What to determine, phrased neutrally: "determine whether X holds", never "fix the X bug"."""
+    files: list[str] = Field(default_factory=list)
+    """Where to look (hints, relative to the workdir)."""
+    worker: int | None = Field(default=None, ge=1, le=MAX_WORKERS)
+    """Pin the task to this worker."""
+    offline_script: list[ScriptStep] | None = None
+    """Offline runs only: orch-script steps the scripted model makes the real agent execute."""
+
+
+class RoleSpec(SpecModel):
+    template: str | None = None
+    """The brief template ({{placeholders}}); default: the role's template shipped with orch."""
+    template_file: Path | None = None
+    """Or read the template from this file (relative to the spec)."""
+    offline_script: list[ScriptStep] | None = None
+    """Offline runs only: steps for every job of this role (a task's own script wins)."""
+
+
+class VerificationSpec(SpecModel):
+    rounds: Rounds = Rounds.FIND_VERIFY
+    """find-verify, or find-refute-confirm: round 2 tries to refute, round 3 re-checks the survivors."""
+    verifiers_per_finding: int = Field(default=1, ge=1, le=MAX_WORKERS - 1)
+    """Verifiers per finding per round; never the finder."""
+    quorum: int | None = Field(default=None, ge=1)
+    """Agreeing valid verdicts needed to settle a finding (default: verifiers_per_finding)."""
+    prefer_other_agent: bool = True
+    """Give a finding to a verifier of another agent kind or model than its finder when the fleet has one."""
+    evidence_window: int = Field(default=3, ge=0, le=50)
+    """A quote counts when found within this many lines of the cited line."""
+
+    def needed(self) -> int:
+        return self.quorum or self.verifiers_per_finding
+
+
+class Timeouts(SpecModel):
+    boot: float = Field(default=90.0, gt=0)
+    """Seconds for the workers to start."""
+    job: float = Field(default=1800.0, gt=0)
+    """Seconds one job (a task or a verification) may take, corrections included."""
+    run: float = Field(default=7200.0, gt=0)
+    """Seconds for the whole run; then it stops as failed."""
+
+
+class Limits(SpecModel):
+    nudge_after: float = Field(default=120.0, gt=0)
+    """Seconds a worker may sit idle without its done flag before it is nudged."""
+    max_nudges: int = Field(default=3, ge=0)
+    """Nudges per job before the job fails."""
+    max_corrections: int = Field(default=2, ge=0)
+    """Times a worker is told what is wrong with its output and asked again, before the job fails."""
+    max_restarts: int = Field(default=2, ge=0)
+    """Restarts per worker after a crash (each resumes its session and re-points it at its brief)."""
+    restart_backoff: float = Field(default=2.0, ge=0)
+    """First wait before a restart; doubles for each further restart of that worker."""
+    restart_backoff_max: float = Field(default=60.0, ge=0)
+    max_relaunches: int = Field(default=2, ge=0)
+    """Times the whole fleet is relaunched (sessions resumed) after its tmux server died under the controller."""
+    rate_limit_wait: float = Field(default=60.0, ge=0)
+    """Seconds to wait after a rate-limit or overload error before telling the worker to continue."""
+    max_rate_limit_waits: int = Field(default=10, ge=0)
+    """Turns per job that may end on a rate limit or a transient API error (retried after `restart_backoff`)."""
+
+
+class Budget(SpecModel):
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    """Stop the run (as failed) once the fleet's reported cost passes this."""
+    max_cost_per_worker_usd: float | None = Field(default=None, gt=0)
+    """A worker past this gets no further jobs."""
+
+
+class FleetSpec(SpecModel):
+    """A fleet to run to completion: `orch run FLEET.yaml`."""
+
+    name: str | None = Field(default=None, pattern=NAME_RE.pattern)
+    """Default run name (`--name` wins)."""
+    workdir: Path = Path()
+    """The folder the workers work in (relative to the spec file)."""
+    agent: str = "claude"
+    model: str | None = None
+    workers: int | None = Field(default=None, ge=1, le=MAX_WORKERS)
+    """Worker count (default: one per task, at least enough to verify). Or give `agents` instead."""
+    agents: list[AgentGroup] | None = None
+    """Groups of workers by agent kind and model (instead of agent/model/workers)."""
+    permission_mode: str | None = None
+    """Agent permission mode (default: the agent's own: claude acceptEdits with an allowlist)."""
+    dispatch: Dispatch = Dispatch.QUEUE
+    tasks: list[TaskSpec] = Field(min_length=1)
+    roles: dict[Role, RoleSpec] = Field(default_factory=dict)
+    verification: VerificationSpec = Field(default_factory=VerificationSpec)
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    limits: Limits = Field(default_factory=Limits)
+    budget: Budget = Field(default_factory=Budget)
+    permissions: PermissionPolicy = PermissionPolicy.DENY
+    """How a tool call that needs approval (a permission prompt) is answered: deny, approve or report."""
+    offline: bool = False
+    """Drive the agents with orch's scripted model server (no credentials; steps from offline_script)."""
+    teardown: bool = True
+    """Stop the fleet when the run ends (its folder, transcripts and report stay)."""
+
+    @field_validator("roles", "verification", "timeouts", "limits", "budget", mode="before")
+    @classmethod
+    def _empty_section_is_default(cls, value: Any) -> Any:
+        """A section whose keys are all commented out is null in YAML: take the defaults."""
+        return {} if value is None else value
+
+    # --- derived -------------------------------------------------------------------------------
+    def groups(self) -> list[AgentGroup]:
+        if self.agents:
+            return self.agents
+        return [AgentGroup(agent=self.agent, model=self.model, workers=self.worker_count())]
+
+    def worker_count(self) -> int:
+        if self.agents:
+            return sum(g.workers for g in self.agents)
+        if self.workers is not None:
+            return self.workers
+        finders = any(t.role is Role.FINDER for t in self.tasks)
+        need = self.verification.verifiers_per_finding + 1 if finders else 1
+        return max(len(self.tasks), need)
+
+    def kinds(self) -> dict[int, tuple[str, str | None]]:
+        """Worker number -> (agent, model)."""
+        out: dict[int, tuple[str, str | None]] = {}
+        for group in self.groups():
+            for _ in range(group.workers):
+                out[len(out) + 1] = (group.agent, group.model)
+        return out
+
+    def task_ids(self) -> list[str]:
+        return [t.id or f"t{i}" for i, t in enumerate(self.tasks, 1)]
+
+    def template(self, role: Role) -> str:
+        custom = self.roles.get(role)
+        if custom is not None and custom.template is not None:
+            return custom.template
+        return default_template(role)
+
+
+def default_template(role: Role) -> str:
+    return (resources.files("orch") / "data" / "roles" / f"{role.value}.md").read_text(encoding="utf-8")
+
+
+def example_spec() -> str:
+    """The commented example `orch spec init` writes."""
+    return (resources.files("orch") / "data" / "fleet.example.yaml").read_text(encoding="utf-8")
+
+
+# --- placeholders ------------------------------------------------------------------------------
+def placeholders(text: str) -> list[str]:
+    return PLACEHOLDER_RE.findall(text)
+
+
+def render(text: str, values: dict[str, str]) -> str:
+    """Fill `{{name}}` placeholders; an unknown name is a UsageError (spec checks catch it first)."""
+
+    def fill(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in values:
+            raise UsageError(f"unknown placeholder {{{{{name}}}}}", hint=f"use one of: {', '.join(sorted(values))}")
+        return values[name]
+
+    return PLACEHOLDER_RE.sub(fill, text)
+
+
+def render_steps(steps: Sequence[ScriptStep], values: dict[str, str]) -> list[ScriptStep]:
+    def fill(value: Any) -> Any:
+        if isinstance(value, str):
+            return render(value, values)
+        if isinstance(value, dict):
+            return {k: fill(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [fill(v) for v in value]
+        return value
+
+    return [fill(step) for step in steps]
+
+
+def script_block(steps: Sequence[ScriptStep]) -> str:
+    """An orch-script fenced block (one JSON step per line) for the scripted model server."""
+    body = "\n".join(json.dumps(step) for step in steps)
+    return f"```orch-script\n{body}\n```\n"
+
+
+# --- loading and checking ----------------------------------------------------------------------
+Loc = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Issue:
+    loc: Loc
+    message: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = format_loc(self.loc) or "spec"
+        at = f" (line {self.line})" if self.line else ""
+        return f"{where}: {self.message}{at}"
+
+
+class SpecError(UsageError):
+    """A fleet spec with problems; `issues` lists each with its location."""
+
+    def __init__(self, source: str, issues: Sequence[Issue]) -> None:
+        self.issues = list(issues)
+        listing = "; ".join(str(i) for i in self.issues[:5])
+        more = f" (and {len(self.issues) - 5} more)" if len(self.issues) > 5 else ""
+        super().__init__(f"{source}: {listing}{more}", hint=f"`orch spec check {source}` lists every problem")
+
+
+def format_loc(loc: Iterable[str | int]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def pydantic_issues(exc: ValidationError) -> list[Issue]:
+    issues = []
+    for err in exc.errors(include_url=False):
+        # Drop pydantic's internal loc parts (e.g. "function-after[...]") that are not keys.
+        loc = tuple(p for p in err["loc"] if isinstance(p, int) or "[" not in str(p))
+        message = err["msg"]
+        if err["type"] == "extra_forbidden":
+            message = "unknown key (not allowed here)"
+        issues.append(Issue(loc, message[:1].lower() + message[1:]))
+    return issues
+
+
+def _line_of(root: yaml.Node | None, loc: Loc) -> int | None:
+    """The 1-based YAML line of the node at `loc` (or of its deepest existing parent)."""
+    node = root
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        child: yaml.Node | None = None
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.value == str(part):
+                    # An unknown key: point at the key itself.
+                    child = value
+                    line = key.start_mark.line + 1
+                    break
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+            child = node.value[part]
+        if child is None:
+            return line
+        node = child
+        line = node.start_mark.line + 1
+    return line
+
+
+def parse_spec(text: str, source: str, base: Path) -> FleetSpec:
+    """Validate spec text; relative paths are taken from `base` (the spec's folder)."""
+    try:
+        data = yaml.safe_load(text)
+        root = yaml.compose(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpecError(source, [Issue((), f"not valid YAML: {problem}", line)]) from None
+    if not isinstance(data, dict):
+        raise SpecError(source, [Issue((), "a fleet spec is a YAML mapping (workdir:, tasks:, ...)", 1)])
+    try:
+        spec = FleetSpec.model_validate(data)
+    except ValidationError as exc:
+        issues = [Issue(i.loc, i.message, _line_of(root, i.loc)) for i in pydantic_issues(exc)]
+        raise SpecError(source, issues) from None
+    spec = resolve_paths(spec, base)
+    issues = [Issue(i.loc, i.message, _line_of(root, i.loc)) for i in check_spec(spec)]
+    if issues:
+        raise SpecError(source, issues)
+    return spec
+
+
+def load_spec(path: Path) -> FleetSpec:
+    text = read_text_input(path)
+    return parse_spec(text, str(path), path.resolve().parent)
+
+
+def resolve_paths(spec: FleetSpec, base: Path) -> FleetSpec:
+    """Make the workdir absolute and read template files into the spec (so a run needs no other file)."""
+    workdir = spec.workdir.expanduser()
+    spec = spec.model_copy(update={"workdir": (workdir if workdir.is_absolute() else base / workdir).resolve()})
+    roles = {}
+    for role, custom in spec.roles.items():
+        if custom.template_file is not None and custom.template is None:
+            path = custom.template_file.expanduser()
+            path = path if path.is_absolute() else base / path
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise SpecError(
+                    "spec", [Issue(("roles", role.value, "template_file"), f"cannot read {path}: {exc}")]
+                ) from None
+            custom = custom.model_copy(update={"template": text, "template_file": None})
+        roles[role] = custom
+    return spec.model_copy(update={"roles": roles})
+
+
+def check_spec(spec: FleetSpec) -> list[Issue]:
+    """Cross-field rules pydantic cannot see; each issue carries its location."""
+    issues: list[Issue] = []
+    add = issues.append
+    if not spec.workdir.is_dir():
+        add(Issue(("workdir",), f"folder does not exist: {spec.workdir}"))
+    if spec.agents is not None and ({"agent", "model", "workers"} & spec.model_fields_set):
+        add(Issue(("agents",), "give either agents: [...] or agent/model/workers, not both"))
+    if spec.agents is not None and not spec.agents:
+        add(Issue(("agents",), "list at least one agent group"))
+    kinds = {g.agent for g in spec.groups()}
+    if len(kinds) > 1:
+        add(Issue(("agents",), f"one agent kind per run for now (got {', '.join(sorted(kinds))}); vary the model"))
+    total = spec.worker_count()
+    if total > MAX_WORKERS:
+        add(Issue(("agents",), f"{total} workers is more than {MAX_WORKERS}"))
+    ids = spec.task_ids()
+    for i, task_id in enumerate(ids):
+        if ids.index(task_id) != i:
+            add(Issue(("tasks", i, "id"), f"duplicate task id {task_id!r}"))
+    for i, task in enumerate(spec.tasks):
+        if task.role is Role.VERIFIER:
+            add(Issue(("tasks", i, "role"), "verification jobs are made from findings; use finder, fixer or scribe"))
+        if task.worker is not None and task.worker > total:
+            add(Issue(("tasks", i, "worker"), f"worker {task.worker} does not exist (the fleet has {total})"))
+        if task.offline_script is not None:
+            issues += _check_steps(task.offline_script, ("tasks", i, "offline_script"), PLACEHOLDERS[task.role])
+    if spec.dispatch is Dispatch.PER_WORKER and len(spec.tasks) > total:
+        add(
+            Issue(("tasks",), f"dispatch per-worker needs a worker per task ({len(spec.tasks)} tasks, {total} workers)")
+        )
+    policy = spec.verification
+    if policy.quorum is not None and policy.quorum > policy.verifiers_per_finding:
+        add(Issue(("verification", "quorum"), f"quorum {policy.quorum} is more than verifiers_per_finding"))
+    if any(t.role is Role.FINDER for t in spec.tasks) and total < policy.verifiers_per_finding + 1:
+        add(
+            Issue(
+                ("verification", "verifiers_per_finding"),
+                f"{policy.verifiers_per_finding} verifier(s) per finding need at least "
+                f"{policy.verifiers_per_finding + 1} workers: a finder never verifies its own finding "
+                f"(the fleet has {total})",
+            )
+        )
+    for role, custom in spec.roles.items():
+        where: Loc = ("roles", role.value)
+        if custom.template is not None and custom.template_file is not None:
+            add(Issue(where, "give template or template_file, not both"))
+        if custom.template is not None:
+            if not custom.template.strip():
+                add(Issue((*where, "template"), "empty template"))
+            for name in placeholders(custom.template):
+                if name not in PLACEHOLDERS[role]:
+                    add(Issue((*where, "template"), _unknown_placeholder(name, PLACEHOLDERS[role])))
+        if custom.offline_script is not None:
+            issues += _check_steps(custom.offline_script, (*where, "offline_script"), PLACEHOLDERS[role])
+    return issues
+
+
+def _unknown_placeholder(name: str, allowed: Sequence[str]) -> str:
+    return f"unknown placeholder {{{{{name}}}}} (available: {', '.join(sorted(allowed))})"
+
+
+def _check_steps(steps: Sequence[ScriptStep], where: Loc, allowed: Sequence[str]) -> list[Issue]:
+    issues = []
+    for i, step in enumerate(steps):
+        kinds = [k for k in STEP_KINDS if k in step]
+        extras = {STEP_EXTRAS[k] for k in kinds if k in STEP_EXTRAS}
+        if len(kinds) != 1 or set(step) - {*kinds, *extras}:
+            issues.append(
+                Issue(
+                    (*where, i),
+                    f"a step has exactly one of {', '.join(STEP_KINDS)} (write may add content, tool input); "
+                    f"got {sorted(step)}",
+                )
+            )
+        for key, value in step.items():
+            if key == "input":
+                if not isinstance(value, dict):
+                    issues.append(Issue((*where, i, key), "must be a mapping (the tool's input)"))
+                    continue
+                texts = list(_strings(value))
+            elif isinstance(value, str):
+                texts = [value]
+            else:
+                issues.append(Issue((*where, i, key), "must be a string"))
+                continue
+            for name in (n for text in texts for n in placeholders(text)):
+                if name not in allowed:
+                    issues.append(Issue((*where, i, key), _unknown_placeholder(name, allowed)))
+    return issues
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string inside a YAML value (a tool input may nest mappings and lists)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)

@@ -1,0 +1,328 @@
+"""The run folder: the contract between orch, its workers and the humans watching.
+
+This is the only module that knows the file names inside a run folder; everything else asks it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from orch.errors import NotFoundError, OrchError, UsageError
+from orch.run.paths import agents_dir, runs_dir
+from orch.run.records import ControllerEvent, HookEvent, RunInfo, StatusLine
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+MAX_WORKERS = 64
+
+
+def validate_name(name: str) -> str:
+    """Run names become folder, tmux socket and container names: keep them boring."""
+    if not NAME_RE.fullmatch(name) or ".." in name:
+        raise UsageError(
+            f"invalid run name {name!r}",
+            hint="use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit",
+        )
+    return name
+
+
+def validate_worker_count(n: int) -> int:
+    if not 1 <= n <= MAX_WORKERS:
+        raise UsageError(f"worker count {n} is out of range", hint=f"use 1 to {MAX_WORKERS}")
+    return n
+
+
+def atomic_write(path: Path, data: str | bytes, mode: int = 0o644) -> None:
+    """Write to a temp file in the same folder, then rename: readers see the old or the new file."""
+    raw = data.encode() if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append one line with a single write(2) on an O_APPEND fd (atomic for our line sizes)."""
+    data = (line.rstrip("\n") + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_model(path: Path, model: type[M], missing: OrchError) -> M:
+    """A JSON file orch wrote, as its model: `missing` if absent, a one-line UsageError if malformed."""
+    try:
+        return model.model_validate_json(path.read_text())
+    except FileNotFoundError:
+        raise missing from None
+    except ValidationError as exc:
+        raise UsageError(f"{path} is malformed: {exc.errors()[0]['msg']}") from None
+
+
+def read_text_input(path: Path) -> str:
+    """Read a user-supplied text file: must exist, be UTF-8 and not binary."""
+    if not path.is_file():
+        raise NotFoundError(f"file not found: {path}", hint="check the path")
+    raw = path.read_bytes()
+    return decode_text(raw, str(path))
+
+
+def decode_text(raw: bytes, what: str) -> str:
+    if b"\x00" in raw:
+        raise UsageError(f"{what} looks binary (contains NUL bytes)", hint="send UTF-8 text")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{what} is not UTF-8 text (byte {exc.start})", hint="convert it to UTF-8") from None
+
+
+class RunFolder:
+    """Paths and small file operations for one run folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._hook_logs: dict[int, HookLog] = {}
+
+    @classmethod
+    def for_name(cls, name: str) -> RunFolder:
+        return cls(runs_dir() / validate_name(name))
+
+    @property
+    def name(self) -> str:
+        return self.root.name
+
+    # --- the names (one place) -------------------------------------------------------------
+    @property
+    def run_json(self) -> Path:
+        return self.root / "run.json"
+
+    @property
+    def bus(self) -> Path:
+        return self.root / "bus.md"
+
+    @property
+    def bus_lock(self) -> Path:
+        return self.root / ".bus.lock"
+
+    @property
+    def events(self) -> Path:
+        return self.root / "events.jsonl"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / "state"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def findings_dir(self) -> Path:
+        return self.root / "findings"
+
+    @property
+    def verdicts_dir(self) -> Path:
+        return self.root / "verdicts"
+
+    def task(self, n: int) -> Path:
+        return self.root / f"agent-{n}.task.md"
+
+    def result(self, n: int) -> Path:
+        return self.root / f"agent-{n}.result.md"
+
+    def done(self, n: int) -> Path:
+        return self.root / f"agent-{n}.done"
+
+    def state(self, n: int) -> Path:
+        return self.state_dir / f"agent-{n}.jsonl"
+
+    def status_line(self, n: int) -> Path:
+        return self.state_dir / f"agent-{n}.status.json"
+
+    @property
+    def permission_policy(self) -> Path:
+        """How the workers' permission hook answers a prompt (written by `orch run`; absent: ask)."""
+        return self.state_dir / "permissions.json"
+
+    @property
+    def model_server_url(self) -> Path:
+        """URL of the run's scripted model server (offline runs)."""
+        return self.state_dir / "modelserver.url"
+
+    @property
+    def model_server_pid(self) -> Path:
+        return self.state_dir / "modelserver.pid"
+
+    @property
+    def sessions_dir(self) -> Path:
+        """Agent session transcripts of containerised runs, kept so `orch up --resume` can resume them."""
+        return self.root / "sessions"
+
+    def sessions(self, n: int) -> Path:
+        return self.sessions_dir / f"agent-{n}"
+
+    def log(self, n: int) -> Path:
+        return self.logs_dir / f"agent-{n}.log"
+
+    @property
+    def config_root(self) -> Path:
+        """The run's agent config dirs, outside the run folder: they may hold credentials."""
+        return agents_dir() / self.name
+
+    def config_dir(self, n: int) -> Path:
+        """The worker's isolated agent config dir."""
+        return self.config_root / f"agent-{n}"
+
+    # --- the automated lead (orch run): its spec, state, per-job files and reports ---------
+    @property
+    def fleet_spec(self) -> Path:
+        """The fleet spec the controller runs, resolved (JSON): what `orch run --resume` reloads."""
+        return self.root / "fleet.json"
+
+    @property
+    def controller_state(self) -> Path:
+        """The controller's saved state: jobs, accepted findings and verdicts, flags, outcome."""
+        return self.root / "controller.json"
+
+    @property
+    def controller_lock(self) -> Path:
+        """Held (flock) by the one controller driving this run."""
+        return self.root / ".controller.lock"
+
+    def findings_file(self, job: str) -> Path:
+        """Structured findings a finder job writes (JSON)."""
+        return self.findings_dir / f"{job}.json"
+
+    def verdict_file(self, job: str) -> Path:
+        """The verdict a verification job writes (JSON)."""
+        return self.verdicts_dir / f"{job}.json"
+
+    @property
+    def jobs_dir(self) -> Path:
+        """Briefs and results of finished jobs, kept once agent-N.task.md / .result.md are reused."""
+        return self.root / "jobs"
+
+    def job_brief(self, job: str) -> Path:
+        return self.jobs_dir / f"{job}.task.md"
+
+    def job_result(self, job: str) -> Path:
+        return self.jobs_dir / f"{job}.result.md"
+
+    @property
+    def report_md(self) -> Path:
+        return self.root / "report.md"
+
+    @property
+    def report_json(self) -> Path:
+        return self.root / "report.json"
+
+    @property
+    def report_html(self) -> Path:
+        return self.root / "report.html"
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def exists(self) -> bool:
+        return self.run_json.is_file()
+
+    def create(self, info: RunInfo) -> None:
+        """Create the folder tree and run.json. The caller removes it if anything later fails."""
+        self.root.mkdir(parents=True, exist_ok=False)
+        for sub in (self.state_dir, self.logs_dir, self.findings_dir, self.verdicts_dir):
+            sub.mkdir()
+        self.bus.touch()
+        self.write_info(info)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+        shutil.rmtree(self.config_root, ignore_errors=True)
+
+    def write_info(self, info: RunInfo) -> None:
+        atomic_write(self.run_json, info.model_dump_json(indent=2) + "\n")
+
+    def info(self) -> RunInfo:
+        return read_model(
+            self.run_json, RunInfo, NotFoundError(f"no run named {self.name!r}", hint="`orch ls` lists runs")
+        )
+
+    def check_worker(self, n: int) -> int:
+        total = self.info().workers
+        if not 1 <= n <= total:
+            raise UsageError(f"worker {n} is out of range for run {self.name!r}", hint=f"use 1 to {total}")
+        return n
+
+    # --- readers ---------------------------------------------------------------------------
+    def hook_events(self, n: int) -> Sequence[HookEvent]:
+        """All parseable hook events of worker n; garbage lines are skipped, never fatal.
+
+        Read incrementally: each call on this RunFolder parses only the lines added since the last.
+        """
+        return self._hook_logs.setdefault(n, HookLog(self.state(n))).events()
+
+    def last_hook_event(self, n: int) -> HookEvent | None:
+        events = self.hook_events(n)
+        return events[-1] if events else None
+
+    def status_line_info(self, n: int) -> StatusLine | None:
+        try:
+            return StatusLine.model_validate_json(self.status_line(n).read_text())
+        except (OSError, ValidationError):
+            return None
+
+    def log_event(self, event: ControllerEvent) -> None:
+        append_line(self.events, event.model_dump_json())
+
+
+class HookLog:
+    """A worker's hook log (append-only JSONL), parsed once: each read parses only the new lines."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self._events: list[HookEvent] = []
+
+    def events(self) -> Sequence[HookEvent]:
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return self._events
+        if size < self.offset:  # replaced: read again from the start
+            self.offset, self._events = 0, []
+        if size > self.offset:
+            with self.path.open("rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read(size - self.offset)
+            complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits for the next read
+            self.offset += len(complete)
+            for line in complete.splitlines():
+                try:
+                    self._events.append(HookEvent.model_validate(json.loads(line)))
+                except (ValueError, ValidationError):
+                    continue
+        return self._events
+
+
+def list_runs() -> list[RunFolder]:
+    root = runs_dir()
+    if not root.is_dir():
+        return []
+    return sorted((RunFolder(p) for p in root.iterdir() if (p / "run.json").is_file()), key=lambda r: r.name)

@@ -1,0 +1,196 @@
+"""Messages are models: what orch writes to and reads from the run folder."""
+
+from __future__ import annotations
+
+import datetime as dt
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Backend(StrEnum):
+    LOCAL = "local"
+    DOCKER = "docker"
+
+
+class RunStatus(StrEnum):
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPED = "stopped"
+    FAILED = "failed"
+
+
+class EgressMode(StrEnum):
+    """What a run's container may reach on the network (`orch up --egress`)."""
+
+    OPEN = "open"
+    ALLOWLIST = "allowlist"
+    NONE = "none"
+
+
+class ContainerOptions(Strict):
+    """How a run's container is confined. Kept in run.json so `orch up --resume` recreates it alike."""
+
+    egress: EgressMode = EgressMode.ALLOWLIST
+    allow: list[str] = Field(default_factory=list)
+    """The resolved allowlist: defaults plus `--allow` (host names, IPs or CIDRs; names resolved at boot)."""
+    memory: str = "8g"
+    cpus: float = 2.0
+    pids: int = 4096
+    network: str | None = None
+    """A Docker network to join (None: the engine's default bridge)."""
+    copy_workdir: bool = False
+    """`--copy`: the workers got a disposable copy of the workdir, never the original."""
+
+
+class ContainerInfo(Strict):
+    """Where a containerised run lives, as the host (the machine running `orch`) sees it.
+
+    Host paths vs container paths: `RunInfo.workdir` and every path orch writes *inside* the run folder
+    (briefs' protocol footer, hook commands) are as seen inside the container (`/workspace`,
+    `/orch/runs/<name>`), because the controller and the workers live there. What the host needs to find
+    the same things is kept here: `host_run_dir` and `host_workdir`.
+    """
+
+    id: str = ""
+    """Container id ("" until the container is created)."""
+    name: str
+    image: str
+    docker_host: str | None = None
+    """The engine the container runs on (None: the default local engine)."""
+    remote: bool = False
+    """The engine is on another machine: the run folder is the volume `run_volume` there, not a bind mount."""
+    host_run_dir: str
+    """The run folder as the engine's host sees it (the bind-mount source), or the volume name if remote."""
+    host_workdir: str = ""
+    """The workdir the user named, on the machine that ran `orch up`."""
+    workspace_source: str = ""
+    """What is mounted at the container's workdir: a host path (the workdir or its copy) or a volume name."""
+    run_volume: str | None = None
+    user: str = "1000:1000"
+    """uid:gid the controller and the workers run as (the owner of files they write to the run folder)."""
+    options: ContainerOptions = Field(default_factory=ContainerOptions)
+    last_pull: dt.datetime | None = None
+    """When `orch pull` last copied the remote run folder back."""
+
+
+class RunInfo(Strict):
+    """`run.json`: what was asked for, and where it runs."""
+
+    name: str
+    backend: Backend
+    agent: str
+    workers: int
+    workdir: str
+    """The workers' working directory as seen where they run (`/workspace` in a container)."""
+    permission_mode: str
+    model: str | None = None
+    worker_models: dict[int, str] = Field(default_factory=dict)
+    """Per-worker model where it differs from `model`."""
+    offline: bool = False
+    tmux_socket: str
+    created: dt.datetime = Field(default_factory=utcnow)
+    status: RunStatus = RunStatus.STARTING
+    orch_version: str
+    agent_version: str | None = None
+    container: ContainerInfo | None = None
+
+
+class WorkerState(StrEnum):
+    BOOTING = "booting"
+    IDLE = "idle"
+    BUSY = "busy"
+    WAITING_FOR_PERMISSION = "waiting-for-permission"
+    RATE_LIMITED = "rate-limited"
+    ERROR = "error"
+    EXITED = "exited"
+    CRASHED = "crashed"
+
+
+class HookEvent(BaseModel):
+    """One line of `state/agent-<n>.jsonl`: a hook payload from the agent, stamped by orch."""
+
+    model_config = ConfigDict(extra="allow")
+
+    ts: float
+    hook_event_name: str
+    session_id: str | None = None
+    prompt: str | None = None
+    tool_name: str | None = None
+    notification_type: str | None = None
+    error: str | None = None
+    reason: str | None = None
+    status: int | None = None
+    """Exit status, on the wrapper's ProcessExit event."""
+    orch_decision: str | None = None
+    """On PermissionRequest: "allow" or "deny" when the hook answered from the run's policy (no dialog)."""
+
+
+class PermissionAnswer(Strict):
+    """`state/permissions.json`: how the workers' PermissionRequest hook answers a prompt (orch.run.hookwriter)."""
+
+    answer: Literal["allow", "deny", "ask"]
+    """allow or deny the tool call without a dialog; ask: show the dialog and wait for a human."""
+    message: str | None = None
+    """Told to the agent with a deny."""
+
+
+class StatusLine(BaseModel):
+    """`state/agent-<n>.status.json`: the latest status-line payload (cost feed)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    ts: float
+    session_id: str | None = None
+    cost_usd: float | None = None
+    duration_ms: int | None = None
+    context_used_percent: float | None = None
+
+
+class BusLine(Strict):
+    """One bus message. On disk: `<ISO timestamp> [W3] text`, one line, newlines escaped."""
+
+    ts: dt.datetime
+    sender: str
+    """`W3` for worker 3, `lead` for the lead/controller."""
+    text: str
+
+
+class WorkerStatus(Strict):
+    """What `orch status` shows for one worker."""
+
+    worker: int
+    state: WorkerState
+    detail: str | None = None
+    done: bool
+    result: bool
+    last_bus: str | None = None
+    cost_usd: float | None = None
+    pane_id: str | None = None
+
+
+class RunStatusView(Strict):
+    name: str
+    backend: Backend
+    agent: str
+    status: RunStatus
+    alive: bool
+    workers: list[WorkerStatus]
+
+
+class ControllerEvent(Strict):
+    """One line of `events.jsonl`: something the controller did."""
+
+    ts: dt.datetime = Field(default_factory=utcnow)
+    event: str
+    worker: int | None = None
+    data: dict[str, Any] = Field(default_factory=dict)

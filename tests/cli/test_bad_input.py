@@ -1,0 +1,125 @@
+"""Bad input: one clear line, exit code 2, and nothing half-created."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orch.fleet.tmux import TmuxServer
+from orch.run.paths import agents_dir, runs_dir
+from tests.helpers import orch
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    path = tmp_path / "work"
+    path.mkdir()
+    return path
+
+
+def _nothing_left(name: str) -> None:
+    assert not (runs_dir() / name).exists(), "half-written run folder left behind"
+    assert not (agents_dir() / name).exists(), "config dirs left behind"
+    assert not TmuxServer(f"orch-{name}").alive(), "tmux server left behind"
+
+
+@pytest.mark.parametrize(
+    ("name", "extra", "message"),
+    [
+        ("../x", [], "invalid run name"),
+        ("has space", [], "invalid run name"),
+        ("semi;colon", [], "invalid run name"),
+        ("$(reboot)", [], "invalid run name"),
+        ("x" * 65, [], "invalid run name"),
+        ("ok", ["-n", "0"], "out of range"),
+        ("ok", ["-n", "65"], "out of range"),
+        ("ok", ["--agent", "nope"], "available: claude, scripted"),
+        ("ok", ["--permission-mode", "yolo"], "unknown permission mode"),
+    ],
+    ids=["dotdot", "space", "semicolon", "subshell", "too-long", "zero-workers", "too-many", "agent", "mode"],
+)
+def test_up_rejects_bad_arguments(workdir: Path, name: str, extra: list[str], message: str) -> None:
+    result = orch("up", name, "--agent", "scripted", "--workdir", workdir, "--local", *extra)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert not runs_dir().exists() or not any(runs_dir().iterdir())
+
+
+def test_up_missing_workdir(tmp_path: Path) -> None:
+    result = orch("up", "ok", "--agent", "scripted", "--workdir", tmp_path / "nope", "--local")
+    assert result.exit_code == 2 and "workdir does not exist" in result.output
+    _nothing_left("ok")
+
+
+def test_agent_cli_not_installed(workdir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("ORCH_CLAUDE_BIN", str(tmp_path / "no-claude"))
+    result = orch("up", "ok", "--workdir", workdir, "--local")
+    assert result.exit_code == 2 and "Claude Code is not installed" in result.output and "npm install" in result.output
+    _nothing_left("ok")
+
+
+def test_tmux_missing(workdir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no tmux here
+    result = orch("up", "ok", "--agent", "scripted", "--workdir", workdir, "--local")
+    assert result.exit_code == 2 and "tmux" in result.output
+    _nothing_left("ok")
+
+
+def test_failed_boot_leaves_nothing_behind(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An "agent" that exits at once: up must fail cleanly, not leave a server or folder.
+    monkeypatch.setenv("ORCH_CLAUDE_BIN", "/bin/false")
+    result = orch("up", "dies", "-n", "2", "--workdir", workdir, "--local", "--boot-timeout", "20")
+    assert result.exit_code == 1 and "exited while booting" in result.output
+    _nothing_left("dies")
+
+
+@pytest.fixture
+def live(workdir: Path) -> str:
+    assert orch("up", "live", "-n", "2", "--agent", "scripted", "--workdir", workdir, "--local").exit_code == 0
+    return "live"
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "message"),
+    [
+        (["send", "live", "3", "hi"], None, "out of range"),
+        (["send", "live", "0", "hi"], None, "out of range"),
+        (["send", "live", "1", "   "], None, "empty message"),
+        (["send", "live", "1", "--file", "-"], b"", "empty message"),
+        (["send", "live", "1", "--file", "-"], b"\xff\xfe bad", "not UTF-8"),
+        (["send", "live", "1", "--file", "-"], b"bin\x00ary", "binary"),
+        (["send", "live", "1", "--file", "/nonexistent/brief.md"], None, "file not found"),
+        (["send", "live", "1"], None, "give the message"),
+        (["brief", "live", "1", "/nonexistent/brief.md"], None, "file not found"),
+        (["brief", "live", "1", "-"], b"\n\n", "empty brief"),
+        (["read", "live", "7"], None, "out of range"),
+        (["send", "ghost", "1", "hi"], None, "no run named 'ghost'"),
+        (["status", "ghost"], None, "no run named 'ghost'"),
+        (["wait", "live", "--workers", "1,x"], None, "bad worker list"),
+        (["kill"], None, "give a run name or --all"),
+    ],
+    ids=[
+        "worker-too-high",
+        "worker-zero",
+        "blank",
+        "empty-stdin",
+        "non-utf8",
+        "binary",
+        "missing-file",
+        "no-text",
+        "brief-missing",
+        "brief-empty",
+        "read-range",
+        "no-run",
+        "status-no-run",
+        "bad-list",
+        "kill-nothing",
+    ],
+)
+def test_fleet_commands_reject_bad_input(live: str, args: list[str], stdin: bytes | None, message: str) -> None:
+    result = orch(*args, input=stdin)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert result.output.count("\n") == 1

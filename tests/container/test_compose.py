@@ -1,0 +1,182 @@
+"""compose.yaml, driven the way its header says (`docker compose run`, or compose v1's `docker-compose run`):
+`fleet`, real Claude Code workers (offline) in one hardened container, runs folder and workspace as
+volumes; briefed through `docker exec`, its bus lines, results and done flags land in the runs volume;
+nothing in it runs as root or with a capability; a second `run` of the same fleet resumes its sessions.
+`lead`, a fleet spec run to completion in the container, as CI would: the report on the host, the exit code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import docker
+import docker.errors
+import pytest
+import yaml
+from docker.models.containers import Container
+
+from orch.container.serverun import READY_LINE
+from orch.waits import wait_until
+from tests.dockertest import BUILD_TIMEOUT, PROCESS_SCRIPT, assert_unprivileged, unique
+
+pytestmark = [pytest.mark.docker, pytest.mark.claude, pytest.mark.timeout(BUILD_TIMEOUT)]
+COMPOSE_FILE = Path(__file__).resolve().parents[2] / "compose.yaml"
+RUN = "cmp"
+UID = 1000
+SAMPLE = Path(str(resources.files("orch") / "data" / "demo" / "sample"))
+
+
+def _compose_cli() -> list[str]:
+    docker_cli = shutil.which("docker")
+    if docker_cli and subprocess.run([docker_cli, "compose", "version"], capture_output=True).returncode == 0:
+        return [docker_cli, "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    if os.environ.get("CI") == "true":
+        pytest.fail("CI needs docker compose (.ci/run installs Debian's docker-compose)")
+    pytest.skip("neither `docker compose` nor `docker-compose` is installed (apt-get install docker-compose)")
+
+
+@dataclass
+class Project:
+    cli: list[str]
+    name: str
+    engine: docker.DockerClient
+
+    def run(self, container_name: str) -> Container:
+        env = {
+            **os.environ,
+            "ORCH_RUN": RUN,
+            "ORCH_WORKERS": "2",
+            "ORCH_OFFLINE": "1",
+            "ORCH_EGRESS": "none",
+            "ORCH_UID": str(UID),
+        }
+        cmd = [*self.cli, "-f", str(COMPOSE_FILE), "-p", self.name, "run", "-d", "--name", container_name, "fleet"]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        container = self.engine.containers.get(container_name)
+
+        def ready() -> bool:
+            container.reload()
+            assert container.status == "running", container.logs().decode(errors="replace")
+            return READY_LINE in container.logs().decode(errors="replace")
+
+        wait_until(ready, 120, "the compose fleet to start its workers", interval=0.5)
+        return container
+
+
+def sh(container: Container, script: str, **env: str) -> str:
+    code, out = container.exec_run(["sh", "-c", script], user=str(UID), environment=env)
+    assert isinstance(out, bytes)
+    text = out.decode(errors="replace")
+    assert code == 0, text
+    return text
+
+
+@pytest.fixture
+def project(engine: docker.DockerClient, image: str) -> Iterator[Project]:
+    cli = _compose_cli()
+    proj = Project(cli, unique("orchcompose"), engine)
+    yield proj
+    for container in engine.containers.list(all=True, filters={"label": f"com.docker.compose.project={proj.name}"}):
+        with contextlib.suppress(docker.errors.NotFound):
+            container.remove(force=True)
+    subprocess.run([*cli, "-f", str(COMPOSE_FILE), "-p", proj.name, "down", "-v"], capture_output=True, timeout=120)
+
+
+def test_compose_runs_a_fleet_and_resumes_it(project: Project) -> None:
+    fleet = project.run(f"{project.name}-1")
+    status = json.loads(sh(fleet, f"orch status {RUN} --json"))
+    assert [w["state"] for w in status[0]["workers"]] == ["idle", "idle"]
+    inside = f"/orch/runs/{RUN}"
+    for n in (1, 2):
+        steps = [
+            {"bash": f"orch bus post {RUN} --as {n} 'worker {n} checked in'"},
+            {"write": f"{inside}/agent-{n}.result.md", "content": f"# Result {n}\nall good\n"},
+            {"bash": f"touch {inside}/agent-{n}.done"},
+            {"reply": "Finished."},
+        ]
+        brief = "# Task\n\n```orch-script\n" + "\n".join(json.dumps(s) for s in steps) + "\n```\n"
+        sh(fleet, f'printf "%s" "$BRIEF" | orch brief {RUN} {n} -', BRIEF=brief)
+    sh(fleet, f"orch wait {RUN} --timeout 120")
+    bus = sh(fleet, f"cat {inside}/bus.md")
+    assert "[W1] worker 1 checked in" in bus and "[W2] worker 2 checked in" in bus
+    owners = sh(fleet, f"stat -c %u {inside}/agent-1.result.md {inside}/agent-2.done /workspace").split()
+    assert owners == [str(UID)] * 3
+    assert_unprivileged(sh(fleet, 'python3 -c "$S"', S=PROCESS_SCRIPT), UID)
+    attrs = fleet.attrs["HostConfig"]
+    assert attrs["ReadonlyRootfs"] and attrs["CapDrop"] == ["ALL"] and attrs["PidsLimit"] == 4096
+    assert {m["Destination"] for m in fleet.attrs["Mounts"]} == {"/orch/runs", "/workspace"}
+
+    fleet.stop(timeout=20)  # SIGTERM: workers stop, the run folder stays, marked stopped
+    fleet.reload()
+    assert fleet.attrs["State"]["ExitCode"] == 0
+
+    again = project.run(f"{project.name}-2")  # the same fleet again: resumed on its folder
+    events = [json.loads(line) for line in sh(again, f"cat {inside}/state/agent-1.jsonl").splitlines()]
+    starts = [e for e in events if e["hook_event_name"] == "SessionStart"]
+    assert [s["source"] for s in starts] == ["startup", "resume"]
+    assert starts[0]["session_id"] == starts[1]["session_id"]
+    assert "all good" in sh(again, f"cat {inside}/agent-2.result.md")
+
+
+def test_compose_lead_runs_a_spec_to_its_exit_code(project: Project, tmp_path: Path) -> None:
+    """`docker compose run --rm lead`, as in CI: the spec in the workspace, run to the end inside the container,
+    the report in the runs folder on the host, and orch run's exit code as the container's."""
+    workspace, runs = tmp_path / "ws", tmp_path / "runs"
+    shutil.copytree(SAMPLE, workspace)
+    runs.mkdir()
+    finding = {
+        "id": "F1",
+        "claim": "paginate(items, 1, size) skips the first page",
+        "severity": "high",
+        "evidence": [{"file": "pages.py", "line": 15, "quote": "start = page * size"}],
+        "reproduce": "python3 -c 'import sys; from pages import paginate; "
+        "sys.exit(0 if paginate(list(range(10)), 1, 5) != [0, 1, 2, 3, 4] else 1)'",
+    }
+    findings = json.dumps({"job": "{{job}}", "findings": [finding]})
+    spec = {
+        "workdir": ".",
+        "offline": True,
+        "workers": 2,
+        "tasks": [
+            {
+                "id": "pages",
+                "goal": "Determine whether paginate returns the right page.",
+                "offline_script": [
+                    {"write": "{{findings_file}}", "content": findings},
+                    {"write": "{{result_file}}", "content": "one finding\n"},
+                    {"bash": "touch {{done_file}}"},
+                    {"reply": "Finished."},
+                ],
+            }
+        ],
+    }
+    (workspace / "fleet.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    for path in (runs, workspace, *workspace.rglob("*")):
+        os.chown(path, UID, UID)
+    env = {**os.environ, "ORCH_RUN": "ci", "ORCH_WORKSPACE": str(workspace), "ORCH_RUNS": str(runs)}
+    env |= {"ORCH_EGRESS": "none", "ORCH_UID": str(UID)}
+    cmd = [*project.cli, "-f", str(COMPOSE_FILE), "-p", project.name, "run", "--rm", "lead"]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "pages-F1" in done.stdout and "CONFIRMED" in done.stdout
+    report = json.loads((runs / "ci" / "report.json").read_text())
+    assert report["status"] == "passed" and [f["status"] for f in report["findings"]] == ["CONFIRMED"]
+    assert (runs / "ci" / "logs" / "agent-2.log").stat().st_size > 0  # the verifier's transcript, on the host
+
+    # A broken spec: exit 2 and the problem with its location, nothing run.
+    (workspace / "fleet.yaml").write_text("workdir: .\ntasks:\n  - rol: finder\n")
+    done = subprocess.run(cmd, env={**env, "ORCH_RUN": "bad"}, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "tasks[0].rol: unknown key" in done.stdout + done.stderr
+    assert not (runs / "bad").exists()

@@ -1,0 +1,167 @@
+"""The egress policy, against servers of our own: two tiny HTTP servers and a scripted model server, each
+a container from the orch image on a private Docker network. No test traffic leaves this machine.
+
+Under the allowlist, the allowlisted server answers and the other one is refused at once; `none` refuses
+both; the model API host comes from ANTHROPIC_BASE_URL; real Claude Code works under the allowlist with
+its key passed by environment, and the key lands in no file of the run folder and no container log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import docker.errors
+import pytest
+
+from orch.container import egress
+from orch.container.layout import LABEL_MANAGED
+from orch.container.sandbox import DockerSandbox
+from orch.run.folder import RunFolder
+from orch.waits import wait_until
+from tests.dockertest import BUILD_TIMEOUT, events, new_name, script_brief, unique
+from tests.helpers import orch
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(BUILD_TIMEOUT)]
+PORT = 8000
+SECRET = "sk-ant-orch-egress-test-secret-0123456789"
+
+
+@dataclass(frozen=True)
+class Net:
+    network: str
+    allowed: str  # container name of the server we allowlist
+    other: str  # container name of the one we do not
+    other_ip: str
+    model: str  # container name of the scripted model server
+
+
+def _server(engine: docker.DockerClient, image: str, network: str, name: str, command: list[str]) -> str:
+    container = engine.containers.run(
+        image,
+        command,
+        name=name,
+        detach=True,
+        network=network,
+        user="1000:1000",
+        read_only=True,
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges:true"],
+        tmpfs={"/tmp": ""},
+        working_dir="/tmp",
+        labels={LABEL_MANAGED: "test"},
+    )
+    listening = ["python3", "-c", f"import socket; socket.create_connection(('127.0.0.1', {PORT}), 1)"]
+    wait_until(lambda: container.exec_run(listening)[0] == 0, 30, f"{name} to listen")
+    container.reload()
+    return str(container.attrs["NetworkSettings"]["Networks"][network]["IPAddress"])
+
+
+@pytest.fixture(scope="module")
+def net(engine: docker.DockerClient, image: str) -> Iterator[Net]:
+    net_name = unique("orch-test-net")
+    network = engine.networks.create(net_name, driver="bridge", labels={LABEL_MANAGED: "test"})
+    made: list[str] = []
+    try:
+        http = ["python3", "-m", "http.server", str(PORT), "--bind", "0.0.0.0"]
+        allowed, other, model = unique("orch-test-a"), unique("orch-test-b"), unique("orch-test-model")
+        made += [allowed, other, model]
+        _server(engine, image, net_name, allowed, http)
+        other_ip = _server(engine, image, net_name, other, http)
+        _server(engine, image, net_name, model, ["orch", "model-server", "--host", "0.0.0.0", "--port", str(PORT)])
+        yield Net(net_name, allowed, other, other_ip, model)
+    finally:
+        for name in made:
+            with contextlib.suppress(docker.errors.NotFound):
+                engine.containers.get(name).remove(force=True)
+        network.remove()
+
+
+@pytest.fixture
+def isolated_env(monkeypatch: pytest.MonkeyPatch, net: Net) -> None:
+    """Only our own hosts on the allowlist: the model server by ANTHROPIC_BASE_URL, no public defaults."""
+    monkeypatch.setenv(egress.DEFAULT_ALLOW_ENV, "")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://{net.model}:{PORT}")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    for var in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+
+
+PROBE = (
+    "import sys, urllib.error, urllib.request\n"
+    "for url in sys.argv[1:]:\n"
+    "    try:\n"
+    "        urllib.request.urlopen(url, timeout=5).read(); print(url, 'ok')\n"
+    "    except urllib.error.HTTPError:\n"
+    "        print(url, 'ok')  # an HTTP answer, whatever its status: reachable\n"
+    "    except Exception as exc:\n"
+    "        print(url, 'blocked', type(exc).__name__)\n"
+)
+
+
+def _reach(run: RunFolder, urls: list[str]) -> dict[str, bool]:
+    code, out = DockerSandbox().run_as_user(run.info(), ["python3", "-c", PROBE, *urls])
+    assert code == 0, out
+    return {line.split()[0]: line.split()[1] == "ok" for line in out.splitlines() if line.startswith("http")}
+
+
+@pytest.mark.usefixtures("isolated_env")
+@pytest.mark.parametrize(
+    ("mode", "allow_by", "expect"),
+    [
+        ("allowlist", "name", (True, False, True)),
+        ("allowlist", "ip", (False, True, True)),
+        ("none", "name", (False, False, False)),
+        ("open", "name", (True, True, True)),
+    ],
+    ids=["allowlist-by-name", "allowlist-by-ip", "none", "open"],
+)
+def test_egress_modes(
+    net: Net, names: list[str], workdir: Path, mode: str, allow_by: str, expect: tuple[bool, bool, bool]
+) -> None:
+    name = new_name(names, "eg")
+    allow = net.allowed if allow_by == "name" else net.other_ip
+    result = orch(
+        "up", name, "--agent", "scripted", "--workdir", workdir, "--network", net.network,
+        "--egress", mode, "--allow", allow,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    run = RunFolder.for_name(name)
+    urls = [f"http://{net.allowed}:{PORT}/", f"http://{net.other_ip}:{PORT}/", f"http://{net.model}:{PORT}/"]
+    got = _reach(run, urls)
+    assert tuple(got[u] for u in urls) == expect, got
+    (report,) = [e["data"] for e in events(run) if e["event"] == "egress"]
+    assert isinstance(report, dict) and report["mode"] == mode
+    if mode != "open":
+        assert str(report["selftest"]).startswith("blocked 192.0.2.1")
+    if mode == "allowlist":
+        # ANTHROPIC_BASE_URL's host, then --allow (an IP becomes a /32 network)
+        assert set(report["allowed"]) == {net.model, egress.normalize_entry(allow)}
+    assert orch("kill", name).exit_code == 0
+
+
+@pytest.mark.claude
+@pytest.mark.usefixtures("isolated_env")
+def test_claude_under_allowlist_with_key_by_environment(
+    net: Net, names: list[str], workdir: Path, tmp_path: Path, engine: docker.DockerClient
+) -> None:
+    name = new_name(names, "eg")
+    result = orch("up", name, "--workdir", workdir, "--network", net.network)  # not offline: the real path
+    assert result.exit_code == 0, result.output
+    run = RunFolder.for_name(name)
+    info = run.info()
+    assert info.container is not None and info.container.options.allow == [net.model]
+    brief = tmp_path / "brief.md"
+    brief.write_text(script_brief(run, 1))
+    assert orch("brief", name, "1", brief).exit_code == 0
+    assert orch("wait", name, "--timeout", "120").exit_code == 0
+    assert "worker 1 checked in" in run.bus.read_text()
+    logs = engine.containers.get(info.container.id).logs().decode(errors="replace")
+    assert orch("kill", name).exit_code == 0
+    assert SECRET not in logs
+    for path in run.root.rglob("*"):
+        if path.is_file():
+            assert SECRET not in path.read_text(errors="replace"), path

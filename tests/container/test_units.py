@@ -1,0 +1,141 @@
+"""The docker backend's decisions, without an engine: allowlists, firewall rules, users, remote engines."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from orch.container import egress
+from orch.container.engine import engine_address, is_remote_client
+from orch.container.layout import ROOT_HOST_UID, container_user, writable_by
+from orch.run.paths import agents_dir
+from orch.run.records import EgressMode
+
+
+def test_allowlist_defaults_model_host_and_extras(monkeypatch: pytest.MonkeyPatch) -> None:
+    got = egress.allowlist_for({}, offline=False, extra=["example.org", "10.1.2.3", "https://x.test:8443/p"])
+    assert got[0] == "api.anthropic.com"
+    assert {"registry.npmjs.org", "pypi.org", "files.pythonhosted.org", "github.com"} <= set(got)
+    assert got[-3:] == ["example.org", "10.1.2.3/32", "x.test"]
+    env = {"ANTHROPIC_BASE_URL": "http://llm-proxy.internal:4000/v1", egress.DEFAULT_ALLOW_ENV: "mirror.local, "}
+    assert egress.allowlist_for(env, offline=False, extra=[]) == ["llm-proxy.internal", "mirror.local"]
+    # Offline runs talk to their model server on loopback: no model API host.
+    assert "api.anthropic.com" not in egress.allowlist_for({}, offline=True, extra=[])
+
+
+@pytest.mark.parametrize("bad", ["", "bad host", "a;b", "$(x)", "host`x`"])
+def test_allow_entries_are_checked(bad: str) -> None:
+    with pytest.raises(ValueError):
+        egress.normalize_entry(bad)
+
+
+def test_names_that_do_not_resolve_are_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fake(host: str, *args: Any) -> list[tuple[Any, ...]]:
+        if host == "gone.example":
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        if host == "v6only.example":
+            return []
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("203.0.113.7", 0))] * 2
+
+    monkeypatch.setattr(socket, "getaddrinfo", fake)
+    allowed, skipped = egress.resolve(["ok.example", "gone.example", "v6only.example", "10.0.0.0/8", "::1/128"])
+    assert allowed == {"ok.example": ["203.0.113.7"], "10.0.0.0/8": ["10.0.0.0/8"]}
+    assert skipped == ["gone.example", "v6only.example", "::1/128"]
+
+
+def test_rules_default_deny_with_dns_and_allowlist() -> None:
+    rules = egress.rules(EgressMode.ALLOWLIST, ["203.0.113.7"], ["10.0.0.53"], use_ipset=False)
+    flat = [" ".join(r) for r in rules]
+    assert flat[-3:] == ["iptables -P INPUT DROP", "iptables -P FORWARD DROP", "iptables -P OUTPUT DROP"]
+    assert "iptables -A OUTPUT -o lo -j ACCEPT" in flat
+    assert "iptables -A OUTPUT -d 10.0.0.53 -p udp --dport 53 -j ACCEPT" in flat
+    assert "iptables -A OUTPUT -d 203.0.113.7 -j ACCEPT" in flat
+    assert flat.index("iptables -A OUTPUT -d 203.0.113.7 -j ACCEPT") < flat.index(
+        "iptables -A OUTPUT -j REJECT --reject-with icmp-admin-prohibited"
+    )
+    none = [" ".join(r) for r in egress.rules(EgressMode.NONE, [], ["10.0.0.53"], use_ipset=False)]
+    assert not any("--dport 53" in r or "-d " in r for r in none)  # loopback only: not even DNS out
+
+
+def test_apply_runs_rules_then_self_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[list[str]] = []
+    monkeypatch.setattr(egress, "probe_blocked", lambda: "blocked 192.0.2.1:9 (test)")
+    monkeypatch.setattr(egress, "resolve", lambda entries: ({"a.example": ["203.0.113.7"]}, ["b.example"]))
+    monkeypatch.setattr("orch.container.egress.shutil.which", lambda name: None)  # no ipset: one rule per address
+    report = egress.apply(EgressMode.ALLOWLIST, ["a.example", "b.example"], run=lambda argv: ran.append(list(argv)))
+    assert report.skipped == ["b.example"] and report.selftest.startswith("blocked") and not report.ipset
+    assert ["iptables", "-A", "OUTPUT", "-d", "203.0.113.7", "-j", "ACCEPT"] in ran
+    assert ["ip6tables", "-P", "OUTPUT", "DROP"] in ran
+    assert egress.apply(EgressMode.OPEN, [], run=lambda argv: ran.append(["never"])).selftest.startswith("skipped")
+    assert ["never"] not in ran
+
+
+def test_nameservers(tmp_path: Path) -> None:
+    conf = tmp_path / "resolv.conf"
+    conf.write_text("# x\nnameserver 127.0.0.11\nnameserver 10.0.0.2\nnameserver fe80::1\nsearch x\n")
+    assert egress.nameservers(conf) == ["10.0.0.2"]
+
+
+def test_container_user(tmp_path: Path) -> None:
+    # A non-root user runs the container as themself.
+    assert container_user(tmp_path, copy=False, uid=1234, gid=99) == (1234, 99)
+    # Root: the workdir's owner when that is not root, else 1000:1000; never 0.
+    if os.getuid() == 0:
+        os.chown(tmp_path, 0, 0)
+        assert container_user(tmp_path, copy=False, uid=0, gid=0) == (ROOT_HOST_UID, ROOT_HOST_UID)
+        os.chown(tmp_path, 2001, 2002)
+        assert container_user(tmp_path, copy=False, uid=0, gid=0) == (2001, 2002)
+        assert container_user(tmp_path, copy=True, uid=0, gid=0) == (ROOT_HOST_UID, ROOT_HOST_UID)
+        assert writable_by(tmp_path, 2001, 2002) and not writable_by(tmp_path, 3000, 3000)
+
+
+@pytest.mark.parametrize(
+    ("base_url", "remote"),
+    [
+        ("http+docker://localhost", False),
+        ("http+docker://localnpipe", False),
+        ("http://127.0.0.1:2375", True),
+        ("https://vps.example:2376", True),
+        ("http+docker://ssh", True),
+    ],
+)
+def test_remote_is_read_from_the_clients_base_url(base_url: str, remote: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ORCH_DOCKER_REMOTE", raising=False)
+    client: Any = SimpleNamespace(api=SimpleNamespace(base_url=base_url))
+    assert is_remote_client(client) is remote
+    monkeypatch.setenv("ORCH_DOCKER_REMOTE", "0")
+    assert is_remote_client(client) is False
+
+
+def test_agents_dir_honours_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("ORCH_AGENTS_DIR", str(tmp_path / "agents"))
+    assert agents_dir() == tmp_path / "agents"
+    monkeypatch.delenv("ORCH_AGENTS_DIR")
+    assert agents_dir() == Path(os.environ["ORCH_HOME"]) / "agents"
+
+
+def test_docker_context_names_the_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no DOCKER_HOST, the current docker context's endpoint is the engine (as for the docker CLI)."""
+    docker_cli = shutil.which("docker")
+    if docker_cli is None:
+        pytest.skip("the docker CLI is needed to make a context")
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.delenv("DOCKER_CONTEXT", raising=False)
+    assert engine_address() == "unix:///var/run/docker.sock"
+    made = subprocess.run(
+        [docker_cli, "context", "create", "vps", "--docker", "host=tcp://127.0.0.1:1"], capture_output=True, text=True
+    )
+    assert made.returncode == 0, made.stderr
+    monkeypatch.setenv("DOCKER_CONTEXT", "vps")
+    assert engine_address() == "tcp://127.0.0.1:1"
+    monkeypatch.delenv("DOCKER_CONTEXT")
+    subprocess.run([docker_cli, "context", "use", "vps"], capture_output=True, check=True)
+    assert engine_address() == "tcp://127.0.0.1:1"

@@ -1,0 +1,82 @@
+"""The hook writer as agents run it: a separate process, the hook payload on stdin, its answer on stdout."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import orch.run.hookwriter
+from orch.run.records import HookEvent
+
+REQUEST = {"hook_event_name": "PermissionRequest", "tool_name": "WebFetch", "tool_input": {"url": "http://x/"}}
+
+
+def hook(payload: dict[str, object] | str, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    text = payload if isinstance(payload, str) else json.dumps(payload)
+    cmd = [sys.executable, "-S", orch.run.hookwriter.__file__, *map(str, args)]
+    return subprocess.run(cmd, input=text, capture_output=True, text=True, timeout=30, check=False)
+
+
+@pytest.mark.parametrize(
+    ("policy", "decision"),
+    [
+        ('{"answer": "allow"}', {"behavior": "allow"}),
+        ('{"answer": "deny", "message": "go on without it"}', {"behavior": "deny", "message": "go on without it"}),
+        ('{"answer": "ask"}', None),
+        (None, None),  # no policy file: orch up without orch run
+        ("not json {", None),  # a worker wrote garbage into it: the dialog shows, nothing breaks
+        ('["allow"]', None),
+        ('{"answer": "yes please"}', None),
+    ],
+    ids=["allow", "deny", "ask", "missing", "garbage", "not-a-mapping", "unknown-answer"],
+)
+def test_permission_requests_are_answered_from_the_policy_file(
+    tmp_path: Path, policy: str | None, decision: dict[str, str] | None
+) -> None:
+    state, policy_file = tmp_path / "agent-1.jsonl", tmp_path / "permissions.json"
+    if policy is not None:
+        policy_file.write_text(policy)
+    out = hook(REQUEST, "event", state, policy_file)
+    assert out.returncode == 0 and out.stderr == ""
+    (line,) = state.read_text().splitlines()
+    event = HookEvent.model_validate_json(line)
+    assert event.hook_event_name == "PermissionRequest" and event.tool_name == "WebFetch"
+    if decision is None:  # Claude Code shows its dialog
+        assert out.stdout == "" and event.orch_decision is None
+        return
+    answer = json.loads(out.stdout)
+    assert answer == {"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": decision}}
+    assert event.orch_decision == decision["behavior"]
+
+
+def test_other_events_are_only_logged(tmp_path: Path) -> None:
+    state, policy_file = tmp_path / "agent-1.jsonl", tmp_path / "permissions.json"
+    policy_file.write_text('{"answer": "allow"}')
+    out = hook({"hook_event_name": "PreToolUse", "tool_name": "Bash"}, "event", state, policy_file)
+    assert out.returncode == 0 and out.stdout == ""
+    assert HookEvent.model_validate_json(state.read_text()).orch_decision is None
+
+
+@pytest.mark.parametrize(
+    ("payload", "name"), [("{not json", "unparseable"), ("[1, 2]", "unknown"), ("", "unknown")], ids=str
+)
+def test_garbage_payloads_are_logged_never_fatal(tmp_path: Path, payload: str, name: str) -> None:
+    state = tmp_path / "agent-1.jsonl"
+    out = hook(payload, "event", state)
+    assert out.returncode == 0
+    assert HookEvent.model_validate_json(state.read_text()).hook_event_name == name
+
+
+def test_a_vanished_run_folder_never_blocks_the_agent(tmp_path: Path) -> None:
+    out = hook(REQUEST, "event", tmp_path / "gone" / "agent-1.jsonl", tmp_path / "gone" / "permissions.json")
+    assert out.returncode == 0 and out.stdout == "" and "orch hookwriter:" in out.stderr
+
+
+@pytest.mark.parametrize("args", [[], ["event"], ["status", "a", "b"], ["shout", "a"]], ids=str)
+def test_bad_usage_prints_the_usage(args: list[str]) -> None:
+    out = hook({}, *args)
+    assert out.returncode == 2 and "hookwriter.py event STATE_FILE" in out.stderr
