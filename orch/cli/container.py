@@ -78,6 +78,8 @@ class ContainerOpts:
         return DockerSettings(image=self.image or default_image(), options=options, boot_timeout=boot_timeout)
 
 
+# Joined into the `orch` app by orch.cli.commands: `app`'s commands at the top, `image_app` as `orch image`.
+app = typer.Typer()
 image_app = typer.Typer(no_args_is_help=True)
 
 
@@ -101,47 +103,46 @@ def image_build(
     typer.echo(f"built {tag} ({image_id})")
 
 
-def register(app: typer.Typer) -> None:
-    app.add_typer(image_app, name="image", help="The worker image.")
+@app.command("serve-run", hidden=True)
+def serve_run(
+    name: NameArg,
+    boot_timeout: Annotated[float, typer.Option("--boot-timeout")] = launch.BOOT_TIMEOUT,
+    resume: Annotated[bool, typer.Option("--resume")] = False,
+    create: Annotated[bool, typer.Option("--create", help="Make the run here if missing (else resume).")] = False,
+    # With --create (compose), the fleet may also be described by the environment.
+    workers: Annotated[int, typer.Option("--workers", "-n", envvar="ORCH_WORKERS")] = 1,
+    agent: Annotated[str, typer.Option("--agent", "-a", envvar="ORCH_AGENT")] = "claude",
+    workdir: Annotated[Path, typer.Option("--workdir", "-w")] = Path("/workspace"),
+    permission_mode: Annotated[str | None, typer.Option("--permission-mode", envvar="ORCH_PERMISSION_MODE")] = None,
+    model: Annotated[str | None, typer.Option("--model", envvar="ORCH_MODEL")] = None,
+    offline: Annotated[bool, typer.Option("--offline", envvar="ORCH_OFFLINE")] = False,
+) -> None:
+    """Inside a run's container: launch the run's workers and stay until SIGTERM."""
+    from orch.container.serverun import serve
 
-    @app.command("serve-run", hidden=True)
-    def serve_run(
-        name: NameArg,
-        boot_timeout: Annotated[float, typer.Option("--boot-timeout")] = launch.BOOT_TIMEOUT,
-        resume: Annotated[bool, typer.Option("--resume")] = False,
-        create: Annotated[bool, typer.Option("--create", help="Make the run here if missing (else resume).")] = False,
-        # With --create (compose), the fleet may also be described by the environment.
-        workers: Annotated[int, typer.Option("--workers", "-n", envvar="ORCH_WORKERS")] = 1,
-        agent: Annotated[str, typer.Option("--agent", "-a", envvar="ORCH_AGENT")] = "claude",
-        workdir: Annotated[Path, typer.Option("--workdir", "-w")] = Path("/workspace"),
-        permission_mode: Annotated[str | None, typer.Option("--permission-mode", envvar="ORCH_PERMISSION_MODE")] = None,
-        model: Annotated[str | None, typer.Option("--model", envvar="ORCH_MODEL")] = None,
-        offline: Annotated[bool, typer.Option("--offline", envvar="ORCH_OFFLINE")] = False,
-    ) -> None:
-        """Inside a run's container: launch the run's workers and stay until SIGTERM."""
-        from orch.container.serverun import serve
+    if not backends.in_container():
+        raise UsageError("serve-run runs inside a run's container", hint="use `orch up`")
+    req = up_request(name, workers, agent, workdir, permission_mode, model, offline) if create else None
+    raise typer.Exit(serve(name, boot_timeout, resume, req))
 
-        if not backends.in_container():
-            raise UsageError("serve-run runs inside a run's container", hint="use `orch up`")
-        req = up_request(name, workers, agent, workdir, permission_mode, model, offline) if create else None
-        raise typer.Exit(serve(name, boot_timeout, resume, req))
 
-    @app.command()
-    def reap() -> None:
-        """Remove containers, volumes and workspace copies left by crashed or stopped runs (by label)."""
-        removed = backends.docker_sandbox().reap()
-        for item in removed:
-            typer.echo(f"removed {item}")
-        if not removed:
-            typer.echo("nothing to reap")
+@app.command()
+def reap() -> None:
+    """Remove containers, volumes and workspace copies left by crashed or stopped runs (by label)."""
+    removed = backends.docker_sandbox().reap()
+    for item in removed:
+        typer.echo(f"removed {item}")
+    if not removed:
+        typer.echo("nothing to reap")
 
-    @app.command()
-    def pull(name: NameArg) -> None:
-        """Copy a run folder back from a remote Docker engine into the local one."""
-        run = run_folder(name)
-        info = run.info()
-        if not backends.on_remote_engine(info):
-            typer.echo(f"run {name} is on this machine already: {run.root}")
-            return
-        backends.pull(run)
-        typer.echo(f"pulled {name} into {run.root}")
+
+@app.command()
+def pull(name: NameArg) -> None:
+    """Copy a run folder back from a remote Docker engine into the local one."""
+    run = run_folder(name)
+    info = run.info()
+    if not backends.on_remote_engine(info):
+        typer.echo(f"run {name} is on this machine already: {run.root}")
+        return
+    backends.pull(run)
+    typer.echo(f"pulled {name} into {run.root}")
