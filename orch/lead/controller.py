@@ -8,6 +8,10 @@ report and tear down. It spends no model tokens: state comes from hooks and file
 
 Every action is a line in events.jsonl, and the state is saved to controller.json after every change,
 so `orch run --resume NAME` picks up where a killed controller stopped.
+
+This module is the loop; its parts work at one shared desk (orch.lead.desk): dispatch (handing out
+jobs and briefs), review (checking outputs, verdicts, failing jobs) and recovery (restarts, relaunches,
+retries, nudges). What to do is decided by pure functions in orch.lead.decisions.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from orch.lead.desk import Desk
 from orch.lead.dispatch import Dispatch
 from orch.lead.jobs import ControllerState, Job, JobStatus, Outcome, WorkerBook
 from orch.lead.recovery import Recovery
-from orch.lead.report import write_reports
+from orch.lead.reportrender import write_reports
 from orch.lead.review import Review
 from orch.lead.spec import Dispatch as DispatchMode
 from orch.lead.spec import FleetSpec, PermissionPolicy
