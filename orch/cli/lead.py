@@ -14,10 +14,12 @@ from orch.errors import OrchError, UsageError
 from orch.lead import demo as demo_mod
 from orch.lead import runner, skill
 from orch.lead.commentary import Commentary
-from orch.lead.controller import EXIT_FAILED, read_spec
+from orch.lead.controller import read_spec
+from orch.lead.decisions import EXIT_FAILED
 from orch.lead.jobs import load_state
-from orch.lead.report import matrix_text, write_reports
-from orch.lead.spec import SpecError, example_spec, load_spec
+from orch.lead.reportrender import matrix_text, write_reports
+from orch.lead.spec import example_spec
+from orch.lead.specload import SpecError, load_spec
 from orch.run.folder import RunFolder
 from orch.run.records import Backend
 

@@ -49,6 +49,7 @@ from orch.container.mounts import save_info
 from orch.contracts import UpRequest
 from orch.errors import DeliveryError, OrchError, SandboxError, UsageError
 from orch.fleet import launch
+from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.paths import workspaces_dir
 from orch.run.records import Backend, ContainerInfo, ContainerOptions, ControllerEvent, EgressMode, RunInfo, RunStatus
@@ -197,7 +198,7 @@ class DockerSandbox:
         info.status = RunStatus.STARTING
         save_info(run, info)
         if not ci.remote:
-            run.log_event(ControllerEvent(event="resumed", data={"container": ci.id[:12]}))
+            run.log_event(ControllerEvent(event=Event.RESUMED, data={"container": ci.id[:12]}))
         try:
             container.start()
             boot.wait_running(container, run, info, self.settings.boot_timeout)
@@ -327,7 +328,7 @@ class DockerSandbox:
         current = run.info()
         current.status = RunStatus.STOPPED
         save_info(run, current)
-        run.log_event(ControllerEvent(event="container-removed", data={"container": ci.id[:12]}))
+        run.log_event(ControllerEvent(event=Event.CONTAINER_REMOVED, data={"container": ci.id[:12]}))
 
     def reap(self) -> list[str]:
         """Remove what crashed or stopped runs left on the engine (by label); return what was removed.
@@ -355,7 +356,7 @@ class DockerSandbox:
                 run = RunFolder.for_name(name)
                 info.status = RunStatus.STOPPED
                 save_info(run, info)
-                run.log_event(ControllerEvent(event="reaped", data={"container": container.short_id}))
+                run.log_event(ControllerEvent(event=Event.REAPED, data={"container": container.short_id}))
         in_use = {m.get("Name") for c in client.containers.list(all=True) for m in c.attrs.get("Mounts", [])}
         for volume in client.volumes.list(filters=filters):
             name = (volume.attrs.get("Labels") or {}).get(LABEL_RUN, "")

@@ -21,6 +21,7 @@ from orch.contracts import UpRequest
 from orch.errors import OrchError, UsageError
 from orch.fleet import launch, watch
 from orch.offline.runserver import stop_model_server
+from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import Backend, ControllerEvent, RunInfo, RunStatus
 
@@ -131,7 +132,7 @@ def _launch(run: RunFolder, info: RunInfo, boot_timeout: float, resume: bool) ->
 def _log_egress(run: RunFolder) -> None:
     report = read_report()
     if report is not None:
-        run.log_event(ControllerEvent(event="egress", data=report))
+        run.log_event(ControllerEvent(event=Event.EGRESS, data=report))
 
 
 def _teardown(run: RunFolder) -> None:

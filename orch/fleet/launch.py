@@ -19,6 +19,7 @@ from orch.errors import SandboxError, UsageError, WaitTimeoutError
 from orch.fleet.tmux import PaneInfo, TmuxServer, check_tmux
 from orch.fleet.workerstate import EXIT_EVENT, derive_state
 from orch.offline.runserver import OFFLINE_API_KEY, start_model_server, stop_model_server
+from orch.run.events import Event
 from orch.run.folder import RunFolder, validate_name, validate_worker_count
 from orch.run.records import Backend, ControllerEvent, RunInfo, RunStatus, WorkerState
 from orch.waits import wait_until
@@ -124,7 +125,7 @@ def launch(
             server.pipe_to(pane_id, run.log(n))
         except SandboxError:
             log.info("worker %s died before its transcript started; the boot check reports why", n)
-        run.log_event(ControllerEvent(event="spawned", worker=n, data={"pane": pane_id}))
+        run.log_event(ControllerEvent(event=Event.SPAWNED, worker=n, data={"pane": pane_id}))
     wait_booted(run, info, adapter, server, boot_timeout, seen)
     info.status = RunStatus.RUNNING
     run.write_info(info)
@@ -249,7 +250,7 @@ def answer_dialogs(run: RunFolder, adapter: AgentAdapter, server: TmuxServer, n:
     for dialog in dialogs:
         if re.search(dialog.pattern, screen):
             server.send_keys(pane.pane_id, *dialog.keys)
-            run.log_event(ControllerEvent(event="dialog-answered", worker=n, data={"dialog": dialog.name}))
+            run.log_event(ControllerEvent(event=Event.DIALOG_ANSWERED, worker=n, data={"dialog": dialog.name}))
             return True
     return False
 
@@ -269,7 +270,7 @@ def restart(run: RunFolder, n: int, prompt: str | None = None) -> None:
     env = agent_environment(info, model_url)
     spec = _worker_spec(run, info, adapter, n, env, prompt, session)
     server.respawn(pane.pane_id, spec)
-    run.log_event(ControllerEvent(event="restarted", worker=n, data={"session": session}))
+    run.log_event(ControllerEvent(event=Event.RESTARTED, worker=n, data={"session": session}))
 
 
 def last_session(run: RunFolder, n: int) -> str | None:

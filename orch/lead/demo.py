@@ -19,7 +19,8 @@ from orch.agents.claude import CREDENTIAL_ENV, user_credentials_file
 from orch.errors import OrchError, UsageError
 from orch.lead.jobs import FindingStatus
 from orch.lead.report import RunReport
-from orch.lead.spec import FleetSpec, load_spec
+from orch.lead.spec import FleetSpec
+from orch.lead.specload import load_spec
 from orch.run.paths import orch_home
 from orch.run.records import Backend
 from orch.versions import CLAUDE_CODE_VERSION, DEFAULT_BASE_IMAGE, DEFAULT_IMAGE_TAG

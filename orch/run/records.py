@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orch.run.events import Event
+
 
 def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
@@ -188,9 +190,9 @@ class RunStatusView(Strict):
 
 
 class ControllerEvent(Strict):
-    """One line of `events.jsonl`: something the controller did."""
+    """One line of `events.jsonl`: something the controller (or the fleet, or the container) did."""
 
     ts: dt.datetime = Field(default_factory=utcnow)
-    event: str
+    event: Event
     worker: int | None = None
     data: dict[str, Any] = Field(default_factory=dict)

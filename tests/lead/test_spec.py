@@ -36,18 +36,11 @@ from orch.lead.jobs import (
     Stance,
     WorkerBook,
 )
-from orch.lead.report import build_report, matrix_text, render_html
+from orch.lead.report import build_report
+from orch.lead.reportrender import matrix_text, render_html
 from orch.lead.skill import install
-from orch.lead.spec import (
-    FleetSpec,
-    PermissionPolicy,
-    Role,
-    SpecError,
-    default_template,
-    parse_spec,
-    render,
-    render_steps,
-)
+from orch.lead.spec import FleetSpec, PermissionPolicy, Role, default_template, render, render_steps
+from orch.lead.specload import SpecError, parse_spec
 from orch.lead.verification import choose_verifier, finding_status, new_verification_jobs, settle
 from orch.run.folder import RunFolder
 from tests.helpers import orch
