@@ -15,7 +15,7 @@ from orch.container import backends
 from orch.errors import UsageError
 from orch.fleet import launch
 from orch.run.records import ContainerOptions, EgressMode
-from orch.versions import CLAUDE_CODE_VERSION, DEFAULT_BASE_IMAGE, DEFAULT_IMAGE_TAG
+from orch.versions import DEFAULT_BASE_IMAGE, DEFAULT_IMAGE_TAG
 
 if TYPE_CHECKING:
     from orch.container.sandbox import DockerSettings
@@ -88,7 +88,9 @@ def image_build(
     base: Annotated[
         str | None, typer.Option("--base", help=f"Base image (default: $ORCH_BASE_IMAGE or {DEFAULT_BASE_IMAGE}).")
     ] = None,
-    claude_version: Annotated[str, typer.Option("--claude-version", help="Claude Code version.")] = CLAUDE_CODE_VERSION,
+    agent_version: Annotated[
+        str | None, typer.Option("--claude-version", help="Version of the image's agent CLI (default: the pinned one).")
+    ] = None,
     ca_bundle: Annotated[
         Path | None,
         typer.Option("--ca-bundle", help="Extra CA bundle trusted during the build only (TLS-intercepting proxies)."),
@@ -99,7 +101,7 @@ def image_build(
     from orch.container.image import build_image
 
     chosen = base or os.environ.get("ORCH_BASE_IMAGE") or DEFAULT_BASE_IMAGE
-    image_id = build_image(chosen, claude_version, ca_bundle, tag, lambda line: typer.echo(line))
+    image_id = build_image(chosen, agent_version, ca_bundle, tag, lambda line: typer.echo(line))
     typer.echo(f"built {tag} ({image_id})")
 
 

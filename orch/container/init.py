@@ -5,7 +5,8 @@
 It starts as root holding only the capabilities it needs for this (see docker_container.INIT_CAPS):
 1. applies the egress policy (orch.container.egress) and writes its report to /tmp for the controller to log;
 2. hands the root-owned mount points listed in ORCH_CHOWN to the run's uid (fresh volumes);
-3. copies a read-only mounted `.credentials.json` into the tmpfs home, readable by the run's uid only;
+3. copies a read-only mounted login file (the agent's `.credentials.json`) into the tmpfs home, where
+   the agent looks for it ($ORCH_CREDENTIALS_HOME_PATH), readable by the run's uid only;
 4. execs `setpriv` to become ORCH_UID:ORCH_GID with no supplementary groups, empty capability sets
    (effective, permitted, inheritable, ambient and bounding) and no-new-privs, which then execs CMD.
 
@@ -19,10 +20,14 @@ import shutil
 import sys
 from pathlib import Path
 
+from orch.agents import DEFAULT_AGENT, get_adapter
 from orch.container.egress import EgressError, allowlist_for, apply, write_report
+from orch.errors import OrchError
 from orch.run.records import EgressMode
 
 CREDENTIALS_MOUNT = "/run/orch/credentials.json"
+CREDENTIALS_HOME_PATH_ENV = "ORCH_CREDENTIALS_HOME_PATH"
+"""Where under $HOME the agent reads its login file (the adapter's LoginFile.in_home), set by the host."""
 
 
 def _env_int(name: str) -> int:
@@ -37,12 +42,13 @@ def _env_int(name: str) -> int:
 
 def _copy_credentials(uid: int, gid: int) -> None:
     source = Path(CREDENTIALS_MOUNT)
-    if not source.is_file():
+    home_path = os.environ.get(CREDENTIALS_HOME_PATH_ENV)
+    if not source.is_file() or not home_path:
         return
-    target_dir = Path(os.environ.get("HOME", "/home/worker")) / ".claude"
+    target = Path(os.environ.get("HOME", "/home/worker")) / home_path
+    target_dir = target.parent
     target_dir.mkdir(mode=0o700, exist_ok=True)
     os.chown(target_dir, uid, gid)
-    target = target_dir / ".credentials.json"
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as out, source.open("rb") as src:
         shutil.copyfileobj(src, out)
@@ -70,8 +76,13 @@ def main(argv: list[str]) -> int:
         allow = [h for h in os.environ["ORCH_EGRESS_ALLOW"].split(",") if h]
     else:  # started without orch on the host (compose): the defaults plus ORCH_ALLOW
         try:
+            credentials = get_adapter(os.environ.get("ORCH_AGENT") or DEFAULT_AGENT).credentials
+        except OrchError as exc:
+            print(f"orch-init: ORCH_AGENT: {exc.one_line()}", file=sys.stderr)
+            return 2
+        try:
             extra = [h.strip() for h in os.environ.get("ORCH_ALLOW", "").split(",") if h.strip()]
-            allow = allowlist_for(os.environ, os.environ.get("ORCH_OFFLINE") == "1", extra)
+            allow = allowlist_for(os.environ, os.environ.get("ORCH_OFFLINE") == "1", extra, credentials)
         except ValueError as exc:
             print(f"orch-init: ORCH_ALLOW: {exc}", file=sys.stderr)
             return 2

@@ -92,12 +92,11 @@ class DockerSandbox:
 
     # --- up ---------------------------------------------------------------------------------------
     def up(self, request: UpRequest) -> RunInfo:
-        adapter, info = launch.plan(request, Backend.DOCKER)
-        del adapter  # plan validated the agent; it runs inside the container
+        adapter, info = launch.plan(request, Backend.DOCKER)  # the agent itself runs inside the container
         opts = self.settings.options
         host_workdir = Path(info.workdir)
         try:
-            allow = egress.allowlist_for(os.environ, request.offline, opts.allow)
+            allow = egress.allowlist_for(os.environ, request.offline, opts.allow, adapter.credentials)
         except ValueError as exc:
             raise UsageError(str(exc), hint="--allow takes a host name, an IP address or a CIDR") from None
         if opts.egress is not EgressMode.ALLOWLIST:

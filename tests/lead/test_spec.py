@@ -487,4 +487,7 @@ def test_demo_live_without_credentials_is_a_clear_error(tmp_path: Path, monkeypa
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "no-login"))
     result = orch("demo", "--live", "--local")
     assert result.exit_code == 2
-    assert "orch demo --live needs Claude credentials" in result.output and "without --live" in result.output
+    assert (
+        "orch demo --live needs credentials for its claude workers" in result.output
+        and "without --live" in result.output
+    )
