@@ -21,7 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from orch.errors import UsageError
-from orch.offline.modelserver import TOOLS as SCRIPT_TOOLS
+from orch.offline.script import TOOLS as SCRIPT_TOOLS
 from orch.run.folder import MAX_WORKERS, NAME_RE, read_text_input
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}$"
