@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 BOOT_TIMEOUT = 90.0
 DIALOG_GRACE = 2.0  # seconds before a booting worker's screen is checked for dialogs
+EXIT_TIMEOUT = 10.0  # seconds for a dead fleet's agents to run their exit hooks
+STATE_FILE_ENV = "ORCH_STATE_FILE"  # set by the supervisor for the agent, so inherited by its hooks
 ENDED = (WorkerState.EXITED, WorkerState.CRASHED)
 
 
@@ -112,6 +114,8 @@ def launch(
     """
     if info.permission_mode == "bypassPermissions" and os.geteuid() == 0:
         log.warning("bypass mode as root: orch sets IS_SANDBOX=1 for the agent; prefer the container backend")
+    if resume:
+        wait_workers_gone(run, info.workers)
     info.agent_version = adapter.version()
     server = server_for(info)
     env = agent_environment(info, adapter, start_model_server(run) if info.offline else None)
@@ -139,8 +143,33 @@ SUPERVISOR = (
 
 
 def supervised(spec: LaunchSpec, run: RunFolder, n: int) -> LaunchSpec:
-    env = {**spec.env, "ORCH_STATE_FILE": str(run.state(n))}
+    env = {**spec.env, STATE_FILE_ENV: str(run.state(n))}
     return LaunchSpec(argv=["sh", "-c", SUPERVISOR, "orch-agent", *spec.argv], env=env, cwd=spec.cwd)
+
+
+def worker_processes(run: RunFolder, workers: int) -> list[int]:
+    """Processes of the run's workers still alive on this machine: the agents, the hooks they run and
+    their tool calls, all of which inherit the supervisor's state-file variable."""
+    marks = [f"\0{STATE_FILE_ENV}={run.state(n)}\0".encode() for n in range(1, workers + 1)]
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            env = b"\0" + (proc / "environ").read_bytes()
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if any(mark in env for mark in marks):
+            found.append(int(proc.name))
+    return found
+
+
+def wait_workers_gone(run: RunFolder, workers: int) -> None:
+    """When a tmux server dies, its panes' shells die at once but the agents go on to run their exit
+    hooks: a SessionEnd written after the next life's SessionStart reads as that life ending. So a
+    relaunch waits for them first."""
+    try:
+        wait_until(lambda: not worker_processes(run, workers), EXIT_TIMEOUT, "the dead fleet's agents to exit")
+    except WaitTimeoutError:
+        log.warning("run %s: processes of its previous fleet still run: %s", run.name, worker_processes(run, workers))
 
 
 def agent_pid(pane: PaneInfo) -> int | None:

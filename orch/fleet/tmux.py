@@ -38,6 +38,7 @@ PANES_PER_WINDOW = 6
 WINDOW_SIZE = (240, 70)  # large, so six tiled TUIs still get ~80x23 each
 HISTORY_LIMIT = 50_000
 WORKER_OPTION = "@orch_worker"
+EXIT_GRACE = 5.0  # seconds for a server that has destroyed its sessions (kill-server) to exit
 _PANE_FORMAT = "\t".join(
     (
         "#{pid}",  # the server's
@@ -280,7 +281,7 @@ class TmuxServer:
             return
         self._session = None
         try:
-            wait_until(lambda: not self.alive(), 5.0, f"tmux server {self.socket_name} to exit", interval=0.02)
+            wait_until(lambda: not self.alive(), EXIT_GRACE, f"tmux server {self.socket_name} to exit", interval=0.02)
         except WaitTimeoutError:
             raise SandboxError(
                 f"tmux kill-server failed on server {self.socket_name}: {_one_line(proc.stderr)}"
@@ -294,13 +295,23 @@ class TmuxServer:
 
     def panes_if_running(self) -> dict[int, PaneInfo] | None:
         """panes(), or None when the server is not running: one tmux call while it runs (a watcher's
-        every step), a second only to tell a dead server from a failing command."""
+        every step), a second only to tell a dead server from a failing command.
+
+        A server that lists no panes is usually exiting: `kill-server` destroys every session first
+        and still answers clients until it is gone. So an empty list waits briefly for the exit."""
         try:
-            return self.panes()
+            panes = self.panes()
         except SandboxError:
             if self.alive():
                 raise
             return None
+        if panes:
+            return panes
+        try:
+            wait_until(lambda: not self.alive(), EXIT_GRACE, f"paneless tmux server {self.socket_name} to exit")
+        except WaitTimeoutError:
+            return panes
+        return None
 
     def panes(self) -> dict[int, PaneInfo]:
         """Worker number -> pane, from one list-panes call. Panes without a worker tag are skipped.

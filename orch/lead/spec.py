@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orch.errors import UsageError
-from orch.offline.modelserver import TOOLS as SCRIPT_TOOLS
+from orch.offline.script import TOOLS as SCRIPT_TOOLS
 from orch.run.folder import MAX_WORKERS, NAME_RE
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}$"

@@ -453,8 +453,11 @@ def test_crashed_worker_is_restarted_and_finishes(offline: None, workdir: Path, 
     assert len(events(run, Event.RESTARTED_WORKER)) == 1
     assert [e.worker for e in events(run, Event.NUDGE_SENT)] == [1]
     # The restarted agent resumed its session and was pointed back at its brief.
+    # One SessionStart per life (startup, then resume). A third one used to come from a restart: the
+    # first life's agent wrote its SessionEnd after the second life started (now launch waits for it).
     starts = [e for e in run.hook_events(1) if e.hook_event_name == "SessionStart"]
-    assert len(starts) == 2 and starts[0].session_id == starts[1].session_id
+    history = [e.hook_event_name for e in run.hook_events(1)], [e.event for e in events(run)]
+    assert len(starts) == 2 and starts[0].session_id == starts[1].session_id, history
     assert any(p.startswith("orch restarted you") for p in prompts(run, 1))
 
 
@@ -472,8 +475,11 @@ def test_fleet_relaunched_after_its_tmux_server_dies(offline: None, workdir: Pat
     assert state.job("notes").status is JobStatus.DONE and state.relaunches == 1
     assert len(events(run, Event.FLEET_RELAUNCHING)) == 1 and len(events(run, Event.FLEET_RELAUNCHED)) == 1
     assert [e.event for e in events(run, Event.CONTROLLER_STARTED)] == [Event.CONTROLLER_STARTED]  # the same controller
+    # One SessionStart per life (startup, then resume). A third one used to come from a restart: the
+    # first life's agent wrote its SessionEnd after the second life started (now launch waits for it).
     starts = [e for e in run.hook_events(1) if e.hook_event_name == "SessionStart"]
-    assert len(starts) == 2 and starts[0].session_id == starts[1].session_id
+    history = [e.hook_event_name for e in run.hook_events(1)], [e.event for e in events(run)]
+    assert len(starts) == 2 and starts[0].session_id == starts[1].session_id, history
     assert any(p.startswith("orch restarted you (relaunched)") for p in prompts(run, 1))
     # The first life's scripted model server was stopped at the relaunch, the second at teardown.
     url_file = str(run.model_server_url).encode()
