@@ -138,6 +138,10 @@ class Controller:
                 self.review.archive_result(max(ended, key=lambda j: j.ended_at or 0.0), book.n)
         done = sum(j.status is JobStatus.DONE for j in self.state.jobs)
         self.desk.event(Event.CONTROLLER_STARTED, pid=os.getpid(), jobs_done=done)
+        # A verdict is saved before its confirm round is opened: a controller that died in between left
+        # a survivor with no round 3. Opening it again is idempotent (round 3 jobs exist afterwards).
+        for finding in self.state.findings:
+            self.review.advance(finding.id)
         self.recovery.repoint_relaunched()
 
     def watch(self, book: WorkerBook) -> None:
