@@ -12,6 +12,8 @@ from pathlib import Path
 import docker.errors
 import requests.exceptions
 
+from orch.text import shorten
+
 ENGINE_HINT = (
     "start the engine (e.g. `systemctl start docker`, or scripts/start-dockerd.sh as root) "
     "or point DOCKER_HOST at one that runs"
@@ -95,7 +97,7 @@ def is_remote_client(client: docker.DockerClient) -> bool:
 
 def explain(exc: docker.errors.APIError) -> str:
     """What the engine said when it refused a request, on one line."""
-    return " ".join(str(exc.explanation or exc).split())[:300]
+    return shorten(exc.explanation or exc, 300)
 
 
 def _quiet_ssh_close() -> None:
@@ -147,10 +149,4 @@ def _reason(exc: BaseException) -> str:
             return _ERRNO_TEXT[item.errno]
         todo.extend([*item.args, item.__cause__, item.__context__])
         todo.extend(getattr(item, name, None) for name in ("reason", "original_error"))
-    return _short(exc)
-
-
-def _short(exc: BaseException, limit: int = 160) -> str:
-    """The first line of an exception's text, without the wrapping noise requests/urllib3 add."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return shorten(str(exc) or type(exc).__name__, 160)

@@ -28,6 +28,7 @@ from docker.models.images import Image
 
 from orch.container.engine import docker_client
 from orch.errors import OrchError, SandboxError, UsageError
+from orch.text import shorten
 from orch.versions import CLAUDE_CODE_VERSION, DEFAULT_BASE_IMAGE, DEFAULT_IMAGE_TAG
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -38,6 +39,7 @@ BUILD_READ_TIMEOUT = 3600
 
 DIGEST_LABEL = "orch.inputs-digest"
 BASE_LABEL = "orch.base-image"
+MESSAGE_CHARS = 300  # of the engine's message in an error
 
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -107,13 +109,13 @@ def build_image(
             image_id = _follow(stream, base, on_progress)
         except docker.errors.APIError as exc:
             raise SandboxError(
-                f"image build of {tag} refused by the engine: {_one_line(exc.explanation or str(exc))}"
+                f"image build of {tag} refused by the engine: {shorten(exc.explanation or str(exc), MESSAGE_CHARS)}"
             ) from exc
         except docker.errors.DockerException as exc:  # raised before any request: e.g. a malformed tag
-            raise UsageError(f"cannot build {tag}: {_one_line(str(exc))}") from exc
+            raise UsageError(f"cannot build {tag}: {shorten(str(exc), MESSAGE_CHARS)}") from exc
         except requests.exceptions.RequestException as exc:
             raise SandboxError(
-                f"lost the Docker engine while building {tag}: {_one_line(str(exc))}",
+                f"lost the Docker engine while building {tag}: {shorten(str(exc), MESSAGE_CHARS)}",
                 hint="check the engine's log and retry",
             ) from exc
     if image_id is None:
@@ -164,7 +166,7 @@ def _follow(stream: Iterable[Mapping[str, Any]], base: str, on_progress: Callabl
 def _build_error(message: str, step: str, step_of: str, base: str, recent: Iterable[str]) -> OrchError:
     if step.upper().startswith("FROM "):
         return UsageError(
-            f"base image {base} is not available to the Docker engine: {_one_line(message)}",
+            f"base image {base} is not available to the Docker engine: {shorten(message, MESSAGE_CHARS)}",
             hint=f"docker pull {base}, or use --base with an image the engine has locally "
             "(scripts/ci-base-image.sh makes orch-base:bookworm without a registry)",
         )
@@ -172,17 +174,12 @@ def _build_error(message: str, step: str, step_of: str, base: str, recent: Itera
     lines = [line for line in recent if line.strip()]
     telling = [line for line in lines if _ERRORISH.search(line)][:3] or lines[-2:]
     nonzero = _NONZERO.match(message.strip())
-    what = f"exit code {nonzero.group(1)}" if nonzero else _one_line(message)
-    cause = f": {_one_line(' | '.join(telling), 240)}" if telling else ""
+    what = f"exit code {nonzero.group(1)}" if nonzero else shorten(message, MESSAGE_CHARS)
+    cause = f": {shorten(' | '.join(telling), 240)}" if telling else ""
     return SandboxError(
-        f"image build failed at step {step_of} ({_one_line(step, 80)}): {what}{cause}",
+        f"image build failed at step {step_of} ({shorten(step, 80)}): {what}{cause}",
         hint="the full build log went to the progress output; fix the cause and build again",
     )
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
 def inputs_digest(base: str, claude_version: str) -> str:

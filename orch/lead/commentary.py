@@ -13,15 +13,11 @@ from pydantic import ValidationError
 from orch.lead.verification import CONFIRM_ROUND
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent
+from orch.text import shorten
 from orch.waits import IN_MODIFY, Inotify
 
 WAKE_UP = 0.5  # seconds: the thread's backstop when inotify is missing or a write was not seen
 CLAIM_CHARS = 70
-
-
-def _short(text: object, limit: int = CLAIM_CHARS) -> str:
-    one = " ".join(str(text).split())
-    return one if len(one) <= limit else one[: limit - 1] + "…"
 
 
 def _permission(e: ControllerEvent, d: dict[str, Any]) -> str:
@@ -39,9 +35,9 @@ def _assigned(e: ControllerEvent, d: dict[str, Any]) -> str:
 # verifier's verdict line says it finished).
 TEXTS: dict[str, Callable[[ControllerEvent, dict[str, Any]], str | None]] = {
     "assigned": _assigned,
-    "brief-failed": lambda e, d: f"brief for {d['job']} not delivered: {_short(d.get('error'))}",
+    "brief-failed": lambda e, d: f"brief for {d['job']} not delivered: {shorten(d.get('error'), CLAIM_CHARS)}",
     "job-accepted": lambda e, d: f"finished {d['job']}" if d.get("role") != "verifier" else None,
-    "finding-accepted": lambda e, d: f"found {d['finding']}: {_short(d.get('claim'))}",
+    "finding-accepted": lambda e, d: f"found {d['finding']}: {shorten(d.get('claim'), CLAIM_CHARS)}",
     "verdict-accepted": lambda e, d: f"{d['verdict']} {d['finding']} ({d['job']})",
     "confirm-round": lambda e, d: f"{d['finding']} survived its refutation: confirm round {', '.join(d['jobs'])}",
     "output-rejected": lambda e, d: (
@@ -53,14 +49,14 @@ TEXTS: dict[str, Callable[[ControllerEvent, dict[str, Any]], str | None]] = {
     "permission-allowed": _permission,
     "permission-denied": _permission,
     "permission-wait": lambda e, d: f"waits on a permission prompt ({d.get('tool')}): `orch attach --write`",
-    "crash-seen": lambda e, d: f"crashed ({_short(d.get('why'))}); restart in {d['restart_in']:g}s",
+    "crash-seen": lambda e, d: f"crashed ({shorten(d.get('why'), CLAIM_CHARS)}); restart in {d['restart_in']:g}s",
     "restarted-worker": lambda e, d: f"restarted (session resumed; restart {d['restarts']})",
-    "worker-out": lambda e, d: f"out of the run: {_short(d.get('reason'))}",
+    "worker-out": lambda e, d: f"out of the run: {shorten(d.get('reason'), CLAIM_CHARS)}",
     "worker-capped": lambda e, d: f"past its budget cap (${d['cost_usd']:.2f}): no further jobs",
-    "job-failed": lambda e, d: f"{d['job']} failed: {_short(d.get('reason'))}",
+    "job-failed": lambda e, d: f"{d['job']} failed: {shorten(d.get('reason'), CLAIM_CHARS)}",
     "verifier-replaced": lambda e, d: f"{d['job']} goes to another verifier: {d['replacement']}",
     "fleet-relaunching": lambda e, d: "the fleet's tmux server is gone: relaunching it (sessions resumed)",
-    "aborted": lambda e, d: f"stopping the run: {_short(d.get('reason'), 200)}",
+    "aborted": lambda e, d: f"stopping the run: {shorten(d.get('reason'), 200)}",
 }
 
 

@@ -19,10 +19,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orch.run.folder import RunFolder
 from orch.run.records import HookEvent
+from orch.text import shorten
 
 FINDING_ID_PATTERN = r"^[A-Za-z0-9_]{1,16}$"
 MAX_FINDINGS = 50
 MAX_OUTPUT = 4000
+QUOTE_CHARS = 80  # a quote or command cited back in a problem
 
 
 class WorkerFile(BaseModel):
@@ -136,7 +138,7 @@ def check_quote(workdir: Path, ev: CodeEvidence, window: int) -> str | None:
     first, last = max(1, ev.line - window), min(len(lines), ev.line + window + span - 1)
     if quote in _squash("\n".join(lines[first - 1 : last])):
         return None
-    return f"{ev.cite()}: quote {_short(ev.quote)!r} is not in lines {first}-{last} of that file"
+    return f"{ev.cite()}: quote {shorten(ev.quote, QUOTE_CHARS)!r} is not in lines {first}-{last} of that file"
 
 
 def bash_commands(events: Iterable[HookEvent], since: float) -> list[str]:
@@ -171,7 +173,8 @@ def evidence_problems(
             problems.append(
                 Problem(
                     kind=ProblemKind.UNRUN_COMMAND,
-                    detail=f"{what} evidence[{i}]: you did not run {_short(ev.command)!r} during this job",
+                    detail=f"{what} evidence[{i}]: you did not run {shorten(ev.command, QUOTE_CHARS)!r} "
+                    "during this job",
                 )
             )
     return problems
@@ -273,8 +276,3 @@ def check_verdict(
         )
     problems += evidence_problems(report.evidence, workdir, window, commands, "verdict")
     return (report if not problems else None), problems
-
-
-def _short(text: str, limit: int = 80) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= limit else one[: limit - 3] + "..."
