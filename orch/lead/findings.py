@@ -15,10 +15,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from orch.run.folder import RunFolder
-from orch.run.records import HookEvent
+from orch.run.records import HookEvent, Strict
 from orch.text import shorten
 
 FINDING_ID_PATTERN = r"^[A-Za-z0-9_]{1,16}$"
@@ -27,11 +27,7 @@ MAX_OUTPUT = 4000
 QUOTE_CHARS = 80  # a quote or command cited back in a problem
 
 
-class WorkerFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-
-M = TypeVar("M", bound=WorkerFile)
+M = TypeVar("M", bound=Strict)
 
 
 class Severity(StrEnum):
@@ -48,7 +44,7 @@ class Verdict(StrEnum):
     UNVERIFIABLE = "UNVERIFIABLE"
 
 
-class CodeEvidence(WorkerFile):
+class CodeEvidence(Strict):
     file: str = Field(min_length=1)
     """Path relative to the workdir."""
     line: int = Field(ge=1)
@@ -59,7 +55,7 @@ class CodeEvidence(WorkerFile):
         return f"{self.file}:{self.line}"
 
 
-class CommandEvidence(WorkerFile):
+class CommandEvidence(Strict):
     command: str = Field(min_length=1)
     """A shell command the worker ran during this job."""
     exit_code: int
@@ -69,7 +65,7 @@ class CommandEvidence(WorkerFile):
 Evidence = CodeEvidence | CommandEvidence
 
 
-class Finding(WorkerFile):
+class Finding(Strict):
     id: str = Field(pattern=FINDING_ID_PATTERN)
     """Unique within the job: F1, F2, ..."""
     claim: str = Field(min_length=1)
@@ -80,13 +76,13 @@ class Finding(WorkerFile):
     """Optional shell command, run in the workdir, that exits 0 if and only if the claim holds."""
 
 
-class FindingsReport(WorkerFile):
+class FindingsReport(Strict):
     job: str
     """The job token from the brief."""
     findings: list[Finding] = Field(max_length=MAX_FINDINGS)
 
 
-class VerdictReport(WorkerFile):
+class VerdictReport(Strict):
     job: str
     finding: str
     verdict: Verdict
@@ -106,7 +102,7 @@ class ProblemKind(StrEnum):
     UNRUN_COMMAND = "unrun-command"
 
 
-class Problem(WorkerFile):
+class Problem(Strict):
     kind: ProblemKind
     detail: str
 

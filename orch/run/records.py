@@ -14,7 +14,10 @@ def utcnow() -> dt.datetime:
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """The base of every record orch writes or reads strictly: unknown keys are errors, and attribute
+    docstrings are the fields' descriptions (the spec, jobs, findings and reports use it too)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
 class Backend(StrEnum):
