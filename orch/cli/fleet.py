@@ -20,8 +20,6 @@ from orch.cli.common import (
     up_request,
 )
 from orch.cli.container import (
-    DEFAULT_MEMORY,
-    DEFAULT_PIDS,
     AllowOpt,
     ContainerOpts,
     CopyOpt,
@@ -38,6 +36,7 @@ from orch.errors import OrchError, UsageError, is_environment_error, one_line
 from orch.fleet import launch, talk, watch
 from orch.run.folder import RunFolder, list_runs
 from orch.run.records import Backend, EgressMode, RunStatusView
+from orch.settings import CONTAINER_MEMORY, CONTAINER_PIDS
 from orch.text import shorten
 
 
@@ -100,9 +99,9 @@ def register(app: typer.Typer) -> None:
         copy: CopyOpt = False,
         egress: EgressOpt = EgressMode.ALLOWLIST,
         allow: AllowOpt = None,
-        memory: MemoryOpt = DEFAULT_MEMORY,
+        memory: MemoryOpt = CONTAINER_MEMORY,
         cpus: CpusOpt = None,
-        pids: PidsOpt = DEFAULT_PIDS,
+        pids: PidsOpt = CONTAINER_PIDS,
         network: NetworkOpt = None,
         image: ImageOpt = None,
     ) -> None:

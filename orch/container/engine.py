@@ -12,6 +12,7 @@ from pathlib import Path
 import docker.errors
 import requests.exceptions
 
+from orch import settings
 from orch.text import shorten
 
 ENGINE_HINT = (
@@ -22,8 +23,6 @@ ENGINE_HINT = (
 
 DEFAULT_ENGINE = "unix:///var/run/docker.sock"
 LOCAL_BASE_URLS = ("http+docker://localhost", "http+docker://localnpipe")
-REMOTE_ENV = "ORCH_DOCKER_REMOTE"
-"""Force the remote (1) or local (0) treatment of an engine, e.g. a tcp:// engine sharing this disk."""
 
 
 def _docker_config_dir() -> Path:
@@ -89,9 +88,9 @@ def docker_client(timeout: int = 60, base_url: str | None = None) -> docker.Dock
 
 def is_remote_client(client: docker.DockerClient) -> bool:
     """An engine on another machine (tcp://, ssh://): it cannot see this machine's paths."""
-    forced = os.environ.get(REMOTE_ENV)
-    if forced in ("0", "1"):
-        return forced == "1"
+    forced = settings.DOCKER_REMOTE.get()  # e.g. a tcp:// engine sharing this disk is local
+    if forced is not None:
+        return forced
     return str(client.api.base_url) not in LOCAL_BASE_URLS
 
 

@@ -4,7 +4,7 @@ The build context is made fresh for each build and holds only what the Dockerfil
 docker/with-ca.sh, `ca-bundle.crt` (the caller's extra CA bundle, or an empty file) and src/ with
 pyproject.toml, README.md and the orch package. The bundle is used only in the Dockerfile's builder stage.
 
-`python -m orch.container.image` builds with ORCH_BASE_IMAGE / ORCH_CA_BUNDLE / ORCH_IMAGE_TAG from the environment.
+`python -m orch.container.image` builds with ORCH_BASE_IMAGE / ORCH_CA_BUNDLE / ORCH_IMAGE from the environment.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import argparse
 import collections
 import hashlib
 import io
-import os
 import re
 import sys
 import tarfile
@@ -26,10 +25,11 @@ import docker.errors
 import requests.exceptions
 from docker.models.images import Image
 
+from orch import settings
 from orch.container.engine import docker_client
 from orch.errors import OrchError, SandboxError, UsageError
 from orch.text import shorten
-from orch.versions import CLAUDE_CODE_VERSION, DEFAULT_BASE_IMAGE, DEFAULT_IMAGE_TAG
+from orch.versions import CLAUDE_CODE_VERSION
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCKER_DIR = REPO_ROOT / "docker"
@@ -240,9 +240,14 @@ def _write_context(fileobj: IO[bytes], ca_bundle: Path | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m orch.container.image", description="Build the orch worker image.")
-    parser.add_argument("--base", default=os.environ.get("ORCH_BASE_IMAGE") or DEFAULT_BASE_IMAGE)
-    parser.add_argument("--ca-bundle", default=os.environ.get("ORCH_CA_BUNDLE") or None)
-    parser.add_argument("--tag", default=os.environ.get("ORCH_IMAGE_TAG") or DEFAULT_IMAGE_TAG)
+    try:
+        base, ca_bundle, tag = settings.BASE_IMAGE.get(), settings.CA_BUNDLE.get(), settings.IMAGE.get()
+    except OrchError as exc:
+        print(f"error: {exc.one_line()}", file=sys.stderr)
+        return exc.exit_code
+    parser.add_argument("--base", default=base)
+    parser.add_argument("--ca-bundle", type=Path, default=ca_bundle)
+    parser.add_argument("--tag", default=tag)
     parser.add_argument("--claude-version", default=CLAUDE_CODE_VERSION)
     parser.add_argument("--if-missing", action="store_true", help="do nothing if the tag exists already")
     parser.add_argument(
@@ -258,8 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.if_stale and image_is_current(args.tag, args.base, args.claude_version):
             print(f"{args.tag} is up to date", file=sys.stderr)
             return 0
-        ca = Path(args.ca_bundle) if args.ca_bundle else None
-        image_id = build_image(args.base, args.claude_version, ca, args.tag, _print_progress)
+        image_id = build_image(args.base, args.claude_version, args.ca_bundle, args.tag, _print_progress)
     except OrchError as exc:
         print(f"error: {exc.one_line()}", file=sys.stderr)
         return exc.exit_code

@@ -28,6 +28,7 @@ import docker.errors
 import requests.exceptions
 from docker.models.containers import Container
 
+from orch import settings
 from orch.container import boot, egress, mounts
 from orch.container.boot import check_image, describe, find, run_container
 from orch.container.engine import DEFAULT_ENGINE, docker_client, engine_address, is_remote_client
@@ -52,14 +53,12 @@ from orch.fleet import launch
 from orch.run.folder import RunFolder
 from orch.run.paths import workspaces_dir
 from orch.run.records import Backend, ContainerInfo, ContainerOptions, ControllerEvent, EgressMode, RunInfo, RunStatus
-from orch.versions import DEFAULT_IMAGE_TAG
 
 STOP_TIMEOUT = 15
-IMAGE_ENV = "ORCH_IMAGE"
 
 
 def default_image() -> str:
-    return os.environ.get(IMAGE_ENV) or DEFAULT_IMAGE_TAG
+    return settings.IMAGE.get()
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orch import settings
+
 
 def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
@@ -46,9 +48,9 @@ class ContainerOptions(Strict):
     egress: EgressMode = EgressMode.ALLOWLIST
     allow: list[str] = Field(default_factory=list)
     """The resolved allowlist: defaults plus `--allow` (host names, IPs or CIDRs; names resolved at boot)."""
-    memory: str = "8g"
-    cpus: float = 2.0
-    pids: int = 4096
+    memory: str = settings.CONTAINER_MEMORY
+    cpus: float = settings.CONTAINER_CPUS
+    pids: int = settings.CONTAINER_PIDS
     network: str | None = None
     """A Docker network to join (None: the engine's default bridge)."""
     copy_workdir: bool = False
