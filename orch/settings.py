@@ -77,7 +77,8 @@ class Setting(Generic[T]):
         except ValueError as exc:
             default = self.shown.replace("`", "")
             raise SettingError(
-                f"environment variable {name}={text!r}: {exc}", hint=f"fix or unset {name} (default: {default})"
+                f"environment variable {name}={text!r}: {exc}",
+                hint=f"correct {name}, or unset it for the default: {default}",
             ) from None
 
 

@@ -88,9 +88,17 @@ def test_orch_image_tag_still_names_the_image_but_orch_image_wins() -> None:
     assert settings.IMAGE.get({"ORCH_IMAGE_TAG": "old:tag", "ORCH_IMAGE": "new:tag"}) == "new:tag"
 
 
-@pytest.mark.parametrize("argv", [["ls"], ["bus", "post", "r", "hello"]], ids=["typer", "bus-fast-path"])
-def test_cli_says_a_bad_log_level_in_one_line(argv: list[str]) -> None:
-    env = {**os.environ, "ORCH_LOG_LEVEL": "loud"}
+@pytest.mark.parametrize(
+    ("variable", "value", "argv"),
+    [
+        ("ORCH_LOG_LEVEL", "loud", ["ls"]),
+        ("ORCH_LOG_LEVEL", "loud", ["bus", "post", "r", "hello"]),  # the fast path, before typer
+        ("ORCH_WORKERS", "many", ["serve-run", "r", "--create"]),  # compose's fleet service
+    ],
+    ids=["typer", "bus-fast-path", "serve-run"],
+)
+def test_cli_says_a_bad_value_in_one_line(variable: str, value: str, argv: list[str]) -> None:
+    env = {**os.environ, variable: value, "ORCH_IN_CONTAINER": "1"}
     done = subprocess.run(
         [sys.executable, "-c", "from orch.cli import main; main()", *argv],
         capture_output=True,
@@ -100,7 +108,7 @@ def test_cli_says_a_bad_log_level_in_one_line(argv: list[str]) -> None:
     )
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1, done.stderr
-    assert done.stderr.startswith("orch: error: environment variable ORCH_LOG_LEVEL='loud': expected one of")
+    assert done.stderr.startswith(f"orch: error: environment variable {variable}={value!r}: expected"), done.stderr
 
 
 def readme_row(setting: settings.Setting[object]) -> str:

@@ -124,20 +124,27 @@ def register(app: typer.Typer) -> None:
         boot_timeout: Annotated[float, typer.Option("--boot-timeout")] = launch.BOOT_TIMEOUT,
         resume: Annotated[bool, typer.Option("--resume")] = False,
         create: Annotated[bool, typer.Option("--create", help="Make the run here if missing (else resume).")] = False,
-        # With --create (compose), the fleet may also be described by the environment.
-        workers: Annotated[int, typer.Option("--workers", "-n", envvar=WORKERS.name)] = 1,
-        agent: Annotated[str, typer.Option("--agent", "-a", envvar=AGENT.name)] = "claude",
+        # With --create (compose), the fleet may also be described by the environment (orch.settings).
+        workers: Annotated[int | None, typer.Option("--workers", "-n", help=f"${WORKERS.name}")] = None,
+        agent: Annotated[str | None, typer.Option("--agent", "-a", help=f"${AGENT.name}")] = None,
         workdir: Annotated[Path, typer.Option("--workdir", "-w")] = Path("/workspace"),
-        permission_mode: Annotated[str | None, typer.Option("--permission-mode", envvar=PERMISSION_MODE.name)] = None,
-        model: Annotated[str | None, typer.Option("--model", envvar=MODEL.name)] = None,
-        offline: Annotated[bool, typer.Option("--offline", envvar=OFFLINE.name)] = False,
+        permission_mode: Annotated[
+            str | None, typer.Option("--permission-mode", help=f"${PERMISSION_MODE.name}")
+        ] = None,
+        model: Annotated[str | None, typer.Option("--model", help=f"${MODEL.name}")] = None,
+        offline: Annotated[bool, typer.Option("--offline", help=f"${OFFLINE.name}")] = False,
     ) -> None:
         """Inside a run's container: launch the run's workers and stay until SIGTERM."""
         from orch.container.serverun import serve
 
         if not backends.in_container():
             raise UsageError("serve-run runs inside a run's container", hint="use `orch up`")
-        req = up_request(name, workers, agent, workdir, permission_mode, model, offline) if create else None
+        req = None
+        if create:
+            workers = workers if workers is not None else WORKERS.get()
+            agent, offline = agent or AGENT.get(), offline or OFFLINE.get()
+            permission_mode, model = permission_mode or PERMISSION_MODE.get(), model or MODEL.get()
+            req = up_request(name, workers, agent, workdir, permission_mode, model, offline)
         raise typer.Exit(serve(name, boot_timeout, resume, req))
 
     @app.command()
