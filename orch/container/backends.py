@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import TypeAdapter
 
-from orch import settings
 from orch.errors import OrchError, UsageError
 from orch.run.folder import RunFolder
 from orch.run.records import Backend, RunInfo, RunStatus, RunStatusView
+from orch.settings import IN_CONTAINER
 
 if TYPE_CHECKING:
     from orch.container.sandbox import DockerSandbox, DockerSettings
@@ -30,7 +30,7 @@ READS_FOLDER_WHEN_DOWN = ("read",)
 
 def in_container() -> bool:
     """True inside a run's container, where the controller and tmux live."""
-    return settings.IN_CONTAINER.get()
+    return IN_CONTAINER.get()
 
 
 def docker_sandbox(settings: DockerSettings | None = None) -> DockerSandbox:

@@ -11,7 +11,8 @@ Modes:
   resolved once, at boot; a name that does not resolve is skipped with a note, never fatal.
 - `none`: loopback only (offline runs talk to their model server on 127.0.0.1).
 
-This module runs inside the container as root: it imports only the standard library, orch.settings and orch.run.records.
+This module runs inside the container as root: it imports only the standard library, orch.settings and
+orch.run.records.
 """
 
 from __future__ import annotations

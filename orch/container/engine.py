@@ -148,4 +148,4 @@ def _reason(exc: BaseException) -> str:
             return _ERRNO_TEXT[item.errno]
         todo.extend([*item.args, item.__cause__, item.__context__])
         todo.extend(getattr(item, name, None) for name in ("reason", "original_error"))
-    return shorten(str(exc) or type(exc).__name__, 160)
+    return shorten(exc, 160) or type(exc).__name__

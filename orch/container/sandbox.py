@@ -28,7 +28,6 @@ import docker.errors
 import requests.exceptions
 from docker.models.containers import Container
 
-from orch import settings
 from orch.container import boot, egress, mounts
 from orch.container.boot import check_image, describe, find, run_container
 from orch.container.engine import DEFAULT_ENGINE, docker_client, engine_address, is_remote_client
@@ -53,12 +52,13 @@ from orch.fleet import launch
 from orch.run.folder import RunFolder
 from orch.run.paths import workspaces_dir
 from orch.run.records import Backend, ContainerInfo, ContainerOptions, ControllerEvent, EgressMode, RunInfo, RunStatus
+from orch.settings import IMAGE
 
 STOP_TIMEOUT = 15
 
 
 def default_image() -> str:
-    return settings.IMAGE.get()
+    return IMAGE.get()
 
 
 @dataclass(frozen=True)
