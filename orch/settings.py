@@ -232,11 +232,7 @@ OFFLINE = Setting(
 )
 # compose.yaml's own, not read by orch: where the run folders and the workspace are, and what to run.
 RUN = Setting(
-    "ORCH_RUN",
-    "",
-    _text,
-    "compose.yaml: the run's name (in a worker's own environment: its run folder).",
-    shown="`demo` (compose.yaml)",
+    "ORCH_RUN", "demo", _text, "compose.yaml: the run's name (in a worker's own environment: its run folder)."
 )
 SPEC = Setting("ORCH_SPEC", "/workspace/fleet.yaml", _text, "compose.yaml: the fleet spec the lead service runs.")
 RUNS = Setting(
