@@ -22,6 +22,7 @@ from bench.env import BenchEnv, BenchError, orch_cli, python_env
 from bench.report import Row
 from orch import settings
 from orch.errors import OrchError
+from orch.run.events import Event
 from orch.run.folder import RunFolder
 
 MIB = 1 << 20
@@ -117,7 +118,7 @@ def _first_spawn(run: RunFolder) -> float | None:
     for line in lines:
         with contextlib.suppress(ValueError, KeyError, TypeError):
             event = json.loads(line)
-            if event["event"] == "spawned":
+            if event["event"] == Event.SPAWNED:
                 return dt.datetime.fromisoformat(event["ts"].replace("Z", "+00:00")).timestamp()
     return None
 

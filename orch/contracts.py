@@ -2,7 +2,10 @@
 
 - An **AgentAdapter** knows one agent CLI: how to seed its isolated config dir (so no first-run dialog
   ever appears), how to launch it, how its hooks report state into the run folder, and which dialogs it
-  may still show (recognised on screen only as a fallback).
+  may still show (recognised on screen only as a fallback). It also states, as plain facts, the
+  credentials it needs, how an offline run points it at the scripted model, where it keeps the sessions
+  a resume reads, what the worker image installs for it, and its lines in `orch doctor`: nothing outside
+  `orch/agents/` knows which agent runs.
 - A **Sandbox** is where a run's tmux server and controller live: `local` (this machine) or `docker`
   (one disposable container per run). Fleet commands are the same for both; the sandbox decides where
   they execute.
@@ -58,11 +61,124 @@ class Dialog:
     keys: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class LoginFile:
+    """The agent CLI's own saved login (its `/login`), used when no credential comes by environment."""
+
+    dir_env: str
+    """The variable that moves the agent's config dir (each worker gets its own)."""
+    home_dir: str
+    """That config dir relative to $HOME when the variable is unset."""
+    name: str
+    """The file in the config dir."""
+
+    @property
+    def in_home(self) -> str:
+        """Where the agent looks for it under $HOME (a container copies the user's file there)."""
+        return f"{self.home_dir}/{self.name}"
+
+    def find(self, env: Mapping[str, str], home: Path) -> Path | None:
+        """The invoking user's login file, if there is one."""
+        base = env.get(self.dir_env)
+        path = Path(base) / self.name if base else home / self.in_home
+        return path if path.is_file() else None
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """What an agent needs to reach its real model API, and how it travels: by process environment
+    only (the run's tmux server, the container's environment), or the user's login file mounted
+    read-only; never a file orch writes."""
+
+    env: tuple[str, ...]
+    """Variables holding a credential; any one is enough."""
+    base_url_env: str | None = None
+    """The variable pointing the agent at another endpoint (a proxy); passed along with a credential."""
+    api_host: str | None = None
+    """The model API's host when `base_url_env` is unset: the container's egress allowlist opens it."""
+    login: LoginFile | None = None
+    hint: str = ""
+    """How a user gets a credential (the fix `orch doctor` and `orch demo --live` print)."""
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        """Every variable an agent's run takes from the user's environment (offline runs drop them)."""
+        return (*self.env, self.base_url_env) if self.base_url_env else self.env
+
+    def passed(self, env: Mapping[str, str]) -> dict[str, str]:
+        """The variables of `variables` that are set in `env`, to hand to the agent."""
+        return {var: env[var] for var in self.variables if env.get(var)}
+
+    def in_env(self, env: Mapping[str, str]) -> bool:
+        return any(env.get(var) for var in self.env)
+
+    def login_file(self, env: Mapping[str, str], home: Path | None = None) -> Path | None:
+        return self.login.find(env, home or Path.home()) if self.login else None
+
+
+@dataclass(frozen=True)
+class OfflineEnv:
+    """How an offline run points the agent at orch's scripted model server (an Anthropic Messages API
+    on 127.0.0.1) instead of a real API; every variable of `Credentials.variables` is dropped first."""
+
+    base_url_env: str
+    """Set to the scripted server's URL."""
+    key_env: str
+    """Set to `key`: the server accepts any key, the agent only needs one to be set."""
+    key: str
+
+
+@dataclass(frozen=True)
+class SessionStore:
+    """Where the agent keeps the sessions a resume reads (`WorkerContext.resume_session`)."""
+
+    subdir: str
+    """Relative to the worker's config dir. A run's container links it into the run folder
+    (`sessions/agent-N`), so a later container can resume the session after the old one died."""
+
+
+@dataclass(frozen=True)
+class ImageInstall:
+    """What the worker image (docker/Dockerfile) installs for the agent, read by the image build."""
+
+    npm_package: str
+    version: str
+    """Pinned (orch.versions): the image, `orch doctor` and the tests use this one version."""
+    build_arg: str
+    """The Dockerfile's build-arg prefix: it reads `<build_arg>_PACKAGE` and `<build_arg>_VERSION`."""
+
+    def build_args(self, version: str | None = None) -> dict[str, str]:
+        return {f"{self.build_arg}_PACKAGE": self.npm_package, f"{self.build_arg}_VERSION": version or self.version}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of `orch doctor`: what was found, and the fix when it is missing."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+    optional: bool = False
+
+
 @runtime_checkable
 class AgentAdapter(Protocol):
     name: str
     default_permission_mode: str
     permission_modes: tuple[str, ...]
+    credentials: Credentials
+    """What it needs for a real model API (empty `env` for an agent that calls none)."""
+    offline: OfflineEnv | None
+    """None: the agent calls no model, an offline run has nothing to point."""
+    sessions: SessionStore | None
+    """None: the agent keeps no session a resume could read."""
+    install: ImageInstall | None
+    """None: nothing to install (the scripted agent is part of orch)."""
+
+    def doctor(self) -> Sequence[Check]:
+        """This agent's lines in `orch doctor` (installed? version? credentials?)."""
+        ...
 
     def binary(self) -> Path:
         """The agent executable; raises UsageError naming the install command when missing."""

@@ -271,6 +271,13 @@ CHOWN = Setting(
     "Mount points (:-separated) the init hands to the run's uid when root owns them.",
     internal=True,
 )
+CREDENTIALS_HOME_PATH = Setting(
+    "ORCH_CREDENTIALS_HOME_PATH",
+    "",
+    _optional,
+    "Where under $HOME the init copies the mounted login file (the agent's LoginFile.in_home).",
+    internal=True,
+)
 PROMPTS = Setting(
     "ORCH_PROMPTS", "", _prompts, "The workers' first prompts for `orch serve-run`, as JSON.", internal=True
 )

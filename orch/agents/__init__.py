@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from orch.contracts import AgentAdapter
+from orch import settings
+from orch.contracts import AgentAdapter, ImageInstall
 from orch.errors import UsageError
 
 
@@ -21,6 +22,10 @@ def _scripted() -> AgentAdapter:
 
 
 ADAPTERS: dict[str, Callable[[], AgentAdapter]] = {"claude": _claude, "scripted": _scripted}
+DEFAULT_AGENT = settings.AGENT.default
+"""The agent of a run that names none (compose's ORCH_AGENT unset)."""
+IMAGE_AGENT = "claude"
+"""The agent CLI the worker image (docker/Dockerfile) installs; its adapter says which package and version."""
 
 
 def get_adapter(name: str) -> AgentAdapter:
@@ -29,3 +34,9 @@ def get_adapter(name: str) -> AgentAdapter:
     except KeyError:
         raise UsageError(f"unknown agent {name!r} (available: {', '.join(sorted(ADAPTERS))})") from None
     return factory()
+
+
+def image_install() -> ImageInstall:
+    install = get_adapter(IMAGE_AGENT).install
+    assert install is not None, f"agent {IMAGE_AGENT} states no image install"
+    return install

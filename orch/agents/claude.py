@@ -15,7 +15,18 @@ from typing import Any
 
 import orch.run.hookwriter
 from orch import settings
-from orch.contracts import Dialog, LaunchSpec, WorkerContext
+from orch.agents.checks import credentials_check, install_check
+from orch.contracts import (
+    Check,
+    Credentials,
+    Dialog,
+    ImageInstall,
+    LaunchSpec,
+    LoginFile,
+    OfflineEnv,
+    SessionStore,
+    WorkerContext,
+)
 from orch.errors import UsageError
 from orch.run.folder import RunFolder
 from orch.versions import CLAUDE_CODE_PACKAGE, CLAUDE_CODE_VERSION
@@ -32,6 +43,21 @@ HOOK_EVENTS = (
     "SessionEnd",
 )
 CREDENTIAL_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
+CREDENTIALS = Credentials(
+    env=CREDENTIAL_ENV,
+    base_url_env="ANTHROPIC_BASE_URL",
+    api_host="api.anthropic.com",
+    login=LoginFile(dir_env="CLAUDE_CONFIG_DIR", home_dir=".claude", name=".credentials.json"),
+    hint="export ANTHROPIC_API_KEY=... or CLAUDE_CODE_OAUTH_TOKEN=... (from `claude setup-token`), "
+    "or log in with `claude` (/login)",
+)
+# Not a secret: the scripted server accepts any key. Claude Code only needs one to be set.
+OFFLINE = OfflineEnv(
+    base_url_env="ANTHROPIC_BASE_URL", key_env="ANTHROPIC_API_KEY", key="sk-ant-orch-offline-0000000000000000000000"
+)
+# Transcripts live in <config dir>/projects/<mangled cwd>/<session>.jsonl; `--resume` reads them.
+SESSIONS = SessionStore(subdir="projects")
+INSTALL = ImageInstall(npm_package=CLAUDE_CODE_PACKAGE, version=CLAUDE_CODE_VERSION, build_arg="CLAUDE_CODE")
 CACHE_BIN = Path.home() / ".cache" / "orch" / "claude-code" / CLAUDE_CODE_VERSION / "node_modules" / ".bin" / "claude"
 
 # The default lets a worker edit files and run commands without prompts (an unattended worker cannot
@@ -59,13 +85,6 @@ def has_conversation(cfg: Path, session: str) -> bool:
     return False
 
 
-def user_credentials_file() -> Path | None:
-    """The invoking user's own `/login` credentials, if any."""
-    base = os.environ.get("CLAUDE_CONFIG_DIR")
-    path = Path(base) / ".credentials.json" if base else Path.home() / ".claude" / ".credentials.json"
-    return path if path.is_file() else None
-
-
 def _merge_json(path: Path, updates: dict[str, Any]) -> None:
     data: dict[str, Any] = {}
     if path.is_file():
@@ -87,6 +106,10 @@ class ClaudeAdapter:
     name: str = "claude"
     permission_modes: tuple[str, ...] = ("default", "acceptEdits", "plan", "auto", "dontAsk", "bypassPermissions")
     default_permission_mode: str = "acceptEdits"
+    credentials: Credentials = CREDENTIALS
+    offline: OfflineEnv | None = OFFLINE
+    sessions: SessionStore | None = SESSIONS
+    install: ImageInstall | None = INSTALL
 
     def binary(self) -> Path:
         explicit = settings.CLAUDE_BIN.get()
@@ -142,6 +165,9 @@ class ClaudeAdapter:
             env["IS_SANDBOX"] = "1"
         return LaunchSpec(argv=argv, env=env, cwd=ctx.workdir)
 
+    def doctor(self) -> Sequence[Check]:
+        return (install_check(self), credentials_check(self.credentials))
+
     def ready_marker(self, run: RunFolder, worker: int) -> Path | None:
         # SessionStart fires before the TUI takes input: an Enter typed then can be swallowed (and
         # once left the session on "model not found"). The status line runs once the prompt is drawn.
@@ -193,9 +219,9 @@ class ClaudeAdapter:
     @staticmethod
     def _copy_credentials(cfg: Path, env: Mapping[str, str]) -> None:
         """Copy the user's /login credentials only when no credential comes by environment."""
-        if any(env.get(k) for k in CREDENTIAL_ENV):
+        if CREDENTIALS.in_env(env):
             return
-        source = user_credentials_file()
+        source = CREDENTIALS.login_file(os.environ)
         target = cfg / ".credentials.json"
         if source and source.resolve() != target.resolve():
             shutil.copyfile(source, target)

@@ -6,7 +6,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from orch.contracts import Dialog, LaunchSpec, WorkerContext
+from orch.contracts import Check, Credentials, Dialog, ImageInstall, LaunchSpec, OfflineEnv, SessionStore, WorkerContext
 from orch.run.folder import RunFolder
 
 
@@ -14,6 +14,11 @@ class ScriptedAdapter:
     name: str = "scripted"
     permission_modes: tuple[str, ...] = ("default",)
     default_permission_mode: str = "default"
+    # It calls no model and keeps no session; it is part of orch, so the image has it already.
+    credentials: Credentials = Credentials(env=())
+    offline: OfflineEnv | None = None
+    sessions: SessionStore | None = None
+    install: ImageInstall | None = None
 
     def binary(self) -> Path:
         return Path(sys.executable)
@@ -34,6 +39,9 @@ class ScriptedAdapter:
             "ORCH_WORKER": str(ctx.worker),
         }
         return LaunchSpec(argv=argv, env=env, cwd=ctx.workdir)
+
+    def doctor(self) -> Sequence[Check]:
+        return ()  # nothing to check: it runs with orch's own interpreter
 
     def ready_marker(self, run: RunFolder, worker: int) -> Path | None:
         return None

@@ -8,6 +8,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
+from orch.cli import bus, container, fleet, lead, tools
 from orch.errors import OrchError, is_environment_error, one_line
 
 log = logging.getLogger(__name__)
@@ -40,14 +41,13 @@ app = typer.Typer(
 )
 
 
-def _register() -> None:
-    from orch.cli import bus, container, fleet, lead, tools
-
-    fleet.register(app)
-    tools.register(app)
-    lead.register(app)
-    container.register(app)
-    app.add_typer(bus.app, name="bus", help="The run's append-only message bus.")
-
-
-_register()
+# The whole command tree, in `orch --help`'s order: each group module's top-level commands, then the
+# named groups.
+app.add_typer(fleet.app)
+app.add_typer(tools.app)
+app.add_typer(lead.app)
+app.add_typer(container.app)
+app.add_typer(lead.spec_app, name="spec", help="Fleet specs: check one, or write an example.")
+app.add_typer(lead.skill_app, name="skill", help="The Claude Code skill that drives orch.")
+app.add_typer(container.image_app, name="image", help="The worker image.")
+app.add_typer(bus.app, name="bus", help="The run's append-only message bus.")

@@ -28,7 +28,6 @@ from orch.settings import (
     PERMISSION_MODE,
     WORKERS,
 )
-from orch.versions import CLAUDE_CODE_VERSION
 
 if TYPE_CHECKING:
     from orch.container.sandbox import DockerSettings
@@ -87,6 +86,8 @@ class ContainerOpts:
         return DockerSettings(image=self.image or default_image(), options=options, boot_timeout=boot_timeout)
 
 
+# Joined into the `orch` app by orch.cli.commands: `app`'s commands at the top, `image_app` as `orch image`.
+app = typer.Typer()
 image_app = typer.Typer(no_args_is_help=True)
 
 
@@ -95,7 +96,9 @@ def image_build(
     base: Annotated[
         str | None, typer.Option("--base", help=f"Base image (default: ${BASE_IMAGE.name} or {BASE_IMAGE.default}).")
     ] = None,
-    claude_version: Annotated[str, typer.Option("--claude-version", help="Claude Code version.")] = CLAUDE_CODE_VERSION,
+    agent_version: Annotated[
+        str | None, typer.Option("--claude-version", help="Version of the image's agent CLI (default: the pinned one).")
+    ] = None,
     ca_bundle: Annotated[
         Path | None,
         typer.Option(
@@ -111,58 +114,55 @@ def image_build(
     from orch.container.image import build_image
 
     base, ca_bundle, tag = base or BASE_IMAGE.get(), ca_bundle or CA_BUNDLE.get(), tag or IMAGE.get()
-    image_id = build_image(base, claude_version, ca_bundle, tag, lambda line: typer.echo(line))
+    image_id = build_image(base, agent_version, ca_bundle, tag, lambda line: typer.echo(line))
     typer.echo(f"built {tag} ({image_id})")
 
 
-def register(app: typer.Typer) -> None:
-    app.add_typer(image_app, name="image", help="The worker image.")
+@app.command("serve-run", hidden=True)
+def serve_run(
+    name: NameArg,
+    boot_timeout: Annotated[float, typer.Option("--boot-timeout")] = launch.BOOT_TIMEOUT,
+    resume: Annotated[bool, typer.Option("--resume")] = False,
+    create: Annotated[bool, typer.Option("--create", help="Make the run here if missing (else resume).")] = False,
+    # With --create (compose), the fleet may also be described by the environment (orch.settings).
+    workers: Annotated[int | None, typer.Option("--workers", "-n", help=f"${WORKERS.name}")] = None,
+    agent: Annotated[str | None, typer.Option("--agent", "-a", help=f"${AGENT.name}")] = None,
+    workdir: Annotated[Path, typer.Option("--workdir", "-w")] = Path("/workspace"),
+    permission_mode: Annotated[str | None, typer.Option("--permission-mode", help=f"${PERMISSION_MODE.name}")] = None,
+    model: Annotated[str | None, typer.Option("--model", help=f"${MODEL.name}")] = None,
+    offline: Annotated[bool, typer.Option("--offline", help=f"${OFFLINE.name}")] = False,
+) -> None:
+    """Inside a run's container: launch the run's workers and stay until SIGTERM."""
+    from orch.container.serverun import serve
 
-    @app.command("serve-run", hidden=True)
-    def serve_run(
-        name: NameArg,
-        boot_timeout: Annotated[float, typer.Option("--boot-timeout")] = launch.BOOT_TIMEOUT,
-        resume: Annotated[bool, typer.Option("--resume")] = False,
-        create: Annotated[bool, typer.Option("--create", help="Make the run here if missing (else resume).")] = False,
-        # With --create (compose), the fleet may also be described by the environment (orch.settings).
-        workers: Annotated[int | None, typer.Option("--workers", "-n", help=f"${WORKERS.name}")] = None,
-        agent: Annotated[str | None, typer.Option("--agent", "-a", help=f"${AGENT.name}")] = None,
-        workdir: Annotated[Path, typer.Option("--workdir", "-w")] = Path("/workspace"),
-        permission_mode: Annotated[
-            str | None, typer.Option("--permission-mode", help=f"${PERMISSION_MODE.name}")
-        ] = None,
-        model: Annotated[str | None, typer.Option("--model", help=f"${MODEL.name}")] = None,
-        offline: Annotated[bool, typer.Option("--offline", help=f"${OFFLINE.name}")] = False,
-    ) -> None:
-        """Inside a run's container: launch the run's workers and stay until SIGTERM."""
-        from orch.container.serverun import serve
+    if not backends.in_container():
+        raise UsageError("serve-run runs inside a run's container", hint="use `orch up`")
+    req = None
+    if create:
+        workers = workers if workers is not None else WORKERS.get()
+        agent, offline = agent or AGENT.get(), offline or OFFLINE.get()
+        permission_mode, model = permission_mode or PERMISSION_MODE.get(), model or MODEL.get()
+        req = up_request(name, workers, agent, workdir, permission_mode, model, offline)
+    raise typer.Exit(serve(name, boot_timeout, resume, req))
 
-        if not backends.in_container():
-            raise UsageError("serve-run runs inside a run's container", hint="use `orch up`")
-        req = None
-        if create:
-            workers = workers if workers is not None else WORKERS.get()
-            agent, offline = agent or AGENT.get(), offline or OFFLINE.get()
-            permission_mode, model = permission_mode or PERMISSION_MODE.get(), model or MODEL.get()
-            req = up_request(name, workers, agent, workdir, permission_mode, model, offline)
-        raise typer.Exit(serve(name, boot_timeout, resume, req))
 
-    @app.command()
-    def reap() -> None:
-        """Remove containers, volumes and workspace copies left by crashed or stopped runs (by label)."""
-        removed = backends.docker_sandbox().reap()
-        for item in removed:
-            typer.echo(f"removed {item}")
-        if not removed:
-            typer.echo("nothing to reap")
+@app.command()
+def reap() -> None:
+    """Remove containers, volumes and workspace copies left by crashed or stopped runs (by label)."""
+    removed = backends.docker_sandbox().reap()
+    for item in removed:
+        typer.echo(f"removed {item}")
+    if not removed:
+        typer.echo("nothing to reap")
 
-    @app.command()
-    def pull(name: NameArg) -> None:
-        """Copy a run folder back from a remote Docker engine into the local one."""
-        run = run_folder(name)
-        info = run.info()
-        if not backends.on_remote_engine(info):
-            typer.echo(f"run {name} is on this machine already: {run.root}")
-            return
-        backends.pull(run)
-        typer.echo(f"pulled {name} into {run.root}")
+
+@app.command()
+def pull(name: NameArg) -> None:
+    """Copy a run folder back from a remote Docker engine into the local one."""
+    run = run_folder(name)
+    info = run.info()
+    if not backends.on_remote_engine(info):
+        typer.echo(f"run {name} is on this machine already: {run.root}")
+        return
+    backends.pull(run)
+    typer.echo(f"pulled {name} into {run.root}")

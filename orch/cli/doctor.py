@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
-
 from orch.agents import ADAPTERS, get_adapter
-from orch.agents.claude import CREDENTIAL_ENV, user_credentials_file
+from orch.contracts import Check
 from orch.errors import OrchError
 from orch.fleet.tmux import check_tmux
 from orch.versions import TMUX_MIN_VERSION
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    ok: bool
-    detail: str
-    fix: str | None = None
-    optional: bool = False
 
 
 def _tmux() -> Check:
@@ -30,19 +18,7 @@ def _tmux() -> Check:
 
 
 def _agents() -> list[Check]:
-    checks = []
-    for name in sorted(ADAPTERS):
-        if name == "scripted":
-            continue
-        adapter = get_adapter(name)
-        try:
-            path = adapter.binary()
-        except OrchError as exc:
-            checks.append(Check(name, False, exc.message, exc.hint))
-            continue
-        version = adapter.version()
-        checks.append(Check(name, version is not None, f"{version or 'version unknown'} at {path}"))
-    return checks
+    return [check for name in sorted(ADAPTERS) for check in get_adapter(name).doctor()]
 
 
 def _docker() -> list[Check]:
@@ -65,23 +41,5 @@ def _docker() -> list[Check]:
     return checks
 
 
-def _credentials() -> Check:
-    found = [k for k in CREDENTIAL_ENV if os.environ.get(k)]
-    creds_file = user_credentials_file()
-    if creds_file:
-        found.append(str(creds_file))
-    if os.environ.get("ANTHROPIC_BASE_URL"):
-        found.append(f"ANTHROPIC_BASE_URL={os.environ['ANTHROPIC_BASE_URL']}")
-    if found:
-        return Check("credentials", True, ", ".join(found))
-    return Check(
-        "credentials",
-        False,
-        "none found (the offline demo needs none)",
-        "export ANTHROPIC_API_KEY=... or CLAUDE_CODE_OAUTH_TOKEN=... (from `claude setup-token`)",
-        optional=True,
-    )
-
-
 def run_checks() -> list[Check]:
-    return [_tmux(), *_agents(), *_docker(), _credentials()]
+    return [_tmux(), *_agents(), *_docker()]

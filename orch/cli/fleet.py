@@ -39,6 +39,8 @@ from orch.run.records import Backend, EgressMode, RunStatusView
 from orch.settings import CONTAINER_MEMORY, CONTAINER_PIDS
 from orch.text import shorten
 
+app = typer.Typer()  # joined into the `orch` app by orch.cli.commands
+
 
 def _up(
     name: str,
@@ -77,187 +79,193 @@ ReplaceOpt = Annotated[bool, typer.Option("--replace", help="Kill and replace an
 BootOpt = Annotated[float, typer.Option("--boot-timeout", help="Seconds to wait for workers to boot.")]
 
 
-def register(app: typer.Typer) -> None:
-    @app.command()
-    def up(
-        name: NameArg,
-        workers: Annotated[int, typer.Option("--workers", "-n", help="Number of workers.")] = 1,
-        agent: AgentOpt = "claude",
-        workdir: Annotated[Path, typer.Option("--workdir", "-w", help="Folder the workers work in.")] = Path(),
-        local: LocalOpt = False,
-        permission_mode: ModeOpt = None,
-        model: ModelOpt = None,
-        replace: ReplaceOpt = False,
-        boot_timeout: BootOpt = launch.BOOT_TIMEOUT,
-        offline: Annotated[
-            bool, typer.Option("--offline", help="Drive the agents with orch's scripted model server (no API).")
-        ] = False,
-        resume: Annotated[
-            bool,
-            typer.Option("--resume", help="Relaunch a run whose container or tmux died, on its folder (as started)."),
-        ] = False,
-        copy: CopyOpt = False,
-        egress: EgressOpt = EgressMode.ALLOWLIST,
-        allow: AllowOpt = None,
-        memory: MemoryOpt = CONTAINER_MEMORY,
-        cpus: CpusOpt = None,
-        pids: PidsOpt = CONTAINER_PIDS,
-        network: NetworkOpt = None,
-        image: ImageOpt = None,
-    ) -> None:
-        """Start a run: one container (or, with --local, a tmux server here) with one agent per pane."""
-        box = ContainerOpts(copy, egress, allow or [], memory, cpus, pids, network, image)
-        _up(
-            name, workers, agent, workdir, local, permission_mode, model, replace, boot_timeout,
-            offline=offline, container=box, resume=resume,
-        )  # fmt: skip
+@app.command()
+def up(
+    name: NameArg,
+    workers: Annotated[int, typer.Option("--workers", "-n", help="Number of workers.")] = 1,
+    agent: AgentOpt = "claude",
+    workdir: Annotated[Path, typer.Option("--workdir", "-w", help="Folder the workers work in.")] = Path(),
+    local: LocalOpt = False,
+    permission_mode: ModeOpt = None,
+    model: ModelOpt = None,
+    replace: ReplaceOpt = False,
+    boot_timeout: BootOpt = launch.BOOT_TIMEOUT,
+    offline: Annotated[
+        bool, typer.Option("--offline", help="Drive the agents with orch's scripted model server (no API).")
+    ] = False,
+    resume: Annotated[
+        bool,
+        typer.Option("--resume", help="Relaunch a run whose container or tmux died, on its folder (as started)."),
+    ] = False,
+    copy: CopyOpt = False,
+    egress: EgressOpt = EgressMode.ALLOWLIST,
+    allow: AllowOpt = None,
+    memory: MemoryOpt = CONTAINER_MEMORY,
+    cpus: CpusOpt = None,
+    pids: PidsOpt = CONTAINER_PIDS,
+    network: NetworkOpt = None,
+    image: ImageOpt = None,
+) -> None:
+    """Start a run: one container (or, with --local, a tmux server here) with one agent per pane."""
+    box = ContainerOpts(copy, egress, allow or [], memory, cpus, pids, network, image)
+    _up(
+        name, workers, agent, workdir, local, permission_mode, model, replace, boot_timeout,
+        offline=offline, container=box, resume=resume,
+    )  # fmt: skip
 
-    @app.command()
-    def spawn(
-        name: NameArg,
-        workers: Annotated[int, typer.Argument(help="Number of workers.")],
-        workdir: Annotated[Path, typer.Argument(help="Folder the workers work in.")] = Path(),
-        agent: AgentOpt = "claude",
-        local: LocalOpt = False,
-        permission_mode: ModeOpt = None,
-        model: ModelOpt = None,
-        replace: ReplaceOpt = False,
-        boot_timeout: BootOpt = launch.BOOT_TIMEOUT,
-    ) -> None:
-        """`orch up` as the reference harness spells it: spawn NAME N [WORKDIR]."""
-        _up(name, workers, agent, workdir, local, permission_mode, model, replace, boot_timeout)
 
-    @app.command()
-    def send(
-        name: NameArg,
-        worker: WorkerArg,
-        text: Annotated[list[str] | None, typer.Argument(help="The message (words are joined).")] = None,
-        file: Annotated[str | None, typer.Option("--file", "-f", help="Send this file's text ('-': stdin).")] = None,
-    ) -> None:
-        """Deliver a message (multi-line included) to a worker as one submission, and confirm it."""
-        run = run_folder(name)
-        if (file is None) == (not text):
-            raise UsageError("give the message as TEXT or with --file, not both", hint="orch send NAME N 'text'")
-        message = read_input(file) if file is not None else " ".join(text or [])
-        if not message.strip():
-            raise UsageError("empty message", hint="give the text to send")
-        forward_if_remote(run, ["send", name, str(worker), "--file", "-"], stdin=message)
-        talk.send(run, worker, message)
-        typer.echo(f"delivered to worker {worker}")
+@app.command()
+def spawn(
+    name: NameArg,
+    workers: Annotated[int, typer.Argument(help="Number of workers.")],
+    workdir: Annotated[Path, typer.Argument(help="Folder the workers work in.")] = Path(),
+    agent: AgentOpt = "claude",
+    local: LocalOpt = False,
+    permission_mode: ModeOpt = None,
+    model: ModelOpt = None,
+    replace: ReplaceOpt = False,
+    boot_timeout: BootOpt = launch.BOOT_TIMEOUT,
+) -> None:
+    """`orch up` as the reference harness spells it: spawn NAME N [WORKDIR]."""
+    _up(name, workers, agent, workdir, local, permission_mode, model, replace, boot_timeout)
 
-    @app.command()
-    def brief(
-        name: NameArg,
-        worker: WorkerArg,
-        source: Annotated[str, typer.Argument(help="Brief file, or '-' for stdin.")],
-    ) -> None:
-        """Write agent-N.task.md and point the worker at it."""
-        run = run_folder(name)
-        text = read_input(source)
-        forward_if_remote(run, ["brief", name, str(worker), "-"], stdin=text)
-        path = talk.brief(run, worker, text)
-        typer.echo(f"briefed worker {worker}: {path}")
 
-    @app.command()
-    def read(
-        name: NameArg,
-        worker: WorkerArg,
-        lines: Annotated[int | None, typer.Option("--lines", "-l", help="Last K lines incl. scrollback.")] = None,
-    ) -> None:
-        """Print a worker's screen (or its transcript once the run is stopped)."""
-        run = run_folder(name)
-        forward_if_remote(run, ["read", name, str(worker), *(["--lines", str(lines)] if lines else [])])
-        typer.echo(talk.read(run, worker, lines))
+@app.command()
+def send(
+    name: NameArg,
+    worker: WorkerArg,
+    text: Annotated[list[str] | None, typer.Argument(help="The message (words are joined).")] = None,
+    file: Annotated[str | None, typer.Option("--file", "-f", help="Send this file's text ('-': stdin).")] = None,
+) -> None:
+    """Deliver a message (multi-line included) to a worker as one submission, and confirm it."""
+    run = run_folder(name)
+    if (file is None) == (not text):
+        raise UsageError("give the message as TEXT or with --file, not both", hint="orch send NAME N 'text'")
+    message = read_input(file) if file is not None else " ".join(text or [])
+    if not message.strip():
+        raise UsageError("empty message", hint="give the text to send")
+    forward_if_remote(run, ["send", name, str(worker), "--file", "-"], stdin=message)
+    talk.send(run, worker, message)
+    typer.echo(f"delivered to worker {worker}")
 
-    @app.command()
-    def status(
-        name: Annotated[str | None, typer.Argument(help="Run name (default: all runs).")] = None,
-        as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-    ) -> None:
-        """Per worker: state (from hooks), done flag, result, last bus line, cost."""
-        runs = [run_folder(name)] if name else list_runs()
-        views = [status_of(run) for run in runs]
-        if as_json:
-            typer.echo(json.dumps([v.model_dump(mode="json") for v in views], indent=2))
-            return
-        if not views:
-            typer.echo("no runs")
-        for view in views:
-            for line in status_lines(view):
-                typer.echo(line)
 
-    @app.command("ls")
-    def ls_() -> None:
-        """List runs."""
-        runs = list_runs()
-        if not runs:
-            typer.echo("no runs")
-            return
-        rows = [("NAME", "BACKEND", "AGENT", "WORKERS", "STATUS", "CONTAINER")]
-        for run in runs:
-            info = run.info()
-            cells = (info.name, info.backend.value, info.agent, str(info.workers), info.status.value)
-            rows.append((*cells, container_state(info)))
-        for line in table(rows, right={3}, indent=""):
+@app.command()
+def brief(
+    name: NameArg,
+    worker: WorkerArg,
+    source: Annotated[str, typer.Argument(help="Brief file, or '-' for stdin.")],
+) -> None:
+    """Write agent-N.task.md and point the worker at it."""
+    run = run_folder(name)
+    text = read_input(source)
+    forward_if_remote(run, ["brief", name, str(worker), "-"], stdin=text)
+    path = talk.brief(run, worker, text)
+    typer.echo(f"briefed worker {worker}: {path}")
+
+
+@app.command()
+def read(
+    name: NameArg,
+    worker: WorkerArg,
+    lines: Annotated[int | None, typer.Option("--lines", "-l", help="Last K lines incl. scrollback.")] = None,
+) -> None:
+    """Print a worker's screen (or its transcript once the run is stopped)."""
+    run = run_folder(name)
+    forward_if_remote(run, ["read", name, str(worker), *(["--lines", str(lines)] if lines else [])])
+    typer.echo(talk.read(run, worker, lines))
+
+
+@app.command()
+def status(
+    name: Annotated[str | None, typer.Argument(help="Run name (default: all runs).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Per worker: state (from hooks), done flag, result, last bus line, cost."""
+    runs = [run_folder(name)] if name else list_runs()
+    views = [status_of(run) for run in runs]
+    if as_json:
+        typer.echo(json.dumps([v.model_dump(mode="json") for v in views], indent=2))
+        return
+    if not views:
+        typer.echo("no runs")
+    for view in views:
+        for line in status_lines(view):
             typer.echo(line)
 
-    @app.command()
-    def attach(
-        name: NameArg,
-        write: Annotated[bool, typer.Option("--write", help="Allow typing (default: read-only).")] = False,
-    ) -> None:
-        """Attach to the run's tmux (read-only unless --write)."""
-        run = run_folder(name)
-        forward_if_remote(run, ["attach", name, *(["--write"] if write else [])], interactive=True)
-        argv = launch.server_for(run.info()).attach_argv(read_only=not write)
-        _exec(argv)
 
-    @app.command()
-    def kill(
-        name: Annotated[str | None, typer.Argument(help="Run name.")] = None,
-        all_runs: Annotated[bool, typer.Option("--all", help="Kill every run.")] = False,
-    ) -> None:
-        """Stop a run (its folder, transcripts included, stays)."""
-        if bool(name) == all_runs:
-            raise UsageError("give a run name or --all", hint="orch kill NAME")
-        failed = 0
-        for run in list_runs() if all_runs else [run_folder(name or "")]:
-            try:
-                kill_run(run)
-            except Exception as exc:
-                # Besides OrchError: what the Docker SDK and requests raise untranslated (the engine refused
-                # or dropped a call), and OSError (the run folder).
-                if not all_runs or not (isinstance(exc, OrchError) or is_environment_error(exc)):
-                    raise
-                # One run that cannot be stopped (its engine is gone, say) must not keep the others running.
-                failed += 1
-                typer.echo(f"could not stop {run.name}: {one_line(exc)}", err=True)
-            else:
-                typer.echo(f"killed {run.name} (folder kept: {run.root})")
-        if failed:
-            raise typer.Exit(1)
+@app.command("ls")
+def ls_() -> None:
+    """List runs."""
+    runs = list_runs()
+    if not runs:
+        typer.echo("no runs")
+        return
+    rows = [("NAME", "BACKEND", "AGENT", "WORKERS", "STATUS", "CONTAINER")]
+    for run in runs:
+        info = run.info()
+        cells = (info.name, info.backend.value, info.agent, str(info.workers), info.status.value)
+        rows.append((*cells, container_state(info)))
+    for line in table(rows, right={3}, indent=""):
+        typer.echo(line)
 
-    @app.command()
-    def wait(
-        name: NameArg,
-        workers: Annotated[str | None, typer.Option("--workers", help="Comma list, e.g. 1,3 (default: all).")] = None,
-        timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds (default: forever).")] = None,
-        pull: Annotated[
-            bool, typer.Option("--pull", help="Then copy the run folder back from a remote engine.")
-        ] = False,
-    ) -> None:
-        """Return as soon as the workers' done flags exist; exit 3 on timeout naming who is missing."""
-        run = run_folder(name)
-        args = ["wait", name, *(["--workers", workers] if workers else [])]
-        code = backends.forward_if_remote_engine(run, [*args, *(["--timeout", f"{timeout:g}"] if timeout else [])])
-        if code is None:
-            watch.wait(run, parse_workers(workers), timeout)
-            typer.echo("all done")
-        if pull and backends.on_remote_engine(run.info()):
-            backends.pull(run)
-            typer.echo(f"pulled into {run.root}")
-        if code:
-            raise typer.Exit(code)
+
+@app.command()
+def attach(
+    name: NameArg,
+    write: Annotated[bool, typer.Option("--write", help="Allow typing (default: read-only).")] = False,
+) -> None:
+    """Attach to the run's tmux (read-only unless --write)."""
+    run = run_folder(name)
+    forward_if_remote(run, ["attach", name, *(["--write"] if write else [])], interactive=True)
+    argv = launch.server_for(run.info()).attach_argv(read_only=not write)
+    _exec(argv)
+
+
+@app.command()
+def kill(
+    name: Annotated[str | None, typer.Argument(help="Run name.")] = None,
+    all_runs: Annotated[bool, typer.Option("--all", help="Kill every run.")] = False,
+) -> None:
+    """Stop a run (its folder, transcripts included, stays)."""
+    if bool(name) == all_runs:
+        raise UsageError("give a run name or --all", hint="orch kill NAME")
+    failed = 0
+    for run in list_runs() if all_runs else [run_folder(name or "")]:
+        try:
+            kill_run(run)
+        except Exception as exc:
+            # Besides OrchError: what the Docker SDK and requests raise untranslated (the engine refused
+            # or dropped a call), and OSError (the run folder).
+            if not all_runs or not (isinstance(exc, OrchError) or is_environment_error(exc)):
+                raise
+            # One run that cannot be stopped (its engine is gone, say) must not keep the others running.
+            failed += 1
+            typer.echo(f"could not stop {run.name}: {one_line(exc)}", err=True)
+        else:
+            typer.echo(f"killed {run.name} (folder kept: {run.root})")
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def wait(
+    name: NameArg,
+    workers: Annotated[str | None, typer.Option("--workers", help="Comma list, e.g. 1,3 (default: all).")] = None,
+    timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds (default: forever).")] = None,
+    pull: Annotated[bool, typer.Option("--pull", help="Then copy the run folder back from a remote engine.")] = False,
+) -> None:
+    """Return as soon as the workers' done flags exist; exit 3 on timeout naming who is missing."""
+    run = run_folder(name)
+    args = ["wait", name, *(["--workers", workers] if workers else [])]
+    code = backends.forward_if_remote_engine(run, [*args, *(["--timeout", f"{timeout:g}"] if timeout else [])])
+    if code is None:
+        watch.wait(run, parse_workers(workers), timeout)
+        typer.echo("all done")
+    if pull and backends.on_remote_engine(run.info()):
+        backends.pull(run)
+        typer.echo(f"pulled into {run.root}")
+    if code:
+        raise typer.Exit(code)
 
 
 BUS_COLUMN = 80  # the last column: a long bus line would only wrap, so it is cut (marked with "…")

@@ -14,10 +14,12 @@ from orch.errors import OrchError, UsageError
 from orch.lead import demo as demo_mod
 from orch.lead import runner, skill
 from orch.lead.commentary import Commentary
-from orch.lead.controller import EXIT_FAILED, read_spec
+from orch.lead.controller import read_spec
+from orch.lead.decisions import EXIT_FAILED
 from orch.lead.jobs import load_state
-from orch.lead.report import matrix_text, write_reports
-from orch.lead.spec import SpecError, example_spec, load_spec
+from orch.lead.reportrender import matrix_text, write_reports
+from orch.lead.spec import example_spec
+from orch.lead.specload import SpecError, load_spec
 from orch.run.folder import RunFolder
 from orch.run.records import Backend
 
@@ -28,6 +30,8 @@ EXIT_CODES = (
     "2 bad input (spec errors, a run of that name exists)."
 )
 
+# Joined into the `orch` app by orch.cli.commands: `app`'s commands at the top, the others as `orch spec`, `orch skill`.
+app = typer.Typer()
 spec_app = typer.Typer(no_args_is_help=True)
 skill_app = typer.Typer(no_args_is_help=True)
 
@@ -124,77 +128,73 @@ def install(
     typer.echo(f"installed the orch skill: {path}")
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("run", epilog=EXIT_CODES)
-    def run_(
-        spec: Annotated[Path | None, typer.Argument(help="The fleet spec (YAML).", show_default=False)] = None,
-        name: Annotated[str | None, typer.Option("--name", help="Run name (default: the spec's name or file).")] = None,
-        local: Annotated[
-            bool, typer.Option("--local", help="Run tmux on this machine instead of a container.")
-        ] = False,
-        resume: Annotated[
-            str | None, typer.Option("--resume", help="Continue run NAME from its folder (after the controller died).")
-        ] = None,
-        replace: Annotated[bool, typer.Option("--replace", help="Replace an existing run of this name.")] = False,
-        copy: Annotated[
-            bool, typer.Option("--copy", help="Container runs: give the workers a disposable copy of the workdir.")
-        ] = False,
-        quiet: Annotated[bool, typer.Option("--quiet", hidden=True, help="Print no result (the host does).")] = False,
-        no_commentary: Annotated[
-            bool, typer.Option("--no-commentary", hidden=True, help="Print no commentary (the host does).")
-        ] = False,
-    ) -> None:
-        """Run a fleet spec to completion: spawn, brief, monitor, verify findings, report, tear down."""
-        if (spec is None) == (resume is None):
-            raise UsageError("give a fleet spec or --resume NAME (not both)", hint="orch run fleet.yaml")
-        if resume is not None:
-            run = run_folder(resume)
-        else:
-            assert spec is not None
-            backend = Backend.LOCAL if local or in_container() else Backend.DOCKER
-            run = _start(spec, name, backend, replace, copy)
-        result = _drive(run, commentary=not no_commentary)
-        if not quiet:
-            _print_result(result)
-        raise typer.Exit(result.exit_code)
-
-    @app.command(epilog=EXIT_CODES)
-    def demo(
-        live: Annotated[bool, typer.Option("--live", help="Use the real model (needs credentials).")] = False,
-        local: Annotated[bool, typer.Option("--local", help="Run on this machine instead of a container.")] = False,
-        name: Annotated[str, typer.Option("--name", help="Run name.")] = demo_mod.DEMO_NAME,
-    ) -> None:
-        """A 3-worker find-and-verify fleet over a small bundled library: one finding CONFIRMED, one REFUTED.
-
-        Offline by default: real Claude Code workers driven by orch's scripted model, no credentials.
-        """
-        plan = demo_mod.plan(local, live, name)
-        if plan.notice:
-            typer.echo(f"orch demo: {plan.notice}")
-        mode = "the real model" if live else "the scripted model (offline, no credentials)"
-        typer.echo(f"orch demo: 3 Claude Code workers on {plan.spec.workdir}, driven by {mode}")
-        # In a container the workers get a disposable copy of the sample (owned by the container's user).
-        run = _start(plan.spec_path, name, plan.backend, replace=True, copy=plan.backend is Backend.DOCKER)
-        result = _drive(run)
+@app.command("run", epilog=EXIT_CODES)
+def run_(
+    spec: Annotated[Path | None, typer.Argument(help="The fleet spec (YAML).", show_default=False)] = None,
+    name: Annotated[str | None, typer.Option("--name", help="Run name (default: the spec's name or file).")] = None,
+    local: Annotated[bool, typer.Option("--local", help="Run tmux on this machine instead of a container.")] = False,
+    resume: Annotated[
+        str | None, typer.Option("--resume", help="Continue run NAME from its folder (after the controller died).")
+    ] = None,
+    replace: Annotated[bool, typer.Option("--replace", help="Replace an existing run of this name.")] = False,
+    copy: Annotated[
+        bool, typer.Option("--copy", help="Container runs: give the workers a disposable copy of the workdir.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", hidden=True, help="Print no result (the host does).")] = False,
+    no_commentary: Annotated[
+        bool, typer.Option("--no-commentary", hidden=True, help="Print no commentary (the host does).")
+    ] = False,
+) -> None:
+    """Run a fleet spec to completion: spawn, brief, monitor, verify findings, report, tear down."""
+    if (spec is None) == (resume is None):
+        raise UsageError("give a fleet spec or --resume NAME (not both)", hint="orch run fleet.yaml")
+    if resume is not None:
+        run = run_folder(resume)
+    else:
+        assert spec is not None
+        backend = Backend.LOCAL if local or in_container() else Backend.DOCKER
+        run = _start(spec, name, backend, replace, copy)
+    result = _drive(run, commentary=not no_commentary)
+    if not quiet:
         _print_result(result)
-        if live or result.report is None:
-            raise typer.Exit(result.exit_code)
-        if not demo_mod.shows_verification(result.report):
-            typer.echo("orch demo: the verification did not come out as designed; see the report", err=True)
-            raise typer.Exit(1)
-        typer.echo(
-            "orch demo: the real defect was CONFIRMED by both other workers, the plausible false positive "
-            f"REFUTED by both (`orch run` would exit {result.exit_code}: a finding was refuted)."
-        )
+    raise typer.Exit(result.exit_code)
 
-    @app.command()
-    def report(name: NameArg) -> None:
-        """Rewrite and print a run's report (verification matrix, where the files are)."""
-        run = run_folder(name)
-        written = write_reports(run, read_spec(run), load_state(run))
-        typer.echo(matrix_text(written))
-        typer.echo(f"\nrun {written.run}: {written.status} (exit {written.exit_code}): {written.reason}")
-        typer.echo(f"report: {run.report_html}  (also report.md, report.json)")
 
-    app.add_typer(spec_app, name="spec", help="Fleet specs: check one, or write an example.")
-    app.add_typer(skill_app, name="skill", help="The Claude Code skill that drives orch.")
+@app.command(epilog=EXIT_CODES)
+def demo(
+    live: Annotated[bool, typer.Option("--live", help="Use the real model (needs credentials).")] = False,
+    local: Annotated[bool, typer.Option("--local", help="Run on this machine instead of a container.")] = False,
+    name: Annotated[str, typer.Option("--name", help="Run name.")] = demo_mod.DEMO_NAME,
+) -> None:
+    """A 3-worker find-and-verify fleet over a small bundled library: one finding CONFIRMED, one REFUTED.
+
+    Offline by default: real Claude Code workers driven by orch's scripted model, no credentials.
+    """
+    plan = demo_mod.plan(local, live, name)
+    if plan.notice:
+        typer.echo(f"orch demo: {plan.notice}")
+    mode = "the real model" if live else "the scripted model (offline, no credentials)"
+    typer.echo(f"orch demo: 3 Claude Code workers on {plan.spec.workdir}, driven by {mode}")
+    # In a container the workers get a disposable copy of the sample (owned by the container's user).
+    run = _start(plan.spec_path, name, plan.backend, replace=True, copy=plan.backend is Backend.DOCKER)
+    result = _drive(run)
+    _print_result(result)
+    if live or result.report is None:
+        raise typer.Exit(result.exit_code)
+    if not demo_mod.shows_verification(result.report):
+        typer.echo("orch demo: the verification did not come out as designed; see the report", err=True)
+        raise typer.Exit(1)
+    typer.echo(
+        "orch demo: the real defect was CONFIRMED by both other workers, the plausible false positive "
+        f"REFUTED by both (`orch run` would exit {result.exit_code}: a finding was refuted)."
+    )
+
+
+@app.command()
+def report(name: NameArg) -> None:
+    """Rewrite and print a run's report (verification matrix, where the files are)."""
+    run = run_folder(name)
+    written = write_reports(run, read_spec(run), load_state(run))
+    typer.echo(matrix_text(written))
+    typer.echo(f"\nrun {written.run}: {written.status} (exit {written.exit_code}): {written.reason}")
+    typer.echo(f"report: {run.report_html}  (also report.md, report.json)")

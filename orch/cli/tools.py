@@ -8,27 +8,29 @@ import typer
 
 from orch.cli.doctor import run_checks
 
+app = typer.Typer()  # joined into the `orch` app by orch.cli.commands
 
-def register(app: typer.Typer) -> None:
-    @app.command()
-    def doctor() -> None:
-        """Check tmux, agent CLIs, the Docker engine and credentials; print the fix for what is missing."""
-        checks = run_checks()
-        for check in checks:
-            mark = "ok " if check.ok else ("-- " if check.optional else "!! ")
-            line = f"{mark}{check.name:<14} {check.detail}"
-            if not check.ok and check.fix:
-                line += f"\n   fix: {check.fix}"
-            typer.echo(line)
-        if any(not c.ok and not c.optional for c in checks):
-            raise typer.Exit(1)
 
-    @app.command("model-server")
-    def model_server(
-        host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
-        port: Annotated[int, typer.Option(help="Port (0: a free one).")] = 0,
-    ) -> None:
-        """Serve the scripted Messages API (offline demo, tests, dry runs) until interrupted."""
-        from orch.offline.modelserver import main as serve
+@app.command()
+def doctor() -> None:
+    """Check tmux, agent CLIs, the Docker engine and credentials; print the fix for what is missing."""
+    checks = run_checks()
+    for check in checks:
+        mark = "ok " if check.ok else ("-- " if check.optional else "!! ")
+        line = f"{mark}{check.name:<14} {check.detail}"
+        if not check.ok and check.fix:
+            line += f"\n   fix: {check.fix}"
+        typer.echo(line)
+    if any(not c.ok and not c.optional for c in checks):
+        raise typer.Exit(1)
 
-        raise typer.Exit(serve(["--host", host, "--port", str(port)]))
+
+@app.command("model-server")
+def model_server(
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port (0: a free one).")] = 0,
+) -> None:
+    """Serve the scripted Messages API (offline demo, tests, dry runs) until interrupted."""
+    from orch.offline.modelserver import main as serve
+
+    raise typer.Exit(serve(["--host", host, "--port", str(port)]))

@@ -12,7 +12,8 @@ import docker.errors
 from docker.models.containers import Container
 from docker.types import Mount
 
-from orch.agents.claude import CREDENTIAL_ENV, user_credentials_file
+from orch import settings
+from orch.agents import get_adapter
 from orch.container.engine import engine_address, explain
 from orch.container.init import CREDENTIALS_MOUNT
 from orch.container.layout import AGENTS_DIR, HOME, PYTHON, ROLE_CONTAINER, TINI, WORKDIR, labels, run_mount, uid_gid
@@ -61,12 +62,14 @@ def create(
         env["ORCH_CHOWN"] = f"{run_mount(info.name)}:{WORKDIR}"
     if prompts:
         env["ORCH_PROMPTS"] = json.dumps({str(n): text for n, text in prompts.items()})
+    credentials = get_adapter(info.agent).credentials
     if not info.offline:
         # Credentials travel by environment only (or the read-only mount below): never a file we write.
-        env.update({var: os.environ[var] for var in (*CREDENTIAL_ENV, "ANTHROPIC_BASE_URL") if os.environ.get(var)})
-        creds = user_credentials_file()
-        if not any(os.environ.get(v) for v in CREDENTIAL_ENV) and creds is not None and not ci.remote:
-            run_mounts.append(Mount(target=CREDENTIALS_MOUNT, source=str(creds), type="bind", read_only=True))
+        env.update(credentials.passed(os.environ))
+        login, found = credentials.login, credentials.login_file(os.environ)
+        if login and found and not credentials.in_env(os.environ) and not ci.remote:
+            run_mounts.append(Mount(target=CREDENTIALS_MOUNT, source=str(found), type="bind", read_only=True))
+            env[settings.CREDENTIALS_HOME_PATH.name] = login.in_home
     caps = INIT_CAPS + (FIREWALL_CAPS if opts.egress is not EgressMode.OPEN else [])
     command = [TINI, "--", "orch", "serve-run", info.name, "--boot-timeout", f"{boot_timeout:g}"]
     if resume:

@@ -12,7 +12,7 @@ Modes:
 - `none`: loopback only (offline runs talk to their model server on 127.0.0.1).
 
 This module runs inside the container as root: it imports only the standard library, orch.settings and
-orch.run.records.
+orch.run.records (the agent's Credentials, which name its model API, come from the caller).
 """
 
 from __future__ import annotations
@@ -27,12 +27,15 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from orch import settings
 from orch.run.records import EgressMode
 
-MODEL_API_HOST = "api.anthropic.com"
+if TYPE_CHECKING:
+    from orch.contracts import Credentials
+
 # The npm and PyPI registries and GitHub: what workers need to install packages and fetch code.
 DEFAULT_HOSTS = (
     "registry.npmjs.org",
@@ -56,14 +59,14 @@ class EgressError(Exception):
     """The firewall could not be applied or failed its self-test: the container must not start."""
 
 
-def model_api_hosts(env: Mapping[str, str]) -> list[str]:
-    """The model API host: ANTHROPIC_BASE_URL's host when set, else api.anthropic.com."""
-    base = env.get("ANTHROPIC_BASE_URL", "").strip()
+def model_api_hosts(env: Mapping[str, str], credentials: Credentials) -> list[str]:
+    """The agent's model API host: its base URL variable's host when set, else its API's own host."""
+    base = env.get(credentials.base_url_env, "").strip() if credentials.base_url_env else ""
     if base:
         host = urlsplit(base if "//" in base else f"//{base}").hostname
         if host:
             return [host]
-    return [MODEL_API_HOST]
+    return [credentials.api_host] if credentials.api_host else []
 
 
 def default_hosts(env: Mapping[str, str]) -> list[str]:
@@ -72,9 +75,11 @@ def default_hosts(env: Mapping[str, str]) -> list[str]:
     return list(DEFAULT_HOSTS)
 
 
-def allowlist_for(env: Mapping[str, str], offline: bool, extra: Iterable[str]) -> list[str]:
-    """The allowlist a run gets: model API (not for offline runs), registries and GitHub, then `extra`."""
-    hosts = ([] if offline else model_api_hosts(env)) + default_hosts(env) + [normalize_entry(e) for e in extra]
+def allowlist_for(env: Mapping[str, str], offline: bool, extra: Iterable[str], credentials: Credentials) -> list[str]:
+    """The allowlist a run gets: the agent's model API (not for offline runs), registries and GitHub,
+    then `extra`."""
+    api = [] if offline else model_api_hosts(env, credentials)
+    hosts = api + default_hosts(env) + [normalize_entry(e) for e in extra]
     return list(dict.fromkeys(hosts))
 
 

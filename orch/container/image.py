@@ -26,10 +26,10 @@ import requests.exceptions
 from docker.models.images import Image
 
 from orch import settings
+from orch.agents import image_install
 from orch.container.engine import docker_client
 from orch.errors import OrchError, SandboxError, UsageError
 from orch.text import shorten
-from orch.versions import CLAUDE_CODE_VERSION
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCKER_DIR = REPO_ROOT / "docker"
@@ -66,12 +66,13 @@ def image_exists(tag: str) -> bool:
 
 def build_image(
     base: str,
-    claude_version: str,
+    agent_version: str | None,
     ca_bundle: Path | None,
     tag: str,
     on_progress: Callable[[str], None],
 ) -> str:
-    """Build the worker image FROM `base` with Claude Code `claude_version`; return the image id.
+    """Build the worker image FROM `base` with version `agent_version` of its agent CLI (None: the
+    version its adapter pins, orch.agents.image_install); return the image id.
 
     `ca_bundle` is an extra PEM bundle trusted by npm and pip during the build only (for TLS-intercepting
     proxies); None for none. Each line of build output goes to `on_progress`.
@@ -89,7 +90,7 @@ def build_image(
     except docker.errors.APIError as exc:
         raise SandboxError(f"cannot inspect base image {base}: {exc.explanation or exc}") from exc
 
-    digest = inputs_digest(base, claude_version)
+    digest = inputs_digest(base, agent_version)
     with tempfile.TemporaryFile(prefix="orch-build-context-") as context:
         _write_context(context, ca_bundle)
         context.seek(0)
@@ -98,7 +99,7 @@ def build_image(
                 fileobj=context,
                 custom_context=True,
                 tag=tag,
-                buildargs={"BASE": base, "CLAUDE_CODE_VERSION": claude_version},
+                buildargs={"BASE": base, **image_install().build_args(agent_version)},
                 labels={DIGEST_LABEL: digest, BASE_LABEL: base},
                 rm=True,
                 forcerm=True,
@@ -182,20 +183,20 @@ def _build_error(message: str, step: str, step_of: str, base: str, recent: Itera
     )
 
 
-def inputs_digest(base: str, claude_version: str) -> str:
+def inputs_digest(base: str, agent_version: str | None = None) -> str:
     """A digest of everything that decides the image's content (the CA bundle only carries TLS: not it)."""
     digest = hashlib.sha256()
-    for part in (base, claude_version):
+    for part in (base, *image_install().build_args(agent_version).values()):
         digest.update(part.encode() + b"\0")
     for name, data, mode in _context_entries():
         digest.update(f"{name}\0{mode:o}\0{len(data)}\0".encode() + data)
     return digest.hexdigest()
 
 
-def image_is_current(tag: str, base: str, claude_version: str) -> bool:
+def image_is_current(tag: str, base: str, agent_version: str | None = None) -> bool:
     """Whether `tag` exists and was built by build_image from these inputs and the current sources."""
     image = _find_image(tag)
-    return image is not None and image.labels.get(DIGEST_LABEL) == inputs_digest(base, claude_version)
+    return image is not None and image.labels.get(DIGEST_LABEL) == inputs_digest(base, agent_version)
 
 
 def _context_entries() -> list[tuple[str, bytes, int]]:
@@ -248,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base", default=base)
     parser.add_argument("--ca-bundle", type=Path, default=ca_bundle)
     parser.add_argument("--tag", default=tag)
-    parser.add_argument("--claude-version", default=CLAUDE_CODE_VERSION)
+    parser.add_argument("--claude-version", dest="agent_version", help="agent CLI version (default: pinned)")
     parser.add_argument("--if-missing", action="store_true", help="do nothing if the tag exists already")
     parser.add_argument(
         "--if-stale",
@@ -260,10 +261,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.if_missing and image_exists(args.tag):
             print(f"{args.tag} already present", file=sys.stderr)
             return 0
-        if args.if_stale and image_is_current(args.tag, args.base, args.claude_version):
+        if args.if_stale and image_is_current(args.tag, args.base, args.agent_version):
             print(f"{args.tag} is up to date", file=sys.stderr)
             return 0
-        image_id = build_image(args.base, args.claude_version, args.ca_bundle, args.tag, _print_progress)
+        image_id = build_image(args.base, args.agent_version, args.ca_bundle, args.tag, _print_progress)
     except OrchError as exc:
         print(f"error: {exc.one_line()}", file=sys.stderr)
         return exc.exit_code

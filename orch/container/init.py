@@ -5,7 +5,8 @@
 It starts as root holding only the capabilities it needs for this (see docker_container.INIT_CAPS):
 1. applies the egress policy (orch.container.egress) and writes its report to /tmp for the controller to log;
 2. hands the root-owned mount points listed in ORCH_CHOWN to the run's uid (fresh volumes);
-3. copies a read-only mounted `.credentials.json` into the tmpfs home, readable by the run's uid only;
+3. copies a read-only mounted login file (the agent's `.credentials.json`) into the tmpfs home, where
+   the agent looks for it ($ORCH_CREDENTIALS_HOME_PATH), readable by the run's uid only;
 4. execs `setpriv` to become ORCH_UID:ORCH_GID with no supplementary groups, empty capability sets
    (effective, permitted, inheritable, ambient and bounding) and no-new-privs, which then execs CMD.
 
@@ -20,6 +21,7 @@ import sys
 from pathlib import Path
 
 from orch import settings
+from orch.agents import get_adapter
 from orch.container.egress import EgressError, allowlist_for, apply, write_report
 from orch.errors import OrchError
 from orch.run.records import EgressMode
@@ -37,12 +39,13 @@ def _id(value: int | None, name: str) -> int:
 
 def _copy_credentials(uid: int, gid: int) -> None:
     source = Path(CREDENTIALS_MOUNT)
-    if not source.is_file():
+    home_path = settings.CREDENTIALS_HOME_PATH.get()  # set by the host (orch.container.boot)
+    if not source.is_file() or not home_path:
         return
-    target_dir = Path(os.environ.get("HOME", "/home/worker")) / ".claude"
+    target = Path(os.environ.get("HOME", "/home/worker")) / home_path
+    target_dir = target.parent
     target_dir.mkdir(mode=0o700, exist_ok=True)
     os.chown(target_dir, uid, gid)
-    target = target_dir / ".credentials.json"
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as out, source.open("rb") as src:
         shutil.copyfileobj(src, out)
@@ -77,7 +80,12 @@ def main(argv: list[str]) -> int:
         allow = decided
     else:  # started without orch on the host (compose): the defaults plus ORCH_ALLOW
         try:
-            allow = allowlist_for(os.environ, offline, extra)
+            credentials = get_adapter(settings.AGENT.get()).credentials
+        except OrchError as exc:
+            print(f"orch-init: {settings.AGENT.name}: {exc.one_line()}", file=sys.stderr)
+            return 2
+        try:
+            allow = allowlist_for(os.environ, offline, extra, credentials)
         except ValueError as exc:
             print(f"orch-init: ORCH_ALLOW: {exc}", file=sys.stderr)
             return 2

@@ -49,6 +49,7 @@ from orch.container.mounts import save_info
 from orch.contracts import UpRequest
 from orch.errors import DeliveryError, OrchError, SandboxError, UsageError
 from orch.fleet import launch
+from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.paths import workspaces_dir
 from orch.run.records import Backend, ContainerInfo, ContainerOptions, ControllerEvent, EgressMode, RunInfo, RunStatus
@@ -90,12 +91,11 @@ class DockerSandbox:
 
     # --- up ---------------------------------------------------------------------------------------
     def up(self, request: UpRequest) -> RunInfo:
-        adapter, info = launch.plan(request, Backend.DOCKER)
-        del adapter  # plan validated the agent; it runs inside the container
+        adapter, info = launch.plan(request, Backend.DOCKER)  # the agent itself runs inside the container
         opts = self.settings.options
         host_workdir = Path(info.workdir)
         try:
-            allow = egress.allowlist_for(os.environ, request.offline, opts.allow)
+            allow = egress.allowlist_for(os.environ, request.offline, opts.allow, adapter.credentials)
         except ValueError as exc:
             raise UsageError(str(exc), hint="--allow takes a host name, an IP address or a CIDR") from None
         if opts.egress is not EgressMode.ALLOWLIST:
@@ -196,7 +196,7 @@ class DockerSandbox:
         info.status = RunStatus.STARTING
         save_info(run, info)
         if not ci.remote:
-            run.log_event(ControllerEvent(event="resumed", data={"container": ci.id[:12]}))
+            run.log_event(ControllerEvent(event=Event.RESUMED, data={"container": ci.id[:12]}))
         try:
             container.start()
             boot.wait_running(container, run, info, self.settings.boot_timeout)
@@ -326,7 +326,7 @@ class DockerSandbox:
         current = run.info()
         current.status = RunStatus.STOPPED
         save_info(run, current)
-        run.log_event(ControllerEvent(event="container-removed", data={"container": ci.id[:12]}))
+        run.log_event(ControllerEvent(event=Event.CONTAINER_REMOVED, data={"container": ci.id[:12]}))
 
     def reap(self) -> list[str]:
         """Remove what crashed or stopped runs left on the engine (by label); return what was removed.
@@ -354,7 +354,7 @@ class DockerSandbox:
                 run = RunFolder.for_name(name)
                 info.status = RunStatus.STOPPED
                 save_info(run, info)
-                run.log_event(ControllerEvent(event="reaped", data={"container": container.short_id}))
+                run.log_event(ControllerEvent(event=Event.REAPED, data={"container": container.short_id}))
         in_use = {m.get("Name") for c in client.containers.list(all=True) for m in c.attrs.get("Mounts", [])}
         for volume in client.volumes.list(filters=filters):
             name = (volume.attrs.get("Labels") or {}).get(LABEL_RUN, "")

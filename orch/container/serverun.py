@@ -20,13 +20,11 @@ from orch.contracts import UpRequest
 from orch.errors import OrchError
 from orch.fleet import launch, watch
 from orch.offline.runserver import stop_model_server
+from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import Backend, ControllerEvent, RunInfo, RunStatus
 
 READY_LINE = "orch: serve-run: running"  # docker_container.wait_running waits for it on remote engines
-# Claude Code keeps a session's transcript under <config dir>/projects/: pointing that into the run
-# folder lets a new container resume the session after the old one died (the config dir is on tmpfs).
-SESSION_SUBDIR = {"claude": "projects"}
 
 
 class Stop(BaseException):
@@ -38,16 +36,17 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
 
 
 def link_sessions(run: RunFolder, agent: str, workers: int) -> None:
-    """Make each worker's agent session store live in the run folder (sessions/agent-N)."""
-    sub = SESSION_SUBDIR.get(agent)
-    if sub is None:
+    """Make each worker's agent session store live in the run folder (sessions/agent-N): the config dir
+    is on the container's tmpfs, so this lets a new container resume the session after the old one died."""
+    sessions = get_adapter(agent).sessions
+    if sessions is None:
         return
     for n in range(1, workers + 1):
         store = run.sessions(n)
         store.mkdir(parents=True, exist_ok=True)
         cfg = run.config_dir(n)
         cfg.mkdir(parents=True, exist_ok=True, mode=0o700)
-        link = cfg / sub
+        link = cfg / sessions.subdir
         if not link.is_symlink() and not link.exists():
             link.symlink_to(store, target_is_directory=True)
 
@@ -119,7 +118,7 @@ def _launch(run: RunFolder, info: RunInfo, boot_timeout: float, resume: bool) ->
 def _log_egress(run: RunFolder) -> None:
     report = read_report()
     if report is not None:
-        run.log_event(ControllerEvent(event="egress", data=report))
+        run.log_event(ControllerEvent(event=Event.EGRESS, data=report))
 
 
 def _teardown(run: RunFolder) -> None:

@@ -13,12 +13,12 @@ from pathlib import Path
 
 from orch import __version__
 from orch.agents import get_adapter
-from orch.agents.claude import CREDENTIAL_ENV
 from orch.contracts import AgentAdapter, LaunchSpec, UpRequest, WorkerContext
 from orch.errors import SandboxError, UsageError, WaitTimeoutError
 from orch.fleet.tmux import PaneInfo, TmuxServer, check_tmux
 from orch.fleet.workerstate import EXIT_EVENT, derive_state
-from orch.offline.runserver import OFFLINE_API_KEY, start_model_server, stop_model_server
+from orch.offline.runserver import start_model_server, stop_model_server
+from orch.run.events import Event
 from orch.run.folder import RunFolder, validate_name, validate_worker_count
 from orch.run.records import Backend, ControllerEvent, RunInfo, RunStatus, WorkerState
 from orch.waits import wait_until
@@ -114,7 +114,7 @@ def launch(
         log.warning("bypass mode as root: orch sets IS_SANDBOX=1 for the agent; prefer the container backend")
     info.agent_version = adapter.version()
     server = server_for(info)
-    env = agent_environment(info, start_model_server(run) if info.offline else None)
+    env = agent_environment(info, adapter, start_model_server(run) if info.offline else None)
     seen = {n: len(run.hook_events(n)) for n in range(1, info.workers + 1)}
     for n in range(1, info.workers + 1):
         session = last_session(run, n) if resume else None
@@ -124,7 +124,7 @@ def launch(
             server.pipe_to(pane_id, run.log(n))
         except SandboxError:
             log.info("worker %s died before its transcript started; the boot check reports why", n)
-        run.log_event(ControllerEvent(event="spawned", worker=n, data={"pane": pane_id}))
+        run.log_event(ControllerEvent(event=Event.SPAWNED, worker=n, data={"pane": pane_id}))
     wait_booted(run, info, adapter, server, boot_timeout, seen)
     info.status = RunStatus.RUNNING
     run.write_info(info)
@@ -154,7 +154,7 @@ def agent_pid(pane: PaneInfo) -> int | None:
     return int(children[0]) if children else None
 
 
-def agent_environment(info: RunInfo, model_url: str | None) -> dict[str, str]:
+def agent_environment(info: RunInfo, adapter: AgentAdapter, model_url: str | None) -> dict[str, str]:
     """The environment of the run's tmux server, inherited by every pane.
 
     Credentials travel here (process environment), never on a command line or into a file. Offline
@@ -165,10 +165,11 @@ def agent_environment(info: RunInfo, model_url: str | None) -> dict[str, str]:
     # Workers call `orch bus post`: put this orch's bin dir first on their PATH.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     if info.offline:
-        for var in (*CREDENTIAL_ENV, "ANTHROPIC_BASE_URL"):
+        for var in adapter.credentials.variables:
             env.pop(var, None)
-        env["ANTHROPIC_API_KEY"] = OFFLINE_API_KEY
-        env["ANTHROPIC_BASE_URL"] = model_url or ""
+        if adapter.offline is not None:
+            env[adapter.offline.key_env] = adapter.offline.key
+            env[adapter.offline.base_url_env] = model_url or ""
     return env
 
 
@@ -249,7 +250,7 @@ def answer_dialogs(run: RunFolder, adapter: AgentAdapter, server: TmuxServer, n:
     for dialog in dialogs:
         if re.search(dialog.pattern, screen):
             server.send_keys(pane.pane_id, *dialog.keys)
-            run.log_event(ControllerEvent(event="dialog-answered", worker=n, data={"dialog": dialog.name}))
+            run.log_event(ControllerEvent(event=Event.DIALOG_ANSWERED, worker=n, data={"dialog": dialog.name}))
             return True
     return False
 
@@ -266,10 +267,10 @@ def restart(run: RunFolder, n: int, prompt: str | None = None) -> None:
     adapter = get_adapter(info.agent)
     session = last_session(run, n)
     model_url = run.model_server_url.read_text().strip() if info.offline else None
-    env = agent_environment(info, model_url)
+    env = agent_environment(info, adapter, model_url)
     spec = _worker_spec(run, info, adapter, n, env, prompt, session)
     server.respawn(pane.pane_id, spec)
-    run.log_event(ControllerEvent(event="restarted", worker=n, data={"session": session}))
+    run.log_event(ControllerEvent(event=Event.RESTARTED, worker=n, data={"session": session}))
 
 
 def last_session(run: RunFolder, n: int) -> str | None:

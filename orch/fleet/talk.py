@@ -11,6 +11,7 @@ from orch.errors import DeliveryError, UsageError, WaitTimeoutError
 from orch.fleet.launch import ENDED, server_for
 from orch.fleet.tmux import PaneInfo, TmuxServer
 from orch.fleet.workerstate import derive_state
+from orch.run.events import Event
 from orch.run.folder import RunFolder, atomic_write
 from orch.run.protocol import pointer_text, protocol_footer
 from orch.run.records import ControllerEvent
@@ -64,10 +65,10 @@ def send(run: RunFolder, n: int, text: str, ack_timeout: float = ACK_TIMEOUT) ->
         except WaitTimeoutError:
             log.info("worker %s did not acknowledge Enter (attempt %s)", n, attempt)
             continue
-        run.log_event(ControllerEvent(event="sent", worker=n, data={"chars": len(text), "enters": attempt}))
+        run.log_event(ControllerEvent(event=Event.SENT, worker=n, data={"chars": len(text), "enters": attempt}))
         return
     server.send_keys(pane.pane_id, "C-u")  # clear the stuck draft so the next send starts clean
-    run.log_event(ControllerEvent(event="send-failed", worker=n, data={"chars": len(text)}))
+    run.log_event(ControllerEvent(event=Event.SEND_FAILED, worker=n, data={"chars": len(text)}))
     raise DeliveryError(
         f"worker {n} did not acknowledge the message after {ENTER_ATTEMPTS} tries",
         hint=f"see `orch read {run.name} {n}`: it may be stuck on a dialog",
@@ -82,7 +83,7 @@ def brief(run: RunFolder, n: int, text: str) -> Path:
     run.check_worker(n)
     live_pane(run, n)
     atomic_write(run.task(n), text.rstrip("\n") + protocol_footer(run, n, info.workers))
-    run.log_event(ControllerEvent(event="briefed", worker=n, data={"task": str(run.task(n))}))
+    run.log_event(ControllerEvent(event=Event.BRIEFED, worker=n, data={"task": str(run.task(n))}))
     send(run, n, pointer_text(run, n))
     return run.task(n)
 

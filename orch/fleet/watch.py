@@ -16,6 +16,7 @@ from orch.fleet.tmux import PaneInfo
 from orch.fleet.workerstate import derive_state
 from orch.offline.runserver import stop_model_server
 from orch.run import bus
+from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, RunInfo, RunStatus, RunStatusView, WorkerState, WorkerStatus
 from orch.waits import wait_for_paths, wait_until
@@ -94,7 +95,7 @@ def kill(run: RunFolder) -> None:
     shutil.rmtree(run.config_root, ignore_errors=True)
     info.status = RunStatus.STOPPED
     run.write_info(info)
-    run.log_event(ControllerEvent(event="killed", data={"by": _whoami(), "at": time.time()}))
+    run.log_event(ControllerEvent(event=Event.KILLED, data={"by": _whoami(), "at": time.time()}))
 
 
 def _running(pid: int) -> bool:

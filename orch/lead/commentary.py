@@ -11,6 +11,7 @@ from typing import Any, TextIO
 from pydantic import ValidationError
 
 from orch.lead.verification import CONFIRM_ROUND
+from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent
 from orch.text import shorten
@@ -20,8 +21,11 @@ WAKE_UP = 0.5  # seconds: the thread's backstop when inotify is missing or a wri
 CLAIM_CHARS = 70
 
 
+ANSWERED = {Event.PERMISSION_ALLOWED: "allowed", Event.PERMISSION_DENIED: "denied"}
+
+
 def _permission(e: ControllerEvent, d: dict[str, Any]) -> str:
-    return f"{e.event.removeprefix('permission-')} a {d.get('tool') or 'tool'} call ({d.get('job')})"
+    return f"{ANSWERED[e.event]} a {d.get('tool') or 'tool'} call ({d.get('job')})"
 
 
 def _assigned(e: ControllerEvent, d: dict[str, Any]) -> str:
@@ -33,30 +37,30 @@ def _assigned(e: ControllerEvent, d: dict[str, Any]) -> str:
 
 # Each shown event's text (after its time and worker); events not here, or None, are not shown (a
 # verifier's verdict line says it finished).
-TEXTS: dict[str, Callable[[ControllerEvent, dict[str, Any]], str | None]] = {
-    "assigned": _assigned,
-    "brief-failed": lambda e, d: f"brief for {d['job']} not delivered: {shorten(d.get('error'), CLAIM_CHARS)}",
-    "job-accepted": lambda e, d: f"finished {d['job']}" if d.get("role") != "verifier" else None,
-    "finding-accepted": lambda e, d: f"found {d['finding']}: {shorten(d.get('claim'), CLAIM_CHARS)}",
-    "verdict-accepted": lambda e, d: f"{d['verdict']} {d['finding']} ({d['job']})",
-    "confirm-round": lambda e, d: f"{d['finding']} survived its refutation: confirm round {', '.join(d['jobs'])}",
-    "output-rejected": lambda e, d: (
+TEXTS: dict[Event, Callable[[ControllerEvent, dict[str, Any]], str | None]] = {
+    Event.ASSIGNED: _assigned,
+    Event.BRIEF_FAILED: lambda e, d: f"brief for {d['job']} not delivered: {shorten(d.get('error'), CLAIM_CHARS)}",
+    Event.JOB_ACCEPTED: lambda e, d: f"finished {d['job']}" if d.get("role") != "verifier" else None,
+    Event.FINDING_ACCEPTED: lambda e, d: f"found {d['finding']}: {shorten(d.get('claim'), CLAIM_CHARS)}",
+    Event.VERDICT_ACCEPTED: lambda e, d: f"{d['verdict']} {d['finding']} ({d['job']})",
+    Event.CONFIRM_ROUND: lambda e, d: f"{d['finding']} survived its refutation: confirm round {', '.join(d['jobs'])}",
+    Event.OUTPUT_REJECTED: lambda e, d: (
         f"{d['job']}: output rejected ({len(d.get('problems', []))} problem(s)), told what is wrong"
     ),
-    "nudge-sent": lambda e, d: f"nudged on {d['job']} (idle without its done flag)",
-    "rate-limited": lambda e, d: f"{d['reason']} on {d['job']}: continuing in {d['wait']:g}s",
-    "api-error": lambda e, d: f"{d['reason']} on {d['job']}: continuing in {d['wait']:g}s",
-    "permission-allowed": _permission,
-    "permission-denied": _permission,
-    "permission-wait": lambda e, d: f"waits on a permission prompt ({d.get('tool')}): `orch attach --write`",
-    "crash-seen": lambda e, d: f"crashed ({shorten(d.get('why'), CLAIM_CHARS)}); restart in {d['restart_in']:g}s",
-    "restarted-worker": lambda e, d: f"restarted (session resumed; restart {d['restarts']})",
-    "worker-out": lambda e, d: f"out of the run: {shorten(d.get('reason'), CLAIM_CHARS)}",
-    "worker-capped": lambda e, d: f"past its budget cap (${d['cost_usd']:.2f}): no further jobs",
-    "job-failed": lambda e, d: f"{d['job']} failed: {shorten(d.get('reason'), CLAIM_CHARS)}",
-    "verifier-replaced": lambda e, d: f"{d['job']} goes to another verifier: {d['replacement']}",
-    "fleet-relaunching": lambda e, d: "the fleet's tmux server is gone: relaunching it (sessions resumed)",
-    "aborted": lambda e, d: f"stopping the run: {shorten(d.get('reason'), 200)}",
+    Event.NUDGE_SENT: lambda e, d: f"nudged on {d['job']} (idle without its done flag)",
+    Event.RATE_LIMITED: lambda e, d: f"{d['reason']} on {d['job']}: continuing in {d['wait']:g}s",
+    Event.API_ERROR: lambda e, d: f"{d['reason']} on {d['job']}: continuing in {d['wait']:g}s",
+    Event.PERMISSION_ALLOWED: _permission,
+    Event.PERMISSION_DENIED: _permission,
+    Event.PERMISSION_WAIT: lambda e, d: f"waits on a permission prompt ({d.get('tool')}): `orch attach --write`",
+    Event.CRASH_SEEN: lambda e, d: f"crashed ({shorten(d.get('why'), CLAIM_CHARS)}); restart in {d['restart_in']:g}s",
+    Event.RESTARTED_WORKER: lambda e, d: f"restarted (session resumed; restart {d['restarts']})",
+    Event.WORKER_OUT: lambda e, d: f"out of the run: {shorten(d.get('reason'), CLAIM_CHARS)}",
+    Event.WORKER_CAPPED: lambda e, d: f"past its budget cap (${d['cost_usd']:.2f}): no further jobs",
+    Event.JOB_FAILED: lambda e, d: f"{d['job']} failed: {shorten(d.get('reason'), CLAIM_CHARS)}",
+    Event.VERIFIER_REPLACED: lambda e, d: f"{d['job']} goes to another verifier: {d['replacement']}",
+    Event.FLEET_RELAUNCHING: lambda e, d: "the fleet's tmux server is gone: relaunching it (sessions resumed)",
+    Event.ABORTED: lambda e, d: f"stopping the run: {shorten(d.get('reason'), 200)}",
 }
 
 

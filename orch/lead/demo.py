@@ -16,14 +16,14 @@ from importlib import resources
 from pathlib import Path
 
 from orch import settings
-from orch.agents.claude import CREDENTIAL_ENV, user_credentials_file
+from orch.agents import get_adapter
 from orch.errors import OrchError, UsageError
 from orch.lead.jobs import FindingStatus
 from orch.lead.report import RunReport
-from orch.lead.spec import FleetSpec, load_spec
+from orch.lead.spec import FleetSpec
+from orch.lead.specload import load_spec
 from orch.run.paths import orch_home
 from orch.run.records import Backend
-from orch.versions import CLAUDE_CODE_VERSION
 
 DEMO_NAME = "demo"
 EXPECTED = {"pages-F1": FindingStatus.CONFIRMED, "stats-F1": FindingStatus.REFUTED}
@@ -55,13 +55,13 @@ def prepare(name: str = DEMO_NAME, live: bool = False) -> tuple[FleetSpec, Path]
     return load_spec(spec_path), spec_path
 
 
-def check_live_credentials() -> None:
-    if any(os.environ.get(var) for var in CREDENTIAL_ENV) or user_credentials_file() is not None:
+def check_live_credentials(agent: str) -> None:
+    credentials = get_adapter(agent).credentials
+    if not credentials.env or credentials.in_env(os.environ) or credentials.login_file(os.environ) is not None:
         return
     raise UsageError(
-        "orch demo --live needs Claude credentials, and none were found",
-        hint=f"set one of {', '.join(CREDENTIAL_ENV)} or log in with `claude` (/login); "
-        "or run `orch demo` without --live (offline, no credentials)",
+        f"orch demo --live needs credentials for its {agent} workers, and none were found",
+        hint=f"{credentials.hint}; or run `orch demo` without --live (offline, no credentials)",
     )
 
 
@@ -77,7 +77,7 @@ def container_backend() -> tuple[bool, str]:
         return False, exc.message
     base = settings.BASE_IMAGE.get()
     try:
-        if not image_is_current(tag, base, CLAUDE_CODE_VERSION):
+        if not image_is_current(tag, base):
             return False, f"the worker image {tag} is older than this orch (rebuild it: `orch image build`)"
     except OrchError:
         pass  # not a source checkout: the image cannot be compared with the sources, take it as it is
@@ -85,9 +85,9 @@ def container_backend() -> tuple[bool, str]:
 
 
 def plan(local: bool, live: bool, name: str = DEMO_NAME) -> DemoPlan:
-    if live:
-        check_live_credentials()
     spec, spec_path = prepare(name, live)
+    if live:
+        check_live_credentials(spec.groups()[0].agent)
     if local:
         return DemoPlan(spec, spec_path, Backend.LOCAL, None)
     ok, why = container_backend()

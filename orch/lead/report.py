@@ -2,13 +2,13 @@
 
 The heart is the verification matrix: one row per claim, one column per worker, each cell the
 verdict(s) that worker gave (or "finder"). Per worker: cost (from its status line), busy time, jobs,
-rejected outputs, and a link to its transcript.
+rejected outputs, and a link to its transcript. This module builds the model from the controller's
+state; orch.lead.reportrender renders and writes it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import html
 
 from pydantic import Field
 
@@ -16,9 +16,8 @@ from orch.lead.findings import CodeEvidence, CommandEvidence, Evidence
 from orch.lead.jobs import ControllerState, FindingStatus, Job, JobStatus
 from orch.lead.spec import FleetSpec
 from orch.lead.verification import finding_status
-from orch.run.folder import RunFolder, atomic_write
+from orch.run.folder import RunFolder
 from orch.run.records import Strict
-from orch.text import shorten
 
 
 class VerdictCell(Strict):
@@ -206,219 +205,6 @@ def build_report(run: RunFolder, spec: FleetSpec, state: ControllerState) -> Run
         jobs=jobs,
         flags=flags,
     )
-
-
-# --- the matrix --------------------------------------------------------------------------------
-def matrix_cell(row: FindingRow, worker: int) -> str:
-    if worker == row.finder:
-        return "finder"
-    cells = [c for c in row.verdicts if c.verifier == worker]
-    if not cells:
-        return "-"
-    texts = []
-    for c in cells:
-        text = c.verdict + (" (flagged)" if c.flags and c.verdict not in ("INVALID",) else "")
-        texts.append(f"r{c.round} {text}" if len({x.round for x in row.verdicts}) > 1 else text)
-    return " / ".join(texts)
-
-
-def matrix_text(report: RunReport, width: int = 44) -> str:
-    """The verification matrix as a plain-text table (for the terminal)."""
-    columns = report.verifier_columns()
-    head = f"{'CLAIM':<{width}}  " + "  ".join(f"{'W' + str(n):<12}" for n in columns) + "  RESULT"
-    lines = [head]
-    for row in report.findings:
-        claim = shorten(f"{row.id}: {row.claim}", width)
-        cells = "  ".join(f"{matrix_cell(row, n)[:12]:<12}" for n in columns)
-        lines.append(f"{claim:<{width}}  {cells}  {row.status.value}")
-    if not report.findings:
-        lines.append("(no findings)")
-    return "\n".join(lines)
-
-
-def _md(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
-
-
-# Under the scripted model, Claude Code still prices the token counts it is sent back: a cost is shown,
-# none was paid.
-OFFLINE_COST_NOTE = (
-    "Offline run: no model API was called and nothing was billed; the costs are Claude Code's own estimate "
-    "for the scripted model's token counts."
-)
-
-
-def render_markdown(report: RunReport) -> str:
-    columns = report.verifier_columns()
-    out = [
-        f"# orch run {report.run}",
-        "",
-        f"**{report.status}** (exit {report.exit_code}): {report.reason}  ",
-        f"Workdir `{report.workdir}`; verification `{report.rounds}`; "
-        f"{report.seconds if report.seconds is not None else '?'} s.",
-        "",
-        "## Verification matrix",
-        "",
-        "| claim | " + " | ".join(f"W{n}" for n in columns) + " | result |",
-        "|---|" + "---|" * len(columns) + "---|",
-    ]
-    for row in report.findings:
-        cells = " | ".join(matrix_cell(row, n) for n in columns)
-        out.append(f"| **{row.id}** {_md(row.claim)} | {cells} | **{row.status.value}** |")
-    if not report.findings:
-        out.append("| (no findings) |" + " |" * len(columns) + " |")
-    out += ["", "## Findings", ""]
-    for row in report.findings:
-        out.append(f"### {row.id} — {row.status.value}")
-        out.append(f"{_md(row.claim)} (severity {row.severity}, found by W{row.finder} in task {row.task})")
-        out += [f"- evidence: `{_md(e)}`" for e in row.evidence]
-        if row.reproduce:
-            out.append(f"- reproduce: `{_md(row.reproduce)}`")
-        for cell in row.verdicts:
-            who = f"W{cell.verifier}" if cell.verifier else "-"
-            out.append(f"- {cell.job} ({cell.stance}, {who}): **{cell.verdict}** {_md(cell.reason)}")
-            out += [f"  - evidence: `{_md(e)}`" for e in cell.evidence]
-            out += [f"  - flagged: {_md(f)}" for f in cell.flags]
-        out.append("")
-    out += ["## Workers", ""]
-    if report.offline:
-        out += [OFFLINE_COST_NOTE, ""]
-    out += [
-        "| worker | agent | model | cost | busy | jobs | rejected outputs | restarts | transcript |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for w in report.workers:
-        cost = f"${w.cost_usd:.4f}" if w.cost_usd is not None else "-"
-        out.append(
-            f"| W{w.worker}{' (out: ' + _md(w.out) + ')' if w.out else ''} | {w.agent} | {w.model or '-'} | {cost} "
-            f"| {w.busy_seconds:g} s | {', '.join(w.jobs) or '-'} | {w.rejected_outputs} | {w.restarts} "
-            f"| [{w.transcript}]({w.transcript}) |"
-        )
-    out += ["", "## Jobs", "", "| job | role | worker | status | seconds | corrections | nudges | failure |"]
-    out.append("|---|---|---|---|---|---|---|---|")
-    for j in report.jobs:
-        out.append(
-            f"| {j.id} | {j.role} | {j.worker or '-'} | {j.status} | {j.seconds if j.seconds is not None else '-'} "
-            f"| {j.corrections} | {j.nudges} | {_md(j.failure or '')} |"
-        )
-    if report.flags:
-        out += ["", "## Rejected outputs", ""]
-        for f in report.flags:
-            out.append(f"- W{f.worker} on {f.job} ({f.role}): " + "; ".join(_md(p) for p in f.problems))
-    return "\n".join(out) + "\n"
-
-
-CSS = """
-body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1100px;
-color:#1d1d1f;padding:0 1em}
-h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;width:100%;margin:.5em 0}
-td,th{border:1px solid #ddd;padding:.35em .5em;vertical-align:top;text-align:left}
-th{background:#f5f5f7}code{font:12px ui-monospace,Menlo,monospace;background:#f5f5f7;padding:0 .2em}
-.CONFIRMED{background:#dff5e1}.REFUTED{background:#fde2e1}.UNVERIFIABLE,.UNVERIFIED,.PENDING{background:#fff4d6}
-.INVALID,.FAILED,.CANCELLED{background:#eee;color:#900}.finder{color:#888;font-style:italic}
-.status{font-weight:bold;padding:.1em .5em;border-radius:4px}.flag{color:#900;font-size:.9em}
-ul{margin:.2em 0 .2em 1.2em;padding:0}
-""".strip()
-
-
-def _h(text: object) -> str:
-    return html.escape(str(text))
-
-
-def _matrix_class(text: str) -> str:
-    for word in ("CONFIRMED", "REFUTED", "UNVERIFIABLE", "INVALID", "FAILED", "CANCELLED", "PENDING"):
-        if word in text:
-            return word
-    return "finder" if text == "finder" else ""
-
-
-def render_html(report: RunReport) -> str:
-    columns = report.verifier_columns()
-    status_class = {"passed": "CONFIRMED", "not-confirmed": "UNVERIFIED", "failed": "FAILED"}.get(report.status, "")
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>orch run {_h(report.run)}</title><style>{CSS}</style></head><body>",
-        f"<h1>orch run {_h(report.run)}</h1>",
-        f"<p><span class='status {status_class}'>{_h(report.status)}</span> exit {_h(report.exit_code)}: "
-        f"{_h(report.reason)}</p>",
-        f"<p>Workdir <code>{_h(report.workdir)}</code>; verification <code>{_h(report.rounds)}</code>; "
-        f"{_h(report.seconds if report.seconds is not None else '?')} s.</p>",
-        "<h2>Verification matrix</h2><table><tr><th>claim</th>",
-        *(f"<th>W{n}</th>" for n in columns),
-        "<th>result</th></tr>",
-    ]
-    for row in report.findings:
-        parts.append(f"<tr><td><b>{_h(row.id)}</b> {_h(row.claim)}</td>")
-        for n in columns:
-            text = matrix_cell(row, n)
-            parts.append(f"<td class='{_matrix_class(text)}'>{_h(text)}</td>")
-        parts.append(f"<td class='{row.status.value}'><b>{_h(row.status.value)}</b></td></tr>")
-    if not report.findings:
-        parts.append(f"<tr><td colspan='{len(columns) + 2}'>(no findings)</td></tr>")
-    parts.append("</table><h2>Findings</h2>")
-    for row in report.findings:
-        parts.append(f"<h3 id='{_h(row.id)}'>{_h(row.id)}: <span class='status {row.status.value}'>")
-        parts.append(f"{_h(row.status.value)}</span></h3><p>{_h(row.claim)} ")
-        parts.append(f"(severity {_h(row.severity)}, found by W{row.finder} in task {_h(row.task)})</p><ul>")
-        parts += [f"<li>evidence: <code>{_h(e)}</code></li>" for e in row.evidence]
-        if row.reproduce:
-            parts.append(f"<li>reproduce: <code>{_h(row.reproduce)}</code></li>")
-        parts.append("</ul><table><tr><th>job</th><th>verifier</th><th>verdict</th><th>reason and evidence</th></tr>")
-        for cell in row.verdicts:
-            who = f"W{cell.verifier}" if cell.verifier else "-"
-            links = (
-                f" <a href='verdicts/{_h(cell.job)}.json'>verdict</a> <a href='jobs/{_h(cell.job)}.task.md'>brief</a>"
-            )
-            details = "".join(f"<li><code>{_h(e)}</code></li>" for e in cell.evidence)
-            details += "".join(f"<li class='flag'>flagged: {_h(f)}</li>" for f in cell.flags)
-            parts.append(
-                f"<tr><td>{_h(cell.job)} ({_h(cell.stance)}){links}</td><td>{who}</td>"
-                f"<td class='{_h(cell.verdict)}'>{_h(cell.verdict)}</td>"
-                f"<td>{_h(cell.reason)}<ul>{details}</ul></td></tr>"
-            )
-        parts.append("</table>")
-    parts.append("<h2>Workers</h2>" + (f"<p>{_h(OFFLINE_COST_NOTE)}</p>" if report.offline else ""))
-    parts.append(
-        "<table><tr><th>worker</th><th>agent / model</th><th>cost</th><th>busy</th>"
-        "<th>jobs</th><th>rejected outputs</th><th>restarts</th><th>transcript</th></tr>"
-    )
-    for w in report.workers:
-        cost = f"${w.cost_usd:.4f}" if w.cost_usd is not None else "-"
-        out = f" <span class='flag'>out: {_h(w.out)}</span>" if w.out else ""
-        parts.append(
-            f"<tr><td>W{w.worker}{out}</td><td>{_h(w.agent)} / {_h(w.model or 'default')}</td><td>{cost}</td>"
-            f"<td>{w.busy_seconds:g} s</td><td>{_h(', '.join(w.jobs) or '-')}</td><td>{w.rejected_outputs}</td>"
-            f"<td>{w.restarts}</td><td><a href='{_h(w.transcript)}'>{_h(w.transcript)}</a></td></tr>"
-        )
-    parts.append(
-        "</table><h2>Jobs</h2><table><tr><th>job</th><th>role</th><th>worker</th><th>status</th><th>seconds</th>"
-        "<th>corrections</th><th>nudges</th><th>failure</th></tr>"
-    )
-    for j in report.jobs:
-        parts.append(
-            f"<tr><td><a href='jobs/{_h(j.id)}.task.md'>{_h(j.id)}</a></td><td>{_h(j.role)}</td>"
-            f"<td>{_h(j.worker or '-')}</td><td>{_h(j.status)}</td>"
-            f"<td>{_h(j.seconds if j.seconds is not None else '-')}</td>"
-            f"<td>{j.corrections}</td><td>{j.nudges}</td><td>{_h(j.failure or '')}</td></tr>"
-        )
-    parts.append("</table>")
-    if report.flags:
-        parts.append("<h2>Rejected outputs</h2><ul>")
-        parts += [
-            f"<li>W{f.worker} on {_h(f.job)} ({_h(f.role)}): {_h('; '.join(f.problems))}</li>" for f in report.flags
-        ]
-        parts.append("</ul>")
-    parts.append("</body></html>\n")
-    return "".join(parts)
-
-
-def write_reports(run: RunFolder, spec: FleetSpec, state: ControllerState) -> RunReport:
-    report = build_report(run, spec, state)
-    atomic_write(run.report_json, report.model_dump_json(indent=2) + "\n")
-    atomic_write(run.report_md, render_markdown(report))
-    atomic_write(run.report_html, render_html(report))
-    return report
 
 
 def load_report(run: RunFolder) -> RunReport:

@@ -17,10 +17,12 @@ from orch.container import backends
 from orch.contracts import UpRequest
 from orch.errors import OrchError
 from orch.fleet import launch
-from orch.lead.controller import EXIT_FAILED, Controller, initial_state, read_spec, write_spec
+from orch.lead.controller import Controller, initial_state, read_spec, write_spec
+from orch.lead.decisions import EXIT_FAILED
 from orch.lead.jobs import load_state, save_state
 from orch.lead.report import RunReport, load_report
 from orch.lead.spec import FleetSpec
+from orch.run.events import Event
 from orch.run.folder import RunFolder, validate_name
 from orch.run.records import Backend, ContainerOptions, ControllerEvent, RunInfo
 
@@ -69,7 +71,7 @@ def start(spec: FleetSpec, name: str, backend: Backend, replace: bool = False, c
     write_spec(run, spec)
     save_state(run, initial_state(run, spec))
     backends.push(run, [run.fleet_spec, run.controller_state])  # a remote engine's controller reads them there
-    run.log_event(ControllerEvent(event="run-created", data={"tasks": spec.task_ids(), "offline": spec.offline}))
+    run.log_event(ControllerEvent(event=Event.RUN_CREATED, data={"tasks": spec.task_ids(), "offline": spec.offline}))
     return run
 
 
@@ -83,7 +85,7 @@ def drive(run: RunFolder, commentary: bool = True) -> RunResult:
     """
     info = run.info()
     if load_state(run).outcome is None and not _fleet_alive(info):
-        run.log_event(ControllerEvent(event="fleet-relaunching"))
+        run.log_event(ControllerEvent(event=Event.FLEET_RELAUNCHING))
         backends.resume(run.name, read_spec(run).timeouts.boot)
         info = run.info()
     if backends.is_remote(info):

@@ -13,8 +13,6 @@ from orch.errors import SandboxError
 from orch.run.folder import RunFolder
 from orch.waits import wait_for_paths
 
-# Not a secret: the scripted server accepts any key. Claude Code only needs one to be set.
-OFFLINE_API_KEY = "sk-ant-orch-offline-0000000000000000000000"
 START_TIMEOUT = 20.0
 
 

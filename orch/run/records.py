@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from orch import settings
+from orch.run.events import Event
 
 
 def utcnow() -> dt.datetime:
@@ -193,9 +194,9 @@ class RunStatusView(Strict):
 
 
 class ControllerEvent(Strict):
-    """One line of `events.jsonl`: something the controller did."""
+    """One line of `events.jsonl`: something the controller (or the fleet, or the container) did."""
 
     ts: dt.datetime = Field(default_factory=utcnow)
-    event: str
+    event: Event
     worker: int | None = None
     data: dict[str, Any] = Field(default_factory=dict)

@@ -14,6 +14,7 @@ from orch.agents.claude import has_conversation
 from orch.fleet import launch, talk, watch
 from orch.offline.modelserver import ScriptedModelServer
 from orch.run import protocol
+from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import WorkerState
 from orch.waits import wait_until
@@ -59,7 +60,7 @@ def test_workers_boot_with_no_dialog(fleet3: RunFolder) -> None:
     view = watch.status(fleet3)
     assert [w.state for w in view.workers] == [WorkerState.IDLE] * N
     events = [json.loads(line)["event"] for line in fleet3.events.read_text().splitlines()]
-    assert "dialog-answered" not in events, "a first-run dialog appeared"
+    assert Event.DIALOG_ANSWERED not in events, "a first-run dialog appeared"
     for n in range(1, N + 1):
         screen = orch("read", "cc", str(n)).output
         assert "trust" not in screen.lower() and "No, exit" not in screen

@@ -21,6 +21,7 @@ from orch import settings
 from orch.container import egress
 from orch.container.layout import LABEL_MANAGED
 from orch.container.sandbox import DockerSandbox
+from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.waits import wait_until
 from tests.dockertest import BUILD_TIMEOUT, events, new_name, script_brief, unique
@@ -134,7 +135,7 @@ def test_egress_modes(
     urls = [f"http://{net.allowed}:{PORT}/", f"http://{net.other_ip}:{PORT}/", f"http://{net.model}:{PORT}/"]
     got = _reach(run, urls)
     assert tuple(got[u] for u in urls) == expect, got
-    (report,) = [e["data"] for e in events(run) if e["event"] == "egress"]
+    (report,) = [e["data"] for e in events(run) if e["event"] == Event.EGRESS]
     assert isinstance(report, dict) and report["mode"] == mode
     if mode != "open":
         assert str(report["selftest"]).startswith("blocked 192.0.2.1")

@@ -19,6 +19,7 @@ import pytest
 from orch.container import backends
 from orch.container.layout import LABEL_MANAGED, LABEL_RUN
 from orch.container.sandbox import DockerSandbox
+from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import RunStatus, RunStatusView, WorkerState
 from orch.waits import wait_until
@@ -141,7 +142,7 @@ def test_killed_from_outside_loses_nothing_and_resumes(
     starts = [e for e in run.hook_events(1) if e.hook_event_name == "SessionStart"]
     assert len(starts) == 2 and starts[1].session_id == session  # the same Claude Code session, resumed
     assert run.task(1).read_text() == task_before and len(prompts(run, 1)) == 1  # no brief re-sent
-    assert any(e["event"] == "resumed" for e in events(run))
+    assert any(e["event"] == Event.RESUMED for e in events(run))
     # The run goes on: worker 2 takes a brief in the new container.
     brief2 = tmp_path / "brief2.md"
     brief2.write_text(script_brief(run, 2))

@@ -19,6 +19,7 @@ import pytest
 from orch.container.backends import pull
 from orch.container.layout import LABEL_RUN, run_volume_name
 from orch.lead.jobs import JobStatus, load_state
+from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import RunStatus
 from tests.dockertest import (
@@ -161,7 +162,7 @@ def test_run_on_a_remote_engine_resumes_after_its_container_is_killed(
     state = load_state(run)
     assert state.job("t1").status is JobStatus.DONE and [v.job for v in state.verdicts] == ["t1-F1.v1"]
     seen = [e["event"] for e in events(run)]
-    assert seen.count("controller-started") == 2
-    assert [e["data"]["job"] for e in events(run) if e["event"] == "brief-sent"] == ["t1", "t1-F1.v1"]
+    assert seen.count(Event.CONTROLLER_STARTED) == 2
+    assert [e["data"]["job"] for e in events(run) if e["event"] == Event.BRIEF_SENT] == ["t1", "t1-F1.v1"]
     assert json.loads(run.report_json.read_text())["findings"][0]["status"] == "CONFIRMED"
     assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"})  # torn down

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from orch import settings
+from orch.agents import get_adapter
 from orch.container import egress
 from orch.container.engine import engine_address, is_remote_client
 from orch.container.layout import ROOT_HOST_UID, container_user, writable_by
@@ -21,14 +22,17 @@ from orch.run.records import EgressMode
 
 
 def test_allowlist_defaults_model_host_and_extras(monkeypatch: pytest.MonkeyPatch) -> None:
-    got = egress.allowlist_for({}, offline=False, extra=["example.org", "10.1.2.3", "https://x.test:8443/p"])
+    api = get_adapter("claude").credentials
+    got = egress.allowlist_for({}, False, ["example.org", "10.1.2.3", "https://x.test:8443/p"], api)
     assert got[0] == "api.anthropic.com"
     assert {"registry.npmjs.org", "pypi.org", "files.pythonhosted.org", "github.com"} <= set(got)
     assert got[-3:] == ["example.org", "10.1.2.3/32", "x.test"]
     env = {"ANTHROPIC_BASE_URL": "http://llm-proxy.internal:4000/v1", settings.DEFAULT_ALLOW.name: "mirror.local, "}
-    assert egress.allowlist_for(env, offline=False, extra=[]) == ["llm-proxy.internal", "mirror.local"]
+    assert egress.allowlist_for(env, False, [], api) == ["llm-proxy.internal", "mirror.local"]
     # Offline runs talk to their model server on loopback: no model API host.
-    assert "api.anthropic.com" not in egress.allowlist_for({}, offline=True, extra=[])
+    assert "api.anthropic.com" not in egress.allowlist_for({}, True, [], api)
+    # An agent that calls no model API gets none either.
+    assert egress.allowlist_for({}, False, [], get_adapter("scripted").credentials)[0] == "registry.npmjs.org"
 
 
 @pytest.mark.parametrize("bad", ["", "bad host", "a;b", "$(x)", "host`x`"])

@@ -27,6 +27,7 @@ from orch.lead.jobs import ControllerState, JobStatus, load_state
 from orch.lead.spec import Role
 from orch.offline.modelserver import ScriptedModelServer
 from orch.run import protocol
+from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent
 from orch.waits import wait_for_paths, wait_until
@@ -106,7 +107,7 @@ def write_spec(path: Path, workdir: Path, tasks: list[dict[str, Any]], **extra: 
     return path
 
 
-def events(run: RunFolder, name: str | None = None) -> list[ControllerEvent]:
+def events(run: RunFolder, name: Event | None = None) -> list[ControllerEvent]:
     out = [ControllerEvent.model_validate_json(line) for line in run.events.read_text().splitlines()]
     return [e for e in out if name is None or e.event == name]
 
@@ -119,7 +120,7 @@ def assert_never_self_verified(state: ControllerState) -> None:
 
 
 def assert_each_brief_sent_once(run: RunFolder, state: ControllerState) -> None:
-    sent = [e.data["job"] for e in events(run, "brief-sent")]
+    sent = [e.data["job"] for e in events(run, Event.BRIEF_SENT)]
     assert sorted(sent) == sorted(j.id for j in state.jobs if j.worker is not None), sent
     for book in state.workers:
         pointers = [p for p in prompts(run, book.n) if p.startswith("Read and follow the instructions in")]
@@ -257,13 +258,13 @@ def test_lying_workers_are_caught(offline: None, workdir: Path, tmp_path: Path) 
     assert result.exit_code == 5, result.output  # t3 failed
     run = RunFolder.for_name("lies")
     state = load_state(run)
-    rejected = {e.data["job"]: [p["kind"] for p in e.data["problems"]] for e in events(run, "output-rejected")}
+    rejected = {e.data["job"]: [p["kind"] for p in e.data["problems"]] for e in events(run, Event.OUTPUT_REJECTED)}
 
     # Done flag without a result: not done; told exactly what is missing; then it delivers.
     assert rejected["t1"] == ["missing-result", "missing-output"]
     assert any("there is no result file" in p for p in prompts(run, 1))
-    assert [e.worker for e in events(run, "rate-limited")] == [1]
-    assert [e.worker for e in events(run, "continue-sent")] == [1]
+    assert [e.worker for e in events(run, Event.RATE_LIMITED)] == [1]
+    assert [e.worker for e in events(run, Event.CONTINUE_SENT)] == [1]
     assert state.job("t1").status is JobStatus.DONE and state.job("t1").corrections == 1
     assert " W1 t1: output rejected (2 problem(s)), told what is wrong" in result.output
     assert re.search(r" W1 rate_limit on t1: continuing in 1s$", result.output, re.MULTILINE), result.output
@@ -362,8 +363,8 @@ def test_resume_after_killing_the_controller_mid_verification(
         def mid_verification() -> bool:
             if not run.events.exists():
                 return False
-            accepted = [e.data["job"] for e in events(run, "verdict-accepted")]
-            sent = [e.data["job"] for e in events(run, "brief-sent")]
+            accepted = [e.data["job"] for e in events(run, Event.VERDICT_ACCEPTED)]
+            sent = [e.data["job"] for e in events(run, Event.BRIEF_SENT)]
             return "t1-F1.r1" in accepted and "t1-F2.r1" in sent
 
         wait_until(mid_verification, 240, "one verdict in and the other verification under way", interval=0.2)
@@ -380,7 +381,7 @@ def test_resume_after_killing_the_controller_mid_verification(
     result = orch("run", "--resume", "rs")
     assert result.exit_code == 0, result.output
     state = load_state(run)
-    assert [e.event for e in events(run, "controller-started")] == ["controller-started"] * 2
+    assert [e.event for e in events(run, Event.CONTROLLER_STARTED)] == [Event.CONTROLLER_STARTED] * 2
     assert statuses(run) == {"t1-F1": "CONFIRMED", "t1-F2": "CONFIRMED"}
     assert sorted(v.job for v in state.verdicts) == ["t1-F1.c1", "t1-F1.r1", "t1-F2.c1", "t1-F2.r1"]
     assert state.verdicts[0].job == "t1-F1.r1" and before.verdicts[0] == state.verdicts[0]  # not lost, not redone
@@ -414,7 +415,7 @@ def test_refuted_findings_stop_at_round_two_and_the_fixer_gets_only_confirmed_on
     state = load_state(run)
     assert statuses(run) == {"t1-F1": "CONFIRMED", "t1-F2": "REFUTED"}
     assert sorted(v.job for v in state.verdicts) == ["t1-F1.c1", "t1-F1.r1", "t1-F2.r1"]
-    assert [e.data["finding"] for e in events(run, "confirm-round")] == ["t1-F1"]
+    assert [e.data["finding"] for e in events(run, Event.CONFIRM_ROUND)] == ["t1-F1"]
     assert_never_self_verified(state)
 
     fix = state.job("fix")
@@ -447,10 +448,10 @@ def test_crashed_worker_is_restarted_and_finishes(offline: None, workdir: Path, 
     run = RunFolder.for_name("crash")
     state = load_state(run)
     assert state.job("notes").status is JobStatus.DONE and state.book(1).restarts == 1
-    crash = events(run, "crash-seen")
+    crash = events(run, Event.CRASH_SEEN)
     assert len(crash) == 1 and "signal 9" in crash[0].data["why"]
-    assert len(events(run, "restarted-worker")) == 1
-    assert [e.worker for e in events(run, "nudge-sent")] == [1]
+    assert len(events(run, Event.RESTARTED_WORKER)) == 1
+    assert [e.worker for e in events(run, Event.NUDGE_SENT)] == [1]
     # The restarted agent resumed its session and was pointed back at its brief.
     starts = [e for e in run.hook_events(1) if e.hook_event_name == "SessionStart"]
     assert len(starts) == 2 and starts[0].session_id == starts[1].session_id
@@ -469,8 +470,8 @@ def test_fleet_relaunched_after_its_tmux_server_dies(offline: None, workdir: Pat
     run = RunFolder.for_name("rl")
     state = load_state(run)
     assert state.job("notes").status is JobStatus.DONE and state.relaunches == 1
-    assert len(events(run, "fleet-relaunching")) == 1 and len(events(run, "fleet-relaunched")) == 1
-    assert [e.event for e in events(run, "controller-started")] == ["controller-started"]  # the same controller
+    assert len(events(run, Event.FLEET_RELAUNCHING)) == 1 and len(events(run, Event.FLEET_RELAUNCHED)) == 1
+    assert [e.event for e in events(run, Event.CONTROLLER_STARTED)] == [Event.CONTROLLER_STARTED]  # the same controller
     starts = [e for e in run.hook_events(1) if e.hook_event_name == "SessionStart"]
     assert len(starts) == 2 and starts[0].session_id == starts[1].session_id
     assert any(p.startswith("orch restarted you (relaunched)") for p in prompts(run, 1))
@@ -508,11 +509,11 @@ def test_api_errors_are_retried_unless_fatal(
     assert result.exit_code == exit_code, result.output
     run = RunFolder.for_name(f"api-{fail}")
     state = load_state(run)
-    retried = events(run, "api-error")
+    retried = events(run, Event.API_ERROR)
     if exit_code == 0:
         assert state.job("notes").status is JobStatus.DONE
         assert len(retried) == 1 and retried[0].data["reason"].startswith("API error ")
-        assert len(events(run, "continue-sent")) == 1
+        assert len(events(run, Event.CONTINUE_SENT)) == 1
     else:
         assert state.job("notes").status is JobStatus.FAILED and not retried
         assert "cannot recover from: authentication_failed" in (state.job("notes").failure or "")
@@ -521,11 +522,15 @@ def test_api_errors_are_retried_unless_fatal(
 # --- permission prompts ------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("policy", "exit_code", "event"),
-    [("approve", 0, "permission-allowed"), ("deny", 0, "permission-denied"), ("report", 5, "permission-wait")],
+    [
+        ("approve", 0, Event.PERMISSION_ALLOWED),
+        ("deny", 0, Event.PERMISSION_DENIED),
+        ("report", 5, Event.PERMISSION_WAIT),
+    ],
     ids=["approve", "deny", "report"],
 )
 def test_permission_prompts_are_answered_by_policy(
-    offline: None, workdir: Path, tmp_path: Path, policy: str, exit_code: int, event: str
+    offline: None, workdir: Path, tmp_path: Path, policy: str, exit_code: int, event: Event
 ) -> None:
     """WebFetch is outside the default allow list: the call needs approval, which the policy gives."""
     fetch = {"tool": "WebFetch", "input": {"url": "http://127.0.0.1:9/{{task_id}}", "prompt": "summarise"}}
@@ -571,6 +576,6 @@ def test_budget_cap_stops_the_run(offline: None, workdir: Path, tmp_path: Path) 
     result = orch("run", spec, "--local", "--name", "budget")
     assert result.exit_code == 5, result.output
     run = RunFolder.for_name("budget")
-    (aborted,) = events(run, "aborted")
+    (aborted,) = events(run, Event.ABORTED)
     assert "passed the budget $0.001" in aborted.data["reason"]
     assert load_state(run).job("notes").status is JobStatus.CANCELLED

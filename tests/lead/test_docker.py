@@ -10,6 +10,7 @@ import pytest
 
 from orch.container.layout import LABEL_RUN
 from orch.lead.jobs import JobStatus, load_state
+from orch.run.events import Event
 from orch.run.folder import RunFolder
 from tests.dockertest import (
     BASE,
@@ -68,9 +69,9 @@ def test_run_resumes_after_its_container_is_killed(
     state = load_state(run)
     assert [v.job for v in state.verdicts] == ["t1-F1.v1"] and state.verdicts[0].verifier == 2
     names_seen = [e["event"] for e in events(run)]
-    assert "fleet-relaunching" in names_seen and names_seen.count("controller-started") == 2
-    assert [e["data"]["job"] for e in events(run) if e["event"] == "brief-sent"] == ["t1", "t1-F1.v1"]
-    assert any(e["event"] == "repoint-sent" and e["worker"] == 2 for e in events(run))
+    assert Event.FLEET_RELAUNCHING in names_seen and names_seen.count(Event.CONTROLLER_STARTED) == 2
+    assert [e["data"]["job"] for e in events(run) if e["event"] == Event.BRIEF_SENT] == ["t1", "t1-F1.v1"]
+    assert any(e["event"] == Event.REPOINT_SENT and e["worker"] == 2 for e in events(run))
     starts = [e for e in run.hook_events(2) if e.hook_event_name == "SessionStart"]
     assert len(starts) == 2 and starts[0].session_id == starts[1].session_id  # the verifier's session resumed
     assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"})  # torn down

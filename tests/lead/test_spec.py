@@ -36,18 +36,11 @@ from orch.lead.jobs import (
     Stance,
     WorkerBook,
 )
-from orch.lead.report import build_report, matrix_text, render_html
+from orch.lead.report import build_report
+from orch.lead.reportrender import matrix_text, render_html
 from orch.lead.skill import install
-from orch.lead.spec import (
-    FleetSpec,
-    PermissionPolicy,
-    Role,
-    SpecError,
-    default_template,
-    parse_spec,
-    render,
-    render_steps,
-)
+from orch.lead.spec import FleetSpec, PermissionPolicy, Role, default_template, render, render_steps
+from orch.lead.specload import SpecError, parse_spec
 from orch.lead.verification import choose_verifier, finding_status, new_verification_jobs, settle
 from orch.run.folder import RunFolder
 from tests.helpers import orch
@@ -494,4 +487,7 @@ def test_demo_live_without_credentials_is_a_clear_error(tmp_path: Path, monkeypa
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "no-login"))
     result = orch("demo", "--live", "--local")
     assert result.exit_code == 2
-    assert "orch demo --live needs Claude credentials" in result.output and "without --live" in result.output
+    assert (
+        "orch demo --live needs credentials for its claude workers" in result.output
+        and "without --live" in result.output
+    )

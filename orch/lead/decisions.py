@@ -1,0 +1,261 @@
+"""The controller's decisions, as pure functions: no files, no tmux, no clock (`now` is an argument).
+
+The controller's parts (orch.lead.dispatch, review, recovery and the loop in orch.lead.controller)
+ask these what to do and then do it; tests/lead/test_decisions.py checks each as a table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from orch.lead.jobs import ControllerState, FindingStatus, Job, JobStatus, Outcome, WorkerBook
+from orch.lead.spec import Budget, FleetSpec, Limits, Role
+from orch.lead.verification import choose_verifier, eligible, finding_status
+from orch.run.records import HookEvent, WorkerState
+
+EXIT_PASSED = 0
+EXIT_NOT_CONFIRMED = 4
+EXIT_FAILED = 5
+MAX_SEND_ATTEMPTS = 3
+BACKSTOP = 1.0
+"""Seconds the loop sleeps at most without a file change (deadlines are checked that often)."""
+ENDED = (WorkerState.CRASHED, WorkerState.EXITED)
+
+
+# --- the run's outcome -------------------------------------------------------------------------
+def outcome(state: ControllerState, spec: FleetSpec) -> Outcome:
+    """Exit 0 only when every task job is DONE and every finding CONFIRMED; 4 when a finding is not
+    (refuted, unverified, still pending); 5 when the run was aborted or a task job did not finish."""
+    statuses = {f.id: finding_status(state, spec, f.id) for f in state.findings}
+    failed = [j for j in state.jobs if j.role is not Role.VERIFIER and j.status is not JobStatus.DONE]
+    if state.aborted or failed:
+        why = state.aborted or "; ".join(f"{j.id}: {j.failure or j.status.value}" for j in failed)
+        return Outcome(exit_code=EXIT_FAILED, status="failed", reason=why, findings=statuses)
+    open_ = {f: s for f, s in statuses.items() if s is not FindingStatus.CONFIRMED}
+    if open_:
+        why = ", ".join(f"{f} {s.value}" for f, s in open_.items())
+        return Outcome(exit_code=EXIT_NOT_CONFIRMED, status="not-confirmed", reason=why, findings=statuses)
+    why = f"all tasks done; {len(statuses)} finding(s), all confirmed" if statuses else "all tasks done; no findings"
+    return Outcome(exit_code=EXIT_PASSED, status="passed", reason=why, findings=statuses)
+
+
+def finished(state: ControllerState) -> bool:
+    return state.aborted is not None or all(j.terminal for j in state.jobs)
+
+
+def wake_in(state: ControllerState, spec: FleetSpec, now: float) -> float:
+    """Seconds the loop may sleep: until the next deadline (run timeout, a continue, a restart), at
+    most BACKSTOP."""
+    deadlines = [state.started + spec.timeouts.run]
+    deadlines += [j.continue_at for j in state.jobs if j.continue_at]
+    deadlines += [w.restart_at for w in state.workers if w.restart_at]
+    return max(0.02, min([BACKSTOP, *(d - now for d in deadlines)]))
+
+
+# --- handing out jobs --------------------------------------------------------------------------
+def alive(state: ControllerState) -> list[int]:
+    """Workers that may still take jobs: not out of the run, not past their budget cap."""
+    return [w.n for w in state.workers if w.dead is None and not w.capped]
+
+
+def awaits_job(book: WorkerBook) -> bool:
+    """A worker gets a job when it is in the run, has none and waits for no restart (and, the caller
+    checks, its agent is idle)."""
+    return not (book.dead or book.capped or book.job is not None or book.restart_at is not None)
+
+
+def verification_open(state: ControllerState) -> bool:
+    return any(not j.terminal for j in state.jobs if j.role in (Role.FINDER, Role.VERIFIER))
+
+
+@dataclass(frozen=True)
+class Pick:
+    """Who takes a pending job now: a worker, nobody yet (worker None), or nobody ever (fail)."""
+
+    worker: int | None = None
+    fail: str | None = None
+
+
+def pick(state: ControllerState, spec: FleetSpec, job: Job, free: Collection[int], alive: Collection[int]) -> Pick:
+    """A verification job goes to an eligible verifier, never the finder (orch.lead.verification);
+    fixers and scribes wait until verification is over; a pinned job waits for its worker."""
+    if job.role is Role.VERIFIER:
+        if not eligible(state, job, alive):
+            return Pick(fail="no worker left that may verify this finding (never its finder)")
+        return Pick(choose_verifier(state, spec, job, alive, free))
+    if job.role in (Role.FIXER, Role.SCRIBE) and verification_open(state):
+        return Pick()
+    if job.pin is not None:
+        if job.pin not in alive:
+            return Pick(fail=f"its worker {job.pin} is out of the run")
+        return Pick(job.pin if job.pin in free else None)
+    return Pick(min(free))
+
+
+def send_given_up(job: Job) -> bool:
+    """A brief that failed to arrive is sent again on the next dispatch, up to MAX_SEND_ATTEMPTS."""
+    return job.send_attempts >= MAX_SEND_ATTEMPTS
+
+
+# --- settling: when a send or a turn counts as done --------------------------------------------
+def brief_delivered(events: Iterable[HookEvent], since: float, pointer: str) -> bool:
+    """A brief counts as sent once the worker's hooks show a prompt naming its task file after `since`."""
+    prompts = (e for e in events if e.hook_event_name == "UserPromptSubmit" and e.ts >= since)
+    return any(pointer in (e.prompt or "") for e in prompts)
+
+
+def relaunched(events: Iterable[HookEvent], since: float) -> bool:
+    """The worker's agent started a new session after `since` and has had no prompt in it yet."""
+    later = [e.hook_event_name for e in events if e.ts >= since]
+    if "SessionStart" not in later:
+        return False
+    return "UserPromptSubmit" not in later[len(later) - later[::-1].index("SessionStart") :]
+
+
+class Watch(StrEnum):
+    """What one look at a worker calls for (`watch_step`)."""
+
+    NOTHING = "nothing"
+    SETTLE_SEND = "settle-send"
+    """Its brief was being sent: check the hooks, or send it again."""
+    COLLECT = "collect"
+    """Its done flag is there and its turn is over: check the output."""
+    TIMED_OUT = "timed-out"
+    ENDED = "ended"
+    """Its agent crashed or exited: restart it (backoff, limit)."""
+    RATE_LIMITED = "rate-limited"
+    API_ERROR = "api-error"
+    """A transient API error ended its turn: wait and tell it to continue."""
+    FATAL_ERROR = "fatal-error"
+    IDLE = "idle"
+    """Idle without a done flag: maybe nudge it (`nudge`)."""
+    WORKING = "working"
+
+
+RUNNING_STEPS = (Watch.RATE_LIMITED, Watch.API_ERROR, Watch.FATAL_ERROR, Watch.IDLE, Watch.WORKING)
+"""Steps of a running job: its permission prompts are noted first."""
+
+
+def watch_step(
+    job: Job | None,
+    state: WorkerState,
+    detail: str | None,
+    last: HookEvent | None,
+    done_flag: bool,
+    now: float,
+    job_timeout: float,
+    fatal: Collection[str],
+) -> Watch:
+    """A done flag counts only once the turn is over (not BUSY); a SENDING brief is settled first."""
+    if job is not None and job.status is JobStatus.SENDING:
+        return Watch.SETTLE_SEND
+    if job is not None and done_flag and state is not WorkerState.BUSY:
+        return Watch.COLLECT
+    if job is not None and job.sent_at and now - job.sent_at > job_timeout:
+        return Watch.TIMED_OUT
+    if state in ENDED:
+        return Watch.ENDED
+    if job is None or job.status is not JobStatus.RUNNING:
+        return Watch.NOTHING
+    if state is WorkerState.RATE_LIMITED and last is not None:
+        return Watch.RATE_LIMITED
+    if state is WorkerState.ERROR and last is not None and detail not in fatal:
+        return Watch.API_ERROR
+    if state is WorkerState.ERROR:
+        return Watch.FATAL_ERROR
+    if state is WorkerState.IDLE:
+        return Watch.IDLE
+    return Watch.WORKING
+
+
+# --- limits ------------------------------------------------------------------------------------
+class Nudge(StrEnum):
+    WAIT = "wait"
+    NUDGE = "nudge"
+    GIVE_UP = "give-up"
+
+
+def nudge(job: Job, last: HookEvent | None, now: float, limits: Limits) -> Nudge:
+    """An idle worker is nudged after `nudge_after` seconds without a prompt or a hook event, at most
+    `max_nudges` times per job; then the job fails."""
+    since = max(last.ts if last else 0.0, job.last_prompt_at or 0.0)
+    if now - since < limits.nudge_after:
+        return Nudge.WAIT
+    return Nudge.GIVE_UP if job.nudges >= limits.max_nudges else Nudge.NUDGE
+
+
+def may_correct(job: Job, limits: Limits) -> bool:
+    """A rejected output is sent back with what is wrong at most `max_corrections` times per job."""
+    return job.corrections < limits.max_corrections
+
+
+class Retry(StrEnum):
+    HOLD = "hold"
+    """Nothing new: keep waiting (or nothing to wait for)."""
+    WAIT = "wait"
+    """A new failed turn: wait, then continue."""
+    GIVE_UP = "give-up"
+    CONTINUE = "continue"
+    """The wait is over: tell the worker to continue."""
+
+
+def retry(job: Job, last: HookEvent, now: float, limits: Limits) -> Retry:
+    """A turn that ended on a rate limit or a transient API error: each new one counts against
+    `max_rate_limit_waits`; after the wait (job.continue_at) the worker is told to continue."""
+    if last.ts > job.handled_event_ts:
+        return Retry.GIVE_UP if job.rate_waits + 1 > limits.max_rate_limit_waits else Retry.WAIT
+    if job.continue_at is not None and now >= job.continue_at:
+        return Retry.CONTINUE
+    return Retry.HOLD
+
+
+def restart_delay(restarts: int, limits: Limits) -> float:
+    """Seconds before restarting a crashed worker: `restart_backoff` doubled per earlier restart, capped."""
+    return min(limits.restart_backoff_max, limits.restart_backoff * 2.0**restarts)
+
+
+class Crash(StrEnum):
+    OUT = "out"
+    """Restart limit reached: the worker is out of the run."""
+    SCHEDULE = "schedule"
+    """Just seen: restart it after `restart_delay`."""
+    WAIT = "wait"
+    RESTART = "restart"
+
+
+def crash(book: WorkerBook, now: float, limits: Limits) -> Crash:
+    if book.restart_at is None:
+        return Crash.OUT if book.restarts >= limits.max_restarts else Crash.SCHEDULE
+    return Crash.WAIT if now < book.restart_at else Crash.RESTART
+
+
+def relaunch_refused(state: ControllerState, limits: Limits) -> str | None:
+    """Why the fleet's dead tmux server may not be relaunched (limit reached), or None."""
+    if state.relaunches >= limits.max_relaunches:
+        return f"the fleet's tmux server is gone ({state.relaunches} of {limits.max_relaunches} relaunches used)"
+    return None
+
+
+# --- budget ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BudgetCheck:
+    cap: Sequence[tuple[int, float]] = field(default_factory=tuple)
+    """Workers past their cap that were not capped yet, with their cost."""
+    abort: str | None = None
+    """Why the run stops: the fleet's cost passed the budget."""
+
+
+def budget_check(budget: Budget, costs: Mapping[int, float], capped: Collection[int]) -> BudgetCheck:
+    """`costs`: each worker's reported cost (0 when it reported none)."""
+    cap = budget.max_cost_per_worker_usd
+    over = tuple((n, c) for n, c in costs.items() if cap is not None and c > cap and n not in capped)
+    total = sum(costs.values())
+    if budget.max_cost_usd is not None and total > budget.max_cost_usd:
+        return BudgetCheck(over, f"the fleet's cost ${total:.4f} passed the budget ${budget.max_cost_usd:g}")
+    return BudgetCheck(over)
+
+
+def has_budget(budget: Budget) -> bool:
+    return budget.max_cost_usd is not None or budget.max_cost_per_worker_usd is not None

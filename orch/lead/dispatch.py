@@ -1,0 +1,133 @@
+"""Handing out jobs: pick a free worker for each pending job (orch.lead.decisions.pick), clear what an
+earlier job left, write and deliver the briefs, and settle a brief caught mid-send."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import time
+from pathlib import Path
+
+from orch.fleet import talk
+from orch.lead import briefs, decisions
+from orch.lead.desk import Desk, Part
+from orch.lead.jobs import FindingStatus, Job, JobStatus
+from orch.lead.review import Review
+from orch.lead.spec import Role
+from orch.lead.verification import finding_status
+from orch.run.events import Event
+from orch.run.records import WorkerState
+
+
+class Dispatch(Part):
+    def __init__(self, desk: Desk, review: Review) -> None:
+        super().__init__(desk)
+        self.review = review
+
+    def dispatch(self) -> None:
+        free = [
+            b.n
+            for b in self.state.workers
+            if decisions.awaits_job(b) and self.desk.worker_state(b.n)[0] is WorkerState.IDLE
+        ]
+        if not free:
+            return
+        alive = self.desk.alive()
+        starting: list[tuple[Job, int]] = []
+        for job in [j for j in self.state.jobs if j.status is JobStatus.PENDING]:
+            if not free:
+                break
+            choice = decisions.pick(self.state, self.spec, job, free, alive)
+            if choice.fail is not None:
+                self.review.fail(job, choice.fail)
+            if choice.worker is None:
+                continue
+            free.remove(choice.worker)
+            self.assign(job, choice.worker)
+            starting.append((job, choice.worker))
+        self.send_briefs(starting)
+
+    def assign(self, job: Job, n: int) -> None:
+        if job.role is Role.VERIFIER:
+            assert job.finding is not None
+            if self.state.finding(job.finding).finder == n:  # decisions.pick never does this
+                raise RuntimeError(f"refusing to let worker {n} verify its own finding {job.finding}")
+        self.clear_leftovers(job, n)
+        job.worker = n
+        self.state.book(n).job = job.id
+        self.desk.event(Event.ASSIGNED, n, job=job.id, role=job.role.value, finding=job.finding, round=job.round)
+
+    def clear_leftovers(self, job: Job, n: int) -> None:
+        """A worker starts a job with no done flag, result or output file lying around."""
+        output = self.output_file(job)
+        stale = [p for p in (self.run.done(n), self.run.result(n), output) if p is not None and p.exists()]
+        for path in stale:
+            path.unlink()
+        if stale:
+            self.desk.event(Event.STALE_CLEARED, n, job=job.id, files=[str(p) for p in stale])
+
+    def output_file(self, job: Job) -> Path | None:
+        if job.role is Role.FINDER:
+            return self.run.findings_file(job.id)
+        if job.role is Role.VERIFIER:
+            return self.run.verdict_file(job.id)
+        return None
+
+    def send_briefs(self, starting: list[tuple[Job, int]]) -> None:
+        """Deliver the briefs of one dispatch round side by side (talk.brief_many)."""
+        if not starting:
+            return
+        texts = {n: self.brief_for(job, n) for job, n in starting}
+        for job, n in starting:
+            job.status = JobStatus.SENDING
+            job.sent_at = time.time()
+            job.send_attempts += 1
+            self.desk.event(Event.BRIEF_SENDING, n, job=job.id, attempt=job.send_attempts)
+        self.desk.save()
+        errors = talk.brief_many(self.run, texts)
+        for job, n in starting:
+            exc = errors[n]
+            if exc is not None:
+                self.desk.event(Event.BRIEF_FAILED, n, job=job.id, error=exc.one_line())
+                if decisions.send_given_up(job):
+                    self.review.fail(job, f"the brief could not be delivered: {exc.one_line()}")
+                continue
+            job.status = JobStatus.RUNNING
+            job.last_prompt_at = time.time()
+            self.archive_brief(job, n)
+            self.desk.event(Event.BRIEF_SENT, n, job=job.id)
+        self.desk.save()
+
+    def settle_send(self, job: Job, n: int, resumed: bool) -> None:
+        """A brief marked SENDING: if the worker's hooks show the pointer arrived, it is RUNNING; else send."""
+        if decisions.brief_delivered(self.run.hook_events(n), job.sent_at or 0.0, str(self.run.task(n))):
+            job.status = JobStatus.RUNNING
+            job.last_prompt_at = time.time()
+            self.desk.save()
+            self.archive_brief(job, n)
+            self.desk.event(Event.BRIEF_SENT, n, job=job.id, confirmed_from_hooks=True, resumed=resumed)
+            return
+        self.desk.event(Event.BRIEF_NOT_DELIVERED, n, job=job.id, resumed=resumed)
+        self.send_briefs([(job, n)])
+
+    def archive_brief(self, job: Job, n: int) -> None:
+        self.run.jobs_dir.mkdir(exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            shutil.copyfile(self.run.task(n), self.run.job_brief(job.id))
+
+    def brief_for(self, job: Job, n: int) -> str:
+        workers = len(self.state.workers)
+        workdir = self.desk.workdir
+        if job.role is Role.VERIFIER:
+            assert job.finding is not None
+            values = briefs.verify_values(self.run, self.state, job, n, workdir, workers)
+            steps = briefs.offline_verify_steps(self.spec, self.state.finding(job.finding).finding, values)
+            return briefs.brief_text(self.spec, Role.VERIFIER, values, steps)
+        assert job.task is not None
+        task = self.desk.tasks[job.task]
+        confirmed = [
+            f for f in self.state.findings if finding_status(self.state, self.spec, f.id) is FindingStatus.CONFIRMED
+        ]
+        values = briefs.task_values(self.run, self.state, job, task, n, workdir, workers, confirmed)
+        steps = briefs.offline_task_steps(self.spec, task, values)
+        return briefs.brief_text(self.spec, task.role, values, steps)

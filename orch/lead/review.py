@@ -1,0 +1,159 @@
+"""How a job ends: its output checked and accepted (findings open verification jobs, verdicts may open
+the confirm round), or rejected with what is wrong (up to a limit), or the job failed or cancelled."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import time
+
+from orch.lead import briefs, decisions
+from orch.lead.desk import CORRECTION, Part
+from orch.lead.findings import Finding, Problem, bash_commands, check_findings, check_verdict, result_problems
+from orch.lead.jobs import AcceptedFinding, AcceptedVerdict, Flag, Job, JobStatus, Stance
+from orch.lead.spec import Role
+from orch.lead.verification import (
+    CONFIRM_ROUND,
+    VERIFY_ROUND,
+    eligible,
+    first_stance,
+    needs_confirm_round,
+    new_verification_jobs,
+)
+from orch.run.events import Event
+
+
+class Review(Part):
+    def collect(self, job: Job, n: int) -> None:
+        """Worker n's done flag is there: check its output for `job`, accept it or tell it what is wrong."""
+        token = self.state.token(job.id)
+        window = self.spec.verification.evidence_window
+        workdir = self.desk.workdir
+        if job.role is Role.FINDER:
+            findings, problems = check_findings(self.run, job.id, token, n, workdir, window)
+            if findings is not None:
+                self.accept(job, n)
+                self.add_findings(job, n, findings.findings)
+                self.finish_job(job, n)
+                return
+        elif job.role is Role.VERIFIER:
+            assert job.finding is not None
+            commands = bash_commands(self.run.hook_events(n), job.sent_at or 0.0)
+            verdict, problems = check_verdict(self.run, job.id, token, job.finding, n, workdir, window, commands)
+            if verdict is not None:
+                assert job.stance is not None
+                self.accept(job, n)
+                self.state.verdicts.append(
+                    AcceptedVerdict(
+                        job=job.id, finding=job.finding, verifier=n, round=job.round, stance=job.stance, report=verdict
+                    )
+                )
+                self.finish_job(job, n)
+                self.desk.event(
+                    Event.VERDICT_ACCEPTED, n, job=job.id, finding=job.finding, verdict=verdict.verdict.value
+                )
+                self.advance(job.finding)
+                return
+        else:
+            problems = result_problems(self.run, n)
+            if not problems:
+                self.accept(job, n)
+                self.finish_job(job, n)
+                return
+        self.reject(job, n, problems)
+
+    def accept(self, job: Job, n: int) -> None:
+        job.status = JobStatus.DONE
+        job.ended_at = time.time()
+        job.problems = []
+        self.state.book(n).job = None
+
+    def finish_job(self, job: Job, n: int) -> None:
+        """Commit (save), then move the worker's result aside so its next job starts clean."""
+        self.desk.save()
+        self.desk.event(Event.JOB_ACCEPTED, n, job=job.id, role=job.role.value)
+        self.archive_result(job, n)
+
+    def archive_result(self, job: Job, n: int) -> None:
+        self.run.jobs_dir.mkdir(exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            shutil.copyfile(self.run.result(n), self.run.job_result(job.id))
+        self.run.result(n).unlink(missing_ok=True)
+        self.run.done(n).unlink(missing_ok=True)
+
+    def add_findings(self, job: Job, n: int, findings: list[Finding]) -> None:
+        assert job.task is not None
+        stance = first_stance(self.spec)
+        for finding in findings:
+            item = AcceptedFinding(id=f"{job.task}-{finding.id}", job=job.id, task=job.task, finder=n, finding=finding)
+            self.state.findings.append(item)
+            new = new_verification_jobs(
+                self.state, item.id, VERIFY_ROUND, stance, self.spec.verification.verifiers_per_finding
+            )
+            self.state.jobs += new
+            self.desk.event(Event.FINDING_ACCEPTED, n, finding=item.id, claim=finding.claim, jobs=[j.id for j in new])
+        self.desk.save()
+
+    def advance(self, finding: str) -> None:
+        """After a verification job ends: open round 3 for a survivor of round 2."""
+        if needs_confirm_round(self.state, self.spec, finding):
+            new = new_verification_jobs(
+                self.state, finding, CONFIRM_ROUND, Stance.CONFIRM, self.spec.verification.verifiers_per_finding
+            )
+            self.state.jobs += new
+            self.desk.save()
+            self.desk.event(Event.CONFIRM_ROUND, finding=finding, jobs=[j.id for j in new])
+
+    def reject(self, job: Job, n: int, problems: list[Problem]) -> None:
+        self.state.flags.append(Flag(ts=time.time(), worker=n, job=job.id, role=job.role, problems=problems))
+        job.problems = problems
+        self.desk.event(Event.OUTPUT_REJECTED, n, job=job.id, problems=[p.model_dump(mode="json") for p in problems])
+        limits = self.spec.limits
+        if not decisions.may_correct(job, limits):
+            self.fail(job, f"output still not acceptable after {job.corrections} correction(s): {problems[0].detail}")
+            return
+        job.corrections += 1
+        self.desk.save()
+        self.run.done(n).unlink(missing_ok=True)
+        text = briefs.correction_text(self.run, job, n, problems, job.corrections, limits.max_corrections)
+        self.desk.tell(job, n, text, CORRECTION)
+
+    def fail(self, job: Job, reason: str) -> None:
+        job.status = JobStatus.FAILED
+        job.failure = reason
+        job.ended_at = time.time()
+        n = job.worker
+        if n is not None and self.state.book(n).job == job.id:
+            self.state.book(n).job = None
+        self.desk.save()
+        if n is not None:
+            self.archive_result(job, n)
+        self.desk.event(Event.JOB_FAILED, job.worker, job=job.id, reason=reason)
+        if job.role is Role.VERIFIER and job.finding is not None:
+            self.replace_verifier(job)
+            self.advance(job.finding)
+
+    def replace_verifier(self, job: Job) -> None:
+        """A verification job that failed gets another verifier if one may still take it."""
+        assert job.finding is not None and job.stance is not None
+        # Eligible for a new job on this finding and round: the failed job's worker is not (it had one).
+        spare = eligible(self.state, job.model_copy(update={"id": "(replacement)"}), self.desk.alive())
+        if not spare:
+            return
+        (new,) = new_verification_jobs(self.state, job.finding, job.round, job.stance, 1)
+        self.state.jobs.append(new)
+        self.desk.save()
+        self.desk.event(Event.VERIFIER_REPLACED, job=job.id, replacement=new.id)
+
+    def abort(self, reason: str) -> None:
+        """Stop the run as failed: every open job is cancelled."""
+        self.state.aborted = reason
+        for job in self.state.jobs:
+            if not job.terminal:
+                job.status = JobStatus.CANCELLED
+                job.failure = reason
+                job.ended_at = time.time()
+        for book in self.state.workers:
+            book.job = None
+        self.desk.save()
+        self.desk.event(Event.ABORTED, reason=reason)

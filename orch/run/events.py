@@ -1,0 +1,80 @@
+"""Every name a line of `events.jsonl` can have (`ControllerEvent.event`), grouped by who logs it.
+
+One enum in the run layer, because the fleet and container layers log events too and may not import
+the lead. The values are the strings on disk: renaming one breaks older run folders and the readers
+of the file (the commentary, the tests, bench/). Grep a member to go from a reader to its writer.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Event(StrEnum):
+    # orch.fleet: workers started, prompted, restarted, stopped
+    SPAWNED = "spawned"
+    DIALOG_ANSWERED = "dialog-answered"
+    SENT = "sent"
+    SEND_FAILED = "send-failed"
+    BRIEFED = "briefed"
+    RESTARTED = "restarted"
+    KILLED = "killed"
+
+    # orch.container: the run's container
+    RESUMED = "resumed"
+    CONTAINER_REMOVED = "container-removed"
+    REAPED = "reaped"
+    EGRESS = "egress"
+
+    # orch.lead.runner
+    RUN_CREATED = "run-created"
+
+    # orch.lead controller: the loop and the fleet
+    CONTROLLER_STARTED = "controller-started"
+    RESUME_FINISHED_RUN = "resume-finished-run"
+    FLEET_RELAUNCHING = "fleet-relaunching"
+    FLEET_RELAUNCHED = "fleet-relaunched"
+    WORKER_CAPPED = "worker-capped"
+    ABORTED = "aborted"
+    FINISHED = "finished"
+
+    # controller: handing out jobs
+    ASSIGNED = "assigned"
+    STALE_CLEARED = "stale-cleared"
+    BRIEF_SENDING = "brief-sending"
+    BRIEF_SENT = "brief-sent"
+    BRIEF_FAILED = "brief-failed"
+    BRIEF_NOT_DELIVERED = "brief-not-delivered"
+
+    # controller: prompts to a worker on its job (orch.lead.desk.Prompt): sending, sent, failed
+    REPOINT_SENDING = "repoint-sending"
+    REPOINT_SENT = "repoint-sent"
+    REPOINT_FAILED = "repoint-failed"
+    NUDGE_SENDING = "nudge-sending"
+    NUDGE_SENT = "nudge-sent"
+    NUDGE_FAILED = "nudge-failed"
+    CONTINUE_SENDING = "continue-sending"
+    CONTINUE_SENT = "continue-sent"
+    CONTINUE_FAILED = "continue-failed"
+    CORRECTION_SENDING = "correction-sending"
+    CORRECTION_SENT = "correction-sent"
+    CORRECTION_FAILED = "correction-failed"
+
+    # controller: outputs and verification
+    JOB_ACCEPTED = "job-accepted"
+    FINDING_ACCEPTED = "finding-accepted"
+    VERDICT_ACCEPTED = "verdict-accepted"
+    CONFIRM_ROUND = "confirm-round"
+    OUTPUT_REJECTED = "output-rejected"
+    JOB_FAILED = "job-failed"
+    VERIFIER_REPLACED = "verifier-replaced"
+
+    # controller: recovery
+    RATE_LIMITED = "rate-limited"
+    API_ERROR = "api-error"
+    PERMISSION_ALLOWED = "permission-allowed"
+    PERMISSION_DENIED = "permission-denied"
+    PERMISSION_WAIT = "permission-wait"
+    CRASH_SEEN = "crash-seen"
+    RESTARTED_WORKER = "restarted-worker"
+    WORKER_OUT = "worker-out"

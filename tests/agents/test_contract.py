@@ -1,0 +1,149 @@
+"""Every registered agent adapter keeps the AgentAdapter contract and states complete facts; nothing outside
+orch/agents/ reaches an adapter but through the registry."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+import orch
+from orch.agents import ADAPTERS, DEFAULT_AGENT, IMAGE_AGENT, get_adapter, image_install
+from orch.container.image import DOCKER_DIR
+from orch.container.serverun import link_sessions
+from orch.contracts import (
+    AgentAdapter,
+    Check,
+    Credentials,
+    ImageInstall,
+    LoginFile,
+    OfflineEnv,
+    SessionStore,
+    UpRequest,
+)
+from orch.errors import UsageError
+from orch.fleet import launch
+from orch.run.folder import RunFolder
+from orch.run.records import Backend
+
+PACKAGE = Path(orch.__file__).parent
+ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+
+
+@pytest.mark.parametrize("name", sorted(ADAPTERS))
+def test_adapter_keeps_the_contract(name: str) -> None:
+    adapter = get_adapter(name)
+    assert isinstance(adapter, AgentAdapter)
+    assert adapter.name == name
+    assert adapter.default_permission_mode in adapter.permission_modes
+    assert all(isinstance(d.keys, tuple) and d.keys for d in adapter.dialogs())
+    assert all(isinstance(check, Check) for check in adapter.doctor())
+
+
+@pytest.mark.parametrize("name", sorted(ADAPTERS))
+def test_adapter_states_complete_facts(name: str) -> None:
+    adapter = get_adapter(name)
+    creds = adapter.credentials
+    assert isinstance(creds, Credentials)
+    assert all(ENV_NAME.match(var) for var in creds.variables)
+    if creds.env:  # it calls a real model API: it must say where, how to get a key, and how to run offline
+        assert creds.api_host and creds.base_url_env and creds.hint
+        assert isinstance(adapter.offline, OfflineEnv)
+        # An offline run drops `variables`, then sets these two: they must be among them.
+        assert adapter.offline.key_env in creds.env and adapter.offline.base_url_env == creds.base_url_env
+        assert adapter.offline.key
+    else:
+        assert adapter.offline is None and creds.login is None
+    if creds.login is not None:
+        assert isinstance(creds.login, LoginFile) and ENV_NAME.match(creds.login.dir_env)
+        assert not Path(creds.login.in_home).is_absolute() and ".." not in Path(creds.login.in_home).parts
+    if adapter.sessions is not None:
+        assert isinstance(adapter.sessions, SessionStore)
+        sub = Path(adapter.sessions.subdir)
+        assert adapter.sessions.subdir and not sub.is_absolute() and ".." not in sub.parts
+    if adapter.install is not None:
+        assert isinstance(adapter.install, ImageInstall)
+        assert adapter.install.npm_package and re.match(r"^\d+\.\d+\.\d+", adapter.install.version)
+        assert ENV_NAME.match(adapter.install.build_arg)
+
+
+def test_the_image_build_reads_its_agent_from_the_adapter() -> None:
+    install = image_install()
+    assert install == get_adapter(IMAGE_AGENT).install
+    dockerfile = (DOCKER_DIR / "Dockerfile").read_text()
+    for arg, value in install.build_args().items():
+        assert f"ARG {arg}\n" in dockerfile and "${" + arg + "}" in dockerfile
+        assert f"ARG {arg}={value}\n" in dockerfile  # the file's defaults mirror the adapter's
+    assert get_adapter(DEFAULT_AGENT).name == DEFAULT_AGENT
+
+
+def test_unknown_agent_lists_the_available_ones() -> None:
+    with pytest.raises(UsageError) as err:
+        get_adapter("nope")
+    assert all(name in err.value.message for name in ADAPTERS)
+
+
+def test_login_file_follows_the_config_dir_variable(tmp_path: Path) -> None:
+    login = LoginFile(dir_env="X_CONFIG_DIR", home_dir=".x", name="login.json")
+    assert login.find({}, tmp_path) is None
+    (tmp_path / ".x").mkdir()
+    (tmp_path / ".x" / "login.json").write_text("{}")
+    assert login.find({}, tmp_path) == tmp_path / ".x" / "login.json"
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    assert login.find({"X_CONFIG_DIR": str(moved)}, tmp_path) is None
+    (moved / "login.json").write_text("{}")
+    assert login.find({"X_CONFIG_DIR": str(moved)}, tmp_path) == moved / "login.json"
+
+
+@pytest.mark.parametrize("name", sorted(ADAPTERS))
+def test_offline_environment_holds_no_real_credential(name: str, tmp_path: Path) -> None:
+    adapter = get_adapter(name)
+    plan_adapter, info = launch.plan(UpRequest(name="r", workers=1, agent=name, workdir=tmp_path), Backend.LOCAL)
+    real = dict.fromkeys(adapter.credentials.variables, "real-secret")
+    info.offline = True
+    with pytest.MonkeyPatch.context() as mp:
+        for var, value in real.items():
+            mp.setenv(var, value)
+        online = launch.agent_environment(info.model_copy(update={"offline": False}), plan_adapter, None)
+        offline = launch.agent_environment(info, plan_adapter, "http://127.0.0.1:9")
+    assert all(online[var] == "real-secret" for var in real)
+    assert "real-secret" not in offline.values()
+    if adapter.offline is not None:
+        assert offline[adapter.offline.base_url_env] == "http://127.0.0.1:9"
+        assert offline[adapter.offline.key_env] == adapter.offline.key
+
+
+@pytest.mark.parametrize("name", sorted(ADAPTERS))
+def test_container_session_store_lives_in_the_run_folder(name: str) -> None:
+    run = RunFolder.for_name("s")
+    run.root.mkdir(parents=True)
+    link_sessions(run, name, 2)
+    sessions = get_adapter(name).sessions
+    for n in (1, 2):
+        link = run.config_dir(n) / sessions.subdir if sessions else None
+        assert link is None or (link.is_symlink() and link.resolve() == run.sessions(n).resolve())
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_adapters_are_reached_only_through_the_registry() -> None:
+    adapter_modules = {f"orch.agents.{p.stem}" for p in (PACKAGE / "agents").glob("*.py") if p.stem != "__init__"}
+    offenders = {
+        f"{path.relative_to(PACKAGE.parent)}: {name}"
+        for path in PACKAGE.rglob("*.py")
+        if "agents" not in path.relative_to(PACKAGE).parts[:1]
+        for name in _imports(path) & adapter_modules
+    }
+    assert not offenders, "import orch.agents (get_adapter) instead: " + "; ".join(sorted(offenders))

@@ -1,0 +1,77 @@
+"""The `orch` app in-process (typer's CliRunner): every command group is joined, and a run that does not
+exist is one line and exit 2 for every command that takes a run name."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import typer
+from typer.core import TyperGroup
+
+from orch.cli import app
+from tests.helpers import orch
+
+# What `orch --help` lists, in its order (the README documents these); `serve-run` is hidden.
+COMMANDS = [
+    *("up", "spawn", "send", "brief", "read", "status", "ls", "attach", "kill", "wait"),  # orch.cli.fleet
+    *("doctor", "model-server"),  # orch.cli.tools
+    *("run", "demo", "report"),  # orch.cli.lead
+    *("reap", "pull"),  # orch.cli.container
+    *("spec", "skill", "image", "bus"),  # the named groups
+]
+SUBCOMMANDS = {"spec": ["check", "init"], "skill": ["install"], "image": ["build"], "bus": ["post", "tail"]}
+
+
+def _group() -> TyperGroup:
+    group = typer.main.get_command(app)
+    assert isinstance(group, TyperGroup)
+    return group
+
+
+def _listed(args: list[str]) -> list[str]:
+    """The commands `orch ARGS --help` lists, as the group holds them (hidden ones left out), after
+    checking that each is shown as the first word of a line of the help."""
+    group = _group()
+    for name in args:
+        sub = group.commands[name]
+        assert isinstance(sub, TyperGroup)
+        group = sub
+    names = [name for name, command in group.commands.items() if not command.hidden]
+    result = orch(*args, "--help")
+    assert result.exit_code == 0, result.output
+    for name in names:
+        assert re.search(rf"^\W*{re.escape(name)}\s", result.output, re.MULTILINE), f"{name} not in help"
+    return names
+
+
+def test_help_lists_every_command_group() -> None:
+    assert _listed([]) == COMMANDS
+    for group, commands in SUBCOMMANDS.items():
+        assert _listed([group]) == commands
+    assert "serve-run" in _group().commands
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["status", "ghost"],
+        ["read", "ghost", "1"],
+        ["send", "ghost", "1", "hi"],
+        ["kill", "ghost"],
+        ["wait", "ghost"],
+        ["brief", "ghost", "1", "-"],
+        ["attach", "ghost"],
+        ["report", "ghost"],
+        ["pull", "ghost"],
+        ["run", "--resume", "ghost"],
+        ["bus", "tail", "ghost"],
+        ["bus", "post", "ghost", "hi"],
+    ],
+    ids=lambda args: " ".join(args[: args.index("ghost")]),
+)
+def test_unknown_run_is_one_line_and_exit_2(args: list[str]) -> None:
+    result = orch(*args)
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("orch: error: no run named 'ghost'"), result.output
+    assert result.output.count("\n") == 1, result.output
