@@ -20,10 +20,10 @@ from typing import Any
 from bench.core import Context, Result
 from bench.env import BenchEnv, BenchError, orch_cli, python_env
 from bench.report import Row
+from orch import settings
 from orch.errors import OrchError
 from orch.run.events import Event
 from orch.run.folder import RunFolder
-from orch.versions import DEFAULT_IMAGE_TAG
 
 MIB = 1 << 20
 UP_TIMEOUT = 600.0
@@ -41,7 +41,7 @@ def run(ctx: Context) -> Result:
     except (ImportError, OrchError) as exc:
         reason = exc.one_line() if isinstance(exc, OrchError) else str(exc)
         return Result(skipped=f"no Docker engine: {reason}")
-    image_name = os.environ.get("ORCH_IMAGE") or DEFAULT_IMAGE_TAG
+    image_name = settings.IMAGE.get()
     try:
         image = client.images.get(image_name)
     except docker.errors.ImageNotFound:

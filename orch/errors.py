@@ -24,6 +24,10 @@ class UsageError(OrchError):
     exit_code = 2
 
 
+class SettingError(UsageError):
+    """An ORCH_* environment variable with a value orch cannot use (orch.settings)."""
+
+
 class NotFoundError(UsageError):
     """A run, worker or file that does not exist."""
 

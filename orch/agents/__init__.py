@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from orch import settings
 from orch.contracts import AgentAdapter, ImageInstall
 from orch.errors import UsageError
 
@@ -21,7 +22,7 @@ def _scripted() -> AgentAdapter:
 
 
 ADAPTERS: dict[str, Callable[[], AgentAdapter]] = {"claude": _claude, "scripted": _scripted}
-DEFAULT_AGENT = "claude"
+DEFAULT_AGENT = settings.AGENT.default
 """The agent of a run that names none (compose's ORCH_AGENT unset)."""
 IMAGE_AGENT = "claude"
 """The agent CLI the worker image (docker/Dockerfile) installs; its adapter says which package and version."""

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import orch.run.hookwriter
+from orch import settings
 from orch.agents.checks import credentials_check, install_check
 from orch.contracts import (
     Check,
@@ -111,12 +112,12 @@ class ClaudeAdapter:
     install: ImageInstall | None = INSTALL
 
     def binary(self) -> Path:
-        explicit = os.environ.get("ORCH_CLAUDE_BIN")
+        explicit = settings.CLAUDE_BIN.get()
         found = explicit or shutil.which("claude") or (str(CACHE_BIN) if CACHE_BIN.exists() else None)
         if not found or not Path(found).exists():
             raise UsageError(
                 "Claude Code is not installed",
-                hint=f"npm install -g {CLAUDE_CODE_PACKAGE}@{CLAUDE_CODE_VERSION} (or set ORCH_CLAUDE_BIN)",
+                hint=f"npm install -g {CLAUDE_CODE_PACKAGE}@{CLAUDE_CODE_VERSION} (or set {settings.CLAUDE_BIN.name})",
             )
         return Path(found)
 

@@ -25,6 +25,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from orch import settings
+from orch.errors import OrchError
 from orch.run.hookwriter import append_event
 
 PROMPT = "scripted> "
@@ -183,11 +185,15 @@ class ScriptedAgent:
 
 
 def main(argv: list[str]) -> int:
-    state_file = os.environ.get("ORCH_STATE_FILE")
-    if not state_file:
-        print("scripted_agent: set ORCH_STATE_FILE to the hook state file", file=sys.stderr)
+    try:
+        state_file, drop_enters = settings.STATE_FILE.get(), settings.SCRIPTED_DROP_ENTERS.get()
+    except OrchError as exc:
+        print(f"scripted_agent: {exc.one_line()}", file=sys.stderr)
         return 2
-    agent = ScriptedAgent(state_file, int(os.environ.get("ORCH_SCRIPTED_DROP_ENTERS") or 0))
+    if state_file is None:
+        print(f"scripted_agent: set {settings.STATE_FILE.name} to the hook state file", file=sys.stderr)
+        return 2
+    agent = ScriptedAgent(str(state_file), drop_enters)
     saved = None
     if os.isatty(0):
         saved = termios.tcgetattr(0)

@@ -7,7 +7,6 @@ needs it, so `orch bus post`, which workers run many times, starts without typer
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -16,7 +15,15 @@ if TYPE_CHECKING:
 
 
 def main() -> None:
-    logging.basicConfig(level=os.environ.get("ORCH_LOG_LEVEL", "WARNING"), format="orch: %(message)s")
+    from orch import settings
+    from orch.errors import OrchError
+
+    try:
+        level = settings.LOG_LEVEL.get()
+    except OrchError as exc:  # before typer: said as orch.cli.commands.OrchGroup says it
+        print(f"orch: error: {exc.one_line()}", file=sys.stderr)
+        raise SystemExit(exc.exit_code) from None
+    logging.basicConfig(level=level, format="orch: %(message)s")
     if sys.argv[1:3] == ["bus", "post"]:
         from orch.cli.buspost import fast_main
 

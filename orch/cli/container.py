@@ -15,14 +15,22 @@ from orch.container import backends
 from orch.errors import UsageError
 from orch.fleet import launch
 from orch.run.records import ContainerOptions, EgressMode
-from orch.versions import DEFAULT_BASE_IMAGE, DEFAULT_IMAGE_TAG
+from orch.settings import (
+    AGENT,
+    BASE_IMAGE,
+    CA_BUNDLE,
+    CONTAINER_CPUS,
+    CONTAINER_MEMORY,
+    CONTAINER_PIDS,
+    IMAGE,
+    MODEL,
+    OFFLINE,
+    PERMISSION_MODE,
+    WORKERS,
+)
 
 if TYPE_CHECKING:
     from orch.container.sandbox import DockerSettings
-
-DEFAULT_MEMORY = "8g"
-DEFAULT_PIDS = 4096
-DEFAULT_CPUS = 2.0
 
 CopyOpt = Annotated[
     bool, typer.Option("--copy", help="Give the workers a disposable copy of the workdir (removed on kill).")
@@ -43,7 +51,7 @@ CpusOpt = Annotated[float | None, typer.Option("--cpus", help="CPU limit (defaul
 PidsOpt = Annotated[int, typer.Option("--pids", help="Process/thread limit of the container.")]
 NetworkOpt = Annotated[str | None, typer.Option("--network", help="Docker network to join (default: bridge).")]
 ImageOpt = Annotated[
-    str | None, typer.Option("--image", help=f"Worker image (default: $ORCH_IMAGE or {DEFAULT_IMAGE_TAG}).")
+    str | None, typer.Option("--image", help=f"Worker image (default: ${IMAGE.name} or {IMAGE.default}).")
 ]
 
 
@@ -54,16 +62,16 @@ class ContainerOpts:
     copy: bool = False
     egress: EgressMode = EgressMode.ALLOWLIST
     allow: list[str] = field(default_factory=list)
-    memory: str = DEFAULT_MEMORY
+    memory: str = CONTAINER_MEMORY
     cpus: float | None = None
-    pids: int = DEFAULT_PIDS
+    pids: int = CONTAINER_PIDS
     network: str | None = None
     image: str | None = None
 
     def settings(self, boot_timeout: float) -> DockerSettings:
         from orch.container.sandbox import DockerSettings, default_image
 
-        cpus = self.cpus if self.cpus is not None else min(DEFAULT_CPUS, float(os.cpu_count() or 1))
+        cpus = self.cpus if self.cpus is not None else min(CONTAINER_CPUS, float(os.cpu_count() or 1))
         if cpus <= 0 or self.pids < 16:
             raise UsageError("--cpus must be positive and --pids at least 16")
         options = ContainerOptions(
@@ -86,22 +94,27 @@ image_app = typer.Typer(no_args_is_help=True)
 @image_app.command("build")
 def image_build(
     base: Annotated[
-        str | None, typer.Option("--base", help=f"Base image (default: $ORCH_BASE_IMAGE or {DEFAULT_BASE_IMAGE}).")
+        str | None, typer.Option("--base", help=f"Base image (default: ${BASE_IMAGE.name} or {BASE_IMAGE.default}).")
     ] = None,
     agent_version: Annotated[
         str | None, typer.Option("--claude-version", help="Version of the image's agent CLI (default: the pinned one).")
     ] = None,
     ca_bundle: Annotated[
         Path | None,
-        typer.Option("--ca-bundle", help="Extra CA bundle trusted during the build only (TLS-intercepting proxies)."),
+        typer.Option(
+            "--ca-bundle",
+            help=f"Extra CA bundle trusted during the build only (TLS-intercepting proxies; ${CA_BUNDLE.name}).",
+        ),
     ] = None,
-    tag: Annotated[str, typer.Option("--tag", help="Image tag.")] = DEFAULT_IMAGE_TAG,
+    tag: Annotated[
+        str | None, typer.Option("--tag", help=f"Image tag (default: ${IMAGE.name} or {IMAGE.default}).")
+    ] = None,
 ) -> None:
     """Build the worker image from docker/Dockerfile, printing the engine's progress as it goes."""
     from orch.container.image import build_image
 
-    chosen = base or os.environ.get("ORCH_BASE_IMAGE") or DEFAULT_BASE_IMAGE
-    image_id = build_image(chosen, agent_version, ca_bundle, tag, lambda line: typer.echo(line))
+    base, ca_bundle, tag = base or BASE_IMAGE.get(), ca_bundle or CA_BUNDLE.get(), tag or IMAGE.get()
+    image_id = build_image(base, agent_version, ca_bundle, tag, lambda line: typer.echo(line))
     typer.echo(f"built {tag} ({image_id})")
 
 
@@ -111,20 +124,25 @@ def serve_run(
     boot_timeout: Annotated[float, typer.Option("--boot-timeout")] = launch.BOOT_TIMEOUT,
     resume: Annotated[bool, typer.Option("--resume")] = False,
     create: Annotated[bool, typer.Option("--create", help="Make the run here if missing (else resume).")] = False,
-    # With --create (compose), the fleet may also be described by the environment.
-    workers: Annotated[int, typer.Option("--workers", "-n", envvar="ORCH_WORKERS")] = 1,
-    agent: Annotated[str, typer.Option("--agent", "-a", envvar="ORCH_AGENT")] = "claude",
+    # With --create (compose), the fleet may also be described by the environment (orch.settings).
+    workers: Annotated[int | None, typer.Option("--workers", "-n", help=f"${WORKERS.name}")] = None,
+    agent: Annotated[str | None, typer.Option("--agent", "-a", help=f"${AGENT.name}")] = None,
     workdir: Annotated[Path, typer.Option("--workdir", "-w")] = Path("/workspace"),
-    permission_mode: Annotated[str | None, typer.Option("--permission-mode", envvar="ORCH_PERMISSION_MODE")] = None,
-    model: Annotated[str | None, typer.Option("--model", envvar="ORCH_MODEL")] = None,
-    offline: Annotated[bool, typer.Option("--offline", envvar="ORCH_OFFLINE")] = False,
+    permission_mode: Annotated[str | None, typer.Option("--permission-mode", help=f"${PERMISSION_MODE.name}")] = None,
+    model: Annotated[str | None, typer.Option("--model", help=f"${MODEL.name}")] = None,
+    offline: Annotated[bool, typer.Option("--offline", help=f"${OFFLINE.name}")] = False,
 ) -> None:
     """Inside a run's container: launch the run's workers and stay until SIGTERM."""
     from orch.container.serverun import serve
 
     if not backends.in_container():
         raise UsageError("serve-run runs inside a run's container", hint="use `orch up`")
-    req = up_request(name, workers, agent, workdir, permission_mode, model, offline) if create else None
+    req = None
+    if create:
+        workers = workers if workers is not None else WORKERS.get()
+        agent, offline = agent or AGENT.get(), offline or OFFLINE.get()
+        permission_mode, model = permission_mode or PERMISSION_MODE.get(), model or MODEL.get()
+        req = up_request(name, workers, agent, workdir, permission_mode, model, offline)
     raise typer.Exit(serve(name, boot_timeout, resume, req))
 
 

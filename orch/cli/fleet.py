@@ -20,8 +20,6 @@ from orch.cli.common import (
     up_request,
 )
 from orch.cli.container import (
-    DEFAULT_MEMORY,
-    DEFAULT_PIDS,
     AllowOpt,
     ContainerOpts,
     CopyOpt,
@@ -38,6 +36,8 @@ from orch.errors import OrchError, UsageError, is_environment_error, one_line
 from orch.fleet import launch, talk, watch
 from orch.run.folder import RunFolder, list_runs
 from orch.run.records import Backend, EgressMode, RunStatusView
+from orch.settings import CONTAINER_MEMORY, CONTAINER_PIDS
+from orch.text import shorten
 
 app = typer.Typer()  # joined into the `orch` app by orch.cli.commands
 
@@ -100,9 +100,9 @@ def up(
     copy: CopyOpt = False,
     egress: EgressOpt = EgressMode.ALLOWLIST,
     allow: AllowOpt = None,
-    memory: MemoryOpt = DEFAULT_MEMORY,
+    memory: MemoryOpt = CONTAINER_MEMORY,
     cpus: CpusOpt = None,
-    pids: PidsOpt = DEFAULT_PIDS,
+    pids: PidsOpt = CONTAINER_PIDS,
     network: NetworkOpt = None,
     image: ImageOpt = None,
 ) -> None:
@@ -279,7 +279,7 @@ def status_lines(view: RunStatusView) -> list[str]:
         state = w.state.value + (f" ({w.detail})" if w.detail else "")
         cost = f"${w.cost_usd:.4f}" if w.cost_usd is not None else "-"
         done, result = ("yes" if w.done else "no"), ("yes" if w.result else "no")
-        rows.append((str(w.worker), state, done, result, cost, _cut(w.last_bus or "-", BUS_COLUMN)))
+        rows.append((str(w.worker), state, done, result, cost, shorten(w.last_bus or "-", BUS_COLUMN)))
     title = f"run {view.name} ({view.backend.value}, {view.agent}, {view.status.value}, {alive})"
     return [title, *table(rows, right={0, 4})]
 
@@ -292,10 +292,6 @@ def table(rows: Sequence[Sequence[str]], right: Collection[int] = (), indent: st
         cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=False))]
         lines.append(f"{indent}{' '.join(cells)}  {row[-1]}")
     return lines
-
-
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _exec(argv: list[str]) -> NoReturn:

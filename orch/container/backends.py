@@ -7,7 +7,6 @@ mounted run folder directly, except on a remote engine, where the folder lives o
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +15,7 @@ from pydantic import TypeAdapter
 from orch.errors import OrchError, UsageError
 from orch.run.folder import RunFolder
 from orch.run.records import Backend, RunInfo, RunStatus, RunStatusView
+from orch.settings import IN_CONTAINER
 
 if TYPE_CHECKING:
     from orch.container.sandbox import DockerSandbox, DockerSettings
@@ -30,7 +30,7 @@ READS_FOLDER_WHEN_DOWN = ("read",)
 
 def in_container() -> bool:
     """True inside a run's container, where the controller and tmux live."""
-    return os.environ.get("ORCH_IN_CONTAINER") == "1"
+    return IN_CONTAINER.get()
 
 
 def docker_sandbox(settings: DockerSettings | None = None) -> DockerSandbox:

@@ -12,9 +12,10 @@ import docker.errors
 from docker.models.containers import Container
 from docker.types import Mount
 
+from orch import settings
 from orch.agents import get_adapter
 from orch.container.engine import engine_address, explain
-from orch.container.init import CREDENTIALS_HOME_PATH_ENV, CREDENTIALS_MOUNT
+from orch.container.init import CREDENTIALS_MOUNT
 from orch.container.layout import AGENTS_DIR, HOME, PYTHON, ROLE_CONTAINER, TINI, WORKDIR, labels, run_mount, uid_gid
 from orch.container.mounts import mounts
 from orch.container.serverun import READY_LINE
@@ -68,7 +69,7 @@ def create(
         login, found = credentials.login, credentials.login_file(os.environ)
         if login and found and not credentials.in_env(os.environ) and not ci.remote:
             run_mounts.append(Mount(target=CREDENTIALS_MOUNT, source=str(found), type="bind", read_only=True))
-            env[CREDENTIALS_HOME_PATH_ENV] = login.in_home
+            env[settings.CREDENTIALS_HOME_PATH.name] = login.in_home
     caps = INIT_CAPS + (FIREWALL_CAPS if opts.egress is not EgressMode.OPEN else [])
     command = [TINI, "--", "orch", "serve-run", info.name, "--boot-timeout", f"{boot_timeout:g}"]
     if resume:

@@ -11,8 +11,8 @@ Modes:
   resolved once, at boot; a name that does not resolve is skipped with a note, never fatal.
 - `none`: loopback only (offline runs talk to their model server on 127.0.0.1).
 
-This module runs inside the container as root: it imports only the standard library and orch.run.records
-(the agent's Credentials, which name its model API, come from the caller).
+This module runs inside the container as root: it imports only the standard library, orch.settings and
+orch.run.records (the agent's Credentials, which name its model API, come from the caller).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from orch import settings
 from orch.run.records import EgressMode
 
 if TYPE_CHECKING:
@@ -46,8 +47,6 @@ DEFAULT_HOSTS = (
     "objects.githubusercontent.com",
     "raw.githubusercontent.com",
 )
-DEFAULT_ALLOW_ENV = "ORCH_DEFAULT_ALLOW"
-"""Replaces DEFAULT_HOSTS (comma-separated; empty: none) for sites with their own mirrors."""
 IPSET = "orch-allow"
 # TEST-NET-1 (RFC 5737): never routed, so the blocked-probe of the self-test cannot reach anyone even
 # if the firewall were missing; with it, the connect must fail at once with our reject.
@@ -71,8 +70,8 @@ def model_api_hosts(env: Mapping[str, str], credentials: Credentials) -> list[st
 
 
 def default_hosts(env: Mapping[str, str]) -> list[str]:
-    if DEFAULT_ALLOW_ENV in env:
-        return [h.strip() for h in env[DEFAULT_ALLOW_ENV].split(",") if h.strip()]
+    if settings.DEFAULT_ALLOW.is_set(env):  # set but empty: no default hosts
+        return settings.DEFAULT_ALLOW.get(env)
     return list(DEFAULT_HOSTS)
 
 

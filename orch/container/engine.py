@@ -12,6 +12,9 @@ from pathlib import Path
 import docker.errors
 import requests.exceptions
 
+from orch import settings
+from orch.text import shorten
+
 ENGINE_HINT = (
     "start the engine (e.g. `systemctl start docker`, or scripts/start-dockerd.sh as root) "
     "or point DOCKER_HOST at one that runs"
@@ -20,8 +23,6 @@ ENGINE_HINT = (
 
 DEFAULT_ENGINE = "unix:///var/run/docker.sock"
 LOCAL_BASE_URLS = ("http+docker://localhost", "http+docker://localnpipe")
-REMOTE_ENV = "ORCH_DOCKER_REMOTE"
-"""Force the remote (1) or local (0) treatment of an engine, e.g. a tcp:// engine sharing this disk."""
 
 
 def _docker_config_dir() -> Path:
@@ -87,15 +88,15 @@ def docker_client(timeout: int = 60, base_url: str | None = None) -> docker.Dock
 
 def is_remote_client(client: docker.DockerClient) -> bool:
     """An engine on another machine (tcp://, ssh://): it cannot see this machine's paths."""
-    forced = os.environ.get(REMOTE_ENV)
-    if forced in ("0", "1"):
-        return forced == "1"
+    forced = settings.DOCKER_REMOTE.get()  # e.g. a tcp:// engine sharing this disk is local
+    if forced is not None:
+        return forced
     return str(client.api.base_url) not in LOCAL_BASE_URLS
 
 
 def explain(exc: docker.errors.APIError) -> str:
     """What the engine said when it refused a request, on one line."""
-    return " ".join(str(exc.explanation or exc).split())[:300]
+    return shorten(exc.explanation or exc, 300)
 
 
 def _quiet_ssh_close() -> None:
@@ -147,10 +148,4 @@ def _reason(exc: BaseException) -> str:
             return _ERRNO_TEXT[item.errno]
         todo.extend([*item.args, item.__cause__, item.__context__])
         todo.extend(getattr(item, name, None) for name in ("reason", "original_error"))
-    return _short(exc)
-
-
-def _short(exc: BaseException, limit: int = 160) -> str:
-    """The first line of an exception's text, without the wrapping noise requests/urllib3 add."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return shorten(exc, 160) or type(exc).__name__

@@ -4,7 +4,7 @@ The build context is made fresh for each build and holds only what the Dockerfil
 docker/with-ca.sh, `ca-bundle.crt` (the caller's extra CA bundle, or an empty file) and src/ with
 pyproject.toml, README.md and the orch package. The bundle is used only in the Dockerfile's builder stage.
 
-`python -m orch.container.image` builds with ORCH_BASE_IMAGE / ORCH_CA_BUNDLE / ORCH_IMAGE_TAG from the environment.
+`python -m orch.container.image` builds with ORCH_BASE_IMAGE / ORCH_CA_BUNDLE / ORCH_IMAGE from the environment.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import argparse
 import collections
 import hashlib
 import io
-import os
 import re
 import sys
 import tarfile
@@ -26,10 +25,11 @@ import docker.errors
 import requests.exceptions
 from docker.models.images import Image
 
+from orch import settings
 from orch.agents import image_install
 from orch.container.engine import docker_client
 from orch.errors import OrchError, SandboxError, UsageError
-from orch.versions import DEFAULT_BASE_IMAGE, DEFAULT_IMAGE_TAG
+from orch.text import shorten
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCKER_DIR = REPO_ROOT / "docker"
@@ -39,6 +39,7 @@ BUILD_READ_TIMEOUT = 3600
 
 DIGEST_LABEL = "orch.inputs-digest"
 BASE_LABEL = "orch.base-image"
+MESSAGE_CHARS = 300  # of the engine's message in an error
 
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -109,13 +110,13 @@ def build_image(
             image_id = _follow(stream, base, on_progress)
         except docker.errors.APIError as exc:
             raise SandboxError(
-                f"image build of {tag} refused by the engine: {_one_line(exc.explanation or str(exc))}"
+                f"image build of {tag} refused by the engine: {shorten(exc.explanation or str(exc), MESSAGE_CHARS)}"
             ) from exc
         except docker.errors.DockerException as exc:  # raised before any request: e.g. a malformed tag
-            raise UsageError(f"cannot build {tag}: {_one_line(str(exc))}") from exc
+            raise UsageError(f"cannot build {tag}: {shorten(str(exc), MESSAGE_CHARS)}") from exc
         except requests.exceptions.RequestException as exc:
             raise SandboxError(
-                f"lost the Docker engine while building {tag}: {_one_line(str(exc))}",
+                f"lost the Docker engine while building {tag}: {shorten(str(exc), MESSAGE_CHARS)}",
                 hint="check the engine's log and retry",
             ) from exc
     if image_id is None:
@@ -166,7 +167,7 @@ def _follow(stream: Iterable[Mapping[str, Any]], base: str, on_progress: Callabl
 def _build_error(message: str, step: str, step_of: str, base: str, recent: Iterable[str]) -> OrchError:
     if step.upper().startswith("FROM "):
         return UsageError(
-            f"base image {base} is not available to the Docker engine: {_one_line(message)}",
+            f"base image {base} is not available to the Docker engine: {shorten(message, MESSAGE_CHARS)}",
             hint=f"docker pull {base}, or use --base with an image the engine has locally "
             "(scripts/ci-base-image.sh makes orch-base:bookworm without a registry)",
         )
@@ -174,17 +175,12 @@ def _build_error(message: str, step: str, step_of: str, base: str, recent: Itera
     lines = [line for line in recent if line.strip()]
     telling = [line for line in lines if _ERRORISH.search(line)][:3] or lines[-2:]
     nonzero = _NONZERO.match(message.strip())
-    what = f"exit code {nonzero.group(1)}" if nonzero else _one_line(message)
-    cause = f": {_one_line(' | '.join(telling), 240)}" if telling else ""
+    what = f"exit code {nonzero.group(1)}" if nonzero else shorten(message, MESSAGE_CHARS)
+    cause = f": {shorten(' | '.join(telling), 240)}" if telling else ""
     return SandboxError(
-        f"image build failed at step {step_of} ({_one_line(step, 80)}): {what}{cause}",
+        f"image build failed at step {step_of} ({shorten(step, 80)}): {what}{cause}",
         hint="the full build log went to the progress output; fix the cause and build again",
     )
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
 def inputs_digest(base: str, agent_version: str | None = None) -> str:
@@ -245,9 +241,14 @@ def _write_context(fileobj: IO[bytes], ca_bundle: Path | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m orch.container.image", description="Build the orch worker image.")
-    parser.add_argument("--base", default=os.environ.get("ORCH_BASE_IMAGE") or DEFAULT_BASE_IMAGE)
-    parser.add_argument("--ca-bundle", default=os.environ.get("ORCH_CA_BUNDLE") or None)
-    parser.add_argument("--tag", default=os.environ.get("ORCH_IMAGE_TAG") or DEFAULT_IMAGE_TAG)
+    try:
+        base, ca_bundle, tag = settings.BASE_IMAGE.get(), settings.CA_BUNDLE.get(), settings.IMAGE.get()
+    except OrchError as exc:
+        print(f"error: {exc.one_line()}", file=sys.stderr)
+        return exc.exit_code
+    parser.add_argument("--base", default=base)
+    parser.add_argument("--ca-bundle", type=Path, default=ca_bundle)
+    parser.add_argument("--tag", default=tag)
     parser.add_argument("--claude-version", dest="agent_version", help="agent CLI version (default: pinned)")
     parser.add_argument("--if-missing", action="store_true", help="do nothing if the tag exists already")
     parser.add_argument(
@@ -263,8 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.if_stale and image_is_current(args.tag, args.base, args.agent_version):
             print(f"{args.tag} is up to date", file=sys.stderr)
             return 0
-        ca = Path(args.ca_bundle) if args.ca_bundle else None
-        image_id = build_image(args.base, args.agent_version, ca, args.tag, _print_progress)
+        image_id = build_image(args.base, args.agent_version, args.ca_bundle, args.tag, _print_progress)
     except OrchError as exc:
         print(f"error: {exc.one_line()}", file=sys.stderr)
         return exc.exit_code

@@ -20,21 +20,18 @@ import shutil
 import sys
 from pathlib import Path
 
-from orch.agents import DEFAULT_AGENT, get_adapter
+from orch import settings
+from orch.agents import get_adapter
 from orch.container.egress import EgressError, allowlist_for, apply, write_report
 from orch.errors import OrchError
 from orch.run.records import EgressMode
 
 CREDENTIALS_MOUNT = "/run/orch/credentials.json"
-CREDENTIALS_HOME_PATH_ENV = "ORCH_CREDENTIALS_HOME_PATH"
-"""Where under $HOME the agent reads its login file (the adapter's LoginFile.in_home), set by the host."""
 
 
-def _env_int(name: str) -> int:
-    try:
-        value = int(os.environ[name])
-    except (KeyError, ValueError):
-        raise SystemExit(f"orch-init: {name} must be set to a number") from None
+def _id(value: int | None, name: str) -> int:
+    if value is None:
+        raise SystemExit(f"orch-init: {name} must be set to a number")
     if value <= 0:
         raise SystemExit(f"orch-init: refusing to run the fleet as root ({name}={value})")
     return value
@@ -42,7 +39,7 @@ def _env_int(name: str) -> int:
 
 def _copy_credentials(uid: int, gid: int) -> None:
     source = Path(CREDENTIALS_MOUNT)
-    home_path = os.environ.get(CREDENTIALS_HOME_PATH_ENV)
+    home_path = settings.CREDENTIALS_HOME_PATH.get()  # set by the host (orch.container.boot)
     if not source.is_file() or not home_path:
         return
     target = Path(os.environ.get("HOME", "/home/worker")) / home_path
@@ -61,28 +58,34 @@ def main(argv: list[str]) -> int:
     if not argv:
         print("usage: python -m orch.container.init -- CMD [ARG...]", file=sys.stderr)
         return 2
-    uid, gid = _env_int("ORCH_UID"), _env_int("ORCH_GID")
     try:
-        mode = EgressMode(os.environ.get("ORCH_EGRESS", EgressMode.ALLOWLIST.value))
+        uid, gid, egress = settings.UID.get(), settings.GID.get(), settings.EGRESS.get()
+        offline, extra, chown = settings.OFFLINE.get(), settings.ALLOW.get(), settings.CHOWN.get()
+        decided = settings.EGRESS_ALLOW.get() if settings.EGRESS_ALLOW.is_set() else None
+    except OrchError as exc:
+        print(f"orch-init: {exc.one_line()}", file=sys.stderr)
+        return 2
+    uid, gid = _id(uid, settings.UID.name), _id(gid, settings.GID.name)
+    try:
+        mode = EgressMode(egress)
     except ValueError:
-        print(f"orch-init: unknown ORCH_EGRESS {os.environ.get('ORCH_EGRESS')!r}", file=sys.stderr)
+        print(f"orch-init: unknown {settings.EGRESS.name} {egress!r}", file=sys.stderr)
         return 2
     if os.geteuid() != 0:
         if mode is not EgressMode.OPEN:
             print("orch-init: must start as root to apply the egress policy", file=sys.stderr)
             return 2
         os.execvp(argv[0], argv)
-    if "ORCH_EGRESS_ALLOW" in os.environ:  # decided by `orch up` on the host
-        allow = [h for h in os.environ["ORCH_EGRESS_ALLOW"].split(",") if h]
+    if decided is not None:  # by `orch up` on the host
+        allow = decided
     else:  # started without orch on the host (compose): the defaults plus ORCH_ALLOW
         try:
-            credentials = get_adapter(os.environ.get("ORCH_AGENT") or DEFAULT_AGENT).credentials
+            credentials = get_adapter(settings.AGENT.get()).credentials
         except OrchError as exc:
-            print(f"orch-init: ORCH_AGENT: {exc.one_line()}", file=sys.stderr)
+            print(f"orch-init: {settings.AGENT.name}: {exc.one_line()}", file=sys.stderr)
             return 2
         try:
-            extra = [h.strip() for h in os.environ.get("ORCH_ALLOW", "").split(",") if h.strip()]
-            allow = allowlist_for(os.environ, os.environ.get("ORCH_OFFLINE") == "1", extra, credentials)
+            allow = allowlist_for(os.environ, offline, extra, credentials)
         except ValueError as exc:
             print(f"orch-init: ORCH_ALLOW: {exc}", file=sys.stderr)
             return 2
@@ -97,7 +100,7 @@ def main(argv: list[str]) -> int:
         f"self-test {report.selftest}",
         flush=True,
     )
-    for path in filter(None, os.environ.get("ORCH_CHOWN", "").split(":")):
+    for path in chown:
         if os.stat(path).st_uid == 0:  # a fresh volume; a user's own folder keeps its owner
             os.chown(path, uid, gid)
     _copy_credentials(uid, gid)

@@ -53,14 +53,13 @@ from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.paths import workspaces_dir
 from orch.run.records import Backend, ContainerInfo, ContainerOptions, ControllerEvent, EgressMode, RunInfo, RunStatus
-from orch.versions import DEFAULT_IMAGE_TAG
+from orch.settings import IMAGE
 
 STOP_TIMEOUT = 15
-IMAGE_ENV = "ORCH_IMAGE"
 
 
 def default_image() -> str:
-    return os.environ.get(IMAGE_ENV) or DEFAULT_IMAGE_TAG
+    return IMAGE.get()
 
 
 @dataclass(frozen=True)

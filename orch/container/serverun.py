@@ -9,16 +9,15 @@ line why, and exits 1: the host then removes the container.
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import sys
 from types import FrameType
 
+from orch import settings
 from orch.agents import get_adapter
 from orch.container.egress import read_report
 from orch.contracts import UpRequest
-from orch.errors import OrchError, UsageError
+from orch.errors import OrchError
 from orch.fleet import launch, watch
 from orch.offline.runserver import stop_model_server
 from orch.run.events import Event
@@ -34,17 +33,6 @@ class Stop(BaseException):
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
     raise Stop()
-
-
-def prompts_from_env() -> dict[int, str]:
-    raw = os.environ.get("ORCH_PROMPTS")
-    if not raw:
-        return {}
-    try:
-        data = json.loads(raw)
-        return {int(k): str(v) for k, v in data.items()}
-    except (ValueError, AttributeError) as exc:
-        raise UsageError(f"ORCH_PROMPTS is not a JSON object of worker -> prompt: {exc}") from None
 
 
 def link_sessions(run: RunFolder, agent: str, workers: int) -> None:
@@ -119,7 +107,7 @@ def _launch(run: RunFolder, info: RunInfo, boot_timeout: float, resume: bool) ->
     link_sessions(run, info.agent, info.workers)
     info.status = RunStatus.STARTING
     try:
-        launch.launch(run, info, adapter, prompts_from_env(), boot_timeout, resume=resume)
+        launch.launch(run, info, adapter, settings.PROMPTS.get(), boot_timeout, resume=resume)
     except OrchError:
         _teardown(run)
         info.status = RunStatus.FAILED

@@ -14,15 +14,11 @@ from orch.lead.verification import CONFIRM_ROUND
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent
+from orch.text import shorten
 from orch.waits import IN_MODIFY, Inotify
 
 WAKE_UP = 0.5  # seconds: the thread's backstop when inotify is missing or a write was not seen
 CLAIM_CHARS = 70
-
-
-def _short(text: object, limit: int = CLAIM_CHARS) -> str:
-    one = " ".join(str(text).split())
-    return one if len(one) <= limit else one[: limit - 1] + "…"
 
 
 ANSWERED = {Event.PERMISSION_ALLOWED: "allowed", Event.PERMISSION_DENIED: "denied"}
@@ -43,9 +39,9 @@ def _assigned(e: ControllerEvent, d: dict[str, Any]) -> str:
 # verifier's verdict line says it finished).
 TEXTS: dict[Event, Callable[[ControllerEvent, dict[str, Any]], str | None]] = {
     Event.ASSIGNED: _assigned,
-    Event.BRIEF_FAILED: lambda e, d: f"brief for {d['job']} not delivered: {_short(d.get('error'))}",
+    Event.BRIEF_FAILED: lambda e, d: f"brief for {d['job']} not delivered: {shorten(d.get('error'), CLAIM_CHARS)}",
     Event.JOB_ACCEPTED: lambda e, d: f"finished {d['job']}" if d.get("role") != "verifier" else None,
-    Event.FINDING_ACCEPTED: lambda e, d: f"found {d['finding']}: {_short(d.get('claim'))}",
+    Event.FINDING_ACCEPTED: lambda e, d: f"found {d['finding']}: {shorten(d.get('claim'), CLAIM_CHARS)}",
     Event.VERDICT_ACCEPTED: lambda e, d: f"{d['verdict']} {d['finding']} ({d['job']})",
     Event.CONFIRM_ROUND: lambda e, d: f"{d['finding']} survived its refutation: confirm round {', '.join(d['jobs'])}",
     Event.OUTPUT_REJECTED: lambda e, d: (
@@ -57,14 +53,14 @@ TEXTS: dict[Event, Callable[[ControllerEvent, dict[str, Any]], str | None]] = {
     Event.PERMISSION_ALLOWED: _permission,
     Event.PERMISSION_DENIED: _permission,
     Event.PERMISSION_WAIT: lambda e, d: f"waits on a permission prompt ({d.get('tool')}): `orch attach --write`",
-    Event.CRASH_SEEN: lambda e, d: f"crashed ({_short(d.get('why'))}); restart in {d['restart_in']:g}s",
+    Event.CRASH_SEEN: lambda e, d: f"crashed ({shorten(d.get('why'), CLAIM_CHARS)}); restart in {d['restart_in']:g}s",
     Event.RESTARTED_WORKER: lambda e, d: f"restarted (session resumed; restart {d['restarts']})",
-    Event.WORKER_OUT: lambda e, d: f"out of the run: {_short(d.get('reason'))}",
+    Event.WORKER_OUT: lambda e, d: f"out of the run: {shorten(d.get('reason'), CLAIM_CHARS)}",
     Event.WORKER_CAPPED: lambda e, d: f"past its budget cap (${d['cost_usd']:.2f}): no further jobs",
-    Event.JOB_FAILED: lambda e, d: f"{d['job']} failed: {_short(d.get('reason'))}",
+    Event.JOB_FAILED: lambda e, d: f"{d['job']} failed: {shorten(d.get('reason'), CLAIM_CHARS)}",
     Event.VERIFIER_REPLACED: lambda e, d: f"{d['job']} goes to another verifier: {d['replacement']}",
     Event.FLEET_RELAUNCHING: lambda e, d: "the fleet's tmux server is gone: relaunching it (sessions resumed)",
-    Event.ABORTED: lambda e, d: f"stopping the run: {_short(d.get('reason'), 200)}",
+    Event.ABORTED: lambda e, d: f"stopping the run: {shorten(d.get('reason'), 200)}",
 }
 
 

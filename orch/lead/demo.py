@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from orch import settings
 from orch.agents import get_adapter
 from orch.errors import OrchError, UsageError
 from orch.lead.jobs import FindingStatus
@@ -23,7 +24,6 @@ from orch.lead.spec import FleetSpec
 from orch.lead.specload import load_spec
 from orch.run.paths import orch_home
 from orch.run.records import Backend
-from orch.versions import DEFAULT_BASE_IMAGE, DEFAULT_IMAGE_TAG
 
 DEMO_NAME = "demo"
 EXPECTED = {"pages-F1": FindingStatus.CONFIRMED, "stats-F1": FindingStatus.REFUTED}
@@ -69,13 +69,13 @@ def container_backend() -> tuple[bool, str]:
     """Whether the container backend can run the demo here; if not, why."""
     from orch.container.image import image_exists, image_is_current
 
-    tag = os.environ.get("ORCH_IMAGE_TAG", DEFAULT_IMAGE_TAG)
+    tag = settings.IMAGE.get()
     try:
         if not image_exists(tag):
             return False, f"the worker image {tag} is not built (`orch image build`)"
     except OrchError as exc:
         return False, exc.message
-    base = os.environ.get("ORCH_BASE_IMAGE", DEFAULT_BASE_IMAGE)
+    base = settings.BASE_IMAGE.get()
     try:
         if not image_is_current(tag, base):
             return False, f"the worker image {tag} is older than this orch (rebuild it: `orch image build`)"

@@ -15,21 +15,19 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from orch.run.folder import RunFolder
-from orch.run.records import HookEvent
+from orch.run.records import HookEvent, Strict
+from orch.text import shorten
 
 FINDING_ID_PATTERN = r"^[A-Za-z0-9_]{1,16}$"
 MAX_FINDINGS = 50
 MAX_OUTPUT = 4000
+QUOTE_CHARS = 80  # a quote or command cited back in a problem
 
 
-class WorkerFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-
-M = TypeVar("M", bound=WorkerFile)
+M = TypeVar("M", bound=Strict)
 
 
 class Severity(StrEnum):
@@ -46,7 +44,7 @@ class Verdict(StrEnum):
     UNVERIFIABLE = "UNVERIFIABLE"
 
 
-class CodeEvidence(WorkerFile):
+class CodeEvidence(Strict):
     file: str = Field(min_length=1)
     """Path relative to the workdir."""
     line: int = Field(ge=1)
@@ -57,7 +55,7 @@ class CodeEvidence(WorkerFile):
         return f"{self.file}:{self.line}"
 
 
-class CommandEvidence(WorkerFile):
+class CommandEvidence(Strict):
     command: str = Field(min_length=1)
     """A shell command the worker ran during this job."""
     exit_code: int
@@ -67,7 +65,7 @@ class CommandEvidence(WorkerFile):
 Evidence = CodeEvidence | CommandEvidence
 
 
-class Finding(WorkerFile):
+class Finding(Strict):
     id: str = Field(pattern=FINDING_ID_PATTERN)
     """Unique within the job: F1, F2, ..."""
     claim: str = Field(min_length=1)
@@ -78,13 +76,13 @@ class Finding(WorkerFile):
     """Optional shell command, run in the workdir, that exits 0 if and only if the claim holds."""
 
 
-class FindingsReport(WorkerFile):
+class FindingsReport(Strict):
     job: str
     """The job token from the brief."""
     findings: list[Finding] = Field(max_length=MAX_FINDINGS)
 
 
-class VerdictReport(WorkerFile):
+class VerdictReport(Strict):
     job: str
     finding: str
     verdict: Verdict
@@ -104,7 +102,7 @@ class ProblemKind(StrEnum):
     UNRUN_COMMAND = "unrun-command"
 
 
-class Problem(WorkerFile):
+class Problem(Strict):
     kind: ProblemKind
     detail: str
 
@@ -136,7 +134,7 @@ def check_quote(workdir: Path, ev: CodeEvidence, window: int) -> str | None:
     first, last = max(1, ev.line - window), min(len(lines), ev.line + window + span - 1)
     if quote in _squash("\n".join(lines[first - 1 : last])):
         return None
-    return f"{ev.cite()}: quote {_short(ev.quote)!r} is not in lines {first}-{last} of that file"
+    return f"{ev.cite()}: quote {shorten(ev.quote, QUOTE_CHARS)!r} is not in lines {first}-{last} of that file"
 
 
 def bash_commands(events: Iterable[HookEvent], since: float) -> list[str]:
@@ -171,7 +169,8 @@ def evidence_problems(
             problems.append(
                 Problem(
                     kind=ProblemKind.UNRUN_COMMAND,
-                    detail=f"{what} evidence[{i}]: you did not run {_short(ev.command)!r} during this job",
+                    detail=f"{what} evidence[{i}]: you did not run {shorten(ev.command, QUOTE_CHARS)!r} "
+                    "during this job",
                 )
             )
     return problems
@@ -273,8 +272,3 @@ def check_verdict(
         )
     problems += evidence_problems(report.evidence, workdir, window, commands, "verdict")
     return (report if not problems else None), problems
-
-
-def _short(text: str, limit: int = 80) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= limit else one[: limit - 3] + "..."

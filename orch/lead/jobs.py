@@ -11,18 +11,15 @@ import secrets
 import time
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from orch.errors import UsageError
 from orch.lead.findings import Finding, Problem, VerdictReport
 from orch.lead.spec import Role
 from orch.run.folder import RunFolder, atomic_write, read_model
+from orch.run.records import Strict
 
 STATE_VERSION = 1
-
-
-class Saved(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
 class JobStatus(StrEnum):
@@ -51,7 +48,7 @@ class FindingStatus(StrEnum):
     UNVERIFIED = "UNVERIFIED"
 
 
-class Job(Saved):
+class Job(Strict):
     id: str
     role: Role
     task: str | None = None
@@ -87,7 +84,7 @@ class Job(Saved):
         return self.status in TERMINAL
 
 
-class WorkerBook(Saved):
+class WorkerBook(Strict):
     n: int
     agent: str
     model: str | None = None
@@ -102,7 +99,7 @@ class WorkerBook(Saved):
     """Past its budget cap: no new jobs."""
 
 
-class AcceptedFinding(Saved):
+class AcceptedFinding(Strict):
     id: str
     """Run-wide id: `<task>-<finding id>`."""
     job: str
@@ -111,7 +108,7 @@ class AcceptedFinding(Saved):
     finding: Finding
 
 
-class AcceptedVerdict(Saved):
+class AcceptedVerdict(Strict):
     job: str
     finding: str
     verifier: int
@@ -120,7 +117,7 @@ class AcceptedVerdict(Saved):
     report: VerdictReport
 
 
-class Flag(Saved):
+class Flag(Strict):
     """Output that was rejected: what the worker claimed, and what was wrong with it."""
 
     ts: float
@@ -130,7 +127,7 @@ class Flag(Saved):
     problems: list[Problem]
 
 
-class Outcome(Saved):
+class Outcome(Strict):
     exit_code: int
     status: str
     """passed, not-confirmed or failed."""
@@ -138,7 +135,7 @@ class Outcome(Saved):
     findings: dict[str, FindingStatus] = Field(default_factory=dict)
 
 
-class ControllerState(Saved):
+class ControllerState(Strict):
     version: int = STATE_VERSION
     run: str
     nonce: str = Field(default_factory=lambda: secrets.token_hex(4))

@@ -10,20 +10,17 @@ from __future__ import annotations
 
 import datetime as dt
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from orch.lead.findings import CodeEvidence, CommandEvidence, Evidence
 from orch.lead.jobs import ControllerState, FindingStatus, Job, JobStatus
 from orch.lead.spec import FleetSpec
 from orch.lead.verification import finding_status
 from orch.run.folder import RunFolder
+from orch.run.records import Strict
 
 
-class ReportModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class VerdictCell(ReportModel):
+class VerdictCell(Strict):
     job: str
     verifier: int | None
     round: int
@@ -37,7 +34,7 @@ class VerdictCell(ReportModel):
     """Rejected outputs of this verifier on this job (no evidence, false evidence, ...)."""
 
 
-class FindingRow(ReportModel):
+class FindingRow(Strict):
     id: str
     task: str
     finder: int
@@ -49,7 +46,7 @@ class FindingRow(ReportModel):
     verdicts: list[VerdictCell]
 
 
-class WorkerRow(ReportModel):
+class WorkerRow(Strict):
     worker: int
     agent: str
     model: str | None
@@ -63,7 +60,7 @@ class WorkerRow(ReportModel):
     """Relative to the run folder."""
 
 
-class JobRow(ReportModel):
+class JobRow(Strict):
     id: str
     role: str
     worker: int | None
@@ -74,14 +71,14 @@ class JobRow(ReportModel):
     failure: str | None
 
 
-class FlagRow(ReportModel):
+class FlagRow(Strict):
     worker: int
     job: str
     role: str
     problems: list[str]
 
 
-class RunReport(ReportModel):
+class RunReport(Strict):
     run: str
     workdir: str
     rounds: str

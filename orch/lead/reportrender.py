@@ -9,6 +9,7 @@ from orch.lead.jobs import ControllerState
 from orch.lead.report import FindingRow, RunReport, build_report
 from orch.lead.spec import FleetSpec
 from orch.run.folder import RunFolder, atomic_write
+from orch.text import shorten
 
 
 def matrix_cell(row: FindingRow, worker: int) -> str:
@@ -30,8 +31,7 @@ def matrix_text(report: RunReport, width: int = 44) -> str:
     head = f"{'CLAIM':<{width}}  " + "  ".join(f"{'W' + str(n):<12}" for n in columns) + "  RESULT"
     lines = [head]
     for row in report.findings:
-        claim = f"{row.id}: {row.claim}"
-        claim = claim if len(claim) <= width else claim[: width - 3] + "..."
+        claim = shorten(f"{row.id}: {row.claim}", width)
         cells = "  ".join(f"{matrix_cell(row, n)[:12]:<12}" for n in columns)
         lines.append(f"{claim:<{width}}  {cells}  {row.status.value}")
     if not report.findings:

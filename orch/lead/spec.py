@@ -16,21 +16,18 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from orch.errors import UsageError
 from orch.offline.script import TOOLS as SCRIPT_TOOLS
 from orch.run.folder import MAX_WORKERS, NAME_RE
+from orch.run.records import Strict
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}$"
 PLACEHOLDER_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 STEP_KINDS = (*SCRIPT_TOOLS, "tool", "reply", "fail")
 # The one key besides its kind a step may have: write's content, tool's input (a mapping).
 STEP_EXTRAS = {"write": "content", "tool": "input"}
-
-
-class SpecModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
 class Role(StrEnum):
@@ -101,7 +98,7 @@ class PermissionPolicy(StrEnum):
 ScriptStep = dict[str, Any]
 
 
-class AgentGroup(SpecModel):
+class AgentGroup(Strict):
     """Some workers of one agent kind and model."""
 
     agent: str = "claude"
@@ -111,7 +108,7 @@ class AgentGroup(SpecModel):
     workers: int = Field(default=1, ge=1, le=MAX_WORKERS)
 
 
-class TaskSpec(SpecModel):
+class TaskSpec(Strict):
     id: str | None = Field(default=None, pattern=ID_PATTERN)
     """Short id (lowercase letters, digits, - and _); default t1, t2, ..."""
     role: Role = Role.FINDER
@@ -127,7 +124,7 @@ class TaskSpec(SpecModel):
     """Offline runs only: orch-script steps the scripted model makes the real agent execute."""
 
 
-class RoleSpec(SpecModel):
+class RoleSpec(Strict):
     template: str | None = None
     """The brief template ({{placeholders}}); default: the role's template shipped with orch."""
     template_file: Path | None = None
@@ -136,7 +133,7 @@ class RoleSpec(SpecModel):
     """Offline runs only: steps for every job of this role (a task's own script wins)."""
 
 
-class VerificationSpec(SpecModel):
+class VerificationSpec(Strict):
     rounds: Rounds = Rounds.FIND_VERIFY
     """find-verify, or find-refute-confirm: round 2 tries to refute, round 3 re-checks the survivors."""
     verifiers_per_finding: int = Field(default=1, ge=1, le=MAX_WORKERS - 1)
@@ -152,7 +149,7 @@ class VerificationSpec(SpecModel):
         return self.quorum or self.verifiers_per_finding
 
 
-class Timeouts(SpecModel):
+class Timeouts(Strict):
     boot: float = Field(default=90.0, gt=0)
     """Seconds for the workers to start."""
     job: float = Field(default=1800.0, gt=0)
@@ -161,7 +158,7 @@ class Timeouts(SpecModel):
     """Seconds for the whole run; then it stops as failed."""
 
 
-class Limits(SpecModel):
+class Limits(Strict):
     nudge_after: float = Field(default=120.0, gt=0)
     """Seconds a worker may sit idle without its done flag before it is nudged."""
     max_nudges: int = Field(default=3, ge=0)
@@ -181,14 +178,14 @@ class Limits(SpecModel):
     """Turns per job that may end on a rate limit or a transient API error (retried after `restart_backoff`)."""
 
 
-class Budget(SpecModel):
+class Budget(Strict):
     max_cost_usd: float | None = Field(default=None, gt=0)
     """Stop the run (as failed) once the fleet's reported cost passes this."""
     max_cost_per_worker_usd: float | None = Field(default=None, gt=0)
     """A worker past this gets no further jobs."""
 
 
-class FleetSpec(SpecModel):
+class FleetSpec(Strict):
     """A fleet to run to completion: `orch run FLEET.yaml`."""
 
     name: str | None = Field(default=None, pattern=NAME_RE.pattern)

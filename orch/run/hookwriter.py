@@ -79,6 +79,7 @@ def write_status(status_file: str, payload: dict[str, Any]) -> str:
         json.dump(record, fh)
     os.chmod(tmp, 0o644)
     os.replace(tmp, status_file)
+    # Run as a bare script (no orch on sys.path): reads ORCH_WORKER itself; declared in orch/settings.py.
     worker = os.environ.get("ORCH_WORKER", "?")
     usd = record["cost_usd"]
     return f"orch W{worker}" + (f" ${usd:.4f}" if isinstance(usd, int | float) else "")

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from orch import settings
 
 
 def orch_home() -> Path:
     """`$ORCH_HOME`, defaulting to `~/.orch`."""
-    return Path(os.environ.get("ORCH_HOME") or Path.home() / ".orch")
+    return settings.HOME.get()
 
 
 def runs_dir() -> Path:
@@ -21,8 +22,7 @@ def agents_dir() -> Path:
     `$ORCH_AGENTS_DIR` overrides it: a run's container points it at its tmpfs home, so config dirs
     (and any credentials copied into them) never reach a disk.
     """
-    explicit = os.environ.get("ORCH_AGENTS_DIR")
-    return Path(explicit) if explicit else orch_home() / "agents"
+    return settings.AGENTS_DIR.get() or orch_home() / "agents"
 
 
 def workspaces_dir() -> Path:

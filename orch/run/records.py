@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orch import settings
 from orch.run.events import Event
 
 
@@ -16,7 +17,10 @@ def utcnow() -> dt.datetime:
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """The base of every record orch writes or reads strictly: unknown keys are errors, and attribute
+    docstrings are the fields' descriptions (the spec, jobs, findings and reports use it too)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
 class Backend(StrEnum):
@@ -45,9 +49,9 @@ class ContainerOptions(Strict):
     egress: EgressMode = EgressMode.ALLOWLIST
     allow: list[str] = Field(default_factory=list)
     """The resolved allowlist: defaults plus `--allow` (host names, IPs or CIDRs; names resolved at boot)."""
-    memory: str = "8g"
-    cpus: float = 2.0
-    pids: int = 4096
+    memory: str = settings.CONTAINER_MEMORY
+    cpus: float = settings.CONTAINER_CPUS
+    pids: int = settings.CONTAINER_PIDS
     network: str | None = None
     """A Docker network to join (None: the engine's default bridge)."""
     copy_workdir: bool = False

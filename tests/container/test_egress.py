@@ -17,6 +17,7 @@ import docker
 import docker.errors
 import pytest
 
+from orch import settings
 from orch.container import egress
 from orch.container.layout import LABEL_MANAGED
 from orch.container.sandbox import DockerSandbox
@@ -84,7 +85,7 @@ def net(engine: docker.DockerClient, image: str) -> Iterator[Net]:
 @pytest.fixture
 def isolated_env(monkeypatch: pytest.MonkeyPatch, net: Net) -> None:
     """Only our own hosts on the allowlist: the model server by ANTHROPIC_BASE_URL, no public defaults."""
-    monkeypatch.setenv(egress.DEFAULT_ALLOW_ENV, "")
+    monkeypatch.setenv(settings.DEFAULT_ALLOW.name, "")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://{net.model}:{PORT}")
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
     for var in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"):

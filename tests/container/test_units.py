@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from orch import settings
 from orch.agents import get_adapter
 from orch.container import egress
 from orch.container.engine import engine_address, is_remote_client
@@ -26,7 +27,7 @@ def test_allowlist_defaults_model_host_and_extras(monkeypatch: pytest.MonkeyPatc
     assert got[0] == "api.anthropic.com"
     assert {"registry.npmjs.org", "pypi.org", "files.pythonhosted.org", "github.com"} <= set(got)
     assert got[-3:] == ["example.org", "10.1.2.3/32", "x.test"]
-    env = {"ANTHROPIC_BASE_URL": "http://llm-proxy.internal:4000/v1", egress.DEFAULT_ALLOW_ENV: "mirror.local, "}
+    env = {"ANTHROPIC_BASE_URL": "http://llm-proxy.internal:4000/v1", settings.DEFAULT_ALLOW.name: "mirror.local, "}
     assert egress.allowlist_for(env, False, [], api) == ["llm-proxy.internal", "mirror.local"]
     # Offline runs talk to their model server on loopback: no model API host.
     assert "api.anthropic.com" not in egress.allowlist_for({}, True, [], api)
