@@ -18,7 +18,7 @@ TARGET = Target("<=", 100.0, "p99 <= 100 ms")
 
 
 def done_flag_ms(ctx: Context, samples: int) -> list[float]:
-    """`orch.fleet.wait` in a long-lived process (as a controller calls it) noticing a done flag."""
+    """`orch.fleet.watch.wait` in a long-lived process (as a controller calls it) noticing a done flag."""
     run = ctx.env.file_run("notice")
     inode = run.root.stat().st_ino
     waiter, writer = popen(helper("waiter", run.name)), popen(helper("writer"))

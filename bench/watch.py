@@ -1,12 +1,12 @@
 """What watching costs: controller CPU over S seconds with N idle workers, and the lead's model tokens.
 
 The watcher is what a controller runs while it waits: `orch wait NAME` on done flags that do not come
-(inotify, blocked) plus a status loop (`fleet.status` every --poll-interval seconds: one `tmux list-panes`
-and the hook files) for nudges and crash detection. Their steady-state CPU (interpreter start excluded:
-the controller starts once) over the window is the figure. When `orch run` (orch.lead.controller) is there,
-the real controller is measured too: `orch run SPEC --local` with one task per worker whose brief the
-worker reads and then leaves idle without a done flag (nudges are set far beyond the window), so the
-controller watches N idle workers; its process CPU (tmux clients it reaps included) over the window.
+(inotify, blocked) plus a status loop (`watch.status` every --poll-interval seconds: one `tmux list-panes` and
+the hook files) for nudges and crash detection. Their steady-state CPU (interpreter start excluded: the
+controller starts once) over the window is the figure. The real controller is measured too: `orch run SPEC
+--local` with one task per worker whose brief the worker reads and then leaves idle without a done flag
+(nudges are set far beyond the window), so the controller watches N idle workers; its process CPU (tmux
+clients it reaps included) over the window.
 
 Tokens: every model request during the window is attributed through Claude Code's session header to a
 worker's SessionStart; anything else was spent by someone who is not a worker (the lead).
@@ -14,7 +14,6 @@ worker's SessionStart; anything else was spent by someone who is not a worker (t
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import select
@@ -37,37 +36,32 @@ def run(ctx: Context) -> Result:
     cfg = ctx.config
     tries = [measure(ctx) for _ in range(cfg.repeat)]
     label = f"{cfg.watch_workers} idle workers, {cfg.watch_seconds:g} s"
-    controller = importlib.util.find_spec("orch.lead.controller") is not None
-    runs = [measure_controller(ctx) for _ in range(cfg.repeat)] if controller else []
+    runs = [measure_controller(ctx) for _ in range(cfg.repeat)]
     target = Target("<=", 2.0, "<= 2 %")
 
     def values(key: str) -> list[float]:
         return [float(t[key]) for t in tries]
 
     zero = Target("==", 0, "0")
-    rows = []
-    if runs:
-        wakeups = statistics.median(r["wakeups_per_s"] for r in runs)
-        rows += [
-            Row(
-                "watch",
-                f"`orch run` controller CPU ({label})",
-                "% core",
-                [r["controller_pct"] for r in runs],
-                target,
-                note=f"the automated lead; {wakeups:.1f} voluntary context switches/s",
-            ),
-            Row(
-                "watch",
-                "lead model tokens, `orch run` watching",
-                "tokens",
-                [r["lead_tokens"] for r in runs],
-                zero,
-                note="requests from no worker's session",
-            ),
-        ]
-    else:
-        rows.append(Row("watch", "`orch run` controller CPU", "", status="SKIPPED", note="no orch.lead.controller yet"))
+    wakeups = statistics.median(r["wakeups_per_s"] for r in runs)
+    rows = [
+        Row(
+            "watch",
+            f"`orch run` controller CPU ({label})",
+            "% core",
+            [r["controller_pct"] for r in runs],
+            target,
+            note=f"the automated lead; {wakeups:.1f} voluntary context switches/s",
+        ),
+        Row(
+            "watch",
+            "lead model tokens, `orch run` watching",
+            "tokens",
+            [r["lead_tokens"] for r in runs],
+            zero,
+            note="requests from no worker's session",
+        ),
+    ]
     rows += [
         Row(
             "watch",
@@ -91,7 +85,7 @@ def run(ctx: Context) -> Result:
         Row("watch", "lead model tokens while watching", "tokens", values("lead_tokens"), zero),
         Row("watch", "worker model requests while idle", "requests", values("worker_requests")),
     ]
-    return Result(rows=rows, raw={"tries": tries, "controller_runs": runs, "controller_module": controller})
+    return Result(rows=rows, raw={"tries": tries, "controller_runs": runs})
 
 
 def measure(ctx: Context) -> dict[str, Any]:
