@@ -220,7 +220,7 @@ class Controller:
         self.save()
         self.event("fleet-relaunching", relaunch=self.state.relaunches, limit=limit)
         try:
-            backends.resume(self.run.name, self.spec.timeouts.boot)
+            backends.sandbox_for(self.run.info(), self.spec.timeouts.boot).resume(self.run.name)
         except OrchError as exc:
             self.abort(f"the fleet's tmux server died and could not be relaunched: {exc.one_line()}")
             return False
