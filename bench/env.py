@@ -29,7 +29,7 @@ from orch.errors import OrchError, UsageError
 from orch.fleet import launch, watch
 from orch.fleet.tmux import check_tmux
 from orch.run.folder import RunFolder
-from orch.run.records import Backend, RunInfo
+from orch.run.records import LocalRunInfo, RunInfo
 from orch.waits import wait_for_paths, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
@@ -262,7 +262,7 @@ class BenchEnv:
         name = self.name(prefix)
         req = UpRequest(name=name, workers=workers, agent="claude", workdir=self.workdir(name))
         start = time.monotonic()
-        info = launch.up(req, backend=Backend.LOCAL, boot_timeout=BOOT_TIMEOUT)
+        info = launch.up(req, boot_timeout=BOOT_TIMEOUT)
         live = Fleet(RunFolder.for_name(name), info, time.monotonic() - start)
         self.live.append(live)
         return live
@@ -304,9 +304,8 @@ class BenchEnv:
         name = self.name(prefix)
         run = RunFolder.for_name(name)
         run.create(
-            RunInfo(
+            LocalRunInfo(
                 name=name,
-                backend=Backend.LOCAL,
                 agent="claude",
                 workers=workers,
                 workdir=str(self.workdir(name)),

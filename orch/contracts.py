@@ -6,22 +6,23 @@
   credentials it needs, how an offline run points it at the scripted model, where it keeps the sessions
   a resume reads, what the worker image installs for it, and its lines in `orch doctor`: nothing outside
   `orch/agents/` knows which agent runs.
-- A **Sandbox** is where a run's tmux server and controller live: `local` (this machine) or `docker`
-  (one disposable container per run). Fleet commands are the same for both; the sandbox decides where
-  they execute.
+- A **Sandbox** is where a run's tmux server and controller live: `local` (this machine,
+  orch.fleet.local.LocalSandbox) or `docker` (one disposable container per run,
+  orch.container.sandbox.DockerSandbox). Fleet commands are the same for both; the sandbox decides where
+  they execute. orch.container.backends picks the sandbox of a run; nothing else asks which backend it is.
 - The **RunFolder** (`orch.run.folder`) is the plain-file contract with workers and humans; the **bus**
   (`orch.run.bus`) is its append-only message log.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from orch.run.folder import RunFolder
-from orch.run.records import RunInfo
+from orch.run.records import RunInfo, RunStatusView
 
 
 @dataclass(frozen=True)
@@ -215,20 +216,55 @@ class UpRequest:
     """Per-worker model (worker -> model) where it differs from `model` (a fleet spec's agent groups)."""
 
 
+@dataclass(frozen=True)
+class OrchCommand:
+    """An `orch` command that must run where a run's fleet lives: `orch ARGS` there, or `here` in this process."""
+
+    args: list[str]
+    here: Callable[[], int | None]
+    """The command's own work, for when it runs where the fleet lives; its exit code (None: 0)."""
+    stdin: str | None = None
+    interactive: bool = False
+    """It takes over the terminal (attach): this process is replaced."""
+    folder_when_down: bool = False
+    """While the fleet is down, a run folder on this machine answers it here (read: the transcripts)."""
+
+    def run_here(self) -> int:
+        return self.here() or 0
+
+
 class Sandbox(Protocol):
-    """Where a run executes. `local` runs tmux here; `docker` runs it in the run's container."""
+    """Where a run's tmux server lives, as seen from this process: this machine or the run's container."""
 
-    def up(self, request: UpRequest) -> RunInfo: ...
-
-    def forward(self, info: RunInfo, args: list[str], stdin: str | None = None, interactive: bool = False) -> int:
-        """Run `orch ARGS` where the run's tmux server lives, streaming its output; the exit code."""
+    def up(self, request: UpRequest) -> RunInfo:
+        """Create the run and its fleet; return once the workers booted (nothing is left behind on failure)."""
         ...
 
-    def capture(self, info: RunInfo, args: list[str]) -> str:
-        """Run `orch ARGS` there and return its stdout (OrchError on failure)."""
+    def resume(self, name: str) -> RunInfo:
+        """Relaunch a run whose tmux server or container died, on the same folder (sessions resumed)."""
         ...
 
-    def alive(self, info: RunInfo) -> bool: ...
+    def forward(self, info: RunInfo, command: OrchCommand) -> int:
+        """Run the command where the run's tmux server lives, streaming its output; its exit code."""
+        ...
+
+    def status(self, run: RunFolder) -> RunStatusView: ...
+
+    def alive(self, info: RunInfo) -> bool:
+        """The run's fleet is up (its tmux server, or its container, runs)."""
+        ...
+
+    def state(self, info: RunInfo) -> str:
+        """What `orch ls` shows for the run's container: running, exited (137), ...; "-" for no container."""
+        ...
+
+    def pull(self, info: RunInfo) -> bool:
+        """Copy the run folder back into the local one when it lives elsewhere; False when it is here."""
+        ...
+
+    def push(self, info: RunInfo, files: list[Path]) -> None:
+        """Files written into the local run folder that the fleet must see where its folder lives."""
+        ...
 
     def kill(self, info: RunInfo) -> None:
         """Stop and remove what runs the fleet; the run folder stays."""

@@ -24,6 +24,7 @@ from orch.container.image import build_image, image_is_current
 from orch.container.layout import LABEL_RUN, ROOT_HOST_UID
 from orch.errors import SandboxError, UsageError
 from orch.run.folder import RunFolder
+from orch.run.records import DockerRunInfo
 from orch.versions import CLAUDE_CODE_VERSION, DEFAULT_IMAGE_TAG
 from orch.waits import wait_until
 
@@ -199,7 +200,7 @@ def kill_container_while_running(
     try:
         wait_until(lambda: ready(run), 240, "the verifier to start its check", interval=0.3)
         info = run.info()
-        assert info.container is not None
+        assert isinstance(info, DockerRunInfo)
         engine.containers.get(info.container.id).kill()  # controller and workers gone at once
         out, _ = first.communicate(timeout=60)
     finally:

@@ -8,7 +8,7 @@ from typer.testing import CliRunner, Result
 
 from orch.cli import app
 from orch.run.folder import RunFolder
-from orch.run.records import Backend, ContainerInfo, RunInfo
+from orch.run.records import ContainerInfo, DockerRunInfo, LocalRunInfo, RunInfo
 
 runner = CliRunner()
 
@@ -41,14 +41,13 @@ def run_info(
 ) -> RunInfo:
     """A run's record as `orch up` writes it (a container run when `container` is given), for folders
     made without starting anything."""
-    return RunInfo(
+    local = LocalRunInfo(
         name=name,
-        backend=Backend.DOCKER if container else Backend.LOCAL,
         agent="scripted",
         workers=workers,
         workdir=workdir,
         permission_mode="default",
         tmux_socket=f"orch-{name}",
         orch_version="test",
-        container=container,
     )
+    return local if container is None else DockerRunInfo.of(local, container)

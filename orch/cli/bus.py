@@ -9,6 +9,7 @@ import typer
 from orch.cli import buspost
 from orch.cli.common import NameArg, run_folder
 from orch.container import backends
+from orch.contracts import OrchCommand
 from orch.run import bus
 
 app = typer.Typer(no_args_is_help=True)
@@ -22,7 +23,7 @@ def post(
 ) -> None:
     """Append one line `<timestamp> [Wn] text` to bus.md (locked, one write)."""
     code = buspost.post(name, sender, text)  # also run by orch.cli.main's fast path, without typer
-    if code is not None:
+    if code:
         raise typer.Exit(code)
 
 
@@ -34,16 +35,16 @@ def tail(
 ) -> None:
     """Print the last lines of the bus, and follow it with -f (inotify)."""
     run = run_folder(name)
-    code = backends.forward_if_remote_engine(
-        run, ["bus", "tail", name, "--lines", str(lines), *(["-f"] if follow else [])]
-    )
-    if code is not None:
-        raise typer.Exit(code)
-    for line in bus.read_lines(run)[-lines:] if lines > 0 else []:
-        typer.echo(line)
-    if follow:
-        try:
-            for line in bus.follow(run, start_at_end=True):
-                typer.echo(line)
-        except KeyboardInterrupt:
-            raise typer.Exit(0) from None
+
+    def here() -> None:
+        for line in bus.read_lines(run)[-lines:] if lines > 0 else []:
+            typer.echo(line)
+        if follow:
+            try:
+                for line in bus.follow(run, start_at_end=True):
+                    typer.echo(line)
+            except KeyboardInterrupt:
+                raise typer.Exit(0) from None
+
+    args = ["bus", "tail", name, "--lines", str(lines), *(["-f"] if follow else [])]
+    raise typer.Exit(backends.at_folder(run.info(), OrchCommand(args, here)))

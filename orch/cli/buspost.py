@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from orch.container import backends
+from orch.contracts import OrchCommand
 from orch.errors import OrchError, UsageError
 from orch.run import bus
 from orch.run.folder import RunFolder, decode_text
@@ -20,14 +21,11 @@ from orch.run.folder import RunFolder, decode_text
 STDIN = "-"
 
 
-def post(name: str, sender: int | None, words: Sequence[str]) -> int | None:
-    """Post `words` (joined; a lone `-`: standard input) as worker `sender` (None: the lead).
-
-    None when posted here; else the exit code of the same command run where the run folder lives
-    (a remote engine).
-    """
+def post(name: str, sender: int | None, words: Sequence[str]) -> int:
+    """Post `words` (joined; a lone `-`: standard input) as worker `sender` (None: the lead), where the run
+    folder lives (here, or on its remote engine); the exit code."""
     run = RunFolder.for_name(name)
-    run.info()  # NotFoundError with a hint when there is no such run
+    info = run.info()  # NotFoundError with a hint when there is no such run
     if sender is not None:
         run.check_worker(sender)
     from_stdin = list(words) == [STDIN]  # as `orch send --file -`; `-` among other words is text
@@ -37,10 +35,11 @@ def post(name: str, sender: int | None, words: Sequence[str]) -> int | None:
     as_ = ["--as", str(sender)] if sender is not None else []
     # Stdin's text goes on as stdin: as an argument, a message that is just `-` would be read as stdin there.
     args = ["bus", "post", name, *as_, *([STDIN] if from_stdin else ["--", message])]
-    code = backends.forward_if_remote_engine(run, args, stdin=message if from_stdin else None)
-    if code is None:
+
+    def here() -> None:
         bus.post(run, sender, message)
-    return code
+
+    return backends.at_folder(info, OrchCommand(args, here, stdin=message if from_stdin else None))
 
 
 def _read_stdin() -> str:
@@ -89,4 +88,4 @@ def fast_main(args: Sequence[str]) -> int | None:
     except OrchError as exc:
         print(f"orch: error: {exc.one_line()}", file=sys.stderr)  # as orch.cli.commands.OrchGroup says it
         return exc.exit_code
-    return code or 0
+    return code

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
 from orch.container import backends
-from orch.contracts import UpRequest
+from orch.contracts import OrchCommand, UpRequest
 from orch.errors import UsageError
 from orch.run.folder import RunFolder, decode_text, read_text_input
 
@@ -62,8 +62,7 @@ def parse_workers(spec: str | None) -> list[int] | None:
         raise UsageError(f"bad worker list {spec!r}", hint="use numbers separated by commas, e.g. 1,3") from None
 
 
-def forward_if_remote(run: RunFolder, args: list[str], stdin: str | None = None, interactive: bool = False) -> None:
-    """For a containerised run, run the same command inside its container and exit with its code."""
-    code = backends.forward(run, args, stdin=stdin, interactive=interactive)
-    if code is not None:
-        raise typer.Exit(code)
+def at_fleet(run: RunFolder, command: OrchCommand) -> NoReturn:
+    """Run the command where the run's tmux server lives (its container, or this process) and exit with its code."""
+    info = run.info()
+    raise typer.Exit(backends.sandbox_for(info).forward(info, command))

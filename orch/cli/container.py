@@ -149,7 +149,10 @@ def serve_run(
 @app.command()
 def reap() -> None:
     """Remove containers, volumes and workspace copies left by crashed or stopped runs (by label)."""
-    removed = backends.docker_sandbox().reap()
+    from orch.container.engine import docker_client
+    from orch.container.reap import reap as reap_engine
+
+    removed = reap_engine(docker_client())
     for item in removed:
         typer.echo(f"removed {item}")
     if not removed:
@@ -161,8 +164,7 @@ def pull(name: NameArg) -> None:
     """Copy a run folder back from a remote Docker engine into the local one."""
     run = run_folder(name)
     info = run.info()
-    if not backends.on_remote_engine(info):
+    if backends.sandbox_for(info).pull(info):
+        typer.echo(f"pulled {name} into {run.root}")
+    else:
         typer.echo(f"run {name} is on this machine already: {run.root}")
-        return
-    backends.pull(run)
-    typer.echo(f"pulled {name} into {run.root}")

@@ -13,7 +13,7 @@ import typer
 from orch.cli.common import (
     NameArg,
     WorkerArg,
-    forward_if_remote,
+    at_fleet,
     parse_workers,
     read_input,
     run_folder,
@@ -30,8 +30,8 @@ from orch.cli.container import (
     NetworkOpt,
     PidsOpt,
 )
-from orch.container import backends
-from orch.container.backends import container_state, kill_run, status_of, up_with_backend
+from orch.container.backends import at_folder, sandbox_for, sandbox_for_backend
+from orch.contracts import OrchCommand
 from orch.errors import OrchError, UsageError, is_environment_error, one_line
 from orch.fleet import launch, talk, watch
 from orch.run.folder import RunFolder, list_runs
@@ -58,14 +58,13 @@ def _up(
 ) -> None:
     docker = (container or ContainerOpts()).settings(boot_timeout)
     if resume:
-        info = backends.resume(name, boot_timeout, docker)
+        info = sandbox_for(run_folder(name).info(), boot_timeout, docker).resume(name)
         typer.echo(f"run {info.name}: resumed ({info.backend.value}); folder {RunFolder.for_name(name).root}")
         return
     req = up_request(name, workers, agent, workdir, permission_mode, model, offline, replace)
-    info = up_with_backend(req, Backend.LOCAL if local else Backend.DOCKER, boot_timeout, docker)
+    info = sandbox_for_backend(Backend.LOCAL if local else Backend.DOCKER, boot_timeout, docker).up(req)
     run = RunFolder.for_name(name)
-    where = f"container {info.container.name}" if info.container else info.backend.value
-    typer.echo(f"run {info.name}: {info.workers} {info.agent} worker(s) up ({where}); folder {run.root}")
+    typer.echo(f"run {info.name}: {info.workers} {info.agent} worker(s) up ({info.where}); folder {run.root}")
 
 
 LocalOpt = Annotated[bool, typer.Option("--local", help="Run tmux on this machine instead of a container.")]
@@ -144,9 +143,12 @@ def send(
     message = read_input(file) if file is not None else " ".join(text or [])
     if not message.strip():
         raise UsageError("empty message", hint="give the text to send")
-    forward_if_remote(run, ["send", name, str(worker), "--file", "-"], stdin=message)
-    talk.send(run, worker, message)
-    typer.echo(f"delivered to worker {worker}")
+
+    def here() -> None:
+        talk.send(run, worker, message)
+        typer.echo(f"delivered to worker {worker}")
+
+    at_fleet(run, OrchCommand(["send", name, str(worker), "--file", "-"], here, stdin=message))
 
 
 @app.command()
@@ -158,9 +160,11 @@ def brief(
     """Write agent-N.task.md and point the worker at it."""
     run = run_folder(name)
     text = read_input(source)
-    forward_if_remote(run, ["brief", name, str(worker), "-"], stdin=text)
-    path = talk.brief(run, worker, text)
-    typer.echo(f"briefed worker {worker}: {path}")
+
+    def here() -> None:
+        typer.echo(f"briefed worker {worker}: {talk.brief(run, worker, text)}")
+
+    at_fleet(run, OrchCommand(["brief", name, str(worker), "-"], here, stdin=text))
 
 
 @app.command()
@@ -171,8 +175,9 @@ def read(
 ) -> None:
     """Print a worker's screen (or its transcript once the run is stopped)."""
     run = run_folder(name)
-    forward_if_remote(run, ["read", name, str(worker), *(["--lines", str(lines)] if lines else [])])
-    typer.echo(talk.read(run, worker, lines))
+    args = ["read", name, str(worker), *(["--lines", str(lines)] if lines else [])]
+    # Once the run is down, its transcripts answer (evidence), where its folder is on this machine.
+    at_fleet(run, OrchCommand(args, lambda: typer.echo(talk.read(run, worker, lines)), folder_when_down=True))
 
 
 @app.command()
@@ -182,7 +187,7 @@ def status(
 ) -> None:
     """Per worker: state (from hooks), done flag, result, last bus line, cost."""
     runs = [run_folder(name)] if name else list_runs()
-    views = [status_of(run) for run in runs]
+    views = [sandbox_for(run.info()).status(run) for run in runs]
     if as_json:
         typer.echo(json.dumps([v.model_dump(mode="json") for v in views], indent=2))
         return
@@ -204,7 +209,7 @@ def ls_() -> None:
     for run in runs:
         info = run.info()
         cells = (info.name, info.backend.value, info.agent, str(info.workers), info.status.value)
-        rows.append((*cells, container_state(info)))
+        rows.append((*cells, sandbox_for(info).state(info)))
     for line in table(rows, right={3}, indent=""):
         typer.echo(line)
 
@@ -216,9 +221,11 @@ def attach(
 ) -> None:
     """Attach to the run's tmux (read-only unless --write)."""
     run = run_folder(name)
-    forward_if_remote(run, ["attach", name, *(["--write"] if write else [])], interactive=True)
-    argv = launch.server_for(run.info()).attach_argv(read_only=not write)
-    _exec(argv)
+
+    def here() -> None:
+        _exec(launch.server_for(run.info()).attach_argv(read_only=not write))
+
+    at_fleet(run, OrchCommand(["attach", name, *(["--write"] if write else [])], here, interactive=True))
 
 
 @app.command()
@@ -232,7 +239,8 @@ def kill(
     failed = 0
     for run in list_runs() if all_runs else [run_folder(name or "")]:
         try:
-            kill_run(run)
+            info = run.info()
+            sandbox_for(info).kill(info)
         except Exception as exc:
             # Besides OrchError: what the Docker SDK and requests raise untranslated (the engine refused
             # or dropped a call), and OSError (the run folder).
@@ -256,13 +264,20 @@ def wait(
 ) -> None:
     """Return as soon as the workers' done flags exist; exit 3 on timeout naming who is missing."""
     run = run_folder(name)
-    args = ["wait", name, *(["--workers", workers] if workers else [])]
-    code = backends.forward_if_remote_engine(run, [*args, *(["--timeout", f"{timeout:g}"] if timeout else [])])
-    if code is None:
+    info = run.info()
+    args = [
+        "wait",
+        name,
+        *(["--workers", workers] if workers else []),
+        *(["--timeout", f"{timeout:g}"] if timeout else []),
+    ]
+
+    def here() -> None:
         watch.wait(run, parse_workers(workers), timeout)
         typer.echo("all done")
-    if pull and backends.on_remote_engine(run.info()):
-        backends.pull(run)
+
+    code = at_folder(info, OrchCommand(args, here))
+    if pull and sandbox_for(info).pull(info):
         typer.echo(f"pulled into {run.root}")
     if code:
         raise typer.Exit(code)

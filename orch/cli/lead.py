@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from orch.cli.common import NameArg, run_folder
-from orch.container.backends import in_container, on_remote_engine
+from orch.container.backends import folder_is_here, in_container
 from orch.errors import OrchError, UsageError
 from orch.lead import demo as demo_mod
 from orch.lead import runner, skill
@@ -59,7 +59,7 @@ def _drive(run: RunFolder, commentary: bool = True) -> runner.RunResult:
     """Drive the run to its end; meanwhile, unless `commentary` is off, print the controller's actions as
     they happen (stderr: stdout is the result), read from events.jsonl here, or for a run folder on another
     machine, streamed back from the controller there."""
-    shown = commentary and not on_remote_engine(run.info())
+    shown = commentary and folder_is_here(run.info())
     try:
         with Commentary(run, lambda line: typer.echo(line, err=True)) if shown else contextlib.nullcontext():
             return runner.drive(run, commentary)

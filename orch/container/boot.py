@@ -21,7 +21,7 @@ from orch.container.mounts import mounts
 from orch.container.serverun import READY_LINE
 from orch.errors import OrchError, SandboxError, UsageError, WaitTimeoutError
 from orch.run.folder import RunFolder
-from orch.run.records import EgressMode, RunInfo, RunStatus
+from orch.run.records import DockerRunInfo, EgressMode, RunStatus
 from orch.waits import wait_until
 
 # What the init step needs before it drops them all: the firewall (NET_*), becoming the run's uid
@@ -35,11 +35,10 @@ START_MARGIN = 60.0  # seconds on top of the boot timeout: container start, fire
 
 
 def create(
-    client: docker.DockerClient, info: RunInfo, prompts: dict[int, str], resume: bool, boot_timeout: float
+    client: docker.DockerClient, info: DockerRunInfo, prompts: dict[int, str], resume: bool, boot_timeout: float
 ) -> Container:
     """Create (not start) the run's container; its first process applies the egress policy, then runs
     `orch serve-run` as the run's uid."""
-    assert info.container is not None
     ci = info.container
     opts = ci.options
     uid, gid = uid_gid(ci)
@@ -58,7 +57,7 @@ def create(
         "ORCH_EGRESS": opts.egress.value,
         "ORCH_EGRESS_ALLOW": ",".join(opts.allow),
     }
-    if ci.remote:
+    if ci.on_remote_engine:
         env["ORCH_CHOWN"] = f"{run_mount(info.name)}:{WORKDIR}"
     if prompts:
         env["ORCH_PROMPTS"] = json.dumps({str(n): text for n, text in prompts.items()})
@@ -67,7 +66,7 @@ def create(
         # Credentials travel by environment only (or the read-only mount below): never a file we write.
         env.update(credentials.passed(os.environ))
         login, found = credentials.login, credentials.login_file(os.environ)
-        if login and found and not credentials.in_env(os.environ) and not ci.remote:
+        if login and found and not credentials.in_env(os.environ) and not ci.on_remote_engine:
             run_mounts.append(Mount(target=CREDENTIALS_MOUNT, source=str(found), type="bind", read_only=True))
             env[settings.CREDENTIALS_HOME_PATH.name] = login.in_home
     caps = INIT_CAPS + (FIREWALL_CAPS if opts.egress is not EgressMode.OPEN else [])
@@ -108,10 +107,9 @@ def create(
         raise UsageError(f"the Docker engine refused the run's container: {explain(exc)}") from exc
 
 
-def wait_running(container: Container, run: RunFolder, info: RunInfo, boot_timeout: float) -> None:
+def wait_running(container: Container, run: RunFolder, info: DockerRunInfo, boot_timeout: float) -> None:
     """Until run.json says running (local: inotify on the mounted folder) or the container dies."""
-    assert info.container is not None
-    remote = info.container.remote
+    remote = info.container.on_remote_engine
 
     def started() -> bool:
         container.reload()
@@ -152,9 +150,8 @@ def check_image(client: docker.DockerClient, image: str, address: str | None = N
         raise SandboxError(f"cannot inspect image {image}: {explain(exc)}") from exc
 
 
-def run_container(client: docker.DockerClient, info: RunInfo) -> Container | None:
+def run_container(client: docker.DockerClient, info: DockerRunInfo) -> Container | None:
     """The container run.json names (by id, else by name), None when it is gone."""
-    assert info.container is not None
     try:
         return client.containers.get(info.container.id or info.container.name)
     except docker.errors.NotFound:

@@ -16,7 +16,7 @@ from docker.models.containers import Container
 from docker.utils.socket import frames_iter
 
 from orch.errors import UsageError
-from orch.run.records import RunInfo
+from orch.run.records import DockerRunInfo
 
 
 class Exec:
@@ -47,9 +47,8 @@ class Exec:
         return int(code) if code is not None else 1
 
 
-def exec_argv(info: RunInfo, argv: list[str]) -> NoReturn:
+def exec_argv(info: DockerRunInfo, argv: list[str]) -> NoReturn:
     """Replace this process with an interactive `docker exec -it` (the CLI owns the terminal best)."""
-    assert info.container is not None
     docker_cli = shutil.which("docker")
     if docker_cli is None:
         raise UsageError("`orch attach` to a container run needs the docker CLI", hint="apt-get install docker.io")

@@ -25,27 +25,24 @@ from orch.container.engine import explain
 from orch.container.layout import ROLE_HELPER, WORKDIR, labels, run_mount, run_volumes, uid_gid
 from orch.errors import SandboxError
 from orch.run.folder import RunFolder
-from orch.run.records import RunInfo, RunStatus
+from orch.run.records import DockerRunInfo, RunInfo, RunStatus
 
 
-def mounts(info: RunInfo) -> list[Mount]:
+def mounts(info: DockerRunInfo) -> list[Mount]:
     """The run folder and the workspace, as the run's container mounts them."""
-    assert info.container is not None
     return [
         _mount(info, run_mount(info.name), info.container.host_run_dir),
         _mount(info, WORKDIR, info.container.workspace_source),
     ]
 
 
-def _mount(info: RunInfo, target: str, source: str) -> Mount:
-    assert info.container is not None
-    kind: Literal["volume", "bind"] = "volume" if info.container.remote else "bind"
+def _mount(info: DockerRunInfo, target: str, source: str) -> Mount:
+    kind: Literal["volume", "bind"] = "volume" if info.container.on_remote_engine else "bind"
     return Mount(target=target, source=source, type=kind, read_only=False)
 
 
 # --- on this machine (local engine) ----------------------------------------------------------------
-def make_run_folder(run: RunFolder, info: RunInfo) -> None:
-    assert info.container is not None
+def make_run_folder(run: RunFolder, info: DockerRunInfo) -> None:
     _seed(run, info)
     uid, gid = uid_gid(info.container)
     if os.getuid() == 0 and uid != 0:
@@ -67,7 +64,7 @@ def save_info(run: RunFolder, info: RunInfo) -> None:
 
 
 # --- on a remote engine ----------------------------------------------------------------------------
-def make_volumes(client: docker.DockerClient, info: RunInfo) -> None:
+def make_volumes(client: docker.DockerClient, info: DockerRunInfo) -> None:
     for volume, role in run_volumes(info.name).items():
         client.volumes.create(name=volume, labels=labels(info.name, role))
 
@@ -79,9 +76,8 @@ def remove_volumes(client: docker.DockerClient, *volumes: str) -> None:
             client.volumes.get(volume).remove(force=True)
 
 
-def upload(container: Container, info: RunInfo, host_workdir: Path) -> None:
+def upload(container: Container, info: DockerRunInfo, host_workdir: Path) -> None:
     """Put a fresh run folder and the workdir's copy into the (created) container's volumes."""
-    assert info.container is not None
     uid, gid = uid_gid(info.container)
     with tempfile.TemporaryDirectory(prefix="orch-upload-") as tmp:
         staged = RunFolder(Path(tmp) / info.name)
@@ -90,19 +86,17 @@ def upload(container: Container, info: RunInfo, host_workdir: Path) -> None:
     _put_tree(container, WORKDIR, host_workdir, uid, gid)
 
 
-def push(container: Container, info: RunInfo, files: list[Path]) -> None:
+def push(container: Container, info: DockerRunInfo, files: list[Path]) -> None:
     """Copy these files of the local run folder (its top level) into the remote one, replacing them there."""
-    assert info.container is not None
     uid, gid = uid_gid(info.container)
     _put(container, run_mount(info.name), files, uid, gid)
 
 
-def pull(client: docker.DockerClient, info: RunInfo, source: Container | None) -> RunInfo:
+def pull(client: docker.DockerClient, info: DockerRunInfo, source: Container | None) -> DockerRunInfo:
     """Copy a remote run's folder back into the local one (files only ever added or updated).
 
     Read through `source`, the run's container, or when that is gone through a helper container.
     """
-    assert info.container is not None
     ci = info.container
     run = RunFolder.for_name(info.name)
     helper = None
@@ -134,7 +128,7 @@ def pull(client: docker.DockerClient, info: RunInfo, source: Container | None) -
 
 
 # --- helpers ---------------------------------------------------------------------------------------
-def _seed(run: RunFolder, info: RunInfo) -> None:
+def _seed(run: RunFolder, info: DockerRunInfo) -> None:
     """A new run folder. Files the container appends to must exist before the host (maybe root) ever touches them."""
     run.create(info)
     run.events.touch()
@@ -190,11 +184,9 @@ def _extract_run(buf: BinaryIO, name: str, run: RunFolder) -> RunInfo:
     return remote_info
 
 
-def _merge_info(remote: RunInfo, local: RunInfo) -> RunInfo:
+def _merge_info(remote: RunInfo, local: DockerRunInfo) -> DockerRunInfo:
     """The local stub's run.json after a pull: the remote's view, with this machine's container record."""
-    merged = remote.model_copy(deep=True)
-    assert local.container is not None
-    merged.container = local.container.model_copy(update={"last_pull": dt.datetime.now(dt.UTC)})
+    merged = DockerRunInfo.of(remote, local.container.model_copy(update={"last_pull": dt.datetime.now(dt.UTC)}))
     if local.status is RunStatus.STOPPED:
         merged.status = RunStatus.STOPPED
     return merged

@@ -7,11 +7,12 @@ a local run and stays until SIGTERM. The run folder is bind-mounted from the hos
 engine, is a labelled volume there), so the host reads bus, results and done flags as plain files.
 
 Host vs container paths: run.json holds the paths the controller and workers use (`/workspace`,
-`/orch/runs/NAME`); `RunInfo.container` keeps the host's side (see orch.run.records.ContainerInfo).
+`/orch/runs/NAME`); `DockerRunInfo.container` keeps the host's side (see orch.run.records.ContainerInfo).
 
 The pieces: orch.container.layout (names, labels, in-container paths, uid), orch.container.boot (create,
 wait, describe), orch.container.mounts (run folder and workspace: bind mounts or remote volumes, pull) and
-orch.container.exec_run (commands in the container); this module puts them together behind the Sandbox contract.
+orch.container.exec_run (commands in the container); this module puts them together behind the Sandbox
+contract. orch.container.reap removes what crashed runs left on an engine.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import docker
 import docker.errors
 import requests.exceptions
 from docker.models.containers import Container
+from pydantic import TypeAdapter
 
 from orch.container import boot, egress, mounts
 from orch.container.boot import check_image, describe, find, run_container
@@ -34,9 +36,7 @@ from orch.container.engine import DEFAULT_ENGINE, docker_client, engine_address,
 from orch.container.exec_run import Exec, exec_argv
 from orch.container.layout import (
     LABEL_MANAGED,
-    LABEL_ROLE,
     LABEL_RUN,
-    ROLE_RUN_FOLDER,
     WORKDIR,
     container_name,
     container_user,
@@ -46,13 +46,23 @@ from orch.container.layout import (
     writable_by,
 )
 from orch.container.mounts import save_info
-from orch.contracts import UpRequest
+from orch.contracts import OrchCommand, UpRequest
 from orch.errors import DeliveryError, OrchError, SandboxError, UsageError
-from orch.fleet import launch
+from orch.fleet import launch, watch
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.paths import workspaces_dir
-from orch.run.records import Backend, ContainerInfo, ContainerOptions, ControllerEvent, EgressMode, RunInfo, RunStatus
+from orch.run.records import (
+    Backend,
+    ContainerInfo,
+    ContainerOptions,
+    ControllerEvent,
+    DockerRunInfo,
+    EgressMode,
+    RunInfo,
+    RunStatus,
+    RunStatusView,
+)
 from orch.settings import IMAGE
 
 STOP_TIMEOUT = 15
@@ -72,28 +82,28 @@ class DockerSettings:
 
 
 class DockerSandbox:
-    """The `Sandbox` of containerised runs (orch.contracts.Sandbox), plus reap and pull."""
+    """The `Sandbox` of containerised runs (orch.contracts.Sandbox), seen from outside their containers."""
 
     def __init__(self, settings: DockerSettings | None = None) -> None:
         self.settings = settings or DockerSettings()
         self._clients: dict[str | None, docker.DockerClient] = {}
 
     # --- engines ---------------------------------------------------------------------------------
-    def client(self, info: RunInfo | None = None) -> docker.DockerClient:
+    def client(self, info: DockerRunInfo | None = None) -> docker.DockerClient:
         """The engine of a run (the one it was started on), or the environment's for a new run.
 
         One client per engine for this object's life: over ssh every new connection costs a handshake.
         """
-        host = info.container.docker_host if info is not None and info.container is not None else None
+        host = info.container.docker_host if info is not None else None
         if host not in self._clients:
             self._clients[host] = docker_client(base_url=host)
         return self._clients[host]
 
     # --- up ---------------------------------------------------------------------------------------
     def up(self, request: UpRequest) -> RunInfo:
-        adapter, info = launch.plan(request, Backend.DOCKER)  # the agent itself runs inside the container
+        adapter, planned = launch.plan(request)  # the agent itself runs inside the container
         opts = self.settings.options
-        host_workdir = Path(info.workdir)
+        host_workdir = Path(planned.workdir)
         try:
             allow = egress.allowlist_for(os.environ, request.offline, opts.allow, adapter.credentials)
         except ValueError as exc:
@@ -131,12 +141,11 @@ class DockerSandbox:
                 f"the workers run as uid {uid} and cannot write the workdir {host_workdir}",
                 hint="pass --copy to give them a disposable copy, or make the workdir writable by that uid",
             )
-        info.workdir = WORKDIR
-        info.container = ContainerInfo(
+        container_info = ContainerInfo(
             name=container_name(request.name),
             image=self.settings.image,
             docker_host=None if address == DEFAULT_ENGINE else address,
-            remote=remote,
+            on_remote_engine=remote,
             host_run_dir=run_volume_name(request.name) if remote else str(run.root),
             host_workdir=str(host_workdir),
             workspace_source=(
@@ -150,6 +159,8 @@ class DockerSandbox:
             user=f"{uid}:{gid}",
             options=opts.model_copy(update={"allow": allow}),
         )
+        info = DockerRunInfo.of(planned, container_info)
+        info.workdir = WORKDIR
         container: Container | None = None
         try:
             if remote:
@@ -175,9 +186,7 @@ class DockerSandbox:
     def resume(self, name: str) -> RunInfo:
         """Start a new container on an existing run folder and relaunch the workers (sessions resumed)."""
         run = RunFolder.for_name(name)
-        info = run.info()
-        if info.backend is not Backend.DOCKER or info.container is None:
-            raise UsageError(f"run {name!r} is not a container run", hint=f"orch up {name} --resume --local")
+        info = _boxed(run.info())
         client = self.client(info)
         old = run_container(client, info)
         if old is not None:
@@ -186,16 +195,16 @@ class DockerSandbox:
                 raise UsageError(f"run {name!r} is still running", hint=f"orch kill {name} first to restart it")
             old.remove(force=True)
         ci = info.container
-        if not ci.remote and not Path(ci.host_run_dir).is_dir():
+        if not ci.on_remote_engine and not Path(ci.host_run_dir).is_dir():
             raise UsageError(f"the run folder {ci.host_run_dir} is gone", hint="start a new run")
-        if not ci.remote and not Path(ci.workspace_source).is_dir():
+        if not ci.on_remote_engine and not Path(ci.workspace_source).is_dir():
             raise UsageError(f"the workspace {ci.workspace_source} is gone", hint="start a new run")
         check_image(client, ci.image, ci.docker_host or DEFAULT_ENGINE)
         container = boot.create(client, info, {}, resume=True, boot_timeout=self.settings.boot_timeout)
         ci.id = str(container.id)
         info.status = RunStatus.STARTING
         save_info(run, info)
-        if not ci.remote:
+        if not ci.on_remote_engine:
             run.log_event(ControllerEvent(event=Event.RESUMED, data={"container": ci.id[:12]}))
         try:
             container.start()
@@ -207,10 +216,9 @@ class DockerSandbox:
         return self._started(run, info)
 
     @staticmethod
-    def _started(run: RunFolder, info: RunInfo) -> RunInfo:
+    def _started(run: RunFolder, info: DockerRunInfo) -> RunInfo:
         """run.json once the workers run: the controller wrote it, or on a remote engine, this local copy."""
-        assert info.container is not None
-        if info.container.remote:
+        if info.container.on_remote_engine:
             info.status = RunStatus.RUNNING
             save_info(run, info)
             return info
@@ -230,7 +238,7 @@ class DockerSandbox:
         run.remove()
 
     def _cleanup_failed_up(
-        self, client: docker.DockerClient, container: Container | None, run: RunFolder, info: RunInfo
+        self, client: docker.DockerClient, container: Container | None, run: RunFolder, info: DockerRunInfo
     ) -> None:
         """Nothing half-created: the container, volumes, workspace copy and run folder go."""
         with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
@@ -241,14 +249,14 @@ class DockerSandbox:
                 if found is not None and found.labels.get(LABEL_RUN) == info.name:
                     found.remove(force=True)
         with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
-            if info.container is not None and info.container.remote:
+            if info.container.on_remote_engine:
                 mounts.remove_volumes(client, *run_volumes(info.name))
-        if info.container is not None and info.container.options.copy_workdir and not info.container.remote:
+        if info.container.options.copy_workdir and not info.container.on_remote_engine:
             shutil.rmtree(info.container.workspace_source, ignore_errors=True)
         run.remove()
 
     # --- commands inside the container ------------------------------------------------------------
-    def _running(self, info: RunInfo) -> tuple[docker.DockerClient, Container]:
+    def _running(self, info: DockerRunInfo) -> tuple[docker.DockerClient, Container]:
         client = self.client(info)
         container = run_container(client, info)
         if container is None or container.status != "running":
@@ -256,24 +264,28 @@ class DockerSandbox:
             raise DeliveryError(f"run {info.name!r}: its container is {why}", hint=f"orch up {info.name} --resume")
         return client, container
 
-    def _exec(self, info: RunInfo, argv: list[str], stdin: str | None = None) -> Exec:
+    def _exec(self, info: DockerRunInfo, argv: list[str], stdin: str | None = None) -> Exec:
         """A `docker exec` of argv in the run's running container, as the run's user."""
-        assert info.container is not None
         client, container = self._running(info)
         return Exec(client, container, info.container.user, argv, stdin)
 
-    def forward(self, info: RunInfo, args: list[str], stdin: str | None = None, interactive: bool = False) -> int:
-        if interactive:
+    def forward(self, info: RunInfo, command: OrchCommand) -> int:
+        info = _boxed(info)
+        if command.folder_when_down and not info.container.on_remote_engine and not self.alive(info):
+            return command.run_here()
+        args = ["orch", *command.args]
+        if command.interactive:
             self._running(info)
-            exec_argv(info, ["orch", *args])
-        run = self._exec(info, ["orch", *args], stdin)
+            exec_argv(info, args)
+        run = self._exec(info, args, command.stdin)
         for stream, chunk in run.frames():
             out = sys.stdout if stream == 1 else sys.stderr
             out.write(chunk.decode(errors="replace"))
             out.flush()
         return run.exit_code()
 
-    def capture(self, info: RunInfo, args: list[str]) -> str:
+    def capture(self, info: DockerRunInfo, args: list[str]) -> str:
+        """Run `orch ARGS` in the run's container and return its stdout (OrchError on failure)."""
         run = self._exec(info, ["orch", *args])
         out, err = bytearray(), bytearray()
         for stream, chunk in run.frames():
@@ -286,16 +298,35 @@ class DockerSandbox:
 
     def run_as_user(self, info: RunInfo, argv: list[str]) -> tuple[int, str]:
         """Run any command in the run's container as its user; (exit code, stdout+stderr). For checks."""
-        run = self._exec(info, argv)
+        run = self._exec(_boxed(info), argv)
         output = b"".join(chunk for _, chunk in run.frames())
         return run.exit_code(), output.decode(errors="replace")
 
+    def status(self, run: RunFolder) -> RunStatusView:
+        info = _boxed(run.info())
+        try:
+            state = self._describe(info)
+            why = None if state == "running" else f"container {state}"
+        except OrchError as exc:
+            why = f"engine unreachable: {exc.message}"
+        if why is not None:
+            return watch.status_view(run, info, panes=None, why_down=why)
+        views = TypeAdapter(list[RunStatusView]).validate_json(self.capture(info, ["status", info.name, "--json"]))
+        return views[0]
+
     def alive(self, info: RunInfo) -> bool:
-        container = run_container(self.client(info), info)
+        boxed = _boxed(info)
+        container = run_container(self.client(boxed), boxed)
         return container is not None and container.status == "running"
 
     def state(self, info: RunInfo) -> str:
-        """The container's state for `orch ls` / `orch status`: running, exited (137), removed."""
+        try:
+            return self._describe(_boxed(info))
+        except OrchError:
+            return "engine unreachable"
+
+    def _describe(self, info: DockerRunInfo) -> str:
+        """The container's state: running, exited (137), removed (OrchError: the engine did not answer)."""
         return describe(run_container(self.client(info), info))
 
     # --- teardown ---------------------------------------------------------------------------------
@@ -304,7 +335,7 @@ class DockerSandbox:
 
         The run folder stays; on a remote engine it is pulled back first. A `--copy` workspace goes.
         """
-        assert info.container is not None
+        info = _boxed(info)
         ci = info.container
         client = self.client(info)
         container = run_container(client, info)
@@ -312,14 +343,14 @@ class DockerSandbox:
         if container is not None:
             with contextlib.suppress(docker.errors.APIError):
                 container.stop(timeout=STOP_TIMEOUT)
-        if ci.remote:
+        if ci.on_remote_engine:
             with contextlib.suppress(OrchError):
-                info = self.pull(info)
+                self.pull(info)
         if container is not None:
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True)
         if ci.options.copy_workdir:
-            if ci.remote:
+            if ci.on_remote_engine:
                 mounts.remove_volumes(client, workspace_volume_name(info.name))
             else:
                 shutil.rmtree(ci.workspace_source, ignore_errors=True)
@@ -328,69 +359,26 @@ class DockerSandbox:
         save_info(run, current)
         run.log_event(ControllerEvent(event=Event.CONTAINER_REMOVED, data={"container": ci.id[:12]}))
 
-    def reap(self) -> list[str]:
-        """Remove what crashed or stopped runs left on the engine (by label); return what was removed.
-
-        A container goes when it is not running, or its run is stopped or unknown-and-dead, or it is not
-        the container its run.json names. A running container of a run this machine does not know is
-        left alone (another machine may own it). A run's volumes go once its run is stopped (and, for
-        the run folder, pulled since); `--copy` workspaces of stopped or vanished runs go too.
-        """
-        client = self.client()
-        removed: list[str] = []
-        filters: dict[str, str | list[str] | bool] = {"label": f"{LABEL_MANAGED}=true"}
-        for container in client.containers.list(all=True, filters=filters):
-            name = container.labels.get(LABEL_RUN, "")
-            info = _known_run(name)
-            running = container.status == "running"
-            ours = info is not None and info.container is not None and info.container.id == container.id
-            stopped = info is not None and info.status in (RunStatus.STOPPED, RunStatus.FAILED)
-            if running and (info is None or (ours and not stopped)):
-                continue
-            with contextlib.suppress(docker.errors.NotFound):  # another reap got there first
-                container.remove(force=True)
-            removed.append(f"container {container.name} (run {name}, {container.status})")
-            if ours and info is not None and not stopped:
-                run = RunFolder.for_name(name)
-                info.status = RunStatus.STOPPED
-                save_info(run, info)
-                run.log_event(ControllerEvent(event=Event.REAPED, data={"container": container.short_id}))
-        in_use = {m.get("Name") for c in client.containers.list(all=True) for m in c.attrs.get("Mounts", [])}
-        for volume in client.volumes.list(filters=filters):
-            name = (volume.attrs.get("Labels") or {}).get(LABEL_RUN, "")
-            info = _known_run(name)
-            if volume.name in in_use or info is None or info.status is not RunStatus.STOPPED:
-                continue
-            pulled = info.container is not None and info.container.last_pull is not None
-            if (volume.attrs.get("Labels") or {}).get(LABEL_ROLE) == ROLE_RUN_FOLDER and not pulled:
-                continue
-            with contextlib.suppress(docker.errors.NotFound):
-                volume.remove(force=True)
-            removed.append(f"volume {volume.name} (run {name})")
-        if workspaces_dir().is_dir():
-            for copy in workspaces_dir().iterdir():
-                info = _known_run(copy.name)
-                if info is None or info.status is RunStatus.STOPPED:
-                    shutil.rmtree(copy, ignore_errors=True)
-                    removed.append(f"workspace copy {copy}")
-        return removed
-
     def push(self, info: RunInfo, files: list[Path]) -> None:
-        """Put these local run-folder files into a remote run's folder (the run's container must be running)."""
-        _, container = self._running(info)
-        mounts.push(container, info, files)
+        """On a remote engine: put these local run-folder files into the run's folder there (the run's
+        container must be running). A local engine's container sees this folder through its bind mount."""
+        info = _boxed(info)
+        if info.container.on_remote_engine:
+            _, container = self._running(info)
+            mounts.push(container, info, files)
 
-    def pull(self, info: RunInfo) -> RunInfo:
-        """Copy a remote run's folder back into the local one (files only ever added or updated)."""
-        assert info.container is not None
-        if not info.container.remote:
-            return info
+    def pull(self, info: RunInfo) -> bool:
+        """On a remote engine: copy the run's folder back into the local one (files only ever added or updated)."""
+        info = _boxed(info)
+        if not info.container.on_remote_engine:
+            return False
         client = self.client(info)
-        return mounts.pull(client, info, run_container(client, info))
+        mounts.pull(client, info, run_container(client, info))
+        return True
 
 
-def _known_run(name: str) -> RunInfo | None:
-    try:
-        return RunFolder.for_name(name).info()
-    except OrchError:
-        return None
+def _boxed(info: RunInfo) -> DockerRunInfo:
+    """The run's record as a container run (orch.container.backends hands this sandbox no other)."""
+    if not isinstance(info, DockerRunInfo):
+        raise UsageError(f"run {info.name!r} is not a container run", hint=f"orch up {info.name} --resume --local")
+    return info

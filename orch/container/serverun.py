@@ -22,7 +22,7 @@ from orch.fleet import launch, watch
 from orch.offline.runserver import stop_model_server
 from orch.run.events import Event
 from orch.run.folder import RunFolder
-from orch.run.records import Backend, ControllerEvent, RunInfo, RunStatus
+from orch.run.records import ControllerEvent, RunInfo, RunStatus
 
 READY_LINE = "orch: serve-run: running"  # docker_container.wait_running waits for it on remote engines
 
@@ -86,7 +86,7 @@ def serve(name: str, boot_timeout: float, resume: bool, create: UpRequest | None
 def _create(req: UpRequest, boot_timeout: float) -> tuple[RunFolder, RunInfo]:
     """A run folder made here, as launch.up makes it (nothing is left behind if the boot fails), with the
     agents' session stores linked into it first so a later container can resume them."""
-    adapter, info = launch.plan(req, Backend.LOCAL)
+    adapter, info = launch.plan(req)
     run = RunFolder.for_name(req.name)
     run.create(info)
     try:

@@ -20,7 +20,7 @@ from orch.fleet.workerstate import EXIT_EVENT, derive_state
 from orch.offline.runserver import start_model_server, stop_model_server
 from orch.run.events import Event
 from orch.run.folder import RunFolder, validate_name, validate_worker_count
-from orch.run.records import Backend, ControllerEvent, RunInfo, RunStatus, WorkerState
+from orch.run.records import ControllerEvent, LocalRunInfo, RunInfo, RunStatus, WorkerState
 from orch.waits import wait_until
 
 log = logging.getLogger(__name__)
@@ -40,8 +40,8 @@ def server_for(info: RunInfo) -> TmuxServer:
     return TmuxServer(info.tmux_socket)
 
 
-def plan(req: UpRequest, backend: Backend) -> tuple[AgentAdapter, RunInfo]:
-    """Validate a request and describe the run it asks for; touches nothing."""
+def plan(req: UpRequest) -> tuple[AgentAdapter, LocalRunInfo]:
+    """Validate a request and describe the run it asks for, on this machine; touches nothing."""
     validate_name(req.name)
     validate_worker_count(req.workers)
     adapter = get_adapter(req.agent)
@@ -57,9 +57,8 @@ def plan(req: UpRequest, backend: Backend) -> tuple[AgentAdapter, RunInfo]:
     for n in [*req.prompts, *req.worker_models]:
         if not 1 <= n <= req.workers:
             raise UsageError(f"prompt or model for worker {n} is out of range", hint=f"use 1 to {req.workers}")
-    info = RunInfo(
+    info = LocalRunInfo(
         name=req.name,
-        backend=backend,
         agent=adapter.name,
         workers=req.workers,
         workdir=str(workdir.resolve()),
@@ -73,12 +72,12 @@ def plan(req: UpRequest, backend: Backend) -> tuple[AgentAdapter, RunInfo]:
     return adapter, info
 
 
-def up(req: UpRequest, backend: Backend = Backend.LOCAL, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
+def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
     """Create the run folder and a private tmux server with one agent per pane; wait until booted.
 
     On any failure nothing is left behind: no tmux server, no run folder, no config dirs.
     """
-    adapter, info = plan(req, backend)
+    adapter, info = plan(req)
     adapter.binary()
     check_tmux()
     run = RunFolder.for_name(req.name)

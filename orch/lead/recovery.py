@@ -47,7 +47,7 @@ class Recovery(Part):
         self.desk.save()
         self.desk.event(Event.FLEET_RELAUNCHING, relaunch=self.state.relaunches, limit=self.spec.limits.max_relaunches)
         try:
-            backends.resume(self.run.name, self.spec.timeouts.boot)
+            backends.sandbox_for(self.run.info(), self.spec.timeouts.boot).resume(self.run.name)
         except OrchError as exc:
             self.review.abort(f"the fleet's tmux server died and could not be relaunched: {exc.one_line()}")
             return False

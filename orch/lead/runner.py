@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orch.container import backends
-from orch.contracts import UpRequest
+from orch.contracts import OrchCommand, UpRequest
 from orch.errors import OrchError
-from orch.fleet import launch
 from orch.lead.controller import Controller, initial_state, read_spec, write_spec
 from orch.lead.decisions import EXIT_FAILED
 from orch.lead.jobs import load_state, save_state
@@ -24,7 +23,7 @@ from orch.lead.report import RunReport, load_report
 from orch.lead.spec import FleetSpec
 from orch.run.events import Event
 from orch.run.folder import RunFolder, validate_name
-from orch.run.records import Backend, ContainerOptions, ControllerEvent, RunInfo
+from orch.run.records import Backend, ContainerOptions, ControllerEvent
 
 
 @dataclass(frozen=True)
@@ -61,16 +60,15 @@ def start(spec: FleetSpec, name: str, backend: Backend, replace: bool = False, c
     `copy` (container runs): the workers get a disposable copy of the workdir, never the original.
     """
     validate_name(name)
-    docker = None
-    if backend is Backend.DOCKER and not backends.in_container():
-        from orch.container.sandbox import DockerSettings
+    from orch.container.sandbox import DockerSettings
 
-        docker = DockerSettings(options=ContainerOptions(copy_workdir=copy), boot_timeout=spec.timeouts.boot)
-    backends.up_with_backend(up_request(spec, name, replace), backend, spec.timeouts.boot, docker)
+    docker = DockerSettings(options=ContainerOptions(copy_workdir=copy), boot_timeout=spec.timeouts.boot)
+    box = backends.sandbox_for_backend(backend, spec.timeouts.boot, docker)
+    info = box.up(up_request(spec, name, replace))
     run = RunFolder.for_name(name)
     write_spec(run, spec)
     save_state(run, initial_state(run, spec))
-    backends.push(run, [run.fleet_spec, run.controller_state])  # a remote engine's controller reads them there
+    box.push(info, [run.fleet_spec, run.controller_state])  # a remote engine's controller reads them there
     run.log_event(ControllerEvent(event=Event.RUN_CREATED, data={"tasks": spec.task_ids(), "offline": spec.offline}))
     return run
 
@@ -84,39 +82,33 @@ def drive(run: RunFolder, commentary: bool = True) -> RunResult:
     (elsewhere the caller reads events.jsonl itself).
     """
     info = run.info()
-    if load_state(run).outcome is None and not _fleet_alive(info):
+    box = backends.sandbox_for(info)
+    if load_state(run).outcome is None and not box.alive(info):
         run.log_event(ControllerEvent(event=Event.FLEET_RELAUNCHING))
-        backends.resume(run.name, read_spec(run).timeouts.boot)
+        backends.sandbox_for(info, read_spec(run).timeouts.boot).resume(run.name)
         info = run.info()
-    if backends.is_remote(info):
-        # The host prints the result; the controller in the container prints its commentary (forwarded
-        # stderr) only when this machine cannot read the run's events.jsonl itself.
-        args = ["run", "--resume", run.name, "--quiet"]
-        if not (commentary and backends.on_remote_engine(info)):
-            args.append("--no-commentary")
-        code = backends.forward(run, args)
-        assert code is not None
-        backends.pull(run)  # a remote engine's run folder: its state and report, copied back here
-        if load_state(run).outcome is None:  # keep all for --resume
-            # The container's state may lag behind a kill that ended the exec: then the exit code is all we say.
-            alive = _fleet_alive(info)
-            why = f"the controller stopped with exit {code}" if alive else "the controller's container died"
-            return RunResult(run, EXIT_FAILED, None, stopped=why)
-        spec = read_spec(run)
-        if spec.teardown:
-            with contextlib.suppress(OrchError):  # already gone: the run folder has the report
-                backends.kill_run(run)
-        return RunResult(run, code, _report(run))
-    spec = read_spec(run)
-    state = load_state(run)
-    outcome = Controller(run, spec, state).run_to_end()
-    return RunResult(run, outcome.exit_code, _report(run))
 
+    def here() -> int:
+        return Controller(run, read_spec(run), load_state(run)).run_to_end().exit_code
 
-def _fleet_alive(info: RunInfo) -> bool:
-    if backends.is_remote(info):
-        return backends.docker_sandbox().alive(info)
-    return launch.server_for(info).alive()
+    # In a container, the controller prints its commentary (forwarded stderr) only when this machine cannot
+    # read the run's events.jsonl itself; the host prints the result.
+    args = ["run", "--resume", run.name, "--quiet"]
+    if not commentary or backends.folder_is_here(info):
+        args.append("--no-commentary")
+    code = box.forward(info, OrchCommand(args, here))
+    box.pull(info)  # a remote engine's run folder: its state and report, copied back here
+    if load_state(run).outcome is None:  # keep all for --resume
+        # The container's state may lag behind a kill that ended the exec: then the exit code is all we say.
+        alive = box.alive(info)
+        why = f"the controller stopped with exit {code}" if alive else "the controller's container died"
+        return RunResult(run, EXIT_FAILED, None, stopped=why)
+    # The controller's teardown stopped the workers; what outlives it (the run's container) goes here.
+    if read_spec(run).teardown:
+        with contextlib.suppress(OrchError):  # already gone: the run folder has the report
+            if box.alive(info):
+                box.kill(info)
+    return RunResult(run, code, _report(run))
 
 
 def _report(run: RunFolder) -> RunReport | None:

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from orch.errors import NotFoundError, OrchError, UsageError
 from orch.run.paths import agents_dir, runs_dir
-from orch.run.records import ControllerEvent, HookEvent, RunInfo, StatusLine
+from orch.run.records import RUN_INFO, ControllerEvent, HookEvent, RunInfo, StatusLine
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_WORKERS = 64
@@ -69,10 +69,12 @@ def append_line(path: Path, line: str) -> None:
 M = TypeVar("M", bound=BaseModel)
 
 
-def read_model(path: Path, model: type[M], missing: OrchError) -> M:
-    """A JSON file orch wrote, as its model: `missing` if absent, a one-line UsageError if malformed."""
+def read_model(path: Path, model: type[M] | TypeAdapter[M], missing: OrchError) -> M:
+    """A JSON file orch wrote, as its model (or union of models): `missing` if absent, a one-line UsageError
+    if malformed."""
+    validate = model.validate_json if isinstance(model, TypeAdapter) else model.model_validate_json
     try:
-        return model.model_validate_json(path.read_text())
+        return validate(path.read_text())
     except FileNotFoundError:
         raise missing from None
     except ValidationError as exc:
@@ -261,7 +263,7 @@ class RunFolder:
 
     def info(self) -> RunInfo:
         return read_model(
-            self.run_json, RunInfo, NotFoundError(f"no run named {self.name!r}", hint="`orch ls` lists runs")
+            self.run_json, RUN_INFO, NotFoundError(f"no run named {self.name!r}", hint="`orch ls` lists runs")
         )
 
     def check_worker(self, n: int) -> int:

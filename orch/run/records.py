@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from orch import settings
 from orch.run.events import Event
@@ -67,16 +67,19 @@ class ContainerInfo(Strict):
     the same things is kept here: `host_run_dir` and `host_workdir`.
     """
 
+    # run.json keeps the key `remote` (files written before the field was renamed load alike).
+    model_config = ConfigDict(extra="forbid", validate_by_name=True, serialize_by_alias=True)
+
     id: str = ""
     """Container id ("" until the container is created)."""
     name: str
     image: str
     docker_host: str | None = None
     """The engine the container runs on (None: the default local engine)."""
-    remote: bool = False
+    on_remote_engine: bool = Field(default=False, validation_alias="remote", serialization_alias="remote")
     """The engine is on another machine: the run folder is the volume `run_volume` there, not a bind mount."""
     host_run_dir: str
-    """The run folder as the engine's host sees it (the bind-mount source), or the volume name if remote."""
+    """The run folder as the engine's host sees it (the bind-mount source), or the volume name on a remote engine."""
     host_workdir: str = ""
     """The workdir the user named, on the machine that ran `orch up`."""
     workspace_source: str = ""
@@ -89,8 +92,8 @@ class ContainerInfo(Strict):
     """When `orch pull` last copied the remote run folder back."""
 
 
-class RunInfo(Strict):
-    """`run.json`: what was asked for, and where it runs."""
+class RunInfoBase(Strict):
+    """`run.json`: what was asked for, and where it runs. A run is a `LocalRunInfo` or a `DockerRunInfo`."""
 
     name: str
     backend: Backend
@@ -108,7 +111,46 @@ class RunInfo(Strict):
     status: RunStatus = RunStatus.STARTING
     orch_version: str
     agent_version: str | None = None
-    container: ContainerInfo | None = None
+
+    @property
+    def where(self) -> str:
+        """Where its fleet runs, for messages."""
+        return self.backend.value
+
+
+class LocalRunInfo(RunInfoBase):
+    """A run whose tmux server is on the machine that started it (`orch up --local`, or made inside a container)."""
+
+    backend: Literal[Backend.LOCAL] = Backend.LOCAL
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_container(cls, data: Any) -> Any:
+        """run.json of older versions says `"container": null` for a local run."""
+        if isinstance(data, dict) and "container" in data and data["container"] is None:
+            return {k: v for k, v in data.items() if k != "container"}
+        return data
+
+
+class DockerRunInfo(RunInfoBase):
+    """A run in its own container."""
+
+    backend: Literal[Backend.DOCKER] = Backend.DOCKER
+    container: ContainerInfo
+
+    @property
+    def where(self) -> str:
+        return f"container {self.container.name}"
+
+    @classmethod
+    def of(cls, info: RunInfoBase, container: ContainerInfo) -> DockerRunInfo:
+        """`info` (a planned run, or one read from a remote engine) with this container record."""
+        return cls(**{**info.model_dump(exclude={"backend", "container"}), "container": container})
+
+
+RunInfo: TypeAlias = Annotated[LocalRunInfo | DockerRunInfo, Field(discriminator="backend")]
+RUN_INFO: TypeAdapter[RunInfo] = TypeAdapter(RunInfo)
+"""Reads run.json into the record of its backend."""
 
 
 class WorkerState(StrEnum):

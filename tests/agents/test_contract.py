@@ -26,7 +26,6 @@ from orch.contracts import (
 from orch.errors import UsageError
 from orch.fleet import launch
 from orch.run.folder import RunFolder
-from orch.run.records import Backend
 
 PACKAGE = Path(orch.__file__).parent
 ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
@@ -101,7 +100,7 @@ def test_login_file_follows_the_config_dir_variable(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", sorted(ADAPTERS))
 def test_offline_environment_holds_no_real_credential(name: str, tmp_path: Path) -> None:
     adapter = get_adapter(name)
-    plan_adapter, info = launch.plan(UpRequest(name="r", workers=1, agent=name, workdir=tmp_path), Backend.LOCAL)
+    plan_adapter, info = launch.plan(UpRequest(name="r", workers=1, agent=name, workdir=tmp_path))
     real = dict.fromkeys(adapter.credentials.variables, "real-secret")
     info.offline = True
     with pytest.MonkeyPatch.context() as mp:

@@ -23,6 +23,7 @@ from orch.container.layout import LABEL_MANAGED
 from orch.container.sandbox import DockerSandbox
 from orch.run.events import Event
 from orch.run.folder import RunFolder
+from orch.run.records import DockerRunInfo
 from orch.waits import wait_until
 from tests.dockertest import BUILD_TIMEOUT, events, new_name, script_brief, unique
 from tests.helpers import orch
@@ -155,7 +156,7 @@ def test_claude_under_allowlist_with_key_by_environment(
     assert result.exit_code == 0, result.output
     run = RunFolder.for_name(name)
     info = run.info()
-    assert info.container is not None and info.container.options.allow == [net.model]
+    assert isinstance(info, DockerRunInfo) and info.container.options.allow == [net.model]
     brief = tmp_path / "brief.md"
     brief.write_text(script_brief(run, 1))
     assert orch("brief", name, "1", brief).exit_code == 0

@@ -16,12 +16,11 @@ from pathlib import Path
 import docker
 import pytest
 
-from orch.container import backends
 from orch.container.layout import LABEL_MANAGED, LABEL_RUN
 from orch.container.sandbox import DockerSandbox
 from orch.run.events import Event
 from orch.run.folder import RunFolder
-from orch.run.records import RunStatus, RunStatusView, WorkerState
+from orch.run.records import DockerRunInfo, RunStatus, RunStatusView, WorkerState
 from orch.waits import wait_until
 from tests.dockertest import BUILD_TIMEOUT, PROCESS_SCRIPT, RUN_UID, assert_unprivileged, events, new_name, script_brief
 from tests.helpers import orch, prompts
@@ -41,7 +40,7 @@ def test_workers_in_container_fill_the_host_folder(
     name = new_name(names)
     run = _up(name, workdir)
     info = run.info()
-    assert info.backend.value == "docker" and info.workdir == "/workspace" and info.container is not None
+    assert isinstance(info, DockerRunInfo) and info.workdir == "/workspace"
     assert info.container.host_run_dir == str(run.root) and info.container.host_workdir == str(workdir)
     assert orch("status", name).exit_code == 0
     for n in (1, 2):
@@ -59,7 +58,7 @@ def test_workers_in_container_fill_the_host_folder(
         # Written inside the container, owned on the host by the uid it runs as (never root).
         for path in (run.result(n), run.done(n), run.state(n), run.log(n)):
             assert path.stat().st_uid == RUN_UID, path
-    view = backends.status_of(run)
+    view = DockerSandbox().status(run)
     assert view.alive and all(w.done and w.result for w in view.workers)
     # send with a multi-line message (stdin through the docker API) and read the screen back.
     text = "first line of a note\nsecond line of a note"
@@ -86,7 +85,7 @@ def test_container_is_hardened_and_nothing_runs_as_root(
     name = new_name(names)
     run = _up(name, workdir, "--memory", "3g", "--pids", "512", "--cpus", "1.5")
     info = run.info()
-    assert info.container is not None
+    assert isinstance(info, DockerRunInfo)
     attrs = engine.containers.get(info.container.id).attrs
     host = attrs["HostConfig"]
     assert host["ReadonlyRootfs"] is True
@@ -122,11 +121,11 @@ def test_killed_from_outside_loses_nothing_and_resumes(
     task_before = run.task(1).read_text()
     session = next(e.session_id for e in run.hook_events(1) if e.hook_event_name == "SessionStart")
     info = run.info()
-    assert info.container is not None
+    assert isinstance(info, DockerRunInfo)
     engine.containers.get(info.container.id).kill()  # from outside, mid-run: SIGKILL, no goodbye
 
     def down() -> RunStatusView | None:
-        view = backends.status_of(run)
+        view = DockerSandbox().status(run)
         return None if view.alive else view
 
     view = wait_until(down, 30, "status to see the container gone")
@@ -158,7 +157,7 @@ def test_copy_leaves_the_original_untouched(image: str, names: list[str], workdi
     assert result.exit_code == 0, result.output
     run = RunFolder.for_name(name)
     info = run.info()
-    assert info.container is not None and info.container.options.copy_workdir
+    assert isinstance(info, DockerRunInfo) and info.container.options.copy_workdir
     copy = Path(info.container.workspace_source)
     assert copy != workdir and (copy / "README.md").is_file()
     brief = tmp_path / "brief.md"
@@ -179,7 +178,7 @@ def test_reap_removes_leftovers_of_dead_runs(
     assert result.exit_code == 0, result.output
     run = RunFolder.for_name(name)
     info = run.info()
-    assert info.container is not None
+    assert isinstance(info, DockerRunInfo)
     engine.containers.get(info.container.id).kill()
     result = orch("reap")
     assert result.exit_code == 0 and f"orch-{name}" in result.output, result.output
@@ -255,7 +254,8 @@ def test_root_invoking_runs_as_the_workdirs_owner(image: str, names: list[str], 
     result = orch("up", name, "--workdir", workdir, "--offline", "--egress", "none")
     assert result.exit_code == 0, result.output
     run = RunFolder.for_name(name)
-    assert run.info().container.user == "1234:1234"  # type: ignore[union-attr]
+    info = run.info()
+    assert isinstance(info, DockerRunInfo) and info.container.user == "1234:1234"
     brief = tmp_path / "brief.md"
     brief.write_text(script_brief(run, 1, [{"bash": "touch /workspace/made-by-worker"}]))
     assert orch("brief", name, "1", brief).exit_code == 0

@@ -16,12 +16,12 @@ from pathlib import Path
 import docker
 import pytest
 
-from orch.container.backends import pull
 from orch.container.layout import LABEL_RUN, run_volume_name
+from orch.container.sandbox import DockerSandbox
 from orch.lead.jobs import JobStatus, load_state
 from orch.run.events import Event
 from orch.run.folder import RunFolder
-from orch.run.records import RunStatus
+from orch.run.records import DockerRunInfo, RunStatus
 from tests.dockertest import (
     BASE,
     BUILD_TIMEOUT,
@@ -79,7 +79,7 @@ def test_remote_engine_run_pull_and_kill(
     assert result.exit_code == 0, result.output
     run = RunFolder.for_name(name)
     info = run.info()
-    assert info.container is not None and info.container.remote and info.container.docker_host == remote
+    assert isinstance(info, DockerRunInfo) and info.container.on_remote_engine and info.container.docker_host == remote
     assert info.container.run_volume == run_volume_name(name)
     assert not run.bus.exists()  # the folder lives on the engine's side; here only run.json
     assert engine.volumes.get(run_volume_name(name)).attrs["Labels"][LABEL_RUN] == name
@@ -96,7 +96,8 @@ def test_remote_engine_run_pull_and_kill(
     assert "worker 1 checked in" in run.bus.read_text() and "hello from the lead" in run.bus.read_text()
     assert "all good" in run.result(1).read_text() and run.done(1).exists()
     assert "worker 1 checked in" in orch("bus", "tail", name).output
-    assert run.info().container.last_pull is not None  # type: ignore[union-attr]
+    info = run.info()
+    assert isinstance(info, DockerRunInfo) and info.container.last_pull is not None
     assert (workdir / "README.md").read_text() == "a project\n"
 
     # kill pulls everything once more, then removes the container; reap then drops the volume.
@@ -106,7 +107,7 @@ def test_remote_engine_run_pull_and_kill(
     assert orch("pull", name).exit_code == 0  # from the volume, through a throwaway helper container
     # The engine no longer has the helper's image: one line saying what failed, nothing half-done.
     info = run.info()
-    assert info.container is not None
+    assert isinstance(info, DockerRunInfo)
     run.write_info(info.model_copy(update={"container": info.container.model_copy(update={"image": "orch-gone:0"})}))
     result = orch("pull", name)
     assert result.exit_code != 0 and f"cannot copy run {name} back" in result.output, result.output
@@ -150,7 +151,7 @@ def test_run_on_a_remote_engine_resumes_after_its_container_is_killed(
     def verifying(run: RunFolder) -> bool:
         if not run.exists() or run.info().status is not RunStatus.RUNNING:
             return False
-        pull(run)  # the hook logs are over there
+        DockerSandbox().pull(run.info())  # the hook logs are over there
         return in_gate(run, "first-life")
 
     kill_container_while_running(engine, ["run", str(spec), "--name", name, "--copy"], name, verifying)

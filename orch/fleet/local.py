@@ -1,0 +1,57 @@
+"""The local sandbox: a run whose tmux server is on this machine (the host, or inside the run's container).
+
+It is the fleet functions of orch.fleet behind the Sandbox contract (orch.contracts): a command
+"forwarded" to it runs in this process.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orch.agents import get_adapter
+from orch.contracts import OrchCommand, UpRequest
+from orch.errors import UsageError
+from orch.fleet import launch, watch
+from orch.run.folder import RunFolder
+from orch.run.records import RunInfo, RunStatus, RunStatusView
+
+
+class LocalSandbox:
+    """`Sandbox` of the fleets whose tmux server this process can reach."""
+
+    def __init__(self, boot_timeout: float = launch.BOOT_TIMEOUT) -> None:
+        self.boot_timeout = boot_timeout
+
+    def up(self, request: UpRequest) -> RunInfo:
+        return launch.up(request, self.boot_timeout)
+
+    def resume(self, name: str) -> RunInfo:
+        run = RunFolder.for_name(name)
+        info = run.info()
+        if launch.server_for(info).alive():
+            raise UsageError(f"run {name!r} is still running", hint=f"orch kill {name} first to restart it")
+        info.status = RunStatus.STARTING
+        run.write_info(info)
+        launch.launch(run, info, get_adapter(info.agent), {}, self.boot_timeout, resume=True)
+        return run.info()
+
+    def forward(self, info: RunInfo, command: OrchCommand) -> int:
+        return command.run_here()
+
+    def status(self, run: RunFolder) -> RunStatusView:
+        return watch.status(run)
+
+    def alive(self, info: RunInfo) -> bool:
+        return launch.server_for(info).alive()
+
+    def state(self, info: RunInfo) -> str:
+        return "-"
+
+    def pull(self, info: RunInfo) -> bool:
+        return False  # the fleet writes this very folder
+
+    def push(self, info: RunInfo, files: list[Path]) -> None:
+        return None  # the fleet reads this very folder
+
+    def kill(self, info: RunInfo) -> None:
+        watch.kill(RunFolder.for_name(info.name))
