@@ -22,8 +22,8 @@ from pathlib import Path
 from bench import procs
 from bench.recorder import Request, read_log
 from orch import __version__
-from orch.agents import get_adapter
 from orch.agents.claude import CACHE_BIN, CREDENTIAL_ENV
+from orch.agents.registry import get_adapter
 from orch.contracts import UpRequest
 from orch.errors import OrchError, UsageError
 from orch.fleet import launch, watch
@@ -59,7 +59,7 @@ def orch_cli(*args: str) -> list[str]:
     script = Path(sys.executable).parent / "orch"
     if script.is_file():
         return [str(script), *args]
-    return [sys.executable, "-c", "from orch.cli import main; main()", *args]
+    return [sys.executable, "-c", "from orch.cli.main import main; main()", *args]
 
 
 def popen(argv: list[str], stdin: bool = True) -> subprocess.Popen[bytes]:

@@ -5,7 +5,7 @@
   may still show (recognised on screen only as a fallback). It also states, as plain facts, the
   credentials it needs, how an offline run points it at the scripted model, where it keeps the sessions
   a resume reads, what the worker image installs for it, and its lines in `orch doctor`: nothing outside
-  `orch/agents/` knows which agent runs.
+  `orch/agents/` knows which agent runs (orch.agents.registry finds an adapter by name).
 - A **Sandbox** is where a run's tmux server and controller live: `local` (this machine,
   orch.fleet.local.LocalSandbox) or `docker` (one disposable container per run,
   orch.container.sandbox.DockerSandbox). Fleet commands are the same for both; the sandbox decides where

@@ -194,7 +194,7 @@ def kill_container_while_running(
 ) -> None:
     """Start `orch ARGS` (an `orch run`), kill the run's container once `ready(run)`, and check that the
     command then stops with exit 5 and says how to continue."""
-    cmd = [sys.executable, "-c", "from orch.cli import main; main()", *args]
+    cmd = [sys.executable, "-c", "from orch.cli.main import main; main()", *args]
     first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     run = RunFolder.for_name(name)
     try:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner, Result
 
-from orch.cli import app
+from orch.cli.commands import app
 from orch.run.folder import RunFolder
 from orch.run.records import ContainerInfo, DockerRunInfo, LocalRunInfo, RunInfo
 

@@ -100,7 +100,7 @@ def test_orch_image_tag_still_names_the_image_but_orch_image_wins() -> None:
 def test_cli_says_a_bad_value_in_one_line(variable: str, value: str, argv: list[str]) -> None:
     env = {**os.environ, variable: value, "ORCH_IN_CONTAINER": "1"}
     done = subprocess.run(
-        [sys.executable, "-c", "from orch.cli import main; main()", *argv],
+        [sys.executable, "-c", "from orch.cli.main import main; main()", *argv],
         capture_output=True,
         text=True,
         env=env,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orch.agents import ADAPTERS, get_adapter
+from orch.agents.registry import ADAPTERS, get_adapter
 from orch.contracts import Check
 from orch.errors import OrchError
 from orch.fleet.tmux import check_tmux

@@ -13,7 +13,7 @@ from docker.models.containers import Container
 from docker.types import Mount
 
 from orch import settings
-from orch.agents import get_adapter
+from orch.agents.registry import get_adapter
 from orch.container.engine import engine_address, explain
 from orch.container.init import CREDENTIALS_MOUNT
 from orch.container.layout import AGENTS_DIR, HOME, PYTHON, ROLE_CONTAINER, TINI, WORKDIR, labels, run_mount, uid_gid

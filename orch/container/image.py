@@ -26,7 +26,7 @@ import requests.exceptions
 from docker.models.images import Image
 
 from orch import settings
-from orch.agents import image_install
+from orch.agents.registry import image_install
 from orch.container.engine import docker_client
 from orch.errors import OrchError, SandboxError, UsageError
 from orch.text import shorten
@@ -72,7 +72,7 @@ def build_image(
     on_progress: Callable[[str], None],
 ) -> str:
     """Build the worker image FROM `base` with version `agent_version` of its agent CLI (None: the
-    version its adapter pins, orch.agents.image_install); return the image id.
+    version its adapter pins, orch.agents.registry.image_install); return the image id.
 
     `ca_bundle` is an extra PEM bundle trusted by npm and pip during the build only (for TLS-intercepting
     proxies); None for none. Each line of build output goes to `on_progress`.

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from orch import settings
-from orch.agents import get_adapter
+from orch.agents.registry import get_adapter
 from orch.container.egress import EgressError, allowlist_for, apply, write_report
 from orch.errors import OrchError
 from orch.run.records import EgressMode

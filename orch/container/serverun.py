@@ -14,7 +14,7 @@ import sys
 from types import FrameType
 
 from orch import settings
-from orch.agents import get_adapter
+from orch.agents.registry import get_adapter
 from orch.container.egress import read_report
 from orch.contracts import UpRequest
 from orch.errors import OrchError

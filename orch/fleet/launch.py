@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from orch import __version__
-from orch.agents import get_adapter
+from orch.agents.registry import get_adapter
 from orch.contracts import AgentAdapter, LaunchSpec, UpRequest, WorkerContext
 from orch.errors import SandboxError, UsageError, WaitTimeoutError
 from orch.fleet.tmux import PaneInfo, TmuxServer, check_tmux

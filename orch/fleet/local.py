@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orch.agents import get_adapter
+from orch.agents.registry import get_adapter
 from orch.contracts import OrchCommand, UpRequest
 from orch.errors import UsageError
 from orch.fleet import launch, watch

@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 from orch import settings
-from orch.agents import get_adapter
+from orch.agents.registry import get_adapter
 from orch.errors import OrchError, UsageError
 from orch.lead.jobs import FindingStatus
 from orch.lead.report import RunReport

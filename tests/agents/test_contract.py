@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import orch
-from orch.agents import ADAPTERS, DEFAULT_AGENT, IMAGE_AGENT, get_adapter, image_install
+from orch.agents.registry import ADAPTERS, DEFAULT_AGENT, IMAGE_AGENT, get_adapter, image_install
 from orch.container.image import DOCKER_DIR
 from orch.container.serverun import link_sessions
 from orch.contracts import (
@@ -138,11 +138,13 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_adapters_are_reached_only_through_the_registry() -> None:
-    adapter_modules = {f"orch.agents.{p.stem}" for p in (PACKAGE / "agents").glob("*.py") if p.stem != "__init__"}
+    adapter_modules = {
+        f"orch.agents.{p.stem}" for p in (PACKAGE / "agents").glob("*.py") if p.stem not in ("__init__", "registry")
+    }
     offenders = {
         f"{path.relative_to(PACKAGE.parent)}: {name}"
         for path in PACKAGE.rglob("*.py")
         if "agents" not in path.relative_to(PACKAGE).parts[:1]
         for name in _imports(path) & adapter_modules
     }
-    assert not offenders, "import orch.agents (get_adapter) instead: " + "; ".join(sorted(offenders))
+    assert not offenders, "import orch.agents.registry (get_adapter) instead: " + "; ".join(sorted(offenders))

@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.core import TyperGroup
 
-from orch.cli import app
+from orch.cli.commands import app
 from tests.helpers import orch
 
 # What `orch --help` lists, in its order (the README documents these); `serve-run` is hidden.

@@ -20,7 +20,7 @@ from orch.run.folder import RunFolder
 from orch.run.records import ContainerInfo
 from tests.helpers import run_info
 
-MAIN = "from orch.cli import main; main()"
+MAIN = "from orch.cli.main import main; main()"
 TYPER = "from orch.cli.commands import app; app()"
 # Records what the process imported, to tell the fast path from a fall-back to typer.
 PROBE = (

@@ -147,7 +147,15 @@ def test_serve_run_create_makes_the_run_orch_up_makes(tmp_path: Path) -> None:
     out = tmp_path / "serve-run.out"
     with out.open("wb") as fh:
         proc = subprocess.Popen(
-            [sys.executable, "-c", "from orch.cli import main; main()", "serve-run", "by-serve", "--create", *fleet],
+            [
+                sys.executable,
+                "-c",
+                "from orch.cli.main import main; main()",
+                "serve-run",
+                "by-serve",
+                "--create",
+                *fleet,
+            ],
             stdout=fh,
             stderr=subprocess.STDOUT,
             env={**os.environ, "ORCH_IN_CONTAINER": "1"},  # serve-run refuses to run anywhere else

@@ -37,7 +37,7 @@ def run(engine: docker.DockerClient, image: str, *command: str, user: str | None
 
 def _cli_exists() -> bool:
     try:
-        return hasattr(importlib.import_module("orch.cli"), "main")
+        return hasattr(importlib.import_module("orch.cli.main"), "main")
     except ImportError:
         return False
 

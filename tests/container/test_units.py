@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from orch import settings
-from orch.agents import get_adapter
+from orch.agents.registry import get_adapter
 from orch.container import egress
 from orch.container.engine import engine_address, is_remote_client
 from orch.container.layout import ROOT_HOST_UID, container_user, writable_by

@@ -181,7 +181,16 @@ def test_demo_live_sends_the_same_fleet_to_the_users_api(claude_bin: Path, monke
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-api03-orch-live-test-0123456789")
         for var in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CONFIG_DIR"):
             monkeypatch.delenv(var, raising=False)
-        cmd = [sys.executable, "-c", "from orch.cli import main; main()", "demo", "--live", "--local", "--name", "live"]
+        cmd = [
+            sys.executable,
+            "-c",
+            "from orch.cli.main import main; main()",
+            "demo",
+            "--live",
+            "--local",
+            "--name",
+            "live",
+        ]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         run = RunFolder.for_name("live")
         try:
@@ -355,7 +364,7 @@ def test_resume_after_killing_the_controller_mid_verification(
         limits={"nudge_after": 60},
         verification={"rounds": "find-refute-confirm"},  # round 2 refutes, round 3 re-checks survivors
     )
-    cmd = [sys.executable, "-c", "from orch.cli import main; main()", "run", str(spec), "--local", "--name", "rs"]
+    cmd = [sys.executable, "-c", "from orch.cli.main import main; main()", "run", str(spec), "--local", "--name", "rs"]
     first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ))
     run = RunFolder.for_name("rs")
     try:

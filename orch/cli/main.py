@@ -1,0 +1,29 @@
+"""The `orch` entry point. It stays light: the typer app (orch.cli.commands) is loaded only when a
+command needs it, so `orch bus post`, which workers run many times, starts without typer, tmux or docker.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+
+def main() -> None:
+    from orch import settings
+    from orch.errors import OrchError
+
+    try:
+        level = settings.LOG_LEVEL.get()
+    except OrchError as exc:  # before typer: said as orch.cli.commands.OrchGroup says it
+        print(f"orch: error: {exc.one_line()}", file=sys.stderr)
+        raise SystemExit(exc.exit_code) from None
+    logging.basicConfig(level=level, format="orch: %(message)s")
+    if sys.argv[1:3] == ["bus", "post"]:
+        from orch.cli.buspost import fast_main
+
+        code = fast_main(sys.argv[3:])
+        if code is not None:
+            raise SystemExit(code)
+    from orch.cli.commands import app
+
+    app()
