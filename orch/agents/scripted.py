@@ -6,6 +6,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from orch.agents.claude import CREDENTIALS as CLAUDE_CREDENTIALS
+from orch.agents.claude import OFFLINE as CLAUDE_OFFLINE
 from orch.contracts import Check, Credentials, Dialog, ImageInstall, LaunchSpec, OfflineEnv, SessionStore, WorkerContext
 from orch.run.folder import RunFolder
 
@@ -14,9 +16,12 @@ class ScriptedAdapter:
     name: str = "scripted"
     permission_modes: tuple[str, ...] = ("default",)
     default_permission_mode: str = "default"
-    # It calls no model and keeps no session; it is part of orch, so the image has it already.
-    credentials: Credentials = Credentials(env=())
-    offline: OfflineEnv | None = None
+    # It calls no model and keeps no session; it is part of orch, so the image has it already. It stands in
+    # for Claude Code in the fast and container tests, so a credential takes Claude Code's path (the
+    # environment, the read-only login-file mount, the model API on the egress allowlist, the offline
+    # variables).
+    credentials: Credentials = CLAUDE_CREDENTIALS
+    offline: OfflineEnv | None = CLAUDE_OFFLINE
     sessions: SessionStore | None = None
     install: ImageInstall | None = None
 

@@ -17,6 +17,7 @@ from orch.agents.registry import get_adapter
 from orch.container import egress
 from orch.container.engine import engine_address, is_remote_client
 from orch.container.layout import ROOT_HOST_UID, container_user, writable_by
+from orch.contracts import Credentials
 from orch.run.paths import agents_dir
 from orch.run.records import EgressMode
 
@@ -32,7 +33,7 @@ def test_allowlist_defaults_model_host_and_extras(monkeypatch: pytest.MonkeyPatc
     # Offline runs talk to their model server on loopback: no model API host.
     assert "api.anthropic.com" not in egress.allowlist_for({}, True, [], api)
     # An agent that calls no model API gets none either.
-    assert egress.allowlist_for({}, False, [], get_adapter("scripted").credentials)[0] == "registry.npmjs.org"
+    assert egress.allowlist_for({}, False, [], Credentials(env=()))[0] == "registry.npmjs.org"
 
 
 @pytest.mark.parametrize("bad", ["", "bad host", "a;b", "$(x)", "host`x`"])
