@@ -157,8 +157,8 @@ class ClaudeAdapter:
             "CLAUDE_CONFIG_DIR": str(cfg),
             "DISABLE_AUTOUPDATER": "1",
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "ORCH_RUN": str(ctx.run.root),
-            "ORCH_WORKER": str(ctx.worker),
+            settings.RUN.name: str(ctx.run.root),
+            settings.WORKER.name: str(ctx.worker),
         }
         if ctx.permission_mode == "bypassPermissions" and os.geteuid() == 0:
             # Claude Code refuses bypass mode as root unless told it is sandboxed (issue 3490).

@@ -6,6 +6,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from orch import settings
 from orch.agents.claude import CREDENTIALS as CLAUDE_CREDENTIALS
 from orch.agents.claude import OFFLINE as CLAUDE_OFFLINE
 from orch.contracts import Check, Credentials, Dialog, ImageInstall, LaunchSpec, OfflineEnv, SessionStore, WorkerContext
@@ -39,9 +40,9 @@ class ScriptedAdapter:
         if ctx.prompt:
             argv.append(ctx.prompt)
         env = {
-            "ORCH_STATE_FILE": str(ctx.run.state(ctx.worker)),
-            "ORCH_RUN": str(ctx.run.root),
-            "ORCH_WORKER": str(ctx.worker),
+            settings.STATE_FILE.name: str(ctx.run.state(ctx.worker)),
+            settings.RUN.name: str(ctx.run.root),
+            settings.WORKER.name: str(ctx.worker),
         }
         return LaunchSpec(argv=argv, env=env, cwd=ctx.workdir)
 

@@ -44,23 +44,23 @@ def create(
     uid, gid = uid_gid(ci)
     run_mounts = mounts(info)
     env = {
-        "ORCH_HOME": "/orch",
-        "ORCH_IN_CONTAINER": "1",
-        "ORCH_AGENTS_DIR": AGENTS_DIR,
+        settings.HOME.name: "/orch",
+        settings.IN_CONTAINER.name: "1",
+        settings.AGENTS_DIR.name: AGENTS_DIR,
         "HOME": HOME,
         "USER": "worker",
         "LOGNAME": "worker",
         "SHELL": "/bin/bash",
         "TMUX_TMPDIR": "/tmp",
-        "ORCH_UID": str(uid),
-        "ORCH_GID": str(gid),
-        "ORCH_EGRESS": opts.egress.value,
-        "ORCH_EGRESS_ALLOW": ",".join(opts.allow),
+        settings.UID.name: str(uid),
+        settings.GID.name: str(gid),
+        settings.EGRESS.name: opts.egress.value,
+        settings.EGRESS_ALLOW.name: ",".join(opts.allow),
     }
     if ci.on_remote_engine:
-        env["ORCH_CHOWN"] = f"{run_mount(info.name)}:{WORKDIR}"
+        env[settings.CHOWN.name] = f"{run_mount(info.name)}:{WORKDIR}"
     if prompts:
-        env["ORCH_PROMPTS"] = json.dumps({str(n): text for n, text in prompts.items()})
+        env[settings.PROMPTS.name] = json.dumps({str(n): text for n, text in prompts.items()})
     credentials = get_adapter(info.agent).credentials
     if not info.offline:
         # Credentials travel by environment only (or the read-only mount below): never a file we write.

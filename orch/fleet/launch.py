@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from orch import __version__
+from orch import __version__, settings
 from orch.agents.registry import get_adapter
 from orch.contracts import AgentAdapter, LaunchSpec, UpRequest, WorkerContext
 from orch.errors import SandboxError, UsageError, WaitTimeoutError
@@ -28,7 +28,6 @@ log = logging.getLogger(__name__)
 BOOT_TIMEOUT = 90.0
 DIALOG_GRACE = 2.0  # seconds before a booting worker's screen is checked for dialogs
 EXIT_TIMEOUT = 10.0  # seconds for a dead fleet's agents to run their exit hooks
-STATE_FILE_ENV = "ORCH_STATE_FILE"  # set by the supervisor for the agent, so inherited by its hooks
 ENDED = (WorkerState.EXITED, WorkerState.CRASHED)
 
 
@@ -142,14 +141,14 @@ SUPERVISOR = (
 
 
 def supervised(spec: LaunchSpec, run: RunFolder, n: int) -> LaunchSpec:
-    env = {**spec.env, STATE_FILE_ENV: str(run.state(n))}
+    env = {**spec.env, settings.STATE_FILE.name: str(run.state(n))}
     return LaunchSpec(argv=["sh", "-c", SUPERVISOR, "orch-agent", *spec.argv], env=env, cwd=spec.cwd)
 
 
 def worker_processes(run: RunFolder, workers: int) -> list[int]:
     """Processes of the run's workers still alive on this machine: the agents, the hooks they run and
     their tool calls, all of which inherit the supervisor's state-file variable."""
-    marks = [f"\0{STATE_FILE_ENV}={run.state(n)}\0".encode() for n in range(1, workers + 1)]
+    marks = [f"\0{settings.STATE_FILE.name}={run.state(n)}\0".encode() for n in range(1, workers + 1)]
     found = []
     for proc in Path("/proc").glob("[0-9]*"):
         try:
