@@ -18,10 +18,11 @@ RANKS = {
     "contracts": 2,
     "agents": 3,
     "offline": 3,
-    "fleet": 4,
-    "container": 5,
-    "lead": 6,
-    "cli": 7,
+    "gateway": 4,
+    "fleet": 5,
+    "container": 6,
+    "lead": 7,
+    "cli": 8,
 }
 BASE = ("orch", "orch.errors", "orch.versions", "orch.waits", "orch.settings", "orch.text")
 

@@ -175,6 +175,30 @@ class RunFolder:
     def model_server_pid(self) -> Path:
         return self.state_dir / "modelserver.pid"
 
+    # --- the model gateway's files (written by the gateway only; see orch.gateway.records) ----
+    @property
+    def model_dir(self) -> Path:
+        return self.root / "model"
+
+    @property
+    def model_usage(self) -> Path:
+        return self.model_dir / "usage.json"
+
+    @property
+    def model_ledger(self) -> Path:
+        return self.model_dir / "ledger.jsonl"
+
+    @property
+    def model_log(self) -> Path:
+        return self.model_dir / "gateway.jsonl"
+
+    @property
+    def model_budget(self) -> Path:
+        return self.model_dir / "budget.json"
+
+    def exchanges(self, n: int) -> Path:
+        return self.model_dir / f"exchanges-{n}.jsonl.gz"
+
     @property
     def sessions_dir(self) -> Path:
         """Agent session transcripts of containerised runs, kept so `orch up --resume` can resume them."""
