@@ -194,9 +194,9 @@ def agent_environment(info: RunInfo, adapter: AgentAdapter, model_url: str | Non
     if info.offline:
         for var in adapter.credentials.variables:
             env.pop(var, None)
-        if adapter.offline is not None:
-            env[adapter.offline.key_env] = adapter.offline.key
-            env[adapter.offline.base_url_env] = model_url or ""
+        if adapter.gateway is not None:  # until the gateway is wired in: the scripted server takes any key
+            env[adapter.gateway.key_env] = "sk-ant-orch-offline-0000000000000000000000"
+            env[adapter.gateway.base_url_env] = model_url or ""
     return env
 
 
