@@ -43,6 +43,9 @@ class WorkerContext:
     """First prompt, passed on the command line so nothing has to be typed."""
     resume_session: str | None = None
     """Resume this agent session if the agent kept one (after a crash); else start afresh."""
+    login_file: Path | None = None
+    """The agent's own login file to give the worker: only when the gateway cannot hold the credential
+    (orch.gateway.credential, PASSTHROUGH); otherwise no worker holds a credential of any kind."""
 
 
 @dataclass(frozen=True)
@@ -220,6 +223,8 @@ class UpRequest:
     prompts: dict[int, str] = field(default_factory=dict)
     worker_models: dict[int, str] = field(default_factory=dict)
     """Per-worker model (worker -> model) where it differs from `model` (a fleet spec's agent groups)."""
+    replay: Path | None = None
+    """A cassette (a recorded run folder): the run's gateway answers every model request from it."""
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -144,7 +144,7 @@ class ClaudeAdapter:
         # Trust both folders the worker touches: its workdir and the run folder (--add-dir).
         self._seed_state(cfg, (ctx.workdir, ctx.run.root), ctx.env.get("ANTHROPIC_API_KEY"))
         self._seed_settings(cfg, ctx)
-        self._copy_credentials(cfg, ctx.env)
+        self._copy_login(cfg, ctx.login_file)
 
         argv = [str(self.binary()), "--permission-mode", ctx.permission_mode, "--add-dir", str(ctx.run.root)]
         if ctx.model:
@@ -220,11 +220,8 @@ class ClaudeAdapter:
         _merge_json(cfg / "settings.json", settings)
 
     @staticmethod
-    def _copy_credentials(cfg: Path, env: Mapping[str, str]) -> None:
-        """Copy the user's /login credentials only when no credential comes by environment."""
-        if CREDENTIALS.in_env(env):
-            return
-        source = CREDENTIALS.login_file(os.environ)
+    def _copy_login(cfg: Path, source: Path | None) -> None:
+        """Copy the user's /login credentials: only when the gateway passes the worker's own login through."""
         target = cfg / ".credentials.json"
         if source and source.resolve() != target.resolve():
             shutil.copyfile(source, target)

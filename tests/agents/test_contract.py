@@ -21,7 +21,6 @@ from orch.contracts import (
     ImageInstall,
     LoginFile,
     SessionStore,
-    UpRequest,
 )
 from orch.errors import UsageError
 from orch.fleet import launch
@@ -100,20 +99,17 @@ def test_login_file_follows_the_config_dir_variable(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(ADAPTERS))
-def test_offline_environment_holds_no_real_credential(name: str, tmp_path: Path) -> None:
+def test_worker_environment_holds_no_credential(name: str, tmp_path: Path) -> None:
+    """The tmux server's environment (every pane's) never carries the user's credential or base URL:
+    those go to the gateway only, and each worker's own base URL and token come with its pane."""
     adapter = get_adapter(name)
-    plan_adapter, info = launch.plan(UpRequest(name="r", workers=1, agent=name, workdir=tmp_path))
     real = dict.fromkeys(adapter.credentials.variables, "real-secret")
-    info.offline = True
     with pytest.MonkeyPatch.context() as mp:
         for var, value in real.items():
             mp.setenv(var, value)
-        online = launch.agent_environment(info.model_copy(update={"offline": False}), plan_adapter, None)
-        offline = launch.agent_environment(info, plan_adapter, "http://127.0.0.1:9")
-    assert all(online[var] == "real-secret" for var in real)
-    assert "real-secret" not in offline.values()
-    if adapter.gateway is not None:
-        assert offline[adapter.gateway.base_url_env] == "http://127.0.0.1:9"
+        env = launch.agent_environment(adapter)
+    assert "real-secret" not in env.values()
+    assert not set(adapter.credentials.variables) & set(env)
 
 
 @pytest.mark.parametrize("name", sorted(ADAPTERS))
