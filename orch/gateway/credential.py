@@ -14,7 +14,6 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from orch.contracts import Credentials
-from orch.errors import UsageError
 from orch.gateway.records import Scheme, Upstream
 
 FALLBACK_WARNING = (
@@ -25,11 +24,14 @@ FALLBACK_WARNING = (
 )
 
 
+NO_CREDENTIAL_WARNING = "no credential for the model API: every model call of the run will be refused ({hint})"
+
+
 @dataclass(frozen=True)
 class UpstreamChoice:
     upstream: Upstream
     warning: str | None = None
-    """Set when the run falls back from the gateway holding the credential (PASSTHROUGH)."""
+    """Set when the gateway cannot hold a credential: PASSTHROUGH, or none at all."""
     login_file: Path | None = None
     """The login file the workers must be given (PASSTHROUGH only)."""
 
@@ -39,7 +41,7 @@ def upstream_for(
 ) -> UpstreamChoice:
     """The scripted model for offline runs; else the first credential set in `env` (its scheme from the
     agent's facts) sent to the user's own base URL or the agent's API; else the agent's login file, passed
-    through with a warning. No credential at all is a one-line error."""
+    through with a warning; else nothing, with a warning."""
     if offline:
         return UpstreamChoice(Upstream(kind="scripted"))
     base = env.get(credentials.base_url_env, "").strip() if credentials.base_url_env else ""
@@ -53,4 +55,8 @@ def upstream_for(
     if login is not None:
         upstream = Upstream(kind="api", url=url, scheme=Scheme.PASSTHROUGH)
         return UpstreamChoice(upstream, FALLBACK_WARNING.format(path=login), login)
-    raise UsageError("no credentials for the model API", hint=credentials.hint or "use --offline")
+    # No credential: the fleet still starts (an agent that calls no model needs none), and the API
+    # refuses each call itself, which the agent shows as a login error.
+    return UpstreamChoice(
+        Upstream(kind="api", url=url, scheme=Scheme.NONE), NO_CREDENTIAL_WARNING.format(hint=credentials.hint)
+    )
