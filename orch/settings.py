@@ -206,6 +206,12 @@ DEFAULT_ALLOW = Setting(
     "Replaces the egress allowlist's default hosts (comma-separated; set but empty: none), for sites with mirrors.",
     shown="npm, PyPI and GitHub hosts",
 )
+GATEWAY_UID = Setting(
+    "ORCH_GATEWAY_UID",
+    "61000",
+    _whole,
+    "The uid the run's model gateway runs as in its container (it alone holds the credential); never the run's uid.",
+)
 BASE_SUITE = Setting(
     "ORCH_BASE_SUITE", "bookworm", _text, "scripts/ci-base-image.sh: the Debian suite of the base image it bootstraps."
 )
@@ -276,6 +282,13 @@ CREDENTIALS_HOME_PATH = Setting(
     "",
     _optional,
     "Where under $HOME the init copies the mounted login file (the agent's LoginFile.in_home).",
+    internal=True,
+)
+BOOT_STDIN = Setting(
+    "ORCH_BOOT_STDIN",
+    "0",
+    _flag,
+    "1: the container's init reads its boot line (the model upstream, credential included) from stdin.",
     internal=True,
 )
 PROMPTS = Setting(
