@@ -8,8 +8,11 @@ Modes:
 - `open`: no filtering.
 - `allowlist` (default): loopback, DNS to the container's resolvers, replies, and the allowlisted
   addresses; everything else is rejected at once (not dropped: a blocked call fails fast). Names are
-  resolved once, at boot; a name that does not resolve is skipped with a note, never fatal.
-- `none`: loopback only (offline runs talk to their model server on 127.0.0.1).
+  resolved once, at boot; a name that does not resolve is skipped with a note, never fatal. The model
+  API's host is not on the workers' list: it is open to the model gateway's uid only (an iptables owner
+  match), so only the process holding the credential reaches it; the self-test proves the run's uid is
+  refused there.
+- `none`: loopback only, for every uid (offline runs talk to their gateway and model server on 127.0.0.1).
 
 This module runs inside the container as root: it imports only the standard library, orch.settings and
 orch.run.records (the agent's Credentials, which name its model API, come from the caller).
@@ -23,6 +26,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -59,6 +63,25 @@ class EgressError(Exception):
     """The firewall could not be applied or failed its self-test: the container must not start."""
 
 
+@dataclass(frozen=True)
+class GatewayEgress:
+    """The model API, open to the gateway's uid only; `probe_uid` (the run's) is proven refused there."""
+
+    uid: int
+    hosts: Sequence[str]
+    port: int
+    probe_uid: int
+    probe_gid: int
+
+
+def url_host_port(url: str) -> tuple[str, int] | None:
+    """An upstream URL's host and port (443 for https, 80 for http), None when it names no host."""
+    parts = urlsplit(url if "//" in url else f"//{url}")
+    if not parts.hostname:
+        return None
+    return parts.hostname, parts.port or (80 if parts.scheme == "http" else 443)
+
+
 def model_api_hosts(env: Mapping[str, str], credentials: Credentials) -> list[str]:
     """The agent's model API host: its base URL variable's host when set, else its API's own host."""
     base = env.get(credentials.base_url_env, "").strip() if credentials.base_url_env else ""
@@ -75,10 +98,13 @@ def default_hosts(env: Mapping[str, str]) -> list[str]:
     return list(DEFAULT_HOSTS)
 
 
-def allowlist_for(env: Mapping[str, str], offline: bool, extra: Iterable[str], credentials: Credentials) -> list[str]:
-    """The allowlist a run gets: the agent's model API (not for offline runs), registries and GitHub,
+def allowlist_for(
+    env: Mapping[str, str], offline: bool, extra: Iterable[str], credentials: Credentials, model_api: bool = True
+) -> list[str]:
+    """The allowlist a run's workers get: the agent's model API (not for offline runs, nor with
+    `model_api=False`, when the gateway alone may reach it: `GatewayEgress`), registries and GitHub,
     then `extra`."""
-    api = [] if offline else model_api_hosts(env, credentials)
+    api = model_api_hosts(env, credentials) if model_api and not offline else []
     hosts = api + default_hosts(env) + [normalize_entry(e) for e in extra]
     return list(dict.fromkeys(hosts))
 
@@ -109,6 +135,10 @@ class EgressReport:
     """Entries that did not resolve (or only to IPv6, which is blocked): left out, not fatal."""
     ipset: bool = False
     selftest: str = ""
+    gateway: dict[str, list[str]] = field(default_factory=dict)
+    """The model API's addresses, open to the gateway's uid only."""
+    gateway_uid: int | None = None
+    gateway_selftest: str = ""
 
 
 Runner = Callable[[Sequence[str]], None]
@@ -164,8 +194,19 @@ def nameservers(resolv_conf: Path = Path("/etc/resolv.conf")) -> list[str]:
     return found
 
 
-def rules(mode: EgressMode, networks: Sequence[str], resolvers: Sequence[str], use_ipset: bool) -> list[list[str]]:
-    """The iptables commands (IPv4) for a mode; the last ones set the default-deny policies."""
+def rules(
+    mode: EgressMode,
+    networks: Sequence[str],
+    resolvers: Sequence[str],
+    use_ipset: bool,
+    gateway_uid: int | None = None,
+    gateway_networks: Sequence[str] = (),
+) -> list[list[str]]:
+    """The iptables commands (IPv4) for a mode; the last ones set the default-deny policies.
+
+    `gateway_networks` (the model API) are accepted for `gateway_uid` only and rejected for every other
+    uid before the allowlist is consulted, so a worker cannot reach them even through an --allow entry
+    that resolves to the same address."""
     cmds = [
         ["iptables", "-F", "OUTPUT"],
         ["iptables", "-F", "INPUT"],
@@ -178,6 +219,13 @@ def rules(mode: EgressMode, networks: Sequence[str], resolvers: Sequence[str], u
         for ns in resolvers:
             for proto in ("udp", "tcp"):
                 cmds.append(["iptables", "-A", "OUTPUT", "-d", ns, "-p", proto, "--dport", "53", "-j", "ACCEPT"])
+        if gateway_uid is not None:
+            owner = ["-m", "owner", "--uid-owner", str(gateway_uid)]
+            cmds += [["iptables", "-A", "OUTPUT", "-d", net, *owner, "-j", "ACCEPT"] for net in gateway_networks]
+            cmds += [
+                ["iptables", "-A", "OUTPUT", "-d", net, "-j", "REJECT", "--reject-with", "icmp-admin-prohibited"]
+                for net in gateway_networks
+            ]
         if use_ipset:
             cmds.append(["iptables", "-A", "OUTPUT", "-m", "set", "--match-set", IPSET, "dst", "-j", "ACCEPT"])
         else:
@@ -250,24 +298,64 @@ def probe_blocked(address: tuple[str, int] = PROBE_ADDRESS, timeout: float = PRO
     raise EgressError(f"self-test: {address[0]}:{address[1]} is reachable although it is not allowlisted")
 
 
-def apply(mode: EgressMode, entries: Sequence[str], run: Runner = _run) -> EgressReport:
-    """Apply the policy in this network namespace (needs root with NET_ADMIN) and self-test it."""
+def probe_as(uid: int, gid: int, address: tuple[str, int], timeout: float = PROBE_TIMEOUT) -> str:
+    """`probe_blocked(address)` in a child process running as `uid` (the owner match sees that uid)."""
+    code = (
+        "import sys\n"
+        "from orch.container.egress import EgressError, probe_blocked\n"
+        "try:\n"
+        f"    print(probe_blocked(({address[0]!r}, {address[1]}), {timeout}))\n"
+        "except EgressError as exc:\n"
+        "    print(exc); sys.exit(1)\n"
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code], user=uid, group=gid, extra_groups=[], capture_output=True, text=True,
+            timeout=timeout + 30, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise EgressError(f"self-test as uid {uid} could not run: {exc}") from exc
+    text = (done.stdout or done.stderr).strip().splitlines()
+    line = text[-1] if text else f"exit {done.returncode}"
+    if done.returncode != 0:
+        raise EgressError(f"self-test as uid {uid}: {line}")
+    return line
+
+
+def apply(
+    mode: EgressMode, entries: Sequence[str], run: Runner = _run, gateway: GatewayEgress | None = None
+) -> EgressReport:
+    """Apply the policy in this network namespace (needs root with NET_ADMIN) and self-test it.
+
+    `gateway` (allowlist mode only): the model API hosts open to the gateway's uid alone."""
     report = EgressReport(mode=mode.value)
     if mode is EgressMode.OPEN:
         report.selftest = "skipped (egress open)"
         return report
     networks: list[str] = []
+    gateway_networks: list[str] = []
     if mode is EgressMode.ALLOWLIST:
         report.allowed, report.skipped = resolve(entries)
         networks = list(dict.fromkeys(ip for ips in report.allowed.values() for ip in ips))
         report.ipset = _setup_ipset(networks, run)
-    for cmd in rules(mode, networks, nameservers(), report.ipset):
+        if gateway is not None:
+            report.gateway, skipped = resolve(gateway.hosts)
+            report.skipped += skipped
+            report.gateway_uid = gateway.uid
+            gateway_networks = list(dict.fromkeys(ip for ips in report.gateway.values() for ip in ips))
+    uid = report.gateway_uid
+    for cmd in rules(mode, networks, nameservers(), report.ipset, uid, gateway_networks):
         run(cmd)
     _ipv6_rules(run)
     if PROBE_ADDRESS[0] in networks:
         report.selftest = "skipped (the probe address is allowlisted)"
     else:
         report.selftest = probe_blocked()
+    if gateway is not None and gateway_networks:
+        # The deny side for the workers: the model API refuses the run's uid at once. The gateway's allow
+        # side is not probed (a run never depends on reaching the outside to start).
+        target = (gateway_networks[0].split("/")[0], gateway.port)
+        report.gateway_selftest = probe_as(gateway.probe_uid, gateway.probe_gid, target)
     return report
 
 
