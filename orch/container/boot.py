@@ -4,25 +4,35 @@ for until its workers run, and looked up and described on its engine.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
+import socket
+import time
 
 import docker
 import docker.errors
+import requests.exceptions
 from docker.models.containers import Container
 from docker.types import Mount
+from docker.utils.socket import frames_iter
 
 from orch import settings
 from orch.agents.registry import get_adapter
 from orch.container.engine import engine_address, explain
-from orch.container.init import CREDENTIALS_MOUNT
+from orch.container.init import ACK_LINE, CREDENTIALS_MOUNT, InitBoot
 from orch.container.layout import AGENTS_DIR, HOME, PYTHON, ROLE_CONTAINER, TINI, WORKDIR, labels, run_mount, uid_gid
 from orch.container.mounts import mounts
 from orch.container.serverun import READY_LINE
 from orch.errors import OrchError, SandboxError, UsageError, WaitTimeoutError
+from orch.gateway.credential import UpstreamChoice, upstream_for
+from orch.gateway.records import Scheme
 from orch.run.folder import RunFolder
 from orch.run.records import DockerRunInfo, EgressMode, RunStatus
 from orch.waits import wait_until
+
+log = logging.getLogger(__name__)
 
 # What the init step needs before it drops them all: the firewall (NET_*), becoming the run's uid
 # (SETUID/SETGID), emptying the bounding set (SETPCAP), handing mount points and the credentials copy
@@ -32,13 +42,45 @@ FIREWALL_CAPS = ["NET_ADMIN", "NET_RAW"]
 TMPFS_OPTS = "rw,exec,nosuid,nodev"
 TMPFS_SIZE = "2g"
 START_MARGIN = 60.0  # seconds on top of the boot timeout: container start, firewall, model server
+ACK_TIMEOUT = 60.0  # seconds for the init to take the boot line (python start-up on a slow engine)
+
+
+def upstream(info: DockerRunInfo) -> UpstreamChoice:
+    """The run's model upstream and credential, from this (the host's) environment; checked before
+    anything is created. A login file passed through can only be mounted from this machine."""
+    credentials = get_adapter(info.agent).credentials
+    choice = upstream_for(credentials, os.environ, info.offline)
+    if choice.login_file is not None and info.container.on_remote_engine:
+        raise UsageError(
+            f"the only credential is the login file {choice.login_file}, which cannot reach a remote engine",
+            hint=f"set one of {', '.join(credentials.env)} (the gateway in the container then holds it)",
+        )
+    gateway_uid = settings.GATEWAY_UID.get()
+    run_uid, _ = uid_gid(info.container)
+    if gateway_uid <= 0 or gateway_uid == run_uid:
+        raise UsageError(
+            f"{settings.GATEWAY_UID.name}={gateway_uid}: the gateway needs a uid of its own (not root, not the "
+            f"run's {run_uid})",
+            hint=f"set {settings.GATEWAY_UID.name} to an unused uid",
+        )
+    if choice.warning:
+        log.warning("run %s: %s", info.name, choice.warning)
+    info.credential = choice.upstream.scheme.value
+    return choice
 
 
 def create(
-    client: docker.DockerClient, info: DockerRunInfo, prompts: dict[int, str], resume: bool, boot_timeout: float
+    client: docker.DockerClient,
+    info: DockerRunInfo,
+    prompts: dict[int, str],
+    resume: bool,
+    boot_timeout: float,
+    choice: UpstreamChoice,
 ) -> Container:
-    """Create (not start) the run's container; its first process applies the egress policy, then runs
-    `orch serve-run` as the run's uid."""
+    """Create (not start) the run's container; its first process reads the boot line (`start`), applies
+    the egress policy, starts the gateway, then runs `orch serve-run` as the run's uid.
+
+    No credential is in what this creates (environment, command, labels): it goes in by `start`."""
     ci = info.container
     opts = ci.options
     uid, gid = uid_gid(ci)
@@ -56,19 +98,18 @@ def create(
         settings.GID.name: str(gid),
         settings.EGRESS.name: opts.egress.value,
         settings.EGRESS_ALLOW.name: ",".join(opts.allow),
+        settings.BOOT_STDIN.name: "1",
+        settings.GATEWAY_UID.name: str(settings.GATEWAY_UID.get()),
     }
     if ci.on_remote_engine:
         env[settings.CHOWN.name] = f"{run_mount(info.name)}:{WORKDIR}"
     if prompts:
         env[settings.PROMPTS.name] = json.dumps({str(n): text for n, text in prompts.items()})
-    credentials = get_adapter(info.agent).credentials
-    if not info.offline:
-        # Credentials travel by environment only (or the read-only mount below): never a file we write.
-        env.update(credentials.passed(os.environ))
-        login, found = credentials.login, credentials.login_file(os.environ)
-        if login and found and not credentials.in_env(os.environ) and not ci.on_remote_engine:
-            run_mounts.append(Mount(target=CREDENTIALS_MOUNT, source=str(found), type="bind", read_only=True))
-            env[settings.CREDENTIALS_HOME_PATH.name] = login.in_home
+    login = get_adapter(info.agent).credentials.login
+    if choice.upstream.scheme is Scheme.PASSTHROUGH and choice.login_file is not None and login is not None:
+        # The one case a worker holds a credential: the agent's own login, which only it can refresh.
+        run_mounts.append(Mount(target=CREDENTIALS_MOUNT, source=str(choice.login_file), type="bind", read_only=True))
+        env[settings.CREDENTIALS_HOME_PATH.name] = login.in_home
     caps = INIT_CAPS + (FIREWALL_CAPS if opts.egress is not EgressMode.OPEN else [])
     command = [TINI, "--", "orch", "serve-run", info.name, "--boot-timeout", f"{boot_timeout:g}"]
     if resume:
@@ -98,13 +139,67 @@ def create(
             nano_cpus=int(opts.cpus * 1e9),
             network=opts.network,
             working_dir=WORKDIR,
-            detach=True,
+            # stdin for the boot line only (`start`); detach=False is docker-py's way to set StdinOnce, so
+            # the engine closes it when the host detaches (the init has put /dev/null there by then).
+            stdin_open=True,
+            detach=False,
         )
     except docker.errors.ImageNotFound:
         check_image(client, ci.image)
         raise
     except docker.errors.APIError as exc:
         raise UsageError(f"the Docker engine refused the run's container: {explain(exc)}") from exc
+
+
+def start(client: docker.DockerClient, container: Container, info: DockerRunInfo, choice: UpstreamChoice) -> None:
+    """Start the container and hand its init the boot line (the upstream, secret included) on stdin: attached
+    before the start, written once, then detached when the init says it has it (stdin then closes)."""
+    line = _boot_line(InitBoot(run=info.name, offline=info.offline, upstream=choice.upstream))
+    params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+    try:
+        sock = client.api.attach_socket(str(container.id), params=params)
+    except docker.errors.APIError as exc:
+        raise SandboxError(f"cannot attach to the run's container: {explain(exc)}") from exc
+    raw = getattr(sock, "_sock", sock)
+    try:
+        container.start()
+        raw.sendall(line.encode() + b"\n")
+        _wait_ack(sock, raw, container, info.name)
+    finally:
+        with contextlib.suppress(OSError):
+            sock.close()
+        proc = getattr(raw, "proc", None)  # docker's ssh transport: the dial-stdio ssh process
+        if proc is not None:
+            with contextlib.suppress(OSError, ValueError):
+                proc.stdin.close()
+
+
+def _boot_line(boot: InitBoot) -> str:
+    """The boot line with the secret's real value (pydantic dumps a SecretStr masked)."""
+    data = boot.model_dump(mode="json")
+    data["upstream"]["secret"] = boot.upstream.secret.get_secret_value()
+    return json.dumps(data)
+
+
+def _wait_ack(sock: object, raw: socket.socket, container: Container, name: str) -> None:
+    """Read the container's output until the init's ACK_LINE, within ACK_TIMEOUT."""
+    deadline = time.monotonic() + ACK_TIMEOUT
+    seen = b""
+    with contextlib.suppress(OSError, AttributeError):
+        raw.settimeout(ACK_TIMEOUT)
+    try:
+        for _stream, chunk in frames_iter(sock, tty=False):  # type: ignore[no-untyped-call]
+            seen += chunk
+            if ACK_LINE.encode() in seen:
+                return
+            if time.monotonic() > deadline:
+                break
+    except (OSError, requests.exceptions.RequestException):
+        pass
+    container.reload()
+    if container.status in ("exited", "dead"):
+        raise SandboxError(_died_message(container, name))
+    raise SandboxError(f"run {name}: the container's init did not take its boot line within {ACK_TIMEOUT:g}s")
 
 
 def wait_running(container: Container, run: RunFolder, info: DockerRunInfo, boot_timeout: float) -> None:

@@ -1,32 +1,71 @@
-"""The first process of a run's container: confine, then drop privileges for good, then exec the run.
+"""The first process of a run's container: confine, start the model gateway under its own uid, then drop
+privileges for good, then exec the run.
 
     python -m orch.container.init -- CMD [ARG...]
 
-It starts as root holding only the capabilities it needs for this (see docker_container.INIT_CAPS):
-1. applies the egress policy (orch.container.egress) and writes its report to /tmp for the controller to log;
+It starts as root holding only the capabilities it needs for this (see orch.container.boot.INIT_CAPS):
+0. with ORCH_BOOT_STDIN=1 (`orch up`), reads the host's boot line (InitBoot: the run and its model
+   upstream, the credential included) from stdin before anything else, says so on stdout (the host waits
+   for that), and points stdin at /dev/null: the credential never sits in the container's environment,
+   command line, image, labels or run folder, where `docker inspect` or a worker could read it;
+1. applies the egress policy (orch.container.egress), the model API open to the gateway's uid only, and
+   writes its report to /tmp for the controller to log;
 2. hands the root-owned mount points listed in ORCH_CHOWN to the run's uid (fresh volumes);
-3. copies a read-only mounted login file (the agent's `.credentials.json`) into the tmpfs home, where
-   the agent looks for it ($ORCH_CREDENTIALS_HOME_PATH), readable by the run's uid only;
-4. execs `setpriv` to become ORCH_UID:ORCH_GID with no supplementary groups, empty capability sets
+3. copies a read-only mounted login file (the agent's `.credentials.json`, only when the gateway passes
+   the workers' own login through) into the tmpfs home, readable by the run's uid only;
+4. starts the run's model gateway (orch.gateway) as ORCH_GATEWAY_UID, never the run's uid, through
+   setpriv with no groups, no capabilities and no-new-privs; gives it `model/` in the run folder (0755:
+   the workers read it, only the gateway writes it) and saves its handle (url, pid, control key) where
+   the controller looks (orch.gateway.process.handle_path), readable by the run's uid only. The
+   gateway's memory and its own files are another uid's: a worker can neither read nor trace them;
+5. execs `setpriv` to become ORCH_UID:ORCH_GID with no supplementary groups, empty capability sets
    (effective, permitted, inheritable, ambient and bounding) and no-new-privs, which then execs CMD.
 
-Nothing in the container runs as root after step 4, and nothing can get root or a capability back.
+Nothing in the container runs as root after step 5, and nothing can get root or a capability back.
+Without ORCH_BOOT_STDIN (compose.yaml, started without orch on the host) steps 0 and 4 are skipped: the
+controller starts the gateway itself as the run's uid, from the container's environment.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
+import select
 import shutil
 import sys
+import time
 from pathlib import Path
+
+from pydantic import SecretStr, ValidationError
 
 from orch import settings
 from orch.agents.registry import get_adapter
-from orch.container.egress import EgressError, allowlist_for, apply, write_report
+from orch.container.egress import EgressError, GatewayEgress, allowlist_for, apply, url_host_port, write_report
+from orch.container.layout import WORKDIR, run_mount
 from orch.errors import OrchError
-from orch.run.records import EgressMode
+from orch.gateway.process import handle_path, save_handle, start_gateway
+from orch.gateway.records import GatewayBoot, Upstream
+from orch.run.folder import RunFolder
+from orch.run.records import EgressMode, Strict
 
 CREDENTIALS_MOUNT = "/run/orch/credentials.json"
+ACK_LINE = "orch-init: boot line received"  # orch.container.boot.start waits for it
+BOOT_LINE_TIMEOUT = 60.0
+BOOT_LINE_MAX = 1 << 20
+GATEWAY_HOME = "/tmp/orch-gateway"
+"""The gateway's own directory (0700, its uid): its handle file and HOME; no other uid can enter it."""
+
+
+class InitBoot(Strict):
+    """The host's one line on the container's stdin (orch.container.boot.start)."""
+
+    run: str
+    offline: bool = False
+    upstream: Upstream
+
+
+class InitError(Exception):
+    """A one-line reason the container must not start."""
 
 
 def _id(value: int | None, name: str) -> int:
@@ -35,6 +74,37 @@ def _id(value: int | None, name: str) -> int:
     if value <= 0:
         raise SystemExit(f"orch-init: refusing to run the fleet as root ({name}={value})")
     return value
+
+
+def read_boot(fd: int = 0, timeout: float = BOOT_LINE_TIMEOUT) -> InitBoot:
+    """The first line on `fd`, within `timeout` seconds. Errors never echo the line: it holds a secret."""
+    data = b""
+    deadline = time.monotonic() + timeout
+    while b"\n" not in data:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise InitError(f"no boot line on stdin within {timeout:g}s (the host writes it once the container starts)")
+        ready, _, _ = select.select([fd], [], [], left)
+        if not ready:
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            raise InitError("stdin closed before the boot line arrived")
+        data += chunk
+        if len(data) > BOOT_LINE_MAX:
+            raise InitError("the boot line is too long")
+    try:
+        return InitBoot.model_validate_json(data.split(b"\n", 1)[0])
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise InitError(f"bad boot line: {'.'.join(str(p) for p in error['loc'])}: {error['msg']}") from None
+
+
+def _detach_stdin() -> None:
+    """Nothing started later inherits the stdin the host attached to."""
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
 
 
 def _copy_credentials(uid: int, gid: int) -> None:
@@ -52,6 +122,94 @@ def _copy_credentials(uid: int, gid: int) -> None:
     os.chown(target, uid, gid)
 
 
+def drop_argv(uid: int, gid: int) -> list[str]:
+    """setpriv to uid:gid with no supplementary groups, every capability set empty and no-new-privs."""
+    return [
+        "setpriv",
+        f"--reuid={uid}",
+        f"--regid={gid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--ambient-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+        "--",
+    ]
+
+
+def gateway_uid(run_uid: int) -> int:
+    value = settings.GATEWAY_UID.get()
+    if value <= 0 or value == run_uid:
+        raise InitError(
+            f"{settings.GATEWAY_UID.name}={value}: the gateway needs a uid of its own "
+            f"(not root, not the run's {run_uid})"
+        )
+    return value
+
+
+def own_model_dir(run: RunFolder, gw_uid: int) -> None:
+    """`model/` and everything in it belong to the gateway's uid: dirs 0755, files 0644 (the workers read
+    usage, ledger and recordings; only the gateway writes). A resumed run's earlier files included."""
+    model = run.model_dir
+    model.mkdir(exist_ok=True)
+    for path in [model, *model.rglob("*")]:
+        if path.is_symlink():  # never follow a link someone planted: drop it
+            path.unlink()
+            continue
+        os.chown(path, 0, 0)  # root's for a moment: changing another uid's mode would need FOWNER
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+        os.chown(path, gw_uid, gw_uid)
+
+
+def start_run_gateway(boot: InitBoot, uid: int, gid: int, gw_uid: int) -> str:
+    """Start the run's gateway as `gw_uid`, save its handle for the run's uid; its url."""
+    run = RunFolder(Path(run_mount(boot.run)))
+    own_model_dir(run, gw_uid)
+    home = Path(GATEWAY_HOME)
+    home.mkdir(mode=0o700, exist_ok=True)
+    os.chown(home, gw_uid, gw_uid)
+    run.logs_dir.mkdir(exist_ok=True)
+    log = run.logs_dir / "gateway.log"  # the gateway's stderr: its uid's, so workers cannot forge it
+    log.touch(mode=0o644)
+    os.chown(log, gw_uid, gw_uid)
+    gateway_boot = GatewayBoot(
+        run=boot.run,
+        run_dir=str(run.root),
+        workdir=WORKDIR,
+        upstream=boot.upstream,
+        control_key=SecretStr(secrets.token_hex(24)),
+        offline=boot.offline,
+    )
+    prefix = [*drop_argv(gw_uid, gw_uid), "env", f"HOME={home}"]
+    try:
+        handle = start_gateway(gateway_boot, home / "handle.json", log, argv_prefix=prefix)
+    except OrchError as exc:
+        raise InitError(exc.one_line()) from None
+    target = handle_path(boot.run)
+    save_handle(target, handle)
+    os.chown(target, uid, gid)
+    return handle.url
+
+
+def _allowlist(offline: bool, extra: list[str], model_api: bool) -> list[str]:
+    """The workers' allowlist when the host did not decide it (compose): the defaults plus ORCH_ALLOW."""
+    try:
+        credentials = get_adapter(settings.AGENT.get()).credentials
+    except OrchError as exc:
+        raise InitError(f"{settings.AGENT.name}: {exc.one_line()}") from None
+    try:
+        return allowlist_for(os.environ, offline, extra, credentials, model_api=model_api)
+    except ValueError as exc:
+        raise InitError(f"ORCH_ALLOW: {exc}") from None
+
+
+def _gateway_egress(boot: InitBoot | None, gw_uid: int, uid: int, gid: int) -> GatewayEgress | None:
+    if boot is None or boot.upstream.kind != "api":
+        return None
+    found = url_host_port(boot.upstream.url)
+    return None if found is None else GatewayEgress(gw_uid, [found[0]], found[1], uid, gid)
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--"]:
         argv = argv[1:]
@@ -62,41 +220,46 @@ def main(argv: list[str]) -> int:
         uid, gid, egress = settings.UID.get(), settings.GID.get(), settings.EGRESS.get()
         offline, extra, chown = settings.OFFLINE.get(), settings.ALLOW.get(), settings.CHOWN.get()
         decided = settings.EGRESS_ALLOW.get() if settings.EGRESS_ALLOW.is_set() else None
+        boot_stdin = settings.BOOT_STDIN.get()
     except OrchError as exc:
         print(f"orch-init: {exc.one_line()}", file=sys.stderr)
         return 2
     uid, gid = _id(uid, settings.UID.name), _id(gid, settings.GID.name)
+    try:
+        boot = read_boot() if boot_stdin else None
+    except InitError as exc:
+        print(f"orch-init: {exc}", file=sys.stderr, flush=True)
+        return 2
+    if boot is not None:
+        print(ACK_LINE, flush=True)
+        _detach_stdin()
     try:
         mode = EgressMode(egress)
     except ValueError:
         print(f"orch-init: unknown {settings.EGRESS.name} {egress!r}", file=sys.stderr)
         return 2
     if os.geteuid() != 0:
-        if mode is not EgressMode.OPEN:
-            print("orch-init: must start as root to apply the egress policy", file=sys.stderr)
+        if mode is not EgressMode.OPEN or boot is not None:
+            print("orch-init: must start as root to apply the egress policy and start the gateway", file=sys.stderr)
             return 2
         os.execvp(argv[0], argv)
-    if decided is not None:  # by `orch up` on the host
-        allow = decided
-    else:  # started without orch on the host (compose): the defaults plus ORCH_ALLOW
-        try:
-            credentials = get_adapter(settings.AGENT.get()).credentials
-        except OrchError as exc:
-            print(f"orch-init: {settings.AGENT.name}: {exc.one_line()}", file=sys.stderr)
-            return 2
-        try:
-            allow = allowlist_for(os.environ, offline, extra, credentials)
-        except ValueError as exc:
-            print(f"orch-init: ORCH_ALLOW: {exc}", file=sys.stderr)
-            return 2
     try:
-        report = apply(mode, allow)
+        gw_uid = gateway_uid(uid) if boot is not None else None
+        # `orch up` decided the workers' list; the model API is the gateway's alone when it is ours.
+        allow = decided if decided is not None else _allowlist(offline, extra, model_api=boot is None)
+    except InitError as exc:
+        print(f"orch-init: {exc}", file=sys.stderr)
+        return 2
+    gateway = _gateway_egress(boot, gw_uid, uid, gid) if gw_uid is not None else None
+    try:
+        report = apply(mode, allow, gateway=gateway if mode is EgressMode.ALLOWLIST else None)
     except EgressError as exc:
         print(f"orch-init: egress policy failed: {exc}", file=sys.stderr)
         return 1
     write_report(report)
+    only = f"; gateway only {sorted(report.gateway)}" if report.gateway else ""
     print(
-        f"orch-init: egress {report.mode}: allowed {sorted(report.allowed)}; skipped {report.skipped}; "
+        f"orch-init: egress {report.mode}: allowed {sorted(report.allowed)}{only}; skipped {report.skipped}; "
         f"self-test {report.selftest}",
         flush=True,
     )
@@ -104,18 +267,14 @@ def main(argv: list[str]) -> int:
         if os.stat(path).st_uid == 0:  # a fresh volume; a user's own folder keeps its owner
             os.chown(path, uid, gid)
     _copy_credentials(uid, gid)
-    setpriv = [
-        "setpriv",
-        f"--reuid={uid}",
-        f"--regid={gid}",
-        "--clear-groups",
-        "--inh-caps=-all",
-        "--ambient-caps=-all",
-        "--bounding-set=-all",
-        "--no-new-privs",
-        "--",
-        *argv,
-    ]
+    if boot is not None and gw_uid is not None:
+        try:
+            url = start_run_gateway(boot, uid, gid, gw_uid)
+        except (InitError, OSError) as exc:
+            print(f"orch-init: the model gateway did not start: {exc}", file=sys.stderr)
+            return 1
+        print(f"orch-init: model gateway at {url} as uid {gw_uid}", flush=True)
+    setpriv = [*drop_argv(uid, gid), *argv]
     os.execvp(setpriv[0], setpriv)
 
 

@@ -105,7 +105,8 @@ class DockerSandbox:
         opts = self.settings.options
         host_workdir = Path(planned.workdir)
         try:
-            allow = egress.allowlist_for(os.environ, request.offline, opts.allow, adapter.credentials)
+            # The model API is not the workers': the init opens it to the gateway's uid alone.
+            allow = egress.allowlist_for(os.environ, request.offline, opts.allow, adapter.credentials, model_api=False)
         except ValueError as exc:
             raise UsageError(str(exc), hint="--allow takes a host name, an IP address or a CIDR") from None
         if opts.egress is not EgressMode.ALLOWLIST:
@@ -161,6 +162,7 @@ class DockerSandbox:
         )
         info = DockerRunInfo.of(planned, container_info)
         info.workdir = WORKDIR
+        choice = boot.upstream(info)  # before anything exists: a bad credential setup creates nothing
         container: Container | None = None
         try:
             if remote:
@@ -170,13 +172,13 @@ class DockerSandbox:
                 if opts.copy_workdir:
                     mounts.copy_workdir(host_workdir, Path(info.container.workspace_source), uid, gid)
             container = boot.create(
-                client, info, request.prompts, resume=False, boot_timeout=self.settings.boot_timeout
+                client, info, request.prompts, resume=False, boot_timeout=self.settings.boot_timeout, choice=choice
             )
             info.container.id = str(container.id)
             if remote:
                 mounts.upload(container, info, host_workdir)
             save_info(run, info)
-            container.start()
+            boot.start(client, container, info, choice)
             boot.wait_running(container, run, info, self.settings.boot_timeout)
         except BaseException:
             self._cleanup_failed_up(client, container, run, info)
@@ -200,14 +202,15 @@ class DockerSandbox:
         if not ci.on_remote_engine and not Path(ci.workspace_source).is_dir():
             raise UsageError(f"the workspace {ci.workspace_source} is gone", hint="start a new run")
         check_image(client, ci.image, ci.docker_host or DEFAULT_ENGINE)
-        container = boot.create(client, info, {}, resume=True, boot_timeout=self.settings.boot_timeout)
+        choice = boot.upstream(info)  # the credential of this resume's environment
+        container = boot.create(client, info, {}, resume=True, boot_timeout=self.settings.boot_timeout, choice=choice)
         ci.id = str(container.id)
         info.status = RunStatus.STARTING
         save_info(run, info)
         if not ci.on_remote_engine:
             run.log_event(ControllerEvent(event=Event.RESUMED, data={"container": ci.id[:12]}))
         try:
-            container.start()
+            boot.start(client, container, info, choice)
             boot.wait_running(container, run, info, self.settings.boot_timeout)
         except BaseException:
             with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
@@ -235,6 +238,10 @@ class DockerSandbox:
             existing.remove(force=True)
         mounts.remove_volumes(client, *run_volumes(name))
         shutil.rmtree(workspaces_dir() / name, ignore_errors=True)
+        with contextlib.suppress(OrchError):
+            old_info = run.info()
+            if isinstance(old_info, DockerRunInfo):
+                mounts.reclaim_model_dir(client, old_info)
         run.remove()
 
     def _cleanup_failed_up(
@@ -253,6 +260,8 @@ class DockerSandbox:
                 mounts.remove_volumes(client, *run_volumes(info.name))
         if info.container.options.copy_workdir and not info.container.on_remote_engine:
             shutil.rmtree(info.container.workspace_source, ignore_errors=True)
+        with contextlib.suppress(OrchError, docker.errors.DockerException, requests.exceptions.RequestException):
+            mounts.reclaim_model_dir(client, info)
         run.remove()
 
     # --- commands inside the container ------------------------------------------------------------
@@ -349,6 +358,7 @@ class DockerSandbox:
         if container is not None:
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True)
+        mounts.reclaim_model_dir(client, info)  # the gateway's model/ becomes yours again
         if ci.options.copy_workdir:
             if ci.on_remote_engine:
                 mounts.remove_volumes(client, workspace_volume_name(info.name))
