@@ -63,6 +63,50 @@ def save_info(run: RunFolder, info: RunInfo) -> None:
     run.write_info(info)
 
 
+def reclaim_model_dir(client: docker.DockerClient, info: DockerRunInfo, image: str | None = None) -> None:
+    """Hand the gateway's `model/` back to the run's uid (the host user), so the run folder stays removable.
+
+    In the container, `model/` belongs to the gateway's uid, which the workers (the host user's uid) must
+    not be able to write; once the container has stopped a short-lived helper (root with CHOWN only, no
+    network, only that folder mounted) gives it back. Only needed on a local engine when this process is
+    not root (root removes anything) and something in `model/` is another uid's.
+    """
+    if info.container.on_remote_engine:
+        return
+    model = RunFolder(Path(info.container.host_run_dir)).model_dir
+    uid, gid = uid_gid(info.container)
+    if os.getuid() == 0 or not _foreign(model, uid):
+        return
+    chown_in_helper(client, image or info.container.image, info.name, model, uid, gid)
+
+
+def _foreign(root: Path, uid: int) -> bool:
+    try:
+        return any(p.lstat().st_uid != uid for p in [root, *root.rglob("*")])
+    except OSError:
+        return root.exists()
+
+
+def chown_in_helper(client: docker.DockerClient, image: str, name: str, folder: Path, uid: int, gid: int) -> None:
+    try:
+        client.containers.run(
+            image,
+            ["chown", "-R", "-h", f"{uid}:{gid}", "/model"],
+            entrypoint=[],
+            user="0:0",
+            cap_drop=["ALL"],
+            cap_add=["CHOWN"],
+            security_opt=["no-new-privileges:true"],
+            network_disabled=True,
+            read_only=True,
+            labels=labels(name, ROLE_HELPER),
+            mounts=[Mount(target="/model", source=str(folder), type="bind")],
+            remove=True,
+        )
+    except docker.errors.DockerException as exc:
+        raise SandboxError(f"cannot hand {folder} back to uid {uid}: {exc}") from exc
+
+
 # --- on a remote engine ----------------------------------------------------------------------------
 def make_volumes(client: docker.DockerClient, info: DockerRunInfo) -> None:
     for volume, role in run_volumes(info.name).items():
