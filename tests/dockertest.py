@@ -19,6 +19,7 @@ import docker.errors
 import pytest
 import yaml
 
+from orch import settings
 from orch.container.engine import docker_client
 from orch.container.image import build_image, image_is_current
 from orch.container.layout import LABEL_RUN, ROOT_HOST_UID
@@ -34,6 +35,7 @@ IMAGE = DEFAULT_IMAGE_TAG
 BUILD_TIMEOUT = 1800
 # The uid the containers run as when the tests run as root (CI), else the invoking user's.
 RUN_UID = ROOT_HOST_UID if os.getuid() == 0 else os.getuid()
+GATEWAY_UID = int(settings.GATEWAY_UID.default)  # the model gateway's, in a run's container
 
 
 @pytest.fixture(scope="session")
@@ -136,18 +138,21 @@ PROCESS_SCRIPT = (
 )
 
 
-def assert_unprivileged(out: str, uid: int) -> None:
-    """Every process in PID 1's tree (not `docker exec`'s: those have PPid 0) runs as `uid`, never root, with
-    empty effective, permitted, bounding, inheritable and ambient capability sets, and no-new-privs."""
+def assert_unprivileged(
+    out: str, uid: int, gateway_uid: int | None = None, expect: frozenset[str] = frozenset({"claude"})
+) -> None:
+    """Every process in PID 1's tree (not `docker exec`'s: those have PPid 0) runs as `uid` (or, for the
+    model gateway the init started, `gateway_uid`), never root, with empty effective, permitted, bounding,
+    inheritable and ambient capability sets, and no-new-privs."""
     rows = [line.split(maxsplit=7) for line in out.splitlines() if line.strip()]
     tree, members = [], {"1"}
     for row in sorted(rows, key=lambda r: int(r[0])):  # parents have lower pids here (no pid wrap-around)
         if row[0] == "1" or row[1] in members:
             members.add(row[0])
             tree.append(row)
-    assert {r[7] for r in tree} >= {"tini", "tmux: server", "claude"}, tree
+    assert {r[7] for r in tree} >= {"tini", "tmux: server", *expect}, tree
     for pid, _ppid, owner, eff, prm, bnd, nnp, comm in tree:
-        assert owner == str(uid) and owner != "0", (pid, comm)
+        assert owner in {str(uid), str(gateway_uid)} and owner != "0", (pid, comm)
         assert int(eff, 16) == int(prm, 16) == 0, (pid, comm, eff, prm)
         assert all(int(c, 16) == 0 for c in bnd.split("|")), (pid, comm, "bounding|inheritable|ambient", bnd)
         assert nnp == "1", (pid, comm)

@@ -22,7 +22,16 @@ from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import DockerRunInfo, RunStatus, RunStatusView, WorkerState
 from orch.waits import wait_until
-from tests.dockertest import BUILD_TIMEOUT, PROCESS_SCRIPT, RUN_UID, assert_unprivileged, events, new_name, script_brief
+from tests.dockertest import (
+    BUILD_TIMEOUT,
+    GATEWAY_UID,
+    PROCESS_SCRIPT,
+    RUN_UID,
+    assert_unprivileged,
+    events,
+    new_name,
+    script_brief,
+)
 from tests.helpers import orch, prompts
 
 pytestmark = [pytest.mark.docker, pytest.mark.claude, pytest.mark.timeout(BUILD_TIMEOUT)]
@@ -98,10 +107,11 @@ def test_container_is_hardened_and_nothing_runs_as_root(
     assert set(mounts) == {f"/orch/runs/{name}", "/workspace"}  # no Docker socket, nothing else
     assert not any("docker.sock" in (m.get("Source") or "") for m in attrs["Mounts"])
 
-    # Every process of the run (PID 1's tree) is the run's uid with empty capability sets and no-new-privs.
+    # Every process of the run (PID 1's tree) is the run's uid, or the gateway's, with empty capability
+    # sets and no-new-privs.
     code, out = DockerSandbox().run_as_user(info, ["python3", "-c", PROCESS_SCRIPT])
     assert code == 0, out
-    assert_unprivileged(out, RUN_UID)
+    assert_unprivileged(out, RUN_UID, GATEWAY_UID)
     # The root filesystem is read-only; the Docker socket is nowhere.
     code, out = DockerSandbox().run_as_user(
         info, ["sh", "-c", "touch /usr/x 2>&1; touch /orch/x 2>&1; ls /var/run/docker.sock 2>&1; id -u"]
