@@ -2,8 +2,9 @@
 a container from the orch image on a private Docker network. No test traffic leaves this machine.
 
 Under the allowlist, the allowlisted server answers and the other one is refused at once; `none` refuses
-both; the model API host comes from ANTHROPIC_BASE_URL; real Claude Code works under the allowlist with
-its key passed by environment, and the key lands in no file of the run folder and no container log.
+both; the model API host comes from ANTHROPIC_BASE_URL and is open to the gateway's uid only; real Claude
+Code works under the allowlist through the gateway, and the key lands in no file of the run folder and no
+container log.
 """
 
 from __future__ import annotations
@@ -115,8 +116,8 @@ def _reach(run: RunFolder, urls: list[str]) -> dict[str, bool]:
 @pytest.mark.parametrize(
     ("mode", "allow_by", "expect"),
     [
-        ("allowlist", "name", (True, False, True)),
-        ("allowlist", "ip", (False, True, True)),
+        ("allowlist", "name", (True, False, False)),  # the model API is the gateway's alone
+        ("allowlist", "ip", (False, True, False)),
         ("none", "name", (False, False, False)),
         ("open", "name", (True, True, True)),
     ],
@@ -141,14 +142,15 @@ def test_egress_modes(
     if mode != "open":
         assert str(report["selftest"]).startswith("blocked 192.0.2.1")
     if mode == "allowlist":
-        # ANTHROPIC_BASE_URL's host, then --allow (an IP becomes a /32 network)
-        assert set(report["allowed"]) == {net.model, egress.normalize_entry(allow)}
+        # --allow (an IP becomes a /32 network); ANTHROPIC_BASE_URL's host is open to the gateway's uid only
+        assert set(report["allowed"]) == {egress.normalize_entry(allow)}
+        assert set(report["gateway"]) == {net.model} and str(report["gateway_selftest"]).startswith("blocked")
     assert orch("kill", name).exit_code == 0
 
 
 @pytest.mark.claude
 @pytest.mark.usefixtures("isolated_env")
-def test_claude_under_allowlist_with_key_by_environment(
+def test_claude_under_allowlist_through_the_gateway(
     net: Net, names: list[str], workdir: Path, tmp_path: Path, engine: docker.DockerClient
 ) -> None:
     name = new_name(names, "eg")
@@ -156,7 +158,7 @@ def test_claude_under_allowlist_with_key_by_environment(
     assert result.exit_code == 0, result.output
     run = RunFolder.for_name(name)
     info = run.info()
-    assert isinstance(info, DockerRunInfo) and info.container.options.allow == [net.model]
+    assert isinstance(info, DockerRunInfo) and info.container.options.allow == []  # the gateway's only
     brief = tmp_path / "brief.md"
     brief.write_text(script_brief(run, 1))
     assert orch("brief", name, "1", brief).exit_code == 0
