@@ -240,22 +240,67 @@ def relaunch_refused(state: ControllerState, limits: Limits) -> str | None:
 
 # --- budget ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
+class Spend:
+    """What one worker used so far, as the controller sees it."""
+
+    cost_usd: float = 0.0
+    tokens: int = 0
+    refused: str | None = None
+    """Why the model gateway refuses its requests now (its budget), or None."""
+
+
+@dataclass(frozen=True)
+class Overrun:
+    worker: int
+    reason: str
+
+
+@dataclass(frozen=True)
 class BudgetCheck:
-    cap: Sequence[tuple[int, float]] = field(default_factory=tuple)
-    """Workers past their cap that were not capped yet, with their cost."""
+    cap: Sequence[Overrun] = field(default_factory=tuple)
+    """Workers past a cap that were not capped yet: no further jobs, their running job fails."""
     abort: str | None = None
-    """Why the run stops: the fleet's cost passed the budget."""
+    """Why the run stops: the fleet is past its budget."""
 
 
-def budget_check(budget: Budget, costs: Mapping[int, float], capped: Collection[int]) -> BudgetCheck:
-    """`costs`: each worker's reported cost (0 when it reported none)."""
-    cap = budget.max_cost_per_worker_usd
-    over = tuple((n, c) for n, c in costs.items() if cap is not None and c > cap and n not in capped)
-    total = sum(costs.values())
-    if budget.max_cost_usd is not None and total > budget.max_cost_usd:
-        return BudgetCheck(over, f"the fleet's cost ${total:.4f} passed the budget ${budget.max_cost_usd:g}")
-    return BudgetCheck(over)
+def budget_check(
+    budget: Budget, spend: Mapping[int, Spend], fleet_refused: str | None, capped: Collection[int]
+) -> BudgetCheck:
+    """The gateway's refusals decide first (it enforces the caps it was sent, at or over); the
+    controller's own sums count too, for a run whose gateway did not answer or that has none (then only
+    the status lines' cost is known)."""
+    over = []
+    for n, used in spend.items():
+        if n in capped:
+            continue
+        why = _worker_overrun(budget, used)
+        if why is not None:
+            over.append(Overrun(n, why))
+    return BudgetCheck(tuple(over), _fleet_overrun(budget, spend.values(), fleet_refused))
+
+
+def _worker_overrun(budget: Budget, used: Spend) -> str | None:
+    if used.refused is not None:
+        return f"the model gateway refused it: {used.refused}"
+    cost, tokens = budget.max_cost_per_worker_usd, budget.max_tokens_per_worker
+    if cost is not None and used.cost_usd > cost:
+        return f"its cost ${used.cost_usd:.4f} passed its cap ${cost:g}"
+    if tokens is not None and used.tokens > tokens:
+        return f"its {used.tokens} tokens passed its cap of {tokens}"
+    return None
+
+
+def _fleet_overrun(budget: Budget, spend: Iterable[Spend], refused: str | None) -> str | None:
+    if refused is not None:
+        return f"the model gateway refused the fleet: {refused}"
+    used = list(spend)
+    cost, tokens = sum(s.cost_usd for s in used), sum(s.tokens for s in used)
+    if budget.max_cost_usd is not None and cost > budget.max_cost_usd:
+        return f"the fleet's cost ${cost:.4f} passed the budget ${budget.max_cost_usd:g}"
+    if budget.max_tokens is not None and tokens > budget.max_tokens:
+        return f"the fleet's {tokens} tokens passed the budget of {budget.max_tokens}"
+    return None
 
 
 def has_budget(budget: Budget) -> bool:
-    return budget.max_cost_usd is not None or budget.max_cost_per_worker_usd is not None
+    return any(cap is not None for cap in budget.model_dump().values())

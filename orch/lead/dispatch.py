@@ -55,6 +55,7 @@ class Dispatch(Part):
         self.clear_leftovers(job, n)
         job.worker = n
         self.state.book(n).job = job.id
+        self.desk.gateway_job(n, job.id)
         self.desk.event(Event.ASSIGNED, n, job=job.id, role=job.role.value, finding=job.finding, round=job.round)
 
     def clear_leftovers(self, job: Job, n: int) -> None:

@@ -67,6 +67,7 @@ class Review(Part):
         job.ended_at = time.time()
         job.problems = []
         self.state.book(n).job = None
+        self.desk.gateway_job(n, None)
 
     def finish_job(self, job: Job, n: int) -> None:
         """Commit (save), then move the worker's result aside so its next job starts clean."""
@@ -125,6 +126,7 @@ class Review(Part):
         n = job.worker
         if n is not None and self.state.book(n).job == job.id:
             self.state.book(n).job = None
+            self.desk.gateway_job(n, None)
         self.desk.save()
         if n is not None:
             self.archive_result(job, n)
@@ -154,6 +156,8 @@ class Review(Part):
                 job.failure = reason
                 job.ended_at = time.time()
         for book in self.state.workers:
-            book.job = None
+            if book.job is not None:
+                book.job = None
+                self.desk.gateway_job(book.n, None)
         self.desk.save()
         self.desk.event(Event.ABORTED, reason=reason)

@@ -354,27 +354,63 @@ def test_relaunch_refused(used: int, limit: int, refused: bool) -> None:
 
 
 # --- budget, the loop's end and its sleep --------------------------------------------------------
-BUDGETS: dict[str, tuple[float | None, float | None, dict[int, float], set[int], list[int], bool]] = {
-    # (fleet budget, per-worker cap, costs, already capped, newly capped, abort)
-    "under-budget": (1.0, None, {1: 0.2, 2: 0.3}, set(), [], False),
-    "over-budget": (1.0, None, {1: 0.6, 2: 0.5}, set(), [], True),
-    "at-budget-is-not-over": (1.0, None, {1: 0.5, 2: 0.5}, set(), [], False),
-    "worker-over-cap": (None, 0.5, {1: 0.2, 2: 0.7}, set(), [2], False),
-    "worker-at-cap": (None, 0.5, {1: 0.5}, set(), [], False),
-    "capped-once": (None, 0.5, {1: 0.9, 2: 0.7}, {1}, [2], False),
-    "cap-and-abort": (1.0, 0.5, {1: 0.9, 2: 0.2}, set(), [1], True),
+S = decisions.Spend
+BUDGETS: dict[str, tuple[dict[str, Any], dict[int, decisions.Spend], str | None, set[int], list[int], str | None]] = {
+    # (budget, each worker's spend, the gateway's fleet refusal, already capped, newly capped, abort starts)
+    "under-budget": ({"max_cost_usd": 1.0}, {1: S(0.2), 2: S(0.3)}, None, set(), [], None),
+    "over-budget": ({"max_cost_usd": 1.0}, {1: S(0.6), 2: S(0.5)}, None, set(), [], "the fleet's cost $1.1000"),
+    "at-budget-is-not-over": ({"max_cost_usd": 1.0}, {1: S(0.5), 2: S(0.5)}, None, set(), [], None),
+    "worker-over-cap": ({"max_cost_per_worker_usd": 0.5}, {1: S(0.2), 2: S(0.7)}, None, set(), [2], None),
+    "worker-at-cap": ({"max_cost_per_worker_usd": 0.5}, {1: S(0.5)}, None, set(), [], None),
+    "capped-once": ({"max_cost_per_worker_usd": 0.5}, {1: S(0.9), 2: S(0.7)}, None, {1}, [2], None),
+    "cap-and-abort": (
+        {"max_cost_usd": 1.0, "max_cost_per_worker_usd": 0.5},
+        {1: S(0.9), 2: S(0.2)},
+        None,
+        set(),
+        [1],
+        "the fleet's cost",
+    ),
+    "tokens-under": ({"max_tokens": 100}, {1: S(tokens=50), 2: S(tokens=50)}, None, set(), [], None),
+    "tokens-over": ({"max_tokens": 100}, {1: S(tokens=60), 2: S(tokens=41)}, None, set(), [], "the fleet's 101 tokens"),
+    "worker-tokens-over": ({"max_tokens_per_worker": 10}, {1: S(tokens=11), 2: S(tokens=10)}, None, set(), [1], None),
+    "gateway-refused-a-worker": ({"max_tokens": 100}, {1: S(refused="w1 at 100 tokens")}, None, set(), [1], None),
+    "gateway-refusal-is-once": ({"max_tokens": 100}, {1: S(refused="w1 at 100 tokens")}, None, {1}, [], None),
+    "gateway-refused-the-fleet": (
+        {"max_cost_usd": 5.0},
+        {1: S(0.1)},
+        "fleet at $5",
+        set(),
+        [],
+        "the model gateway refused the fleet: fleet at $5",
+    ),
 }
 
 
-@pytest.mark.parametrize(("total", "cap", "costs", "capped", "new", "abort"), BUDGETS.values(), ids=BUDGETS.keys())
+@pytest.mark.parametrize(
+    ("caps", "spend", "fleet_refused", "capped", "new", "abort"), BUDGETS.values(), ids=BUDGETS.keys()
+)
 def test_budget_check(
-    total: float | None, cap: float | None, costs: dict[int, float], capped: set[int], new: list[int], abort: bool
+    caps: dict[str, Any],
+    spend: dict[int, decisions.Spend],
+    fleet_refused: str | None,
+    capped: set[int],
+    new: list[int],
+    abort: str | None,
 ) -> None:
-    budget = Budget(max_cost_usd=total, max_cost_per_worker_usd=cap)
+    budget = Budget(**caps)
     assert decisions.has_budget(budget)
-    check = decisions.budget_check(budget, costs, capped)
-    assert [n for n, _ in check.cap] == new
-    assert (check.abort is not None) is abort
+    check = decisions.budget_check(budget, spend, fleet_refused, capped)
+    assert [o.worker for o in check.cap] == new
+    if abort is None:
+        assert check.abort is None
+    else:
+        assert check.abort is not None and check.abort.startswith(abort), check.abort
+
+
+def test_a_gateway_refusal_is_the_reason_given() -> None:
+    check = decisions.budget_check(Budget(max_tokens_per_worker=5), {1: S(tokens=9, refused="over 5 tokens")}, None, ())
+    assert check.cap == (decisions.Overrun(1, "the model gateway refused it: over 5 tokens"),)
 
 
 def test_no_budget_is_not_checked() -> None:

@@ -1,0 +1,165 @@
+"""The lead's side of the run's model gateway: what it reads from the run folder's `model/` (usage and
+cost, the gateway's own events, the ledger of tool calls) and the two control calls it makes (the
+budget, each worker's current job). The gateway is the only writer of `model/` (orch.gateway.records).
+
+A run without a gateway (started before there was one) has no `model/`: its readers answer None or
+nothing, and the control calls answer False.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Generic, Protocol, TypeVar, cast
+
+from pydantic import BaseModel, ValidationError
+
+from orch.errors import OrchError
+from orch.gateway.records import GatewayBudget, GatewayEvent, GatewayEventKind, LedgerEntry, UsageSnapshot
+from orch.lead.spec import Budget
+from orch.run.folder import RunFolder
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def has_gateway(run: RunFolder) -> bool:
+    """The run has (or had) a model gateway: it keeps `model/`."""
+    return run.model_dir.is_dir()
+
+
+def read_usage(run: RunFolder) -> UsageSnapshot | None:
+    """The gateway's usage.json (rewritten atomically, so never half-written), or None without one."""
+    try:
+        return UsageSnapshot.model_validate_json(run.model_usage.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValidationError) as exc:  # another orch version's file: report it as absent
+        log.warning("%s is unreadable: %s", run.model_usage, exc)
+        return None
+
+
+def gateway_budget(budget: Budget) -> GatewayBudget:
+    """The spec's caps, as the gateway takes them (the same four fields)."""
+    return GatewayBudget.model_validate(budget.model_dump())
+
+
+class JsonlTail(Generic[M]):
+    """An append-only JSONL file of records, parsed once: each read parses only the complete lines added
+    since the last; garbage lines are skipped."""
+
+    def __init__(self, path: Path, model: type[M]) -> None:
+        self.path, self.model = path, model
+        self.offset = 0
+        self._records: list[M] = []
+
+    def records(self) -> Sequence[M]:
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return self._records
+        if size < self.offset:  # replaced: read again from the start
+            self.offset, self._records = 0, []
+        if size > self.offset:
+            with self.path.open("rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read(size - self.offset)
+            complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits for the next read
+            self.offset += len(complete)
+            for line in complete.splitlines():
+                try:
+                    self._records.append(self.model.model_validate(json.loads(line)))
+                except (ValueError, ValidationError):
+                    continue
+        return self._records
+
+
+class Control(Protocol):
+    """The gateway's control client (orch.gateway.process.GatewayClient): what the lead calls."""
+
+    def set_budget(self, budget: GatewayBudget) -> None: ...
+
+    def set_job(self, n: int, job: str | None) -> None: ...
+
+
+def control(run_name: str) -> Control | None:
+    """The run's gateway control client, or None when no gateway was started for the run.
+
+    Imported by name: orch.gateway.process is written on another branch; once merged this becomes a
+    plain import (the layer rule allows lead -> gateway either way)."""
+    try:
+        process = importlib.import_module("orch.gateway.process")
+    except ImportError:
+        return None
+    handle = process.load_handle(process.handle_path(run_name))
+    return cast(Control, process.GatewayClient(handle)) if handle is not None else None
+
+
+class GatewayLink:
+    """One controller's view of its run's gateway: incremental readers and best-effort control calls."""
+
+    def __init__(self, run: RunFolder) -> None:
+        self.run = run
+        self._events = JsonlTail(run.model_log, GatewayEvent)
+        self._ledger = JsonlTail(run.model_ledger, LedgerEntry)
+
+    def usage(self) -> UsageSnapshot | None:
+        return read_usage(self.run)
+
+    def events(self) -> Sequence[GatewayEvent]:
+        return self._events.records()
+
+    def ledger(self) -> Sequence[LedgerEntry]:
+        return self._ledger.records()
+
+    def refusals(self) -> dict[int | None, str]:
+        """Why the gateway refuses whom (worker, or None: the whole fleet), from usage.json and the
+        budget-exceeded lines of gateway.jsonl (whichever the controller sees first)."""
+        out: dict[int | None, str] = {}
+        for event in self.events():
+            if event.event is GatewayEventKind.BUDGET_EXCEEDED:
+                out.setdefault(event.worker, _reason(event))
+        usage = self.usage()
+        if usage is not None:
+            if usage.refused:
+                out.setdefault(None, usage.refused)
+            for n, worker in usage.workers.items():
+                if worker.refused:
+                    out.setdefault(n, worker.refused)
+        return out
+
+    def set_budget(self, budget: Budget) -> str | None:
+        """Send the caps; None when the gateway took them (or the run has none), else why not."""
+        return self._call(lambda c: c.set_budget(gateway_budget(budget)))
+
+    def set_job(self, n: int, job: str | None) -> str | None:
+        """Tell the gateway which job worker n is on (None: none), so it stamps usage and the ledger."""
+        return self._call(lambda c: c.set_job(n, job))
+
+    def _call(self, call: _Call) -> str | None:
+        if not has_gateway(self.run):  # a run from before the gateway: nobody to tell
+            return None
+        try:
+            client = control(self.run.name)
+            if client is None:
+                return "no gateway was started for this run"
+            call(client)
+        except (OrchError, OSError, ValueError) as exc:  # urllib's errors are OSErrors
+            return str(exc) or type(exc).__name__
+        return None
+
+
+class _Call(Protocol):
+    def __call__(self, client: Control, /) -> None: ...
+
+
+def _reason(event: GatewayEvent) -> str:
+    for key in ("reason", "message", "detail"):
+        value = event.data.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return "budget exceeded"

@@ -1,0 +1,63 @@
+"""What the lead reads from a run's `model/` (orch.lead.gatewaylink): files as the gateway writes them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orch.gateway.records import GatewayEvent, GatewayEventKind, UsageSnapshot, WorkerUsage
+from orch.lead.gatewaylink import GatewayLink, JsonlTail, gateway_budget, read_usage
+from orch.lead.spec import Budget
+from orch.run.folder import RunFolder, append_line
+
+
+def _run(tmp_path: Path, gateway: bool = True) -> RunFolder:
+    run = RunFolder(tmp_path / "r")
+    run.root.mkdir()
+    if gateway:
+        run.model_dir.mkdir()
+    return run
+
+
+def test_refusals_come_from_usage_and_the_gateways_events(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    link = GatewayLink(run)
+    assert link.refusals() == {}
+    usage = UsageSnapshot(
+        offline=True, billed=False, pricing="shipped", updated=1.0, workers={2: WorkerUsage(refused="w2 over $1")}
+    )
+    run.model_usage.write_text(usage.model_dump_json())
+    append_line(run.model_log, GatewayEvent(ts=1, event=GatewayEventKind.STARTED).model_dump_json())
+    append_line(
+        run.model_log,
+        GatewayEvent(ts=2, event=GatewayEventKind.BUDGET_EXCEEDED, data={"reason": "fleet over $5"}).model_dump_json(),
+    )
+    assert link.refusals() == {2: "w2 over $1", None: "fleet over $5"}
+
+
+def test_jsonl_tail_reads_only_complete_new_lines(tmp_path: Path) -> None:
+    path = tmp_path / "g.jsonl"
+    tail = JsonlTail(path, GatewayEvent)
+    assert tail.records() == []
+    line = GatewayEvent(ts=1, event=GatewayEventKind.STARTED).model_dump_json()
+    path.write_text(line + "\nnot json\n" + line[:10])
+    assert len(tail.records()) == 1
+    with path.open("a") as fh:
+        fh.write(line[10:] + "\n")
+    assert len(tail.records()) == 2
+
+
+def test_a_run_without_a_gateway_has_no_usage_and_nothing_to_tell(tmp_path: Path) -> None:
+    run = _run(tmp_path, gateway=False)
+    link = GatewayLink(run)
+    assert read_usage(run) is None
+    assert link.set_budget(Budget(max_tokens=5)) is None
+    assert link.set_job(1, "t1") is None
+
+
+def test_a_run_whose_gateway_does_not_answer_says_why(tmp_path: Path) -> None:
+    assert GatewayLink(_run(tmp_path)).set_job(1, "t1") is not None
+
+
+def test_the_budget_maps_field_for_field() -> None:
+    caps = Budget(max_cost_usd=2, max_cost_per_worker_usd=1, max_tokens=10, max_tokens_per_worker=5)
+    assert gateway_budget(caps).model_dump() == caps.model_dump()
