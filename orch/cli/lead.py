@@ -17,7 +17,7 @@ from orch.lead.commentary import Commentary
 from orch.lead.controller import read_spec
 from orch.lead.decisions import EXIT_FAILED
 from orch.lead.jobs import load_state
-from orch.lead.reportrender import matrix_text, write_reports
+from orch.lead.reportrender import cost_line, matrix_text, write_reports
 from orch.lead.spec import example_spec
 from orch.lead.specload import SpecError, load_spec
 from orch.run.folder import RunFolder
@@ -52,6 +52,7 @@ def _print_result(result: runner.RunResult) -> None:
     typer.echo(matrix_text(report))
     typer.echo("")
     typer.echo(f"run {report.run}: {report.status} (exit {result.exit_code}): {report.reason}")
+    typer.echo(cost_line(report))
     typer.echo(f"report: {result.run.report_html}  (also report.md, report.json in {result.run.root})")
 
 
