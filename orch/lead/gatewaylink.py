@@ -8,16 +8,16 @@ nothing, and the control calls answer False.
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Generic, Protocol, TypeVar, cast
+from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from orch.errors import OrchError
+from orch.gateway.process import GatewayClient, handle_path, load_handle
 from orch.gateway.records import GatewayBudget, GatewayEvent, GatewayEventKind, LedgerEntry, UsageSnapshot
 from orch.lead.spec import Budget
 from orch.run.folder import RunFolder
@@ -78,25 +78,9 @@ class JsonlTail(Generic[M]):
         return self._records
 
 
-class Control(Protocol):
-    """The gateway's control client (orch.gateway.process.GatewayClient): what the lead calls."""
-
-    def set_budget(self, budget: GatewayBudget) -> None: ...
-
-    def set_job(self, n: int, job: str | None) -> None: ...
-
-
-def control(run_name: str) -> Control | None:
-    """The run's gateway control client, or None when no gateway was started for the run.
-
-    Imported by name: orch.gateway.process is written on another branch; once merged this becomes a
-    plain import (the layer rule allows lead -> gateway either way)."""
-    try:
-        process = importlib.import_module("orch.gateway.process")
-    except ImportError:
-        return None
-    handle = process.load_handle(process.handle_path(run_name))
-    return cast(Control, process.GatewayClient(handle)) if handle is not None else None
+def control(run_name: str) -> GatewayClient:
+    """The run's gateway control client; NotFoundError when no gateway was started for the run."""
+    return GatewayClient(load_handle(handle_path(run_name)))
 
 
 class GatewayLink:
@@ -140,21 +124,14 @@ class GatewayLink:
         """Tell the gateway which job worker n is on (None: none), so it stamps usage and the ledger."""
         return self._call(lambda c: c.set_job(n, job))
 
-    def _call(self, call: _Call) -> str | None:
+    def _call(self, call: Callable[[GatewayClient], None]) -> str | None:
         if not has_gateway(self.run):  # a run from before the gateway: nobody to tell
             return None
         try:
-            client = control(self.run.name)
-            if client is None:
-                return "no gateway was started for this run"
-            call(client)
-        except (OrchError, OSError, ValueError) as exc:  # urllib's errors are OSErrors
-            return str(exc) or type(exc).__name__
+            call(control(self.run.name))
+        except OrchError as exc:  # no handle, or the gateway did not answer (the client says which)
+            return exc.one_line()
         return None
-
-
-class _Call(Protocol):
-    def __call__(self, client: Control, /) -> None: ...
 
 
 def _reason(event: GatewayEvent) -> str:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orch.gateway.records import GatewayEvent, GatewayEventKind, UsageSnapshot, WorkerUsage
+from orch.gateway.process import handle_path, save_handle
+from orch.gateway.records import GatewayBudget, GatewayEvent, GatewayEventKind, UsageSnapshot, WorkerUsage
 from orch.lead.gatewaylink import GatewayLink, JsonlTail, gateway_budget, read_usage
 from orch.lead.spec import Budget
 from orch.run.folder import RunFolder, append_line
+from tests.gateway.gw import boot_for, gateway
 
 
 def _run(tmp_path: Path, gateway: bool = True) -> RunFolder:
@@ -61,3 +63,17 @@ def test_a_run_whose_gateway_does_not_answer_says_why(tmp_path: Path) -> None:
 def test_the_budget_maps_field_for_field() -> None:
     caps = Budget(max_cost_usd=2, max_cost_per_worker_usd=1, max_tokens=10, max_tokens_per_worker=5)
     assert gateway_budget(caps).model_dump() == caps.model_dump()
+
+
+def test_the_budget_and_jobs_reach_a_real_gateway(tmp_path: Path) -> None:
+    run = RunFolder.for_name("linked")
+    run.root.mkdir(parents=True)
+    boot = boot_for(run.root).model_copy(update={"run": run.name})
+    with gateway(tmp_path, boot) as gw:
+        link = GatewayLink(run)
+        assert link.set_budget(Budget(max_tokens=5)) is not None  # no handle saved yet: said, not raised
+        save_handle(handle_path(run.name), gw.handle)
+        assert link.set_budget(Budget(max_tokens=5, max_cost_usd=1)) is None
+        assert GatewayBudget.model_validate_json(run.model_budget.read_text()).max_tokens == 5
+        assert link.set_job(1, "t1") is None
+        assert link.set_job(1, None) is None
