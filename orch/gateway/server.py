@@ -26,9 +26,14 @@ from pydantic import ValidationError
 from orch import settings
 from orch.gateway import tokens
 from orch.gateway.anthropic import AnthropicProtocol
+from orch.gateway.books import Books
 from orch.gateway.events import EventLog
+from orch.gateway.ledger import Ledger
+from orch.gateway.pricing import load_pricing
 from orch.gateway.proxy import Proxy
+from orch.gateway.recorder import Recorder
 from orch.gateway.records import GatewayBoot, GatewayBudget, GatewayEventKind
+from orch.gateway.replay import Replayer
 from orch.gateway.wire import ChildStart, Report
 from orch.run.folder import RunFolder, atomic_write
 
@@ -53,7 +58,20 @@ class Gateway:
         self.jobs: dict[int, str] = dict(start.jobs)
         self._report_fd = report_fd
         self._control_key = self.boot.control_key.get_secret_value().encode()
-        self.proxy = Proxy(self.boot, AnthropicProtocol(), start.upstream_url, self.events, self.folder, self.jobs)
+        pricing = load_pricing(self.boot.pricing)
+        self.books = Books(self.folder, pricing, self.events, self.boot.offline, self.boot.replay is not None)
+        replayer = Replayer(Path(self.boot.replay), self.boot) if self.boot.replay else None
+        self.proxy = Proxy(
+            self.boot,
+            AnthropicProtocol(),
+            start.upstream_url,
+            self.events,
+            self.books,
+            Ledger(self.folder),
+            Recorder(self.folder),
+            self.jobs,
+            replayer,
+        )
 
     def report(self, report: Report) -> None:
         """Tell the supervisor (before answering: a child that dies next must not lose a live token)."""
@@ -91,7 +109,8 @@ class Gateway:
             except ValidationError as exc:
                 return _json(400, {"error": f"orch gateway: bad budget: {exc.errors()[0]['msg']}"})
             atomic_write(self.folder.model_budget, budget.model_dump_json(indent=2) + "\n")
-            await self.proxy.set_budget(budget)
+            self.books.set_budget(budget)
+            await self.books.flush()
             return _json(200, {"budget": budget.model_dump()})
         match = _CONTROL.match(path)
         if match and match[1] == "tokens" and method == "POST":
