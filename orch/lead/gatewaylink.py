@@ -16,8 +16,8 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from orch.errors import OrchError
-from orch.gateway.process import GatewayClient, handle_path, load_handle
+from orch.errors import NotFoundError, OrchError
+from orch.gateway.process import GatewayClient, GatewayHandle, handle_path, load_handle
 from orch.gateway.records import GatewayBudget, GatewayEvent, GatewayEventKind, LedgerEntry, UsageSnapshot
 from orch.lead.spec import Budget
 from orch.run.folder import RunFolder
@@ -80,7 +80,19 @@ class JsonlTail(Generic[M]):
 
 def control(run_name: str) -> GatewayClient:
     """The run's gateway control client; NotFoundError when no gateway was started for the run."""
-    return GatewayClient(load_handle(handle_path(run_name)))
+    handle = _handle(run_name)
+    if handle is None:
+        raise NotFoundError(f"run {run_name!r} has no gateway handle", hint="is the run's gateway started?")
+    return GatewayClient(handle)
+
+
+def _handle(run_name: str) -> GatewayHandle | None:
+    # load_handle raises NotFoundError for a missing handle here, and answers None on the integration
+    # branch: either way, None.
+    try:
+        return load_handle(handle_path(run_name))
+    except NotFoundError:
+        return None
 
 
 class GatewayLink:
