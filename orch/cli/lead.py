@@ -12,6 +12,7 @@ from orch.cli.common import NameArg, run_folder
 from orch.container.backends import folder_is_here, in_container
 from orch.errors import OrchError, UsageError
 from orch.lead import demo as demo_mod
+from orch.lead import replay as replay_mod
 from orch.lead import runner, skill
 from orch.lead.commentary import Commentary
 from orch.lead.controller import read_spec
@@ -73,14 +74,19 @@ def _drive(run: RunFolder, commentary: bool = True) -> runner.RunResult:
         raise typer.Exit(130) from None
 
 
-def _start(spec_path: Path, name: str | None, backend: Backend, replace: bool, copy: bool = False) -> RunFolder:
+def _start(
+    spec_path: Path, name: str | None, backend: Backend, replace: bool, copy: bool = False, replay: str | None = None
+) -> RunFolder:
     spec = load_spec(spec_path)
-    run_name = runner.run_name(spec, spec_path, name)
+    cassette = replay_mod.load(replay, spec) if replay is not None else None  # checked before anything is made
+    run_name = runner.run_name(spec, spec_path, name, replay=cassette is not None)
+    source = f", replaying {cassette.root}" if cassette else ""
     typer.echo(
-        f"run {run_name}: starting {spec.worker_count()} worker(s) for {len(spec.tasks)} task(s) ({backend.value})"
+        f"run {run_name}: starting {spec.worker_count()} worker(s) for {len(spec.tasks)} task(s) "
+        f"({backend.value}{source})"
     )
     try:
-        return runner.start(spec, run_name, backend, replace, copy)
+        return runner.start(spec, run_name, backend, replace, copy, cassette)
     except UsageError:
         raise
     except OrchError as exc:
@@ -141,6 +147,14 @@ def run_(
     copy: Annotated[
         bool, typer.Option("--copy", help="Container runs: give the workers a disposable copy of the workdir.")
     ] = False,
+    replay: Annotated[
+        str | None,
+        typer.Option(
+            "--replay",
+            help="Answer every model request from this recording (a run name, or a run folder or a copy of one) "
+            "made with the same spec: no model API, nothing billed. Default name: <name>-replay.",
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", hidden=True, help="Print no result (the host does).")] = False,
     no_commentary: Annotated[
         bool, typer.Option("--no-commentary", hidden=True, help="Print no commentary (the host does).")
@@ -150,11 +164,15 @@ def run_(
     if (spec is None) == (resume is None):
         raise UsageError("give a fleet spec or --resume NAME (not both)", hint="orch run fleet.yaml")
     if resume is not None:
+        if replay is not None:
+            raise UsageError(
+                "--replay starts a new run; a resumed replay keeps replaying", hint=f"orch run --resume {resume}"
+            )
         run = run_folder(resume)
     else:
         assert spec is not None
         backend = Backend.LOCAL if local or in_container() else Backend.DOCKER
-        run = _start(spec, name, backend, replace, copy)
+        run = _start(spec, name, backend, replace, copy, replay)
     result = _drive(run, commentary=not no_commentary)
     if not quiet:
         _print_result(result)

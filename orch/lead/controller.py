@@ -32,6 +32,7 @@ from orch.lead.desk import Desk
 from orch.lead.dispatch import Dispatch
 from orch.lead.jobs import ControllerState, Job, JobStatus, Outcome, WorkerBook
 from orch.lead.recovery import Recovery
+from orch.lead.replay import Cassette
 from orch.lead.reportrender import write_reports
 from orch.lead.review import Review
 from orch.lead.spec import Dispatch as DispatchMode
@@ -44,8 +45,12 @@ from orch.waits import IN_ATTRIB, IN_CLOSE_WRITE, IN_CREATE, IN_MODIFY, IN_MOVED
 log = logging.getLogger(__name__)
 
 
-def initial_state(run: RunFolder, spec: FleetSpec) -> ControllerState:
+def initial_state(run: RunFolder, spec: FleetSpec, cassette: Cassette | None = None) -> ControllerState:
+    """A new run's books; a replay takes the recording's nonce (the same job tokens, so the same briefs)
+    and its plan of who takes which job."""
     state = ControllerState(run=run.name)
+    if cassette is not None:
+        state.nonce, state.replay_of, state.replay = cassette.nonce, str(cassette.root), list(cassette.plan)
     for n, (agent, model) in spec.kinds().items():
         state.workers.append(WorkerBook(n=n, agent=agent, model=model))
     for i, (task, task_id) in enumerate(zip(spec.tasks, spec.task_ids(), strict=True), 1):

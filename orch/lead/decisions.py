@@ -10,7 +10,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from orch.lead.jobs import ControllerState, FindingStatus, Job, JobStatus, Outcome, WorkerBook
+from orch.lead.jobs import Assignment, ControllerState, FindingStatus, Job, JobStatus, Outcome, WorkerBook
 from orch.lead.spec import Budget, FleetSpec, Limits, Role
 from orch.lead.verification import choose_verifier, eligible, finding_status
 from orch.run.records import HookEvent, WorkerState
@@ -78,9 +78,19 @@ class Pick:
     fail: str | None = None
 
 
-def pick(state: ControllerState, spec: FleetSpec, job: Job, free: Collection[int], alive: Collection[int]) -> Pick:
+def pick(
+    state: ControllerState,
+    spec: FleetSpec,
+    job: Job,
+    free: Collection[int],
+    alive: Collection[int],
+    plan: Sequence[Assignment] = (),
+) -> Pick:
     """A verification job goes to an eligible verifier, never the finder (orch.lead.verification);
-    fixers and scribes wait until verification is over; a pinned job waits for its worker."""
+    fixers and scribes wait until verification is over; a pinned job waits for its worker. A replay
+    follows its `plan` instead (`replay_pick`)."""
+    if plan:
+        return replay_pick(state, job, free, alive, plan)
     if job.role is Role.VERIFIER:
         if not eligible(state, job, alive):
             return Pick(fail="no worker left that may verify this finding (never its finder)")
@@ -92,6 +102,23 @@ def pick(state: ControllerState, spec: FleetSpec, job: Job, free: Collection[int
             return Pick(fail=f"its worker {job.pin} is out of the run")
         return Pick(job.pin if job.pin in free else None)
     return Pick(min(free))
+
+
+def replay_pick(
+    state: ControllerState, job: Job, free: Collection[int], alive: Collection[int], plan: Sequence[Assignment]
+) -> Pick:
+    """A replay hands a job to the worker that took it in the recording, once that worker is free and
+    this is the next of its recorded jobs not handed out yet (the recording kept the rules: never the
+    finder, fixers after verification). A job the recording never handed out fails: the replay went
+    another way, and the recording has no answers for it."""
+    recorded = next((a.worker for a in plan if a.job == job.id), None)
+    if recorded is None:
+        return Pick(fail="the recording never handed out this job (the replay went another way)")
+    if recorded not in alive:
+        return Pick(fail=f"its recorded worker {recorded} is out of the run")
+    taken = {j.id for j in state.jobs if j.worker is not None}
+    upcoming = next((a.job for a in plan if a.worker == recorded and a.job not in taken), None)
+    return Pick(recorded if upcoming == job.id and recorded in free else None)
 
 
 def send_given_up(job: Job) -> bool:

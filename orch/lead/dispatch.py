@@ -37,7 +37,7 @@ class Dispatch(Part):
         for job in [j for j in self.state.jobs if j.status is JobStatus.PENDING]:
             if not free:
                 break
-            choice = decisions.pick(self.state, self.spec, job, free, alive)
+            choice = decisions.pick(self.state, self.spec, job, free, alive, self.state.replay)
             if choice.fail is not None:
                 self.review.fail(job, choice.fail)
             if choice.worker is None:

@@ -12,7 +12,16 @@ import pytest
 from orch.lead import decisions
 from orch.lead.decisions import BACKSTOP, Crash, Nudge, Pick, Retry, Watch
 from orch.lead.findings import CommandEvidence, Finding, Severity, Verdict, VerdictReport
-from orch.lead.jobs import AcceptedFinding, AcceptedVerdict, ControllerState, Job, JobStatus, Stance, WorkerBook
+from orch.lead.jobs import (
+    AcceptedFinding,
+    AcceptedVerdict,
+    Assignment,
+    ControllerState,
+    Job,
+    JobStatus,
+    Stance,
+    WorkerBook,
+)
 from orch.lead.spec import AgentGroup, Budget, FleetSpec, Limits, Role, Rounds, TaskSpec, VerificationSpec
 from orch.run.records import HookEvent, WorkerState
 
@@ -162,6 +171,41 @@ def test_pick_a_task_worker(
     job = Job(id="t2", role=role, task="t2", pin=pin)
     state.jobs.append(job)
     assert decisions.pick(state, _spec(), job, free, alive) == expected
+
+
+def _plan(*pairs: tuple[str, int]) -> list[Assignment]:
+    return [Assignment(job=job, worker=n) for job, n in pairs]
+
+
+PLAN = _plan(("t1", 2), ("t2", 1), ("v1", 1), ("v2", 2))
+REPLAY_PICKS: dict[str, tuple[str, list[str], list[int], list[int], Pick]] = {
+    # the recording: W2 took t1, W1 t2 then v1, W2 v2. (job to hand out, jobs already handed out, free, alive, pick)
+    "its-recorded-worker": ("t1", [], [1, 2], [1, 2], Pick(2)),
+    "not-the-lowest-free": ("t2", [], [1, 2], [1, 2], Pick(1)),
+    "waits-for-its-recorded-worker": ("t1", [], [1], [1, 2], Pick()),
+    "in-the-recorded-order": ("v1", [], [1, 2], [1, 2], Pick()),
+    "after-the-earlier-one": ("v1", ["t1", "t2"], [1, 2], [1, 2], Pick(1)),
+    "the-other-worker-s-order-is-its-own": ("v2", ["t1"], [2], [1, 2], Pick(2)),
+    "recorded-worker-out": ("v2", ["t1"], [1], [1], Pick(fail="its recorded worker 2 is out of the run")),
+    "never-in-the-recording": ("x9", [], [1, 2], [1, 2], Pick(fail="the recording never handed out this job")),
+}
+
+
+@pytest.mark.parametrize(
+    ("job_id", "handed", "free", "alive", "expected"), REPLAY_PICKS.values(), ids=REPLAY_PICKS.keys()
+)
+def test_pick_in_a_replay(job_id: str, handed: list[str], free: list[int], alive: list[int], expected: Pick) -> None:
+    state = _state()
+    workers = {a.job: a.worker for a in PLAN}
+    for other in handed:
+        state.jobs.append(Job(id=other, role=Role.FINDER, worker=workers[other], status=JobStatus.RUNNING))
+    job = Job(id=job_id, role=Role.FINDER, task=job_id)
+    state.jobs.append(job)
+    got = decisions.pick(state, _spec(), job, free, alive, PLAN)
+    assert got.worker == expected.worker
+    assert (got.fail is None) == (expected.fail is None)
+    if expected.fail is not None:
+        assert got.fail is not None and got.fail.startswith(expected.fail)
 
 
 AWAITS: dict[str, tuple[dict[str, Any], bool]] = {
