@@ -526,7 +526,7 @@ def test_report_matrix_and_single_file_html(tmp_path: Path, spec_dir: Path) -> N
     page = render_html(report)
     assert "<table>" in page and "<style>" in page and "logs/agent-3.log" in page
     assert not re.search(r"""(src|href)=['"]?(https?:)?//""", page), "external asset in report.html"
-    assert "nothing was billed" not in page  # a run on the real model: its costs are real
+    assert "Nothing was billed" not in page  # a run on the real model: its costs are real
 
 
 def test_skill_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
