@@ -28,7 +28,8 @@ EXIT_CODES = (
     "Exit codes: 0 every task completed and every finding was CONFIRMED by its verifiers; "
     "4 the fleet ran to the end but a finding was REFUTED or stayed UNVERIFIED; "
     "5 the fleet failed (a task failed, the budget or run timeout stopped it, or the fleet did not start); "
-    "2 bad input (spec errors, a run of that name exists)."
+    "2 bad input (spec errors, a run of that name exists, a replay cassette that is missing, corrupt or from "
+    "another spec)."
 )
 
 # Joined into the `orch` app by orch.cli.commands: `app`'s commands at the top, the others as `orch spec`, `orch skill`.

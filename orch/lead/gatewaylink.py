@@ -118,7 +118,9 @@ class GatewayLink:
         out: dict[int | None, str] = {}
         for event in self.events():
             if event.event is GatewayEventKind.BUDGET_EXCEEDED:
-                out.setdefault(event.worker, _reason(event))
+                # A fleet refusal names the worker whose request met it: the scope says whom it stops.
+                whom = None if event.worker is None or event.data.get("scope") == "fleet" else event.worker
+                out.setdefault(whom, _reason(event))
         usage = self.usage()
         if usage is not None:
             if usage.refused:

@@ -9,7 +9,7 @@ from orch.gateway.records import GatewayBudget, GatewayEvent, GatewayEventKind, 
 from orch.lead.gatewaylink import GatewayLink, JsonlTail, gateway_budget, read_usage
 from orch.lead.spec import Budget
 from orch.run.folder import RunFolder, append_line
-from tests.gateway.gw import boot_for, gateway
+from tests.gateway.gw import boot_for, call, gateway, main_call
 
 
 def _run(tmp_path: Path, gateway: bool = True) -> RunFolder:
@@ -31,7 +31,9 @@ def test_refusals_come_from_usage_and_the_gateways_events(tmp_path: Path) -> Non
     append_line(run.model_log, GatewayEvent(ts=1, event=GatewayEventKind.STARTED).model_dump_json())
     append_line(
         run.model_log,
-        GatewayEvent(ts=2, event=GatewayEventKind.BUDGET_EXCEEDED, data={"reason": "fleet over $5"}).model_dump_json(),
+        GatewayEvent(
+            ts=2, event=GatewayEventKind.BUDGET_EXCEEDED, worker=1, data={"scope": "fleet", "reason": "fleet over $5"}
+        ).model_dump_json(),
     )
     assert link.refusals() == {2: "w2 over $1", None: "fleet over $5"}
 
@@ -77,3 +79,20 @@ def test_the_budget_and_jobs_reach_a_real_gateway(tmp_path: Path) -> None:
         assert GatewayBudget.model_validate_json(run.model_budget.read_text()).max_tokens == 5
         assert link.set_job(1, "t1") is None
         assert link.set_job(1, None) is None
+
+
+def test_a_real_gateways_refusal_is_read_as_the_workers(tmp_path: Path) -> None:
+    run = RunFolder.for_name("refusing")
+    run.root.mkdir(parents=True)
+    with gateway(tmp_path, boot_for(run.root).model_copy(update={"run": run.name})) as gw:
+        save_handle(handle_path(run.name), gw.handle)
+        link = GatewayLink(run)
+        assert link.set_budget(Budget(max_tokens_per_worker=1)) is None
+        base = gw.base(gw.client.mint_token(1))
+        assert call(f"{base}/v1/messages", main_call(stream=False)).status == 200
+        refused = call(f"{base}/v1/messages", main_call(stream=False))
+        assert refused.status == 400, refused.body
+        refusals = link.refusals()
+        assert list(refusals) == [1] and refusals[1]
+        usage = read_usage(run)
+        assert usage is not None and usage.workers[1].total > 1
