@@ -586,13 +586,16 @@ def test_budget_cap_stops_the_run(offline: None, workdir: Path, tmp_path: Path) 
             "offline_script": [{"bash": "grep -n def stats.py"}, {"bash": "grep -n return stats.py"}, reply()],
         }
     ]
-    # The scripted model reports token usage, so Claude Code's status line shows a (notional) cost.
+    # The scripted model reports token usage, which the gateway prices (or, without one, Claude Code's status line).
     spec = write_spec(tmp_path / "budget.yaml", workdir, tasks, workers=1, budget={"max_cost_usd": 0.001})
     result = orch("run", spec, "--local", "--name", "budget")
     assert result.exit_code == 5, result.output
     run = RunFolder.for_name("budget")
     (aborted,) = events(run, Event.ABORTED)
-    assert "passed the budget $0.001" in aborted.data["reason"]
+    # The controller's own sum, or the gateway's refusal, whichever it saw first.
+    assert "$0.001" in aborted.data["reason"], aborted.data
+    (exceeded,) = events(run, Event.BUDGET_EXCEEDED)
+    assert exceeded.worker is None and exceeded.data["reason"] == aborted.data["reason"]
     assert load_state(run).job("notes").status is JobStatus.CANCELLED
 
 
