@@ -189,6 +189,13 @@ CLAUDE_BIN = Setting(
     "The Claude Code binary to run.",
     shown="`claude` on PATH, else the pinned copy in ~/.cache/orch/claude-code/",
 )
+PRICING = Setting(
+    "ORCH_PRICING",
+    "",
+    _optional_path,
+    "A model price table (JSON, USD per million tokens) the gateway uses instead of the shipped one.",
+    shown="orch/data/pricing.json",
+)
 LOG_LEVEL = Setting(
     "ORCH_LOG_LEVEL", "WARNING", _log_level, "How much orch logs on stderr; DEBUG adds tracebacks of unexpected errors."
 )

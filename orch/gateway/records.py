@@ -141,6 +141,8 @@ class GatewayEventKind(StrEnum):
     UPSTREAM_ERROR = "upstream-error"
     REPLAY_MISS = "replay-miss"
     CREDENTIAL_FALLBACK = "credential-fallback"
+    NO_PRICE = "no-price"
+    """A model the pricing table has no price for (once per model and gateway life): its cost counts as 0."""
 
 
 class GatewayEvent(Strict):

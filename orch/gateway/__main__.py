@@ -1,0 +1,44 @@
+"""`python -m orch.gateway --handle FILE`: one GatewayBoot JSON line on stdin, then serve until SIGTERM.
+
+Writes {"url", "pid"} to FILE (0600) once serving. Bad input is one line on stderr and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from orch import settings
+from orch.errors import OrchError
+from orch.gateway.records import GatewayBoot
+from orch.gateway.supervisor import Supervisor
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m orch.gateway", description=__doc__.splitlines()[0])
+    parser.add_argument("--handle", type=Path, required=True, help="where to write the gateway's url and pid")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=settings.LOG_LEVEL.get(), format="orch gateway[%(process)d]: %(message)s")
+    try:
+        boot = GatewayBoot.model_validate_json(sys.stdin.readline())
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error["loc"]) or "the line"
+        print(f"orch gateway: bad boot line: {where}: {error['msg']}", file=sys.stderr)
+        return 2
+    if boot.upstream is None and boot.replay is None:
+        print("orch gateway: bad boot line: needs an upstream or a replay cassette", file=sys.stderr)
+        return 2
+    try:
+        return Supervisor(boot, args.handle).run()
+    except OrchError as exc:
+        print(f"orch gateway: {exc.one_line()}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

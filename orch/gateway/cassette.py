@@ -1,0 +1,97 @@
+"""The recording format: `model/exchanges-<n>.jsonl.gz`, one Exchange per line, each line its own gzip member.
+
+One member per line means a crash mid-write tears at most that member: the reader skips a torn member
+(at the end, or followed by members a restarted gateway appended) and keeps every whole one. A member
+that decodes but is not an Exchange is corruption, and an error naming the file and the line.
+"""
+
+from __future__ import annotations
+
+import gzip
+import threading
+import zlib
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from orch.errors import UsageError
+from orch.gateway.records import Exchange
+from orch.text import shorten
+
+GZIP_MAGIC = b"\x1f\x8b\x08"
+CHUNK = 1 << 16
+
+# One lock per process: the server appends from many requests at once, and one write() per member
+# under it keeps members whole and in order.
+_APPEND_LOCK = threading.Lock()
+
+
+def append_exchange(path: Path, exchange: Exchange) -> None:
+    """Append `exchange` to `path` as one gzip member and flush it (a reader sees whole members only)."""
+    member = gzip.compress((exchange.model_dump_json() + "\n").encode(), mtime=0)
+    with _APPEND_LOCK, path.open("ab") as fh:
+        fh.write(member)
+        fh.flush()
+
+
+def _decode_member(data: memoryview, pos: int) -> tuple[bytes, int] | None:
+    """The member starting at `pos` and where the next one starts; None if it is torn. Fed in chunks, so a
+    long file costs linear time (unused_data is at most one chunk)."""
+    decoder = zlib.decompressobj(wbits=31)  # 31: gzip header and CRC checked
+    parts: list[bytes] = []
+    try:
+        while not decoder.eof and pos < len(data):
+            chunk = data[pos : pos + CHUNK]
+            parts.append(decoder.decompress(chunk))
+            pos += len(chunk) - len(decoder.unused_data)
+    except zlib.error:
+        return None
+    return (b"".join(parts), pos) if decoder.eof else None
+
+
+def _members(raw: bytes) -> list[bytes | None]:
+    """The decompressed members of `raw` in order; None for a torn one (skipped up to the next magic)."""
+    data = memoryview(raw)
+    members: list[bytes | None] = []
+    pos = 0
+    while pos < len(data):
+        decoded = _decode_member(data, pos)
+        if decoded is not None:
+            members.append(decoded[0])
+            pos = decoded[1]
+            continue
+        members.append(None)
+        # A torn member: the next one (if a restarted writer appended more) starts at the next magic.
+        found = raw.find(GZIP_MAGIC, pos + 1)
+        pos = len(data) if found < 0 else found
+    return members
+
+
+def read_exchanges(path: Path) -> list[Exchange]:
+    """Every whole Exchange in `path`, oldest first. Raises UsageError for a file that is not this format."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read exchanges file {path}: {exc.strerror or exc}") from None
+    if data and not data.startswith(GZIP_MAGIC):
+        raise UsageError(
+            f"corrupt exchanges file {path} line 1: not gzip", hint="a recording is exchanges-<n>.jsonl.gz"
+        )
+    exchanges: list[Exchange] = []
+    line = 0
+    for member in _members(data):
+        if member is None:
+            line += 1  # torn by a crash: that exchange is lost, the rest is good
+            continue
+        for text in member.decode(errors="replace").splitlines():
+            line += 1
+            if not text.strip():
+                continue
+            try:
+                exchanges.append(Exchange.model_validate_json(text))
+            except ValidationError as exc:
+                error = exc.errors()[0]
+                where = ".".join(str(p) for p in error["loc"])
+                reason = shorten(f"{where}: {error['msg']}" if where else error["msg"], 160)
+                raise UsageError(f"corrupt exchanges file {path} line {line}: {reason}") from None
+    return exchanges

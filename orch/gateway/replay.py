@@ -1,0 +1,354 @@
+"""Replay matching: which recorded exchange answers a request, when a run is replayed from a cassette.
+
+A request is found by worker, conversation and turn, never by its whole body: between two runs of the
+same fleet everything incidental differs (tool_use and message ids, session ids, dates, the run folder
+and workdir paths, Claude Code's `<system-reminder>` blocks, which carry dates and file contents). So:
+
+- kind: `main` (streamed with tools offered: the agent's own turns), `side` (other /v1/messages calls:
+  session titles and the like, asked for with an output format or without tools), `count_tokens`,
+  `other` (any other endpoint);
+- conversation: sha256 (16 hex) of the conversation's first user message, normalised (`normalise`);
+- turn: the number of messages in the request (Claude Code's mid-conversation `system` turns count too,
+  the same way in both runs).
+
+Main turns are what decides a replay: a main request with no recording is a `ReplayMiss` saying what
+differs. Side and count_tokens calls decide nothing, so they take the nearest recording of the same
+worker and kind, else a synthesized minimal answer, and never miss.
+
+Keys are computed once, at record time (with the recording run's paths), and stored in each Exchange.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import re
+import threading
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from orch.errors import UsageError
+from orch.gateway.cassette import read_exchanges
+from orch.gateway.records import Exchange, ExchangeKey
+from orch.text import shorten
+
+Kind = Literal["main", "side", "count_tokens", "other"]
+
+REMINDER_RE = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
+# Ids the API and Claude Code mint afresh each run. Prefixed ids need a long tail so that words such as
+# `msg_count` in a prompt stay as they are.
+PREFIXED_ID_RE = re.compile(r"\b(?:toolu|srvtoolu|msg|req)_[A-Za-z0-9]{12,}\b")
+UUID_RE = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+LONG_HEX_RE = re.compile(r"\b[0-9a-fA-F]{16,}\b")
+ISO_TIME_RE = re.compile(
+    r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?![\d:])"
+)
+# Epoch seconds (optionally with a fraction) or milliseconds, 2001..2033: what time.time() prints.
+EPOCH_RE = re.compile(r"\b1\d{9}(?:\d{3})?(?:\.\d+)?\b")
+MISS_TEXT = 80
+"""How much of a normalised first message a miss quotes."""
+
+
+def _path_forms(path: str) -> list[str]:
+    """A folder as it can appear in text: as given, resolved (/tmp may be a symlink), and as Claude Code
+    mangles it for its projects dir (every non-alphanumeric character a dash)."""
+    if not path.strip("/"):
+        return []  # "" or "/": replacing it would rewrite every path
+    forms = {path.rstrip("/")}
+    with contextlib.suppress(OSError):
+        forms.add(str(Path(path).resolve()))
+    forms |= {re.sub(r"[^A-Za-z0-9]", "-", f) for f in list(forms)}
+    return sorted(forms, key=len, reverse=True)
+
+
+def normalise(text: str, run_dir: str, workdir: str) -> str:
+    """`text` with everything that differs between two runs of the same work replaced by placeholders."""
+    text = REMINDER_RE.sub("", text)
+    # Longest first: a workdir inside the run folder (or the other way round) is replaced whole.
+    places = [(form, "<run>") for form in _path_forms(run_dir)] + [(form, "<workdir>") for form in _path_forms(workdir)]
+    for form, placeholder in sorted(places, key=lambda p: len(p[0]), reverse=True):
+        text = text.replace(form, placeholder)
+    # Paths before ids (a temp dir name can look like hex); timestamps before epochs and hex.
+    text = ISO_TIME_RE.sub("<time>", text)
+    text = PREFIXED_ID_RE.sub("<id>", text)
+    text = UUID_RE.sub("<id>", text)
+    text = EPOCH_RE.sub("<epoch>", text)
+    text = LONG_HEX_RE.sub("<id>", text)
+    return " ".join(text.split())
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def _block_text(block: dict[str, Any]) -> str:
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text") or "")
+    if kind == "tool_result":
+        return "\n".join(_block_text(b) for b in _blocks(block.get("content")))
+    return f"[{kind}]"  # an image or document: its kind is part of the message, its bytes are not
+
+
+def first_user_text(body: dict[str, Any]) -> str:
+    """The raw text of the request's first user message ("" when it has none)."""
+    messages = body.get("messages")
+    for message in messages if isinstance(messages, list) else []:
+        if isinstance(message, dict) and message.get("role") == "user":
+            return "\n".join(_block_text(b) for b in _blocks(message.get("content")))
+    return ""
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def request_kind(path: str, body: dict[str, Any]) -> Kind:
+    path = path.split("?", 1)[0].rstrip("/")
+    if path.endswith("/v1/messages/count_tokens"):
+        return "count_tokens"
+    if not path.endswith("/v1/messages"):
+        return "other"
+    output_format = body.get("output_config")
+    asks_format = isinstance(output_format, dict) and output_format.get("format") is not None
+    # Claude Code streams its side calls too (titles): they offer no tools and ask for a JSON format.
+    return "main" if body.get("stream") and body.get("tools") and not asks_format else "side"
+
+
+def exchange_key(path: str, body: dict[str, Any], run_dir: str, workdir: str) -> ExchangeKey:
+    """How replay finds this request's recording (the gateway stores it with every exchange)."""
+    messages = body.get("messages")
+    return ExchangeKey(
+        kind=request_kind(path, body),
+        conversation=digest(normalise(first_user_text(body), run_dir, workdir)),
+        turn=len(messages) if isinstance(messages, list) else 0,
+    )
+
+
+@dataclass(frozen=True)
+class ReplayMiss:
+    """A main request the cassette has no answer for: the gateway refuses it with `message`."""
+
+    worker: int
+    turn: int
+    message: str
+
+
+@dataclass
+class _Attempts:
+    """The recordings of one (worker, kind, conversation, turn): runs of consecutive requests (a turn
+    and its retries), each answered by its best exchange; the next request of that key takes the next
+    run not yet used, a retry (the same key again, nothing in between) takes the same one again."""
+
+    runs: list[list[Exchange]] = field(default_factory=list)
+    used: int = 0
+
+
+def _rank(exchange: Exchange) -> tuple[int, int]:
+    """Lower is better: a success, then a client error (a budget refusal replays as one), then a rate
+    limit, then a server error; among equals the latest (a retry that worked ends the run)."""
+    status = exchange.status
+    klass = 0 if status < 400 else 3 if status >= 500 else 2 if status == 429 else 1
+    return klass, -exchange.seq
+
+
+def _best(run: list[Exchange]) -> Exchange:
+    return min(run, key=_rank)
+
+
+Index = tuple[int, str, str, int]
+"""(worker, kind, conversation, turn)."""
+
+
+def _model_dir(cassette: Path) -> Path:
+    if not cassette.exists():
+        raise UsageError(f"replay cassette {cassette} does not exist", hint="give a run folder (or a copy of one)")
+    if not cassette.is_dir():
+        raise UsageError(f"replay cassette {cassette} is not a folder", hint="give a run folder (or a copy of one)")
+    model = cassette / "model"
+    # A run folder holds model/; its model dir itself is accepted too.
+    return model if model.is_dir() or not any(cassette.glob("exchanges-*.jsonl.gz")) else cassette
+
+
+def _file_worker(path: Path) -> int:
+    number = path.name.removeprefix("exchanges-").removesuffix(".jsonl.gz")
+    return int(number) if number.isdigit() else -1
+
+
+class Replayer:
+    """Answers requests from a cassette's recording. Pure apart from loading: no clock, no I/O per call."""
+
+    def __init__(self, cassette: Path, run_dir: str, workdir: str) -> None:
+        self.run_dir, self.workdir = run_dir, workdir
+        model = _model_dir(cassette)
+        files = sorted(model.glob("exchanges-*.jsonl.gz"), key=_file_worker)
+        if not files:
+            raise UsageError(
+                f"replay cassette {cassette} has no recording (no model/exchanges-*.jsonl.gz)",
+                hint="record a run first: a run's gateway records every exchange",
+            )
+        exchanges = [e for path in files for e in read_exchanges(path)]
+        if not exchanges:
+            raise UsageError(f"replay cassette {cassette} is empty: its exchanges files hold no exchange")
+        self._lock = threading.Lock()
+        self._index: dict[Index, _Attempts] = defaultdict(_Attempts)
+        self._by_kind: dict[tuple[int, str], list[Exchange]] = defaultdict(list)
+        self._first_text: dict[tuple[int, str], str] = {}
+        """(worker, conversation) -> its normalised first message, for miss messages (main kind only)."""
+        self._last: dict[int, Index] = {}
+        """Per worker, the main key answered last: the same key again is a retry."""
+        last_recorded: dict[int, Index] = {}
+        for exchange in sorted(exchanges, key=lambda e: (e.worker, e.seq, e.ts)):
+            key = exchange.key
+            index = (exchange.worker, key.kind, key.conversation, key.turn)
+            attempts = self._index[index]
+            if key.kind == "main":
+                # Consecutive main requests with one key are a turn and its retries: one run.
+                if last_recorded.get(exchange.worker) == index and attempts.runs:
+                    attempts.runs[-1].append(exchange)
+                else:
+                    attempts.runs.append([exchange])
+                last_recorded[exchange.worker] = index
+                text = normalise(first_user_text(exchange.request), "", "")
+                self._first_text.setdefault((exchange.worker, key.conversation), text)
+            else:
+                attempts.runs.append([exchange])
+                self._by_kind[(exchange.worker, key.kind)].append(exchange)
+        self.exchanges = len(exchanges)
+
+    def answer(self, worker: int, method: str, path: str, body: dict[str, Any]) -> Exchange | ReplayMiss:
+        key = exchange_key(path, body, self.run_dir, self.workdir)
+        index = (worker, key.kind, key.conversation, key.turn)
+        with self._lock:
+            attempts = self._index.get(index)
+            if key.kind == "main":
+                if attempts is None:
+                    return ReplayMiss(worker, key.turn, self._miss(worker, key, body))
+                retry = self._last.get(worker) == index and attempts.used > 0
+                self._last[worker] = index
+                if not retry and attempts.used < len(attempts.runs):
+                    attempts.used += 1
+                return _best(attempts.runs[max(attempts.used, 1) - 1])
+            if key.kind == "other":
+                return self._other(worker, method, path, key)
+            if attempts is not None:
+                return _best([run[0] for run in attempts.runs])
+            return self._nearest(worker, key) or _synthesized(worker, method, path, body, key)
+
+    def _nearest(self, worker: int, key: ExchangeKey) -> Exchange | None:
+        """The worker's recording of this kind closest to this request: same conversation first, then
+        the nearest turn, successes only (a recorded side-call failure is no answer to give again)."""
+        recorded = [e for e in self._by_kind.get((worker, key.kind), []) if e.status < 400]
+        if not recorded:
+            return None
+        return min(recorded, key=lambda e: (e.key.conversation != key.conversation, abs(e.key.turn - key.turn)))
+
+    def _other(self, worker: int, method: str, path: str, key: ExchangeKey) -> Exchange | ReplayMiss:
+        same = [
+            e for e in self._by_kind.get((worker, "other"), []) if e.method == method and e.path == path.split("?")[0]
+        ]
+        if same:
+            return min(same, key=_rank)
+        return ReplayMiss(worker, key.turn, f"worker {worker}: no recording of {method} {shorten(path, 80)}")
+
+    def _miss(self, worker: int, key: ExchangeKey, body: dict[str, Any]) -> str:
+        where = f"worker {worker}, turn {key.turn}"
+        turns = sorted(t for (w, k, c, t) in self._index if (w, k, c) == (worker, "main", key.conversation))
+        if turns:
+            if key.turn > turns[-1]:
+                difference = f"recorded turns of that conversation end at {turns[-1]}"
+            else:
+                difference = f"no recorded turn {key.turn} (recorded: {_numbers(turns)})"
+            return f"{where} of conversation {key.conversation}: {difference}"
+        text = shorten(normalise(first_user_text(body), self.run_dir, self.workdir), MISS_TEXT)
+        mine = [t for (w, _), t in self._first_text.items() if w == worker]
+        if mine:
+            recorded = "; ".join(f'"{shorten(t, MISS_TEXT)}"' for t in mine[:3])
+            more = f" and {len(mine) - 3} more" if len(mine) > 3 else ""
+            return f'{where}: no conversation starts with "{text}"; recorded: {recorded}{more}'
+        others = sorted({w for (w, c) in self._first_text if c == key.conversation})
+        if others:
+            return f'{where}: conversation "{text}" was recorded for worker {_numbers(others)}, not {worker}'
+        workers = sorted({w for (w, _) in self._first_text})
+        recorded = f"recorded workers: {_numbers(workers)}"
+        return f'{where}: no conversation starts with "{text}"; worker {worker} has no recorded turns ({recorded})'
+
+
+def _numbers(values: list[int]) -> str:
+    shown = ", ".join(map(str, values[:8]))
+    return shown + (f" … {values[-1]}" if len(values) > 8 else "")
+
+
+def _sample(schema: dict[str, Any]) -> Any:
+    """A small value satisfying a JSON schema: enough for the title Claude Code asks for."""
+    if "enum" in schema and isinstance(schema["enum"], list) and schema["enum"]:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if kind == "object":
+        props = schema.get("properties")
+        return {k: _sample(v) for k, v in (props if isinstance(props, dict) else {}).items() if isinstance(v, dict)}
+    return {"string": "Replayed session", "boolean": False, "integer": 0, "number": 0, "array": []}.get(str(kind))
+
+
+def _synthesized(worker: int, method: str, path: str, body: dict[str, Any], key: ExchangeKey) -> Exchange:
+    """A minimal answer for a side or count_tokens call the cassette never saw (seq 0: not recorded)."""
+    if key.kind == "count_tokens":
+        payload: dict[str, Any] = {"input_tokens": max(1, len(json.dumps(body)) // 4)}
+        return _exchange(worker, method, path, body, key, "application/json", json.dumps(payload), stream=False)
+    output_format = body.get("output_config")
+    schema = output_format.get("format", {}).get("schema") if isinstance(output_format, dict) else None
+    text = json.dumps(_sample(schema)) if isinstance(schema, dict) else "Replayed session"
+    model = str(body.get("model") or "replay")
+    usage = {"input_tokens": 0, "output_tokens": 0, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+    message = {
+        "id": f"msg_replay{key.conversation}{key.turn}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": usage,
+    }
+    if not body.get("stream"):
+        whole = {**message, "content": [{"type": "text", "text": text}], "stop_reason": "end_turn"}
+        return _exchange(worker, method, path, body, key, "application/json", json.dumps(whole), stream=False)
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": {**message, "content": []}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": usage},
+        {"type": "message_stop"},
+    ]
+    sse = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+    return _exchange(worker, method, path, body, key, "text/event-stream", sse, stream=True)
+
+
+def _exchange(
+    worker: int,
+    method: str,
+    path: str,
+    body: dict[str, Any],
+    key: ExchangeKey,
+    content_type: str,
+    text: str,
+    stream: bool,
+) -> Exchange:
+    return Exchange(
+        seq=0,
+        ts=0.0,
+        worker=worker,
+        method=method,
+        path=path,
+        request=body,
+        status=200,
+        headers={"content-type": content_type},
+        stream=stream,
+        body=text,
+        key=key,
+    )

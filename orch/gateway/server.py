@@ -1,0 +1,169 @@
+"""The gateway's server child: serves the supervisor's socket with aiohttp, one app per life.
+
+`python -m orch.gateway.server --fd N --report-fd M` reads one ChildStart line on stdin. Routes:
+`/t/<token>/...` is a worker's request (checked, stripped, forwarded or replayed: orch.gateway.proxy);
+`/_orch/...` the controller's (only with the control key). Anything else is an unknown token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hmac
+import json
+import logging
+import os
+import re
+import signal
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from orch import settings
+from orch.gateway import tokens
+from orch.gateway.anthropic import AnthropicProtocol
+from orch.gateway.books import Books
+from orch.gateway.events import EventLog
+from orch.gateway.ledger import Ledger
+from orch.gateway.pricing import load_pricing
+from orch.gateway.proxy import Proxy
+from orch.gateway.recorder import Recorder
+from orch.gateway.records import GatewayBoot, GatewayBudget, GatewayEventKind
+from orch.gateway.replay import Replayer
+from orch.gateway.wire import ChildStart, Report
+from orch.run.folder import RunFolder, atomic_write
+
+log = logging.getLogger("orch.gateway")
+_WORKER_PATH = re.compile(r"^/t/([^/?]+)(/[^?]*)?(\?.*)?$")
+_CONTROL = re.compile(r"^/_orch/(tokens|jobs)/(\d{1,6})$")
+MAX_BODY = 512 * 1024 * 1024  # Claude Code sends whole conversations, images included
+
+
+def _json(status: int, payload: dict[str, Any]) -> web.Response:
+    return web.json_response(payload, status=status)
+
+
+class Gateway:
+    def __init__(self, start: ChildStart, report_fd: int) -> None:
+        self.boot = GatewayBoot.model_validate(start.boot)
+        self.life = start.life
+        self.folder = RunFolder(Path(self.boot.run_dir))
+        self.folder.model_dir.mkdir(parents=True, exist_ok=True)
+        self.events = EventLog(self.folder.model_log)
+        self.tokens = tokens.TokenTable(start.tokens)
+        self.jobs: dict[int, str] = dict(start.jobs)
+        self._report_fd = report_fd
+        self._control_key = self.boot.control_key.get_secret_value().encode()
+        pricing = load_pricing(self.boot.pricing)
+        self.books = Books(self.folder, pricing, self.events, self.boot.offline, self.boot.replay is not None)
+        replayer = Replayer(Path(self.boot.replay), self.boot) if self.boot.replay else None
+        self.proxy = Proxy(
+            self.boot,
+            AnthropicProtocol(),
+            start.upstream_url,
+            self.events,
+            self.books,
+            Ledger(self.folder),
+            Recorder(self.folder),
+            self.jobs,
+            replayer,
+        )
+
+    def report(self, report: Report) -> None:
+        """Tell the supervisor (before answering: a child that dies next must not lose a live token)."""
+        os.write(self._report_fd, (report.model_dump_json() + "\n").encode())
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_BODY)
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        return app
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        if request.path.startswith("/_orch/"):
+            return await self.control(request)
+        match = _WORKER_PATH.match(request.raw_path)
+        worker = self.tokens.worker(match[1]) if match else None
+        if match is None or worker is None:
+            self.events.emit(
+                GatewayEventKind.BAD_TOKEN,
+                token=tokens.digest(match[1]) if match else "missing",
+                path=((match[2] or "/") if match else request.path)[:200],  # never the /t/<token> part
+            )
+            return self.proxy.error(401, "authentication", "orch gateway: unknown worker token")
+        return await self.proxy.serve(request, worker, match[2] or "/", match[3] or "")
+
+    async def control(self, request: web.Request) -> web.StreamResponse:
+        given = request.headers.get("x-orch-control", "").encode()
+        if not hmac.compare_digest(given, self._control_key):
+            return _json(401, {"error": "orch gateway: control key missing or wrong"})
+        path, method = request.path, request.method
+        if path == "/_orch/health" and method == "GET":
+            return _json(200, {"ok": True, "run": self.boot.run, "life": self.life, "pid": os.getpid()})
+        if path == "/_orch/budget" and method == "PUT":
+            try:
+                budget = GatewayBudget.model_validate_json(await request.read())
+            except ValidationError as exc:
+                return _json(400, {"error": f"orch gateway: bad budget: {exc.errors()[0]['msg']}"})
+            atomic_write(self.folder.model_budget, budget.model_dump_json(indent=2) + "\n")
+            self.books.set_budget(budget)
+            await self.books.flush()
+            return _json(200, {"budget": budget.model_dump()})
+        match = _CONTROL.match(path)
+        if match and match[1] == "tokens" and method == "POST":
+            worker = int(match[2])
+            token = tokens.mint(self.boot.run, worker)
+            self.report(Report(worker=worker, token=token))
+            self.tokens.set(worker, token)
+            self.events.emit(GatewayEventKind.TOKEN_ISSUED, worker, token=tokens.digest(token))
+            return _json(200, {"token": token})
+        if match and match[1] == "jobs" and method == "PUT":
+            try:
+                job = json.loads(await request.read())["job"]
+                if job is not None and not isinstance(job, str):
+                    raise TypeError
+            except (ValueError, KeyError, TypeError):
+                return _json(400, {"error": 'orch gateway: expected {"job": "<name>"} or {"job": null}'})
+            worker = int(match[2])
+            self.report(Report(worker=worker, job=job, job_set=True))
+            if job is None:
+                self.jobs.pop(worker, None)
+            else:
+                self.jobs[worker] = job
+            return _json(200, {"worker": worker, "job": job})
+        return _json(404, {"error": f"orch gateway: no control endpoint {method} {path}"})
+
+
+async def _serve(start: ChildStart, sock: socket.socket, report_fd: int) -> None:
+    gateway = Gateway(start, report_fd)
+    await gateway.proxy.open()
+    runner = web.AppRunner(gateway.app(), access_log=None, handle_signals=False)
+    await runner.setup()
+    await web.SockSite(runner, sock, shutdown_timeout=5).start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    gateway.report(Report(ready=True))
+    await stop.wait()
+    await runner.cleanup()
+    await gateway.proxy.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m orch.gateway.server")
+    parser.add_argument("--fd", type=int, required=True, help="the listening socket, inherited")
+    parser.add_argument("--report-fd", type=int, required=True, help="the pipe to the supervisor")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=settings.LOG_LEVEL.get(), format="orch gateway[%(process)d]: %(message)s")
+    start = ChildStart.model_validate_json(sys.stdin.readline())
+    sock = socket.socket(fileno=args.fd)
+    asyncio.run(_serve(start, sock, args.report_fd))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""The gateway's first process: binds the socket, starts the scripted upstream if asked, writes the
+handle, then keeps a server child serving on the inherited socket, restarting it when it dies.
+
+The supervisor owns the live worker tokens and jobs (the child reports each change over a pipe before
+answering) and hands them to every new child, so a restart keeps the URL and every token. It never
+touches the network itself. SIGTERM stops the child, the scripted upstream, then the supervisor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import FrameType
+from typing import IO
+
+from pydantic import ValidationError
+
+from orch.errors import OrchError, UsageError
+from orch.gateway.events import EventLog
+from orch.gateway.records import GatewayBoot, GatewayEventKind
+from orch.gateway.wire import ChildStart, Report, boot_line
+from orch.run.folder import RunFolder, atomic_write
+from orch.waits import wait_for_paths
+
+log = logging.getLogger("orch.gateway")
+UPSTREAM_START_TIMEOUT = 30.0
+CHILD_START_TIMEOUT = 30.0
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """preexec_fn: the kernel sends SIGTERM to this child if the supervisor dies (even by SIGKILL)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit():
+        raise UsageError(f"bad listen address {listen!r}", hint="use HOST:PORT, e.g. 127.0.0.1:0")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def bind(listen: str) -> socket.socket:
+    host, port = parse_listen(listen)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"cannot listen on {listen}: {exc.strerror}") from None
+    sock.listen(1024)
+    sock.set_inheritable(True)
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+class Supervisor:
+    def __init__(self, boot: GatewayBoot, handle: Path) -> None:
+        self.boot, self.handle = boot, handle
+        self.folder = RunFolder(Path(boot.run_dir))
+        self.folder.model_dir.mkdir(parents=True, exist_ok=True)
+        self.events = EventLog(self.folder.model_log)
+        self.tokens: dict[int, str] = {}
+        self.jobs: dict[int, str] = {}
+        self.stopping = False
+        self.child: subprocess.Popen[bytes] | None = None
+        self.upstream_proc: subprocess.Popen[bytes] | None = None
+        self._tmp = Path(tempfile.mkdtemp(prefix="orch-gateway-"))
+        self._handle_written = False
+        self.url = ""
+
+    # --- the scripted upstream ------------------------------------------------------------------
+    def start_upstream(self) -> str:
+        upstream = self.boot.upstream
+        if upstream is None:
+            return ""
+        if upstream.kind == "api":
+            if not upstream.url:
+                raise UsageError("upstream kind api needs a url", hint="e.g. https://api.anthropic.com")
+            return upstream.url
+        url_file = self._tmp / "upstream.url"
+        # By module name, not an import: the gateway layer does not import orch.offline.
+        self.upstream_proc = subprocess.Popen(
+            [sys.executable, "-m", "orch.offline.modelserver", "--url-file", str(url_file)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
+        )
+        deadline = time.monotonic() + UPSTREAM_START_TIMEOUT
+        while wait_for_paths([url_file], 0.5):
+            if self.upstream_proc.poll() is not None or time.monotonic() > deadline:
+                raise OrchError(f"the scripted model server did not start (exit {self.upstream_proc.poll()})")
+        return url_file.read_text().strip()
+
+    # --- the server child -----------------------------------------------------------------------
+    def spawn(self, sock: socket.socket, upstream_url: str, life: int) -> IO[bytes]:
+        read_fd, write_fd = os.pipe()
+        start = ChildStart(
+            boot=json.loads(boot_line(self.boot)),
+            upstream_url=upstream_url,
+            tokens=self.tokens,
+            jobs=self.jobs,
+            life=life,
+        )
+        self.child = subprocess.Popen(
+            [sys.executable, "-m", "orch.gateway.server", "--fd", str(sock.fileno()), "--report-fd", str(write_fd)],
+            stdin=subprocess.PIPE,
+            pass_fds=(sock.fileno(), write_fd),
+            preexec_fn=_die_with_parent,
+        )
+        os.close(write_fd)  # so the read end sees EOF exactly when the child is gone
+        assert self.child.stdin is not None
+        self.child.stdin.write(start.model_dump_json(round_trip=True).encode() + b"\n")
+        self.child.stdin.close()
+        return os.fdopen(read_fd, "rb")
+
+    def follow(self, reports: IO[bytes]) -> bool:
+        """Read the child's reports until it is gone; True if it had said it was ready."""
+        ready = False
+        for line in reports:
+            try:
+                report = Report.model_validate_json(line)
+            except ValidationError:
+                continue
+            if report.ready:
+                ready = True
+                if not self._handle_written:
+                    self.write_handle()
+                    self._handle_written = True
+            if report.worker is not None and report.token is not None:
+                self.tokens[report.worker] = report.token
+            if report.worker is not None and report.job_set:
+                if report.job is None:
+                    self.jobs.pop(report.worker, None)
+                else:
+                    self.jobs[report.worker] = report.job
+        reports.close()
+        return ready
+
+    def write_handle(self) -> None:
+        self.handle.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.handle, json.dumps({"url": self.url, "pid": os.getpid()}) + "\n", mode=0o600)
+
+    def run(self) -> int:
+        sock = bind(self.boot.listen)
+        self.url = url_of(sock)
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        try:
+            upstream_url = self.start_upstream()
+            life, backoff = 0, 0.0
+            while not self.stop_requested():
+                life += 1
+                born = time.monotonic()
+                ready = self.follow(self.spawn(sock, upstream_url, life))
+                assert self.child is not None
+                code = self.child.wait()
+                if self.stop_requested():
+                    break
+                if life == 1 and not ready:
+                    raise OrchError(f"the gateway's server did not start (exit {code}); see the log above")
+                self.events.emit(GatewayEventKind.STARTED, life=life + 1, restart=f"server child exited with {code}")
+                # Restart at once after a long life; back off when the child keeps dying young.
+                backoff = 0.0 if time.monotonic() - born > 10 else min(max(backoff * 2, 0.1), 5.0)
+                if backoff:
+                    time.sleep(backoff)
+        finally:
+            self.shutdown()
+            sock.close()
+        return 0
+
+    def stop_requested(self) -> bool:
+        return self.stopping  # a method: the signal handler sets it behind mypy's back
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.stopping = True
+        if self.child is not None and self.child.poll() is None:
+            self.child.terminate()
+
+    def shutdown(self) -> None:
+        for proc in (self.child, self.upstream_proc):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        shutil.rmtree(self._tmp, ignore_errors=True)

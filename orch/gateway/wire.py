@@ -1,0 +1,42 @@
+"""What passes between the gateway's own processes: the boot line with its secrets, and the server
+child's start message and reports. Secrets travel only through pipes, never argv, env or files."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import Field
+
+from orch.gateway.records import GatewayBoot
+from orch.run.records import Strict
+
+
+def boot_line(boot: GatewayBoot) -> str:
+    """The boot as one JSON line with the secret values in clear (pydantic masks SecretStr on dump)."""
+    data = boot.model_dump(mode="json")
+    data["control_key"] = boot.control_key.get_secret_value()
+    if boot.upstream is not None:
+        data["upstream"]["secret"] = boot.upstream.secret.get_secret_value()
+    return json.dumps(data)
+
+
+class ChildStart(Strict):
+    """The supervisor's one line to a (re)started server child: the boot, where the upstream is, and the
+    live tokens and jobs (they exist only in memory, so a restart must hand them down)."""
+
+    boot: dict[str, Any]
+    upstream_url: str = ""
+    tokens: dict[int, str] = Field(default_factory=dict)
+    jobs: dict[int, str] = Field(default_factory=dict)
+    life: int = 1
+
+
+class Report(Strict):
+    """A server child's line to the supervisor: ready, a token minted, a job set."""
+
+    ready: bool = False
+    worker: int | None = None
+    token: str | None = None
+    job: str | None = None
+    job_set: bool = False
