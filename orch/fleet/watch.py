@@ -88,7 +88,7 @@ def kill(run: RunFolder) -> None:
         wait_until(lambda: not worker_processes(run, info.workers), KILL_TIMEOUT, "the agents to exit")
     except WaitTimeoutError:
         log.warning("run %s: some agent processes are still exiting", run.name)
-    gateway.stop(info)
+    gateway.stop(info.name)
     shutil.rmtree(run.config_root, ignore_errors=True)
     info.status = RunStatus.STOPPED
     run.write_info(info)
