@@ -168,7 +168,7 @@ def test_demo_confirms_one_finding_and_refutes_the_false_positive(
         assert repro and any(json.dumps(repro)[1:-1] in raw for raw in ran)
     page = run.report_html.read_text()
     assert "pages-F1" in page and "logs/agent-1.log" in page and "<script" not in page and "<link" not in page
-    assert "nothing was billed" in page and "nothing was billed" in run.report_md.read_text()  # offline costs
+    assert "Nothing was billed" in page and "Nothing was billed" in run.report_md.read_text()  # offline costs
     assert not launch.server_for(run.info()).alive()  # torn down; the folder stays
 
 
@@ -586,3 +586,40 @@ def test_budget_cap_stops_the_run(offline: None, workdir: Path, tmp_path: Path) 
     (aborted,) = events(run, Event.ABORTED)
     assert "passed the budget $0.001" in aborted.data["reason"]
     assert load_state(run).job("notes").status is JobStatus.CANCELLED
+
+
+# --- replay ----------------------------------------------------------------------------------------
+def test_a_recorded_run_replays_with_no_model_behind_it(offline: None, workdir: Path, tmp_path: Path) -> None:
+    """Awaits the integration of the gateway into launch (the `wire` branch): a run records its exchanges
+    only when its workers talk to the model through the run's gateway."""
+    tasks = [{"id": "pages", "goal": "Determine whether paginate returns the right page.",
+              "offline_script": [findings_step(PAGES_FINDING), RESULT, DONE, reply()]}]  # fmt: skip
+    spec = write_spec(tmp_path / "replayed.yaml", workdir, tasks, workers=2)
+    recorded = orch("run", spec, "--local", "--name", "recorded-run")
+    assert recorded.exit_code == 0, recorded.output
+    rec = RunFolder.for_name("recorded-run")
+    assert sorted(p.name for p in rec.model_dir.glob("exchanges-*.jsonl.gz")) == [
+        "exchanges-1.jsonl.gz",
+        "exchanges-2.jsonl.gz",
+    ]
+    replayed = orch("run", spec, "--local", "--replay", "recorded-run")
+    assert replayed.exit_code == 0, replayed.output
+    run = RunFolder.for_name("replayed-replay")
+    assert statuses(run) == statuses(rec) == {"pages-F1": "CONFIRMED"}
+    state = load_state(run)
+    assert state.nonce == load_state(rec).nonce and state.replay_of == str(rec.root)
+
+    def handed_out(folder: RunFolder) -> list[tuple[int | None, str]]:
+        return [(e.worker, e.data["job"]) for e in events(folder, Event.ASSIGNED)]
+
+    assert handed_out(run) == handed_out(rec)
+    for job in state.jobs:  # the same briefs, byte for byte, but for where the run folder is
+        mine, theirs = run.job_brief(job.id).read_text(), rec.job_brief(job.id).read_text()
+        assert mine.replace(str(run.root), "RUN").replace(run.name, "NAME") == theirs.replace(
+            str(rec.root), "RUN"
+        ).replace(rec.name, "NAME")
+    gateway_events = [json.loads(line)["event"] for line in run.model_log.read_text().splitlines()]
+    assert "replay-miss" not in gateway_events
+    usage = json.loads(run.model_usage.read_text())
+    assert usage["billed"] is False and usage["total"]["requests"] > 0
+    assert "Nothing was billed: this run replayed a recording" in run.report_md.read_text()
