@@ -21,6 +21,7 @@ Keys are computed once, at record time (with the recording run's paths), and sto
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import re
@@ -48,6 +49,7 @@ ISO_TIME_RE = re.compile(
 )
 # Epoch seconds (optionally with a fraction) or milliseconds, 2001..2033: what time.time() prints.
 EPOCH_RE = re.compile(r"\b1\d{9}(?:\d{3})?(?:\.\d+)?\b")
+MIN_MANGLED = 8
 MISS_TEXT = 80
 """How much of a normalised first message a miss quotes."""
 
@@ -60,17 +62,28 @@ def _path_forms(path: str) -> list[str]:
     forms = {path.rstrip("/")}
     with contextlib.suppress(OSError):
         forms.add(str(Path(path).resolve()))
-    forms |= {re.sub(r"[^A-Za-z0-9]", "-", f) for f in list(forms)}
-    return sorted(forms, key=len, reverse=True)
+    # A short mangled form ("-w") would also match flags and hyphenated words.
+    forms |= {m for f in list(forms) if len(m := re.sub(r"[^A-Za-z0-9]", "-", f)) >= MIN_MANGLED}
+    return list(forms)
+
+
+@functools.lru_cache(maxsize=64)
+def _places(run_dir: str, workdir: str) -> tuple[re.Pattern[str], dict[str, str]]:
+    """One pattern for every form of both folders, longest first (a workdir inside the run folder, or the
+    other way round, is replaced whole), each only where a path element ends: /work is not /w + ork, but
+    a full stop may follow."""
+    names = {form: "<workdir>" for form in _path_forms(workdir)} | {form: "<run>" for form in _path_forms(run_dir)}
+    if not names:
+        return re.compile(r"(?!)"), names
+    alternatives = "|".join(re.escape(f) for f in sorted(names, key=len, reverse=True))
+    return re.compile(rf"(?<![\w.-])(?:{alternatives})(?![\w-]|\.\w)"), names
 
 
 def normalise(text: str, run_dir: str, workdir: str) -> str:
     """`text` with everything that differs between two runs of the same work replaced by placeholders."""
     text = REMINDER_RE.sub("", text)
-    # Longest first: a workdir inside the run folder (or the other way round) is replaced whole.
-    places = [(form, "<run>") for form in _path_forms(run_dir)] + [(form, "<workdir>") for form in _path_forms(workdir)]
-    for form, placeholder in sorted(places, key=lambda p: len(p[0]), reverse=True):
-        text = text.replace(form, placeholder)
+    pattern, names = _places(run_dir, workdir)
+    text = pattern.sub(lambda m: names[m.group(0)], text)
     # Paths before ids (a temp dir name can look like hex); timestamps before epochs and hex.
     text = ISO_TIME_RE.sub("<time>", text)
     text = PREFIXED_ID_RE.sub("<id>", text)

@@ -639,8 +639,18 @@ def test_normalise(text: str, expected: str) -> None:
     assert normalise(text, RUN, WORK) == expected
 
 
-def test_normalise_leaves_paths_alone_when_none_is_given() -> None:
-    assert normalise("/ and /home", "", "/") == "/ and /home"
+@pytest.mark.parametrize(
+    ("text", "run_dir", "expected"),
+    [
+        ("/ and /home", "", "/ and /home"),  # no folder, or "/", replaces nothing
+        ("Work in /home/u/src/app.", "", "Work in <workdir>."),
+        ("/home/u/src/app2 and /home/u/src/app.bak", "", "/home/u/src/app2 and /home/u/src/app.bak"),
+        ("/work --w re-w /w/x /w", "/w", "/work --w re-w <run>/x <run>"),  # a short folder: whole elements only
+        (f"{WORK}/.orch/run", f"{WORK}/.orch/run", "<run>"),  # the run folder inside the workdir
+    ],
+)
+def test_normalise_replaces_whole_path_elements(text: str, run_dir: str, expected: str) -> None:
+    assert normalise(text, run_dir, WORK if run_dir != "/w" else "/") == expected
 
 
 # ---------------------------------------------------------------- keys of real Claude Code bodies
