@@ -162,16 +162,17 @@ class _Attempts:
     used: int = 0
 
 
-def _rank(exchange: Exchange) -> tuple[int, int]:
-    """Lower is better: a success, then a client error (a budget refusal replays as one), then a rate
-    limit, then a server error; among equals the latest (a retry that worked ends the run)."""
-    status = exchange.status
-    klass = 0 if status < 400 else 3 if status >= 500 else 2 if status == 429 else 1
-    return klass, -exchange.seq
+def _best(exchanges: list[Exchange]) -> Exchange:
+    """Of one turn's recordings (oldest first): a success, then a client error (a budget refusal replays
+    as one), then a rate limit, then a server error; among equals the latest (a retry that worked ends
+    the run). By position, not seq: seq restarts with each gateway life."""
 
+    def rank(item: tuple[int, Exchange]) -> tuple[int, int]:
+        status = item[1].status
+        klass = 0 if status < 400 else 3 if status >= 500 else 2 if status == 429 else 1
+        return klass, -item[0]
 
-def _best(run: list[Exchange]) -> Exchange:
-    return min(run, key=_rank)
+    return min(enumerate(exchanges), key=rank)[1]
 
 
 Index = tuple[int, str, str, int]
@@ -216,7 +217,9 @@ class Replayer:
         self._last: dict[int, Index] = {}
         """Per worker, the main key answered last: the same key again is a retry."""
         last_recorded: dict[int, Index] = {}
-        for exchange in sorted(exchanges, key=lambda e: (e.worker, e.seq, e.ts)):
+        recorded_run = str(model.parent if model.name == "model" else model)
+        # File order is each worker's order (one file per worker, appended as exchanges complete).
+        for exchange in exchanges:
             key = exchange.key
             index = (exchange.worker, key.kind, key.conversation, key.turn)
             attempts = self._index[index]
@@ -227,7 +230,8 @@ class Replayer:
                 else:
                     attempts.runs.append([exchange])
                 last_recorded[exchange.worker] = index
-                text = normalise(first_user_text(exchange.request), "", "")
+                # The recording's own paths are unknown; a cassette still in place is its run folder.
+                text = normalise(first_user_text(exchange.request), recorded_run, "")
                 self._first_text.setdefault((exchange.worker, key.conversation), text)
             else:
                 attempts.runs.append([exchange])
@@ -249,8 +253,9 @@ class Replayer:
                 return _best(attempts.runs[max(attempts.used, 1) - 1])
             if key.kind == "other":
                 return self._other(worker, method, path, key)
-            if attempts is not None:
-                return _best([run[0] for run in attempts.runs])
+            exact = [run[0] for run in attempts.runs if run[0].status < 400] if attempts else []
+            if exact:
+                return _best(exact)
             return self._nearest(worker, key) or _synthesized(worker, method, path, body, key)
 
     def _nearest(self, worker: int, key: ExchangeKey) -> Exchange | None:
@@ -262,11 +267,12 @@ class Replayer:
         return min(recorded, key=lambda e: (e.key.conversation != key.conversation, abs(e.key.turn - key.turn)))
 
     def _other(self, worker: int, method: str, path: str, key: ExchangeKey) -> Exchange | ReplayMiss:
+        bare = path.split("?", 1)[0]
         same = [
-            e for e in self._by_kind.get((worker, "other"), []) if e.method == method and e.path == path.split("?")[0]
+            e for e in self._by_kind.get((worker, "other"), []) if (e.method, e.path.split("?", 1)[0]) == (method, bare)
         ]
         if same:
-            return min(same, key=_rank)
+            return _best(same)
         return ReplayMiss(worker, key.turn, f"worker {worker}: no recording of {method} {shorten(path, 80)}")
 
     def _miss(self, worker: int, key: ExchangeKey, body: dict[str, Any]) -> str:

@@ -809,6 +809,19 @@ def test_recorded_retries_of_one_turn_answer_with_the_best(tmp_path: Path, statu
     assert isinstance(answer, Exchange) and answer.seq == expected
 
 
+def test_order_is_the_file_order_not_seq(tmp_path: Path) -> None:
+    # A restarted gateway numbers from 1 again: the later life's recording is still the later one.
+    first, second = recorded(7, 1, turn(A6, 2), "A"), recorded(1, 1, turn(A6, 2), "A")
+    answer = ask(replayer(tmp_path, [first, second]), 1, turn(B6, 2))
+    assert isinstance(answer, Exchange) and answer.seq == 1
+
+
+def test_a_recorded_side_call_failure_is_not_given_again(tmp_path: Path) -> None:
+    rep = replayer(tmp_path, [recorded(1, 1, TITLE, "A", status=529), recorded(2, 1, turn(A6, 2), "A")])
+    answer = ask(rep, 1, TITLE)
+    assert isinstance(answer, Exchange) and (answer.seq, answer.status) == (0, 200)
+
+
 @pytest.mark.parametrize(
     ("worker", "body", "path", "expected"),
     [
@@ -844,7 +857,7 @@ def test_synthesized_answers_are_well_formed(tmp_path: Path) -> None:
 
 def test_other_endpoints_answer_from_a_recording_of_the_same_path_or_miss(tmp_path: Path) -> None:
     rep = replayer(tmp_path, [*RECORDING_A, recorded(5, 1, {}, "A", path="/v1/models")])
-    models = rep.answer(1, "POST", "/v1/models", {})
+    models = rep.answer(1, "POST", "/v1/models?beta=true", {})
     assert isinstance(models, Exchange) and models.seq == 5
     miss = rep.answer(1, "GET", "/v1/files", {})
     assert isinstance(miss, ReplayMiss) and miss.message == "worker 1: no recording of GET /v1/files"
