@@ -2,7 +2,8 @@
 
 A request is found by worker, conversation and turn, never by its whole body: between two runs of the
 same fleet everything incidental differs (tool_use and message ids, session ids, dates, the run folder
-and workdir paths, Claude Code's `<system-reminder>` blocks, which carry dates and file contents). So:
+and workdir paths, the random id of each `<pasted_content>`, Claude Code's `<system-reminder>` blocks,
+which carry dates and file contents). So:
 
 - kind: `main` (streamed with tools offered: the agent's own turns), `side` (other /v1/messages calls:
   session titles and the like, asked for with an output format or without tools), `count_tokens`,
@@ -43,6 +44,8 @@ REMINDER_RE = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 # `msg_count` in a prompt stay as they are.
 PREFIXED_ID_RE = re.compile(r"\b(?:toolu|srvtoolu|msg|req)_[A-Za-z0-9]{12,}\b")
 UUID_RE = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+# Claude Code wraps a bracketed paste (how orch delivers a long brief) in tags with a random id per paste.
+PASTE_ID_RE = re.compile(r'(</?pasted_content id=")[^"]*(")')
 LONG_HEX_RE = re.compile(r"\b[0-9a-fA-F]{16,}\b")
 ISO_TIME_RE = re.compile(
     r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?![\d:])"
@@ -85,6 +88,7 @@ def normalise(text: str, run_dir: str, workdir: str) -> str:
     pattern, names = _places(run_dir, workdir)
     text = pattern.sub(lambda m: names[m.group(0)], text)
     # Paths before ids (a temp dir name can look like hex); timestamps before epochs and hex.
+    text = PASTE_ID_RE.sub(r"\1<id>\2", text)
     text = ISO_TIME_RE.sub("<time>", text)
     text = PREFIXED_ID_RE.sub("<id>", text)
     text = UUID_RE.sub("<id>", text)

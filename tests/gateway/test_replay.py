@@ -633,6 +633,11 @@ RUN, WORK = "/home/u/.orch/runs/demo-1", "/home/u/src/app"
         ("started 1764773214.5123 (ms 1764773214512)", "started <epoch> (ms <epoch>)"),
         ("keep msg_count, run_dir, 12345 and cafe", "keep msg_count, run_dir, 12345 and cafe"),
         ("  spaced \n\n out\t", "spaced out"),
+        # A paste as Claude Code 2.1.332 sends it (two pastes of one text: ids cfab and 93d6).
+        (
+            '<pasted_content id="cfab">\nbrief\n</pasted_content id="cfab">',
+            '<pasted_content id="<id>"> brief </pasted_content id="<id>">',
+        ),
     ],
 )
 def test_normalise(text: str, expected: str) -> None:
@@ -668,6 +673,17 @@ def test_a_brief_in_the_run_folder_matches_once_the_run_folder_is_a_placeholder(
     raw_d = exchange_key("/v1/messages", BRIEF_D6, "", "")
     raw_e = exchange_key("/v1/messages", BRIEF_E6, "", "")
     assert raw_d.conversation != raw_e.conversation
+
+
+def pasted(paste_id: str) -> Body:
+    """A conversation opened with a bracketed paste (the real block, its lines cut to three)."""
+    lines = "Here is a long brief.\nline 0: some text about the task at hand"
+    text = f'\n\n<pasted_content id="{paste_id}">\n{lines}\n</pasted_content id="{paste_id}">\n'
+    return {**A6, "messages": [{"role": "user", "content": [{"type": "text", "text": text}]}, *A6["messages"][1:2]]}
+
+
+def test_two_pastes_of_one_brief_have_one_key() -> None:
+    assert key_of(pasted("cfab"), "A") == key_of(pasted("93d6"), "B") != key_of(A6, "A")
 
 
 def test_different_conversations_have_different_keys() -> None:
