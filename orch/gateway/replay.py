@@ -57,36 +57,52 @@ MISS_TEXT = 80
 """How much of a normalised first message a miss quotes."""
 
 
+def _mangle(path: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]", "-", path)
+
+
 def _path_forms(path: str) -> list[str]:
-    """A folder as it can appear in text: as given, resolved (/tmp may be a symlink), and as Claude Code
-    mangles it for its projects dir (every non-alphanumeric character a dash)."""
+    """A folder as it can appear in text: as given and resolved (/tmp may be a symlink)."""
     if not path.strip("/"):
         return []  # "" or "/": replacing it would rewrite every path
     forms = {path.rstrip("/")}
     with contextlib.suppress(OSError):
         forms.add(str(Path(path).resolve()))
-    # A short mangled form ("-w") would also match flags and hyphenated words.
-    forms |= {m for f in list(forms) if len(m := re.sub(r"[^A-Za-z0-9]", "-", f)) >= MIN_MANGLED}
     return list(forms)
 
 
+Folders = tuple[tuple[str, str], ...]
+"""(folder, what replaces it) pairs."""
+
+
 @functools.lru_cache(maxsize=64)
-def _places(run_dir: str, workdir: str) -> tuple[re.Pattern[str], dict[str, str]]:
-    """One pattern for every form of both folders, longest first (a workdir inside the run folder, or the
+def _folders(pairs: Folders) -> tuple[re.Pattern[str], dict[str, str]]:
+    """One pattern for every form of the folders, longest first (a workdir inside the run folder, or the
     other way round, is replaced whole), each only where a path element ends: /work is not /w + ork, but
-    a full stop may follow."""
-    names = {form: "<workdir>" for form in _path_forms(workdir)} | {form: "<run>" for form in _path_forms(run_dir)}
+    a full stop may follow. Claude Code's mangled form (its projects dir: every non-alphanumeric
+    character a dash) is replaced too, unless short: "-w" would match flags and hyphenated words."""
+    names: dict[str, str] = {}
+    for folder, replacement in pairs:
+        for form in _path_forms(folder):
+            names[form] = replacement
+            mangled, target = _mangle(form), replacement if replacement.startswith("<") else _mangle(replacement)
+            if len(mangled) >= MIN_MANGLED:
+                names.setdefault(mangled, target)
     if not names:
         return re.compile(r"(?!)"), names
     alternatives = "|".join(re.escape(f) for f in sorted(names, key=len, reverse=True))
     return re.compile(rf"(?<![\w.-])(?:{alternatives})(?![\w-]|\.\w)"), names
 
 
+def replace_folders(text: str, pairs: Folders) -> str:
+    pattern, names = _folders(pairs)
+    return pattern.sub(lambda m: names[m.group(0)], text)
+
+
 def normalise(text: str, run_dir: str, workdir: str) -> str:
     """`text` with everything that differs between two runs of the same work replaced by placeholders."""
     text = REMINDER_RE.sub("", text)
-    pattern, names = _places(run_dir, workdir)
-    text = pattern.sub(lambda m: names[m.group(0)], text)
+    text = replace_folders(text, ((workdir, "<workdir>"), (run_dir, "<run>")))
     # Paths before ids (a temp dir name can look like hex); timestamps before epochs and hex.
     text = PASTE_ID_RE.sub(r"\1<id>\2", text)
     text = ISO_TIME_RE.sub("<time>", text)
@@ -198,6 +214,90 @@ def _file_worker(path: Path) -> int:
     return int(number) if number.isdigit() else -1
 
 
+def _translate_value(value: Any, pairs: Folders) -> Any:
+    if isinstance(value, str):
+        return replace_folders(value, pairs)
+    if isinstance(value, list):
+        return [_translate_value(v, pairs) for v in value]
+    if isinstance(value, dict):
+        return {k: _translate_value(v, pairs) for k, v in value.items()}
+    return value
+
+
+def _translate_sse(text: str, pairs: Folders) -> str:
+    """The recorded stream with the recording's folders replaced in text and tool inputs. A tool input
+    comes in partial-JSON fragments that may cut a path in two: its whole JSON, rewritten, goes into its
+    first fragment and the others are emptied. Events it does not change stay byte for byte."""
+    events = text.split("\n\n")
+    deltas: dict[int, dict[str, Any]] = {}
+    """Event number -> its content_block_delta payload."""
+    for number, event in enumerate(events):
+        data = next((line[6:] for line in event.split("\n") if line.startswith("data: ")), "")
+        with contextlib.suppress(ValueError):
+            loaded = json.loads(data) if '"content_block_delta"' in data else None
+            if isinstance(loaded, dict) and isinstance(loaded.get("delta"), dict):
+                deltas[number] = loaded
+    changed: set[int] = set()
+    inputs: dict[int, list[int]] = defaultdict(list)
+    """Block index -> the events holding its input_json_delta fragments, in order."""
+    for number, payload in deltas.items():
+        delta = payload["delta"]
+        if delta.get("type") == "input_json_delta":
+            inputs[int(payload.get("index") or 0)].append(number)
+        elif isinstance(delta.get("text"), str) and (new := replace_folders(delta["text"], pairs)) != delta["text"]:
+            delta["text"] = new
+            changed.add(number)
+    for numbers in inputs.values():
+        whole = "".join(str(deltas[n]["delta"].get("partial_json") or "") for n in numbers)
+        try:
+            rewritten = json.dumps(_translate_value(json.loads(whole), pairs))
+        except ValueError:
+            continue  # a stream cut mid-input: leave it as it came
+        if rewritten != json.dumps(json.loads(whole)):
+            for position, n in enumerate(numbers):
+                deltas[n]["delta"]["partial_json"] = rewritten if position == 0 else ""
+                changed.add(n)
+    for n in changed:
+        events[n] = "\n".join(
+            f"data: {json.dumps(deltas[n])}" if line.startswith("data: ") else line for line in events[n].split("\n")
+        )
+    return "\n\n".join(events)
+
+
+def translate(exchange: Exchange, pairs: Folders) -> Exchange:
+    """`exchange` answering in this run's folders instead of the recording's (a recorded Write into the
+    old workdir would otherwise write there). Only the response: the request stays as recorded."""
+    if not pairs:
+        return exchange
+    if exchange.stream or exchange.headers.get("content-type", "").startswith("text/event-stream"):
+        body = _translate_sse(exchange.body, pairs)
+    else:
+        try:
+            body = json.dumps(_translate_value(json.loads(exchange.body), pairs))
+        except ValueError:
+            body = replace_folders(exchange.body, pairs)
+    return exchange if body == exchange.body else exchange.model_copy(update={"body": body})
+
+
+def recorded_folders(root: Path) -> tuple[str, str]:
+    """Where the recording ran: (run folder, workdir). A cassette in place is its own run folder; its
+    run.json says the workdir; a gateway `started` event saying `run_dir`/`workdir` overrides both
+    (kept across copies)."""
+    run_dir, workdir = str(root), ""
+    with contextlib.suppress(OSError, ValueError):
+        info = json.loads((root / "run.json").read_text())
+        workdir = str(info.get("workdir") or "") if isinstance(info, dict) else ""
+    with contextlib.suppress(OSError):
+        for line in (root / "model" / "gateway.jsonl").read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                event = json.loads(line)
+                data = event.get("data") if isinstance(event, dict) and event.get("event") == "started" else None
+                if isinstance(data, dict):
+                    run_dir = str(data.get("run_dir") or run_dir)
+                    workdir = str(data.get("workdir") or workdir)
+    return run_dir, workdir
+
+
 class Replayer:
     """Answers requests from a cassette's recording. Pure apart from loading: no clock, no I/O per call."""
 
@@ -221,7 +321,13 @@ class Replayer:
         self._last: dict[int, Index] = {}
         """Per worker, the main key answered last: the same key again is a retry."""
         last_recorded: dict[int, Index] = {}
-        recorded_run = str(model.parent if model.name == "model" else model)
+        recorded_run, recorded_workdir = recorded_folders(model.parent if model.name == "model" else model)
+        # Answers name the recording's folders (a Write's file_path): they are given this run's instead.
+        self._folders: Folders = tuple(
+            (old, new)
+            for old, new in ((recorded_run, run_dir), (recorded_workdir, workdir))
+            if old and new and old != new
+        )
         # File order is each worker's order (one file per worker, appended as exchanges complete).
         for exchange in exchanges:
             key = exchange.key
@@ -234,15 +340,19 @@ class Replayer:
                 else:
                     attempts.runs.append([exchange])
                 last_recorded[exchange.worker] = index
-                # The recording's own paths are unknown; a cassette still in place is its run folder.
-                text = normalise(first_user_text(exchange.request), recorded_run, "")
-                self._first_text.setdefault((exchange.worker, key.conversation), text)
+                if (exchange.worker, key.conversation) not in self._first_text:
+                    text = normalise(first_user_text(exchange.request), recorded_run, recorded_workdir)
+                    self._first_text[(exchange.worker, key.conversation)] = text
             else:
                 attempts.runs.append([exchange])
                 self._by_kind[(exchange.worker, key.kind)].append(exchange)
         self.exchanges = len(exchanges)
 
     def answer(self, worker: int, method: str, path: str, body: dict[str, Any]) -> Exchange | ReplayMiss:
+        answer = self._answer(worker, method, path, body)
+        return translate(answer, self._folders) if isinstance(answer, Exchange) else answer
+
+    def _answer(self, worker: int, method: str, path: str, body: dict[str, Any]) -> Exchange | ReplayMiss:
         key = exchange_key(path, body, self.run_dir, self.workdir)
         index = (worker, key.kind, key.conversation, key.turn)
         with self._lock:
