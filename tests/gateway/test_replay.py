@@ -20,7 +20,7 @@ import pytest
 from orch.errors import UsageError
 from orch.gateway.cassette import append_exchange, read_exchanges
 from orch.gateway.records import Exchange
-from orch.gateway.replay import Replayer, ReplayMiss, exchange_key, normalise
+from orch.gateway.replay import Replayer, ReplayMiss, exchange_key, normalise, recorded_folders, translate
 
 Body = dict[str, Any]
 
@@ -955,3 +955,97 @@ def test_concurrent_appends_keep_every_exchange_whole(tmp_path: Path) -> None:
     assert sorted(e.seq for e in read_exchanges(path)) == list(range(1, 41))
     with gzip.open(path, "rt") as fh:  # and any gzip reader reads it as one JSON-lines file
         assert sum(1 for _ in fh) == 40
+
+
+# ---------------------------------------------------------------- answers in this run's folders
+
+OLD_RUN, OLD_WORK, NEW_RUN, NEW_WORK = "/old/runs/r1", "/old/src/app", "/new/runs/r2", "/new/copy/app"
+FOLDERS = ((OLD_RUN, NEW_RUN), (OLD_WORK, NEW_WORK))
+
+
+def sse(*events: dict[str, Any]) -> str:
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+
+
+def tool_stream(tool_input: dict[str, Any], cut: int) -> str:
+    """A tool_use answer as the scripted model streams it: the input JSON in two fragments, cut at `cut`."""
+    payload = json.dumps(tool_input)
+    return sse(
+        {"type": "message_start", "message": {"id": "msg_1", "content": []}},
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "tool_use", "id": "toolu_1", "input": {}},
+        },
+        *(
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": part}}
+            for part in (payload[:cut], payload[cut:])
+        ),
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_stop"},
+    )
+
+
+def streamed_input(text: str) -> Any:
+    fragments = [
+        e["delta"]["partial_json"]
+        for line in text.splitlines()
+        if line.startswith("data: ") and (e := json.loads(line[6:]))["type"] == "content_block_delta"
+    ]
+    return json.loads("".join(fragments))
+
+
+@pytest.mark.parametrize("cut", [5, 22, 30, 40])  # 22..40 cut the path itself
+def test_a_recorded_tool_input_names_this_runs_folders(cut: int) -> None:
+    tool_input = {"file_path": f"{OLD_WORK}/out.md", "content": f"see {OLD_RUN}/brief-1.md"}
+    exchange = recorded(1, 1, A6, "A").model_copy(update={"body": tool_stream(tool_input, cut), "stream": True})
+    translated = translate(exchange, FOLDERS)
+    assert streamed_input(translated.body) == {
+        "file_path": f"{NEW_WORK}/out.md",
+        "content": f"see {NEW_RUN}/brief-1.md",
+    }
+    # Only the fragments change: every other event is as recorded, byte for byte.
+    before, after = exchange.body.split("\n\n"), translated.body.split("\n\n")
+    assert [b for b, a in zip(before, after, strict=True) if b != a and "input_json_delta" not in b] == []
+
+
+@pytest.mark.parametrize(
+    ("body", "stream", "expected"),
+    [
+        (
+            sse(
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": f"in {OLD_WORK}."}}
+            ),
+            True,
+            f"in {NEW_WORK}.",
+        ),
+        (json.dumps({"content": [{"type": "text", "text": f"{OLD_RUN}/x"}]}), False, f"{NEW_RUN}/x"),
+        (json.dumps({"content": [{"type": "text", "text": "/old/src/app2 stays"}]}), False, "/old/src/app2 stays"),
+    ],
+)
+def test_recorded_text_names_this_runs_folders(body: str, stream: bool, expected: str) -> None:
+    content_type = "text/event-stream" if stream else "application/json"
+    exchange = recorded(1, 1, A6, "A").model_copy(
+        update={"body": body, "stream": stream, "headers": {"content-type": content_type}}
+    )
+    assert expected in translate(exchange, FOLDERS).body
+    assert translate(exchange, ()) is exchange
+
+
+def test_the_recording_folders_come_from_the_cassette(tmp_path: Path) -> None:
+    root = cassette(tmp_path, RECORDING_A)
+    assert recorded_folders(root) == (str(root), "")
+    (root / "run.json").write_text(json.dumps({"name": "r1", "workdir": OLD_WORK}))
+    assert recorded_folders(root) == (str(root), OLD_WORK)
+    started = {"ts": 1.0, "event": "started", "data": {"run_dir": OLD_RUN, "workdir": "/old/other"}}
+    (root / "model" / "gateway.jsonl").write_text("garbage\n" + json.dumps(started) + "\n")
+    assert recorded_folders(root) == (OLD_RUN, "/old/other")
+
+
+def test_the_replayer_answers_in_this_runs_folders(tmp_path: Path) -> None:
+    tool_input = {"file_path": f"{OLD_WORK}/out.md", "content": "made"}
+    answer_a = recorded(2, 1, turn(A6, 2), "A").model_copy(update={"body": tool_stream(tool_input, 25)})
+    root = cassette(tmp_path, [answer_a])
+    (root / "run.json").write_text(json.dumps({"workdir": OLD_WORK}))
+    answer = Replayer(root, NEW_RUN, NEW_WORK).answer(1, "POST", "/v1/messages", turn(B6, 2))
+    assert isinstance(answer, Exchange) and streamed_input(answer.body)["file_path"] == f"{NEW_WORK}/out.md"
