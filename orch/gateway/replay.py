@@ -102,8 +102,8 @@ def replace_folders(text: str, pairs: Folders) -> str:
 def normalise(text: str, run_dir: str, workdir: str) -> str:
     """`text` with everything that differs between two runs of the same work replaced by placeholders."""
     text = REMINDER_RE.sub("", text)
-    text = replace_folders(text, ((workdir, "<workdir>"), (run_dir, "<run>")))
     # Paths before ids (a temp dir name can look like hex); timestamps before epochs and hex.
+    text = replace_folders(text, ((workdir, "<workdir>"), (run_dir, "<run>")))
     text = PASTE_ID_RE.sub(r"\1<id>\2", text)
     text = ISO_TIME_RE.sub("<time>", text)
     text = PREFIXED_ID_RE.sub("<id>", text)
@@ -399,17 +399,17 @@ class Replayer:
                 difference = f"no recorded turn {key.turn} (recorded: {_numbers(turns)})"
             return f"{where} of conversation {key.conversation}: {difference}"
         text = shorten(normalise(first_user_text(body), self.run_dir, self.workdir), MISS_TEXT)
+        # Workers numbered differently in the two runs show up here.
+        others = sorted({w for (w, c) in self._first_text if c == key.conversation})
+        elsewhere = f" (that conversation was recorded for worker {_numbers(others)})" if others else ""
         mine = [t for (w, _), t in self._first_text.items() if w == worker]
         if mine:
             recorded = "; ".join(f'"{shorten(t, MISS_TEXT)}"' for t in mine[:3])
             more = f" and {len(mine) - 3} more" if len(mine) > 3 else ""
-            return f'{where}: no conversation starts with "{text}"; recorded: {recorded}{more}'
-        others = sorted({w for (w, c) in self._first_text if c == key.conversation})
-        if others:
-            return f'{where}: conversation "{text}" was recorded for worker {_numbers(others)}, not {worker}'
-        workers = sorted({w for (w, _) in self._first_text})
-        recorded = f"recorded workers: {_numbers(workers)}"
-        return f'{where}: no conversation starts with "{text}"; worker {worker} has no recorded turns ({recorded})'
+            return f'{where}: no conversation starts with "{text}"; recorded: {recorded}{more}{elsewhere}'
+        workers = _numbers(sorted({w for (w, _) in self._first_text}))
+        why = elsewhere or f" (recorded workers: {workers})"
+        return f'{where}: no conversation starts with "{text}"; worker {worker} has no recorded turns{why}'
 
 
 def _numbers(values: list[int]) -> str:

@@ -779,8 +779,8 @@ def test_run_b_is_answered_from_run_a(tmp_path: Path, n: int) -> None:
         (1, turn(B6, 3), "no recorded turn 3 (recorded: 2, 4, 6)"),
         (1, C4, 'worker 1, turn 4: no conversation starts with "Different task. ```orch-script'),
         (1, C4, 'recorded: "Do the steps. ```orch-script {"bash": "echo hi > out.txt"}'),
-        (2, turn(B6, 2), "worker 2, turn 2: conversation"),
-        (2, turn(B6, 2), "was recorded for worker 1, not 2"),
+        (2, turn(B6, 2), 'worker 2, turn 2: no conversation starts with "Do the steps.'),
+        (2, turn(B6, 2), "worker 2 has no recorded turns (that conversation was recorded for worker 1)"),
         (3, C4, "worker 3 has no recorded turns (recorded workers: 1)"),
     ],
 )
