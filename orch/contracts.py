@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 from orch.run.folder import RunFolder
 from orch.run.records import RunInfo, RunStatusView
@@ -42,6 +43,9 @@ class WorkerContext:
     """First prompt, passed on the command line so nothing has to be typed."""
     resume_session: str | None = None
     """Resume this agent session if the agent kept one (after a crash); else start afresh."""
+    login_file: Path | None = None
+    """The agent's own login file to give the worker: only when the gateway cannot hold the credential
+    (orch.gateway.credential, PASSTHROUGH); otherwise no worker holds a credential of any kind."""
 
 
 @dataclass(frozen=True)
@@ -94,9 +98,11 @@ class Credentials:
     env: tuple[str, ...]
     """Variables holding a credential; any one is enough."""
     base_url_env: str | None = None
-    """The variable pointing the agent at another endpoint (a proxy); passed along with a credential."""
-    api_host: str | None = None
-    """The model API's host when `base_url_env` is unset: the container's egress allowlist opens it."""
+    """The variable pointing the agent at another endpoint: set by the user, the gateway's upstream."""
+    api_url: str | None = None
+    """The model API when `base_url_env` is unset: the gateway's upstream, opened by the egress allowlist."""
+    schemes: tuple[tuple[str, str], ...] = ()
+    """For each variable of `env`, how the gateway presents it upstream (orch.gateway.records.Scheme)."""
     login: LoginFile | None = None
     hint: str = ""
     """How a user gets a credential (the fix `orch doctor` and `orch demo --live` print)."""
@@ -110,6 +116,10 @@ class Credentials:
         """The variables of `variables` that are set in `env`, to hand to the agent."""
         return {var: env[var] for var in self.variables if env.get(var)}
 
+    @property
+    def api_host(self) -> str | None:
+        return urlsplit(self.api_url).hostname if self.api_url else None
+
     def in_env(self, env: Mapping[str, str]) -> bool:
         return any(env.get(var) for var in self.env)
 
@@ -118,15 +128,14 @@ class Credentials:
 
 
 @dataclass(frozen=True)
-class OfflineEnv:
-    """How an offline run points the agent at orch's scripted model server (an Anthropic Messages API
-    on 127.0.0.1) instead of a real API; every variable of `Credentials.variables` is dropped first."""
+class GatewayEnv:
+    """How a worker is pointed at the run's model gateway (orch.gateway) instead of a real API: every
+    variable of `Credentials.variables` is dropped from its environment, these two are set."""
 
     base_url_env: str
-    """Set to the scripted server's URL."""
+    """Set to the gateway's URL for this worker (it carries the worker's run-scoped token)."""
     key_env: str
-    """Set to `key`: the server accepts any key, the agent only needs one to be set."""
-    key: str
+    """Set to the worker's token: the agent needs a key, and the real one stays in the gateway."""
 
 
 @dataclass(frozen=True)
@@ -170,8 +179,8 @@ class AgentAdapter(Protocol):
     permission_modes: tuple[str, ...]
     credentials: Credentials
     """What it needs for a real model API (empty `env` for an agent that calls none)."""
-    offline: OfflineEnv | None
-    """None: the agent calls no model, an offline run has nothing to point."""
+    gateway: GatewayEnv | None
+    """None: the agent calls no model API, so there is nothing to point at the gateway."""
     sessions: SessionStore | None
     """None: the agent keeps no session a resume could read."""
     install: ImageInstall | None

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +20,10 @@ from orch.contracts import (
     Check,
     Credentials,
     Dialog,
+    GatewayEnv,
     ImageInstall,
     LaunchSpec,
     LoginFile,
-    OfflineEnv,
     SessionStore,
     WorkerContext,
 )
@@ -46,15 +46,18 @@ CREDENTIAL_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUT
 CREDENTIALS = Credentials(
     env=CREDENTIAL_ENV,
     base_url_env="ANTHROPIC_BASE_URL",
-    api_host="api.anthropic.com",
+    api_url="https://api.anthropic.com",
+    # A setup-token is an OAuth bearer token: the API also wants its OAuth beta header.
+    schemes=(
+        ("ANTHROPIC_API_KEY", "x-api-key"),
+        ("ANTHROPIC_AUTH_TOKEN", "bearer"),
+        ("CLAUDE_CODE_OAUTH_TOKEN", "oauth"),
+    ),
     login=LoginFile(dir_env="CLAUDE_CONFIG_DIR", home_dir=".claude", name=".credentials.json"),
     hint="export ANTHROPIC_API_KEY=... or CLAUDE_CODE_OAUTH_TOKEN=... (from `claude setup-token`), "
     "or log in with `claude` (/login)",
 )
-# Not a secret: the scripted server accepts any key. Claude Code only needs one to be set.
-OFFLINE = OfflineEnv(
-    base_url_env="ANTHROPIC_BASE_URL", key_env="ANTHROPIC_API_KEY", key="sk-ant-orch-offline-0000000000000000000000"
-)
+GATEWAY = GatewayEnv(base_url_env="ANTHROPIC_BASE_URL", key_env="ANTHROPIC_API_KEY")
 # Transcripts live in <config dir>/projects/<mangled cwd>/<session>.jsonl; `--resume` reads them.
 SESSIONS = SessionStore(subdir="projects")
 INSTALL = ImageInstall(npm_package=CLAUDE_CODE_PACKAGE, version=CLAUDE_CODE_VERSION, build_arg="CLAUDE_CODE")
@@ -107,7 +110,7 @@ class ClaudeAdapter:
     permission_modes: tuple[str, ...] = ("default", "acceptEdits", "plan", "auto", "dontAsk", "bypassPermissions")
     default_permission_mode: str = "acceptEdits"
     credentials: Credentials = CREDENTIALS
-    offline: OfflineEnv | None = OFFLINE
+    gateway: GatewayEnv | None = GATEWAY
     sessions: SessionStore | None = SESSIONS
     install: ImageInstall | None = INSTALL
 
@@ -141,7 +144,7 @@ class ClaudeAdapter:
         # Trust both folders the worker touches: its workdir and the run folder (--add-dir).
         self._seed_state(cfg, (ctx.workdir, ctx.run.root), ctx.env.get("ANTHROPIC_API_KEY"))
         self._seed_settings(cfg, ctx)
-        self._copy_credentials(cfg, ctx.env)
+        self._copy_login(cfg, ctx.login_file)
 
         argv = [str(self.binary()), "--permission-mode", ctx.permission_mode, "--add-dir", str(ctx.run.root)]
         if ctx.model:
@@ -217,11 +220,8 @@ class ClaudeAdapter:
         _merge_json(cfg / "settings.json", settings)
 
     @staticmethod
-    def _copy_credentials(cfg: Path, env: Mapping[str, str]) -> None:
-        """Copy the user's /login credentials only when no credential comes by environment."""
-        if CREDENTIALS.in_env(env):
-            return
-        source = CREDENTIALS.login_file(os.environ)
+    def _copy_login(cfg: Path, source: Path | None) -> None:
+        """Copy the user's /login credentials: only when the gateway passes the worker's own login through."""
         target = cfg / ".credentials.json"
         if source and source.resolve() != target.resolve():
             shutil.copyfile(source, target)

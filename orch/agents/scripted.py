@@ -8,8 +8,8 @@ from pathlib import Path
 
 from orch import settings
 from orch.agents.claude import CREDENTIALS as CLAUDE_CREDENTIALS
-from orch.agents.claude import OFFLINE as CLAUDE_OFFLINE
-from orch.contracts import Check, Credentials, Dialog, ImageInstall, LaunchSpec, OfflineEnv, SessionStore, WorkerContext
+from orch.agents.claude import GATEWAY as CLAUDE_GATEWAY
+from orch.contracts import Check, Credentials, Dialog, GatewayEnv, ImageInstall, LaunchSpec, SessionStore, WorkerContext
 from orch.run.folder import RunFolder
 
 
@@ -22,7 +22,7 @@ class ScriptedAdapter:
     # environment, the read-only login-file mount, the model API on the egress allowlist, the offline
     # variables).
     credentials: Credentials = CLAUDE_CREDENTIALS
-    offline: OfflineEnv | None = CLAUDE_OFFLINE
+    gateway: GatewayEnv | None = CLAUDE_GATEWAY
     sessions: SessionStore | None = None
     install: ImageInstall | None = None
 

@@ -18,8 +18,7 @@ from orch.agents.registry import get_adapter
 from orch.container.egress import read_report
 from orch.contracts import UpRequest
 from orch.errors import OrchError
-from orch.fleet import launch, watch
-from orch.offline.runserver import stop_model_server
+from orch.fleet import gateway, launch, watch
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, RunInfo, RunStatus
@@ -123,4 +122,4 @@ def _log_egress(run: RunFolder) -> None:
 
 def _teardown(run: RunFolder) -> None:
     launch.server_for(run.info()).kill()
-    stop_model_server(run)
+    gateway.stop(run.name)

@@ -15,9 +15,9 @@ from orch import __version__, settings
 from orch.agents.registry import get_adapter
 from orch.contracts import AgentAdapter, LaunchSpec, UpRequest, WorkerContext
 from orch.errors import SandboxError, UsageError, WaitTimeoutError
+from orch.fleet import gateway
 from orch.fleet.tmux import PaneInfo, TmuxServer, check_tmux
 from orch.fleet.workerstate import EXIT_EVENT, derive_state
-from orch.offline.runserver import start_model_server, stop_model_server
 from orch.run.events import Event
 from orch.run.folder import RunFolder, validate_name, validate_worker_count
 from orch.run.records import ControllerEvent, LocalRunInfo, RunInfo, RunStatus, WorkerState
@@ -65,6 +65,7 @@ def plan(req: UpRequest) -> tuple[AgentAdapter, LocalRunInfo]:
         model=req.model,
         worker_models=dict(req.worker_models),
         offline=req.offline,
+        replay=str(req.replay.resolve()) if req.replay else None,
         tmux_socket=socket_name(req.name),
         orch_version=__version__,
     )
@@ -85,13 +86,14 @@ def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
         if not req.replace:
             raise UsageError(f"run {req.name!r} already exists", hint=f"use --replace, or `orch kill {req.name}`")
         server.kill()
+        gateway.stop(req.name)
         run.remove()
     try:
         run.create(info)
         launch(run, info, adapter, req.prompts, boot_timeout)
     except BaseException:
         server.kill()
-        stop_model_server(run)
+        gateway.stop(info.name)
         run.remove()
         raise
     return info
@@ -116,11 +118,13 @@ def launch(
         wait_workers_gone(run, info.workers)
     info.agent_version = adapter.version()
     server = server_for(info)
-    env = agent_environment(info, adapter, start_model_server(run) if info.offline else None)
+    handle = gateway.ensure(run, info, adapter)
+    env = agent_environment(adapter)
     seen = {n: len(run.hook_events(n)) for n in range(1, info.workers + 1)}
     for n in range(1, info.workers + 1):
         session = last_session(run, n) if resume else None
-        spec = _worker_spec(run, info, adapter, n, env, prompts.get(n), session)
+        own = gateway.worker_env(handle, adapter, n)
+        spec = _worker_spec(run, info, adapter, n, env, own, prompts.get(n), session)
         pane_id = server.start(f"orch-{info.name}", spec, n, env) if n == 1 else server.add_pane(spec, n)
         try:
             server.pipe_to(pane_id, run.log(n))
@@ -181,22 +185,16 @@ def agent_pid(pane: PaneInfo) -> int | None:
     return int(children[0]) if children else None
 
 
-def agent_environment(info: RunInfo, adapter: AgentAdapter, model_url: str | None) -> dict[str, str]:
-    """The environment of the run's tmux server, inherited by every pane.
-
-    Credentials travel here (process environment), never on a command line or into a file. Offline
-    runs drop every real credential and point the agents at the run's scripted model server.
-    """
+def agent_environment(adapter: AgentAdapter) -> dict[str, str]:
+    """The environment of the run's tmux server, inherited by every pane: this process's, without any
+    of the agent's credentials or its base URL (those reach the gateway only; each worker's own base URL
+    and token come with its pane, orch.fleet.gateway.worker_env)."""
     env = dict(os.environ)
     env.pop("TMUX", None)
     # Workers call `orch bus post`: put this orch's bin dir first on their PATH.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    if info.offline:
-        for var in adapter.credentials.variables:
-            env.pop(var, None)
-        if adapter.offline is not None:
-            env[adapter.offline.key_env] = adapter.offline.key
-            env[adapter.offline.base_url_env] = model_url or ""
+    for var in adapter.credentials.variables:
+        env.pop(var, None)
     return env
 
 
@@ -206,10 +204,12 @@ def _worker_spec(
     adapter: AgentAdapter,
     n: int,
     env: dict[str, str],
+    own: dict[str, str],
     prompt: str | None,
     resume: str | None,
 ) -> LaunchSpec:
-    """Seed worker n's config dir and return its launch spec, wrapped by the exit-status supervisor."""
+    """Seed worker n's config dir and return its launch spec, wrapped by the exit-status supervisor.
+    `own`: the worker's own variables (its gateway URL and token), set in its pane only."""
     context = WorkerContext(
         run=run,
         worker=n,
@@ -217,12 +217,14 @@ def _worker_spec(
         workdir=Path(info.workdir),
         config_dir=run.config_dir(n),
         permission_mode=info.permission_mode,
-        env=env,
+        env={**env, **own},
         model=info.worker_models.get(n, info.model),
         prompt=prompt,
         resume_session=resume,
+        login_file=gateway.login_file(info, adapter),
     )
-    return supervised(adapter.prepare(context), run, n)
+    spec = adapter.prepare(context)
+    return supervised(LaunchSpec(argv=spec.argv, env={**spec.env, **own}, cwd=spec.cwd), run, n)
 
 
 def wait_booted(
@@ -293,9 +295,10 @@ def restart(run: RunFolder, n: int, prompt: str | None = None) -> None:
     pane = server.pane(n)
     adapter = get_adapter(info.agent)
     session = last_session(run, n)
-    model_url = run.model_server_url.read_text().strip() if info.offline else None
-    env = agent_environment(info, adapter, model_url)
-    spec = _worker_spec(run, info, adapter, n, env, prompt, session)
+    handle = gateway.ensure(run, info, adapter)
+    spec = _worker_spec(
+        run, info, adapter, n, agent_environment(adapter), gateway.worker_env(handle, adapter, n), prompt, session
+    )
     server.respawn(pane.pane_id, spec)
     run.log_event(ControllerEvent(event=Event.RESTARTED, worker=n, data={"session": session}))
 

@@ -8,16 +8,15 @@ import os
 import shutil
 import time
 from collections.abc import Iterable
-from pathlib import Path
 
 from pydantic import ValidationError
 
 from orch.errors import WaitTimeoutError
-from orch.fleet.launch import join_numbers, server_for
+from orch.fleet import gateway
+from orch.fleet.launch import join_numbers, server_for, worker_processes
 from orch.fleet.tmux import PaneInfo
 from orch.fleet.workerstate import derive_state
 from orch.gateway.records import UsageSnapshot
-from orch.offline.runserver import stop_model_server
 from orch.run import bus
 from orch.run.events import Event
 from orch.run.folder import RunFolder
@@ -104,28 +103,18 @@ def wait(run: RunFolder, workers: Iterable[int] | None, timeout: float | None) -
 def kill(run: RunFolder) -> None:
     """Stop the tmux server; keep the run folder (transcripts are evidence); drop config dirs."""
     info = run.info()
-    server = server_for(info)
-    pids = [p.pid for p in (server.panes_if_running() or {}).values() if p.pid]
-    server.kill()
-    # Agents run their exit hooks after SIGHUP: wait for them, so none writes into a run that
-    # `up --replace` recreates at the same path.
+    server_for(info).kill()
+    # Agents outlive their pane's shell to run their exit hooks: wait for every process of the fleet
+    # (not just the shells), so none writes into a run that `up --replace` recreates at the same path.
     try:
-        wait_until(lambda: not any(_running(pid) for pid in pids), KILL_TIMEOUT, "the agents to exit")
+        wait_until(lambda: not worker_processes(run, info.workers), KILL_TIMEOUT, "the agents to exit")
     except WaitTimeoutError:
         log.warning("run %s: some agent processes are still exiting", run.name)
-    stop_model_server(run)
+    gateway.stop(info.name)
     shutil.rmtree(run.config_root, ignore_errors=True)
     info.status = RunStatus.STOPPED
     run.write_info(info)
     run.log_event(ControllerEvent(event=Event.KILLED, data={"by": _whoami(), "at": time.time()}))
-
-
-def _running(pid: int) -> bool:
-    """True while `pid` exists and is not a zombie."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 def _whoami() -> str:

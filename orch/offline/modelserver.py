@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
 import json
 import logging
 import os
@@ -52,6 +53,12 @@ class RequestRecord:
     "count_tokens", "not_found", "bad_request", "script-error", "brief-error"."""
     auth: str = "none"
     """Which credential came, never its value: "api-key" (x-api-key), "bearer" (Authorization), "none"."""
+    key_digest: str = ""
+    """sha256 of the credential that came (12 hex), so a test can tell whose it was without keeping it."""
+
+
+def key_digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
 def _sample(schema: dict[str, Any]) -> Any:
@@ -237,11 +244,18 @@ class _Handler(BaseHTTPRequestHandler):
         messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
         prompt = next((t for m in reversed(messages) if (t := prompt_text(m))), None)
         model = body.get("model")
-        auth = "api-key" if self.headers.get("x-api-key") else "none"
-        if (self.headers.get("Authorization") or "").lower().startswith("bearer "):
-            auth = "bearer"
+        key, auth = self.headers.get("x-api-key") or "", "api-key" if self.headers.get("x-api-key") else "none"
+        bearer = self.headers.get("Authorization") or ""
+        if bearer.lower().startswith("bearer "):
+            key, auth = bearer[7:], "bearer"
         record = RequestRecord(
-            path, model if isinstance(model, str) else None, bool(body.get("stream")), prompt, step, auth
+            path,
+            model if isinstance(model, str) else None,
+            bool(body.get("stream")),
+            prompt,
+            step,
+            auth,
+            key_digest(key) if key else "",
         )
         with self.server.lock:
             self.server.log.append(record)

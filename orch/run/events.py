@@ -19,6 +19,8 @@ class Event(StrEnum):
     BRIEFED = "briefed"
     RESTARTED = "restarted"
     KILLED = "killed"
+    GATEWAY_STARTED = "gateway-started"
+    CREDENTIAL_FALLBACK = "credential-fallback"
 
     # orch.container: the run's container
     RESUMED = "resumed"

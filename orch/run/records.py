@@ -106,6 +106,11 @@ class RunInfoBase(Strict):
     worker_models: dict[int, str] = Field(default_factory=dict)
     """Per-worker model where it differs from `model`."""
     offline: bool = False
+    credential: str | None = None
+    """How the run's gateway presents the user's credential upstream (orch.gateway.records.Scheme):
+    `passthrough` means the workers hold the agent's own login; None: not started yet (or an old run)."""
+    replay: str | None = None
+    """The cassette the run's gateway answers from (`orch run --replay`): no upstream, nothing billed."""
     tmux_socket: str
     created: dt.datetime = Field(default_factory=utcnow)
     status: RunStatus = RunStatus.STARTING

@@ -17,14 +17,14 @@ from orch.contracts import (
     AgentAdapter,
     Check,
     Credentials,
+    GatewayEnv,
     ImageInstall,
     LoginFile,
-    OfflineEnv,
     SessionStore,
-    UpRequest,
 )
 from orch.errors import UsageError
 from orch.fleet import launch
+from orch.gateway.records import Scheme
 from orch.run.folder import RunFolder
 
 PACKAGE = Path(orch.__file__).parent
@@ -47,14 +47,15 @@ def test_adapter_states_complete_facts(name: str) -> None:
     creds = adapter.credentials
     assert isinstance(creds, Credentials)
     assert all(ENV_NAME.match(var) for var in creds.variables)
-    if creds.env:  # it calls a real model API: it must say where, how to get a key, and how to run offline
+    if creds.env:  # it calls a real model API: where, how to get a key, how the gateway presents each one
         assert creds.api_host and creds.base_url_env and creds.hint
-        assert isinstance(adapter.offline, OfflineEnv)
-        # An offline run drops `variables`, then sets these two: they must be among them.
-        assert adapter.offline.key_env in creds.env and adapter.offline.base_url_env == creds.base_url_env
-        assert adapter.offline.key
+        assert {var for var, _ in creds.schemes} == set(creds.env)
+        assert all(Scheme(scheme) for _, scheme in creds.schemes)
+        assert isinstance(adapter.gateway, GatewayEnv)
+        # A worker's environment drops `variables`, then gets these two: they must be among them.
+        assert adapter.gateway.key_env in creds.env and adapter.gateway.base_url_env == creds.base_url_env
     else:
-        assert adapter.offline is None and creds.login is None
+        assert adapter.gateway is None and creds.login is None
     if creds.login is not None:
         assert isinstance(creds.login, LoginFile) and ENV_NAME.match(creds.login.dir_env)
         assert not Path(creds.login.in_home).is_absolute() and ".." not in Path(creds.login.in_home).parts
@@ -98,21 +99,17 @@ def test_login_file_follows_the_config_dir_variable(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(ADAPTERS))
-def test_offline_environment_holds_no_real_credential(name: str, tmp_path: Path) -> None:
+def test_worker_environment_holds_no_credential(name: str, tmp_path: Path) -> None:
+    """The tmux server's environment (every pane's) never carries the user's credential or base URL:
+    those go to the gateway only, and each worker's own base URL and token come with its pane."""
     adapter = get_adapter(name)
-    plan_adapter, info = launch.plan(UpRequest(name="r", workers=1, agent=name, workdir=tmp_path))
     real = dict.fromkeys(adapter.credentials.variables, "real-secret")
-    info.offline = True
     with pytest.MonkeyPatch.context() as mp:
         for var, value in real.items():
             mp.setenv(var, value)
-        online = launch.agent_environment(info.model_copy(update={"offline": False}), plan_adapter, None)
-        offline = launch.agent_environment(info, plan_adapter, "http://127.0.0.1:9")
-    assert all(online[var] == "real-secret" for var in real)
-    assert "real-secret" not in offline.values()
-    if adapter.offline is not None:
-        assert offline[adapter.offline.base_url_env] == "http://127.0.0.1:9"
-        assert offline[adapter.offline.key_env] == adapter.offline.key
+        env = launch.agent_environment(adapter)
+    assert "real-secret" not in env.values()
+    assert not set(adapter.credentials.variables) & set(env)
 
 
 @pytest.mark.parametrize("name", sorted(ADAPTERS))

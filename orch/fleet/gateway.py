@@ -1,0 +1,100 @@
+"""The run's model gateway as the fleet sees it: found (the container's init started it) or started here,
+a run-scoped token per worker life, the worker's environment pointing at it, and stopped at teardown.
+
+No worker ever gets the user's credential: it stays in the gateway (orch.gateway), which is given it on
+its stdin. The one exception is a login file the gateway cannot refresh (orch.gateway.credential): the
+run then says `credential: passthrough` and each worker keeps a copy of the agent's own login.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from pathlib import Path
+
+from pydantic import SecretStr
+
+from orch.contracts import AgentAdapter
+from orch.errors import OrchError, SandboxError
+from orch.gateway.credential import upstream_for
+from orch.gateway.process import (
+    GatewayClient,
+    GatewayHandle,
+    handle_path,
+    load_handle,
+    save_handle,
+    start_gateway,
+    stop_gateway,
+)
+from orch.gateway.records import GatewayBoot, Scheme
+from orch.run.events import Event
+from orch.run.folder import RunFolder
+from orch.run.records import ControllerEvent, RunInfo
+
+log = logging.getLogger(__name__)
+
+
+def running(info: RunInfo) -> GatewayHandle | None:
+    """The run's gateway on this machine, if one answers."""
+    try:
+        handle = load_handle(handle_path(info.name))
+    except OrchError:  # none yet, or a half-written handle of one that died starting
+        return None
+    return handle if GatewayClient(handle).health() else None
+
+
+def ensure(run: RunFolder, info: RunInfo, adapter: AgentAdapter) -> GatewayHandle:
+    """The run's running gateway, else a new one (its upstream chosen from this process's environment).
+    Sets `info.credential` (saved with run.json by the caller)."""
+    handle = running(info)
+    if handle is not None:
+        return handle
+    choice = upstream_for(adapter.credentials, os.environ, info.offline)
+    if choice.warning:
+        log.warning("run %s: %s", info.name, choice.warning)
+        run.log_event(ControllerEvent(event=Event.CREDENTIAL_FALLBACK, data={"warning": choice.warning}))
+    boot = GatewayBoot(
+        run=info.name,
+        run_dir=str(run.root),
+        workdir=info.workdir,
+        upstream=None if info.replay else choice.upstream,
+        replay=info.replay,
+        control_key=SecretStr(secrets.token_hex(24)),
+        offline=info.offline or info.replay is not None,
+    )
+    info.credential = Scheme.NONE.value if info.replay else choice.upstream.scheme.value
+    run.logs_dir.mkdir(parents=True, exist_ok=True)
+    handle = start_gateway(boot, handle_path(info.name), run.logs_dir / "gateway.log")
+    save_handle(handle_path(info.name), handle)
+    run.log_event(
+        ControllerEvent(
+            event=Event.GATEWAY_STARTED, data={"url": handle.url, "pid": handle.pid, "credential": info.credential}
+        )
+    )
+    return handle
+
+
+def worker_env(handle: GatewayHandle, adapter: AgentAdapter, n: int) -> dict[str, str]:
+    """Worker n's own variables: its base URL carries a fresh token (revoking the one of its last life)."""
+    if adapter.gateway is None:
+        return {}
+    token = GatewayClient(handle).mint_token(n)
+    return {adapter.gateway.base_url_env: f"{handle.url}/t/{token}", adapter.gateway.key_env: token}
+
+
+def login_file(info: RunInfo, adapter: AgentAdapter) -> Path | None:
+    """The login file workers get when the gateway passes their own login through (else None)."""
+    if info.credential != Scheme.PASSTHROUGH.value:
+        return None
+    found = adapter.credentials.login_file(os.environ)
+    if found is None:
+        raise SandboxError("the run passes the agent's login through, but its login file is gone")
+    return found
+
+
+def stop(name: str) -> None:
+    try:
+        stop_gateway(handle_path(name))
+    except PermissionError:  # in a container the gateway is another uid's: it goes with the container
+        log.info("run %s: the gateway belongs to another user; it stops with the container", name)

@@ -1,0 +1,102 @@
+"""A local fleet's model traffic goes through its gateway, with the real Claude Code binary: the workers
+hold run-scoped tokens, never the user's credential, and the upstream gets the credential from the
+gateway alone."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orch.fleet import launch
+from orch.gateway.process import handle_path, load_handle
+from orch.offline.modelserver import ScriptedModelServer, key_digest
+from orch.run.folder import RunFolder
+from orch.waits import wait_until
+from tests.helpers import orch
+
+pytestmark = pytest.mark.claude
+SECRET = "sk-ant-api03-orch-test-SECRET-d41d8cd98f00b204e9800998ecf8427e"
+
+
+@pytest.fixture
+def upstream(monkeypatch: pytest.MonkeyPatch, claude_bin: Path) -> Iterator[ScriptedModelServer]:
+    """The user's endpoint (their own proxy, say): a scripted model that records whose key came."""
+    with ScriptedModelServer() as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+        monkeypatch.setenv("ORCH_CLAUDE_BIN", str(claude_bin))
+        for var in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CONFIG_DIR"):
+            monkeypatch.delenv(var, raising=False)
+        yield server
+
+
+def _brief(run: RunFolder, n: int) -> str:
+    steps = [{"bash": f"env > {run.root}/env-{n}.txt"}, {"bash": f"touch {run.done(n)}"}, {"reply": "Finished."}]
+    return "Dump the environment.\n\n```orch-script\n" + "\n".join(json.dumps(s) for s in steps) + "\n```\n"
+
+
+def _post(url: str, headers: dict[str, str]) -> int:
+    body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]})
+    request = urllib.request.Request(url, data=body.encode(), headers={"content-type": "application/json", **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_workers_hold_tokens_and_only_the_gateway_holds_the_key(upstream: ScriptedModelServer, tmp_path: Path) -> None:
+    workdir = tmp_path / "w"
+    workdir.mkdir()
+    assert orch("up", "gw", "-n", "2", "--workdir", workdir, "--local").exit_code == 0
+    run = RunFolder.for_name("gw")
+    for n in (1, 2):
+        brief = tmp_path / f"brief-{n}.md"
+        brief.write_text(_brief(run, n))
+        assert orch("brief", "gw", str(n), brief).exit_code == 0
+    wait_until(lambda: all(run.done(n).exists() for n in (1, 2)), 90, "both workers to finish", watch=run.root)
+
+    # What the workers' own commands saw: a gateway URL with a token, the token as key, no secret.
+    handle = load_handle(handle_path("gw"))
+    tokens = {}
+    for n in (1, 2):
+        env = dict(line.split("=", 1) for line in (run.root / f"env-{n}.txt").read_text().splitlines() if "=" in line)
+        assert SECRET not in (run.root / f"env-{n}.txt").read_text()
+        assert env["ANTHROPIC_BASE_URL"].startswith(f"{handle.url}/t/")
+        tokens[n] = env["ANTHROPIC_API_KEY"]
+        assert env["ANTHROPIC_BASE_URL"].endswith(tokens[n])
+    assert tokens[1] != tokens[2]
+    # Every process of the fleet (agents, hooks, tool calls) and the tmux server: no secret.
+    for pid in launch.worker_processes(run, 2):
+        assert SECRET.encode() not in Path(f"/proc/{pid}/environ").read_bytes()
+    tmux_env = subprocess.run(
+        ["tmux", "-L", run.info().tmux_socket, "show-environment", "-g"], capture_output=True, text=True, check=True
+    ).stdout
+    assert SECRET not in tmux_env and "ANTHROPIC_API_KEY" not in tmux_env
+    # The run folder and its logs, the config dirs: no secret anywhere.
+    for root in (run.root, run.config_root):
+        for path in root.rglob("*"):
+            if path.is_file():
+                assert SECRET.encode() not in path.read_bytes(), path
+    # The upstream got the real key, from the gateway, for every call.
+    calls = [r for r in upstream.requests if r.path == "/v1/messages"]
+    assert calls and {(r.auth, r.key_digest) for r in calls} == {("api-key", key_digest(SECRET))}
+
+    # A made-up token, a token without its path, the real key itself: refused by the gateway.
+    assert _post(f"{handle.url}/t/orch-gw-w1-{'0' * 32}/v1/messages", {"x-api-key": tokens[1]}) == 401
+    assert _post(f"{handle.url}/v1/messages", {"x-api-key": SECRET}) == 401
+    assert _post(f"{handle.url}/t/{tokens[1]}/v1/messages", {}) == 200
+    # A restart gives the worker a new token and revokes its old one.
+    launch.restart(run, 1)
+    assert _post(f"{handle.url}/t/{tokens[1]}/v1/messages", {}) == 401
+    # After the run the gateway is gone with every token.
+    assert orch("kill", "gw").exit_code == 0
+    assert not handle_path("gw").exists()
+    with pytest.raises(OSError):
+        _post(f"{handle.url}/t/{tokens[2]}/v1/messages", {})
