@@ -168,8 +168,12 @@ class GatewayClient:
     def set_job(self, worker: int, job: str | None) -> None:
         self._call("PUT", f"/_orch/jobs/{worker}", {"job": job})
 
+    def info(self) -> dict[str, Any]:
+        """What `/_orch/health` says: ok, run, life (server children so far), pid (the serving child)."""
+        return self._call("GET", "/_orch/health")
+
     def health(self) -> bool:
         try:
-            return bool(self._call("GET", "/_orch/health").get("ok"))
+            return bool(self.info().get("ok"))
         except OrchError:
             return False
