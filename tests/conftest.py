@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from orch.agents.claude import CACHE_BIN
+from orch.gateway.process import stop_gateway
 from orch.versions import CLAUDE_CODE_VERSION
 
 # The docker tests' fixtures (engine, image, names, workdir) live in tests/dockertest.py.
@@ -19,10 +20,13 @@ pytest_plugins = ["tests.dockertest"]
 
 
 @pytest.fixture(autouse=True)
-def orch_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def orch_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     home = tmp_path / "orch-home"
     monkeypatch.setenv("ORCH_HOME", str(home))
-    return home
+    yield home
+    # A run's gateway is a detached process (it outlives `orch up` by design): stop the test's ones.
+    for handle in (home / "gateways").glob("*.json"):
+        stop_gateway(handle)
 
 
 @pytest.fixture(autouse=True)

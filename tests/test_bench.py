@@ -98,3 +98,15 @@ def test_percentile_and_sizes() -> None:
     assert percentile(samples, 50) == 50 and percentile(samples, 99) == 99 and percentile(samples, 100) == 100
     assert percentile([7.0], 99) == 7.0
     assert parse_size("24G") == 24 << 30 and parse_size("512MiB") == 512 << 20 and parse_size("1000") == 1000
+
+
+def test_quick_gateway_bench_runs(tmp_path: Path) -> None:
+    out = tmp_path / "gateway.json"
+    argv = [sys.executable, "-m", "bench", "--quick", "--only", "gateway", "--json", str(out)]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = json.loads(out.read_text())
+    assert data["benches"]["gateway"]["status"] == "ok", data["benches"]["gateway"].get("error")
+    rows = {r["metric"]: r for r in data["rows"] if r["bench"] == "gateway"}
+    assert rows["64 concurrent streams, failed"]["values"] == [0]  # correctness, not a timing
+    assert "latency through the gateway, p99" in rows and "added time to first byte, p50" in rows

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -292,6 +293,8 @@ def status_lines(view: RunStatusView) -> list[str]:
     rows = [("W", "STATE", "DONE", "RESULT", "COST", "LAST BUS LINE")]
     for w in view.workers:
         state = w.state.value + (f" ({w.detail})" if w.detail else "")
+        if w.rate_limited_until is not None and w.rate_limited_until > time.time():
+            state += f" (rate-limited until {time.strftime('%H:%M:%S', time.localtime(w.rate_limited_until))})"
         cost = f"${w.cost_usd:.4f}" if w.cost_usd is not None else "-"
         done, result = ("yes" if w.done else "no"), ("yes" if w.result else "no")
         rows.append((str(w.worker), state, done, result, cost, shorten(w.last_bus or "-", BUS_COLUMN)))

@@ -12,12 +12,13 @@ from orch.cli.common import NameArg, run_folder
 from orch.container.backends import folder_is_here, in_container
 from orch.errors import OrchError, UsageError
 from orch.lead import demo as demo_mod
+from orch.lead import replay as replay_mod
 from orch.lead import runner, skill
 from orch.lead.commentary import Commentary
 from orch.lead.controller import read_spec
 from orch.lead.decisions import EXIT_FAILED
 from orch.lead.jobs import load_state
-from orch.lead.reportrender import matrix_text, write_reports
+from orch.lead.reportrender import cost_line, matrix_text, write_reports
 from orch.lead.spec import example_spec
 from orch.lead.specload import SpecError, load_spec
 from orch.run.folder import RunFolder
@@ -27,7 +28,8 @@ EXIT_CODES = (
     "Exit codes: 0 every task completed and every finding was CONFIRMED by its verifiers; "
     "4 the fleet ran to the end but a finding was REFUTED or stayed UNVERIFIED; "
     "5 the fleet failed (a task failed, the budget or run timeout stopped it, or the fleet did not start); "
-    "2 bad input (spec errors, a run of that name exists)."
+    "2 bad input (spec errors, a run of that name exists, a replay cassette that is missing, corrupt or from "
+    "another spec)."
 )
 
 # Joined into the `orch` app by orch.cli.commands: `app`'s commands at the top, the others as `orch spec`, `orch skill`.
@@ -52,6 +54,7 @@ def _print_result(result: runner.RunResult) -> None:
     typer.echo(matrix_text(report))
     typer.echo("")
     typer.echo(f"run {report.run}: {report.status} (exit {result.exit_code}): {report.reason}")
+    typer.echo(cost_line(report))
     typer.echo(f"report: {result.run.report_html}  (also report.md, report.json in {result.run.root})")
 
 
@@ -72,14 +75,19 @@ def _drive(run: RunFolder, commentary: bool = True) -> runner.RunResult:
         raise typer.Exit(130) from None
 
 
-def _start(spec_path: Path, name: str | None, backend: Backend, replace: bool, copy: bool = False) -> RunFolder:
+def _start(
+    spec_path: Path, name: str | None, backend: Backend, replace: bool, copy: bool = False, replay: str | None = None
+) -> RunFolder:
     spec = load_spec(spec_path)
-    run_name = runner.run_name(spec, spec_path, name)
+    cassette = replay_mod.load(replay, spec) if replay is not None else None  # checked before anything is made
+    run_name = runner.run_name(spec, spec_path, name, replay=cassette is not None)
+    source = f", replaying {cassette.root}" if cassette else ""
     typer.echo(
-        f"run {run_name}: starting {spec.worker_count()} worker(s) for {len(spec.tasks)} task(s) ({backend.value})"
+        f"run {run_name}: starting {spec.worker_count()} worker(s) for {len(spec.tasks)} task(s) "
+        f"({backend.value}{source})"
     )
     try:
-        return runner.start(spec, run_name, backend, replace, copy)
+        return runner.start(spec, run_name, backend, replace, copy, cassette)
     except UsageError:
         raise
     except OrchError as exc:
@@ -140,6 +148,14 @@ def run_(
     copy: Annotated[
         bool, typer.Option("--copy", help="Container runs: give the workers a disposable copy of the workdir.")
     ] = False,
+    replay: Annotated[
+        str | None,
+        typer.Option(
+            "--replay",
+            help="Answer every model request from this recording (a run name, or a run folder or a copy of one) "
+            "made with the same spec: no model API, nothing billed. Default name: <name>-replay.",
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", hidden=True, help="Print no result (the host does).")] = False,
     no_commentary: Annotated[
         bool, typer.Option("--no-commentary", hidden=True, help="Print no commentary (the host does).")
@@ -149,11 +165,15 @@ def run_(
     if (spec is None) == (resume is None):
         raise UsageError("give a fleet spec or --resume NAME (not both)", hint="orch run fleet.yaml")
     if resume is not None:
+        if replay is not None:
+            raise UsageError(
+                "--replay starts a new run; a resumed replay keeps replaying", hint=f"orch run --resume {resume}"
+            )
         run = run_folder(resume)
     else:
         assert spec is not None
         backend = Backend.LOCAL if local or in_container() else Backend.DOCKER
-        run = _start(spec, name, backend, replace, copy)
+        run = _start(spec, name, backend, replace, copy, replay)
     result = _drive(run, commentary=not no_commentary)
     if not quiet:
         _print_result(result)

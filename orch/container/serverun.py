@@ -9,7 +9,6 @@ line why, and exits 1: the host then removes the container.
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from types import FrameType
@@ -19,9 +18,7 @@ from orch.agents.registry import get_adapter
 from orch.container.egress import read_report
 from orch.contracts import UpRequest
 from orch.errors import OrchError
-from orch.fleet import launch, watch
-from orch.gateway.process import handle_path, load_handle
-from orch.offline.runserver import stop_model_server
+from orch.fleet import gateway, launch, watch
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, RunInfo, RunStatus
@@ -78,7 +75,6 @@ def serve(name: str, boot_timeout: float, resume: bool, create: UpRequest | None
         for sig in previous:
             signal.signal(sig, signal.SIG_IGN)  # a second SIGTERM must not cut the teardown short
         if run.exists():
-            _forget_init_gateway(name)
             watch.kill(run)  # stops tmux and the model server, marks the run stopped, logs who
         return 0
     finally:
@@ -124,20 +120,6 @@ def _log_egress(run: RunFolder) -> None:
         run.log_event(ControllerEvent(event=Event.EGRESS, data=report))
 
 
-def _forget_init_gateway(name: str) -> None:
-    """The gateway the init started runs as another uid: this process may not signal it (so the fleet's
-    teardown must not try), and it needs no stopping: it ends with the container, its books already
-    written after every exchange."""
-    path = handle_path(name)
-    try:
-        pid = load_handle(path).pid
-        owner = os.stat(f"/proc/{pid}").st_uid
-    except (OrchError, OSError, AttributeError):  # AttributeError: a load_handle that says None
-        return
-    if owner != os.getuid():
-        path.unlink(missing_ok=True)
-
-
 def _teardown(run: RunFolder) -> None:
     launch.server_for(run.info()).kill()
-    stop_model_server(run)
+    gateway.stop(run.name)

@@ -16,9 +16,17 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from orch.contracts import AgentAdapter
-from orch.errors import SandboxError
+from orch.errors import OrchError, SandboxError
 from orch.gateway.credential import upstream_for
-from orch.gateway.process import GatewayClient, GatewayHandle, handle_path, load_handle, start_gateway, stop_gateway
+from orch.gateway.process import (
+    GatewayClient,
+    GatewayHandle,
+    handle_path,
+    load_handle,
+    save_handle,
+    start_gateway,
+    stop_gateway,
+)
 from orch.gateway.records import GatewayBoot, Scheme
 from orch.run.events import Event
 from orch.run.folder import RunFolder
@@ -29,8 +37,11 @@ log = logging.getLogger(__name__)
 
 def running(info: RunInfo) -> GatewayHandle | None:
     """The run's gateway on this machine, if one answers."""
-    handle = load_handle(handle_path(info.name))
-    return handle if handle is not None and GatewayClient(handle).health() else None
+    try:
+        handle = load_handle(handle_path(info.name))
+    except OrchError:  # none yet, or a half-written handle of one that died starting
+        return None
+    return handle if GatewayClient(handle).health() else None
 
 
 def ensure(run: RunFolder, info: RunInfo, adapter: AgentAdapter) -> GatewayHandle:
@@ -55,6 +66,7 @@ def ensure(run: RunFolder, info: RunInfo, adapter: AgentAdapter) -> GatewayHandl
     info.credential = Scheme.NONE.value if info.replay else choice.upstream.scheme.value
     run.logs_dir.mkdir(parents=True, exist_ok=True)
     handle = start_gateway(boot, handle_path(info.name), run.logs_dir / "gateway.log")
+    save_handle(handle_path(info.name), handle)
     run.log_event(
         ControllerEvent(
             event=Event.GATEWAY_STARTED, data={"url": handle.url, "pid": handle.pid, "credential": info.credential}
@@ -81,5 +93,8 @@ def login_file(info: RunInfo, adapter: AgentAdapter) -> Path | None:
     return found
 
 
-def stop(info: RunInfo) -> None:
-    stop_gateway(handle_path(info.name))
+def stop(name: str) -> None:
+    try:
+        stop_gateway(handle_path(name))
+    except PermissionError:  # in a container the gateway is another uid's: it goes with the container
+        log.info("run %s: the gateway belongs to another user; it stops with the container", name)

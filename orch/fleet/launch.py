@@ -86,13 +86,14 @@ def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
         if not req.replace:
             raise UsageError(f"run {req.name!r} already exists", hint=f"use --replace, or `orch kill {req.name}`")
         server.kill()
+        gateway.stop(req.name)
         run.remove()
     try:
         run.create(info)
         launch(run, info, adapter, req.prompts, boot_timeout)
     except BaseException:
         server.kill()
-        gateway.stop(info)
+        gateway.stop(info.name)
         run.remove()
         raise
     return info

@@ -9,11 +9,14 @@ import shutil
 import time
 from collections.abc import Iterable
 
+from pydantic import ValidationError
+
 from orch.errors import WaitTimeoutError
 from orch.fleet import gateway
 from orch.fleet.launch import join_numbers, server_for, worker_processes
 from orch.fleet.tmux import PaneInfo
 from orch.fleet.workerstate import derive_state
+from orch.gateway.records import UsageSnapshot
 from orch.run import bus
 from orch.run.events import Event
 from orch.run.folder import RunFolder
@@ -37,13 +40,14 @@ def status_view(
     run: RunFolder, info: RunInfo, panes: dict[int, PaneInfo] | None, why_down: str | None = None
 ) -> RunStatusView:
     """The status table; `panes=None` means the run's tmux server (or container) is gone."""
+    usage = _usage(run)
     rows = []
     for n in range(1, info.workers + 1):
         if panes is None:
             state, detail = WorkerState.EXITED, why_down
         else:
             state, detail = derive_state(run.last_hook_event(n), panes.get(n))
-        cost = run.status_line_info(n)
+        counted = usage.workers.get(n) if usage is not None else None
         rows.append(
             WorkerStatus(
                 worker=n,
@@ -52,7 +56,8 @@ def status_view(
                 done=run.done(n).exists(),
                 result=run.result(n).exists(),
                 last_bus=bus.last_line_of(run, n),
-                cost_usd=cost.cost_usd if cost else None,
+                cost_usd=_cost(run, n, usage),
+                rate_limited_until=counted.rate_limited_until if counted else None,
                 pane_id=panes[n].pane_id if panes and n in panes else None,
             )
         )
@@ -64,6 +69,23 @@ def status_view(
         alive=panes is not None,
         workers=rows,
     )
+
+
+def _usage(run: RunFolder) -> UsageSnapshot | None:
+    """The model gateway's count (exact cost, rate limits); None for a run without one: then the cost is
+    what the agents' status lines say."""
+    try:
+        return UsageSnapshot.model_validate_json(run.model_usage.read_text())
+    except (OSError, ValidationError):
+        return None
+
+
+def _cost(run: RunFolder, n: int, usage: UsageSnapshot | None) -> float | None:
+    if usage is not None:
+        counted = usage.workers.get(n)
+        return counted.cost_usd if counted else 0.0
+    line = run.status_line_info(n)
+    return line.cost_usd if line else None
 
 
 def wait(run: RunFolder, workers: Iterable[int] | None, timeout: float | None) -> None:
@@ -88,7 +110,7 @@ def kill(run: RunFolder) -> None:
         wait_until(lambda: not worker_processes(run, info.workers), KILL_TIMEOUT, "the agents to exit")
     except WaitTimeoutError:
         log.warning("run %s: some agent processes are still exiting", run.name)
-    gateway.stop(info)
+    gateway.stop(info.name)
     shutil.rmtree(run.config_root, ignore_errors=True)
     info.status = RunStatus.STOPPED
     run.write_info(info)

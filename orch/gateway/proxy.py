@@ -1,6 +1,14 @@
 """A worker's request: check the body and the budget, forward it upstream with the user's credential (or
 answer from the replay cassette), stream the answer back chunk by chunk as it arrives, tee the stream for
-accounting without delaying a byte, then count, ledger and record the completed exchange."""
+accounting without delaying a byte, then count, ledger and record the completed exchange.
+
+What Claude Code 2.1.332 does with the gateway's own refusals (tests/gateway/test_claude.py, `claude -p`):
+- budget exceeded, 400 invalid_request_error + x-should-retry: false: it sends the refused main turn 6
+  times within about a second (no backoff), then stops cleanly: exit 1, result `API Error: 400 orch
+  gateway: budget exceeded: ...`, is_error, api_error_status 400. No retry loop of minutes.
+- unknown token, 401 authentication_error: one request, then exit 1 with `Failed to authenticate. API
+  Error: 401 orch gateway: unknown worker token`.
+"""
 
 from __future__ import annotations
 
@@ -22,7 +30,7 @@ from orch.gateway.events import EventLog
 from orch.gateway.ledger import Ledger
 from orch.gateway.protocol import ApiProtocol, ErrorKind, Outcome
 from orch.gateway.recorder import Recorder
-from orch.gateway.records import Exchange, GatewayBoot, GatewayEventKind
+from orch.gateway.records import Exchange, ExchangeKey, GatewayBoot, GatewayEventKind
 from orch.gateway.replay import Replayer, ReplayMiss, exchange_key
 from orch.gateway.sse import SseParser, split_events
 
@@ -68,6 +76,7 @@ class Call:
     """Without the /t/<token> prefix; the query string included."""
     kind: str
     body: dict[str, Any]
+    key: ExchangeKey
     seq: int
     job: str | None
     started: float = field(default_factory=time.time)
@@ -114,8 +123,11 @@ class Proxy:
                 self.events.emit(GatewayEventKind.MALFORMED_REQUEST, worker, path=path, error=why)
                 return self.error(400, "invalid_request", f"orch gateway: malformed request body: {why}")
             body = parsed
-        call = Call(worker, method, path + query, kind, body, next(self._seq), self.jobs.get(worker))
+        key = exchange_key(path + query, body, self.boot.run_dir, self.boot.workdir)
+        call = Call(worker, method, path + query, kind, body, key, next(self._seq), self.jobs.get(worker))
         if kind == "messages" and (reason := self.books.refusal(worker)):
+            # Each refusal (the event is once); what kind of call, to see what the agent retries.
+            log.info("refused worker %s: %s (%s, turn %s)", worker, reason, call.key.kind, call.key.turn)
             await self.books.flush()
             return self.error(400, "invalid_request", f"orch gateway: budget exceeded: {reason}")
         if self.replayer is not None:
@@ -255,7 +267,7 @@ class Proxy:
             headers={k: headers[k] for k in KEPT_HEADERS if k in headers},
             stream=stream,
             body=text,
-            key=exchange_key(call.path, call.body, self.boot.run_dir, self.boot.workdir),
+            key=call.key,
         )
         await asyncio.to_thread(self.recorder.append, exchange)
 

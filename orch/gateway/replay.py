@@ -2,7 +2,8 @@
 
 A request is found by worker, conversation and turn, never by its whole body: between two runs of the
 same fleet everything incidental differs (tool_use and message ids, session ids, dates, the run folder
-and workdir paths, Claude Code's `<system-reminder>` blocks, which carry dates and file contents). So:
+and workdir paths, the random id of each `<pasted_content>`, Claude Code's `<system-reminder>` blocks,
+which carry dates and file contents). So:
 
 - kind: `main` (streamed with tools offered: the agent's own turns), `side` (other /v1/messages calls:
   session titles and the like, asked for with an output format or without tools), `count_tokens`,
@@ -21,6 +22,7 @@ Keys are computed once, at record time (with the recording run's paths), and sto
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import re
@@ -42,36 +44,67 @@ REMINDER_RE = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 # `msg_count` in a prompt stay as they are.
 PREFIXED_ID_RE = re.compile(r"\b(?:toolu|srvtoolu|msg|req)_[A-Za-z0-9]{12,}\b")
 UUID_RE = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+# Claude Code wraps a bracketed paste (how orch delivers a long brief) in tags with a random id per paste.
+PASTE_ID_RE = re.compile(r'(</?pasted_content id=")[^"]*(")')
 LONG_HEX_RE = re.compile(r"\b[0-9a-fA-F]{16,}\b")
 ISO_TIME_RE = re.compile(
     r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?![\d:])"
 )
 # Epoch seconds (optionally with a fraction) or milliseconds, 2001..2033: what time.time() prints.
 EPOCH_RE = re.compile(r"\b1\d{9}(?:\d{3})?(?:\.\d+)?\b")
+MIN_MANGLED = 8
 MISS_TEXT = 80
 """How much of a normalised first message a miss quotes."""
 
 
+def _mangle(path: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]", "-", path)
+
+
 def _path_forms(path: str) -> list[str]:
-    """A folder as it can appear in text: as given, resolved (/tmp may be a symlink), and as Claude Code
-    mangles it for its projects dir (every non-alphanumeric character a dash)."""
+    """A folder as it can appear in text: as given and resolved (/tmp may be a symlink)."""
     if not path.strip("/"):
         return []  # "" or "/": replacing it would rewrite every path
     forms = {path.rstrip("/")}
     with contextlib.suppress(OSError):
         forms.add(str(Path(path).resolve()))
-    forms |= {re.sub(r"[^A-Za-z0-9]", "-", f) for f in list(forms)}
-    return sorted(forms, key=len, reverse=True)
+    return list(forms)
+
+
+Folders = tuple[tuple[str, str], ...]
+"""(folder, what replaces it) pairs."""
+
+
+@functools.lru_cache(maxsize=64)
+def _folders(pairs: Folders) -> tuple[re.Pattern[str], dict[str, str]]:
+    """One pattern for every form of the folders, longest first (a workdir inside the run folder, or the
+    other way round, is replaced whole), each only where a path element ends: /work is not /w + ork, but
+    a full stop may follow. Claude Code's mangled form (its projects dir: every non-alphanumeric
+    character a dash) is replaced too, unless short: "-w" would match flags and hyphenated words."""
+    names: dict[str, str] = {}
+    for folder, replacement in pairs:
+        for form in _path_forms(folder):
+            names[form] = replacement
+            mangled, target = _mangle(form), replacement if replacement.startswith("<") else _mangle(replacement)
+            if len(mangled) >= MIN_MANGLED:
+                names.setdefault(mangled, target)
+    if not names:
+        return re.compile(r"(?!)"), names
+    alternatives = "|".join(re.escape(f) for f in sorted(names, key=len, reverse=True))
+    return re.compile(rf"(?<![\w.-])(?:{alternatives})(?![\w-]|\.\w)"), names
+
+
+def replace_folders(text: str, pairs: Folders) -> str:
+    pattern, names = _folders(pairs)
+    return pattern.sub(lambda m: names[m.group(0)], text)
 
 
 def normalise(text: str, run_dir: str, workdir: str) -> str:
     """`text` with everything that differs between two runs of the same work replaced by placeholders."""
     text = REMINDER_RE.sub("", text)
-    # Longest first: a workdir inside the run folder (or the other way round) is replaced whole.
-    places = [(form, "<run>") for form in _path_forms(run_dir)] + [(form, "<workdir>") for form in _path_forms(workdir)]
-    for form, placeholder in sorted(places, key=lambda p: len(p[0]), reverse=True):
-        text = text.replace(form, placeholder)
     # Paths before ids (a temp dir name can look like hex); timestamps before epochs and hex.
+    text = replace_folders(text, ((workdir, "<workdir>"), (run_dir, "<run>")))
+    text = PASTE_ID_RE.sub(r"\1<id>\2", text)
     text = ISO_TIME_RE.sub("<time>", text)
     text = PREFIXED_ID_RE.sub("<id>", text)
     text = UUID_RE.sub("<id>", text)
@@ -149,16 +182,17 @@ class _Attempts:
     used: int = 0
 
 
-def _rank(exchange: Exchange) -> tuple[int, int]:
-    """Lower is better: a success, then a client error (a budget refusal replays as one), then a rate
-    limit, then a server error; among equals the latest (a retry that worked ends the run)."""
-    status = exchange.status
-    klass = 0 if status < 400 else 3 if status >= 500 else 2 if status == 429 else 1
-    return klass, -exchange.seq
+def _best(exchanges: list[Exchange]) -> Exchange:
+    """Of one turn's recordings (oldest first): a success, then a client error (a budget refusal replays
+    as one), then a rate limit, then a server error; among equals the latest (a retry that worked ends
+    the run). By position, not seq: seq restarts with each gateway life."""
 
+    def rank(item: tuple[int, Exchange]) -> tuple[int, int]:
+        status = item[1].status
+        klass = 0 if status < 400 else 3 if status >= 500 else 2 if status == 429 else 1
+        return klass, -item[0]
 
-def _best(run: list[Exchange]) -> Exchange:
-    return min(run, key=_rank)
+    return min(enumerate(exchanges), key=rank)[1]
 
 
 Index = tuple[int, str, str, int]
@@ -178,6 +212,90 @@ def _model_dir(cassette: Path) -> Path:
 def _file_worker(path: Path) -> int:
     number = path.name.removeprefix("exchanges-").removesuffix(".jsonl.gz")
     return int(number) if number.isdigit() else -1
+
+
+def _translate_value(value: Any, pairs: Folders) -> Any:
+    if isinstance(value, str):
+        return replace_folders(value, pairs)
+    if isinstance(value, list):
+        return [_translate_value(v, pairs) for v in value]
+    if isinstance(value, dict):
+        return {k: _translate_value(v, pairs) for k, v in value.items()}
+    return value
+
+
+def _translate_sse(text: str, pairs: Folders) -> str:
+    """The recorded stream with the recording's folders replaced in text and tool inputs. A tool input
+    comes in partial-JSON fragments that may cut a path in two: its whole JSON, rewritten, goes into its
+    first fragment and the others are emptied. Events it does not change stay byte for byte."""
+    events = text.split("\n\n")
+    deltas: dict[int, dict[str, Any]] = {}
+    """Event number -> its content_block_delta payload."""
+    for number, event in enumerate(events):
+        data = next((line[6:] for line in event.split("\n") if line.startswith("data: ")), "")
+        with contextlib.suppress(ValueError):
+            loaded = json.loads(data) if '"content_block_delta"' in data else None
+            if isinstance(loaded, dict) and isinstance(loaded.get("delta"), dict):
+                deltas[number] = loaded
+    changed: set[int] = set()
+    inputs: dict[int, list[int]] = defaultdict(list)
+    """Block index -> the events holding its input_json_delta fragments, in order."""
+    for number, payload in deltas.items():
+        delta = payload["delta"]
+        if delta.get("type") == "input_json_delta":
+            inputs[int(payload.get("index") or 0)].append(number)
+        elif isinstance(delta.get("text"), str) and (new := replace_folders(delta["text"], pairs)) != delta["text"]:
+            delta["text"] = new
+            changed.add(number)
+    for numbers in inputs.values():
+        whole = "".join(str(deltas[n]["delta"].get("partial_json") or "") for n in numbers)
+        try:
+            rewritten = json.dumps(_translate_value(json.loads(whole), pairs))
+        except ValueError:
+            continue  # a stream cut mid-input: leave it as it came
+        if rewritten != json.dumps(json.loads(whole)):
+            for position, n in enumerate(numbers):
+                deltas[n]["delta"]["partial_json"] = rewritten if position == 0 else ""
+                changed.add(n)
+    for n in changed:
+        events[n] = "\n".join(
+            f"data: {json.dumps(deltas[n])}" if line.startswith("data: ") else line for line in events[n].split("\n")
+        )
+    return "\n\n".join(events)
+
+
+def translate(exchange: Exchange, pairs: Folders) -> Exchange:
+    """`exchange` answering in this run's folders instead of the recording's (a recorded Write into the
+    old workdir would otherwise write there). Only the response: the request stays as recorded."""
+    if not pairs:
+        return exchange
+    if exchange.stream or exchange.headers.get("content-type", "").startswith("text/event-stream"):
+        body = _translate_sse(exchange.body, pairs)
+    else:
+        try:
+            body = json.dumps(_translate_value(json.loads(exchange.body), pairs))
+        except ValueError:
+            body = replace_folders(exchange.body, pairs)
+    return exchange if body == exchange.body else exchange.model_copy(update={"body": body})
+
+
+def recorded_folders(root: Path) -> tuple[str, str]:
+    """Where the recording ran: (run folder, workdir). A cassette in place is its own run folder; its
+    run.json says the workdir; a gateway `started` event saying `run_dir`/`workdir` overrides both
+    (kept across copies)."""
+    run_dir, workdir = str(root), ""
+    with contextlib.suppress(OSError, ValueError):
+        info = json.loads((root / "run.json").read_text())
+        workdir = str(info.get("workdir") or "") if isinstance(info, dict) else ""
+    with contextlib.suppress(OSError):
+        for line in (root / "model" / "gateway.jsonl").read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                event = json.loads(line)
+                data = event.get("data") if isinstance(event, dict) and event.get("event") == "started" else None
+                if isinstance(data, dict):
+                    run_dir = str(data.get("run_dir") or run_dir)
+                    workdir = str(data.get("workdir") or workdir)
+    return run_dir, workdir
 
 
 class Replayer:
@@ -203,7 +321,15 @@ class Replayer:
         self._last: dict[int, Index] = {}
         """Per worker, the main key answered last: the same key again is a retry."""
         last_recorded: dict[int, Index] = {}
-        for exchange in sorted(exchanges, key=lambda e: (e.worker, e.seq, e.ts)):
+        recorded_run, recorded_workdir = recorded_folders(model.parent if model.name == "model" else model)
+        # Answers name the recording's folders (a Write's file_path): they are given this run's instead.
+        self._folders: Folders = tuple(
+            (old, new)
+            for old, new in ((recorded_run, run_dir), (recorded_workdir, workdir))
+            if old and new and old != new
+        )
+        # File order is each worker's order (one file per worker, appended as exchanges complete).
+        for exchange in exchanges:
             key = exchange.key
             index = (exchange.worker, key.kind, key.conversation, key.turn)
             attempts = self._index[index]
@@ -214,14 +340,19 @@ class Replayer:
                 else:
                     attempts.runs.append([exchange])
                 last_recorded[exchange.worker] = index
-                text = normalise(first_user_text(exchange.request), "", "")
-                self._first_text.setdefault((exchange.worker, key.conversation), text)
+                if (exchange.worker, key.conversation) not in self._first_text:
+                    text = normalise(first_user_text(exchange.request), recorded_run, recorded_workdir)
+                    self._first_text[(exchange.worker, key.conversation)] = text
             else:
                 attempts.runs.append([exchange])
                 self._by_kind[(exchange.worker, key.kind)].append(exchange)
         self.exchanges = len(exchanges)
 
     def answer(self, worker: int, method: str, path: str, body: dict[str, Any]) -> Exchange | ReplayMiss:
+        answer = self._answer(worker, method, path, body)
+        return translate(answer, self._folders) if isinstance(answer, Exchange) else answer
+
+    def _answer(self, worker: int, method: str, path: str, body: dict[str, Any]) -> Exchange | ReplayMiss:
         key = exchange_key(path, body, self.run_dir, self.workdir)
         index = (worker, key.kind, key.conversation, key.turn)
         with self._lock:
@@ -236,8 +367,9 @@ class Replayer:
                 return _best(attempts.runs[max(attempts.used, 1) - 1])
             if key.kind == "other":
                 return self._other(worker, method, path, key)
-            if attempts is not None:
-                return _best([run[0] for run in attempts.runs])
+            exact = [run[0] for run in attempts.runs if run[0].status < 400] if attempts else []
+            if exact:
+                return _best(exact)
             return self._nearest(worker, key) or _synthesized(worker, method, path, body, key)
 
     def _nearest(self, worker: int, key: ExchangeKey) -> Exchange | None:
@@ -249,11 +381,12 @@ class Replayer:
         return min(recorded, key=lambda e: (e.key.conversation != key.conversation, abs(e.key.turn - key.turn)))
 
     def _other(self, worker: int, method: str, path: str, key: ExchangeKey) -> Exchange | ReplayMiss:
+        bare = path.split("?", 1)[0]
         same = [
-            e for e in self._by_kind.get((worker, "other"), []) if e.method == method and e.path == path.split("?")[0]
+            e for e in self._by_kind.get((worker, "other"), []) if (e.method, e.path.split("?", 1)[0]) == (method, bare)
         ]
         if same:
-            return min(same, key=_rank)
+            return _best(same)
         return ReplayMiss(worker, key.turn, f"worker {worker}: no recording of {method} {shorten(path, 80)}")
 
     def _miss(self, worker: int, key: ExchangeKey, body: dict[str, Any]) -> str:
@@ -266,17 +399,17 @@ class Replayer:
                 difference = f"no recorded turn {key.turn} (recorded: {_numbers(turns)})"
             return f"{where} of conversation {key.conversation}: {difference}"
         text = shorten(normalise(first_user_text(body), self.run_dir, self.workdir), MISS_TEXT)
+        # Workers numbered differently in the two runs show up here.
+        others = sorted({w for (w, c) in self._first_text if c == key.conversation})
+        elsewhere = f" (that conversation was recorded for worker {_numbers(others)})" if others else ""
         mine = [t for (w, _), t in self._first_text.items() if w == worker]
         if mine:
             recorded = "; ".join(f'"{shorten(t, MISS_TEXT)}"' for t in mine[:3])
             more = f" and {len(mine) - 3} more" if len(mine) > 3 else ""
-            return f'{where}: no conversation starts with "{text}"; recorded: {recorded}{more}'
-        others = sorted({w for (w, c) in self._first_text if c == key.conversation})
-        if others:
-            return f'{where}: conversation "{text}" was recorded for worker {_numbers(others)}, not {worker}'
-        workers = sorted({w for (w, _) in self._first_text})
-        recorded = f"recorded workers: {_numbers(workers)}"
-        return f'{where}: no conversation starts with "{text}"; worker {worker} has no recorded turns ({recorded})'
+            return f'{where}: no conversation starts with "{text}"; recorded: {recorded}{more}{elsewhere}'
+        workers = _numbers(sorted({w for (w, _) in self._first_text}))
+        why = elsewhere or f" (recorded workers: {workers})"
+        return f'{where}: no conversation starts with "{text}"; worker {worker} has no recorded turns{why}'
 
 
 def _numbers(values: list[int]) -> str:

@@ -24,6 +24,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from orch import settings
+from orch.errors import OrchError
 from orch.gateway import tokens
 from orch.gateway.anthropic import AnthropicProtocol
 from orch.gateway.books import Books
@@ -60,7 +61,7 @@ class Gateway:
         self._control_key = self.boot.control_key.get_secret_value().encode()
         pricing = load_pricing(self.boot.pricing)
         self.books = Books(self.folder, pricing, self.events, self.boot.offline, self.boot.replay is not None)
-        replayer = Replayer(Path(self.boot.replay), self.boot) if self.boot.replay else None
+        replayer = Replayer(Path(self.boot.replay), self.boot.run_dir, self.boot.workdir) if self.boot.replay else None
         self.proxy = Proxy(
             self.boot,
             AnthropicProtocol(),
@@ -161,7 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=settings.LOG_LEVEL.get(), format="orch gateway[%(process)d]: %(message)s")
     start = ChildStart.model_validate_json(sys.stdin.readline())
     sock = socket.socket(fileno=args.fd)
-    asyncio.run(_serve(start, sock, args.report_fd))
+    try:
+        asyncio.run(_serve(start, sock, args.report_fd))
+    except OrchError as exc:
+        print(f"orch gateway: {exc.one_line()}", file=sys.stderr)
+        return exc.exit_code
     return 0
 
 

@@ -28,7 +28,9 @@ from pydantic import ValidationError
 
 from orch.errors import OrchError, UsageError
 from orch.gateway.events import EventLog
+from orch.gateway.pricing import load_pricing
 from orch.gateway.records import GatewayBoot, GatewayEventKind
+from orch.gateway.replay import Replayer
 from orch.gateway.wire import ChildStart, Report, boot_line
 from orch.run.folder import RunFolder, atomic_write
 from orch.waits import wait_for_paths
@@ -159,7 +161,14 @@ class Supervisor:
         self.handle.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(self.handle, json.dumps({"url": self.url, "pid": os.getpid()}) + "\n", mode=0o600)
 
+    def check(self) -> None:
+        """What would make every server child fail at start, as one line now instead."""
+        load_pricing(self.boot.pricing)
+        if self.boot.replay:
+            Replayer(Path(self.boot.replay), self.boot.run_dir, self.boot.workdir)
+
     def run(self) -> int:
+        self.check()
         sock = bind(self.boot.listen)
         self.url = url_of(sock)
         signal.signal(signal.SIGTERM, self._on_signal)

@@ -57,6 +57,10 @@ TEXTS: dict[Event, Callable[[ControllerEvent, dict[str, Any]], str | None]] = {
     Event.RESTARTED_WORKER: lambda e, d: f"restarted (session resumed; restart {d['restarts']})",
     Event.WORKER_OUT: lambda e, d: f"out of the run: {shorten(d.get('reason'), CLAIM_CHARS)}",
     Event.WORKER_CAPPED: lambda e, d: f"past its budget cap (${d['cost_usd']:.2f}): no further jobs",
+    Event.BUDGET_EXCEEDED: lambda e, d: (
+        f"budget exceeded: {shorten(d.get('reason'), 200)}" + ("; no further jobs" if e.worker is not None else "")
+    ),
+    Event.GATEWAY_UNANSWERED: lambda e, d: f"the model gateway did not answer ({shorten(d.get('error'), 120)})",
     Event.JOB_FAILED: lambda e, d: f"{d['job']} failed: {shorten(d.get('reason'), CLAIM_CHARS)}",
     Event.VERIFIER_REPLACED: lambda e, d: f"{d['job']} goes to another verifier: {d['replacement']}",
     Event.FLEET_RELAUNCHING: lambda e, d: "the fleet's tmux server is gone: relaunching it (sessions resumed)",

@@ -32,6 +32,7 @@ from orch.lead.desk import Desk
 from orch.lead.dispatch import Dispatch
 from orch.lead.jobs import ControllerState, Job, JobStatus, Outcome, WorkerBook
 from orch.lead.recovery import Recovery
+from orch.lead.replay import Cassette
 from orch.lead.reportrender import write_reports
 from orch.lead.review import Review
 from orch.lead.spec import Dispatch as DispatchMode
@@ -44,8 +45,12 @@ from orch.waits import IN_ATTRIB, IN_CLOSE_WRITE, IN_CREATE, IN_MODIFY, IN_MOVED
 log = logging.getLogger(__name__)
 
 
-def initial_state(run: RunFolder, spec: FleetSpec) -> ControllerState:
+def initial_state(run: RunFolder, spec: FleetSpec, cassette: Cassette | None = None) -> ControllerState:
+    """A new run's books; a replay takes the recording's nonce (the same job tokens, so the same briefs)
+    and its plan of who takes which job."""
     state = ControllerState(run=run.name)
+    if cassette is not None:
+        state.nonce, state.replay_of, state.replay = cassette.nonce, str(cassette.root), list(cassette.plan)
     for n, (agent, model) in spec.kinds().items():
         state.workers.append(WorkerBook(n=n, agent=agent, model=model))
     for i, (task, task_id) in enumerate(zip(spec.tasks, spec.task_ids(), strict=True), 1):
@@ -136,6 +141,7 @@ class Controller:
             ended = [j for j in self.state.jobs if j.worker == book.n and j.ended_at is not None]
             if book.job is None and ended and self.run.done(book.n).exists():
                 self.review.archive_result(max(ended, key=lambda j: j.ended_at or 0.0), book.n)
+        self.desk.sync_gateway()
         done = sum(j.status is JobStatus.DONE for j in self.state.jobs)
         self.desk.event(Event.CONTROLLER_STARTED, pid=os.getpid(), jobs_done=done)
         # A verdict is saved before its confirm round is opened: a controller that died in between left
@@ -180,23 +186,50 @@ class Controller:
             self.recovery.nudge(job, n, last, now)
 
     def check_budget(self) -> bool:
-        """Cap workers past their own budget (no new jobs); True when the fleet's total stopped the run."""
+        """Stop workers past their own budget (no new jobs, the running one fails); True when the fleet's
+        budget stopped the run. Each overrun is one budget-exceeded event."""
         budget = self.spec.budget
         if not decisions.has_budget(budget):
             return False
-        costs = {}
-        for book in self.state.workers:
-            line = self.run.status_line_info(book.n)
-            costs[book.n] = line.cost_usd if line and line.cost_usd else 0.0
-        check = decisions.budget_check(budget, costs, {w.n for w in self.state.workers if w.capped})
-        for n, cost in check.cap:
-            self.state.book(n).capped = True
+        spend, fleet_refused, source = self.spend()
+        check = decisions.budget_check(budget, spend, fleet_refused, {w.n for w in self.state.workers if w.capped})
+        for over in check.cap:
+            book = self.state.book(over.worker)
+            book.capped = True
             self.desk.save()
-            self.desk.event(Event.WORKER_CAPPED, n, cost_usd=cost, cap_usd=budget.max_cost_per_worker_usd)
+            used = spend[over.worker]
+            self.desk.event(
+                Event.BUDGET_EXCEEDED,
+                over.worker,
+                reason=over.reason,
+                source=source,
+                cost_usd=used.cost_usd,
+                tokens=used.tokens,
+                job=book.job,
+            )
+            if book.job is not None:
+                self.review.fail(self.state.job(book.job), f"budget exceeded: {over.reason}")
         if check.abort is not None:
+            self.desk.event(Event.BUDGET_EXCEEDED, reason=check.abort, source=source)
             self.review.abort(check.abort)
             return True
         return False
+
+    def spend(self) -> tuple[dict[int, decisions.Spend], str | None, str]:
+        """Each worker's usage, the fleet's refusal, and where they came from: the gateway's usage.json
+        and refusals, or (a run without a gateway) the cost on the workers' status lines."""
+        usage = self.desk.gateway.usage()
+        if usage is None:
+            costs = {b.n: self.run.status_line_info(b.n) for b in self.state.workers}
+            spend = {n: decisions.Spend(cost_usd=(line.cost_usd or 0.0) if line else 0.0) for n, line in costs.items()}
+            return spend, None, "status-line"
+        refused = self.desk.gateway.refusals()
+        spend = {}
+        for book in self.state.workers:
+            worker = usage.workers.get(book.n)
+            cost, tokens = (worker.cost_usd, worker.total) if worker else (0.0, 0)
+            spend[book.n] = decisions.Spend(cost_usd=cost, tokens=tokens, refused=refused.get(book.n))
+        return spend, refused.get(None), "gateway"
 
     def finish(self) -> Outcome:
         self.state.outcome = decisions.outcome(self.state, self.spec)

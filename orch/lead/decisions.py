@@ -10,7 +10,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from orch.lead.jobs import ControllerState, FindingStatus, Job, JobStatus, Outcome, WorkerBook
+from orch.lead.jobs import Assignment, ControllerState, FindingStatus, Job, JobStatus, Outcome, WorkerBook
 from orch.lead.spec import Budget, FleetSpec, Limits, Role
 from orch.lead.verification import choose_verifier, eligible, finding_status
 from orch.run.records import HookEvent, WorkerState
@@ -78,9 +78,19 @@ class Pick:
     fail: str | None = None
 
 
-def pick(state: ControllerState, spec: FleetSpec, job: Job, free: Collection[int], alive: Collection[int]) -> Pick:
+def pick(
+    state: ControllerState,
+    spec: FleetSpec,
+    job: Job,
+    free: Collection[int],
+    alive: Collection[int],
+    plan: Sequence[Assignment] = (),
+) -> Pick:
     """A verification job goes to an eligible verifier, never the finder (orch.lead.verification);
-    fixers and scribes wait until verification is over; a pinned job waits for its worker."""
+    fixers and scribes wait until verification is over; a pinned job waits for its worker. A replay
+    follows its `plan` instead (`replay_pick`)."""
+    if plan:
+        return replay_pick(state, job, free, alive, plan)
     if job.role is Role.VERIFIER:
         if not eligible(state, job, alive):
             return Pick(fail="no worker left that may verify this finding (never its finder)")
@@ -92,6 +102,23 @@ def pick(state: ControllerState, spec: FleetSpec, job: Job, free: Collection[int
             return Pick(fail=f"its worker {job.pin} is out of the run")
         return Pick(job.pin if job.pin in free else None)
     return Pick(min(free))
+
+
+def replay_pick(
+    state: ControllerState, job: Job, free: Collection[int], alive: Collection[int], plan: Sequence[Assignment]
+) -> Pick:
+    """A replay hands a job to the worker that took it in the recording, once that worker is free and
+    this is the next of its recorded jobs not handed out yet (the recording kept the rules: never the
+    finder, fixers after verification). A job the recording never handed out fails: the replay went
+    another way, and the recording has no answers for it."""
+    recorded = next((a.worker for a in plan if a.job == job.id), None)
+    if recorded is None:
+        return Pick(fail="the recording never handed out this job (the replay went another way)")
+    if recorded not in alive:
+        return Pick(fail=f"its recorded worker {recorded} is out of the run")
+    taken = {j.id for j in state.jobs if j.worker is not None}
+    upcoming = next((a.job for a in plan if a.worker == recorded and a.job not in taken), None)
+    return Pick(recorded if upcoming == job.id and recorded in free else None)
 
 
 def send_given_up(job: Job) -> bool:
@@ -240,22 +267,67 @@ def relaunch_refused(state: ControllerState, limits: Limits) -> str | None:
 
 # --- budget ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
+class Spend:
+    """What one worker used so far, as the controller sees it."""
+
+    cost_usd: float = 0.0
+    tokens: int = 0
+    refused: str | None = None
+    """Why the model gateway refuses its requests now (its budget), or None."""
+
+
+@dataclass(frozen=True)
+class Overrun:
+    worker: int
+    reason: str
+
+
+@dataclass(frozen=True)
 class BudgetCheck:
-    cap: Sequence[tuple[int, float]] = field(default_factory=tuple)
-    """Workers past their cap that were not capped yet, with their cost."""
+    cap: Sequence[Overrun] = field(default_factory=tuple)
+    """Workers past a cap that were not capped yet: no further jobs, their running job fails."""
     abort: str | None = None
-    """Why the run stops: the fleet's cost passed the budget."""
+    """Why the run stops: the fleet is past its budget."""
 
 
-def budget_check(budget: Budget, costs: Mapping[int, float], capped: Collection[int]) -> BudgetCheck:
-    """`costs`: each worker's reported cost (0 when it reported none)."""
-    cap = budget.max_cost_per_worker_usd
-    over = tuple((n, c) for n, c in costs.items() if cap is not None and c > cap and n not in capped)
-    total = sum(costs.values())
-    if budget.max_cost_usd is not None and total > budget.max_cost_usd:
-        return BudgetCheck(over, f"the fleet's cost ${total:.4f} passed the budget ${budget.max_cost_usd:g}")
-    return BudgetCheck(over)
+def budget_check(
+    budget: Budget, spend: Mapping[int, Spend], fleet_refused: str | None, capped: Collection[int]
+) -> BudgetCheck:
+    """The gateway's refusals decide first (it enforces the caps it was sent, at or over); the
+    controller's own sums count too, for a run whose gateway did not answer or that has none (then only
+    the status lines' cost is known)."""
+    over = []
+    for n, used in spend.items():
+        if n in capped:
+            continue
+        why = _worker_overrun(budget, used)
+        if why is not None:
+            over.append(Overrun(n, why))
+    return BudgetCheck(tuple(over), _fleet_overrun(budget, spend.values(), fleet_refused))
+
+
+def _worker_overrun(budget: Budget, used: Spend) -> str | None:
+    if used.refused is not None:
+        return f"the model gateway refused it: {used.refused}"
+    cost, tokens = budget.max_cost_per_worker_usd, budget.max_tokens_per_worker
+    if cost is not None and used.cost_usd > cost:
+        return f"its cost ${used.cost_usd:.4f} passed its cap ${cost:g}"
+    if tokens is not None and used.tokens > tokens:
+        return f"its {used.tokens} tokens passed its cap of {tokens}"
+    return None
+
+
+def _fleet_overrun(budget: Budget, spend: Iterable[Spend], refused: str | None) -> str | None:
+    if refused is not None:
+        return f"the model gateway refused the fleet: {refused}"
+    used = list(spend)
+    cost, tokens = sum(s.cost_usd for s in used), sum(s.tokens for s in used)
+    if budget.max_cost_usd is not None and cost > budget.max_cost_usd:
+        return f"the fleet's cost ${cost:.4f} passed the budget ${budget.max_cost_usd:g}"
+    if budget.max_tokens is not None and tokens > budget.max_tokens:
+        return f"the fleet's {tokens} tokens passed the budget of {budget.max_tokens}"
+    return None
 
 
 def has_budget(budget: Budget) -> bool:
-    return budget.max_cost_usd is not None or budget.max_cost_per_worker_usd is not None
+    return any(cap is not None for cap in budget.model_dump().values())

@@ -3,6 +3,7 @@ makes (save the state, log an event, read a worker's state, send it a prompt on 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,6 +14,7 @@ from orch.fleet import launch, talk
 from orch.fleet.tmux import PaneInfo
 from orch.fleet.workerstate import derive_state
 from orch.lead import decisions
+from orch.lead.gatewaylink import GatewayLink
 from orch.lead.jobs import ControllerState, Job, save_state
 from orch.lead.spec import FleetSpec
 from orch.run.events import Event
@@ -31,6 +33,8 @@ class Prompt(NamedTuple):
 REPOINT = Prompt(Event.REPOINT_SENDING, Event.REPOINT_SENT, Event.REPOINT_FAILED)
 NUDGE = Prompt(Event.NUDGE_SENDING, Event.NUDGE_SENT, Event.NUDGE_FAILED)
 CONTINUE = Prompt(Event.CONTINUE_SENDING, Event.CONTINUE_SENT, Event.CONTINUE_FAILED)
+log = logging.getLogger(__name__)
+
 CORRECTION = Prompt(Event.CORRECTION_SENDING, Event.CORRECTION_SENT, Event.CORRECTION_FAILED)
 
 
@@ -45,6 +49,8 @@ class Desk:
         self.tasks = dict(zip(spec.task_ids(), spec.tasks, strict=True))
         self.panes: dict[int, PaneInfo] = {}
         """The fleet's panes as of the loop's last step."""
+        self.gateway = GatewayLink(run)
+        self._gateway_unanswered = False
 
     def save(self) -> None:
         save_state(self.run, self.state)
@@ -63,6 +69,27 @@ class Desk:
         last = events[-1] if events else None
         state, detail = derive_state(last, self.panes.get(n))
         return state, detail, last
+
+    def sync_gateway(self) -> None:
+        """Send the gateway the budget and every worker's current job (at start, after a relaunch: a new
+        gateway life knows neither until told; the budget also survives in model/budget.json)."""
+        if self.gateway_said(self.gateway.set_budget(self.spec.budget), "the budget"):
+            for book in self.state.workers:
+                self.gateway_job(book.n, book.job)
+
+    def gateway_job(self, n: int, job: str | None) -> None:
+        """Tell the gateway worker n's job (it stamps usage and ledger lines with it); best effort."""
+        self.gateway_said(self.gateway.set_job(n, job), f"worker {n}'s job")
+
+    def gateway_said(self, error: str | None, what: str) -> bool:
+        """False (warned once per controller) when the gateway did not take a control call."""
+        if error is None:
+            return True
+        if not self._gateway_unanswered:
+            self._gateway_unanswered = True
+            log.warning("run %s: the model gateway did not take %s: %s", self.run.name, what, error)
+            self.event(Event.GATEWAY_UNANSWERED, what=what, error=error)
+        return False
 
     def alive(self) -> list[int]:
         return decisions.alive(self.state)

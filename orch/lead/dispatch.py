@@ -37,7 +37,7 @@ class Dispatch(Part):
         for job in [j for j in self.state.jobs if j.status is JobStatus.PENDING]:
             if not free:
                 break
-            choice = decisions.pick(self.state, self.spec, job, free, alive)
+            choice = decisions.pick(self.state, self.spec, job, free, alive, self.state.replay)
             if choice.fail is not None:
                 self.review.fail(job, choice.fail)
             if choice.worker is None:
@@ -55,6 +55,7 @@ class Dispatch(Part):
         self.clear_leftovers(job, n)
         job.worker = n
         self.state.book(n).job = job.id
+        self.desk.gateway_job(n, job.id)
         self.desk.event(Event.ASSIGNED, n, job=job.id, role=job.role.value, finding=job.finding, round=job.round)
 
     def clear_leftovers(self, job: Job, n: int) -> None:

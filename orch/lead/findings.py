@@ -3,20 +3,24 @@
 A finder writes `findings/<job>.json` (FindingsReport); a verifier writes `verdicts/<job>.json`
 (VerdictReport). Each carries the job's token (`<job>@<run nonce>`), so a file left by an earlier run or
 an earlier job is recognised as stale. Evidence is checked against the workdir: a quoted line must be
-found at or near the cited file:line; a cited command must be one the worker actually ran (its Bash
-tool calls, from the hook log) during the job.
+found at or near the cited file:line; a cited command must be one the worker actually ran during the
+job, and a cited exit code must agree with what its tool result said. What the worker ran comes from the
+model gateway's ledger (the tool calls its model asked for and the results Claude Code sent back, which
+the worker cannot write); a run without a gateway falls back to the worker's own hook log.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import TypeVar
 
 from pydantic import Field, ValidationError
 
+from orch.gateway.records import LedgerEntry
 from orch.run.folder import RunFolder
 from orch.run.records import HookEvent, Strict
 from orch.text import shorten
@@ -100,6 +104,7 @@ class ProblemKind(StrEnum):
     NO_EVIDENCE = "no-evidence"
     FALSE_EVIDENCE = "false-evidence"
     UNRUN_COMMAND = "unrun-command"
+    WRONG_EXIT_CODE = "wrong-exit-code"
 
 
 class Problem(Strict):
@@ -137,27 +142,65 @@ def check_quote(workdir: Path, ev: CodeEvidence, window: int) -> str | None:
     return f"{ev.cite()}: quote {shorten(ev.quote, QUOTE_CHARS)!r} is not in lines {first}-{last} of that file"
 
 
-def bash_commands(events: Iterable[HookEvent], since: float) -> list[str]:
-    """The (JSON-encoded) inputs of the Bash tool calls a worker ran since `since` (from its hook events)."""
+@dataclass(frozen=True)
+class RanCommand:
+    """A Bash call a worker made during a job."""
+
+    command: str
+    """The command as run (ledger), or (hook log) the call's whole tool input JSON-encoded, maybe cut."""
+    encoded: bool = False
+    is_error: bool | None = None
+    """What its tool result said (ledger only; None: no result seen)."""
+
+
+def hook_commands(events: Iterable[HookEvent], since: float) -> list[RanCommand]:
+    """The Bash calls a worker ran since `since`, from its (worker-writable) hook log."""
     out = []
     for event in events:
         if event.ts < since or event.hook_event_name != "PostToolUse" or event.tool_name != "Bash":
             continue
         raw = (event.model_extra or {}).get("tool_input")
         if isinstance(raw, str):
-            out.append(raw)
+            out.append(RanCommand(raw, encoded=True))
     return out
 
 
-def command_was_run(command: str, inputs: Sequence[str]) -> bool:
+def ledger_commands(entries: Iterable[LedgerEntry], worker: int, job: str, since: float) -> list[RanCommand]:
+    """The Bash calls worker n's model made on `job`, from the gateway's ledger: lines stamped with the
+    job, or unstamped ones since `since` (the brief was sent); each with its tool result's is_error."""
+    mine = [e for e in entries if e.worker == worker]
+    errors = {e.id: e.is_error for e in mine if e.kind == "tool_result"}
+    out = []
+    for e in mine:
+        if e.kind != "tool_use" or e.tool != "Bash" or not (e.job == job or (e.job is None and e.ts >= since)):
+            continue
+        command = (e.input or {}).get("command")
+        if isinstance(command, str):
+            out.append(RanCommand(command, is_error=errors.get(e.id)))
+    return out
+
+
+def runs_of(command: str, ran: Sequence[RanCommand]) -> list[RanCommand]:
+    """The calls that ran `command` (it may be a part of a longer call)."""
+    plain = command.strip()
     # Hook lines keep tool_input JSON-encoded: compare in that form (a per-character escaping, so a
     # substring stays a substring).
-    needle = json.dumps(command.strip())[1:-1]
-    return any(needle in raw for raw in inputs)
+    encoded = json.dumps(plain)[1:-1]
+    return [r for r in ran if (encoded if r.encoded else plain) in r.command]
+
+
+def exit_code_problem(ev: CommandEvidence, runs: Sequence[RanCommand]) -> str | None:
+    """A cited exit code against the results of calls that ran exactly that command (a part of a longer
+    call has no exit code of its own): it must agree with one of them."""
+    exact = [r for r in runs if not r.encoded and r.is_error is not None and r.command.strip() == ev.command.strip()]
+    if not exact or any(r.is_error == (ev.exit_code != 0) for r in exact):
+        return None
+    said = "failed" if exact[-1].is_error else "succeeded"
+    return f"you cite exit {ev.exit_code} for {shorten(ev.command, QUOTE_CHARS)!r}, but its tool result says it {said}"
 
 
 def evidence_problems(
-    evidence: Sequence[Evidence], workdir: Path, window: int, commands: Sequence[str], what: str
+    evidence: Sequence[Evidence], workdir: Path, window: int, commands: Sequence[RanCommand], what: str
 ) -> list[Problem]:
     problems = []
     for i, ev in enumerate(evidence):
@@ -165,7 +208,9 @@ def evidence_problems(
             wrong = check_quote(workdir, ev, window)
             if wrong:
                 problems.append(Problem(kind=ProblemKind.FALSE_EVIDENCE, detail=f"{what} evidence[{i}] {wrong}"))
-        elif not command_was_run(ev.command, commands):
+            continue
+        runs = runs_of(ev.command, commands)
+        if not runs:
             problems.append(
                 Problem(
                     kind=ProblemKind.UNRUN_COMMAND,
@@ -173,6 +218,8 @@ def evidence_problems(
                     "during this job",
                 )
             )
+        elif (wrong_exit := exit_code_problem(ev, runs)) is not None:
+            problems.append(Problem(kind=ProblemKind.WRONG_EXIT_CODE, detail=f"{what} evidence[{i}]: {wrong_exit}"))
     return problems
 
 
@@ -247,11 +294,19 @@ def check_findings(
 
 
 def check_verdict(
-    run: RunFolder, job: str, token: str, finding: str, worker: int, workdir: Path, window: int, commands: Sequence[str]
+    run: RunFolder,
+    job: str,
+    token: str,
+    finding: str,
+    worker: int,
+    workdir: Path,
+    window: int,
+    commands: Sequence[RanCommand],
 ) -> tuple[VerdictReport | None, list[Problem]]:
     """A verifier's output: result file plus a verdict on the right finding whose evidence checks out.
 
-    `commands`: the Bash calls the worker made during the job (`bash_commands`); cited commands must be there.
+    `commands`: the Bash calls the worker made during the job (`ledger_commands`, or `hook_commands` for a
+    run without a gateway); cited commands must be there, with an exit code their results agree with.
     """
     problems = result_problems(run, worker)
     report, load_problems = _load(VerdictReport, run.verdict_file(job), token)

@@ -127,6 +127,11 @@ class Flag(Strict):
     problems: list[Problem]
 
 
+class Assignment(Strict):
+    job: str
+    worker: int
+
+
 class Outcome(Strict):
     exit_code: int
     status: str
@@ -151,6 +156,10 @@ class ControllerState(Strict):
     relaunches: int = 0
     """Times the controller relaunched the fleet after its tmux server died."""
     outcome: Outcome | None = None
+    replay_of: str | None = None
+    """The recording this run replays (a run folder or a copy of one)."""
+    replay: list[Assignment] = Field(default_factory=list)
+    """Replays: who took which job in the recording, in the order they took them (orch.lead.replay)."""
 
     def token(self, job_id: str) -> str:
         return f"{job_id}@{self.nonce}"

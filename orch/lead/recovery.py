@@ -53,6 +53,7 @@ class Recovery(Part):
             return False
         self.desk.panes = self.desk.server.panes()
         self.desk.event(Event.FLEET_RELAUNCHED, relaunch=self.state.relaunches)
+        self.desk.sync_gateway()  # the relaunch may have started a new gateway
         self.repoint_relaunched()
         return True
 

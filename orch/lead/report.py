@@ -1,23 +1,59 @@
 """The verified result of a run: report.json (the model), report.md and a single-file report.html.
 
 The heart is the verification matrix: one row per claim, one column per worker, each cell the
-verdict(s) that worker gave (or "finder"). Per worker: cost (from its status line), busy time, jobs,
-rejected outputs, and a link to its transcript. This module builds the model from the controller's
-state; orch.lead.reportrender renders and writes it.
+verdict(s) that worker gave (or "finder"). Per worker: tokens and cost, busy time, jobs, rejected
+outputs, and a link to its transcript; tokens and cost also per model and per job. Usage comes from the
+model gateway's usage.json (exact, from the API's usage fields); a run without a gateway has only the
+cost its agents' status lines reported. This module builds the model from the controller's state;
+orch.lead.reportrender renders and writes it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
+from typing import Literal
 
 from pydantic import Field
 
+from orch.gateway.records import UsageLine, UsageSnapshot
 from orch.lead.findings import CodeEvidence, CommandEvidence, Evidence
+from orch.lead.gatewaylink import has_gateway, read_usage
 from orch.lead.jobs import ControllerState, FindingStatus, Job, JobStatus
 from orch.lead.spec import FleetSpec
 from orch.lead.verification import finding_status
 from orch.run.folder import RunFolder
 from orch.run.records import Strict
+
+
+class Usage(Strict):
+    """Tokens and cost of a worker, a model or a job, as the gateway counted them."""
+
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float = 0.0
+
+    @classmethod
+    def of(cls, lines: Iterable[UsageLine]) -> Usage:
+        out = cls()
+        for line in lines:
+            out = cls(
+                requests=out.requests + line.requests,
+                input_tokens=out.input_tokens + line.input_tokens,
+                output_tokens=out.output_tokens + line.output_tokens,
+                cache_read_tokens=out.cache_read_tokens + line.cache_read_input_tokens,
+                cache_write_tokens=out.cache_write_tokens + line.cache_creation_input_tokens,
+                cost_usd=out.cost_usd + line.cost_usd,
+            )
+        return out
+
+
+class ModelRow(Strict):
+    model: str
+    usage: Usage
 
 
 class VerdictCell(Strict):
@@ -51,6 +87,9 @@ class WorkerRow(Strict):
     agent: str
     model: str | None
     cost_usd: float | None
+    usage: Usage | None = None
+    """None without a gateway (then `cost_usd` is the status line's)."""
+    rate_limited_until: float | None = None
     busy_seconds: float
     jobs: list[str]
     rejected_outputs: int
@@ -69,6 +108,7 @@ class JobRow(Strict):
     corrections: int
     nudges: int
     failure: str | None
+    usage: Usage | None = None
 
 
 class FlagRow(Strict):
@@ -83,6 +123,17 @@ class RunReport(Strict):
     workdir: str
     rounds: str
     offline: bool = False
+    replay_of: str | None = None
+    """The recording this run replayed."""
+    cost_source: Literal["gateway", "status-line"] = "status-line"
+    """Where tokens and cost come from: the model gateway, or (a run without one) the agents' status lines."""
+    billed: bool | None = None
+    """The gateway's word: False for offline and replayed runs (nothing was charged); None without a gateway."""
+    pricing: str | None = None
+    total: Usage | None = None
+    models: list[ModelRow] = Field(default_factory=list)
+    evidence_source: Literal["ledger", "hooks"] = "hooks"
+    """Where "a cited command was run" was checked: the gateway's ledger, or the worker-writable hook log."""
     started: dt.datetime
     finished: dt.datetime | None
     seconds: float | None
@@ -150,17 +201,22 @@ def build_report(run: RunFolder, spec: FleetSpec, state: ControllerState) -> Run
                 verdicts=cells,
             )
         )
+    usage = read_usage(run)
     workers = []
     for book in state.workers:
         mine = [j for j in state.jobs if j.worker == book.n]
         busy = sum((j.ended_at or state.finished or j.sent_at or 0) - j.sent_at for j in mine if j.sent_at)
         line = run.status_line_info(book.n)
+        counted = usage.workers.get(book.n) if usage is not None else None
+        worker_usage = Usage.of([counted] if counted else []) if usage is not None else None
         workers.append(
             WorkerRow(
                 worker=book.n,
                 agent=book.agent,
                 model=book.model,
-                cost_usd=line.cost_usd if line else None,
+                cost_usd=worker_usage.cost_usd if worker_usage else (line.cost_usd if line else None),
+                usage=worker_usage,
+                rate_limited_until=counted.rate_limited_until if counted else None,
                 busy_seconds=round(busy, 1),
                 jobs=[j.id for j in mine],
                 rejected_outputs=sum(1 for f in state.flags if f.worker == book.n),
@@ -179,6 +235,7 @@ def build_report(run: RunFolder, spec: FleetSpec, state: ControllerState) -> Run
             corrections=j.corrections,
             nudges=j.nudges,
             failure=j.failure,
+            usage=_job_usage(usage, j.id),
         )
         for j in state.jobs
     ]
@@ -194,6 +251,13 @@ def build_report(run: RunFolder, spec: FleetSpec, state: ControllerState) -> Run
         workdir=run.info().workdir,
         rounds=spec.verification.rounds.value,
         offline=spec.offline,
+        replay_of=state.replay_of,
+        cost_source="gateway" if usage is not None else "status-line",
+        billed=usage.billed if usage is not None else None,
+        pricing=usage.pricing if usage is not None else None,
+        total=Usage.of([usage.total]) if usage is not None else None,
+        models=_models(usage),
+        evidence_source="ledger" if has_gateway(run) else "hooks",
         started=dt.datetime.fromtimestamp(state.started, dt.UTC),
         finished=_stamp(state.finished),
         seconds=round(state.finished - state.started, 1) if state.finished else None,
@@ -205,6 +269,22 @@ def build_report(run: RunFolder, spec: FleetSpec, state: ControllerState) -> Run
         jobs=jobs,
         flags=flags,
     )
+
+
+def _job_usage(usage: UsageSnapshot | None, job: str) -> Usage | None:
+    if usage is None:
+        return None
+    return Usage.of(w.by_job[job] for w in usage.workers.values() if job in w.by_job)
+
+
+def _models(usage: UsageSnapshot | None) -> list[ModelRow]:
+    if usage is None:
+        return []
+    names = sorted({m for w in usage.workers.values() for m in w.by_model})
+    return [
+        ModelRow(model=m, usage=Usage.of(w.by_model[m] for w in usage.workers.values() if m in w.by_model))
+        for m in names
+    ]
 
 
 def load_report(run: RunFolder) -> RunReport:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 
 from orch.lead.jobs import ControllerState
-from orch.lead.report import FindingRow, RunReport, build_report
+from orch.lead.report import FindingRow, RunReport, Usage, build_report
 from orch.lead.spec import FleetSpec
 from orch.run.folder import RunFolder, atomic_write
 from orch.text import shorten
@@ -43,12 +43,71 @@ def _md(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-# Under the scripted model, Claude Code still prices the token counts it is sent back: a cost is shown,
-# none was paid.
-OFFLINE_COST_NOTE = (
-    "Offline run: no model API was called and nothing was billed; the costs are Claude Code's own estimate "
-    "for the scripted model's token counts."
-)
+def cost_note(report: RunReport) -> str | None:
+    """What the costs are: billed, priced but not billed (offline, replayed), or an agent's estimate."""
+    if report.cost_source == "gateway":
+        priced = f"priced by orch's model gateway from the API's usage fields ({report.pricing})"
+        if report.billed:
+            return f"Tokens and costs as {priced}."
+        why = "replayed a recording" if report.replay_of else "was offline (orch's scripted model answered)"
+        return (
+            f"Nothing was billed: this run {why}, so no model API charged anything. The costs are what the "
+            f"price table ({report.pricing}) would charge for these token counts."
+        )
+    if report.offline:
+        # Under the scripted model Claude Code still prices the token counts it is sent back.
+        return (
+            "Nothing was billed: this run was offline (orch's scripted model answered). It had no model "
+            "gateway, so the costs are the agents' own estimate for the scripted token counts."
+        )
+    return "This run had no model gateway: the costs are what each agent's status line reported (no token counts)."
+
+
+def evidence_note(report: RunReport) -> str | None:
+    if report.evidence_source == "ledger":
+        return None
+    return (
+        "Evidence check: this run had no model gateway, so cited commands were checked against the workers' "
+        "hook logs, which the workers themselves can write."
+    )
+
+
+def usage_rows(report: RunReport) -> list[tuple[str, Usage]]:
+    """Usage by worker, by model, by job and in total (gateway runs), as labelled rows."""
+    rows = [(f"W{w.worker}", w.usage) for w in report.workers if w.usage is not None]
+    rows += [(f"model {m.model}", m.usage) for m in report.models]
+    rows += [(f"job {j.id}", j.usage) for j in report.jobs if j.usage is not None and j.usage.requests]
+    if report.total is not None:
+        rows.append(("total", report.total))
+    return rows
+
+
+USAGE_HEADS = ("", "requests", "input", "output", "cache read", "cache write", "cost")
+
+
+def usage_cells(usage: Usage) -> tuple[str, ...]:
+    return (
+        str(usage.requests),
+        str(usage.input_tokens),
+        str(usage.output_tokens),
+        str(usage.cache_read_tokens),
+        str(usage.cache_write_tokens),
+        f"${usage.cost_usd:.4f}",
+    )
+
+
+def cost_line(report: RunReport) -> str:
+    """One line for the terminal: the run's tokens and cost, and whether anything was billed."""
+    if report.total is not None:
+        tokens = _tokens(report.total)
+        billed = "billed" if report.billed else "nothing billed"
+        return f"cost: ${report.total.cost_usd:.4f} for {tokens} tokens ({billed})"
+    costs = [w.cost_usd for w in report.workers if w.cost_usd is not None]
+    return f"cost: ${sum(costs):.4f} (the agents' own estimate; no model gateway)" if costs else "cost: unknown"
+
+
+def _tokens(usage: Usage) -> int:
+    return usage.input_tokens + usage.output_tokens + usage.cache_read_tokens + usage.cache_write_tokens
 
 
 def render_markdown(report: RunReport) -> str:
@@ -84,8 +143,9 @@ def render_markdown(report: RunReport) -> str:
             out += [f"  - flagged: {_md(f)}" for f in cell.flags]
         out.append("")
     out += ["## Workers", ""]
-    if report.offline:
-        out += [OFFLINE_COST_NOTE, ""]
+    notes = [n for n in (cost_note(report), evidence_note(report)) if n]
+    for note in notes:
+        out += [note, ""]
     out += [
         "| worker | agent | model | cost | busy | jobs | rejected outputs | restarts | transcript |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -97,6 +157,10 @@ def render_markdown(report: RunReport) -> str:
             f"| {w.busy_seconds:g} s | {', '.join(w.jobs) or '-'} | {w.rejected_outputs} | {w.restarts} "
             f"| [{w.transcript}]({w.transcript}) |"
         )
+    usage = usage_rows(report)
+    if usage:
+        out += ["", "## Tokens and cost", "", "| " + " | ".join(USAGE_HEADS) + " |", "|---" * len(USAGE_HEADS) + "|"]
+        out += [f"| {label} | " + " | ".join(usage_cells(u)) + " |" for label, u in usage]
     out += ["", "## Jobs", "", "| job | role | worker | status | seconds | corrections | nudges | failure |"]
     out.append("|---|---|---|---|---|---|---|---|")
     for j in report.jobs:
@@ -181,7 +245,8 @@ def render_html(report: RunReport) -> str:
                 f"<td>{_h(cell.reason)}<ul>{details}</ul></td></tr>"
             )
         parts.append("</table>")
-    parts.append("<h2>Workers</h2>" + (f"<p>{_h(OFFLINE_COST_NOTE)}</p>" if report.offline else ""))
+    notes = [n for n in (cost_note(report), evidence_note(report)) if n]
+    parts.append("<h2>Workers</h2>" + "".join(f"<p>{_h(n)}</p>" for n in notes))
     parts.append(
         "<table><tr><th>worker</th><th>agent / model</th><th>cost</th><th>busy</th>"
         "<th>jobs</th><th>rejected outputs</th><th>restarts</th><th>transcript</th></tr>"
@@ -194,8 +259,16 @@ def render_html(report: RunReport) -> str:
             f"<td>{w.busy_seconds:g} s</td><td>{_h(', '.join(w.jobs) or '-')}</td><td>{w.rejected_outputs}</td>"
             f"<td>{w.restarts}</td><td><a href='{_h(w.transcript)}'>{_h(w.transcript)}</a></td></tr>"
         )
+    parts.append("</table>")
+    usage = usage_rows(report)
+    if usage:
+        parts.append("<h2>Tokens and cost</h2><table><tr>" + "".join(f"<th>{_h(h)}</th>" for h in USAGE_HEADS))
+        parts.append("</tr>")
+        for label, u in usage:
+            parts.append(f"<tr><td>{_h(label)}</td>" + "".join(f"<td>{_h(c)}</td>" for c in usage_cells(u)) + "</tr>")
+        parts.append("</table>")
     parts.append(
-        "</table><h2>Jobs</h2><table><tr><th>job</th><th>role</th><th>worker</th><th>status</th><th>seconds</th>"
+        "<h2>Jobs</h2><table><tr><th>job</th><th>role</th><th>worker</th><th>status</th><th>seconds</th>"
         "<th>corrections</th><th>nudges</th><th>failure</th></tr>"
     )
     for j in report.jobs:

@@ -9,7 +9,17 @@ import time
 
 from orch.lead import briefs, decisions
 from orch.lead.desk import CORRECTION, Part
-from orch.lead.findings import Finding, Problem, bash_commands, check_findings, check_verdict, result_problems
+from orch.lead.findings import (
+    Finding,
+    Problem,
+    RanCommand,
+    check_findings,
+    check_verdict,
+    hook_commands,
+    ledger_commands,
+    result_problems,
+)
+from orch.lead.gatewaylink import has_gateway
 from orch.lead.jobs import AcceptedFinding, AcceptedVerdict, Flag, Job, JobStatus, Stance
 from orch.lead.spec import Role
 from orch.lead.verification import (
@@ -38,7 +48,7 @@ class Review(Part):
                 return
         elif job.role is Role.VERIFIER:
             assert job.finding is not None
-            commands = bash_commands(self.run.hook_events(n), job.sent_at or 0.0)
+            commands = self.ran_commands(job, n)
             verdict, problems = check_verdict(self.run, job.id, token, job.finding, n, workdir, window, commands)
             if verdict is not None:
                 assert job.stance is not None
@@ -62,11 +72,20 @@ class Review(Part):
                 return
         self.reject(job, n, problems)
 
+    def ran_commands(self, job: Job, n: int) -> list[RanCommand]:
+        """What worker n ran on the job: from the gateway's ledger, which workers cannot write; a run
+        without a gateway has only the worker's own hook log (the report says so)."""
+        since = job.sent_at or 0.0
+        if has_gateway(self.run):
+            return ledger_commands(self.desk.gateway.ledger(), n, job.id, since)
+        return hook_commands(self.run.hook_events(n), since)
+
     def accept(self, job: Job, n: int) -> None:
         job.status = JobStatus.DONE
         job.ended_at = time.time()
         job.problems = []
         self.state.book(n).job = None
+        self.desk.gateway_job(n, None)
 
     def finish_job(self, job: Job, n: int) -> None:
         """Commit (save), then move the worker's result aside so its next job starts clean."""
@@ -125,6 +144,7 @@ class Review(Part):
         n = job.worker
         if n is not None and self.state.book(n).job == job.id:
             self.state.book(n).job = None
+            self.desk.gateway_job(n, None)
         self.desk.save()
         if n is not None:
             self.archive_result(job, n)
@@ -154,6 +174,8 @@ class Review(Part):
                 job.failure = reason
                 job.ended_at = time.time()
         for book in self.state.workers:
-            book.job = None
+            if book.job is not None:
+                book.job = None
+                self.desk.gateway_job(book.n, None)
         self.desk.save()
         self.desk.event(Event.ABORTED, reason=reason)

@@ -15,10 +15,11 @@ from pathlib import Path
 
 from orch.container import backends
 from orch.contracts import OrchCommand, UpRequest
-from orch.errors import OrchError
+from orch.errors import OrchError, UsageError
 from orch.lead.controller import Controller, initial_state, read_spec, write_spec
 from orch.lead.decisions import EXIT_FAILED
 from orch.lead.jobs import load_state, save_state
+from orch.lead.replay import Cassette
 from orch.lead.report import RunReport, load_report
 from orch.lead.spec import FleetSpec
 from orch.run.events import Event
@@ -35,7 +36,7 @@ class RunResult:
     """Why the controller stopped before the end (its container died, or it exited): `--resume` continues."""
 
 
-def up_request(spec: FleetSpec, name: str, replace: bool = False) -> UpRequest:
+def up_request(spec: FleetSpec, name: str, replace: bool = False, replay: Path | None = None) -> UpRequest:
     kinds = spec.kinds()
     models = {model for _, model in kinds.values()}
     # One model for all: the run's model. Several: each worker names its own (None: the agent's default).
@@ -51,25 +52,37 @@ def up_request(spec: FleetSpec, name: str, replace: bool = False) -> UpRequest:
         replace=replace,
         offline=spec.offline,
         worker_models=per_worker,
+        replay=replay,
     )
 
 
-def start(spec: FleetSpec, name: str, backend: Backend, replace: bool = False, copy: bool = False) -> RunFolder:
+def start(
+    spec: FleetSpec,
+    name: str,
+    backend: Backend,
+    replace: bool = False,
+    copy: bool = False,
+    cassette: Cassette | None = None,
+) -> RunFolder:
     """Create the run (workers booted), its saved spec and the controller's initial state.
 
     `copy` (container runs): the workers get a disposable copy of the workdir, never the original.
+    `cassette` (orch.lead.replay, checked by the caller): the run's gateway answers from that recording.
     """
     validate_name(name)
+    if cassette is not None and RunFolder.for_name(name).root.resolve() == cassette.root.resolve():
+        raise UsageError(f"run {name!r} is the recording being replayed", hint="give the replay another --name")
     from orch.container.sandbox import DockerSettings
 
     docker = DockerSettings(options=ContainerOptions(copy_workdir=copy), boot_timeout=spec.timeouts.boot)
     box = backends.sandbox_for_backend(backend, spec.timeouts.boot, docker)
-    info = box.up(up_request(spec, name, replace))
+    info = box.up(up_request(spec, name, replace, cassette.root if cassette else None))
     run = RunFolder.for_name(name)
     write_spec(run, spec)
-    save_state(run, initial_state(run, spec))
+    save_state(run, initial_state(run, spec, cassette))
     box.push(info, [run.fleet_spec, run.controller_state])  # a remote engine's controller reads them there
-    run.log_event(ControllerEvent(event=Event.RUN_CREATED, data={"tasks": spec.task_ids(), "offline": spec.offline}))
+    created = {"tasks": spec.task_ids(), "offline": spec.offline, "replay": str(cassette.root) if cassette else None}
+    run.log_event(ControllerEvent(event=Event.RUN_CREATED, data=created))
     return run
 
 
@@ -118,5 +131,7 @@ def _report(run: RunFolder) -> RunReport | None:
         return None
 
 
-def run_name(spec: FleetSpec, path: Path, name: str | None) -> str:
-    return validate_name(name or spec.name or path.stem)
+def run_name(spec: FleetSpec, path: Path, name: str | None, replay: bool = False) -> str:
+    """`--name`, else the spec's name or file name (with `-replay` for a replay: the recording has that
+    name, most likely)."""
+    return validate_name(name or (spec.name or path.stem) + ("-replay" if replay else ""))

@@ -179,10 +179,18 @@ class Limits(Strict):
 
 
 class Budget(Strict):
+    """Caps the controller sends the run's model gateway, which refuses a request at or over one; the
+    controller stops the run (fleet caps) or a worker (per-worker caps) once the gateway refuses it.
+    Tokens count every token the API reported, cached ones included (orch.gateway.records.Tokens.total)."""
+
     max_cost_usd: float | None = Field(default=None, gt=0)
-    """Stop the run (as failed) once the fleet's reported cost passes this."""
+    """Stop the run (as failed) once the fleet's cost passes this."""
     max_cost_per_worker_usd: float | None = Field(default=None, gt=0)
-    """A worker past this gets no further jobs."""
+    """A worker past this gets no further jobs (its running job fails)."""
+    max_tokens: int | None = Field(default=None, gt=0)
+    """Stop the run (as failed) once the fleet's tokens pass this."""
+    max_tokens_per_worker: int | None = Field(default=None, gt=0)
+    """A worker past this many tokens gets no further jobs (its running job fails)."""
 
 
 class FleetSpec(Strict):

@@ -37,6 +37,12 @@ class Event(StrEnum):
     FLEET_RELAUNCHING = "fleet-relaunching"
     FLEET_RELAUNCHED = "fleet-relaunched"
     WORKER_CAPPED = "worker-capped"
+    """Older runs: a worker past its cost cap (now BUDGET_EXCEEDED)."""
+    BUDGET_EXCEEDED = "budget-exceeded"
+    """A worker (or, with no worker, the fleet) is past a budget cap: the model gateway refused it, or
+    (a run without a gateway) its status-line cost passed the cap. Logged once each."""
+    GATEWAY_UNANSWERED = "gateway-unanswered"
+    """A control call (budget, a worker's job) found no gateway answering; logged once per controller."""
     ABORTED = "aborted"
     FINISHED = "finished"
 

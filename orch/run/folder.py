@@ -166,15 +166,6 @@ class RunFolder:
         """How the workers' permission hook answers a prompt (written by `orch run`; absent: ask)."""
         return self.state_dir / "permissions.json"
 
-    @property
-    def model_server_url(self) -> Path:
-        """URL of the run's scripted model server (offline runs)."""
-        return self.state_dir / "modelserver.url"
-
-    @property
-    def model_server_pid(self) -> Path:
-        return self.state_dir / "modelserver.pid"
-
     # --- the model gateway's files (written by the gateway only; see orch.gateway.records) ----
     @property
     def model_dir(self) -> Path:

@@ -228,6 +228,8 @@ class WorkerStatus(Strict):
     result: bool
     last_bus: str | None = None
     cost_usd: float | None = None
+    rate_limited_until: float | None = None
+    """Epoch seconds: the model API said to retry then (the run's model gateway saw a 429/529)."""
     pane_id: str | None = None
 
 

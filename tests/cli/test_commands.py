@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from itertools import pairwise
 from pathlib import Path
 
@@ -13,7 +14,9 @@ import pytest
 
 from orch.cli.fleet import status_lines
 from orch.container.serverun import READY_LINE
+from orch.fleet import watch
 from orch.fleet.tmux import TmuxServer
+from orch.gateway.records import UsageSnapshot, WorkerUsage
 from orch.run.folder import RunFolder
 from orch.run.records import Backend, ContainerInfo, RunStatus, RunStatusView, WorkerState, WorkerStatus
 from orch.waits import wait_until
@@ -61,6 +64,28 @@ def test_status_columns_fit_their_longest_cell() -> None:
     assert _columns(second, header) == ["idle", "yes", "yes $0.5000"]
     assert first.startswith("   1 ") and second.startswith("  12 ")  # worker numbers right-aligned
     assert second.endswith("$0.5000  " + "b" * 79 + "…")  # only the last column is capped
+
+
+def test_status_reads_cost_and_rate_limits_from_the_gateway() -> None:
+    run = RunFolder.for_name("metered")
+    run.create(run_info("metered", workers=2))
+    run.model_dir.mkdir()
+    until = time.time() + 600
+    usage = UsageSnapshot(
+        offline=True,
+        billed=False,
+        pricing="shipped",
+        updated=1.0,
+        workers={1: WorkerUsage(cost_usd=0.25, rate_limited_until=until), 2: WorkerUsage(rate_limited_until=1.0)},
+    )
+    run.model_usage.write_text(usage.model_dump_json())
+    view = watch.status_view(run, run.info(), panes=None, why_down="stopped")
+    assert [(w.cost_usd, w.rate_limited_until) for w in view.workers] == [(0.25, until), (0.0, 1.0)]
+    _, header, first, second = status_lines(view)
+    hhmmss = time.strftime("%H:%M:%S", time.localtime(until))
+    assert _columns(first, header)[0] == f"exited (stopped) (rate-limited until {hhmmss})"
+    assert "rate-limited" not in second  # a limit in the past is over
+    assert "$0.2500" in first
 
 
 def test_status_shows_the_whole_unreachable_engine_detail(tmp_path: Path) -> None:

@@ -5,6 +5,8 @@ gateway alone."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import urllib.error
 import urllib.request
@@ -12,9 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from orch.gateway.process import handle_path, load_handle
 
 from orch.fleet import launch
+from orch.gateway.process import GatewayClient, handle_path, load_handle
 from orch.offline.modelserver import ScriptedModelServer, key_digest
 from orch.run.folder import RunFolder
 from orch.waits import wait_until
@@ -64,7 +66,6 @@ def test_workers_hold_tokens_and_only_the_gateway_holds_the_key(upstream: Script
 
     # What the workers' own commands saw: a gateway URL with a token, the token as key, no secret.
     handle = load_handle(handle_path("gw"))
-    assert handle is not None
     tokens = {}
     for n in (1, 2):
         env = dict(line.split("=", 1) for line in (run.root / f"env-{n}.txt").read_text().splitlines() if "=" in line)
@@ -98,6 +99,36 @@ def test_workers_hold_tokens_and_only_the_gateway_holds_the_key(upstream: Script
     assert _post(f"{handle.url}/t/{tokens[1]}/v1/messages", {}) == 401
     # After the run the gateway is gone with every token.
     assert orch("kill", "gw").exit_code == 0
-    assert load_handle(handle_path("gw")) is None
+    assert not handle_path("gw").exists()
     with pytest.raises(OSError):
         _post(f"{handle.url}/t/{tokens[2]}/v1/messages", {})
+
+
+def test_a_killed_gateway_server_is_restarted_and_the_worker_carries_on(
+    upstream: ScriptedModelServer, tmp_path: Path
+) -> None:
+    """SIGKILL the gateway's server child under a live fleet: its supervisor starts another on the same
+    socket with the same tokens, the worker's next turns go through it, and nothing is counted twice."""
+    workdir = tmp_path / "w"
+    workdir.mkdir()
+    assert orch("up", "gk", "--workdir", workdir, "--local").exit_code == 0
+    run = RunFolder.for_name("gk")
+    handle = load_handle(handle_path("gk"))
+    child = GatewayClient(handle).info()["pid"]
+    os.kill(child, signal.SIGKILL)
+    wait_until(
+        lambda: GatewayClient(handle).health() and GatewayClient(handle).info()["pid"] != child,
+        30,
+        "the gateway's supervisor to start a new server child",
+    )
+    brief = tmp_path / "brief.md"
+    brief.write_text(_brief(run, 1))
+    assert orch("brief", "gk", "1", brief).exit_code == 0
+    wait_until(lambda: run.done(1).exists(), 90, "the worker to finish through the new server", watch=run.root)
+    lives = [json.loads(line) for line in run.model_log.read_text().splitlines()]
+    assert [e["data"].get("restart", False) for e in lives if e["event"] == "started"][-1]
+    ids = [(e["kind"], e["id"]) for e in map(json.loads, run.model_ledger.read_text().splitlines())]
+    assert ids and len(ids) == len(set(ids))
+    usage = json.loads(run.model_usage.read_text())
+    # Counted once each: never more requests than the upstream answered.
+    assert 0 < usage["workers"]["1"]["requests"] <= len([r for r in upstream.requests if r.path == "/v1/messages"])

@@ -108,3 +108,30 @@ def events_of(folder: RunFolder) -> list[dict[str, Any]]:
     if not folder.model_log.exists():
         return []
     return [json.loads(line) for line in folder.model_log.read_text().splitlines() if line.strip()]
+
+
+def health(run: Running) -> dict[str, Any]:
+    reply = call(
+        f"{run.handle.url}/_orch/health",
+        method="GET",
+        headers={"x-orch-control": run.handle.control_key.get_secret_value()},
+    )
+    assert reply.status == 200, reply.body
+    result: dict[str, Any] = reply.json()
+    return result
+
+
+def script_prompt(*steps: dict[str, Any]) -> str:
+    lines = "\n".join(json.dumps(s) for s in steps)
+    return f"Do this.\n\n```orch-script\n{lines}\n```\n"
+
+
+def usage_of(folder: RunFolder) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads(folder.model_usage.read_text())
+    return result
+
+
+def ledger_of(folder: RunFolder) -> list[dict[str, Any]]:
+    if not folder.model_ledger.exists():
+        return []
+    return [json.loads(line) for line in folder.model_ledger.read_text().splitlines() if line.strip()]

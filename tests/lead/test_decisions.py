@@ -12,7 +12,16 @@ import pytest
 from orch.lead import decisions
 from orch.lead.decisions import BACKSTOP, Crash, Nudge, Pick, Retry, Watch
 from orch.lead.findings import CommandEvidence, Finding, Severity, Verdict, VerdictReport
-from orch.lead.jobs import AcceptedFinding, AcceptedVerdict, ControllerState, Job, JobStatus, Stance, WorkerBook
+from orch.lead.jobs import (
+    AcceptedFinding,
+    AcceptedVerdict,
+    Assignment,
+    ControllerState,
+    Job,
+    JobStatus,
+    Stance,
+    WorkerBook,
+)
 from orch.lead.spec import AgentGroup, Budget, FleetSpec, Limits, Role, Rounds, TaskSpec, VerificationSpec
 from orch.run.records import HookEvent, WorkerState
 
@@ -162,6 +171,41 @@ def test_pick_a_task_worker(
     job = Job(id="t2", role=role, task="t2", pin=pin)
     state.jobs.append(job)
     assert decisions.pick(state, _spec(), job, free, alive) == expected
+
+
+def _plan(*pairs: tuple[str, int]) -> list[Assignment]:
+    return [Assignment(job=job, worker=n) for job, n in pairs]
+
+
+PLAN = _plan(("t1", 2), ("t2", 1), ("v1", 1), ("v2", 2))
+REPLAY_PICKS: dict[str, tuple[str, list[str], list[int], list[int], Pick]] = {
+    # the recording: W2 took t1, W1 t2 then v1, W2 v2. (job to hand out, jobs already handed out, free, alive, pick)
+    "its-recorded-worker": ("t1", [], [1, 2], [1, 2], Pick(2)),
+    "not-the-lowest-free": ("t2", [], [1, 2], [1, 2], Pick(1)),
+    "waits-for-its-recorded-worker": ("t1", [], [1], [1, 2], Pick()),
+    "in-the-recorded-order": ("v1", [], [1, 2], [1, 2], Pick()),
+    "after-the-earlier-one": ("v1", ["t1", "t2"], [1, 2], [1, 2], Pick(1)),
+    "the-other-worker-s-order-is-its-own": ("v2", ["t1"], [2], [1, 2], Pick(2)),
+    "recorded-worker-out": ("v2", ["t1"], [1], [1], Pick(fail="its recorded worker 2 is out of the run")),
+    "never-in-the-recording": ("x9", [], [1, 2], [1, 2], Pick(fail="the recording never handed out this job")),
+}
+
+
+@pytest.mark.parametrize(
+    ("job_id", "handed", "free", "alive", "expected"), REPLAY_PICKS.values(), ids=REPLAY_PICKS.keys()
+)
+def test_pick_in_a_replay(job_id: str, handed: list[str], free: list[int], alive: list[int], expected: Pick) -> None:
+    state = _state()
+    workers = {a.job: a.worker for a in PLAN}
+    for other in handed:
+        state.jobs.append(Job(id=other, role=Role.FINDER, worker=workers[other], status=JobStatus.RUNNING))
+    job = Job(id=job_id, role=Role.FINDER, task=job_id)
+    state.jobs.append(job)
+    got = decisions.pick(state, _spec(), job, free, alive, PLAN)
+    assert got.worker == expected.worker
+    assert (got.fail is None) == (expected.fail is None)
+    if expected.fail is not None:
+        assert got.fail is not None and got.fail.startswith(expected.fail)
 
 
 AWAITS: dict[str, tuple[dict[str, Any], bool]] = {
@@ -354,27 +398,63 @@ def test_relaunch_refused(used: int, limit: int, refused: bool) -> None:
 
 
 # --- budget, the loop's end and its sleep --------------------------------------------------------
-BUDGETS: dict[str, tuple[float | None, float | None, dict[int, float], set[int], list[int], bool]] = {
-    # (fleet budget, per-worker cap, costs, already capped, newly capped, abort)
-    "under-budget": (1.0, None, {1: 0.2, 2: 0.3}, set(), [], False),
-    "over-budget": (1.0, None, {1: 0.6, 2: 0.5}, set(), [], True),
-    "at-budget-is-not-over": (1.0, None, {1: 0.5, 2: 0.5}, set(), [], False),
-    "worker-over-cap": (None, 0.5, {1: 0.2, 2: 0.7}, set(), [2], False),
-    "worker-at-cap": (None, 0.5, {1: 0.5}, set(), [], False),
-    "capped-once": (None, 0.5, {1: 0.9, 2: 0.7}, {1}, [2], False),
-    "cap-and-abort": (1.0, 0.5, {1: 0.9, 2: 0.2}, set(), [1], True),
+S = decisions.Spend
+BUDGETS: dict[str, tuple[dict[str, Any], dict[int, decisions.Spend], str | None, set[int], list[int], str | None]] = {
+    # (budget, each worker's spend, the gateway's fleet refusal, already capped, newly capped, abort starts)
+    "under-budget": ({"max_cost_usd": 1.0}, {1: S(0.2), 2: S(0.3)}, None, set(), [], None),
+    "over-budget": ({"max_cost_usd": 1.0}, {1: S(0.6), 2: S(0.5)}, None, set(), [], "the fleet's cost $1.1000"),
+    "at-budget-is-not-over": ({"max_cost_usd": 1.0}, {1: S(0.5), 2: S(0.5)}, None, set(), [], None),
+    "worker-over-cap": ({"max_cost_per_worker_usd": 0.5}, {1: S(0.2), 2: S(0.7)}, None, set(), [2], None),
+    "worker-at-cap": ({"max_cost_per_worker_usd": 0.5}, {1: S(0.5)}, None, set(), [], None),
+    "capped-once": ({"max_cost_per_worker_usd": 0.5}, {1: S(0.9), 2: S(0.7)}, None, {1}, [2], None),
+    "cap-and-abort": (
+        {"max_cost_usd": 1.0, "max_cost_per_worker_usd": 0.5},
+        {1: S(0.9), 2: S(0.2)},
+        None,
+        set(),
+        [1],
+        "the fleet's cost",
+    ),
+    "tokens-under": ({"max_tokens": 100}, {1: S(tokens=50), 2: S(tokens=50)}, None, set(), [], None),
+    "tokens-over": ({"max_tokens": 100}, {1: S(tokens=60), 2: S(tokens=41)}, None, set(), [], "the fleet's 101 tokens"),
+    "worker-tokens-over": ({"max_tokens_per_worker": 10}, {1: S(tokens=11), 2: S(tokens=10)}, None, set(), [1], None),
+    "gateway-refused-a-worker": ({"max_tokens": 100}, {1: S(refused="w1 at 100 tokens")}, None, set(), [1], None),
+    "gateway-refusal-is-once": ({"max_tokens": 100}, {1: S(refused="w1 at 100 tokens")}, None, {1}, [], None),
+    "gateway-refused-the-fleet": (
+        {"max_cost_usd": 5.0},
+        {1: S(0.1)},
+        "fleet at $5",
+        set(),
+        [],
+        "the model gateway refused the fleet: fleet at $5",
+    ),
 }
 
 
-@pytest.mark.parametrize(("total", "cap", "costs", "capped", "new", "abort"), BUDGETS.values(), ids=BUDGETS.keys())
+@pytest.mark.parametrize(
+    ("caps", "spend", "fleet_refused", "capped", "new", "abort"), BUDGETS.values(), ids=BUDGETS.keys()
+)
 def test_budget_check(
-    total: float | None, cap: float | None, costs: dict[int, float], capped: set[int], new: list[int], abort: bool
+    caps: dict[str, Any],
+    spend: dict[int, decisions.Spend],
+    fleet_refused: str | None,
+    capped: set[int],
+    new: list[int],
+    abort: str | None,
 ) -> None:
-    budget = Budget(max_cost_usd=total, max_cost_per_worker_usd=cap)
+    budget = Budget(**caps)
     assert decisions.has_budget(budget)
-    check = decisions.budget_check(budget, costs, capped)
-    assert [n for n, _ in check.cap] == new
-    assert (check.abort is not None) is abort
+    check = decisions.budget_check(budget, spend, fleet_refused, capped)
+    assert [o.worker for o in check.cap] == new
+    if abort is None:
+        assert check.abort is None
+    else:
+        assert check.abort is not None and check.abort.startswith(abort), check.abort
+
+
+def test_a_gateway_refusal_is_the_reason_given() -> None:
+    check = decisions.budget_check(Budget(max_tokens_per_worker=5), {1: S(tokens=9, refused="over 5 tokens")}, None, ())
+    assert check.cap == (decisions.Overrun(1, "the model gateway refused it: over 5 tokens"),)
 
 
 def test_no_budget_is_not_checked() -> None:

@@ -11,20 +11,24 @@ from typing import Any
 import pytest
 import yaml
 
+from orch.gateway.records import LedgerEntry
 from orch.lead import briefs
 from orch.lead.findings import (
     CodeEvidence,
     CommandEvidence,
     Finding,
     ProblemKind,
+    RanCommand,
     Severity,
     Verdict,
     VerdictReport,
-    bash_commands,
     check_findings,
     check_quote,
     check_verdict,
-    command_was_run,
+    exit_code_problem,
+    hook_commands,
+    ledger_commands,
+    runs_of,
 )
 from orch.lead.jobs import (
     AcceptedFinding,
@@ -268,8 +272,58 @@ def test_quote_checks(workdir: Path, file: str, line: int, quote: str, wrong: st
 def test_command_evidence_is_matched_in_hook_form() -> None:
     command = "python3 -c 'print(\"x\")' | grep -q x"
     raw = json.dumps({"command": f"cd /w && out=$( ( {command} ) 2>&1 )", "description": "d"})
-    assert command_was_run(command, [raw])
-    assert not command_was_run("python3 -c 'print(1)'", [raw])
+    assert runs_of(command, [RanCommand(raw, encoded=True)])
+    assert not runs_of("python3 -c 'print(1)'", [RanCommand(raw, encoded=True)])
+    # The ledger keeps the command as run.
+    assert runs_of(command, [RanCommand(f"cd /w && {command}")])
+
+
+def _use(id_: str, command: str, worker: int = 2, job: str | None = "v1", ts: float = 100.0) -> LedgerEntry:
+    return LedgerEntry(
+        ts=ts, worker=worker, job=job, seq=1, kind="tool_use", id=id_, tool="Bash", input={"command": command}
+    )
+
+
+def _result(id_: str, is_error: bool, worker: int = 2) -> LedgerEntry:
+    return LedgerEntry(ts=101.0, worker=worker, seq=2, kind="tool_result", id=id_, is_error=is_error)
+
+
+LEDGERS: dict[str, tuple[list[LedgerEntry], list[RanCommand]]] = {
+    # worker 2 on job v1, brief sent at 50: (ledger lines, the commands it ran)
+    "stamped-with-the-job": ([_use("a", "ls"), _result("a", False)], [RanCommand("ls", is_error=False)]),
+    "no-result-yet": ([_use("a", "ls")], [RanCommand("ls")]),
+    "another-job": ([_use("a", "ls", job="t1")], []),
+    "another-worker": ([_use("a", "ls", worker=3)], []),
+    "unstamped-after-the-brief": (
+        [_use("a", "ls", job=None, ts=60), _result("a", True)],
+        [RanCommand("ls", is_error=True)],
+    ),
+    "unstamped-before-the-brief": ([_use("a", "ls", job=None, ts=40)], []),
+    "not-bash": ([_use("a", "ls").model_copy(update={"tool": "Read"})], []),
+}
+
+
+@pytest.mark.parametrize(("entries", "ran"), LEDGERS.values(), ids=LEDGERS.keys())
+def test_ledger_commands(entries: list[LedgerEntry], ran: list[RanCommand]) -> None:
+    assert ledger_commands(entries, 2, "v1", 50.0) == ran
+
+
+EXITS: dict[str, tuple[int, list[RanCommand], bool]] = {
+    # (cited exit code, the calls that ran it, a problem)
+    "zero-and-succeeded": (0, [RanCommand("t", is_error=False)], False),
+    "zero-but-failed": (0, [RanCommand("t", is_error=True)], True),
+    "nonzero-and-failed": (1, [RanCommand("t", is_error=True)], False),
+    "nonzero-but-succeeded": (2, [RanCommand("t", is_error=False)], True),
+    "one-run-agrees": (0, [RanCommand("t", is_error=True), RanCommand("t", is_error=False)], False),
+    "no-result-known": (0, [RanCommand("t")], False),
+    "part-of-a-longer-call": (0, [RanCommand("cd /w && t", is_error=True)], False),
+    "hook-log-has-no-results": (0, [RanCommand('{"command": "t"}', encoded=True)], False),
+}
+
+
+@pytest.mark.parametrize(("code", "runs", "wrong"), EXITS.values(), ids=EXITS.keys())
+def test_cited_exit_codes(code: int, runs: list[RanCommand], wrong: bool) -> None:
+    assert (exit_code_problem(CommandEvidence(command="t", exit_code=code), runs) is not None) is wrong
 
 
 def _run_folder(tmp_path: Path) -> RunFolder:
@@ -314,7 +368,7 @@ def test_verdict_output_checks(tmp_path: Path, workdir: Path) -> None:
 
     def kinds(verdict: dict[str, Any]) -> list[ProblemKind]:
         run.verdict_file("t1-F1.v1").write_text(json.dumps(verdict))
-        commands = bash_commands(run.hook_events(2), since)
+        commands = hook_commands(run.hook_events(2), since)
         got = check_verdict(run, "t1-F1.v1", "t1-F1.v1@abc", "t1-F1", 2, workdir, 3, commands)[1]
         return [p.kind for p in got]
 
@@ -334,6 +388,23 @@ def test_verdict_output_checks(tmp_path: Path, workdir: Path) -> None:
     }
     run.state(2).write_text(json.dumps(event) + "\n")
     assert kinds({**base, "evidence": [command, {**quote, "line": 10}]}) == []
+
+
+def test_verdict_commands_from_the_ledger(tmp_path: Path, workdir: Path) -> None:
+    run = _run_folder(tmp_path)
+    run.result(2).write_text("checked\n")
+    base = {"job": "v1@abc", "finding": "t1-F1", "verdict": "REFUTED", "reason": "it exits 1"}
+
+    def kinds(exit_code: int, ledger: list[LedgerEntry]) -> list[ProblemKind]:
+        cited = {"command": "python3 -m pytest", "exit_code": exit_code}
+        run.verdict_file("v1").write_text(json.dumps({**base, "evidence": [cited]}))
+        commands = ledger_commands(ledger, 2, "v1", 0.0)
+        return [p.kind for p in check_verdict(run, "v1", "v1@abc", "t1-F1", 2, workdir, 3, commands)[1]]
+
+    assert kinds(1, []) == [ProblemKind.UNRUN_COMMAND]
+    ran = [_use("a", "python3 -m pytest"), _result("a", is_error=False)]
+    assert kinds(1, ran) == [ProblemKind.WRONG_EXIT_CODE]  # it passed: a REFUTED citing exit 1 lies
+    assert kinds(0, ran) == []
 
 
 # --- the verification policy -------------------------------------------------------------------
@@ -455,7 +526,7 @@ def test_report_matrix_and_single_file_html(tmp_path: Path, spec_dir: Path) -> N
     page = render_html(report)
     assert "<table>" in page and "<style>" in page and "logs/agent-3.log" in page
     assert not re.search(r"""(src|href)=['"]?(https?:)?//""", page), "external asset in report.html"
-    assert "nothing was billed" not in page  # a run on the real model: its costs are real
+    assert "Nothing was billed" not in page  # a run on the real model: its costs are real
 
 
 def test_skill_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

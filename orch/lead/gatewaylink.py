@@ -1,0 +1,156 @@
+"""The lead's side of the run's model gateway: what it reads from the run folder's `model/` (usage and
+cost, the gateway's own events, the ledger of tool calls) and the two control calls it makes (the
+budget, each worker's current job). The gateway is the only writer of `model/` (orch.gateway.records).
+
+A run without a gateway (started before there was one) has no `model/`: its readers answer None or
+nothing, and the control calls answer False.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from orch.errors import NotFoundError, OrchError
+from orch.gateway.process import GatewayClient, GatewayHandle, handle_path, load_handle
+from orch.gateway.records import GatewayBudget, GatewayEvent, GatewayEventKind, LedgerEntry, UsageSnapshot
+from orch.lead.spec import Budget
+from orch.run.folder import RunFolder
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def has_gateway(run: RunFolder) -> bool:
+    """The run has (or had) a model gateway: it keeps `model/`."""
+    return run.model_dir.is_dir()
+
+
+def read_usage(run: RunFolder) -> UsageSnapshot | None:
+    """The gateway's usage.json (rewritten atomically, so never half-written), or None without one."""
+    try:
+        return UsageSnapshot.model_validate_json(run.model_usage.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValidationError) as exc:  # another orch version's file: report it as absent
+        log.warning("%s is unreadable: %s", run.model_usage, exc)
+        return None
+
+
+def gateway_budget(budget: Budget) -> GatewayBudget:
+    """The spec's caps, as the gateway takes them (the same four fields)."""
+    return GatewayBudget.model_validate(budget.model_dump())
+
+
+class JsonlTail(Generic[M]):
+    """An append-only JSONL file of records, parsed once: each read parses only the complete lines added
+    since the last; garbage lines are skipped."""
+
+    def __init__(self, path: Path, model: type[M]) -> None:
+        self.path, self.model = path, model
+        self.offset = 0
+        self._records: list[M] = []
+
+    def records(self) -> Sequence[M]:
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return self._records
+        if size < self.offset:  # replaced: read again from the start
+            self.offset, self._records = 0, []
+        if size > self.offset:
+            with self.path.open("rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read(size - self.offset)
+            complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits for the next read
+            self.offset += len(complete)
+            for line in complete.splitlines():
+                try:
+                    self._records.append(self.model.model_validate(json.loads(line)))
+                except (ValueError, ValidationError):
+                    continue
+        return self._records
+
+
+def control(run_name: str) -> GatewayClient:
+    """The run's gateway control client; NotFoundError when no gateway was started for the run."""
+    handle = _handle(run_name)
+    if handle is None:
+        raise NotFoundError(f"run {run_name!r} has no gateway handle", hint="is the run's gateway started?")
+    return GatewayClient(handle)
+
+
+def _handle(run_name: str) -> GatewayHandle | None:
+    # load_handle raises NotFoundError for a missing handle here, and answers None on the integration
+    # branch: either way, None.
+    try:
+        return load_handle(handle_path(run_name))
+    except NotFoundError:
+        return None
+
+
+class GatewayLink:
+    """One controller's view of its run's gateway: incremental readers and best-effort control calls."""
+
+    def __init__(self, run: RunFolder) -> None:
+        self.run = run
+        self._events = JsonlTail(run.model_log, GatewayEvent)
+        self._ledger = JsonlTail(run.model_ledger, LedgerEntry)
+
+    def usage(self) -> UsageSnapshot | None:
+        return read_usage(self.run)
+
+    def events(self) -> Sequence[GatewayEvent]:
+        return self._events.records()
+
+    def ledger(self) -> Sequence[LedgerEntry]:
+        return self._ledger.records()
+
+    def refusals(self) -> dict[int | None, str]:
+        """Why the gateway refuses whom (worker, or None: the whole fleet), from usage.json and the
+        budget-exceeded lines of gateway.jsonl (whichever the controller sees first)."""
+        out: dict[int | None, str] = {}
+        for event in self.events():
+            if event.event is GatewayEventKind.BUDGET_EXCEEDED:
+                # A fleet refusal names the worker whose request met it: the scope says whom it stops.
+                whom = None if event.worker is None or event.data.get("scope") == "fleet" else event.worker
+                out.setdefault(whom, _reason(event))
+        usage = self.usage()
+        if usage is not None:
+            if usage.refused:
+                out.setdefault(None, usage.refused)
+            for n, worker in usage.workers.items():
+                if worker.refused:
+                    out.setdefault(n, worker.refused)
+        return out
+
+    def set_budget(self, budget: Budget) -> str | None:
+        """Send the caps; None when the gateway took them (or the run has none), else why not."""
+        return self._call(lambda c: c.set_budget(gateway_budget(budget)))
+
+    def set_job(self, n: int, job: str | None) -> str | None:
+        """Tell the gateway which job worker n is on (None: none), so it stamps usage and the ledger."""
+        return self._call(lambda c: c.set_job(n, job))
+
+    def _call(self, call: Callable[[GatewayClient], None]) -> str | None:
+        if not has_gateway(self.run):  # a run from before the gateway: nobody to tell
+            return None
+        try:
+            call(control(self.run.name))
+        except OrchError as exc:  # no handle, or the gateway did not answer (the client says which)
+            return exc.one_line()
+        return None
+
+
+def _reason(event: GatewayEvent) -> str:
+    for key in ("reason", "message", "detail"):
+        value = event.data.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return "budget exceeded"

@@ -1,0 +1,1051 @@
+"""Replay matching (orch/gateway/replay.py) and the recording format (orch/gateway/cassette.py).
+
+The request bodies below are real: Claude Code 2.1.332 run against orch's scripted model (trimmed: long
+system prompts, tool schemas and reminder texts cut). Runs A and B are one prompt in two workdirs and run
+folders; C is another prompt; D and E a brief read from each run's own folder; TITLE is the session-title
+side call the interactive TUI makes.
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orch.errors import UsageError
+from orch.gateway.cassette import append_exchange, read_exchanges
+from orch.gateway.records import Exchange
+from orch.gateway.replay import Replayer, ReplayMiss, exchange_key, normalise, recorded_folders, translate
+
+Body = dict[str, Any]
+
+# Where each capture ran: (workdir, run folder).
+PLACES = {
+    "A": ("/tmp/capture/wa/proj", "/tmp/capture/runs/ra"),
+    "B": ("/tmp/capture/wb/other", "/tmp/capture/runs/rb"),
+    "C": ("/tmp/capture/wc/proj", "/tmp/capture/runs/rc"),
+    "D": ("/tmp/capture/wd/proj", "/tmp/capture/runs/rd"),
+    "E": ("/tmp/capture/we/proj2", "/tmp/capture/runs/re"),
+}
+
+A6: Body = {
+    "model": "claude-opus-5-5",
+    "messages": [
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "text",
+                    "text": "<system-reminder>\n"
+                    "Attribution for git commits and pull requests you create from here on (this "
+                    "replaces Claude …\n"
+                    "</system-reminder>\n",
+                },
+                {
+                    "type": "text",
+                    "text": "Do the steps.\n"
+                    "```orch-script\n"
+                    '{"bash": "echo hi > out.txt"}\n'
+                    '{"read": "out.txt"}\n'
+                    '{"reply": "all done"}\n'
+                    "```",
+                },
+            ],
+        },
+        {
+            "role": "system",
+            "content": "# Environment\n"
+            "You have been invoked in the following environment: \n"
+            " - Primary working directory: /tmp/capture/wa/proj\n"
+            " - Is a git repository: false\n"
+            " - Additional working directories:\n"
+            "  - /tmp/capture/runs/ra\n"
+            "…\n"
+            "Today's date is 2026-12-03.",
+            "output_config": {"effort": "medium"},
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "toolu_9996f38fbe794bfab76532e37e43b9d7",
+                    "name": "Bash",
+                    "input": {"command": "echo hi > out.txt", "description": "scripted step"},
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "tool_use_id": "toolu_9996f38fbe794bfab76532e37e43b9d7",
+                    "type": "tool_result",
+                    "content": "(Bash completed with no output)",
+                    "is_error": False,
+                }
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "toolu_115b32be4cf0409391e5b4a7769fe0a1",
+                    "name": "Read",
+                    "input": {"file_path": "out.txt"},
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "tool_use_id": "toolu_115b32be4cf0409391e5b4a7769fe0a1",
+                    "type": "tool_result",
+                    "content": "1\thi\n2\t",
+                    "cache_control": {"type": "ephemeral"},
+                }
+            ],
+        },
+    ],
+    "system": [
+        {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.332.a46; cc_entrypoint=sdk-cli;"},
+        {
+            "type": "text",
+            "text": "You are a Claude agent, built on Anthropic's Claude Agent SDK.",
+            "cache_control": {"type": "ephemeral"},
+        },
+        {
+            "type": "text",
+            "text": "\nYou are an agent working with the user toward their goals, using your own judgment along  …",
+            "cache_control": {"type": "ephemeral"},
+        },
+    ],
+    "tools": [
+        {"name": "Agent", "input_schema": {"type": "object"}},
+        {"name": "Bash", "input_schema": {"type": "object"}},
+        {"name": "Edit", "input_schema": {"type": "object"}},
+    ],
+    "metadata": {
+        "user_id": '{"device_id":"ee96cfa7356f759c","account_uuid":"",'
+        '"session_id":"3fa7e1c7-4c14-4a3a-a42f-46edae6cc8c8"}'
+    },
+    "max_tokens": 128000,
+    "thinking": {"type": "adaptive", "display": "omitted"},
+    "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+    "output_config": {"effort": "medium"},
+    "stream": True,
+}
+
+B6: Body = {
+    "model": "claude-opus-5-5",
+    "messages": [
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "text",
+                    "text": "<system-reminder>\n"
+                    "Attribution for git commits and pull requests you create from here on (this "
+                    "replaces Claude …\n"
+                    "</system-reminder>\n",
+                },
+                {
+                    "type": "text",
+                    "text": "Do the steps.\n"
+                    "```orch-script\n"
+                    '{"bash": "echo hi > out.txt"}\n'
+                    '{"read": "out.txt"}\n'
+                    '{"reply": "all done"}\n'
+                    "```",
+                },
+            ],
+        },
+        {
+            "role": "system",
+            "content": "# Environment\n"
+            "You have been invoked in the following environment: \n"
+            " - Primary working directory: /tmp/capture/wb/other\n"
+            " - Is a git repository: false\n"
+            " - Additional working directories:\n"
+            "  - /tmp/capture/runs/rb\n"
+            "…\n"
+            "Today's date is 2026-12-03.",
+            "output_config": {"effort": "medium"},
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "toolu_4d42b229fb9644e18e145d65eee445bf",
+                    "name": "Bash",
+                    "input": {"command": "echo hi > out.txt", "description": "scripted step"},
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "tool_use_id": "toolu_4d42b229fb9644e18e145d65eee445bf",
+                    "type": "tool_result",
+                    "content": "(Bash completed with no output)",
+                    "is_error": False,
+                }
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "toolu_e1f5236fde264f1aa72976e0e2242a30",
+                    "name": "Read",
+                    "input": {"file_path": "out.txt"},
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "tool_use_id": "toolu_e1f5236fde264f1aa72976e0e2242a30",
+                    "type": "tool_result",
+                    "content": "1\thi\n2\t",
+                    "cache_control": {"type": "ephemeral"},
+                }
+            ],
+        },
+    ],
+    "system": [
+        {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.332.a46; cc_entrypoint=sdk-cli;"},
+        {
+            "type": "text",
+            "text": "You are a Claude agent, built on Anthropic's Claude Agent SDK.",
+            "cache_control": {"type": "ephemeral"},
+        },
+        {
+            "type": "text",
+            "text": "\nYou are an agent working with the user toward their goals, using your own judgment along  …",
+            "cache_control": {"type": "ephemeral"},
+        },
+    ],
+    "tools": [
+        {"name": "Agent", "input_schema": {"type": "object"}},
+        {"name": "Bash", "input_schema": {"type": "object"}},
+        {"name": "Edit", "input_schema": {"type": "object"}},
+    ],
+    "metadata": {
+        "user_id": '{"device_id":"48081ec2354c6c45","account_uuid":"",'
+        '"session_id":"2dfc6381-efa0-4f2e-aa72-8bf5e2cd022c"}'
+    },
+    "max_tokens": 128000,
+    "thinking": {"type": "adaptive", "display": "omitted"},
+    "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+    "output_config": {"effort": "medium"},
+    "stream": True,
+}
+
+C4: Body = {
+    "model": "claude-opus-5-5",
+    "messages": [
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "text",
+                    "text": "<system-reminder>\n"
+                    "Attribution for git commits and pull requests you create from here on (this "
+                    "replaces Claude …\n"
+                    "</system-reminder>\n",
+                },
+                {"type": "text", "text": 'Different task.\n```orch-script\n{"bash": "ls"}\n{"reply": "listed"}\n```'},
+            ],
+        },
+        {
+            "role": "system",
+            "content": "# Environment\n"
+            "You have been invoked in the following environment: \n"
+            " - Primary working directory: /tmp/capture/wc/proj\n"
+            " - Is a git repository: false\n"
+            " - Additional working directories:\n"
+            "  - /tmp/capture/runs/rc\n"
+            "…\n"
+            "Today's date is 2026-12-03.",
+            "output_config": {"effort": "medium"},
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "toolu_b7f32ccd8d5f4dcaa5c06bcfe57c6003",
+                    "name": "Bash",
+                    "input": {"command": "ls", "description": "scripted step"},
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "tool_use_id": "toolu_b7f32ccd8d5f4dcaa5c06bcfe57c6003",
+                    "type": "tool_result",
+                    "content": "(Bash completed with no output)",
+                    "is_error": False,
+                    "cache_control": {"type": "ephemeral"},
+                }
+            ],
+        },
+    ],
+    "system": [
+        {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.332.9b1; cc_entrypoint=sdk-cli;"},
+        {
+            "type": "text",
+            "text": "You are a Claude agent, built on Anthropic's Claude Agent SDK.",
+            "cache_control": {"type": "ephemeral"},
+        },
+        {
+            "type": "text",
+            "text": "\nYou are an agent working with the user toward their goals, using your own judgment along  …",
+            "cache_control": {"type": "ephemeral"},
+        },
+    ],
+    "tools": [
+        {"name": "Agent", "input_schema": {"type": "object"}},
+        {"name": "Bash", "input_schema": {"type": "object"}},
+        {"name": "Edit", "input_schema": {"type": "object"}},
+    ],
+    "metadata": {
+        "user_id": '{"device_id":"f6d07c6ed12b5acf","account_uuid":"",'
+        '"session_id":"bdbe1207-1eb1-4c42-b2f1-72a2fe3c333f"}'
+    },
+    "max_tokens": 128000,
+    "thinking": {"type": "adaptive", "display": "omitted"},
+    "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+    "output_config": {"effort": "medium"},
+    "stream": True,
+}
+
+TITLE: Body = {
+    "model": "claude-opus-5-5",
+    "messages": [
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "text",
+                    "text": "<session>\n"
+                    "Do the steps. ```orch-script\n"
+                    '{"bash": "echo hi > out.txt"}\n'
+                    '{"reply": "all done"}\n'
+                    "```\n"
+                    "</session>\n"
+                    "\n"
+                    "Write the title in the predominant language of the session — a stray word or "
+                    "code token in another language doesn't change it, and neither does the "
+                    "English of these instructions.",
+                }
+            ],
+        }
+    ],
+    "system": [
+        {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.332.542; cc_entrypoint=cli;"},
+        {"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude."},
+        {
+            "type": "text",
+            "text": "You are naming a coding session so the user can pick it out of a long list of sessions. Th …",
+        },
+    ],
+    "tools": [],
+    "metadata": {
+        "user_id": '{"device_id":"eb3780c94b493ed6","account_uuid":"",'
+        '"session_id":"982c2c93-0a2d-4ba1-ba58-4a3af84baa40"}'
+    },
+    "max_tokens": 128000,
+    "output_config": {
+        "effort": "medium",
+        "format": {
+            "type": "json_schema",
+            "schema": {
+                "type": "object",
+                "properties": {"title": {"type": "string"}},
+                "required": ["title"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "stream": True,
+}
+
+BRIEF_D6: Body = {
+    "model": "claude-opus-5-5",
+    "messages": [
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "text",
+                    "text": "<system-reminder>\n"
+                    "Attribution for git commits and pull requests you create from here on (this "
+                    "replaces Claude …\n"
+                    "</system-reminder>\n",
+                },
+                {"type": "text", "text": "Read your brief at /tmp/capture/runs/rd/brief-1.md and follow it."},
+            ],
+        },
+        {
+            "role": "system",
+            "content": "# Environment\n"
+            "You have been invoked in the following environment: \n"
+            " - Primary working directory: /tmp/capture/wd/proj\n"
+            " - Is a git repository: false\n"
+            " - Additional working directories:\n"
+            "  - /tmp/capture/runs/rd\n"
+            "…\n"
+            "Today's date is 2026-12-03.",
+            "output_config": {"effort": "medium"},
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "toolu_a114d5f4cbb5405ca238a2d3b42271fe",
+                    "name": "Read",
+                    "input": {"file_path": "/tmp/capture/runs/rd/brief-1.md"},
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "tool_use_id": "toolu_a114d5f4cbb5405ca238a2d3b42271fe",
+                    "type": "tool_result",
+                    "content": "1\tBrief.\n"
+                    "2\t```orch-script\n"
+                    '3\t{"bash": "date"}\n'
+                    '4\t{"reply": "briefed"}\n'
+                    "5\t```\n"
+                    "6\t",
+                }
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "toolu_c3b60b79e0e74c3c95192f38ae63956c",
+                    "name": "Bash",
+                    "input": {"command": "date", "description": "scripted step"},
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "tool_use_id": "toolu_c3b60b79e0e74c3c95192f38ae63956c",
+                    "type": "tool_result",
+                    "content": "Thu Dec  3 14:46:54 UTC 2026",
+                    "is_error": False,
+                    "cache_control": {"type": "ephemeral"},
+                }
+            ],
+        },
+    ],
+    "system": [
+        {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.332.a06; cc_entrypoint=sdk-cli;"},
+        {
+            "type": "text",
+            "text": "You are a Claude agent, built on Anthropic's Claude Agent SDK.",
+            "cache_control": {"type": "ephemeral"},
+        },
+        {
+            "type": "text",
+            "text": "\nYou are an agent working with the user toward their goals, using your own judgment along  …",
+            "cache_control": {"type": "ephemeral"},
+        },
+    ],
+    "tools": [
+        {"name": "Agent", "input_schema": {"type": "object"}},
+        {"name": "Bash", "input_schema": {"type": "object"}},
+        {"name": "Edit", "input_schema": {"type": "object"}},
+    ],
+    "metadata": {
+        "user_id": '{"device_id":"a97c483d0cc8f1da","account_uuid":"",'
+        '"session_id":"63024dab-3a64-42af-842d-fdf562cea17d"}'
+    },
+    "max_tokens": 128000,
+    "thinking": {"type": "adaptive", "display": "omitted"},
+    "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+    "output_config": {"effort": "medium"},
+    "stream": True,
+}
+
+BRIEF_E6: Body = {
+    "model": "claude-opus-5-5",
+    "messages": [
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "text",
+                    "text": "<system-reminder>\n"
+                    "Attribution for git commits and pull requests you create from here on (this "
+                    "replaces Claude …\n"
+                    "</system-reminder>\n",
+                },
+                {"type": "text", "text": "Read your brief at /tmp/capture/runs/re/brief-1.md and follow it."},
+            ],
+        },
+        {
+            "role": "system",
+            "content": "# Environment\n"
+            "You have been invoked in the following environment: \n"
+            " - Primary working directory: /tmp/capture/we/proj2\n"
+            " - Is a git repository: false\n"
+            " - Additional working directories:\n"
+            "  - /tmp/capture/runs/re\n"
+            "…\n"
+            "Today's date is 2026-12-03.",
+            "output_config": {"effort": "medium"},
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "toolu_61ac909117dd4b3d988eaec86fd26e18",
+                    "name": "Read",
+                    "input": {"file_path": "/tmp/capture/runs/re/brief-1.md"},
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "tool_use_id": "toolu_61ac909117dd4b3d988eaec86fd26e18",
+                    "type": "tool_result",
+                    "content": "1\tBrief.\n"
+                    "2\t```orch-script\n"
+                    '3\t{"bash": "date"}\n'
+                    '4\t{"reply": "briefed"}\n'
+                    "5\t```\n"
+                    "6\t",
+                }
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "toolu_5de3d89ef21c47618d4b3ed96b55f9d0",
+                    "name": "Bash",
+                    "input": {"command": "date", "description": "scripted step"},
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "tool_use_id": "toolu_5de3d89ef21c47618d4b3ed96b55f9d0",
+                    "type": "tool_result",
+                    "content": "Thu Dec  3 14:46:54 UTC 2026",
+                    "is_error": False,
+                    "cache_control": {"type": "ephemeral"},
+                }
+            ],
+        },
+    ],
+    "system": [
+        {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.332.a06; cc_entrypoint=sdk-cli;"},
+        {
+            "type": "text",
+            "text": "You are a Claude agent, built on Anthropic's Claude Agent SDK.",
+            "cache_control": {"type": "ephemeral"},
+        },
+        {
+            "type": "text",
+            "text": "\nYou are an agent working with the user toward their goals, using your own judgment along  …",
+            "cache_control": {"type": "ephemeral"},
+        },
+    ],
+    "tools": [
+        {"name": "Agent", "input_schema": {"type": "object"}},
+        {"name": "Bash", "input_schema": {"type": "object"}},
+        {"name": "Edit", "input_schema": {"type": "object"}},
+    ],
+    "metadata": {
+        "user_id": '{"device_id":"2115a30e3bfeacd7","account_uuid":"",'
+        '"session_id":"67ed0288-f2b0-444b-993c-ef3e194192d7"}'
+    },
+    "max_tokens": 128000,
+    "thinking": {"type": "adaptive", "display": "omitted"},
+    "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+    "output_config": {"effort": "medium"},
+    "stream": True,
+}
+
+
+def turn(body: Body, n: int) -> Body:
+    """The request of turn `n` in the conversation `body` ends (Claude Code resends the whole history)."""
+    return {**copy.deepcopy(body), "messages": copy.deepcopy(body["messages"][:n])}
+
+
+def key_of(body: Body, run: str, path: str = "/v1/messages") -> tuple[str, str, int]:
+    workdir, run_dir = PLACES[run]
+    key = exchange_key(path, body, run_dir, workdir)
+    return key.kind, key.conversation, key.turn
+
+
+# ---------------------------------------------------------------- normalisation
+
+RUN, WORK = "/home/u/.orch/runs/demo-1", "/home/u/src/app"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("<system-reminder>\nToday is 2026-12-03.\n</system-reminder>\nFix the bug.", "Fix the bug."),
+        ("a<system-reminder>x</system-reminder>b<system-reminder>\ny\n</system-reminder>c", "abc"),
+        (f"Read your brief at {RUN}/briefs/w1.md", "Read your brief at <run>/briefs/w1.md"),
+        (f"cd {WORK} && ls {WORK}/src", "cd <workdir> && ls <workdir>/src"),
+        (f"workspace {RUN}/workspace/app", "workspace <run>/workspace/app"),
+        ("see -home-u-src-app/memory", "see <workdir>/memory"),  # Claude Code's mangled project dir
+        ("answer toolu_01XFDUDYJgAACzvnptvVoYEL and msg_9996f38fbe794bfab76532e3", "answer <id> and <id>"),
+        ("session 3fa7e1c7-4c14-4a3a-a42f-46edae6cc8c8 done", "session <id> done"),
+        ("commit 9f3e2a1b4c5d6e7f8a9b0c1d2e3f4a5b", "commit <id>"),
+        ("at 2026-12-03T14:46:54.123Z or 2026-12-03 14:46:54+01:00", "at <time> or <time>"),
+        ("dated 2026-12-03.", "dated <time>."),
+        ("started 1764773214.5123 (ms 1764773214512)", "started <epoch> (ms <epoch>)"),
+        ("keep msg_count, run_dir, 12345 and cafe", "keep msg_count, run_dir, 12345 and cafe"),
+        ("  spaced \n\n out\t", "spaced out"),
+        # A paste as Claude Code 2.1.332 sends it (two pastes of one text: ids cfab and 93d6).
+        (
+            '<pasted_content id="cfab">\nbrief\n</pasted_content id="cfab">',
+            '<pasted_content id="<id>"> brief </pasted_content id="<id>">',
+        ),
+    ],
+)
+def test_normalise(text: str, expected: str) -> None:
+    assert normalise(text, RUN, WORK) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "run_dir", "expected"),
+    [
+        ("/ and /home", "", "/ and /home"),  # no folder, or "/", replaces nothing
+        ("Work in /home/u/src/app.", "", "Work in <workdir>."),
+        ("/home/u/src/app2 and /home/u/src/app.bak", "", "/home/u/src/app2 and /home/u/src/app.bak"),
+        ("/work --w re-w /w/x /w", "/w", "/work --w re-w <run>/x <run>"),  # a short folder: whole elements only
+        (f"{WORK}/.orch/run", f"{WORK}/.orch/run", "<run>"),  # the run folder inside the workdir
+    ],
+)
+def test_normalise_replaces_whole_path_elements(text: str, run_dir: str, expected: str) -> None:
+    assert normalise(text, run_dir, WORK if run_dir != "/w" else "/") == expected
+
+
+# ---------------------------------------------------------------- keys of real Claude Code bodies
+
+
+@pytest.mark.parametrize("n", [2, 4, 6])
+def test_one_prompt_in_two_places_has_one_key_per_turn(n: int) -> None:
+    # Different workdirs, run folders, tool_use ids, device and session ids: the same turn.
+    assert key_of(turn(A6, n), "A") == key_of(turn(B6, n), "B") == ("main", key_of(A6, "A")[1], n)
+
+
+def test_a_brief_in_the_run_folder_matches_once_the_run_folder_is_a_placeholder() -> None:
+    assert key_of(BRIEF_D6, "D") == key_of(BRIEF_E6, "E")
+    # Without the run folders the first messages differ: it is the placeholder that matches them.
+    raw_d = exchange_key("/v1/messages", BRIEF_D6, "", "")
+    raw_e = exchange_key("/v1/messages", BRIEF_E6, "", "")
+    assert raw_d.conversation != raw_e.conversation
+
+
+def pasted(paste_id: str) -> Body:
+    """A conversation opened with a bracketed paste (the real block, its lines cut to three)."""
+    lines = "Here is a long brief.\nline 0: some text about the task at hand"
+    text = f'\n\n<pasted_content id="{paste_id}">\n{lines}\n</pasted_content id="{paste_id}">\n'
+    return {**A6, "messages": [{"role": "user", "content": [{"type": "text", "text": text}]}, *A6["messages"][1:2]]}
+
+
+def test_two_pastes_of_one_brief_have_one_key() -> None:
+    assert key_of(pasted("cfab"), "A") == key_of(pasted("93d6"), "B") != key_of(A6, "A")
+
+
+def test_different_conversations_have_different_keys() -> None:
+    conversations = {key_of(A6, "A")[1], key_of(C4, "C")[1], key_of(BRIEF_D6, "D")[1], key_of(TITLE, "A")[1]}
+    assert len(conversations) == 4
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "kind"),
+    [
+        ("/v1/messages", A6, "main"),
+        ("/v1/messages?beta=true", A6, "main"),  # Claude Code asks with ?beta=true
+        ("/v1/messages", TITLE, "side"),  # streamed, but no tools and a JSON format asked
+        ("/v1/messages", {**A6, "stream": False}, "side"),
+        ("/v1/messages", {**A6, "tools": []}, "side"),
+        ("/v1/messages/count_tokens", A6, "count_tokens"),
+        ("/v1/models", {}, "other"),
+    ],
+)
+def test_kind(path: str, body: Body, kind: str) -> None:
+    assert exchange_key(path, body, "", "").kind == kind
+
+
+def test_a_body_without_messages_has_turn_zero() -> None:
+    assert exchange_key("/v1/messages", {"messages": "junk"}, "", "").turn == 0
+
+
+# ---------------------------------------------------------------- replaying a recording
+
+SSE = "event: message_start\ndata: {}\n\n"
+
+
+def recorded(seq: int, worker: int, body: Body, run: str, path: str = "/v1/messages", status: int = 200) -> Exchange:
+    workdir, run_dir = PLACES[run]
+    return Exchange(
+        seq=seq,
+        ts=1764773214.0 + seq,
+        worker=worker,
+        method="POST",
+        path=path,
+        request=body,
+        status=status,
+        headers={"content-type": "text/event-stream"},
+        stream=bool(body.get("stream")),
+        body=f"answer {seq}",
+        key=exchange_key(path, body, run_dir, workdir),
+    )
+
+
+def cassette(tmp_path: Path, exchanges: list[Exchange]) -> Path:
+    """A run folder whose model/ holds `exchanges`, one file per worker, as the gateway writes them."""
+    root = tmp_path / "recorded-run"
+    (root / "model").mkdir(parents=True)
+    for exchange in exchanges:
+        append_exchange(root / "model" / f"exchanges-{exchange.worker}.jsonl.gz", exchange)
+    return root
+
+
+def replayer(tmp_path: Path, exchanges: list[Exchange], run: str = "B") -> Replayer:
+    workdir, run_dir = PLACES[run]
+    return Replayer(cassette(tmp_path, exchanges), run_dir, workdir)
+
+
+def ask(rep: Replayer, worker: int, body: Body, path: str = "/v1/messages") -> Exchange | ReplayMiss:
+    return rep.answer(worker, "POST", path, body)
+
+
+# Worker 1 recorded run A: a title side call, then turns 2, 4 and 6.
+RECORDING_A = [
+    recorded(1, 1, TITLE, "A"),
+    recorded(2, 1, turn(A6, 2), "A"),
+    recorded(3, 1, turn(A6, 4), "A"),
+    recorded(4, 1, turn(A6, 6), "A"),
+]
+
+
+@pytest.mark.parametrize("n", [2, 4, 6])
+def test_run_b_is_answered_from_run_a(tmp_path: Path, n: int) -> None:
+    answer = ask(replayer(tmp_path, RECORDING_A), 1, turn(B6, n))
+    assert isinstance(answer, Exchange) and answer.body == f"answer {n // 2 + 1}"
+
+
+@pytest.mark.parametrize(
+    ("worker", "body", "expected"),
+    [
+        (1, {**turn(B6, 6), "messages": [*B6["messages"], *B6["messages"][2:4]]}, "worker 1, turn 8 of conversation "),
+        (
+            1,
+            {**turn(B6, 6), "messages": [*B6["messages"], *B6["messages"][2:4]]},
+            "recorded turns of that conversation end at 6",
+        ),
+        (1, turn(B6, 3), "worker 1, turn 3 of conversation "),
+        (1, turn(B6, 3), "no recorded turn 3 (recorded: 2, 4, 6)"),
+        (1, C4, 'worker 1, turn 4: no conversation starts with "Different task. ```orch-script'),
+        (1, C4, 'recorded: "Do the steps. ```orch-script {"bash": "echo hi > out.txt"}'),
+        (2, turn(B6, 2), 'worker 2, turn 2: no conversation starts with "Do the steps.'),
+        (2, turn(B6, 2), "worker 2 has no recorded turns (that conversation was recorded for worker 1)"),
+        (3, C4, "worker 3 has no recorded turns (recorded workers: 1)"),
+    ],
+)
+def test_a_main_miss_names_worker_turn_and_difference(tmp_path: Path, worker: int, body: Body, expected: str) -> None:
+    answer = ask(replayer(tmp_path, RECORDING_A), worker, body)
+    assert isinstance(answer, ReplayMiss)
+    assert (answer.worker, answer.turn) == (worker, len(body["messages"]))
+    assert expected in answer.message and "\n" not in answer.message
+
+
+def test_a_retry_gets_the_same_answer_and_a_new_session_the_next_recording(tmp_path: Path) -> None:
+    # Worker 1 ran the prompt twice (a restart without resume): two sessions of one conversation.
+    rep = replayer(tmp_path, [*RECORDING_A, recorded(5, 1, turn(A6, 2), "A"), recorded(6, 1, turn(A6, 4), "A")])
+    bodies = [ask(rep, 1, turn(B6, n)) for n in (2, 2, 4, 2, 4, 4, 6, 2)]
+    answers = [b.body if isinstance(b, Exchange) else b.message for b in bodies]
+    assert answers == [
+        "answer 2",
+        "answer 2",  # a retry of turn 2
+        "answer 3",
+        "answer 5",  # the second session
+        "answer 6",
+        "answer 6",
+        "answer 4",
+        "answer 5",  # every recording used: the latest again
+    ]
+
+
+@pytest.mark.parametrize(
+    ("statuses", "expected"),
+    [
+        ([529, 200], 2),  # recorded: overloaded, then the retry worked
+        ([200, 200], 2),  # both worked (the agent gave up on the first stream): the one it went on with
+        ([429, 400], 2),  # a budget refusal beats a rate limit
+        ([500, 429], 2),
+        ([529, 500], 2),  # only failures: the latest
+        ([200, 529], 1),
+    ],
+)
+def test_recorded_retries_of_one_turn_answer_with_the_best(tmp_path: Path, statuses: list[int], expected: int) -> None:
+    exchanges = [recorded(seq, 1, turn(A6, 2), "A", status=s) for seq, s in enumerate(statuses, 1)]
+    answer = ask(replayer(tmp_path, exchanges), 1, turn(B6, 2))
+    assert isinstance(answer, Exchange) and answer.seq == expected
+
+
+def test_order_is_the_file_order_not_seq(tmp_path: Path) -> None:
+    # A restarted gateway numbers from 1 again: the later life's recording is still the later one.
+    first, second = recorded(7, 1, turn(A6, 2), "A"), recorded(1, 1, turn(A6, 2), "A")
+    answer = ask(replayer(tmp_path, [first, second]), 1, turn(B6, 2))
+    assert isinstance(answer, Exchange) and answer.seq == 1
+
+
+def test_a_recorded_side_call_failure_is_not_given_again(tmp_path: Path) -> None:
+    rep = replayer(tmp_path, [recorded(1, 1, TITLE, "A", status=529), recorded(2, 1, turn(A6, 2), "A")])
+    answer = ask(rep, 1, TITLE)
+    assert isinstance(answer, Exchange) and (answer.seq, answer.status) == (0, 200)
+
+
+@pytest.mark.parametrize(
+    ("worker", "body", "path", "expected"),
+    [
+        (1, TITLE, "/v1/messages", "answer 1"),  # recorded exactly
+        (
+            1,
+            {**TITLE, "messages": [{"role": "user", "content": "<session>\nother\n</session>"}]},
+            "/v1/messages",
+            "answer 1",
+        ),
+        (1, A6, "/v1/messages/count_tokens", "synthesized"),  # nothing of that kind recorded for worker 1
+        (2, TITLE, "/v1/messages", "synthesized"),
+    ],
+)
+def test_side_calls_never_miss(tmp_path: Path, worker: int, body: Body, path: str, expected: str) -> None:
+    answer = ask(replayer(tmp_path, RECORDING_A), worker, body, path)
+    assert isinstance(answer, Exchange)
+    assert answer.body == expected if expected != "synthesized" else answer.seq == 0
+
+
+def test_synthesized_answers_are_well_formed(tmp_path: Path) -> None:
+    rep = replayer(tmp_path, RECORDING_A)
+    title = ask(rep, 2, TITLE)
+    assert isinstance(title, Exchange) and title.stream and title.headers["content-type"] == "text/event-stream"
+    events = [json.loads(line[6:]) for line in title.body.splitlines() if line.startswith("data: ")]
+    assert events[0]["type"] == "message_start" and events[-1]["type"] == "message_stop"
+    assert json.loads(events[2]["delta"]["text"]) == {"title": "Replayed session"}  # the schema it asked for
+    count = ask(rep, 2, A6, "/v1/messages/count_tokens")
+    assert isinstance(count, Exchange) and json.loads(count.body)["input_tokens"] > 0
+    whole = ask(rep, 2, {**TITLE, "stream": False})
+    assert isinstance(whole, Exchange) and json.loads(whole.body)["content"][0]["type"] == "text"
+
+
+def test_other_endpoints_answer_from_a_recording_of_the_same_path_or_miss(tmp_path: Path) -> None:
+    rep = replayer(tmp_path, [*RECORDING_A, recorded(5, 1, {}, "A", path="/v1/models")])
+    models = rep.answer(1, "POST", "/v1/models?beta=true", {})
+    assert isinstance(models, Exchange) and models.seq == 5
+    miss = rep.answer(1, "GET", "/v1/files", {})
+    assert isinstance(miss, ReplayMiss) and miss.message == "worker 1: no recording of GET /v1/files"
+
+
+# ---------------------------------------------------------------- bad cassettes
+
+
+def write(path: Path, data: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def line_of(exchange: Exchange) -> bytes:
+    return gzip.compress((exchange.model_dump_json() + "\n").encode())
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda root: root / "missing", "replay cassette {root}/missing does not exist"),
+        (lambda root: write(root / "a-file", b"x"), "replay cassette {root}/a-file is not a folder"),
+        (lambda root: root, "replay cassette {root} has no recording (no model/exchanges-*.jsonl.gz)"),
+        (lambda root: write(root / "model" / "exchanges-1.jsonl.gz", b"").parent.parent, "is empty"),
+        (
+            lambda root: write(root / "model" / "exchanges-1.jsonl.gz", b"not gzip").parent.parent,
+            "corrupt exchanges file {root}/model/exchanges-1.jsonl.gz line 1: not gzip",
+        ),
+        (
+            lambda root: (
+                write(
+                    root / "model" / "exchanges-2.jsonl.gz", line_of(RECORDING_A[0]) + gzip.compress(b'{"seq": 1}\n')
+                ).parent.parent
+            ),
+            "corrupt exchanges file {root}/model/exchanges-2.jsonl.gz line 2: ts: Field required",
+        ),
+        (
+            lambda root: (
+                write(
+                    root / "model" / "exchanges-2.jsonl.gz", line_of(RECORDING_A[0]) + gzip.compress(b"[1, 2\n")
+                ).parent.parent
+            ),
+            "corrupt exchanges file {root}/model/exchanges-2.jsonl.gz line 2: Invalid JSON",
+        ),
+    ],
+)
+def test_a_bad_cassette_is_a_one_line_error(tmp_path: Path, make: Any, message: str) -> None:
+    path = make(tmp_path)
+    with pytest.raises(UsageError) as caught:
+        Replayer(path, "/r", "/w")
+    assert message.format(root=tmp_path) in caught.value.one_line()
+    assert "\n" not in caught.value.one_line()
+
+
+def test_a_torn_member_loses_only_its_own_exchange(tmp_path: Path) -> None:
+    # A crash mid-write tears the last member; a restarted gateway appends after it.
+    good = [line_of(e) for e in RECORDING_A]
+    path = write(tmp_path / "exchanges-1.jsonl.gz", good[0] + good[1][: len(good[1]) // 2] + good[2] + good[3][:-3])
+    assert [e.seq for e in read_exchanges(path)] == [1, 3]
+
+
+def test_the_model_folder_itself_is_a_cassette(tmp_path: Path) -> None:
+    root = cassette(tmp_path, RECORDING_A)
+    assert isinstance(Replayer(root / "model", "/r", "/w").answer(1, "POST", "/v1/messages", turn(A6, 2)), Exchange)
+
+
+def test_concurrent_appends_keep_every_exchange_whole(tmp_path: Path) -> None:
+    path = tmp_path / "exchanges-1.jsonl.gz"
+    big = {**A6, "padding": "x" * 200_000}  # bigger than one write chunk
+    threads = [
+        threading.Thread(target=append_exchange, args=(path, recorded(seq, 1, big if seq % 2 else A6, "A")))
+        for seq in range(1, 41)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(e.seq for e in read_exchanges(path)) == list(range(1, 41))
+    with gzip.open(path, "rt") as fh:  # and any gzip reader reads it as one JSON-lines file
+        assert sum(1 for _ in fh) == 40
+
+
+# ---------------------------------------------------------------- answers in this run's folders
+
+OLD_RUN, OLD_WORK, NEW_RUN, NEW_WORK = "/old/runs/r1", "/old/src/app", "/new/runs/r2", "/new/copy/app"
+FOLDERS = ((OLD_RUN, NEW_RUN), (OLD_WORK, NEW_WORK))
+
+
+def sse(*events: dict[str, Any]) -> str:
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+
+
+def tool_stream(tool_input: dict[str, Any], cut: int) -> str:
+    """A tool_use answer as the scripted model streams it: the input JSON in two fragments, cut at `cut`."""
+    payload = json.dumps(tool_input)
+    return sse(
+        {"type": "message_start", "message": {"id": "msg_1", "content": []}},
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "tool_use", "id": "toolu_1", "input": {}},
+        },
+        *(
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": part}}
+            for part in (payload[:cut], payload[cut:])
+        ),
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_stop"},
+    )
+
+
+def streamed_input(text: str) -> Any:
+    fragments = [
+        e["delta"]["partial_json"]
+        for line in text.splitlines()
+        if line.startswith("data: ") and (e := json.loads(line[6:]))["type"] == "content_block_delta"
+    ]
+    return json.loads("".join(fragments))
+
+
+@pytest.mark.parametrize("cut", [5, 22, 30, 40])  # 22..40 cut the path itself
+def test_a_recorded_tool_input_names_this_runs_folders(cut: int) -> None:
+    tool_input = {"file_path": f"{OLD_WORK}/out.md", "content": f"see {OLD_RUN}/brief-1.md"}
+    exchange = recorded(1, 1, A6, "A").model_copy(update={"body": tool_stream(tool_input, cut), "stream": True})
+    translated = translate(exchange, FOLDERS)
+    assert streamed_input(translated.body) == {
+        "file_path": f"{NEW_WORK}/out.md",
+        "content": f"see {NEW_RUN}/brief-1.md",
+    }
+    # Only the fragments change: every other event is as recorded, byte for byte.
+    before, after = exchange.body.split("\n\n"), translated.body.split("\n\n")
+    assert [b for b, a in zip(before, after, strict=True) if b != a and "input_json_delta" not in b] == []
+
+
+@pytest.mark.parametrize(
+    ("body", "stream", "expected"),
+    [
+        (
+            sse(
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": f"in {OLD_WORK}."}}
+            ),
+            True,
+            f"in {NEW_WORK}.",
+        ),
+        (json.dumps({"content": [{"type": "text", "text": f"{OLD_RUN}/x"}]}), False, f"{NEW_RUN}/x"),
+        (json.dumps({"content": [{"type": "text", "text": "/old/src/app2 stays"}]}), False, "/old/src/app2 stays"),
+    ],
+)
+def test_recorded_text_names_this_runs_folders(body: str, stream: bool, expected: str) -> None:
+    content_type = "text/event-stream" if stream else "application/json"
+    exchange = recorded(1, 1, A6, "A").model_copy(
+        update={"body": body, "stream": stream, "headers": {"content-type": content_type}}
+    )
+    assert expected in translate(exchange, FOLDERS).body
+    assert translate(exchange, ()) is exchange
+
+
+def test_the_recording_folders_come_from_the_cassette(tmp_path: Path) -> None:
+    root = cassette(tmp_path, RECORDING_A)
+    assert recorded_folders(root) == (str(root), "")
+    (root / "run.json").write_text(json.dumps({"name": "r1", "workdir": OLD_WORK}))
+    assert recorded_folders(root) == (str(root), OLD_WORK)
+    started = {"ts": 1.0, "event": "started", "data": {"run_dir": OLD_RUN, "workdir": "/old/other"}}
+    (root / "model" / "gateway.jsonl").write_text("garbage\n" + json.dumps(started) + "\n")
+    assert recorded_folders(root) == (OLD_RUN, "/old/other")
+
+
+def test_the_replayer_answers_in_this_runs_folders(tmp_path: Path) -> None:
+    tool_input = {"file_path": f"{OLD_WORK}/out.md", "content": "made"}
+    answer_a = recorded(2, 1, turn(A6, 2), "A").model_copy(update={"body": tool_stream(tool_input, 25)})
+    root = cassette(tmp_path, [answer_a])
+    (root / "run.json").write_text(json.dumps({"workdir": OLD_WORK}))
+    answer = Replayer(root, NEW_RUN, NEW_WORK).answer(1, "POST", "/v1/messages", turn(B6, 2))
+    assert isinstance(answer, Exchange) and streamed_input(answer.body)["file_path"] == f"{NEW_WORK}/out.md"

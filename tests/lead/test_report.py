@@ -1,0 +1,102 @@
+"""The report's tokens and cost (orch.lead.report, reportrender): from the gateway's usage.json when the run
+has one, else the status lines; and what it says about billing and the evidence source."""
+
+from __future__ import annotations
+
+from orch.gateway.records import UsageLine, UsageSnapshot, WorkerUsage
+from orch.lead.controller import initial_state, write_spec
+from orch.lead.jobs import ControllerState
+from orch.lead.report import build_report
+from orch.lead.reportrender import cost_line, render_html, render_markdown
+from orch.lead.spec import FleetSpec, TaskSpec
+from orch.run.folder import RunFolder
+from tests.helpers import run_info
+
+SPEC = FleetSpec(tasks=[TaskSpec(id="t1", goal="g"), TaskSpec(id="t2", goal="h")], workers=2, offline=True)
+
+
+def _run(name: str) -> tuple[RunFolder, ControllerState]:
+    run = RunFolder.for_name(name)
+    run.create(run_info(name, workers=2))
+    write_spec(run, SPEC)
+    state = initial_state(run, SPEC)
+    state.jobs[0].worker, state.jobs[1].worker = 1, 2
+    return run, state
+
+
+def _line(inp: int, out: int, read: int, write: int, cost: float) -> UsageLine:
+    return UsageLine(
+        requests=1,
+        input_tokens=inp,
+        output_tokens=out,
+        cache_read_input_tokens=read,
+        cache_creation_input_tokens=write,
+        cost_usd=cost,
+    )
+
+
+def _usage(billed: bool) -> UsageSnapshot:
+    a, b = _line(10, 20, 30, 40, 0.5), _line(1, 2, 3, 4, 0.25)
+    workers = {
+        1: WorkerUsage(**a.model_dump(), by_model={"claude-x": a}, by_job={"t1": a}),
+        2: WorkerUsage(**b.model_dump(), by_model={"claude-x": b}, by_job={"t2": b}),
+    }
+    total = _line(11, 22, 33, 44, 0.75).model_copy(update={"requests": 2})
+    return UsageSnapshot(
+        offline=not billed, billed=billed, pricing="orch/data/pricing.json", updated=1.0, workers=workers, total=total
+    )
+
+
+def test_usage_per_worker_model_and_job_from_the_gateway() -> None:
+    run, state = _run("metered")
+    run.model_dir.mkdir()
+    run.model_usage.write_text(_usage(billed=False).model_dump_json())
+    report = build_report(run, SPEC, state)
+    assert report.cost_source == "gateway" and report.billed is False
+    assert report.evidence_source == "ledger"
+    w1 = report.workers[0].usage
+    assert w1 is not None and (w1.input_tokens, w1.output_tokens, w1.cache_read_tokens, w1.cache_write_tokens) == (
+        10,
+        20,
+        30,
+        40,
+    )
+    assert report.workers[0].cost_usd == 0.5
+    (model,) = report.models
+    assert model.model == "claude-x" and model.usage.cost_usd == 0.75 and model.usage.cache_write_tokens == 44
+    job = report.jobs[1].usage
+    assert job is not None and job.input_tokens == 1
+    md = render_markdown(report)
+    assert "Nothing was billed: this run was offline" in md
+    assert "| model claude-x | 2 | 11 | 22 | 33 | 44 | $0.7500 |" in md
+    assert "| job t1 | 1 | 10 | 20 | 30 | 40 | $0.5000 |" in md
+    assert "Claude Code's own estimate" not in md
+    assert "hook logs" not in md  # the ledger was the evidence source
+    assert "Nothing was billed" in render_html(report)
+    assert cost_line(report) == "cost: $0.7500 for 110 tokens (nothing billed)"
+
+
+def test_a_billed_run_says_so() -> None:
+    run, state = _run("billed")
+    run.model_dir.mkdir()
+    run.model_usage.write_text(_usage(billed=True).model_dump_json())
+    md = render_markdown(build_report(run, SPEC, state))
+    assert "Tokens and costs as priced by orch's model gateway" in md and "Nothing was billed" not in md
+
+
+def test_a_replayed_run_says_nothing_was_billed() -> None:
+    run, state = _run("replayed")
+    run.model_dir.mkdir()
+    run.model_usage.write_text(_usage(billed=False).model_dump_json())
+    state.replay_of = "/somewhere/recorded"
+    assert "Nothing was billed: this run replayed a recording" in render_markdown(build_report(run, SPEC, state))
+
+
+def test_a_run_without_a_gateway_flags_its_evidence_source() -> None:
+    run, state = _run("old")
+    report = build_report(run, SPEC, state)
+    assert report.cost_source == "status-line" and report.total is None and report.workers[0].usage is None
+    assert report.evidence_source == "hooks"
+    md = render_markdown(report)
+    assert "no model gateway" in md and "which the workers themselves can write" in md
+    assert "## Tokens and cost" not in md
