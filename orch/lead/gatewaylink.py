@@ -8,23 +8,18 @@ nothing, and the control calls answer False.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Generic, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from orch.errors import NotFoundError, OrchError
 from orch.gateway.process import GatewayClient, GatewayHandle, handle_path, load_handle
 from orch.gateway.records import GatewayBudget, GatewayEvent, GatewayEventKind, LedgerEntry, UsageSnapshot
 from orch.lead.spec import Budget
-from orch.run.folder import RunFolder
+from orch.run.folder import JsonlTail, RunFolder
 
 log = logging.getLogger(__name__)
-
-M = TypeVar("M", bound=BaseModel)
 
 
 def has_gateway(run: RunFolder) -> bool:
@@ -46,36 +41,6 @@ def read_usage(run: RunFolder) -> UsageSnapshot | None:
 def gateway_budget(budget: Budget) -> GatewayBudget:
     """The spec's caps, as the gateway takes them (the same four fields)."""
     return GatewayBudget.model_validate(budget.model_dump())
-
-
-class JsonlTail(Generic[M]):
-    """An append-only JSONL file of records, parsed once: each read parses only the complete lines added
-    since the last; garbage lines are skipped."""
-
-    def __init__(self, path: Path, model: type[M]) -> None:
-        self.path, self.model = path, model
-        self.offset = 0
-        self._records: list[M] = []
-
-    def records(self) -> Sequence[M]:
-        try:
-            size = self.path.stat().st_size
-        except FileNotFoundError:
-            return self._records
-        if size < self.offset:  # replaced: read again from the start
-            self.offset, self._records = 0, []
-        if size > self.offset:
-            with self.path.open("rb") as fh:
-                fh.seek(self.offset)
-                chunk = fh.read(size - self.offset)
-            complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits for the next read
-            self.offset += len(complete)
-            for line in complete.splitlines():
-                try:
-                    self._records.append(self.model.model_validate(json.loads(line)))
-                except (ValueError, ValidationError):
-                    continue
-        return self._records
 
 
 def control(run_name: str) -> GatewayClient:

@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -103,7 +103,7 @@ class RunFolder:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self._hook_logs: dict[int, HookLog] = {}
+        self._hook_logs: dict[int, JsonlTail[HookEvent]] = {}
 
     @classmethod
     def for_name(cls, name: str) -> RunFolder:
@@ -293,7 +293,7 @@ class RunFolder:
 
         Read incrementally: each call on this RunFolder parses only the lines added since the last.
         """
-        return self._hook_logs.setdefault(n, HookLog(self.state(n))).events()
+        return self._hook_logs.setdefault(n, JsonlTail(self.state(n), HookEvent)).records()
 
     def last_hook_event(self, n: int) -> HookEvent | None:
         events = self.hook_events(n)
@@ -309,21 +309,22 @@ class RunFolder:
         append_line(self.events, event.model_dump_json())
 
 
-class HookLog:
-    """A worker's hook log (append-only JSONL), parsed once: each read parses only the new lines."""
+class JsonlTail(Generic[M]):
+    """An append-only JSONL file of records (a worker's hook log, the gateway's events and ledger), parsed
+    once: each read parses only the complete lines added since the last; garbage lines are skipped."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, path: Path, model: type[M]) -> None:
+        self.path, self.model = path, model
         self.offset = 0
-        self._events: list[HookEvent] = []
+        self._records: list[M] = []
 
-    def events(self) -> Sequence[HookEvent]:
+    def records(self) -> Sequence[M]:
         try:
             size = self.path.stat().st_size
         except FileNotFoundError:
-            return self._events
+            return self._records
         if size < self.offset:  # replaced: read again from the start
-            self.offset, self._events = 0, []
+            self.offset, self._records = 0, []
         if size > self.offset:
             with self.path.open("rb") as fh:
                 fh.seek(self.offset)
@@ -332,10 +333,10 @@ class HookLog:
             self.offset += len(complete)
             for line in complete.splitlines():
                 try:
-                    self._events.append(HookEvent.model_validate(json.loads(line)))
+                    self._records.append(self.model.model_validate(json.loads(line)))
                 except (ValueError, ValidationError):
                     continue
-        return self._events
+        return self._records
 
 
 def list_runs() -> list[RunFolder]:

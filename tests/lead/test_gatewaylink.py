@@ -6,9 +6,9 @@ from pathlib import Path
 
 from orch.gateway.process import handle_path, save_handle
 from orch.gateway.records import GatewayBudget, GatewayEvent, GatewayEventKind, UsageSnapshot, WorkerUsage
-from orch.lead.gatewaylink import GatewayLink, JsonlTail, gateway_budget, read_usage
+from orch.lead.gatewaylink import GatewayLink, gateway_budget, read_usage
 from orch.lead.spec import Budget
-from orch.run.folder import RunFolder, append_line
+from orch.run.folder import JsonlTail, RunFolder, append_line
 from tests.gateway.gw import boot_for, call, gateway, main_call
 
 

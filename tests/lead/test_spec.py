@@ -540,16 +540,17 @@ def test_skill_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_hook_log_reads_only_new_complete_lines(tmp_path: Path) -> None:
-    from orch.run.folder import HookLog
+    from orch.run.folder import JsonlTail
+    from orch.run.records import HookEvent
 
     path = tmp_path / "agent-1.jsonl"
-    log = HookLog(path)
-    assert log.events() == []
+    log = JsonlTail(path, HookEvent)
+    assert log.records() == []
     path.write_text('{"ts": 1, "hook_event_name": "SessionStart"}\n{"ts": 2, "hook_event_na')
-    assert [e.hook_event_name for e in log.events()] == ["SessionStart"]
+    assert [e.hook_event_name for e in log.records()] == ["SessionStart"]
     with path.open("a") as fh:
         fh.write('me": "Stop"}\nnot json\n')
-    assert [e.hook_event_name for e in log.events()] == ["SessionStart", "Stop"]
+    assert [e.hook_event_name for e in log.records()] == ["SessionStart", "Stop"]
 
 
 def test_demo_live_without_credentials_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
