@@ -112,10 +112,6 @@ class Credentials:
         """Every variable an agent's run takes from the user's environment (offline runs drop them)."""
         return (*self.env, self.base_url_env) if self.base_url_env else self.env
 
-    def passed(self, env: Mapping[str, str]) -> dict[str, str]:
-        """The variables of `variables` that are set in `env`, to hand to the agent."""
-        return {var: env[var] for var in self.variables if env.get(var)}
-
     @property
     def api_host(self) -> str | None:
         return urlsplit(self.api_url).hostname if self.api_url else None
