@@ -109,7 +109,8 @@ class Credentials:
 
     @property
     def variables(self) -> tuple[str, ...]:
-        """Every variable an agent's run takes from the user's environment (offline runs drop them)."""
+        """Every variable of the user's environment that concerns the agent's model API: the gateway takes
+        them, and every worker's environment drops them."""
         return (*self.env, self.base_url_env) if self.base_url_env else self.env
 
     @property
