@@ -9,14 +9,12 @@ import shutil
 import time
 from collections.abc import Iterable
 
-from pydantic import ValidationError
-
 from orch.errors import WaitTimeoutError
 from orch.fleet import gateway
 from orch.fleet.launch import join_numbers, server_for, worker_processes
 from orch.fleet.tmux import PaneInfo
 from orch.fleet.workerstate import derive_state
-from orch.gateway.records import UsageSnapshot
+from orch.gateway.records import UsageSnapshot, read_usage
 from orch.run import bus
 from orch.run.events import Event
 from orch.run.folder import RunFolder
@@ -40,7 +38,7 @@ def status_view(
     run: RunFolder, info: RunInfo, panes: dict[int, PaneInfo] | None, why_down: str | None = None
 ) -> RunStatusView:
     """The status table; `panes=None` means the run's tmux server (or container) is gone."""
-    usage = _usage(run)
+    usage = read_usage(run)
     rows = []
     for n in range(1, info.workers + 1):
         if panes is None:
@@ -69,15 +67,6 @@ def status_view(
         alive=panes is not None,
         workers=rows,
     )
-
-
-def _usage(run: RunFolder) -> UsageSnapshot | None:
-    """The model gateway's count (exact cost, rate limits); None for a run without one: then the cost is
-    what the agents' status lines say."""
-    try:
-        return UsageSnapshot.model_validate_json(run.model_usage.read_text())
-    except (OSError, ValidationError):
-        return None
 
 
 def _cost(run: RunFolder, n: int, usage: UsageSnapshot | None) -> float | None:

@@ -12,12 +12,16 @@ The gateway is the only writer of `model/`; everything else reads it. Files:
 
 from __future__ import annotations
 
+import logging
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, ValidationError
 
+from orch.run.folder import RunFolder
 from orch.run.records import Strict
+
+log = logging.getLogger(__name__)
 
 
 class Scheme(StrEnum):
@@ -178,3 +182,14 @@ class Exchange(Strict):
     body: str
     """The response as it came: the SSE text of a stream, or the JSON text."""
     key: ExchangeKey
+
+
+def read_usage(run: RunFolder) -> UsageSnapshot | None:
+    """The gateway's usage.json (rewritten atomically, so never half-written), or None without one."""
+    try:
+        return UsageSnapshot.model_validate_json(run.model_usage.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValidationError) as exc:  # another orch version's file: report it as absent
+        log.warning("%s is unreadable: %s", run.model_usage, exc)
+        return None

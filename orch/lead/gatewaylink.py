@@ -11,11 +11,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from pydantic import ValidationError
-
 from orch.errors import NotFoundError, OrchError
 from orch.gateway.process import GatewayClient, GatewayHandle, handle_path, load_handle
-from orch.gateway.records import GatewayBudget, GatewayEvent, GatewayEventKind, LedgerEntry, UsageSnapshot
+from orch.gateway.records import GatewayBudget, GatewayEvent, GatewayEventKind, LedgerEntry, UsageSnapshot, read_usage
 from orch.lead.spec import Budget
 from orch.run.folder import JsonlTail, RunFolder
 
@@ -25,17 +23,6 @@ log = logging.getLogger(__name__)
 def has_gateway(run: RunFolder) -> bool:
     """The run has (or had) a model gateway: it keeps `model/`."""
     return run.model_dir.is_dir()
-
-
-def read_usage(run: RunFolder) -> UsageSnapshot | None:
-    """The gateway's usage.json (rewritten atomically, so never half-written), or None without one."""
-    try:
-        return UsageSnapshot.model_validate_json(run.model_usage.read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValidationError) as exc:  # another orch version's file: report it as absent
-        log.warning("%s is unreadable: %s", run.model_usage, exc)
-        return None
 
 
 def gateway_budget(budget: Budget) -> GatewayBudget:

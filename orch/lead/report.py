@@ -16,9 +16,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from orch.gateway.records import UsageLine, UsageSnapshot
+from orch.gateway.records import UsageLine, UsageSnapshot, read_usage
 from orch.lead.findings import CodeEvidence, CommandEvidence, Evidence
-from orch.lead.gatewaylink import has_gateway, read_usage
+from orch.lead.gatewaylink import has_gateway
 from orch.lead.jobs import ControllerState, FindingStatus, Job, JobStatus
 from orch.lead.spec import FleetSpec
 from orch.lead.verification import finding_status

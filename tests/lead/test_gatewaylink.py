@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from orch.gateway.process import handle_path, save_handle
-from orch.gateway.records import GatewayBudget, GatewayEvent, GatewayEventKind, UsageSnapshot, WorkerUsage
-from orch.lead.gatewaylink import GatewayLink, gateway_budget, read_usage
+from orch.gateway.records import GatewayBudget, GatewayEvent, GatewayEventKind, UsageSnapshot, WorkerUsage, read_usage
+from orch.lead.gatewaylink import GatewayLink, gateway_budget
 from orch.lead.spec import Budget
 from orch.run.folder import JsonlTail, RunFolder, append_line
 from tests.gateway.gw import boot_for, call, gateway, main_call
