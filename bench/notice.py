@@ -20,7 +20,7 @@ TARGET = Target("<=", 100.0, "p99 <= 100 ms")
 def done_flag_ms(ctx: Context, samples: int) -> list[float]:
     """`orch.fleet.watch.wait` in a long-lived process (as a controller calls it) noticing a done flag."""
     run = ctx.env.file_run("notice")
-    inode = run.root.stat().st_ino
+    inode = run.done(1).parent.stat().st_ino  # the flag's folder: its outbox
     waiter, writer = popen(helper("waiter", run.name)), popen(helper("writer"))
     waits, writes = Lines(waiter, "waiter"), Lines(writer, "writer")
     out = []
@@ -45,7 +45,7 @@ def wait_cli_ms(ctx: Context, samples: int) -> tuple[list[float], list[float]]:
     """`orch wait NAME` (the command a lead runs): from the flag written to "all done" printed, and to
     the command having exited (what `orch wait && next-step` waits for)."""
     run = ctx.env.file_run("noticecli")
-    inode = run.root.stat().st_ino
+    inode = run.done(1).parent.stat().st_ino  # the flag's folder: its outbox
     writer = popen(helper("writer"))
     writes = Lines(writer, "writer")
     printed, exited = [], []

@@ -23,7 +23,7 @@ from typing import Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from orch.run.folder import RunFolder
-from orch.run.records import RunInfo, RunStatusView
+from orch.run.records import Isolation, RunInfo, RunStatusView
 
 
 @dataclass(frozen=True)
@@ -222,6 +222,8 @@ class UpRequest:
     """Per-worker model (worker -> model) where it differs from `model` (a fleet spec's agent groups)."""
     replay: Path | None = None
     """A cassette (a recorded run folder): the run's gateway answers every model request from it."""
+    isolation: Isolation = Isolation.SHARED
+    """STRICT: each worker its own uid and outbox, the workdir read-only (the container backend only)."""
 
 
 @dataclass(frozen=True)

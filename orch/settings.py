@@ -219,6 +219,12 @@ GATEWAY_UID = Setting(
     _whole,
     "The uid the run's model gateway runs as in its container (it alone holds the credential); never the run's uid.",
 )
+WORKER_UID_BASE = Setting(
+    "ORCH_WORKER_UID_BASE",
+    "62000",
+    _whole,
+    "Strict isolation: worker N runs as uid and gid BASE+N in its container (never the run's or the gateway's).",
+)
 BASE_SUITE = Setting(
     "ORCH_BASE_SUITE", "bookworm", _text, "scripts/ci-base-image.sh: the Debian suite of the base image it bootstraps."
 )

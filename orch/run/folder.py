@@ -127,6 +127,11 @@ class RunFolder:
         return self.root / ".bus.lock"
 
     @property
+    def bus_socket(self) -> Path:
+        """Under strict isolation, workers post here: the controller stamps the sender (orch.run.bus)."""
+        return self.root / "bus.sock"
+
+    @property
     def events(self) -> Path:
         return self.root / "events.jsonl"
 
@@ -149,17 +154,36 @@ class RunFolder:
     def task(self, n: int) -> Path:
         return self.root / f"agent-{n}.task.md"
 
+    # --- a worker's outbox: the only place worker n writes (strict isolation enforces it) ---
+    @property
+    def outbox_dir(self) -> Path:
+        return self.root / "outbox"
+
+    def outbox(self, n: int) -> Path:
+        return self.outbox_dir / f"agent-{n}"
+
     def result(self, n: int) -> Path:
-        return self.root / f"agent-{n}.result.md"
+        """Worker n's result (`agent-n.result.md` at the top is a link to it, as the reference names it)."""
+        return self.outbox(n) / "result.md"
 
     def done(self, n: int) -> Path:
-        return self.root / f"agent-{n}.done"
-
-    def state(self, n: int) -> Path:
-        return self.state_dir / f"agent-{n}.jsonl"
+        """Worker n's done flag (`agent-n.done` at the top links to it)."""
+        return self.outbox(n) / "done"
 
     def status_line(self, n: int) -> Path:
-        return self.state_dir / f"agent-{n}.status.json"
+        return self.outbox(n) / "status.json"
+
+    def outbox_findings(self, n: int, job: str) -> Path:
+        """Where worker n writes the findings of its finder job `job`."""
+        return self.outbox(n) / f"{job}.findings.json"
+
+    def outbox_verdict(self, n: int, job: str) -> Path:
+        """Where worker n writes the verdict of its verification job `job`."""
+        return self.outbox(n) / f"{job}.verdict.json"
+
+    def state(self, n: int) -> Path:
+        """Worker n's hook log: written by its own hooks only (under strict isolation, its uid's file)."""
+        return self.state_dir / f"agent-{n}.jsonl"
 
     @property
     def permission_policy(self) -> Path:
@@ -264,8 +288,13 @@ class RunFolder:
     def create(self, info: RunInfo) -> None:
         """Create the folder tree and run.json. The caller removes it if anything later fails."""
         self.root.mkdir(parents=True, exist_ok=False)
-        for sub in (self.state_dir, self.logs_dir, self.findings_dir, self.verdicts_dir):
+        for sub in (self.state_dir, self.logs_dir, self.findings_dir, self.verdicts_dir, self.outbox_dir):
             sub.mkdir()
+        for n in range(1, info.workers + 1):
+            self.outbox(n).mkdir()
+            self.state(n).touch()
+            for path in (self.result(n), self.done(n)):  # the reference's names, at the top
+                (self.root / f"agent-{n}.{path.name}").symlink_to(path.relative_to(self.root))
         self.bus.touch()
         self.write_info(info)
 

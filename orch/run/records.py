@@ -28,6 +28,17 @@ class Backend(StrEnum):
     DOCKER = "docker"
 
 
+class Isolation(StrEnum):
+    """How far the run's workers are kept apart (SECURITY.md: "Workers that lie on purpose")."""
+
+    STRICT = "strict"
+    """Each worker its own uid (orch.run.uids), writing only its own outbox; the controller and the gateway
+    other uids; the tree under audit read-only. The container backend only."""
+    SHARED = "shared"
+    """Workers and controller share one uid: a worker can write what another worker or the controller
+    writes. Local runs, and runs whose workers edit the tree (fixers, scribes, ad-hoc `orch up`)."""
+
+
 class RunStatus(StrEnum):
     STARTING = "starting"
     RUNNING = "running"
@@ -111,6 +122,7 @@ class RunInfoBase(Strict):
     `passthrough` means the workers hold the agent's own login; None: not started yet (or an old run)."""
     replay: str | None = None
     """The cassette the run's gateway answers from (`orch run --replay`): no upstream, nothing billed."""
+    isolation: Isolation = Isolation.SHARED
     tmux_socket: str
     created: dt.datetime = Field(default_factory=utcnow)
     status: RunStatus = RunStatus.STARTING

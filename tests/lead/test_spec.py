@@ -328,7 +328,7 @@ def test_cited_exit_codes(code: int, runs: list[RanCommand], wrong: bool) -> Non
 
 def _run_folder(tmp_path: Path) -> RunFolder:
     run = RunFolder(tmp_path / "run")
-    for sub in (run.root, run.state_dir, run.findings_dir, run.verdicts_dir):
+    for sub in (run.root, run.state_dir, run.findings_dir, run.verdicts_dir, run.outbox(1), run.outbox(2)):
         sub.mkdir(parents=True, exist_ok=True)
     return run
 
