@@ -107,8 +107,8 @@ def script_brief(run: RunFolder, n: int, extra: list[dict[str, str]] | None = No
     steps = [
         {"bash": f"orch bus post {run.name} --as {n} 'worker {n} checked in'"},
         *(extra or []),
-        {"write": f"{inside}/agent-{n}.result.md", "content": f"# Result of worker {n}\nall good\n"},
-        {"bash": f"touch {inside}/agent-{n}.done"},
+        {"write": f"{inside}/outbox/agent-{n}/result.md", "content": f"# Result of worker {n}\nall good\n"},
+        {"bash": f"touch {inside}/outbox/agent-{n}/done"},
         {"reply": "Finished."},
     ]
     script = "\n".join(json.dumps(s) for s in steps)

@@ -163,11 +163,12 @@ class RunFolder:
         return self.outbox_dir / f"agent-{n}"
 
     def result(self, n: int) -> Path:
-        """Worker n's result (`agent-n.result.md` at the top is a link to it, as the reference names it)."""
+        """Worker n's result. No link at the top: agents write files by replacing them, which would
+        replace a link rather than write through it."""
         return self.outbox(n) / "result.md"
 
     def done(self, n: int) -> Path:
-        """Worker n's done flag (`agent-n.done` at the top links to it)."""
+        """Worker n's done flag."""
         return self.outbox(n) / "done"
 
     def status_line(self, n: int) -> Path:
@@ -293,8 +294,6 @@ class RunFolder:
         for n in range(1, info.workers + 1):
             self.outbox(n).mkdir()
             self.state(n).touch()
-            for path in (self.result(n), self.done(n)):  # the reference's names, at the top
-                (self.root / f"agent-{n}.{path.name}").symlink_to(path.relative_to(self.root))
         self.bus.touch()
         self.write_info(info)
 

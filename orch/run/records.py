@@ -210,7 +210,7 @@ class PermissionAnswer(Strict):
 
 
 class StatusLine(BaseModel):
-    """`state/agent-<n>.status.json`: the latest status-line payload (cost feed)."""
+    """`outbox/agent-<n>/status.json`: the latest status-line payload (cost feed)."""
 
     model_config = ConfigDict(extra="allow")
 

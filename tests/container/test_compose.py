@@ -101,8 +101,8 @@ def test_compose_runs_a_fleet_and_resumes_it(project: Project) -> None:
     for n in (1, 2):
         steps = [
             {"bash": f"orch bus post {RUN} --as {n} 'worker {n} checked in'"},
-            {"write": f"{inside}/agent-{n}.result.md", "content": f"# Result {n}\nall good\n"},
-            {"bash": f"touch {inside}/agent-{n}.done"},
+            {"write": f"{inside}/outbox/agent-{n}/result.md", "content": f"# Result {n}\nall good\n"},
+            {"bash": f"touch {inside}/outbox/agent-{n}/done"},
             {"reply": "Finished."},
         ]
         brief = "# Task\n\n```orch-script\n" + "\n".join(json.dumps(s) for s in steps) + "\n```\n"
@@ -110,7 +110,7 @@ def test_compose_runs_a_fleet_and_resumes_it(project: Project) -> None:
     sh(fleet, f"orch wait {RUN} --timeout 120")
     bus = sh(fleet, f"cat {inside}/bus.md")
     assert "[W1] worker 1 checked in" in bus and "[W2] worker 2 checked in" in bus
-    owners = sh(fleet, f"stat -c %u {inside}/agent-1.result.md {inside}/agent-2.done /workspace").split()
+    owners = sh(fleet, f"stat -c %u {inside}/outbox/agent-1/result.md {inside}/outbox/agent-2/done /workspace").split()
     assert owners == [str(UID)] * 3
     assert_unprivileged(sh(fleet, 'python3 -c "$S"', S=PROCESS_SCRIPT), UID)
     attrs = fleet.attrs["HostConfig"]
@@ -126,7 +126,7 @@ def test_compose_runs_a_fleet_and_resumes_it(project: Project) -> None:
     starts = [e for e in events if e["hook_event_name"] == "SessionStart"]
     assert [s["source"] for s in starts] == ["startup", "resume"]
     assert starts[0]["session_id"] == starts[1]["session_id"]
-    assert "all good" in sh(again, f"cat {inside}/agent-2.result.md")
+    assert "all good" in sh(again, f"cat {inside}/outbox/agent-2/result.md")
 
 
 def test_compose_lead_runs_a_spec_to_its_exit_code(project: Project, tmp_path: Path) -> None:
