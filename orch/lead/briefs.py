@@ -109,7 +109,7 @@ def task_values(
         files=", ".join(task.files) or "anywhere in the workdir",
     )
     if task.role is Role.FINDER:
-        values["findings_file"] = str(run.findings_file(job.id))
+        values["findings_file"] = str(run.outbox_findings(n, job.id))
     else:
         values["confirmed_findings"] = confirmed_list(confirmed)
     return values
@@ -129,7 +129,7 @@ def verify_values(
         reproduce=f"`{item.finding.reproduce}`" if item.finding.reproduce else "(none)",
         round=str(job.round),
         stance=STANCES[job.stance],
-        verdict_file=str(run.verdict_file(job.id)),
+        verdict_file=str(run.outbox_verdict(n, job.id)),
     )
     return values
 

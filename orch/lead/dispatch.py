@@ -60,18 +60,16 @@ class Dispatch(Part):
 
     def clear_leftovers(self, job: Job, n: int) -> None:
         """A worker starts a job with no done flag, result or output file lying around."""
-        output = self.output_file(job)
-        stale = [p for p in (self.run.done(n), self.run.result(n), output) if p is not None and p.exists()]
-        for path in stale:
-            path.unlink()
+        output = self.output_file(job, n)
+        stale = self.run.clear_outbox(n, [p for p in (self.run.done(n), self.run.result(n), output) if p is not None])
         if stale:
             self.desk.event(Event.STALE_CLEARED, n, job=job.id, files=[str(p) for p in stale])
 
-    def output_file(self, job: Job) -> Path | None:
+    def output_file(self, job: Job, n: int) -> Path | None:
         if job.role is Role.FINDER:
-            return self.run.findings_file(job.id)
+            return self.run.outbox_findings(n, job.id)
         if job.role is Role.VERIFIER:
-            return self.run.verdict_file(job.id)
+            return self.run.outbox_verdict(n, job.id)
         return None
 
     def send_briefs(self, starting: list[tuple[Job, int]]) -> None:

@@ -21,7 +21,7 @@ from typing import TypeVar
 from pydantic import Field, ValidationError
 
 from orch.gateway.records import LedgerEntry
-from orch.run.folder import RunFolder
+from orch.run.folder import RunFolder, UnsafeOutput, read_worker_file
 from orch.run.records import HookEvent, Strict
 from orch.text import shorten
 
@@ -227,9 +227,11 @@ def evidence_problems(
 def result_problems(run: RunFolder, worker: int) -> list[Problem]:
     path = run.result(worker)
     try:
-        text = path.read_text(errors="replace")
+        text = read_worker_file(path).decode(errors="replace")
     except FileNotFoundError:
         return [Problem(kind=ProblemKind.MISSING_RESULT, detail=f"there is no result file ({path.name})")]
+    except (UnsafeOutput, OSError) as exc:
+        return [Problem(kind=ProblemKind.MISSING_RESULT, detail=f"the result file cannot be read: {exc}")]
     if not text.strip():
         return [Problem(kind=ProblemKind.MISSING_RESULT, detail=f"the result file ({path.name}) is empty")]
     return []
@@ -237,9 +239,11 @@ def result_problems(run: RunFolder, worker: int) -> list[Problem]:
 
 def _load(model: type[M], path: Path, token: str) -> tuple[M | None, list[Problem]]:
     try:
-        raw = path.read_text(errors="replace")
+        raw = read_worker_file(path).decode(errors="replace")
     except FileNotFoundError:
         return None, [Problem(kind=ProblemKind.MISSING_OUTPUT, detail=f"{path} does not exist")]
+    except (UnsafeOutput, OSError) as exc:
+        return None, [Problem(kind=ProblemKind.MALFORMED_OUTPUT, detail=f"{path} cannot be read: {exc}")]
     try:
         loaded = json.loads(raw)
     except ValueError as exc:
@@ -273,7 +277,7 @@ def check_findings(
 ) -> tuple[FindingsReport | None, list[Problem]]:
     """A finder's output: result file plus a findings file whose findings all carry checkable evidence."""
     problems = result_problems(run, worker)
-    report, load_problems = _load(FindingsReport, run.findings_file(job), token)
+    report, load_problems = _load(FindingsReport, run.outbox_findings(worker, job), token)
     problems += load_problems
     if report is None:
         return None, problems
@@ -309,7 +313,7 @@ def check_verdict(
     run without a gateway); cited commands must be there, with an exit code their results agree with.
     """
     problems = result_problems(run, worker)
-    report, load_problems = _load(VerdictReport, run.verdict_file(job), token)
+    report, load_problems = _load(VerdictReport, run.outbox_verdict(worker, job), token)
     problems += load_problems
     if report is None:
         return None, problems

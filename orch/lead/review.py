@@ -4,7 +4,6 @@ the confirm round), or rejected with what is wrong (up to a limit), or the job f
 from __future__ import annotations
 
 import contextlib
-import shutil
 import time
 
 from orch.lead import briefs, decisions
@@ -31,6 +30,7 @@ from orch.lead.verification import (
     new_verification_jobs,
 )
 from orch.run.events import Event
+from orch.run.folder import UnsafeOutput, atomic_write, read_worker_file
 
 
 class Review(Part):
@@ -42,6 +42,8 @@ class Review(Part):
         if job.role is Role.FINDER:
             findings, problems = check_findings(self.run, job.id, token, n, workdir, window)
             if findings is not None:
+                # What the controller validated, in its own file: the worker's outbox copy can change later.
+                atomic_write(self.run.findings_file(job.id), findings.model_dump_json(indent=2) + "\n")
                 self.accept(job, n)
                 self.add_findings(job, n, findings.findings)
                 self.finish_job(job, n)
@@ -52,6 +54,7 @@ class Review(Part):
             verdict, problems = check_verdict(self.run, job.id, token, job.finding, n, workdir, window, commands)
             if verdict is not None:
                 assert job.stance is not None
+                atomic_write(self.run.verdict_file(job.id), verdict.model_dump_json(indent=2) + "\n")
                 self.accept(job, n)
                 self.state.verdicts.append(
                     AcceptedVerdict(
@@ -95,10 +98,9 @@ class Review(Part):
 
     def archive_result(self, job: Job, n: int) -> None:
         self.run.jobs_dir.mkdir(exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            shutil.copyfile(self.run.result(n), self.run.job_result(job.id))
-        self.run.result(n).unlink(missing_ok=True)
-        self.run.done(n).unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError, UnsafeOutput):
+            atomic_write(self.run.job_result(job.id), read_worker_file(self.run.result(n)))
+        self.run.clear_outbox(n, [self.run.result(n), self.run.done(n)])
 
     def add_findings(self, job: Job, n: int, findings: list[Finding]) -> None:
         assert job.task is not None
@@ -133,7 +135,7 @@ class Review(Part):
             return
         job.corrections += 1
         self.desk.save()
-        self.run.done(n).unlink(missing_ok=True)
+        self.run.clear_outbox(n, [self.run.done(n)])
         text = briefs.correction_text(self.run, job, n, problems, job.corrections, limits.max_corrections)
         self.desk.tell(job, n, text, CORRECTION)
 

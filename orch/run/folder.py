@@ -5,10 +5,12 @@ This is the only module that knows the file names inside a run folder; everythin
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -64,6 +66,34 @@ def append_line(path: Path, line: str) -> None:
         os.write(fd, data)
     finally:
         os.close(fd)
+
+
+MAX_OUTPUT = 4 << 20
+"""The most the controller reads of one file a worker wrote (findings, verdict, result)."""
+
+
+class UnsafeOutput(Exception):
+    """A file a worker wrote that the controller will not read: a link, not a regular file, or too big."""
+
+
+def read_worker_file(path: Path, limit: int = MAX_OUTPUT) -> bytes:
+    """Read a file in a worker's outbox once, as the controller: never through a link (a hostile worker
+    could point one at a file only the controller may read), only a regular file, at most `limit` bytes.
+    FileNotFoundError if it is absent; UnsafeOutput, saying why, if it must not be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeOutput(f"{path.name} is a symbolic link: write a plain file") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafeOutput(f"{path.name} is not a regular file")
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise UnsafeOutput(f"{path.name} is larger than {limit} bytes")
+    return data
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -171,6 +201,21 @@ class RunFolder:
         """Worker n's done flag."""
         return self.outbox(n) / "done"
 
+    def clear_outbox(self, n: int, paths: Sequence[Path]) -> list[Path]:
+        """Remove these files from worker n's outbox (the controller may: under strict isolation the outbox
+        is group-writable for the run's gid); the ones that were there. Whatever a worker put in their place
+        that cannot be removed (a folder, say) stays: the job token and the safe reader keep it from counting."""
+        removed = []
+        for path in paths:
+            if path.parent != self.outbox(n):
+                raise ValueError(f"{path} is not in worker {n}'s outbox")
+            try:
+                path.unlink()
+            except OSError:
+                continue
+            removed.append(path)
+        return removed
+
     def status_line(self, n: int) -> Path:
         return self.outbox(n) / "status.json"
 
@@ -252,11 +297,12 @@ class RunFolder:
         return self.root / ".controller.lock"
 
     def findings_file(self, job: str) -> Path:
-        """Structured findings a finder job writes (JSON)."""
+        """A finder job's findings as the controller accepted them (JSON; the worker writes
+        `outbox_findings`, the controller copies what it validated here)."""
         return self.findings_dir / f"{job}.json"
 
     def verdict_file(self, job: str) -> Path:
-        """The verdict a verification job writes (JSON)."""
+        """A verification job's verdict as the controller accepted it (the worker writes `outbox_verdict`)."""
         return self.verdicts_dir / f"{job}.json"
 
     @property

@@ -341,24 +341,42 @@ def test_findings_output_checks(tmp_path: Path, workdir: Path) -> None:
 
     assert kinds() == [ProblemKind.MISSING_RESULT, ProblemKind.MISSING_OUTPUT]
     run.result(1).write_text("summary\n")
-    run.findings_file("t1").write_text("{not json")
+    run.outbox_findings(1, "t1").write_text("{not json")
     assert kinds() == [ProblemKind.MALFORMED_OUTPUT]
-    run.findings_file("t1").write_text(json.dumps({"job": "t1@old", "findings": []}))
+    run.outbox_findings(1, "t1").write_text(json.dumps({"job": "t1@old", "findings": []}))
     assert kinds() == [ProblemKind.STALE_OUTPUT]
     finding: dict[str, Any] = {"id": "F1", "claim": "c", "severity": "high", "evidence": []}
-    run.findings_file("t1").write_text(json.dumps({"job": "t1@abc", "findings": [finding, finding]}))
+    run.outbox_findings(1, "t1").write_text(json.dumps({"job": "t1@abc", "findings": [finding, finding]}))
     assert kinds() == [ProblemKind.NO_EVIDENCE, ProblemKind.DUPLICATE_ID, ProblemKind.NO_EVIDENCE]
     finding["evidence"] = [{"file": "pages.py", "line": 10, "quote": "made up"}]
-    run.findings_file("t1").write_text(json.dumps({"job": "t1@abc", "findings": [finding]}))
+    run.outbox_findings(1, "t1").write_text(json.dumps({"job": "t1@abc", "findings": [finding]}))
     assert kinds() == [ProblemKind.FALSE_EVIDENCE]
     finding["evidence"] = [{"file": "pages.py", "line": 10, "quote": "start = page * size"}]
     finding["bogus"] = 1
-    run.findings_file("t1").write_text(json.dumps({"job": "t1@abc", "findings": [finding]}))
+    run.outbox_findings(1, "t1").write_text(json.dumps({"job": "t1@abc", "findings": [finding]}))
     assert kinds() == [ProblemKind.MALFORMED_OUTPUT]
     del finding["bogus"]
-    run.findings_file("t1").write_text(json.dumps({"job": "t1@abc", "findings": [finding]}))
+    run.outbox_findings(1, "t1").write_text(json.dumps({"job": "t1@abc", "findings": [finding]}))
     report, problems = check_findings(run, "t1", "t1@abc", 1, workdir, 3)
     assert problems == [] and report is not None and report.findings[0].evidence[0].line == 10
+    # The same file in another worker's outbox, or in the controller's findings/, is not this job's output.
+    run.outbox_findings(1, "t1").rename(run.findings_file("t1"))
+    assert kinds() == [ProblemKind.MISSING_OUTPUT]
+
+
+def test_outputs_never_read_through_links(tmp_path: Path, workdir: Path) -> None:
+    """A hostile worker points its outbox files at what only the controller may read: nothing is read."""
+    run = _run_folder(tmp_path)
+    secret = tmp_path / "controller-only.json"
+    secret.write_text(json.dumps({"job": "t1@abc", "findings": []}))
+    run.outbox_findings(1, "t1").symlink_to(secret)
+    run.result(1).symlink_to(secret)
+    problems = check_findings(run, "t1", "t1@abc", 1, workdir, 3)[1]
+    assert [p.kind for p in problems] == [ProblemKind.MISSING_RESULT, ProblemKind.MALFORMED_OUTPUT]
+    assert all("symbolic link" in p.detail and "findings" not in p.detail.split(":")[-1] for p in problems)
+    run.result(1).unlink()
+    run.result(1).mkdir()
+    assert "not a regular file" in check_findings(run, "t1", "t1@abc", 1, workdir, 3)[1][0].detail
 
 
 def test_verdict_output_checks(tmp_path: Path, workdir: Path) -> None:
@@ -367,7 +385,7 @@ def test_verdict_output_checks(tmp_path: Path, workdir: Path) -> None:
     since = time.time() - 10
 
     def kinds(verdict: dict[str, Any]) -> list[ProblemKind]:
-        run.verdict_file("t1-F1.v1").write_text(json.dumps(verdict))
+        run.outbox_verdict(2, "t1-F1.v1").write_text(json.dumps(verdict))
         commands = hook_commands(run.hook_events(2), since)
         got = check_verdict(run, "t1-F1.v1", "t1-F1.v1@abc", "t1-F1", 2, workdir, 3, commands)[1]
         return [p.kind for p in got]
@@ -397,7 +415,7 @@ def test_verdict_commands_from_the_ledger(tmp_path: Path, workdir: Path) -> None
 
     def kinds(exit_code: int, ledger: list[LedgerEntry]) -> list[ProblemKind]:
         cited = {"command": "python3 -m pytest", "exit_code": exit_code}
-        run.verdict_file("v1").write_text(json.dumps({**base, "evidence": [cited]}))
+        run.outbox_verdict(2, "v1").write_text(json.dumps({**base, "evidence": [cited]}))
         commands = ledger_commands(ledger, 2, "v1", 0.0)
         return [p.kind for p in check_verdict(run, "v1", "v1@abc", "t1-F1", 2, workdir, 3, commands)[1]]
 
