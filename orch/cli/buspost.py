@@ -17,6 +17,7 @@ from orch.contracts import OrchCommand
 from orch.errors import OrchError, UsageError
 from orch.run import bus
 from orch.run.folder import RunFolder, decode_text
+from orch.run.records import Isolation
 
 STDIN = "-"
 
@@ -37,7 +38,10 @@ def post(name: str, sender: int | None, words: Sequence[str]) -> int:
     args = ["bus", "post", name, *as_, *([STDIN] if from_stdin else ["--", message])]
 
     def here() -> None:
-        bus.post(run, sender, message)
+        if info.isolation is Isolation.STRICT:  # workers cannot write bus.md: the controller stamps the post
+            bus.post_through_controller(run, sender, message)
+        else:
+            bus.post(run, sender, message)
 
     return backends.at_folder(info, OrchCommand(args, here, stdin=message if from_stdin else None))
 

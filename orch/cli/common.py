@@ -12,6 +12,7 @@ from orch.container import backends
 from orch.contracts import OrchCommand, UpRequest
 from orch.errors import UsageError
 from orch.run.folder import RunFolder, decode_text, read_text_input
+from orch.run.records import Isolation
 
 NameArg = Annotated[str, typer.Argument(help="Run name (letters, digits, . _ -; up to 64).", show_default=False)]
 WorkerArg = Annotated[int, typer.Argument(help="Worker number, from 1.", show_default=False)]
@@ -32,6 +33,7 @@ def up_request(
     model: str | None,
     offline: bool,
     replace: bool = False,
+    isolation: Isolation = Isolation.SHARED,
 ) -> UpRequest:
     """The fleet asked for by the options `orch up` and `orch serve-run --create` share."""
     return UpRequest(
@@ -43,6 +45,7 @@ def up_request(
         model=model,
         replace=replace,
         offline=offline,
+        isolation=isolation,
     )
 
 

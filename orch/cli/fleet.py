@@ -36,7 +36,7 @@ from orch.contracts import OrchCommand
 from orch.errors import OrchError, UsageError, is_environment_error, one_line
 from orch.fleet import launch, talk, watch
 from orch.run.folder import RunFolder, list_runs
-from orch.run.records import Backend, EgressMode, RunStatusView
+from orch.run.records import Backend, EgressMode, Isolation, RunStatusView
 from orch.settings import CONTAINER_MEMORY, CONTAINER_PIDS
 from orch.text import shorten
 
@@ -56,13 +56,14 @@ def _up(
     offline: bool = False,
     container: ContainerOpts | None = None,
     resume: bool = False,
+    isolation: Isolation = Isolation.SHARED,
 ) -> None:
     docker = (container or ContainerOpts()).settings(boot_timeout)
     if resume:
         info = sandbox_for(run_folder(name).info(), boot_timeout, docker).resume(name)
         typer.echo(f"run {info.name}: resumed ({info.backend.value}); folder {RunFolder.for_name(name).root}")
         return
-    req = up_request(name, workers, agent, workdir, permission_mode, model, offline, replace)
+    req = up_request(name, workers, agent, workdir, permission_mode, model, offline, replace, isolation)
     info = sandbox_for_backend(Backend.LOCAL if local else Backend.DOCKER, boot_timeout, docker).up(req)
     run = RunFolder.for_name(name)
     typer.echo(f"run {info.name}: {info.workers} {info.agent} worker(s) up ({info.where}); folder {run.root}")
@@ -105,12 +106,20 @@ def up(
     pids: PidsOpt = CONTAINER_PIDS,
     network: NetworkOpt = None,
     image: ImageOpt = None,
+    isolation: Annotated[
+        Isolation,
+        typer.Option(
+            "--isolation",
+            help="strict: each worker its own uid, writing only its own outbox, the workdir read-only "
+            "(container only); shared: one uid for all, the workdir writable.",
+        ),
+    ] = Isolation.SHARED,
 ) -> None:
     """Start a run: one container (or, with --local, a tmux server here) with one agent per pane."""
     box = ContainerOpts(copy, egress, allow or [], memory, cpus, pids, network, image)
     _up(
         name, workers, agent, workdir, local, permission_mode, model, replace, boot_timeout,
-        offline=offline, container=box, resume=resume,
+        offline=offline, container=box, resume=resume, isolation=isolation,
     )  # fmt: skip
 
 

@@ -46,7 +46,8 @@ from orch.errors import OrchError
 from orch.gateway.process import handle_path, save_handle, start_gateway
 from orch.gateway.records import GatewayBoot, Upstream
 from orch.run.folder import RunFolder
-from orch.run.records import EgressMode, Strict
+from orch.run.records import EgressMode, Isolation, RunInfo, Strict
+from orch.run.uids import SWITCH_CAPS, drop_argv, worker_uid
 
 CREDENTIALS_MOUNT = "/run/orch/credentials.json"
 ACK_LINE = "orch-init: boot line received"  # orch.container.boot.start waits for it
@@ -122,21 +123,6 @@ def _copy_credentials(uid: int, gid: int) -> None:
     os.chown(target, uid, gid)
 
 
-def drop_argv(uid: int, gid: int) -> list[str]:
-    """setpriv to uid:gid with no supplementary groups, every capability set empty and no-new-privs."""
-    return [
-        "setpriv",
-        f"--reuid={uid}",
-        f"--regid={gid}",
-        "--clear-groups",
-        "--inh-caps=-all",
-        "--ambient-caps=-all",
-        "--bounding-set=-all",
-        "--no-new-privs",
-        "--",
-    ]
-
-
 def gateway_uid(run_uid: int) -> int:
     value = settings.GATEWAY_UID.get()
     if value <= 0 or value == run_uid:
@@ -189,6 +175,62 @@ def start_run_gateway(boot: InitBoot, uid: int, gid: int, gw_uid: int) -> str:
     save_handle(target, handle)
     os.chown(target, uid, gid)
     return handle.url
+
+
+def _own(path: Path, uid: int, gid: int, mode: int) -> None:
+    """Give one path (never followed if it is a link: a planted link is removed) to uid:gid with `mode`."""
+    if path.is_symlink():
+        path.unlink()
+        return
+    os.chown(path, uid, gid, follow_symlinks=False)
+    os.chmod(path, mode)
+
+
+def _own_tree(root: Path, uid: int, gid: int, mode: int) -> None:
+    """`root` (a folder) and everything under it to uid:gid; files keep their own mode."""
+    root.mkdir(parents=True, exist_ok=True)
+    for path in [*root.rglob("*")]:
+        if path.is_symlink():
+            os.chown(path, uid, gid, follow_symlinks=False)
+        else:
+            os.chown(path, uid, gid)
+    _own(root, uid, gid, mode)
+
+
+def isolate_workers(run: RunFolder, info: RunInfo, uid: int, gid: int) -> None:
+    """Strict isolation, while the init still may: each worker's own files become its uid's, and nothing
+    else of the run is writable by any worker.
+
+    - `outbox/agent-N/`: worker N's, group the run's gid and group-writable, so the controller can clear a
+      finished job's files; other workers only read it. Its hook log `state/agent-N.jsonl` and its agent
+      session store `sessions/agent-N` (resume) are its own too.
+    - its config dir (on the tmpfs home, 0700: it holds the worker's gateway token): created empty; the
+      worker seeds it itself when its pane starts (orch.fleet.become).
+    - the home and the folders above the config dirs: the run's uid's, 0711 (passable, not listable).
+    """
+    home = Path(os.environ.get("HOME", "/home/worker"))
+    for folder in (home, *reversed(run.config_root.parents), run.config_root):
+        if folder == home or home in folder.parents:
+            folder.mkdir(exist_ok=True)
+            _own(folder, uid, gid, 0o711)
+    for n in range(1, info.workers + 1):
+        w = worker_uid(n)
+        _own_tree(run.outbox(n), w, gid, 0o2775)
+        if run.state(n).is_symlink():
+            run.state(n).unlink()
+        run.state(n).touch()
+        _own(run.state(n), w, w, 0o644)
+        _own_tree(run.sessions(n), w, w, 0o700)
+        _own_tree(run.config_dir(n), w, w, 0o700)
+
+
+def _strict_run(boot: InitBoot | None) -> tuple[RunFolder, RunInfo] | None:
+    """The run, when its run.json asks for strict isolation (only runs `orch up` started: a boot line)."""
+    if boot is None:
+        return None
+    run = RunFolder(Path(run_mount(boot.run)))
+    info = run.info()
+    return (run, info) if info.isolation is Isolation.STRICT else None
 
 
 def _allowlist(offline: bool, extra: list[str], model_api: bool) -> list[str]:
@@ -274,7 +316,16 @@ def main(argv: list[str]) -> int:
             print(f"orch-init: the model gateway did not start: {exc}", file=sys.stderr)
             return 1
         print(f"orch-init: model gateway at {url} as uid {gw_uid}", flush=True)
-    setpriv = [*drop_argv(uid, gid), *argv]
+    try:
+        strict = _strict_run(boot)
+        if strict is not None:
+            isolate_workers(*strict, uid, gid)
+    except (OrchError, OSError) as exc:
+        print(f"orch-init: cannot isolate the workers: {exc}", file=sys.stderr)
+        return 1
+    # Under strict isolation the run's processes keep SETUID and SETGID (ambient, nothing else), so that
+    # its tmux server can start each pane as its worker's uid; every pane then drops them for good.
+    setpriv = [*drop_argv(uid, gid, SWITCH_CAPS if strict else ()), *argv]
     os.execvp(setpriv[0], setpriv)
 
 

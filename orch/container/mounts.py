@@ -25,20 +25,22 @@ from orch.container.engine import explain
 from orch.container.layout import ROLE_HELPER, WORKDIR, labels, run_mount, run_volumes, uid_gid
 from orch.errors import SandboxError
 from orch.run.folder import RunFolder
-from orch.run.records import DockerRunInfo, RunInfo, RunStatus
+from orch.run.records import DockerRunInfo, Isolation, RunInfo, RunStatus
 
 
 def mounts(info: DockerRunInfo) -> list[Mount]:
     """The run folder and the workspace, as the run's container mounts them."""
+    # Under strict isolation the tree is evidence: no worker (nor the controller) may change it.
+    evidence = info.isolation is Isolation.STRICT
     return [
         _mount(info, run_mount(info.name), info.container.host_run_dir),
-        _mount(info, WORKDIR, info.container.workspace_source),
+        _mount(info, WORKDIR, info.container.workspace_source, read_only=evidence),
     ]
 
 
-def _mount(info: DockerRunInfo, target: str, source: str) -> Mount:
+def _mount(info: DockerRunInfo, target: str, source: str, read_only: bool = False) -> Mount:
     kind: Literal["volume", "bind"] = "volume" if info.container.on_remote_engine else "bind"
-    return Mount(target=target, source=source, type=kind, read_only=False)
+    return Mount(target=target, source=source, type=kind, read_only=read_only)
 
 
 # --- on this machine (local engine) ----------------------------------------------------------------
@@ -63,21 +65,22 @@ def save_info(run: RunFolder, info: RunInfo) -> None:
     run.write_info(info)
 
 
-def reclaim_model_dir(client: docker.DockerClient, info: DockerRunInfo, image: str | None = None) -> None:
-    """Hand the gateway's `model/` back to the run's uid (the host user), so the run folder stays removable.
+def reclaim_run_folder(client: docker.DockerClient, info: DockerRunInfo, image: str | None = None) -> None:
+    """Hand the run folder back to the run's uid (the host user), so it stays removable.
 
-    In the container, `model/` belongs to the gateway's uid, which the workers (the host user's uid) must
-    not be able to write; once the container has stopped a short-lived helper (root with CHOWN only, no
-    network, only that folder mounted) gives it back. Only needed on a local engine when this process is
-    not root (root removes anything) and something in `model/` is another uid's.
+    In the container other uids own parts of it: the gateway's `model/`, which the workers must not write,
+    and under strict isolation each worker's outbox, hook log and sessions. Once the container has stopped
+    a short-lived helper (root with CHOWN only, no network, only that folder mounted) gives them back.
+    Only needed on a local engine when this process is not root (root removes anything) and something in
+    the folder is another uid's.
     """
     if info.container.on_remote_engine:
         return
-    model = RunFolder(Path(info.container.host_run_dir)).model_dir
+    root = Path(info.container.host_run_dir)
     uid, gid = uid_gid(info.container)
-    if os.getuid() == 0 or not _foreign(model, uid):
+    if os.getuid() == 0 or not _foreign(root, uid):
         return
-    chown_in_helper(client, image or info.container.image, info.name, model, uid, gid)
+    chown_in_helper(client, image or info.container.image, info.name, root, uid, gid)
 
 
 def _foreign(root: Path, uid: int) -> bool:
@@ -91,7 +94,7 @@ def chown_in_helper(client: docker.DockerClient, image: str, name: str, folder: 
     try:
         client.containers.run(
             image,
-            ["chown", "-R", "-h", f"{uid}:{gid}", "/model"],
+            ["chown", "-R", "-h", f"{uid}:{gid}", "/folder"],
             entrypoint=[],
             user="0:0",
             cap_drop=["ALL"],
@@ -100,7 +103,7 @@ def chown_in_helper(client: docker.DockerClient, image: str, name: str, folder: 
             network_disabled=True,
             read_only=True,
             labels=labels(name, ROLE_HELPER),
-            mounts=[Mount(target="/model", source=str(folder), type="bind")],
+            mounts=[Mount(target="/folder", source=str(folder), type="bind")],
             remove=True,
         )
     except docker.errors.DockerException as exc:

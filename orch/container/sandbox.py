@@ -59,6 +59,7 @@ from orch.run.records import (
     ControllerEvent,
     DockerRunInfo,
     EgressMode,
+    Isolation,
     RunInfo,
     RunStatus,
     RunStatusView,
@@ -137,7 +138,8 @@ class DockerSandbox:
             self._remove_all(client, request.name, run)
 
         uid, gid = container_user(host_workdir, opts.copy_workdir)
-        if not opts.copy_workdir and not writable_by(host_workdir, uid, gid):
+        read_only = request.isolation is Isolation.STRICT  # the workers only read the tree then
+        if not opts.copy_workdir and not read_only and not writable_by(host_workdir, uid, gid):
             raise UsageError(
                 f"the workers run as uid {uid} and cannot write the workdir {host_workdir}",
                 hint="pass --copy to give them a disposable copy, or make the workdir writable by that uid",
@@ -241,7 +243,7 @@ class DockerSandbox:
         with contextlib.suppress(OrchError):
             old_info = run.info()
             if isinstance(old_info, DockerRunInfo):
-                mounts.reclaim_model_dir(client, old_info)
+                mounts.reclaim_run_folder(client, old_info)
         run.remove()
 
     def _cleanup_failed_up(
@@ -261,7 +263,7 @@ class DockerSandbox:
         if info.container.options.copy_workdir and not info.container.on_remote_engine:
             shutil.rmtree(info.container.workspace_source, ignore_errors=True)
         with contextlib.suppress(OrchError, docker.errors.DockerException, requests.exceptions.RequestException):
-            mounts.reclaim_model_dir(client, info)
+            mounts.reclaim_run_folder(client, info)
         run.remove()
 
     # --- commands inside the container ------------------------------------------------------------
@@ -358,7 +360,7 @@ class DockerSandbox:
         if container is not None:
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True)
-        mounts.reclaim_model_dir(client, info)  # the gateway's model/ becomes yours again
+        mounts.reclaim_run_folder(client, info)  # model/ and the workers' files become yours again
         if ci.options.copy_workdir:
             if ci.on_remote_engine:
                 mounts.remove_volumes(client, workspace_volume_name(info.name))

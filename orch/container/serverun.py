@@ -19,9 +19,10 @@ from orch.container.egress import read_report
 from orch.contracts import UpRequest
 from orch.errors import OrchError
 from orch.fleet import gateway, launch, watch
+from orch.run.bus import BusServer
 from orch.run.events import Event
 from orch.run.folder import RunFolder
-from orch.run.records import ControllerEvent, RunInfo, RunStatus
+from orch.run.records import ControllerEvent, Isolation, RunInfo, RunStatus
 
 READY_LINE = "orch: serve-run: running"  # docker_container.wait_running waits for it on remote engines
 
@@ -38,7 +39,7 @@ def link_sessions(run: RunFolder, agent: str, workers: int) -> None:
     """Make each worker's agent session store live in the run folder (sessions/agent-N): the config dir
     is on the container's tmpfs, so this lets a new container resume the session after the old one died."""
     sessions = get_adapter(agent).sessions
-    if sessions is None:
+    if sessions is None or run.info().isolation is Isolation.STRICT:  # then each worker links its own
         return
     for n in range(1, workers + 1):
         store = run.sessions(n)
@@ -58,12 +59,15 @@ def serve(name: str, boot_timeout: float, resume: bool, create: UpRequest | None
     """
     previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     run = RunFolder.for_name(name)
+    posts: BusServer | None = None
     try:
         try:
             if create is not None and not run.exists():
                 run, info = _create(create, boot_timeout)
             else:
                 info = run.info()
+                if info.isolation is Isolation.STRICT:  # before the workers: their first posts go here
+                    posts = BusServer(run).start()
                 _launch(run, info, boot_timeout, resume or create is not None)
         except OrchError as exc:
             print(f"orch: error: {exc.one_line()}", file=sys.stderr, flush=True)
@@ -78,6 +82,8 @@ def serve(name: str, boot_timeout: float, resume: bool, create: UpRequest | None
             watch.kill(run)  # stops tmux and the model server, marks the run stopped, logs who
         return 0
     finally:
+        if posts is not None:
+            posts.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 

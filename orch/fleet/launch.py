@@ -8,6 +8,7 @@ import os
 import re
 import sys
 import time
+import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -16,11 +17,14 @@ from orch.agents.registry import get_adapter
 from orch.contracts import AgentAdapter, LaunchSpec, UpRequest, WorkerContext
 from orch.errors import SandboxError, UsageError, WaitTimeoutError
 from orch.fleet import gateway
+from orch.fleet.become import OPEN_BUNDLE, LaunchBundle
 from orch.fleet.tmux import PaneInfo, TmuxServer, check_tmux
 from orch.fleet.workerstate import EXIT_EVENT, derive_state
 from orch.run.events import Event
-from orch.run.folder import RunFolder, validate_name, validate_worker_count
-from orch.run.records import ControllerEvent, LocalRunInfo, RunInfo, RunStatus, WorkerState
+from orch.run.folder import RunFolder, atomic_write, validate_name, validate_worker_count
+from orch.run.paths import launch_dir
+from orch.run.records import ControllerEvent, Isolation, LocalRunInfo, RunInfo, RunStatus, WorkerState
+from orch.run.uids import drop_argv, processes_of, worker_uid
 from orch.waits import wait_until
 
 log = logging.getLogger(__name__)
@@ -66,6 +70,7 @@ def plan(req: UpRequest) -> tuple[AgentAdapter, LocalRunInfo]:
         worker_models=dict(req.worker_models),
         offline=req.offline,
         replay=str(req.replay.resolve()) if req.replay else None,
+        isolation=req.isolation,
         tmux_socket=socket_name(req.name),
         orch_version=__version__,
     )
@@ -78,6 +83,11 @@ def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
     On any failure nothing is left behind: no tmux server, no run folder, no config dirs.
     """
     adapter, info = plan(req)
+    if info.isolation is Isolation.STRICT:
+        raise UsageError(
+            "strict isolation needs the container backend: a local run cannot give each worker its own uid",
+            hint="drop --local (or the spec's `verification.isolation: strict`)",
+        )
     adapter.binary()
     check_tmux()
     run = RunFolder.for_name(req.name)
@@ -151,7 +161,10 @@ def supervised(spec: LaunchSpec, run: RunFolder, n: int) -> LaunchSpec:
 
 def worker_processes(run: RunFolder, workers: int) -> list[int]:
     """Processes of the run's workers still alive on this machine: the agents, the hooks they run and
-    their tool calls, all of which inherit the supervisor's state-file variable."""
+    their tool calls, and whatever they left running. Under strict isolation, every process of a worker's
+    uid; otherwise those that inherit the supervisor's state-file variable."""
+    if run.info().isolation is Isolation.STRICT:
+        return sorted(processes_of({worker_uid(n) for n in range(1, workers + 1)}))
     marks = [f"\0{settings.STATE_FILE.name}={run.state(n)}\0".encode() for n in range(1, workers + 1)]
     found = []
     for proc in Path("/proc").glob("[0-9]*"):
@@ -223,8 +236,32 @@ def _worker_spec(
         resume_session=resume,
         login_file=gateway.login_file(info, adapter),
     )
+    if info.isolation is Isolation.STRICT:
+        return strict_spec(run, adapter, context, own)
     spec = adapter.prepare(context)
     return supervised(LaunchSpec(argv=spec.argv, env={**spec.env, **own}, cwd=spec.cwd), run, n)
+
+
+def strict_spec(run: RunFolder, adapter: AgentAdapter, ctx: WorkerContext, own: dict[str, str]) -> LaunchSpec:
+    """Worker n's pane under strict isolation: it opens its launch bundle, drops to the worker's uid for good
+    and seeds its own config dir there (orch.fleet.become); the supervisor runs as the worker too."""
+    if ctx.login_file is not None:
+        raise UsageError(
+            "strict isolation cannot hand workers the agent's own login file",
+            hint=f"give the gateway a credential it can hold ({', '.join(adapter.credentials.env)})",
+        )
+    folder = launch_dir()
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if folder.stat().st_uid != os.geteuid():
+        raise SandboxError(f"{folder} is not this user's: refusing to leave a worker's token there")
+    bundle = folder / f"{run.name}-agent-{ctx.worker}-{uuid.uuid4().hex}.json"
+    atomic_write(bundle, LaunchBundle.of(adapter.name, ctx, own).model_dump_json(), mode=0o600)
+    uid = worker_uid(ctx.worker)
+    inner = supervised(
+        LaunchSpec(argv=[sys.executable, "-m", "orch.fleet.become", "3"], cwd=ctx.workdir), run, ctx.worker
+    )
+    argv = ["sh", "-c", OPEN_BUNDLE, "orch-launch", str(bundle), *drop_argv(uid, uid), *inner.argv]
+    return LaunchSpec(argv=argv, env=inner.env, cwd=ctx.workdir)
 
 
 def wait_booted(

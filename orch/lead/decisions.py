@@ -10,10 +10,11 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from orch.errors import UsageError
 from orch.lead.jobs import Assignment, ControllerState, FindingStatus, Job, JobStatus, Outcome, WorkerBook
 from orch.lead.spec import Budget, FleetSpec, Limits, Role
 from orch.lead.verification import choose_verifier, eligible, finding_status
-from orch.run.records import HookEvent, WorkerState
+from orch.run.records import Backend, HookEvent, Isolation, WorkerState
 
 EXIT_PASSED = 0
 EXIT_NOT_CONFIRMED = 4
@@ -331,3 +332,31 @@ def _fleet_overrun(budget: Budget, spend: Iterable[Spend], refused: str | None) 
 
 def has_budget(budget: Budget) -> bool:
     return any(cap is not None for cap in budget.model_dump().values())
+
+
+# --- isolation ---------------------------------------------------------------------------------
+WRITERS = (Role.FIXER, Role.SCRIBE)
+
+
+def isolation(spec: FleetSpec, backend: Backend) -> Isolation:
+    """How far a run's workers are kept apart: what the spec asks, else strict wherever it can hold (a
+    container, and no task that must write the tree); UsageError where strict was asked and cannot."""
+    writers = sorted({t.role.value for t in spec.tasks if t.role in WRITERS})
+    asked = spec.verification.isolation
+    if asked is Isolation.STRICT:
+        if backend is not Backend.DOCKER:
+            raise UsageError(
+                "verification.isolation: strict needs the container backend: a local run cannot give each "
+                "worker its own uid",
+                hint="drop --local, or set verification.isolation: shared",
+            )
+        if writers:
+            raise UsageError(
+                f"verification.isolation: strict keeps the tree read-only, but the spec has {' and '.join(writers)} "
+                "tasks, which write it",
+                hint="set verification.isolation: shared for a run with writers",
+            )
+        return Isolation.STRICT
+    if asked is Isolation.SHARED or backend is not Backend.DOCKER or writers:
+        return Isolation.SHARED
+    return Isolation.STRICT

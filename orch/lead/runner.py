@@ -16,6 +16,7 @@ from pathlib import Path
 from orch.container import backends
 from orch.contracts import OrchCommand, UpRequest
 from orch.errors import OrchError, UsageError
+from orch.lead import decisions
 from orch.lead.controller import Controller, initial_state, read_spec, write_spec
 from orch.lead.decisions import EXIT_FAILED
 from orch.lead.jobs import load_state, save_state
@@ -36,7 +37,9 @@ class RunResult:
     """Why the controller stopped before the end (its container died, or it exited): `--resume` continues."""
 
 
-def up_request(spec: FleetSpec, name: str, replace: bool = False, replay: Path | None = None) -> UpRequest:
+def up_request(
+    spec: FleetSpec, name: str, replace: bool = False, replay: Path | None = None, backend: Backend = Backend.LOCAL
+) -> UpRequest:
     kinds = spec.kinds()
     models = {model for _, model in kinds.values()}
     # One model for all: the run's model. Several: each worker names its own (None: the agent's default).
@@ -53,6 +56,7 @@ def up_request(spec: FleetSpec, name: str, replace: bool = False, replay: Path |
         offline=spec.offline,
         worker_models=per_worker,
         replay=replay,
+        isolation=decisions.isolation(spec, backend),
     )
 
 
@@ -76,7 +80,7 @@ def start(
 
     docker = DockerSettings(options=ContainerOptions(copy_workdir=copy), boot_timeout=spec.timeouts.boot)
     box = backends.sandbox_for_backend(backend, spec.timeouts.boot, docker)
-    info = box.up(up_request(spec, name, replace, cassette.root if cassette else None))
+    info = box.up(up_request(spec, name, replace, cassette.root if cassette else None, backend))
     run = RunFolder.for_name(name)
     write_spec(run, spec)
     save_state(run, initial_state(run, spec, cassette))

@@ -21,7 +21,7 @@ from pydantic import Field, field_validator
 from orch.errors import UsageError
 from orch.offline.script import TOOLS as SCRIPT_TOOLS
 from orch.run.folder import MAX_WORKERS, NAME_RE
-from orch.run.records import Strict
+from orch.run.records import Isolation, Strict
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}$"
 PLACEHOLDER_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
@@ -144,6 +144,10 @@ class VerificationSpec(Strict):
     """Give a finding to a verifier of another agent kind or model than its finder when the fleet has one."""
     evidence_window: int = Field(default=3, ge=0, le=50)
     """A quote counts when found within this many lines of the cited line."""
+    isolation: Isolation | None = None
+    """strict: each worker its own uid, writing only its own outbox, the tree under audit read-only (the
+    container backend only: a local run refuses to start). shared: one uid for all. Default: strict in a
+    container when no task is a writer (fixer, scribe), else shared."""
 
     def needed(self) -> int:
         return self.quorum or self.verifiers_per_finding

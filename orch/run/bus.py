@@ -2,20 +2,33 @@
 
 Posts take an exclusive flock and append with one write(2), so concurrent writers never lose a line,
 never interleave two, and each writer's lines keep their order.
+
+Under strict isolation no worker may write `bus.md`: workers post through `bus.sock` to the run's
+controller (`BusServer`), which learns the sender from the connection itself (SO_PEERCRED: the peer's uid
+is its worker, orch.run.uids) and stamps `[Wn]` itself; `--as` can only name yourself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import fcntl
+import json
 import os
 import re
+import socket
+import socketserver
+import struct
+import threading
 from collections.abc import Iterator
 from typing import TextIO
 
-from orch.errors import UsageError
+from pydantic import BaseModel, ValidationError
+
+from orch.errors import OrchError, SandboxError, UsageError
 from orch.run.folder import RunFolder, decode_text
 from orch.run.records import BusLine
+from orch.run.uids import worker_of
 from orch.waits import watch_file
 
 LINE_RE = re.compile(r"^(?P<ts>\S+Z) \[(?P<sender>[^\]]+)\] (?P<text>.*)$")
@@ -54,7 +67,11 @@ def post(run: RunFolder, worker: int | None, text: str | bytes) -> BusLine:
     if len(text) > MAX_TEXT:
         raise UsageError(f"bus message is {len(text)} characters", hint=f"keep it under {MAX_TEXT}")
     line = BusLine(ts=dt.datetime.now(dt.UTC), sender=sender_for(worker), text=text)
-    data = format_line(line).encode()
+    _append(run, format_line(line).encode())
+    return line
+
+
+def _append(run: RunFolder, data: bytes) -> None:
     lock_fd = os.open(run.bus_lock, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
@@ -67,7 +84,6 @@ def post(run: RunFolder, worker: int | None, text: str | bytes) -> BusLine:
             os.close(fd)
     finally:
         os.close(lock_fd)  # closing releases the lock
-    return line
 
 
 def read_lines(run: RunFolder) -> list[str]:
@@ -108,3 +124,100 @@ def _follow(fh: TextIO, run: RunFolder) -> Iterator[str]:
             pending += chunk
             *complete, pending = pending.split("\n")
             yield from complete
+
+
+# --- strict isolation: posts through the controller -------------------------------------------------
+SOCKET_TIMEOUT = 10.0
+MAX_REQUEST = 4 * MAX_TEXT + 1024  # the text JSON-escaped at worst, plus the envelope
+_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+class PostRequest(BaseModel):
+    sender: int | None = None
+    """The worker the poster says it is (`--as`); checked against the connection's uid."""
+    text: str
+
+
+def stamp_sender(peer_uid: int, claimed: int | None, run_uid: int) -> int | None:
+    """Who a post is from: the connection's worker (its uid), never what the poster claims. The
+    controller's own uid (the lead, `orch bus post` forwarded from the host) may name anyone."""
+    if peer_uid == run_uid:
+        return claimed
+    worker = worker_of(peer_uid)
+    if worker is None:
+        raise UsageError(f"uid {peer_uid} is not a worker of this run", hint="only the run's workers post here")
+    if claimed is not None and claimed != worker:
+        raise UsageError(f"you are worker {worker}: --as can only name yourself", hint=f"use --as {worker}")
+    return worker
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    server: BusServer
+
+    def handle(self) -> None:
+        self.connection.settimeout(SOCKET_TIMEOUT)
+        raw = self.connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+        _pid, uid, _gid = _PEERCRED.unpack(raw)
+        try:
+            line = self.rfile.readline(MAX_REQUEST + 1)
+            if len(line) > MAX_REQUEST:
+                raise UsageError("bus message too long", hint=f"keep it under {MAX_TEXT} characters")
+            request = PostRequest.model_validate_json(line)
+            sender = stamp_sender(uid, request.sender, self.server.run_uid)
+            if sender is not None:
+                self.server.run.check_worker(sender)
+            post(self.server.run, sender, request.text)
+            reply: dict[str, object] = {"ok": True}
+        except OrchError as exc:
+            reply = {"ok": False, "error": exc.one_line()}
+        except (ValidationError, ValueError):
+            reply = {"ok": False, "error": "malformed bus request"}
+        except OSError:
+            return
+        with contextlib.suppress(OSError):
+            self.wfile.write(json.dumps(reply).encode() + b"\n")
+
+
+class BusServer(socketserver.ThreadingUnixStreamServer):
+    """The controller's end of `bus.sock`: every post stamped with its sender's worker number."""
+
+    daemon_threads = True
+
+    def __init__(self, run: RunFolder) -> None:
+        self.run = run
+        self.run_uid = os.geteuid()
+        run.bus_socket.unlink(missing_ok=True)  # a dead controller's
+        super().__init__(str(run.bus_socket), _Handler)
+        os.chmod(run.bus_socket, 0o666)  # every worker may connect; the run folder keeps it from replacement
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> BusServer:
+        self._thread = threading.Thread(target=self.serve_forever, name="orch-bus", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+        self.run.bus_socket.unlink(missing_ok=True)
+
+
+def post_through_controller(run: RunFolder, worker: int | None, text: str) -> None:
+    """A post under strict isolation: to the controller, which stamps who sent it."""
+    request = PostRequest(sender=worker, text=text).model_dump_json().encode() + b"\n"
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(SOCKET_TIMEOUT)
+            sock.connect(str(run.bus_socket))
+            sock.sendall(request)
+            reply = sock.makefile("rb").readline(64 * 1024)
+    except OSError as exc:
+        raise SandboxError(
+            f"cannot post to run {run.name}'s bus: {exc.strerror or exc}", hint="is the run still running?"
+        ) from None
+    try:
+        answer = json.loads(reply)
+    except ValueError:
+        raise SandboxError(f"run {run.name}'s bus gave no answer", hint="is the run still running?") from None
+    if not answer.get("ok"):
+        raise UsageError(str(answer.get("error", "the bus refused the post")))

@@ -28,3 +28,9 @@ def agents_dir() -> Path:
 def workspaces_dir() -> Path:
     """Disposable workspace copies of containerised runs started with `--copy` (removed on kill)."""
     return orch_home() / "workspaces"
+
+
+def launch_dir() -> Path:
+    """Where the controller leaves each strict-isolation worker's launch bundle for its pane to open
+    (orch.fleet.become): beside the config dirs, readable by the controller's uid only."""
+    return agents_dir().parent / "launch"

@@ -7,8 +7,14 @@ to be another.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+
 from orch import settings
 from orch.run.folder import MAX_WORKERS
+
+SWITCH_CAPS = ("setuid", "setgid")
+"""What the run's tmux server keeps under strict isolation: just enough to start each pane as its worker."""
 
 
 def worker_uid(n: int) -> int:
@@ -20,3 +26,41 @@ def worker_of(uid: int) -> int | None:
     """The worker a uid belongs to, or None: not a worker's."""
     n = uid - settings.WORKER_UID_BASE.get()
     return n if 1 <= n <= MAX_WORKERS else None
+
+
+def drop_argv(uid: int, gid: int, keep: Sequence[str] = ()) -> list[str]:
+    """`setpriv` to uid:gid with no supplementary groups and no-new-privs, every capability set emptied
+    but for `keep` (names as setpriv spells them), which stay ambient: inherited by what it runs."""
+    plus = "".join(f",+{cap}" for cap in keep)
+    return [
+        "setpriv",
+        f"--reuid={uid}",
+        f"--regid={gid}",
+        "--clear-groups",
+        f"--inh-caps=-all{plus}",
+        f"--ambient-caps=-all{plus}",
+        f"--bounding-set=-all{plus}",
+        "--no-new-privs",
+        "--",
+    ]
+
+
+def process_uid(pid: int) -> int | None:
+    """The real uid of a live process (anyone may read it), None if it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Uid:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def processes_of(uids: set[int]) -> dict[int, int]:
+    """Every live process (pid: uid) owned by one of `uids`."""
+    found = {}
+    for proc in Path("/proc").glob("[0-9]*"):
+        uid = process_uid(int(proc.name))
+        if uid is not None and uid in uids:
+            found[int(proc.name)] = uid
+    return found

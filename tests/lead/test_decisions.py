@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from orch.errors import UsageError
 from orch.lead import decisions
 from orch.lead.decisions import BACKSTOP, Crash, Nudge, Pick, Retry, Watch
 from orch.lead.findings import CommandEvidence, Finding, Severity, Verdict, VerdictReport
@@ -23,7 +24,7 @@ from orch.lead.jobs import (
     WorkerBook,
 )
 from orch.lead.spec import AgentGroup, Budget, FleetSpec, Limits, Role, Rounds, TaskSpec, VerificationSpec
-from orch.run.records import HookEvent, WorkerState
+from orch.run.records import Backend, HookEvent, Isolation, WorkerState
 
 FATAL = {"authentication_failed"}
 NOW = 10_000.0
@@ -493,3 +494,26 @@ def test_wake_in(continue_at: float | None, restart_at: float | None, run_timeou
     state.workers[0].restart_at = restart_at
     spec = _spec().model_copy(update={"timeouts": _spec().timeouts.model_copy(update={"run": run_timeout})})
     assert decisions.wake_in(state, spec, NOW) == pytest.approx(expected)
+
+
+# --- isolation ---------------------------------------------------------------------------------
+ISOLATION = {
+    "container-audit-is-strict": (None, [Role.FINDER], Backend.DOCKER, Isolation.STRICT),
+    "local-audit-is-shared": (None, [Role.FINDER], Backend.LOCAL, Isolation.SHARED),
+    "writers-keep-a-writable-tree": (None, [Role.FINDER, Role.FIXER], Backend.DOCKER, Isolation.SHARED),
+    "asked-shared": (Isolation.SHARED, [Role.FINDER], Backend.DOCKER, Isolation.SHARED),
+    "asked-strict": (Isolation.STRICT, [Role.FINDER], Backend.DOCKER, Isolation.STRICT),
+    "asked-strict-locally": (Isolation.STRICT, [Role.FINDER], Backend.LOCAL, "container backend"),
+    "asked-strict-with-a-scribe": (Isolation.STRICT, [Role.FINDER, Role.SCRIBE], Backend.DOCKER, "scribe tasks"),
+}
+
+
+@pytest.mark.parametrize(("asked", "roles", "backend", "expected"), ISOLATION.values(), ids=ISOLATION.keys())
+def test_isolation(asked: Isolation | None, roles: list[Role], backend: Backend, expected: Isolation | str) -> None:
+    tasks = [TaskSpec(goal="g", role=role) for role in roles]
+    spec = _spec(isolation=asked).model_copy(update={"tasks": tasks})
+    if isinstance(expected, Isolation):
+        assert decisions.isolation(spec, backend) is expected
+    else:
+        with pytest.raises(UsageError, match=expected):
+            decisions.isolation(spec, backend)
