@@ -11,13 +11,14 @@ import typer
 from orch.cli.common import NameArg, run_folder
 from orch.container.backends import folder_is_here, in_container
 from orch.errors import OrchError, UsageError
+from orch.lead import decisions, runner, skill
 from orch.lead import demo as demo_mod
 from orch.lead import replay as replay_mod
-from orch.lead import runner, skill
 from orch.lead.commentary import Commentary
 from orch.lead.controller import read_spec
 from orch.lead.decisions import EXIT_FAILED
 from orch.lead.jobs import load_state
+from orch.lead.report import ISOLATION_NOTES
 from orch.lead.reportrender import cost_line, matrix_text, write_reports
 from orch.lead.spec import example_spec
 from orch.lead.specload import SpecError, load_spec
@@ -82,10 +83,12 @@ def _start(
     cassette = replay_mod.load(replay, spec) if replay is not None else None  # checked before anything is made
     run_name = runner.run_name(spec, spec_path, name, replay=cassette is not None)
     source = f", replaying {cassette.root}" if cassette else ""
+    isolation = decisions.isolation(spec, backend)  # a strict spec on --local stops here, before anything
     typer.echo(
         f"run {run_name}: starting {spec.worker_count()} worker(s) for {len(spec.tasks)} task(s) "
         f"({backend.value}{source})"
     )
+    typer.echo(f"isolation {ISOLATION_NOTES[isolation]}")
     try:
         return runner.start(spec, run_name, backend, replace, copy, cassette)
     except UsageError:

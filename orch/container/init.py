@@ -182,8 +182,9 @@ def _own(path: Path, uid: int, gid: int, mode: int) -> None:
     if path.is_symlink():
         path.unlink()
         return
-    os.chown(path, uid, gid, follow_symlinks=False)
+    os.chown(path, 0, 0)  # root's for a moment: changing another uid's mode would need FOWNER
     os.chmod(path, mode)
+    os.chown(path, uid, gid)
 
 
 def _own_tree(root: Path, uid: int, gid: int, mode: int) -> None:

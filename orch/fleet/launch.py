@@ -177,6 +177,47 @@ def worker_processes(run: RunFolder, workers: int) -> list[int]:
     return found
 
 
+def stray_processes(run: RunFolder, n: int, pane: PaneInfo | None) -> dict[int, str]:
+    """Worker n's processes outside its agent's process tree (pid: command line): what it left running,
+    in the background or detached, to act later. Under strict isolation every process of its uid counts,
+    whatever it did to its environment."""
+    if run.info().isolation is Isolation.STRICT:
+        mine = set(processes_of({worker_uid(n)}))
+    else:
+        mark = f"\0{settings.STATE_FILE.name}={run.state(n)}\0".encode()
+        mine = {pid for pid in _all_pids() if mark in b"\0" + _read(f"/proc/{pid}/environ")}
+    root = pane.pid if pane is not None else None
+    strays = {}
+    for pid in mine:
+        if root is None or root not in _ancestry(pid):
+            strays[pid] = _read(f"/proc/{pid}/cmdline").replace(b"\0", b" ").decode(errors="replace").strip()
+    return strays
+
+
+def _all_pids() -> list[int]:
+    return [int(p.name) for p in Path("/proc").glob("[0-9]*")]
+
+
+def _read(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError:
+        return b""
+
+
+def _ancestry(pid: int) -> list[int]:
+    """pid and its ancestors up to init (what is readable of it)."""
+    chain = [pid]
+    while pid > 1 and len(chain) < 256:
+        stat = _read(f"/proc/{pid}/stat").decode(errors="replace")
+        try:
+            pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state: the parent
+        except (IndexError, ValueError):
+            break
+        chain.append(pid)
+    return chain
+
+
 def wait_workers_gone(run: RunFolder, workers: int) -> None:
     """When a tmux server dies, its panes' shells die at once but the agents go on to run their exit
     hooks: a SessionEnd written after the next life's SessionStart reads as that life ending. So a

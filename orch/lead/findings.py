@@ -12,6 +12,7 @@ the worker cannot write); a run without a gateway falls back to the worker's own
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -178,6 +179,21 @@ def ledger_commands(entries: Iterable[LedgerEntry], worker: int, job: str, since
         if isinstance(command, str):
             out.append(RanCommand(command, is_error=errors.get(e.id)))
     return out
+
+
+DENIED = re.compile(r"Permission denied|Read-only file system|Operation not permitted")
+
+
+def denied_writes(entries: Iterable[LedgerEntry], worker: int, job: str, since: float) -> list[str]:
+    """The Bash calls of worker n on `job` whose results say the system refused them something (the
+    ledger, which workers cannot write): under strict isolation, attempts beyond its outbox."""
+    mine = [e for e in entries if e.worker == worker]
+    refused = {e.id for e in mine if e.kind == "tool_result" and e.output and DENIED.search(e.output)}
+    return [
+        str((e.input or {}).get("command", ""))[:QUOTE_CHARS]
+        for e in mine
+        if e.kind == "tool_use" and e.id in refused and (e.job == job or (e.job is None and e.ts >= since))
+    ]
 
 
 def runs_of(command: str, ran: Sequence[RanCommand]) -> list[RanCommand]:

@@ -22,8 +22,9 @@ from orch.lead.gatewaylink import has_gateway
 from orch.lead.jobs import ControllerState, FindingStatus, Job, JobStatus
 from orch.lead.spec import FleetSpec
 from orch.lead.verification import finding_status
+from orch.run.events import Event
 from orch.run.folder import RunFolder
-from orch.run.records import Strict
+from orch.run.records import ControllerEvent, Isolation, Strict
 
 
 class Usage(Strict):
@@ -111,6 +112,41 @@ class JobRow(Strict):
     usage: Usage | None = None
 
 
+ISOLATION_NOTES = {
+    Isolation.STRICT: "strict: each worker ran as its own uid and could write only its own outbox; the controller "
+    "stamped every bus post with its sender; the tree under audit was read-only",
+    Isolation.SHARED: "shared: the workers and the controller shared one uid, so a worker could have written "
+    "another's outbox, the bus, another's state or the tree; each job's output was still read only from its "
+    "worker's outbox (use the container backend, without writer tasks, for strict isolation)",
+}
+"""What a run's isolation guaranteed, and what it lacked (`orch run` says it at the start, the report at the end)."""
+ATTEMPTS = (Event.BUS_POST_REFUSED, Event.WRITE_DENIED, Event.LEFTOVER_PROCESSES)
+
+
+class AttemptRow(Strict):
+    """Something a worker tried beyond its own outbox, as the controller saw it (events.jsonl)."""
+
+    worker: int | None
+    job: str | None
+    kind: str
+    detail: str
+
+
+def attempts(run: RunFolder) -> list[AttemptRow]:
+    rows = []
+    for line in run.events.read_text(errors="replace").splitlines() if run.events.exists() else []:
+        try:
+            event = ControllerEvent.model_validate_json(line)
+        except ValueError:
+            continue
+        if event.event in ATTEMPTS:
+            data = dict(event.data)
+            job = data.pop("job", None)
+            detail = "; ".join(f"{k}: {v}" for k, v in data.items())
+            rows.append(AttemptRow(worker=event.worker, job=job, kind=event.event.value, detail=detail[:500]))
+    return rows
+
+
 class FlagRow(Strict):
     worker: int
     job: str
@@ -144,6 +180,9 @@ class RunReport(Strict):
     findings: list[FindingRow]
     jobs: list[JobRow]
     flags: list[FlagRow]
+    isolation: str = Isolation.SHARED.value
+    attempts: list[AttemptRow] = Field(default_factory=list)
+    """What workers tried beyond their own outboxes: refused bus posts, refused writes, leftover processes."""
 
     def verifier_columns(self) -> list[int]:
         return [w.worker for w in self.workers]
@@ -268,6 +307,8 @@ def build_report(run: RunFolder, spec: FleetSpec, state: ControllerState) -> Run
         findings=findings,
         jobs=jobs,
         flags=flags,
+        isolation=run.info().isolation.value,
+        attempts=attempts(run),
     )
 
 

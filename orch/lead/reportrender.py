@@ -6,9 +6,10 @@ from __future__ import annotations
 import html
 
 from orch.lead.jobs import ControllerState
-from orch.lead.report import FindingRow, RunReport, Usage, build_report
+from orch.lead.report import ISOLATION_NOTES, FindingRow, RunReport, Usage, build_report
 from orch.lead.spec import FleetSpec
 from orch.run.folder import RunFolder, atomic_write
+from orch.run.records import Isolation
 from orch.text import shorten
 
 
@@ -172,6 +173,8 @@ def render_markdown(report: RunReport) -> str:
         out += ["", "## Rejected outputs", ""]
         for f in report.flags:
             out.append(f"- W{f.worker} on {f.job} ({f.role}): " + "; ".join(_md(p) for p in f.problems))
+    out += ["", "## Isolation", "", _md(ISOLATION_NOTES[Isolation(report.isolation)])]
+    out += [f"- {a.kind}: W{a.worker or '?'} on {a.job or '-'}: {_md(a.detail)}" for a in report.attempts]
     return "\n".join(out) + "\n"
 
 
@@ -285,7 +288,12 @@ def render_html(report: RunReport) -> str:
             f"<li>W{f.worker} on {_h(f.job)} ({_h(f.role)}): {_h('; '.join(f.problems))}</li>" for f in report.flags
         ]
         parts.append("</ul>")
-    parts.append("</body></html>\n")
+    parts.append(f"<h2>Isolation</h2><p>{_h(ISOLATION_NOTES[Isolation(report.isolation)])}</p><ul>")
+    parts += [
+        f"<li class='flag'>{_h(a.kind)}: W{a.worker or '?'} on {_h(a.job or '-')}: {_h(a.detail)}</li>"
+        for a in report.attempts
+    ]
+    parts.append("</ul></body></html>\n")
     return "".join(parts)
 
 

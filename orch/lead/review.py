@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import time
 
+from orch.fleet import launch
 from orch.lead import briefs, decisions
 from orch.lead.desk import CORRECTION, Part
 from orch.lead.findings import (
@@ -14,6 +15,7 @@ from orch.lead.findings import (
     RanCommand,
     check_findings,
     check_verdict,
+    denied_writes,
     hook_commands,
     ledger_commands,
     result_problems,
@@ -96,7 +98,19 @@ class Review(Part):
         self.desk.event(Event.JOB_ACCEPTED, n, job=job.id, role=job.role.value)
         self.archive_result(job, n)
 
+    def observe(self, job: Job, n: int) -> None:
+        """What worker n did beyond its outbox during `job`, logged where the report shows it: writes the
+        system refused it (its tool results in the gateway's ledger) and processes it left running."""
+        if has_gateway(self.run):
+            denied = denied_writes(self.desk.gateway.ledger(), n, job.id, job.sent_at or 0.0)
+            if denied:
+                self.desk.event(Event.WRITE_DENIED, n, job=job.id, commands=denied)
+        strays = launch.stray_processes(self.run, n, self.desk.panes.get(n))
+        if strays:
+            self.desk.event(Event.LEFTOVER_PROCESSES, n, job=job.id, processes={str(k): v for k, v in strays.items()})
+
     def archive_result(self, job: Job, n: int) -> None:
+        self.observe(job, n)
         self.run.jobs_dir.mkdir(exist_ok=True)
         with contextlib.suppress(FileNotFoundError, UnsafeOutput):
             atomic_write(self.run.job_result(job.id), read_worker_file(self.run.result(n)))

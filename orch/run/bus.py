@@ -26,8 +26,9 @@ from typing import TextIO
 from pydantic import BaseModel, ValidationError
 
 from orch.errors import OrchError, SandboxError, UsageError
+from orch.run.events import Event
 from orch.run.folder import RunFolder, decode_text
-from orch.run.records import BusLine
+from orch.run.records import BusLine, ControllerEvent
 from orch.run.uids import worker_of
 from orch.waits import watch_file
 
@@ -170,12 +171,20 @@ class _Handler(socketserver.StreamRequestHandler):
             reply: dict[str, object] = {"ok": True}
         except OrchError as exc:
             reply = {"ok": False, "error": exc.one_line()}
+            data = {"uid": uid, "claimed": _claimed(line), "error": exc.one_line()}
+            self.server.run.log_event(ControllerEvent(event=Event.BUS_POST_REFUSED, worker=worker_of(uid), data=data))
         except (ValidationError, ValueError):
             reply = {"ok": False, "error": "malformed bus request"}
         except OSError:
             return
         with contextlib.suppress(OSError):
             self.wfile.write(json.dumps(reply).encode() + b"\n")
+
+
+def _claimed(line: bytes) -> int | None:
+    with contextlib.suppress(ValueError):
+        return PostRequest.model_validate_json(line).sender
+    return None
 
 
 class BusServer(socketserver.ThreadingUnixStreamServer):

@@ -28,6 +28,14 @@ class Event(StrEnum):
     REAPED = "reaped"
     EGRESS = "egress"
 
+    # strict isolation: what a worker tried beyond its own outbox (SECURITY.md, "Workers that lie on purpose")
+    BUS_POST_REFUSED = "bus-post-refused"
+    """A post to bus.sock that named another worker (`--as`), or came from no worker of the run."""
+    WRITE_DENIED = "write-denied"
+    """The worker's tool results (the gateway's ledger) show writes the system refused it."""
+    LEFTOVER_PROCESSES = "leftover-processes"
+    """Processes of the worker still running outside its agent when a job of its ended."""
+
     # orch.lead.runner
     RUN_CREATED = "run-created"
 
