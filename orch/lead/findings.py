@@ -30,6 +30,7 @@ FINDING_ID_PATTERN = r"^[A-Za-z0-9_]{1,16}$"
 MAX_FINDINGS = 50
 MAX_OUTPUT = 4000
 QUOTE_CHARS = 80  # a quote or command cited back in a problem
+COMMAND_CHARS = 400  # a command quoted in a flag
 
 
 M = TypeVar("M", bound=Strict)
@@ -190,7 +191,7 @@ def denied_writes(entries: Iterable[LedgerEntry], worker: int, job: str, since: 
     mine = [e for e in entries if e.worker == worker]
     refused = {e.id for e in mine if e.kind == "tool_result" and e.output and DENIED.search(e.output)}
     return [
-        str((e.input or {}).get("command", ""))[:QUOTE_CHARS]
+        str((e.input or {}).get("command", ""))[:COMMAND_CHARS]
         for e in mine
         if e.kind == "tool_use" and e.id in refused and (e.job == job or (e.job is None and e.ts >= since))
     ]
