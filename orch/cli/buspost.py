@@ -9,6 +9,7 @@ errors keep typer's own messages.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -38,7 +39,9 @@ def post(name: str, sender: int | None, words: Sequence[str]) -> int:
     args = ["bus", "post", name, *as_, *([STDIN] if from_stdin else ["--", message])]
 
     def here() -> None:
-        if info.isolation is Isolation.STRICT:  # workers cannot write bus.md: the controller stamps the post
+        # Under strict isolation a worker cannot write bus.md: it posts through the controller, which stamps
+        # who sent it. The run's own uid (the lead, the host user) writes it as before.
+        if info.isolation is Isolation.STRICT and not os.access(run.bus, os.W_OK):
             bus.post_through_controller(run, sender, message)
         else:
             bus.post(run, sender, message)

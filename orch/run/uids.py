@@ -13,8 +13,9 @@ from pathlib import Path
 from orch import settings
 from orch.run.folder import MAX_WORKERS
 
-SWITCH_CAPS = ("setuid", "setgid")
-"""What the run's tmux server keeps under strict isolation: just enough to start each pane as its worker."""
+SWITCH_CAPS = ("setuid", "setgid", "setpcap")
+"""What the run's tmux server keeps under strict isolation: just enough to start each pane as its worker
+(SETPCAP: to empty the pane's bounding set too, so nothing a worker runs can ever hold a capability)."""
 
 
 def worker_uid(n: int) -> int:

@@ -19,11 +19,14 @@ import docker
 import pytest
 import yaml
 
+from orch.container.layout import run_mount
+from orch.container.sandbox import DockerSandbox
 from orch.lead.jobs import JobStatus, load_state
 from orch.run.events import Event
 from orch.run.folder import RunFolder
-from orch.run.records import Isolation
-from tests.dockertest import BUILD_TIMEOUT, events, new_name
+from orch.run.records import DockerRunInfo, Isolation
+from orch.run.uids import worker_uid
+from tests.dockertest import BUILD_TIMEOUT, GATEWAY_UID, PROCESS_SCRIPT, RUN_UID, events, new_name
 from tests.helpers import orch
 
 pytestmark = [pytest.mark.docker, pytest.mark.claude, pytest.mark.timeout(BUILD_TIMEOUT)]
@@ -252,3 +255,61 @@ def test_a_hostile_verifier_cannot_refute_an_honest_finding(
     denied = _by_event(run, Event.WRITE_DENIED, 2)
     assert denied and any("agent-3" in c for c in denied[0]["data"]["commands"])
     assert _by_event(run, Event.LEFTOVER_PROCESSES, 2)
+
+
+def test_strict_workers_each_have_their_own_uid_and_nothing_more(
+    image: str, names: list[str], workdir: Path, tmp_path: Path
+) -> None:
+    """`orch up --isolation strict`: each pane's processes are its worker's uid with no capability at all;
+    only the run's own processes (the controller, its tmux server) keep SETUID/SETGID/SETPCAP, to start the
+    panes;
+    each worker owns exactly its outbox and hook log; the workdir is read-only; the bus stamps posts."""
+    name = new_name(names, "strict")
+    result = orch("up", name, "-n", "2", "--workdir", workdir, "--offline", "--isolation", "strict")
+    assert result.exit_code == 0, result.output
+    run = RunFolder.for_name(name)
+    info = run.info()
+    assert isinstance(info, DockerRunInfo) and info.isolation is Isolation.STRICT
+    for n in (1, 2):
+        assert run.outbox(n).stat().st_uid == worker_uid(n) and run.state(n).stat().st_uid == worker_uid(n)
+    assert run.bus.stat().st_uid == run.root.stat().st_uid == RUN_UID
+
+    code, out = DockerSandbox().run_as_user(info, ["python3", "-c", PROCESS_SCRIPT])
+    assert code == 0, out
+    switch = (1 << 6) | (1 << 7) | (1 << 8)  # CAP_SETGID, CAP_SETUID, CAP_SETPCAP
+    seen = set()
+    for row in (line.split(maxsplit=7) for line in out.splitlines() if line.strip()):
+        _pid, ppid, owner, eff, prm, bnd, nnp, _comm = row
+        if ppid == "0":  # docker exec's own processes
+            continue
+        seen.add(int(owner))
+        caps = [int(eff, 16), int(prm, 16), *(int(c, 16) for c in bnd.split("|"))]
+        assert nnp == "1", row
+        if int(owner) in (worker_uid(1), worker_uid(2), GATEWAY_UID):
+            assert caps == [0] * 5, row  # a worker (or the gateway) has nothing: no way back
+        else:
+            assert int(owner) == RUN_UID and all(c in (0, switch) for c in caps), row
+    assert {worker_uid(1), worker_uid(2), RUN_UID, GATEWAY_UID} <= seen
+
+    steps = [
+        {"bash": f"orch bus post {name} 'from one'"},
+        {"bash": f"orch bus post {name} --as 2 'posing as two'; echo exit=$?"},
+        {"bash": f"touch /workspace/x; touch {run_mount(name)}/outbox/agent-2/done; echo tried"},
+        {"write": f"{run_mount(name)}/outbox/agent-1/result.md", "content": "# Result\n"},
+        {"bash": f"touch {run_mount(name)}/outbox/agent-1/done"},
+        {"reply": "Finished."},
+    ]
+    brief = tmp_path / "brief.md"
+    brief.write_text("# Task\n\n```orch-script\n" + "\n".join(json.dumps(s) for s in steps) + "\n```\n")
+    assert orch("brief", name, "1", brief).exit_code == 0
+    result = orch("wait", name, "--timeout", "120", "--workers", "1")
+    assert result.exit_code == 0, result.output
+    lines = run.bus.read_text().splitlines()
+    assert [line.split(" ", 1)[1] for line in lines] == ["[W1] from one"]
+    refused = [e for e in events(run) if e["event"] == Event.BUS_POST_REFUSED]
+    assert refused and refused[0]["worker"] == 1
+    assert not run.done(2).exists() and not (workdir / "x").exists()
+    assert run.result(1).stat().st_uid == worker_uid(1)
+    # The lead (the run's uid) still posts as itself from the host.
+    assert orch("bus", "post", name, "from the lead").exit_code == 0
+    assert run.bus.read_text().splitlines()[-1].endswith("[lead] from the lead")
