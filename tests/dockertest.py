@@ -6,8 +6,11 @@ Tests that use these skip when no engine answers, except under CI=true, where th
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
+import socket
+import struct
 import subprocess
 import sys
 import uuid
@@ -33,6 +36,7 @@ BASE = os.environ.get("ORCH_BASE_IMAGE") or "orch-base:bookworm"
 CA_BUNDLE = Path(os.environ["ORCH_CA_BUNDLE"]) if os.environ.get("ORCH_CA_BUNDLE") else None
 IMAGE = settings.IMAGE.get()  # ORCH_IMAGE: a developer's own tag beside CI's
 BUILD_TIMEOUT = 1800
+SIOCGIFADDR = 0x8915  # linux/sockios.h: an interface's IPv4 address
 # The uid the containers run as when the tests run as root (CI), else the invoking user's.
 RUN_UID = ROOT_HOST_UID if os.getuid() == 0 else os.getuid()
 GATEWAY_UID = int(settings.GATEWAY_UID.default)  # the model gateway's, in a run's container
@@ -60,6 +64,20 @@ def image(engine: docker.DockerClient) -> str:
         tail = "\n".join(log[-40:])
         pytest.fail(f"building {IMAGE} failed: {exc.one_line()}\n--- last build output ---\n{tail}")
     return IMAGE
+
+
+def bridge_address(engine: docker.DockerClient) -> str:
+    """The host's address on the engine's default bridge, where containers reach the host. Engines do not
+    all say it in the network's IPAM config (a fresh Debian dockerd gives only the subnet): then ask the
+    bridge interface itself."""
+    attrs = engine.networks.get("bridge").attrs
+    for config in attrs["IPAM"].get("Config") or []:
+        if config.get("Gateway"):
+            return str(config["Gateway"])
+    interface = (attrs.get("Options") or {}).get("com.docker.network.bridge.name", "docker0")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        packed = fcntl.ioctl(sock.fileno(), SIOCGIFADDR, struct.pack("256s", interface.encode()[:15]))
+    return socket.inet_ntoa(packed[20:24])
 
 
 def unique(prefix: str) -> str:

@@ -26,7 +26,16 @@ from orch.offline.modelserver import ScriptedModelServer, key_digest
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import DockerRunInfo
-from tests.dockertest import BUILD_TIMEOUT, GATEWAY_UID, PROCESS_SCRIPT, RUN_UID, assert_unprivileged, events, new_name
+from tests.dockertest import (
+    BUILD_TIMEOUT,
+    GATEWAY_UID,
+    PROCESS_SCRIPT,
+    RUN_UID,
+    assert_unprivileged,
+    bridge_address,
+    events,
+    new_name,
+)
 from tests.helpers import orch
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(BUILD_TIMEOUT)]
@@ -42,7 +51,7 @@ def upstream(
     engine: docker.DockerClient, monkeypatch: pytest.MonkeyPatch, secret: str
 ) -> Iterator[ScriptedModelServer]:
     """The scripted model on the bridge's address (containers reach the host there), as the user's endpoint."""
-    bridge = str(engine.networks.get("bridge").attrs["IPAM"]["Config"][0]["Gateway"])
+    bridge = bridge_address(engine)
     with ScriptedModelServer(host=bridge) as server:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", secret)
