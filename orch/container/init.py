@@ -18,10 +18,13 @@ It starts as root holding only the capabilities it needs for this (see orch.cont
    the workers read it, only the gateway writes it) and saves its handle (url, pid, control key) where
    the controller looks (orch.gateway.process.handle_path), readable by the run's uid only. The
    gateway's memory and its own files are another uid's: a worker can neither read nor trace them;
-5. execs `setpriv` to become ORCH_UID:ORCH_GID with no supplementary groups, empty capability sets
+5. under strict isolation (run.json), gives each worker its own files (isolate_workers);
+6. execs `setpriv` to become ORCH_UID:ORCH_GID with no supplementary groups, empty capability sets
    (effective, permitted, inheritable, ambient and bounding) and no-new-privs, which then execs CMD.
+   Under strict isolation SETUID, SETGID and SETPCAP stay (ambient, nothing else), so that the run's tmux
+   server can start each pane as its worker; each pane drops them all before its agent starts.
 
-Nothing in the container runs as root after step 5, and nothing can get root or a capability back.
+Nothing in the container runs as root after step 6, and nothing can get root or a capability back.
 Without ORCH_BOOT_STDIN (compose.yaml, started without orch on the host) steps 0 and 4 are skipped: the
 controller starts the gateway itself as the run's uid, from the container's environment.
 """
