@@ -9,8 +9,9 @@ import time
 from bench.core import Context, Result
 from bench.env import BenchError, Lines, helper, orch_cli, popen, python_env, send, stop
 from bench.probes import payload
-from bench.report import Row, Target
+from bench.report import Row, Target, percentile
 from orch.run import bus
+from orch.run.bus import BusServer
 from orch.run.folder import RunFolder
 
 CLI_TIMEOUT = 60.0
@@ -48,9 +49,11 @@ def check(run: RunFolder, writers: int, posts: int) -> dict[str, int]:
     }
 
 
-def once(ctx: Context, writers: int, posts: int) -> dict[str, float]:
+def once(ctx: Context, writers: int, posts: int, through: str = "file") -> dict[str, float]:
+    """One load: `through` the lock on bus.md (shared isolation) or the controller's socket (strict)."""
     run = ctx.env.file_run("bus", workers=writers)
-    procs = [popen(helper("buswriter", run.name, str(w), str(posts))) for w in range(1, writers + 1)]
+    server = BusServer(run).start() if through == "socket" else None
+    procs = [popen(helper("buswriter", run.name, str(w), str(posts), through)) for w in range(1, writers + 1)]
     try:
         # Each writer builds its texts, then blocks on stdin: "go" releases them all at once.
         for proc in procs:
@@ -59,8 +62,12 @@ def once(ctx: Context, writers: int, posts: int) -> dict[str, float]:
     finally:
         for proc in procs:
             stop(proc)
+        if server is not None:
+            server.stop()
     wall = (max(r["last_ns"] for r in reports) - min(r["first_ns"] for r in reports)) / 1e9
+    latencies = [ms for r in reports for ms in r["latency_ms"]]
     result: dict[str, float] = {**check(run, writers, posts), "wall_s": wall}
+    result["p50_ms"], result["p99_ms"] = percentile(latencies, 50), percentile(latencies, 99)
     result["posts_per_s"] = writers * posts / wall if wall > 0 else 0.0
     return result
 
@@ -84,10 +91,11 @@ def run(ctx: Context) -> Result:
     w, p = cfg.bus_writers, cfg.bus_posts
     label = f"{w} writers x {p} posts"
     tries = [once(ctx, w, p) for _ in range(cfg.repeat)]
+    stamped = [once(ctx, w, p, "socket") for _ in range(cfg.repeat)]
     cli = cli_post_ms(ctx, cfg.cli_samples)
 
-    def values(key: str) -> list[float]:
-        return [float(t[key]) for t in tries]
+    def values(key: str, of: list[dict[str, float]] = tries) -> list[float]:
+        return [float(t[key]) for t in of]
 
     zero = Target("==", 0, "0")
     rows = [
@@ -98,5 +106,12 @@ def run(ctx: Context) -> Result:
         ),
         Row("bus", f"throughput ({label})", "posts/s", values("posts_per_s"), note="bus.post in-process, flock"),
         Row("bus", "`orch bus post` command, wall", "ms", cli, note="a process per post: interpreter start dominates"),
-    ]
-    return Result(rows=rows, raw={"tries": tries, "cli_post_ms": cli})
+        Row("bus", f"stamped by the controller: lines lost or torn ({label})", "count",
+            [t["lost"] + t["torn"] + t["duplicated"] + t["reordered"] for t in stamped], zero),
+        Row("bus", "stamped by the controller: post latency p50", "ms", values("p50_ms", stamped),
+            note="strict isolation: bus.sock, sender from SO_PEERCRED"),
+        Row("bus", "stamped by the controller: post latency p99", "ms", values("p99_ms", stamped),
+            Target("<=", 20, "<= 20 ms")),
+        Row("bus", f"stamped by the controller: throughput ({label})", "posts/s", values("posts_per_s", stamped)),
+    ]  # fmt: skip
+    return Result(rows=rows, raw={"tries": tries, "stamped": stamped, "cli_post_ms": cli})

@@ -19,16 +19,19 @@ from typing import Any
 
 from bench.core import Context, Result
 from bench.env import BenchEnv, BenchError, orch_cli, python_env
-from bench.report import Row
+from bench.report import Row, Target
 from orch import settings
+from orch.container.layout import run_mount
 from orch.errors import OrchError
 from orch.run.events import Event
 from orch.run.folder import RunFolder
+from orch.waits import wait_for_paths
 
 MIB = 1 << 20
 UP_TIMEOUT = 600.0
 LABEL_RUN = "orch.run"
 CONTAINER_UID = 1000  # what the docker backend runs workers as when orch is invoked as root
+ISOLATIONS = ("shared", "strict")
 
 
 def run(ctx: Context) -> Result:
@@ -59,9 +62,25 @@ def run(ctx: Context) -> Result:
     tries = []
     for _ in range(cfg.repeat):
         for n in sizes:
-            tries.append(up_once(ctx.env, client, n))
+            for isolation in ISOLATIONS:  # side by side, interleaved: the same machine state for both
+                tries.append(up_once(ctx.env, client, n, isolation))
     for n in sizes:
-        mine = [t for t in tries if t["workers"] == n]
+        for what, key in (("`orch up`", "up_s"), ("brief -> done", "brief_done_s")):
+            shared = [t[key] for t in tries if t["workers"] == n and t["isolation"] == "shared"]
+            strict = [t[key] for t in tries if t["workers"] == n and t["isolation"] == "strict"]
+            rows.append(Row("container", f"{what}, strict isolation (N={n})", "s", strict))
+            rows.append(
+                Row(
+                    "container",
+                    f"{what}: strict / shared isolation (N={n})",
+                    "x",
+                    [a / b for a, b in zip(strict, shared, strict=True) if b > 0],
+                    Target("<=", 1.10, "<= 1.10x"),
+                    note="each worker its own uid, outbox and launch bundle vs one uid for all",
+                )
+            )
+    for n in sizes:
+        mine = [t for t in tries if t["workers"] == n and t["isolation"] == "shared"]
         rows.append(
             Row(
                 "container",
@@ -84,12 +103,14 @@ def run(ctx: Context) -> Result:
     return Result(rows=rows, raw=raw)
 
 
-def up_once(env: BenchEnv, client: Any, workers: int) -> dict[str, Any]:
+def up_once(env: BenchEnv, client: Any, workers: int, isolation: str = "shared") -> dict[str, Any]:
+    """`orch up` to ready, then every worker briefed with one scripted step (touch its done flag) to the
+    last done flag: what isolation adds to the start and to a job's round trip."""
     name = env.name(f"ctr{workers}")
     workdir = env.workdir(name)
     if os.geteuid() == 0:  # the container's workers run as uid 1000 then, and must be able to write it
         os.chown(workdir, CONTAINER_UID, CONTAINER_UID)
-    argv = orch_cli("up", name, "-n", str(workers), "--workdir", str(workdir), "--offline")
+    argv = orch_cli("up", name, "-n", str(workers), "--workdir", str(workdir), "--offline", "--isolation", isolation)
     started = time.time()
     t0 = time.monotonic()
     try:
@@ -97,7 +118,9 @@ def up_once(env: BenchEnv, client: Any, workers: int) -> dict[str, Any]:
         up_s = time.monotonic() - t0
         if done.returncode != 0:
             raise BenchError(f"orch up (container) exited {done.returncode}: {_tail(done.stderr)}")
-        spawned = _first_spawn(RunFolder.for_name(name))
+        run = RunFolder.for_name(name)
+        spawned = _first_spawn(run)
+        brief_done_s = _brief_to_done(env, run, workers)
     finally:
         subprocess.run(orch_cli("kill", name), capture_output=True, env=python_env(), check=False, timeout=120)
         with contextlib.suppress(Exception):  # only ours: the label carries our unique run name
@@ -105,9 +128,30 @@ def up_once(env: BenchEnv, client: Any, workers: int) -> dict[str, Any]:
                 leftover.remove(force=True)
     return {
         "workers": workers,
+        "isolation": isolation,
         "up_s": up_s,
+        "brief_done_s": brief_done_s,
         "controller_start_s": spawned - started if spawned is not None else None,
     }
+
+
+def _brief_to_done(env: BenchEnv, run: RunFolder, workers: int) -> float:
+    inside = run_mount(run.name)
+    t0 = time.monotonic()
+    for n in range(1, workers + 1):
+        flag = f"{inside}/{run.done(n).relative_to(run.root)}"
+        steps = [{"bash": f"touch {flag}"}, {"reply": "Finished."}]
+        brief = env.workdir(run.name).parent / f"{run.name}-brief-{n}.md"
+        brief.write_text("# Task\n\n```orch-script\n" + "\n".join(json.dumps(s) for s in steps) + "\n```\n")
+        sent = subprocess.run(
+            orch_cli("brief", run.name, str(n), str(brief)), capture_output=True, env=python_env(), check=False
+        )
+        if sent.returncode != 0:
+            raise BenchError(f"orch brief exited {sent.returncode}: {_tail(sent.stderr)}")
+    missing = wait_for_paths([run.done(n) for n in range(1, workers + 1)], UP_TIMEOUT)
+    if missing:
+        raise BenchError(f"no done flag within {UP_TIMEOUT:g}s: {', '.join(str(p) for p in missing)}")
+    return time.monotonic() - t0
 
 
 def _first_spawn(run: RunFolder) -> float | None:

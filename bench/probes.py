@@ -3,7 +3,7 @@
     python -m bench.probes writer                 # "flag PATH" | "bus RUN SEQ" -> prints t_ns just before
     python -m bench.probes waiter RUN             # "wait N" -> watch.wait(...), prints t_ns when it returned
     python -m bench.probes poller RUN INTERVAL SECONDS   # watch.status every INTERVAL: prints CPU as JSON
-    python -m bench.probes buswriter RUN ID COUNT # after "go": COUNT bus posts, prints first/last t_ns
+    python -m bench.probes buswriter RUN ID COUNT [file|socket] # after "go": COUNT bus posts, prints first/last t_ns
 
 time.monotonic_ns() is CLOCK_MONOTONIC, one clock for every process on the machine, so a timestamp taken
 in one helper can be subtracted from one taken in another.
@@ -98,15 +98,21 @@ def payload(writer_id: int, seq: int) -> str:
     return f"w{writer_id} {seq} {body.strip() or 'x'}"
 
 
-def buswriter(name: str, writer_id: int, count: int) -> None:
+def buswriter(name: str, writer_id: int, count: int, through: str = "file") -> None:
+    """`through`: `file` appends under the lock (shared isolation), `socket` posts through the controller's
+    bus server (strict isolation); each post's latency is reported too."""
     run = RunFolder.for_name(name)
     texts = [payload(writer_id, seq) for seq in range(count)]
+    post = bus.post_through_controller if through == "socket" else bus.post
     sys.stdin.readline()  # "go": every writer starts together
     first = time.monotonic_ns()
+    latencies = []
     for text in texts:
-        bus.post(run, writer_id, text)
+        start = time.monotonic_ns()
+        post(run, writer_id, text)
+        latencies.append((time.monotonic_ns() - start) / 1e6)
     last = time.monotonic_ns()
-    _out(json.dumps({"first_ns": first, "last_ns": last}))
+    _out(json.dumps({"first_ns": first, "last_ns": last, "latency_ms": latencies}))
 
 
 def main(argv: list[str]) -> int:
@@ -121,7 +127,7 @@ def main(argv: list[str]) -> int:
     elif command == "poller":
         poller(args[0], float(args[1]), float(args[2]))
     elif command == "buswriter":
-        buswriter(args[0], int(args[1]), int(args[2]))
+        buswriter(args[0], int(args[1]), int(args[2]), *args[3:4])
     else:
         print(f"unknown probe {command!r}", file=sys.stderr)
         return 2

@@ -165,8 +165,8 @@ class _Handler(socketserver.StreamRequestHandler):
                 raise UsageError("bus message too long", hint=f"keep it under {MAX_TEXT} characters")
             request = PostRequest.model_validate_json(line)
             sender = stamp_sender(uid, request.sender, self.server.run_uid)
-            if sender is not None:
-                self.server.run.check_worker(sender)
+            if sender is not None and not 1 <= sender <= self.server.workers:
+                raise UsageError(f"worker {sender} is out of range", hint=f"use 1 to {self.server.workers}")
             post(self.server.run, sender, request.text)
             reply: dict[str, object] = {"ok": True}
         except OrchError as exc:
@@ -195,6 +195,7 @@ class BusServer(socketserver.ThreadingUnixStreamServer):
     def __init__(self, run: RunFolder) -> None:
         self.run = run
         self.run_uid = os.geteuid()
+        self.workers = run.info().workers
         run.bus_socket.unlink(missing_ok=True)  # a dead controller's
         super().__init__(str(run.bus_socket), _Handler)
         os.chmod(run.bus_socket, 0o666)  # every worker may connect; the run folder keeps it from replacement
