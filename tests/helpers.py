@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
 from typer.testing import CliRunner, Result
@@ -9,6 +10,17 @@ from typer.testing import CliRunner, Result
 from orch.cli.commands import app
 from orch.run.folder import RunFolder
 from orch.run.records import ContainerInfo, DockerRunInfo, LocalRunInfo, RunInfo
+
+# The demo's sample tree and the two claims about it the tests play: pages.py really skips a page (true),
+# mean([]) is guarded (false). Each reproduce command exits 0 if and only if its claim holds.
+SAMPLE = Path(str(resources.files("orch") / "data" / "demo" / "sample"))
+PAGES_QUOTE = "start = page * size"
+PAGES_REPRO = (
+    "python3 -c 'import sys; from pages import paginate; "
+    "sys.exit(0 if paginate(list(range(10)), 1, 5) != [0, 1, 2, 3, 4] else 1)'"
+)
+MEAN_QUOTE = "return sum(values) / len(values)"
+MEAN_REPRO = "python3 -c 'from stats import mean; mean([])' 2>&1 | grep -q ZeroDivisionError"
 
 runner = CliRunner()
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -27,18 +26,10 @@ from orch.run.folder import RunFolder
 from orch.run.records import DockerRunInfo, Isolation
 from orch.run.uids import worker_uid
 from tests.dockertest import BUILD_TIMEOUT, GATEWAY_UID, PROCESS_SCRIPT, RUN_UID, events, new_name
-from tests.helpers import orch
+from tests.helpers import MEAN_QUOTE, MEAN_REPRO, PAGES_QUOTE, PAGES_REPRO, SAMPLE, orch
 
 pytestmark = [pytest.mark.docker, pytest.mark.claude, pytest.mark.timeout(BUILD_TIMEOUT)]
 
-SAMPLE = Path(str(resources.files("orch") / "data" / "demo" / "sample"))
-PAGES_QUOTE = "start = page * size"
-PAGES_REPRO = (
-    "python3 -c 'import sys; from pages import paginate; "
-    "sys.exit(0 if paginate(list(range(10)), 1, 5) != [0, 1, 2, 3, 4] else 1)'"
-)
-MEAN_QUOTE = "return sum(values) / len(values)"
-MEAN_REPRO = "python3 -c 'from stats import mean; mean([])' 2>&1 | grep -q ZeroDivisionError"
 
 # Left running by the hostile finder: for five minutes, whatever brief names a verdict file (another
 # worker's job), it writes a CONFIRMED verdict there and in the controller's verdicts/, touches that

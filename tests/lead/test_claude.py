@@ -15,7 +15,6 @@ import shutil
 import signal
 import subprocess
 import sys
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -32,18 +31,10 @@ from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent
 from orch.waits import wait_for_paths, wait_until
-from tests.helpers import orch, prompts
+from tests.helpers import MEAN_QUOTE, MEAN_REPRO, PAGES_QUOTE, PAGES_REPRO, SAMPLE, orch, prompts
 
 pytestmark = pytest.mark.claude
 
-SAMPLE = Path(str(resources.files("orch") / "data" / "demo" / "sample"))
-PAGES_QUOTE = "start = page * size"
-PAGES_REPRO = (
-    "python3 -c 'import sys; from pages import paginate; "
-    "sys.exit(0 if paginate(list(range(10)), 1, 5) != [0, 1, 2, 3, 4] else 1)'"
-)
-MEAN_QUOTE = "return sum(values) / len(values)"
-MEAN_REPRO = "python3 -c 'from stats import mean; mean([])' 2>&1 | grep -q ZeroDivisionError"
 # Kills the Claude Code process this Bash tool call runs under (its nearest `claude` ancestor), once.
 CRASH_ONCE = (
     'if [ ! -e crashed-once ]; then touch crashed-once; p=$$; while [ "$p" -gt 1 ]; do '
