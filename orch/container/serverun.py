@@ -39,7 +39,7 @@ def link_sessions(run: RunFolder, agent: str, workers: int) -> None:
     """Make each worker's agent session store live in the run folder (sessions/agent-N): the config dir
     is on the container's tmpfs, so this lets a new container resume the session after the old one died."""
     sessions = get_adapter(agent).sessions
-    if sessions is None or run.info().isolation is Isolation.STRICT:  # then each worker links its own
+    if sessions is None:
         return
     for n in range(1, workers + 1):
         store = run.sessions(n)
@@ -96,7 +96,8 @@ def _create(req: UpRequest, boot_timeout: float) -> tuple[RunFolder, RunInfo]:
     run.create(info)
     try:
         _log_egress(run)
-        link_sessions(run, info.agent, info.workers)
+        if info.isolation is not Isolation.STRICT:  # strict: each worker links its own (orch.fleet.become)
+            link_sessions(run, info.agent, info.workers)
         launch.launch(run, info, adapter, req.prompts, boot_timeout)
     except BaseException:
         _teardown(run)
@@ -109,7 +110,8 @@ def _launch(run: RunFolder, info: RunInfo, boot_timeout: float, resume: bool) ->
     """Launch in a run folder the host made (or an earlier life of the run left)."""
     adapter = get_adapter(info.agent)
     _log_egress(run)
-    link_sessions(run, info.agent, info.workers)
+    if info.isolation is not Isolation.STRICT:  # strict: each worker links its own (orch.fleet.become)
+        link_sessions(run, info.agent, info.workers)
     info.status = RunStatus.STARTING
     try:
         launch.launch(run, info, adapter, settings.PROMPTS.get(), boot_timeout, resume=resume)

@@ -304,3 +304,31 @@ def test_strict_workers_each_have_their_own_uid_and_nothing_more(
     # The lead (the run's uid) still posts as itself from the host.
     assert orch("bus", "post", name, "from the lead").exit_code == 0
     assert run.bus.read_text().splitlines()[-1].endswith("[lead] from the lead")
+
+
+# Kills the Claude Code process this Bash call runs under, once (the marker in its outbox: the tree is
+# read-only under strict isolation).
+CRASH_ONCE = (
+    "m={{run_dir}}/outbox/agent-{{worker}}/crashed-once; "
+    'if [ ! -e $m ]; then touch $m; p=$$; while [ "$p" -gt 1 ]; do '
+    'if [ "$(cat /proc/$p/comm)" = claude ]; then kill -9 "$p"; break; fi; '
+    "p=$(awk '{print $4}' /proc/$p/stat); done; fi"
+)
+
+
+def test_a_strict_worker_that_crashes_is_restarted_as_itself(
+    image: str, names: list[str], engine: docker.DockerClient, sample: Path, tmp_path: Path, claude_bin: Path
+) -> None:
+    """The controller (a `docker exec`, with no capability) restarts a crashed worker: the run's tmux server
+    starts the pane again as the worker's uid, from a new launch bundle, and the agent resumes its session."""
+    script = [{"bash": CRASH_ONCE}, _findings(), RESULT, *DONE]
+    tasks = [{"id": "t1", "goal": "Determine whether paginate() is correct.", "worker": 1, "offline_script": script}]
+    name = new_name(names, "strictcrash")
+    result = orch("run", str(_spec(tmp_path / "fleet.yaml", sample, tasks, workers=2)), "--name", name)
+    assert result.exit_code == 0, result.output
+    run = RunFolder.for_name(name)
+    state = load_state(run)
+    assert state.job("t1").status is JobStatus.DONE and state.book(1).restarts == 1
+    starts = [e for e in run.hook_events(1) if e.hook_event_name == "SessionStart"]
+    assert len(starts) == 2 and starts[0].session_id == starts[1].session_id
+    assert run.outbox(1).stat().st_uid == worker_uid(1)
