@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from orch.errors import UsageError
 from orch.fleet import watch
 from orch.fleet.workerstate import FATAL_ERRORS
-from orch.lead import briefs, decisions
+from orch.lead import briefs, decisions, tree
 from orch.lead.decisions import RUNNING_STEPS, Watch
 from orch.lead.desk import Desk
 from orch.lead.dispatch import Dispatch
@@ -39,7 +39,7 @@ from orch.lead.spec import Dispatch as DispatchMode
 from orch.lead.spec import FleetSpec, PermissionPolicy
 from orch.run.events import Event
 from orch.run.folder import RunFolder, atomic_write, read_model
-from orch.run.records import PermissionAnswer
+from orch.run.records import Isolation, PermissionAnswer
 from orch.waits import IN_ATTRIB, IN_CLOSE_WRITE, IN_CREATE, IN_MODIFY, IN_MOVED_TO, Inotify
 
 log = logging.getLogger(__name__)
@@ -92,6 +92,8 @@ class Controller:
                 write_reports(self.run, self.spec, self.state)
                 return self.state.outcome
             self.reconcile()
+            if self.desk.info.isolation is not Isolation.STRICT and not tree.note(self.run, self.desk.workdir):
+                self.desk.event(Event.TREE_NOT_NOTED, files=tree.MAX_FILES)
             write_permission_policy(self.run, self.spec.permissions)
             notifier = _notifier(self.run)
             try:

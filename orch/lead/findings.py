@@ -107,6 +107,7 @@ class ProblemKind(StrEnum):
     FALSE_EVIDENCE = "false-evidence"
     UNRUN_COMMAND = "unrun-command"
     WRONG_EXIT_CODE = "wrong-exit-code"
+    TREE_CHANGED = "tree-changed"
 
 
 class Problem(Strict):

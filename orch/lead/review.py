@@ -7,11 +7,12 @@ import contextlib
 import time
 
 from orch.fleet import launch
-from orch.lead import briefs, decisions
+from orch.lead import briefs, decisions, tree
 from orch.lead.desk import CORRECTION, Part
 from orch.lead.findings import (
     Finding,
     Problem,
+    ProblemKind,
     RanCommand,
     check_findings,
     check_verdict,
@@ -33,6 +34,7 @@ from orch.lead.verification import (
 )
 from orch.run.events import Event
 from orch.run.folder import UnsafeOutput, atomic_write, read_worker_file
+from orch.run.records import Isolation
 
 
 class Review(Part):
@@ -43,6 +45,8 @@ class Review(Part):
         workdir = self.desk.workdir
         if job.role is Role.FINDER:
             findings, problems = check_findings(self.run, job.id, token, n, workdir, window)
+            if findings is not None and (problems := self.tree_problems()):
+                findings = None
             if findings is not None:
                 # What the controller validated, in its own file: the worker's outbox copy can change later.
                 atomic_write(self.run.findings_file(job.id), findings.model_dump_json(indent=2) + "\n")
@@ -54,6 +58,8 @@ class Review(Part):
             assert job.finding is not None
             commands = self.ran_commands(job, n)
             verdict, problems = check_verdict(self.run, job.id, token, job.finding, n, workdir, window, commands)
+            if verdict is not None and (problems := self.tree_problems()):
+                verdict = None
             if verdict is not None:
                 assert job.stance is not None
                 atomic_write(self.run.verdict_file(job.id), verdict.model_dump_json(indent=2) + "\n")
@@ -76,6 +82,21 @@ class Review(Part):
                 self.finish_job(job, n)
                 return
         self.reject(job, n, problems)
+
+    def tree_problems(self) -> list[Problem]:
+        """Under shared isolation (nothing keeps the tree read-only), before any writer has started: files of
+        the tree under audit that changed since the run began."""
+        writing = any(j.role not in (Role.FINDER, Role.VERIFIER) and j.sent_at for j in self.state.jobs)
+        if self.desk.info.isolation is Isolation.STRICT or writing:
+            return []
+        edited = tree.changed(self.run, self.desk.workdir)
+        if not edited:
+            return []
+        detail = (
+            f"the tree under audit changed during the run ({', '.join(edited)}): evidence checked against an "
+            "edited tree proves nothing. Undo your changes to those files and submit again"
+        )
+        return [Problem(kind=ProblemKind.TREE_CHANGED, detail=detail)]
 
     def ran_commands(self, job: Job, n: int) -> list[RanCommand]:
         """What worker n ran on the job: from the gateway's ledger, which workers cannot write; a run

@@ -33,6 +33,8 @@ class Event(StrEnum):
     """A post to bus.sock that named another worker (`--as`), or came from no worker of the run."""
     WRITE_DENIED = "write-denied"
     """The worker's tool results (the gateway's ledger) show writes the system refused it."""
+    TREE_NOT_NOTED = "tree-not-noted"
+    """Shared isolation: the tree under audit has too many files to check after each job whether it changed."""
     LEFTOVER_PROCESSES = "leftover-processes"
     """Processes of the worker still running outside its agent when a job of its ended."""
 

@@ -287,6 +287,11 @@ class RunFolder:
         return self.root / "fleet.json"
 
     @property
+    def tree_snapshot(self) -> Path:
+        """The workdir's files as the run found them (orch.lead.tree; shared isolation only)."""
+        return self.root / "tree.json"
+
+    @property
     def controller_state(self) -> Path:
         """The controller's saved state: jobs, accepted findings and verdicts, flags, outcome."""
         return self.root / "controller.json"

@@ -327,6 +327,28 @@ def test_rubber_stamping_verifier_is_flagged(offline: None, workdir: Path, tmp_p
     assert models[1] is not None and models[1].get("model") != "claude-scripted-b"
 
 
+def test_a_finder_that_plants_its_defect_is_caught_without_strict_isolation(
+    offline: None, workdir: Path, tmp_path: Path
+) -> None:
+    """A local run (shared isolation: the finder could edit the tree) whose finder removes mean()'s guard,
+    then reports the defect it made. Honest verifiers would confirm it; the controller instead sees the tree
+    it noted at the start changed under the job, rejects the findings, and the run says what it lacked."""
+    plant = {"bash": "sed -i 's/if not values:/if False:/' {{workdir}}/stats.py"}
+    mean = finding("F1", "mean([]) raises ZeroDivisionError", "stats.py", 10, MEAN_QUOTE, MEAN_REPRO)
+    tasks = [{"id": "t1", "goal": "Determine whether mean() handles every input.", "worker": 1}]
+    tasks[0]["offline_script"] = [plant, findings_step(mean), RESULT, DONE, reply(), DONE, reply()]
+    spec = write_spec(tmp_path / "plant.yaml", workdir, tasks, workers=2, limits={"max_corrections": 1})
+    result = orch("run", spec, "--local", "--name", "plant")
+    assert result.exit_code != 0, result.output
+    assert "isolation shared" in result.output
+    run = RunFolder.for_name("plant")
+    state = load_state(run)
+    assert not state.findings and state.job("t1").status is JobStatus.FAILED
+    assert [p.kind.value for f in state.flags for p in f.problems] == ["tree-changed", "tree-changed"]
+    assert "stats.py" in state.flags[0].problems[0].detail
+    assert "shared" in report(run)["isolation"] and "## Isolation" in run.report_md.read_text()
+
+
 # --- resume --------------------------------------------------------------------------------------
 def test_resume_after_killing_the_controller_mid_verification(
     offline: None, workdir: Path, tmp_path: Path, orch_home: Path
