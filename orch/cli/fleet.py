@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -11,6 +12,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from orch.agents.registry import get_adapter
 from orch.cli.common import (
     NameArg,
     WorkerArg,
@@ -57,6 +59,7 @@ def _up(
     container: ContainerOpts | None = None,
     resume: bool = False,
     isolation: Isolation = Isolation.SHARED,
+    mixed: str | None = None,
 ) -> None:
     docker = (container or ContainerOpts()).settings(boot_timeout)
     if resume:
@@ -64,9 +67,27 @@ def _up(
         typer.echo(f"run {info.name}: resumed ({info.backend.value}); folder {RunFolder.for_name(name).root}")
         return
     req = up_request(name, workers, agent, workdir, permission_mode, model, offline, replace, isolation)
+    if mixed:
+        kinds = parse_agents(mixed)
+        req = dataclasses.replace(req, workers=len(kinds), agent=kinds[1], worker_agents=kinds)
     info = sandbox_for_backend(Backend.LOCAL if local else Backend.DOCKER, boot_timeout, docker).up(req)
     run = RunFolder.for_name(name)
-    typer.echo(f"run {info.name}: {info.workers} {info.agent} worker(s) up ({info.where}); folder {run.root}")
+    typer.echo(f"run {info.name}: {info.fleet()} up ({info.where}); folder {run.root}")
+
+
+def parse_agents(text: str) -> dict[int, str]:
+    """`claude:2,codex:1` as worker -> kind (1, 2: claude; 3: codex); a kind alone counts one."""
+    kinds: dict[int, str] = {}
+    for part in text.split(","):
+        kind, _, count = part.strip().partition(":")
+        if not kind or not (count or "1").isdigit() or int(count or "1") < 1:
+            raise UsageError(
+                f"--agents: bad entry {part.strip()!r}", hint="write kind:count,..., e.g. claude:2,codex:1"
+            )
+        get_adapter(kind)  # an unknown kind: the registry's error lists what exists
+        for _ in range(int(count or "1")):
+            kinds[len(kinds) + 1] = kind
+    return kinds
 
 
 LocalOpt = Annotated[bool, typer.Option("--local", help="Run tmux on this machine instead of a container.")]
@@ -114,12 +135,16 @@ def up(
             "(container only); shared: one uid for all, the workdir writable.",
         ),
     ] = Isolation.SHARED,
+    agents: Annotated[
+        str | None,
+        typer.Option("--agents", help="A mixed fleet, kind:count,...: e.g. claude:2,codex:1 (instead of -n/--agent)."),
+    ] = None,
 ) -> None:
     """Start a run: one container (or, with --local, a tmux server here) with one agent per pane."""
     box = ContainerOpts(copy, egress, allow or [], memory, cpus, pids, network, image)
     _up(
         name, workers, agent, workdir, local, permission_mode, model, replace, boot_timeout,
-        offline=offline, container=box, resume=resume, isolation=isolation,
+        offline=offline, container=box, resume=resume, isolation=isolation, mixed=agents,
     )  # fmt: skip
 
 
@@ -218,7 +243,7 @@ def ls_() -> None:
     rows = [("NAME", "BACKEND", "AGENT", "WORKERS", "STATUS", "CONTAINER")]
     for run in runs:
         info = run.info()
-        cells = (info.name, info.backend.value, info.agent, str(info.workers), info.status.value)
+        cells = (info.name, info.backend.value, "+".join(info.kinds()), str(info.workers), info.status.value)
         rows.append((*cells, sandbox_for(info).state(info)))
     for line in table(rows, right={3}, indent=""):
         typer.echo(line)
@@ -306,7 +331,8 @@ def status_lines(view: RunStatusView) -> list[str]:
             state += f" (rate-limited until {time.strftime('%H:%M:%S', time.localtime(w.rate_limited_until))})"
         cost = f"${w.cost_usd:.4f}" if w.cost_usd is not None else "-"
         done, result = ("yes" if w.done else "no"), ("yes" if w.result else "no")
-        rows.append((str(w.worker), state, done, result, cost, shorten(w.last_bus or "-", BUS_COLUMN)))
+        name = f"{w.worker} {w.agent}" if "+" in view.agent and w.agent else str(w.worker)  # a mixed fleet
+        rows.append((name, state, done, result, cost, shorten(w.last_bus or "-", BUS_COLUMN)))
     title = f"run {view.name} ({view.backend.value}, {view.agent}, {view.status.value}, {alive})"
     return [title, *table(rows, right={0, 4})]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Mapping
 from types import FrameType
 
 from orch import settings
@@ -35,13 +36,14 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     raise Stop()
 
 
-def link_sessions(run: RunFolder, agent: str, workers: int) -> None:
+def link_sessions(run: RunFolder, agents: Mapping[int, str]) -> None:
     """Make each worker's agent session store live in the run folder (sessions/agent-N): the config dir
-    is on the container's tmpfs, so this lets a new container resume the session after the old one died."""
-    sessions = get_adapter(agent).sessions
-    if sessions is None:
-        return
-    for n in range(1, workers + 1):
+    is on the container's tmpfs, so this lets a new container resume the session after the old one died.
+    `agents`: each worker's agent kind."""
+    for n, agent in agents.items():
+        sessions = get_adapter(agent).sessions
+        if sessions is None:
+            continue
         store = run.sessions(n)
         store.mkdir(parents=True, exist_ok=True)
         cfg = run.config_dir(n)
@@ -49,6 +51,11 @@ def link_sessions(run: RunFolder, agent: str, workers: int) -> None:
         link = cfg / sessions.subdir
         if not link.is_symlink() and not link.exists():
             link.symlink_to(store, target_is_directory=True)
+
+
+def _link_sessions(run: RunFolder, info: RunInfo) -> None:
+    if info.isolation is not Isolation.STRICT:  # strict: each worker links its own (orch.fleet.become)
+        link_sessions(run, {n: info.agent_of(n) for n in range(1, info.workers + 1)})
 
 
 def serve(name: str, boot_timeout: float, resume: bool, create: UpRequest | None = None) -> int:
@@ -72,7 +79,7 @@ def serve(name: str, boot_timeout: float, resume: bool, create: UpRequest | None
         except OrchError as exc:
             print(f"orch: error: {exc.one_line()}", file=sys.stderr, flush=True)
             return 1
-        print(f"{READY_LINE}: {info.workers} {info.agent} worker(s)", flush=True)
+        print(f"{READY_LINE}: {info.fleet()}", flush=True)
         while True:
             signal.pause()
     except Stop:
@@ -91,14 +98,13 @@ def serve(name: str, boot_timeout: float, resume: bool, create: UpRequest | None
 def _create(req: UpRequest, boot_timeout: float) -> tuple[RunFolder, RunInfo]:
     """A run folder made here, as launch.up makes it (nothing is left behind if the boot fails), with the
     agents' session stores linked into it first so a later container can resume them."""
-    adapter, info = launch.plan(req)
+    _, info = launch.plan(req)
     run = RunFolder.for_name(req.name)
     run.create(info)
     try:
         _log_egress(run)
-        if info.isolation is not Isolation.STRICT:  # strict: each worker links its own (orch.fleet.become)
-            link_sessions(run, info.agent, info.workers)
-        launch.launch(run, info, adapter, req.prompts, boot_timeout)
+        _link_sessions(run, info)
+        launch.launch(run, info, req.prompts, boot_timeout)
     except BaseException:
         _teardown(run)
         run.remove()
@@ -108,13 +114,11 @@ def _create(req: UpRequest, boot_timeout: float) -> tuple[RunFolder, RunInfo]:
 
 def _launch(run: RunFolder, info: RunInfo, boot_timeout: float, resume: bool) -> None:
     """Launch in a run folder the host made (or an earlier life of the run left)."""
-    adapter = get_adapter(info.agent)
     _log_egress(run)
-    if info.isolation is not Isolation.STRICT:  # strict: each worker links its own (orch.fleet.become)
-        link_sessions(run, info.agent, info.workers)
+    _link_sessions(run, info)
     info.status = RunStatus.STARTING
     try:
-        launch.launch(run, info, adapter, settings.PROMPTS.get(), boot_timeout, resume=resume)
+        launch.launch(run, info, settings.PROMPTS.get(), boot_timeout, resume=resume)
     except OrchError:
         _teardown(run)
         info.status = RunStatus.FAILED

@@ -44,30 +44,35 @@ def server_for(info: RunInfo) -> TmuxServer:
 
 
 def plan(req: UpRequest) -> tuple[AgentAdapter, LocalRunInfo]:
-    """Validate a request and describe the run it asks for, on this machine; touches nothing."""
+    """Validate a request and describe the run it asks for, on this machine; touches nothing. The adapter
+    returned is the run's first kind (`agent`); a mixed fleet's others are checked alike."""
     validate_name(req.name)
     validate_worker_count(req.workers)
     adapter = get_adapter(req.agent)
     workdir = req.workdir.expanduser()
     if not workdir.is_dir():
         raise UsageError(f"workdir does not exist: {workdir}", hint="create it or pass another --workdir")
-    mode = req.permission_mode or adapter.default_permission_mode
-    if mode not in adapter.permission_modes:
-        raise UsageError(
-            f"unknown permission mode {mode!r} for agent {adapter.name}",
-            hint=f"use one of: {', '.join(adapter.permission_modes)}",
-        )
-    for n in [*req.prompts, *req.worker_models]:
+    for n in [*req.prompts, *req.worker_models, *req.worker_agents]:
         if not 1 <= n <= req.workers:
-            raise UsageError(f"prompt or model for worker {n} is out of range", hint=f"use 1 to {req.workers}")
+            raise UsageError(f"prompt, model or agent for worker {n} is out of range", hint=f"use 1 to {req.workers}")
+    agents = {n: kind for n, kind in req.worker_agents.items() if kind != adapter.name}
+    for kind in {adapter.name, *agents.values()}:
+        other = get_adapter(kind)
+        mode = req.permission_mode or other.default_permission_mode
+        if mode not in other.permission_modes:
+            raise UsageError(
+                f"unknown permission mode {mode!r} for agent {other.name}",
+                hint=f"use one of: {', '.join(other.permission_modes)}",
+            )
     info = LocalRunInfo(
         name=req.name,
         agent=adapter.name,
         workers=req.workers,
         workdir=str(workdir.resolve()),
-        permission_mode=mode,
+        permission_mode=req.permission_mode or adapter.default_permission_mode,
         model=req.model,
         worker_models=dict(req.worker_models),
+        worker_agents=agents,
         offline=req.offline,
         replay=str(req.replay.resolve()) if req.replay else None,
         isolation=req.isolation,
@@ -77,18 +82,30 @@ def plan(req: UpRequest) -> tuple[AgentAdapter, LocalRunInfo]:
     return adapter, info
 
 
+def adapter_of(info: RunInfo, n: int) -> AgentAdapter:
+    """Worker n's adapter."""
+    return get_adapter(info.agent_of(n))
+
+
+def mode_of(info: RunInfo, adapter: AgentAdapter) -> str:
+    """The permission mode a worker of this kind runs with: the run's, or (a mixed fleet whose run mode is
+    another kind's default) its own kind's default."""
+    return info.permission_mode if info.permission_mode in adapter.permission_modes else adapter.default_permission_mode
+
+
 def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
     """Create the run folder and a private tmux server with one agent per pane; wait until booted.
 
     On any failure nothing is left behind: no tmux server, no run folder, no config dirs.
     """
-    adapter, info = plan(req)
+    _, info = plan(req)
     if info.isolation is Isolation.STRICT:
         raise UsageError(
             "strict isolation needs the container backend: a local run cannot give each worker its own uid",
             hint="drop --local (or the spec's `verification.isolation: strict`)",
         )
-    adapter.binary()
+    for kind in info.kinds():
+        get_adapter(kind).binary()
     check_tmux()
     run = RunFolder.for_name(req.name)
     server = server_for(info)
@@ -100,7 +117,7 @@ def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
         run.remove()
     try:
         run.create(info)
-        launch(run, info, adapter, req.prompts, boot_timeout)
+        launch(run, info, req.prompts, boot_timeout)
     except BaseException:
         server.kill()
         gateway.stop(info.name)
@@ -112,7 +129,6 @@ def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
 def launch(
     run: RunFolder,
     info: RunInfo,
-    adapter: AgentAdapter,
     prompts: dict[int, str],
     boot_timeout: float,
     resume: bool = False,
@@ -126,12 +142,13 @@ def launch(
         log.warning("bypass mode as root: orch sets IS_SANDBOX=1 for the agent; prefer the container backend")
     if resume:
         wait_workers_gone(run, info.workers)
-    info.agent_version = adapter.version()
+    adapters = {n: adapter_of(info, n) for n in range(1, info.workers + 1)}
+    info.agent_version = adapters[1].version()
     server = server_for(info)
-    handle = gateway.ensure(run, info, adapter)
-    env = agent_environment(adapter)
+    handle = gateway.ensure(run, info, get_adapter(info.agent))
+    env = agent_environment(info)
     seen = {n: len(run.hook_events(n)) for n in range(1, info.workers + 1)}
-    for n in range(1, info.workers + 1):
+    for n, adapter in adapters.items():
         session = last_session(run, n) if resume else None
         own = gateway.worker_env(handle, adapter, n)
         spec = _worker_spec(run, info, adapter, n, env, own, prompts.get(n), session)
@@ -140,8 +157,8 @@ def launch(
             server.pipe_to(pane_id, run.log(n))
         except SandboxError:
             log.info("worker %s died before its transcript started; the boot check reports why", n)
-        run.log_event(ControllerEvent(event=Event.SPAWNED, worker=n, data={"pane": pane_id}))
-    wait_booted(run, info, adapter, server, boot_timeout, seen)
+        run.log_event(ControllerEvent(event=Event.SPAWNED, worker=n, data={"pane": pane_id, "agent": adapter.name}))
+    wait_booted(run, info, server, boot_timeout, seen)
     info.status = RunStatus.RUNNING
     run.write_info(info)
 
@@ -239,16 +256,17 @@ def agent_pid(pane: PaneInfo) -> int | None:
     return int(children[0]) if children else None
 
 
-def agent_environment(adapter: AgentAdapter) -> dict[str, str]:
+def agent_environment(info: RunInfo) -> dict[str, str]:
     """The environment of the run's tmux server, inherited by every pane: this process's, without any
-    of the agent's credentials or its base URL (those reach the gateway only; each worker's own base URL
-    and token come with its pane, orch.fleet.gateway.worker_env)."""
+    agent's credentials or base URL (those reach the gateway only; each worker's own base URL and token
+    come with its pane, orch.fleet.gateway.worker_env)."""
     env = dict(os.environ)
     env.pop("TMUX", None)
     # Workers call `orch bus post`: put this orch's bin dir first on their PATH.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    for var in adapter.credentials.variables:
-        env.pop(var, None)
+    for kind in info.kinds():
+        for var in get_adapter(kind).credentials.variables:
+            env.pop(var, None)
     return env
 
 
@@ -270,7 +288,7 @@ def _worker_spec(
         workers=info.workers,
         workdir=Path(info.workdir),
         config_dir=run.config_dir(n),
-        permission_mode=info.permission_mode,
+        permission_mode=mode_of(info, adapter),
         env={**env, **own},
         model=info.worker_models.get(n, info.model),
         prompt=prompt,
@@ -308,7 +326,6 @@ def strict_spec(run: RunFolder, adapter: AgentAdapter, ctx: WorkerContext, own: 
 def wait_booted(
     run: RunFolder,
     info: RunInfo,
-    adapter: AgentAdapter,
     server: TmuxServer,
     timeout: float,
     seen: dict[int, int] | None = None,
@@ -323,6 +340,7 @@ def wait_booted(
     def check() -> bool:
         panes = server.panes()
         for n in sorted(pending):
+            adapter = adapter_of(info, n)
             events = run.hook_events(n)[skip.get(n, 0) :]
             marker = adapter.ready_marker(run, n)
             if any(e.hook_event_name == "SessionStart" for e in events) and (marker is None or marker.exists()):
@@ -371,11 +389,11 @@ def restart(run: RunFolder, n: int, prompt: str | None = None) -> None:
     run.check_worker(n)
     server = server_for(info)
     pane = server.pane(n)
-    adapter = get_adapter(info.agent)
+    adapter = adapter_of(info, n)
     session = last_session(run, n)
-    handle = gateway.ensure(run, info, adapter)
+    handle = gateway.ensure(run, info, get_adapter(info.agent))
     spec = _worker_spec(
-        run, info, adapter, n, agent_environment(adapter), gateway.worker_env(handle, adapter, n), prompt, session
+        run, info, adapter, n, agent_environment(info), gateway.worker_env(handle, adapter, n), prompt, session
     )
     server.respawn(pane.pane_id, spec)
     run.log_event(ControllerEvent(event=Event.RESTARTED, worker=n, data={"session": session}))

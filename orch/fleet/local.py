@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orch.agents.registry import get_adapter
 from orch.contracts import OrchCommand, UpRequest
 from orch.errors import UsageError
 from orch.fleet import launch, watch
@@ -32,7 +31,7 @@ class LocalSandbox:
             raise UsageError(f"run {name!r} is still running", hint=f"orch kill {name} first to restart it")
         info.status = RunStatus.STARTING
         run.write_info(info)
-        launch.launch(run, info, get_adapter(info.agent), {}, self.boot_timeout, resume=True)
+        launch.launch(run, info, {}, self.boot_timeout, resume=True)
         return run.info()
 
     def forward(self, info: RunInfo, command: OrchCommand) -> int:

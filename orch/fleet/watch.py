@@ -49,6 +49,7 @@ def status_view(
         rows.append(
             WorkerStatus(
                 worker=n,
+                agent=info.agent_of(n),
                 state=state,
                 detail=detail,
                 done=run.done(n).exists(),
@@ -62,7 +63,7 @@ def status_view(
     return RunStatusView(
         name=info.name,
         backend=info.backend,
-        agent=info.agent,
+        agent="+".join(info.kinds()),
         status=info.status,
         alive=panes is not None,
         workers=rows,

@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import Field
 
 from orch.gateway.records import UsageLine, UsageSnapshot, read_usage
-from orch.lead.findings import CodeEvidence, CommandEvidence, Evidence
+from orch.lead.findings import CodeEvidence, CommandEvidence, Evidence, Verdict
 from orch.lead.gatewaylink import has_gateway
 from orch.lead.jobs import ControllerState, FindingStatus, Job, JobStatus
 from orch.lead.spec import FleetSpec
@@ -132,6 +132,22 @@ class AttemptRow(Strict):
     detail: str
 
 
+def across_kinds(state: ControllerState, spec: FleetSpec) -> int | None:
+    """How many confirmed findings another agent kind than the finder's confirmed (None: one kind)."""
+    kinds = {b.n: b.agent for b in state.workers}
+    if len(set(kinds.values())) < 2:
+        return None
+    confirmed = {f.id: f.finder for f in state.findings if finding_status(state, spec, f.id) is FindingStatus.CONFIRMED}
+    return sum(
+        1
+        for fid, finder in confirmed.items()
+        if any(
+            v.finding == fid and v.report.verdict is Verdict.CONFIRMED and kinds.get(v.verifier) != kinds.get(finder)
+            for v in state.verdicts
+        )
+    )
+
+
 def attempts(run: RunFolder) -> list[AttemptRow]:
     rows = []
     for line in run.events.read_text(errors="replace").splitlines() if run.events.exists() else []:
@@ -180,6 +196,9 @@ class RunReport(Strict):
     findings: list[FindingRow]
     jobs: list[JobRow]
     flags: list[FlagRow]
+    confirmed_across_kinds: int | None = None
+    """Confirmed findings at least one of whose confirming verdicts came from another agent kind than its
+    finder's (None: a fleet of one kind)."""
     isolation: str = Isolation.SHARED.value
     attempts: list[AttemptRow] = Field(default_factory=list)
     """What workers tried beyond their own outboxes: refused bus posts, refused writes, leftover processes."""
@@ -307,6 +326,7 @@ def build_report(run: RunFolder, spec: FleetSpec, state: ControllerState) -> Run
         findings=findings,
         jobs=jobs,
         flags=flags,
+        confirmed_across_kinds=across_kinds(state, spec),
         isolation=run.info().isolation.value,
         attempts=attempts(run),
     )

@@ -29,7 +29,7 @@ def matrix_cell(row: FindingRow, worker: int) -> str:
 def matrix_text(report: RunReport, width: int = 44) -> str:
     """The verification matrix as a plain-text table (for the terminal)."""
     columns = report.verifier_columns()
-    head = f"{'CLAIM':<{width}}  " + "  ".join(f"{'W' + str(n):<12}" for n in columns) + "  RESULT"
+    head = f"{'CLAIM':<{width}}  " + "  ".join(f"{column(report, n)[:12]:<12}" for n in columns) + "  RESULT"
     lines = [head]
     for row in report.findings:
         claim = shorten(f"{row.id}: {row.claim}", width)
@@ -111,6 +111,18 @@ def _tokens(usage: Usage) -> int:
     return usage.input_tokens + usage.output_tokens + usage.cache_read_tokens + usage.cache_write_tokens
 
 
+def column(report: RunReport, n: int) -> str:
+    """Worker n's column head: `W3`, or in a mixed fleet `W3 codex`."""
+    if report.confirmed_across_kinds is None:
+        return f"W{n}"
+    return f"W{n} " + next((w.agent for w in report.workers if w.worker == n), "?")
+
+
+def across_note(report: RunReport) -> str:
+    confirmed = sum(1 for row in report.findings if row.status.value == "CONFIRMED")
+    return f"Confirmed across agent kinds: {report.confirmed_across_kinds} of {confirmed} confirmed finding(s)."
+
+
 def render_markdown(report: RunReport) -> str:
     columns = report.verifier_columns()
     out = [
@@ -119,10 +131,11 @@ def render_markdown(report: RunReport) -> str:
         f"**{report.status}** (exit {report.exit_code}): {report.reason}  ",
         f"Workdir `{report.workdir}`; verification `{report.rounds}`; "
         f"{report.seconds if report.seconds is not None else '?'} s.",
+        *([across_note(report)] if report.confirmed_across_kinds is not None else []),
         "",
         "## Verification matrix",
         "",
-        "| claim | " + " | ".join(f"W{n}" for n in columns) + " | result |",
+        "| claim | " + " | ".join(column(report, n) for n in columns) + " | result |",
         "|---|" + "---|" * len(columns) + "---|",
     ]
     for row in report.findings:

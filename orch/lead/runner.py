@@ -45,10 +45,12 @@ def up_request(
     # One model for all: the run's model. Several: each worker names its own (None: the agent's default).
     model = next(iter(models)) if len(models) == 1 else None
     per_worker = {n: m for n, (_, m) in kinds.items() if m is not None} if len(models) > 1 else {}
+    agent = spec.groups()[0].agent
     return UpRequest(
         name=name,
         workers=spec.worker_count(),
-        agent=spec.groups()[0].agent,
+        agent=agent,
+        worker_agents={n: kind for n, (kind, _) in kinds.items() if kind != agent},
         workdir=spec.workdir,
         permission_mode=spec.permission_mode,
         model=model,

@@ -102,7 +102,8 @@ class AgentGroup(Strict):
     """Some workers of one agent kind and model."""
 
     agent: str = "claude"
-    """Agent adapter: claude (or scripted, for tests of orch itself)."""
+    """Agent adapter (`orch doctor` lists them; scripted is for tests of orch itself). Groups of different
+    agents make a mixed fleet, whose findings go to verifiers of another kind first."""
     model: str | None = None
     """Model name passed to the agent (None: the agent's default)."""
     workers: int = Field(default=1, ge=1, le=MAX_WORKERS)

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from orch.agents.registry import ADAPTERS
 from orch.errors import UsageError
 from orch.lead.spec import (
     PLACEHOLDERS,
@@ -150,9 +151,10 @@ def check_spec(spec: FleetSpec) -> list[Issue]:
         add(Issue(("agents",), "give either agents: [...] or agent/model/workers, not both"))
     if spec.agents is not None and not spec.agents:
         add(Issue(("agents",), "list at least one agent group"))
-    kinds = {g.agent for g in spec.groups()}
-    if len(kinds) > 1:
-        add(Issue(("agents",), f"one agent kind per run for now (got {', '.join(sorted(kinds))}); vary the model"))
+    for i, group in enumerate(spec.groups()):
+        if group.agent not in ADAPTERS:
+            loc: Loc = ("agents", i, "agent") if spec.agents else ("agent",)
+            add(Issue(loc, f"unknown agent {group.agent!r} (available: {', '.join(sorted(ADAPTERS))})"))
     total = spec.worker_count()
     if total > MAX_WORKERS:
         add(Issue(("agents",), f"{total} workers is more than {MAX_WORKERS}"))

@@ -116,6 +116,8 @@ class RunInfoBase(Strict):
     model: str | None = None
     worker_models: dict[int, str] = Field(default_factory=dict)
     """Per-worker model where it differs from `model`."""
+    worker_agents: dict[int, str] = Field(default_factory=dict)
+    """Per-worker agent kind where it differs from `agent` (a mixed fleet)."""
     offline: bool = False
     credential: str | None = None
     """How the run's gateway presents the user's credential upstream (orch.gateway.records.Scheme):
@@ -133,6 +135,19 @@ class RunInfoBase(Strict):
     def where(self) -> str:
         """Where its fleet runs, for messages."""
         return self.backend.value
+
+    def agent_of(self, n: int) -> str:
+        """Worker n's agent kind."""
+        return self.worker_agents.get(n, self.agent)
+
+    def kinds(self) -> list[str]:
+        """Every agent kind of the run, `agent` first."""
+        return list(dict.fromkeys([self.agent, *self.worker_agents.values()]))
+
+    def fleet(self) -> str:
+        """The fleet in a few words: `3 claude worker(s)`, or `2 claude + 1 codex worker(s)`."""
+        counts = [sum(1 for n in range(1, self.workers + 1) if self.agent_of(n) == k) for k in self.kinds()]
+        return " + ".join(f"{c} {k}" for c, k in zip(counts, self.kinds(), strict=True)) + " worker(s)"
 
 
 class LocalRunInfo(RunInfoBase):
@@ -234,6 +249,8 @@ class WorkerStatus(Strict):
     """What `orch status` shows for one worker."""
 
     worker: int
+    agent: str | None = None
+    """Its agent kind (None: a view written before mixed fleets)."""
     state: WorkerState
     detail: str | None = None
     done: bool

@@ -26,6 +26,7 @@ from orch.errors import UsageError
 from orch.fleet import launch
 from orch.gateway.records import Scheme
 from orch.run.folder import RunFolder
+from tests.helpers import run_info
 
 PACKAGE = Path(orch.__file__).parent
 ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
@@ -102,21 +103,24 @@ def test_login_file_follows_the_config_dir_variable(tmp_path: Path) -> None:
 def test_worker_environment_holds_no_credential(name: str, tmp_path: Path) -> None:
     """The tmux server's environment (every pane's) never carries the user's credential or base URL:
     those go to the gateway only, and each worker's own base URL and token come with its pane."""
-    adapter = get_adapter(name)
-    real = dict.fromkeys(adapter.credentials.variables, "real-secret")
+    adapters = [get_adapter(kind) for kind in sorted(ADAPTERS)]
+    real = {var: "real-secret" for a in adapters for var in a.credentials.variables}
+    # A fleet of this kind, with one worker of every other kind beside it (a mixed fleet).
+    others = {n: kind for n, kind in enumerate(sorted(set(ADAPTERS) - {name}), 2)}
+    info = run_info("env", workers=len(ADAPTERS)).model_copy(update={"agent": name, "worker_agents": others})
     with pytest.MonkeyPatch.context() as mp:
         for var, value in real.items():
             mp.setenv(var, value)
-        env = launch.agent_environment(adapter)
+        env = launch.agent_environment(info)
     assert "real-secret" not in env.values()
-    assert not set(adapter.credentials.variables) & set(env)
+    assert not set(real) & set(env)
 
 
 @pytest.mark.parametrize("name", sorted(ADAPTERS))
 def test_container_session_store_lives_in_the_run_folder(name: str) -> None:
     run = RunFolder.for_name("s")
     run.root.mkdir(parents=True)
-    link_sessions(run, name, 2)
+    link_sessions(run, {1: name, 2: name})
     sessions = get_adapter(name).sessions
     for n in (1, 2):
         link = run.config_dir(n) / sessions.subdir if sessions else None

@@ -88,6 +88,10 @@ def _issues(text: str, base: Path) -> list[str]:
         (GOOD + "roles:\n  boss: {}\n", "roles.boss: input should be 'finder'"),
         (GOOD + "agents:\n  - workers: 2\n", "agents: give either agents: [...] or agent/model/workers, not both"),
         (
+            GOOD.replace("workers: 3\n", "") + "agents:\n  - {workers: 2}\n  - {agent: nope}\n",
+            "agents[1].agent: unknown agent 'nope' (available:",
+        ),
+        (
             GOOD + "  - goal: x\n    offline_script:\n      - {shout: hi}\n",
             "tasks[1].offline_script[0]: a step has exactly one of bash, write, read, tool, reply, fail",
         ),
@@ -128,6 +132,7 @@ def _issues(text: str, base: Path) -> list[str]:
         "template-placeholder",
         "unknown-role-override",
         "agents-and-workers",
+        "unknown-agent",
         "script-step",
         "tool-input-not-a-mapping",
         "tool-input-placeholder",
