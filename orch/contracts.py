@@ -152,10 +152,18 @@ class ImageInstall:
     version: str
     """Pinned (orch.versions): the image, `orch doctor` and the tests use this one version."""
     build_arg: str
-    """The Dockerfile's build-arg prefix: it reads `<build_arg>_PACKAGE` and `<build_arg>_VERSION`."""
+    """The Dockerfile's build-arg prefix for the image's own agent (Claude Code): it reads
+    `<build_arg>_PACKAGE` and `<build_arg>_VERSION`. Every other agent goes into AGENT_NPM."""
+    node: bool = False
+    """Its command is a Node.js program (or a Node wrapper around a native one): the image then carries a
+    Node runtime, itself from the npm registry (orch.versions.NODE_PACKAGE)."""
 
     def build_args(self, version: str | None = None) -> dict[str, str]:
         return {f"{self.build_arg}_PACKAGE": self.npm_package, f"{self.build_arg}_VERSION": version or self.version}
+
+    def spec(self) -> str:
+        """`package@version`, as npm installs it."""
+        return f"{self.npm_package}@{self.version}"
 
 
 @dataclass(frozen=True)

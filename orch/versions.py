@@ -7,3 +7,6 @@ CLAUDE_CODE_PACKAGE = "@anthropic-ai/claude-code"
 TMUX_MIN_VERSION = (3, 2)
 DEFAULT_BASE_IMAGE = "debian:bookworm-slim"
 DEFAULT_IMAGE_TAG = "orch:latest"
+NODE_VERSION = "22.23.5"
+"""The Node.js runtime the worker image carries when an agent needs one (Gemini CLI asks for >= 20; Debian
+bookworm has 18): the npm registry's `node-linux-<arch>` package, so no other download is needed."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from orch import settings
 from orch.contracts import AgentAdapter, ImageInstall
@@ -40,3 +40,17 @@ def image_install() -> ImageInstall:
     install = get_adapter(IMAGE_AGENT).install
     assert install is not None, f"agent {IMAGE_AGENT} states no image install"
     return install
+
+
+def image_installs(agents: Sequence[str]) -> dict[str, ImageInstall]:
+    """What the worker image installs for each of these agents beside its own (IMAGE_AGENT), by name;
+    UsageError for an agent the image cannot carry."""
+    out = {}
+    for name in agents:
+        adapter = get_adapter(name)
+        if name == IMAGE_AGENT or name == "scripted":  # always there: the image's own agent, and orch's
+            continue
+        if adapter.install is None:
+            raise UsageError(f"the worker image cannot carry agent {name!r} yet", hint="run it with --local")
+        out[name] = adapter.install
+    return out

@@ -109,12 +109,16 @@ def image_build(
     tag: Annotated[
         str | None, typer.Option("--tag", help=f"Image tag (default: ${IMAGE.name} or {IMAGE.default}).")
     ] = None,
+    agents: Annotated[
+        str, typer.Option("--agents", help="The agent CLIs the image carries, e.g. claude,codex,gemini (pinned).")
+    ] = "claude",
 ) -> None:
     """Build the worker image from docker/Dockerfile, printing the engine's progress as it goes."""
     from orch.container.image import build_image
 
     base, ca_bundle, tag = base or BASE_IMAGE.get(), ca_bundle or CA_BUNDLE.get(), tag or IMAGE.get()
-    image_id = build_image(base, agent_version, ca_bundle, tag, lambda line: typer.echo(line))
+    kinds = [a.strip() for a in agents.split(",") if a.strip()]
+    image_id = build_image(base, agent_version, ca_bundle, tag, lambda line: typer.echo(line), kinds)
     typer.echo(f"built {tag} ({image_id})")
 
 

@@ -17,7 +17,7 @@ import re
 import sys
 import tarfile
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -26,10 +26,11 @@ import requests.exceptions
 from docker.models.images import Image
 
 from orch import settings
-from orch.agents.registry import image_install
+from orch.agents.registry import IMAGE_AGENT, image_install, image_installs
 from orch.container.engine import docker_client
 from orch.errors import OrchError, SandboxError, UsageError
 from orch.text import shorten
+from orch.versions import NODE_VERSION
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCKER_DIR = REPO_ROOT / "docker"
@@ -38,6 +39,7 @@ CONTEXT_CA_NAME = "ca-bundle.crt"
 BUILD_READ_TIMEOUT = 3600
 
 DIGEST_LABEL = "orch.inputs-digest"
+AGENTS_LABEL = "orch.agents"
 BASE_LABEL = "orch.base-image"
 MESSAGE_CHARS = 300  # of the engine's message in an error
 
@@ -70,12 +72,14 @@ def build_image(
     ca_bundle: Path | None,
     tag: str,
     on_progress: Callable[[str], None],
+    agents: Sequence[str] = (IMAGE_AGENT,),
 ) -> str:
     """Build the worker image FROM `base` with version `agent_version` of its agent CLI (None: the
     version its adapter pins, orch.agents.registry.image_install); return the image id.
 
     `ca_bundle` is an extra PEM bundle trusted by npm and pip during the build only (for TLS-intercepting
-    proxies); None for none. Each line of build output goes to `on_progress`.
+    proxies); None for none. Each line of build output goes to `on_progress`. `agents`: the agent CLIs
+    the image carries beside its own (`orch image build --agents`), each at its adapter's pinned version.
     """
     if ca_bundle is not None and not ca_bundle.is_file():
         raise UsageError(
@@ -90,7 +94,7 @@ def build_image(
     except docker.errors.APIError as exc:
         raise SandboxError(f"cannot inspect base image {base}: {exc.explanation or exc}") from exc
 
-    digest = inputs_digest(base, agent_version)
+    digest = inputs_digest(base, agent_version, agents)
     with tempfile.TemporaryFile(prefix="orch-build-context-") as context:
         _write_context(context, ca_bundle)
         context.seek(0)
@@ -99,7 +103,7 @@ def build_image(
                 fileobj=context,
                 custom_context=True,
                 tag=tag,
-                buildargs={"BASE": base, **image_install().build_args(agent_version)},
+                buildargs=build_args(base, agent_version, agents),
                 labels={DIGEST_LABEL: digest, BASE_LABEL: base},
                 rm=True,
                 forcerm=True,
@@ -183,20 +187,44 @@ def _build_error(message: str, step: str, step_of: str, base: str, recent: Itera
     )
 
 
-def inputs_digest(base: str, agent_version: str | None = None) -> str:
+def build_args(base: str, agent_version: str | None, agents: Sequence[str]) -> dict[str, str]:
+    """The Dockerfile's build args: the base, the image's own agent, and every other agent asked for."""
+    others = image_installs(agents)
+    return {
+        "BASE": base,
+        **image_install().build_args(agent_version),
+        "AGENT_NPM": " ".join(install.spec() for install in others.values()),
+        "NODE_VERSION": NODE_VERSION if any(install.node for install in others.values()) else "",
+        "AGENTS": ",".join(image_agents(agents)),
+    }
+
+
+def image_agents(agents: Sequence[str]) -> list[str]:
+    """The agents an image built for `agents` carries, its own first (what its `orch.agents` label says)."""
+    return list(dict.fromkeys([IMAGE_AGENT, *image_installs(agents)]))
+
+
+def carried_agents(image: Image) -> set[str]:
+    """The agents an image carries (its label; an image from before the label: its own agent only)."""
+    return set((image.labels.get(AGENTS_LABEL) or IMAGE_AGENT).split(",")) | {"scripted"}
+
+
+def inputs_digest(base: str, agent_version: str | None = None, agents: Sequence[str] = (IMAGE_AGENT,)) -> str:
     """A digest of everything that decides the image's content (the CA bundle only carries TLS: not it)."""
     digest = hashlib.sha256()
-    for part in (base, *image_install().build_args(agent_version).values()):
+    for part in build_args(base, agent_version, agents).values():
         digest.update(part.encode() + b"\0")
     for name, data, mode in _context_entries():
         digest.update(f"{name}\0{mode:o}\0{len(data)}\0".encode() + data)
     return digest.hexdigest()
 
 
-def image_is_current(tag: str, base: str, agent_version: str | None = None) -> bool:
+def image_is_current(
+    tag: str, base: str, agent_version: str | None = None, agents: Sequence[str] = (IMAGE_AGENT,)
+) -> bool:
     """Whether `tag` exists and was built by build_image from these inputs and the current sources."""
     image = _find_image(tag)
-    return image is not None and image.labels.get(DIGEST_LABEL) == inputs_digest(base, agent_version)
+    return image is not None and image.labels.get(DIGEST_LABEL) == inputs_digest(base, agent_version, agents)
 
 
 def _context_entries() -> list[tuple[str, bytes, int]]:
@@ -250,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ca-bundle", type=Path, default=ca_bundle)
     parser.add_argument("--tag", default=tag)
     parser.add_argument("--claude-version", dest="agent_version", help="agent CLI version (default: pinned)")
+    parser.add_argument("--agents", default=IMAGE_AGENT, help="comma list of the agent CLIs the image carries")
     parser.add_argument("--if-missing", action="store_true", help="do nothing if the tag exists already")
     parser.add_argument(
         "--if-stale",
@@ -261,10 +290,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.if_missing and image_exists(args.tag):
             print(f"{args.tag} already present", file=sys.stderr)
             return 0
-        if args.if_stale and image_is_current(args.tag, args.base, args.agent_version):
+        agents = [a.strip() for a in args.agents.split(",") if a.strip()]
+        if args.if_stale and image_is_current(args.tag, args.base, args.agent_version, agents):
             print(f"{args.tag} is up to date", file=sys.stderr)
             return 0
-        image_id = build_image(args.base, args.agent_version, args.ca_bundle, args.tag, _print_progress)
+        image_id = build_image(args.base, args.agent_version, args.ca_bundle, args.tag, _print_progress, agents)
     except OrchError as exc:
         print(f"error: {exc.one_line()}", file=sys.stderr)
         return exc.exit_code

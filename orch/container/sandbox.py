@@ -34,6 +34,7 @@ from orch.container import boot, egress, mounts
 from orch.container.boot import check_image, describe, find, run_container
 from orch.container.engine import DEFAULT_ENGINE, docker_client, engine_address, is_remote_client
 from orch.container.exec_run import Exec, exec_argv
+from orch.container.image import carried_agents
 from orch.container.layout import (
     LABEL_MANAGED,
     LABEL_RUN,
@@ -121,6 +122,12 @@ class DockerSandbox:
                 hint="pass --copy to upload a copy of the workdir to a volume on that engine",
             )
         check_image(client, self.settings.image)
+        missing = set(planned.kinds()) - carried_agents(client.images.get(self.settings.image))
+        if missing:
+            raise UsageError(
+                f"image {self.settings.image} does not carry agent {', '.join(sorted(missing))}",
+                hint=f"build one that does: orch image build --agents {','.join(planned.kinds())}",
+            )
         run = RunFolder.for_name(request.name)
         existing = find(client, container_name(request.name))
         if existing is not None and existing.labels.get(LABEL_MANAGED) != "true":
