@@ -178,37 +178,28 @@ def supervised(spec: LaunchSpec, run: RunFolder, n: int) -> LaunchSpec:
 
 def worker_processes(run: RunFolder, workers: int) -> list[int]:
     """Processes of the run's workers still alive on this machine: the agents, the hooks they run and
-    their tool calls, and whatever they left running. Under strict isolation, every process of a worker's
-    uid; otherwise those that inherit the supervisor's state-file variable."""
+    their tool calls, and whatever they left running."""
+    return sorted(_processes_of(run, range(1, workers + 1)))
+
+
+def _processes_of(run: RunFolder, workers: Iterable[int]) -> set[int]:
+    """Under strict isolation every process of these workers' uids; otherwise those that inherit their
+    supervisors' state-file variable."""
     if run.info().isolation is Isolation.STRICT:
-        return sorted(processes_of({worker_uid(n) for n in range(1, workers + 1)}))
-    marks = [f"\0{settings.STATE_FILE.name}={run.state(n)}\0".encode() for n in range(1, workers + 1)]
-    found = []
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            env = b"\0" + (proc / "environ").read_bytes()
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
-        if any(mark in env for mark in marks):
-            found.append(int(proc.name))
-    return found
+        return set(processes_of({worker_uid(n) for n in workers}))
+    marks = [f"\0{settings.STATE_FILE.name}={run.state(n)}\0".encode() for n in workers]
+    return {pid for pid in _all_pids() if any(mark in b"\0" + _read(f"/proc/{pid}/environ") for mark in marks)}
 
 
 def stray_processes(run: RunFolder, n: int, pane: PaneInfo | None) -> dict[int, str]:
     """Worker n's processes outside its agent's process tree (pid: command line): what it left running,
-    in the background or detached, to act later. Under strict isolation every process of its uid counts,
-    whatever it did to its environment."""
-    if run.info().isolation is Isolation.STRICT:
-        mine = set(processes_of({worker_uid(n)}))
-    else:
-        mark = f"\0{settings.STATE_FILE.name}={run.state(n)}\0".encode()
-        mine = {pid for pid in _all_pids() if mark in b"\0" + _read(f"/proc/{pid}/environ")}
+    in the background or detached, to act later."""
     root = pane.pid if pane is not None else None
-    strays = {}
-    for pid in mine:
-        if root is None or root not in _ancestry(pid):
-            strays[pid] = _read(f"/proc/{pid}/cmdline").replace(b"\0", b" ").decode(errors="replace").strip()
-    return strays
+    return {
+        pid: _read(f"/proc/{pid}/cmdline").replace(b"\0", b" ").decode(errors="replace").strip()
+        for pid in _processes_of(run, [n])
+        if root is None or root not in _ancestry(pid)
+    }
 
 
 def _all_pids() -> list[int]:
