@@ -161,6 +161,7 @@ def test_demo_confirms_one_finding_and_refutes_the_false_positive(
     assert "pages-F1" in page and "logs/agent-1.log" in page and "<script" not in page and "<link" not in page
     assert "Nothing was billed" in page and "Nothing was billed" in run.report_md.read_text()  # offline costs
     assert not launch.server_for(run.info()).alive()  # torn down; the folder stays
+    assert report(run)["attempts"] == []  # honest workers: nothing refused, nothing left running
 
 
 def test_demo_live_sends_the_same_fleet_to_the_users_api(claude_bin: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -46,6 +46,7 @@ def test_demo_runs_in_a_container(
     state = load_state(run)
     assert all(j.worker != state.finding(j.finding).finder for j in state.jobs if j.finding is not None)
     assert report["workdir"] == "/workspace"  # the controller ran inside the container
+    assert report["isolation"] == "strict" and report["attempts"] == []  # honest workers tried nothing more
     # Torn down: the container is gone, the run folder (report, transcripts) stays on the host.
     assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"})
     assert run.log(1).stat().st_size > 0
