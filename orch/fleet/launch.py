@@ -193,13 +193,15 @@ def _processes_of(run: RunFolder, workers: Iterable[int]) -> set[int]:
 
 def stray_processes(run: RunFolder, n: int, pane: PaneInfo | None) -> dict[int, str]:
     """Worker n's processes outside its agent's process tree (pid: command line): what it left running,
-    in the background or detached, to act later."""
+    in the background or detached, to act later. One that exits meanwhile, or is a zombie, is not."""
     root = pane.pid if pane is not None else None
-    return {
-        pid: _read(f"/proc/{pid}/cmdline").replace(b"\0", b" ").decode(errors="replace").strip()
-        for pid in _processes_of(run, [n])
-        if root is None or root not in _ancestry(pid)
-    }
+    strays = {}
+    for pid in _processes_of(run, [n]):
+        chain = _ancestry(pid)
+        command = _read(f"/proc/{pid}/cmdline").replace(b"\0", b" ").decode(errors="replace").strip()
+        if chain is not None and command and (root is None or root not in chain):
+            strays[pid] = command
+    return strays
 
 
 def _all_pids() -> list[int]:
@@ -213,15 +215,18 @@ def _read(path: str) -> bytes:
         return b""
 
 
-def _ancestry(pid: int) -> list[int]:
-    """pid and its ancestors up to init (what is readable of it)."""
+def _ancestry(pid: int) -> list[int] | None:
+    """pid and its ancestors up to init; None when pid is gone or a zombie, or its line broke meanwhile."""
     chain = [pid]
     while pid > 1 and len(chain) < 256:
         stat = _read(f"/proc/{pid}/stat").decode(errors="replace")
         try:
-            pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state: the parent
-        except (IndexError, ValueError):
-            break
+            state, parent = stat.rsplit(")", 1)[1].split()[:2]
+        except ValueError:
+            return None
+        if state == "Z" and len(chain) == 1:
+            return None
+        pid = int(parent)
         chain.append(pid)
     return chain
 
