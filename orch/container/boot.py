@@ -29,7 +29,7 @@ from orch.errors import OrchError, SandboxError, UsageError, WaitTimeoutError
 from orch.gateway.credential import UpstreamChoice, upstream_for
 from orch.gateway.records import Scheme
 from orch.run.folder import RunFolder
-from orch.run.records import DockerRunInfo, EgressMode, RunStatus
+from orch.run.records import DockerRunInfo, EgressMode, Isolation, RunStatus
 from orch.waits import wait_until
 
 log = logging.getLogger(__name__)
@@ -101,8 +101,9 @@ def create(
         settings.BOOT_STDIN.name: "1",
         settings.GATEWAY_UID.name: str(settings.GATEWAY_UID.get()),
     }
-    if ci.on_remote_engine:
-        env[settings.CHOWN.name] = f"{run_mount(info.name)}:{WORKDIR}"
+    if ci.on_remote_engine:  # fresh volumes are root's: the init hands them over (a read-only tree stays root's)
+        owned = [run_mount(info.name)] + ([] if info.isolation is Isolation.STRICT else [WORKDIR])
+        env[settings.CHOWN.name] = ":".join(owned)
     if prompts:
         env[settings.PROMPTS.name] = json.dumps({str(n): text for n, text in prompts.items()})
     login = get_adapter(info.agent).credentials.login

@@ -130,7 +130,29 @@ def upload(container: Container, info: DockerRunInfo, host_workdir: Path) -> Non
         staged = RunFolder(Path(tmp) / info.name)
         _seed(staged, info)
         _put_tree(container, run_mount(info.name), staged.root, uid, gid)
-    _put_tree(container, WORKDIR, host_workdir, uid, gid)
+    if info.isolation is Isolation.STRICT:  # the run's container mounts the workspace read-only
+        _upload_workspace(container, info, host_workdir, uid, gid)
+    else:
+        _put_tree(container, WORKDIR, host_workdir, uid, gid)
+
+
+def _upload_workspace(container: Container, info: DockerRunInfo, host_workdir: Path, uid: int, gid: int) -> None:
+    """The workdir's copy into the workspace volume through a helper (created, never started) that mounts
+    it writable."""
+    assert info.container.on_remote_engine
+    helper = container.client.containers.create(  # type: ignore[union-attr]
+        info.container.image,
+        ["true"],
+        entrypoint=[],
+        user="0:0",
+        network_disabled=True,
+        labels=labels(info.name, ROLE_HELPER),
+        mounts=[Mount(target=WORKDIR, source=info.container.workspace_source, type="volume")],
+    )
+    try:
+        _put_tree(helper, WORKDIR, host_workdir, uid, gid)
+    finally:
+        helper.remove(force=True)
 
 
 def push(container: Container, info: DockerRunInfo, files: list[Path]) -> None:
