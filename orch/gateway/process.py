@@ -168,6 +168,11 @@ class GatewayClient:
     def set_job(self, worker: int, job: str | None) -> None:
         self._call("PUT", f"/_orch/jobs/{worker}", {"job": job})
 
+    def settle(self) -> None:
+        """Return once every exchange answered so far is in usage.json, the ledger and the recording (the
+        gateway writes them just after each answer, off the worker's path)."""
+        self._call("POST", "/_orch/settle")
+
     def info(self) -> dict[str, Any]:
         """What `/_orch/health` says: ok, run, life (server children so far), pid (the serving child)."""
         return self._call("GET", "/_orch/health")

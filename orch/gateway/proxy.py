@@ -12,13 +12,11 @@ What Claude Code 2.1.332 does with the gateway's own refusals (tests/gateway/tes
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 import json
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -27,12 +25,11 @@ from multidict import CIMultiDict
 
 from orch.gateway.books import Books
 from orch.gateway.events import EventLog
-from orch.gateway.ledger import Ledger
 from orch.gateway.protocol import ApiProtocol, ErrorKind, Outcome
-from orch.gateway.recorder import Recorder
-from orch.gateway.records import Exchange, ExchangeKey, GatewayBoot, GatewayEventKind
+from orch.gateway.records import GatewayBoot, GatewayEventKind
 from orch.gateway.replay import Replayer, ReplayMiss, exchange_key
 from orch.gateway.sse import SseParser, split_events
+from orch.gateway.writer import Call, Done, Writer
 
 log = logging.getLogger("orch.gateway")
 HOP_BY_HOP = frozenset(
@@ -66,28 +63,11 @@ def retry_after(value: str | None) -> float:
         return DEFAULT_RETRY_AFTER  # an HTTP date: rare from the API, not worth parsing
 
 
-@dataclass
-class Call:
-    """One worker request on its way through."""
-
-    worker: int
-    method: str
-    path: str
-    """Without the /t/<token> prefix; the query string included."""
-    kind: str
-    body: dict[str, Any]
-    key: ExchangeKey
-    seq: int
-    job: str | None
-    started: float = field(default_factory=time.time)
-
-
 class Proxy:
     def __init__(self, boot: GatewayBoot, protocol: ApiProtocol, upstream_url: str, events: EventLog,
-                 books: Books, ledger: Ledger, recorder: Recorder, jobs: dict[int, str],
-                 replayer: Replayer | None) -> None:  # fmt: skip
+                 books: Books, writer: Writer, jobs: dict[int, str], replayer: Replayer | None) -> None:  # fmt: skip
         self.boot, self.protocol, self.events = boot, protocol, events
-        self.books, self.ledger, self.recorder, self.jobs, self.replayer = books, ledger, recorder, jobs, replayer
+        self.books, self.writer, self.jobs, self.replayer = books, writer, jobs, replayer
         self.upstream_url = upstream_url.rstrip("/")
         self._session: aiohttp.ClientSession | None = None
         self._seq = itertools.count(1)
@@ -123,11 +103,11 @@ class Proxy:
                 self.events.emit(GatewayEventKind.MALFORMED_REQUEST, worker, path=path, error=why)
                 return self.error(400, "invalid_request", f"orch gateway: malformed request body: {why}")
             body = parsed
-        key = exchange_key(path + query, body, self.boot.run_dir, self.boot.workdir)
-        call = Call(worker, method, path + query, kind, body, key, next(self._seq), self.jobs.get(worker))
+        call = Call(worker, method, path + query, kind, body, next(self._seq), self.jobs.get(worker))
         if kind == "messages" and (reason := self.books.refusal(worker)):
             # Each refusal (the event is once); what kind of call, to see what the agent retries.
-            log.info("refused worker %s: %s (%s, turn %s)", worker, reason, call.key.kind, call.key.turn)
+            key = exchange_key(call.path, body, self.boot.run_dir, self.boot.workdir)
+            log.info("refused worker %s: %s (%s, turn %s)", worker, reason, key.kind, key.turn)
             await self.books.flush()
             return self.error(400, "invalid_request", f"orch gateway: budget exceeded: {reason}")
         if self.replayer is not None:
@@ -177,7 +157,7 @@ class Proxy:
             except ValueError:
                 return self._upstream_failed(call, f"sent garbage: {data[:80]!r}")
             outcome = self.protocol.response_outcome(parsed)
-        await self._finish(call, upstream.status, headers, False, data.decode(errors="replace"), outcome)
+        self._finish(call, upstream.status, headers, False, data, outcome)
         return web.Response(status=upstream.status, body=data, headers=headers)
 
     async def _stream(
@@ -201,7 +181,9 @@ class Proxy:
             self.events.emit(
                 GatewayEventKind.UPSTREAM_ERROR, call.worker, path=call.path[:200], error=f"stream cut: {exc!r}"[:300]
             )
-        await self._finish(call, status, headers, True, b"".join(chunks).decode(errors="replace"), reader.outcome())
+        # Counted before the end (a settle that follows the answer finds it submitted); the writer's files
+        # are written after the handler yields, off the worker's path.
+        self._finish(call, status, headers, True, b"".join(chunks), reader.outcome())
         await response.write_eof()
         return response
 
@@ -220,7 +202,7 @@ class Proxy:
             if answer.status == 200 and call.kind != "other":
                 with contextlib.suppress(ValueError, AttributeError):
                     outcome = self.protocol.response_outcome(json.loads(answer.body))
-            await self._finish(call, answer.status, headers, False, answer.body, outcome)
+            self._finish(call, answer.status, headers, False, answer.body, outcome)
             return web.Response(status=answer.status, text=answer.body, headers=headers)
         response = web.StreamResponse(status=answer.status, headers=headers)
         await response.prepare(request)
@@ -230,7 +212,7 @@ class Proxy:
             await response.write(data)
             for parsed in parser.feed(data):
                 reader.feed(parsed)
-        await self._finish(call, answer.status, headers, True, answer.body, reader.outcome())
+        self._finish(call, answer.status, headers, True, answer.body, reader.outcome())
         await response.write_eof()
         return response
 
@@ -241,35 +223,21 @@ class Proxy:
         self.events.emit(GatewayEventKind.RATE_LIMITED, call.worker, status=status, retry_after=wait)
         await self.books.flush()
 
-    async def _finish(
-        self, call: Call, status: int, headers: CIMultiDict[str], stream: bool, text: str, outcome: Outcome
+    def _finish(
+        self, call: Call, status: int, headers: CIMultiDict[str], stream: bool, text: str | bytes, outcome: Outcome
     ) -> None:
-        """Count, ledger and record a completed exchange; a stream cut short is none of these."""
+        """Count a completed exchange now (the next request meets an exact budget) and hand its ledger lines,
+        recording and usage.json to the writer; a stream cut short is none of these."""
         if stream and not outcome.complete:
             return
+        tool_uses = None
         if call.kind == "messages" and status == 200:
             model = outcome.model or self.protocol.model(call.body) or "unknown"
             if outcome.usage is not None:
                 self.books.count(call.worker, call.job, model, outcome.usage)
-            self.ledger.record(
-                call.worker, call.job, call.seq, outcome.tool_uses, self.protocol.tool_results(call.body)
-            )
-            await self.books.flush()
-        exchange = Exchange(
-            seq=call.seq,
-            ts=call.started,
-            worker=call.worker,
-            job=call.job,
-            method=call.method,
-            path=call.path,
-            request=call.body,
-            status=status,
-            headers={k: headers[k] for k in KEPT_HEADERS if k in headers},
-            stream=stream,
-            body=text,
-            key=call.key,
-        )
-        await asyncio.to_thread(self.recorder.append, exchange)
+            tool_uses = outcome.tool_uses
+        kept = {k: headers[k] for k in KEPT_HEADERS if k in headers}
+        self.writer.submit(Done(call, status, kept, stream, text, tool_uses))
 
     def _upstream_failed(self, call: Call, why: str) -> web.Response:
         self.events.emit(GatewayEventKind.UPSTREAM_ERROR, call.worker, path=call.path[:200], error=why[:300])

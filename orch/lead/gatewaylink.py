@@ -62,6 +62,9 @@ class GatewayLink:
         return self._events.records()
 
     def ledger(self) -> Sequence[LedgerEntry]:
+        """Every ledger line so far, the last answer's included (the gateway writes it just after the
+        answer: ask it to settle first; best effort, a gateway that is gone has written all it will)."""
+        self._call(lambda c: c.settle())
         return self._ledger.records()
 
     def refusals(self) -> dict[int | None, str]:

@@ -125,6 +125,7 @@ def test_a_killed_gateway_server_is_restarted_and_the_worker_carries_on(
     brief.write_text(_brief(run, 1))
     assert orch("brief", "gk", "1", brief).exit_code == 0
     wait_until(lambda: run.done(1).exists(), 90, "the worker to finish through the new server", watch=run.root)
+    GatewayClient(handle).settle()  # the last answer's books are written just after it
     lives = [json.loads(line) for line in run.model_log.read_text().splitlines()]
     assert [e["data"].get("restart", False) for e in lives if e["event"] == "started"][-1]
     ids = [(e["kind"], e["id"]) for e in map(json.loads, run.model_ledger.read_text().splitlines())]

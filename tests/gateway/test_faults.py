@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from orch.gateway.records import Upstream
-from tests.gateway.gw import boot_for, call, events_of, gateway, main_call, script_prompt, usage_of
+from tests.gateway.gw import boot_for, call, events_of, gateway, main_call, script_prompt, settled, usage_of
 
 Reply = Callable[[BaseHTTPRequestHandler], None]
 
@@ -55,7 +55,7 @@ def test_a_scripted_rate_limit_passes_through(tmp_path: Path) -> None:
         reply = call(gw.base(token) + "/v1/messages", main_call(script_prompt({"fail": "rate_limit"})))
         assert reply.status == 429 and reply.json()["error"]["type"] == "rate_limit_error"
         assert reply.headers["x-should-retry"] == "false"  # the upstream's own header, unchanged
-        until = usage_of(gw.folder)["workers"]["1"]["rate_limited_until"]
+        until = usage_of(settled(gw))["workers"]["1"]["rate_limited_until"]
         assert 25 < until - time.time() <= 30  # no retry-after: 30 s
         assert next(e["data"] for e in events_of(gw.folder) if e["event"] == "rate-limited")["status"] == 429
 
@@ -76,7 +76,7 @@ def test_retry_after_is_kept_and_recorded(tmp_path: Path) -> None:
         reply = call(gw.base(token) + "/v1/messages", main_call())
         assert reply.status == 529 and reply.headers["retry-after"] == "7"
         assert reply.json()["error"]["message"] == "busy"
-        until = usage_of(gw.folder)["workers"]["3"]["rate_limited_until"]
+        until = usage_of(settled(gw))["workers"]["3"]["rate_limited_until"]
         assert 2 < until - time.time() <= 7
 
 
@@ -97,7 +97,7 @@ def test_a_stream_cut_short_is_not_counted(tmp_path: Path) -> None:
         token = gw.client.mint_token(1)
         with contextlib.suppress(OSError):  # the worker sees its stream end early, as it would from the API
             call(gw.base(token) + "/v1/messages", main_call())
-        assert not gw.folder.model_usage.exists() or usage_of(gw.folder)["total"]["requests"] == 0
+        assert not settled(gw).model_usage.exists() or usage_of(gw.folder)["total"]["requests"] == 0
         assert not gw.folder.exchanges(1).exists()
         assert any(e["event"] == "upstream-error" for e in events_of(gw.folder))
 
