@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import uvloop
 from aiohttp import web
 from pydantic import ValidationError
 
@@ -165,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     start = ChildStart.model_validate_json(sys.stdin.readline())
     sock = socket.socket(fileno=args.fd)
     try:
-        asyncio.run(_serve(start, sock, args.report_fd))
+        uvloop.run(_serve(start, sock, args.report_fd))
     except OrchError as exc:
         print(f"orch gateway: {exc.one_line()}", file=sys.stderr)
         return exc.exit_code
