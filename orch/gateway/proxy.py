@@ -56,11 +56,12 @@ RATE_LIMITS = (429, 529)
 DEFAULT_RETRY_AFTER = 30.0
 
 
-def retry_after(value: str | None) -> float:
+def retry_after(value: str | None) -> float | None:
+    """The header's seconds; None when absent or not a number (an HTTP date: rare from the API)."""
     try:
-        return max(0.0, float(value)) if value else DEFAULT_RETRY_AFTER
+        return max(0.0, float(value)) if value else None
     except ValueError:
-        return DEFAULT_RETRY_AFTER  # an HTTP date: rare from the API, not worth parsing
+        return None
 
 
 class Proxy:
@@ -140,8 +141,9 @@ class Proxy:
             return self._upstream_failed(call, f"unreachable: {type(exc).__name__}: {exc}")
         async with upstream:
             headers = CIMultiDict((k, v) for k, v in upstream.headers.items() if k.lower() not in _DROP_RESPONSE)
-            if upstream.status in RATE_LIMITS:
-                await self._rate_limited(call, upstream.status, upstream.headers.get("retry-after"))
+            given = upstream.headers.get("retry-after")
+            if upstream.status in RATE_LIMITS or (upstream.status >= 500 and given):
+                await self._rate_limited(call, upstream.status, given)
             if upstream.content_type == "text/event-stream":
                 return await self._stream(request, call, upstream.status, headers, upstream)
             try:
@@ -218,8 +220,9 @@ class Proxy:
 
     # --- after the exchange ---------------------------------------------------------------------
     async def _rate_limited(self, call: Call, status: int, header: str | None) -> None:
-        wait = retry_after(header)
-        self.books.rate_limited(call.worker, time.time() + wait)
+        given = retry_after(header)
+        wait = DEFAULT_RETRY_AFTER if given is None else given
+        self.books.rate_limited(call.worker, time.time() + wait, given)
         self.events.emit(GatewayEventKind.RATE_LIMITED, call.worker, status=status, retry_after=wait)
         await self.books.flush()
 

@@ -94,7 +94,9 @@ class WorkerUsage(UsageLine):
     by_job: dict[str, UsageLine] = Field(default_factory=dict)
     """Keyed by the job the controller told the gateway the worker was on ("-": none)."""
     rate_limited_until: float | None = None
-    """Epoch seconds: upstream said 429/529 and when to retry."""
+    """Epoch seconds: upstream said 429/529 (or a 5xx with retry-after) and when to retry."""
+    retry_after: float | None = None
+    """That answer's retry-after (seconds); None when it gave none (the until then assumes 30 s)."""
     refused: str | None = None
     """Why the gateway now refuses this worker's requests (its budget), None while it serves it."""
 

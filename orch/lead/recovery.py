@@ -130,8 +130,9 @@ class Recovery(Part):
         self.desk.tell(job, n, briefs.nudge_text(self.run, job, n), NUDGE)
 
     def retry_after(self, job: Job, n: int, last: HookEvent, what: Event, reason: str, wait: float) -> None:
-        """A turn that ended on a rate limit or a transient API error: wait, then tell the worker to
-        continue; each failed turn counts against `max_rate_limit_waits`."""
+        """A turn that ended on a rate limit or a transient API error: wait (as long as the gateway's
+        retry-after says, else `wait`), then tell the worker to continue; each failed turn counts against
+        `max_rate_limit_waits`."""
         step = decisions.retry(job, last, time.time(), self.spec.limits)
         if step in (Retry.WAIT, Retry.GIVE_UP):
             job.handled_event_ts = last.ts
@@ -139,13 +140,25 @@ class Recovery(Part):
         if step is Retry.GIVE_UP:
             self.review.fail(job, f"still failing ({reason}) after {job.rate_waits - 1} waits")
         elif step is Retry.WAIT:
-            job.continue_at = time.time() + wait
+            until = self.rate_limited_until(n)
+            now = time.time()
+            chosen, source = decisions.continue_wait(wait, until, last.ts, now)
+            job.continue_at = now + chosen
             self.desk.save()
-            self.desk.event(what, n, job=job.id, reason=reason, wait=wait)
+            self.desk.event(what, n, job=job.id, reason=reason, wait=chosen, wait_from=source)
         elif step is Retry.CONTINUE:
             job.continue_at = None
             self.desk.save()
             self.desk.tell(job, n, briefs.continue_text(job, reason), CONTINUE)
+
+    def rate_limited_until(self, n: int) -> float | None:
+        """Until when the upstream told worker n to wait, as the gateway saw it (its retry-after on a
+        429/529 or 5xx); None without a gateway or a retry-after (a guess is not the upstream's word)."""
+        usage = self.desk.gateway.usage()
+        worker = usage.workers.get(n) if usage is not None else None
+        if worker is None or worker.retry_after is None:
+            return None
+        return worker.rate_limited_until
 
     def note_permissions(self, job: Job, n: int) -> None:
         """Log each permission prompt of the job once: answered by the workers' hook from the policy,

@@ -526,6 +526,26 @@ def test_api_errors_are_retried_unless_fatal(
         assert "cannot recover from: authentication_failed" in (state.job("notes").failure or "")
 
 
+def test_a_rate_limit_waits_as_long_as_the_gateways_retry_after(offline: None, workdir: Path, tmp_path: Path) -> None:
+    """The scripted model answers 429 with retry-after: 2 through the run's gateway: the controller waits
+    what the gateway saw (not the spec's 600 s) and continues the worker once the limit has lifted."""
+    limited_turn = {"fail": "rate_limit", "retry_after": 2}
+    tasks = [{"id": "notes", "role": "scribe", "goal": "Write down what pages.py does.",
+              "offline_script": [{"bash": "ls"}, limited_turn, RESULT, DONE, reply()]}]  # fmt: skip
+    spec = write_spec(tmp_path / "rl.yaml", workdir, tasks, workers=1, limits={"rate_limit_wait": 600})
+    result = orch("run", spec, "--local", "--name", "rl-gateway")
+    assert result.exit_code == 0, result.output
+    run = RunFolder.for_name("rl-gateway")
+    assert load_state(run).job("notes").status is JobStatus.DONE
+    [waited] = events(run, Event.RATE_LIMITED)
+    assert waited.data["wait_from"] == "gateway" and 0 <= waited.data["wait"] <= 2, waited.data
+    gateway_says = [json.loads(line) for line in run.model_log.read_text().splitlines()]
+    [limited] = [e for e in gateway_says if e["event"] == "rate-limited"]
+    assert limited["worker"] == 1 and limited["data"] == {"status": 429, "retry_after": 2.0}
+    [continued] = events(run, Event.CONTINUE_SENT)
+    assert continued.ts.timestamp() >= limited["ts"] + 2  # not before the limit lifted
+
+
 # --- permission prompts ------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("policy", "exit_code", "event"),
