@@ -77,7 +77,7 @@ class Proxy:
         if self.replayer is not None:
             return  # replay: no upstream at all
         # No total timeout: a long generation streams for minutes. A stalled read fails instead.
-        timeout = aiohttp.ClientTimeout(total=None, connect=30, sock_read=600)
+        timeout = aiohttp.ClientTimeout(total=None, connect=30, sock_read=self.boot.upstream_stall)
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
         self._session = aiohttp.ClientSession(timeout=timeout, connector=connector, auto_decompress=True)
 
@@ -137,7 +137,9 @@ class Proxy:
                 headers=self._upstream_headers(request),
                 allow_redirects=False,
             )
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+        except TimeoutError:
+            return self._upstream_failed(call, f"stalled: no answer within {self.boot.upstream_stall:g}s")
+        except (aiohttp.ClientError, OSError) as exc:
             return self._upstream_failed(call, f"unreachable: {type(exc).__name__}: {exc}")
         async with upstream:
             headers = CIMultiDict((k, v) for k, v in upstream.headers.items() if k.lower() not in _DROP_RESPONSE)
@@ -180,9 +182,15 @@ class Proxy:
                 for event in parser.feed(chunk):
                     reader.feed(event)
         except (TimeoutError, aiohttp.ClientError) as exc:
+            why = "stalled" if isinstance(exc, TimeoutError) else "cut"
             self.events.emit(
-                GatewayEventKind.UPSTREAM_ERROR, call.worker, path=call.path[:200], error=f"stream cut: {exc!r}"[:300]
+                GatewayEventKind.UPSTREAM_ERROR, call.worker, path=call.path[:200], error=f"stream {why}: {exc!r}"[:300]
             )
+        else:
+            if status == 200 and call.kind == "messages" and not reader.outcome().complete:
+                # Garbage, or an answer without its end: passed on as it came, never counted.
+                error = "stream ended without its end event"
+                self.events.emit(GatewayEventKind.UPSTREAM_ERROR, call.worker, path=call.path[:200], error=error)
         # Counted before the end (a settle that follows the answer finds it submitted); the writer's files
         # are written after the handler yields, off the worker's path.
         self._finish(call, status, headers, True, b"".join(chunks), reader.outcome())

@@ -68,6 +68,9 @@ class GatewayBoot(Strict):
     pricing: str | None = None
     """A pricing file overriding the shipped table."""
     listen: str = "127.0.0.1:0"
+    upstream_stall: float = Field(default=600.0, gt=0)
+    """Seconds the upstream may send nothing (before its headers or mid-stream) before the gateway cuts
+    the request with an upstream-error event: a long generation streams for minutes, a stall is a fault."""
 
 
 class Tokens(Strict):
