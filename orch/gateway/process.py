@@ -40,12 +40,11 @@ class GatewayHandle(Strict):
 
 
 def handle_path(run_name: str) -> Path:
-    """Where a run's handle lives: the container's temp dir inside one, else $ORCH_HOME/gateways/ (0700)."""
+    """Where a run's handle lives: the container's temp dir inside one, else $ORCH_HOME/gateways/ (made
+    0700 by whoever writes a handle there: `save_handle`, `start_gateway`)."""
     if settings.IN_CONTAINER.get():
         return Path(os.environ.get("TMPDIR") or "/tmp") / f"orch-gateway-{run_name}.json"
-    folder = settings.HOME.get() / "gateways"
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return folder / f"{run_name}.json"
+    return settings.HOME.get() / "gateways" / f"{run_name}.json"
 
 
 def _log_tail(log: Path) -> str:
