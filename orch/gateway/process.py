@@ -47,6 +47,25 @@ def handle_path(run_name: str) -> Path:
     return settings.HOME.get() / "gateways" / f"{run_name}.json"
 
 
+def state_path(handle: Path) -> Path:
+    """The gateway supervisor's private state beside its handle (url, live worker tokens and jobs), so a
+    gateway started again after its supervisor died resumes them (orch.gateway.supervisor)."""
+    return handle.with_name(handle.name + ".tokens")
+
+
+def gateway_alive(handle: GatewayHandle) -> bool:
+    """Its supervisor process still runs (reaped first if it was our own child). A pid of another uid
+    (the container's gateway, seen by the run's uid) counts as running: only its owner could tell."""
+    _reap(handle.pid)
+    try:
+        os.kill(handle.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return _is_our_gateway(handle.pid)
+
+
 def _log_tail(log: Path) -> str:
     try:
         lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
@@ -116,6 +135,7 @@ def stop_gateway(handle_path: Path) -> bool:
     """SIGTERM the gateway named in the handle file (only if that pid still runs orch.gateway), wait for it
     to go, remove the file. False if there was nothing to stop."""
     data = _read_handle_file(handle_path)
+    state_path(handle_path).unlink(missing_ok=True)  # a supervisor killed earlier left it: the run is over
     if data is None:
         return False
     pid = int(data["pid"])

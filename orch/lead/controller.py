@@ -117,6 +117,7 @@ class Controller:
         self.desk.panes = panes or {}
         if not self.desk.panes and not self.recovery.relaunch_fleet(server_running=panes is not None):
             return
+        self.recovery.keep_gateway()
         now = time.time()
         if now > self.state.started + self.spec.timeouts.run:
             self.review.abort(f"the run took longer than {self.spec.timeouts.run:g}s")

@@ -8,9 +8,11 @@ import time
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from orch import settings
+from orch.agents.registry import get_adapter
 from orch.container import backends
 from orch.errors import OrchError, SandboxError
-from orch.fleet import launch
+from orch.fleet import gateway, launch
 from orch.lead import briefs, decisions
 from orch.lead.decisions import Crash, Nudge, Retry
 from orch.lead.desk import CONTINUE, NUDGE, REPOINT, Desk, Part
@@ -19,7 +21,7 @@ from orch.lead.jobs import Job, JobStatus, WorkerBook
 from orch.lead.review import Review
 from orch.run import bus
 from orch.run.events import Event
-from orch.run.records import HookEvent
+from orch.run.records import Backend, HookEvent
 
 PERMISSION_EVENTS = {"allow": Event.PERMISSION_ALLOWED, "deny": Event.PERMISSION_DENIED}
 """The workers' hook answered a permission prompt from the policy (else: PERMISSION_WAIT)."""
@@ -56,6 +58,21 @@ class Recovery(Part):
         self.desk.sync_gateway()  # the relaunch may have started a new gateway
         self.repoint_relaunched()
         return True
+
+    def keep_gateway(self) -> None:
+        """The model gateway's supervisor died under the run (SIGKILL, the OOM killer): start it again. It
+        takes back its address and the workers' tokens from its private state, so they carry on; it is
+        told the budget and jobs again. Local runs only: in a container the gateway is another uid's,
+        started by the container's init (the run's uid could not start it as that uid)."""
+        info = self.desk.info
+        if settings.IN_CONTAINER.get() or info.backend is not Backend.LOCAL or gateway.lost(info) is None:
+            return
+        try:
+            gateway.ensure(self.run, info, get_adapter(info.agent))
+        except OrchError as exc:
+            self.review.abort(f"the model gateway died and could not be started again: {exc.one_line()}")
+            return
+        self.desk.sync_gateway()
 
     def repoint_relaunched(self) -> None:
         for job in self.state.jobs:
