@@ -119,6 +119,11 @@ class Books:
         return fleet or mine
 
     # --- the file -------------------------------------------------------------------------------
+    @property
+    def dirty(self) -> bool:
+        """Changed since usage.json was last written."""
+        return self._dirty
+
     async def flush(self) -> None:
         """Write usage.json if anything changed; one writer at a time, each with the latest state."""
         async with self._lock:

@@ -131,6 +131,14 @@ def _is_our_gateway(pid: int) -> bool:
     return state != "Z" and b"orch.gateway" in cmdline
 
 
+def _exited(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state in ("Z", "X")
+
+
 def stop_gateway(handle_path: Path) -> bool:
     """SIGTERM the gateway named in the handle file (only if that pid still runs orch.gateway), wait for it
     to go, remove the file. False if there was nothing to stop."""
@@ -142,7 +150,9 @@ def stop_gateway(handle_path: Path) -> bool:
     stopped = False
     if _is_our_gateway(pid):
         os.kill(pid, signal.SIGTERM)
-        wait_until(lambda: _reap(pid) or not _is_our_gateway(pid), STOP_TIMEOUT, f"gateway pid {pid} to exit")
+        # Gone or a zombie: not "no longer orch.gateway", which an exiting process (its cmdline emptied)
+        # already is while it still runs.
+        wait_until(lambda: _reap(pid) or _exited(pid), STOP_TIMEOUT, f"gateway pid {pid} to exit")
         stopped = True
     handle_path.unlink(missing_ok=True)
     return stopped

@@ -2,10 +2,12 @@
 snapshot, written by one background task after the worker already has its answer.
 
 The proxy counts an exchange in memory (so the next request meets an exact budget) and hands the rest
-here; the task takes everything pending at once, writes it in one thread hop and rewrites usage.json
-once for the lot. Readers of usage.json, the ledger and the recording therefore see an exchange a few
-milliseconds after its answer ended, not before. A gateway killed inside that window loses that
-exchange's lines (the books can fall short, never count twice); `drain` writes everything on a clean stop.
+here; the task takes everything pending at once and writes it in one thread hop. usage.json (rewritten
+whole and fsynced) is rewritten at most every USAGE_EVERY seconds, and at once for a `settle`. Readers
+therefore see an exchange in the ledger and the recording a few milliseconds after its answer ended, in
+usage.json up to USAGE_EVERY later (`settle` first to see everything). A gateway killed inside that
+window loses what it had not written (the books can fall short, never count twice); `drain` writes
+everything on a clean stop.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from orch.gateway.records import Exchange
 from orch.gateway.replay import exchange_key
 
 log = logging.getLogger("orch.gateway")
+USAGE_EVERY = 0.2
+"""Seconds between two rewrites of usage.json by the writer (a settle does not wait for it)."""
 
 
 @dataclass
@@ -68,6 +72,8 @@ class Writer:
         self._idle = asyncio.Event()
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
+        self._urgent = False
+        self._flushed = 0.0
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="gateway-writer")
@@ -106,16 +112,25 @@ class Writer:
             self._wake.clear()
             batch, self._pending = self._pending, []
             try:
-                await asyncio.to_thread(self._write, batch)
+                if batch:
+                    await asyncio.to_thread(self._write, batch)
+                due = self._flushed + USAGE_EVERY - time.monotonic()
+                if self.books.dirty and due > 0 and not self._urgent:
+                    asyncio.get_running_loop().call_later(due, self._wake.set)
+                    continue  # not idle: usage.json is still to be written
+                self._urgent = False
                 await self.books.flush()
+                self._flushed = time.monotonic()
             except Exception:  # a full disk must not stop the answers, nor kill the writer
                 log.exception("could not write %d exchange(s)", len(batch))
             if not self._pending:
                 self._idle.set()
 
     async def settled(self) -> None:
-        """Until everything submitted so far is written (and usage.json rewritten)."""
-        if self._task is not None and not self._task.done():
+        """Until everything submitted so far is written (and usage.json rewritten, now)."""
+        if self._task is not None and not self._task.done() and not self._idle.is_set():
+            self._urgent = True
+            self._wake.set()
             await self._idle.wait()
 
     async def drain(self) -> None:
