@@ -237,6 +237,7 @@ class Controller:
         self.state.finished = time.time()
         self.desk.save()
         self.desk.event(Event.FINISHED, exit_code=self.state.outcome.exit_code, reason=self.state.outcome.reason)
+        self.desk.gateway.settle()  # the last answers' usage, before the report reads it
         write_reports(self.run, self.spec, self.state)
         if self.spec.teardown:
             watch.kill(self.run)
