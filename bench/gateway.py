@@ -1,6 +1,8 @@
 """The model gateway's cost, side by side in one run: the same requests straight to the scripted model
 server and through the gateway (kind api, pointed at that server): latency p50/p99, time to the first
-streamed byte, 64 concurrent streams, and the gateway's memory (supervisor + server child)."""
+streamed byte, 64 concurrent streams, and the gateway's memory (supervisor + server child). Then record
+and replay: the offline demo (`orch demo --local`, real Claude Code workers) against its replay (`orch
+run --replay`, the gateway answering from the recording), wall time side by side and their ratio."""
 
 from __future__ import annotations
 
@@ -18,11 +20,15 @@ import aiohttp
 from pydantic import SecretStr
 
 from bench.core import Context, Result
-from bench.env import BenchError, stop
+from bench.env import BenchError, orch_cli, python_env, stop
 from bench.procs import tree_memory
 from bench.report import Row, Target, percentile
+from orch.agents.claude import CREDENTIAL_ENV
 from orch.gateway.process import GatewayClient, start_gateway, stop_gateway
 from orch.gateway.records import GatewayBoot, Scheme, Upstream
+from orch.lead.demo import DEMO_NAME
+from orch.run.folder import RunFolder
+from orch.run.paths import orch_home
 from orch.waits import wait_for_paths
 
 CONCURRENT = 64
@@ -85,6 +91,49 @@ async def _measure(direct: str, gateway: str, samples: int) -> dict[str, Any]:
     return {"latency_ms": lat, "ttfb_ms": ttfb, "concurrent_wall_ms": wall, "concurrent_failures": failures}
 
 
+DEMO_TIMEOUT = 600.0
+
+
+def _orch(*args: str) -> float:
+    """Wall seconds of one `orch` command (the offline demo's own model server, none of the bench's)."""
+    env = {k: v for k, v in python_env().items() if k not in {*CREDENTIAL_ENV, "ANTHROPIC_BASE_URL"}}
+    start = time.monotonic()
+    done = subprocess.run(orch_cli(*args), env=env, capture_output=True, timeout=DEMO_TIMEOUT, check=False)
+    seconds = time.monotonic() - start
+    if done.returncode not in (0, 4):  # the demo's refuted finding makes `orch run` exit 4 (EXIT_CODES)
+        tail = (done.stderr or done.stdout).decode(errors="replace").strip().splitlines()[-1:]
+        raise BenchError(f"orch {' '.join(args[:2])} exited {done.returncode}: {' '.join(tail)[:200]}")
+    return seconds
+
+
+def _verdicts(name: str) -> dict[str, str]:
+    report = json.loads(RunFolder.for_name(name).report_json.read_text())
+    return {f["id"]: f["status"] for f in report["findings"]}
+
+
+def _replay_rows(ctx: Context) -> tuple[list[Row], dict[str, Any]]:
+    """The offline demo live, then replayed from its own recording; `repeat` pairs."""
+    if missing := ctx.env.claude_missing():
+        return [Row("gateway", "replayed demo / live demo", "", status="SKIPPED", note=missing)], {}
+    live_s: list[float] = []
+    replay_s: list[float] = []
+    for i in range(ctx.config.repeat):
+        name = f"{DEMO_NAME}-bench-{i}"
+        live_s.append(_orch("demo", "--local", "--name", name))
+        spec = orch_home() / "demo" / name / "fleet.yaml"
+        replay_s.append(_orch("run", str(spec), "--local", "--replay", name, "--name", f"{name}-replay", "--quiet"))
+        if _verdicts(name) != _verdicts(f"{name}-replay"):
+            raise BenchError(f"the replay of {name} did not reach the recorded verdicts")
+    ratios = [r / max(live, 1e-9) for r, live in zip(replay_s, live_s, strict=True)]
+    note = "orch demo --local vs orch run --replay of it, 3 Claude Code workers each"
+    rows = [
+        Row("gateway", "offline demo, live (scripted model), wall", "s", live_s, note=note),
+        Row("gateway", "offline demo, replayed from its recording, wall", "s", replay_s),
+        Row("gateway", "replayed demo / live demo", "x", ratios, Target("<=", 1.0, "<= 1x (faster)")),
+    ]
+    return rows, {"demo_live_s": live_s, "demo_replay_s": replay_s}
+
+
 def run(ctx: Context) -> Result:
     samples = 30 if ctx.config.quick else 300
     run_folder = ctx.env.file_run("gateway")
@@ -145,4 +194,5 @@ def run(ctx: Context) -> Result:
             note=f"{memory.processes} processes, after {2 * samples + CONCURRENT + 2} requests",
         ),
     ]
-    return Result(rows=rows, raw={**raw, "rss_bytes": memory.rss, "pss_bytes": memory.pss})
+    replay_rows, replay_raw = _replay_rows(ctx)
+    return Result(rows=rows + replay_rows, raw={**raw, "rss_bytes": memory.rss, "pss_bytes": memory.pss, **replay_raw})

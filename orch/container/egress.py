@@ -12,7 +12,9 @@ Modes:
   API's host is not on the workers' list: it is open to the model gateway's uid only (an iptables owner
   match), so only the process holding the credential reaches it; the self-test proves the run's uid is
   refused there.
-- `none`: loopback only, for every uid (offline runs talk to their gateway and model server on 127.0.0.1).
+- `none`: loopback only for the workers (offline runs talk to their gateway and model server on
+  127.0.0.1). A live run's gateway still reaches the model API (and DNS), by the same owner match: the
+  run would have no model otherwise.
 
 This module runs inside the container as root: it imports only the standard library, orch.settings and
 orch.run.records (the agent's Credentials, which name its model API, come from the caller).
@@ -206,7 +208,8 @@ def rules(
 
     `gateway_networks` (the model API) are accepted for `gateway_uid` only and rejected for every other
     uid before the allowlist is consulted, so a worker cannot reach them even through an --allow entry
-    that resolves to the same address."""
+    that resolves to the same address. Under `none` the gateway's uid keeps them and DNS, nobody else
+    anything but loopback."""
     cmds = [
         ["iptables", "-F", "OUTPUT"],
         ["iptables", "-F", "INPUT"],
@@ -215,6 +218,11 @@ def rules(
         ["iptables", "-A", "OUTPUT", "-o", "lo", "-j", "ACCEPT"],
         ["iptables", "-A", "OUTPUT", "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"],
     ]
+    if mode is EgressMode.NONE and gateway_uid is not None and gateway_networks:
+        owner = ["-m", "owner", "--uid-owner", str(gateway_uid)]
+        dns = [["-d", ns, "-p", proto, "--dport", "53"] for ns in resolvers for proto in ("udp", "tcp")]
+        cmds += [["iptables", "-A", "OUTPUT", *where, *owner, "-j", "ACCEPT"] for where in dns]
+        cmds += [["iptables", "-A", "OUTPUT", "-d", net, *owner, "-j", "ACCEPT"] for net in gateway_networks]
     if mode is EgressMode.ALLOWLIST:
         for ns in resolvers:
             for proto in ("udp", "tcp"):
@@ -327,7 +335,7 @@ def apply(
 ) -> EgressReport:
     """Apply the policy in this network namespace (needs root with NET_ADMIN) and self-test it.
 
-    `gateway` (allowlist mode only): the model API hosts open to the gateway's uid alone."""
+    `gateway` (allowlist and none): the model API hosts open to the gateway's uid alone."""
     report = EgressReport(mode=mode.value)
     if mode is EgressMode.OPEN:
         report.selftest = "skipped (egress open)"
@@ -338,11 +346,11 @@ def apply(
         report.allowed, report.skipped = resolve(entries)
         networks = list(dict.fromkeys(ip for ips in report.allowed.values() for ip in ips))
         report.ipset = _setup_ipset(networks, run)
-        if gateway is not None:
-            report.gateway, skipped = resolve(gateway.hosts)
-            report.skipped += skipped
-            report.gateway_uid = gateway.uid
-            gateway_networks = list(dict.fromkeys(ip for ips in report.gateway.values() for ip in ips))
+    if gateway is not None:
+        report.gateway, skipped = resolve(gateway.hosts)
+        report.skipped += skipped
+        report.gateway_uid = gateway.uid
+        gateway_networks = list(dict.fromkeys(ip for ips in report.gateway.values() for ip in ips))
     uid = report.gateway_uid
     for cmd in rules(mode, networks, nameservers(), report.ipset, uid, gateway_networks):
         run(cmd)

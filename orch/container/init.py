@@ -298,7 +298,7 @@ def main(argv: list[str]) -> int:
         return 2
     gateway = _gateway_egress(boot, gw_uid, uid, gid) if gw_uid is not None else None
     try:
-        report = apply(mode, allow, gateway=gateway if mode is EgressMode.ALLOWLIST else None)
+        report = apply(mode, allow, gateway=gateway if mode is not EgressMode.OPEN else None)
     except EgressError as exc:
         print(f"orch-init: egress policy failed: {exc}", file=sys.stderr)
         return 1

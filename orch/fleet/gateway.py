@@ -21,6 +21,7 @@ from orch.gateway.credential import upstream_for
 from orch.gateway.process import (
     GatewayClient,
     GatewayHandle,
+    gateway_alive,
     handle_path,
     load_handle,
     save_handle,
@@ -35,21 +36,35 @@ from orch.run.records import ControllerEvent, RunInfo
 log = logging.getLogger(__name__)
 
 
-def running(info: RunInfo) -> GatewayHandle | None:
-    """The run's gateway on this machine, if one answers."""
+def _saved(info: RunInfo) -> GatewayHandle | None:
     try:
-        handle = load_handle(handle_path(info.name))
+        return load_handle(handle_path(info.name))
     except OrchError:  # none yet, or a half-written handle of one that died starting
         return None
-    return handle if GatewayClient(handle).health() else None
+
+
+def running(info: RunInfo) -> GatewayHandle | None:
+    """The run's gateway on this machine, if one answers."""
+    handle = _saved(info)
+    return handle if handle is not None and GatewayClient(handle).health() else None
+
+
+def lost(info: RunInfo) -> GatewayHandle | None:
+    """The handle of the run's gateway whose supervisor died (SIGKILL, OOM) without a clean stop: `ensure`
+    starts another that resumes its address and worker tokens. None while it runs, or with none at all."""
+    handle = _saved(info)
+    return handle if handle is not None and not gateway_alive(handle) else None
 
 
 def ensure(run: RunFolder, info: RunInfo, adapter: AgentAdapter) -> GatewayHandle:
     """The run's running gateway, else a new one (its upstream chosen from this process's environment).
-    Sets `info.credential` (saved with run.json by the caller)."""
+    A new one after a supervisor that died takes back its address and the workers' live tokens (kept in
+    the gateway's private state beside its handle), so running workers carry on. Sets `info.credential`
+    (saved with run.json by the caller)."""
     handle = running(info)
     if handle is not None:
         return handle
+    dead = lost(info)
     choice = upstream_for(adapter.credentials, os.environ, info.offline)
     if choice.warning:
         log.warning("run %s: %s", info.name, choice.warning)
@@ -67,11 +82,10 @@ def ensure(run: RunFolder, info: RunInfo, adapter: AgentAdapter) -> GatewayHandl
     run.logs_dir.mkdir(parents=True, exist_ok=True)
     handle = start_gateway(boot, handle_path(info.name), run.logs_dir / "gateway.log")
     save_handle(handle_path(info.name), handle)
-    run.log_event(
-        ControllerEvent(
-            event=Event.GATEWAY_STARTED, data={"url": handle.url, "pid": handle.pid, "credential": info.credential}
-        )
-    )
+    data: dict[str, object] = {"url": handle.url, "pid": handle.pid, "credential": info.credential}
+    if dead is not None:
+        data["replaces"] = dead.pid  # the supervisor that died; same url: its workers' tokens live on
+    run.log_event(ControllerEvent(event=Event.GATEWAY_STARTED, data=data))
     return handle
 
 

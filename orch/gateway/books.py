@@ -75,8 +75,9 @@ class Books:
         self._dirty = True
         return cost
 
-    def rate_limited(self, worker: int, until: float) -> None:
-        self.worker(worker).rate_limited_until = until
+    def rate_limited(self, worker: int, until: float, retry_after: float | None) -> None:
+        usage = self.worker(worker)
+        usage.rate_limited_until, usage.retry_after = until, retry_after
         self._dirty = True
 
     # --- the budget -----------------------------------------------------------------------------
@@ -118,6 +119,11 @@ class Books:
         return fleet or mine
 
     # --- the file -------------------------------------------------------------------------------
+    @property
+    def dirty(self) -> bool:
+        """Changed since usage.json was last written."""
+        return self._dirty
+
     async def flush(self) -> None:
         """Write usage.json if anything changed; one writer at a time, each with the latest state."""
         async with self._lock:

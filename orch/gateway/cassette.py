@@ -28,7 +28,9 @@ _APPEND_LOCK = threading.Lock()
 
 def append_exchange(path: Path, exchange: Exchange) -> None:
     """Append `exchange` to `path` as one gzip member and flush it (a reader sees whole members only)."""
-    member = gzip.compress((exchange.model_dump_json() + "\n").encode(), mtime=0)
+    # Level 1: every request carries the whole conversation so far, and the gateway writes one per answer;
+    # on a 170 KB conversation of code it is ~6x as fast as level 9 (the default) for a member ~25% larger.
+    member = gzip.compress((exchange.model_dump_json() + "\n").encode(), compresslevel=1, mtime=0)
     with _APPEND_LOCK, path.open("ab") as fh:
         fh.write(member)
         fh.flush()

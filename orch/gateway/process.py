@@ -40,12 +40,30 @@ class GatewayHandle(Strict):
 
 
 def handle_path(run_name: str) -> Path:
-    """Where a run's handle lives: the container's temp dir inside one, else $ORCH_HOME/gateways/ (0700)."""
+    """Where a run's handle lives: the container's temp dir inside one, else $ORCH_HOME/gateways/ (made
+    0700 by whoever writes a handle there: `save_handle`, `start_gateway`)."""
     if settings.IN_CONTAINER.get():
         return Path(os.environ.get("TMPDIR") or "/tmp") / f"orch-gateway-{run_name}.json"
-    folder = settings.HOME.get() / "gateways"
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return folder / f"{run_name}.json"
+    return settings.HOME.get() / "gateways" / f"{run_name}.json"
+
+
+def state_path(handle: Path) -> Path:
+    """The gateway supervisor's private state beside its handle (url, live worker tokens and jobs), so a
+    gateway started again after its supervisor died resumes them (orch.gateway.supervisor)."""
+    return handle.with_name(handle.name + ".tokens")
+
+
+def gateway_alive(handle: GatewayHandle) -> bool:
+    """Its supervisor process still runs (reaped first if it was our own child). A pid of another uid
+    (the container's gateway, seen by the run's uid) counts as running: only its owner could tell."""
+    _reap(handle.pid)
+    try:
+        os.kill(handle.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return _is_our_gateway(handle.pid)
 
 
 def _log_tail(log: Path) -> str:
@@ -113,17 +131,28 @@ def _is_our_gateway(pid: int) -> bool:
     return state != "Z" and b"orch.gateway" in cmdline
 
 
+def _exited(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state in ("Z", "X")
+
+
 def stop_gateway(handle_path: Path) -> bool:
     """SIGTERM the gateway named in the handle file (only if that pid still runs orch.gateway), wait for it
     to go, remove the file. False if there was nothing to stop."""
     data = _read_handle_file(handle_path)
+    state_path(handle_path).unlink(missing_ok=True)  # a supervisor killed earlier left it: the run is over
     if data is None:
         return False
     pid = int(data["pid"])
     stopped = False
     if _is_our_gateway(pid):
         os.kill(pid, signal.SIGTERM)
-        wait_until(lambda: _reap(pid) or not _is_our_gateway(pid), STOP_TIMEOUT, f"gateway pid {pid} to exit")
+        # Gone or a zombie: not "no longer orch.gateway", which an exiting process (its cmdline emptied)
+        # already is while it still runs.
+        wait_until(lambda: _reap(pid) or _exited(pid), STOP_TIMEOUT, f"gateway pid {pid} to exit")
         stopped = True
     handle_path.unlink(missing_ok=True)
     return stopped
@@ -167,6 +196,11 @@ class GatewayClient:
 
     def set_job(self, worker: int, job: str | None) -> None:
         self._call("PUT", f"/_orch/jobs/{worker}", {"job": job})
+
+    def settle(self) -> None:
+        """Return once every exchange answered so far is in usage.json, the ledger and the recording (the
+        gateway writes them just after each answer, off the worker's path)."""
+        self._call("POST", "/_orch/settle")
 
     def info(self) -> dict[str, Any]:
         """What `/_orch/health` says: ok, run, life (server children so far), pid (the serving child)."""

@@ -12,13 +12,11 @@ What Claude Code 2.1.332 does with the gateway's own refusals (tests/gateway/tes
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 import json
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -27,12 +25,11 @@ from multidict import CIMultiDict
 
 from orch.gateway.books import Books
 from orch.gateway.events import EventLog
-from orch.gateway.ledger import Ledger
 from orch.gateway.protocol import ApiProtocol, ErrorKind, Outcome
-from orch.gateway.recorder import Recorder
-from orch.gateway.records import Exchange, ExchangeKey, GatewayBoot, GatewayEventKind
+from orch.gateway.records import GatewayBoot, GatewayEventKind
 from orch.gateway.replay import Replayer, ReplayMiss, exchange_key
 from orch.gateway.sse import SseParser, split_events
+from orch.gateway.writer import Call, Done, Writer
 
 log = logging.getLogger("orch.gateway")
 HOP_BY_HOP = frozenset(
@@ -59,35 +56,19 @@ RATE_LIMITS = (429, 529)
 DEFAULT_RETRY_AFTER = 30.0
 
 
-def retry_after(value: str | None) -> float:
+def retry_after(value: str | None) -> float | None:
+    """The header's seconds; None when absent or not a number (an HTTP date: rare from the API)."""
     try:
-        return max(0.0, float(value)) if value else DEFAULT_RETRY_AFTER
+        return max(0.0, float(value)) if value else None
     except ValueError:
-        return DEFAULT_RETRY_AFTER  # an HTTP date: rare from the API, not worth parsing
-
-
-@dataclass
-class Call:
-    """One worker request on its way through."""
-
-    worker: int
-    method: str
-    path: str
-    """Without the /t/<token> prefix; the query string included."""
-    kind: str
-    body: dict[str, Any]
-    key: ExchangeKey
-    seq: int
-    job: str | None
-    started: float = field(default_factory=time.time)
+        return None
 
 
 class Proxy:
     def __init__(self, boot: GatewayBoot, protocol: ApiProtocol, upstream_url: str, events: EventLog,
-                 books: Books, ledger: Ledger, recorder: Recorder, jobs: dict[int, str],
-                 replayer: Replayer | None) -> None:  # fmt: skip
+                 books: Books, writer: Writer, jobs: dict[int, str], replayer: Replayer | None) -> None:  # fmt: skip
         self.boot, self.protocol, self.events = boot, protocol, events
-        self.books, self.ledger, self.recorder, self.jobs, self.replayer = books, ledger, recorder, jobs, replayer
+        self.books, self.writer, self.jobs, self.replayer = books, writer, jobs, replayer
         self.upstream_url = upstream_url.rstrip("/")
         self._session: aiohttp.ClientSession | None = None
         self._seq = itertools.count(1)
@@ -96,7 +77,7 @@ class Proxy:
         if self.replayer is not None:
             return  # replay: no upstream at all
         # No total timeout: a long generation streams for minutes. A stalled read fails instead.
-        timeout = aiohttp.ClientTimeout(total=None, connect=30, sock_read=600)
+        timeout = aiohttp.ClientTimeout(total=None, connect=30, sock_read=self.boot.upstream_stall)
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
         self._session = aiohttp.ClientSession(timeout=timeout, connector=connector, auto_decompress=True)
 
@@ -123,11 +104,11 @@ class Proxy:
                 self.events.emit(GatewayEventKind.MALFORMED_REQUEST, worker, path=path, error=why)
                 return self.error(400, "invalid_request", f"orch gateway: malformed request body: {why}")
             body = parsed
-        key = exchange_key(path + query, body, self.boot.run_dir, self.boot.workdir)
-        call = Call(worker, method, path + query, kind, body, key, next(self._seq), self.jobs.get(worker))
+        call = Call(worker, method, path + query, kind, body, next(self._seq), self.jobs.get(worker))
         if kind == "messages" and (reason := self.books.refusal(worker)):
             # Each refusal (the event is once); what kind of call, to see what the agent retries.
-            log.info("refused worker %s: %s (%s, turn %s)", worker, reason, call.key.kind, call.key.turn)
+            key = exchange_key(call.path, body, self.boot.run_dir, self.boot.workdir)
+            log.info("refused worker %s: %s (%s, turn %s)", worker, reason, key.kind, key.turn)
             await self.books.flush()
             return self.error(400, "invalid_request", f"orch gateway: budget exceeded: {reason}")
         if self.replayer is not None:
@@ -156,12 +137,15 @@ class Proxy:
                 headers=self._upstream_headers(request),
                 allow_redirects=False,
             )
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+        except TimeoutError:
+            return self._upstream_failed(call, f"stalled: no answer within {self.boot.upstream_stall:g}s")
+        except (aiohttp.ClientError, OSError) as exc:
             return self._upstream_failed(call, f"unreachable: {type(exc).__name__}: {exc}")
         async with upstream:
             headers = CIMultiDict((k, v) for k, v in upstream.headers.items() if k.lower() not in _DROP_RESPONSE)
-            if upstream.status in RATE_LIMITS:
-                await self._rate_limited(call, upstream.status, upstream.headers.get("retry-after"))
+            given = upstream.headers.get("retry-after")
+            if upstream.status in RATE_LIMITS or (upstream.status >= 500 and given):
+                await self._rate_limited(call, upstream.status, given)
             if upstream.content_type == "text/event-stream":
                 return await self._stream(request, call, upstream.status, headers, upstream)
             try:
@@ -177,7 +161,7 @@ class Proxy:
             except ValueError:
                 return self._upstream_failed(call, f"sent garbage: {data[:80]!r}")
             outcome = self.protocol.response_outcome(parsed)
-        await self._finish(call, upstream.status, headers, False, data.decode(errors="replace"), outcome)
+        self._finish(call, upstream.status, headers, False, data, outcome)
         return web.Response(status=upstream.status, body=data, headers=headers)
 
     async def _stream(
@@ -198,10 +182,18 @@ class Proxy:
                 for event in parser.feed(chunk):
                     reader.feed(event)
         except (TimeoutError, aiohttp.ClientError) as exc:
+            why = "stalled" if isinstance(exc, TimeoutError) else "cut"
             self.events.emit(
-                GatewayEventKind.UPSTREAM_ERROR, call.worker, path=call.path[:200], error=f"stream cut: {exc!r}"[:300]
+                GatewayEventKind.UPSTREAM_ERROR, call.worker, path=call.path[:200], error=f"stream {why}: {exc!r}"[:300]
             )
-        await self._finish(call, status, headers, True, b"".join(chunks).decode(errors="replace"), reader.outcome())
+        else:
+            if status == 200 and call.kind == "messages" and not reader.outcome().complete:
+                # Garbage, or an answer without its end: passed on as it came, never counted.
+                error = "stream ended without its end event"
+                self.events.emit(GatewayEventKind.UPSTREAM_ERROR, call.worker, path=call.path[:200], error=error)
+        # Counted before the end (a settle that follows the answer finds it submitted); the writer's files
+        # are written after the handler yields, off the worker's path.
+        self._finish(call, status, headers, True, b"".join(chunks), reader.outcome())
         await response.write_eof()
         return response
 
@@ -220,7 +212,7 @@ class Proxy:
             if answer.status == 200 and call.kind != "other":
                 with contextlib.suppress(ValueError, AttributeError):
                     outcome = self.protocol.response_outcome(json.loads(answer.body))
-            await self._finish(call, answer.status, headers, False, answer.body, outcome)
+            self._finish(call, answer.status, headers, False, answer.body, outcome)
             return web.Response(status=answer.status, text=answer.body, headers=headers)
         response = web.StreamResponse(status=answer.status, headers=headers)
         await response.prepare(request)
@@ -230,46 +222,33 @@ class Proxy:
             await response.write(data)
             for parsed in parser.feed(data):
                 reader.feed(parsed)
-        await self._finish(call, answer.status, headers, True, answer.body, reader.outcome())
+        self._finish(call, answer.status, headers, True, answer.body, reader.outcome())
         await response.write_eof()
         return response
 
     # --- after the exchange ---------------------------------------------------------------------
     async def _rate_limited(self, call: Call, status: int, header: str | None) -> None:
-        wait = retry_after(header)
-        self.books.rate_limited(call.worker, time.time() + wait)
+        given = retry_after(header)
+        wait = DEFAULT_RETRY_AFTER if given is None else given
+        self.books.rate_limited(call.worker, time.time() + wait, given)
         self.events.emit(GatewayEventKind.RATE_LIMITED, call.worker, status=status, retry_after=wait)
         await self.books.flush()
 
-    async def _finish(
-        self, call: Call, status: int, headers: CIMultiDict[str], stream: bool, text: str, outcome: Outcome
+    def _finish(
+        self, call: Call, status: int, headers: CIMultiDict[str], stream: bool, text: str | bytes, outcome: Outcome
     ) -> None:
-        """Count, ledger and record a completed exchange; a stream cut short is none of these."""
+        """Count a completed exchange now (the next request meets an exact budget) and hand its ledger lines,
+        recording and usage.json to the writer; a stream cut short is none of these."""
         if stream and not outcome.complete:
             return
+        tool_uses = None
         if call.kind == "messages" and status == 200:
             model = outcome.model or self.protocol.model(call.body) or "unknown"
             if outcome.usage is not None:
                 self.books.count(call.worker, call.job, model, outcome.usage)
-            self.ledger.record(
-                call.worker, call.job, call.seq, outcome.tool_uses, self.protocol.tool_results(call.body)
-            )
-            await self.books.flush()
-        exchange = Exchange(
-            seq=call.seq,
-            ts=call.started,
-            worker=call.worker,
-            job=call.job,
-            method=call.method,
-            path=call.path,
-            request=call.body,
-            status=status,
-            headers={k: headers[k] for k in KEPT_HEADERS if k in headers},
-            stream=stream,
-            body=text,
-            key=call.key,
-        )
-        await asyncio.to_thread(self.recorder.append, exchange)
+            tool_uses = outcome.tool_uses
+        kept = {k: headers[k] for k in KEPT_HEADERS if k in headers}
+        self.writer.submit(Done(call, status, kept, stream, text, tool_uses))
 
     def _upstream_failed(self, call: Call, why: str) -> web.Response:
         self.events.emit(GatewayEventKind.UPSTREAM_ERROR, call.worker, path=call.path[:200], error=why[:300])

@@ -68,6 +68,9 @@ class GatewayBoot(Strict):
     pricing: str | None = None
     """A pricing file overriding the shipped table."""
     listen: str = "127.0.0.1:0"
+    upstream_stall: float = Field(default=600.0, gt=0)
+    """Seconds the upstream may send nothing (before its headers or mid-stream) before the gateway cuts
+    the request with an upstream-error event: a long generation streams for minutes, a stall is a fault."""
 
 
 class Tokens(Strict):
@@ -94,7 +97,9 @@ class WorkerUsage(UsageLine):
     by_job: dict[str, UsageLine] = Field(default_factory=dict)
     """Keyed by the job the controller told the gateway the worker was on ("-": none)."""
     rate_limited_until: float | None = None
-    """Epoch seconds: upstream said 429/529 and when to retry."""
+    """Epoch seconds: upstream said 429/529 (or a 5xx with retry-after) and when to retry."""
+    retry_after: float | None = None
+    """That answer's retry-after (seconds); None when it gave none (the until then assumes 30 s)."""
     refused: str | None = None
     """Why the gateway now refuses this worker's requests (its budget), None while it serves it."""
 

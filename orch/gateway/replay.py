@@ -153,12 +153,19 @@ def request_kind(path: str, body: dict[str, Any]) -> Kind:
     return "main" if body.get("stream") and body.get("tools") and not asks_format else "side"
 
 
+@functools.lru_cache(maxsize=256)
+def conversation(first_text: str, run_dir: str, workdir: str) -> str:
+    """The conversation's digest. Every turn of a conversation repeats its first user message, so the
+    normalising (a dozen regex passes, ~1 ms for a few KB) runs once per conversation, not per turn."""
+    return digest(normalise(first_text, run_dir, workdir))
+
+
 def exchange_key(path: str, body: dict[str, Any], run_dir: str, workdir: str) -> ExchangeKey:
     """How replay finds this request's recording (the gateway stores it with every exchange)."""
     messages = body.get("messages")
     return ExchangeKey(
         kind=request_kind(path, body),
-        conversation=digest(normalise(first_user_text(body), run_dir, workdir)),
+        conversation=conversation(first_user_text(body), run_dir, workdir),
         turn=len(messages) if isinstance(messages, list) else 0,
     )
 

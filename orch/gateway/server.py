@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import uvloop
 from aiohttp import web
 from pydantic import ValidationError
 
@@ -36,6 +37,7 @@ from orch.gateway.recorder import Recorder
 from orch.gateway.records import GatewayBoot, GatewayBudget, GatewayEventKind
 from orch.gateway.replay import Replayer
 from orch.gateway.wire import ChildStart, Report
+from orch.gateway.writer import Writer
 from orch.run.folder import RunFolder, atomic_write
 
 log = logging.getLogger("orch.gateway")
@@ -62,16 +64,12 @@ class Gateway:
         pricing = load_pricing(self.boot.pricing)
         self.books = Books(self.folder, pricing, self.events, self.boot.offline, self.boot.replay is not None)
         replayer = Replayer(Path(self.boot.replay), self.boot.run_dir, self.boot.workdir) if self.boot.replay else None
+        protocol = AnthropicProtocol()
+        self.writer = Writer(
+            self.books, Ledger(self.folder), Recorder(self.folder), protocol, self.boot.run_dir, self.boot.workdir
+        )
         self.proxy = Proxy(
-            self.boot,
-            AnthropicProtocol(),
-            start.upstream_url,
-            self.events,
-            self.books,
-            Ledger(self.folder),
-            Recorder(self.folder),
-            self.jobs,
-            replayer,
+            self.boot, protocol, start.upstream_url, self.events, self.books, self.writer, self.jobs, replayer
         )
 
     def report(self, report: Report) -> None:
@@ -104,6 +102,9 @@ class Gateway:
         path, method = request.path, request.method
         if path == "/_orch/health" and method == "GET":
             return _json(200, {"ok": True, "run": self.boot.run, "life": self.life, "pid": os.getpid()})
+        if path == "/_orch/settle" and method == "POST":
+            await self.writer.settled()
+            return _json(200, {"ok": True})
         if path == "/_orch/budget" and method == "PUT":
             try:
                 budget = GatewayBudget.model_validate_json(await request.read())
@@ -141,6 +142,7 @@ class Gateway:
 async def _serve(start: ChildStart, sock: socket.socket, report_fd: int) -> None:
     gateway = Gateway(start, report_fd)
     await gateway.proxy.open()
+    gateway.writer.start()
     runner = web.AppRunner(gateway.app(), access_log=None, handle_signals=False)
     await runner.setup()
     await web.SockSite(runner, sock, shutdown_timeout=5).start()
@@ -151,6 +153,7 @@ async def _serve(start: ChildStart, sock: socket.socket, report_fd: int) -> None
     gateway.report(Report(ready=True))
     await stop.wait()
     await runner.cleanup()
+    await gateway.writer.drain()  # a clean stop writes every answered exchange down
     await gateway.proxy.close()
 
 
@@ -163,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     start = ChildStart.model_validate_json(sys.stdin.readline())
     sock = socket.socket(fileno=args.fd)
     try:
-        asyncio.run(_serve(start, sock, args.report_fd))
+        uvloop.run(_serve(start, sock, args.report_fd))
     except OrchError as exc:
         print(f"orch gateway: {exc.one_line()}", file=sys.stderr)
         return exc.exit_code

@@ -4,6 +4,12 @@ handle, then keeps a server child serving on the inherited socket, restarting it
 The supervisor owns the live worker tokens and jobs (the child reports each change over a pipe before
 answering) and hands them to every new child, so a restart keeps the URL and every token. It never
 touches the network itself. SIGTERM stops the child, the scripted upstream, then the supervisor.
+
+It also keeps them, with its URL, in a state file beside its handle (`<handle>.tokens`, 0600, in the
+gateway's own 0700 folder: never the run folder). A supervisor that died without a clean stop (SIGKILL,
+OOM) leaves it behind; the next gateway started for the same run folder with that handle (the
+controller's `orch.fleet.gateway.ensure`) takes the tokens and jobs back and listens on the same address,
+so the workers carry on with the base URL and token they have. A clean stop removes the file.
 """
 
 from __future__ import annotations
@@ -24,20 +30,24 @@ from pathlib import Path
 from types import FrameType
 from typing import IO
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from orch.errors import OrchError, UsageError
 from orch.gateway.events import EventLog
 from orch.gateway.pricing import load_pricing
+from orch.gateway.process import state_path
 from orch.gateway.records import GatewayBoot, GatewayEventKind
 from orch.gateway.replay import Replayer
 from orch.gateway.wire import ChildStart, Report, boot_line
 from orch.run.folder import RunFolder, atomic_write
+from orch.run.records import Strict
 from orch.waits import wait_for_paths
 
 log = logging.getLogger("orch.gateway")
 UPSTREAM_START_TIMEOUT = 30.0
 CHILD_START_TIMEOUT = 30.0
+REBIND_TIMEOUT = 15.0
+"""How long a resumed gateway waits for its old address (the dying child may still hold it)."""
 _PR_SET_PDEATHSIG = 1
 
 
@@ -74,6 +84,18 @@ def url_of(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
+def listen_of(url: str) -> str:
+    """`http://127.0.0.1:8123` -> `127.0.0.1:8123` (the form `bind` takes)."""
+    return url.split("://", 1)[-1].rstrip("/")
+
+
+class SavedState(Strict):
+    run_dir: str
+    url: str
+    tokens: dict[int, str] = Field(default_factory=dict)
+    jobs: dict[int, str] = Field(default_factory=dict)
+
+
 class Supervisor:
     def __init__(self, boot: GatewayBoot, handle: Path) -> None:
         self.boot, self.handle = boot, handle
@@ -88,6 +110,46 @@ class Supervisor:
         self._tmp = Path(tempfile.mkdtemp(prefix="orch-gateway-"))
         self._handle_written = False
         self.url = ""
+        self.state_file = state_path(handle)
+        self.saved = self.load_state()
+        if self.saved is not None:
+            self.tokens, self.jobs = dict(self.saved.tokens), dict(self.saved.jobs)
+
+    # --- the private state ----------------------------------------------------------------------
+    def load_state(self) -> SavedState | None:
+        """What a supervisor of this run folder left behind when it died; None if nothing (or another run's)."""
+        try:
+            saved = SavedState.model_validate_json(self.state_file.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValidationError) as exc:
+            log.warning("ignoring the unreadable gateway state %s: %s", self.state_file, exc)
+            return None
+        return saved if saved.run_dir == self.boot.run_dir else None
+
+    def save_state(self) -> None:
+        state = SavedState(run_dir=self.boot.run_dir, url=self.url, tokens=self.tokens, jobs=self.jobs)
+        atomic_write(self.state_file, state.model_dump_json() + "\n", mode=0o600)
+
+    def bind(self) -> socket.socket:
+        """The boot's address, or a resumed gateway's old one (waiting for its dying child to let go);
+        a resumed gateway that cannot have it listens anew and says so (its workers' URLs are dead)."""
+        if self.saved is None or parse_listen(self.boot.listen)[1] != 0:
+            return bind(self.boot.listen)
+        old = listen_of(self.saved.url)
+        deadline = time.monotonic() + REBIND_TIMEOUT
+        while True:
+            try:
+                sock = bind(old)
+            except UsageError as exc:
+                if time.monotonic() < deadline:
+                    time.sleep(0.1)
+                    continue
+                self.events.emit(GatewayEventKind.STARTED, life=1, resumed=False, error=exc.message[:200])
+                self.saved = None
+                return bind(self.boot.listen)
+            self.events.emit(GatewayEventKind.STARTED, life=1, resumed=True, tokens=len(self.tokens))
+            return sock
 
     # --- the scripted upstream ------------------------------------------------------------------
     def start_upstream(self) -> str:
@@ -149,11 +211,13 @@ class Supervisor:
                     self._handle_written = True
             if report.worker is not None and report.token is not None:
                 self.tokens[report.worker] = report.token
+                self.save_state()
             if report.worker is not None and report.job_set:
                 if report.job is None:
                     self.jobs.pop(report.worker, None)
                 else:
                     self.jobs[report.worker] = report.job
+                self.save_state()
         reports.close()
         return ready
 
@@ -169,8 +233,9 @@ class Supervisor:
 
     def run(self) -> int:
         self.check()
-        sock = bind(self.boot.listen)
+        sock = self.bind()
         self.url = url_of(sock)
+        self.save_state()
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         try:
@@ -214,3 +279,5 @@ class Supervisor:
                     proc.kill()
                     proc.wait()
         shutil.rmtree(self._tmp, ignore_errors=True)
+        if self.stop_requested():  # a clean stop: nothing to resume (a failed start keeps what it had)
+            self.state_file.unlink(missing_ok=True)

@@ -119,6 +119,7 @@ class Controller:
         self.desk.panes = panes or {}
         if not self.desk.panes and not self.recovery.relaunch_fleet(server_running=panes is not None):
             return
+        self.recovery.keep_gateway()
         now = time.time()
         if now > self.state.started + self.spec.timeouts.run:
             self.review.abort(f"the run took longer than {self.spec.timeouts.run:g}s")
@@ -238,6 +239,7 @@ class Controller:
         self.state.finished = time.time()
         self.desk.save()
         self.desk.event(Event.FINISHED, exit_code=self.state.outcome.exit_code, reason=self.state.outcome.reason)
+        self.desk.gateway.settle()  # the last answers' usage, before the report reads it
         write_reports(self.run, self.spec, self.state)
         if self.spec.teardown:
             watch.kill(self.run)

@@ -239,6 +239,19 @@ def retry(job: Job, last: HookEvent, now: float, limits: Limits) -> Retry:
     return Retry.HOLD
 
 
+def continue_wait(fallback: float, gateway_until: float | None, failed_at: float, now: float) -> tuple[float, str]:
+    """Seconds before telling a worker whose turn ended on a rate limit or an API error to continue.
+
+    The gateway saw the upstream's answer and its retry-after (`rate_limited_until` in usage.json): when
+    that limit still held as the turn failed (until >= failed_at), wait until it lifts, not a minute
+    more (0 when it already has). Without one (no gateway, a 5xx without retry-after, a limit that had
+    ended before the turn failed): the spec's own wait (`fallback`). With where it came from: "gateway"
+    or "spec"."""
+    if gateway_until is None or gateway_until < failed_at:
+        return fallback, "spec"
+    return round(max(0.0, gateway_until - now), 1), "gateway"
+
+
 def restart_delay(restarts: int, limits: Limits) -> float:
     """Seconds before restarting a crashed worker: `restart_backoff` doubled per earlier restart, capped."""
     return min(limits.restart_backoff_max, limits.restart_backoff * 2.0**restarts)

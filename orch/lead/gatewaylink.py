@@ -62,7 +62,15 @@ class GatewayLink:
         return self._events.records()
 
     def ledger(self) -> Sequence[LedgerEntry]:
+        """Every ledger line so far, the last answer's included (the gateway writes it just after the
+        answer: it is asked to settle first)."""
+        self.settle()
         return self._ledger.records()
+
+    def settle(self) -> None:
+        """Wait until the gateway has written everything answered so far (usage.json, the ledger, the
+        recording); best effort: a gateway that is gone has written all it will."""
+        self._call(lambda c: c.settle())
 
     def refusals(self) -> dict[int | None, str]:
         """Why the gateway refuses whom (worker, or None: the whole fleet), from usage.json and the

@@ -8,9 +8,11 @@ import time
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from orch import settings
+from orch.agents.registry import get_adapter
 from orch.container import backends
 from orch.errors import OrchError, SandboxError
-from orch.fleet import launch
+from orch.fleet import gateway, launch
 from orch.lead import briefs, decisions
 from orch.lead.decisions import Crash, Nudge, Retry
 from orch.lead.desk import CONTINUE, NUDGE, REPOINT, Desk, Part
@@ -19,7 +21,7 @@ from orch.lead.jobs import Job, JobStatus, WorkerBook
 from orch.lead.review import Review
 from orch.run import bus
 from orch.run.events import Event
-from orch.run.records import HookEvent
+from orch.run.records import Backend, HookEvent
 
 PERMISSION_EVENTS = {"allow": Event.PERMISSION_ALLOWED, "deny": Event.PERMISSION_DENIED}
 """The workers' hook answered a permission prompt from the policy (else: PERMISSION_WAIT)."""
@@ -56,6 +58,21 @@ class Recovery(Part):
         self.desk.sync_gateway()  # the relaunch may have started a new gateway
         self.repoint_relaunched()
         return True
+
+    def keep_gateway(self) -> None:
+        """The model gateway's supervisor died under the run (SIGKILL, the OOM killer): start it again. It
+        takes back its address and the workers' tokens from its private state, so they carry on; it is
+        told the budget and jobs again. Local runs only: in a container the gateway is another uid's,
+        started by the container's init (the run's uid could not start it as that uid)."""
+        info = self.desk.info
+        if settings.IN_CONTAINER.get() or info.backend is not Backend.LOCAL or gateway.lost(info) is None:
+            return
+        try:
+            gateway.ensure(self.run, info, get_adapter(info.agent))
+        except OrchError as exc:
+            self.review.abort(f"the model gateway died and could not be started again: {exc.one_line()}")
+            return
+        self.desk.sync_gateway()
 
     def repoint_relaunched(self) -> None:
         for job in self.state.jobs:
@@ -130,8 +147,9 @@ class Recovery(Part):
         self.desk.tell(job, n, briefs.nudge_text(self.run, job, n), NUDGE)
 
     def retry_after(self, job: Job, n: int, last: HookEvent, what: Event, reason: str, wait: float) -> None:
-        """A turn that ended on a rate limit or a transient API error: wait, then tell the worker to
-        continue; each failed turn counts against `max_rate_limit_waits`."""
+        """A turn that ended on a rate limit or a transient API error: wait (as long as the gateway's
+        retry-after says, else `wait`), then tell the worker to continue; each failed turn counts against
+        `max_rate_limit_waits`."""
         step = decisions.retry(job, last, time.time(), self.spec.limits)
         if step in (Retry.WAIT, Retry.GIVE_UP):
             job.handled_event_ts = last.ts
@@ -139,13 +157,25 @@ class Recovery(Part):
         if step is Retry.GIVE_UP:
             self.review.fail(job, f"still failing ({reason}) after {job.rate_waits - 1} waits")
         elif step is Retry.WAIT:
-            job.continue_at = time.time() + wait
+            until = self.rate_limited_until(n)
+            now = time.time()
+            chosen, source = decisions.continue_wait(wait, until, last.ts, now)
+            job.continue_at = now + chosen
             self.desk.save()
-            self.desk.event(what, n, job=job.id, reason=reason, wait=wait)
+            self.desk.event(what, n, job=job.id, reason=reason, wait=chosen, wait_from=source)
         elif step is Retry.CONTINUE:
             job.continue_at = None
             self.desk.save()
             self.desk.tell(job, n, briefs.continue_text(job, reason), CONTINUE)
+
+    def rate_limited_until(self, n: int) -> float | None:
+        """Until when the upstream told worker n to wait, as the gateway saw it (its retry-after on a
+        429/529 or 5xx); None without a gateway or a retry-after (a guess is not the upstream's word)."""
+        usage = self.desk.gateway.usage()
+        worker = usage.workers.get(n) if usage is not None else None
+        if worker is None or worker.retry_after is None:
+            return None
+        return worker.rate_limited_until
 
     def note_permissions(self, job: Job, n: int) -> None:
         """Log each permission prompt of the job once: answered by the workers' hook from the policy,

@@ -26,8 +26,9 @@ from orch.run.records import Isolation, Strict
 ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}$"
 PLACEHOLDER_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 STEP_KINDS = (*SCRIPT_TOOLS, "tool", "reply", "fail")
-# The one key besides its kind a step may have: write's content, tool's input (a mapping).
-STEP_EXTRAS = {"write": "content", "tool": "input"}
+# The one key besides its kind a step may have: write's content, tool's input (a mapping), fail's
+# retry_after (seconds, the header the scripted model's error carries).
+STEP_EXTRAS = {"write": "content", "tool": "input", "fail": "retry_after"}
 
 
 class Role(StrEnum):
@@ -178,7 +179,8 @@ class Limits(Strict):
     max_relaunches: int = Field(default=2, ge=0)
     """Times the whole fleet is relaunched (sessions resumed) after its tmux server died under the controller."""
     rate_limit_wait: float = Field(default=60.0, ge=0)
-    """Seconds to wait after a rate-limit or overload error before telling the worker to continue."""
+    """Seconds to wait after a rate-limit or overload error before telling the worker to continue, when the
+    gateway saw no retry-after from the API (with one, the controller waits that long instead)."""
     max_rate_limit_waits: int = Field(default=10, ge=0)
     """Turns per job that may end on a rate limit or a transient API error (retried after `restart_backoff`)."""
 

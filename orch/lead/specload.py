@@ -213,11 +213,16 @@ def _check_steps(steps: Sequence[ScriptStep], where: Loc, allowed: Sequence[str]
             issues.append(
                 Issue(
                     (*where, i),
-                    f"a step has exactly one of {', '.join(STEP_KINDS)} (write may add content, tool input); "
+                    f"a step has exactly one of {', '.join(STEP_KINDS)} "
+                    "(write may add content, tool input, fail retry_after); "
                     f"got {sorted(step)}",
                 )
             )
         for key, value in step.items():
+            if key == "retry_after":
+                if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                    issues.append(Issue((*where, i, key), "must be a number of seconds (0 or more)"))
+                continue
             if key == "input":
                 if not isinstance(value, dict):
                     issues.append(Issue((*where, i, key), "must be a mapping (the tool's input)"))

@@ -148,7 +148,10 @@ class _Handler(BaseHTTPRequestHandler):
         if answer.kind == "fail":
             status, kind, message = FAILURES.get(answer.text, (500, "api_error", "Scripted API error"))
             # Without x-should-retry Claude Code 2.1.332 retries with backoff for minutes.
-            self._send_json(status, _error(kind, message), headers={"x-should-retry": "false"})
+            headers = {"x-should-retry": "false"}
+            if answer.retry_after is not None:
+                headers["retry-after"] = f"{answer.retry_after:g}"
+            self._send_json(status, _error(kind, message), headers=headers)
             return
         message_id = f"msg_{uuid.uuid4().hex}"  # unique ids: Claude Code merges messages sharing one
         if answer.kind == "tool":

@@ -16,6 +16,7 @@ the tool result (line-number prefixes stripped). Prose around the block is ignor
     {"reply": "final text"}                       -> text, end_turn
     {"fail": "rate_limit"}                        -> HTTP 429 (overloaded: 529, authentication: 401,
                                                      anything else: 500)
+    {"fail": "rate_limit", "retry_after": 3}      -> the same, with `retry-after: 3`
     ```
 
 Position in the script: each tool_use the assistant sent since the script arrived passes one tool
@@ -52,6 +53,8 @@ class Answer:
     tool: str = ""
     tool_input: dict[str, Any] = field(default_factory=dict)
     step: str = ""
+    retry_after: float | None = None
+    """A fail step's retry-after header (seconds), if the script gives one."""
 
 
 def _blocks(message: Message) -> list[dict[str, Any]]:
@@ -145,7 +148,9 @@ def _step_answer(step: dict[str, Any]) -> Answer:
     if "reply" in step:
         return Answer("text", text=str(step["reply"]), step="reply")
     if "fail" in step:
-        return Answer("fail", text=str(step["fail"]), step=f"fail:{step['fail']}")
+        wait = step.get("retry_after")
+        retry_after = float(wait) if isinstance(wait, int | float) and wait >= 0 else None
+        return Answer("fail", text=str(step["fail"]), step=f"fail:{step['fail']}", retry_after=retry_after)
     if "tool" in step:  # any other tool by name, e.g. one outside the allow list (a permission prompt)
         given = step.get("input")
         return Answer("tool", tool=str(step["tool"]), tool_input=given if isinstance(given, dict) else {}, step="tool")

@@ -3,8 +3,8 @@ a container from the orch image on a private Docker network. No test traffic lea
 
 Under the allowlist, the allowlisted server answers and the other one is refused at once; `none` refuses
 both; the model API host comes from ANTHROPIC_BASE_URL and is open to the gateway's uid only; real Claude
-Code works under the allowlist through the gateway, and the key lands in no file of the run folder and no
-container log.
+Code works under the allowlist and under `none` through the gateway, and the key lands in no file of the
+run folder and no container log.
 """
 
 from __future__ import annotations
@@ -150,15 +150,22 @@ def test_egress_modes(
 
 @pytest.mark.claude
 @pytest.mark.usefixtures("isolated_env")
-def test_claude_under_allowlist_through_the_gateway(
-    net: Net, names: list[str], workdir: Path, tmp_path: Path, engine: docker.DockerClient
+@pytest.mark.parametrize("mode", ["allowlist", "none"])
+def test_claude_through_the_gateway(
+    net: Net, names: list[str], workdir: Path, tmp_path: Path, engine: docker.DockerClient, mode: str
 ) -> None:
+    """Not offline: the real path. Under the allowlist and under `none` alike, the model API is open to the
+    gateway's uid alone (the workers are refused there), and the worker's turns go through the gateway."""
     name = new_name(names, "eg")
-    result = orch("up", name, "--workdir", workdir, "--network", net.network)  # not offline: the real path
+    result = orch("up", name, "--workdir", workdir, "--network", net.network, "--egress", mode)
     assert result.exit_code == 0, result.output
     run = RunFolder.for_name(name)
     info = run.info()
     assert isinstance(info, DockerRunInfo) and info.container.options.allow == []  # the gateway's only
+    (report,) = [e["data"] for e in events(run) if e["event"] == Event.EGRESS]
+    assert isinstance(report, dict) and report["mode"] == mode and set(report["gateway"]) == {net.model}
+    assert str(report["gateway_selftest"]).startswith("blocked")  # the run's uid is refused there
+    assert not _reach(run, [f"http://{net.model}:{PORT}/"])[f"http://{net.model}:{PORT}/"]
     brief = tmp_path / "brief.md"
     brief.write_text(script_brief(run, 1))
     assert orch("brief", name, "1", brief).exit_code == 0

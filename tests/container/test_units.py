@@ -70,6 +70,23 @@ def test_rules_default_deny_with_dns_and_allowlist() -> None:
     assert not any("--dport 53" in r or "-d " in r for r in none)  # loopback only: not even DNS out
 
 
+def test_none_leaves_the_live_gateway_its_model_api_and_dns_alone() -> None:
+    none = egress.rules(EgressMode.NONE, [], ["10.0.0.53"], use_ipset=False, gateway_uid=61000,
+                        gateway_networks=["198.51.100.9"])  # fmt: skip
+    flat = [" ".join(r) for r in none]
+    owner = "-m owner --uid-owner 61000 -j ACCEPT"
+    assert f"iptables -A OUTPUT -d 198.51.100.9 {owner}" in flat
+    assert f"iptables -A OUTPUT -d 10.0.0.53 -p udp --dport 53 {owner}" in flat
+    outward = [r for r in flat if "-d " in r]
+    assert outward and all(r.endswith(owner) for r in outward)  # the gateway's uid only, nobody else
+    assert flat.index(f"iptables -A OUTPUT -d 198.51.100.9 {owner}") < flat.index(
+        "iptables -A OUTPUT -j REJECT --reject-with icmp-admin-prohibited"
+    )
+    # an offline run (no gateway networks) stays loopback only
+    offline = egress.rules(EgressMode.NONE, [], ["10.0.0.53"], use_ipset=False, gateway_uid=61000)
+    assert not any("-d " in " ".join(r) for r in offline)
+
+
 def test_apply_runs_rules_then_self_test(monkeypatch: pytest.MonkeyPatch) -> None:
     ran: list[list[str]] = []
     monkeypatch.setattr(egress, "probe_blocked", lambda: "blocked 192.0.2.1:9 (test)")

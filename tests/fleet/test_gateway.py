@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import urllib.error
 import urllib.request
@@ -15,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from orch.fleet import launch
+from orch.agents.registry import get_adapter
+from orch.fleet import gateway, launch
 from orch.gateway.process import GatewayClient, handle_path, load_handle
 from orch.offline.modelserver import ScriptedModelServer, key_digest
 from orch.run.folder import RunFolder
@@ -125,6 +127,7 @@ def test_a_killed_gateway_server_is_restarted_and_the_worker_carries_on(
     brief.write_text(_brief(run, 1))
     assert orch("brief", "gk", "1", brief).exit_code == 0
     wait_until(lambda: run.done(1).exists(), 90, "the worker to finish through the new server", watch=run.root)
+    GatewayClient(handle).settle()  # the last answer's books are written just after it
     lives = [json.loads(line) for line in run.model_log.read_text().splitlines()]
     assert [e["data"].get("restart", False) for e in lives if e["event"] == "started"][-1]
     ids = [(e["kind"], e["id"]) for e in map(json.loads, run.model_ledger.read_text().splitlines())]
@@ -132,3 +135,45 @@ def test_a_killed_gateway_server_is_restarted_and_the_worker_carries_on(
     usage = json.loads(run.model_usage.read_text())
     # Counted once each: never more requests than the upstream answered.
     assert 0 < usage["workers"]["1"]["requests"] <= len([r for r in upstream.requests if r.path == "/v1/messages"])
+
+
+def test_a_killed_gateway_supervisor_is_started_again_and_the_workers_keep_their_tokens(
+    upstream: ScriptedModelServer, tmp_path: Path
+) -> None:
+    """SIGKILL the gateway's supervisor under a live fleet: its server child and its address go with it.
+    `ensure` (what the controller calls) starts another gateway that takes back the address and the
+    workers' tokens from its private state, so the worker, never restarted, finishes its brief through it
+    and nothing is counted twice."""
+    workdir = tmp_path / "w"
+    workdir.mkdir()
+    assert orch("up", "gs", "--workdir", workdir, "--local").exit_code == 0
+    run = RunFolder.for_name("gs")
+    info = run.info()
+    old = load_handle(handle_path("gs"))
+    state = handle_path("gs").with_name("gs.json.tokens")
+    assert stat.S_IMODE(state.stat().st_mode) == 0o600 and not str(state).startswith(str(run.root))
+    pids_before = {n: p.pid for n, p in launch.server_for(info).panes().items()}
+    os.kill(old.pid, signal.SIGKILL)
+    wait_until(lambda: not GatewayClient(old).health(), 30, "the killed gateway to stop answering")
+    assert gateway.lost(info) is not None
+    new = gateway.ensure(run, info, get_adapter(info.agent))
+    assert new.pid != old.pid and new.url == old.url  # the same address: the workers' base URLs still work
+    assert gateway.lost(info) is None
+    brief = tmp_path / "brief.md"
+    brief.write_text(_brief(run, 1))
+    assert orch("brief", "gs", "1", brief).exit_code == 0
+    wait_until(lambda: run.done(1).exists(), 90, "the worker to finish through the new gateway", watch=run.root)
+    assert {n: p.pid for n, p in launch.server_for(info).panes().items()} == pids_before  # none restarted
+    GatewayClient(new).settle()
+    lives = [json.loads(line) for line in run.model_log.read_text().splitlines()]
+    resumed = [e for e in lives if e["event"] == "started" and e["data"].get("resumed")]
+    assert len(resumed) == 1 and resumed[0]["data"]["tokens"] >= 1
+    assert not [e for e in lives if e["event"] == "bad-token"]  # the worker's old token was honoured
+    ids = [(e["kind"], e["id"]) for e in map(json.loads, run.model_ledger.read_text().splitlines())]
+    assert ids and len(ids) == len(set(ids))
+    usage = json.loads(run.model_usage.read_text())
+    assert 0 < usage["workers"]["1"]["requests"] <= len([r for r in upstream.requests if r.path == "/v1/messages"])
+    started = [e for e in map(json.loads, run.events.read_text().splitlines()) if e["event"] == "gateway-started"]
+    assert started[-1]["data"]["replaces"] == old.pid
+    assert orch("kill", "gs").exit_code == 0
+    assert not state.exists()  # the run is over: nothing left to resume

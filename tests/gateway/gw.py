@@ -126,6 +126,13 @@ def script_prompt(*steps: dict[str, Any]) -> str:
     return f"Do this.\n\n```orch-script\n{lines}\n```\n"
 
 
+def settled(run: Running) -> RunFolder:
+    """The run folder once the gateway has written every exchange answered so far (it writes them just
+    after each answer, off the worker's path)."""
+    run.client.settle()
+    return run.folder
+
+
 def usage_of(folder: RunFolder) -> dict[str, Any]:
     result: dict[str, Any] = json.loads(folder.model_usage.read_text())
     return result

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from orch.gateway.records import GatewayBudget
-from tests.gateway.gw import Running, events_of, gateway, ledger_of, script_prompt, usage_of
+from tests.gateway.gw import Running, events_of, gateway, ledger_of, script_prompt, settled, usage_of
 
 pytestmark = pytest.mark.claude
 
@@ -62,12 +62,12 @@ def test_claude_code_turns_budget_refusal_and_bad_token(
         result, _ = _claude(claude_bin, tmp_path, gw, token, prompt, 1)
         assert result["result"] == "Finished." and not result["is_error"], result
         assert out.read_text() == "gateway-ok\n"
-        worker = usage_of(gw.folder)["workers"]["1"]
+        worker = usage_of(settled(gw))["workers"]["1"]
         assert worker["requests"] >= 2 and worker["input_tokens"] == result["usage"]["input_tokens"]
         assert worker["output_tokens"] == result["usage"]["output_tokens"]
         if worker["cost_usd"]:  # the model Claude Code picked is in the table: same price as its own
             assert worker["cost_usd"] == pytest.approx(result["total_cost_usd"], rel=1e-6)
-        ledger = ledger_of(gw.folder)
+        ledger = ledger_of(settled(gw))
         assert [(e["kind"], e.get("tool")) for e in ledger] == [("tool_use", "Bash"), ("tool_result", None)]
 
         # A budget refusal: an API error, no retry loop.

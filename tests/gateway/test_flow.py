@@ -22,6 +22,7 @@ from tests.gateway.gw import (
     ledger_of,
     main_call,
     script_prompt,
+    settled,
     usage_of,
 )
 
@@ -54,7 +55,7 @@ def test_usage_cost_jobs_ledger_and_recording(tmp_path: Path) -> None:
         token = gw.client.mint_token(1)
         reply = call(gw.base(token) + "/v1/messages", main_call("count me"))
         expected = _usage_from(reply.events())
-        usage = UsageSnapshot.model_validate(usage_of(gw.folder))
+        usage = UsageSnapshot.model_validate(usage_of(settled(gw)))
         assert usage.offline and not usage.billed and usage.pricing == "orch/data/pricing.json"
         worker = usage.workers[1]
         assert (
@@ -65,16 +66,16 @@ def test_usage_cost_jobs_ledger_and_recording(tmp_path: Path) -> None:
         assert price and abs(worker.cost_usd - price) < 1e-12 and worker.by_job["-"].requests == 1
         gw.client.set_job(1, "job-7")
         _turns(gw, token)
-        usage = UsageSnapshot.model_validate(usage_of(gw.folder))
+        usage = UsageSnapshot.model_validate(usage_of(settled(gw)))
         assert usage.workers[1].requests == 3 and usage.workers[1].by_job["job-7"].requests == 2
         assert usage.total.requests == 3
-        ledger = ledger_of(gw.folder)
+        ledger = ledger_of(settled(gw))
         assert [(e["kind"], e["tool"], e["job"]) for e in ledger] == [
             ("tool_use", "Bash", "job-7"),
             ("tool_result", None, "job-7"),
         ]
         assert ledger[1]["id"] == ledger[0]["id"] and ledger[1]["output"] == "hi\n"
-        recorded = read_exchanges(gw.folder.exchanges(1))
+        recorded = read_exchanges(settled(gw).exchanges(1))
         assert [(e.status, e.stream, e.key.kind, e.key.turn) for e in recorded] == [
             (200, True, "main", 1),
             (200, True, "main", 1),
@@ -89,17 +90,17 @@ def test_the_server_child_restarts_with_tokens_totals_and_ledger_intact(tmp_path
         token = gw.client.mint_token(1)
         gw.client.set_job(1, "j")
         _, second = _turns(gw, token)
-        before = usage_of(gw.folder)["total"]
+        before = usage_of(settled(gw))["total"]
         child = health(gw)
         os.kill(child["pid"], signal.SIGKILL)
         wait_until(lambda: _life(gw) == 2, 20, "a restarted server child")
         assert health(gw)["pid"] != child["pid"]
         assert call(gw.base(token) + "/v1/messages", second).status == 200  # a retry of turn 2, same token
-        after = usage_of(gw.folder)["total"]
+        after = usage_of(settled(gw))["total"]
         assert after["requests"] == before["requests"] + 1  # the retry, nothing counted twice
-        kinds = [e["kind"] for e in ledger_of(gw.folder)]
+        kinds = [e["kind"] for e in ledger_of(settled(gw))]
         assert kinds == ["tool_use", "tool_result"]  # the retry's tool result was logged in the first life
-        assert read_exchanges(gw.folder.exchanges(1))[-1].job == "j"  # the job survived too
+        assert read_exchanges(settled(gw).exchanges(1))[-1].job == "j"  # the job survived too
         restarts = [e for e in events_of(gw.folder) if e["event"] == "started" and "restart" in e["data"]]
         assert len(restarts) == 1 and restarts[0]["data"]["life"] == 2
 
@@ -124,14 +125,14 @@ def test_budget_refusal(tmp_path: Path) -> None:
             assert error["type"] == "invalid_request_error"
             assert error["message"].startswith("orch gateway: budget exceeded: worker 1 used")
         assert call(gw.base(two) + "/v1/messages", main_call()).status == 200  # its own budget is fine
-        usage = usage_of(gw.folder)
+        usage = usage_of(settled(gw))
         assert usage["workers"]["1"]["refused"] and usage["workers"]["1"]["requests"] == 1
         exceeded = [e for e in events_of(gw.folder) if e["event"] == "budget-exceeded"]
         assert [(e["worker"], e["data"]["scope"]) for e in exceeded] == [(1, "worker")]
         gw.client.set_budget(GatewayBudget(max_tokens=1))
         reply = call(gw.base(two) + "/v1/messages", main_call())
         assert reply.status == 400 and "the fleet used" in reply.json()["error"]["message"]
-        assert usage_of(gw.folder)["refused"].startswith("the fleet used")
+        assert usage_of(settled(gw))["refused"].startswith("the fleet used")
 
 
 def test_replay_answers_from_the_recording_without_an_upstream(tmp_path: Path) -> None:
@@ -140,7 +141,7 @@ def test_replay_answers_from_the_recording_without_an_upstream(tmp_path: Path) -
     with gateway(live) as gw:
         token = gw.client.mint_token(1)
         _, second = _turns(gw, token)
-        recorded = read_exchanges(gw.folder.exchanges(1))
+        recorded = read_exchanges(settled(gw).exchanges(1))
     replay_dir = tmp_path / "replayed"
     replay_dir.mkdir()
     (replay_dir / "run").mkdir()
@@ -154,7 +155,7 @@ def test_replay_answers_from_the_recording_without_an_upstream(tmp_path: Path) -
         assert miss.status == 400 and miss.headers["x-should-retry"] == "false"
         assert miss.json()["error"]["message"].startswith("orch gateway: replay: ")
         assert [e["event"] for e in events_of(rp.folder) if e["event"] == "replay-miss"] == ["replay-miss"]
-        usage = usage_of(rp.folder)
+        usage = usage_of(settled(rp))
         assert usage["billed"] is False and usage["workers"]["1"]["requests"] == 1
-        assert len(read_exchanges(rp.folder.exchanges(1))) == 1  # replayed exchanges are recorded again
-        assert [e["kind"] for e in ledger_of(rp.folder)] == ["tool_result"]
+        assert len(read_exchanges(settled(rp).exchanges(1))) == 1  # replayed exchanges are recorded again
+        assert [e["kind"] for e in ledger_of(settled(rp))] == ["tool_result"]

@@ -8,6 +8,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 
 from orch.errors import OrchError
 from orch.gateway.process import GatewayHandle, handle_path, load_handle, save_handle, start_gateway, stop_gateway
@@ -103,6 +104,8 @@ def test_a_bad_boot_is_one_line(tmp_path: Path) -> None:
 
 def test_handle_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, orch_home: Path) -> None:
     assert handle_path("r1") == orch_home / "gateways" / "r1.json"
+    assert not (orch_home / "gateways").exists()  # a path, not a side effect
+    save_handle(handle_path("r1"), GatewayHandle(url="http://127.0.0.1:1", pid=1, control_key=SecretStr("k")))
     assert stat.S_IMODE((orch_home / "gateways").stat().st_mode) == 0o700
     monkeypatch.setenv("ORCH_IN_CONTAINER", "1")
     monkeypatch.setenv("TMPDIR", str(tmp_path))

@@ -540,6 +540,62 @@ def test_api_errors_are_retried_unless_fatal(
         assert "cannot recover from: authentication_failed" in (state.job("notes").failure or "")
 
 
+def test_a_rate_limit_waits_as_long_as_the_gateways_retry_after(offline: None, workdir: Path, tmp_path: Path) -> None:
+    """The scripted model answers 429 with retry-after: 2 through the run's gateway: the controller waits
+    what the gateway saw (not the spec's 600 s) and continues the worker once the limit has lifted."""
+    limited_turn = {"fail": "rate_limit", "retry_after": 2}
+    tasks = [{"id": "notes", "role": "scribe", "goal": "Write down what pages.py does.",
+              "offline_script": [{"bash": "ls"}, limited_turn, RESULT, DONE, reply()]}]  # fmt: skip
+    spec = write_spec(tmp_path / "rl.yaml", workdir, tasks, workers=1, limits={"rate_limit_wait": 600})
+    result = orch("run", spec, "--local", "--name", "rl-gateway")
+    assert result.exit_code == 0, result.output
+    run = RunFolder.for_name("rl-gateway")
+    assert load_state(run).job("notes").status is JobStatus.DONE
+    [waited] = events(run, Event.RATE_LIMITED)
+    assert waited.data["wait_from"] == "gateway" and 0 <= waited.data["wait"] <= 2, waited.data
+    gateway_says = [json.loads(line) for line in run.model_log.read_text().splitlines()]
+    [limited] = [e for e in gateway_says if e["event"] == "rate-limited"]
+    assert limited["worker"] == 1 and limited["data"] == {"status": 429, "retry_after": 2.0}
+    [continued] = events(run, Event.CONTINUE_SENT)
+    assert continued.ts.timestamp() >= limited["ts"] + 2  # not before the limit lifted
+
+
+def test_the_controller_starts_a_killed_gateway_again_and_the_worker_carries_on(
+    offline: None, workdir: Path, tmp_path: Path
+) -> None:
+    """SIGKILL the gateway's supervisor while a worker is mid-job: the controller sees it gone, starts
+    another on the same address with the workers' tokens, and the worker (never restarted) finishes."""
+    gate = tmp_path / "gate"
+    wait_gate = {"bash": f"while [ ! -e {gate} ]; do sleep 0.1; done"}
+    tasks = [{"id": "notes", "role": "scribe", "goal": "Write down what pages.py does.",
+              "offline_script": [wait_gate, RESULT, DONE, reply()]}]  # fmt: skip
+    spec = write_spec(tmp_path / "gk.yaml", workdir, tasks, workers=1, limits={"nudge_after": 60})
+    cmd = [sys.executable, "-c", "from orch.cli.main import main; main()", "run", str(spec), "--local", "--name", "gk"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ))
+    run = RunFolder.for_name("gk")
+    try:
+        wait_until(lambda: run.events.exists() and bool(events(run, Event.BRIEF_SENT)), 120, "the brief to go out")
+        old = json.loads(handle_path("gk").read_text())["pid"]
+        os.kill(old, signal.SIGKILL)
+
+        def replaced() -> bool:
+            return any(e.data.get("replaces") == old for e in events(run, Event.GATEWAY_STARTED))
+
+        wait_until(replaced, 60, "the controller to start the gateway again", interval=0.2)
+        gate.touch()
+        output, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    assert proc.returncode == 0, output.decode(errors="replace")
+    assert load_state(run).job("notes").status is JobStatus.DONE
+    assert not events(run, Event.RESTARTED_WORKER) and not events(run, Event.RESTARTED)
+    gateway_says = [json.loads(line) for line in run.model_log.read_text().splitlines()]
+    assert [e["data"]["tokens"] for e in gateway_says if e["event"] == "started" and e["data"].get("resumed")] == [1]
+    assert "bad-token" not in [e["event"] for e in gateway_says]
+
+
 # --- permission prompts ------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("policy", "exit_code", "event"),

@@ -353,6 +353,24 @@ def test_retry(last_ts: float, waits: int, continue_at: float | None, expected: 
     assert decisions.retry(job, _ev("StopFailure", last_ts), NOW, Limits(max_rate_limit_waits=3)) is expected
 
 
+CONTINUE_WAITS: dict[str, tuple[float | None, float, tuple[float, str]]] = {
+    # (the gateway's rate_limited_until, the failed turn's time, the wait and its source); spec's wait 60
+    "no-gateway-word": (None, NOW - 1, (60, "spec")),
+    "gateway-retry-after": (NOW + 7, NOW - 1, (7, "gateway")),
+    "shorter-than-the-spec": (NOW + 0.25, NOW - 1, (0.2, "gateway")),
+    "longer-than-the-spec": (NOW + 300, NOW - 1, (300, "gateway")),
+    "lifted-already": (NOW - 0.5, NOW - 1, (0, "gateway")),
+    "lifted-as-it-failed": (NOW - 1, NOW - 1, (0, "gateway")),
+    "ended-before-the-failure": (NOW - 2, NOW - 1, (60, "spec")),
+    "an-old-limit": (NOW - 3600, NOW - 1, (60, "spec")),
+}
+
+
+@pytest.mark.parametrize(("until", "failed_at", "wait"), CONTINUE_WAITS.values(), ids=CONTINUE_WAITS.keys())
+def test_continue_wait(until: float | None, failed_at: float, wait: tuple[float, str]) -> None:
+    assert decisions.continue_wait(60, until, failed_at, NOW) == wait
+
+
 BACKOFFS: dict[str, tuple[int, float, float, float]] = {
     "first-restart": (0, 2, 60, 2),
     "doubles": (1, 2, 60, 4),
