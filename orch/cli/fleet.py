@@ -169,6 +169,19 @@ def brief(
 
 
 @app.command()
+def restart(name: NameArg, worker: WorkerArg) -> None:
+    """Restart a worker's agent in its pane, resuming its session (what the controller does after a crash)."""
+    run = run_folder(name)
+
+    def here() -> None:
+        run.check_worker(worker)
+        launch.restart(run, worker)
+        typer.echo(f"restarted worker {worker}")
+
+    at_fleet(run, OrchCommand(["restart", name, str(worker)], here))
+
+
+@app.command()
 def read(
     name: NameArg,
     worker: WorkerArg,
