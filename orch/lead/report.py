@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import Field
 
 from orch.gateway.records import UsageLine, UsageSnapshot, read_usage
+from orch.lead.charts import CostPoint, JobBar, job_bars, job_costs
 from orch.lead.findings import CodeEvidence, CommandEvidence, Evidence
 from orch.lead.gatewaylink import has_gateway
 from orch.lead.jobs import ControllerState, FindingStatus, Job, JobStatus
@@ -144,6 +145,10 @@ class RunReport(Strict):
     findings: list[FindingRow]
     jobs: list[JobRow]
     flags: list[FlagRow]
+    timeline: list[JobBar] = Field(default_factory=list)
+    """Each job's brief and end, for the timeline (reports of older versions have none)."""
+    costs: dict[int, list[CostPoint]] = Field(default_factory=dict)
+    """Each worker's cost over time, a step at each job's end (with a gateway only)."""
 
     def verifier_columns(self) -> list[int]:
         return [w.worker for w in self.workers]
@@ -268,6 +273,8 @@ def build_report(run: RunFolder, spec: FleetSpec, state: ControllerState) -> Run
         findings=findings,
         jobs=jobs,
         flags=flags,
+        timeline=job_bars(state),
+        costs=job_costs(state, usage),
     )
 
 

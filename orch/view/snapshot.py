@@ -24,6 +24,7 @@ from orch.errors import NotFoundError, OrchError
 from orch.fleet.tmux import PaneInfo
 from orch.fleet.workerstate import derive_state
 from orch.gateway.records import UsageSnapshot, read_usage
+from orch.lead.charts import CostPoint, JobBar, job_bars
 from orch.lead.commentary import describe
 from orch.lead.controller import read_spec
 from orch.lead.jobs import ControllerState, JobStatus, load_state
@@ -95,22 +96,6 @@ class Progress(Strict):
     finished: float | None = None
     outcome: str | None = None
     """passed, not-confirmed or failed, once the controller has decided."""
-
-
-class JobBar(Strict):
-    """One job on the timeline: who ran it and when."""
-
-    worker: int
-    job: str
-    role: str
-    status: str
-    start: float
-    end: float | None = None
-
-
-class CostPoint(Strict):
-    ts: float
-    usd: float
 
 
 class Line(Strict):
@@ -385,35 +370,8 @@ class Watcher:
         )
 
     def _timeline(self) -> list[JobBar]:
-        if self.state is None:
-            return []
-        return [
-            JobBar(worker=j.worker, job=j.id, role=j.role.value, status=j.status.value, start=j.sent_at, end=j.ended_at)
-            for j in self.state.jobs
-            if j.worker is not None and j.sent_at is not None
-        ]
+        return job_bars(self.state) if self.state is not None else []
 
 
 def _pending(status: JobStatus) -> str:
     return {JobStatus.FAILED: "FAILED", JobStatus.CANCELLED: "CANCELLED"}.get(status, "PENDING")
-
-
-def job_costs(state: ControllerState, usage: UsageSnapshot | None) -> dict[int, list[CostPoint]]:
-    """Each worker's cost over time from its finished jobs (the report's chart: no live samples then)."""
-    series: dict[int, list[CostPoint]] = {}
-    if usage is None:
-        return series
-    for book in state.workers:
-        counted = usage.workers.get(book.n)
-        if counted is None:
-            continue
-        total = 0.0
-        points = [CostPoint(ts=state.started, usd=0.0)]
-        for job in sorted((j for j in state.jobs if j.worker == book.n and j.ended_at), key=lambda j: j.ended_at or 0):
-            line = counted.by_job.get(job.id)
-            total += line.cost_usd if line else 0.0
-            points.append(CostPoint(ts=job.ended_at or 0.0, usd=round(total, 6)))
-        end = state.finished or usage.updated
-        points.append(CostPoint(ts=max(end, points[-1].ts), usd=counted.cost_usd))
-        series[book.n] = points
-    return series

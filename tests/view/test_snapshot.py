@@ -10,12 +10,13 @@ import sys
 import time
 from pathlib import Path
 
+from orch.lead.charts import job_costs
 from orch.run import bus
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, RunStatus, WorkerState
 from orch.view import plain
-from orch.view.snapshot import Snapshot, Watcher, job_costs
+from orch.view.snapshot import Snapshot, Watcher
 from orch.waits import wait_until
 from tests.helpers import orch, run_info
 from tests.view.fakerun import hook, lead_run
