@@ -107,9 +107,10 @@ def timeline_svg(bars: Sequence[JobBar], workers: int, start: float, end: float,
     axis_y = workers * ROW + 16
     for i in range(5):
         ts = start + (end - start) * i / 4
+        anchor = ("start", "middle", "middle", "middle", "end")[i]
         out.append(
             f'<text x="{_x(ts, start, end, width):.1f}" y="{axis_y}" font-size="10" fill="#777" '
-            f'text-anchor="middle">{_clock(ts - start)}</text>'
+            f'text-anchor="{anchor}">{_clock(ts - start)}</text>'
         )
     out.append("</svg>")
     return "".join(out)

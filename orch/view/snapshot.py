@@ -24,7 +24,7 @@ from orch.errors import NotFoundError, OrchError
 from orch.fleet.tmux import PaneInfo
 from orch.fleet.workerstate import derive_state
 from orch.gateway.records import UsageSnapshot, read_usage
-from orch.lead.charts import CostPoint, JobBar, job_bars
+from orch.lead.charts import CostPoint, JobBar, job_bars, job_costs
 from orch.lead.commentary import describe
 from orch.lead.controller import read_spec
 from orch.lead.jobs import ControllerState, JobStatus, load_state
@@ -309,12 +309,20 @@ class Watcher:
             matrix=self._matrix(),
             progress=self._progress(),
             timeline=self._timeline(),
-            costs={n: list(points) for n, points in self.costs.items()},
+            costs=self._costs(),
             commentary=list(self.commentary),
             bus=list(self._bus.lines),
         )
         self.last = snap
         return snap
+
+    def _costs(self) -> dict[int, list[CostPoint]]:
+        """Each worker's cost over time: steps at its jobs' ends (a lead run), then what this view saw change."""
+        series = job_costs(self.state, self.usage) if self.state is not None else {}
+        for n, seen in self.costs.items():
+            points = series.setdefault(n, [])
+            points += [p for p in seen if not points or p.ts > points[-1].ts]
+        return series
 
     def _cost(self, n: int) -> float | None:
         if self.usage is not None:
