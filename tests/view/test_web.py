@@ -34,17 +34,19 @@ Serve = Callable[..., Served]
 
 
 @pytest.fixture
-def serve() -> Iterator[Serve]:
+def serve(tmp_path: Path) -> Iterator[Serve]:
     started: list[subprocess.Popen[str]] = []
 
     def start(name: str, *flags: str) -> Served:
         named = [name] if name else []
         argv = [sys.executable, "-c", "from orch.cli.main import main; main()", "watch", *named, "--web", *flags]
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        log = tmp_path / f"web-{len(started)}.log"
+        with log.open("w") as err:
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True)
         started.append(proc)
         assert proc.stdout is not None
         url = proc.stdout.readline().strip()
-        assert url.startswith("http://127.0.0.1:") and "?t=" in url, (url, proc.stderr.read() if proc.poll() else "")
+        assert url.startswith("http://127.0.0.1:") and "?t=" in url, (url, log.read_text())
         return Served(proc, url)
 
     yield start
