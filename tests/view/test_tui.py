@@ -23,6 +23,7 @@ from orch.view.actions import GENERIC_NUDGE
 from orch.view.tui import FleetScreen, PaneScreen, Tile, WatchApp, run_tui
 from orch.waits import wait_until
 from tests.helpers import orch, prompts
+from tests.view.browser import ARTIFACTS
 from tests.view.fakerun import hook, lead_run
 
 DEADLINE = 30.0
@@ -62,6 +63,8 @@ def test_a_tile_follows_a_hook_event_and_the_bus_filters(orch_home: Path) -> Non
             assert "busy (Bash)" in tile(app, 3).plain and "pages-F1.v2 (verifier)" in tile(app, 3).plain
             hook(run, 2, "PreToolUse", tool_name="Grep")
             await until(pilot, lambda: "busy (Grep)" in tile(app, 2).plain, "W2's tile to show its tool call")
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            app.save_screenshot("watch-tui.svg", str(ARTIFACTS))  # kept as an artifact (README's picture)
             screen = fleet_screen(app)
             assert len(screen.bus_shown) == 2
             await pilot.press("slash", *"checking")

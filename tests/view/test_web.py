@@ -21,6 +21,8 @@ from tests.helpers import orch, prompts
 from tests.view.browser import ARTIFACTS, chromium
 from tests.view.fakerun import hook, lead_run
 
+pytestmark = pytest.mark.browser
+
 
 class Served:
     def __init__(self, proc: subprocess.Popen[str], url: str) -> None:
