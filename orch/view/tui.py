@@ -29,7 +29,8 @@ from orch.view.snapshot import Snapshot, Watcher, WorkerTile
 from orch.view.wake import Wakeup
 
 TILE_WIDTH = 36
-SCREEN_REFRESH = 1.0  # seconds between captures of a worker's full screen
+SCREEN_REFRESH = 1.0
+FRAMES = 10  # snapshots drawn per second at most  # seconds between captures of a worker's full screen
 
 COLOURS: dict[WorkerState, str] = {  # hex: both Rich and Textual CSS read it
     WorkerState.BOOTING: "#1e90ff",
@@ -44,12 +45,25 @@ COLOURS: dict[WorkerState, str] = {  # hex: both Rich and Textual CSS read it
 VERDICT_COLOURS = {"CONFIRMED": "green", "REFUTED": "red", "UNVERIFIABLE": "yellow", "PENDING": "grey50"}
 
 
+def coarse(seconds: float) -> str:
+    """Time in state, as precise as a glance needs: a tile then changes every 10 s, or every minute, not every
+    second (redrawing 32 tiles a second is most of what the view would cost)."""
+    s = max(0, int(seconds))
+    if s < 10:
+        return f"{s}s"
+    if s < 60:
+        return f"{s // 10 * 10}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
 def tile_text(w: WorkerTile, now: float, width: int = TILE_WIDTH - 4) -> Text:
     """A worker's tile: who, state (coloured) and for how long, job, cost, last bus line."""
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append(f"W{w.n} ", style="bold")
     text.append(plain.cut(w.model or w.agent, width - 4) + "\n")
-    since = f" {plain.span(now - w.since)}" if w.since is not None else ""
+    since = f" {coarse(now - w.since)}" if w.since is not None else ""
     state = w.state.value + (f" ({w.detail})" if w.detail else "")
     text.append(plain.cut(state, width - len(since)), style=f"bold {COLOURS[w.state]}")
     text.append(since + "\n")
@@ -73,10 +87,13 @@ class Tile(Static):
         super().__init__(id=f"w{n}")
         self.n = n
         self.plain = ""
+        self.state: WorkerState | None = None
 
     def show(self, w: WorkerTile, now: float) -> None:
         text = tile_text(w, now)
-        self.plain = text.plain
+        if text.plain == self.plain and w.state is self.state:
+            return  # nothing to draw: most tiles, most of the time
+        self.plain, self.state = text.plain, w.state
         self.styles.border = ("round", COLOURS[w.state])
         self.update(text)
 
@@ -220,6 +237,7 @@ class FleetScreen(Screen[None]):
         self.notice = ""
         self.bus_filter = ""
         self.bus_shown: list[str] = []
+        self._shown: dict[str, tuple[str, tuple[str, ...]]] = {}
         self._wake = Wakeup(run)
 
     def compose(self) -> ComposeResult:
@@ -266,7 +284,10 @@ class FleetScreen(Screen[None]):
                     self.app.call_from_thread(self.gone)
                     return
                 self.app.call_from_thread(self.show, snap)
+                drawn = time.monotonic()
                 self._wake.wait()
+                # A busy fleet changes its folder many times a second: draw at most FRAMES times a second.
+                self._wake.pause(drawn + 1 / FRAMES - time.monotonic())
         finally:
             self._wake.close()
 
@@ -275,13 +296,20 @@ class FleetScreen(Screen[None]):
         if self.snap is not None:
             self.show(self.snap.model_copy(update={"gone": True}))
 
+    def _put(self, widget_id: str, text: Text) -> None:
+        """Update a panel only when what it shows changed (a redraw is the view's main cost)."""
+        key = (text.plain, tuple(str(span) for span in text.spans))
+        if self._shown.get(widget_id) != key:
+            self._shown[widget_id] = key
+            self.query_one(f"#{widget_id}", Static).update(text)
+
     def show(self, snap: Snapshot) -> None:
         self.snap = snap
         now = time.time()
         head = plain.progress_line(snap)
         if self.notice:
             head += "\n" + self.notice
-        self.query_one("#progress", Static).update(Text(head))
+        self._put("progress", Text(head))
         for w in snap.workers:
             tile = self.tiles.get(w.n)
             if tile is not None:
@@ -295,8 +323,8 @@ class FleetScreen(Screen[None]):
                 matrix.append(f" W{cell.verifier}:")
                 matrix.append(cell.verdict[:4], style=VERDICT_COLOURS.get(cell.verdict, ""))
             matrix.append("\n")
-        self.query_one("#matrix", Static).update(matrix if snap.matrix else Text("no findings yet", style="dim"))
-        self.query_one("#commentary", Static).update(Text("\n".join(c.text for c in snap.commentary[-30:])))
+        self._put("matrix", matrix if snap.matrix else Text("no findings yet", style="dim"))
+        self._put("commentary", Text("\n".join(c.text for c in snap.commentary[-30:])))
         self._show_bus()
 
     def _show_bus(self) -> None:
@@ -305,7 +333,7 @@ class FleetScreen(Screen[None]):
         needle = self.bus_filter.lower()
         shown = [b for b in self.snap.bus if needle in f"[{b.sender}] {b.text}".lower()]
         self.bus_shown = [f"{plain.clock(b.ts)} [{b.sender}] {b.text}" for b in shown[-30:]]
-        self.query_one("#bus", Static).update(Text("\n".join(self.bus_shown)))
+        self._put("bus", Text("\n".join(self.bus_shown)))
 
     @on(Input.Changed, "#filter")
     def filtered(self, event: Input.Changed) -> None:

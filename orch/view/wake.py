@@ -37,6 +37,11 @@ class Wakeup:
             return self._stop.wait(timeout)
         return self._notify.wait(timeout)
 
+    def pause(self, seconds: float) -> None:
+        """Let changes gather for `seconds` (they are drained by the next `wait`); returns early once stopped."""
+        if seconds > 0:
+            self._stop.wait(seconds)
+
     def stop(self) -> None:
         """Make `wait` return within its timeout (from any thread)."""
         self._stop.set()
