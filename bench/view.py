@@ -89,7 +89,7 @@ def tui_cpu(ctx: Context, run: RunFolder, seconds: float) -> float:
 
         def drawn() -> bool:
             screen = subprocess.run([*tmux, "capture-pane", "-p"], capture_output=True, text=True, check=False)
-            return f"W{run.info().workers}" in screen.stdout
+            return f"run {run.name} (" in screen.stdout and "W1 " in screen.stdout
 
         wait_until(drawn, 60, "the view to draw")
         c0, t0 = procs.tree_cpu(pid), time.monotonic()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from collections.abc import Collection, Sequence
 from pathlib import Path
@@ -39,6 +40,7 @@ from orch.run.folder import RunFolder, list_runs
 from orch.run.records import Backend, EgressMode, RunStatusView
 from orch.settings import CONTAINER_MEMORY, CONTAINER_PIDS
 from orch.text import shorten
+from orch.view.statusbar import BootProgress
 
 app = typer.Typer()  # joined into the `orch` app by orch.cli.commands
 
@@ -63,8 +65,12 @@ def _up(
         typer.echo(f"run {info.name}: resumed ({info.backend.value}); folder {RunFolder.for_name(name).root}")
         return
     req = up_request(name, workers, agent, workdir, permission_mode, model, offline, replace)
-    info = sandbox_for_backend(Backend.LOCAL if local else Backend.DOCKER, boot_timeout, docker).up(req)
     run = RunFolder.for_name(name)
+    progress = BootProgress(run, workers, sys.stderr, sys.stderr.isatty())  # each worker as it boots
+    try:
+        info = sandbox_for_backend(Backend.LOCAL if local else Backend.DOCKER, boot_timeout, docker).up(req)
+    finally:
+        progress.close()
     typer.echo(f"run {info.name}: {info.workers} {info.agent} worker(s) up ({info.where}); folder {run.root}")
 
 
