@@ -17,7 +17,6 @@ from typing import TextIO
 
 from orch.errors import OrchError
 from orch.run.folder import RunFolder
-from orch.run.records import WorkerState
 from orch.view import plain
 from orch.view.snapshot import Snapshot, Watcher
 from orch.view.wake import Wakeup
