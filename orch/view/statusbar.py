@@ -164,3 +164,20 @@ class BootProgress:
         self._follower.close(last=True)
         if self.bar is not None:
             self.bar.clear()
+
+
+class BuildProgress:
+    """`orch image build` on a terminal: each build step stays as a line, the step's own output scrolls by in
+    the bar (an npm install prints hundreds of lines); the engine's errors stay too."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.bar = StatusBar(stream)
+
+    def line(self, text: str) -> None:
+        if text.startswith(("Step ", "ERROR", "Successfully")):
+            self.bar.echo(text)
+        else:
+            self.bar.set("  " + text)
+
+    def close(self) -> None:
+        self.bar.clear()

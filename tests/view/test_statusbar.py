@@ -6,7 +6,7 @@ import io
 from pathlib import Path
 
 from orch.run.folder import RunFolder
-from orch.view.statusbar import CLEAR, RunBar, StatusBar
+from orch.view.statusbar import CLEAR, BuildProgress, RunBar, StatusBar
 from orch.waits import wait_until
 from tests.helpers import orch
 from tests.view.fakerun import hook, lead_run
@@ -46,3 +46,14 @@ def test_up_says_each_worker_booted(tmp_path: Path) -> None:
     lines = result.output.splitlines()
     assert {line.split(" (")[0] for line in lines if "booted" in line} == {"worker 1 booted", "worker 2 booted"}
     assert RunFolder.for_name("boot").exists()
+
+
+def test_a_build_keeps_its_steps_and_scrolls_their_output() -> None:
+    out = io.StringIO()
+    build = BuildProgress(out)
+    for line in ["Step 1/3 : FROM base", " ---> abc", "Step 2/3 : RUN npm install", "added 1 package", "npm notice"]:
+        build.line(line)
+    build.close()
+    kept = [part.split("\n")[0] for part in out.getvalue().split(CLEAR) if "\n" in part]
+    assert kept == ["Step 1/3 : FROM base", "Step 2/3 : RUN npm install"]
+    assert f"{CLEAR}  npm notice{CLEAR}" in out.getvalue()
