@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import Field, ValidationError
@@ -138,13 +138,12 @@ ALIVE = PaneInfo(pane_id="", worker=0, window=0, dead=False, dead_status=None, d
 """The pane of a running run, as far as the files tell: its death shows as the wrapper's ProcessExit event."""
 
 
-def worker_state(events: Iterable[HookEvent], running: bool) -> tuple[WorkerState, str | None, float | None]:
+def worker_state(events: Sequence[HookEvent], running: bool) -> tuple[WorkerState, str | None, float | None]:
     """The state from the hook log alone, and since when (the first of the newest events that agree)."""
-    history = list(events)
     pane = ALIVE if running else None
-    state, detail = derive_state(history[-1] if history else None, pane)
+    state, detail = derive_state(events[-1] if events else None, pane)
     since = None
-    for event in reversed(history):
+    for event in reversed(events):  # a busy worker's log is long: walk back only as far as the state holds
         if derive_state(event, pane)[0] is not state:
             break
         since = event.ts
@@ -227,6 +226,8 @@ class Watcher:
         self.commentary: deque[Line] = deque(maxlen=KEEP_LINES)
         self.costs: dict[int, list[CostPoint]] = {}
         self.finished_event = False
+        self._states: dict[int, tuple[tuple[int, bool], tuple[WorkerState, str | None, float | None]]] = {}
+        self._done_flags: dict[int, Path] = {}
         self.last: Snapshot | None = None
 
     def _reload(self) -> None:
@@ -279,7 +280,12 @@ class Watcher:
         jobs = {j.id: j for j in state.jobs} if state else {}
         tiles = []
         for n in range(1, info.workers + 1):
-            st, detail, since = worker_state(self.run.hook_events(n), running)
+            events = self.run.hook_events(n)
+            seen = self._states.get(n)
+            if seen is None or seen[0] != (len(events), running):  # the state moves only with a new event
+                seen = ((len(events), running), worker_state(events, running))
+                self._states[n] = seen
+            st, detail, since = seen[1]
             book = books.get(n)
             job = jobs.get(book.job) if book and book.job else None
             tiles.append(
@@ -294,10 +300,11 @@ class Watcher:
                     role=job.role.value if job else None,
                     cost_usd=self._cost(n),
                     last_bus=clean(self._bus.last.get(f"W{n}", ""), TEXT_CHARS) or None,
-                    done=self.run.done(n).exists(),
+                    done=self._done_flag(n).exists(),
                     out=clean(book.dead, 120) if book and book.dead else None,
                 )
             )
+        matrix = self._matrix()
         snap = Snapshot(
             run=info.name,
             backend=info.backend.value,
@@ -306,8 +313,8 @@ class Watcher:
             taken=time.time(),
             lead=state is not None,
             workers=tiles,
-            matrix=self._matrix(),
-            progress=self._progress(),
+            matrix=matrix,
+            progress=self._progress(matrix),
             timeline=self._timeline(),
             costs=self._costs(),
             commentary=list(self.commentary),
@@ -323,6 +330,11 @@ class Watcher:
             points = series.setdefault(n, [])
             points += [p for p in seen if not points or p.ts > points[-1].ts]
         return series
+
+    def _done_flag(self, n: int) -> Path:
+        if n not in self._done_flags:
+            self._done_flags[n] = self.run.done(n)
+        return self._done_flags[n]
 
     def _cost(self, n: int) -> float | None:
         if self.usage is not None:
@@ -353,7 +365,7 @@ class Watcher:
             )
         return rows
 
-    def _progress(self) -> Progress:
+    def _progress(self, matrix: list[MatrixRow]) -> Progress:
         state, spec, usage = self.state, self.spec, self.usage
         cost = usage.total.cost_usd if usage is not None else None
         if cost is None:
@@ -361,7 +373,7 @@ class Watcher:
             cost = sum(known) if known else None
         if state is None:
             return Progress(cost_usd=cost)
-        statuses = [r.status for r in self._matrix()]
+        statuses = [r.status for r in matrix]
         return Progress(
             jobs_done=sum(1 for j in state.jobs if j.status is JobStatus.DONE),
             jobs_failed=sum(1 for j in state.jobs if j.status is JobStatus.FAILED),

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib import resources
 from typing import Literal
@@ -32,6 +32,7 @@ TOKEN_HEADER = "X-Orch-Token"
 KEEPALIVE = 15.0  # seconds between SSE comments, so proxies and tunnels keep the stream open
 MAX_BODY = 64 * 1024
 PAGE_LINES = 100  # commentary and bus lines sent to the page
+FRAMES = 10  # updates pushed per second at most
 
 
 class ActionRequest(Strict):
@@ -48,19 +49,25 @@ def page_html(nonce: str) -> str:
     return html.replace("{{nonce}}", nonce).replace("/*{{style}}*/", style).replace("/*{{script}}*/", script)
 
 
-def payload(snap: Snapshot, control: bool) -> str:
+class Payload(Strict):
     """What the page gets: the snapshot (its lines trimmed), the charts as SVG, and whether actions are on."""
+
+    snapshot: Snapshot
+    timeline: str
+    costs: str
+    control: bool
+
+
+def payload(snap: Snapshot, control: bool) -> str:
     start = snap.progress.started or min((b.start for b in snap.timeline), default=snap.taken)
     end = snap.progress.finished or snap.taken
     trimmed = snap.model_copy(update={"commentary": snap.commentary[-PAGE_LINES:], "bus": snap.bus[-PAGE_LINES:]})
-    return json.dumps(
-        {
-            "snapshot": trimmed.model_dump(mode="json"),
-            "timeline": timeline_svg(snap.timeline, len(snap.workers), start, end) if snap.timeline else "",
-            "costs": cost_svg(snap.costs, start, end) if snap.costs else "",
-            "control": control,
-        }
-    )
+    return Payload(
+        snapshot=trimmed,
+        timeline=timeline_svg(snap.timeline, len(snap.workers), start, end) if snap.timeline else "",
+        costs=cost_svg(snap.costs, start, end) if snap.costs else "",
+        control=control,
+    ).model_dump_json()
 
 
 class Hub:
@@ -81,7 +88,10 @@ class Hub:
         wake = Wakeup(self.watcher.run)
         try:
             while True:
+                drawn = time.monotonic()
                 await asyncio.to_thread(wake.wait)
+                # A busy fleet changes its folder many times a second: at most FRAMES updates a second.
+                await asyncio.sleep(max(0.0, drawn + 1 / FRAMES - time.monotonic()))
                 try:
                     snap = await asyncio.to_thread(self.watcher.snapshot)
                 except NotFoundError:
