@@ -37,7 +37,18 @@ def state_text(w: WorkerTile, now: float) -> str:
     return text + (f" {span(now - w.since)}" if w.since is not None else "")
 
 
-def progress_line(snap: Snapshot) -> str:
+def coarse(seconds: float) -> str:
+    """A span as precise as a glance needs (`<1m`, `12m`, `1h05m`): it changes once a minute, so a view showing
+    it for every worker redraws each tile when its state moves, not every second."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return "<1m"
+    if s < 3600:
+        return f"{s // 60}m"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def progress_line(snap: Snapshot, precise: bool = True) -> str:
     p = snap.progress
     parts = [f"run {snap.run} ({snap.backend}, {snap.agent}, {snap.status.value})"]
     if snap.gone:
@@ -50,7 +61,7 @@ def progress_line(snap: Snapshot) -> str:
     if p.outcome:
         parts.append(f"outcome {p.outcome}")
     elif p.deadline is not None:
-        parts.append(f"{span(p.deadline - snap.taken)} left")
+        parts.append(f"{(span if precise else coarse)(p.deadline - snap.taken)} left")
     return "; ".join(parts)
 
 

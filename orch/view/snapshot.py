@@ -176,6 +176,16 @@ class BusTail:
         self.path, self.offset, self.pending = path, 0, b""
         self.lines: deque[BusEntry] = deque(maxlen=KEEP_LINES)
         self.last: dict[str, str] = {}
+        self._cleaned: dict[str, tuple[str, str]] = {}
+
+    def last_clean(self, sender: str) -> str | None:
+        """The sender's newest line, made safe to show (cleaned once per line, not per snapshot)."""
+        raw = self.last.get(sender)
+        if raw is None:
+            return None
+        if self._cleaned.get(sender, ("", ""))[0] != raw:
+            self._cleaned[sender] = (raw, clean(raw, TEXT_CHARS))
+        return self._cleaned[sender][1]
 
     def read(self) -> None:
         try:
@@ -228,6 +238,7 @@ class Watcher:
         self.finished_event = False
         self._states: dict[int, tuple[tuple[int, bool], tuple[WorkerState, str | None, float | None]]] = {}
         self._done_flags: dict[int, Path] = {}
+        self._hooks: dict[int, JsonlTail[HookEvent]] = {}
         self.last: Snapshot | None = None
 
     def _reload(self) -> None:
@@ -280,7 +291,7 @@ class Watcher:
         jobs = {j.id: j for j in state.jobs} if state else {}
         tiles = []
         for n in range(1, info.workers + 1):
-            events = self.run.hook_events(n)
+            events = self._hook_log(n).records()
             seen = self._states.get(n)
             if seen is None or seen[0] != (len(events), running):  # the state moves only with a new event
                 seen = ((len(events), running), worker_state(events, running))
@@ -299,7 +310,7 @@ class Watcher:
                     job=job.id if job else None,
                     role=job.role.value if job else None,
                     cost_usd=self._cost(n),
-                    last_bus=clean(self._bus.last.get(f"W{n}", ""), TEXT_CHARS) or None,
+                    last_bus=self._bus.last_clean(f"W{n}"),
                     done=self._done_flag(n).exists(),
                     out=clean(book.dead, 120) if book and book.dead else None,
                 )
@@ -330,6 +341,11 @@ class Watcher:
             points = series.setdefault(n, [])
             points += [p for p in seen if not points or p.ts > points[-1].ts]
         return series
+
+    def _hook_log(self, n: int) -> JsonlTail[HookEvent]:
+        if n not in self._hooks:
+            self._hooks[n] = JsonlTail(self.run.state(n), HookEvent)
+        return self._hooks[n]
 
     def _done_flag(self, n: int) -> Path:
         if n not in self._done_flags:

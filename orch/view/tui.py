@@ -29,8 +29,9 @@ from orch.view.snapshot import Snapshot, Watcher, WorkerTile
 from orch.view.wake import Wakeup
 
 TILE_WIDTH = 36
-SCREEN_REFRESH = 1.0
-FRAMES = 10  # snapshots drawn per second at most  # seconds between captures of a worker's full screen
+SCREEN_REFRESH = 1.0  # seconds between captures of a worker's full screen
+FRAMES = 10  # snapshots drawn per second at most
+BACKSTOP = 5.0  # seconds between snapshots when the folder is quiet (what is shown moves by the minute)
 
 COLOURS: dict[WorkerState, str] = {  # hex: both Rich and Textual CSS read it
     WorkerState.BOOTING: "#1e90ff",
@@ -45,25 +46,12 @@ COLOURS: dict[WorkerState, str] = {  # hex: both Rich and Textual CSS read it
 VERDICT_COLOURS = {"CONFIRMED": "green", "REFUTED": "red", "UNVERIFIABLE": "yellow", "PENDING": "grey50"}
 
 
-def coarse(seconds: float) -> str:
-    """Time in state, as precise as a glance needs: a tile then changes every 10 s, or every minute, not every
-    second (redrawing 32 tiles a second is most of what the view would cost)."""
-    s = max(0, int(seconds))
-    if s < 10:
-        return f"{s}s"
-    if s < 60:
-        return f"{s // 10 * 10}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
-
-
 def tile_text(w: WorkerTile, now: float, width: int = TILE_WIDTH - 4) -> Text:
     """A worker's tile: who, state (coloured) and for how long, job, cost, last bus line."""
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append(f"W{w.n} ", style="bold")
     text.append(plain.cut(w.model or w.agent, width - 4) + "\n")
-    since = f" {coarse(now - w.since)}" if w.since is not None else ""
+    since = f" {plain.coarse(now - w.since)}" if w.since is not None else ""
     state = w.state.value + (f" ({w.detail})" if w.detail else "")
     text.append(plain.cut(state, width - len(since)), style=f"bold {COLOURS[w.state]}")
     text.append(since + "\n")
@@ -93,9 +81,10 @@ class Tile(Static):
         text = tile_text(w, now)
         if text.plain == self.plain and w.state is self.state:
             return  # nothing to draw: most tiles, most of the time
+        if w.state is not self.state:  # a style change lays the screen out again: only when the state moved
+            self.styles.border = ("round", COLOURS[w.state])
         self.plain, self.state = text.plain, w.state
-        self.styles.border = ("round", COLOURS[w.state])
-        self.update(text)
+        self.update(text, layout=False)  # a tile's size never depends on its text
 
 
 class PaneScreen(Screen[None]):
@@ -238,6 +227,7 @@ class FleetScreen(Screen[None]):
         self.bus_filter = ""
         self.bus_shown: list[str] = []
         self._shown: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self._key: object = None
         self._wake = Wakeup(run)
 
     def compose(self) -> ComposeResult:
@@ -277,7 +267,7 @@ class FleetScreen(Screen[None]):
     def follow(self) -> None:
         """Waits on the folder, snapshots, hands it to the app; stops when the screen goes or the run does."""
         try:
-            while not self._wake._stop.is_set():
+            while not self._wake.stopped:
                 try:
                     snap = self.watcher.snapshot()
                 except NotFoundError:
@@ -285,7 +275,7 @@ class FleetScreen(Screen[None]):
                     return
                 self.app.call_from_thread(self.show, snap)
                 drawn = time.monotonic()
-                self._wake.wait()
+                self._wake.wait(BACKSTOP)
                 # A busy fleet changes its folder many times a second: draw at most FRAMES times a second.
                 self._wake.pause(drawn + 1 / FRAMES - time.monotonic())
         finally:
@@ -299,14 +289,27 @@ class FleetScreen(Screen[None]):
     def _put(self, widget_id: str, text: Text) -> None:
         """Update a panel only when what it shows changed (a redraw is the view's main cost)."""
         key = (text.plain, tuple(str(span) for span in text.spans))
-        if self._shown.get(widget_id) != key:
+        old = self._shown.get(widget_id)
+        if old != key:
             self._shown[widget_id] = key
-            self.query_one(f"#{widget_id}", Static).update(text)
+            # Only a panel sized by its text (progress, matrix) needs a new layout, and only when its height moved.
+            sized = widget_id in ("progress", "matrix")
+            lines = text.plain.count("\n")
+            relayout = sized and (old is None or old[0].count("\n") != lines)
+            self.query_one(f"#{widget_id}", Static).update(text, layout=relayout)
 
     def show(self, snap: Snapshot) -> None:
-        self.snap = snap
         now = time.time()
-        head = plain.progress_line(snap)
+        # Nothing shown changed (a tool call like the last, the backstop's tick): nothing to do. Times are
+        # shown to the minute, so a new minute counts as a change.
+        key = (snap.workers, snap.matrix, snap.progress, snap.commentary[-1:], snap.bus[-1:], len(snap.bus),
+               snap.status, snap.gone, self.notice, int(now // 60))  # fmt: skip
+        if key == self._key:
+            self.snap = snap
+            return
+        self._key = key
+        self.snap = snap
+        head = plain.progress_line(snap, precise=False)
         if self.notice:
             head += "\n" + self.notice
         self._put("progress", Text(head))

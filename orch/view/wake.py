@@ -37,6 +37,10 @@ class Wakeup:
             return self._stop.wait(timeout)
         return self._notify.wait(timeout)
 
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
     def pause(self, seconds: float) -> None:
         """Let changes gather for `seconds` (they are drained by the next `wait`); returns early once stopped."""
         if seconds > 0:
