@@ -68,7 +68,6 @@ class Tile(Static):
 
     DEFAULT_CSS = """
     Tile { height: 7; border: round $secondary; padding: 0 1; }
-    Tile.selected { border: double $accent; }
     """
 
     def __init__(self, n: int) -> None:
@@ -81,10 +80,21 @@ class Tile(Static):
         text = tile_text(w, now)
         if text.plain == self.plain and w.state is self.state:
             return  # nothing to draw: most tiles, most of the time
-        if w.state is not self.state:  # a style change lays the screen out again: only when the state moved
-            self.styles.border = ("round", COLOURS[w.state])
+        moved = w.state is not self.state
         self.plain, self.state = text.plain, w.state
+        if moved:  # a style change lays the screen out again: only when the state moved
+            self._border()
         self.update(text, layout=False)  # a tile's size never depends on its text
+
+    def select(self, selected: bool) -> None:
+        if selected != self.has_class("selected"):
+            self.set_class(selected, "selected")
+            self._border()
+
+    def _border(self) -> None:
+        """Coloured by state; heavy when selected (the keys act on it)."""
+        colour = COLOURS[self.state] if self.state is not None else "#808080"
+        self.styles.border = ("heavy" if self.has_class("selected") else "round", colour)
 
 
 class PaneScreen(Screen[None]):
@@ -317,7 +327,7 @@ class FleetScreen(Screen[None]):
             tile = self.tiles.get(w.n)
             if tile is not None:
                 tile.show(w, now)
-                tile.set_class(w.n == self.selected, "selected")
+                tile.select(w.n == self.selected)
         matrix = Text(no_wrap=True, overflow="ellipsis")
         for row in snap.matrix:
             matrix.append(f"{row.finding} W{row.finder} ")
@@ -350,7 +360,7 @@ class FleetScreen(Screen[None]):
         total = len(self.tiles)
         self.selected = (self.selected - 1 + step) % total + 1
         for n, tile in self.tiles.items():
-            tile.set_class(n == self.selected, "selected")
+            tile.select(n == self.selected)
         self.tiles[self.selected].scroll_visible()
 
     def action_open(self) -> None:
