@@ -22,7 +22,8 @@ RANKS = {
     "fleet": 5,
     "container": 6,
     "lead": 7,
-    "cli": 8,
+    "view": 8,
+    "cli": 9,
 }
 BASE = ("orch", "orch.errors", "orch.versions", "orch.waits", "orch.settings", "orch.text")
 

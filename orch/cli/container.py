@@ -4,6 +4,7 @@ the container options of `orch up`."""
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -28,6 +29,7 @@ from orch.settings import (
     PERMISSION_MODE,
     WORKERS,
 )
+from orch.view.statusbar import BuildProgress
 
 if TYPE_CHECKING:
     from orch.container.sandbox import DockerSettings
@@ -118,7 +120,14 @@ def image_build(
 
     base, ca_bundle, tag = base or BASE_IMAGE.get(), ca_bundle or CA_BUNDLE.get(), tag or IMAGE.get()
     kinds = [a.strip() for a in agents.split(",") if a.strip()]
-    image_id = build_image(base, agent_version, ca_bundle, tag, lambda line: typer.echo(line), kinds)
+    if not sys.stdout.isatty():  # a log: every line the engine printed
+        image_id = build_image(base, agent_version, ca_bundle, tag, lambda line: typer.echo(line), kinds)
+    else:  # a terminal: the steps, and under them the current step's output as one line
+        progress = BuildProgress(sys.stdout)
+        try:
+            image_id = build_image(base, agent_version, ca_bundle, tag, progress.line, kinds)
+        finally:
+            progress.close()
     typer.echo(f"built {tag} ({image_id})")
 
 

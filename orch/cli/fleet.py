@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 import time
 from collections.abc import Collection, Sequence
 from pathlib import Path
@@ -41,6 +42,7 @@ from orch.run.folder import RunFolder, list_runs
 from orch.run.records import Backend, EgressMode, Isolation, RunStatusView
 from orch.settings import CONTAINER_MEMORY, CONTAINER_PIDS
 from orch.text import shorten
+from orch.view.statusbar import BootProgress
 
 app = typer.Typer()  # joined into the `orch` app by orch.cli.commands
 
@@ -70,8 +72,12 @@ def _up(
     if mixed:
         kinds = parse_agents(mixed)
         req = dataclasses.replace(req, workers=len(kinds), agent=kinds[1], worker_agents=kinds)
-    info = sandbox_for_backend(Backend.LOCAL if local else Backend.DOCKER, boot_timeout, docker).up(req)
     run = RunFolder.for_name(name)
+    progress = BootProgress(run, req.workers, sys.stderr, sys.stderr.isatty())  # each worker as it boots
+    try:
+        info = sandbox_for_backend(Backend.LOCAL if local else Backend.DOCKER, boot_timeout, docker).up(req)
+    finally:
+        progress.close()
     typer.echo(f"run {info.name}: {info.fleet()} up ({info.where}); folder {run.root}")
 
 
@@ -200,6 +206,19 @@ def brief(
         typer.echo(f"briefed worker {worker}: {talk.brief(run, worker, text)}")
 
     at_fleet(run, OrchCommand(["brief", name, str(worker), "-"], here, stdin=text))
+
+
+@app.command()
+def restart(name: NameArg, worker: WorkerArg) -> None:
+    """Restart a worker's agent in its pane, resuming its session (what the controller does after a crash)."""
+    run = run_folder(name)
+
+    def here() -> None:
+        run.check_worker(worker)
+        launch.restart(run, worker)
+        typer.echo(f"restarted worker {worker}")
+
+    at_fleet(run, OrchCommand(["restart", name, str(worker)], here))
 
 
 @app.command()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -24,6 +25,7 @@ from orch.lead.spec import example_spec
 from orch.lead.specload import SpecError, load_spec
 from orch.run.folder import RunFolder
 from orch.run.records import Backend
+from orch.view.statusbar import RunBar
 
 EXIT_CODES = (
     "Exit codes: 0 every task completed and every finding was CONFIRMED by its verifiers; "
@@ -64,8 +66,11 @@ def _drive(run: RunFolder, commentary: bool = True) -> runner.RunResult:
     they happen (stderr: stdout is the result), read from events.jsonl here, or for a run folder on another
     machine, streamed back from the controller there."""
     shown = commentary and folder_is_here(run.info())
+    # On a terminal, a status bar stays under the commentary (jobs, findings, cost, time left, workers).
+    bar = RunBar(run, sys.stderr) if shown and sys.stderr.isatty() else None
+    echo = bar.echo if bar is not None else lambda line: typer.echo(line, err=True)
     try:
-        with Commentary(run, lambda line: typer.echo(line, err=True)) if shown else contextlib.nullcontext():
+        with Commentary(run, echo) if shown else contextlib.nullcontext():
             return runner.drive(run, commentary)
     except KeyboardInterrupt:
         typer.echo(
@@ -74,6 +79,9 @@ def _drive(run: RunFolder, commentary: bool = True) -> runner.RunResult:
             err=True,
         )
         raise typer.Exit(130) from None
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def _start(

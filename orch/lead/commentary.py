@@ -65,6 +65,9 @@ TEXTS: dict[Event, Callable[[ControllerEvent, dict[str, Any]], str | None]] = {
     Event.VERIFIER_REPLACED: lambda e, d: f"{d['job']} goes to another verifier: {d['replacement']}",
     Event.FLEET_RELAUNCHING: lambda e, d: "the fleet's tmux server is gone: relaunching it (sessions resumed)",
     Event.ABORTED: lambda e, d: f"stopping the run: {shorten(d.get('reason'), 200)}",
+    Event.WATCH_ACTION: lambda e, d: (
+        f"{d['action']} from orch watch ({d['by']}): {'done' if d['ok'] else 'failed'}: {shorten(d.get('said'), 120)}"
+    ),
 }
 
 

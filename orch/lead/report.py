@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import Field
 
 from orch.gateway.records import UsageLine, UsageSnapshot, read_usage
+from orch.lead.charts import CostPoint, JobBar, job_bars, job_costs
 from orch.lead.findings import CodeEvidence, CommandEvidence, Evidence, Verdict
 from orch.lead.gatewaylink import has_gateway
 from orch.lead.jobs import ControllerState, FindingStatus, Job, JobStatus
@@ -202,6 +203,10 @@ class RunReport(Strict):
     isolation: str = Isolation.SHARED.value
     attempts: list[AttemptRow] = Field(default_factory=list)
     """What workers tried beyond their own outboxes: refused bus posts, refused writes, leftover processes."""
+    timeline: list[JobBar] = Field(default_factory=list)
+    """Each job's brief and end, for the timeline (reports of older versions have none)."""
+    costs: dict[int, list[CostPoint]] = Field(default_factory=dict)
+    """Each worker's cost over time, a step at each job's end (with a gateway only)."""
 
     def verifier_columns(self) -> list[int]:
         return [w.worker for w in self.workers]
@@ -329,6 +334,8 @@ def build_report(run: RunFolder, spec: FleetSpec, state: ControllerState) -> Run
         confirmed_across_kinds=across_kinds(state, spec),
         isolation=run.info().isolation.value,
         attempts=attempts(run),
+        timeline=job_bars(state),
+        costs=job_costs(state, usage),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 
+from orch.lead.charts import cost_svg, timeline_svg
 from orch.lead.jobs import ControllerState
 from orch.lead.report import ISOLATION_NOTES, FindingRow, RunReport, Usage, build_report
 from orch.lead.spec import FleetSpec
@@ -216,6 +217,19 @@ def _matrix_class(text: str) -> str:
     return "finder" if text == "finder" else ""
 
 
+def charts_html(report: RunReport) -> list[str]:
+    """The jobs as bars over time and each worker's cost over time (inline SVG), when the report has them."""
+    if not report.timeline:
+        return []
+    start = report.started.timestamp()
+    ends = [b.end for b in report.timeline if b.end is not None] + [p.ts for ps in report.costs.values() for p in ps]
+    end = report.finished.timestamp() if report.finished else max(ends, default=start + 1)
+    parts = ["<h2>Timeline</h2>", timeline_svg(report.timeline, len(report.workers), start, end)]
+    if report.costs:
+        parts += ["<h2>Cost over time</h2>", cost_svg(report.costs, start, end)]
+    return parts
+
+
 def render_html(report: RunReport) -> str:
     columns = report.verifier_columns()
     status_class = {"passed": "CONFIRMED", "not-confirmed": "UNVERIFIED", "failed": "FAILED"}.get(report.status, "")
@@ -261,6 +275,7 @@ def render_html(report: RunReport) -> str:
                 f"<td>{_h(cell.reason)}<ul>{details}</ul></td></tr>"
             )
         parts.append("</table>")
+    parts += charts_html(report)
     notes = [n for n in (cost_note(report), evidence_note(report)) if n]
     parts.append("<h2>Workers</h2>" + "".join(f"<p>{_h(n)}</p>" for n in notes))
     parts.append(

@@ -96,3 +96,7 @@ class Event(StrEnum):
     CRASH_SEEN = "crash-seen"
     RESTARTED_WORKER = "restarted-worker"
     WORKER_OUT = "worker-out"
+
+    # orch.view: what a lead did from `orch watch` (the TUI or the page with --control)
+    WATCH_ACTION = "watch-action"
+    """data: action (send, nudge, restart, kill), by (tui or web), ok, and the command's last line."""

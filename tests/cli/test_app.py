@@ -14,7 +14,8 @@ from tests.helpers import orch
 
 # What `orch --help` lists, in its order (the README documents these); `serve-run` is hidden.
 COMMANDS = [
-    *("up", "spawn", "send", "brief", "read", "status", "ls", "attach", "kill", "wait"),  # orch.cli.fleet
+    *("up", "spawn", "send", "brief", "restart", "read", "status", "ls", "attach", "kill", "wait"),  # orch.cli.fleet
+    "watch",  # orch.cli.watch
     *("doctor", "model-server"),  # orch.cli.tools
     *("run", "demo", "report"),  # orch.cli.lead
     *("reap", "pull"),  # orch.cli.container
@@ -62,6 +63,11 @@ def test_help_lists_every_command_group() -> None:
         ["wait", "ghost"],
         ["brief", "ghost", "1", "-"],
         ["attach", "ghost"],
+        ["restart", "ghost", "1"],
+        ["watch", "ghost"],
+        ["watch", "ghost", "--once"],
+        ["watch", "ghost", "--json"],
+        ["watch", "ghost", "--web"],
         ["report", "ghost"],
         ["pull", "ghost"],
         ["run", "--resume", "ghost"],

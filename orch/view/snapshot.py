@@ -1,0 +1,413 @@
+"""A run at one moment, for `orch watch`: its workers, verification matrix, progress, commentary and bus.
+
+Built from the run folder alone (run.json, the workers' hook logs, controller.json, fleet.json, the
+gateway's usage.json, events.jsonl and bus.md), never by polling tmux: it works the same for a local run,
+a container run (the folder is bind-mounted here) and a run on a remote engine (its pulled folder). The
+`Watcher` reads the append-only files incrementally and re-reads the others only when they change, so a
+snapshot of a busy 32-worker run costs a few stat calls.
+
+Everything here is read from files a worker may write (hook logs, bus lines, status lines): texts are
+shortened to one line and numbers come from orch's own records (the controller's books, the gateway's
+usage), never from a worker's say-so.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import Field, ValidationError
+
+from orch.errors import NotFoundError, OrchError
+from orch.fleet.tmux import PaneInfo
+from orch.fleet.workerstate import derive_state
+from orch.gateway.records import UsageSnapshot, read_usage
+from orch.lead.charts import CostPoint, JobBar, job_bars, job_costs
+from orch.lead.commentary import describe
+from orch.lead.controller import read_spec
+from orch.lead.jobs import ControllerState, JobStatus, load_state
+from orch.lead.spec import FleetSpec
+from orch.lead.verification import finding_status
+from orch.run import bus
+from orch.run.events import Event
+from orch.run.folder import JsonlTail, RunFolder
+from orch.run.records import ControllerEvent, HookEvent, RunInfo, RunStatus, Strict, WorkerState
+from orch.text import shorten
+
+KEEP_LINES = 200  # commentary and bus lines a snapshot carries
+TEXT_CHARS = 160  # a bus or commentary line, shortened: a worker's line must not flood a tile
+CLAIM_CHARS = 90
+FINISHED = (Event.FINISHED, Event.ABORTED, Event.KILLED)
+
+
+def clean(text: object, limit: int) -> str:
+    """Worker-written text, made safe to show: control characters (terminal escapes) become spaces, and it is
+    shortened to one line."""
+    return shorten("".join(c if c.isprintable() else " " for c in str(text)), limit)
+
+
+class WorkerTile(Strict):
+    n: int
+    agent: str
+    model: str | None = None
+    state: WorkerState
+    detail: str | None = None
+    since: float | None = None
+    """When the worker entered this state (the hook event that put it there)."""
+    job: str | None = None
+    role: str | None = None
+    cost_usd: float | None = None
+    """From the gateway's usage (exact), else the agent's status line, else unknown."""
+    last_bus: str | None = None
+    done: bool = False
+    out: str | None = None
+    """Why the controller gives it no more jobs."""
+
+
+class MatrixCell(Strict):
+    verifier: int | None
+    round: int
+    verdict: str
+    """CONFIRMED, REFUTED, UNVERIFIABLE, PENDING, FAILED, CANCELLED."""
+
+
+class MatrixRow(Strict):
+    finding: str
+    claim: str
+    finder: int
+    status: str
+    cells: list[MatrixCell] = Field(default_factory=list)
+
+
+class Progress(Strict):
+    jobs_done: int = 0
+    jobs_failed: int = 0
+    jobs_total: int = 0
+    findings: int = 0
+    confirmed: int = 0
+    refuted: int = 0
+    cost_usd: float | None = None
+    budget_usd: float | None = None
+    started: float | None = None
+    deadline: float | None = None
+    """When `timeouts.run` runs out."""
+    finished: float | None = None
+    outcome: str | None = None
+    """passed, not-confirmed or failed, once the controller has decided."""
+
+
+class Line(Strict):
+    ts: float
+    text: str
+    worker: int | None = None
+
+
+class BusEntry(Strict):
+    ts: float | None
+    sender: str
+    text: str
+
+
+class Snapshot(Strict):
+    run: str
+    backend: str
+    agent: str
+    status: RunStatus
+    taken: float
+    gone: bool = False
+    """The run folder vanished while watched: what is shown is the last that was seen."""
+    lead: bool = False
+    """An `orch run` (a controller keeps books): jobs, the matrix and progress mean something."""
+    workers: list[WorkerTile]
+    matrix: list[MatrixRow] = Field(default_factory=list)
+    progress: Progress = Field(default_factory=Progress)
+    timeline: list[JobBar] = Field(default_factory=list)
+    costs: dict[int, list[CostPoint]] = Field(default_factory=dict)
+    commentary: list[Line] = Field(default_factory=list)
+    bus: list[BusEntry] = Field(default_factory=list)
+
+    @property
+    def ended(self) -> bool:
+        return self.gone or self.status in (RunStatus.STOPPED, RunStatus.FAILED) or self.progress.outcome is not None
+
+
+ALIVE = PaneInfo(pane_id="", worker=0, window=0, dead=False, dead_status=None, dead_signal=None, pid=None,
+                 current_command="")  # fmt: skip
+"""The pane of a running run, as far as the files tell: its death shows as the wrapper's ProcessExit event."""
+
+
+def worker_state(events: Sequence[HookEvent], running: bool) -> tuple[WorkerState, str | None, float | None]:
+    """The state from the hook log alone, and since when (the first of the newest events that agree)."""
+    pane = ALIVE if running else None
+    state, detail = derive_state(events[-1] if events else None, pane)
+    since = None
+    for event in reversed(events):  # a busy worker's log is long: walk back only as far as the state holds
+        if derive_state(event, pane)[0] is not state:
+            break
+        since = event.ts
+    return state, detail, since
+
+
+class _Changed:
+    """A file re-read only when its size or mtime moved."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.stamp: tuple[int, int] | None = None
+
+    def moved(self) -> bool:
+        try:
+            st = self.path.stat()
+            stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            stamp = None
+        if stamp == self.stamp:
+            return False
+        self.stamp = stamp
+        return True
+
+
+class BusTail:
+    """bus.md read incrementally: the last KEEP_LINES lines, and each sender's newest."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.pending = path, 0, b""
+        self.lines: deque[BusEntry] = deque(maxlen=KEEP_LINES)
+        self.last: dict[str, str] = {}
+        self._cleaned: dict[str, tuple[str, str]] = {}
+
+    def last_clean(self, sender: str) -> str | None:
+        """The sender's newest line, made safe to show (cleaned once per line, not per snapshot)."""
+        raw = self.last.get(sender)
+        if raw is None:
+            return None
+        if self._cleaned.get(sender, ("", ""))[0] != raw:
+            self._cleaned[sender] = (raw, clean(raw, TEXT_CHARS))
+        return self._cleaned[sender][1]
+
+    def read(self) -> None:
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            return
+        if size < self.offset:
+            self.offset, self.pending = 0, b""
+            self.lines.clear()
+            self.last.clear()
+        if size == self.offset:
+            return
+        with self.path.open("rb") as fh:
+            fh.seek(self.offset)
+            chunk = self.pending + fh.read(size - self.offset)
+        self.offset = size
+        *complete, self.pending = chunk.split(b"\n")
+        for raw in complete:
+            text = raw.decode("utf-8", errors="replace")
+            parsed = bus.parse_line(text)
+            if parsed is not None:
+                entry = BusEntry(ts=parsed.ts.timestamp(), sender=parsed.sender, text=clean(parsed.text, TEXT_CHARS))
+                self.last[parsed.sender] = text
+            elif text.startswith("[") and "]" in text:  # a line appended by hand: `[W3] text`
+                sender, _, rest = text[1:].partition("]")
+                entry = BusEntry(ts=None, sender=clean(sender, 12), text=clean(rest, TEXT_CHARS))
+                self.last[sender] = text
+            else:
+                continue
+            self.lines.append(entry)
+
+
+class Watcher:
+    """Keeps the readers of one run folder and makes a Snapshot on demand (cheap when little changed)."""
+
+    def __init__(self, run: RunFolder) -> None:
+        self.run = run
+        self.info: RunInfo = run.info()  # NotFoundError for an unknown run, before anything starts
+        self._info_file = _Changed(run.run_json)
+        self._state_file = _Changed(run.controller_state)
+        self._usage_file = _Changed(run.model_usage)
+        self._events = JsonlTail(run.events, ControllerEvent)
+        self._seen_events = 0
+        self._bus = BusTail(run.bus)
+        self.state: ControllerState | None = None
+        self.spec: FleetSpec | None = None
+        self.usage: UsageSnapshot | None = None
+        self.commentary: deque[Line] = deque(maxlen=KEEP_LINES)
+        self.costs: dict[int, list[CostPoint]] = {}
+        self.finished_event = False
+        self._states: dict[int, tuple[tuple[int, bool], tuple[WorkerState, str | None, float | None]]] = {}
+        self._done_flags: dict[int, Path] = {}
+        self._hooks: dict[int, JsonlTail[HookEvent]] = {}
+        self.last: Snapshot | None = None
+
+    def _reload(self) -> None:
+        if self._info_file.moved():
+            try:
+                self.info = self.run.info()
+            except OrchError:
+                if not self.run.root.exists():
+                    raise
+        if self._state_file.moved():
+            try:
+                self.state = load_state(self.run)
+            except OrchError:
+                self.state = None  # not (yet) an `orch run`, or a file of another version
+            if self.state is not None and self.spec is None:
+                try:
+                    self.spec = read_spec(self.run)
+                except OrchError:
+                    self.spec = None
+        if self._usage_file.moved():
+            self.usage = read_usage(self.run)
+            if self.usage is not None:
+                for n, counted in self.usage.workers.items():
+                    points = self.costs.setdefault(n, [])
+                    if not points or points[-1].usd != counted.cost_usd:
+                        points.append(CostPoint(ts=self.usage.updated, usd=counted.cost_usd))
+        events = self._events.records()
+        for event in events[self._seen_events :]:
+            if event.event in FINISHED:
+                self.finished_event = True
+            text = describe(event)
+            if text is not None:
+                self.commentary.append(Line(ts=event.ts.timestamp(), worker=event.worker, text=clean(text, 200)))
+        self._seen_events = len(events)
+        self._bus.read()
+
+    def snapshot(self) -> Snapshot:
+        """The run now; NotFoundError once its folder is gone (the last snapshot stays in `last`)."""
+        if not self.run.root.is_dir():
+            raise NotFoundError(f"run folder {self.run.root} vanished", hint="the run was removed while watched")
+        try:
+            self._reload()
+        except FileNotFoundError as exc:
+            raise NotFoundError(f"run folder {self.run.root} vanished", hint="the run was removed") from exc
+        except ValidationError:  # pragma: no cover - a record of another orch version
+            pass
+        info, state = self.info, self.state
+        running = info.status in (RunStatus.STARTING, RunStatus.RUNNING)
+        books = {b.n: b for b in state.workers} if state else {}
+        jobs = {j.id: j for j in state.jobs} if state else {}
+        tiles = []
+        for n in range(1, info.workers + 1):
+            events = self._hook_log(n).records()
+            seen = self._states.get(n)
+            if seen is None or seen[0] != (len(events), running):  # the state moves only with a new event
+                seen = ((len(events), running), worker_state(events, running))
+                self._states[n] = seen
+            st, detail, since = seen[1]
+            book = books.get(n)
+            job = jobs.get(book.job) if book and book.job else None
+            tiles.append(
+                WorkerTile(
+                    n=n,
+                    agent=book.agent if book else info.agent,
+                    model=(book.model if book else None) or info.worker_models.get(n) or info.model,
+                    state=st,
+                    detail=clean(detail, 60) if detail else None,
+                    since=since,
+                    job=job.id if job else None,
+                    role=job.role.value if job else None,
+                    cost_usd=self._cost(n),
+                    last_bus=self._bus.last_clean(f"W{n}"),
+                    done=self._done_flag(n).exists(),
+                    out=clean(book.dead, 120) if book and book.dead else None,
+                )
+            )
+        matrix = self._matrix()
+        snap = Snapshot(
+            run=info.name,
+            backend=info.backend.value,
+            agent=info.agent,
+            status=info.status,
+            taken=time.time(),
+            lead=state is not None,
+            workers=tiles,
+            matrix=matrix,
+            progress=self._progress(matrix),
+            timeline=self._timeline(),
+            costs=self._costs(),
+            commentary=list(self.commentary),
+            bus=list(self._bus.lines),
+        )
+        self.last = snap
+        return snap
+
+    def _costs(self) -> dict[int, list[CostPoint]]:
+        """Each worker's cost over time: steps at its jobs' ends (a lead run), then what this view saw change."""
+        series = job_costs(self.state, self.usage) if self.state is not None else {}
+        for n, seen in self.costs.items():
+            points = series.setdefault(n, [])
+            points += [p for p in seen if not points or p.ts > points[-1].ts]
+        return series
+
+    def _hook_log(self, n: int) -> JsonlTail[HookEvent]:
+        if n not in self._hooks:
+            self._hooks[n] = JsonlTail(self.run.state(n), HookEvent)
+        return self._hooks[n]
+
+    def _done_flag(self, n: int) -> Path:
+        if n not in self._done_flags:
+            self._done_flags[n] = self.run.done(n)
+        return self._done_flags[n]
+
+    def _cost(self, n: int) -> float | None:
+        if self.usage is not None:
+            counted = self.usage.workers.get(n)
+            return counted.cost_usd if counted else 0.0
+        line = self.run.status_line_info(n)
+        return line.cost_usd if line else None
+
+    def _matrix(self) -> list[MatrixRow]:
+        state, spec = self.state, self.spec
+        if state is None or spec is None:
+            return []
+        rows = []
+        for item in state.findings:
+            cells = []
+            for job in state.jobs_for(item.id):
+                accepted = next((v for v in state.verdicts if v.job == job.id), None)
+                verdict = accepted.report.verdict.value if accepted else _pending(job.status)
+                cells.append(MatrixCell(verifier=job.worker, round=job.round, verdict=verdict))
+            rows.append(
+                MatrixRow(
+                    finding=item.id,
+                    claim=clean(item.finding.claim, CLAIM_CHARS),
+                    finder=item.finder,
+                    status=finding_status(state, spec, item.id).value,
+                    cells=cells,
+                )
+            )
+        return rows
+
+    def _progress(self, matrix: list[MatrixRow]) -> Progress:
+        state, spec, usage = self.state, self.spec, self.usage
+        cost = usage.total.cost_usd if usage is not None else None
+        if cost is None:
+            known = [c for c in (self._cost(n) for n in range(1, self.info.workers + 1)) if c is not None]
+            cost = sum(known) if known else None
+        if state is None:
+            return Progress(cost_usd=cost)
+        statuses = [r.status for r in matrix]
+        return Progress(
+            jobs_done=sum(1 for j in state.jobs if j.status is JobStatus.DONE),
+            jobs_failed=sum(1 for j in state.jobs if j.status is JobStatus.FAILED),
+            jobs_total=sum(1 for j in state.jobs if j.status is not JobStatus.CANCELLED),
+            findings=len(state.findings),
+            confirmed=statuses.count("CONFIRMED"),
+            refuted=statuses.count("REFUTED"),
+            cost_usd=cost,
+            budget_usd=spec.budget.max_cost_usd if spec else None,
+            started=state.started,
+            deadline=state.started + spec.timeouts.run if spec else None,
+            finished=state.finished,
+            outcome=state.outcome.status if state.outcome else None,
+        )
+
+    def _timeline(self) -> list[JobBar]:
+        return job_bars(self.state) if self.state is not None else []
+
+
+def _pending(status: JobStatus) -> str:
+    return {JobStatus.FAILED: "FAILED", JobStatus.CANCELLED: "CANCELLED"}.get(status, "PENDING")

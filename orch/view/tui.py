@@ -1,0 +1,439 @@
+"""`orch watch NAME` on a terminal: a Textual app over the run's Watcher.
+
+A thread waits on the run folder (inotify, a one-second backstop), makes a snapshot and hands it to the
+app; the app only draws. Keys act through orch.view.actions (the CLI's own commands, logged as events).
+Quitting leaves the fleet running.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from typing import ClassVar
+
+from rich.text import Text
+from textual import events, on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import DataTable, Footer, Input, Label, Static
+
+from orch.errors import NotFoundError, OrchError
+from orch.run.folder import RunFolder, list_runs
+from orch.run.records import WorkerState
+from orch.view import plain
+from orch.view.actions import Action, Outcome, orch_argv, perform
+from orch.view.snapshot import Snapshot, Watcher, WorkerTile
+from orch.view.wake import Wakeup
+
+TILE_WIDTH = 36
+SCREEN_REFRESH = 1.0  # seconds between captures of a worker's full screen
+FRAMES = 10  # snapshots drawn per second at most
+BACKSTOP = 5.0  # seconds between snapshots when the folder is quiet (what is shown moves by the minute)
+
+COLOURS: dict[WorkerState, str] = {  # hex: both Rich and Textual CSS read it
+    WorkerState.BOOTING: "#1e90ff",
+    WorkerState.IDLE: "#d7af00",
+    WorkerState.BUSY: "#00af00",
+    WorkerState.WAITING_FOR_PERMISSION: "#d700d7",
+    WorkerState.RATE_LIMITED: "#ff8700",
+    WorkerState.ERROR: "#d70000",
+    WorkerState.CRASHED: "#d70000",
+    WorkerState.EXITED: "#808080",
+}
+VERDICT_COLOURS = {"CONFIRMED": "green", "REFUTED": "red", "UNVERIFIABLE": "yellow", "PENDING": "grey50"}
+
+
+def tile_text(w: WorkerTile, now: float, width: int = TILE_WIDTH - 4) -> Text:
+    """A worker's tile: who, state (coloured) and for how long, job, cost, last bus line."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(f"W{w.n} ", style="bold")
+    text.append(plain.cut(w.model or w.agent, width - 4) + "\n")
+    since = f" {plain.coarse(now - w.since)}" if w.since is not None else ""
+    state = w.state.value + (f" ({w.detail})" if w.detail else "")
+    text.append(plain.cut(state, width - len(since)), style=f"bold {COLOURS[w.state]}")
+    text.append(since + "\n")
+    job = f"{w.job} ({w.role})" if w.job else ("out: " + w.out if w.out else "no job")
+    text.append(plain.cut(job, width) + "\n")
+    text.append(plain.money(w.cost_usd) + ("  done" if w.done else "") + "\n")
+    bus_line = w.last_bus.split("] ", 1)[-1] if w.last_bus else "-"
+    text.append(plain.cut(bus_line, width), style="italic")
+    return text
+
+
+class Tile(Static):
+    """One worker. `plain` is its text without styles (what the tests read)."""
+
+    DEFAULT_CSS = """
+    Tile { height: 7; border: round $secondary; padding: 0 1; }
+    """
+
+    def __init__(self, n: int) -> None:
+        super().__init__(id=f"w{n}")
+        self.n = n
+        self.plain = ""
+        self.state: WorkerState | None = None
+
+    def show(self, w: WorkerTile, now: float) -> None:
+        text = tile_text(w, now)
+        if text.plain == self.plain and w.state is self.state:
+            return  # nothing to draw: most tiles, most of the time
+        moved = w.state is not self.state
+        self.plain, self.state = text.plain, w.state
+        if moved:  # a style change lays the screen out again: only when the state moved
+            self._border()
+        self.update(text, layout=False)  # a tile's size never depends on its text
+
+    def select(self, selected: bool) -> None:
+        if selected != self.has_class("selected"):
+            self.set_class(selected, "selected")
+            self._border()
+
+    def _border(self) -> None:
+        """Coloured by state; heavy when selected (the keys act on it)."""
+        colour = COLOURS[self.state] if self.state is not None else "#808080"
+        self.styles.border = ("heavy" if self.has_class("selected") else "round", colour)
+
+
+class PaneScreen(Screen[None]):
+    """A worker's full screen, read-only (`orch read`), refreshed every second; Escape goes back."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q", "app.pop_screen", "back")]
+
+    def __init__(self, run: RunFolder, n: int) -> None:
+        super().__init__()
+        self.run, self.n = run, n
+        self._stop = threading.Event()
+
+    def compose(self) -> ComposeResult:
+        yield Label(f"worker {self.n} of {self.run.name}: read-only (Esc: back)", id="pane-title")
+        with VerticalScroll():
+            yield Static(id="pane")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.capture()
+
+    def on_unmount(self) -> None:
+        self._stop.set()
+
+    @work(thread=True, exclusive=True)
+    def capture(self) -> None:
+        while not self._stop.is_set():
+            proc = subprocess.run(
+                orch_argv("read", self.run.name, str(self.n), "--lines", "200"),
+                capture_output=True, text=True, check=False, timeout=30,
+            )  # fmt: skip
+            screen = proc.stdout if proc.returncode == 0 else proc.stderr
+            self.app.call_from_thread(self._show, screen)
+            self._stop.wait(SCREEN_REFRESH)
+
+    def _show(self, screen: str) -> None:
+        self.query_one("#pane", Static).update(Text(screen))
+
+
+class AskScreen(ModalScreen[str | None]):
+    """One line of input (a message to send), or a yes/no confirmation when `confirm`."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
+    DEFAULT_CSS = """
+    AskScreen { align: center middle; }
+    AskScreen > Vertical { width: 80%; max-width: 100; height: auto; border: thick $accent; padding: 1 2;
+                           background: $panel; }
+    """
+
+    def __init__(self, prompt: str, confirm: bool = False) -> None:
+        super().__init__()
+        self.prompt, self.confirm = prompt, confirm
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(self.prompt + (" [y/N]" if self.confirm else ""))
+            if not self.confirm:
+                yield Input(id="ask")
+
+    def on_key(self, event: events.Key) -> None:
+        if self.confirm:  # any key answers; only y says yes. The key goes no further (not to the fleet's keys).
+            event.stop()
+            event.prevent_default()
+            self.dismiss("y" if event.key == "y" else None)
+
+    @on(Input.Submitted, "#ask")
+    def submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value if event.value.strip() else None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class RunPicker(Screen[None]):
+    """Every run (the `orch ls` view); Enter watches one."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("q", "app.quit", "quit")]
+
+    def compose(self) -> ComposeResult:
+        yield Label("orch watch: pick a run (Enter), q quits", id="picker-title")
+        yield DataTable(id="runs", cursor_type="row")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#runs", DataTable)
+        table.add_columns("NAME", "BACKEND", "AGENT", "WORKERS", "STATUS")
+        for run in list_runs():
+            try:
+                info = run.info()
+            except OrchError:
+                continue
+            table.add_row(
+                info.name, info.backend.value, info.agent, str(info.workers), info.status.value, key=info.name
+            )
+        if not table.row_count:
+            self.query_one("#picker-title", Label).update("no runs: start one with `orch up` or `orch run`; q quits")
+
+    @on(DataTable.RowSelected)
+    def picked(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value:
+            app = self.app
+            assert isinstance(app, WatchApp)
+            app.watch_run(RunFolder.for_name(event.row_key.value))
+
+
+class FleetScreen(Screen[None]):
+    """The live view of one run."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("left,h", "move(-1)", "prev", show=False),
+        Binding("right,l", "move(1)", "next", show=False),
+        Binding("enter,o", "open", "screen"),
+        Binding("s", "send", "send"),
+        Binding("n", "nudge", "nudge"),
+        Binding("r", "restart", "restart"),
+        Binding("a", "attach", "attach"),
+        Binding("K", "kill", "kill run"),
+        Binding("slash", "filter", "filter bus"),
+        Binding("q", "app.quit", "quit"),
+    ]
+    DEFAULT_CSS = """
+    #progress { height: auto; padding: 0 1; background: $boost; }
+    #tiles { height: 1fr; }
+    #grid { grid-size: 3; grid-gutter: 0 1; height: auto; }
+    #side { width: 1fr; min-width: 30; }
+    #main-tiles { width: 2fr; }
+    #matrix, #commentary, #bus { border: round $primary-darken-2; height: 1fr; }
+    #matrix { height: auto; max-height: 12; }
+    #filter { height: 3; }
+    """
+
+    def __init__(self, run: RunFolder) -> None:
+        super().__init__()
+        self.run = run
+        self.watcher = Watcher(run)  # NotFoundError for an unknown run, before the screen shows
+        self.selected = 1
+        self.snap: Snapshot | None = None
+        self.tiles: dict[int, Tile] = {}
+        self.notice = ""
+        self.bus_filter = ""
+        self.bus_shown: list[str] = []
+        self._shown: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self._key: object = None
+        self._wake = Wakeup(run)
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="progress")
+        with Horizontal():
+            with VerticalScroll(id="main-tiles"):
+                yield Grid(*[Tile(n) for n in range(1, self.watcher.info.workers + 1)], id="grid")
+            with Vertical(id="side"):
+                yield Static(id="matrix")
+                yield Static(id="commentary")
+                yield Static(id="bus")
+                yield Input(placeholder="filter the bus (/)", id="filter")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.tiles = {t.n: t for t in self.query(Tile)}
+        self.query_one("#matrix").border_title = "verification"
+        self.query_one("#commentary").border_title = "commentary"
+        self.query_one("#bus").border_title = "bus"
+        self._layout(self.size.width)
+        self.show(self.watcher.snapshot())
+        self.follow()
+
+    def on_unmount(self) -> None:
+        self._wake.stop()
+
+    def on_resize(self, event: object) -> None:
+        self._layout(self.size.width)
+
+    def _layout(self, width: int) -> None:
+        narrow = width < 90
+        self.query_one("#side").display = not narrow
+        usable = width if narrow else width * 2 // 3
+        self.query_one("#grid", Grid).styles.grid_size_columns = max(1, usable // TILE_WIDTH)
+
+    @work(thread=True, exclusive=True)
+    def follow(self) -> None:
+        """Waits on the folder, snapshots, hands it to the app; stops when the screen goes or the run does."""
+        try:
+            while not self._wake.stopped:
+                try:
+                    snap = self.watcher.snapshot()
+                except NotFoundError:
+                    self.app.call_from_thread(self.gone)
+                    return
+                self.app.call_from_thread(self.show, snap)
+                drawn = time.monotonic()
+                self._wake.wait(BACKSTOP)
+                # A busy fleet changes its folder many times a second: draw at most FRAMES times a second.
+                self._wake.pause(drawn + 1 / FRAMES - time.monotonic())
+        finally:
+            self._wake.close()
+
+    def gone(self) -> None:
+        self.notice = f"the run folder {self.run.root} vanished: showing the last that was seen (q quits)"
+        if self.snap is not None:
+            self.show(self.snap.model_copy(update={"gone": True}))
+
+    def _put(self, widget_id: str, text: Text) -> None:
+        """Update a panel only when what it shows changed (a redraw is the view's main cost)."""
+        key = (text.plain, tuple(str(span) for span in text.spans))
+        old = self._shown.get(widget_id)
+        if old != key:
+            self._shown[widget_id] = key
+            # Only a panel sized by its text (progress, matrix) needs a new layout, and only when its height moved.
+            sized = widget_id in ("progress", "matrix")
+            lines = text.plain.count("\n")
+            relayout = sized and (old is None or old[0].count("\n") != lines)
+            self.query_one(f"#{widget_id}", Static).update(text, layout=relayout)
+
+    def show(self, snap: Snapshot) -> None:
+        now = time.time()
+        # Nothing shown changed (a tool call like the last, the backstop's tick): nothing to do. Times are
+        # shown to the minute, so a new minute counts as a change.
+        key = (snap.workers, snap.matrix, snap.progress, snap.commentary[-1:], snap.bus[-1:], len(snap.bus),
+               snap.status, snap.gone, self.notice, int(now // 60))  # fmt: skip
+        if key == self._key:
+            self.snap = snap
+            return
+        self._key = key
+        self.snap = snap
+        head = plain.progress_line(snap, precise=False)
+        if self.notice:
+            head += "\n" + self.notice
+        self._put("progress", Text(head))
+        for w in snap.workers:
+            tile = self.tiles.get(w.n)
+            if tile is not None:
+                tile.show(w, now)
+                tile.select(w.n == self.selected)
+        matrix = Text(no_wrap=True, overflow="ellipsis")
+        for row in snap.matrix:
+            matrix.append(f"{row.finding} W{row.finder} ")
+            matrix.append(row.status, style=VERDICT_COLOURS.get(row.status, ""))
+            for cell in row.cells:
+                matrix.append(f" W{cell.verifier}:")
+                matrix.append(cell.verdict[:4], style=VERDICT_COLOURS.get(cell.verdict, ""))
+            matrix.append("\n")
+        self._put("matrix", matrix if snap.matrix else Text("no findings yet", style="dim"))
+        self._put("commentary", Text("\n".join(c.text for c in snap.commentary[-30:])))
+        self._show_bus()
+
+    def _show_bus(self) -> None:
+        if self.snap is None:
+            return
+        needle = self.bus_filter.lower()
+        shown = [b for b in self.snap.bus if needle in f"[{b.sender}] {b.text}".lower()]
+        self.bus_shown = [f"{plain.clock(b.ts)} [{b.sender}] {b.text}" for b in shown[-30:]]
+        self._put("bus", Text("\n".join(self.bus_shown)))
+
+    @on(Input.Changed, "#filter")
+    def filtered(self, event: Input.Changed) -> None:
+        self.bus_filter = event.value
+        self._show_bus()
+
+    def action_filter(self) -> None:
+        self.query_one("#filter", Input).focus()
+
+    def action_move(self, step: int) -> None:
+        total = len(self.tiles)
+        self.selected = (self.selected - 1 + step) % total + 1
+        for n, tile in self.tiles.items():
+            tile.select(n == self.selected)
+        self.tiles[self.selected].scroll_visible()
+
+    def action_open(self) -> None:
+        self.app.push_screen(PaneScreen(self.run, self.selected))
+
+    def action_send(self) -> None:
+        n = self.selected
+
+        def sent(text: str | None) -> None:
+            if text:
+                self.act(Action.SEND, n, text)
+
+        self.app.push_screen(AskScreen(f"message to worker {n} (one submission, acknowledged):"), sent)
+
+    def action_nudge(self) -> None:
+        self.act(Action.NUDGE, self.selected)
+
+    def action_restart(self) -> None:
+        n = self.selected
+
+        def confirmed(yes: str | None) -> None:
+            if yes:
+                self.act(Action.RESTART, n)
+
+        self.app.push_screen(AskScreen(f"restart worker {n}?", confirm=True), confirmed)
+
+    def action_kill(self) -> None:
+        def confirmed(yes: str | None) -> None:
+            if yes:
+                self.act(Action.KILL, None)
+
+        self.app.push_screen(AskScreen(f"kill run {self.run.name}? (its folder stays)", confirm=True), confirmed)
+
+    def action_attach(self) -> None:
+        """Attach with write, in this terminal; back to the view when detached."""
+        with self.app.suspend():
+            subprocess.run(orch_argv("attach", self.run.name, "--write"), check=False)
+
+    @work(thread=True)
+    def act(self, action: Action, worker: int | None, text: str = "") -> Outcome | None:
+        self.app.call_from_thread(self.app.notify, f"{action.value}{f' W{worker}' if worker else ''}: working...")
+        try:
+            outcome = perform(self.run, action, worker, text, by="tui")
+        except OrchError as exc:
+            self.app.call_from_thread(self.app.notify, exc.one_line(), severity="error")
+            return None
+        severity = "information" if outcome.ok else "error"
+        self.app.call_from_thread(self.app.notify, f"{action.value}: {outcome.said}", severity=severity)
+        return outcome
+
+
+class WatchApp(App[int]):
+    TITLE = "orch watch"
+
+    def __init__(self, run: RunFolder | None) -> None:
+        super().__init__()
+        self.first = run
+
+    def on_mount(self) -> None:
+        if self.first is None:
+            self.push_screen(RunPicker())
+        else:
+            self.push_screen(FleetScreen(self.first))
+
+    def watch_run(self, run: RunFolder) -> None:
+        try:
+            self.push_screen(FleetScreen(run))
+        except NotFoundError as exc:
+            self.notify(exc.one_line(), severity="error")
+
+
+def run_tui(run: RunFolder | None) -> int:
+    """Run the app in this terminal; its exit code (0). The fleet keeps running."""
+    if run is not None:
+        Watcher(run)  # an unknown run is one line and exit 2, before the screen is taken
+    return WatchApp(run).run() or 0

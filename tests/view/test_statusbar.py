@@ -1,0 +1,59 @@
+"""Progress for long waits: `orch run`'s status bar under its commentary, `orch up`'s workers booting."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from orch.run.folder import RunFolder
+from orch.view.statusbar import CLEAR, BuildProgress, RunBar, StatusBar
+from orch.waits import wait_until
+from tests.helpers import orch
+from tests.view.fakerun import hook, lead_run
+
+
+def test_lines_go_above_the_bar() -> None:
+    out = io.StringIO()
+    bar = StatusBar(out)
+    bar.set("jobs 1/2")
+    bar.echo("12:00:00  W1 assigned t1 (finder)")
+    bar.set("x" * 500)  # never wider than the terminal: it would wrap and leave its start behind
+    bar.clear()
+    text = out.getvalue()
+    assert text.startswith(f"{CLEAR}jobs 1/2{CLEAR}12:00:00  W1 assigned t1 (finder)\njobs 1/2{CLEAR}")
+    assert max(len(part) for part in text.split(CLEAR)) < 500
+    assert text.endswith(CLEAR)
+
+
+def test_the_run_bar_follows_the_run(orch_home: Path) -> None:
+    run = lead_run()
+    out = io.StringIO()
+    bar = RunBar(run, out)
+    try:
+        wait_until(lambda: "jobs 2/3 | findings 1 (0 confirmed, 0 refuted) | $0.8750 of $5.00" in out.getvalue(), 10,
+                   "the first bar")  # fmt: skip
+        assert "2 idle 1 busy" in out.getvalue()
+        hook(run, 1, "PreToolUse", tool_name="Bash")
+        wait_until(lambda: out.getvalue().endswith("| 2 busy 1 idle"), 10, "the bar to follow a hook event")
+    finally:
+        bar.close()
+    assert out.getvalue().endswith(CLEAR)
+
+
+def test_up_says_each_worker_booted(tmp_path: Path) -> None:
+    result = orch("up", "boot", "-n", "2", "--agent", "scripted", "--workdir", tmp_path, "--local")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert {line.split(" (")[0] for line in lines if "booted" in line} == {"worker 1 booted", "worker 2 booted"}
+    assert RunFolder.for_name("boot").exists()
+
+
+def test_a_build_keeps_its_steps_and_scrolls_their_output() -> None:
+    out = io.StringIO()
+    build = BuildProgress(out)
+    for line in ["Step 1/3 : FROM base", " ---> abc", "Step 2/3 : RUN npm install", "added 1 package", "npm notice"]:
+        build.line(line)
+    build.close()
+    kept = [part.split("\n")[0] for part in out.getvalue().split(CLEAR) if "\n" in part]
+    assert kept == ["Step 1/3 : FROM base", "Step 2/3 : RUN npm install"]
+    assert f"{CLEAR}  npm notice{CLEAR}" in out.getvalue()

@@ -1,0 +1,190 @@
+"""The TUI driven in-process by Textual's own pilot: tiles following hook events, the bus filter, keys that
+act on a real scripted fleet, a tiny terminal, 32 workers, a folder that vanishes; then once for real in tmux."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+
+from orch.errors import NotFoundError
+from orch.fleet import launch
+from orch.run.events import Event
+from orch.run.folder import RunFolder
+from orch.run.records import ControllerEvent, RunStatus
+from orch.view.actions import GENERIC_NUDGE
+from orch.view.tui import FleetScreen, PaneScreen, Tile, WatchApp, run_tui
+from orch.waits import wait_until
+from tests.helpers import orch, prompts
+from tests.view.browser import ARTIFACTS
+from tests.view.fakerun import hook, lead_run
+
+DEADLINE = 30.0
+
+
+async def until(pilot: Pilot[int], check: Callable[[], object], reason: str, timeout: float = DEADLINE) -> None:
+    """Let the app run until `check` holds (a deadline and a reason, never a fixed sleep)."""
+    end = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {reason}")
+        await pilot.pause(0.05)
+
+
+def fleet_screen(app: WatchApp) -> FleetScreen:
+    screen = app.screen
+    assert isinstance(screen, FleetScreen), screen
+    return screen
+
+
+def tile(app: WatchApp, n: int) -> Tile:
+    return fleet_screen(app).tiles[n]
+
+
+def events(run: RunFolder) -> list[ControllerEvent]:
+    return [ControllerEvent.model_validate_json(line) for line in run.events.read_text().splitlines()]
+
+
+def test_a_tile_follows_a_hook_event_and_the_bus_filters(orch_home: Path) -> None:
+    run = lead_run()
+
+    async def drive() -> None:
+        app = WatchApp(run)
+        async with app.run_test(size=(140, 40)) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, FleetScreen), "the fleet screen")
+            assert "idle" in tile(app, 2).plain and "W3 claude-b" in tile(app, 3).plain
+            assert "busy (Bash)" in tile(app, 3).plain and "pages-F1.v2 (verifier)" in tile(app, 3).plain
+            hook(run, 2, "PreToolUse", tool_name="Grep")
+            await until(pilot, lambda: "busy (Grep)" in tile(app, 2).plain, "W2's tile to show its tool call")
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            app.save_screenshot("watch-tui.svg", str(ARTIFACTS))  # kept as an artifact (README's picture)
+            screen = fleet_screen(app)
+            assert len(screen.bus_shown) == 2
+            await pilot.press("slash", *"checking")
+            await until(pilot, lambda: len(screen.bus_shown) == 1, "the bus filter")
+            assert screen.bus_shown[0].endswith("[W3] checking F1 now")
+
+    asyncio.run(drive())
+
+
+def test_tiny_terminal_32_workers_and_a_vanishing_folder(orch_home: Path) -> None:
+    run = lead_run("big", workers=32)
+
+    async def drive() -> None:
+        app = WatchApp(run)
+        async with app.run_test(size=(40, 10)) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, FleetScreen), "the fleet screen")
+            screen = fleet_screen(app)
+            assert len(screen.tiles) == 32 and not screen.query_one("#side").display
+            for _ in range(33):  # around the whole fleet and one more
+                await pilot.press("right")
+            assert screen.selected == 2 and tile(app, 2).has_class("selected")
+            await pilot.resize_terminal(200, 50)
+            await until(pilot, lambda: screen.query_one("#side").display, "the side panel on a wide terminal")
+            shutil.rmtree(run.root)
+            await until(pilot, lambda: "vanished" in screen.notice, "the view to notice the folder is gone")
+            assert "W32" in tile(app, 32).plain  # the last that was seen stays
+            await pilot.press("q")
+
+    asyncio.run(drive())
+
+
+def test_the_run_picker(orch_home: Path) -> None:
+    lead_run("one")
+
+    async def drive() -> None:
+        app = WatchApp(None)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(app.screen, FleetScreen), "the picked run's screen")
+            assert fleet_screen(app).run.name == "one"
+
+    asyncio.run(drive())
+    with pytest.raises(NotFoundError):
+        run_tui(RunFolder.for_name("nope"))
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> RunFolder:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    result = orch("up", "tv", "-n", "2", "--agent", "scripted", "--workdir", workdir, "--local")
+    assert result.exit_code == 0, result.output
+    return RunFolder.for_name("tv")
+
+
+def test_keys_act_through_the_cli_and_are_logged(fleet: RunFolder) -> None:
+    run = fleet
+
+    def actions() -> list[dict[str, object]]:
+        return [e.data for e in events(run) if e.event is Event.WATCH_ACTION]
+
+    async def drive() -> None:
+        app = WatchApp(run)
+        async with app.run_test(size=(140, 40)) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, FleetScreen), "the fleet screen")
+            await until(pilot, lambda: "idle" in tile(app, 2).plain, "worker 2 idle")
+            await pilot.press("right", "s")
+            await pilot.press(*"hello from the view", "enter")
+            await until(pilot, lambda: prompts(run, 2) == ["hello from the view"], "the message to be acknowledged")
+            await until(pilot, lambda: actions(), "the action to be logged")
+            assert actions()[0] == {"action": "send", "by": "tui", "ok": True, "said": "delivered to worker 2",
+                                    "chars": 19}  # fmt: skip
+            await pilot.press("n")
+            await until(pilot, lambda: len(prompts(run, 2)) == 2, "the nudge")
+            assert prompts(run, 2)[1] == GENERIC_NUDGE
+            await pilot.press("enter")  # worker 2's full screen, read-only
+            await until(pilot, lambda: isinstance(app.screen, PaneScreen), "the worker's screen")
+            await pilot.press("escape")
+            await pilot.press("r")
+            await pilot.press("y")
+            await until(
+                pilot, lambda: any(e.event is Event.RESTARTED and e.worker == 2 for e in events(run)), "restart"
+            )
+            await until(pilot, lambda: len(actions()) == 3, "the restart logged")
+            await pilot.press("q")
+        # Quitting leaves the fleet running.
+        assert launch.server_for(run.info()).alive()
+
+        app = WatchApp(run)
+        async with app.run_test(size=(140, 40)) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, FleetScreen), "the fleet screen")
+            await pilot.press("K", "n")  # not confirmed: nothing happens
+            await pilot.press("K", "y")
+            await until(pilot, lambda: run.info().status is RunStatus.STOPPED, "the run to be killed", 60)
+            await until(pilot, lambda: len(actions()) == 4, "the kill logged")
+            assert [a["action"] for a in actions()] == ["send", "nudge", "restart", "kill"]
+            screen = fleet_screen(app)
+            await until(pilot, lambda: screen.snap is not None and screen.snap.status is RunStatus.STOPPED, "stopped")
+
+    asyncio.run(drive())
+
+
+def test_the_tui_for_real_in_tmux(tmp_path: Path, orch_home: Path, tmux_tmpdir: Path) -> None:
+    run = lead_run("real")
+    sock = str(tmux_tmpdir / "view.sock")  # short: socket paths are limited to ~100 bytes
+    cmd = f"{sys.executable} -c 'from orch.cli.main import main; main()' watch real"
+    tmux = ["tmux", "-S", sock]
+    subprocess.run([*tmux, "new-session", "-d", "-x", "140", "-y", "40", cmd], check=True)
+    try:
+
+        def screen() -> str:
+            return subprocess.run([*tmux, "capture-pane", "-p"], capture_output=True, text=True, check=False).stdout
+
+        wait_until(lambda: "pages-F1.v2" in screen(), DEADLINE, "the view to draw in tmux")
+        hook(run, 1, "PreToolUse", tool_name="Glob")
+        wait_until(lambda: "busy (Glob)" in screen(), DEADLINE, "the hook event on screen")
+        subprocess.run([*tmux, "send-keys", "q"], check=True)
+        wait_until(
+            lambda: subprocess.run([*tmux, "has-session"], capture_output=True).returncode != 0,
+            DEADLINE, "the view to quit",
+        )  # fmt: skip
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True, check=False)
