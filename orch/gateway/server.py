@@ -31,6 +31,7 @@ from orch.gateway.books import Books
 from orch.gateway.events import EventLog
 from orch.gateway.ledger import Ledger
 from orch.gateway.pricing import load_pricing
+from orch.gateway.protocols import for_path
 from orch.gateway.proxy import Proxy
 from orch.gateway.recorder import Recorder
 from orch.gateway.records import GatewayBoot, GatewayBudget, GatewayEventKind
@@ -94,7 +95,8 @@ class Gateway:
                 token=tokens.digest(match[1]) if match else "missing",
                 path=((match[2] or "/") if match else request.path)[:200],  # never the /t/<token> part
             )
-            return self.proxy.error(401, "authentication", "orch gateway: unknown worker token")
+            protocol = for_path(match[2] or "/") if match else None
+            return self.proxy.error(401, "authentication", "orch gateway: unknown worker token", protocol)
         return await self.proxy.serve(request, worker, match[2] or "/", match[3] or "")
 
     async def control(self, request: web.Request) -> web.StreamResponse:
