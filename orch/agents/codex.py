@@ -88,6 +88,9 @@ MIGRATIONS = {
 """Codex 0.171.0's catalog offers these upgrades with a blocking "Meet GPT-6 ..." dialog; recorded as
 answered ("use existing model") in config.toml, the way Codex itself records the choice."""
 BOOT_PROMPT = "You are a worker in an orch fleet. Your task comes in the next message. For now reply only: ready."
+RESUME_PROMPT = (
+    "orch restarted you and resumed this session. Your next task comes in the next message. Reply only: ready."
+)
 
 # How each permission mode runs Codex: (approval policy, sandbox mode). The default lets a worker edit
 # its workdir and the run folder and run commands without a prompt (an unattended worker cannot answer
@@ -159,14 +162,15 @@ class CodexAdapter:
         home.mkdir(parents=True, exist_ok=True, mode=0o700)
         marker = home / READY
         marker.unlink(missing_ok=True)  # a marker of the last life would read as booted
-        prompt = ctx.prompt or BOOT_PROMPT
+        resume = ctx.resume_session if ctx.resume_session and has_rollout(home, ctx.resume_session) else None
+        prompt = ctx.prompt or (RESUME_PROMPT if resume else BOOT_PROMPT)
         (home / "config.toml").write_text(tomli_w.dumps(self._config(ctx)))
         hooks = self._hooks(ctx, marker, booted_on_start=ctx.prompt is not None)
         (home / "hooks.json").write_text(json.dumps({"hooks": hooks}, indent=2) + "\n")
 
         argv = [str(self.binary())]
-        if ctx.resume_session and has_rollout(home, ctx.resume_session):
-            argv += ["resume", ctx.resume_session]
+        if resume:
+            argv += ["resume", resume]
         # No shared background server: it would outlive the worker's pane.
         argv += ["--no-daemon", "--dangerously-bypass-hook-trust", "--cd", str(ctx.workdir)]
         if ctx.permission_mode == "bypass":

@@ -29,6 +29,7 @@ from orch.offline.script import Answer, Message, next_answer
 
 PATHS = ("/responses", "/v1/responses")
 SHELL_TOOL = "exec_command"
+SCRIPTED_TOOLS = ("Bash", "Write", "Read")
 _WRITE_RE = re.compile(
     r"^mkdir -p -- (?P<dir>'[^']*'|\S+) && printf %s (?P<b64>[A-Za-z0-9+/=]*) \| base64 -d > (?P<path>.+)$"
 )
@@ -149,12 +150,14 @@ def prompt(body: dict[str, Any]) -> str | None:
 def output_item(move: Answer) -> dict[str, Any]:
     """The one output item of a text or tool answer."""
     if move.kind == "tool":
+        # A script's `tool` step (any other name) goes out as that function call with its input as given.
+        scripted = move.tool in SCRIPTED_TOOLS
         return {
             "type": "function_call",
             "id": f"fc_{uuid.uuid4().hex}",
             "call_id": f"call_{uuid.uuid4().hex}",
-            "name": SHELL_TOOL,
-            "arguments": json.dumps({"cmd": shell_command(move)}),
+            "name": SHELL_TOOL if scripted else move.tool,
+            "arguments": json.dumps({"cmd": shell_command(move)} if scripted else move.tool_input),
             "status": "completed",
         }
     return {
