@@ -198,8 +198,6 @@ class CodexAdapter:
             "check_for_update_on_startup": False,
             # A login shell would reset PATH from /etc/profile, and workers need orch's bin dir on it.
             "allow_login_shell": False,
-            # Tell a paste by bracketed-paste markers only: orch pastes a message, then sends Enter.
-            "disable_paste_burst": True,
             # The run's gateway: the URL carries the worker's token, and so does the key variable.
             "model_providers": {
                 PROVIDER: {
@@ -245,7 +243,7 @@ class CodexAdapter:
             "boots with a one-line prompt (SessionStart fires with the first turn); API keys only, no ChatGPT sign-in",
             optional=True,
         )
-        return (install_check(self), credentials_check(self.credentials), limits)
+        return (install_check(self), credentials_check(self.credentials, "codex credentials"), limits)
 
     def ready_marker(self, run: RunFolder, worker: int) -> Path | None:
         return run.config_dir(worker) / READY

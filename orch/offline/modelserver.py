@@ -1,4 +1,5 @@
-"""A scripted Anthropic Messages-API server: drives the real Claude Code binary without credentials.
+"""A scripted model server: the Anthropic Messages API (Claude Code) and the OpenAI Responses API
+(`/responses`, Codex CLI: orch.offline.responses), driving the real agent binaries without credentials.
 
 Tests, the offline demo and dry runs point workers at it (`ANTHROPIC_BASE_URL=http://127.0.0.1:PORT`,
 any dummy `ANTHROPIC_API_KEY`). The model is stateless: every answer is derived from the request's
