@@ -13,6 +13,7 @@ part), so a price table's cache_read rate applies to them. Anything else is pass
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -28,6 +29,7 @@ _ERROR_TYPES: dict[ErrorKind, tuple[str, str | None]] = {
 }
 _TOOL_CALLS = ("function_call", "custom_tool_call", "local_shell_call")
 _TOOL_OUTPUTS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
+_EXIT_RE = re.compile(r"^Process exited with code (\d+)$", re.MULTILINE)
 _FINISHED = ("response.completed", "response.incomplete", "response.failed", "response.done")
 
 
@@ -79,7 +81,11 @@ def _output_text(output: object) -> str:
 
 
 def _failed(output: object) -> bool:
-    return isinstance(output, dict) and output.get("success") is False
+    """A failed call: `success: false`, or (Codex's exec_command) a non-zero `Process exited with code N`."""
+    if isinstance(output, dict) and output.get("success") is False:
+        return True
+    exit_code = _EXIT_RE.search(_output_text(output))
+    return exit_code is not None and exit_code[1] != "0"
 
 
 class _Stream:

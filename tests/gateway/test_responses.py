@@ -55,6 +55,17 @@ def test_captured_tool_results_and_kinds() -> None:
     assert PROTOCOL.model(TOOL_TURN["request"]) == "gpt-5.5"
 
 
+def test_a_non_zero_exit_is_an_error_result() -> None:
+    def output(text: object) -> dict[str, Any]:
+        return {"input": [{"type": "function_call_output", "call_id": "c", "output": text}]}
+
+    failed = "Chunk ID: 1\nWall time: 0.1 seconds\nProcess exited with code 2\nOutput:\nno such file\n"
+    assert PROTOCOL.tool_results(output(failed))[0].is_error
+    assert not PROTOCOL.tool_results(output(failed.replace("code 2", "code 0")))[0].is_error
+    assert not PROTOCOL.tool_results(output("echo 'Process exited with code 1' printed it"))[0].is_error
+    assert PROTOCOL.tool_results(output({"content": "x", "success": False}))[0].is_error
+
+
 def test_json_body_outcome_and_cached_tokens_apart() -> None:
     done = json.loads(TOOL_TURN["response_sse"].split("data: ")[-1])["response"]
     outcome = PROTOCOL.response_outcome(done)
