@@ -273,7 +273,9 @@ def translate(exchange: Exchange, pairs: Folders) -> Exchange:
     old workdir would otherwise write there). Only the response: the request stays as recorded."""
     if not pairs:
         return exchange
-    if exchange.stream or exchange.headers.get("content-type", "").startswith("text/event-stream"):
+    if responses.is_stream(exchange.body):
+        body = responses.translate_stream(exchange.body, lambda text: replace_folders(text, pairs))
+    elif exchange.stream or exchange.headers.get("content-type", "").startswith("text/event-stream"):
         body = _translate_sse(exchange.body, pairs)
     else:
         try:

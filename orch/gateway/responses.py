@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from orch.gateway.protocol import ErrorKind, Outcome, ToolResult, ToolUse
@@ -189,3 +189,44 @@ def replay_parts(body: Mapping[str, Any]) -> tuple[Literal["main", "side"], str,
                 first = typed
                 break
     return kind, first, len(items)
+
+
+def is_stream(text: str) -> bool:
+    """A recorded SSE body of this API (replay picks its translation by it)."""
+    return "event: response." in text[:2000] or '"type": "response.' in text[:2000]
+
+
+def _rewrite(value: Any, rewrite: Callable[[str], str], key: str = "") -> Any:
+    if isinstance(value, str):
+        if key == "arguments":  # a function call's input: JSON in a string
+            try:
+                return json.dumps(_rewrite(json.loads(value), rewrite))
+            except ValueError:
+                return rewrite(value)
+        return rewrite(value)
+    if isinstance(value, list):
+        return [_rewrite(v, rewrite) for v in value]
+    if isinstance(value, dict):
+        return {k: _rewrite(v, rewrite, k) for k, v in value.items()}
+    return value
+
+
+def translate_stream(text: str, rewrite: Callable[[str], str]) -> str:
+    """A recorded stream with `rewrite` applied to every text and tool input (replay: the recording's
+    folders become this run's). Codex runs a call from its `output_item.done` item, whose arguments are
+    whole; an argument delta is rewritten as plain text. Events it does not change stay byte for byte."""
+    events = text.split("\n\n")
+    for number, event in enumerate(events):
+        lines = event.split("\n")
+        for position, line in enumerate(lines):
+            if not line.startswith("data: "):
+                continue
+            try:
+                payload = json.loads(line[6:])
+            except ValueError:
+                continue
+            rewritten = _rewrite(payload, rewrite)
+            if rewritten != payload:
+                lines[position] = f"data: {json.dumps(rewritten)}"
+        events[number] = "\n".join(lines)
+    return "\n\n".join(events)

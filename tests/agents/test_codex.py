@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 from collections.abc import Iterator
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -163,3 +165,24 @@ def test_permission_request_answered_by_policy(codex_env: None, tmp_path: Path, 
     finally:
         target.unlink(missing_ok=True)
         orch("kill", run.name)
+
+
+def test_demo_fleet_of_codex_workers_runs_and_replays(codex_env: None, tmp_path: Path) -> None:
+    """`orch run` end to end with Codex workers: the demo's finder and verifier jobs, evidence checked
+    against the gateway's ledger, then the same spec replayed from the recording with no model behind it."""
+    data = Path(str(resources.files("orch") / "data" / "demo"))
+    shutil.copytree(data / "sample", tmp_path / "workdir")
+    spec = tmp_path / "fleet.yaml"
+    text = (data / "fleet.yaml").read_text().replace("\nworkers: 3\n", "\nworkers: 3\nagent: codex\n")
+    spec.write_text(text + "\noffline: true\n")
+    recorded = orch("run", spec, "--local", "--name", "cxdemo")
+    assert recorded.exit_code == 4, recorded.output  # the demo's false positive is refuted, as designed
+    run = RunFolder.for_name("cxdemo")
+    outcome = {f["id"]: f["status"] for f in json.loads(run.report_json.read_text())["findings"]}
+    assert outcome == {"pages-F1": "CONFIRMED", "stats-F1": "REFUTED"}
+    assert json.loads(run.report_json.read_text())["evidence_source"] == "ledger"
+    replayed = orch("run", spec, "--local", "--name", "cxdemo-replay", "--replay", "cxdemo")
+    assert replayed.exit_code == 4, replayed.output
+    again = RunFolder.for_name("cxdemo-replay")
+    assert {f["id"]: f["status"] for f in json.loads(again.report_json.read_text())["findings"]} == outcome
+    assert "replay-miss" not in again.model_log.read_text()

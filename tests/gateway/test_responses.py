@@ -12,7 +12,8 @@ import pytest
 from orch.gateway import protocols
 from orch.gateway.anthropic import AnthropicProtocol
 from orch.gateway.cassette import read_exchanges
-from orch.gateway.records import GatewayBudget, Scheme, Tokens
+from orch.gateway.records import Exchange, GatewayBudget, Scheme, Tokens
+from orch.gateway.replay import translate
 from orch.gateway.responses import ResponsesProtocol, replay_parts, tokens
 from orch.gateway.sse import SseParser
 from tests.gateway.gw import boot_for, call, gateway, ledger_of, main_call, usage_of
@@ -163,3 +164,21 @@ def test_replay_of_a_responses_conversation(tmp_path: Path) -> None:
         assert again.status == 200 and again.body.decode() == recorded[0].body == first.body.decode()
         miss = call(rp.base(token) + "/responses", _responses_call("never recorded"))
         assert miss.status == 400 and miss.json()["error"]["message"].startswith("orch gateway: replay: ")
+
+
+def test_replay_translates_a_recorded_stream_into_this_runs_folders() -> None:
+    old = "/tmp/cx/orchhome/runs/cx1"
+    sse = TOOL_TURN["response_sse"]
+    assert old in sse
+    moved = translate(
+        Exchange.model_validate(
+            {"seq": 1, "ts": 0, "worker": 1, "method": "POST", "path": "/responses", "request": {}, "status": 200,
+             "stream": True, "body": sse, "key": {"kind": "main", "conversation": "c", "turn": 1}}
+        ),
+        (("/tmp/cx/orchhome/runs/cx1", "/srv/new-run"),),
+    ).body  # fmt: skip
+    assert old not in moved and "/srv/new-run/outbox/agent-1/result.md" in moved
+    outcome = _outcome(moved, 64)
+    assert outcome.complete and "/srv/new-run/outbox/agent-1" in outcome.tool_uses[0].input["cmd"]
+    unchanged = [e for e in sse.split("\n\n") if old not in e]
+    assert all(e in moved.split("\n\n") for e in unchanged)  # the rest byte for byte
