@@ -13,7 +13,8 @@ State comes from Codex's hooks (`$CODEX_HOME/hooks.json`, the payloads Claude Co
 orch.run.hookwriter). Two differences matter. SessionStart fires only with the session's first turn, so
 a worker launched without a prompt gets a short boot prompt (one cheap model turn, and it makes a
 session a restart can resume); its ready marker is written when that turn stops. Codex has no
-StopFailure hook: a turn that fails on an API error ends without one (the screen shows the error).
+StopFailure hook, and a turn it gives up on after API errors fires no Stop either: the worker's last
+event stays a busy one (the screen shows `■ exceeded retry limit, last status: 429 ...`).
 """
 
 from __future__ import annotations
@@ -239,8 +240,10 @@ class CodexAdapter:
         limits = Check(
             "codex limits",
             True,
-            "no StopFailure hook (an API error shows on screen only); a worker without a first prompt "
-            "boots with a one-line prompt (SessionStart fires with the first turn); API keys only, no ChatGPT sign-in",
+            "no StopFailure hook: a turn Codex gives up on after API errors fires no hook at all, so the worker "
+            "reads as busy until its job times out (orch status shows the gateway's rate-limited mark); a worker "
+            "without a first prompt boots with a one-line prompt (SessionStart fires with the first turn); "
+            "API keys only, no ChatGPT sign-in",
             optional=True,
         )
         return (install_check(self), credentials_check(self.credentials, "codex credentials"), limits)
