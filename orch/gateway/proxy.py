@@ -17,6 +17,7 @@ import contextlib
 import itertools
 import json
 import logging
+import posixpath
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +59,12 @@ KEPT_HEADERS = ("content-type", "retry-after", "x-should-retry", "request-id")
 NO_RETRY = {"x-should-retry": "false"}
 RATE_LIMITS = (429, 529)
 DEFAULT_RETRY_AFTER = 30.0
+
+
+def canonical(path: str) -> bool:
+    """A path as an API client sends it: no dot segments, empty segments or percent-escapes, which an
+    upstream would resolve to an endpoint the gateway's protocols did not see."""
+    return "%" not in path and "//" not in path and posixpath.normpath(path) == path
 
 
 def retry_after(value: str | None) -> float:
@@ -116,6 +123,11 @@ class Proxy:
         raw = await request.read()
         method = request.method
         protocol = for_path(path)
+        if not canonical(path):
+            # `/x/../responses`, `//responses` or `/%72esponses` would reach the upstream's endpoint
+            # while the gateway counted, capped and ledgered nothing: refused.
+            self.events.emit(GatewayEventKind.MALFORMED_REQUEST, worker, path=path[:200], error="non-canonical path")
+            return self.error(400, "invalid_request", "orch gateway: the request path is not canonical", protocol)
         kind = protocol.kind(method, path)
         body: dict[str, Any] = {}
         if protocol.billable(method, path):

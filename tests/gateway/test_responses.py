@@ -16,7 +16,7 @@ from orch.gateway.records import Exchange, GatewayBudget, Scheme, Tokens
 from orch.gateway.replay import translate
 from orch.gateway.responses import ResponsesProtocol, replay_parts, tokens
 from orch.gateway.sse import SseParser
-from tests.gateway.gw import boot_for, call, gateway, ledger_of, main_call, usage_of
+from tests.gateway.gw import boot_for, call, events_of, gateway, ledger_of, main_call, usage_of
 
 PROTOCOL = ResponsesProtocol()
 CAPTURED: dict[str, Any] = json.loads((Path(__file__).parent / "data" / "codex-responses.json").read_text())
@@ -182,3 +182,15 @@ def test_replay_translates_a_recorded_stream_into_this_runs_folders() -> None:
     assert outcome.complete and "/srv/new-run/outbox/agent-1" in outcome.tool_uses[0].input["cmd"]
     unchanged = [e for e in sse.split("\n\n") if old not in e]
     assert all(e in moved.split("\n\n") for e in unchanged)  # the rest byte for byte
+
+
+@pytest.mark.parametrize("path", ["/x/../responses", "//responses", "/%72esponses", "/v1/./messages", "/responses/"])
+def test_a_worker_cannot_reach_an_endpoint_by_a_path_the_gateway_does_not_count(tmp_path: Path, path: str) -> None:
+    """A lying worker: a path the upstream resolves to /responses or /v1/messages, which the gateway would
+    otherwise forward uncounted, uncapped and unledgered."""
+    with gateway(tmp_path) as gw:
+        token = gw.client.mint_token(1)
+        reply = call(gw.base(token) + path, _responses_call("hi"))
+        assert reply.status == 400 and reply.json()["error"]["message"].endswith("is not canonical")
+        assert not gw.folder.exchanges(1).exists()
+        assert [e["event"] for e in events_of(gw.folder) if e["event"] == "malformed-request"] == ["malformed-request"]
