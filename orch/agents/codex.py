@@ -20,6 +20,7 @@ event stays a busy one (the screen shows `■ exceeded retry limit, last status:
 from __future__ import annotations
 
 import json
+import logging
 import shlex
 import shutil
 import subprocess
@@ -46,6 +47,8 @@ from orch.contracts import (
 from orch.errors import OrchError, UsageError
 from orch.run.folder import RunFolder
 from orch.versions import CODEX_PACKAGE, CODEX_VERSION
+
+log = logging.getLogger(__name__)
 
 # The events Codex 0.171.0 fires from hooks.json (it ignores StopFailure and Notification).
 HOOK_EVENTS = (
@@ -190,6 +193,11 @@ class CodexAdapter:
     @staticmethod
     def _config(ctx: WorkerContext) -> dict[str, Any]:
         approval, sandbox = MODES[ctx.permission_mode]
+        if sandbox == "workspace-write" and settings.IN_CONTAINER.get():
+            # Codex's sandbox is bubblewrap, which cannot make a namespace in a Docker container ("bwrap: No
+            # permissions to create a new namespace"): every command would fail. The container is the boundary.
+            log.warning("worker %s: Codex's sandbox cannot run in a container; it runs with full access", ctx.worker)
+            sandbox = "danger-full-access"
         base_url = ctx.env.get(GATEWAY.base_url_env) or CREDENTIALS.api_url or ""
         trusted = {"trust_level": "trusted"}
         return {
