@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from orch.container import backends
 from orch.container.sandbox import DockerSandbox
-from orch.contracts import OrchCommand, UpRequest
-from orch.errors import UsageError
+from orch.contracts import OrchCommand
 from orch.fleet.local import LocalSandbox
-from orch.run.folder import RunFolder
 from orch.run.records import ContainerInfo, RunInfo
 from tests.helpers import run_info
 
@@ -56,12 +52,3 @@ def test_the_boot_timeout_reaches_either_sandbox() -> None:
     docker = backends.sandbox_for_backend(DOCKER.backend, boot_timeout=7)
     assert isinstance(local, LocalSandbox) and local.boot_timeout == 7
     assert isinstance(docker, DockerSandbox) and docker.settings.boot_timeout == 7
-
-
-def test_an_agent_the_image_does_not_carry_is_refused_before_any_container(tmp_path: Path) -> None:
-    docker = backends.sandbox_for_backend(DOCKER.backend)
-    request = UpRequest(name="cx", workers=1, agent="codex", workdir=tmp_path, offline=True)
-    with pytest.raises(UsageError, match="the worker image carries claude only, not codex") as caught:
-        docker.up(request)
-    assert caught.value.hint and "--local" in caught.value.hint
-    assert not RunFolder.for_name("cx").root.exists()
