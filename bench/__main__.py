@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import busload, container, gateway, memory, notice, overhead, procs, up, view, watch
+from bench import agents, busload, container, gateway, memory, notice, overhead, procs, up, view, watch
 from bench.core import Config, Context, Result
 from bench.env import REPO, BenchEnv, BenchError
 from bench.report import Row, render_markdown, render_text, row_from_json
@@ -36,6 +36,7 @@ BENCHES: dict[str, tuple[Callable[[Context], Result], bool]] = {
     "container": (container.run, False),
     "gateway": (gateway.run, False),  # the model gateway against the scripted model server
     "view": (view.run, False),  # `orch watch` (terminal and web) on a busy run folder
+    "agents": (agents.run, False),  # each agent CLI offline, side by side (skips one not installed)
 }
 MEASUREMENT_ERRORS = (OrchError, BenchError, OSError, TimeoutError)
 

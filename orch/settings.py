@@ -189,6 +189,13 @@ CLAUDE_BIN = Setting(
     "The Claude Code binary to run.",
     shown="`claude` on PATH, else the pinned copy in ~/.cache/orch/claude-code/",
 )
+CODEX_BIN = Setting(
+    "ORCH_CODEX_BIN",
+    "",
+    _optional,
+    "The Codex CLI binary to run.",
+    shown="`codex` on PATH, else the pinned copy in ~/.cache/orch/codex/",
+)
 PRICING = Setting(
     "ORCH_PRICING",
     "",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 CLAUDE_CODE_VERSION = "2.1.332"
 CLAUDE_CODE_PACKAGE = "@anthropic-ai/claude-code"
+CODEX_VERSION = "0.171.0"
+CODEX_PACKAGE = "@openai/codex"
 TMUX_MIN_VERSION = (3, 2)
 DEFAULT_BASE_IMAGE = "debian:bookworm-slim"
 DEFAULT_IMAGE_TAG = "orch:latest"

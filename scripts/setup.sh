@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Set up a development checkout: .venv with orch and its dev tools, and the pinned Claude Code in
-# ~/.cache/orch (npm, no global install). Idempotent; safe to run again.
+# Set up a development checkout: .venv with orch and its dev tools, and the pinned Claude Code and Codex
+# CLI in ~/.cache/orch (npm, no global install). Idempotent; safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,3 +24,14 @@ if [ ! -x "$prefix/node_modules/.bin/claude" ]; then
   npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error "$package@$version"
 fi
 "$prefix/node_modules/.bin/claude" --version >/dev/null
+
+# Codex CLI: its native binary comes in a per-platform optional dependency (never --omit=optional).
+codex_version=$(.venv/bin/python -c 'from orch.versions import CODEX_VERSION as v; print(v)')
+codex_package=$(.venv/bin/python -c 'from orch.versions import CODEX_PACKAGE as p; print(p)')
+codex_prefix="$HOME/.cache/orch/codex/$codex_version"
+if [ ! -x "$codex_prefix/node_modules/.bin/codex" ]; then
+  echo "setup: installing $codex_package@$codex_version into $codex_prefix"
+  mkdir -p "$codex_prefix"
+  npm install --prefix "$codex_prefix" --no-audit --no-fund --loglevel=error "$codex_package@$codex_version"
+fi
+"$codex_prefix/node_modules/.bin/codex" --version >/dev/null

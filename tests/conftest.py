@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from orch.agents.claude import CACHE_BIN
+from orch.agents.codex import CACHE_BIN as CODEX_CACHE_BIN
 from orch.gateway.process import stop_gateway
-from orch.versions import CLAUDE_CODE_VERSION
+from orch.versions import CLAUDE_CODE_VERSION, CODEX_VERSION
 
 # The docker tests' fixtures (engine, image, names, workdir) live in tests/dockertest.py.
 pytest_plugins = ["tests.dockertest"]
@@ -49,4 +50,14 @@ def claude_bin() -> Path:
     path = Path(explicit) if explicit else CACHE_BIN
     if not path.exists():
         pytest.fail(f"Claude Code {CLAUDE_CODE_VERSION} not found at {path}: run scripts/test.sh")
+    return path
+
+
+@pytest.fixture(scope="session")
+def codex_bin() -> Path:
+    """The pinned Codex CLI binary installed by scripts/setup.sh (or ORCH_CODEX_BIN)."""
+    explicit = os.environ.get("ORCH_CODEX_BIN")
+    path = Path(explicit) if explicit else CODEX_CACHE_BIN
+    if not path.exists():
+        pytest.fail(f"Codex CLI {CODEX_VERSION} not found at {path}: run scripts/setup.sh")
     return path

@@ -15,6 +15,12 @@ def _claude() -> AgentAdapter:
     return ClaudeAdapter()
 
 
+def _codex() -> AgentAdapter:
+    from orch.agents.codex import CodexAdapter
+
+    return CodexAdapter()
+
+
 def _scripted() -> AgentAdapter:
     from orch.agents.scripted import ScriptedAdapter
 
@@ -22,6 +28,7 @@ def _scripted() -> AgentAdapter:
 
 
 ADAPTERS: dict[str, Callable[[], AgentAdapter]] = {"claude": _claude, "scripted": _scripted}
+ADAPTERS["codex"] = _codex
 DEFAULT_AGENT = settings.AGENT.default
 """The agent of a run that names none (compose's ORCH_AGENT unset)."""
 IMAGE_AGENT = "claude"

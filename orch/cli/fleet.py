@@ -97,7 +97,7 @@ def parse_agents(text: str) -> dict[int, str]:
 
 
 LocalOpt = Annotated[bool, typer.Option("--local", help="Run tmux on this machine instead of a container.")]
-AgentOpt = Annotated[str, typer.Option("--agent", "-a", help="Agent adapter: claude or scripted.")]
+AgentOpt = Annotated[str, typer.Option("--agent", "-a", help="Agent adapter: claude, codex or scripted.")]
 ModeOpt = Annotated[
     str | None,
     typer.Option("--permission-mode", help="Agent permission mode (claude default: acceptEdits + allowlist)."),

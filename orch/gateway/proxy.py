@@ -16,6 +16,7 @@ import contextlib
 import itertools
 import json
 import logging
+import posixpath
 import time
 from typing import Any
 
@@ -26,6 +27,7 @@ from multidict import CIMultiDict
 from orch.gateway.books import Books
 from orch.gateway.events import EventLog
 from orch.gateway.protocol import ApiProtocol, ErrorKind, Outcome
+from orch.gateway.protocols import for_path
 from orch.gateway.records import GatewayBoot, GatewayEventKind
 from orch.gateway.replay import Replayer, ReplayMiss, exchange_key
 from orch.gateway.sse import SseParser, split_events
@@ -54,6 +56,12 @@ KEPT_HEADERS = ("content-type", "retry-after", "x-should-retry", "request-id")
 NO_RETRY = {"x-should-retry": "false"}
 RATE_LIMITS = (429, 529)
 DEFAULT_RETRY_AFTER = 30.0
+
+
+def canonical(path: str) -> bool:
+    """A path as an API client sends it: no dot segments, empty segments or percent-escapes, which an
+    upstream would resolve to an endpoint the gateway's protocols did not see."""
+    return "%" not in path and "//" not in path and posixpath.normpath(path) == path
 
 
 def retry_after(value: str | None) -> float | None:
@@ -85,16 +93,23 @@ class Proxy:
         if self._session is not None:
             await self._session.close()
 
-    def error(self, status: int, kind: ErrorKind, message: str) -> web.Response:
-        return web.json_response(self.protocol.error_body(kind, message), status=status, headers=NO_RETRY)
+    def error(self, status: int, kind: ErrorKind, message: str, protocol: ApiProtocol | None = None) -> web.Response:
+        body = (protocol or self.protocol).error_body(kind, message)
+        return web.json_response(body, status=status, headers=NO_RETRY)
 
     # --- the request ----------------------------------------------------------------------------
     async def serve(self, request: web.Request, worker: int, path: str, query: str) -> web.StreamResponse:
         raw = await request.read()
         method = request.method
-        kind = self.protocol.kind(method, path)
+        protocol = for_path(path)
+        if not canonical(path):
+            # `/x/../responses`, `//responses` or `/%72esponses` would reach the upstream's endpoint
+            # while the gateway counted, capped and ledgered nothing: refused.
+            self.events.emit(GatewayEventKind.MALFORMED_REQUEST, worker, path=path[:200], error="non-canonical path")
+            return self.error(400, "invalid_request", "orch gateway: the request path is not canonical", protocol)
+        kind = protocol.kind(method, path)
         body: dict[str, Any] = {}
-        if self.protocol.billable(method, path):
+        if protocol.billable(method, path):
             try:
                 parsed = json.loads(raw)
                 if not isinstance(parsed, dict):
@@ -102,28 +117,28 @@ class Proxy:
             except ValueError as exc:
                 why = str(exc)[:200]
                 self.events.emit(GatewayEventKind.MALFORMED_REQUEST, worker, path=path, error=why)
-                return self.error(400, "invalid_request", f"orch gateway: malformed request body: {why}")
+                return self.error(400, "invalid_request", f"orch gateway: malformed request body: {why}", protocol)
             body = parsed
-        call = Call(worker, method, path + query, kind, body, next(self._seq), self.jobs.get(worker))
+        call = Call(worker, method, path + query, kind, body, next(self._seq), self.jobs.get(worker), protocol)
         if kind == "messages" and (reason := self.books.refusal(worker)):
             # Each refusal (the event is once); what kind of call, to see what the agent retries.
             key = exchange_key(call.path, body, self.boot.run_dir, self.boot.workdir)
             log.info("refused worker %s: %s (%s, turn %s)", worker, reason, key.kind, key.turn)
             await self.books.flush()
-            return self.error(400, "invalid_request", f"orch gateway: budget exceeded: {reason}")
+            return self.error(400, "invalid_request", f"orch gateway: budget exceeded: {reason}", protocol)
         if self.replayer is not None:
             return await self.replay(request, call)
         return await self.forward(request, call, raw)
 
-    def _upstream_headers(self, request: web.Request) -> CIMultiDict[str]:
+    def _upstream_headers(self, request: web.Request, protocol: ApiProtocol) -> CIMultiDict[str]:
         lowered = {k.lower(): v for k, v in request.headers.items()}
         headers = CIMultiDict(
-            (k, v) for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP | self.protocol.auth_headers
+            (k, v) for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP | protocol.auth_headers
         )
         upstream = self.boot.upstream
         if upstream is not None:
             secret = upstream.secret.get_secret_value()
-            for name, value in self.protocol.upstream_auth(upstream.scheme, secret, lowered).items():
+            for name, value in protocol.upstream_auth(upstream.scheme, secret, lowered).items():
                 headers[name] = value
         return headers
 
@@ -134,7 +149,7 @@ class Proxy:
                 call.method,
                 self.upstream_url + call.path,
                 data=raw,
-                headers=self._upstream_headers(request),
+                headers=self._upstream_headers(request, call.protocol),
                 allow_redirects=False,
             )
         except TimeoutError:
@@ -160,7 +175,7 @@ class Proxy:
                     raise ValueError("not a JSON object")
             except ValueError:
                 return self._upstream_failed(call, f"sent garbage: {data[:80]!r}")
-            outcome = self.protocol.response_outcome(parsed)
+            outcome = call.protocol.response_outcome(parsed)
         self._finish(call, upstream.status, headers, False, data, outcome)
         return web.Response(status=upstream.status, body=data, headers=headers)
 
@@ -174,7 +189,7 @@ class Proxy:
     ) -> web.StreamResponse:
         response = web.StreamResponse(status=status, headers=headers)
         await response.prepare(request)
-        parser, reader, chunks = SseParser(), self.protocol.stream_reader(), []
+        parser, reader, chunks = SseParser(), call.protocol.stream_reader(), []
         try:
             async for chunk in upstream.content.iter_any():
                 await response.write(chunk)  # first: the tee must not delay the worker's bytes
@@ -205,18 +220,18 @@ class Proxy:
             self.events.emit(
                 GatewayEventKind.REPLAY_MISS, call.worker, turn=answer.turn, difference=answer.message[:1000]
             )
-            return self.error(400, "invalid_request", f"orch gateway: replay: {answer.message}")
+            return self.error(400, "invalid_request", f"orch gateway: replay: {answer.message}", call.protocol)
         headers = CIMultiDict(answer.headers)
         if not answer.stream:
             outcome = Outcome()
             if answer.status == 200 and call.kind != "other":
                 with contextlib.suppress(ValueError, AttributeError):
-                    outcome = self.protocol.response_outcome(json.loads(answer.body))
+                    outcome = call.protocol.response_outcome(json.loads(answer.body))
             self._finish(call, answer.status, headers, False, answer.body, outcome)
             return web.Response(status=answer.status, text=answer.body, headers=headers)
         response = web.StreamResponse(status=answer.status, headers=headers)
         await response.prepare(request)
-        parser, reader = SseParser(), self.protocol.stream_reader()
+        parser, reader = SseParser(), call.protocol.stream_reader()
         for event in split_events(answer.body):
             data = event.encode()
             await response.write(data)
@@ -243,7 +258,7 @@ class Proxy:
             return
         tool_uses = None
         if call.kind == "messages" and status == 200:
-            model = outcome.model or self.protocol.model(call.body) or "unknown"
+            model = outcome.model or call.protocol.model(call.body) or "unknown"
             if outcome.usage is not None:
                 self.books.count(call.worker, call.job, model, outcome.usage)
             tool_uses = outcome.tool_uses
@@ -252,4 +267,4 @@ class Proxy:
 
     def _upstream_failed(self, call: Call, why: str) -> web.Response:
         self.events.emit(GatewayEventKind.UPSTREAM_ERROR, call.worker, path=call.path[:200], error=why[:300])
-        return self.error(502, "upstream", f"orch gateway: upstream {why}"[:500])
+        return self.error(502, "upstream", f"orch gateway: upstream {why}"[:500], call.protocol)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from orch.errors import UsageError
+from orch.gateway import responses
 from orch.gateway.cassette import read_exchanges
 from orch.gateway.records import Exchange, ExchangeKey
 from orch.text import shorten
@@ -162,6 +163,9 @@ def conversation(first_text: str, run_dir: str, workdir: str) -> str:
 
 def exchange_key(path: str, body: dict[str, Any], run_dir: str, workdir: str) -> ExchangeKey:
     """How replay finds this request's recording (the gateway stores it with every exchange)."""
+    if responses.handles(path):
+        kind, first, turn = responses.replay_parts(body)
+        return ExchangeKey(kind=kind, conversation=digest(normalise(first, run_dir, workdir)), turn=turn)
     messages = body.get("messages")
     return ExchangeKey(
         kind=request_kind(path, body),
@@ -276,7 +280,9 @@ def translate(exchange: Exchange, pairs: Folders) -> Exchange:
     old workdir would otherwise write there). Only the response: the request stays as recorded."""
     if not pairs:
         return exchange
-    if exchange.stream or exchange.headers.get("content-type", "").startswith("text/event-stream"):
+    if responses.is_stream(exchange.body):
+        body = responses.translate_stream(exchange.body, lambda text: replace_folders(text, pairs))
+    elif exchange.stream or exchange.headers.get("content-type", "").startswith("text/event-stream"):
         body = _translate_sse(exchange.body, pairs)
     else:
         try:

@@ -32,6 +32,7 @@ from orch.gateway.books import Books
 from orch.gateway.events import EventLog
 from orch.gateway.ledger import Ledger
 from orch.gateway.pricing import load_pricing
+from orch.gateway.protocols import for_path
 from orch.gateway.proxy import Proxy
 from orch.gateway.recorder import Recorder
 from orch.gateway.records import GatewayBoot, GatewayBudget, GatewayEventKind
@@ -64,12 +65,9 @@ class Gateway:
         pricing = load_pricing(self.boot.pricing)
         self.books = Books(self.folder, pricing, self.events, self.boot.offline, self.boot.replay is not None)
         replayer = Replayer(Path(self.boot.replay), self.boot.run_dir, self.boot.workdir) if self.boot.replay else None
-        protocol = AnthropicProtocol()
-        self.writer = Writer(
-            self.books, Ledger(self.folder), Recorder(self.folder), protocol, self.boot.run_dir, self.boot.workdir
-        )
+        self.writer = Writer(self.books, Ledger(self.folder), Recorder(self.folder), self.boot.run_dir, self.boot.workdir)
         self.proxy = Proxy(
-            self.boot, protocol, start.upstream_url, self.events, self.books, self.writer, self.jobs, replayer
+            self.boot, protocols.DEFAULT, start.upstream_url, self.events, self.books, self.writer, self.jobs, replayer
         )
 
     def report(self, report: Report) -> None:
@@ -92,7 +90,8 @@ class Gateway:
                 token=tokens.digest(match[1]) if match else "missing",
                 path=((match[2] or "/") if match else request.path)[:200],  # never the /t/<token> part
             )
-            return self.proxy.error(401, "authentication", "orch gateway: unknown worker token")
+            protocol = for_path(match[2] or "/") if match else None
+            return self.proxy.error(401, "authentication", "orch gateway: unknown worker token", protocol)
         return await self.proxy.serve(request, worker, match[2] or "/", match[3] or "")
 
     async def control(self, request: web.Request) -> web.StreamResponse:

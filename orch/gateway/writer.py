@@ -43,6 +43,8 @@ class Call:
     body: dict[str, Any]
     seq: int
     job: str | None
+    protocol: ApiProtocol
+    """The model API the request speaks (orch.gateway.protocols, by its path)."""
     started: float = field(default_factory=time.time)
 
 
@@ -63,9 +65,9 @@ class Done:
 
 class Writer:
     def __init__(
-        self, books: Books, ledger: Ledger, recorder: Recorder, protocol: ApiProtocol, run_dir: str, workdir: str
+        self, books: Books, ledger: Ledger, recorder: Recorder, run_dir: str, workdir: str
     ) -> None:
-        self.books, self.ledger, self.recorder, self.protocol = books, ledger, recorder, protocol
+        self.books, self.ledger, self.recorder = books, ledger, recorder
         self.run_dir, self.workdir = run_dir, workdir
         self._pending: list[Done] = []
         self._wake = asyncio.Event()
@@ -87,7 +89,7 @@ class Writer:
         for done in batch:
             call = done.call
             if done.tool_uses is not None:
-                results = self.protocol.tool_results(call.body)
+                results = call.protocol.tool_results(call.body)
                 self.ledger.record(call.worker, call.job, call.seq, done.tool_uses, results)
             self.recorder.append(
                 Exchange(

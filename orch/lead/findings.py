@@ -168,16 +168,21 @@ def hook_commands(events: Iterable[HookEvent], since: float) -> list[RanCommand]
     return out
 
 
+# Each agent's shell tool in the ledger, and its input field holding the command line.
+SHELL_TOOLS = {"Bash": "command", "exec_command": "cmd"}  # Claude Code; Codex CLI (0.171.0)
+
+
 def ledger_commands(entries: Iterable[LedgerEntry], worker: int, job: str, since: float) -> list[RanCommand]:
-    """The Bash calls worker n's model made on `job`, from the gateway's ledger: lines stamped with the
+    """The shell calls worker n's model made on `job`, from the gateway's ledger: lines stamped with the
     job, or unstamped ones since `since` (the brief was sent); each with its tool result's is_error."""
     mine = [e for e in entries if e.worker == worker]
     errors = {e.id: e.is_error for e in mine if e.kind == "tool_result"}
     out = []
     for e in mine:
-        if e.kind != "tool_use" or e.tool != "Bash" or not (e.job == job or (e.job is None and e.ts >= since)):
+        field = SHELL_TOOLS.get(e.tool or "")
+        if e.kind != "tool_use" or field is None or not (e.job == job or (e.job is None and e.ts >= since)):
             continue
-        command = (e.input or {}).get("command")
+        command = (e.input or {}).get(field)
         if isinstance(command, str):
             out.append(RanCommand(command, is_error=errors.get(e.id)))
     return out

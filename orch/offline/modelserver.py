@@ -1,4 +1,5 @@
-"""A scripted Anthropic Messages-API server: drives the real Claude Code binary without credentials.
+"""A scripted model server: the Anthropic Messages API (Claude Code) and the OpenAI Responses API
+(`/responses`, Codex CLI: orch.offline.responses), driving the real agent binaries without credentials.
 
 Tests, the offline demo and dry runs point workers at it (`ANTHROPIC_BASE_URL=http://127.0.0.1:PORT`,
 any dummy `ANTHROPIC_API_KEY`). The model is stateless: every answer is derived from the request's
@@ -29,6 +30,7 @@ from types import FrameType
 from typing import Any
 from urllib.parse import urlsplit
 
+from orch.offline import responses
 from orch.offline.script import Answer, next_answer, prompt_text
 
 log = logging.getLogger(__name__)
@@ -129,6 +131,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"input_tokens": _tokens(raw.decode(errors="replace"))})
         elif path == "/v1/messages":
             self._messages(path, body, _tokens(raw.decode(errors="replace")))
+        elif responses.handles(path):
+            self._responses(path, body, _tokens(raw.decode(errors="replace")))
         else:
             self._not_found()
 
@@ -228,6 +232,32 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _responses(self, path: str, body: dict[str, Any], input_tokens: int) -> None:
+        """The OpenAI Responses API (Codex): the same script, translated by orch.offline.responses."""
+        answer = responses.answer(body)
+        self._record(path, body, answer.step, responses.prompt(body))
+        if answer.kind == "fail":
+            status, _, message = FAILURES.get(answer.text, (500, "api_error", "Scripted API error"))
+            self._send_json(status, responses.error(status, message), headers={"x-should-retry": "false"})
+            return
+        item = responses.output_item(answer)
+        done = responses.response(str(body.get("model") or "scripted"), item, {})
+        done["usage"] = responses.usage(input_tokens, _tokens(json.dumps(item)))
+        if not body.get("stream"):
+            self._send_json(200, done)
+            return
+        events = responses.stream_events(done)
+        self._send_sse("".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode())
+
+    def _send_sse(self, data: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("request-id", f"req_{uuid.uuid4().hex}")
+        self.end_headers()
+        self.wfile.write(data)
+
     def _not_found(self) -> None:
         log.warning("scripted model server: no such endpoint %s %s", self.command, self.path[:200])
         self._record(urlsplit(self.path).path, {}, "not_found")
@@ -246,9 +276,9 @@ class _Handler(BaseHTTPRequestHandler):
         if body:
             self.wfile.write(data)
 
-    def _record(self, path: str, body: dict[str, Any], step: str) -> None:
+    def _record(self, path: str, body: dict[str, Any], step: str, prompt: str | None = None) -> None:
         messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
-        prompt = next((t for m in reversed(messages) if (t := prompt_text(m))), None)
+        prompt = prompt or next((t for m in reversed(messages) if (t := prompt_text(m))), None)
         model = body.get("model")
         key, auth = self.headers.get("x-api-key") or "", "api-key" if self.headers.get("x-api-key") else "none"
         bearer = self.headers.get("Authorization") or ""

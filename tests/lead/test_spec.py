@@ -305,6 +305,11 @@ LEDGERS: dict[str, tuple[list[LedgerEntry], list[RanCommand]]] = {
     ),
     "unstamped-before-the-brief": ([_use("a", "ls", job=None, ts=40)], []),
     "not-bash": ([_use("a", "ls").model_copy(update={"tool": "Read"})], []),
+    "codex-exec-command": (
+        [_use("a", "ls").model_copy(update={"tool": "exec_command", "input": {"cmd": "ls", "yield_time_ms": 1}})],
+        [RanCommand("ls")],
+    ),
+    "codex-call-without-cmd": ([_use("a", "ls").model_copy(update={"tool": "exec_command"})], []),
 }
 
 

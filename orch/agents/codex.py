@@ -1,0 +1,268 @@
+"""The Codex CLI adapter (OpenAI's `codex`, pinned in orch.versions): one `CODEX_HOME` per worker, seeded
+so that no first-run dialog appears, pointed at the run's gateway by its own model provider.
+
+What Codex 0.171.0 does on a first start, and what the seeding answers (docs/agents/codex.md):
+- "Welcome to Codex ... Sign in with ChatGPT": shown for the built-in OpenAI provider even with a key
+  set. The worker uses a provider of its own (`[model_providers.orch]`, `env_key`), which needs no login.
+- "Trust this folder?" (a git workdir): `[projects."<dir>"] trust_level = "trusted"`.
+- "Hooks need review": hooks only run once trusted; orch writes them itself and passes
+  `--dangerously-bypass-hook-trust`, which runs them without review for that invocation.
+- No update check or telemetry prompt blocks, but both are switched off.
+
+State comes from Codex's hooks (`$CODEX_HOME/hooks.json`, the payloads Claude Code's hooks send, through
+orch.run.hookwriter). Two differences matter. SessionStart fires only with the session's first turn, so
+a worker launched without a prompt gets a short boot prompt (one cheap model turn, and it makes a
+session a restart can resume); its ready marker is written when that turn stops. Codex has no
+StopFailure hook, and a turn it gives up on after API errors fires no Stop either: the worker's last
+event stays a busy one (the screen shows `■ exceeded retry limit, last status: 429 ...`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+import orch.run.hookwriter
+from orch import settings
+from orch.agents.checks import credentials_check, install_check
+from orch.contracts import (
+    Check,
+    Credentials,
+    Dialog,
+    GatewayEnv,
+    ImageInstall,
+    LaunchSpec,
+    SessionStore,
+    WorkerContext,
+)
+from orch.errors import OrchError, UsageError
+from orch.run.folder import RunFolder
+from orch.versions import CODEX_PACKAGE, CODEX_VERSION
+
+log = logging.getLogger(__name__)
+
+# The events Codex 0.171.0 fires from hooks.json (it ignores StopFailure and Notification).
+HOOK_EVENTS = (
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PermissionRequest",
+    "PostToolUse",
+    "Stop",
+    "SessionEnd",
+)
+SESSION_END_TIMEOUT = 3  # Codex clamps a longer one to 3 s, with a startup warning
+PROVIDER = "orch"
+CREDENTIALS = Credentials(
+    env=("OPENAI_API_KEY",),
+    base_url_env="OPENAI_BASE_URL",
+    api_url="https://api.openai.com/v1",
+    schemes=(("OPENAI_API_KEY", "bearer"),),
+    # No login file: a ChatGPT sign-in (auth.json) belongs to Codex's built-in provider, which would
+    # bypass the gateway. Only an API key is supported.
+    login=None,
+    hint="export OPENAI_API_KEY=... (a ChatGPT sign-in cannot be used: workers reach the model through the gateway)",
+)
+GATEWAY = GatewayEnv(base_url_env="OPENAI_BASE_URL", key_env="OPENAI_API_KEY")
+# Rollouts live in <CODEX_HOME>/sessions/YYYY/MM/DD/rollout-<time>-<session id>.jsonl; `codex resume` reads them.
+SESSIONS = SessionStore(subdir="sessions")
+INSTALL = ImageInstall(npm_package=CODEX_PACKAGE, version=CODEX_VERSION, build_arg="CODEX")
+CACHE_BIN = Path.home() / ".cache" / "orch" / "codex" / CODEX_VERSION / "node_modules" / ".bin" / "codex"
+READY = "orch-ready"
+"""The ready marker, in the worker's CODEX_HOME: written by the hook that shows the TUI takes input."""
+OFFLINE_MODEL = "gpt-5.5"
+"""The model an offline run asks for: the newest in Codex 0.171.0's catalog whose tools are plain function
+calls (exec_command). Its default, gpt-6.2-sol, gets one JavaScript `exec` tool ("code mode") instead,
+which orch's scripted model does not script."""
+MIGRATIONS = {
+    "gpt-5.5": "gpt-6-sol",
+    "gpt-5.6-sol": "gpt-6-sol",
+    "gpt-5.6-terra": "gpt-6-sol",
+    "gpt-5.6-luna": "gpt-6-luna",
+}
+"""Codex 0.171.0's catalog offers these upgrades with a blocking "Meet GPT-6 ..." dialog; recorded as
+answered ("use existing model") in config.toml, the way Codex itself records the choice."""
+BOOT_PROMPT = "You are a worker in an orch fleet. Your task comes in the next message. For now reply only: ready."
+RESUME_PROMPT = (
+    "orch restarted you and resumed this session. Your next task comes in the next message. Reply only: ready."
+)
+
+# How each permission mode runs Codex: (approval policy, sandbox mode). The default lets a worker edit
+# its workdir and the run folder and run commands without a prompt (an unattended worker cannot answer
+# one); commands reach no network and nothing else on disk. `on-request` lets the model ask to leave the
+# sandbox: the PermissionRequest hook answers from the run's policy. `full-access` is for a worker
+# already inside the run's container; `bypass` adds Codex's own --dangerously-bypass-approvals-and-sandbox.
+MODES: dict[str, tuple[str, str]] = {
+    "workspace-write": ("never", "workspace-write"),
+    "on-request": ("on-request", "workspace-write"),
+    "full-access": ("never", "danger-full-access"),
+    "bypass": ("never", "danger-full-access"),
+}
+
+
+def hook_command(*args: str | Path) -> str:
+    """A shell command line running the stdlib-only hook writer with this interpreter."""
+    return shlex.join([sys.executable, "-S", orch.run.hookwriter.__file__, *map(str, args)])
+
+
+def has_rollout(home: Path, session: str) -> bool:
+    """True if Codex kept a rollout for `session` (else `codex resume` has nothing to read)."""
+    return any(path.stat().st_size > 0 for path in home.glob(f"sessions/*/*/*/rollout-*-{session}.jsonl"))
+
+
+def _offline(run: RunFolder) -> bool:
+    try:
+        info = run.info()
+    except OrchError:
+        return False
+    return info.offline or info.replay is not None
+
+
+class CodexAdapter:
+    name: str = "codex"
+    permission_modes: tuple[str, ...] = tuple(MODES)
+    default_permission_mode: str = "workspace-write"
+    credentials: Credentials = CREDENTIALS
+    gateway: GatewayEnv | None = GATEWAY
+    sessions: SessionStore | None = SESSIONS
+    install: ImageInstall | None = INSTALL
+
+    def binary(self) -> Path:
+        explicit = settings.CODEX_BIN.get()
+        found = explicit or shutil.which("codex") or (str(CACHE_BIN) if CACHE_BIN.exists() else None)
+        if not found or not Path(found).exists():
+            raise UsageError(
+                "Codex CLI is not installed",
+                hint=f"npm install -g {CODEX_PACKAGE}@{CODEX_VERSION} (or set {settings.CODEX_BIN.name})",
+            )
+        return Path(found)
+
+    def version(self) -> str | None:
+        try:
+            out = subprocess.run(
+                [str(self.binary()), "--version"], capture_output=True, text=True, timeout=30, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired, UsageError):
+            return None
+        words = out.stdout.split()  # "codex-cli 0.171.0"
+        return words[-1] if out.returncode == 0 and words else None
+
+    def prepare(self, ctx: WorkerContext) -> LaunchSpec:
+        if ctx.permission_mode not in MODES:
+            raise UsageError(
+                f"unknown permission mode {ctx.permission_mode!r}",
+                hint=f"use one of: {', '.join(self.permission_modes)}",
+            )
+        home = ctx.config_dir
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        marker = home / READY
+        marker.unlink(missing_ok=True)  # a marker of the last life would read as booted
+        resume = ctx.resume_session if ctx.resume_session and has_rollout(home, ctx.resume_session) else None
+        prompt = ctx.prompt or (RESUME_PROMPT if resume else BOOT_PROMPT)
+        (home / "config.toml").write_text(tomli_w.dumps(self._config(ctx)))
+        hooks = self._hooks(ctx, marker, booted_on_start=ctx.prompt is not None)
+        (home / "hooks.json").write_text(json.dumps({"hooks": hooks}, indent=2) + "\n")
+
+        argv = [str(self.binary())]
+        if resume:
+            argv += ["resume", resume]
+        # No shared background server: it would outlive the worker's pane.
+        argv += ["--no-daemon", "--dangerously-bypass-hook-trust", "--cd", str(ctx.workdir)]
+        if ctx.permission_mode == "bypass":
+            argv.append("--dangerously-bypass-approvals-and-sandbox")
+        model = ctx.model or (OFFLINE_MODEL if _offline(ctx.run) else None)
+        if model:
+            argv += ["--model", model]
+        argv.append(prompt)
+        env = {
+            "CODEX_HOME": str(home),
+            settings.RUN.name: str(ctx.run.root),
+            settings.WORKER.name: str(ctx.worker),
+        }
+        return LaunchSpec(argv=argv, env=env, cwd=ctx.workdir)
+
+    @staticmethod
+    def _config(ctx: WorkerContext) -> dict[str, Any]:
+        approval, sandbox = MODES[ctx.permission_mode]
+        if sandbox == "workspace-write" and settings.IN_CONTAINER.get():
+            # Codex's sandbox is bubblewrap, which cannot make a namespace in a Docker container ("bwrap: No
+            # permissions to create a new namespace"): every command would fail. The container is the boundary.
+            log.warning("worker %s: Codex's sandbox cannot run in a container; it runs with full access", ctx.worker)
+            sandbox = "danger-full-access"
+        base_url = ctx.env.get(GATEWAY.base_url_env) or CREDENTIALS.api_url or ""
+        trusted = {"trust_level": "trusted"}
+        return {
+            "model_provider": PROVIDER,
+            "approval_policy": approval,
+            "sandbox_mode": sandbox,
+            "check_for_update_on_startup": False,
+            # A login shell would reset PATH from /etc/profile, and workers need orch's bin dir on it.
+            "allow_login_shell": False,
+            # The run's gateway: the URL carries the worker's token, and so does the key variable.
+            "model_providers": {
+                PROVIDER: {
+                    "name": "orch gateway",
+                    "base_url": base_url,
+                    "env_key": GATEWAY.key_env,
+                    "wire_api": "responses",
+                    "request_max_retries": 2,
+                    "stream_max_retries": 2,
+                }
+            },
+            # The run folder too: the worker writes its outbox there and posts to the bus.
+            "sandbox_workspace_write": {"writable_roots": [str(ctx.run.root)], "network_access": False},
+            "projects": {str(ctx.workdir): trusted, str(ctx.run.root): trusted},
+            "notice": {"model_migrations": dict(MIGRATIONS)},
+            "tui": {"screen_reader_detection_done": True, "model_availability_nux": {"gpt-6.1-sol": 4}},
+            "analytics": {"enabled": False},
+            "feedback": {"enabled": False},
+        }
+
+    @staticmethod
+    def _hooks(ctx: WorkerContext, marker: Path, booted_on_start: bool) -> dict[str, list[dict[str, Any]]]:
+        state_file = ctx.run.state(ctx.worker)
+        touch = f" ; touch {shlex.quote(str(marker))}"
+
+        def hook(event: str, *args: str | Path) -> list[dict[str, Any]]:
+            command = hook_command("event", state_file, *args)
+            if event == "Stop" or (event == "SessionStart" and booted_on_start):
+                command += touch
+            timeout = SESSION_END_TIMEOUT if event == "SessionEnd" else 10
+            return [{"matcher": "", "hooks": [{"type": "command", "command": command, "timeout": timeout}]}]
+
+        hooks = {event: hook(event) for event in HOOK_EVENTS}
+        # This one may answer the prompt itself, from the run's policy (orch run's `permissions`).
+        hooks["PermissionRequest"] = hook("PermissionRequest", ctx.run.permission_policy)
+        return hooks
+
+    def doctor(self) -> Sequence[Check]:
+        limits = Check(
+            "codex limits",
+            True,
+            "no StopFailure hook: a turn Codex gives up on after API errors fires no hook at all, so the worker "
+            "reads as busy until its job times out (orch status shows the gateway's rate-limited mark); a worker "
+            "without a first prompt boots with a one-line prompt (SessionStart fires with the first turn); "
+            "API keys only, no ChatGPT sign-in",
+            optional=True,
+        )
+        return (install_check(self), credentials_check(self.credentials, "codex credentials"), limits)
+
+    def ready_marker(self, run: RunFolder, worker: int) -> Path | None:
+        return run.config_dir(worker) / READY
+
+    def dialogs(self) -> Sequence[Dialog]:
+        # Fallback only: the seeded CODEX_HOME prevents these. The first option of each is the one to take.
+        return (
+            Dialog("trust", r"Trust this folder\?", ("Enter",)),
+            Dialog("hooks-review", r"Hooks need review", ("Down", "Enter")),
+            Dialog("model-migration", r"1\. Try new model", ("Down", "Enter")),
+        )

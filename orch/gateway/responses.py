@@ -1,0 +1,232 @@
+"""The OpenAI Responses API for the gateway: `POST /responses` (JSON or SSE), as Codex CLI calls it.
+
+Codex 0.171.0 sends `{base_url}/responses` with `stream: true` and reads the SSE events
+`response.created`, `response.output_item.done` (each output item: a message, a `function_call`, a
+reasoning item) and `response.completed`, which carries the whole response with its `usage`. Tool
+results come back in the next request's `input` as `function_call_output` items (`call_id`, `output`).
+
+Usage: OpenAI's `input_tokens` includes the cached ones (`input_tokens_details.cached_tokens`); the
+gateway's Tokens count them apart (input_tokens: the uncached part, cache_read_input_tokens: the cached
+part), so a price table's cache_read rate applies to them. Anything else is passed through uncounted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+from orch.gateway.protocol import ErrorKind, Outcome, ToolResult, ToolUse
+from orch.gateway.records import Scheme, Tokens
+
+PATHS = ("/responses", "/v1/responses")
+_ERROR_TYPES: dict[ErrorKind, tuple[str, str | None]] = {
+    "authentication": ("invalid_request_error", "invalid_api_key"),
+    "invalid_request": ("invalid_request_error", None),
+    "upstream": ("server_error", None),
+    "not_found": ("invalid_request_error", "not_found"),
+}
+_TOOL_CALLS = ("function_call", "custom_tool_call", "local_shell_call")
+_TOOL_OUTPUTS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
+_EXIT_RE = re.compile(r"^Process exited with code (\d+)$", re.MULTILINE)
+_FINISHED = ("response.completed", "response.incomplete", "response.failed", "response.done")
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def tokens(usage: object) -> Tokens | None:
+    """A Responses `usage` object as the gateway's Tokens (cached input apart)."""
+    if not isinstance(usage, dict):
+        return None
+    details = usage.get("input_tokens_details")
+    cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else 0
+    total_in = _int(usage.get("input_tokens"))
+    return Tokens(
+        input_tokens=max(0, total_in - cached),
+        output_tokens=_int(usage.get("output_tokens")),
+        cache_read_input_tokens=min(cached, total_in) if total_in else cached,
+    )
+
+
+def tool_use(item: object) -> ToolUse | None:
+    if not isinstance(item, dict) or item.get("type") not in _TOOL_CALLS:
+        return None
+    call_id = str(item.get("call_id") or item.get("id") or "")
+    raw = item.get("arguments", item.get("input", item.get("action")))
+    parsed: Any = raw
+    if isinstance(raw, str):
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            parsed = {"input": raw}  # a custom (freeform) tool's input is plain text
+    name = str(item.get("name") or item.get("type"))
+    return ToolUse(call_id, name, parsed if isinstance(parsed, dict) else {"input": parsed})
+
+
+def _output_text(output: object) -> str:
+    if isinstance(output, str):
+        return output
+    if isinstance(output, list):
+        return "\n".join(
+            str(part.get("text", "")) if "text" in part else f"[{part.get('type')}]"
+            for part in output
+            if isinstance(part, dict)
+        )
+    if isinstance(output, dict):  # {"content": ..., "success": ...} in some builds
+        return _output_text(output.get("content"))
+    return ""
+
+
+def _failed(output: object) -> bool:
+    """A failed call: `success: false`, or (Codex's exec_command) a non-zero `Process exited with code N`."""
+    if isinstance(output, dict) and output.get("success") is False:
+        return True
+    exit_code = _EXIT_RE.search(_output_text(output))
+    return exit_code is not None and exit_code[1] != "0"
+
+
+class _Stream:
+    """Follows one SSE response: tool calls from output_item.done, model and usage from the final event."""
+
+    def __init__(self) -> None:
+        self._outcome = Outcome()
+        self._seen: set[str] = set()
+
+    def _add(self, item: object) -> None:
+        use = tool_use(item)
+        if use is not None and use.id not in self._seen:
+            self._seen.add(use.id)
+            self._outcome.tool_uses.append(use)
+
+    def feed(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        response = event.get("response")
+        if kind == "response.created" and isinstance(response, dict):
+            self._outcome.model = str(response.get("model") or "") or None
+        elif kind == "response.output_item.done":
+            self._add(event.get("item"))
+        elif kind in _FINISHED and isinstance(response, dict):
+            self._outcome.model = str(response.get("model") or "") or self._outcome.model
+            self._outcome.usage = tokens(response.get("usage")) or self._outcome.usage
+            for item in response.get("output") or []:
+                self._add(item)
+            self._outcome.complete = True
+
+    def outcome(self) -> Outcome:
+        return self._outcome
+
+
+class ResponsesProtocol:
+    name = "openai-responses"
+    auth_headers = frozenset({"authorization", "api-key", "openai-organization", "openai-project"})
+
+    def kind(self, method: str, path: str) -> Literal["messages", "count_tokens", "other"]:
+        return "messages" if method == "POST" and path.split("?", 1)[0] in PATHS else "other"
+
+    def billable(self, method: str, path: str) -> bool:
+        return self.kind(method, path) != "other"
+
+    def model(self, body: Mapping[str, Any]) -> str | None:
+        model = body.get("model")
+        return model if isinstance(model, str) else None
+
+    def response_outcome(self, body: Mapping[str, Any]) -> Outcome:
+        output = body.get("output")
+        return Outcome(
+            complete=True,
+            model=self.model(body),
+            usage=tokens(body.get("usage")),
+            tool_uses=[u for item in output if (u := tool_use(item)) is not None] if isinstance(output, list) else [],
+        )
+
+    def stream_reader(self) -> _Stream:
+        return _Stream()
+
+    def tool_results(self, body: Mapping[str, Any]) -> list[ToolResult]:
+        items = body.get("input")
+        return [
+            ToolResult(str(item.get("call_id", "")), _failed(item.get("output")), _output_text(item.get("output")))
+            for item in (items if isinstance(items, list) else [])
+            if isinstance(item, dict) and item.get("type") in _TOOL_OUTPUTS
+        ]
+
+    def error_body(self, kind: ErrorKind, message: str) -> dict[str, Any]:
+        kind_name, code = _ERROR_TYPES[kind]
+        return {"error": {"message": message, "type": kind_name, "param": None, "code": code}}
+
+    def upstream_auth(self, scheme: Scheme, secret: str, incoming: Mapping[str, str]) -> dict[str, str]:
+        if scheme in (Scheme.API_KEY, Scheme.BEARER, Scheme.OAUTH):
+            return {"authorization": f"Bearer {secret}"}
+        if scheme is Scheme.PASSTHROUGH:
+            return {k: v for k, v in incoming.items() if k in self.auth_headers}
+        return {}
+
+
+_INJECTED = ("<environment_context>", "<user_instructions>", "<turn_aborted>", "# AGENTS.md instructions")
+
+
+def handles(path: str) -> bool:
+    return path.split("?", 1)[0].rstrip("/") in PATHS
+
+
+def replay_parts(body: Mapping[str, Any]) -> tuple[Literal["main", "side"], str, int]:
+    """What replay keys a /responses request by (orch.gateway.replay): main (tools offered, no output
+    format: the agent's own turns) or side (thread titles); the first message someone typed (not the
+    context Codex injects); the number of input items."""
+    text = body.get("text")
+    asks_format = isinstance(text, dict) and text.get("format") not in (None, {"type": "text"})
+    kind: Literal["main", "side"] = "main" if body.get("tools") and not asks_format else "side"
+    items = body.get("input")
+    items = items if isinstance(items, list) else []
+    first = ""
+    for item in items:
+        if isinstance(item, dict) and item.get("type", "message") == "message" and item.get("role") == "user":
+            typed = _output_text(item.get("content")).strip()
+            if typed and not typed.startswith(_INJECTED):
+                first = typed
+                break
+    return kind, first, len(items)
+
+
+def is_stream(text: str) -> bool:
+    """A recorded SSE body of this API (replay picks its translation by it)."""
+    return "event: response." in text[:2000] or '"type": "response.' in text[:2000]
+
+
+def _rewrite(value: Any, rewrite: Callable[[str], str], key: str = "") -> Any:
+    if isinstance(value, str):
+        if key == "arguments":  # a function call's input: JSON in a string
+            try:
+                return json.dumps(_rewrite(json.loads(value), rewrite))
+            except ValueError:
+                return rewrite(value)
+        return rewrite(value)
+    if isinstance(value, list):
+        return [_rewrite(v, rewrite) for v in value]
+    if isinstance(value, dict):
+        return {k: _rewrite(v, rewrite, k) for k, v in value.items()}
+    return value
+
+
+def translate_stream(text: str, rewrite: Callable[[str], str]) -> str:
+    """A recorded stream with `rewrite` applied to every text and tool input (replay: the recording's
+    folders become this run's). Codex runs a call from its `output_item.done` item, whose arguments are
+    whole; an argument delta is rewritten as plain text. Events it does not change stay byte for byte."""
+    events = text.split("\n\n")
+    for number, event in enumerate(events):
+        lines = event.split("\n")
+        for position, line in enumerate(lines):
+            if not line.startswith("data: "):
+                continue
+            try:
+                payload = json.loads(line[6:])
+            except ValueError:
+                continue
+            rewritten = _rewrite(payload, rewrite)
+            if rewritten != payload:
+                lines[position] = f"data: {json.dumps(rewritten)}"
+        events[number] = "\n".join(lines)
+    return "\n\n".join(events)

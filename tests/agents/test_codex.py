@@ -1,0 +1,188 @@
+"""The fleet core with the real Codex CLI binary, offline: its run's gateway starts the scripted model,
+which answers Codex's Responses API calls (orch.offline.responses)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from orch.agents.codex import has_rollout
+from orch.fleet import launch, watch
+from orch.gateway.cassette import read_exchanges
+from orch.run.events import Event
+from orch.run.folder import RunFolder, atomic_write
+from orch.run.records import PermissionAnswer, WorkerState
+from orch.waits import wait_until
+from tests.helpers import diagnose, orch, prompts
+
+pytestmark = pytest.mark.codex
+N = 2
+FAKE_KEY = "sk-orch-codex-test-key-0123456789"
+DIALOGS = ("Trust this folder", "Sign in with ChatGPT", "Hooks need review", "Try new model", "Welcome to Codex")
+
+
+@pytest.fixture
+def codex_env(monkeypatch: pytest.MonkeyPatch, codex_bin: Path) -> None:
+    monkeypatch.setenv("ORCH_CODEX_BIN", str(codex_bin))
+    # A key in the user's environment must reach neither the workers nor the run folder (offline: nowhere).
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("CODEX_HOME", raising=False)
+
+
+def _up(tmp_path: Path, name: str, *extra: str) -> RunFolder:
+    workdir = tmp_path / f"{name}-brand-new-workdir"  # never trusted before: no dialog may appear
+    workdir.mkdir()
+    subprocess.run(["git", "init", "-q", str(workdir)], check=True)  # a git workdir is what asks for trust
+    result = orch("up", name, "-n", str(N), "--workdir", workdir, "--local", "--agent", "codex", "--offline", *extra)
+    assert result.exit_code == 0, result.output
+    return RunFolder.for_name(name)
+
+
+@pytest.fixture
+def fleet(codex_env: None, tmp_path: Path) -> Iterator[RunFolder]:
+    run = _up(tmp_path, "cx")
+    yield run
+    orch("kill", run.name)
+
+
+def _brief(run: RunFolder, n: int) -> str:
+    steps = [
+        {"bash": f"orch bus post {run.name} --as {n} 'worker {n} checked in'"},
+        {"write": str(run.result(n)), "content": f"# Result of worker {n}\nall good, 'quoted' and $dollar\n"},
+        {"bash": f"touch {run.done(n)}"},
+        {"reply": "Finished."},
+    ]
+    prose = "\n".join(f"Context line {i} for worker {n}." for i in range(1, 21))
+    script = "\n".join(json.dumps(s) for s in steps)
+    return f"# Task for worker {n}\n\n{prose}\n\n```orch-script\n{script}\n```\n"
+
+
+def test_workers_boot_with_no_dialog(fleet: RunFolder) -> None:
+    view = watch.status(fleet)
+    assert [w.state for w in view.workers] == [WorkerState.IDLE] * N
+    events = [json.loads(line)["event"] for line in fleet.events.read_text().splitlines()]
+    assert Event.DIALOG_ANSWERED not in events, "a first-run dialog appeared"
+    for n in range(1, N + 1):
+        screen = orch("read", "cx", str(n)).output
+        assert not [d for d in DIALOGS if d in screen], screen
+        assert "OpenAI Codex" in screen
+    # The worker's key is its run-scoped token; the user's key stays out of the run and its config dirs.
+    for root in (fleet.root, fleet.config_dir(1).parent):
+        for path in root.rglob("*"):
+            if path.is_file() and path.suffix in (".json", ".jsonl", ".toml", ".md", ".log"):
+                assert FAKE_KEY not in path.read_text(errors="replace"), path
+
+
+def test_thirty_line_message_is_one_submission(fleet: RunFolder) -> None:
+    text = "\n".join(f"{i:02d}: a line of a long multi-line brief" for i in range(1, 31))
+    before = len(prompts(fleet, 2))
+    assert orch("send", "cx", "2", "--file", "-", input=text).exit_code == 0
+    got = prompts(fleet, 2)[before:]
+    assert got == [text]  # exactly one submission, every line in order
+    sent = [json.loads(line) for line in fleet.events.read_text().splitlines() if '"sent"' in line]
+    assert sent[-1]["data"]["enters"] == 1  # taken at the first Enter: no wedged paste
+
+
+def test_briefed_workers_post_write_and_finish(fleet: RunFolder, tmp_path: Path) -> None:
+    for n in range(1, N + 1):
+        brief = tmp_path / f"brief-{n}.md"
+        brief.write_text(_brief(fleet, n))
+        result = orch("brief", "cx", str(n), brief)
+        assert result.exit_code == 0, result.output
+    waited = orch("wait", "cx", "--timeout", "90")
+    assert waited.exit_code == 0, f"{waited.output}{diagnose(fleet)}"
+    bus_text = fleet.bus.read_text()
+    for n in range(1, N + 1):
+        assert f"[W{n}] worker {n} checked in" in bus_text
+        assert fleet.result(n).read_text() == f"# Result of worker {n}\nall good, 'quoted' and $dollar\n"
+    view = watch.status(fleet)
+    assert all(w.done and w.result for w in view.workers)
+    # The gateway metered every call and ledgered each tool call with its result.
+    ledger = [json.loads(line) for line in fleet.model_ledger.read_text().splitlines()]
+    uses = {e["id"] for e in ledger if e["kind"] == "tool_use" and e["worker"] == 1}
+    results = {e["id"] for e in ledger if e["kind"] == "tool_result" and e["worker"] == 1}
+    assert len(uses) == 4 and uses == results  # Read of the brief, bus post, write, touch
+    usage = json.loads(fleet.model_usage.read_text())
+    assert usage["workers"]["1"]["requests"] >= 5
+    exchanges = read_exchanges(fleet.exchanges(1))
+    assert {e.path for e in exchanges} == {"/responses"} and all(e.status == 200 for e in exchanges)
+
+
+def test_killed_agent_shows_as_crashed_and_restarts_resumed(fleet: RunFolder) -> None:
+    session = fleet.hook_events(1)[0].session_id
+    assert session is not None and has_rollout(fleet.config_dir(1), session)
+    server = launch.server_for(fleet.info())
+    pid = launch.agent_pid(server.pane(1))
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    row = wait_until(
+        lambda: next(
+            (w for w in watch.status(fleet).workers if w.worker == 1 and w.state is WorkerState.CRASHED), None
+        ),
+        15,
+        "worker 1 to show as crashed",
+    )
+    assert row.detail and "signal 9" in row.detail
+    seen = len(fleet.hook_events(1))
+    launch.restart(fleet, 1)  # no prompt: Codex resumes with orch's one-line resume prompt
+    starts = wait_until(
+        lambda: [e for e in fleet.hook_events(1)[seen:] if e.hook_event_name == "SessionStart"], 60, "the resumed start"
+    )
+    assert starts[0].session_id == session
+    assert starts[0].model_extra and starts[0].model_extra.get("source") == "resume"
+    wait_until(lambda: watch.status(fleet).workers[0].state is WorkerState.IDLE, 30, "the resumed worker to idle")
+    assert orch("send", "cx", "1", "still there?").exit_code == 0
+
+
+@pytest.mark.parametrize("answer", ["allow", "deny"])
+def test_permission_request_answered_by_policy(codex_env: None, tmp_path: Path, answer: str) -> None:
+    run = _up(tmp_path, f"perm-{answer}", "--permission-mode", "on-request")
+    target = Path.home() / f".orch-codex-permission-{os.getpid()}-{answer}"  # outside every writable root
+    target.unlink(missing_ok=True)
+    atomic_write(run.permission_policy, PermissionAnswer(answer=answer).model_dump_json())  # type: ignore[arg-type]
+    escalate = {
+        "tool": "exec_command",
+        "input": {"cmd": f"touch {target}", "sandbox_permissions": "require_escalated", "justification": "test"},
+    }
+    script = "\n".join(json.dumps(s) for s in (escalate, {"bash": f"touch {run.done(1)}"}, {"reply": "Finished."}))
+    brief = tmp_path / "brief.md"
+    brief.write_text(f"```orch-script\n{script}\n```\n")
+    try:
+        assert orch("brief", run.name, "1", brief).exit_code == 0
+        wait_until(lambda: run.done(1).exists(), 60, "the worker to finish")
+        asked = [e for e in run.hook_events(1) if e.hook_event_name == "PermissionRequest"]
+        assert [e.orch_decision for e in asked] == [answer]
+        assert target.exists() is (answer == "allow")
+    finally:
+        target.unlink(missing_ok=True)
+        orch("kill", run.name)
+
+
+def test_demo_fleet_of_codex_workers_runs_and_replays(codex_env: None, tmp_path: Path) -> None:
+    """`orch run` end to end with Codex workers: the demo's finder and verifier jobs, evidence checked
+    against the gateway's ledger, then the same spec replayed from the recording with no model behind it."""
+    data = Path(str(resources.files("orch") / "data" / "demo"))
+    shutil.copytree(data / "sample", tmp_path / "workdir")
+    spec = tmp_path / "fleet.yaml"
+    text = (data / "fleet.yaml").read_text().replace("\nworkers: 3\n", "\nworkers: 3\nagent: codex\n")
+    spec.write_text(text + "\noffline: true\n")
+    recorded = orch("run", spec, "--local", "--name", "cxdemo")
+    assert recorded.exit_code == 4, recorded.output  # the demo's false positive is refuted, as designed
+    run = RunFolder.for_name("cxdemo")
+    outcome = {f["id"]: f["status"] for f in json.loads(run.report_json.read_text())["findings"]}
+    assert outcome == {"pages-F1": "CONFIRMED", "stats-F1": "REFUTED"}
+    assert json.loads(run.report_json.read_text())["evidence_source"] == "ledger"
+    replayed = orch("run", spec, "--local", "--name", "cxdemo-replay", "--replay", "cxdemo")
+    assert replayed.exit_code == 4, replayed.output
+    again = RunFolder.for_name("cxdemo-replay")
+    assert {f["id"]: f["status"] for f in json.loads(again.report_json.read_text())["findings"]} == outcome
+    assert "replay-miss" not in again.model_log.read_text()
