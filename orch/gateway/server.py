@@ -26,8 +26,7 @@ from pydantic import ValidationError
 
 from orch import settings
 from orch.errors import OrchError
-from orch.gateway import tokens
-from orch.gateway.anthropic import AnthropicProtocol
+from orch.gateway import protocols, tokens
 from orch.gateway.books import Books
 from orch.gateway.events import EventLog
 from orch.gateway.ledger import Ledger
@@ -65,7 +64,9 @@ class Gateway:
         pricing = load_pricing(self.boot.pricing)
         self.books = Books(self.folder, pricing, self.events, self.boot.offline, self.boot.replay is not None)
         replayer = Replayer(Path(self.boot.replay), self.boot.run_dir, self.boot.workdir) if self.boot.replay else None
-        self.writer = Writer(self.books, Ledger(self.folder), Recorder(self.folder), self.boot.run_dir, self.boot.workdir)
+        self.writer = Writer(
+            self.books, Ledger(self.folder), Recorder(self.folder), self.boot.run_dir, self.boot.workdir
+        )
         self.proxy = Proxy(
             self.boot, protocols.DEFAULT, start.upstream_url, self.events, self.books, self.writer, self.jobs, replayer
         )

@@ -64,9 +64,7 @@ class Done:
 
 
 class Writer:
-    def __init__(
-        self, books: Books, ledger: Ledger, recorder: Recorder, run_dir: str, workdir: str
-    ) -> None:
+    def __init__(self, books: Books, ledger: Ledger, recorder: Recorder, run_dir: str, workdir: str) -> None:
         self.books, self.ledger, self.recorder = books, ledger, recorder
         self.run_dir, self.workdir = run_dir, workdir
         self._pending: list[Done] = []
