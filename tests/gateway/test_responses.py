@@ -16,7 +16,7 @@ from orch.gateway.records import Exchange, GatewayBudget, Scheme, Tokens
 from orch.gateway.replay import translate
 from orch.gateway.responses import ResponsesProtocol, replay_parts, tokens
 from orch.gateway.sse import SseParser
-from tests.gateway.gw import boot_for, call, events_of, gateway, ledger_of, main_call, usage_of
+from tests.gateway.gw import boot_for, call, events_of, gateway, ledger_of, main_call, settled, usage_of
 
 PROTOCOL = ResponsesProtocol()
 CAPTURED: dict[str, Any] = json.loads((Path(__file__).parent / "data" / "codex-responses.json").read_text())
@@ -129,16 +129,20 @@ def test_a_gateway_serves_responses_beside_messages(tmp_path: Path) -> None:
         assert second.events()[-1]["response"]["output"][0]["content"][0]["text"] == "Finished."
         # The Messages API still works in the same gateway.
         assert call(gw.base(token) + "/v1/messages", main_call("count me")).status == 200
-        usage = usage_of(gw.folder)["workers"]["1"]
+        usage = usage_of(settled(gw))["workers"]["1"]
         assert usage["requests"] == 3 and set(usage["by_model"]) >= {"gpt-5.5"}
         assert usage["by_model"]["gpt-5.5"]["cost_usd"] > 0  # priced (offline: not billed)
-        ledger = ledger_of(gw.folder)
+        ledger = ledger_of(settled(gw))
         assert [(e["kind"], e["id"]) for e in ledger] == [
             ("tool_use", item["call_id"]),
             ("tool_result", item["call_id"]),
         ]
         assert ledger[1]["output"] == "hi\n"
-        assert [e.path for e in read_exchanges(gw.folder.exchanges(1))] == ["/responses", "/responses", "/v1/messages"]
+        assert [e.path for e in read_exchanges(settled(gw).exchanges(1))] == [
+            "/responses",
+            "/responses",
+            "/v1/messages",
+        ]
         # Refusals speak the API of the request.
         gw.client.set_budget(GatewayBudget(max_tokens_per_worker=1))
         refused = call(gw.base(token) + "/responses", _responses_call(script))
@@ -155,7 +159,7 @@ def test_replay_of_a_responses_conversation(tmp_path: Path) -> None:
     with gateway(live) as gw:
         token = gw.client.mint_token(1)
         first = call(gw.base(token) + "/responses", _responses_call(script))
-        recorded = read_exchanges(gw.folder.exchanges(1))
+        recorded = read_exchanges(settled(gw).exchanges(1))
     replay_dir = tmp_path / "replayed"
     (replay_dir / "run").mkdir(parents=True)
     with gateway(replay_dir, boot_for(replay_dir / "run", None, replay=str(live / "run"))) as rp:
