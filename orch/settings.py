@@ -189,6 +189,20 @@ CLAUDE_BIN = Setting(
     "The Claude Code binary to run.",
     shown="`claude` on PATH, else the pinned copy in ~/.cache/orch/claude-code/",
 )
+OPENCODE_BIN = Setting(
+    "ORCH_OPENCODE_BIN",
+    "",
+    _optional,
+    "The opencode binary to run.",
+    shown="`opencode` on PATH, else the pinned copy in ~/.cache/orch/opencode/",
+)
+AIDER_BIN = Setting(
+    "ORCH_AIDER_BIN",
+    "",
+    _optional,
+    "The aider binary to run.",
+    shown="`aider` on PATH, else the pinned venv in ~/.cache/orch/aider/",
+)
 PRICING = Setting(
     "ORCH_PRICING",
     "",

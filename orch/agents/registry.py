@@ -21,7 +21,14 @@ def _scripted() -> AgentAdapter:
     return ScriptedAdapter()
 
 
+def _opencode() -> AgentAdapter:
+    from orch.agents.opencode import OpencodeAdapter
+
+    return OpencodeAdapter()
+
+
 ADAPTERS: dict[str, Callable[[], AgentAdapter]] = {"claude": _claude, "scripted": _scripted}
+ADAPTERS["opencode"] = _opencode
 DEFAULT_AGENT = settings.AGENT.default
 """The agent of a run that names none (compose's ORCH_AGENT unset)."""
 IMAGE_AGENT = "claude"
