@@ -13,6 +13,7 @@ What opencode 1.18.33 does and how each is handled (docs/agents/opencode.md has 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import sqlite3
@@ -105,13 +106,13 @@ def _template(name: str, constants: dict[str, Any]) -> str:
     return template.replace("__ORCH__", json.dumps(constants))
 
 
-def plugin_source(ctx: WorkerContext, resumed: bool) -> str:
+def plugin_source(ctx: WorkerContext, session: str | None) -> str:
     constants = {
         "python": sys.executable,
         "hookwriter": orch.run.hookwriter.__file__,
         "state": str(ctx.run.state(ctx.worker)),
         "policy": str(ctx.run.permission_policy),
-        "resumed": resumed,
+        "session": session,
     }
     return _template("opencode-plugin.js", constants)
 
@@ -180,7 +181,7 @@ class OpencodeAdapter:
             "permission": permission_rules(ctx.permission_mode, ctx.run.root),
         }
         (config_dir / "opencode.json").write_text(json.dumps(config, indent=2) + "\n")
-        (config_dir / "plugins" / "orch.js").write_text(plugin_source(ctx, resume))
+        (config_dir / "plugins" / "orch.js").write_text(plugin_source(ctx, ctx.resume_session if resume else None))
         # The TUI plugin lives outside plugins/ (the server loads everything there).
         ready_file(cfg).unlink(missing_ok=True)
         (config_dir / "orch-tui.js").write_text(_template("opencode-tui.js", {"ready": str(ready_file(cfg))}))
@@ -224,13 +225,15 @@ class OpencodeAdapter:
 
     def doctor(self) -> Sequence[Check]:
         facts = Check(
-            "opencode signals",
+            "opencode-support",
             True,
             "state from its plugin events (session status, tools, permission asked); sessions resume with "
             "--session; permission modes: " + ", ".join(self.permission_modes),
             optional=True,
         )
-        return (install_check(self), credentials_check(self.credentials, "opencode credentials"), facts)
+        # Optional: a machine that runs only Claude Code fleets needs no opencode.
+        installed = dataclasses.replace(install_check(self), optional=True)
+        return (installed, credentials_check(self.credentials, "opencode-credentials"), facts)
 
     def ready_marker(self, run: RunFolder, worker: int) -> Path | None:
         # The server plugin's SessionStart comes before the TUI is drawn: text typed then is lost.

@@ -44,7 +44,8 @@ async function reply(client, sessionID, requestID, behavior, message) {
 }
 
 export const OrchState = async ({ client }) => {
-  emit({ hook_event_name: "SessionStart", source: ORCH.resumed ? "resume" : "startup" })
+  // A resumed session is known from the start; a new one is named by opencode with the first prompt.
+  emit({ hook_event_name: "SessionStart", source: ORCH.session ? "resume" : "startup", session_id: ORCH.session || undefined })
   return {
     "chat.message": async (input, output) => {
       const parts = (output && output.parts) || []
