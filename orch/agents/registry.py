@@ -28,7 +28,16 @@ def _opencode() -> AgentAdapter:
 
 
 ADAPTERS: dict[str, Callable[[], AgentAdapter]] = {"claude": _claude, "scripted": _scripted}
+
+
+def _aider() -> AgentAdapter:
+    from orch.agents.aider import AiderAdapter
+
+    return AiderAdapter()
+
+
 ADAPTERS["opencode"] = _opencode
+ADAPTERS["aider"] = _aider
 DEFAULT_AGENT = settings.AGENT.default
 """The agent of a run that names none (compose's ORCH_AGENT unset)."""
 IMAGE_AGENT = "claude"

@@ -163,6 +163,15 @@ class ChatCompletionsProtocol:
         code = _ERROR_TYPES[kind]
         return {"error": {"message": message, "type": code, "param": None, "code": code}}
 
+    def upstream_body(self, body: Mapping[str, Any], raw: bytes) -> bytes:
+        """The request as sent upstream: a stream that does not ask for usage (aider 0.86.2's) is made to,
+        else the books could not count it. The extra final chunk (`choices: []`) is standard API output."""
+        options = body.get("stream_options")
+        if not body.get("stream") or (isinstance(options, dict) and options.get("include_usage")):
+            return raw
+        given = options if isinstance(options, dict) else {}
+        return json.dumps({**body, "stream_options": {**given, "include_usage": True}}).encode()
+
     def upstream_auth(self, scheme: Scheme, secret: str, incoming: Mapping[str, str]) -> dict[str, str]:
         if scheme in (Scheme.BEARER, Scheme.API_KEY, Scheme.OAUTH):
             return {"authorization": f"Bearer {secret}"}

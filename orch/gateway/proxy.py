@@ -32,7 +32,7 @@ from orch.gateway.protocol import ApiProtocol, ErrorKind, Outcome
 from orch.gateway.recorder import Recorder
 from orch.gateway.records import Exchange, ExchangeKey, GatewayBoot, GatewayEventKind
 from orch.gateway.replay import Replayer, ReplayMiss, exchange_key
-from orch.gateway.routing import protocol_for
+from orch.gateway.routing import protocol_for, upstream_body
 from orch.gateway.sse import SseParser, split_events
 
 log = logging.getLogger("orch.gateway")
@@ -157,7 +157,7 @@ class Proxy:
             upstream = await self._session.request(
                 call.method,
                 self.upstream_url + call.path,
-                data=raw,
+                data=upstream_body(call.protocol, call.body, raw),
                 headers=self._upstream_headers(request, call.protocol),
                 allow_redirects=False,
             )

@@ -7,6 +7,7 @@ protocol module states the paths it handles.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from orch.gateway import openai_chat
 from orch.gateway.protocol import ApiProtocol
@@ -19,3 +20,10 @@ ROUTES: list[tuple[Callable[[str, str], bool], ApiProtocol]] = [
 
 def protocol_for(method: str, path: str, default: ApiProtocol) -> ApiProtocol:
     return next((protocol for claims, protocol in ROUTES if claims(method, path)), default)
+
+
+def upstream_body(protocol: ApiProtocol, body: dict[str, Any], raw: bytes) -> bytes:
+    """The request body to send upstream: as it came, unless its protocol must change it (usage)."""
+    if isinstance(protocol, openai_chat.ChatCompletionsProtocol) and body:
+        return protocol.upstream_body(body, raw)
+    return raw

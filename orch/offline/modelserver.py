@@ -29,7 +29,7 @@ from types import FrameType
 from typing import Any
 from urllib.parse import urlsplit
 
-from orch.offline import chat
+from orch.offline import aider, chat
 from orch.offline.script import Answer, next_answer, prompt_text
 
 log = logging.getLogger(__name__)
@@ -190,7 +190,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _chat(self, path: str, body: dict[str, Any], input_tokens: int) -> None:
         """OpenAI Chat Completions (orch.offline.chat): the same script, translated both ways."""
-        if not body.get("tools") or isinstance(body.get("response_format"), dict):
+        if aider.is_aider(body):  # no tools: the steps go out as edit and shell blocks in one text
+            answer = aider.answer(body)
+        elif not body.get("tools") or isinstance(body.get("response_format"), dict):
             answer = Answer("text", text="Scripted session", step="side")  # titles, summaries
         else:
             answer = next_answer(chat.neutral_messages(body.get("messages") or []))

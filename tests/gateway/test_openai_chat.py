@@ -142,3 +142,14 @@ def test_a_gateway_serves_chat_completions_beside_the_messages_api(tmp_path: Pat
         assert bad.status == 401
         garbage = call(gw.base(token) + "/chat/completions", raw=b"{not json")
         assert garbage.status == 400 and "malformed" in garbage.json()["error"]["message"]
+
+
+def test_a_stream_that_asks_no_usage_is_made_to() -> None:
+    """aider 0.86.2 streams without stream_options: the gateway asks for usage upstream, or it could not count."""
+    body = {"model": "gpt-4.1", "stream": True, "messages": []}
+    sent = json.loads(PROTOCOL.upstream_body(body, json.dumps(body).encode()))
+    assert sent["stream_options"] == {"include_usage": True} and sent["messages"] == []
+    raw = json.dumps(MAIN["request"]).encode()
+    assert PROTOCOL.upstream_body(MAIN["request"], raw) is raw  # opencode asks already: bytes untouched
+    plain = {"model": "gpt-4.1", "messages": []}
+    assert PROTOCOL.upstream_body(plain, b"x") == b"x"
