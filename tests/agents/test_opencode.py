@@ -38,6 +38,12 @@ def opencode_bin(monkeypatch: pytest.MonkeyPatch) -> Path:
 def up(name: str, tmp_path: Path, workers: int = 1, *extra: str) -> RunFolder:
     workdir = tmp_path / f"brand-new-{name}"  # never seen by opencode: no dialog may appear
     workdir.mkdir()
+    # A hostile tree: its own opencode config and plugin must not load (they could re-point the provider).
+    (workdir / ".opencode" / "plugins").mkdir(parents=True)
+    (workdir / ".opencode" / "opencode.json").write_text('{"model": "orch/from-the-workdir"}')
+    probe = tmp_path / f"{name}-probe"
+    plugin = 'import { writeFileSync } from "node:fs"\nexport const P = async () => { writeFileSync(PROBE, "x") }\n'
+    (workdir / ".opencode" / "plugins" / "probe.js").write_text(plugin.replace("PROBE", json.dumps(str(probe))))
     result = orch("up", name, "-n", str(workers), "-w", workdir, "--local", "--agent", "opencode", "--offline",
                   "--boot-timeout", BOOT, *extra)  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -61,9 +67,11 @@ def test_boots_with_no_dialog_takes_one_submission_and_finishes_a_brief(tmp_path
     assert [w.state for w in watch.status(run).workers] == [WorkerState.IDLE] * 2
     events = [json.loads(line)["event"] for line in run.events.read_text().splitlines()]
     assert Event.DIALOG_ANSWERED not in events
+    assert not (tmp_path / "oc-probe").exists()  # the workdir's plugin never ran
     for n in (1, 2):
         screen = orch("read", "oc", str(n)).output
         assert "Ask anything" in screen and "Zen" not in screen and "Connect a provider" not in screen
+        assert "from-the-workdir" not in screen
         config = (run.config_dir(n) / "opencode" / "opencode.json").read_text()
         assert "/t/" not in config  # the worker's gateway token comes by environment, never a file
         assert (run.config_dir(n) / "opencode" / "node_modules").is_symlink()  # nothing installed from npm
