@@ -69,10 +69,13 @@ def _up(
 
 
 LocalOpt = Annotated[bool, typer.Option("--local", help="Run tmux on this machine instead of a container.")]
-AgentOpt = Annotated[str, typer.Option("--agent", "-a", help="Agent adapter: claude or scripted.")]
+AgentOpt = Annotated[str, typer.Option("--agent", "-a", help="Agent adapter: claude, opencode, aider or scripted.")]
 ModeOpt = Annotated[
     str | None,
-    typer.Option("--permission-mode", help="Agent permission mode (claude default: acceptEdits + allowlist)."),
+    typer.Option(
+        "--permission-mode",
+        help="Agent permission mode (claude: acceptEdits + allowlist; opencode: build, ask, auto; aider: yes-always).",
+    ),
 ]
 ModelOpt = Annotated[str | None, typer.Option("--model", help="Model name passed to the agent.")]
 ReplaceOpt = Annotated[bool, typer.Option("--replace", help="Kill and replace an existing run of this name.")]
