@@ -14,7 +14,7 @@ is complete at `data: [DONE]`, which is not JSON, so the reader also takes a chu
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from orch.gateway.protocol import ErrorKind, Outcome, ToolResult, ToolUse
@@ -178,3 +178,54 @@ class ChatCompletionsProtocol:
         if scheme is Scheme.PASSTHROUGH:
             return {k: v for k, v in incoming.items() if k in self.auth_headers}
         return {}
+
+
+def translate_stream(text: str, rewrite: Callable[[Any], Any]) -> str:
+    """A recorded chunk stream with `rewrite` applied to its content text and to each tool call's arguments
+    (replay: the recording's folders become this run's). Arguments come in fragments that may cut a path in
+    two: the rewritten whole goes into the first fragment and the others are emptied. Events it does not
+    change stay byte for byte."""
+    events = text.split("\n\n")
+    parsed: dict[int, dict[str, Any]] = {}
+    for number, event in enumerate(events):
+        data = next((line[6:] for line in event.split("\n") if line.startswith("data: {")), None)
+        if data is None:
+            continue
+        try:
+            loaded = json.loads(data)
+        except ValueError:
+            continue
+        if isinstance(loaded, dict):
+            parsed[number] = loaded
+    changed: set[int] = set()
+    fragments: dict[int, list[dict[str, Any]]] = {}
+    owners: dict[int, list[int]] = {}
+    for number, chunk in parsed.items():
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if not isinstance(delta, dict):
+                continue
+            if isinstance(delta.get("content"), str) and (new := rewrite(delta["content"])) != delta["content"]:
+                delta["content"] = new
+                changed.add(number)
+            for call in delta.get("tool_calls") or []:
+                if isinstance(call, dict) and isinstance(call.get("function"), dict):
+                    fragments.setdefault(_int(call.get("index")), []).append(call["function"])
+                    owners.setdefault(_int(call.get("index")), []).append(number)
+    for index, functions in fragments.items():
+        whole = "".join(str(f.get("arguments") or "") for f in functions)
+        try:
+            original = json.loads(whole)
+        except ValueError:
+            continue  # a stream cut mid-arguments: leave it as it came
+        rewritten = json.dumps(rewrite(original))
+        if rewritten != json.dumps(original):
+            for position, function in enumerate(functions):
+                function["arguments"] = rewritten if position == 0 else ""
+            changed.update(owners[index])
+    for number in changed:
+        events[number] = "\n".join(
+            f"data: {json.dumps(parsed[number])}" if line.startswith("data: {") else line
+            for line in events[number].split("\n")
+        )
+    return "\n\n".join(events)

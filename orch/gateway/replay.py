@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from orch.errors import UsageError
+from orch.gateway import openai_chat
 from orch.gateway.cassette import read_exchanges
 from orch.gateway.records import Exchange, ExchangeKey
 from orch.text import shorten
@@ -230,6 +231,8 @@ def _translate_sse(text: str, pairs: Folders) -> str:
     """The recorded stream with the recording's folders replaced in text and tool inputs. A tool input
     comes in partial-JSON fragments that may cut a path in two: its whole JSON, rewritten, goes into its
     first fragment and the others are emptied. Events it does not change stay byte for byte."""
+    if '"chat.completion.chunk"' in text:  # OpenAI Chat Completions: its own chunk shape
+        return openai_chat.translate_stream(text, functools.partial(_translate_value, pairs=pairs))
     events = text.split("\n\n")
     deltas: dict[int, dict[str, Any]] = {}
     """Event number -> its content_block_delta payload."""

@@ -17,7 +17,7 @@ from orch.gateway.routing import protocol_for
 from orch.gateway.sse import SseParser
 from orch.offline.chat import neutral_messages, offered_call
 from orch.offline.script import next_answer
-from tests.gateway.gw import call, gateway, ledger_of, main_call, script_prompt, usage_of
+from tests.gateway.gw import boot_for, call, gateway, ledger_of, main_call, script_prompt, usage_of
 
 PROTOCOL = ChatCompletionsProtocol()
 CAPTURED: dict[str, Any] = json.loads((Path(__file__).parent / "data" / "opencode-chat.json").read_text())
@@ -153,3 +153,38 @@ def test_a_stream_that_asks_no_usage_is_made_to() -> None:
     assert PROTOCOL.upstream_body(MAIN["request"], raw) is raw  # opencode asks already: bytes untouched
     plain = {"model": "gpt-4.1", "messages": []}
     assert PROTOCOL.upstream_body(plain, b"x") == b"x"
+
+
+WRITE = [
+    {"type": "function", "function": {"name": "write", "parameters": {"properties": {"filePath": {}, "content": {}}}}}
+]
+
+
+def _write_call(run_root: Path) -> dict[str, Any]:
+    step = {"write": str(run_root / "outbox" / "result.md"), "content": "x"}
+    return _chat(script_prompt(step, {"reply": "Finished."}), tools=WRITE)
+
+
+def _arguments(body: bytes) -> dict[str, Any]:
+    outcome = _read(body, 1 << 20)
+    assert outcome.complete and len(outcome.tool_uses) == 1
+    return dict(outcome.tool_uses[0].input)
+
+
+def test_replay_of_chat_completions_answers_in_this_runs_folders(tmp_path: Path) -> None:
+    live = tmp_path / "live"
+    live.mkdir()
+    with gateway(live) as gw:
+        token = gw.client.mint_token(1)
+        recorded = call(gw.base(token) + "/chat/completions", _write_call(gw.folder.root))
+        assert _arguments(recorded.body)["filePath"] == str(gw.folder.root / "outbox" / "result.md")
+    replay_dir = tmp_path / "replayed"
+    (replay_dir / "run").mkdir(parents=True)
+    boot = boot_for(replay_dir / "run", None, replay=str(live / "run"))
+    with gateway(replay_dir, boot) as rp:
+        token = rp.client.mint_token(1)
+        reply = call(rp.base(token) + "/chat/completions", _write_call(rp.folder.root))
+        assert reply.status == 200, reply.body
+        # The recorded Write pointed into the recording's run folder: replayed, it points into this one.
+        assert _arguments(reply.body)["filePath"] == str(rp.folder.root / "outbox" / "result.md")
+        assert usage_of(rp.folder)["workers"]["1"]["requests"] == 1
