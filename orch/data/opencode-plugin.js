@@ -10,6 +10,7 @@
 //   permission.asked                   -> PermissionRequest (answered from the policy file when it says so)
 //   permission.replied                 -> PermissionReplied (busy again)
 //   session.status idle                -> Stop
+//   session.status retry               -> ApiRetry (busy: opencode retries by itself)
 //   session.error                      -> StopFailure (error: rate_limit, authentication_failed, ...)
 import { spawnSync } from "node:child_process"
 
@@ -62,6 +63,9 @@ export const OrchState = async ({ client }) => {
       const p = event.properties || {}
       if (event.type === "session.status" && p.status && p.status.type === "idle") {
         emit({ hook_event_name: "Stop", session_id: p.sessionID })
+      } else if (event.type === "session.status" && p.status && p.status.type === "retry") {
+        // opencode retries API errors itself (a 429 too, whatever x-should-retry says): still busy.
+        emit({ hook_event_name: "ApiRetry", session_id: p.sessionID, reason: String(p.status.message || "") })
       } else if (event.type === "session.error") {
         emit({ hook_event_name: "StopFailure", session_id: p.sessionID, error: errorKind(p.error) })
       } else if (event.type === "permission.asked") {

@@ -168,3 +168,18 @@ def test_unknown_permission_mode_is_refused_and_doctor_lists_opencode(tmp_path: 
     assert not RunFolder.for_name("bad").root.exists() or not list(RunFolder.for_name("bad").root.iterdir())
     doctor = orch("doctor").output
     assert "opencode" in doctor and OPENCODE_VERSION in doctor
+
+
+def test_a_rate_limit_is_retried_by_opencode_and_shown(tmp_path: Path) -> None:
+    """opencode retries a 429 itself: the worker stays busy (ApiRetry), the gateway records the limit."""
+    run = up("ocr", tmp_path)
+    brief = tmp_path / "fail.md"
+    brief.write_text('Fail.\n\n```orch-script\n{"fail": "rate_limit"}\n{"reply": "after"}\n```\n')
+    assert orch("brief", "ocr", "1", brief).exit_code == 0
+    retry = wait_until(
+        lambda: next((e for e in run.hook_events(1) if e.hook_event_name == "ApiRetry"), None), 90, "opencode's retry"
+    )
+    assert "rate limit" in str(retry.reason).lower()
+    row = watch.status(run).workers[0]
+    assert row.state is WorkerState.BUSY
+    assert '"rate-limited"' in run.model_log.read_text()
