@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -183,3 +187,49 @@ def test_a_rate_limit_is_retried_by_opencode_and_shown(tmp_path: Path) -> None:
     row = watch.status(run).workers[0]
     assert row.state is WorkerState.BUSY
     assert '"rate-limited"' in run.model_log.read_text()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root for a network namespace")
+def test_a_fleet_with_no_network_at_all_never_needs_one(tmp_path: Path) -> None:
+    """In a network namespace with loopback only: opencode boots and works through the gateway, so it never
+    needs its hosted models, models.dev, npm or an update server."""
+    workdir = tmp_path / "w"
+    workdir.mkdir()
+    run = RunFolder.for_name("net")
+    steps = [
+        {"bash": "orch bus post net --as 1 'no network needed'"},
+        {"write": str(run.result(1)), "content": "ok\n"},
+        {"bash": f"touch {run.done(1)}"},
+        {"reply": "Finished."},
+    ]
+    brief = tmp_path / "brief.md"
+    brief.write_text("Task.\n\n```orch-script\n" + "\n".join(json.dumps(s) for s in steps) + "\n```\n")
+    orch_bin = Path(sys.executable).parent / "orch"
+    commands = [
+        "ip link set lo up",
+        shlex.join(
+            [
+                str(orch_bin),
+                "up",
+                "net",
+                "-w",
+                str(workdir),
+                "--local",
+                "--agent",
+                "opencode",
+                "--offline",
+                "--boot-timeout",
+                BOOT,
+            ]
+        ),
+        shlex.join([str(orch_bin), "brief", "net", "1", str(brief)]),
+        shlex.join([str(orch_bin), "wait", "net", "--timeout", "120"]),
+    ]
+    done = subprocess.run(
+        ["unshare", "-n", "sh", "-c", " && ".join(commands)], capture_output=True, text=True, timeout=400, check=False
+    )
+    try:
+        assert done.returncode == 0, done.stdout + done.stderr + diagnose(run)
+        assert "[W1] no network needed" in run.bus.read_text() and run.result(1).read_text() == "ok\n"
+    finally:
+        orch("kill", "net")
