@@ -189,7 +189,9 @@ def test_a_rate_limit_is_retried_by_opencode_and_shown(tmp_path: Path) -> None:
     assert '"rate-limited"' in run.model_log.read_text()
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root for a network namespace")
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("ip")), reason="needs root, unshare and ip"
+)
 def test_a_fleet_with_no_network_at_all_never_needs_one(tmp_path: Path) -> None:
     """In a network namespace with loopback only: opencode boots and works through the gateway, so it never
     needs its hosted models, models.dev, npm or an update server."""
