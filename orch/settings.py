@@ -196,6 +196,20 @@ CODEX_BIN = Setting(
     "The Codex CLI binary to run.",
     shown="`codex` on PATH, else the pinned copy in ~/.cache/orch/codex/",
 )
+OPENCODE_BIN = Setting(
+    "ORCH_OPENCODE_BIN",
+    "",
+    _optional,
+    "The opencode binary to run.",
+    shown="`opencode` on PATH, else the pinned copy in ~/.cache/orch/opencode/",
+)
+AIDER_BIN = Setting(
+    "ORCH_AIDER_BIN",
+    "",
+    _optional,
+    "The aider binary to run.",
+    shown="`aider` on PATH, else the pinned venv in ~/.cache/orch/aider/",
+)
 PRICING = Setting(
     "ORCH_PRICING",
     "",

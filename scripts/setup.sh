@@ -35,3 +35,30 @@ if [ ! -x "$codex_prefix/node_modules/.bin/codex" ]; then
   npm install --prefix "$codex_prefix" --no-audit --no-fund --loglevel=error "$codex_package@$codex_version"
 fi
 "$codex_prefix/node_modules/.bin/codex" --version >/dev/null
+
+# opencode, pinned, and the plugin package it would otherwise install from npm into each worker's
+# config dir at every start (orch links this copy instead: orch/agents/opencode.py).
+pin() { .venv/bin/python -c "import orch.versions as v; print(v.$1)"; }
+version=$(pin OPENCODE_VERSION)
+prefix="$HOME/.cache/orch/opencode/$version"
+if [ ! -x "$prefix/node_modules/.bin/opencode" ]; then
+  echo "setup: installing $(pin OPENCODE_PACKAGE)@$version into $prefix"
+  mkdir -p "$prefix"
+  npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error "$(pin OPENCODE_PACKAGE)@$version"
+fi
+if [ ! -d "$prefix/config-deps/node_modules/@opencode-ai/plugin" ]; then
+  mkdir -p "$prefix/config-deps"
+  printf '{\n  "dependencies": {\n    "%s": "%s"\n  }\n}\n' "$(pin OPENCODE_PLUGIN_PACKAGE)" "$version" \
+    > "$prefix/config-deps/package.json"
+  npm install --prefix "$prefix/config-deps" --no-audit --no-fund --loglevel=error
+fi
+"$prefix/node_modules/.bin/opencode" --version >/dev/null
+
+# aider, pinned, in its own venv (it pins its own dependencies, which must not meet orch's).
+version=$(pin AIDER_VERSION)
+prefix="$HOME/.cache/orch/aider/$version"
+if [ ! -x "$prefix/bin/aider" ]; then
+  echo "setup: installing $(pin AIDER_PACKAGE)==$version into $prefix"
+  python3 -m venv "$prefix"
+  "$prefix/bin/pip" install --quiet "$(pin AIDER_PACKAGE)==$version"
+fi

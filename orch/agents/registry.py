@@ -27,8 +27,24 @@ def _scripted() -> AgentAdapter:
     return ScriptedAdapter()
 
 
+def _opencode() -> AgentAdapter:
+    from orch.agents.opencode import OpencodeAdapter
+
+    return OpencodeAdapter()
+
+
 ADAPTERS: dict[str, Callable[[], AgentAdapter]] = {"claude": _claude, "scripted": _scripted}
+
+
+def _aider() -> AgentAdapter:
+    from orch.agents.aider import AiderAdapter
+
+    return AiderAdapter()
+
+
 ADAPTERS["codex"] = _codex
+ADAPTERS["opencode"] = _opencode
+ADAPTERS["aider"] = _aider
 DEFAULT_AGENT = settings.AGENT.default
 """The agent of a run that names none (compose's ORCH_AGENT unset)."""
 IMAGE_AGENT = "claude"

@@ -97,10 +97,16 @@ def parse_agents(text: str) -> dict[int, str]:
 
 
 LocalOpt = Annotated[bool, typer.Option("--local", help="Run tmux on this machine instead of a container.")]
-AgentOpt = Annotated[str, typer.Option("--agent", "-a", help="Agent adapter: claude, codex or scripted.")]
+AgentOpt = Annotated[
+    str,
+    typer.Option("--agent", "-a", help="Agent adapter: claude, codex, opencode, aider or scripted (see orch doctor)."),
+]
 ModeOpt = Annotated[
     str | None,
-    typer.Option("--permission-mode", help="Agent permission mode (claude default: acceptEdits + allowlist)."),
+    typer.Option(
+        "--permission-mode",
+        help="Agent permission mode (claude: acceptEdits + allowlist; opencode: build, ask, auto; aider: yes-always).",
+    ),
 ]
 ModelOpt = Annotated[str | None, typer.Option("--model", help="Model name passed to the agent.")]
 ReplaceOpt = Annotated[bool, typer.Option("--replace", help="Kill and replace an existing run of this name.")]

@@ -27,7 +27,7 @@ from multidict import CIMultiDict
 from orch.gateway.books import Books
 from orch.gateway.events import EventLog
 from orch.gateway.protocol import ApiProtocol, ErrorKind, Outcome
-from orch.gateway.protocols import for_path
+from orch.gateway.protocols import for_path, upstream_body
 from orch.gateway.records import GatewayBoot, GatewayEventKind
 from orch.gateway.replay import Replayer, ReplayMiss, exchange_key
 from orch.gateway.sse import SseParser, split_events
@@ -148,7 +148,7 @@ class Proxy:
             upstream = await self._session.request(
                 call.method,
                 self.upstream_url + call.path,
-                data=raw,
+                data=upstream_body(call.protocol, call.body, raw),
                 headers=self._upstream_headers(request, call.protocol),
                 allow_redirects=False,
             )

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from orch.errors import UsageError
-from orch.gateway import responses
+from orch.gateway import openai_chat, responses
 from orch.gateway.cassette import read_exchanges
 from orch.gateway.records import Exchange, ExchangeKey
 from orch.text import shorten
@@ -144,6 +144,8 @@ def digest(text: str) -> str:
 
 def request_kind(path: str, body: dict[str, Any]) -> Kind:
     path = path.split("?", 1)[0].rstrip("/")
+    if path.endswith("/chat/completions"):  # OpenAI Chat Completions: side calls (titles) offer no tools
+        return "main" if body.get("stream") and body.get("tools") else "side"
     if path.endswith("/v1/messages/count_tokens"):
         return "count_tokens"
     if not path.endswith("/v1/messages"):
@@ -239,6 +241,8 @@ def _translate_sse(text: str, pairs: Folders) -> str:
     """The recorded stream with the recording's folders replaced in text and tool inputs. A tool input
     comes in partial-JSON fragments that may cut a path in two: its whole JSON, rewritten, goes into its
     first fragment and the others are emptied. Events it does not change stay byte for byte."""
+    if '"chat.completion.chunk"' in text:  # OpenAI Chat Completions: its own chunk shape
+        return openai_chat.translate_stream(text, functools.partial(_translate_value, pairs=pairs))
     events = text.split("\n\n")
     deltas: dict[int, dict[str, Any]] = {}
     """Event number -> its content_block_delta payload."""

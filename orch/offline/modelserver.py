@@ -30,7 +30,7 @@ from types import FrameType
 from typing import Any
 from urllib.parse import urlsplit
 
-from orch.offline import responses
+from orch.offline import aider, chat, responses
 from orch.offline.script import Answer, next_answer, prompt_text
 
 log = logging.getLogger(__name__)
@@ -133,6 +133,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._messages(path, body, _tokens(raw.decode(errors="replace")))
         elif responses.handles(path):
             self._responses(path, body, _tokens(raw.decode(errors="replace")))
+        elif chat.is_chat_path(path):
+            self._chat(path, body, _tokens(raw.decode(errors="replace")))
         else:
             self._not_found()
 
@@ -191,6 +193,23 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
         self._stream(message_id, model, block, stop, usage)
+
+    def _chat(self, path: str, body: dict[str, Any], input_tokens: int) -> None:
+        """OpenAI Chat Completions (orch.offline.chat): the same script, translated both ways."""
+        if aider.is_aider(body):  # no tools: the steps go out as edit and shell blocks in one text
+            answer = aider.answer(body)
+        elif not body.get("tools") or isinstance(body.get("response_format"), dict):
+            answer = Answer("text", text="Scripted session", step="side")  # titles, summaries
+        else:
+            answer = next_answer(chat.neutral_messages(body.get("messages") or []))
+        self._record(path, body, answer.step)
+        if answer.kind == "fail":
+            status, code, message = chat.FAILURES.get(answer.text, (500, "server_error", "Scripted API error"))
+            self._send_json(status, chat.error_body(code, message), headers={"x-should-retry": "false"})
+        elif not body.get("stream"):
+            self._send_json(200, chat.completion(answer, body, input_tokens))
+        else:
+            self._send_sse(chat.stream_events(answer, body, input_tokens))
 
     def _stream(self, message_id: str, model: str, block: dict[str, Any], stop: str, usage: dict[str, int]) -> None:
         start = {**block, "input": {}} if block["type"] == "tool_use" else {"type": "text", "text": ""}

@@ -34,7 +34,7 @@ def _nothing_left(name: str) -> None:
         ("x" * 65, [], "invalid run name"),
         ("ok", ["-n", "0"], "out of range"),
         ("ok", ["-n", "65"], "out of range"),
-        ("ok", ["--agent", "nope"], "available: claude, codex, scripted"),
+        ("ok", ["--agent", "nope"], "unknown agent 'nope' (available: "),
         ("ok", ["--permission-mode", "yolo"], "unknown permission mode"),
     ],
     ids=["dotdot", "space", "semicolon", "subshell", "too-long", "zero-workers", "too-many", "agent", "mode"],

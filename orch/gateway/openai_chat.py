@@ -1,0 +1,231 @@
+"""OpenAI Chat Completions for the gateway: `POST …/chat/completions` (JSON, or SSE when `stream` is set);
+anything else (`GET …/models`) is passed through uncounted.
+
+A worker's base URL is the gateway's `/t/<token>` (the API root, as `OPENAI_BASE_URL` is), so the path
+is `/chat/completions`; `/v1/chat/completions` is taken too, for clients that add the version themselves.
+
+Usage: `prompt_tokens` includes `prompt_tokens_details.cached_tokens`; the books keep them apart
+(input = prompt - cached, cache reads = cached; the API has no cache-write charge). A stream carries
+usage only when the client asks (`stream_options.include_usage`, which opencode and aider do); a stream
+is complete at `data: [DONE]`, which is not JSON, so the reader also takes a chunk with a
+`finish_reason` followed by the usage chunk: the outcome is complete once a finish reason came.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+from orch.gateway.protocol import ErrorKind, Outcome, ToolResult, ToolUse
+from orch.gateway.records import Scheme, Tokens
+
+PATHS = ("/chat/completions", "/v1/chat/completions")
+_ERROR_TYPES: dict[ErrorKind, str] = {
+    "authentication": "invalid_api_key",
+    "invalid_request": "invalid_request_error",
+    "upstream": "server_error",
+    "not_found": "not_found",
+}
+
+
+def handles(method: str, path: str) -> bool:
+    """The requests this protocol counts (the gateway picks a protocol by path: orch.gateway.protocols)."""
+    return method == "POST" and path.split("?", 1)[0] in PATHS
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def tokens(usage: object) -> Tokens | None:
+    if not isinstance(usage, dict):
+        return None
+    details = usage.get("prompt_tokens_details")
+    cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else 0
+    prompt = _int(usage.get("prompt_tokens"))
+    return Tokens(
+        input_tokens=max(0, prompt - cached),
+        output_tokens=_int(usage.get("completion_tokens")),
+        cache_read_input_tokens=cached,
+    )
+
+
+def _arguments(text: str) -> dict[str, Any]:
+    try:
+        parsed = json.loads(text or "{}")
+    except ValueError:
+        return {"_unparsed": text}
+    return parsed if isinstance(parsed, dict) else {"_value": parsed}
+
+
+def _text(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(p.get("text", "")) if p.get("type") == "text" else f"[{p.get('type')}]"
+            for p in content
+            if isinstance(p, dict)
+        )
+    return ""
+
+
+class _Stream:
+    """Follows one chat.completion.chunk stream: tool call fragments by index, the finish, the usage."""
+
+    def __init__(self) -> None:
+        self._outcome = Outcome()
+        self._calls: dict[int, list[str]] = {}
+        self._order: list[int] = []
+        self._finished = False
+
+    def feed(self, event: dict[str, Any]) -> None:
+        if isinstance(model := event.get("model"), str) and model:
+            self._outcome.model = model
+        if (usage := tokens(event.get("usage"))) is not None:
+            self._outcome.usage = usage
+        for choice in event.get("choices") or []:
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta")
+            for call in (delta.get("tool_calls") if isinstance(delta, dict) else None) or []:
+                if not isinstance(call, dict):
+                    continue
+                index = _int(call.get("index"))
+                given = call.get("function")
+                function: dict[str, Any] = given if isinstance(given, dict) else {}
+                if index not in self._calls:
+                    self._calls[index] = [str(call.get("id", "")), str(function.get("name", "")), ""]
+                    self._order.append(index)
+                part = self._calls[index]
+                if call.get("id"):
+                    part[0] = str(call["id"])
+                if function.get("name"):
+                    part[1] = str(function["name"])
+                part[2] += str(function.get("arguments") or "")
+            if choice.get("finish_reason"):
+                self._finished = True
+        self._outcome.complete = self._finished
+
+    def outcome(self) -> Outcome:
+        self._outcome.tool_uses = [
+            ToolUse(self._calls[i][0], self._calls[i][1], _arguments(self._calls[i][2])) for i in self._order
+        ]
+        return self._outcome
+
+
+class ChatCompletionsProtocol:
+    name = "openai-chat"
+    auth_headers = frozenset({"authorization", "api-key", "x-api-key"})
+
+    def kind(self, method: str, path: str) -> Literal["messages", "count_tokens", "other"]:
+        return "messages" if handles(method, path) else "other"
+
+    def billable(self, method: str, path: str) -> bool:
+        return handles(method, path)
+
+    def model(self, body: Mapping[str, Any]) -> str | None:
+        model = body.get("model")
+        return model if isinstance(model, str) else None
+
+    def response_outcome(self, body: Mapping[str, Any]) -> Outcome:
+        uses: list[ToolUse] = []
+        for choice in body.get("choices") or []:
+            message = choice.get("message") if isinstance(choice, dict) else None
+            for call in (message.get("tool_calls") if isinstance(message, dict) else None) or []:
+                function = call.get("function") if isinstance(call, dict) else None
+                if isinstance(function, dict):
+                    args = function.get("arguments")
+                    uses.append(
+                        ToolUse(str(call.get("id", "")), str(function.get("name", "")), _arguments(str(args or "")))
+                    )
+        model = body.get("model")
+        return Outcome(
+            complete=True,
+            model=model if isinstance(model, str) else None,
+            usage=tokens(body.get("usage")),
+            tool_uses=uses,
+        )
+
+    def stream_reader(self) -> _Stream:
+        return _Stream()
+
+    def tool_results(self, body: Mapping[str, Any]) -> list[ToolResult]:
+        # Chat Completions has no error flag on a tool result: the agent writes the error as text.
+        return [
+            ToolResult(str(m.get("tool_call_id", "")), False, _text(m.get("content")))
+            for m in body.get("messages") or []
+            if isinstance(m, dict) and m.get("role") == "tool"
+        ]
+
+    def error_body(self, kind: ErrorKind, message: str) -> dict[str, Any]:
+        code = _ERROR_TYPES[kind]
+        return {"error": {"message": message, "type": code, "param": None, "code": code}}
+
+    def upstream_body(self, body: Mapping[str, Any], raw: bytes) -> bytes:
+        """The request as sent upstream: a stream that does not ask for usage (aider 0.86.2's) is made to,
+        else the books could not count it. The extra final chunk (`choices: []`) is standard API output."""
+        options = body.get("stream_options")
+        if not body.get("stream") or (isinstance(options, dict) and options.get("include_usage")):
+            return raw
+        given = options if isinstance(options, dict) else {}
+        return json.dumps({**body, "stream_options": {**given, "include_usage": True}}).encode()
+
+    def upstream_auth(self, scheme: Scheme, secret: str, incoming: Mapping[str, str]) -> dict[str, str]:
+        if scheme in (Scheme.BEARER, Scheme.API_KEY, Scheme.OAUTH):
+            return {"authorization": f"Bearer {secret}"}
+        if scheme is Scheme.PASSTHROUGH:
+            return {k: v for k, v in incoming.items() if k in self.auth_headers}
+        return {}
+
+
+def translate_stream(text: str, rewrite: Callable[[Any], Any]) -> str:
+    """A recorded chunk stream with `rewrite` applied to its content text and to each tool call's arguments
+    (replay: the recording's folders become this run's). Arguments come in fragments that may cut a path in
+    two: the rewritten whole goes into the first fragment and the others are emptied. Events it does not
+    change stay byte for byte."""
+    events = text.split("\n\n")
+    parsed: dict[int, dict[str, Any]] = {}
+    for number, event in enumerate(events):
+        data = next((line[6:] for line in event.split("\n") if line.startswith("data: {")), None)
+        if data is None:
+            continue
+        try:
+            loaded = json.loads(data)
+        except ValueError:
+            continue
+        if isinstance(loaded, dict):
+            parsed[number] = loaded
+    changed: set[int] = set()
+    fragments: dict[int, list[dict[str, Any]]] = {}
+    owners: dict[int, list[int]] = {}
+    for number, chunk in parsed.items():
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if not isinstance(delta, dict):
+                continue
+            if isinstance(delta.get("content"), str) and (new := rewrite(delta["content"])) != delta["content"]:
+                delta["content"] = new
+                changed.add(number)
+            for call in delta.get("tool_calls") or []:
+                if isinstance(call, dict) and isinstance(call.get("function"), dict):
+                    fragments.setdefault(_int(call.get("index")), []).append(call["function"])
+                    owners.setdefault(_int(call.get("index")), []).append(number)
+    for index, functions in fragments.items():
+        whole = "".join(str(f.get("arguments") or "") for f in functions)
+        try:
+            original = json.loads(whole)
+        except ValueError:
+            continue  # a stream cut mid-arguments: leave it as it came
+        rewritten = json.dumps(rewrite(original))
+        if rewritten != json.dumps(original):
+            for position, function in enumerate(functions):
+                function["arguments"] = rewritten if position == 0 else ""
+            changed.update(owners[index])
+    for number in changed:
+        events[number] = "\n".join(
+            f"data: {json.dumps(parsed[number])}" if line.startswith("data: {") else line
+            for line in events[number].split("\n")
+        )
+    return "\n\n".join(events)
