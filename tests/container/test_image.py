@@ -18,10 +18,27 @@ import docker.errors
 import pytest
 
 from orch.container.engine import docker_client
-from orch.container.image import CONTEXT_CA_NAME, _write_context, build_image, image_exists, image_is_current
+from orch.container.image import (
+    CONTEXT_CA_NAME,
+    _write_context,
+    build_args,
+    build_image,
+    image_exists,
+    image_is_current,
+    inputs_digest,
+)
 from orch.errors import SandboxError, UsageError
-from orch.versions import CLAUDE_CODE_VERSION, DEFAULT_IMAGE_TAG, TMUX_MIN_VERSION
+from orch.run.folder import RunFolder
+from orch.versions import (
+    CLAUDE_CODE_VERSION,
+    CODEX_VERSION,
+    DEFAULT_IMAGE_TAG,
+    NODE_VERSION,
+    OPENCODE_VERSION,
+    TMUX_MIN_VERSION,
+)
 from tests.dockertest import BASE, BUILD_TIMEOUT, CA_BUNDLE
+from tests.helpers import orch
 
 TAG = DEFAULT_IMAGE_TAG
 
@@ -105,6 +122,7 @@ def test_environment_and_labels(engine: docker.DockerClient, image: str) -> None
     assert config["User"] == "worker"
     assert config["Labels"]["org.opencontainers.image.title"] == "orch"
     assert config["Labels"]["orch.claude-code-version"] == CLAUDE_CODE_VERSION
+    assert config["Labels"]["orch.agents"] == "claude"  # the default image: Claude Code alone
     assert config["Entrypoint"] == ["/usr/bin/tini", "--"]
     # apt lists are cleaned; ORCH_HOME is writable by the worker
     check = "ls /var/lib/apt/lists | grep -v -e '^lock$' -e '^partial$'; test -w /orch"
@@ -241,3 +259,24 @@ def test_build_context_holds_only_what_the_dockerfile_needs(tmp_path: Path, with
     assert "src/orch/__init__.py" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     assert ca_content == (ca.read_bytes() if with_ca else b"")
+
+
+def test_build_args_carry_each_agent_pinned_and_node_only_when_needed() -> None:
+    alone = build_args("base:x", None, ["claude"])
+    assert alone["AGENT_NPM"] == "" and alone["NODE_VERSION"] == "" and alone["AGENTS"] == "claude"
+    mixed = build_args("base:x", None, ["claude", "codex", "opencode", "scripted"])
+    assert mixed["AGENT_NPM"] == f"@openai/codex@{CODEX_VERSION} opencode-ai@{OPENCODE_VERSION}"
+    assert mixed["NODE_VERSION"] == NODE_VERSION  # Codex's command is a Node program
+    assert mixed["AGENTS"] == "claude,codex,opencode"
+    assert inputs_digest("base:x", None, ["claude"]) != inputs_digest("base:x", None, ["claude", "codex"])
+    with pytest.raises(UsageError, match="cannot carry agent 'aider'"):
+        build_args("base:x", None, ["aider"])
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(BUILD_TIMEOUT)
+def test_up_refuses_a_fleet_its_image_cannot_run(image: str, tmp_path: Path) -> None:
+    result = orch("up", "noimg", "--agents", "claude:1,codex:1", "--offline", "--workdir", tmp_path)
+    assert result.exit_code == 2, result.output
+    assert "does not carry agent codex" in result.output and "--agents claude,codex" in result.output
+    assert not RunFolder.for_name("noimg").root.exists()
