@@ -11,6 +11,7 @@ from orch.cli.common import run_folder
 from orch.cli.fleet import ls_
 from orch.errors import NotFoundError
 from orch.view import plain
+from orch.view.remote import Puller, pull_once
 from orch.view.snapshot import Watcher
 from orch.view.wake import Wakeup
 
@@ -39,7 +40,15 @@ def watch_(
     if web:
         from orch.view.web import serve
 
-        serve(run_folder(name) if name else None, host=host, port=port, control=control, echo=typer.echo)
+        watched = run_folder(name) if name else None
+        if watched is not None:
+            pull_once(watched.info())
+        puller = Puller(watched.info()) if watched is not None else None
+        try:
+            serve(watched, host=host, port=port, control=control, echo=typer.echo)
+        finally:
+            if puller is not None:
+                puller.close()
         return
     if name is None:
         if sys.stdout.isatty() and sys.stdin.isatty() and not (once or as_json):
@@ -48,7 +57,9 @@ def watch_(
             raise typer.Exit(run_tui(None))
         ls_()
         return
-    watcher = Watcher(run_folder(name))
+    run = run_folder(name)
+    pull_once(run.info())  # a run on a remote engine: its folder here is a copy, made fresh first
+    watcher = Watcher(run)
     if as_json:
         typer.echo(watcher.snapshot().model_dump_json(indent=2))
         return
@@ -56,11 +67,15 @@ def watch_(
         for line in plain.render(watcher.snapshot()):
             typer.echo(line)
         return
-    if sys.stdout.isatty() and sys.stdin.isatty():
-        from orch.view.tui import run_tui
+    puller = Puller(run.info())  # and kept fresh while watched
+    try:
+        if sys.stdout.isatty() and sys.stdin.isatty():
+            from orch.view.tui import run_tui
 
-        raise typer.Exit(run_tui(watcher.run))
-    follow(watcher)
+            raise typer.Exit(run_tui(watcher.run))
+        follow(watcher)
+    finally:
+        puller.close()
 
 
 def follow(watcher: Watcher) -> None:

@@ -20,15 +20,19 @@ from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Input, Label, Static
 
+from orch.container.backends import in_container
 from orch.errors import NotFoundError, OrchError
+from orch.fleet import launch
 from orch.run.folder import RunFolder, list_runs
-from orch.run.records import WorkerState
+from orch.run.records import LocalRunInfo, WorkerState
 from orch.view import plain
 from orch.view.actions import Action, Outcome, orch_argv, perform
-from orch.view.snapshot import Snapshot, Watcher, WorkerTile
+from orch.view.snapshot import Snapshot, Watcher, WorkerTile, clean
 from orch.view.wake import Wakeup
 
 TILE_WIDTH = 36
+MINI_LINES = 3  # lines of a pane's miniature
+MINI_REFRESH = 2.0  # seconds between captures of the visible panes
 SCREEN_REFRESH = 1.0  # seconds between captures of a worker's full screen
 FRAMES = 10  # snapshots drawn per second at most
 BACKSTOP = 5.0  # seconds between snapshots when the folder is quiet (what is shown moves by the minute)
@@ -67,7 +71,7 @@ class Tile(Static):
     """One worker. `plain` is its text without styles (what the tests read)."""
 
     DEFAULT_CSS = """
-    Tile { height: 7; border: round $secondary; padding: 0 1; }
+    Tile { height: auto; border: round $secondary; padding: 0 1; }
     """
 
     def __init__(self, n: int) -> None:
@@ -75,16 +79,35 @@ class Tile(Static):
         self.n = n
         self.plain = ""
         self.state: WorkerState | None = None
+        self.mini = ""
+        """The last lines of its pane (the miniature, `m`), as shown."""
+        self._text = Text()
+        self._lines = 0
 
     def show(self, w: WorkerTile, now: float) -> None:
         text = tile_text(w, now)
         if text.plain == self.plain and w.state is self.state:
             return  # nothing to draw: most tiles, most of the time
         moved = w.state is not self.state
-        self.plain, self.state = text.plain, w.state
+        self.plain, self.state, self._text = text.plain, w.state, text
         if moved:  # a style change lays the screen out again: only when the state moved
             self._border()
-        self.update(text, layout=False)  # a tile's size never depends on its text
+        self._draw()
+
+    def show_mini(self, screen: str) -> None:
+        """The pane's last lines under the tile's text ("" hides them)."""
+        if screen != self.mini:
+            self.mini = screen
+            self._draw()
+
+    def _draw(self) -> None:
+        text = self._text.copy()
+        if self.mini:
+            text.append("\n" + self.mini, style="dim")
+        lines = text.plain.count("\n") + 1
+        # A tile is as tall as its text: lay the grid out again only when that changed (a miniature came or went).
+        self.update(text, layout=lines != self._lines)
+        self._lines = lines
 
     def select(self, selected: bool) -> None:
         if selected != self.has_class("selected"):
@@ -213,6 +236,7 @@ class FleetScreen(Screen[None]):
         Binding("a", "attach", "attach"),
         Binding("K", "kill", "kill run"),
         Binding("slash", "filter", "filter bus"),
+        Binding("m", "miniatures", "panes"),
         Binding("q", "app.quit", "quit"),
     ]
     DEFAULT_CSS = """
@@ -238,6 +262,8 @@ class FleetScreen(Screen[None]):
         self.bus_shown: list[str] = []
         self._shown: dict[str, tuple[str, tuple[str, ...]]] = {}
         self._key: object = None
+        self.miniatures = False
+        self._mini_stop = threading.Event()
         self._wake = Wakeup(run)
 
     def compose(self) -> ComposeResult:
@@ -263,6 +289,46 @@ class FleetScreen(Screen[None]):
 
     def on_unmount(self) -> None:
         self._wake.stop()
+        self._mini_stop.set()
+
+    def action_miniatures(self) -> None:
+        """Toggle a live miniature of each visible worker's pane (a local run's tmux server only)."""
+        info = self.watcher.info
+        if not isinstance(info, LocalRunInfo) or in_container():
+            self.app.notify("pane miniatures need a local run: Enter shows a worker's full screen", severity="warning")
+            return
+        self.miniatures = not self.miniatures
+        if not self.miniatures:
+            for tile in self.tiles.values():
+                tile.show_mini("")
+        if self.miniatures:
+            self._mini_stop.clear()
+            self.capture_panes()
+        else:
+            self._mini_stop.set()
+
+    def _visible(self) -> list[int]:
+        area = self.query_one("#main-tiles").region
+        return [n for n, tile in self.tiles.items() if tile.region.overlaps(area)]
+
+    @work(thread=True, exclusive=True, group="miniatures")
+    def capture_panes(self) -> None:
+        """Every MINI_REFRESH seconds, the last lines of the visible tiles' panes (one capture-pane each)."""
+        server = launch.server_for(self.watcher.info)
+        width = TILE_WIDTH - 4
+        while not self._mini_stop.is_set():
+            panes = server.panes_if_running() or {}
+            for n in self.app.call_from_thread(self._visible):
+                pane = panes.get(n)
+                if pane is None or pane.dead:
+                    continue
+                try:
+                    screen = server.capture(pane.pane_id, MINI_LINES)
+                except OrchError:
+                    continue
+                lines = [plain.cut(clean(line, 200), width) for line in screen.splitlines()[-MINI_LINES:]]
+                self.app.call_from_thread(self.tiles[n].show_mini, "\n".join(lines))
+            self._mini_stop.wait(MINI_REFRESH)
 
     def on_resize(self, event: object) -> None:
         self._layout(self.size.width)

@@ -22,6 +22,7 @@ from orch.lead.jobs import JobStatus, load_state
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import DockerRunInfo, RunStatus
+from orch.view.snapshot import Snapshot
 from tests.dockertest import (
     BASE,
     BUILD_TIMEOUT,
@@ -96,6 +97,11 @@ def test_remote_engine_run_pull_and_kill(
     assert "worker 1 checked in" in run.bus.read_text() and "hello from the lead" in run.bus.read_text()
     assert "all good" in run.result(1).read_text() and run.done(1).exists()
     assert "worker 1 checked in" in orch("bus", "tail", name).output
+    # `orch watch` reads the copy here, pulled first: the worker's done flag and its bus line.
+    watched = orch("watch", name, "--json")
+    assert watched.exit_code == 0, watched.output
+    snap = Snapshot.model_validate_json(watched.output)
+    assert snap.workers[0].done and any("worker 1 checked in" in b.text for b in snap.bus)
     info = run.info()
     assert isinstance(info, DockerRunInfo) and info.container.last_pull is not None
     assert (workdir / "README.md").read_text() == "a project\n"

@@ -30,6 +30,7 @@ from orch.run import protocol
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent
+from orch.view.snapshot import Snapshot
 from orch.waits import wait_for_paths, wait_until
 from tests.helpers import MEAN_QUOTE, MEAN_REPRO, PAGES_QUOTE, PAGES_REPRO, SAMPLE, orch, prompts
 
@@ -162,6 +163,15 @@ def test_demo_confirms_one_finding_and_refutes_the_false_positive(
     assert "Nothing was billed" in page and "Nothing was billed" in run.report_md.read_text()  # offline costs
     assert not launch.server_for(run.info()).alive()  # torn down; the folder stays
     assert report(run)["attempts"] == []  # honest workers: nothing refused, nothing left running
+    assert page.count("<svg") == 2  # the jobs over time and each worker's cost over time
+    # `orch watch` reads the finished run from its folder: the matrix filled in, every job on the timeline.
+    watched = orch("watch", "demo", "--json")
+    assert watched.exit_code == 0, watched.output
+    snap = Snapshot.model_validate_json(watched.output)
+    assert {row.finding: row.status for row in snap.matrix} == {"pages-F1": "CONFIRMED", "stats-F1": "REFUTED"}
+    assert state.outcome is not None
+    assert (snap.progress.jobs_done, snap.progress.jobs_total, snap.progress.outcome) == (6, 6, state.outcome.status)
+    assert len(snap.timeline) == 6 and sorted(snap.costs) == [1, 2, 3]
 
 
 def test_demo_live_sends_the_same_fleet_to_the_users_api(claude_bin: Path, monkeypatch: pytest.MonkeyPatch) -> None:

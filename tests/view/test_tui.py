@@ -137,6 +137,12 @@ def test_keys_act_through_the_cli_and_are_logged(fleet: RunFolder) -> None:
             await until(pilot, lambda: actions(), "the action to be logged")
             assert actions()[0] == {"action": "send", "by": "tui", "ok": True, "said": "delivered to worker 2",
                                     "chars": 19}  # fmt: skip
+            await pilot.press("m")  # live miniatures of the panes (a local run)
+            await until(pilot, lambda: tile(app, 1).mini and tile(app, 2).mini, "the panes' miniatures")
+            assert "W2 scripted" in tile(app, 2).plain
+            await until(pilot, lambda: tile(app, 2).outer_size.height == 10, "the tiles to grow by the miniature")
+            await pilot.press("m")
+            assert tile(app, 2).mini == ""
             await pilot.press("n")
             await until(pilot, lambda: len(prompts(run, 2)) == 2, "the nudge")
             assert prompts(run, 2)[1] == GENERIC_NUDGE

@@ -4,6 +4,7 @@ wrong token, and takes actions only with --control; a screenshot is kept as an a
 from __future__ import annotations
 
 import asyncio
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -97,6 +98,10 @@ def test_the_page_with_no_network_follows_the_run(orch_home: Path, tmp_path: Pat
                 " body: JSON.stringify({action: 'kill'})}).then(r => r.status)"
             )
             assert status == 403
+            # The run folder vanishes while watched: the page says so and keeps the last that was seen.
+            shutil.rmtree(run.root)
+            await page.until("!document.getElementById('banner').hidden", "the banner")
+            assert await page.evaluate("document.querySelectorAll('.tile').length") == 3
 
     asyncio.run(drive())
 
