@@ -27,8 +27,8 @@ from orch.offline import modelserver
 class RecordingHandler(modelserver._Handler):
     server: RecordingServer
 
-    def _record(self, path: str, body: dict[str, Any], step: str) -> None:
-        super()._record(path, body, step)
+    def _record(self, path: str, body: dict[str, Any], step: str, prompt: str | None = None) -> None:
+        super()._record(path, body, step, prompt)
         entry = {
             "t_ns": time.monotonic_ns(),
             "path": path,

@@ -189,6 +189,13 @@ CLAUDE_BIN = Setting(
     "The Claude Code binary to run.",
     shown="`claude` on PATH, else the pinned copy in ~/.cache/orch/claude-code/",
 )
+GEMINI_BIN = Setting(
+    "ORCH_GEMINI_BIN",
+    "",
+    _optional,
+    "The Gemini CLI binary to run.",
+    shown="`gemini` on PATH, else the pinned copy in ~/.cache/orch/gemini-cli/",
+)
 PRICING = Setting(
     "ORCH_PRICING",
     "",

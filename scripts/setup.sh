@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Set up a development checkout: .venv with orch and its dev tools, and the pinned Claude Code in
-# ~/.cache/orch (npm, no global install). Idempotent; safe to run again.
+# Set up a development checkout: .venv with orch and its dev tools, and the pinned Claude Code and
+# Gemini CLI in ~/.cache/orch (npm, no global install). Idempotent; safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,3 +24,13 @@ if [ ! -x "$prefix/node_modules/.bin/claude" ]; then
   npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error "$package@$version"
 fi
 "$prefix/node_modules/.bin/claude" --version >/dev/null
+
+gemini_version=$(.venv/bin/python -c 'from orch.versions import GEMINI_CLI_VERSION as v; print(v)')
+gemini_package=$(.venv/bin/python -c 'from orch.versions import GEMINI_CLI_PACKAGE as p; print(p)')
+gemini_prefix="$HOME/.cache/orch/gemini-cli/$gemini_version"
+if [ ! -x "$gemini_prefix/node_modules/.bin/gemini" ]; then
+  echo "setup: installing $gemini_package@$gemini_version into $gemini_prefix"
+  mkdir -p "$gemini_prefix"
+  npm install --prefix "$gemini_prefix" --no-audit --no-fund --loglevel=error "$gemini_package@$gemini_version"
+fi
+"$gemini_prefix/node_modules/.bin/gemini" --version >/dev/null

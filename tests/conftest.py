@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from orch.agents.claude import CACHE_BIN
+from orch.agents.gemini import CACHE_BIN as GEMINI_CACHE_BIN
 from orch.gateway.process import stop_gateway
-from orch.versions import CLAUDE_CODE_VERSION
+from orch.versions import CLAUDE_CODE_VERSION, GEMINI_CLI_VERSION
 
 # The docker tests' fixtures (engine, image, names, workdir) live in tests/dockertest.py.
 pytest_plugins = ["tests.dockertest"]
@@ -49,4 +50,14 @@ def claude_bin() -> Path:
     path = Path(explicit) if explicit else CACHE_BIN
     if not path.exists():
         pytest.fail(f"Claude Code {CLAUDE_CODE_VERSION} not found at {path}: run scripts/test.sh")
+    return path
+
+
+@pytest.fixture(scope="session")
+def gemini_bin() -> Path:
+    """The pinned Gemini CLI binary installed by scripts/setup.sh (or ORCH_GEMINI_BIN)."""
+    explicit = os.environ.get("ORCH_GEMINI_BIN")
+    path = Path(explicit) if explicit else GEMINI_CACHE_BIN
+    if not path.exists():
+        pytest.fail(f"Gemini CLI {GEMINI_CLI_VERSION} not found at {path}: run scripts/setup.sh")
     return path

@@ -15,13 +15,19 @@ def _claude() -> AgentAdapter:
     return ClaudeAdapter()
 
 
+def _gemini() -> AgentAdapter:
+    from orch.agents.gemini import GeminiAdapter
+
+    return GeminiAdapter()
+
+
 def _scripted() -> AgentAdapter:
     from orch.agents.scripted import ScriptedAdapter
 
     return ScriptedAdapter()
 
 
-ADAPTERS: dict[str, Callable[[], AgentAdapter]] = {"claude": _claude, "scripted": _scripted}
+ADAPTERS: dict[str, Callable[[], AgentAdapter]] = {"claude": _claude, "gemini": _gemini, "scripted": _scripted}
 DEFAULT_AGENT = settings.AGENT.default
 """The agent of a run that names none (compose's ORCH_AGENT unset)."""
 IMAGE_AGENT = "claude"

@@ -69,10 +69,14 @@ def _up(
 
 
 LocalOpt = Annotated[bool, typer.Option("--local", help="Run tmux on this machine instead of a container.")]
-AgentOpt = Annotated[str, typer.Option("--agent", "-a", help="Agent adapter: claude or scripted.")]
+AgentOpt = Annotated[str, typer.Option("--agent", "-a", help="Agent adapter: claude, gemini or scripted.")]
 ModeOpt = Annotated[
     str | None,
-    typer.Option("--permission-mode", help="Agent permission mode (claude default: acceptEdits + allowlist)."),
+    typer.Option(
+        "--permission-mode",
+        help="Agent permission mode (claude default: acceptEdits + allowlist; "
+        "gemini: its --approval-mode, default + allowlist).",
+    ),
 ]
 ModelOpt = Annotated[str | None, typer.Option("--model", help="Model name passed to the agent.")]
 ReplaceOpt = Annotated[bool, typer.Option("--replace", help="Kill and replace an existing run of this name.")]

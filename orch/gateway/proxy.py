@@ -18,6 +18,7 @@ import itertools
 import json
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,14 +80,18 @@ class Call:
     key: ExchangeKey
     seq: int
     job: str | None
+    protocol: ApiProtocol
+    """The model API this request speaks (Proxy.protocol_for: by its path)."""
     started: float = field(default_factory=time.time)
 
 
 class Proxy:
     def __init__(self, boot: GatewayBoot, protocol: ApiProtocol, upstream_url: str, events: EventLog,
                  books: Books, ledger: Ledger, recorder: Recorder, jobs: dict[int, str],
-                 replayer: Replayer | None) -> None:  # fmt: skip
+                 replayer: Replayer | None, others: Sequence[ApiProtocol] = ()) -> None:  # fmt: skip
         self.boot, self.protocol, self.events = boot, protocol, events
+        self.others = tuple(others)
+        """Further APIs the run's agents may speak, each claiming the paths its `kind` knows."""
         self.books, self.ledger, self.recorder, self.jobs, self.replayer = books, ledger, recorder, jobs, replayer
         self.upstream_url = upstream_url.rstrip("/")
         self._session: aiohttp.ClientSession | None = None
@@ -104,16 +109,22 @@ class Proxy:
         if self._session is not None:
             await self._session.close()
 
-    def error(self, status: int, kind: ErrorKind, message: str) -> web.Response:
-        return web.json_response(self.protocol.error_body(kind, message), status=status, headers=NO_RETRY)
+    def protocol_for(self, method: str, path: str) -> ApiProtocol:
+        """The API whose calls these are: the first of `others` that knows the path, else the default."""
+        return next((p for p in self.others if p.kind(method, path) != "other"), self.protocol)
+
+    def error(self, status: int, kind: ErrorKind, message: str, protocol: ApiProtocol | None = None) -> web.Response:
+        body = (protocol or self.protocol).error_body(kind, message)
+        return web.json_response(body, status=status, headers=NO_RETRY)
 
     # --- the request ----------------------------------------------------------------------------
     async def serve(self, request: web.Request, worker: int, path: str, query: str) -> web.StreamResponse:
         raw = await request.read()
         method = request.method
-        kind = self.protocol.kind(method, path)
+        protocol = self.protocol_for(method, path)
+        kind = protocol.kind(method, path)
         body: dict[str, Any] = {}
-        if self.protocol.billable(method, path):
+        if protocol.billable(method, path):
             try:
                 parsed = json.loads(raw)
                 if not isinstance(parsed, dict):
@@ -121,28 +132,28 @@ class Proxy:
             except ValueError as exc:
                 why = str(exc)[:200]
                 self.events.emit(GatewayEventKind.MALFORMED_REQUEST, worker, path=path, error=why)
-                return self.error(400, "invalid_request", f"orch gateway: malformed request body: {why}")
+                return self.error(400, "invalid_request", f"orch gateway: malformed request body: {why}", protocol)
             body = parsed
         key = exchange_key(path + query, body, self.boot.run_dir, self.boot.workdir)
-        call = Call(worker, method, path + query, kind, body, key, next(self._seq), self.jobs.get(worker))
+        call = Call(worker, method, path + query, kind, body, key, next(self._seq), self.jobs.get(worker), protocol)
         if kind == "messages" and (reason := self.books.refusal(worker)):
             # Each refusal (the event is once); what kind of call, to see what the agent retries.
             log.info("refused worker %s: %s (%s, turn %s)", worker, reason, call.key.kind, call.key.turn)
             await self.books.flush()
-            return self.error(400, "invalid_request", f"orch gateway: budget exceeded: {reason}")
+            return self.error(400, "invalid_request", f"orch gateway: budget exceeded: {reason}", protocol)
         if self.replayer is not None:
             return await self.replay(request, call)
         return await self.forward(request, call, raw)
 
-    def _upstream_headers(self, request: web.Request) -> CIMultiDict[str]:
+    def _upstream_headers(self, request: web.Request, protocol: ApiProtocol) -> CIMultiDict[str]:
         lowered = {k.lower(): v for k, v in request.headers.items()}
         headers = CIMultiDict(
-            (k, v) for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP | self.protocol.auth_headers
+            (k, v) for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP | protocol.auth_headers
         )
         upstream = self.boot.upstream
         if upstream is not None:
             secret = upstream.secret.get_secret_value()
-            for name, value in self.protocol.upstream_auth(upstream.scheme, secret, lowered).items():
+            for name, value in protocol.upstream_auth(upstream.scheme, secret, lowered).items():
                 headers[name] = value
         return headers
 
@@ -153,7 +164,7 @@ class Proxy:
                 call.method,
                 self.upstream_url + call.path,
                 data=raw,
-                headers=self._upstream_headers(request),
+                headers=self._upstream_headers(request, call.protocol),
                 allow_redirects=False,
             )
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
@@ -176,7 +187,7 @@ class Proxy:
                     raise ValueError("not a JSON object")
             except ValueError:
                 return self._upstream_failed(call, f"sent garbage: {data[:80]!r}")
-            outcome = self.protocol.response_outcome(parsed)
+            outcome = call.protocol.response_outcome(parsed)
         await self._finish(call, upstream.status, headers, False, data.decode(errors="replace"), outcome)
         return web.Response(status=upstream.status, body=data, headers=headers)
 
@@ -190,7 +201,7 @@ class Proxy:
     ) -> web.StreamResponse:
         response = web.StreamResponse(status=status, headers=headers)
         await response.prepare(request)
-        parser, reader, chunks = SseParser(), self.protocol.stream_reader(), []
+        parser, reader, chunks = SseParser(), call.protocol.stream_reader(), []
         try:
             async for chunk in upstream.content.iter_any():
                 await response.write(chunk)  # first: the tee must not delay the worker's bytes
@@ -213,18 +224,18 @@ class Proxy:
             self.events.emit(
                 GatewayEventKind.REPLAY_MISS, call.worker, turn=answer.turn, difference=answer.message[:1000]
             )
-            return self.error(400, "invalid_request", f"orch gateway: replay: {answer.message}")
+            return self.error(400, "invalid_request", f"orch gateway: replay: {answer.message}", call.protocol)
         headers = CIMultiDict(answer.headers)
         if not answer.stream:
             outcome = Outcome()
             if answer.status == 200 and call.kind != "other":
                 with contextlib.suppress(ValueError, AttributeError):
-                    outcome = self.protocol.response_outcome(json.loads(answer.body))
+                    outcome = call.protocol.response_outcome(json.loads(answer.body))
             await self._finish(call, answer.status, headers, False, answer.body, outcome)
             return web.Response(status=answer.status, text=answer.body, headers=headers)
         response = web.StreamResponse(status=answer.status, headers=headers)
         await response.prepare(request)
-        parser, reader = SseParser(), self.protocol.stream_reader()
+        parser, reader = SseParser(), call.protocol.stream_reader()
         for event in split_events(answer.body):
             data = event.encode()
             await response.write(data)
@@ -248,11 +259,11 @@ class Proxy:
         if stream and not outcome.complete:
             return
         if call.kind == "messages" and status == 200:
-            model = outcome.model or self.protocol.model(call.body) or "unknown"
+            model = outcome.model or call.protocol.model(call.body) or "unknown"
             if outcome.usage is not None:
                 self.books.count(call.worker, call.job, model, outcome.usage)
             self.ledger.record(
-                call.worker, call.job, call.seq, outcome.tool_uses, self.protocol.tool_results(call.body)
+                call.worker, call.job, call.seq, outcome.tool_uses, call.protocol.tool_results(call.body)
             )
             await self.books.flush()
         exchange = Exchange(
@@ -273,4 +284,4 @@ class Proxy:
 
     def _upstream_failed(self, call: Call, why: str) -> web.Response:
         self.events.emit(GatewayEventKind.UPSTREAM_ERROR, call.worker, path=call.path[:200], error=why[:300])
-        return self.error(502, "upstream", f"orch gateway: upstream {why}"[:500])
+        return self.error(502, "upstream", f"orch gateway: upstream {why}"[:500], call.protocol)

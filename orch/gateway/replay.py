@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from orch.errors import UsageError
 from orch.gateway.cassette import read_exchanges
+from orch.gateway.gemini import replay_key
 from orch.gateway.records import Exchange, ExchangeKey
 from orch.text import shorten
 
@@ -155,6 +156,9 @@ def request_kind(path: str, body: dict[str, Any]) -> Kind:
 
 def exchange_key(path: str, body: dict[str, Any], run_dir: str, workdir: str) -> ExchangeKey:
     """How replay finds this request's recording (the gateway stores it with every exchange)."""
+    if (gemini := replay_key(path, body)) is not None:
+        kind, text, turn = gemini
+        return ExchangeKey(kind=kind, conversation=digest(normalise(text, run_dir, workdir)), turn=turn)
     messages = body.get("messages")
     return ExchangeKey(
         kind=request_kind(path, body),

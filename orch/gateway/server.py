@@ -29,6 +29,7 @@ from orch.gateway import tokens
 from orch.gateway.anthropic import AnthropicProtocol
 from orch.gateway.books import Books
 from orch.gateway.events import EventLog
+from orch.gateway.gemini import GeminiProtocol
 from orch.gateway.ledger import Ledger
 from orch.gateway.pricing import load_pricing
 from orch.gateway.proxy import Proxy
@@ -72,6 +73,7 @@ class Gateway:
             Recorder(self.folder),
             self.jobs,
             replayer,
+            others=(GeminiProtocol(),),
         )
 
     def report(self, report: Report) -> None:
@@ -94,7 +96,8 @@ class Gateway:
                 token=tokens.digest(match[1]) if match else "missing",
                 path=((match[2] or "/") if match else request.path)[:200],  # never the /t/<token> part
             )
-            return self.proxy.error(401, "authentication", "orch gateway: unknown worker token")
+            protocol = self.proxy.protocol_for(request.method, (match[2] or "/") if match else request.path)
+            return self.proxy.error(401, "authentication", "orch gateway: unknown worker token", protocol)
         return await self.proxy.serve(request, worker, match[2] or "/", match[3] or "")
 
     async def control(self, request: web.Request) -> web.StreamResponse:

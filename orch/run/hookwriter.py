@@ -5,6 +5,7 @@ and starts fast: agents run it on every hook event.
 
     hookwriter.py event STATE_FILE [POLICY_FILE]  # hook payload on stdin -> one JSON line appended
     hookwriter.py status STATUS_FILE              # status-line payload on stdin -> atomic JSON, prints a label
+    hookwriter.py gemini STATE_FILE [POLICY_FILE TOOLS]  # a Gemini CLI hook, logged under orch's names
 
 With POLICY_FILE (the PermissionRequest hook), a permission prompt is answered from that file,
 `{"answer": "allow"}` or `{"answer": "deny", "message": "..."}`, so no dialog ever blocks the worker;
@@ -22,7 +23,18 @@ from typing import Any
 
 # Big fields are cut so a state line stays one small atomic append.
 MAX_FIELD = 4000
-DROPPED = ("tool_response", "transcript_path", "last_assistant_message")
+DROPPED = ("tool_response", "transcript_path", "last_assistant_message", "prompt_response")
+# Gemini CLI's hook events under the names orch's worker states are derived from (Claude Code's).
+GEMINI_EVENTS = {
+    "SessionStart": "SessionStart",
+    "BeforeAgent": "UserPromptSubmit",
+    "AfterAgent": "Stop",
+    "BeforeTool": "PreToolUse",
+    "AfterTool": "PostToolUse",
+    "Notification": "Notification",
+    "SessionEnd": "SessionEnd",
+}
+GEMINI_NOTIFICATIONS = {"ToolPermission": "permission_prompt"}
 
 
 def slim(payload: dict[str, Any]) -> dict[str, Any]:
@@ -30,7 +42,7 @@ def slim(payload: dict[str, Any]) -> dict[str, Any]:
     for key, value in payload.items():
         if key in DROPPED:
             continue
-        if key == "tool_input":
+        if key in ("tool_input", "details"):
             value = json.dumps(value)[:MAX_FIELD]
         elif isinstance(value, str) and len(value) > MAX_FIELD:
             value = value[:MAX_FIELD]
@@ -85,8 +97,32 @@ def write_status(status_file: str, payload: dict[str, Any]) -> str:
     return f"orch W{worker}" + (f" ${usd:.4f}" if isinstance(usd, int | float) else "")
 
 
+def gemini_event(payload: dict[str, Any], policy_file: str | None, allowed: set[str]) -> dict[str, Any] | None:
+    """Rename a Gemini CLI hook payload in place to orch's event names; the hook's JSON answer, if any.
+
+    Gemini CLI 0.61.0's BeforeTool hook runs before its policy check and can deny a call (no dialog) but
+    not approve one. So a tool outside `allowed` (the calls the adapter's policy lets through without a
+    prompt) is denied here when the run's policy says deny, and logged as a PermissionRequest with that
+    decision; under allow or ask the prompt shows, and its Notification says the worker waits."""
+    name = str(payload.get("hook_event_name", "unknown"))
+    payload["agent_event"] = name
+    payload["hook_event_name"] = GEMINI_EVENTS.get(name, name)
+    kind = payload.get("notification_type")
+    if name == "Notification" and isinstance(kind, str):
+        payload["notification_type"] = GEMINI_NOTIFICATIONS.get(kind, kind)
+    if name != "BeforeTool" or policy_file is None or payload.get("tool_name") in allowed:
+        return None
+    decision = permission_answer(policy_file)
+    if decision is None or decision["behavior"] != "deny":
+        return None
+    payload["hook_event_name"] = "PermissionRequest"
+    payload["orch_decision"] = "deny"
+    return {"decision": "deny", "reason": decision["message"]}
+
+
 def main(argv: list[str]) -> int:
-    if not (len(argv) == 3 or (len(argv) == 4 and argv[1] == "event")) or argv[1] not in ("event", "status"):
+    shapes = {"event": (3, 4), "status": (3,), "gemini": (3, 5)}
+    if len(argv) < 2 or len(argv) not in shapes.get(argv[1], ()):
         print(__doc__, file=sys.stderr)
         return 2
     try:
@@ -96,7 +132,13 @@ def main(argv: list[str]) -> int:
     except ValueError:
         payload = {"hook_event_name": "unparseable"}
     try:
-        if argv[1] == "event":
+        if argv[1] == "gemini":
+            allowed = set(argv[4].split(",")) if len(argv) == 5 else set()
+            answer = gemini_event(payload, argv[3] if len(argv) == 5 else None, allowed)
+            append_event(argv[2], payload)
+            if answer is not None:
+                print(json.dumps(answer))
+        elif argv[1] == "event":
             decision = None
             if len(argv) == 4 and payload.get("hook_event_name") == "PermissionRequest":
                 decision = permission_answer(argv[3])
