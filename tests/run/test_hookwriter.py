@@ -80,3 +80,66 @@ def test_a_vanished_run_folder_never_blocks_the_agent(tmp_path: Path) -> None:
 def test_bad_usage_prints_the_usage(args: list[str]) -> None:
     out = hook({}, *args)
     assert out.returncode == 2 and "hookwriter.py event STATE_FILE" in out.stderr
+
+
+# --- Gemini CLI's hooks ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("payload", "name", "notice"),
+    [
+        ({"hook_event_name": "SessionStart", "source": "startup"}, "SessionStart", None),
+        ({"hook_event_name": "BeforeAgent", "prompt": "hi"}, "UserPromptSubmit", None),
+        ({"hook_event_name": "AfterAgent", "prompt_response": "x" * 9000}, "Stop", None),
+        ({"hook_event_name": "BeforeTool", "tool_name": "run_shell_command"}, "PreToolUse", None),
+        ({"hook_event_name": "AfterTool", "tool_name": "write_file", "tool_response": {"a": 1}}, "PostToolUse", None),
+        (
+            {"hook_event_name": "Notification", "notification_type": "ToolPermission"},
+            "Notification",
+            "permission_prompt",
+        ),
+        ({"hook_event_name": "SessionEnd", "reason": "exit"}, "SessionEnd", None),
+        ({"hook_event_name": "PreCompress"}, "PreCompress", None),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
+def test_gemini_events_are_logged_under_orchs_names(
+    tmp_path: Path, payload: dict[str, object], name: str, notice: str | None
+) -> None:
+    state = tmp_path / "agent-1.jsonl"
+    out = hook(payload, "gemini", state)
+    assert out.returncode == 0 and out.stdout == ""
+    event = HookEvent.model_validate_json(state.read_text())
+    assert (event.hook_event_name, event.notification_type) == (name, notice)
+    extra = event.model_extra or {}
+    assert extra["agent_event"] == payload["hook_event_name"]
+    assert "prompt_response" not in extra and "tool_response" not in extra  # big fields are dropped
+
+
+@pytest.mark.parametrize(
+    ("policy", "tool", "denied"),
+    [
+        ('{"answer": "deny", "message": "not here"}', "web_fetch", True),
+        ('{"answer": "deny", "message": "not here"}', "run_shell_command", False),  # allowed without a prompt
+        ('{"answer": "allow"}', "web_fetch", False),  # Gemini CLI's hook cannot approve: the prompt shows
+        ('{"answer": "ask"}', "web_fetch", False),
+        ("garbage", "web_fetch", False),
+        (None, "web_fetch", False),
+    ],
+)
+def test_gemini_before_tool_denies_from_the_policy_file(
+    tmp_path: Path, policy: str | None, tool: str, denied: bool
+) -> None:
+    state, policy_file = tmp_path / "agent-1.jsonl", tmp_path / "permissions.json"
+    if policy is not None:
+        policy_file.write_text(policy)
+    out = hook({"hook_event_name": "BeforeTool", "tool_name": tool}, "gemini", state, policy_file, "run_shell_command")
+    assert out.returncode == 0
+    event = HookEvent.model_validate_json(state.read_text())
+    if denied:
+        assert json.loads(out.stdout) == {"decision": "deny", "reason": "not here"}
+        assert (event.hook_event_name, event.orch_decision, event.tool_name) == ("PermissionRequest", "deny", tool)
+    else:
+        assert out.stdout == "" and event.hook_event_name == "PreToolUse" and event.orch_decision is None
+
+
+def test_gemini_mode_checks_its_arguments(tmp_path: Path) -> None:
+    assert hook({}, "gemini", tmp_path / "a.jsonl", tmp_path / "p.json").returncode == 2  # policy without tools
