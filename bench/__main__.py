@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import busload, container, gateway, memory, notice, overhead, procs, up, watch
+from bench import agents, busload, container, gateway, memory, notice, overhead, procs, up, watch
 from bench.core import Config, Context, Result
 from bench.env import REPO, BenchEnv, BenchError
 from bench.report import Row, render_markdown, render_text, row_from_json
@@ -35,6 +35,7 @@ BENCHES: dict[str, tuple[Callable[[Context], Result], bool]] = {
     "memory": (memory.run, False),  # from what up/overhead/watch saw
     "container": (container.run, False),
     "gateway": (gateway.run, False),  # the model gateway against the scripted model server
+    "agents": (agents.run, False),  # each agent CLI side by side (skips the ones not installed)
 }
 MEASUREMENT_ERRORS = (OrchError, BenchError, OSError, TimeoutError)
 
