@@ -97,19 +97,44 @@ def write_status(status_file: str, payload: dict[str, Any]) -> str:
     return f"orch W{worker}" + (f" ${usd:.4f}" if isinstance(usd, int | float) else "")
 
 
-def gemini_event(payload: dict[str, Any], policy_file: str | None, allowed: set[str]) -> dict[str, Any] | None:
+def last_tool(state_file: str) -> str | None:
+    """The tool of the worker's latest PreToolUse (Gemini CLI's permission notice does not name it)."""
+    try:
+        with open(state_file, "rb") as fh:
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - 16384))
+            lines = fh.read().decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("hook_event_name") == "PreToolUse":
+            tool = event.get("tool_name")
+            return tool if isinstance(tool, str) else None
+    return None
+
+
+def gemini_event(
+    payload: dict[str, Any], state_file: str, policy_file: str | None, allowed: set[str]
+) -> dict[str, Any] | None:
     """Rename a Gemini CLI hook payload in place to orch's event names; the hook's JSON answer, if any.
 
     Gemini CLI 0.61.0's BeforeTool hook runs before its policy check and can deny a call (no dialog) but
     not approve one. So a tool outside `allowed` (the calls the adapter's policy lets through without a
     prompt) is denied here when the run's policy says deny, and logged as a PermissionRequest with that
-    decision; under allow or ask the prompt shows, and its Notification says the worker waits."""
+    decision; under allow or ask the prompt shows, and its Notification is logged as a PermissionRequest
+    with no decision: the worker waits."""
     name = str(payload.get("hook_event_name", "unknown"))
     payload["agent_event"] = name
     payload["hook_event_name"] = GEMINI_EVENTS.get(name, name)
     kind = payload.get("notification_type")
     if name == "Notification" and isinstance(kind, str):
         payload["notification_type"] = GEMINI_NOTIFICATIONS.get(kind, kind)
+        if kind == "ToolPermission":  # the dialog is up: what Claude Code's unanswered PermissionRequest says
+            payload["hook_event_name"] = "PermissionRequest"
+            payload.setdefault("tool_name", last_tool(state_file))
     if name != "BeforeTool" or policy_file is None or payload.get("tool_name") in allowed:
         return None
     decision = permission_answer(policy_file)
@@ -134,7 +159,7 @@ def main(argv: list[str]) -> int:
     try:
         if argv[1] == "gemini":
             allowed = set(argv[4].split(",")) if len(argv) == 5 else set()
-            answer = gemini_event(payload, argv[3] if len(argv) == 5 else None, allowed)
+            answer = gemini_event(payload, argv[2], argv[3] if len(argv) == 5 else None, allowed)
             append_event(argv[2], payload)
             if answer is not None:
                 print(json.dumps(answer))

@@ -201,10 +201,13 @@ def test_permission_request_is_answered_by_the_policy(
         (result,) = [e for e in ledger if e["kind"] == "tool_result" and "no fetching" in (e["output"] or "")]
         assert result["is_error"]
         assert "Allow execution" not in orch("read", run.name, "1").output
-    else:
-        assert not requests
-        notices = [e.notification_type for e in run.hook_events(1) if e.hook_event_name == "Notification"]
-        assert notices == ["permission_prompt"]
+    else:  # the dialog is up, and its notice reads as an unanswered PermissionRequest for the tool
+        (request,) = requests
+        assert (request.orch_decision, request.tool_name, request.notification_type) == (
+            None,
+            "web_fetch",
+            "permission_prompt",
+        )
         wait_until(lambda: "Allow" in orch("read", run.name, "1").output, 10, "the dialog on screen")
 
 

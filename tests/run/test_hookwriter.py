@@ -93,9 +93,10 @@ def test_bad_usage_prints_the_usage(args: list[str]) -> None:
         ({"hook_event_name": "AfterTool", "tool_name": "write_file", "tool_response": {"a": 1}}, "PostToolUse", None),
         (
             {"hook_event_name": "Notification", "notification_type": "ToolPermission"},
-            "Notification",
+            "PermissionRequest",
             "permission_prompt",
         ),
+        ({"hook_event_name": "Notification", "notification_type": "Other"}, "Notification", "Other"),
         ({"hook_event_name": "SessionEnd", "reason": "exit"}, "SessionEnd", None),
         ({"hook_event_name": "PreCompress"}, "PreCompress", None),
     ],
@@ -139,6 +140,16 @@ def test_gemini_before_tool_denies_from_the_policy_file(
         assert (event.hook_event_name, event.orch_decision, event.tool_name) == ("PermissionRequest", "deny", tool)
     else:
         assert out.stdout == "" and event.hook_event_name == "PreToolUse" and event.orch_decision is None
+
+
+def test_gemini_permission_notice_names_the_tool_the_dialog_is_for(tmp_path: Path) -> None:
+    state = tmp_path / "agent-1.jsonl"
+    hook({"hook_event_name": "BeforeTool", "tool_name": "web_fetch"}, "gemini", state)
+    state.write_text(state.read_text() + "torn {line\n")  # a worker can write anything here: never fatal
+    notice = {"hook_event_name": "Notification", "notification_type": "ToolPermission", "details": {"type": "info"}}
+    assert hook(notice, "gemini", state).returncode == 0
+    event = HookEvent.model_validate_json(state.read_text().splitlines()[-1])
+    assert (event.hook_event_name, event.tool_name, event.orch_decision) == ("PermissionRequest", "web_fetch", None)
 
 
 def test_gemini_mode_checks_its_arguments(tmp_path: Path) -> None:
