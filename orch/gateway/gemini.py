@@ -111,6 +111,40 @@ def replay_key(path: str, body: Mapping[str, Any]) -> tuple[Literal["main", "sid
     return ("main" if main else "side"), first, len(contents)
 
 
+def _sample(schema: object) -> Any:
+    """A small value satisfying a JSON schema (Gemini CLI writes its types in upper case: OBJECT, STRING)."""
+    if not isinstance(schema, dict):
+        return None
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    kind = str(schema.get("type", "")).lower()
+    if kind == "object":
+        props = schema.get("properties")
+        return {k: _sample(v) for k, v in (props if isinstance(props, dict) else {}).items() if isinstance(v, dict)}
+    return {"string": "Replayed session", "boolean": False, "integer": 1, "number": 1, "array": []}.get(kind)
+
+
+def synthesized(path: str, body: Mapping[str, Any]) -> tuple[str, str, bool] | None:
+    """A minimal Gemini answer (content type, body, streamed) for a side or countTokens call a replay
+    cassette never saw; None for a path that is not Gemini's."""
+    match = PATH_RE.match(path.split("?", 1)[0])
+    if match is None:
+        return None
+    if match[2] == "countTokens":
+        return "application/json", json.dumps({"totalTokens": max(1, len(json.dumps(body)) // 4)}), False
+    config = body.get("generationConfig")
+    schema = (config.get("responseJsonSchema") or config.get("responseSchema")) if isinstance(config, dict) else None
+    text = json.dumps(_sample(schema)) if isinstance(schema, dict) else "Replayed session"
+    chunk = {
+        "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 0, "candidatesTokenCount": 0, "totalTokenCount": 0},
+        "modelVersion": match[1],
+    }
+    if match[2] == "streamGenerateContent":
+        return "text/event-stream", f"data: {json.dumps(chunk)}\r\n\r\n", True
+    return "application/json", json.dumps(chunk), False
+
+
 class _Stream:
     """Follows one SSE response: every chunk may carry parts; the last usageMetadata holds the totals."""
 

@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from orch.errors import UsageError
+from orch.gateway import gemini
 from orch.gateway.cassette import read_exchanges
-from orch.gateway.gemini import replay_key
 from orch.gateway.records import Exchange, ExchangeKey
 from orch.text import shorten
 
@@ -156,8 +156,8 @@ def request_kind(path: str, body: dict[str, Any]) -> Kind:
 
 def exchange_key(path: str, body: dict[str, Any], run_dir: str, workdir: str) -> ExchangeKey:
     """How replay finds this request's recording (the gateway stores it with every exchange)."""
-    if (gemini := replay_key(path, body)) is not None:
-        kind, text, turn = gemini
+    if (google := gemini.replay_key(path, body)) is not None:
+        kind, text, turn = google
         return ExchangeKey(kind=kind, conversation=digest(normalise(text, run_dir, workdir)), turn=turn)
     messages = body.get("messages")
     return ExchangeKey(
@@ -434,6 +434,9 @@ def _sample(schema: dict[str, Any]) -> Any:
 
 def _synthesized(worker: int, method: str, path: str, body: dict[str, Any], key: ExchangeKey) -> Exchange:
     """A minimal answer for a side or count_tokens call the cassette never saw (seq 0: not recorded)."""
+    if (google := gemini.synthesized(path, body)) is not None:
+        content_type, text, stream = google
+        return _exchange(worker, method, path, body, key, content_type, text, stream=stream)
     if key.kind == "count_tokens":
         payload: dict[str, Any] = {"input_tokens": max(1, len(json.dumps(body)) // 4)}
         return _exchange(worker, method, path, body, key, "application/json", json.dumps(payload), stream=False)

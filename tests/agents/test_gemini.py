@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,8 @@ import pytest
 
 from orch.fleet import launch, watch
 from orch.gateway.cassette import read_exchanges
+from orch.gateway.records import Exchange
+from orch.gateway.replay import Replayer
 from orch.offline.modelserver import ScriptedModelServer, key_digest
 from orch.run.events import Event
 from orch.run.folder import RunFolder, atomic_write
@@ -129,6 +132,25 @@ def test_briefed_workers_post_write_and_finish(fleet: RunFolder, model: Scripted
         assert set(results) == set(uses) and not any(r["is_error"] for r in results.values())
     usage = json.loads((fleet.model_dir / "usage.json").read_text())
     assert all(usage["workers"][str(n)]["requests"] >= 5 for n in range(1, N + 1))
+    # The recording replays: each main request of worker 1, as another run on another day would send it
+    # (its own folders, another <session_context>), gets the recorded answer, in order.
+    replayer = Replayer(fleet.root, "/other/run", "/other/work")
+    recorded = [x for x in read_exchanges(fleet.exchanges(1)) if x.key.kind == "main"]
+    assert len(recorded) == 5
+    for x in recorded:
+        request = _moved(x.request, {str(fleet.root): "/other/run", fleet.info().workdir: "/other/work"})
+        answer = replayer.answer(1, x.method, x.path, request)
+        assert isinstance(answer, Exchange) and answer.seq == x.seq, answer
+
+
+def _moved(request: dict[str, object], folders: dict[str, str]) -> dict[str, object]:
+    """`request` as a run in other folders, on another day, would send it."""
+    text = json.dumps(request)
+    for old, new in folders.items():
+        text = text.replace(old, new)
+    text = re.sub(r"Today's date is [^.]*\.", "Today's date is Saturday, January 2, 2027.", text)
+    moved: dict[str, object] = json.loads(text)
+    return moved
 
 
 def test_killed_agent_shows_as_crashed_and_restarts_resumed(fleet: RunFolder, model: ScriptedModelServer) -> None:

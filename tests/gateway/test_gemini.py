@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from orch.gateway.anthropic import AnthropicProtocol
-from orch.gateway.gemini import GeminiProtocol, call_key, replay_key
+from orch.gateway.gemini import GeminiProtocol, call_key, replay_key, synthesized
 from orch.gateway.records import Scheme, Tokens
 from orch.gateway.replay import exchange_key
 from orch.gateway.sse import SseParser
@@ -136,3 +136,16 @@ def test_replay_knows_a_conversation_by_its_first_prompt_not_gemini_clis_session
     assert side.kind == "side"
     counted = exchange_key("/v1beta/models/m:countTokens", {"contents": []}, "/run", "/work")
     assert counted.kind == "count_tokens"
+
+
+def test_replay_synthesizes_gemini_answers_for_unseen_side_calls(tmp_path: Path) -> None:
+    """A side call the cassette never saw gets a minimal answer in Gemini's own shape."""
+    side = synthesized(CAPTURED["side_path"], CAPTURED["side_request"])
+    assert side is not None
+    content_type, text, stream = side
+    assert (content_type, stream) == ("application/json", False)
+    answer = json.loads(json.loads(text)["candidates"][0]["content"]["parts"][0]["text"])
+    assert set(answer) == set(CAPTURED["side_request"]["generationConfig"]["responseJsonSchema"]["properties"])
+    streamed = synthesized(PATH, {"contents": []})
+    assert streamed is not None and streamed[2] and _read(streamed[1].encode(), 7).complete
+    assert synthesized("/v1/messages", {}) is None
