@@ -34,10 +34,12 @@ from orch.versions import GEMINI_CLI_PACKAGE, GEMINI_CLI_VERSION
 
 HOOK_EVENTS = ("SessionStart", "BeforeAgent", "AfterAgent", "BeforeTool", "AfterTool", "Notification", "SessionEnd")
 CREDENTIALS = Credentials(
-    env=("GEMINI_API_KEY",),
+    # GOOGLE_API_KEY: Google's other name for an API key (Gemini CLI reads it for Vertex AI): never a worker's.
+    env=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
     base_url_env="GOOGLE_GEMINI_BASE_URL",
     api_url="https://generativelanguage.googleapis.com",
-    schemes=(("GEMINI_API_KEY", "x-api-key"),),  # sent upstream as x-goog-api-key (orch.gateway.gemini)
+    # Sent upstream as x-goog-api-key (orch.gateway.gemini).
+    schemes=(("GEMINI_API_KEY", "x-api-key"), ("GOOGLE_API_KEY", "x-api-key")),
     hint="export GEMINI_API_KEY=... (a Gemini API key from Google AI Studio; "
     "Gemini CLI's own Google sign-in cannot go through the gateway)",
 )

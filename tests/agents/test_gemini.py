@@ -26,6 +26,7 @@ pytestmark = pytest.mark.gemini
 BRIEF_TOOLS = ["read_file", "run_shell_command", "write_file", "run_shell_command"]
 N = 2
 KEY = "AIza-orch-offline-gemini-test-key-0123456789"
+OTHER_KEY = "AIza-orch-offline-google-api-key-9876543210"
 
 
 @pytest.fixture
@@ -35,8 +36,9 @@ def model(monkeypatch: pytest.MonkeyPatch, gemini_bin: Path) -> Iterator[Scripte
         monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", server.url)
         monkeypatch.setenv("GEMINI_API_KEY", KEY)
         monkeypatch.setenv("ORCH_GEMINI_BIN", str(gemini_bin))
-        for var in ("GEMINI_CLI_HOME", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA"):
+        for var in ("GEMINI_CLI_HOME", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA"):
             monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv("GOOGLE_API_KEY", OTHER_KEY)  # a second credential: no worker may see it either
         yield server
 
 
@@ -80,13 +82,15 @@ def test_workers_boot_with_no_dialog(fleet: RunFolder) -> None:
     # The key stays in the gateway: not in the run folder, not in any worker's environment.
     for path in fleet.root.rglob("*"):
         if path.is_file():
-            assert KEY not in path.read_text(errors="replace"), path
+            text = path.read_text(errors="replace")
+            assert KEY not in text and OTHER_KEY not in text, path
     server = launch.server_for(fleet.info())
     for n in range(1, N + 1):
         pid = launch.agent_pid(server.pane(n))
         assert pid is not None
         environ = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
-        assert KEY not in environ and "GOOGLE_GEMINI_BASE_URL=http://127.0.0.1" in environ
+        assert KEY not in environ and OTHER_KEY not in environ
+        assert "GOOGLE_GEMINI_BASE_URL=http://127.0.0.1" in environ
 
 
 def test_thirty_line_message_is_one_submission(fleet: RunFolder, model: ScriptedModelServer) -> None:
