@@ -197,9 +197,9 @@ class GeminiAdapter:
         limits = Check(
             "gemini-limits",
             True,
-            "the run's policy can deny a permission prompt but not approve one (Gemini CLI's BeforeTool hook "
-            "can only deny or ask: under `approve` the worker waits); a resumed session's first prompt is "
-            "answered without the old history (docs/agents/gemini.md)",
+            "hooks cannot approve a tool call: under `approve` orch presses Allow on Gemini CLI's dialog "
+            "(after its permission hook); a resumed session's first prompt is answered without the old "
+            "history (docs/agents/gemini.md)",
             optional=True,
         )
         return (install, credentials_check(self.credentials, "gemini-credentials"), limits)
@@ -226,6 +226,8 @@ class GeminiAdapter:
         hooks = {event: hook() for event in HOOK_EVENTS}
         # This one may deny the call itself, from the run's policy (orch run's `permissions`).
         hooks["BeforeTool"] = hook(ctx.run.permission_policy, ",".join(ALLOWED_TOOLS))
+        # And this one approves it, by pressing Allow on the dialog (Gemini CLI's hooks cannot approve).
+        hooks["Notification"] = hook(ctx.run.permission_policy, ",".join(ALLOWED_TOOLS))
         return hooks
 
 

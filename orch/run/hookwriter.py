@@ -6,6 +6,7 @@ and starts fast: agents run it on every hook event.
     hookwriter.py event STATE_FILE [POLICY_FILE]  # hook payload on stdin -> one JSON line appended
     hookwriter.py status STATUS_FILE              # status-line payload on stdin -> atomic JSON, prints a label
     hookwriter.py gemini STATE_FILE [POLICY_FILE TOOLS]  # a Gemini CLI hook, logged under orch's names
+    hookwriter.py gemini-approve STATE_FILE TOOL   # (detached, by the above) press Allow on Gemini's dialog
 
 With POLICY_FILE (the PermissionRequest hook), a permission prompt is answered from that file,
 `{"answer": "allow"}` or `{"answer": "deny", "message": "..."}`, so no dialog ever blocks the worker;
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +37,9 @@ GEMINI_EVENTS = {
     "SessionEnd": "SessionEnd",
 }
 GEMINI_NOTIFICATIONS = {"ToolPermission": "permission_prompt"}
+# Gemini CLI 0.61.0's permission dialog, its first option ("1. Allow once") selected.
+GEMINI_DIALOG = "Allow once"
+APPROVE_TIMEOUT = 15.0
 
 
 def slim(payload: dict[str, Any]) -> dict[str, Any]:
@@ -116,6 +121,50 @@ def last_tool(state_file: str) -> str | None:
     return None
 
 
+def start_approver(state_file: str, payload: dict[str, Any]) -> bool:
+    """Gemini CLI's hooks cannot approve a call, and it draws the dialog only after this hook returns: a
+    detached process waits for the dialog in this pane and presses Enter on its preselected "Allow once"."""
+    if not os.environ.get("TMUX_PANE"):
+        return False
+    tool = str(payload.get("tool_name") or "")
+    argv = [sys.executable, "-S", os.path.abspath(__file__), "gemini-approve", state_file, tool]
+    try:
+        subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError:
+        return False
+    return True
+
+
+def _screen(pane: str) -> str:
+    done = subprocess.run(["tmux", "capture-pane", "-p", "-t", pane], capture_output=True, text=True, check=False)
+    return done.stdout if done.returncode == 0 else ""
+
+
+def approve(state_file: str, tool: str) -> bool:
+    """Press Enter on Gemini CLI's permission dialog once it shows in this pane, then see it go; if it does
+    not show or stay gone within APPROVE_TIMEOUT, log the prompt as unanswered (the worker waits)."""
+    pane = os.environ.get("TMUX_PANE", "")
+    deadline = time.monotonic() + APPROVE_TIMEOUT
+    pressed = False
+    while time.monotonic() < deadline:
+        shown = GEMINI_DIALOG in _screen(pane)
+        if pressed and not shown:
+            return True
+        if shown and not pressed:
+            subprocess.run(["tmux", "send-keys", "-t", pane, "Enter"], capture_output=True, check=False)
+            pressed = True
+        time.sleep(0.1)  # polling the screen, bounded by the deadline
+    payload = {"hook_event_name": "PermissionRequest", "tool_name": tool or None, "agent_event": "orch-approve"}
+    append_event(state_file, {**payload, "notification_type": "permission_prompt"})
+    return False
+
+
 def gemini_event(
     payload: dict[str, Any], state_file: str, policy_file: str | None, allowed: set[str]
 ) -> dict[str, Any] | None:
@@ -124,8 +173,9 @@ def gemini_event(
     Gemini CLI 0.61.0's BeforeTool hook runs before its policy check and can deny a call (no dialog) but
     not approve one. So a tool outside `allowed` (the calls the adapter's policy lets through without a
     prompt) is denied here when the run's policy says deny, and logged as a PermissionRequest with that
-    decision; under allow or ask the prompt shows, and its Notification is logged as a PermissionRequest
-    with no decision: the worker waits."""
+    decision; under ask the prompt shows, and its Notification is logged as a PermissionRequest with no
+    decision: the worker waits. Under allow, the Notification starts the approver (`start_approver`) and is
+    logged with decision allow."""
     name = str(payload.get("hook_event_name", "unknown"))
     payload["agent_event"] = name
     payload["hook_event_name"] = GEMINI_EVENTS.get(name, name)
@@ -135,6 +185,9 @@ def gemini_event(
         if kind == "ToolPermission":  # the dialog is up: what Claude Code's unanswered PermissionRequest says
             payload["hook_event_name"] = "PermissionRequest"
             payload.setdefault("tool_name", last_tool(state_file))
+            decision = permission_answer(policy_file) if policy_file else None
+            if decision is not None and decision["behavior"] == "allow" and start_approver(state_file, payload):
+                payload["orch_decision"] = "allow"
     if name != "BeforeTool" or policy_file is None or payload.get("tool_name") in allowed:
         return None
     decision = permission_answer(policy_file)
@@ -146,10 +199,12 @@ def gemini_event(
 
 
 def main(argv: list[str]) -> int:
-    shapes = {"event": (3, 4), "status": (3,), "gemini": (3, 5)}
+    shapes = {"event": (3, 4), "status": (3,), "gemini": (3, 5), "gemini-approve": (4,)}
     if len(argv) < 2 or len(argv) not in shapes.get(argv[1], ()):
         print(__doc__, file=sys.stderr)
         return 2
+    if argv[1] == "gemini-approve":
+        return 0 if approve(argv[2], argv[3]) else 1
     try:
         payload = json.loads(sys.stdin.read() or "{}")
         if not isinstance(payload, dict):

@@ -199,12 +199,16 @@ def test_killed_agent_shows_as_crashed_and_restarts_resumed(fleet: RunFolder, mo
     assert fleet.log(1).stat().st_size > 0  # the transcript outlives the run
 
 
-@pytest.mark.parametrize(("answer", "state"), [("deny", WorkerState.IDLE), ("ask", WorkerState.WAITING_FOR_PERMISSION)])
+@pytest.mark.parametrize(
+    ("answer", "state"),
+    [("deny", WorkerState.IDLE), ("allow", WorkerState.IDLE), ("ask", WorkerState.WAITING_FOR_PERMISSION)],
+)
 def test_permission_request_is_answered_by_the_policy(
     model: ScriptedModelServer, tmp_path: Path, answer: str, state: WorkerState
 ) -> None:
     """web_fetch is outside the adapter's allow list: the run's policy denies it without a dialog (the model
-    is told why), or, under ask, the prompt shows and the worker waits for permission."""
+    is told why), approves it (Allow pressed on the dialog, the only way: Gemini CLI's hooks cannot approve),
+    or, under ask, the prompt shows and the worker waits for permission."""
     workdir = tmp_path / "w"
     workdir.mkdir()
     run = _up(f"perm-{answer}", workdir, 1)
@@ -218,7 +222,11 @@ def test_permission_request_is_answered_by_the_policy(
     def current() -> WorkerState:
         return watch.status(run).workers[0].state
 
-    wait_until(lambda: current() is state and len(run.hook_events(1)) > 4, 60, f"the worker to be {state.value}")
+    def turn_over() -> bool:
+        return any(e.hook_event_name == "Stop" for e in run.hook_events(1))
+
+    settled = turn_over if state is WorkerState.IDLE else (lambda: current() is state)
+    wait_until(lambda: settled() and current() is state, 60, f"the worker to be {state.value}")
     requests = [e for e in run.hook_events(1) if e.hook_event_name == "PermissionRequest"]
     if answer == "deny":
         (request,) = requests
@@ -226,7 +234,17 @@ def test_permission_request_is_answered_by_the_policy(
         ledger = [json.loads(line) for line in run.model_ledger.read_text().splitlines()]
         (result,) = [e for e in ledger if e["kind"] == "tool_result" and "no fetching" in (e["output"] or "")]
         assert result["is_error"]
-        assert "Allow execution" not in orch("read", run.name, "1").output
+        assert "Allow once" not in orch("read", run.name, "1").output
+    elif answer == "allow":  # approved on the dialog: the call ran (and failed: nothing listens there)
+        (request,) = requests
+        assert request.orch_decision == "allow" and request.tool_name == "web_fetch"
+        ledger = [json.loads(line) for line in run.model_ledger.read_text().splitlines()]
+        assert [e["tool"] for e in ledger if e["kind"] == "tool_use"][-1:] == ["web_fetch"]
+        assert any(
+            e["hook_event_name"] == "PostToolUse" and e.get("tool_name") == "web_fetch"
+            for e in map(vars, run.hook_events(1))
+        )
+        assert "Allow once" not in orch("read", run.name, "1").output
     else:  # the dialog is up, and its notice reads as an unanswered PermissionRequest for the tool
         (request,) = requests
         assert (request.orch_decision, request.tool_name, request.notification_type) == (

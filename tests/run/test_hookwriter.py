@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -154,3 +155,22 @@ def test_gemini_permission_notice_names_the_tool_the_dialog_is_for(tmp_path: Pat
 
 def test_gemini_mode_checks_its_arguments(tmp_path: Path) -> None:
     assert hook({}, "gemini", tmp_path / "a.jsonl", tmp_path / "p.json").returncode == 2  # policy without tools
+
+
+def test_gemini_approver_presses_allow_on_the_dialog_in_its_pane(tmp_path: Path) -> None:
+    """The detached approver (policy allow): waits for the dialog in its own pane, presses Enter, sees it go."""
+    state = tmp_path / "agent-1.jsonl"
+    dialog = "echo '● 1. Allow once'; read answer; clear; echo answered; exec cat"
+    tmux = ["tmux", "-L", "approve", "-f", "/dev/null"]
+    subprocess.run([*tmux, "new-session", "-d", "-s", "a", "-x", "80", "-y", "10", dialog], check=True)
+    try:
+        pane = subprocess.run([*tmux, "display", "-p", "-t", "a", "#{pane_id}"], capture_output=True, text=True)
+        socket = subprocess.run([*tmux, "display", "-p", "#{socket_path}"], capture_output=True, text=True)
+        env = {"PATH": os.environ["PATH"], "TMUX_PANE": pane.stdout.strip(), "TMUX": f"{socket.stdout.strip()},0,0"}
+        cmd = [sys.executable, "-S", orch.run.hookwriter.__file__, "gemini-approve", str(state), "web_fetch"]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=30, check=False)
+        screen = subprocess.run([*tmux, "capture-pane", "-p", "-t", "a"], capture_output=True, text=True).stdout
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True, check=False)
+    assert done.returncode == 0 and "answered" in screen
+    assert not state.exists()  # nothing to correct: the prompt was answered
