@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -126,6 +125,8 @@ def start_approver(state_file: str, payload: dict[str, Any]) -> bool:
     detached process waits for the dialog in this pane and presses Enter on its preselected "Allow once"."""
     if not os.environ.get("TMUX_PANE"):
         return False
+    import subprocess  # here, not at the top: every hook of every agent would pay for its import
+
     tool = str(payload.get("tool_name") or "")
     argv = [sys.executable, "-S", os.path.abspath(__file__), "gemini-approve", state_file, tool]
     try:
@@ -142,6 +143,8 @@ def start_approver(state_file: str, payload: dict[str, Any]) -> bool:
 
 
 def _screen(pane: str) -> str:
+    import subprocess
+
     done = subprocess.run(["tmux", "capture-pane", "-p", "-t", pane], capture_output=True, text=True, check=False)
     return done.stdout if done.returncode == 0 else ""
 
@@ -149,6 +152,8 @@ def _screen(pane: str) -> str:
 def approve(state_file: str, tool: str) -> bool:
     """Press Enter on Gemini CLI's permission dialog once it shows in this pane, then see it go; if it does
     not show or stay gone within APPROVE_TIMEOUT, log the prompt as unanswered (the worker waits)."""
+    import subprocess
+
     pane = os.environ.get("TMUX_PANE", "")
     deadline = time.monotonic() + APPROVE_TIMEOUT
     pressed = False
