@@ -261,3 +261,20 @@ def test_doctor_reports_gemini(model: ScriptedModelServer) -> None:
     lines = {line.split()[1]: line for line in result.output.splitlines() if line[:3] in ("ok ", "!! ", "-- ")}
     assert lines["gemini"].startswith("ok") and "0.61.0" in lines["gemini"]
     assert "GEMINI_API_KEY" in result.output and KEY not in result.output
+
+
+def test_offline_fleet_needs_no_credential(gemini_bin: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`orch up --local --agent gemini --offline`: the run's gateway starts the scripted model itself."""
+    monkeypatch.setenv("ORCH_GEMINI_BIN", str(gemini_bin))
+    for var in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GEMINI_CLI_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    workdir = tmp_path / "w"
+    workdir.mkdir()
+    run = _up("off", workdir, 1, "--offline")
+    brief = tmp_path / "brief.md"
+    brief.write_text(_script({"write": str(run.result(1)), "content": "offline\n"}, {"bash": f"touch {run.done(1)}"}))
+    assert orch("brief", "off", "1", brief).exit_code == 0
+    waited = orch("wait", "off", "--timeout", "60")
+    assert waited.exit_code == 0, waited.output + diagnose(run)
+    assert run.result(1).read_text() == "offline\n"
+    assert json.loads((run.model_dir / "usage.json").read_text())["offline"] is True
