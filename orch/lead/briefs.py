@@ -44,7 +44,7 @@ _VERDICT_WRITER = """
 import json, os, sys
 out_file, result_file, job, finding, found, code, out_path, path, line, quote, grep, repro = sys.argv[1:]
 out = ""
-if out_path and os.path.exists(out_path):
+if os.path.exists(out_path):
     out = open(out_path, errors="replace").read()
     os.remove(out_path)
 ev = []
@@ -186,10 +186,10 @@ def verification_check(finding: Finding, values: dict[str, str]) -> str:
     lines = [f"cd {q(values['workdir'])} || exit 1", f"if {grep}; then found=1; else found=0; fi"]
     # The reproduce command's output goes through a file, not `$(...)`: Gemini CLI refuses any shell command
     # with a command substitution in it.
-    out_path = values["verdict_file"] + ".out"
+    lines.append(f"o={q(values['verdict_file'] + '.out')}")
     if finding.reproduce:
-        lines.append(f"( {finding.reproduce} ) > {q(out_path)} 2>&1; code=$?")
-        lines.append(f'tail -n 20 {q(out_path)}; echo "exit status: $code"')
+        lines.append(f'( {finding.reproduce} ) > "$o" 2>&1; code=$?')
+        lines.append('tail -n 20 "$o"; echo "exit status: $code"')
     else:
         lines.append("code=none")
     args = [
@@ -200,7 +200,7 @@ def verification_check(finding: Finding, values: dict[str, str]) -> str:
     ]
     tail = [ev.file, str(ev.line), first_line, grep, finding.reproduce or ""]
     lines.append(
-        f'python3 -c {q(_VERDICT_WRITER)} {" ".join(q(a) for a in args)} "$found" "$code" {q(out_path)} '
+        f'python3 -c {q(_VERDICT_WRITER)} {" ".join(q(a) for a in args)} "$found" "$code" "$o" '
         + " ".join(q(a) for a in tail)
     )
     return "\n".join(lines)
