@@ -24,7 +24,7 @@ from orch.fleet import launch, talk
 from orch.run.folder import RunFolder
 from orch.waits import wait_until
 
-AGENTS = ("claude", "codex")
+AGENTS = ("claude", "codex", "gemini", "opencode")  # aider runs no shell: it cannot post or touch
 WORKERS = (1, 4)
 MIB = 1 << 20
 DONE_TIMEOUT = 120.0

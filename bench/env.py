@@ -23,6 +23,7 @@ from bench import procs
 from bench.recorder import Request, read_log
 from orch import __version__
 from orch.agents.claude import CACHE_BIN, CREDENTIAL_ENV
+from orch.agents.gemini import CACHE_BIN as GEMINI_CACHE_BIN
 from orch.agents.registry import get_adapter
 from orch.contracts import UpRequest
 from orch.errors import OrchError, UsageError
@@ -192,10 +193,13 @@ class BenchEnv:
         os.environ["ORCH_HOME"] = str(self.root / "home")
         os.environ["TMUX_TMPDIR"] = str(self.root)
         os.environ["SHELL"] = "/bin/sh"
-        for var in (*CREDENTIAL_ENV, "ANTHROPIC_BASE_URL", "CLAUDE_CONFIG_DIR", "TMUX", "TMUX_PANE"):
+        gemini = ("GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GEMINI_CLI_HOME")
+        for var in (*CREDENTIAL_ENV, *gemini, "ANTHROPIC_BASE_URL", "CLAUDE_CONFIG_DIR", "TMUX", "TMUX_PANE"):
             os.environ.pop(var, None)
         if "ORCH_CLAUDE_BIN" not in os.environ and CACHE_BIN.exists():
             os.environ["ORCH_CLAUDE_BIN"] = str(CACHE_BIN)
+        if "ORCH_GEMINI_BIN" not in os.environ and GEMINI_CACHE_BIN.exists():
+            os.environ["ORCH_GEMINI_BIN"] = str(GEMINI_CACHE_BIN)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -213,18 +217,19 @@ class BenchEnv:
         os.environ.update(self._saved)
 
     # -- prerequisites ----------------------------------------------------------------------------
-    def claude_missing(self) -> str | None:
-        """Why real-Claude benchmarks cannot run here, or None."""
+    def claude_missing(self, agent: str = "claude") -> str | None:
+        """Why benchmarks with real workers of `agent` cannot run here, or None."""
         try:
             check_tmux()
-            get_adapter("claude").binary()
+            get_adapter(agent).binary()
         except UsageError as exc:
             return exc.one_line()
         return None
 
     # -- the model server -------------------------------------------------------------------------
     def model(self) -> str:
-        """Start the recording model server once; agents reach it through ANTHROPIC_BASE_URL."""
+        """Start the recording model server once; agents reach it through ANTHROPIC_BASE_URL (Gemini CLI:
+        GOOGLE_GEMINI_BASE_URL), by way of the run's gateway."""
         if self._model is None:
             url_file, log_file = self.root / "model.url", self.root / "model.log"
             self._model = popen(
@@ -236,6 +241,8 @@ class BenchEnv:
             self.model_url = url_file.read_text().strip()
             os.environ["ANTHROPIC_BASE_URL"] = self.model_url
             os.environ["ANTHROPIC_API_KEY"] = OFFLINE_KEY
+            os.environ["GOOGLE_GEMINI_BASE_URL"] = self.model_url
+            os.environ["GEMINI_API_KEY"] = OFFLINE_KEY
         return self.model_url
 
     @property
@@ -256,11 +263,11 @@ class BenchEnv:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
-    def up(self, prefix: str, workers: int) -> Fleet:
-        """`orch up --local` with real Claude Code workers on the recording model server; timed."""
+    def up(self, prefix: str, workers: int, agent: str = "claude") -> Fleet:
+        """`orch up --local` with real workers of `agent` on the recording model server; timed."""
         self.model()
         name = self.name(prefix)
-        req = UpRequest(name=name, workers=workers, agent="claude", workdir=self.workdir(name))
+        req = UpRequest(name=name, workers=workers, agent=agent, workdir=self.workdir(name))
         start = time.monotonic()
         info = launch.up(req, boot_timeout=BOOT_TIMEOUT)
         live = Fleet(RunFolder.for_name(name), info, time.monotonic() - start)

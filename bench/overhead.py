@@ -55,9 +55,13 @@ def _events(live: Fleet, name: Event) -> list[ControllerEvent]:
     return out
 
 
-def measure(ctx: Context, workers: int) -> dict[str, Any]:
+def measure(
+    ctx: Context, workers: int, agent: str = "claude", memory: list[MemorySample] | None = None
+) -> dict[str, Any]:
+    """One brief -> all done of `workers` workers of `agent`; its memory sample goes to `memory` (default
+    ctx.memory, the Claude Code figures)."""
     cfg = ctx.config
-    live = ctx.env.up(f"ovh{workers}", workers)
+    live = ctx.env.up(f"ovh{workers}", workers, agent)
     try:
         texts = {n: brief_text(live, n, cfg.overhead_steps, cfg.overhead_step_seconds) for n in range(1, workers + 1)}
         roots = live.panes()
@@ -85,7 +89,7 @@ def measure(ctx: Context, workers: int) -> dict[str, Any]:
         panes = live.panes()
         mem = [procs.tree_memory(pid) for _, pid in sorted(panes.items())]
         tmux_pid = live.tmux_pid()
-        ctx.memory.append(
+        (ctx.memory if memory is None else memory).append(
             MemorySample(
                 situation="after a scripted task",
                 workers=workers,

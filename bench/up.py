@@ -28,9 +28,9 @@ def _cpu_self() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
-def measure(env: BenchEnv, workers: int, memory: list[MemorySample]) -> dict[str, Any]:
+def measure(env: BenchEnv, workers: int, memory: list[MemorySample], agent: str = "claude") -> dict[str, Any]:
     cpu0 = _cpu_self()
-    live = env.up(f"up{workers}", workers)
+    live = env.up(f"up{workers}", workers, agent)
     try:
         orch_cpu = _cpu_self() - cpu0
         panes = live.panes()

@@ -210,6 +210,13 @@ AIDER_BIN = Setting(
     "The aider binary to run.",
     shown="`aider` on PATH, else the pinned venv in ~/.cache/orch/aider/",
 )
+GEMINI_BIN = Setting(
+    "ORCH_GEMINI_BIN",
+    "",
+    _optional,
+    "The Gemini CLI binary to run.",
+    shown="`gemini` on PATH, else the pinned copy in ~/.cache/orch/gemini-cli/",
+)
 PRICING = Setting(
     "ORCH_PRICING",
     "",

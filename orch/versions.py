@@ -12,6 +12,8 @@ OPENCODE_PLUGIN_PACKAGE = "@opencode-ai/plugin"
 """opencode installs this into every config dir it reads: orch installs it once, pinned, and links it."""
 AIDER_VERSION = "0.86.2"
 AIDER_PACKAGE = "aider-chat"
+GEMINI_CLI_VERSION = "0.61.0"
+GEMINI_CLI_PACKAGE = "@google/gemini-cli"
 TMUX_MIN_VERSION = (3, 2)
 DEFAULT_BASE_IMAGE = "debian:bookworm-slim"
 DEFAULT_IMAGE_TAG = "orch:latest"

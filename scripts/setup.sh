@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Set up a development checkout: .venv with orch and its dev tools, and the pinned Claude Code and Codex
-# CLI in ~/.cache/orch (npm, no global install). Idempotent; safe to run again.
+# Set up a development checkout: .venv with orch and its dev tools, and the pinned agent CLIs (Claude Code,
+# Codex, Gemini CLI, opencode, aider) in ~/.cache/orch (npm and a venv, no global install). Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -62,3 +62,14 @@ if [ ! -x "$prefix/bin/aider" ]; then
   python3 -m venv "$prefix"
   "$prefix/bin/pip" install --quiet "$(pin AIDER_PACKAGE)==$version"
 fi
+
+# Gemini CLI, pinned.
+gemini_version=$(.venv/bin/python -c 'from orch.versions import GEMINI_CLI_VERSION as v; print(v)')
+gemini_package=$(.venv/bin/python -c 'from orch.versions import GEMINI_CLI_PACKAGE as p; print(p)')
+gemini_prefix="$HOME/.cache/orch/gemini-cli/$gemini_version"
+if [ ! -x "$gemini_prefix/node_modules/.bin/gemini" ]; then
+  echo "setup: installing $gemini_package@$gemini_version into $gemini_prefix"
+  mkdir -p "$gemini_prefix"
+  npm install --prefix "$gemini_prefix" --no-audit --no-fund --loglevel=error "$gemini_package@$gemini_version"
+fi
+"$gemini_prefix/node_modules/.bin/gemini" --version >/dev/null

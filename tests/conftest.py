@@ -13,8 +13,9 @@ import pytest
 
 from orch.agents.claude import CACHE_BIN
 from orch.agents.codex import CACHE_BIN as CODEX_CACHE_BIN
+from orch.agents.gemini import CACHE_BIN as GEMINI_CACHE_BIN
 from orch.gateway.process import stop_gateway
-from orch.versions import CLAUDE_CODE_VERSION, CODEX_VERSION
+from orch.versions import CLAUDE_CODE_VERSION, CODEX_VERSION, GEMINI_CLI_VERSION
 
 # The docker tests' fixtures (engine, image, names, workdir) live in tests/dockertest.py.
 pytest_plugins = ["tests.dockertest"]
@@ -60,4 +61,14 @@ def codex_bin() -> Path:
     path = Path(explicit) if explicit else CODEX_CACHE_BIN
     if not path.exists():
         pytest.fail(f"Codex CLI {CODEX_VERSION} not found at {path}: run scripts/setup.sh")
+    return path
+
+
+@pytest.fixture(scope="session")
+def gemini_bin() -> Path:
+    """The pinned Gemini CLI binary installed by scripts/setup.sh (or ORCH_GEMINI_BIN)."""
+    explicit = os.environ.get("ORCH_GEMINI_BIN")
+    path = Path(explicit) if explicit else GEMINI_CACHE_BIN
+    if not path.exists():
+        pytest.fail(f"Gemini CLI {GEMINI_CLI_VERSION} not found at {path}: run scripts/setup.sh")
     return path

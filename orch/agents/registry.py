@@ -21,6 +21,12 @@ def _codex() -> AgentAdapter:
     return CodexAdapter()
 
 
+def _gemini() -> AgentAdapter:
+    from orch.agents.gemini import GeminiAdapter
+
+    return GeminiAdapter()
+
+
 def _scripted() -> AgentAdapter:
     from orch.agents.scripted import ScriptedAdapter
 
@@ -43,6 +49,7 @@ def _aider() -> AgentAdapter:
 
 
 ADAPTERS["codex"] = _codex
+ADAPTERS["gemini"] = _gemini
 ADAPTERS["opencode"] = _opencode
 ADAPTERS["aider"] = _aider
 DEFAULT_AGENT = settings.AGENT.default

@@ -99,13 +99,14 @@ def parse_agents(text: str) -> dict[int, str]:
 LocalOpt = Annotated[bool, typer.Option("--local", help="Run tmux on this machine instead of a container.")]
 AgentOpt = Annotated[
     str,
-    typer.Option("--agent", "-a", help="Agent adapter: claude, codex, opencode, aider or scripted (see orch doctor)."),
+    typer.Option("--agent", "-a", help="Agent adapter: claude, codex, gemini, opencode, aider or scripted."),
 ]
 ModeOpt = Annotated[
     str | None,
     typer.Option(
         "--permission-mode",
-        help="Agent permission mode (claude: acceptEdits + allowlist; opencode: build, ask, auto; aider: yes-always).",
+        help="Agent permission mode (claude: acceptEdits + allowlist; gemini: default + allowlist; "
+        "opencode: build, ask, auto; aider: yes-always).",
     ),
 ]
 ModelOpt = Annotated[str | None, typer.Option("--model", help="Model name passed to the agent.")]

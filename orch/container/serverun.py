@@ -49,6 +49,7 @@ def link_sessions(run: RunFolder, agents: Mapping[int, str]) -> None:
         cfg = run.config_dir(n)
         cfg.mkdir(parents=True, exist_ok=True, mode=0o700)
         link = cfg / sessions.subdir
+        link.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # a store below the config dir (.gemini/tmp)
         if not link.is_symlink() and not link.exists():
             link.symlink_to(store, target_is_directory=True)
 

@@ -1,18 +1,24 @@
 """Which model API a worker's request speaks, chosen per request by its path, so that several APIs
 share one run's gateway: `/v1/messages` is Anthropic's, `/responses` OpenAI's Responses API,
-`/chat/completions` OpenAI's Chat Completions. A path no protocol claims (a model list, say) is passed
-through uncounted with the default one's headers."""
+`/chat/completions` OpenAI's Chat Completions, `/v1beta/models/M:generateContent` Gemini's. A path no
+protocol claims (a model list, say) is passed through uncounted with the default one's headers."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from orch.gateway.anthropic import AnthropicProtocol
+from orch.gateway.gemini import GeminiProtocol
 from orch.gateway.openai_chat import ChatCompletionsProtocol
 from orch.gateway.protocol import ApiProtocol
 from orch.gateway.responses import ResponsesProtocol
 
-PROTOCOLS: tuple[ApiProtocol, ...] = (AnthropicProtocol(), ResponsesProtocol(), ChatCompletionsProtocol())
+PROTOCOLS: tuple[ApiProtocol, ...] = (
+    AnthropicProtocol(),
+    ResponsesProtocol(),
+    ChatCompletionsProtocol(),
+    GeminiProtocol(),
+)
 DEFAULT = PROTOCOLS[0]
 
 

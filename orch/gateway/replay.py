@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from orch.errors import UsageError
-from orch.gateway import openai_chat, responses
+from orch.gateway import gemini, openai_chat, responses
 from orch.gateway.cassette import read_exchanges
 from orch.gateway.records import Exchange, ExchangeKey
 from orch.text import shorten
@@ -168,6 +168,9 @@ def exchange_key(path: str, body: dict[str, Any], run_dir: str, workdir: str) ->
     if responses.handles(path):
         kind, first, turn = responses.replay_parts(body)
         return ExchangeKey(kind=kind, conversation=digest(normalise(first, run_dir, workdir)), turn=turn)
+    if (google := gemini.replay_key(path, body)) is not None:
+        call_kind, text, position = google
+        return ExchangeKey(kind=call_kind, conversation=digest(normalise(text, run_dir, workdir)), turn=position)
     messages = body.get("messages")
     return ExchangeKey(
         kind=request_kind(path, body),
@@ -447,6 +450,9 @@ def _sample(schema: dict[str, Any]) -> Any:
 
 def _synthesized(worker: int, method: str, path: str, body: dict[str, Any], key: ExchangeKey) -> Exchange:
     """A minimal answer for a side or count_tokens call the cassette never saw (seq 0: not recorded)."""
+    if (google := gemini.synthesized(path, body)) is not None:
+        content_type, text, stream = google
+        return _exchange(worker, method, path, body, key, content_type, text, stream=stream)
     if key.kind == "count_tokens":
         payload: dict[str, Any] = {"input_tokens": max(1, len(json.dumps(body)) // 4)}
         return _exchange(worker, method, path, body, key, "application/json", json.dumps(payload), stream=False)

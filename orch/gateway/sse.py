@@ -12,7 +12,10 @@ class SseParser:
 
     def feed(self, chunk: bytes) -> list[dict[str, Any]]:
         """The JSON `data:` payloads of the events completed by `chunk` (others are skipped)."""
-        self._buffer += chunk.replace(b"\r\n", b"\n") if b"\r" in chunk else chunk
+        # On the buffer, not the chunk: a CRLF (Gemini's event delimiter) may be split between two chunks.
+        self._buffer += chunk
+        if b"\r" in self._buffer:
+            self._buffer = self._buffer.replace(b"\r\n", b"\n")
         out: list[dict[str, Any]] = []
         while (end := self._buffer.find(b"\n\n")) >= 0:
             raw, self._buffer = self._buffer[:end], self._buffer[end + 2 :]

@@ -41,8 +41,12 @@ STANCES = {
 # Runs in the worker's Bash tool (offline verification): decides the verdict from the exit codes the
 # worker's own grep and reproduce command returned, and writes the verdict and result files.
 _VERDICT_WRITER = """
-import json, sys
-out_file, result_file, job, finding, found, code, out, path, line, quote, grep, repro = sys.argv[1:]
+import json, os, sys
+out_file, result_file, job, finding, found, code, out_path, path, line, quote, grep, repro = sys.argv[1:]
+out = ""
+if os.path.exists(out_path):
+    out = open(out_path, errors="replace").read()
+    os.remove(out_path)
 ev = []
 if found != "1":
     verdict, reason = "REFUTED", "the quoted code is not in " + path + " (grep found nothing)"
@@ -180,11 +184,14 @@ def verification_check(finding: Finding, values: dict[str, str]) -> str:
     first_line = next((ln.strip() for ln in ev.quote.splitlines() if ln.strip()), ev.quote.strip())
     grep = f"grep -nF -- {q(first_line)} {q(ev.file)}"
     lines = [f"cd {q(values['workdir'])} || exit 1", f"if {grep}; then found=1; else found=0; fi"]
+    # The reproduce command's output goes through a file, not `$(...)`: Gemini CLI refuses any shell command
+    # with a command substitution in it.
+    lines.append(f"o={q(values['verdict_file'] + '.out')}")
     if finding.reproduce:
-        lines.append(f"out=$( ( {finding.reproduce} ) 2>&1 ); code=$?")
-        lines.append('printf \'%s\\n\' "$out" | tail -n 20; echo "exit status: $code"')
+        lines.append(f'( {finding.reproduce} ) > "$o" 2>&1; code=$?')
+        lines.append('tail -n 20 "$o"; echo "exit status: $code"')
     else:
-        lines.append("out=; code=none")
+        lines.append("code=none")
     args = [
         values["verdict_file"],
         values["result_file"],
@@ -193,7 +200,7 @@ def verification_check(finding: Finding, values: dict[str, str]) -> str:
     ]
     tail = [ev.file, str(ev.line), first_line, grep, finding.reproduce or ""]
     lines.append(
-        f'python3 -c {q(_VERDICT_WRITER)} {" ".join(q(a) for a in args)} "$found" "$code" "$out" '
+        f'python3 -c {q(_VERDICT_WRITER)} {" ".join(q(a) for a in args)} "$found" "$code" "$o" '
         + " ".join(q(a) for a in tail)
     )
     return "\n".join(lines)

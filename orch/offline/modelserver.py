@@ -1,5 +1,7 @@
-"""A scripted model server: the Anthropic Messages API (Claude Code) and the OpenAI Responses API
-(`/responses`, Codex CLI: orch.offline.responses), driving the real agent binaries without credentials.
+"""A scripted model server: the Anthropic Messages API (Claude Code), the OpenAI Responses API
+(`/responses`, Codex CLI: orch.offline.responses), OpenAI Chat Completions (opencode, aider:
+orch.offline.chat) and Google's Gemini API (Gemini CLI: orch.offline.gemini), driving the real agent
+binaries without credentials.
 
 Tests, the offline demo and dry runs point workers at it (`ANTHROPIC_BASE_URL=http://127.0.0.1:PORT`,
 any dummy `ANTHROPIC_API_KEY`). The model is stateless: every answer is derived from the request's
@@ -30,7 +32,7 @@ from types import FrameType
 from typing import Any
 from urllib.parse import urlsplit
 
-from orch.offline import aider, chat, responses
+from orch.offline import aider, chat, gemini, responses
 from orch.offline.script import Answer, next_answer, prompt_text
 
 log = logging.getLogger(__name__)
@@ -54,7 +56,8 @@ class RequestRecord:
     """What was answered: "Bash" / "Write" / "Read", "reply", "done", "ok", "fail:KIND", "side",
     "count_tokens", "not_found", "bad_request", "script-error", "brief-error"."""
     auth: str = "none"
-    """Which credential came, never its value: "api-key" (x-api-key), "bearer" (Authorization), "none"."""
+    """Which credential came, never its value: "api-key" (x-api-key, or Gemini's x-goog-api-key), "bearer"
+    (Authorization), "none"."""
     key_digest: str = ""
     """sha256 of the credential that came (12 hex), so a test can tell whose it was without keeping it."""
 
@@ -135,6 +138,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._responses(path, body, _tokens(raw.decode(errors="replace")))
         elif chat.is_chat_path(path):
             self._chat(path, body, _tokens(raw.decode(errors="replace")))
+        elif gemini.route(path):
+            self._gemini(path, body, len(raw))
         else:
             self._not_found()
 
@@ -210,6 +215,19 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, chat.completion(answer, body, input_tokens))
         else:
             self._send_sse(chat.stream_events(answer, body, input_tokens))
+
+    def _gemini(self, path: str, body: dict[str, Any], size: int) -> None:
+        reply = gemini.answer(path, body, size)
+        model = (gemini.route(path) or ("", ""))[0]
+        stream = reply.content_type == "text/event-stream"
+        self._record(path, {"model": model, "stream": stream}, reply.step, gemini.prompt(gemini.messages(body)))
+        self.send_response(reply.status)
+        self.send_header("Content-Type", reply.content_type)
+        self.send_header("Content-Length", str(len(reply.body)))
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(reply.body)
 
     def _stream(self, message_id: str, model: str, block: dict[str, Any], stop: str, usage: dict[str, int]) -> None:
         start = {**block, "input": {}} if block["type"] == "tool_use" else {"type": "text", "text": ""}
@@ -299,7 +317,8 @@ class _Handler(BaseHTTPRequestHandler):
         messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
         prompt = prompt or next((t for m in reversed(messages) if (t := prompt_text(m))), None)
         model = body.get("model")
-        key, auth = self.headers.get("x-api-key") or "", "api-key" if self.headers.get("x-api-key") else "none"
+        api_key = self.headers.get("x-api-key") or self.headers.get("x-goog-api-key") or ""
+        key, auth = api_key, "api-key" if api_key else "none"
         bearer = self.headers.get("Authorization") or ""
         if bearer.lower().startswith("bearer "):
             key, auth = bearer[7:], "bearer"

@@ -5,6 +5,8 @@ and starts fast: agents run it on every hook event.
 
     hookwriter.py event STATE_FILE [POLICY_FILE]  # hook payload on stdin -> one JSON line appended
     hookwriter.py status STATUS_FILE              # status-line payload on stdin -> atomic JSON, prints a label
+    hookwriter.py gemini STATE_FILE [POLICY_FILE TOOLS]  # a Gemini CLI hook, logged under orch's names
+    hookwriter.py gemini-approve STATE_FILE TOOL   # (detached, by the above) press Allow on Gemini's dialog
 
 With POLICY_FILE (the PermissionRequest hook), a permission prompt is answered from that file,
 `{"answer": "allow"}` or `{"answer": "deny", "message": "..."}`, so no dialog ever blocks the worker;
@@ -22,7 +24,21 @@ from typing import Any
 
 # Big fields are cut so a state line stays one small atomic append.
 MAX_FIELD = 4000
-DROPPED = ("tool_response", "transcript_path", "last_assistant_message")
+DROPPED = ("tool_response", "transcript_path", "last_assistant_message", "prompt_response")
+# Gemini CLI's hook events under the names orch's worker states are derived from (Claude Code's).
+GEMINI_EVENTS = {
+    "SessionStart": "SessionStart",
+    "BeforeAgent": "UserPromptSubmit",
+    "AfterAgent": "Stop",
+    "BeforeTool": "PreToolUse",
+    "AfterTool": "PostToolUse",
+    "Notification": "Notification",
+    "SessionEnd": "SessionEnd",
+}
+GEMINI_NOTIFICATIONS = {"ToolPermission": "permission_prompt"}
+# Gemini CLI 0.61.0's permission dialog, its first option ("1. Allow once") selected.
+GEMINI_DIALOG = "Allow once"
+APPROVE_TIMEOUT = 15.0
 
 
 def slim(payload: dict[str, Any]) -> dict[str, Any]:
@@ -30,7 +46,7 @@ def slim(payload: dict[str, Any]) -> dict[str, Any]:
     for key, value in payload.items():
         if key in DROPPED:
             continue
-        if key == "tool_input":
+        if key in ("tool_input", "details"):
             value = json.dumps(value)[:MAX_FIELD]
         elif isinstance(value, str) and len(value) > MAX_FIELD:
             value = value[:MAX_FIELD]
@@ -85,10 +101,115 @@ def write_status(status_file: str, payload: dict[str, Any]) -> str:
     return f"orch W{worker}" + (f" ${usd:.4f}" if isinstance(usd, int | float) else "")
 
 
+def last_tool(state_file: str) -> str | None:
+    """The tool of the worker's latest PreToolUse (Gemini CLI's permission notice does not name it)."""
+    try:
+        with open(state_file, "rb") as fh:
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - 16384))
+            lines = fh.read().decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("hook_event_name") == "PreToolUse":
+            tool = event.get("tool_name")
+            return tool if isinstance(tool, str) else None
+    return None
+
+
+def start_approver(state_file: str, payload: dict[str, Any]) -> bool:
+    """Gemini CLI's hooks cannot approve a call, and it draws the dialog only after this hook returns: a
+    detached process waits for the dialog in this pane and presses Enter on its preselected "Allow once"."""
+    if not os.environ.get("TMUX_PANE"):
+        return False
+    import subprocess  # here, not at the top: every hook of every agent would pay for its import
+
+    tool = str(payload.get("tool_name") or "")
+    argv = [sys.executable, "-S", os.path.abspath(__file__), "gemini-approve", state_file, tool]
+    try:
+        subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError:
+        return False
+    return True
+
+
+def _screen(pane: str) -> str:
+    import subprocess
+
+    done = subprocess.run(["tmux", "capture-pane", "-p", "-t", pane], capture_output=True, text=True, check=False)
+    return done.stdout if done.returncode == 0 else ""
+
+
+def approve(state_file: str, tool: str) -> bool:
+    """Press Enter on Gemini CLI's permission dialog once it shows in this pane, then see it go; if it does
+    not show or stay gone within APPROVE_TIMEOUT, log the prompt as unanswered (the worker waits)."""
+    import subprocess
+
+    pane = os.environ.get("TMUX_PANE", "")
+    deadline = time.monotonic() + APPROVE_TIMEOUT
+    pressed = False
+    while time.monotonic() < deadline:
+        shown = GEMINI_DIALOG in _screen(pane)
+        if pressed and not shown:
+            return True
+        if shown and not pressed:
+            subprocess.run(["tmux", "send-keys", "-t", pane, "Enter"], capture_output=True, check=False)
+            pressed = True
+        time.sleep(0.1)  # polling the screen, bounded by the deadline
+    payload = {"hook_event_name": "PermissionRequest", "tool_name": tool or None, "agent_event": "orch-approve"}
+    append_event(state_file, {**payload, "notification_type": "permission_prompt"})
+    return False
+
+
+def gemini_event(
+    payload: dict[str, Any], state_file: str, policy_file: str | None, allowed: set[str]
+) -> dict[str, Any] | None:
+    """Rename a Gemini CLI hook payload in place to orch's event names; the hook's JSON answer, if any.
+
+    Gemini CLI 0.61.0's BeforeTool hook runs before its policy check and can deny a call (no dialog) but
+    not approve one. So a tool outside `allowed` (the calls the adapter's policy lets through without a
+    prompt) is denied here when the run's policy says deny, and logged as a PermissionRequest with that
+    decision; under ask the prompt shows, and its Notification is logged as a PermissionRequest with no
+    decision: the worker waits. Under allow, the Notification starts the approver (`start_approver`) and is
+    logged with decision allow."""
+    name = str(payload.get("hook_event_name", "unknown"))
+    payload["agent_event"] = name
+    payload["hook_event_name"] = GEMINI_EVENTS.get(name, name)
+    kind = payload.get("notification_type")
+    if name == "Notification" and isinstance(kind, str):
+        payload["notification_type"] = GEMINI_NOTIFICATIONS.get(kind, kind)
+        if kind == "ToolPermission":  # the dialog is up: what Claude Code's unanswered PermissionRequest says
+            payload["hook_event_name"] = "PermissionRequest"
+            payload.setdefault("tool_name", last_tool(state_file))
+            decision = permission_answer(policy_file) if policy_file else None
+            if decision is not None and decision["behavior"] == "allow" and start_approver(state_file, payload):
+                payload["orch_decision"] = "allow"
+    if name != "BeforeTool" or policy_file is None or payload.get("tool_name") in allowed:
+        return None
+    decision = permission_answer(policy_file)
+    if decision is None or decision["behavior"] != "deny":
+        return None
+    payload["hook_event_name"] = "PermissionRequest"
+    payload["orch_decision"] = "deny"
+    return {"decision": "deny", "reason": decision["message"]}
+
+
 def main(argv: list[str]) -> int:
-    if not (len(argv) == 3 or (len(argv) == 4 and argv[1] == "event")) or argv[1] not in ("event", "status"):
+    shapes = {"event": (3, 4), "status": (3,), "gemini": (3, 5), "gemini-approve": (4,)}
+    if len(argv) < 2 or len(argv) not in shapes.get(argv[1], ()):
         print(__doc__, file=sys.stderr)
         return 2
+    if argv[1] == "gemini-approve":
+        return 0 if approve(argv[2], argv[3]) else 1
     try:
         payload = json.loads(sys.stdin.read() or "{}")
         if not isinstance(payload, dict):
@@ -96,7 +217,13 @@ def main(argv: list[str]) -> int:
     except ValueError:
         payload = {"hook_event_name": "unparseable"}
     try:
-        if argv[1] == "event":
+        if argv[1] == "gemini":
+            allowed = set(argv[4].split(",")) if len(argv) == 5 else set()
+            answer = gemini_event(payload, argv[2], argv[3] if len(argv) == 5 else None, allowed)
+            append_event(argv[2], payload)
+            if answer is not None:
+                print(json.dumps(answer))
+        elif argv[1] == "event":
             decision = None
             if len(argv) == 4 and payload.get("hook_event_name") == "PermissionRequest":
                 decision = permission_answer(argv[3])

@@ -60,6 +60,29 @@ def test_agent_cli_not_installed(workdir: Path, monkeypatch: pytest.MonkeyPatch,
     _nothing_left("ok")
 
 
+def test_gemini_cli_not_installed(workdir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("ORCH_GEMINI_BIN", str(tmp_path / "no-gemini"))
+    result = orch("up", "ok", "--agent", "gemini", "--workdir", workdir, "--local")
+    assert result.exit_code == 2 and "Gemini CLI is not installed" in result.output
+    assert "npm install -g @google/gemini-cli@0.61.0" in result.output
+    _nothing_left("ok")
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--local", "--permission-mode", "acceptEdits"], "unknown permission mode 'acceptEdits' for agent gemini"),
+        ([], "the worker image carries @anthropic-ai/claude-code only, not @google/gemini-cli"),
+    ],
+    ids=["claude-mode", "container"],
+)
+def test_gemini_up_rejects_what_it_cannot_do(workdir: Path, extra: list[str], message: str) -> None:
+    result = orch("up", "ok", "--agent", "gemini", "--workdir", workdir, *extra)
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1
+    _nothing_left("ok")
+
+
 def test_tmux_missing(workdir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no tmux here
     result = orch("up", "ok", "--agent", "scripted", "--workdir", workdir, "--local")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -80,3 +81,96 @@ def test_a_vanished_run_folder_never_blocks_the_agent(tmp_path: Path) -> None:
 def test_bad_usage_prints_the_usage(args: list[str]) -> None:
     out = hook({}, *args)
     assert out.returncode == 2 and "hookwriter.py event STATE_FILE" in out.stderr
+
+
+# --- Gemini CLI's hooks ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("payload", "name", "notice"),
+    [
+        ({"hook_event_name": "SessionStart", "source": "startup"}, "SessionStart", None),
+        ({"hook_event_name": "BeforeAgent", "prompt": "hi"}, "UserPromptSubmit", None),
+        ({"hook_event_name": "AfterAgent", "prompt_response": "x" * 9000}, "Stop", None),
+        ({"hook_event_name": "BeforeTool", "tool_name": "run_shell_command"}, "PreToolUse", None),
+        ({"hook_event_name": "AfterTool", "tool_name": "write_file", "tool_response": {"a": 1}}, "PostToolUse", None),
+        (
+            {"hook_event_name": "Notification", "notification_type": "ToolPermission"},
+            "PermissionRequest",
+            "permission_prompt",
+        ),
+        ({"hook_event_name": "Notification", "notification_type": "Other"}, "Notification", "Other"),
+        ({"hook_event_name": "SessionEnd", "reason": "exit"}, "SessionEnd", None),
+        ({"hook_event_name": "PreCompress"}, "PreCompress", None),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
+def test_gemini_events_are_logged_under_orchs_names(
+    tmp_path: Path, payload: dict[str, object], name: str, notice: str | None
+) -> None:
+    state = tmp_path / "agent-1.jsonl"
+    out = hook(payload, "gemini", state)
+    assert out.returncode == 0 and out.stdout == ""
+    event = HookEvent.model_validate_json(state.read_text())
+    assert (event.hook_event_name, event.notification_type) == (name, notice)
+    extra = event.model_extra or {}
+    assert extra["agent_event"] == payload["hook_event_name"]
+    assert "prompt_response" not in extra and "tool_response" not in extra  # big fields are dropped
+
+
+@pytest.mark.parametrize(
+    ("policy", "tool", "denied"),
+    [
+        ('{"answer": "deny", "message": "not here"}', "web_fetch", True),
+        ('{"answer": "deny", "message": "not here"}', "run_shell_command", False),  # allowed without a prompt
+        ('{"answer": "allow"}', "web_fetch", False),  # Gemini CLI's hook cannot approve: the prompt shows
+        ('{"answer": "ask"}', "web_fetch", False),
+        ("garbage", "web_fetch", False),
+        (None, "web_fetch", False),
+    ],
+)
+def test_gemini_before_tool_denies_from_the_policy_file(
+    tmp_path: Path, policy: str | None, tool: str, denied: bool
+) -> None:
+    state, policy_file = tmp_path / "agent-1.jsonl", tmp_path / "permissions.json"
+    if policy is not None:
+        policy_file.write_text(policy)
+    out = hook({"hook_event_name": "BeforeTool", "tool_name": tool}, "gemini", state, policy_file, "run_shell_command")
+    assert out.returncode == 0
+    event = HookEvent.model_validate_json(state.read_text())
+    if denied:
+        assert json.loads(out.stdout) == {"decision": "deny", "reason": "not here"}
+        assert (event.hook_event_name, event.orch_decision, event.tool_name) == ("PermissionRequest", "deny", tool)
+    else:
+        assert out.stdout == "" and event.hook_event_name == "PreToolUse" and event.orch_decision is None
+
+
+def test_gemini_permission_notice_names_the_tool_the_dialog_is_for(tmp_path: Path) -> None:
+    state = tmp_path / "agent-1.jsonl"
+    hook({"hook_event_name": "BeforeTool", "tool_name": "web_fetch"}, "gemini", state)
+    state.write_text(state.read_text() + "torn {line\n")  # a worker can write anything here: never fatal
+    notice = {"hook_event_name": "Notification", "notification_type": "ToolPermission", "details": {"type": "info"}}
+    assert hook(notice, "gemini", state).returncode == 0
+    event = HookEvent.model_validate_json(state.read_text().splitlines()[-1])
+    assert (event.hook_event_name, event.tool_name, event.orch_decision) == ("PermissionRequest", "web_fetch", None)
+
+
+def test_gemini_mode_checks_its_arguments(tmp_path: Path) -> None:
+    assert hook({}, "gemini", tmp_path / "a.jsonl", tmp_path / "p.json").returncode == 2  # policy without tools
+
+
+def test_gemini_approver_presses_allow_on_the_dialog_in_its_pane(tmp_path: Path) -> None:
+    """The detached approver (policy allow): waits for the dialog in its own pane, presses Enter, sees it go."""
+    state = tmp_path / "agent-1.jsonl"
+    dialog = "echo '● 1. Allow once'; read answer; clear; echo answered; exec cat"
+    tmux = ["tmux", "-L", "approve", "-f", "/dev/null"]
+    subprocess.run([*tmux, "new-session", "-d", "-s", "a", "-x", "80", "-y", "10", dialog], check=True)
+    try:
+        pane = subprocess.run([*tmux, "display", "-p", "-t", "a", "#{pane_id}"], capture_output=True, text=True)
+        socket = subprocess.run([*tmux, "display", "-p", "#{socket_path}"], capture_output=True, text=True)
+        env = {"PATH": os.environ["PATH"], "TMUX_PANE": pane.stdout.strip(), "TMUX": f"{socket.stdout.strip()},0,0"}
+        cmd = [sys.executable, "-S", orch.run.hookwriter.__file__, "gemini-approve", str(state), "web_fetch"]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=30, check=False)
+        screen = subprocess.run([*tmux, "capture-pane", "-p", "-t", "a"], capture_output=True, text=True).stdout
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True, check=False)
+    assert done.returncode == 0 and "answered" in screen
+    assert not state.exists()  # nothing to correct: the prompt was answered

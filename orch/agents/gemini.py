@@ -1,0 +1,241 @@
+"""The Gemini CLI adapter: an isolated `GEMINI_CLI_HOME` per worker, seeded so no first-run dialog appears.
+
+What Gemini CLI 0.61.0 does, and why each seed is there: docs/agents/gemini.md.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orch.run.hookwriter
+from orch import settings
+from orch.agents.checks import credentials_check, install_check
+from orch.contracts import (
+    Check,
+    Credentials,
+    Dialog,
+    GatewayEnv,
+    ImageInstall,
+    LaunchSpec,
+    SessionStore,
+    WorkerContext,
+)
+from orch.errors import UsageError
+from orch.run.folder import RunFolder
+from orch.versions import GEMINI_CLI_PACKAGE, GEMINI_CLI_VERSION
+
+HOOK_EVENTS = ("SessionStart", "BeforeAgent", "AfterAgent", "BeforeTool", "AfterTool", "Notification", "SessionEnd")
+CREDENTIALS = Credentials(
+    # GOOGLE_API_KEY: Google's other name for an API key (Gemini CLI reads it for Vertex AI): never a worker's.
+    env=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    base_url_env="GOOGLE_GEMINI_BASE_URL",
+    api_url="https://generativelanguage.googleapis.com",
+    # Sent upstream as x-goog-api-key (orch.gateway.gemini).
+    schemes=(("GEMINI_API_KEY", "x-api-key"), ("GOOGLE_API_KEY", "x-api-key")),
+    hint="export GEMINI_API_KEY=... (a Gemini API key from Google AI Studio; "
+    "Gemini CLI's own Google sign-in cannot go through the gateway)",
+)
+GATEWAY = GatewayEnv(base_url_env="GOOGLE_GEMINI_BASE_URL", key_env="GEMINI_API_KEY")
+# Chats live in <GEMINI_CLI_HOME>/.gemini/tmp/<project>/chats/session-<time>-<id[:8]>.jsonl; --resume reads them.
+SESSIONS = SessionStore(subdir=".gemini/tmp")
+INSTALL = ImageInstall(npm_package=GEMINI_CLI_PACKAGE, version=GEMINI_CLI_VERSION, build_arg="GEMINI_CLI")
+CACHE_BIN = Path.home() / ".cache" / "orch" / "gemini-cli" / GEMINI_CLI_VERSION / "node_modules" / ".bin" / "gemini"
+
+# Gemini CLI's policy engine (user tier): the tools a worker needs run without a prompt, shell redirection
+# included (it would otherwise downgrade an allowed command to a prompt); the destructive few are refused.
+# Anything else (web_fetch, google_web_search, MCP tools, ...) asks, and the run's policy answers.
+ALLOWED_TOOLS = (
+    "run_shell_command",
+    "write_file",
+    "replace",
+    "read_file",
+    "read_many_files",
+    "list_directory",
+    "glob",
+    "grep_search",
+    "write_todos",
+    "update_topic",
+)
+DENIED_COMMANDS = ("rm -rf", "sudo", "git push")
+POLICY = "\n".join(
+    [
+        "# Written by orch for this worker: what runs without a prompt, and what is refused.",
+        "[[rule]]",
+        f"toolName = {json.dumps(list(ALLOWED_TOOLS))}",
+        'decision = "allow"',
+        "priority = 500",
+        "allowRedirection = true",
+        "",
+        "[[rule]]",
+        'toolName = "run_shell_command"',
+        f"commandPrefix = {json.dumps(list(DENIED_COMMANDS))}",
+        'decision = "deny"',
+        "priority = 900",
+        'denyMessage = "orch: this command is refused for fleet workers"',
+        "",
+    ]
+)
+# The user settings of each worker. (Not also the system tier: Gemini CLI skips a system settings file whose
+# parent folder is writable by others, with a warning on screen, as under /tmp.)
+SETTINGS: dict[str, Any] = {
+    "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+    "privacy": {"usageStatisticsEnabled": False},
+    "telemetry": {"enabled": False},
+    # The auth chooser appears on every start without it; the API-key path honours GOOGLE_GEMINI_BASE_URL.
+    "security": {"auth": {"selectedType": "gemini-api-key"}},
+    # No "Executing Hook: ..." line on screen for each of orch's hooks.
+    "hooksConfig": {"notifications": False},
+}
+
+
+def hook_command(*args: str | Path) -> str:
+    """A shell command line running the stdlib-only hook writer with this interpreter."""
+    return shlex.join([sys.executable, "-S", orch.run.hookwriter.__file__, *map(str, args)])
+
+
+def gemini_dir(config_dir: Path) -> Path:
+    return config_dir / ".gemini"
+
+
+def has_conversation(config_dir: Path, session: str) -> bool:
+    """True if Gemini CLI kept a chat for `session` with a user message in it: `--resume` of anything else
+    fails ("Error resuming session") and the worker would exit instead of restarting."""
+    for path in gemini_dir(config_dir).glob(f"tmp/*/chats/session-*-{session[:8]}.jsonl"):
+        with path.open(errors="replace") as fh:
+            lines = fh.read().splitlines()
+        if lines and session in lines[0] and any('"type":"user"' in line for line in lines[1:]):
+            return True
+    return False
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    path.chmod(0o600)
+
+
+class GeminiAdapter:
+    name: str = "gemini"
+    # Gemini CLI's own --approval-mode values, passed as they are.
+    permission_modes: tuple[str, ...] = ("default", "auto_edit", "yolo", "plan")
+    default_permission_mode: str = "default"
+    credentials: Credentials = CREDENTIALS
+    gateway: GatewayEnv | None = GATEWAY
+    sessions: SessionStore | None = SESSIONS
+    install: ImageInstall | None = INSTALL
+
+    def binary(self) -> Path:
+        explicit = settings.GEMINI_BIN.get()
+        found = explicit or shutil.which("gemini") or (str(CACHE_BIN) if CACHE_BIN.exists() else None)
+        if not found or not Path(found).exists():
+            raise UsageError(
+                "Gemini CLI is not installed",
+                hint=f"npm install -g {GEMINI_CLI_PACKAGE}@{GEMINI_CLI_VERSION} (or set {settings.GEMINI_BIN.name})",
+            )
+        return Path(found)
+
+    def version(self) -> str | None:
+        try:
+            out = subprocess.run(
+                [str(self.binary()), "--version"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+                env=_quiet_env(),
+            )
+        except (OSError, subprocess.TimeoutExpired, UsageError):
+            return None
+        return out.stdout.split()[0] if out.returncode == 0 and out.stdout.strip() else None
+
+    def prepare(self, ctx: WorkerContext) -> LaunchSpec:
+        if ctx.permission_mode not in self.permission_modes:
+            raise UsageError(
+                f"unknown approval mode {ctx.permission_mode!r}",
+                hint=f"use one of: {', '.join(self.permission_modes)}",
+            )
+        cfg = ctx.config_dir
+        home = gemini_dir(cfg)
+        (home / "policies").mkdir(parents=True, exist_ok=True, mode=0o700)
+        cfg.chmod(0o700)
+        # Trust both folders the worker touches: its workdir and the run folder (--include-directories).
+        trusted = home / "trustedFolders.json"
+        _write_json(trusted, {str(ctx.workdir): "TRUST_FOLDER", str(ctx.run.root): "TRUST_FOLDER"})
+        _write_json(home / "settings.json", {**SETTINGS, "hooks": self._hooks(ctx)})
+        (home / "policies" / "orch.toml").write_text(POLICY)
+
+        argv = [str(self.binary()), "--approval-mode", ctx.permission_mode]
+        argv += ["--include-directories", str(ctx.run.root)]
+        if ctx.model:
+            argv += ["--model", ctx.model]
+        if ctx.resume_session and has_conversation(cfg, ctx.resume_session):
+            argv += ["--resume", ctx.resume_session]
+        else:
+            argv += ["--session-id", str(uuid.uuid4())]
+        if ctx.prompt:
+            argv += ["--prompt-interactive", ctx.prompt]
+        env = {
+            **_quiet_env(),
+            "GEMINI_CLI_HOME": str(cfg),
+            "GEMINI_CLI_TRUSTED_FOLDERS_PATH": str(trusted),
+            settings.RUN.name: str(ctx.run.root),
+            settings.WORKER.name: str(ctx.worker),
+        }
+        return LaunchSpec(argv=argv, env=env, cwd=ctx.workdir)
+
+    def doctor(self) -> Sequence[Check]:
+        found = install_check(self)
+        # Optional: a machine running only Claude Code fleets needs no Gemini CLI.
+        install = Check(found.name, found.ok, found.detail, found.fix, optional=True)
+        limits = Check(
+            "gemini-limits",
+            True,
+            "hooks cannot approve a tool call: under `approve` orch presses Allow on Gemini CLI's dialog "
+            "(after its permission hook); a resumed session's first prompt is answered without the old "
+            "history (docs/agents/gemini.md)",
+            optional=True,
+        )
+        return (install, credentials_check(self.credentials, "gemini-credentials"), limits)
+
+    def ready_marker(self, run: RunFolder, worker: int) -> Path | None:
+        return None  # SessionStart fires once the TUI is up; a lost Enter is re-sent by orch.fleet.talk
+
+    def dialogs(self) -> Sequence[Dialog]:
+        # Fallback only: seeding GEMINI_CLI_HOME prevents these. The first option is selected in each.
+        return (
+            Dialog("trust", r"Do you trust the files in this folder\?", ("Enter",)),
+            Dialog("include-trust", r"Do you trust the following folders being added", ("Enter",)),
+            Dialog("auth", r"How would you like to authenticate", ("Down", "Enter")),
+        )
+
+    @staticmethod
+    def _hooks(ctx: WorkerContext) -> dict[str, Any]:
+        state_file = ctx.run.state(ctx.worker)
+
+        def hook(*args: str | Path) -> list[dict[str, Any]]:
+            command = {"type": "command", "command": hook_command("gemini", state_file, *args)}
+            return [{"matcher": "", "hooks": [command]}]
+
+        hooks = {event: hook() for event in HOOK_EVENTS}
+        # This one may deny the call itself, from the run's policy (orch run's `permissions`).
+        hooks["BeforeTool"] = hook(ctx.run.permission_policy, ",".join(ALLOWED_TOOLS))
+        # And this one approves it, by pressing Allow on the dialog (Gemini CLI's hooks cannot approve).
+        hooks["Notification"] = hook(ctx.run.permission_policy, ",".join(ALLOWED_TOOLS))
+        return hooks
+
+
+def _quiet_env() -> dict[str, str]:
+    """Variables every Gemini CLI process of orch gets: one process (no relaunch as a child with a bigger
+    heap, so a kill reaches the agent), and the API-key path even if the user's shell asks for another."""
+    return {
+        "GEMINI_CLI_NO_RELAUNCH": "1",
+        "GOOGLE_GENAI_USE_GCA": "false",
+        "GOOGLE_GENAI_USE_VERTEXAI": "false",
+    }
