@@ -56,6 +56,13 @@ def plan(req: UpRequest) -> tuple[AgentAdapter, LocalRunInfo]:
         if not 1 <= n <= req.workers:
             raise UsageError(f"prompt, model or agent for worker {n} is out of range", hint=f"use 1 to {req.workers}")
     agents = {n: kind for n, kind in req.worker_agents.items() if kind != adapter.name}
+    apis = {get_adapter(kind).credentials.api_url for kind in {adapter.name, *agents.values()}}
+    if len(apis) > 1 and not (req.offline or req.replay):
+        raise UsageError(
+            f"a mixed fleet that talks to {len(apis)} model APIs cannot run live yet: the run's gateway holds "
+            "one upstream and credential",
+            hint="run it --offline (or replay a recording), or keep to agents of one model API",
+        )
     for kind in {adapter.name, *agents.values()}:
         other = get_adapter(kind)
         mode = req.permission_mode or other.default_permission_mode

@@ -27,6 +27,8 @@ from orch.run.records import Backend
 
 DEMO_NAME = "demo"
 EXPECTED = {"pages-F1": FindingStatus.CONFIRMED, "stats-F1": FindingStatus.REFUTED}
+MIXED = ("claude", "codex", "gemini")
+"""`orch demo --mixed`: one worker of each, so every finding is verified by the two other kinds."""
 
 
 @dataclass(frozen=True)
@@ -42,13 +44,16 @@ def _data() -> Path:
     return Path(str(resources.files("orch") / "data" / "demo"))
 
 
-def prepare(name: str = DEMO_NAME, live: bool = False) -> tuple[FleetSpec, Path]:
+def prepare(name: str = DEMO_NAME, live: bool = False, mixed: bool = False) -> tuple[FleetSpec, Path]:
     """A fresh copy of the sample repository and the demo spec under $ORCH_HOME/demo/NAME."""
     base = orch_home() / "demo" / name
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
     shutil.copytree(_data() / "sample", base / "workdir")
     text = (_data() / "fleet.yaml").read_text(encoding="utf-8")
+    if mixed:
+        groups = "".join(f"  - {{agent: {kind}, workers: 1}}\n" for kind in MIXED)
+        text = text.replace("\nworkers: 3\n", f"\nagents:\n{groups}")
     text += f"\noffline: {'false' if live else 'true'}\n"
     spec_path = base / "fleet.yaml"
     spec_path.write_text(text, encoding="utf-8")
@@ -65,32 +70,34 @@ def check_live_credentials(agent: str) -> None:
     )
 
 
-def container_backend() -> tuple[bool, str]:
-    """Whether the container backend can run the demo here; if not, why."""
+def container_backend(agents: tuple[str, ...] = ("claude",)) -> tuple[bool, str]:
+    """Whether the container backend can run the demo's agents here; if not, why."""
     from orch.container.image import image_exists, image_is_current
 
     tag = settings.IMAGE.get()
+    build = "orch image build" + (f" --agents {','.join(agents)}" if agents != ("claude",) else "")
     try:
         if not image_exists(tag):
-            return False, f"the worker image {tag} is not built (`orch image build`)"
+            return False, f"the worker image {tag} is not built (`{build}`)"
     except OrchError as exc:
         return False, exc.message
     base = settings.BASE_IMAGE.get()
     try:
-        if not image_is_current(tag, base):
-            return False, f"the worker image {tag} is older than this orch (rebuild it: `orch image build`)"
+        if not image_is_current(tag, base, None, agents):
+            return False, f"the worker image {tag} is not built from this orch for these agents (`{build}`)"
     except OrchError:
         pass  # not a source checkout: the image cannot be compared with the sources, take it as it is
     return True, ""
 
 
-def plan(local: bool, live: bool, name: str = DEMO_NAME) -> DemoPlan:
-    spec, spec_path = prepare(name, live)
+def plan(local: bool, live: bool, name: str = DEMO_NAME, mixed: bool = False) -> DemoPlan:
+    spec, spec_path = prepare(name, live, mixed)
     if live:
-        check_live_credentials(spec.groups()[0].agent)
+        for group in spec.groups():
+            check_live_credentials(group.agent)
     if local:
         return DemoPlan(spec, spec_path, Backend.LOCAL, None)
-    ok, why = container_backend()
+    ok, why = container_backend(tuple(dict.fromkeys(g.agent for g in spec.groups())))
     if ok:
         return DemoPlan(spec, spec_path, Backend.DOCKER, None)
     notice = f"the container backend is not available ({why}): running the demo locally, as with --local"
