@@ -169,7 +169,9 @@ def hook_commands(events: Iterable[HookEvent], since: float) -> list[RanCommand]
 
 
 # Each agent's shell tool in the ledger, and its input field holding the command line.
-SHELL_TOOLS = {"Bash": "command", "exec_command": "cmd"}  # Claude Code; Codex CLI (0.171.0)
+SHELL_TOOLS = {"Bash": "command", "exec_command": "cmd", "run_shell_command": "command", "bash": "command"}
+"""Each agent's shell tool and the field of its input that holds the command: Claude Code, Codex CLI, Gemini CLI,
+opencode (aider has no tools)."""
 
 
 def ledger_commands(entries: Iterable[LedgerEntry], worker: int, job: str, since: float) -> list[RanCommand]:
