@@ -26,12 +26,12 @@ from orch.container.layout import LABEL_RUN, ROOT_HOST_UID
 from orch.errors import SandboxError, UsageError
 from orch.run.folder import RunFolder
 from orch.run.records import DockerRunInfo
-from orch.versions import CLAUDE_CODE_VERSION
+from orch.versions import CLAUDE_CODE_VERSION, DEFAULT_IMAGE_TAG
 from orch.waits import wait_until
 
 BASE = os.environ.get("ORCH_BASE_IMAGE") or "orch-base:bookworm"
 CA_BUNDLE = Path(os.environ["ORCH_CA_BUNDLE"]) if os.environ.get("ORCH_CA_BUNDLE") else None
-IMAGE = settings.IMAGE.get()  # ORCH_IMAGE (default orch:latest): as `orch up` uses; each engineer can build their own
+IMAGE = DEFAULT_IMAGE_TAG
 BUILD_TIMEOUT = 1800
 # The uid the containers run as when the tests run as root (CI), else the invoking user's.
 RUN_UID = ROOT_HOST_UID if os.getuid() == 0 else os.getuid()
@@ -50,7 +50,7 @@ def engine() -> docker.DockerClient:
 
 @pytest.fixture(scope="session")
 def image(engine: docker.DockerClient) -> str:
-    """The worker image (orch:latest, or ORCH_IMAGE), built from the current sources unless it already is."""
+    """orch:latest, built from the current sources unless it already is."""
     if image_is_current(IMAGE, BASE, CLAUDE_CODE_VERSION):
         return IMAGE
     log: list[str] = []
