@@ -20,7 +20,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import uvloop
 from aiohttp import web
 from pydantic import ValidationError
 
@@ -166,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     start = ChildStart.model_validate_json(sys.stdin.readline())
     sock = socket.socket(fileno=args.fd)
     try:
-        uvloop.run(_serve(start, sock, args.report_fd))
+        asyncio.run(_serve(start, sock, args.report_fd))
     except OrchError as exc:
         print(f"orch gateway: {exc.one_line()}", file=sys.stderr)
         return exc.exit_code
