@@ -29,7 +29,7 @@ from orch.container.layout import LABEL_RUN, ROOT_HOST_UID
 from orch.errors import SandboxError, UsageError
 from orch.run.folder import RunFolder
 from orch.run.records import DockerRunInfo
-from orch.versions import CLAUDE_CODE_VERSION, DEFAULT_IMAGE_TAG
+from orch.versions import CLAUDE_CODE_VERSION
 from orch.waits import wait_until
 
 BASE = os.environ.get("ORCH_BASE_IMAGE") or "orch-base:bookworm"

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import platform
 import shlex
 import shutil
 import subprocess
@@ -109,6 +111,25 @@ MODES: dict[str, tuple[str, str]] = {
 }
 
 
+# The npm package's `codex` is a Node launcher that only execs the native binary of the platform package
+# (`@openai/codex-linux-x64`, `.../vendor/<triple>/bin/codex`) with two variables set: run that binary
+# directly, the same way, so no Node runtime is needed (the worker image carries none for it).
+TRIPLES = {"x86_64": ("x64", "x86_64-unknown-linux-musl"), "aarch64": ("arm64", "aarch64-unknown-linux-musl")}
+
+
+def native(launcher: Path) -> tuple[Path, dict[str, str]]:
+    """The native binary behind an npm-installed launcher, with the variables the launcher would set;
+    the launcher itself (and no variables) when it is not one (a native install, another platform)."""
+    arch = TRIPLES.get(platform.machine())
+    package = launcher.resolve().parent.parent  # node_modules/@openai/codex (bin/codex.js is its launcher)
+    if arch is None or package.name != "codex" or package.parent.name != "@openai":
+        return launcher, {}
+    binary = package.parent / f"codex-linux-{arch[0]}" / "vendor" / arch[1] / "bin" / "codex"
+    if not binary.is_file():
+        return launcher, {}
+    return binary, {"CODEX_MANAGED_BY_NPM": "1", "CODEX_MANAGED_PACKAGE_ROOT": str(package)}
+
+
 def hook_command(*args: str | Path) -> str:
     """A shell command line running the stdlib-only hook writer with this interpreter."""
     return shlex.join([sys.executable, "-S", orch.run.hookwriter.__file__, *map(str, args)])
@@ -148,8 +169,14 @@ class CodexAdapter:
 
     def version(self) -> str | None:
         try:
+            binary, env = native(self.binary())
             out = subprocess.run(
-                [str(self.binary()), "--version"], capture_output=True, text=True, timeout=30, check=False
+                [str(binary), "--version"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+                env={**os.environ, **env},
             )
         except (OSError, subprocess.TimeoutExpired, UsageError):
             return None
@@ -172,7 +199,8 @@ class CodexAdapter:
         hooks = self._hooks(ctx, marker, booted_on_start=ctx.prompt is not None)
         (home / "hooks.json").write_text(json.dumps({"hooks": hooks}, indent=2) + "\n")
 
-        argv = [str(self.binary())]
+        binary, launcher_env = native(self.binary())
+        argv = [str(binary)]
         if resume:
             argv += ["resume", resume]
         # No shared background server: it would outlive the worker's pane.
@@ -184,6 +212,7 @@ class CodexAdapter:
             argv += ["--model", model]
         argv.append(prompt)
         env = {
+            **launcher_env,
             "CODEX_HOME": str(home),
             settings.RUN.name: str(ctx.run.root),
             settings.WORKER.name: str(ctx.worker),
