@@ -197,7 +197,7 @@ def demo(
     local: Annotated[bool, typer.Option("--local", help="Run on this machine instead of a container.")] = False,
     name: Annotated[str, typer.Option("--name", help="Run name.")] = demo_mod.DEMO_NAME,
     mixed: Annotated[
-        bool, typer.Option("--mixed", help=f"One worker each of {', '.join(demo_mod.MIXED)}: verified across kinds.")
+        bool, typer.Option("--mixed", help=f"Workers {' + '.join(demo_mod.MIXED)}: findings verified across kinds.")
     ] = False,
 ) -> None:
     """A 3-worker find-and-verify fleet over a small bundled library: one finding CONFIRMED, one REFUTED.
@@ -208,8 +208,8 @@ def demo(
     if plan.notice:
         typer.echo(f"orch demo: {plan.notice}")
     mode = "the real model" if live else "the scripted model (offline, no credentials)"
-    who = " + ".join(demo_mod.MIXED) if mixed else "Claude Code"
-    typer.echo(f"orch demo: 3 {who} workers on {plan.spec.workdir}, driven by {mode}")
+    who = " + ".join(demo_mod.MIXED) if mixed else "3 Claude Code"
+    typer.echo(f"orch demo: {who} workers on {plan.spec.workdir}, driven by {mode}")
     # In a container the workers get a disposable copy of the sample (owned by the container's user).
     run = _start(plan.spec_path, name, plan.backend, replace=True, copy=plan.backend is Backend.DOCKER)
     result = _drive(run)
