@@ -18,8 +18,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
-import shutil
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,6 +25,7 @@ from pathlib import Path
 import orch.agents.aider_watch
 import orch.run.hookwriter
 from orch import settings
+from orch.agents.binaries import find_binary, version_of
 from orch.agents.checks import credentials_check, install_check
 from orch.contracts import (
     Check,
@@ -90,25 +89,14 @@ class AiderAdapter:
     install: ImageInstall | None = INSTALL
 
     def binary(self) -> Path:
-        explicit = settings.AIDER_BIN.get()
-        found = explicit or shutil.which("aider") or (str(CACHE_BIN) if CACHE_BIN.exists() else None)
-        if not found or not Path(found).exists():
-            raise UsageError(
-                "aider is not installed",
-                hint=f"scripts/setup.sh, or pip install {AIDER_PACKAGE}=={AIDER_VERSION} in a venv of its own "
-                f"(or set {settings.AIDER_BIN.name})",
-            )
-        return Path(found)
+        install = f"scripts/setup.sh, or pip install {AIDER_PACKAGE}=={AIDER_VERSION} in a venv of its own"
+        return find_binary(settings.AIDER_BIN, "aider", CACHE_BIN, "aider", install)
 
     def version(self) -> str | None:
         try:
-            out = subprocess.run(
-                [str(self.binary()), "--version"], capture_output=True, text=True, timeout=60, check=False
-            )
-        except (OSError, subprocess.TimeoutExpired, UsageError):
+            return version_of(self.binary(), last=True, timeout=60)  # `aider 0.86.2`: slow to start
+        except UsageError:
             return None
-        words = out.stdout.split()
-        return words[-1] if out.returncode == 0 and words else None
 
     def prepare(self, ctx: WorkerContext) -> LaunchSpec:
         if ctx.permission_mode not in self.permission_modes:

@@ -6,7 +6,6 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 import uuid
 from collections.abc import Sequence
@@ -15,6 +14,7 @@ from typing import Any
 
 import orch.run.hookwriter
 from orch import settings
+from orch.agents.binaries import find_binary, version_of
 from orch.agents.checks import credentials_check, install_check
 from orch.contracts import (
     Check,
@@ -115,23 +115,14 @@ class ClaudeAdapter:
     install: ImageInstall | None = INSTALL
 
     def binary(self) -> Path:
-        explicit = settings.CLAUDE_BIN.get()
-        found = explicit or shutil.which("claude") or (str(CACHE_BIN) if CACHE_BIN.exists() else None)
-        if not found or not Path(found).exists():
-            raise UsageError(
-                "Claude Code is not installed",
-                hint=f"npm install -g {CLAUDE_CODE_PACKAGE}@{CLAUDE_CODE_VERSION} (or set {settings.CLAUDE_BIN.name})",
-            )
-        return Path(found)
+        install = f"npm install -g {CLAUDE_CODE_PACKAGE}@{CLAUDE_CODE_VERSION}"
+        return find_binary(settings.CLAUDE_BIN, "claude", CACHE_BIN, "Claude Code", install)
 
     def version(self) -> str | None:
         try:
-            out = subprocess.run(
-                [str(self.binary()), "--version"], capture_output=True, text=True, timeout=30, check=False
-            )
-        except (OSError, subprocess.TimeoutExpired, UsageError):
+            return version_of(self.binary())
+        except UsageError:
             return None
-        return out.stdout.split()[0] if out.returncode == 0 and out.stdout.strip() else None
 
     def prepare(self, ctx: WorkerContext) -> LaunchSpec:
         if ctx.permission_mode not in self.permission_modes:

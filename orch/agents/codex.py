@@ -24,8 +24,6 @@ import logging
 import os
 import platform
 import shlex
-import shutil
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,6 +33,7 @@ import tomli_w
 
 import orch.run.hookwriter
 from orch import settings
+from orch.agents.binaries import find_binary, version_of
 from orch.agents.checks import credentials_check, install_check
 from orch.contracts import (
     Check,
@@ -158,30 +157,15 @@ class CodexAdapter:
     install: ImageInstall | None = INSTALL
 
     def binary(self) -> Path:
-        explicit = settings.CODEX_BIN.get()
-        found = explicit or shutil.which("codex") or (str(CACHE_BIN) if CACHE_BIN.exists() else None)
-        if not found or not Path(found).exists():
-            raise UsageError(
-                "Codex CLI is not installed",
-                hint=f"npm install -g {CODEX_PACKAGE}@{CODEX_VERSION} (or set {settings.CODEX_BIN.name})",
-            )
-        return Path(found)
+        install = f"npm install -g {CODEX_PACKAGE}@{CODEX_VERSION}"
+        return find_binary(settings.CODEX_BIN, "codex", CACHE_BIN, "Codex CLI", install)
 
     def version(self) -> str | None:
         try:
             binary, env = native(self.binary())
-            out = subprocess.run(
-                [str(binary), "--version"],
-                capture_output=True,
-                text=True,
-                timeout=30,
-                check=False,
-                env={**os.environ, **env},
-            )
-        except (OSError, subprocess.TimeoutExpired, UsageError):
+        except (OSError, UsageError):
             return None
-        words = out.stdout.split()  # "codex-cli 0.171.0"
-        return words[-1] if out.returncode == 0 and words else None
+        return version_of(binary, env={**os.environ, **env}, last=True)  # "codex-cli 0.171.0"
 
     def prepare(self, ctx: WorkerContext) -> LaunchSpec:
         if ctx.permission_mode not in MODES:

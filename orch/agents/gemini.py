@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import shutil
-import subprocess
 import sys
 import uuid
 from collections.abc import Sequence
@@ -17,6 +15,7 @@ from typing import Any
 
 import orch.run.hookwriter
 from orch import settings
+from orch.agents.binaries import find_binary, version_of
 from orch.agents.checks import credentials_check, install_check
 from orch.contracts import (
     Check,
@@ -132,28 +131,14 @@ class GeminiAdapter:
     install: ImageInstall | None = INSTALL
 
     def binary(self) -> Path:
-        explicit = settings.GEMINI_BIN.get()
-        found = explicit or shutil.which("gemini") or (str(CACHE_BIN) if CACHE_BIN.exists() else None)
-        if not found or not Path(found).exists():
-            raise UsageError(
-                "Gemini CLI is not installed",
-                hint=f"npm install -g {GEMINI_CLI_PACKAGE}@{GEMINI_CLI_VERSION} (or set {settings.GEMINI_BIN.name})",
-            )
-        return Path(found)
+        install = f"npm install -g {GEMINI_CLI_PACKAGE}@{GEMINI_CLI_VERSION}"
+        return find_binary(settings.GEMINI_BIN, "gemini", CACHE_BIN, "Gemini CLI", install)
 
     def version(self) -> str | None:
         try:
-            out = subprocess.run(
-                [str(self.binary()), "--version"],
-                capture_output=True,
-                text=True,
-                timeout=30,
-                check=False,
-                env=_quiet_env(),
-            )
-        except (OSError, subprocess.TimeoutExpired, UsageError):
+            return version_of(self.binary(), env=_quiet_env())
+        except UsageError:
             return None
-        return out.stdout.split()[0] if out.returncode == 0 and out.stdout.strip() else None
 
     def prepare(self, ctx: WorkerContext) -> LaunchSpec:
         if ctx.permission_mode not in self.permission_modes:

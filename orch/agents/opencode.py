@@ -17,7 +17,6 @@ import dataclasses
 import json
 import shutil
 import sqlite3
-import subprocess
 import sys
 from collections.abc import Sequence
 from importlib import resources
@@ -26,6 +25,7 @@ from typing import Any
 
 import orch.run.hookwriter
 from orch import settings
+from orch.agents.binaries import find_binary, version_of
 from orch.agents.checks import credentials_check, install_check
 from orch.contracts import (
     Check,
@@ -127,24 +127,14 @@ class OpencodeAdapter:
     install: ImageInstall | None = INSTALL
 
     def binary(self) -> Path:
-        explicit = settings.OPENCODE_BIN.get()
-        found = explicit or shutil.which("opencode") or (str(CACHE_BIN) if CACHE_BIN.exists() else None)
-        if not found or not Path(found).exists():
-            raise UsageError(
-                "opencode is not installed",
-                hint=f"scripts/setup.sh, or npm install -g {OPENCODE_PACKAGE}@{OPENCODE_VERSION} "
-                f"(or set {settings.OPENCODE_BIN.name})",
-            )
-        return Path(found)
+        install = f"scripts/setup.sh, or npm install -g {OPENCODE_PACKAGE}@{OPENCODE_VERSION}"
+        return find_binary(settings.OPENCODE_BIN, "opencode", CACHE_BIN, "opencode", install)
 
     def version(self) -> str | None:
         try:
-            out = subprocess.run(
-                [str(self.binary()), "--version"], capture_output=True, text=True, timeout=30, check=False
-            )
-        except (OSError, subprocess.TimeoutExpired, UsageError):
+            return version_of(self.binary())
+        except UsageError:
             return None
-        return out.stdout.split()[0] if out.returncode == 0 and out.stdout.strip() else None
 
     def prepare(self, ctx: WorkerContext) -> LaunchSpec:
         if ctx.permission_mode not in self.permission_modes:

@@ -1,0 +1,38 @@
+"""Finding an agent CLI's executable and asking it its version: the same for every adapter."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+from orch.errors import UsageError
+from orch.settings import Setting
+
+VERSION_TIMEOUT = 30.0
+
+
+def find_binary(setting: Setting[str | None], command: str, pinned: Path, what: str, install: str) -> Path:
+    """The agent's executable: `setting` when set, else `command` on PATH, else the pinned copy
+    scripts/setup.sh installs; UsageError naming `install` when there is none."""
+    found = setting.get() or shutil.which(command) or (str(pinned) if pinned.exists() else None)
+    if not found or not Path(found).exists():
+        raise UsageError(f"{what} is not installed", hint=f"{install} (or set {setting.name})")
+    return Path(found)
+
+
+def version_of(
+    binary: Path, env: Mapping[str, str] | None = None, last: bool = False, timeout: float = VERSION_TIMEOUT
+) -> str | None:
+    """What `BINARY --version` prints: its first word (`last`: its last), None when it cannot tell."""
+    try:
+        out = subprocess.run(
+            [str(binary), "--version"], capture_output=True, text=True, timeout=timeout, check=False, env=env
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    words = out.stdout.split()
+    if out.returncode != 0 or not words:
+        return None
+    return words[-1] if last else words[0]
