@@ -270,6 +270,10 @@ def agent_environment(info: RunInfo) -> dict[str, str]:
     for kind in info.kinds():
         for var in get_adapter(kind).credentials.variables:
             env.pop(var, None)
+    # A pane is an interactive terminal: TUIs that see a CI marker (the is-in-ci package: CI,
+    # CONTINUOUS_INTEGRATION, CI_*) refuse to start interactively, as Gemini CLI does under CI=true.
+    for var in [v for v in env if v in ("CI", "CONTINUOUS_INTEGRATION") or v.startswith("CI_")]:
+        del env[var]
     return env
 
 

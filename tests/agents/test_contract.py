@@ -108,12 +108,14 @@ def test_worker_environment_holds_no_credential(name: str, tmp_path: Path) -> No
     # A fleet of this kind, with one worker of every other kind beside it (a mixed fleet).
     others = {n: kind for n, kind in enumerate(sorted(set(ADAPTERS) - {name}), 2)}
     info = run_info("env", workers=len(ADAPTERS)).model_copy(update={"agent": name, "worker_agents": others})
+    ci = {"CI": "true", "CONTINUOUS_INTEGRATION": "1", "CI_JOB_TOKEN": "x"}  # a CI machine's markers
     with pytest.MonkeyPatch.context() as mp:
-        for var, value in real.items():
+        for var, value in {**real, **ci}.items():
             mp.setenv(var, value)
         env = launch.agent_environment(info)
     assert "real-secret" not in env.values()
     assert not set(real) & set(env)
+    assert not set(ci) & set(env)  # a pane is interactive: TUIs that see these do not start (Gemini CLI)
 
 
 @pytest.mark.parametrize("name", sorted(ADAPTERS))
