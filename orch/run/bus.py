@@ -20,6 +20,7 @@ import socket
 import socketserver
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from typing import TextIO
 
@@ -191,6 +192,7 @@ class BusServer(socketserver.ThreadingUnixStreamServer):
     """The controller's end of `bus.sock`: every post stamped with its sender's worker number."""
 
     daemon_threads = True
+    request_queue_size = 256  # every worker of a big fleet posting at once must queue, not be refused
 
     def __init__(self, run: RunFolder) -> None:
         self.run = run
@@ -212,13 +214,26 @@ class BusServer(socketserver.ThreadingUnixStreamServer):
         self.run.bus_socket.unlink(missing_ok=True)
 
 
+def _connect(sock: socket.socket, path: str) -> None:
+    """Connect, waiting while the server's backlog is full (a Unix socket refuses with EAGAIN then)."""
+    deadline = time.monotonic() + SOCKET_TIMEOUT
+    while True:
+        try:
+            sock.connect(path)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.001)  # the backlog drains in microseconds: a bounded retry, not a wait for a state
+
+
 def post_through_controller(run: RunFolder, worker: int | None, text: str) -> None:
     """A post under strict isolation: to the controller, which stamps who sent it."""
     request = PostRequest(sender=worker, text=text).model_dump_json().encode() + b"\n"
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(SOCKET_TIMEOUT)
-            sock.connect(str(run.bus_socket))
+            _connect(sock, str(run.bus_socket))
             sock.sendall(request)
             reply = sock.makefile("rb").readline(64 * 1024)
     except OSError as exc:

@@ -26,20 +26,29 @@ def run(tmp_path: Path) -> RunFolder:
     return folder
 
 
-def _writer(root: str, worker: int) -> None:
+def _writer(root: str, worker: int, through: str) -> None:
     folder = RunFolder(Path(root))
+    post = bus.post_through_controller if through == "socket" else bus.post
     for i in range(POSTS):
-        bus.post(folder, worker, f"post {i} " + "x" * 300)
+        post(folder, worker, f"post {i} " + "x" * 300)
 
 
-def test_concurrent_posts_are_never_lost_torn_or_reordered(run: RunFolder) -> None:
+@pytest.mark.parametrize("through", ["file", "socket"])
+def test_concurrent_posts_are_never_lost_torn_or_reordered(run: RunFolder, through: str) -> None:
+    """16 writers at once: appending under the lock, or (strict isolation) through the controller's socket,
+    whose backlog must queue them all rather than refuse one."""
+    server = bus.BusServer(run).start() if through == "socket" else None
     ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=_writer, args=(str(run.root), w)) for w in range(1, WRITERS + 1)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(60)
-        assert p.exitcode == 0
+    procs = [ctx.Process(target=_writer, args=(str(run.root), w, through)) for w in range(1, WRITERS + 1)]
+    try:
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(120)
+            assert p.exitcode == 0
+    finally:
+        if server is not None:
+            server.stop()
     lines = bus.read_lines(run)
     assert len(lines) == WRITERS * POSTS
     seen: dict[str, list[int]] = {}
@@ -102,3 +111,23 @@ def test_follow_sees_new_lines_as_they_are_posted(run: RunFolder) -> None:
     bus.post(run, 3, "second new")
     wait_until(lambda: len(seen) == 2, 10, "the follower to see both lines")
     assert [line.split("] ", 1)[1] for line in seen] == ["first new", "second new"]
+
+
+STAMPS = {
+    "worker-unnamed": (62001, None, 1),
+    "worker-names-itself": (62002, 2, 2),
+    "worker-poses-as-another": (62001, 2, "can only name yourself"),
+    "not-a-worker": (61000, None, "not a worker of this run"),
+    "the-run-itself-names-anyone": (1000, 3, 3),
+    "the-run-itself-as-the-lead": (1000, None, None),
+}
+
+
+@pytest.mark.parametrize(("uid", "claimed", "expected"), STAMPS.values(), ids=STAMPS.keys())
+def test_the_sender_is_the_connections_uid(uid: int, claimed: int | None, expected: int | str | None) -> None:
+    """Strict isolation: who a post is from comes from the socket's peer (orch.run.uids), not the poster."""
+    if isinstance(expected, str):
+        with pytest.raises(UsageError, match=expected):
+            bus.stamp_sender(uid, claimed, run_uid=1000)
+    else:
+        assert bus.stamp_sender(uid, claimed, run_uid=1000) == expected
