@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from typer.testing import CliRunner, Result
 
 from orch.cli.commands import app
 from orch.run.folder import RunFolder
 from orch.run.records import ContainerInfo, DockerRunInfo, LocalRunInfo, RunInfo
+from orch.waits import wait_until
 
 # The demo's sample tree and the two claims about it the tests play: pages.py really skips a page (true),
 # mean([]) is guarded (false). Each reproduce command exits 0 if and only if its claim holds.
@@ -63,3 +67,19 @@ def run_info(
         orch_version="test",
     )
     return local if container is None else DockerRunInfo.of(local, container)
+
+
+def gateway_books(run: RunFolder, ready: Callable[[dict[str, Any], list[dict[str, Any]]], bool]) -> None:
+    """Wait until the run's gateway books (usage.json, the ledger's lines) satisfy `ready`: the agent sends
+    its last tool result after it touched its done flag, and the gateway writes it just after answering."""
+
+    def books() -> bool:
+        try:
+            usage = json.loads(run.model_usage.read_text())
+            lines = run.model_ledger.read_text().splitlines() if run.model_ledger.exists() else []
+            ledger = [json.loads(line) for line in lines if line.strip()]
+        except (OSError, ValueError):
+            return False
+        return ready(usage, ledger)
+
+    wait_until(books, 60, "the gateway's books to count the worker's last calls", watch=run.model_dir)

@@ -19,7 +19,7 @@ from orch.run.folder import RunFolder
 from orch.run.records import WorkerState
 from orch.versions import AIDER_VERSION
 from orch.waits import wait_until
-from tests.helpers import diagnose, orch, prompts
+from tests.helpers import diagnose, gateway_books, orch, prompts
 
 pytestmark = pytest.mark.aider
 BOOT = "120"
@@ -76,6 +76,7 @@ def test_boots_with_no_dialog_takes_one_submission_and_writes_its_result(tmp_pat
     assert waited.exit_code == 0, waited.output + diagnose(run)
     assert "all good" in run.result(1).read_text()
     wait_until(lambda: watch.status(run).workers[0].state is WorkerState.IDLE, 30, "the end of worker 1's turn")
+    gateway_books(run, lambda usage, ledger: usage["workers"].get("1", {}).get("requests", 0) >= 1)
     usage = json.loads(run.model_usage.read_text())
     assert usage["workers"]["1"]["requests"] >= 1 and "gpt-4.1" in usage["workers"]["1"]["by_model"]
 

@@ -21,7 +21,7 @@ from orch.run.events import Event
 from orch.run.folder import RunFolder, atomic_write
 from orch.run.records import PermissionAnswer, WorkerState
 from orch.waits import wait_until
-from tests.helpers import diagnose, orch, prompts
+from tests.helpers import diagnose, gateway_books, orch, prompts
 
 pytestmark = pytest.mark.codex
 N = 2
@@ -107,6 +107,9 @@ def test_briefed_workers_post_write_and_finish(fleet: RunFolder, tmp_path: Path)
     view = watch.status(fleet)
     assert all(w.done and w.result for w in view.workers)
     # The gateway metered every call and ledgered each tool call with its result.
+    gateway_books(
+        fleet, lambda usage, ledger: sum(e["kind"] == "tool_result" and e["worker"] == 1 for e in ledger) >= 4
+    )
     ledger = [json.loads(line) for line in fleet.model_ledger.read_text().splitlines()]
     uses = {e["id"] for e in ledger if e["kind"] == "tool_use" and e["worker"] == 1}
     results = {e["id"] for e in ledger if e["kind"] == "tool_result" and e["worker"] == 1}

@@ -20,7 +20,7 @@ from orch.run.events import Event
 from orch.run.folder import RunFolder, atomic_write
 from orch.run.records import PermissionAnswer, WorkerState
 from orch.waits import wait_until
-from tests.helpers import diagnose, orch, prompts
+from tests.helpers import diagnose, gateway_books, orch, prompts
 
 pytestmark = pytest.mark.gemini
 BRIEF_TOOLS = ["read_file", "run_shell_command", "write_file", "run_shell_command"]
@@ -128,6 +128,14 @@ def test_briefed_workers_post_write_and_finish(fleet: RunFolder, model: Scripted
     steps = [r.step for r in model.requests]
     assert steps.count("Bash") == 2 * N and steps.count("Write") == N and steps.count("Read") == N
     # The gateway's ledger pairs each call with its result, and counted each worker's usage.
+    gateway_books(
+        fleet,
+        lambda usage, ledger: all(
+            sum(e["kind"] == "tool_result" and e["worker"] == n for e in ledger) >= len(BRIEF_TOOLS)
+            and usage["workers"].get(str(n), {}).get("requests", 0) >= 5
+            for n in range(1, N + 1)
+        ),
+    )
     ledger = [json.loads(line) for line in fleet.model_ledger.read_text().splitlines()]
     for n in range(1, N + 1):
         uses = {e["id"]: e for e in ledger if e["worker"] == n and e["kind"] == "tool_use"}

@@ -20,7 +20,7 @@ from orch.run.folder import RunFolder, atomic_write
 from orch.run.records import PermissionAnswer, WorkerState
 from orch.versions import OPENCODE_VERSION
 from orch.waits import wait_until
-from tests.helpers import diagnose, orch, prompts
+from tests.helpers import diagnose, gateway_books, orch, prompts
 
 pytestmark = pytest.mark.opencode
 BOOT = "120"  # seconds: opencode takes 10-15 s to draw its TUI on a busy 2-core machine
@@ -97,6 +97,7 @@ def test_boots_with_no_dialog_takes_one_submission_and_finishes_a_brief(tmp_path
     tools = [e.tool_name for e in run.hook_events(1) if e.hook_event_name == "PreToolUse"]
     assert tools == ["read", "bash", "write", "bash"]
     # Every model call went through the gateway, counted and ledgered.
+    gateway_books(run, lambda usage, ledger: usage["workers"].get("1", {}).get("requests", 0) >= 5)
     usage = json.loads(run.model_usage.read_text())
     assert usage["workers"]["1"]["requests"] >= 5 and "gpt-4.1" in usage["workers"]["1"]["by_model"]
     ledger = [json.loads(line) for line in run.model_ledger.read_text().splitlines()]

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from orch.gateway.records import GatewayBudget
-from tests.gateway.gw import Running, events_of, gateway, ledger_of, script_prompt, usage_of
+from tests.gateway.gw import Running, events_of, gateway, ledger_of, script_prompt, settled, usage_of
 
 pytestmark = pytest.mark.gemini
 MODEL = "gemini-2.5-pro"  # named, so Gemini CLI asks no router first: one main call per step
@@ -54,12 +54,12 @@ def test_gemini_cli_turns_budget_refusal_and_bad_token(
         assert result.get("response") == "Finished." and result["exit"] == 0, result
         assert out.read_text() == "gateway-ok\n"
         # The gateway counted what Gemini CLI counted itself.
-        worker = usage_of(gw.folder)["workers"]["1"]
+        worker = usage_of(settled(gw))["workers"]["1"]
         tokens = result["stats"]["models"][MODEL]["tokens"]
         assert worker["requests"] == result["stats"]["models"][MODEL]["api"]["totalRequests"] == 2
         assert worker["input_tokens"] == tokens["prompt"] and worker["output_tokens"] == tokens["candidates"]
         assert worker["cost_usd"] == pytest.approx((tokens["prompt"] * 1.25 + tokens["candidates"] * 10) / 1e6)
-        ledger = ledger_of(gw.folder)
+        ledger = ledger_of(settled(gw))
         assert [(e["kind"], e.get("tool")) for e in ledger] == [
             ("tool_use", "run_shell_command"),
             ("tool_result", None),

@@ -17,7 +17,7 @@ from orch.gateway.replay import exchange_key
 from orch.gateway.sse import SseParser
 from orch.offline.chat import neutral_messages, offered_call
 from orch.offline.script import next_answer
-from tests.gateway.gw import boot_for, call, gateway, ledger_of, main_call, script_prompt, usage_of
+from tests.gateway.gw import boot_for, call, gateway, ledger_of, main_call, script_prompt, settled, usage_of
 
 PROTOCOL = ChatCompletionsProtocol()
 CAPTURED: dict[str, Any] = json.loads((Path(__file__).parent / "data" / "opencode-chat.json").read_text())
@@ -129,10 +129,10 @@ def test_a_gateway_serves_chat_completions_beside_the_messages_api(tmp_path: Pat
         assert "Finished." in reply.body.decode()
         # The Messages API in the same gateway, same worker.
         assert call(gw.base(token) + "/v1/messages", main_call("hello")).status == 200
-        usage = usage_of(gw.folder)["workers"]["1"]
+        usage = usage_of(settled(gw))["workers"]["1"]
         assert usage["requests"] == 3 and set(usage["by_model"]) == {"gpt-4.1", "claude-sonnet-4-5-20250929"}
         assert usage["by_model"]["gpt-4.1"]["output_tokens"] > 0
-        ledger = ledger_of(gw.folder)
+        ledger = ledger_of(settled(gw))
         assert [(e["kind"], e["tool"]) for e in ledger] == [("tool_use", "bash"), ("tool_result", None)]
         assert ledger[1]["output"] == "hi\n"
         # A lying worker: an unknown token, or a body that is not JSON, is refused in the chat shape.
@@ -185,4 +185,4 @@ def test_replay_of_chat_completions_answers_in_this_runs_folders(tmp_path: Path)
         assert reply.status == 200, reply.body
         # The recorded Write pointed into the recording's run folder: replayed, it points into this one.
         assert _arguments(reply.body)["filePath"] == str(rp.folder.root / "outbox" / "result.md")
-        assert usage_of(rp.folder)["workers"]["1"]["requests"] == 1
+        assert usage_of(settled(rp))["workers"]["1"]["requests"] == 1
