@@ -33,14 +33,23 @@ def _writer(root: str, worker: int, through: str) -> None:
         post(folder, worker, f"post {i} " + "x" * 300)
 
 
+def _serve(root: str) -> None:
+    bus.BusServer(RunFolder(Path(root))).serve_forever()
+
+
 @pytest.mark.parametrize("through", ["file", "socket"])
 def test_concurrent_posts_are_never_lost_torn_or_reordered(run: RunFolder, through: str) -> None:
     """16 writers at once: appending under the lock, or (strict isolation) through the controller's socket,
     whose backlog must queue them all rather than refuse one."""
-    server = bus.BusServer(run).start() if through == "socket" else None
     ctx = multiprocessing.get_context("fork")
+    # The controller's bus server runs in a process of its own, as serve-run does (forking writers from a
+    # process whose server thread is serving leaves them waiting on the server until they time out).
+    server = ctx.Process(target=_serve, args=(str(run.root),)) if through == "socket" else None
     procs = [ctx.Process(target=_writer, args=(str(run.root), w, through)) for w in range(1, WRITERS + 1)]
     try:
+        if server is not None:
+            server.start()
+            wait_until(run.bus_socket.exists, 30, "the bus server to listen")
         for p in procs:
             p.start()
         for p in procs:
@@ -48,7 +57,8 @@ def test_concurrent_posts_are_never_lost_torn_or_reordered(run: RunFolder, throu
             assert p.exitcode == 0
     finally:
         if server is not None:
-            server.stop()
+            server.kill()
+            server.join(30)
     lines = bus.read_lines(run)
     assert len(lines) == WRITERS * POSTS
     seen: dict[str, list[int]] = {}
