@@ -93,10 +93,7 @@ class AiderAdapter:
         return find_binary(settings.AIDER_BIN, "aider", CACHE_BIN, "aider", install)
 
     def version(self) -> str | None:
-        try:
-            return version_of(self.binary(), last=True, timeout=60)  # `aider 0.86.2`: slow to start
-        except UsageError:
-            return None
+        return version_of(self.binary, last=True, timeout=60)  # `aider 0.86.2`: slow to start
 
     def prepare(self, ctx: WorkerContext) -> LaunchSpec:
         if ctx.permission_mode not in self.permission_modes:

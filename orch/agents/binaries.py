@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from orch.errors import UsageError
@@ -23,14 +23,20 @@ def find_binary(setting: Setting[str | None], command: str, pinned: Path, what: 
 
 
 def version_of(
-    binary: Path, env: Mapping[str, str] | None = None, last: bool = False, timeout: float = VERSION_TIMEOUT
+    binary: Path | Callable[[], Path],
+    env: Mapping[str, str] | None = None,
+    last: bool = False,
+    timeout: float = VERSION_TIMEOUT,
 ) -> str | None:
-    """What `BINARY --version` prints: its first word (`last`: its last), None when it cannot tell."""
+    """What `BINARY --version` prints: its first word (`last`: its last), None when it cannot tell (an
+    adapter passes its `binary` method: not installed is None too)."""
     try:
+        if callable(binary):
+            binary = binary()
         out = subprocess.run(
             [str(binary), "--version"], capture_output=True, text=True, timeout=timeout, check=False, env=env
         )
-    except (OSError, subprocess.TimeoutExpired):
+    except (OSError, subprocess.TimeoutExpired, UsageError):
         return None
     words = out.stdout.split()
     if out.returncode != 0 or not words:

@@ -119,10 +119,7 @@ class ClaudeAdapter:
         return find_binary(settings.CLAUDE_BIN, "claude", CACHE_BIN, "Claude Code", install)
 
     def version(self) -> str | None:
-        try:
-            return version_of(self.binary())
-        except UsageError:
-            return None
+        return version_of(self.binary)
 
     def prepare(self, ctx: WorkerContext) -> LaunchSpec:
         if ctx.permission_mode not in self.permission_modes:

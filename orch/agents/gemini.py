@@ -135,10 +135,7 @@ class GeminiAdapter:
         return find_binary(settings.GEMINI_BIN, "gemini", CACHE_BIN, "Gemini CLI", install)
 
     def version(self) -> str | None:
-        try:
-            return version_of(self.binary(), env=_quiet_env())
-        except UsageError:
-            return None
+        return version_of(self.binary, env=_quiet_env())
 
     def prepare(self, ctx: WorkerContext) -> LaunchSpec:
         if ctx.permission_mode not in self.permission_modes:

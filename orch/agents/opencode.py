@@ -131,10 +131,7 @@ class OpencodeAdapter:
         return find_binary(settings.OPENCODE_BIN, "opencode", CACHE_BIN, "opencode", install)
 
     def version(self) -> str | None:
-        try:
-            return version_of(self.binary())
-        except UsageError:
-            return None
+        return version_of(self.binary)
 
     def prepare(self, ctx: WorkerContext) -> LaunchSpec:
         if ctx.permission_mode not in self.permission_modes:
