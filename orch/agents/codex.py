@@ -13,8 +13,9 @@ State comes from Codex's hooks (`$CODEX_HOME/hooks.json`, the payloads Claude Co
 orch.run.hookwriter). Two differences matter. SessionStart fires only with the session's first turn, so
 a worker launched without a prompt gets a short boot prompt (one cheap model turn, and it makes a
 session a restart can resume); its ready marker is written when that turn stops. Codex has no
-StopFailure hook, and a turn it gives up on after API errors fires no Stop either: the worker's last
-event stays a busy one (the screen shows `■ exceeded retry limit, last status: 429 ...`).
+StopFailure hook, and a turn it gives up on after API errors fires no Stop either; its session log
+records it (`task_complete` with an `error`), and orch/agents/codex_watch.py, started beside Codex in
+its pane, reports that as a StopFailure (so the worker reads as rate-limited or failed, not busy).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any
 
 import tomli_w
 
+import orch.agents.codex_watch
 import orch.run.hookwriter
 from orch import settings
 from orch.agents.binaries import find_binary, version_of
@@ -195,6 +197,11 @@ class CodexAdapter:
         if model:
             argv += ["--model", model]
         argv.append(prompt)
+        # The watcher starts first, in the background; the shell then becomes Codex (so the watcher's
+        # parent is Codex, and it ends with it). It reports the turns Codex gives up on (no hook fires).
+        watch = [sys.executable, "-S", orch.agents.codex_watch.__file__, orch.run.hookwriter.__file__]
+        watch += [str(ctx.run.state(ctx.worker)), str(home)]
+        argv = ["sh", "-c", f'{shlex.join(watch)} </dev/null >/dev/null 2>&1 & exec "$@"', "codex", *argv]
         env = {
             **launcher_env,
             "CODEX_HOME": str(home),
@@ -261,9 +268,8 @@ class CodexAdapter:
         limits = Check(
             "codex limits",
             True,
-            "no StopFailure hook: a turn Codex gives up on after API errors fires no hook at all, so the worker "
-            "reads as busy until its job times out (orch status shows the gateway's rate-limited mark); a worker "
-            "without a first prompt boots with a one-line prompt (SessionStart fires with the first turn); "
+            "no StopFailure hook: a turn Codex gives up on after API errors is read from its session log by a "
+            "watcher beside it (within 0.5 s); a worker without a first prompt boots with a one-line prompt (SessionStart fires with the first turn); "
             "API keys only, no ChatGPT sign-in",
             optional=True,
         )

@@ -146,6 +146,23 @@ def test_killed_agent_shows_as_crashed_and_restarts_resumed(fleet: RunFolder) ->
     assert orch("send", "cx", "1", "still there?").exit_code == 0
 
 
+def test_a_turn_codex_gives_up_on_is_a_failed_turn_not_busy(fleet: RunFolder) -> None:
+    """Codex fires no hook when it abandons a turn after API errors: its session log says so, and the
+    watcher beside it reports a StopFailure under the error names the controller acts on."""
+    for n, fail in ((1, "rate_limit"), (2, "authentication")):
+        script = json.dumps({"fail": fail})
+        assert orch("send", "cx", str(n), f"Go.\n\n```orch-script\n{script}\n```").exit_code == 0
+
+    def failed() -> list[tuple[WorkerState, str | None]] | None:
+        rows = [(w.state, w.detail) for w in watch.status(fleet).workers]
+        return rows if all(state is not WorkerState.BUSY for state, _ in rows) else None
+
+    rows = wait_until(lambda: failed() if len(fleet.hook_events(2)) > 2 else None, 90, "both failed turns")
+    assert rows == [(WorkerState.RATE_LIMITED, "rate_limit"), (WorkerState.ERROR, "authentication_failed")]
+    failure = [e for e in fleet.hook_events(2) if e.hook_event_name == "StopFailure"][-1]
+    assert "/t/" not in json.dumps(failure.model_dump())  # Codex's message names the URL, with the token
+
+
 @pytest.mark.parametrize("answer", ["allow", "deny"])
 def test_permission_request_answered_by_policy(codex_env: None, tmp_path: Path, answer: str) -> None:
     run = _up(tmp_path, f"perm-{answer}", "--permission-mode", "on-request")

@@ -39,7 +39,9 @@ def _prepare(run: RunFolder, mode: str = "workspace-write", **extra: object) -> 
     )
     spec = CodexAdapter().prepare(ctx)
     assert spec.env["CODEX_HOME"] == str(run.config_dir(1))
-    return spec.argv, run.config_dir(1)
+    # `sh -c 'WATCHER & exec "$@"' codex CODEX ARGS...`: the failed-turn watcher beside Codex.
+    assert spec.argv[:2] == ["sh", "-c"] and "codex_watch.py" in spec.argv[2] and spec.argv[3] == "codex"
+    return spec.argv[4:], run.config_dir(1)
 
 
 def test_seeded_home_points_at_the_gateway_and_trusts_both_folders(run: RunFolder) -> None:
