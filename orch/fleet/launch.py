@@ -226,11 +226,11 @@ def _ancestry(pid: int) -> list[int] | None:
     """pid and its ancestors up to init; None when pid is gone or a zombie, or its line broke meanwhile."""
     chain = [pid]
     while pid > 1 and len(chain) < 256:
-        stat = _read(f"/proc/{pid}/stat").decode(errors="replace")
-        try:
-            state, parent = stat.rsplit(")", 1)[1].split()[:2]
-        except ValueError:
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses; a gone process reads as "".
+        fields = _read(f"/proc/{pid}/stat").decode(errors="replace").rpartition(")")[2].split()
+        if len(fields) < 2 or not fields[1].isdigit():
             return None
+        state, parent = fields[:2]
         if state == "Z" and len(chain) == 1:
             return None
         pid = int(parent)
