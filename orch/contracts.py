@@ -190,6 +190,8 @@ class AgentAdapter(Protocol):
     """None: the agent keeps no session a resume could read."""
     install: ImageInstall | None
     """None: nothing to install (the scripted agent is part of orch)."""
+    limits: tuple[str, ...]
+    """What this agent cannot do and how orch degrades, a clause each: `orch doctor` and a run's report say them."""
 
     def doctor(self) -> Sequence[Check]:
         """This agent's lines in `orch doctor` (installed? version? credentials?)."""

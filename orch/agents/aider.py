@@ -26,7 +26,7 @@ import orch.agents.aider_watch
 import orch.run.hookwriter
 from orch import settings
 from orch.agents.binaries import find_binary, version_of
-from orch.agents.checks import credentials_check, install_check
+from orch.agents.checks import credentials_check, install_check, limits_check
 from orch.contracts import (
     Check,
     Credentials,
@@ -56,6 +56,12 @@ GATEWAY = GatewayEnv(base_url_env="OPENAI_API_BASE", key_env="OPENAI_API_KEY")
 SESSIONS = SessionStore(subdir="history")
 # The worker image does not carry aider yet (a pip package, not npm): ImageInstall cannot describe it.
 INSTALL = None
+LIMITS = (
+    "no hooks: state from its chat history file and screen",
+    "no session id: a restart restores the chat history",
+    "no tool calls: edit blocks only, shell blocks refused under --yes-always (no `orch bus post`)",
+    "no permission requests reach orch's policy",
+)
 FLAGS = (
     "--yes-always",  # edits and new files without asking (shell commands are still refused: see above)
     "--no-auto-commits",
@@ -87,6 +93,7 @@ class AiderAdapter:
     gateway: GatewayEnv | None = GATEWAY
     sessions: SessionStore | None = SESSIONS
     install: ImageInstall | None = INSTALL
+    limits: tuple[str, ...] = LIMITS
 
     def binary(self) -> Path:
         install = f"scripts/setup.sh, or pip install {AIDER_PACKAGE}=={AIDER_VERSION} in a venv of its own"
@@ -160,16 +167,8 @@ class AiderAdapter:
         target.write_text(shipped.read_text() if shipped else "{}")
 
     def doctor(self) -> Sequence[Check]:
-        limits = Check(
-            "aider-support",
-            True,
-            "no hooks (state from its chat history file and screen, --notifications-command), no session id "
-            "(restart restores the chat history), no tool calls (edit blocks only: shell blocks are refused "
-            "under --yes-always, so no `orch bus post`), no permission requests for orch's policy",
-            optional=True,
-        )
         installed = dataclasses.replace(install_check(self), optional=True)
-        return (installed, credentials_check(self.credentials, "aider-credentials"), limits)
+        return (installed, credentials_check(self.credentials, "aider-credentials"), limits_check(self))
 
     def ready_marker(self, run: RunFolder, worker: int) -> Path | None:
         return ready_file(run.config_dir(worker))

@@ -8,6 +8,11 @@ from orch.contracts import AgentAdapter, Check, Credentials
 from orch.errors import OrchError
 
 
+def limits_check(adapter: AgentAdapter) -> Check:
+    """The agent's limits as one doctor line (informational: not a failure)."""
+    return Check(f"{adapter.name} limits", True, "; ".join(adapter.limits) or "none known", optional=True)
+
+
 def install_check(adapter: AgentAdapter) -> Check:
     """Whether the agent's executable is there and tells its version."""
     try:

@@ -113,6 +113,7 @@ class ClaudeAdapter:
     gateway: GatewayEnv | None = GATEWAY
     sessions: SessionStore | None = SESSIONS
     install: ImageInstall | None = INSTALL
+    limits: tuple[str, ...] = ()
 
     def binary(self) -> Path:
         install = f"npm install -g {CLAUDE_CODE_PACKAGE}@{CLAUDE_CODE_VERSION}"

@@ -36,7 +36,7 @@ import orch.agents.codex_watch
 import orch.run.hookwriter
 from orch import settings
 from orch.agents.binaries import find_binary, version_of
-from orch.agents.checks import credentials_check, install_check
+from orch.agents.checks import credentials_check, install_check, limits_check
 from orch.contracts import (
     Check,
     Credentials,
@@ -78,6 +78,11 @@ CREDENTIALS = Credentials(
 GATEWAY = GatewayEnv(base_url_env="OPENAI_BASE_URL", key_env="OPENAI_API_KEY")
 # Rollouts live in <CODEX_HOME>/sessions/YYYY/MM/DD/rollout-<time>-<session id>.jsonl; `codex resume` reads them.
 SESSIONS = SessionStore(subdir="sessions")
+LIMITS = (
+    "no hook for a turn it gives up on after API errors: read from its session log within 0.5 s",
+    "a worker without a first prompt boots with a one-line model turn (SessionStart fires with the first turn)",
+    "API keys only, no ChatGPT sign-in",
+)
 INSTALL = ImageInstall(npm_package=CODEX_PACKAGE, version=CODEX_VERSION, build_arg="CODEX", node=True)  # bin/codex.js
 CACHE_BIN = Path.home() / ".cache" / "orch" / "codex" / CODEX_VERSION / "node_modules" / ".bin" / "codex"
 READY = "orch-ready"
@@ -157,6 +162,7 @@ class CodexAdapter:
     gateway: GatewayEnv | None = GATEWAY
     sessions: SessionStore | None = SESSIONS
     install: ImageInstall | None = INSTALL
+    limits: tuple[str, ...] = LIMITS
 
     def binary(self) -> Path:
         install = f"npm install -g {CODEX_PACKAGE}@{CODEX_VERSION}"
@@ -265,15 +271,7 @@ class CodexAdapter:
         return hooks
 
     def doctor(self) -> Sequence[Check]:
-        limits = Check(
-            "codex limits",
-            True,
-            "no StopFailure hook: a turn Codex gives up on after API errors is read from its session log by a "
-            "watcher beside it (within 0.5 s); a worker without a first prompt boots with a one-line prompt (SessionStart fires with the first turn); "
-            "API keys only, no ChatGPT sign-in",
-            optional=True,
-        )
-        return (install_check(self), credentials_check(self.credentials, "codex credentials"), limits)
+        return (install_check(self), credentials_check(self.credentials, "codex credentials"), limits_check(self))
 
     def ready_marker(self, run: RunFolder, worker: int) -> Path | None:
         return run.config_dir(worker) / READY

@@ -16,7 +16,7 @@ from typing import Any
 import orch.run.hookwriter
 from orch import settings
 from orch.agents.binaries import find_binary, version_of
-from orch.agents.checks import credentials_check, install_check
+from orch.agents.checks import credentials_check, install_check, limits_check
 from orch.contracts import (
     Check,
     Credentials,
@@ -45,6 +45,11 @@ CREDENTIALS = Credentials(
 GATEWAY = GatewayEnv(base_url_env="GOOGLE_GEMINI_BASE_URL", key_env="GEMINI_API_KEY")
 # Chats live in <GEMINI_CLI_HOME>/.gemini/tmp/<project>/chats/session-<time>-<id[:8]>.jsonl; --resume reads them.
 SESSIONS = SessionStore(subdir=".gemini/tmp")
+LIMITS = (
+    "hooks cannot approve a tool call: under `approve` orch presses Allow on its dialog",
+    "a resumed session's first prompt is answered without the old history",
+    "no hook reports an API failure: a rate-limited turn reads as idle, then nudged",
+)
 INSTALL = ImageInstall(npm_package=GEMINI_CLI_PACKAGE, version=GEMINI_CLI_VERSION, build_arg="GEMINI_CLI")
 CACHE_BIN = Path.home() / ".cache" / "orch" / "gemini-cli" / GEMINI_CLI_VERSION / "node_modules" / ".bin" / "gemini"
 
@@ -129,6 +134,7 @@ class GeminiAdapter:
     gateway: GatewayEnv | None = GATEWAY
     sessions: SessionStore | None = SESSIONS
     install: ImageInstall | None = INSTALL
+    limits: tuple[str, ...] = LIMITS
 
     def binary(self) -> Path:
         install = f"npm install -g {GEMINI_CLI_PACKAGE}@{GEMINI_CLI_VERSION}"
@@ -176,15 +182,7 @@ class GeminiAdapter:
         found = install_check(self)
         # Optional: a machine running only Claude Code fleets needs no Gemini CLI.
         install = Check(found.name, found.ok, found.detail, found.fix, optional=True)
-        limits = Check(
-            "gemini-limits",
-            True,
-            "hooks cannot approve a tool call: under `approve` orch presses Allow on Gemini CLI's dialog "
-            "(after its permission hook); a resumed session's first prompt is answered without the old "
-            "history (docs/agents/gemini.md)",
-            optional=True,
-        )
-        return (install, credentials_check(self.credentials, "gemini-credentials"), limits)
+        return (install, credentials_check(self.credentials, "gemini-credentials"), limits_check(self))
 
     def ready_marker(self, run: RunFolder, worker: int) -> Path | None:
         return None  # SessionStart fires once the TUI is up; a lost Enter is re-sent by orch.fleet.talk

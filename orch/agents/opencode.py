@@ -125,6 +125,7 @@ class OpencodeAdapter:
     gateway: GatewayEnv | None = GATEWAY
     sessions: SessionStore | None = SESSIONS
     install: ImageInstall | None = INSTALL
+    limits: tuple[str, ...] = ()
 
     def binary(self) -> Path:
         install = f"scripts/setup.sh, or npm install -g {OPENCODE_PACKAGE}@{OPENCODE_VERSION}"

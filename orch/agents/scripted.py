@@ -25,6 +25,7 @@ class ScriptedAdapter:
     gateway: GatewayEnv | None = CLAUDE_GATEWAY
     sessions: SessionStore | None = None
     install: ImageInstall | None = None
+    limits: tuple[str, ...] = ()
 
     def binary(self) -> Path:
         return Path(sys.executable)

@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from orch.agents.registry import get_adapter
 from orch.gateway.records import UsageLine, UsageSnapshot, read_usage
 from orch.lead.charts import CostPoint, JobBar, job_bars, job_costs
 from orch.lead.findings import CodeEvidence, CommandEvidence, Evidence, Verdict
@@ -201,6 +202,8 @@ class RunReport(Strict):
     """Confirmed findings at least one of whose confirming verdicts came from another agent kind than its
     finder's (None: a fleet of one kind)."""
     isolation: str = Isolation.SHARED.value
+    agent_limits: dict[str, list[str]] = Field(default_factory=dict)
+    """For each agent kind of the fleet that has any: what it cannot do and how orch degraded."""
     attempts: list[AttemptRow] = Field(default_factory=list)
     """What workers tried beyond their own outboxes: refused bus posts, refused writes, leftover processes."""
     timeline: list[JobBar] = Field(default_factory=list)
@@ -333,6 +336,7 @@ def build_report(run: RunFolder, spec: FleetSpec, state: ControllerState) -> Run
         flags=flags,
         confirmed_across_kinds=across_kinds(state, spec),
         isolation=run.info().isolation.value,
+        agent_limits={kind: list(limits) for kind in run.info().kinds() if (limits := get_adapter(kind).limits)},
         attempts=attempts(run),
         timeline=job_bars(state),
         costs=job_costs(state, usage),

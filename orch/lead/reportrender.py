@@ -189,6 +189,9 @@ def render_markdown(report: RunReport) -> str:
             out.append(f"- W{f.worker} on {f.job} ({f.role}): " + "; ".join(_md(p) for p in f.problems))
     out += ["", "## Isolation", "", _md(ISOLATION_NOTES[Isolation(report.isolation)])]
     out += [f"- {a.kind}: W{a.worker or '?'} on {a.job or '-'}: {_md(a.detail)}" for a in report.attempts]
+    if report.agent_limits:
+        out += ["", "## Agent limits", ""]
+        out += [f"- {kind}: " + "; ".join(_md(c) for c in limits) for kind, limits in report.agent_limits.items()]
     return "\n".join(out) + "\n"
 
 
@@ -321,7 +324,12 @@ def render_html(report: RunReport) -> str:
         f"<li class='flag'>{_h(a.kind)}: W{a.worker or '?'} on {_h(a.job or '-')}: {_h(a.detail)}</li>"
         for a in report.attempts
     ]
-    parts.append("</ul></body></html>\n")
+    parts.append("</ul>")
+    if report.agent_limits:
+        parts.append("<h2>Agent limits</h2><ul>")
+        parts += [f"<li>{_h(kind)}: {_h('; '.join(limits))}</li>" for kind, limits in report.agent_limits.items()]
+        parts.append("</ul>")
+    parts.append("</body></html>\n")
     return "".join(parts)
 
 

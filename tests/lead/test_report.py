@@ -100,3 +100,19 @@ def test_a_run_without_a_gateway_flags_its_evidence_source() -> None:
     md = render_markdown(report)
     assert "no model gateway" in md and "which the workers themselves can write" in md
     assert "## Tokens and cost" not in md
+
+
+def test_the_report_says_what_each_agent_of_the_fleet_cannot_do() -> None:
+    run = RunFolder.for_name("mixed")
+    info = run_info("mixed", workers=2).model_copy(update={"agent": "claude", "worker_agents": {2: "codex"}})
+    run.create(info)
+    write_spec(run, SPEC)
+    report = build_report(run, SPEC, initial_state(run, SPEC))
+    assert list(report.agent_limits) == ["codex"]  # Claude Code: none known
+    assert any("session log" in clause for clause in report.agent_limits["codex"])
+    assert "## Agent limits\n\n- codex: no hook for a turn" in render_markdown(report)
+    assert "<h2>Agent limits</h2><ul><li>codex: " in render_html(report)
+    single = RunFolder.for_name("single")
+    single.create(run_info("single", workers=2))
+    write_spec(single, SPEC)
+    assert "Agent limits" not in render_markdown(build_report(single, SPEC, initial_state(single, SPEC)))
