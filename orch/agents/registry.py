@@ -27,19 +27,10 @@ def _gemini() -> AgentAdapter:
     return GeminiAdapter()
 
 
-def _scripted() -> AgentAdapter:
-    from orch.agents.scripted import ScriptedAdapter
-
-    return ScriptedAdapter()
-
-
 def _opencode() -> AgentAdapter:
     from orch.agents.opencode import OpencodeAdapter
 
     return OpencodeAdapter()
-
-
-ADAPTERS: dict[str, Callable[[], AgentAdapter]] = {"claude": _claude, "scripted": _scripted}
 
 
 def _aider() -> AgentAdapter:
@@ -48,10 +39,21 @@ def _aider() -> AgentAdapter:
     return AiderAdapter()
 
 
-ADAPTERS["codex"] = _codex
-ADAPTERS["gemini"] = _gemini
-ADAPTERS["opencode"] = _opencode
-ADAPTERS["aider"] = _aider
+def _scripted() -> AgentAdapter:
+    from orch.agents.scripted import ScriptedAdapter
+
+    return ScriptedAdapter()
+
+
+# Imported on first use: a run of one kind never loads the others' modules.
+ADAPTERS: dict[str, Callable[[], AgentAdapter]] = {
+    "claude": _claude,
+    "codex": _codex,
+    "gemini": _gemini,
+    "opencode": _opencode,
+    "aider": _aider,
+    "scripted": _scripted,
+}
 DEFAULT_AGENT = settings.AGENT.default
 """The agent of a run that names none (compose's ORCH_AGENT unset)."""
 IMAGE_AGENT = "claude"
