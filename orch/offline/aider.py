@@ -2,8 +2,8 @@
 
 aider 0.86.2 sends Chat Completions without `tools`, its system prompt teaching SEARCH/REPLACE blocks
 ("diff" edit format). The model's whole answer is one text; aider applies its edit blocks, then offers
-its shell blocks (refused under `--yes-always`: aider asks those with an explicit yes), then waits for
-the next prompt: it never sends the outcome back by itself. So:
+its shell blocks (after the edits, once orch answers its question: orch/agents/aider_confirm.py), then
+waits for the next prompt: it never sends the outcome back by itself. So:
 
 - every tool step of the script up to the next reply goes into one answer, in order: a write step as a
   SEARCH/REPLACE block with an empty SEARCH (a new or rewritten file; absolute paths work), a bash step
@@ -33,6 +33,7 @@ AIDER_NOTES = (
     "Don't try and edit any existing code",
     "Here are summaries of some files",
     "Here are some READ ONLY files",
+    "Output from ",  # the output of the shell blocks it ran (then an assistant "Ok"): not a prompt
 )
 MAX_STEPS = 100
 
