@@ -88,13 +88,24 @@ def _read_brief(path: str, index: int) -> list[dict[str, Any]]:
     ]
 
 
+def one_line(script: str) -> str:
+    """A shell script as one command line: aider runs each line of a shell block as a command of its own
+    (base_coder.py handle_shell_commands, 0.86.2), so a script's variables, `if`s and multi-line quotes
+    would fall apart. A multi-line script is handed to bash whole, its newlines as `\\n` for printf %b."""
+    script = script.strip("\n")
+    if "\n" not in script:
+        return script
+    escaped = script.replace("\\", "\\\\").replace("\n", "\\n").replace("'", "'\\''")
+    return f"bash -c \"$(printf '%b' '{escaped}')\""
+
+
 def _render(step: Answer) -> str:
     if step.tool == "Write":
         path, content = step.tool_input.get("file_path", ""), str(step.tool_input.get("content", ""))
         body = content if content.endswith("\n") or not content else content + "\n"
         return f"orch step: Write\n{path}\n```\n<<<<<<< SEARCH\n=======\n{body}>>>>>>> REPLACE\n```\n"
     if step.tool == "Bash":
-        return f"orch step: Bash\n```bash\n{step.tool_input.get('command', '')}\n```\n"
+        return f"orch step: Bash\n```bash\n{one_line(str(step.tool_input.get('command', '')))}\n```\n"
     return f"orch step: {step.tool}\n(aider has no {step.tool} tool: step skipped)\n"
 
 
