@@ -9,12 +9,15 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from orch.agents.aider import CACHE_BIN, SESSION
+from orch.agents import aider_confirm
+from orch.agents.aider import CACHE_BIN, SESSION, interpreter
 from orch.fleet import launch, watch
+from orch.run import hookwriter
 from orch.run.events import Event
 from orch.run.folder import RunFolder, atomic_write
 from orch.run.records import HookEvent, PermissionAnswer, WorkerState
@@ -192,3 +195,39 @@ def test_doctor_states_aiders_limits_and_bad_modes_are_refused(tmp_path: Path) -
     workdir.mkdir()
     result = orch("up", "bad", "-w", workdir, "--local", "--agent", "aider", "--offline", "--permission-mode", "yolo")
     assert result.exit_code == 2 and "build, ask" in result.output
+
+
+def test_aiders_own_questions_get_orchs_answers(aider_bin: Path, tmp_path: Path) -> None:
+    """The real aider InputOutput, its confirm_ask replaced as a worker's is: file and chat questions yes,
+    installs and URLs no, a shell block by mode (build: run, its event logged), a deny-listed one refused."""
+    state, history = tmp_path / "state.jsonl", tmp_path / "chat.md"
+    program = f"""
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("confirm", {str(aider_confirm.__file__)!r})
+confirm = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(confirm)
+from aider.io import InputOutput
+hooks = confirm.load_hookwriter({str(hookwriter.__file__)!r})
+confirm.install(confirm.Answerer(hooks, {str(state)!r}, "/nonexistent", "build"), InputOutput)
+io = InputOutput(pretty=False, fancy_input=False, chat_history_file={str(history)!r})
+asked = [
+    ("Create new file?", "result.md", False),
+    ("Allow edits to file that has not been added to the chat?", "a.py", False),
+    ("Run pip install?", "pip install playwright", False),
+    ("Add URL to the chat?", "https://example.com", False),
+    ("Run shell command?", "orch bus post r hi", True),
+    ("Run shell commands?", "echo a\\nsudo reboot", True),
+]
+print(json.dumps([io.confirm_ask(q, subject=s, explicit_yes_required=e) for q, s, e in asked]))
+"""
+    done = subprocess.run(
+        [str(interpreter(aider_bin)), "-I", "-c", program], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == [True, True, False, False, True, False]
+    logged = [json.loads(line) for line in state.read_text().splitlines()]
+    assert [(e["hook_event_name"], e.get("orch_decision")) for e in logged] == [
+        ("PreToolUse", None),
+        ("PermissionRequest", "deny"),
+    ]
+    assert "Run pip install? pip install playwright no (orch)" in history.read_text()

@@ -4,7 +4,6 @@ the real aider answering its questions is tests/agents/test_aider.py."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -64,34 +63,3 @@ def test_another_aiders_question_function_is_refused_at_start() -> None:
     with pytest.raises(SystemExit, match=r"use aider 0\.86\.2"):
         install(answerer, OtherIO)
     assert OtherIO().confirm_ask("Run shell command?") is True  # left as it was
-
-
-def test_questions_other_than_shell_blocks_are_answered_by_the_table() -> None:
-    class IO:
-        def __init__(self) -> None:
-            self.shown: list[str] = []
-
-        def confirm_ask(
-            self,
-            question: str,
-            default: str = "y",
-            subject: str | None = None,
-            explicit_yes_required: bool = False,
-            group: Any = None,
-            allow_never: bool = False,
-        ) -> bool:
-            raise AssertionError("aider's own question must not be asked")
-
-        def tool_output(self, text: str) -> None:
-            self.shown.append(text)
-
-    install(Answerer(hookwriter=None, state="", policy="", mode="ask"), IO)  # type: ignore[arg-type]
-    io = IO()
-    assert io.confirm_ask("Create new file?", subject="/w/result.md") is True
-    assert io.confirm_ask("Run pip install?", default="y", subject="pip install x") is False
-    assert io.confirm_ask("Add URL to the chat?", subject="https://example.com") is False
-    assert io.shown == [
-        "Create new file? /w/result.md yes (orch)",
-        "Run pip install? pip install x no (orch)",
-        "Add URL to the chat? https://example.com no (orch)",
-    ]
