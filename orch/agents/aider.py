@@ -197,7 +197,8 @@ class AiderAdapter:
             "no hooks (state from its chat history file and screen, --notifications-command), no session id "
             "(restart restores the chat history), no tool calls (the model's edit and shell blocks; orch answers "
             "aider's questions in its process: edits yes, shell blocks by mode: build runs them, ask asks the "
-            "run's policy; no read tool, no permission request for an edit)",
+            "run's policy; no read tool, no permission request for an edit; its commands are not in the "
+            "gateway's ledger, so a verdict's command evidence is refused)",
             optional=True,
         )
         installed = dataclasses.replace(install_check(self), optional=True)
