@@ -1,5 +1,6 @@
 """The aider adapter: an isolated HOME and history files per worker, flags so that no first-run question is
-asked, the model through the run's gateway (Chat Completions), and a watcher beside it for state.
+asked, the model through the run's gateway (Chat Completions), a watcher beside it for state, and its
+questions answered by orch in its own process.
 
 What aider 0.86.2 lacks, and how orch degrades (docs/agents/aider.md has the observations):
 - no hooks: orch/agents/aider_watch.py reads aider's chat history file (a prompt is logged the moment
@@ -8,9 +9,11 @@ What aider 0.86.2 lacks, and how orch degrades (docs/agents/aider.md has the obs
 - no prompt-and-stay flag (`--message` exits after one turn): the watcher types the first prompt;
 - no session id: a restart restores the chat history from the worker's history file
   (`--restore-chat-history`);
-- no tool calls: the model's edit blocks are applied (`--yes-always`); shell blocks it suggests are
-  refused by aider under --yes-always (it asks those with an explicit yes), so an aider worker cannot run
-  commands (no `orch bus post`); no permission requests reach orch's policy.
+- no tool calls, no permission hook: the model's edit blocks are applied and its shell blocks offered;
+  aider asks before each (its one question function), and orch/agents/aider_confirm.py, which runs
+  aider in aider's own interpreter, answers: edits yes, shell blocks by the worker's permission mode
+  (`build`: run them; `ask`: a permission request answered by the run's policy, else a human), a
+  deny list refused in both.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import orch.agents.aider_confirm
 import orch.agents.aider_watch
 import orch.run.hookwriter
 from orch import settings
@@ -59,11 +63,13 @@ INSTALL = None
 LIMITS = (
     "no hooks: state from its chat history file and screen",
     "no session id: a restart restores the chat history",
-    "no tool calls: edit blocks only, shell blocks refused under --yes-always (no `orch bus post`)",
-    "no permission requests reach orch's policy",
+    "no tool calls: the model's edit and shell blocks; orch answers aider's questions in its process (edits "
+    "yes, shell blocks by mode: build runs them, ask asks the run's policy)",
+    "no read tool; no permission request for an edit",
+    "its commands are not in the gateway's ledger: a verdict's command evidence is refused",
 )
+# No --yes-always: it answers aider's shell questions No. aider_confirm.py answers every question instead.
 FLAGS = (
-    "--yes-always",  # edits and new files without asking (shell commands are still refused: see above)
     "--no-auto-commits",
     "--no-dirty-commits",
     "--no-git",  # no "create a git repo?" question, no commits in the user's tree
@@ -85,10 +91,32 @@ def ready_file(cfg: Path) -> Path:
     return cfg / "orch-ready"
 
 
+SH_EXEC = "'''exec' "
+
+
+def interpreter(binary: Path) -> Path:
+    """The Python that runs an installed aider: its console script's `#!` line (pip writes
+    `#!/venv/bin/python`, or for a path too long for `#!`, `#!/bin/sh` and then `'''exec' "/venv/bin/python"`)."""
+    try:
+        with binary.open("rb") as fh:
+            head = fh.read(1024).decode(errors="replace").splitlines()
+    except OSError as exc:
+        raise UsageError(f"cannot read {binary}: {exc.strerror}", hint="set ORCH_AIDER_BIN to aider's script") from None
+    program = head[0].removeprefix("#!").split()[:1] if head and head[0].startswith("#!") else []
+    if program and Path(program[0]).name.startswith("python"):
+        return Path(program[0])
+    if program and len(head) > 1 and head[1].startswith(SH_EXEC):
+        return Path(shlex.split(head[1].removeprefix(SH_EXEC))[0])
+    raise UsageError(
+        f"{binary} is not a pip-installed aider (no Python on its #! line)",
+        hint=f"pip install {AIDER_PACKAGE}=={AIDER_VERSION} in a venv of its own, or run scripts/setup.sh",
+    )
+
+
 class AiderAdapter:
     name: str = "aider"
-    permission_modes: tuple[str, ...] = ("yes-always",)
-    default_permission_mode: str = "yes-always"
+    permission_modes: tuple[str, ...] = orch.agents.aider_confirm.MODES
+    default_permission_mode: str = "build"
     credentials: Credentials = CREDENTIALS
     gateway: GatewayEnv | None = GATEWAY
     sessions: SessionStore | None = SESSIONS
@@ -124,8 +152,13 @@ class AiderAdapter:
         notify = 'echo \'{"hook_event_name": "Notification", "notification_type": "aider_waiting"}\' | ' + shlex.join(
             [sys.executable, "-S", orch.run.hookwriter.__file__, "event", str(state)]
         )
+        binary = self.binary()
+        confirm = [
+            str(interpreter(binary)), "-I", orch.agents.aider_confirm.__file__,
+            orch.run.hookwriter.__file__, str(state), str(ctx.run.permission_policy), ctx.permission_mode,
+        ]  # fmt: skip
         aider = [
-            str(self.binary()),
+            *confirm,
             *FLAGS,
             "--model", model,
             "--weak-model", model,

@@ -106,7 +106,7 @@ ModeOpt = Annotated[
     typer.Option(
         "--permission-mode",
         help="Agent permission mode (claude: acceptEdits + allowlist; gemini: default + allowlist; "
-        "opencode: build, ask, auto; aider: yes-always).",
+        "opencode: build, ask, auto; aider: build, ask).",
     ),
 ]
 ModelOpt = Annotated[str | None, typer.Option("--model", help="Model name passed to the agent.")]

@@ -34,6 +34,21 @@ def handles(method: str, path: str) -> bool:
     return method == "POST" and path.split("?", 1)[0] in PATHS
 
 
+def main_call(body: Mapping[str, Any]) -> bool:
+    """An agent's own turn (replay's `main` kind): streamed, with tools offered, or from aider, which offers
+    none (it reads edit and shell blocks from the text) but whose system prompt teaches SEARCH/REPLACE blocks.
+    Anything else (opencode's titles, aider's history summaries, which are not streamed) is a side call."""
+    if not body.get("stream"):
+        return False
+    if body.get("tools"):
+        return True
+    messages = body.get("messages")
+    listed = messages if isinstance(messages, list) else []
+    system = next((m for m in listed if isinstance(m, dict) and m.get("role") == "system"), None)
+    content = system.get("content") if system else None
+    return isinstance(content, str) and "SEARCH/REPLACE" in content
+
+
 def _int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 

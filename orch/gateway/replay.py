@@ -144,8 +144,8 @@ def digest(text: str) -> str:
 
 def request_kind(path: str, body: dict[str, Any]) -> Kind:
     path = path.split("?", 1)[0].rstrip("/")
-    if path.endswith("/chat/completions"):  # OpenAI Chat Completions: side calls (titles) offer no tools
-        return "main" if body.get("stream") and body.get("tools") else "side"
+    if path.endswith("/chat/completions"):  # OpenAI Chat Completions: aider's turns offer no tools either
+        return "main" if openai_chat.main_call(body) else "side"
     if path.endswith("/v1/messages/count_tokens"):
         return "count_tokens"
     if not path.endswith("/v1/messages"):

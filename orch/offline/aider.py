@@ -2,8 +2,8 @@
 
 aider 0.86.2 sends Chat Completions without `tools`, its system prompt teaching SEARCH/REPLACE blocks
 ("diff" edit format). The model's whole answer is one text; aider applies its edit blocks, then offers
-its shell blocks (refused under `--yes-always`: aider asks those with an explicit yes), then waits for
-the next prompt: it never sends the outcome back by itself. So:
+its shell blocks (after the edits, once orch answers its question: orch/agents/aider_confirm.py), then
+waits for the next prompt: it never sends the outcome back by itself. So:
 
 - every tool step of the script up to the next reply goes into one answer, in order: a write step as a
   SEARCH/REPLACE block with an empty SEARCH (a new or rewritten file; absolute paths work), a bash step
@@ -33,6 +33,7 @@ AIDER_NOTES = (
     "Don't try and edit any existing code",
     "Here are summaries of some files",
     "Here are some READ ONLY files",
+    "Output from ",  # the output of the shell blocks it ran (then an assistant "Ok"): not a prompt
 )
 MAX_STEPS = 100
 
@@ -87,13 +88,24 @@ def _read_brief(path: str, index: int) -> list[dict[str, Any]]:
     ]
 
 
+def one_line(script: str) -> str:
+    """A shell script as one command line: aider runs each line of a shell block as a command of its own
+    (base_coder.py handle_shell_commands, 0.86.2), so a script's variables, `if`s and multi-line quotes
+    would fall apart. A multi-line script is handed to bash whole, its newlines as `\\n` for printf %b."""
+    script = script.strip("\n")
+    if "\n" not in script:
+        return script
+    escaped = script.replace("\\", "\\\\").replace("\n", "\\n").replace("'", "'\\''")
+    return f"bash -c \"$(printf '%b' '{escaped}')\""
+
+
 def _render(step: Answer) -> str:
     if step.tool == "Write":
         path, content = step.tool_input.get("file_path", ""), str(step.tool_input.get("content", ""))
         body = content if content.endswith("\n") or not content else content + "\n"
         return f"orch step: Write\n{path}\n```\n<<<<<<< SEARCH\n=======\n{body}>>>>>>> REPLACE\n```\n"
     if step.tool == "Bash":
-        return f"orch step: Bash\n```bash\n{step.tool_input.get('command', '')}\n```\n"
+        return f"orch step: Bash\n```bash\n{one_line(str(step.tool_input.get('command', '')))}\n```\n"
     return f"orch step: {step.tool}\n(aider has no {step.tool} tool: step skipped)\n"
 
 

@@ -691,6 +691,20 @@ def test_different_conversations_have_different_keys() -> None:
     assert len(conversations) == 4
 
 
+CHAT: Body = {
+    "model": "gpt-4.1",
+    "stream": True,
+    "messages": [{"role": "system", "content": "Generate a title."}, {"role": "user", "content": "fix the bug"}],
+}
+AIDER: Body = {
+    **CHAT,
+    "messages": [
+        {"role": "system", "content": "Act as an expert software developer. ... *SEARCH/REPLACE block* Rules: ..."},
+        {"role": "user", "content": "fix the bug"},
+    ],
+}
+
+
 @pytest.mark.parametrize(
     ("path", "body", "kind"),
     [
@@ -701,6 +715,11 @@ def test_different_conversations_have_different_keys() -> None:
         ("/v1/messages", {**A6, "tools": []}, "side"),
         ("/v1/messages/count_tokens", A6, "count_tokens"),
         ("/v1/models", {}, "other"),
+        # Chat Completions: opencode's turns offer tools, aider's offer none but teach edit blocks.
+        ("/chat/completions", {**CHAT, "tools": [{"type": "function"}]}, "main"),
+        ("/chat/completions", AIDER, "main"),
+        ("/chat/completions", {**AIDER, "stream": False}, "side"),  # aider's history summaries
+        ("/chat/completions", CHAT, "side"),  # opencode's titles
     ],
 )
 def test_kind(path: str, body: Body, kind: str) -> None:
