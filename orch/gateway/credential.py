@@ -93,7 +93,11 @@ def _variable(credentials: Credentials, env: Mapping[str, str]) -> str | None:
 
 
 def fleet_upstreams(
-    kinds: Mapping[str, Credentials], env: Mapping[str, str], offline: bool, home: Path | None = None
+    kinds: Mapping[str, Credentials],
+    env: Mapping[str, str],
+    offline: bool,
+    home: Path | None = None,
+    strict: bool = True,
 ) -> FleetUpstreams:
     """One upstream per model API of the fleet (`kinds`: agent kind -> its Credentials, in fleet order).
 
@@ -101,7 +105,7 @@ def fleet_upstreams(
     scheme and secret share an upstream, which serves their protocols. A fleet of one upstream keeps the
     fallbacks of `upstream_for` (the login file passed through, or no credential with a warning); a fleet
     across several model APIs needs a credential the gateway holds for each, else UsageError naming the
-    missing variables (nothing is started)."""
+    missing variables (nothing is started); `strict=False` (`orch doctor`) returns them as they are."""
     if offline:
         return FleetUpstreams((Upstream(kind="scripted"),))
     groups: dict[tuple[str, str, str], tuple[Upstream, UpstreamChoice, str | None]] = {}
@@ -131,7 +135,7 @@ def fleet_upstreams(
         up, choice, _ = found[0]
         return FleetUpstreams((up,), choice.warning, choice.login_file, variables)
     missing = [kind for kind, credentials in kinds.items() if credentials.env and not credentials.in_env(env)]
-    if missing:
+    if missing and strict:
         names = "; ".join(f"{kind}: {' or '.join(kinds[kind].env)}" for kind in missing)
         raise UsageError(
             f"no credential for {len(missing)} of the fleet's model APIs ({names}): a fleet across model APIs "

@@ -189,3 +189,28 @@ def test_boot_line_carries_every_secret_and_dumps_none(tmp_path: Path) -> None:
     line = json.loads(boot_line(boot))
     assert [u["secret"] for u in line["upstreams"]] == [ANTHROPIC_KEY, OPENAI_KEY]
     assert ANTHROPIC_KEY not in boot.model_dump_json() and OPENAI_KEY not in repr(boot)
+
+
+def test_doctor_lists_each_credential_the_gateway_would_hold_for_a_fleet(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.helpers import orch
+
+    for var in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+    result = orch("doctor", "--agents", "claude:2,codex:1")
+    lines = [line for line in result.output.splitlines() if "upstream" in line]
+    assert lines == [
+        "ok upstream       claude -> http://127.0.0.1:9 (anthropic): ANTHROPIC_API_KEY, sent as x-api-key",
+        "!! upstream       codex -> https://api.openai.com/v1 (openai-responses): no credential (OPENAI_API_KEY unset)",
+    ]
+    assert result.exit_code == 1 and ANTHROPIC_KEY not in result.output
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    result = orch("doctor", "--agents", "claude,codex,opencode")
+    assert (
+        "codex+opencode -> https://api.openai.com/v1 (openai-responses, openai-chat): OPENAI_API_KEY, sent as bearer"
+        in (result.output)
+    )
+    assert OPENAI_KEY not in result.output and "!! upstream" not in result.output
+    bad = orch("doctor", "--agents", "nope:1")
+    assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1
