@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import SecretStr
@@ -62,8 +63,13 @@ def lost(info: RunInfo) -> GatewayHandle | None:
 def upstreams(info: RunInfo) -> FleetUpstreams:
     """The run's upstreams, one per model API of its fleet, from this process's environment. A fleet across
     model APIs with a credential missing raises UsageError naming it: call it before creating anything."""
-    kinds = {kind: get_adapter(kind).credentials for kind in info.kinds()}
-    return fleet_upstreams(kinds, os.environ, info.offline or info.replay is not None)
+    return fleet_credentials(info.kinds(), info.offline or info.replay is not None)
+
+
+def fleet_credentials(kinds: Sequence[str], offline: bool) -> FleetUpstreams:
+    """The upstreams a fleet of these agent kinds would get from this process's environment (UsageError
+    when a live fleet across model APIs lacks a credential of one)."""
+    return fleet_upstreams({kind: get_adapter(kind).credentials for kind in kinds}, os.environ, offline)
 
 
 def ensure(run: RunFolder, info: RunInfo) -> GatewayHandle:
