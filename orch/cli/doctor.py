@@ -45,7 +45,7 @@ def _docker() -> list[Check]:
     return checks
 
 
-def _upstreams(fleet: list[str] | None) -> list[Check]:
+def upstream_checks(fleet: list[str] | None) -> list[Check]:
     """One line per upstream the run's gateway would hold for the fleet (default: every agent that calls a
     model API): which agents share it, where it goes, the variable it takes its credential from and how it
     is sent (never a value). For a given fleet across model APIs, a missing credential is a failure: `orch
@@ -73,4 +73,4 @@ def _upstreams(fleet: list[str] | None) -> list[Check]:
 
 def run_checks(fleet: list[str] | None = None) -> list[Check]:
     """Every check; `fleet` (agent kinds) narrows the gateway's upstream lines to that fleet's."""
-    return [_tmux(), *_agents(), *_upstreams(fleet), *_docker()]
+    return [_tmux(), *_agents(), *upstream_checks(fleet), *_docker()]

@@ -19,6 +19,7 @@ from orch.contracts import Credentials
 from orch.errors import OrchError, UsageError
 from orch.gateway.cassette import read_exchanges
 from orch.gateway.credential import fleet_upstreams
+from orch.gateway.process import GatewayClient, start_gateway
 from orch.gateway.records import GatewayBudget, Scheme, Upstream
 from orch.offline.modelserver import ScriptedModelServer, key_digest
 from orch.waits import wait_until
@@ -146,6 +147,16 @@ def test_each_worker_reaches_its_own_upstream_with_its_key_only(
         os.kill(child, signal.SIGKILL)
         wait_until(lambda: gw.client.health() and gw.client.info()["pid"] != child, 30, "a new gateway server child")
         assert call(gw.base(claude) + "/responses", _responses_call(SCRIPT)).status == 403
+        # So does a gateway started again after its supervisor died (its private state keeps them).
+        os.kill(gw.handle.pid, signal.SIGKILL)
+        wait_until(lambda: not gw.client.health(), 30, "the killed gateway to stop answering")
+        again = start_gateway(boot, gw.handle_file, gw.log)
+        assert again.url == gw.handle.url
+        assert call(gw.base(claude) + "/responses", _responses_call(SCRIPT)).status == 403
+        assert call(gw.base(codex) + "/v1/messages", main_call(SCRIPT)).status == 403
+        GatewayClient(again).set_budget(GatewayBudget())
+        assert call(gw.base(codex) + "/responses", _responses_call(SCRIPT)).status == 200
+        assert {r.key_digest for r in openai.requests} == {key_digest(OPENAI_KEY)} and len(openai.requests) == 3
     # No key in the run folder: not in the recordings, the books, the events or the log.
     for path in gw.folder.root.rglob("*"):
         if path.is_file():
@@ -192,6 +203,7 @@ def test_boot_line_carries_every_secret_and_dumps_none(tmp_path: Path) -> None:
 
 
 def test_doctor_lists_each_credential_the_gateway_would_hold_for_a_fleet(monkeypatch: pytest.MonkeyPatch) -> None:
+    from orch.cli.doctor import upstream_checks
     from tests.helpers import orch
 
     for var in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
@@ -205,12 +217,13 @@ def test_doctor_lists_each_credential_the_gateway_would_hold_for_a_fleet(monkeyp
         "!! upstream       codex -> https://api.openai.com/v1 (openai-responses): no credential (OPENAI_API_KEY unset)",
     ]
     assert result.exit_code == 1 and ANTHROPIC_KEY not in result.output
+    # Without a fleet: every model API, a missing credential only a note.
+    assert all(check.optional for check in upstream_checks(None) if not check.ok)
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
-    result = orch("doctor", "--agents", "claude,codex,opencode")
-    assert (
+    checks = upstream_checks(["claude", "codex", "opencode"])
+    assert all(check.ok for check in checks) and OPENAI_KEY not in repr(checks)
+    assert checks[1].detail == (
         "codex+opencode -> https://api.openai.com/v1 (openai-responses, openai-chat): OPENAI_API_KEY, sent as bearer"
-        in (result.output)
     )
-    assert OPENAI_KEY not in result.output and "!! upstream" not in result.output
     bad = orch("doctor", "--agents", "nope:1")
     assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1
