@@ -283,3 +283,17 @@ def test_a_live_fleet_across_two_model_apis_keeps_each_key_for_its_own_api(
         if path.is_file():
             data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
             assert not [k for k in keys.values() if k.encode() in data], path
+
+
+def test_a_fleet_across_model_apis_without_one_key_creates_no_container(
+    mixed_image: str, names: list[str], workdir: Path, engine: docker.DockerClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", f"sk-ant-test-{secrets.token_hex(8)}")
+    name = new_name(names, "gwkey")
+    result = orch("up", name, "--agents", "claude:1,codex:1", "--workdir", workdir)
+    assert result.exit_code == 2 and "codex: OPENAI_API_KEY" in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert not RunFolder.for_name(name).root.exists()
+    assert not engine.containers.list(all=True, filters={"name": f"orch-{name}"})
