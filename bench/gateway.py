@@ -143,7 +143,7 @@ def run(ctx: Context) -> Result:
         boot = GatewayBoot(
             run=run_folder.name,
             run_dir=str(run_folder.root),
-            upstream=Upstream(kind="api", url=upstream_url, scheme=Scheme.API_KEY, secret=SecretStr("bench")),
+            upstreams=[Upstream(kind="api", url=upstream_url, scheme=Scheme.API_KEY, secret=SecretStr("bench"))],
             control_key=SecretStr(secrets.token_hex(16)),
             offline=True,
         )

@@ -104,6 +104,10 @@ class Credentials:
     schemes: tuple[tuple[str, str], ...] = ()
     """For each variable of `env`, how the gateway presents it upstream (orch.gateway.records.Scheme)."""
     login: LoginFile | None = None
+    protocols: tuple[str, ...] = ()
+    """The gateway protocols (orch.gateway.protocols: `anthropic`, `openai-responses`, `openai-chat`,
+    `gemini`) the agent speaks with this credential: its upstream serves these and refuses the others.
+    Empty: any."""
     hint: str = ""
     """How a user gets a credential (the fix `orch doctor` and `orch demo --live` print)."""
 

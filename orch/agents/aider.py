@@ -53,6 +53,7 @@ CREDENTIALS = Credentials(
     base_url_env="OPENAI_API_BASE",
     api_url="https://api.openai.com/v1",
     schemes=(("OPENAI_API_KEY", "bearer"),),
+    protocols=("openai-chat",),
     hint="export OPENAI_API_KEY=... (OPENAI_API_BASE=... for another Chat Completions API)",
 )
 # aider reads both from its environment (its --openai-api-base / --openai-api-key): no token in argv.

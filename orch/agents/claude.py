@@ -54,6 +54,7 @@ CREDENTIALS = Credentials(
         ("CLAUDE_CODE_OAUTH_TOKEN", "oauth"),
     ),
     login=LoginFile(dir_env="CLAUDE_CONFIG_DIR", home_dir=".claude", name=".credentials.json"),
+    protocols=("anthropic",),
     hint="export ANTHROPIC_API_KEY=... or CLAUDE_CODE_OAUTH_TOKEN=... (from `claude setup-token`), "
     "or log in with `claude` (/login)",
 )

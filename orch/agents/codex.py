@@ -73,6 +73,7 @@ CREDENTIALS = Credentials(
     # No login file: a ChatGPT sign-in (auth.json) belongs to Codex's built-in provider, which would
     # bypass the gateway. Only an API key is supported.
     login=None,
+    protocols=("openai-responses",),
     hint="export OPENAI_API_KEY=... (a ChatGPT sign-in cannot be used: workers reach the model through the gateway)",
 )
 GATEWAY = GatewayEnv(base_url_env="OPENAI_BASE_URL", key_env="OPENAI_API_KEY")

@@ -39,6 +39,7 @@ CREDENTIALS = Credentials(
     api_url="https://generativelanguage.googleapis.com",
     # Sent upstream as x-goog-api-key (orch.gateway.gemini).
     schemes=(("GEMINI_API_KEY", "x-api-key"), ("GOOGLE_API_KEY", "x-api-key")),
+    protocols=("gemini",),
     hint="export GEMINI_API_KEY=... (a Gemini API key from Google AI Studio; "
     "Gemini CLI's own Google sign-in cannot go through the gateway)",
 )

@@ -52,6 +52,7 @@ CREDENTIALS = Credentials(
     base_url_env="OPENAI_BASE_URL",
     api_url="https://api.openai.com/v1",
     schemes=(("OPENAI_API_KEY", "bearer"),),
+    protocols=("openai-chat",),
     hint="export OPENAI_API_KEY=... (OPENAI_BASE_URL=... for another Chat Completions API)",
 )
 GATEWAY = GatewayEnv(base_url_env="OPENAI_BASE_URL", key_env="OPENAI_API_KEY")

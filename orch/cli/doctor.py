@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 from orch.agents.registry import ADAPTERS, get_adapter
 from orch.contracts import Check
 from orch.errors import OrchError
 from orch.fleet.tmux import check_tmux
+from orch.gateway.credential import fleet_upstreams
+from orch.gateway.records import Scheme
 from orch.versions import TMUX_MIN_VERSION
 
 
@@ -41,5 +45,32 @@ def _docker() -> list[Check]:
     return checks
 
 
-def run_checks() -> list[Check]:
-    return [_tmux(), *_agents(), *_docker()]
+def upstream_checks(fleet: list[str] | None) -> list[Check]:
+    """One line per upstream the run's gateway would hold for the fleet (default: every agent that calls a
+    model API): which agents share it, where it goes, the variable it takes its credential from and how it
+    is sent (never a value). For a given fleet across model APIs, a missing credential is a failure: `orch
+    up` would refuse it."""
+    kinds = fleet or sorted(name for name in ADAPTERS if get_adapter(name).credentials.env and name != "scripted")
+    found = fleet_upstreams({k: get_adapter(k).credentials for k in kinds}, os.environ, False, strict=False)
+    required = fleet is not None and len(found.upstreams) > 1
+    checks = []
+    for upstream in found.upstreams:
+        protocols = ", ".join(upstream.protocols) or "any API"
+        where = f"{upstream.name} -> {upstream.url or '(no URL)'} ({protocols})"
+        variable = found.variables.get(upstream.name)
+        if variable is not None:
+            checks.append(Check("upstream", True, f"{where}: {variable}, sent as {upstream.scheme.value}"))
+            continue
+        names = sorted({var for kind in upstream.agents for var in get_adapter(kind).credentials.env})
+        hint = get_adapter(upstream.agents[0]).credentials.hint if upstream.agents else None
+        if upstream.scheme is Scheme.PASSTHROUGH and not required:
+            checks.append(Check("upstream", True, f"{where}: the agent's login file, passed through", hint))
+            continue
+        detail = f"{where}: no credential ({' or '.join(names)} unset)"
+        checks.append(Check("upstream", False, detail, hint, optional=not required))
+    return checks
+
+
+def run_checks(fleet: list[str] | None = None) -> list[Check]:
+    """Every check; `fleet` (agent kinds) narrows the gateway's upstream lines to that fleet's."""
+    return [_tmux(), *_agents(), *upstream_checks(fleet), *_docker()]

@@ -12,6 +12,7 @@ import typer
 from orch.cli.common import NameArg, run_folder
 from orch.container.backends import folder_is_here, in_container
 from orch.errors import OrchError, UsageError
+from orch.fleet import gateway
 from orch.lead import decisions, runner, skill
 from orch.lead import demo as demo_mod
 from orch.lead import replay as replay_mod
@@ -92,6 +93,8 @@ def _start(
     run_name = runner.run_name(spec, spec_path, name, replay=cassette is not None)
     source = f", replaying {cassette.root}" if cassette else ""
     isolation = decisions.isolation(spec, backend)  # a strict spec on --local stops here, before anything
+    # A live fleet across model APIs without a credential of one of them: here too, before anything.
+    gateway.fleet_credentials([group.agent for group in spec.groups()], spec.offline or cassette is not None)
     typer.echo(
         f"run {run_name}: starting {spec.worker_count()} worker(s) for {len(spec.tasks)} task(s) "
         f"({backend.value}{source})"

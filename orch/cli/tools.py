@@ -12,9 +12,21 @@ app = typer.Typer()  # joined into the `orch` app by orch.cli.commands
 
 
 @app.command()
-def doctor() -> None:
+def doctor(
+    agents: Annotated[
+        str | None,
+        typer.Option(
+            "--agents",
+            help="A fleet (kind:count,... as `orch up --agents`): list the credentials its gateway would hold, "
+            "and fail if one of its model APIs has none.",
+        ),
+    ] = None,
+) -> None:
     """Check tmux, agent CLIs, the Docker engine and credentials; print the fix for what is missing."""
-    checks = run_checks()
+    from orch.cli.fleet import parse_agents
+
+    fleet = list(dict.fromkeys(parse_agents(agents).values())) if agents else None
+    checks = run_checks(fleet)
     for check in checks:
         mark = "ok " if check.ok else ("-- " if check.optional else "!! ")
         line = f"{mark}{check.name:<14} {check.detail}"

@@ -26,7 +26,7 @@ from orch.container.layout import AGENTS_DIR, HOME, PYTHON, ROLE_CONTAINER, TINI
 from orch.container.mounts import mounts
 from orch.container.serverun import READY_LINE
 from orch.errors import OrchError, SandboxError, UsageError, WaitTimeoutError
-from orch.gateway.credential import UpstreamChoice, upstream_for
+from orch.gateway.credential import FleetUpstreams, fleet_upstreams
 from orch.gateway.records import Scheme
 from orch.run.folder import RunFolder
 from orch.run.records import DockerRunInfo, EgressMode, Isolation, RunStatus
@@ -45,11 +45,12 @@ START_MARGIN = 60.0  # seconds on top of the boot timeout: container start, fire
 ACK_TIMEOUT = 60.0  # seconds for the init to take the boot line (python start-up on a slow engine)
 
 
-def upstream(info: DockerRunInfo) -> UpstreamChoice:
-    """The run's model upstream and credential, from this (the host's) environment; checked before
-    anything is created. A login file passed through can only be mounted from this machine."""
+def upstream(info: DockerRunInfo) -> FleetUpstreams:
+    """The run's model upstreams and credentials (one per model API of the fleet), from this (the host's)
+    environment; checked before anything is created. A login file passed through can only be mounted from
+    this machine."""
     credentials = get_adapter(info.agent).credentials
-    choice = upstream_for(credentials, os.environ, info.offline)
+    choice = fleet_upstreams({k: get_adapter(k).credentials for k in info.kinds()}, os.environ, info.offline)
     if choice.login_file is not None and info.container.on_remote_engine:
         raise UsageError(
             f"the only credential is the login file {choice.login_file}, which cannot reach a remote engine",
@@ -65,7 +66,7 @@ def upstream(info: DockerRunInfo) -> UpstreamChoice:
         )
     if choice.warning:
         log.warning("run %s: %s", info.name, choice.warning)
-    info.credential = choice.upstream.scheme.value
+    info.credential = choice.schemes
     return choice
 
 
@@ -75,7 +76,7 @@ def create(
     prompts: dict[int, str],
     resume: bool,
     boot_timeout: float,
-    choice: UpstreamChoice,
+    choice: FleetUpstreams,
 ) -> Container:
     """Create (not start) the run's container; its first process reads the boot line (`start`), applies
     the egress policy, starts the gateway, then runs `orch serve-run` as the run's uid.
@@ -107,7 +108,7 @@ def create(
     if prompts:
         env[settings.PROMPTS.name] = json.dumps({str(n): text for n, text in prompts.items()})
     login = get_adapter(info.agent).credentials.login
-    if choice.upstream.scheme is Scheme.PASSTHROUGH and choice.login_file is not None and login is not None:
+    if choice.scheme is Scheme.PASSTHROUGH and choice.login_file is not None and login is not None:
         # The one case a worker holds a credential: the agent's own login, which only it can refresh.
         run_mounts.append(Mount(target=CREDENTIALS_MOUNT, source=str(choice.login_file), type="bind", read_only=True))
         env[settings.CREDENTIALS_HOME_PATH.name] = login.in_home
@@ -152,10 +153,10 @@ def create(
         raise UsageError(f"the Docker engine refused the run's container: {explain(exc)}") from exc
 
 
-def start(client: docker.DockerClient, container: Container, info: DockerRunInfo, choice: UpstreamChoice) -> None:
-    """Start the container and hand its init the boot line (the upstream, secret included) on stdin: attached
-    before the start, written once, then detached when the init says it has it (stdin then closes)."""
-    line = _boot_line(InitBoot(run=info.name, offline=info.offline, upstream=choice.upstream))
+def start(client: docker.DockerClient, container: Container, info: DockerRunInfo, choice: FleetUpstreams) -> None:
+    """Start the container and hand its init the boot line (the upstreams, secrets included) on stdin:
+    attached before the start, written once, then detached when the init says it has it (stdin then closes)."""
+    line = _boot_line(InitBoot(run=info.name, offline=info.offline, upstreams=list(choice.upstreams)))
     params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
     try:
         sock = client.api.attach_socket(str(container.id), params=params)
@@ -176,9 +177,10 @@ def start(client: docker.DockerClient, container: Container, info: DockerRunInfo
 
 
 def _boot_line(boot: InitBoot) -> str:
-    """The boot line with the secret's real value (pydantic dumps a SecretStr masked)."""
+    """The boot line with the secrets' real values (pydantic dumps a SecretStr masked)."""
     data = boot.model_dump(mode="json")
-    data["upstream"]["secret"] = boot.upstream.secret.get_secret_value()
+    for dumped, upstream in zip(data["upstreams"], boot.upstreams, strict=True):
+        dumped["secret"] = upstream.secret.get_secret_value()
     return json.dumps(data)
 
 

@@ -6,7 +6,7 @@ privileges for good, then exec the run.
 It starts as root holding only the capabilities it needs for this (see orch.container.boot.INIT_CAPS):
 0. with ORCH_BOOT_STDIN=1 (`orch up`), reads the host's boot line (InitBoot: the run and its model
    upstream, the credential included) from stdin before anything else, says so on stdout (the host waits
-   for that), and points stdin at /dev/null: the credential never sits in the container's environment,
+   for that), and points stdin at /dev/null: the credentials never sit in the container's environment,
    command line, image, labels or run folder, where `docker inspect` or a worker could read it;
 1. applies the egress policy (orch.container.egress), the model API open to the gateway's uid only, and
    writes its report to /tmp for the controller to log;
@@ -65,7 +65,8 @@ class InitBoot(Strict):
 
     run: str
     offline: bool = False
-    upstream: Upstream
+    upstreams: list[Upstream]
+    """One per model API of the fleet, each with its credential."""
 
 
 class InitError(Exception):
@@ -165,7 +166,7 @@ def start_run_gateway(boot: InitBoot, uid: int, gid: int, gw_uid: int) -> str:
         run=boot.run,
         run_dir=str(run.root),
         workdir=WORKDIR,
-        upstream=boot.upstream,
+        upstreams=boot.upstreams,
         control_key=SecretStr(secrets.token_hex(24)),
         offline=boot.offline,
     )
@@ -250,10 +251,13 @@ def _allowlist(offline: bool, extra: list[str], model_api: bool) -> list[str]:
 
 
 def _gateway_egress(boot: InitBoot | None, gw_uid: int, uid: int, gid: int) -> GatewayEgress | None:
-    if boot is None or boot.upstream.kind != "api":
+    """Every upstream API's host, the gateway's alone (the self-test probes the first one's port)."""
+    if boot is None:
         return None
-    found = url_host_port(boot.upstream.url)
-    return None if found is None else GatewayEgress(gw_uid, [found[0]], found[1], uid, gid)
+    found = [hp for u in boot.upstreams if u.kind == "api" and (hp := url_host_port(u.url)) is not None]
+    if not found:
+        return None
+    return GatewayEgress(gw_uid, list(dict.fromkeys(host for host, _ in found)), found[0][1], uid, gid)
 
 
 def main(argv: list[str]) -> int:

@@ -1,9 +1,11 @@
 """The run's model gateway as the fleet sees it: found (the container's init started it) or started here,
-a run-scoped token per worker life, the worker's environment pointing at it, and stopped at teardown.
+a run-scoped token per worker life (bound to the worker's agent kind, so it reaches only that kind's
+upstream), the worker's environment pointing at it, and stopped at teardown.
 
-No worker ever gets the user's credential: it stays in the gateway (orch.gateway), which is given it on
-its stdin. The one exception is a login file the gateway cannot refresh (orch.gateway.credential): the
-run then says `credential: passthrough` and each worker keeps a copy of the agent's own login.
+No worker ever gets the user's credentials: they stay in the gateway (orch.gateway), one upstream per
+model API of the fleet, given on its stdin. The one exception is a login file the gateway cannot refresh
+(orch.gateway.credential; a fleet of one model API only): the run then says `credential: passthrough` and
+each worker keeps a copy of the agent's own login.
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import SecretStr
 
+from orch.agents.registry import get_adapter
 from orch.contracts import AgentAdapter
 from orch.errors import OrchError, SandboxError
-from orch.gateway.credential import upstream_for
+from orch.gateway.credential import FleetUpstreams, fleet_upstreams
 from orch.gateway.process import (
     GatewayClient,
     GatewayHandle,
@@ -56,8 +60,20 @@ def lost(info: RunInfo) -> GatewayHandle | None:
     return handle if handle is not None and not gateway_alive(handle) else None
 
 
-def ensure(run: RunFolder, info: RunInfo, adapter: AgentAdapter) -> GatewayHandle:
-    """The run's running gateway, else a new one (its upstream chosen from this process's environment).
+def upstreams(info: RunInfo) -> FleetUpstreams:
+    """The run's upstreams, one per model API of its fleet, from this process's environment. A fleet across
+    model APIs with a credential missing raises UsageError naming it: call it before creating anything."""
+    return fleet_credentials(info.kinds(), info.offline or info.replay is not None)
+
+
+def fleet_credentials(kinds: Sequence[str], offline: bool) -> FleetUpstreams:
+    """The upstreams a fleet of these agent kinds would get from this process's environment (UsageError
+    when a live fleet across model APIs lacks a credential of one)."""
+    return fleet_upstreams({kind: get_adapter(kind).credentials for kind in kinds}, os.environ, offline)
+
+
+def ensure(run: RunFolder, info: RunInfo) -> GatewayHandle:
+    """The run's running gateway, else a new one (its upstreams chosen from this process's environment).
     A new one after a supervisor that died takes back its address and the workers' live tokens (kept in
     the gateway's private state beside its handle), so running workers carry on. Sets `info.credential`
     (saved with run.json by the caller)."""
@@ -65,7 +81,7 @@ def ensure(run: RunFolder, info: RunInfo, adapter: AgentAdapter) -> GatewayHandl
     if handle is not None:
         return handle
     dead = lost(info)
-    choice = upstream_for(adapter.credentials, os.environ, info.offline)
+    choice = upstreams(info)
     if choice.warning:
         log.warning("run %s: %s", info.name, choice.warning)
         run.log_event(ControllerEvent(event=Event.CREDENTIAL_FALLBACK, data={"warning": choice.warning}))
@@ -73,16 +89,18 @@ def ensure(run: RunFolder, info: RunInfo, adapter: AgentAdapter) -> GatewayHandl
         run=info.name,
         run_dir=str(run.root),
         workdir=info.workdir,
-        upstream=None if info.replay else choice.upstream,
+        upstreams=[] if info.replay else list(choice.upstreams),
         replay=info.replay,
         control_key=SecretStr(secrets.token_hex(24)),
         offline=info.offline or info.replay is not None,
     )
-    info.credential = Scheme.NONE.value if info.replay else choice.upstream.scheme.value
+    info.credential = Scheme.NONE.value if info.replay else choice.schemes
     run.logs_dir.mkdir(parents=True, exist_ok=True)
     handle = start_gateway(boot, handle_path(info.name), run.logs_dir / "gateway.log")
     save_handle(handle_path(info.name), handle)
     data: dict[str, object] = {"url": handle.url, "pid": handle.pid, "credential": info.credential}
+    if len(boot.upstreams) > 1:
+        data["upstreams"] = {u.name: u.scheme.value for u in boot.upstreams}  # names and schemes, no secret
     if dead is not None:
         data["replaces"] = dead.pid  # the supervisor that died; same url: its workers' tokens live on
     run.log_event(ControllerEvent(event=Event.GATEWAY_STARTED, data=data))
@@ -93,7 +111,7 @@ def worker_env(handle: GatewayHandle, adapter: AgentAdapter, n: int) -> dict[str
     """Worker n's own variables: its base URL carries a fresh token (revoking the one of its last life)."""
     if adapter.gateway is None:
         return {}
-    token = GatewayClient(handle).mint_token(n)
+    token = GatewayClient(handle).mint_token(n, adapter.name)
     return {adapter.gateway.base_url_env: f"{handle.url}/t/{token}", adapter.gateway.key_env: token}
 
 

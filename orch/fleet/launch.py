@@ -56,13 +56,6 @@ def plan(req: UpRequest) -> tuple[AgentAdapter, LocalRunInfo]:
         if not 1 <= n <= req.workers:
             raise UsageError(f"prompt, model or agent for worker {n} is out of range", hint=f"use 1 to {req.workers}")
     agents = {n: kind for n, kind in req.worker_agents.items() if kind != adapter.name}
-    apis = {get_adapter(kind).credentials.api_url for kind in {adapter.name, *agents.values()}}
-    if len(apis) > 1 and not (req.offline or req.replay):
-        raise UsageError(
-            f"a mixed fleet that talks to {len(apis)} model APIs cannot run live yet: the run's gateway holds "
-            "one upstream and credential",
-            hint="run it --offline (or replay a recording), or keep to agents of one model API",
-        )
     for kind in {adapter.name, *agents.values()}:
         other = get_adapter(kind)
         mode = req.permission_mode or other.default_permission_mode
@@ -106,6 +99,7 @@ def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
     On any failure nothing is left behind: no tmux server, no run folder, no config dirs.
     """
     _, info = plan(req)
+    gateway.upstreams(info)  # a fleet across model APIs lacking one's credential: refused, nothing made
     if info.isolation is Isolation.STRICT:
         raise UsageError(
             "strict isolation needs the container backend: a local run cannot give each worker its own uid",
@@ -152,7 +146,7 @@ def launch(
     adapters = {n: adapter_of(info, n) for n in range(1, info.workers + 1)}
     info.agent_version = adapters[1].version()
     server = server_for(info)
-    handle = gateway.ensure(run, info, get_adapter(info.agent))
+    handle = gateway.ensure(run, info)
     env = agent_environment(info)
     seen = {n: len(run.hook_events(n)) for n in range(1, info.workers + 1)}
     for n, adapter in adapters.items():
@@ -398,7 +392,7 @@ def restart(run: RunFolder, n: int, prompt: str | None = None) -> None:
     pane = server.pane(n)
     adapter = adapter_of(info, n)
     session = last_session(run, n)
-    handle = gateway.ensure(run, info, get_adapter(info.agent))
+    handle = gateway.ensure(run, info)
     spec = _worker_spec(
         run, info, adapter, n, agent_environment(info), gateway.worker_env(handle, adapter, n), prompt, session
     )

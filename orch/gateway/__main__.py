@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         where = ".".join(str(p) for p in error["loc"]) or "the line"
         print(f"orch gateway: bad boot line: {where}: {error['msg']}", file=sys.stderr)
         return 2
-    if boot.upstream is None and boot.replay is None:
+    if not boot.upstreams and boot.replay is None:
         print("orch gateway: bad boot line: needs an upstream or a replay cassette", file=sys.stderr)
         return 2
     try:

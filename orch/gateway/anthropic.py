@@ -13,6 +13,7 @@ from orch.gateway.records import Scheme, Tokens
 OAUTH_BETA = "oauth-2025-04-20"
 _ERROR_TYPES: dict[ErrorKind, str] = {
     "authentication": "authentication_error",
+    "permission": "permission_error",
     "invalid_request": "invalid_request_error",
     "upstream": "api_error",
     "not_found": "not_found_error",

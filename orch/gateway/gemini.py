@@ -30,6 +30,7 @@ MADE_UP_ID = re.compile(r"^.+_\d{10,}_\d+$")
 """An id Gemini CLI 0.61.0 gave a call itself: `<tool name>_<epoch ms>_<index>`."""
 _ERRORS: dict[ErrorKind, tuple[int, str]] = {
     "authentication": (401, "UNAUTHENTICATED"),
+    "permission": (403, "PERMISSION_DENIED"),
     "invalid_request": (400, "INVALID_ARGUMENT"),
     "upstream": (502, "UNAVAILABLE"),
     "not_found": (404, "NOT_FOUND"),

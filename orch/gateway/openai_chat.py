@@ -23,6 +23,7 @@ from orch.gateway.records import Scheme, Tokens
 PATHS = ("/chat/completions", "/v1/chat/completions")
 _ERROR_TYPES: dict[ErrorKind, str] = {
     "authentication": "invalid_api_key",
+    "permission": "insufficient_permissions",
     "invalid_request": "invalid_request_error",
     "upstream": "server_error",
     "not_found": "not_found",

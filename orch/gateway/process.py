@@ -188,8 +188,11 @@ class GatewayClient:
             raise OrchError(f"gateway {method} {path} failed: {exc}") from None
         return result if isinstance(result, dict) else {}
 
-    def mint_token(self, worker: int) -> str:
-        return str(self._call("POST", f"/_orch/tokens/{worker}")["token"])
+    def mint_token(self, worker: int, agent: str | None = None) -> str:
+        """A fresh token for worker n (revoking its last), bound to its agent kind: it reaches only the
+        upstream of that kind (a gateway of several upstreams requires one)."""
+        payload = None if agent is None else {"agent": agent}
+        return str(self._call("POST", f"/_orch/tokens/{worker}", payload)["token"])
 
     def set_budget(self, budget: GatewayBudget) -> None:
         self._call("PUT", "/_orch/budget", budget.model_dump())

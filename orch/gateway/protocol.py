@@ -14,7 +14,7 @@ from typing import Any, Literal, Protocol
 
 from orch.gateway.records import Scheme, Tokens
 
-ErrorKind = Literal["authentication", "invalid_request", "upstream", "not_found"]
+ErrorKind = Literal["authentication", "permission", "invalid_request", "upstream", "not_found"]
 
 
 @dataclass(frozen=True)

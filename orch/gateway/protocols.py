@@ -1,7 +1,8 @@
 """Which model API a worker's request speaks, chosen per request by its path, so that several APIs
 share one run's gateway: `/v1/messages` is Anthropic's, `/responses` OpenAI's Responses API,
 `/chat/completions` OpenAI's Chat Completions, `/v1beta/models/M:generateContent` Gemini's. A path no
-protocol claims (a model list, say) is passed through uncounted with the default one's headers."""
+protocol claims (a model list, say) is passed through uncounted to the worker's own upstream, with the
+headers of that upstream's first protocol."""
 
 from __future__ import annotations
 
@@ -22,9 +23,22 @@ PROTOCOLS: tuple[ApiProtocol, ...] = (
 DEFAULT = PROTOCOLS[0]
 
 
+BY_NAME: dict[str, ApiProtocol] = {p.name: p for p in PROTOCOLS}
+
+
+def claiming(path: str) -> ApiProtocol | None:
+    """The protocol whose billable calls include `path` (without the /t/<token> prefix), if any."""
+    return next((p for p in PROTOCOLS if p.billable("POST", path.split("?", 1)[0])), None)
+
+
 def for_path(path: str) -> ApiProtocol:
-    """The protocol whose billable calls include `path` (without the /t/<token> prefix), else DEFAULT."""
-    return next((p for p in PROTOCOLS if p.billable("POST", path.split("?", 1)[0])), DEFAULT)
+    """The protocol claiming `path`, else DEFAULT."""
+    return claiming(path) or DEFAULT
+
+
+def named(name: str | None) -> ApiProtocol:
+    """The protocol of that name, else DEFAULT."""
+    return BY_NAME.get(name or "", DEFAULT)
 
 
 def upstream_body(protocol: ApiProtocol, body: dict[str, Any], raw: bytes) -> bytes:

@@ -24,11 +24,12 @@ import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
 
+from orch.gateway import protocols
 from orch.gateway.books import Books
 from orch.gateway.events import EventLog
 from orch.gateway.protocol import ApiProtocol, ErrorKind, Outcome
-from orch.gateway.protocols import for_path, upstream_body
-from orch.gateway.records import GatewayBoot, GatewayEventKind
+from orch.gateway.protocols import claiming, upstream_body
+from orch.gateway.records import GatewayBoot, GatewayEventKind, Upstream
 from orch.gateway.replay import Replayer, ReplayMiss, exchange_key
 from orch.gateway.sse import SseParser, split_events
 from orch.gateway.writer import Call, Done, Writer
@@ -73,11 +74,11 @@ def retry_after(value: str | None) -> float | None:
 
 
 class Proxy:
-    def __init__(self, boot: GatewayBoot, protocol: ApiProtocol, upstream_url: str, events: EventLog,
+    def __init__(self, boot: GatewayBoot, upstream_urls: list[str], events: EventLog,
                  books: Books, writer: Writer, jobs: dict[int, str], replayer: Replayer | None) -> None:  # fmt: skip
-        self.boot, self.protocol, self.events = boot, protocol, events
+        self.boot, self.events = boot, events
         self.books, self.writer, self.jobs, self.replayer = books, writer, jobs, replayer
-        self.upstream_url = upstream_url.rstrip("/")
+        self.upstreams = [(u, url.rstrip("/")) for u, url in zip(boot.upstreams, upstream_urls, strict=True)]
         self._session: aiohttp.ClientSession | None = None
         self._seq = itertools.count(1)
 
@@ -94,19 +95,47 @@ class Proxy:
             await self._session.close()
 
     def error(self, status: int, kind: ErrorKind, message: str, protocol: ApiProtocol | None = None) -> web.Response:
-        body = (protocol or self.protocol).error_body(kind, message)
+        body = (protocol or protocols.DEFAULT).error_body(kind, message)
         return web.json_response(body, status=status, headers=NO_RETRY)
 
+    def route(self, agent: str | None, claimed: ApiProtocol | None) -> tuple[Upstream, str] | None:
+        """The upstream (and its URL) of a worker of kind `agent` for a call of protocol `claimed` (None:
+        a path no protocol claims): the first that serves both; None when none does. Each upstream's
+        credential only ever goes to its own URL."""
+        name = claimed.name if claimed is not None else None
+        return next(((u, url) for u, url in self.upstreams if u.serves(agent, name)), None)
+
     # --- the request ----------------------------------------------------------------------------
-    async def serve(self, request: web.Request, worker: int, path: str, query: str) -> web.StreamResponse:
+    async def serve(
+        self, request: web.Request, worker: int, agent: str | None, path: str, query: str
+    ) -> web.StreamResponse:
         raw = await request.read()
         method = request.method
-        protocol = for_path(path)
+        claimed = claiming(path)
+        protocol = claimed or protocols.DEFAULT
         if not canonical(path):
             # `/x/../responses`, `//responses` or `/%72esponses` would reach the upstream's endpoint
             # while the gateway counted, capped and ledgered nothing: refused.
             self.events.emit(GatewayEventKind.MALFORMED_REQUEST, worker, path=path[:200], error="non-canonical path")
             return self.error(400, "invalid_request", "orch gateway: the request path is not canonical", protocol)
+        target: tuple[Upstream, str] | None = None
+        if self.replayer is None:
+            target = self.route(agent, claimed)
+            if target is None:
+                # Another model API's call (a Claude Code worker posting to /responses, say): its credential
+                # is another upstream's, and this worker's upstream does not speak it. Never forwarded.
+                what = f"the {claimed.name} API" if claimed is not None else path[:100]
+                self.events.emit(
+                    GatewayEventKind.NO_UPSTREAM,
+                    worker,
+                    path=path[:200],
+                    agent=agent,
+                    protocol=getattr(claimed, "name", None),
+                )
+                message = f"orch gateway: no upstream of this run serves {what} for a {agent or 'unbound'} worker"
+                return self.error(403, "permission", message, protocol)
+            if claimed is None and target[0].protocols:  # a path nobody claims: its upstream's headers
+                protocol = protocols.named(target[0].protocols[0])
         kind = protocol.kind(method, path)
         body: dict[str, Any] = {}
         if protocol.billable(method, path):
@@ -128,28 +157,30 @@ class Proxy:
             return self.error(400, "invalid_request", f"orch gateway: budget exceeded: {reason}", protocol)
         if self.replayer is not None:
             return await self.replay(request, call)
-        return await self.forward(request, call, raw)
+        assert target is not None
+        return await self.forward(request, call, raw, *target)
 
-    def _upstream_headers(self, request: web.Request, protocol: ApiProtocol) -> CIMultiDict[str]:
+    @staticmethod
+    def _upstream_headers(request: web.Request, protocol: ApiProtocol, upstream: Upstream) -> CIMultiDict[str]:
         lowered = {k.lower(): v for k, v in request.headers.items()}
-        headers = CIMultiDict(
-            (k, v) for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP | protocol.auth_headers
-        )
-        upstream = self.boot.upstream
-        if upstream is not None:
-            secret = upstream.secret.get_secret_value()
-            for name, value in protocol.upstream_auth(upstream.scheme, secret, lowered).items():
-                headers[name] = value
+        # Every header any protocol reads a credential from is dropped, not only this one's.
+        drop = HOP_BY_HOP.union(*(p.auth_headers for p in protocols.PROTOCOLS))
+        headers = CIMultiDict((k, v) for k, v in request.headers.items() if k.lower() not in drop)
+        secret = upstream.secret.get_secret_value()
+        for name, value in protocol.upstream_auth(upstream.scheme, secret, lowered).items():
+            headers[name] = value
         return headers
 
-    async def forward(self, request: web.Request, call: Call, raw: bytes) -> web.StreamResponse:
+    async def forward(
+        self, request: web.Request, call: Call, raw: bytes, target: Upstream, url: str
+    ) -> web.StreamResponse:
         assert self._session is not None
         try:
             upstream = await self._session.request(
                 call.method,
-                self.upstream_url + call.path,
+                url + call.path,
                 data=upstream_body(call.protocol, call.body, raw),
-                headers=self._upstream_headers(request, call.protocol),
+                headers=self._upstream_headers(request, call.protocol, target),
                 allow_redirects=False,
             )
         except TimeoutError:

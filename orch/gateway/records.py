@@ -45,6 +45,22 @@ class Upstream(Strict):
     """The API's base URL (kind api), e.g. https://api.anthropic.com."""
     scheme: Scheme = Scheme.NONE
     secret: SecretStr = SecretStr("")
+    agents: list[str] = Field(default_factory=list)
+    """The agent kinds whose workers it serves (a worker's token names its kind); empty: every worker."""
+    protocols: list[str] = Field(default_factory=list)
+    """The protocols (orch.gateway.protocols names) it serves; a request of another is refused, never
+    forwarded with this credential. Empty: every protocol (the scripted model speaks them all)."""
+
+    @property
+    def name(self) -> str:
+        """How events and `orch doctor` name it (never its secret)."""
+        return "+".join(self.agents) or self.kind
+
+    def serves(self, agent: str | None, protocol: str | None) -> bool:
+        """Whether a worker of kind `agent` (None: unbound) may reach it with a call of `protocol` (None:
+        a path no protocol claims)."""
+        agent_ok = not self.agents or agent is None or agent in self.agents
+        return agent_ok and (not self.protocols or protocol is None or protocol in self.protocols)
 
 
 class GatewayBoot(Strict):
@@ -56,9 +72,9 @@ class GatewayBoot(Strict):
     """The run folder; the gateway writes `model/` in it."""
     workdir: str = ""
     """The tree under audit (replay matching ignores where it lives)."""
-    protocol: Literal["anthropic"] = "anthropic"
-    upstream: Upstream | None = None
-    """None only with `replay`."""
+    upstreams: list[Upstream] = Field(default_factory=list)
+    """One per model API the run's agents need, each with its own credential: a request goes to the
+    upstream of its worker's kind and its protocol, or nowhere. Empty only with `replay`."""
     replay: str | None = None
     """A cassette: a run folder (or a copy of one) whose `model/` recording answers every request."""
     control_key: SecretStr
@@ -149,6 +165,8 @@ class GatewayEventKind(StrEnum):
     RATE_LIMITED = "rate-limited"
     UPSTREAM_ERROR = "upstream-error"
     REPLAY_MISS = "replay-miss"
+    NO_UPSTREAM = "no-upstream"
+    """A call no upstream of the worker serves (another model API's path): refused, never forwarded."""
     CREDENTIAL_FALLBACK = "credential-fallback"
     NO_PRICE = "no-price"
     """A model the pricing table has no price for (once per model and gateway life): its cost counts as 0."""

@@ -23,6 +23,7 @@ from orch.gateway.records import Scheme, Tokens
 PATHS = ("/responses", "/v1/responses")
 _ERROR_TYPES: dict[ErrorKind, tuple[str, str | None]] = {
     "authentication": ("invalid_request_error", "invalid_api_key"),
+    "permission": ("invalid_request_error", "insufficient_permissions"),
     "invalid_request": ("invalid_request_error", None),
     "upstream": ("server_error", None),
     "not_found": ("invalid_request_error", "not_found"),

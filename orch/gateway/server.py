@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from orch import settings
 from orch.errors import OrchError
-from orch.gateway import protocols, tokens
+from orch.gateway import tokens
 from orch.gateway.books import Books
 from orch.gateway.events import EventLog
 from orch.gateway.ledger import Ledger
@@ -56,7 +56,7 @@ class Gateway:
         self.folder = RunFolder(Path(self.boot.run_dir))
         self.folder.model_dir.mkdir(parents=True, exist_ok=True)
         self.events = EventLog(self.folder.model_log)
-        self.tokens = tokens.TokenTable(start.tokens)
+        self.tokens = tokens.TokenTable(start.tokens, start.agents)
         self.jobs: dict[int, str] = dict(start.jobs)
         self._report_fd = report_fd
         self._control_key = self.boot.control_key.get_secret_value().encode()
@@ -66,9 +66,7 @@ class Gateway:
         self.writer = Writer(
             self.books, Ledger(self.folder), Recorder(self.folder), self.boot.run_dir, self.boot.workdir
         )
-        self.proxy = Proxy(
-            self.boot, protocols.DEFAULT, start.upstream_url, self.events, self.books, self.writer, self.jobs, replayer
-        )
+        self.proxy = Proxy(self.boot, start.upstream_urls, self.events, self.books, self.writer, self.jobs, replayer)
 
     def report(self, report: Report) -> None:
         """Tell the supervisor (before answering: a child that dies next must not lose a live token)."""
@@ -92,7 +90,8 @@ class Gateway:
             )
             protocol = for_path(match[2] or "/") if match else None
             return self.proxy.error(401, "authentication", "orch gateway: unknown worker token", protocol)
-        return await self.proxy.serve(request, worker, match[2] or "/", match[3] or "")
+        agent = self.tokens.agent(worker)
+        return await self.proxy.serve(request, worker, agent, match[2] or "/", match[3] or "")
 
     async def control(self, request: web.Request) -> web.StreamResponse:
         given = request.headers.get("x-orch-control", "").encode()
@@ -116,10 +115,14 @@ class Gateway:
         match = _CONTROL.match(path)
         if match and match[1] == "tokens" and method == "POST":
             worker = int(match[2])
+            try:
+                agent = self.token_agent(await request.read())
+            except ValueError as exc:
+                return _json(400, {"error": f"orch gateway: {exc}"})
             token = tokens.mint(self.boot.run, worker)
-            self.report(Report(worker=worker, token=token))
-            self.tokens.set(worker, token)
-            self.events.emit(GatewayEventKind.TOKEN_ISSUED, worker, token=tokens.digest(token))
+            self.report(Report(worker=worker, token=token, agent=agent))
+            self.tokens.set(worker, token, agent)
+            self.events.emit(GatewayEventKind.TOKEN_ISSUED, worker, token=tokens.digest(token), agent=agent)
             return _json(200, {"token": token})
         if match and match[1] == "jobs" and method == "PUT":
             try:
@@ -136,6 +139,22 @@ class Gateway:
                 self.jobs[worker] = job
             return _json(200, {"worker": worker, "job": job})
         return _json(404, {"error": f"orch gateway: no control endpoint {method} {path}"})
+
+    def token_agent(self, raw: bytes) -> str | None:
+        """The agent kind a token is minted for (`{"agent": "codex"}`; none: an empty body). A gateway of
+        several upstreams binds every token to one kind, which must be one of theirs."""
+        try:
+            agent = json.loads(raw)["agent"] if raw.strip() else None
+        except (ValueError, KeyError, TypeError):
+            raise ValueError('expected {"agent": "<kind>"} or no body') from None
+        if agent is not None and not isinstance(agent, str):
+            raise ValueError('expected {"agent": "<kind>"} or no body')
+        upstreams = self.boot.upstreams
+        if agent is None and len(upstreams) > 1:
+            raise ValueError("this gateway holds several upstreams: name the worker's agent kind")
+        if agent is not None and upstreams and not any(u.serves(agent, None) for u in upstreams):
+            raise ValueError(f"no upstream of this run serves agent {agent!r}")
+        return agent
 
 
 async def _serve(start: ChildStart, sock: socket.socket, report_fd: int) -> None:

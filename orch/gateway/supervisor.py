@@ -93,6 +93,7 @@ class SavedState(Strict):
     run_dir: str
     url: str
     tokens: dict[int, str] = Field(default_factory=dict)
+    agents: dict[int, str] = Field(default_factory=dict)
     jobs: dict[int, str] = Field(default_factory=dict)
 
 
@@ -103,6 +104,7 @@ class Supervisor:
         self.folder.model_dir.mkdir(parents=True, exist_ok=True)
         self.events = EventLog(self.folder.model_log)
         self.tokens: dict[int, str] = {}
+        self.agents: dict[int, str] = {}
         self.jobs: dict[int, str] = {}
         self.stopping = False
         self.child: subprocess.Popen[bytes] | None = None
@@ -114,6 +116,7 @@ class Supervisor:
         self.saved = self.load_state()
         if self.saved is not None:
             self.tokens, self.jobs = dict(self.saved.tokens), dict(self.saved.jobs)
+            self.agents = dict(self.saved.agents)
 
     # --- the private state ----------------------------------------------------------------------
     def load_state(self) -> SavedState | None:
@@ -128,7 +131,9 @@ class Supervisor:
         return saved if saved.run_dir == self.boot.run_dir else None
 
     def save_state(self) -> None:
-        state = SavedState(run_dir=self.boot.run_dir, url=self.url, tokens=self.tokens, jobs=self.jobs)
+        state = SavedState(
+            run_dir=self.boot.run_dir, url=self.url, tokens=self.tokens, agents=self.agents, jobs=self.jobs
+        )
         atomic_write(self.state_file, state.model_dump_json() + "\n", mode=0o600)
 
     def bind(self) -> socket.socket:
@@ -151,15 +156,21 @@ class Supervisor:
             self.events.emit(GatewayEventKind.STARTED, life=1, resumed=True, tokens=len(self.tokens))
             return sock
 
-    # --- the scripted upstream ------------------------------------------------------------------
-    def start_upstream(self) -> str:
-        upstream = self.boot.upstream
-        if upstream is None:
-            return ""
-        if upstream.kind == "api":
-            if not upstream.url:
-                raise UsageError("upstream kind api needs a url", hint="e.g. https://api.anthropic.com")
-            return upstream.url
+    # --- the upstreams ----------------------------------------------------------------------------
+    def upstream_urls(self) -> list[str]:
+        """Each upstream's URL: an API's own, or the scripted model server's (started once, here)."""
+        urls, scripted = [], ""
+        for upstream in self.boot.upstreams:
+            if upstream.kind == "api":
+                if not upstream.url:
+                    raise UsageError("upstream kind api needs a url", hint="e.g. https://api.anthropic.com")
+                urls.append(upstream.url)
+            else:
+                scripted = scripted or self.start_scripted()
+                urls.append(scripted)
+        return urls
+
+    def start_scripted(self) -> str:
         url_file = self._tmp / "upstream.url"
         # By module name, not an import: the gateway layer does not import orch.offline.
         self.upstream_proc = subprocess.Popen(
@@ -175,12 +186,13 @@ class Supervisor:
         return url_file.read_text().strip()
 
     # --- the server child -----------------------------------------------------------------------
-    def spawn(self, sock: socket.socket, upstream_url: str, life: int) -> IO[bytes]:
+    def spawn(self, sock: socket.socket, upstream_urls: list[str], life: int) -> IO[bytes]:
         read_fd, write_fd = os.pipe()
         start = ChildStart(
             boot=json.loads(boot_line(self.boot)),
-            upstream_url=upstream_url,
+            upstream_urls=upstream_urls,
             tokens=self.tokens,
+            agents=self.agents,
             jobs=self.jobs,
             life=life,
         )
@@ -211,6 +223,10 @@ class Supervisor:
                     self._handle_written = True
             if report.worker is not None and report.token is not None:
                 self.tokens[report.worker] = report.token
+                if report.agent is None:
+                    self.agents.pop(report.worker, None)
+                else:
+                    self.agents[report.worker] = report.agent
                 self.save_state()
             if report.worker is not None and report.job_set:
                 if report.job is None:
@@ -239,12 +255,12 @@ class Supervisor:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         try:
-            upstream_url = self.start_upstream()
+            upstream_urls = self.upstream_urls()
             life, backoff = 0, 0.0
             while not self.stop_requested():
                 life += 1
                 born = time.monotonic()
-                ready = self.follow(self.spawn(sock, upstream_url, life))
+                ready = self.follow(self.spawn(sock, upstream_urls, life))
                 assert self.child is not None
                 code = self.child.wait()
                 if self.stop_requested():

@@ -1,4 +1,5 @@
-"""Worker tokens: minted by the gateway, held in memory only, one live token per worker."""
+"""Worker tokens: minted by the gateway, held in memory only, one live token per worker, each bound to the
+worker's agent kind (which picks its upstream)."""
 
 from __future__ import annotations
 
@@ -19,19 +20,28 @@ def digest(token: str) -> str:
 
 
 class TokenTable:
-    def __init__(self, initial: dict[int, str] | None = None) -> None:
+    def __init__(self, initial: dict[int, str] | None = None, agents: dict[int, str] | None = None) -> None:
         self._by_token: dict[str, int] = {}
         self._by_worker: dict[int, str] = {}
+        self._agents: dict[int, str] = {}
         for worker, token in (initial or {}).items():
-            self.set(worker, token)
+            self.set(worker, token, (agents or {}).get(worker))
 
-    def set(self, worker: int, token: str) -> None:
-        """Make `token` worker's only token: its previous one is revoked."""
+    def set(self, worker: int, token: str, agent: str | None = None) -> None:
+        """Make `token` worker's only token, for a worker of kind `agent`: its previous one is revoked."""
         old = self._by_worker.pop(worker, None)
         if old is not None:
             self._by_token.pop(old, None)
         self._by_worker[worker] = token
         self._by_token[token] = worker
+        if agent is None:
+            self._agents.pop(worker, None)
+        else:
+            self._agents[worker] = agent
+
+    def agent(self, worker: int) -> str | None:
+        """The kind worker's token was minted for (None: minted without one)."""
+        return self._agents.get(worker)
 
     def worker(self, token: str) -> int | None:
         return self._by_token.get(token)

@@ -16,18 +16,21 @@ def boot_line(boot: GatewayBoot) -> str:
     """The boot as one JSON line with the secret values in clear (pydantic masks SecretStr on dump)."""
     data = boot.model_dump(mode="json")
     data["control_key"] = boot.control_key.get_secret_value()
-    if boot.upstream is not None:
-        data["upstream"]["secret"] = boot.upstream.secret.get_secret_value()
+    for dumped, upstream in zip(data["upstreams"], boot.upstreams, strict=True):
+        dumped["secret"] = upstream.secret.get_secret_value()
     return json.dumps(data)
 
 
 class ChildStart(Strict):
-    """The supervisor's one line to a (re)started server child: the boot, where the upstream is, and the
-    live tokens and jobs (they exist only in memory, so a restart must hand them down)."""
+    """The supervisor's one line to a (re)started server child: the boot, where each upstream is, and the
+    live tokens, their workers' kinds and jobs (they exist only in memory, so a restart must hand them down)."""
 
     boot: dict[str, Any]
-    upstream_url: str = ""
+    upstream_urls: list[str] = Field(default_factory=list)
+    """Each boot upstream's URL, in order (a scripted one's is the model server the supervisor started)."""
     tokens: dict[int, str] = Field(default_factory=dict)
+    agents: dict[int, str] = Field(default_factory=dict)
+    """Each worker's agent kind, as its token was minted: it picks the worker's upstream."""
     jobs: dict[int, str] = Field(default_factory=dict)
     life: int = 1
 
@@ -38,5 +41,7 @@ class Report(Strict):
     ready: bool = False
     worker: int | None = None
     token: str | None = None
+    agent: str | None = None
+    """The kind the token was minted for (with `token`)."""
     job: str | None = None
     job_set: bool = False

@@ -9,7 +9,6 @@ import time
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from orch import settings
-from orch.agents.registry import get_adapter
 from orch.container import backends
 from orch.errors import OrchError, SandboxError
 from orch.fleet import gateway, launch
@@ -68,7 +67,7 @@ class Recovery(Part):
         if settings.IN_CONTAINER.get() or info.backend is not Backend.LOCAL or gateway.lost(info) is None:
             return
         try:
-            gateway.ensure(self.run, info, get_adapter(info.agent))
+            gateway.ensure(self.run, info)
         except OrchError as exc:
             self.review.abort(f"the model gateway died and could not be started again: {exc.one_line()}")
             return

@@ -24,6 +24,7 @@ from orch.contracts import (
 )
 from orch.errors import UsageError
 from orch.fleet import launch
+from orch.gateway import protocols
 from orch.gateway.records import Scheme
 from orch.run.folder import RunFolder
 from tests.helpers import run_info
@@ -52,6 +53,8 @@ def test_adapter_states_complete_facts(name: str) -> None:
         assert creds.api_host and creds.base_url_env and creds.hint
         assert {var for var, _ in creds.schemes} == set(creds.env)
         assert all(Scheme(scheme) for _, scheme in creds.schemes)
+        # The gateway protocols it speaks: its upstream serves these and refuses every other API's calls.
+        assert creds.protocols and set(creds.protocols) <= set(protocols.BY_NAME)
         assert isinstance(adapter.gateway, GatewayEnv)
         # A worker's environment drops `variables`, then gets these two: they must be among them.
         assert adapter.gateway.key_env in creds.env and adapter.gateway.base_url_env == creds.base_url_env

@@ -20,15 +20,21 @@ import pytest
 
 from orch import settings
 from orch.container import mounts
+from orch.container.image import build_image, image_is_current
 from orch.container.init import GATEWAY_HOME
 from orch.container.sandbox import DockerSandbox
+from orch.errors import SandboxError, UsageError
 from orch.offline.modelserver import ScriptedModelServer, key_digest
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import DockerRunInfo
+from orch.versions import CLAUDE_CODE_VERSION
 from tests.dockertest import (
+    BASE,
     BUILD_TIMEOUT,
+    CA_BUNDLE,
     GATEWAY_UID,
+    IMAGE,
     PROCESS_SCRIPT,
     RUN_UID,
     assert_unprivileged,
@@ -176,5 +182,118 @@ def test_gateway_uid_must_differ_from_the_run_uid(
     monkeypatch.setenv(settings.GATEWAY_UID.name, str(RUN_UID))
     result = orch("up", name, "--agent", "scripted", "--workdir", workdir, "--offline")
     assert result.exit_code == 2 and "uid of its own" in result.output, result.output
+    assert not RunFolder.for_name(name).root.exists()
+    assert not engine.containers.list(all=True, filters={"name": f"orch-{name}"})
+
+
+@pytest.fixture
+def mixed_image(engine: docker.DockerClient, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A worker image carrying Claude Code and Codex (ORCH_IMAGE with `-claude-codex` added to its tag),
+    built from the current sources unless it already is."""
+    tag = f"{IMAGE}-claude-codex" if ":" in IMAGE.rsplit("/", 1)[-1] else f"{IMAGE}:claude-codex"
+    agents = ("claude", "codex")
+    if not image_is_current(tag, BASE, CLAUDE_CODE_VERSION, agents):
+        log: list[str] = []
+        try:
+            build_image(BASE, CLAUDE_CODE_VERSION, CA_BUNDLE, tag, log.append, agents)
+        except (UsageError, SandboxError) as exc:
+            pytest.fail(f"building {tag} failed: {exc.one_line()}\n" + "\n".join(log[-40:]))
+    monkeypatch.setenv(settings.IMAGE.name, tag)
+    return tag
+
+
+# Run as the run's uid: a token per kind minted with the control key, each kind's call through the
+# gateway, then each kind's token on the other API's path, then each endpoint directly.
+TWO_APIS = """
+import json, sys, urllib.error, urllib.request
+from orch.gateway.process import GatewayClient, handle_path, load_handle
+handle = load_handle(handle_path(sys.argv[1]))
+client = GatewayClient(handle)
+tokens = {"claude": client.mint_token(7, "claude"), "codex": client.mint_token(8, "codex")}
+messages = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]})
+responses = json.dumps({"model": "gpt-5.5", "input": "hi", "stream": False})
+def post(kind, path, body):
+    req = urllib.request.Request(handle.url + "/t/" + tokens[kind] + path, data=body.encode(),
+                                 headers={"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=20) as r:
+            return r.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+print("claude messages", post("claude", "/v1/messages", messages))
+print("codex responses", post("codex", "/responses", responses))
+print("claude responses", post("claude", "/responses", responses))
+print("codex messages", post("codex", "/v1/messages", messages))
+for url in sys.argv[2:]:
+    try:
+        urllib.request.urlopen(url, timeout=5).read(); print("direct ok")
+    except urllib.error.HTTPError:
+        print("direct ok")
+    except Exception as exc:
+        print("direct blocked", type(exc).__name__)
+"""
+
+
+def test_a_live_fleet_across_two_model_apis_keeps_each_key_for_its_own_api(
+    mixed_image: str, names: list[str], workdir: Path, engine: docker.DockerClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`orch up --agents claude:1,codex:1` in a container, live: the host hands both keys to the init on
+    stdin, the gateway (its own uid) holds both, each endpoint (the scripted model on the bridge, twice)
+    gets only its own key and only from the gateway, a worker's token reaches only its kind's API, and
+    neither key is anywhere a worker or `docker inspect` can read."""
+    bridge = bridge_address(engine)
+    keys = {"anthropic": f"sk-ant-test-{secrets.token_hex(16)}", "openai": f"sk-proj-test-{secrets.token_hex(16)}"}
+    with ScriptedModelServer(host=bridge) as anthropic, ScriptedModelServer(host=bridge) as openai:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", anthropic.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", keys["anthropic"])
+        monkeypatch.setenv("OPENAI_BASE_URL", openai.url)
+        monkeypatch.setenv("OPENAI_API_KEY", keys["openai"])
+        monkeypatch.setenv(settings.DEFAULT_ALLOW.name, "")
+        for var in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"):
+            monkeypatch.delenv(var, raising=False)
+        name = new_name(names, "gw2")
+        result = orch("up", name, "--agents", "claude:1,codex:1", "--workdir", workdir)
+        assert result.exit_code == 0, result.output
+        run = RunFolder.for_name(name)
+        info = run.info()
+        assert isinstance(info, DockerRunInfo) and info.credential == "x-api-key,bearer"
+        code, out = DockerSandbox().run_as_user(
+            info, ["python3", "-c", TWO_APIS, name, anthropic.url + "/", openai.url + "/"]
+        )
+        assert code == 0, out
+        assert "claude messages 200" in out and "codex responses 200" in out, out
+        assert "claude responses 403" in out and "codex messages 403" in out, out
+        assert out.count("direct blocked") == 2, out
+        # Each endpoint got its own key only (the Codex worker's boot turn included), in its own scheme.
+        assert {(r.auth, r.key_digest) for r in anthropic.requests} == {("api-key", key_digest(keys["anthropic"]))}
+        assert {(r.auth, r.key_digest) for r in openai.requests} == {("bearer", key_digest(keys["openai"]))}
+        (report,) = [e["data"] for e in events(run) if e["event"] == Event.EGRESS]
+        assert isinstance(report, dict) and set(report["gateway"]) == {bridge}
+        code, out = DockerSandbox().run_as_user(info, ["python3", "-c", SNOOP, keys["openai"], GATEWAY_HOME])
+        assert code == 0 and " leak " not in out and "home denied" in out, out
+        container = engine.containers.get(info.container.id)
+        assert not [k for k in keys.values() if k in json.dumps(container.attrs)]
+        container.stop(timeout=15)
+        logs = container.logs(stdout=True, stderr=True)
+        assert not [k for k in keys.values() if k.encode() in logs]
+        assert orch("kill", name).exit_code == 0
+    refused = [e for e in map(json.loads, run.model_log.read_text().splitlines()) if e["event"] == "no-upstream"]
+    assert [e["worker"] for e in refused] == [7, 8]
+    for path in run.root.rglob("*"):
+        if path.is_file():
+            data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+            assert not [k for k in keys.values() if k.encode() in data], path
+
+
+def test_a_fleet_across_model_apis_without_one_key_creates_no_container(
+    mixed_image: str, names: list[str], workdir: Path, engine: docker.DockerClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", f"sk-ant-test-{secrets.token_hex(8)}")
+    name = new_name(names, "gwkey")
+    result = orch("up", name, "--agents", "claude:1,codex:1", "--workdir", workdir)
+    assert result.exit_code == 2 and "codex: OPENAI_API_KEY" in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1
     assert not RunFolder.for_name(name).root.exists()
     assert not engine.containers.list(all=True, filters={"name": f"orch-{name}"})

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from orch.agents.registry import get_adapter
 from orch.fleet import gateway, launch
 from orch.gateway.process import GatewayClient, handle_path, load_handle
 from orch.offline.modelserver import ScriptedModelServer, key_digest
@@ -158,7 +157,7 @@ def test_a_killed_gateway_supervisor_is_started_again_and_the_workers_keep_their
     os.kill(old.pid, signal.SIGKILL)
     wait_until(lambda: not GatewayClient(old).health(), 30, "the killed gateway to stop answering")
     assert gateway.lost(info) is not None
-    new = gateway.ensure(run, info, get_adapter(info.agent))
+    new = gateway.ensure(run, info)
     assert new.pid != old.pid and new.url == old.url  # the same address: the workers' base URLs still work
     assert gateway.lost(info) is None
     brief = tmp_path / "brief.md"

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from orch.cli.fleet import parse_agents
+from orch.contracts import UpRequest
 from orch.errors import NotFoundError, UsageError
-from orch.fleet import launch
+from orch.fleet import gateway, launch
 from orch.run.folder import RunFolder
 from tests.helpers import orch
 
@@ -61,3 +62,29 @@ def test_a_mixed_fleet_runs_each_worker_as_its_own_kind(
     status = orch("status", "mix").output
     assert "claude+scripted" in status and "1 claude" in status and "2 scripted" in status
     assert orch("kill", "mix").exit_code == 0
+
+
+@pytest.mark.parametrize("command", ["up", "run"])
+def test_a_live_fleet_across_model_apis_without_one_credential_is_refused_up_front(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-shown")
+    if command == "up":
+        result = orch("up", "mx", "--local", "--agents", "claude:1,codex:1", "--workdir", tmp_path)
+    else:
+        spec = tmp_path / "fleet.yaml"
+        spec.write_text(
+            f"workdir: {tmp_path}\nagents:\n  - {{agent: claude, workers: 1}}\n  - {{agent: codex, workers: 1}}\n"
+            "tasks:\n  - goal: Determine whether it works.\n"
+        )
+        result = orch("run", spec, "--local", "--name", "mx")
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1 and "codex: OPENAI_API_KEY" in result.output
+    assert "sk-ant-test-not-shown" not in result.output
+    assert not RunFolder.for_name("mx").root.exists()
+    # Offline, the same fleet needs no credential at all (checked as far as the plan, which touches nothing).
+    request = UpRequest("mx", 2, "claude", tmp_path, worker_agents={2: "codex"}, offline=True)
+    _, info = launch.plan(request)
+    assert [u.kind for u in gateway.upstreams(info).upstreams] == ["scripted"]

@@ -25,7 +25,7 @@ def boot_for(run_dir: Path, upstream: Upstream | None = SCRIPTED, **extra: Any) 
     return GatewayBoot(
         run="gwtest",
         run_dir=str(run_dir),
-        upstream=upstream,
+        upstreams=[] if upstream is None else [upstream],
         control_key=SecretStr(secrets.token_hex(16)),
         offline=upstream is None or upstream.kind == "scripted",
         **extra,
