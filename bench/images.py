@@ -66,7 +66,10 @@ def run(ctx: Context) -> Result:
     if alone is None:
         return Result(skipped=f"{TAG.format(agent=IMAGE_AGENT)} not built or stale (`--quick` builds no image)")
     size = float(alone.attrs["Size"])
-    raw: dict[str, Any] = {"base": base, IMAGE_AGENT: {"bytes": size, "build_s": built, "opt": opt_layers(alone)}}
+    raw: dict[str, Any] = {
+        "base": base,
+        IMAGE_AGENT: {"bytes": size, "build_s": built, "opt": opt_layers(alone.history())},
+    }
     rows = [Row("images", f"{IMAGE_AGENT}: worker image, Claude Code alone", "MiB", [size / MIB], note=base)]
     for agent in AGENTS:
         try:
@@ -80,7 +83,7 @@ def run(ctx: Context) -> Result:
             rows.append(Row("images", f"{agent}: skipped", "", status="SKIPPED", note=note))
             continue
         added = float(image.attrs["Size"]) - size
-        layers = opt_layers(image)
+        layers = opt_layers(image.history())
         mine = {d: b for d, b in layers.items() if b != raw[IMAGE_AGENT]["opt"].get(d)}
         raw[agent] = {"bytes": image.attrs["Size"], "added_bytes": added, "build_s": built, "opt": layers}
         note = ", ".join(f"{d} {b / MIB:.0f} MiB" for d, b in sorted(mine.items(), key=lambda kv: -kv[1]))
@@ -90,10 +93,11 @@ def run(ctx: Context) -> Result:
     return Result(rows=rows, raw=raw)
 
 
-def opt_layers(image: Any) -> dict[str, int]:
-    """Bytes of the image's layers that copy a directory under /opt (what the agents and orch are)."""
+def opt_layers(history: list[dict[str, Any]]) -> dict[str, int]:
+    """Bytes of an image's layers (its engine history) that copy a directory under /opt: what the agents
+    and orch are."""
     out: dict[str, int] = {}
-    for layer in image.history():
+    for layer in history:
         match = _OPT_DIR.search(str(layer.get("CreatedBy") or ""))
         if match and layer.get("Size"):
             out[match.group(1)] = out.get(match.group(1), 0) + int(layer["Size"])
