@@ -71,15 +71,20 @@ def task(run: RunFolder, edits_only: bool) -> list[dict[str, str]]:
     ]
 
 
-def brief_to_done(live: Fleet, edits_only: bool = False) -> float:
-    """Seconds from `orch brief` (the send included) to worker 1's done flag."""
+def brief_to_done(live: Fleet, edits_only: bool = False) -> tuple[float, float]:
+    """Seconds from `orch brief` (the send included) to worker 1's done flag being seen, and of those the
+    worker's own span: its brief acknowledged (UserPromptSubmit) -> its done flag written (mtime)."""
     run = live.run
     steps = task(run, edits_only)
     script = "\n".join(json.dumps(s) for s in steps)
-    start = time.monotonic()
+    wall0, start = time.time(), time.monotonic()
     talk.brief(run, 1, f"# Bench task\n\n```orch-script\n{script}\n```\n")
     wait_until(run.done(1).exists, DONE_TIMEOUT, "the bench task's done flag", watch=run.outbox(1))
-    return time.monotonic() - start
+    total = time.monotonic() - start
+    acks = [e.ts for e in run.hook_events(1) if e.hook_event_name == "UserPromptSubmit" and e.ts >= wall0]
+    if not acks:
+        raise BenchError("worker 1 has no UserPromptSubmit after its brief")
+    return total, run.done(1).stat().st_mtime - acks[0]
 
 
 @dataclass
@@ -90,6 +95,9 @@ class Samples:
     idle: list[float] = field(default_factory=list)
     after: list[float] = field(default_factory=list)
     done: dict[int, float] = field(default_factory=dict)
+    span: dict[int, float] = field(default_factory=dict)
+    """The worker's own part of `done` (acknowledged -> flag written): the rest is the brief's delivery
+    (paste, Enter, the agent taking it) and noticing the flag."""
     errors: list[str] = field(default_factory=list)
     stopped: bool = False
     """An `up` failed: the agent is measured no further (its other rows keep what it gave)."""
@@ -108,7 +116,7 @@ def sample(env: BenchEnv, agent: str, repeat: int, got: Samples) -> None:
             got.ups[n][repeat] = live.up_seconds
             got.idle += rss_mib(live)
             if n == 1:
-                got.done[repeat] = brief_to_done(live, agent in EDITS_ONLY)
+                got.done[repeat], got.span[repeat] = brief_to_done(live, agent in EDITS_ONLY)
                 got.after += rss_mib(live)
         except MEASUREMENT_ERRORS as exc:
             got.errors.append(f"N={n}: {_one_line(exc)}")
@@ -125,6 +133,13 @@ def rows_of(agent: str, got: Samples, claude: Samples | None) -> list[Row]:
         ),
         Row("agents", f"{agent}: RSS per worker, after a task", "MiB", _median(got.after)),
         Row("agents", f"{agent}: brief -> done ({what})", "s", list(got.done.values())),
+        Row(
+            "agents",
+            f"{agent}: brief -> done, beyond the worker's own span",
+            "s",
+            [got.done[r] - got.span[r] for r in sorted(got.done) if r in got.span],
+            note="delivering the brief until the agent takes it, and noticing the flag",
+        ),
     ]
     if claude is not None and claude is not got:  # per repeat, against Claude Code's run just before
         for n in WORKERS:
