@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import agents, busload, container, gateway, memory, notice, overhead, procs, up, view, watch
+from bench import agents, busload, container, gateway, images, memory, notice, overhead, procs, up, view, watch
 from bench.core import Config, Context, Result
 from bench.env import REPO, BenchEnv, BenchError
 from bench.report import Row, render_markdown, render_text, row_from_json
@@ -37,6 +37,7 @@ BENCHES: dict[str, tuple[Callable[[Context], Result], bool]] = {
     "gateway": (gateway.run, False),  # the model gateway against the scripted model server
     "view": (view.run, False),  # `orch watch` (terminal and web) on a busy run folder
     "agents": (agents.run, False),  # each agent CLI offline, side by side (skips one not installed)
+    "images": (images.run, False),  # what each agent adds to the worker image (builds orch-bench:AGENT)
 }
 MEASUREMENT_ERRORS = (OrchError, BenchError, OSError, TimeoutError)
 

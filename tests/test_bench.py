@@ -110,3 +110,42 @@ def test_quick_gateway_bench_runs(tmp_path: Path) -> None:
     rows = {r["metric"]: r for r in data["rows"] if r["bench"] == "gateway"}
     assert rows["64 concurrent streams, failed"]["values"] == [0]  # correctness, not a timing
     assert "latency through the gateway, p99" in rows and "added time to first byte, p50" in rows
+
+
+def test_agents_bench_pairs_ratios_by_repeat_and_reports_a_failed_agent() -> None:
+    from bench import agents
+
+    claude = agents.Samples(ups={1: {0: 2.0, 1: 4.0}, 4: {0: 5.0, 1: 5.0}}, idle=[200.0], after=[260.0], done={0: 5.0})
+    # Up failed in the second repeat: the ratios pair the repeats both have; nothing is raised.
+    other = agents.Samples(ups={1: {0: 3.0}, 4: {}}, idle=[100.0], done={}, errors=["up N=4: boom"], stopped=True)
+    rows = {r.metric: r.judge() for r in agents.rows_of("x", other, claude)}
+    assert rows["x: up -> 1 ready / Claude Code's"].values == [1.5]
+    assert rows["x: up -> 4 ready"].status == "ERROR" and "boom" in rows["x: up -> 4 ready"].note
+    assert rows["x: RSS per worker, after a task"].status == "ERROR"
+    assert rows["x: up -> 1 ready"].status == "-" and "1 failure" in rows["x: up -> 1 ready"].note
+    assert not any("Claude Code's" in m for m in (r.metric for r in agents.rows_of("claude", claude, claude)))
+
+
+def test_agents_bench_task_without_shell_is_edits_only(tmp_path: Path) -> None:
+    from bench import agents
+    from orch.run.folder import RunFolder
+
+    run = RunFolder(tmp_path / "r")
+    assert "aider" in agents.AGENTS and "aider" in agents.EDITS_ONLY
+    edits = agents.task(run, edits_only=True)
+    assert not any("bash" in step for step in edits)
+    assert {"write": str(run.done(1)), "content": "done\n"} in edits
+    assert any(step.get("bash", "").startswith("orch bus post") for step in agents.task(run, edits_only=False))
+
+
+def test_images_bench_reads_the_opt_layers_of_an_image_history() -> None:
+    from bench.images import opt_layers
+
+    history = [
+        {"CreatedBy": "/bin/sh -c #(nop) COPY dir:d0be in /opt/orch ", "Size": 116},
+        {"CreatedBy": "/bin/sh -c #(nop) COPY dir:2278 in /opt/agents ", "Size": 815},
+        {"CreatedBy": "COPY /opt/node /opt/node # buildkit", "Size": 125},
+        {"CreatedBy": "/bin/sh -c #(nop) COPY dir:f2c5 in /opt/aider ", "Size": 0},
+        {"CreatedBy": "|1 DEBIAN_FRONTEND=noninteractive /bin/sh -c apt-get install tmux", "Size": 152},
+    ]
+    assert opt_layers(history) == {"/opt/orch": 116, "/opt/agents": 815, "/opt/node": 125}
