@@ -145,6 +145,17 @@ class SessionStore:
 
 
 @dataclass(frozen=True)
+class ShellTool:
+    """The tool through which the agent's model runs a shell command, as the model API names it (the gateway's
+    ledger records each call): the lead matches commands a verifier cites against these calls."""
+
+    name: str
+    """The tool's name in the model's tool calls (Claude Code's `Bash`)."""
+    command_field: str
+    """The field of the call's input holding the command line."""
+
+
+@dataclass(frozen=True)
 class ImageInstall:
     """What the worker image (docker/Dockerfile) installs for the agent, read by the image build."""
 
@@ -190,6 +201,8 @@ class AgentAdapter(Protocol):
     """None: the agent keeps no session a resume could read."""
     install: ImageInstall | None
     """None: nothing to install (the scripted agent is part of orch)."""
+    shell: ShellTool | None
+    """None: its model has no shell tool (aider: shell blocks in its answers are not tool calls)."""
 
     def doctor(self) -> Sequence[Check]:
         """This agent's lines in `orch doctor` (installed? version? credentials?)."""

@@ -35,6 +35,7 @@ from orch.contracts import (
     ImageInstall,
     LaunchSpec,
     SessionStore,
+    ShellTool,
     WorkerContext,
 )
 from orch.errors import UsageError
@@ -87,6 +88,7 @@ class AiderAdapter:
     gateway: GatewayEnv | None = GATEWAY
     sessions: SessionStore | None = SESSIONS
     install: ImageInstall | None = INSTALL
+    shell: ShellTool | None = None  # no tool calls: the shell blocks it suggests are text in its answers
 
     def binary(self) -> Path:
         install = f"scripts/setup.sh, or pip install {AIDER_PACKAGE}=={AIDER_VERSION} in a venv of its own"

@@ -25,6 +25,7 @@ from orch.contracts import (
     LaunchSpec,
     LoginFile,
     SessionStore,
+    ShellTool,
     WorkerContext,
 )
 from orch.errors import UsageError
@@ -105,6 +106,10 @@ def _merge_json(path: Path, updates: dict[str, Any]) -> None:
     path.chmod(0o600)
 
 
+SHELL = ShellTool("Bash", "command")
+"""Claude Code's shell tool (the scripted agent logs its commands under the same name)."""
+
+
 class ClaudeAdapter:
     name: str = "claude"
     permission_modes: tuple[str, ...] = ("default", "acceptEdits", "plan", "auto", "dontAsk", "bypassPermissions")
@@ -113,6 +118,7 @@ class ClaudeAdapter:
     gateway: GatewayEnv | None = GATEWAY
     sessions: SessionStore | None = SESSIONS
     install: ImageInstall | None = INSTALL
+    shell: ShellTool | None = SHELL
 
     def binary(self) -> Path:
         install = f"npm install -g {CLAUDE_CODE_PACKAGE}@{CLAUDE_CODE_VERSION}"

@@ -43,6 +43,7 @@ from orch.contracts import (
     ImageInstall,
     LaunchSpec,
     SessionStore,
+    ShellTool,
     WorkerContext,
 )
 from orch.errors import OrchError, UsageError
@@ -155,6 +156,7 @@ class CodexAdapter:
     gateway: GatewayEnv | None = GATEWAY
     sessions: SessionStore | None = SESSIONS
     install: ImageInstall | None = INSTALL
+    shell: ShellTool | None = ShellTool("exec_command", "cmd")
 
     def binary(self) -> Path:
         install = f"npm install -g {CODEX_PACKAGE}@{CODEX_VERSION}"

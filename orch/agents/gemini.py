@@ -25,6 +25,7 @@ from orch.contracts import (
     ImageInstall,
     LaunchSpec,
     SessionStore,
+    ShellTool,
     WorkerContext,
 )
 from orch.errors import UsageError
@@ -129,6 +130,7 @@ class GeminiAdapter:
     gateway: GatewayEnv | None = GATEWAY
     sessions: SessionStore | None = SESSIONS
     install: ImageInstall | None = INSTALL
+    shell: ShellTool | None = ShellTool("run_shell_command", "command")
 
     def binary(self) -> Path:
         install = f"npm install -g {GEMINI_CLI_PACKAGE}@{GEMINI_CLI_VERSION}"
