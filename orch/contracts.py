@@ -153,6 +153,12 @@ class ShellTool:
     """The tool's name in the model's tool calls (Claude Code's `Bash`)."""
     command_field: str
     """The field of the call's input holding the command line."""
+    hook_name: str = ""
+    """The name its hooks log the tool under, where that is another (Codex CLI's hooks say `Bash`)."""
+
+    @property
+    def in_hooks(self) -> str:
+        return self.hook_name or self.name
 
 
 @dataclass(frozen=True)

@@ -156,7 +156,7 @@ class CodexAdapter:
     gateway: GatewayEnv | None = GATEWAY
     sessions: SessionStore | None = SESSIONS
     install: ImageInstall | None = INSTALL
-    shell: ShellTool | None = ShellTool("exec_command", "cmd")
+    shell: ShellTool | None = ShellTool("exec_command", "cmd", hook_name="Bash")
 
     def binary(self) -> Path:
         install = f"npm install -g {CODEX_PACKAGE}@{CODEX_VERSION}"

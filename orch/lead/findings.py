@@ -165,7 +165,7 @@ def hook_commands(events: Iterable[HookEvent], since: float, shell: ShellTool | 
     for event in events:
         if shell is None or event.ts < since or event.hook_event_name != "PostToolUse":
             continue
-        if event.tool_name != shell.name:
+        if event.tool_name != shell.in_hooks:
             continue
         raw = (event.model_extra or {}).get("tool_input")
         if isinstance(raw, str):
