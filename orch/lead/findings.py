@@ -23,7 +23,7 @@ from pydantic import Field, ValidationError
 
 from orch.contracts import ShellTool
 from orch.gateway.records import LedgerEntry
-from orch.lead.shellparts import executed_parts, squash_command
+from orch.lead import shellparts
 from orch.run.folder import RunFolder, UnsafeOutput, read_worker_file
 from orch.run.records import HookEvent, Strict
 from orch.text import shorten
@@ -219,9 +219,8 @@ def denied_writes(
 
 def runs_of(command: str, ran: Sequence[RanCommand]) -> list[RanCommand]:
     """The calls that ran `command`: it is the whole call, or one of the commands the call's shell executes
-    (orch.lead.shellparts: a part of a list, a pipeline, a subshell, an if's condition...). A command that
+    (orch.lead.shellparts: a part of a list or a pipeline, a subshell's body, an if's condition...). A command that
     only appears as text inside another (echoed, quoted, a heredoc's body) was not run."""
-    plain = squash_command(command)
     out = []
     for r in ran:
         if r.encoded:
@@ -229,7 +228,7 @@ def runs_of(command: str, ran: Sequence[RanCommand]) -> list[RanCommand]:
             # form (a per-character escaping, so a substring stays a substring).
             if json.dumps(command.strip())[1:-1] in r.command:
                 out.append(r)
-        elif plain in executed_parts(r.command):
+        elif shellparts.ran(command, r.command):
             out.append(r)
     return out
 

@@ -137,3 +137,17 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, args: list[str
     done = _bash("orch offline-verdict " + " ".join(args), tmp_path)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "usage: orch offline-verdict" in done.stderr and list(tmp_path.iterdir()) == []
+
+
+def test_the_command_starts_without_typer(run: RunFolder, tmp_path: Path) -> None:
+    """Like `orch bus post`, it takes orch.cli.main's fast path: no typer, tmux or docker is imported."""
+    modules = tmp_path / "modules"
+    probe = (
+        "import sys\ntry:\n    from orch.cli.main import main; main()\n"
+        f"finally:\n    open({str(modules)!r}, 'w').write(' '.join(sys.modules))\n"
+    )
+    args = ["0", "none", str(run.outbox_verdict(2, JOB)), str(run.result(2)), TOKEN, FINDING, "pages.py", "3", "q"]
+    done = subprocess.run([sys.executable, "-c", probe, "offline-verdict", *args], capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(run.outbox_verdict(2, JOB).read_text())["verdict"] == "REFUTED"
+    assert not {"typer", "libtmux", "docker", "pydantic"} & set(modules.read_text().split())
