@@ -201,14 +201,14 @@ class AgentAdapter(Protocol):
     permission_modes: tuple[str, ...]
     credentials: Credentials
     """What it needs for a real model API (empty `env` for an agent that calls none)."""
+    shell: ShellTool | None
+    """None: its model has no shell tool (aider: shell blocks in its answers are not tool calls)."""
     gateway: GatewayEnv | None
     """None: the agent calls no model API, so there is nothing to point at the gateway."""
     sessions: SessionStore | None
     """None: the agent keeps no session a resume could read."""
     install: ImageInstall | None
     """None: nothing to install (the scripted agent is part of orch)."""
-    shell: ShellTool | None
-    """None: its model has no shell tool (aider: shell blocks in its answers are not tool calls)."""
 
     def doctor(self) -> Sequence[Check]:
         """This agent's lines in `orch doctor` (installed? version? credentials?)."""

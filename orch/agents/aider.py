@@ -85,10 +85,10 @@ class AiderAdapter:
     permission_modes: tuple[str, ...] = ("yes-always",)
     default_permission_mode: str = "yes-always"
     credentials: Credentials = CREDENTIALS
+    shell: ShellTool | None = None  # no tool calls: the shell blocks it suggests are text in its answers
     gateway: GatewayEnv | None = GATEWAY
     sessions: SessionStore | None = SESSIONS
     install: ImageInstall | None = INSTALL
-    shell: ShellTool | None = None  # no tool calls: the shell blocks it suggests are text in its answers
 
     def binary(self) -> Path:
         install = f"scripts/setup.sh, or pip install {AIDER_PACKAGE}=={AIDER_VERSION} in a venv of its own"

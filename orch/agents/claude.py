@@ -115,10 +115,10 @@ class ClaudeAdapter:
     permission_modes: tuple[str, ...] = ("default", "acceptEdits", "plan", "auto", "dontAsk", "bypassPermissions")
     default_permission_mode: str = "acceptEdits"
     credentials: Credentials = CREDENTIALS
+    shell: ShellTool | None = SHELL
     gateway: GatewayEnv | None = GATEWAY
     sessions: SessionStore | None = SESSIONS
     install: ImageInstall | None = INSTALL
-    shell: ShellTool | None = SHELL
 
     def binary(self) -> Path:
         install = f"npm install -g {CLAUDE_CODE_PACKAGE}@{CLAUDE_CODE_VERSION}"

@@ -153,10 +153,10 @@ class CodexAdapter:
     permission_modes: tuple[str, ...] = tuple(MODES)
     default_permission_mode: str = "workspace-write"
     credentials: Credentials = CREDENTIALS
+    shell: ShellTool | None = ShellTool("exec_command", "cmd", hook_name="Bash")
     gateway: GatewayEnv | None = GATEWAY
     sessions: SessionStore | None = SESSIONS
     install: ImageInstall | None = INSTALL
-    shell: ShellTool | None = ShellTool("exec_command", "cmd", hook_name="Bash")
 
     def binary(self) -> Path:
         install = f"npm install -g {CODEX_PACKAGE}@{CODEX_VERSION}"

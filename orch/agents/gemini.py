@@ -127,10 +127,10 @@ class GeminiAdapter:
     permission_modes: tuple[str, ...] = ("default", "auto_edit", "yolo", "plan")
     default_permission_mode: str = "default"
     credentials: Credentials = CREDENTIALS
+    shell: ShellTool | None = ShellTool("run_shell_command", "command")
     gateway: GatewayEnv | None = GATEWAY
     sessions: SessionStore | None = SESSIONS
     install: ImageInstall | None = INSTALL
-    shell: ShellTool | None = ShellTool("run_shell_command", "command")
 
     def binary(self) -> Path:
         install = f"npm install -g {GEMINI_CLI_PACKAGE}@{GEMINI_CLI_VERSION}"

@@ -123,10 +123,10 @@ class OpencodeAdapter:
     permission_modes: tuple[str, ...] = ("build", "ask", "auto")
     default_permission_mode: str = "build"
     credentials: Credentials = CREDENTIALS
+    shell: ShellTool | None = ShellTool("bash", "command")
     gateway: GatewayEnv | None = GATEWAY
     sessions: SessionStore | None = SESSIONS
     install: ImageInstall | None = INSTALL
-    shell: ShellTool | None = ShellTool("bash", "command")
 
     def binary(self) -> Path:
         install = f"scripts/setup.sh, or npm install -g {OPENCODE_PACKAGE}@{OPENCODE_VERSION}"

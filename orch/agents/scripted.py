@@ -33,10 +33,10 @@ class ScriptedAdapter:
     # environment, the read-only login-file mount, the model API on the egress allowlist, the offline
     # variables).
     credentials: Credentials = CLAUDE_CREDENTIALS
+    shell: ShellTool | None = CLAUDE_SHELL  # its hooks log each command as a Bash call
     gateway: GatewayEnv | None = CLAUDE_GATEWAY
     sessions: SessionStore | None = None
     install: ImageInstall | None = None
-    shell: ShellTool | None = CLAUDE_SHELL  # its hooks log each command as a Bash call
 
     def binary(self) -> Path:
         return Path(sys.executable)

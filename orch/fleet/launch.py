@@ -229,7 +229,7 @@ def _ancestry(pid: int) -> list[int] | None:
         stat = _read(f"/proc/{pid}/stat").decode(errors="replace")
         try:
             state, parent = stat.rsplit(")", 1)[1].split()[:2]
-        except (ValueError, IndexError):  # gone: an empty read has no ")"
+        except ValueError:
             return None
         if state == "Z" and len(chain) == 1:
             return None
