@@ -149,6 +149,23 @@ class SessionStore:
 
 
 @dataclass(frozen=True)
+class ShellTool:
+    """The tool through which the agent's model runs a shell command, as the model API names it (the gateway's
+    ledger records each call): the lead matches commands a verifier cites against these calls."""
+
+    name: str
+    """The tool's name in the model's tool calls (Claude Code's `Bash`)."""
+    command_field: str
+    """The field of the call's input holding the command line."""
+    hook_name: str = ""
+    """The name its hooks log the tool under, where that is another (Codex CLI's hooks say `Bash`)."""
+
+    @property
+    def in_hooks(self) -> str:
+        return self.hook_name or self.name
+
+
+@dataclass(frozen=True)
 class ImageInstall:
     """What the worker image (docker/Dockerfile) installs for the agent, read by the image build."""
 
@@ -188,6 +205,8 @@ class AgentAdapter(Protocol):
     permission_modes: tuple[str, ...]
     credentials: Credentials
     """What it needs for a real model API (empty `env` for an agent that calls none)."""
+    shell: ShellTool | None
+    """None: its model has no shell tool (aider: shell blocks in its answers are not tool calls)."""
     gateway: GatewayEnv | None
     """None: the agent calls no model API, so there is nothing to point at the gateway."""
     sessions: SessionStore | None

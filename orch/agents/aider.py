@@ -39,6 +39,7 @@ from orch.contracts import (
     ImageInstall,
     LaunchSpec,
     SessionStore,
+    ShellTool,
     WorkerContext,
 )
 from orch.errors import UsageError
@@ -119,6 +120,7 @@ class AiderAdapter:
     permission_modes: tuple[str, ...] = orch.agents.aider_confirm.MODES
     default_permission_mode: str = "build"
     credentials: Credentials = CREDENTIALS
+    shell: ShellTool | None = None  # no tool calls: the shell blocks it suggests are text in its answers
     gateway: GatewayEnv | None = GATEWAY
     sessions: SessionStore | None = SESSIONS
     install: ImageInstall | None = INSTALL

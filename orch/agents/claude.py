@@ -25,6 +25,7 @@ from orch.contracts import (
     LaunchSpec,
     LoginFile,
     SessionStore,
+    ShellTool,
     WorkerContext,
 )
 from orch.errors import UsageError
@@ -106,11 +107,16 @@ def _merge_json(path: Path, updates: dict[str, Any]) -> None:
     path.chmod(0o600)
 
 
+SHELL = ShellTool("Bash", "command")
+"""Claude Code's shell tool (the scripted agent logs its commands under the same name)."""
+
+
 class ClaudeAdapter:
     name: str = "claude"
     permission_modes: tuple[str, ...] = ("default", "acceptEdits", "plan", "auto", "dontAsk", "bypassPermissions")
     default_permission_mode: str = "acceptEdits"
     credentials: Credentials = CREDENTIALS
+    shell: ShellTool | None = SHELL
     gateway: GatewayEnv | None = GATEWAY
     sessions: SessionStore | None = SESSIONS
     install: ImageInstall | None = INSTALL

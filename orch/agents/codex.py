@@ -45,6 +45,7 @@ from orch.contracts import (
     ImageInstall,
     LaunchSpec,
     SessionStore,
+    ShellTool,
     WorkerContext,
 )
 from orch.errors import OrchError, UsageError
@@ -160,6 +161,7 @@ class CodexAdapter:
     permission_modes: tuple[str, ...] = tuple(MODES)
     default_permission_mode: str = "workspace-write"
     credentials: Credentials = CREDENTIALS
+    shell: ShellTool | None = ShellTool("exec_command", "cmd", hook_name="Bash")
     gateway: GatewayEnv | None = GATEWAY
     sessions: SessionStore | None = SESSIONS
     install: ImageInstall | None = INSTALL

@@ -25,6 +25,7 @@ from orch.contracts import (
     ImageInstall,
     LaunchSpec,
     SessionStore,
+    ShellTool,
     WorkerContext,
 )
 from orch.errors import UsageError
@@ -132,6 +133,7 @@ class GeminiAdapter:
     permission_modes: tuple[str, ...] = ("default", "auto_edit", "yolo", "plan")
     default_permission_mode: str = "default"
     credentials: Credentials = CREDENTIALS
+    shell: ShellTool | None = ShellTool("run_shell_command", "command")
     gateway: GatewayEnv | None = GATEWAY
     sessions: SessionStore | None = SESSIONS
     install: ImageInstall | None = INSTALL

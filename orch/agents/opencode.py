@@ -35,6 +35,7 @@ from orch.contracts import (
     ImageInstall,
     LaunchSpec,
     SessionStore,
+    ShellTool,
     WorkerContext,
 )
 from orch.errors import UsageError
@@ -123,6 +124,7 @@ class OpencodeAdapter:
     permission_modes: tuple[str, ...] = ("build", "ask", "auto")
     default_permission_mode: str = "build"
     credentials: Credentials = CREDENTIALS
+    shell: ShellTool | None = ShellTool("bash", "command")
     gateway: GatewayEnv | None = GATEWAY
     sessions: SessionStore | None = SESSIONS
     install: ImageInstall | None = INSTALL

@@ -9,7 +9,18 @@ from pathlib import Path
 from orch import settings
 from orch.agents.claude import CREDENTIALS as CLAUDE_CREDENTIALS
 from orch.agents.claude import GATEWAY as CLAUDE_GATEWAY
-from orch.contracts import Check, Credentials, Dialog, GatewayEnv, ImageInstall, LaunchSpec, SessionStore, WorkerContext
+from orch.agents.claude import SHELL as CLAUDE_SHELL
+from orch.contracts import (
+    Check,
+    Credentials,
+    Dialog,
+    GatewayEnv,
+    ImageInstall,
+    LaunchSpec,
+    SessionStore,
+    ShellTool,
+    WorkerContext,
+)
 from orch.run.folder import RunFolder
 
 
@@ -22,6 +33,7 @@ class ScriptedAdapter:
     # environment, the read-only login-file mount, the model API on the egress allowlist, the offline
     # variables).
     credentials: Credentials = CLAUDE_CREDENTIALS
+    shell: ShellTool | None = CLAUDE_SHELL  # its hooks log each command as a Bash call
     gateway: GatewayEnv | None = CLAUDE_GATEWAY
     sessions: SessionStore | None = None
     install: ImageInstall | None = None

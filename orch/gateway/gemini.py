@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from orch.gateway.protocol import ErrorKind, Outcome, ToolResult, ToolUse
@@ -123,6 +123,32 @@ def _sample(schema: object) -> Any:
         props = schema.get("properties")
         return {k: _sample(v) for k, v in (props if isinstance(props, dict) else {}).items() if isinstance(v, dict)}
     return {"string": "Replayed session", "boolean": False, "integer": 1, "number": 1, "array": []}.get(kind)
+
+
+def is_stream(body: str) -> bool:
+    """A recorded streamGenerateContent answer: server-sent events of GenerateContentResponse chunks."""
+    return body.startswith("data: {") and '"candidates"' in body
+
+
+def translate_stream(text: str, rewrite: Callable[[Any], Any]) -> str:
+    """A recorded stream with `rewrite` applied to each chunk's text parts and function call arguments
+    (replay: the recording's folders become this run's). Each chunk is a whole JSON object, so a call's
+    arguments are never cut across events. Lines it does not change stay byte for byte."""
+    lines = text.splitlines(keepends=True)
+    for number, line in enumerate(lines):
+        if not line.startswith("data: {"):
+            continue
+        body = line[6:].rstrip("\r\n")
+        try:
+            chunk = json.loads(body)
+        except ValueError:
+            continue
+        if not isinstance(chunk, dict):
+            continue
+        new = dict(chunk, candidates=rewrite(chunk.get("candidates"))) if "candidates" in chunk else chunk
+        if new != chunk:
+            lines[number] = "data: " + json.dumps(new) + line[6 + len(body) :]
+    return "".join(lines)
 
 
 def synthesized(path: str, body: Mapping[str, Any]) -> tuple[str, str, bool] | None:

@@ -289,6 +289,8 @@ def translate(exchange: Exchange, pairs: Folders) -> Exchange:
         return exchange
     if responses.is_stream(exchange.body):
         body = responses.translate_stream(exchange.body, lambda text: replace_folders(text, pairs))
+    elif gemini.is_stream(exchange.body):
+        body = gemini.translate_stream(exchange.body, functools.partial(_translate_value, pairs=pairs))
     elif exchange.stream or exchange.headers.get("content-type", "").startswith("text/event-stream"):
         body = _translate_sse(exchange.body, pairs)
     else:

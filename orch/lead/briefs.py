@@ -3,9 +3,9 @@
 A brief is the role's template filled in for one job (orch.fleet.brief then appends the worker
 protocol: result file, done flag, bus, autonomy). Offline runs append an orch-script block: the
 scripted model makes the real agent execute those steps. For verification jobs the offline steps are
-generated here: the worker greps the cited quote and runs the finding's `reproduce` command, and a
-small script writes the verdict from what those commands returned, so CONFIRMED and REFUTED come from
-real tool calls, not from the controller.
+generated here: the worker greps the cited quote and runs the finding's `reproduce` command, and
+`orch offline-verdict` (orch.lead.verdictwriter) writes the verdict from what those commands returned, so
+CONFIRMED and REFUTED come from real tool calls, not from the controller.
 
 Messages sent later (corrections, nudges, restarts) never name an absolute `*.md` path: the scripted
 model would take that as a new brief and start its script again.
@@ -17,6 +17,7 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
+from orch.lead import verdictwriter
 from orch.lead.findings import CodeEvidence, Finding, Problem
 from orch.lead.jobs import AcceptedFinding, ControllerState, Job, Stance
 from orch.lead.spec import FleetSpec, Role, ScriptStep, TaskSpec, render, render_steps, script_block
@@ -37,33 +38,6 @@ STANCES = {
         "it holds, and confirm it only with evidence you gathered yourself."
     ),
 }
-
-# Runs in the worker's Bash tool (offline verification): decides the verdict from the exit codes the
-# worker's own grep and reproduce command returned, and writes the verdict and result files.
-_VERDICT_WRITER = """
-import json, os, sys
-out_file, result_file, job, finding, found, code, out_path, path, line, quote, grep, repro = sys.argv[1:]
-out = ""
-if os.path.exists(out_path):
-    out = open(out_path, errors="replace").read()
-    os.remove(out_path)
-ev = []
-if found != "1":
-    verdict, reason = "REFUTED", "the quoted code is not in " + path + " (grep found nothing)"
-    ev.append({"command": grep, "exit_code": 1, "output": ""})
-else:
-    ev.append({"file": path, "line": int(line), "quote": quote})
-    if not repro:
-        verdict = "UNVERIFIABLE"
-        reason = "the cited code is there, but no reproduce command was given to run"
-    else:
-        ev.append({"command": repro, "exit_code": int(code), "output": out[-1500:]})
-        verdict = "CONFIRMED" if code == "0" else "REFUTED"
-        reason = "the reproduce command exited " + code + ": the claim " + ("holds" if code == "0" else "does not hold")
-json.dump({"job": job, "finding": finding, "verdict": verdict, "reason": reason, "evidence": ev}, open(out_file, "w"))
-open(result_file, "w").write("# " + finding + ": " + verdict + "\\n\\n" + reason + "\\n")
-print(verdict, "-", reason)
-""".strip()
 
 
 def _values(run: RunFolder, state: ControllerState, job: Job, n: int, workdir: Path, workers: int) -> dict[str, str]:
@@ -178,31 +152,28 @@ def offline_verify_steps(spec: FleetSpec, finding: Finding, values: dict[str, st
 
 
 def verification_check(finding: Finding, values: dict[str, str]) -> str:
-    """The shell the offline verifier runs: grep the quote, run the reproduce command, write the verdict."""
+    """The shell the offline verifier runs in one call: grep the quote, run the reproduce command, and write
+    the verdict from their exit codes with `orch offline-verdict` (orch.lead.verdictwriter). Every line stays
+    short: an agent may cut a long line of its brief (Gemini CLI's read_file stops at 2000 characters)."""
     q = shlex.quote
     ev = finding.evidence[0]
     first_line = next((ln.strip() for ln in ev.quote.splitlines() if ln.strip()), ev.quote.strip())
-    grep = f"grep -nF -- {q(first_line)} {q(ev.file)}"
-    lines = [f"cd {q(values['workdir'])} || exit 1", f"if {grep}; then found=1; else found=0; fi"]
+    lines = [
+        f"cd {q(values['workdir'])} || exit 1",
+        f"if {verdictwriter.grep_command(ev.file, first_line)}; then found=1; else found=0; fi",
+        f"v={q(values['verdict_file'])}",
+    ]
     # The reproduce command's output goes through a file, not `$(...)`: Gemini CLI refuses any shell command
     # with a command substitution in it.
-    lines.append(f"o={q(values['verdict_file'] + '.out')}")
     if finding.reproduce:
-        lines.append(f'( {finding.reproduce} ) > "$o" 2>&1; code=$?')
-        lines.append('tail -n 20 "$o"; echo "exit status: $code"')
+        out = verdictwriter.output_file('"$v"')
+        lines.append(f"( {finding.reproduce} ) > {out} 2>&1; code=$?")
+        lines.append(f'tail -n 20 {out}; echo "exit status: $code"')
     else:
         lines.append("code=none")
-    args = [
-        values["verdict_file"],
-        values["result_file"],
-        values["job"],
-        values["finding_id"],
-    ]
-    tail = [ev.file, str(ev.line), first_line, grep, finding.reproduce or ""]
-    lines.append(
-        f'python3 -c {q(_VERDICT_WRITER)} {" ".join(q(a) for a in args)} "$found" "$code" "$o" '
-        + " ".join(q(a) for a in tail)
-    )
+    args = [values["result_file"], values["job"], values["finding_id"], ev.file, str(ev.line), first_line]
+    args += [finding.reproduce] if finding.reproduce else []
+    lines.append(f'orch {verdictwriter.COMMAND} "$found" "$code" "$v" ' + " ".join(q(a) for a in args))
     return "\n".join(lines)
 
 

@@ -27,10 +27,10 @@ from orch.run.records import Backend
 
 DEMO_NAME = "demo"
 EXPECTED = {"pages-F1": FindingStatus.CONFIRMED, "stats-F1": FindingStatus.REFUTED}
-MIXED = ("claude", "codex", "codex")
-"""`orch demo --mixed`: worker by worker. The Claude Code finder's finding goes to the two Codex workers,
-the Codex finder's to the Claude Code worker first. (Gemini CLI cannot verify in the offline demo yet:
-it cuts the brief's longest line, the scripted verifier's, at 2000 characters.)"""
+MIXED = ("claude", "codex", "gemini")
+"""`orch demo --mixed`: worker by worker, three kinds. Each finding goes to the two workers that did not
+report it, so the Claude Code finder's finding is verified by Codex CLI and Gemini CLI, the Codex finder's by
+Claude Code and Gemini CLI: every verdict comes from another kind than its finding."""
 
 
 @dataclass(frozen=True)

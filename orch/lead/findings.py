@@ -21,7 +21,9 @@ from typing import TypeVar
 
 from pydantic import Field, ValidationError
 
+from orch.contracts import ShellTool
 from orch.gateway.records import LedgerEntry
+from orch.lead import shellparts
 from orch.run.folder import RunFolder, UnsafeOutput, read_worker_file
 from orch.run.records import HookEvent, Strict
 from orch.text import shorten
@@ -147,7 +149,7 @@ def check_quote(workdir: Path, ev: CodeEvidence, window: int) -> str | None:
 
 @dataclass(frozen=True)
 class RanCommand:
-    """A Bash call a worker made during a job."""
+    """A shell call a worker made during a job."""
 
     command: str
     """The command as run (ledger), or (hook log) the call's whole tool input JSON-encoded, maybe cut."""
@@ -156,11 +158,14 @@ class RanCommand:
     """What its tool result said (ledger only; None: no result seen)."""
 
 
-def hook_commands(events: Iterable[HookEvent], since: float) -> list[RanCommand]:
-    """The Bash calls a worker ran since `since`, from its (worker-writable) hook log."""
+def hook_commands(events: Iterable[HookEvent], since: float, shell: ShellTool | None) -> list[RanCommand]:
+    """The shell calls a worker ran since `since`, from its (worker-writable) hook log; `shell`: its agent's
+    shell tool (None: it has none)."""
     out = []
     for event in events:
-        if event.ts < since or event.hook_event_name != "PostToolUse" or event.tool_name != "Bash":
+        if shell is None or event.ts < since or event.hook_event_name != "PostToolUse":
+            continue
+        if event.tool_name != shell.in_hooks:
             continue
         raw = (event.model_extra or {}).get("tool_input")
         if isinstance(raw, str):
@@ -168,50 +173,64 @@ def hook_commands(events: Iterable[HookEvent], since: float) -> list[RanCommand]
     return out
 
 
-# Each agent's shell tool in the ledger, and its input field holding the command line.
-SHELL_TOOLS = {"Bash": "command", "exec_command": "cmd", "run_shell_command": "command", "bash": "command"}
-"""Each agent's shell tool and the field of its input that holds the command: Claude Code, Codex CLI, Gemini CLI,
-opencode (aider has no tools)."""
-
-
-def ledger_commands(entries: Iterable[LedgerEntry], worker: int, job: str, since: float) -> list[RanCommand]:
+def ledger_commands(
+    entries: Iterable[LedgerEntry], worker: int, job: str, since: float, shell: ShellTool | None
+) -> list[RanCommand]:
     """The shell calls worker n's model made on `job`, from the gateway's ledger: lines stamped with the
-    job, or unstamped ones since `since` (the brief was sent); each with its tool result's is_error."""
+    job, or unstamped ones since `since` (the brief was sent); each with its tool result's is_error.
+    `shell`: the worker's agent's shell tool (its adapter's); a call of any other tool ran no shell."""
     mine = [e for e in entries if e.worker == worker]
     errors = {e.id: e.is_error for e in mine if e.kind == "tool_result"}
     out = []
-    for e in mine:
-        field = SHELL_TOOLS.get(e.tool or "")
-        if e.kind != "tool_use" or field is None or not (e.job == job or (e.job is None and e.ts >= since)):
-            continue
-        command = (e.input or {}).get(field)
+    for e in _shell_calls(mine, job, since, shell):
+        command = (e.input or {}).get(shell.command_field) if shell else None
         if isinstance(command, str):
             out.append(RanCommand(command, is_error=errors.get(e.id)))
     return out
 
 
+def _shell_calls(mine: Sequence[LedgerEntry], job: str, since: float, shell: ShellTool | None) -> list[LedgerEntry]:
+    if shell is None:
+        return []
+    return [
+        e
+        for e in mine
+        if e.kind == "tool_use" and e.tool == shell.name and (e.job == job or (e.job is None and e.ts >= since))
+    ]
+
+
 DENIED = re.compile(r"Permission denied|Read-only file system|Operation not permitted")
 
 
-def denied_writes(entries: Iterable[LedgerEntry], worker: int, job: str, since: float) -> list[str]:
-    """The Bash calls of worker n on `job` whose results say the system refused them something (the
+def denied_writes(
+    entries: Iterable[LedgerEntry], worker: int, job: str, since: float, shell: ShellTool | None
+) -> list[str]:
+    """The shell calls of worker n on `job` whose results say the system refused them something (the
     ledger, which workers cannot write): under strict isolation, attempts beyond its outbox."""
     mine = [e for e in entries if e.worker == worker]
     refused = {e.id for e in mine if e.kind == "tool_result" and e.output and DENIED.search(e.output)}
+    field = shell.command_field if shell else ""
     return [
-        str((e.input or {}).get("command", ""))[:COMMAND_CHARS]
-        for e in mine
-        if e.kind == "tool_use" and e.id in refused and (e.job == job or (e.job is None and e.ts >= since))
+        str((e.input or {}).get(field, ""))[:COMMAND_CHARS]
+        for e in _shell_calls(mine, job, since, shell)
+        if e.id in refused
     ]
 
 
 def runs_of(command: str, ran: Sequence[RanCommand]) -> list[RanCommand]:
-    """The calls that ran `command` (it may be a part of a longer call)."""
-    plain = command.strip()
-    # Hook lines keep tool_input JSON-encoded: compare in that form (a per-character escaping, so a
-    # substring stays a substring).
-    encoded = json.dumps(plain)[1:-1]
-    return [r for r in ran if (encoded if r.encoded else plain) in r.command]
+    """The calls that ran `command`: it is the whole call, or one of the commands the call's shell executes
+    (orch.lead.shellparts: a part of a list or a pipeline, a subshell's body, an if's condition...). A command that
+    only appears as text inside another (echoed, quoted, a heredoc's body) was not run."""
+    out = []
+    for r in ran:
+        if r.encoded:
+            # The hook log (worker-writable anyway) keeps tool_input JSON-encoded, maybe cut: compare in that
+            # form (a per-character escaping, so a substring stays a substring).
+            if json.dumps(command.strip())[1:-1] in r.command:
+                out.append(r)
+        elif shellparts.ran(command, r.command):
+            out.append(r)
+    return out
 
 
 def exit_code_problem(ev: CommandEvidence, runs: Sequence[RanCommand]) -> str | None:

@@ -99,12 +99,13 @@ class Review(Part):
         return [Problem(kind=ProblemKind.TREE_CHANGED, detail=detail)]
 
     def ran_commands(self, job: Job, n: int) -> list[RanCommand]:
-        """What worker n ran on the job: from the gateway's ledger, which workers cannot write; a run
+        """The shell commands worker n ran on the job: from the gateway's ledger, which workers cannot write; a run
         without a gateway has only the worker's own hook log (the report says so)."""
         since = job.sent_at or 0.0
+        shell = launch.adapter_of(self.desk.info, n).shell  # the tool its agent runs shell with
         if has_gateway(self.run):
-            return ledger_commands(self.desk.gateway.ledger(), n, job.id, since)
-        return hook_commands(self.run.hook_events(n), since)
+            return ledger_commands(self.desk.gateway.ledger(), n, job.id, since, shell)
+        return hook_commands(self.run.hook_events(n), since, shell)
 
     def accept(self, job: Job, n: int) -> None:
         job.status = JobStatus.DONE
@@ -123,7 +124,8 @@ class Review(Part):
         """What worker n did beyond its outbox during `job`, logged where the report shows it: writes the
         system refused it (its tool results in the gateway's ledger) and processes it left running."""
         if has_gateway(self.run):
-            denied = denied_writes(self.desk.gateway.ledger(), n, job.id, job.sent_at or 0.0)
+            shell = launch.adapter_of(self.desk.info, n).shell
+            denied = denied_writes(self.desk.gateway.ledger(), n, job.id, job.sent_at or 0.0, shell)
             if denied:
                 self.desk.event(Event.WRITE_DENIED, n, job=job.id, commands=denied)
         strays = launch.stray_processes(self.run, n, self.desk.panes.get(n))

@@ -26,6 +26,9 @@ from orch.errors import UsageError
 from orch.fleet import launch
 from orch.gateway import protocols
 from orch.gateway.records import Scheme
+from orch.offline import chat as offline_chat
+from orch.offline import gemini as offline_gemini
+from orch.offline import responses as offline_responses
 from orch.run.folder import RunFolder
 from tests.helpers import run_info
 
@@ -154,3 +157,16 @@ def test_adapters_are_reached_only_through_the_registry() -> None:
         for name in _imports(path) & adapter_modules
     }
     assert not offenders, "import orch.agents.registry (get_adapter) instead: " + "; ".join(sorted(offenders))
+
+
+def test_each_agent_names_the_shell_tool_its_model_calls() -> None:
+    """The lead matches a verifier's cited commands against its own agent's shell calls in the gateway's
+    ledger: each adapter names the tool as the offline model's translator for its API calls it."""
+    shells = {name: get_adapter(name).shell for name in sorted(ADAPTERS)}
+    assert shells["aider"] is None  # no tool calls: shell blocks are text in its answers
+    for name, tool in {"claude": "Bash", "scripted": "Bash", "codex": offline_responses.SHELL_TOOL,
+                       "gemini": offline_gemini.FROM_SCRIPT["Bash"], "opencode": "bash"}.items():  # fmt: skip
+        shell = shells[name]
+        assert shell is not None and shell.name == tool and shell.command_field, name
+    assert offline_chat.NEUTRAL_NAMES["bash"] == "Bash"  # opencode's `bash` is Chat Completions' neutral name
+    assert shells["codex"] is not None and shells["codex"].in_hooks == "Bash"  # its hooks say Bash

@@ -11,8 +11,8 @@ import pytest
 
 from orch.gateway.anthropic import AnthropicProtocol
 from orch.gateway.gemini import GeminiProtocol, call_key, replay_key, synthesized
-from orch.gateway.records import Scheme, Tokens
-from orch.gateway.replay import exchange_key
+from orch.gateway.records import Exchange, Scheme, Tokens
+from orch.gateway.replay import exchange_key, translate
 from orch.gateway.sse import SseParser
 from orch.offline import gemini as scripted
 
@@ -149,3 +149,21 @@ def test_replay_synthesizes_gemini_answers_for_unseen_side_calls(tmp_path: Path)
     streamed = synthesized(PATH, {"contents": []})
     assert streamed is not None and streamed[2] and _read(streamed[1].encode(), 7).complete
     assert synthesized("/v1/messages", {}) is None
+
+
+def test_replay_translates_a_recorded_stream_into_this_runs_folders() -> None:
+    """A replayed call names this run's folders, not the recording's (Gemini CLI would refuse a path outside
+    its workspace, and a write would go into the old run)."""
+    recorded = API_STREAM.decode().replace('"ls"', '"touch /old/run/outbox/agent-1/done"')
+    recorded = recorded.replace("Let me look.", "Looking at /old/run/agent-1.task.md")
+    exchange = Exchange.model_validate(
+        {"seq": 1, "ts": 0, "worker": 1, "method": "POST", "path": PATH, "request": {}, "status": 200,
+         "stream": True, "body": recorded, "key": {"kind": "main", "conversation": "c", "turn": 1}}
+    )  # fmt: skip
+    moved = translate(exchange, (("/old/run", "/srv/new-run"),)).body
+    assert "/old/run" not in moved and moved.count("\r\n\r\n") == 2
+    outcome = _read(moved.encode(), 9)
+    assert outcome.complete and outcome.tool_uses[0].input == {"command": "touch /srv/new-run/outbox/agent-1/done"}
+    assert "Looking at /srv/new-run/agent-1.task.md" in moved
+    unchanged = API_STREAM.decode().replace('"ls"', '"pwd"')
+    assert translate(exchange.model_copy(update={"body": unchanged}), (("/old/run", "/x"),)).body == unchanged

@@ -308,6 +308,8 @@ def test_rubber_stamping_verifier_is_flagged(offline: None, workdir: Path, tmp_p
         {"write": "{{verdict_file}}", "content": json.dumps({**stamp, "evidence": false_quote})},
         DONE,
         reply(),
+        # It only echoes the command it cites (a real call in the ledger, with the command in it): not a run.
+        {"bash": "echo 'python3 -m pytest tests/test_pages.py' && echo '1 passed'"},
         {"write": "{{verdict_file}}", "content": json.dumps({**stamp, "evidence": never_ran})},
         DONE,
         reply(),

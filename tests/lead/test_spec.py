@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
+from orch.agents.registry import get_adapter
+from orch.contracts import ShellTool
 from orch.gateway.records import LedgerEntry
 from orch.lead import briefs
 from orch.lead.findings import (
@@ -293,29 +295,41 @@ def _result(id_: str, is_error: bool, worker: int = 2) -> LedgerEntry:
     return LedgerEntry(ts=101.0, worker=worker, seq=2, kind="tool_result", id=id_, is_error=is_error)
 
 
-LEDGERS: dict[str, tuple[list[LedgerEntry], list[RanCommand]]] = {
-    # worker 2 on job v1, brief sent at 50: (ledger lines, the commands it ran)
-    "stamped-with-the-job": ([_use("a", "ls"), _result("a", False)], [RanCommand("ls", is_error=False)]),
-    "no-result-yet": ([_use("a", "ls")], [RanCommand("ls")]),
-    "another-job": ([_use("a", "ls", job="t1")], []),
-    "another-worker": ([_use("a", "ls", worker=3)], []),
+CLAUDE, CODEX = get_adapter("claude").shell, get_adapter("codex").shell
+LEDGERS: dict[str, tuple[list[LedgerEntry], ShellTool | None, list[RanCommand]]] = {
+    # worker 2 on job v1, brief sent at 50: (ledger lines, its agent's shell tool, the commands it ran)
+    "stamped-with-the-job": ([_use("a", "ls"), _result("a", False)], CLAUDE, [RanCommand("ls", is_error=False)]),
+    "no-result-yet": ([_use("a", "ls")], CLAUDE, [RanCommand("ls")]),
+    "another-job": ([_use("a", "ls", job="t1")], CLAUDE, []),
+    "another-worker": ([_use("a", "ls", worker=3)], CLAUDE, []),
     "unstamped-after-the-brief": (
         [_use("a", "ls", job=None, ts=60), _result("a", True)],
+        CLAUDE,
         [RanCommand("ls", is_error=True)],
     ),
-    "unstamped-before-the-brief": ([_use("a", "ls", job=None, ts=40)], []),
-    "not-bash": ([_use("a", "ls").model_copy(update={"tool": "Read"})], []),
+    "unstamped-before-the-brief": ([_use("a", "ls", job=None, ts=40)], CLAUDE, []),
+    "not-bash": ([_use("a", "ls").model_copy(update={"tool": "Read"})], CLAUDE, []),
     "codex-exec-command": (
         [_use("a", "ls").model_copy(update={"tool": "exec_command", "input": {"cmd": "ls", "yield_time_ms": 1}})],
+        CODEX,
         [RanCommand("ls")],
     ),
-    "codex-call-without-cmd": ([_use("a", "ls").model_copy(update={"tool": "exec_command"})], []),
+    "codex-call-without-cmd": ([_use("a", "ls").model_copy(update={"tool": "exec_command"})], CODEX, []),
+    # Another agent's shell tool ran nothing here: a Claude Code worker's model asking for `exec_command`
+    # gets an error from Claude Code, which has no such tool.
+    "another-agents-shell-tool": (
+        [_use("a", "ls").model_copy(update={"tool": "exec_command", "input": {"cmd": "ls"}})],
+        CLAUDE,
+        [],
+    ),
+    "claude-bash-on-a-codex-worker": ([_use("a", "ls")], CODEX, []),
+    "an-agent-without-a-shell-tool": ([_use("a", "ls")], None, []),
 }
 
 
-@pytest.mark.parametrize(("entries", "ran"), LEDGERS.values(), ids=LEDGERS.keys())
-def test_ledger_commands(entries: list[LedgerEntry], ran: list[RanCommand]) -> None:
-    assert ledger_commands(entries, 2, "v1", 50.0) == ran
+@pytest.mark.parametrize(("entries", "shell", "ran"), LEDGERS.values(), ids=LEDGERS.keys())
+def test_ledger_commands(entries: list[LedgerEntry], shell: ShellTool | None, ran: list[RanCommand]) -> None:
+    assert ledger_commands(entries, 2, "v1", 50.0, shell) == ran
 
 
 EXITS: dict[str, tuple[int, list[RanCommand], bool]] = {
@@ -396,7 +410,7 @@ def test_verdict_output_checks(tmp_path: Path, workdir: Path) -> None:
 
     def kinds(verdict: dict[str, Any]) -> list[ProblemKind]:
         run.outbox_verdict(2, "t1-F1.v1").write_text(json.dumps(verdict))
-        commands = hook_commands(run.hook_events(2), since)
+        commands = hook_commands(run.hook_events(2), since, CLAUDE)
         got = check_verdict(run, "t1-F1.v1", "t1-F1.v1@abc", "t1-F1", 2, workdir, 3, commands)[1]
         return [p.kind for p in got]
 
@@ -426,7 +440,7 @@ def test_verdict_commands_from_the_ledger(tmp_path: Path, workdir: Path) -> None
     def kinds(exit_code: int, ledger: list[LedgerEntry]) -> list[ProblemKind]:
         cited = {"command": "python3 -m pytest", "exit_code": exit_code}
         run.outbox_verdict(2, "v1").write_text(json.dumps({**base, "evidence": [cited]}))
-        commands = ledger_commands(ledger, 2, "v1", 0.0)
+        commands = ledger_commands(ledger, 2, "v1", 0.0, CLAUDE)
         return [p.kind for p in check_verdict(run, "v1", "v1@abc", "t1-F1", 2, workdir, 3, commands)[1]]
 
     assert kinds(1, []) == [ProblemKind.UNRUN_COMMAND]
