@@ -148,6 +148,11 @@ class SessionStore:
     (`sessions/agent-N`), so a later container can resume the session after the old one died."""
 
 
+TEXT_SHELL = "text_shell"
+"""The gateway ledger's tool name for a command in a fenced shell block of an answer with no tool calls
+(aider runs those lines): orch.gateway.openai_chat.text_shell_calls."""
+
+
 @dataclass(frozen=True)
 class ShellTool:
     """The tool through which the agent's model runs a shell command, as the model API names it (the gateway's

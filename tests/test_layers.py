@@ -25,7 +25,7 @@ RANKS = {
     "view": 8,
     "cli": 9,
 }
-BASE = ("orch", "orch.errors", "orch.versions", "orch.waits", "orch.settings", "orch.text")
+BASE = ("orch", "orch.errors", "orch.versions", "orch.waits", "orch.settings", "orch.text", "orch.shellparts")
 
 
 def layer_of(module: str) -> str:

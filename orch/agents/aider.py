@@ -32,6 +32,7 @@ from orch import settings
 from orch.agents.binaries import find_binary, version_of
 from orch.agents.checks import credentials_check, install_check, limits_check
 from orch.contracts import (
+    TEXT_SHELL,
     Check,
     Credentials,
     Dialog,
@@ -68,7 +69,8 @@ LIMITS = (
     "no tool calls: the model's edit and shell blocks; orch answers aider's questions in its process (edits "
     "yes, shell blocks by mode: build runs them, ask asks the run's policy)",
     "no read tool; no permission request for an edit",
-    "its commands are not in the gateway's ledger: a verdict's command evidence is refused",
+    "its commands are read from its answers' shell blocks (the gateway's ledger) with no result each: a "
+    "verdict's cited exit code is not checked",
 )
 # No --yes-always: it answers aider's shell questions No. aider_confirm.py answers every question instead.
 FLAGS = (
@@ -120,7 +122,8 @@ class AiderAdapter:
     permission_modes: tuple[str, ...] = orch.agents.aider_confirm.MODES
     default_permission_mode: str = "build"
     credentials: Credentials = CREDENTIALS
-    shell: ShellTool | None = None  # no tool calls: the shell blocks it suggests are text in its answers
+    # No tool calls: aider runs each line of the answer's shell blocks, which the gateway ledgers by that name.
+    shell: ShellTool | None = ShellTool(TEXT_SHELL, "command", hook_name="Bash")
     gateway: GatewayEnv | None = GATEWAY
     sessions: SessionStore | None = SESSIONS
     install: ImageInstall | None = INSTALL

@@ -117,7 +117,7 @@ class AnthropicProtocol:
             tool_uses=[t for b in blocks if (t := _tool_use(b)) is not None],
         )
 
-    def stream_reader(self) -> _Stream:
+    def stream_reader(self, body: Mapping[str, Any]) -> _Stream:
         return _Stream()
 
     def tool_results(self, body: Mapping[str, Any]) -> list[ToolResult]:

@@ -217,7 +217,7 @@ class GeminiProtocol:
             tool_uses=_calls(body),
         )
 
-    def stream_reader(self) -> _Stream:
+    def stream_reader(self, body: Mapping[str, Any]) -> _Stream:
         return _Stream()
 
     def tool_results(self, body: Mapping[str, Any]) -> list[ToolResult]:

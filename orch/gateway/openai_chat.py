@@ -9,18 +9,28 @@ Usage: `prompt_tokens` includes `prompt_tokens_details.cached_tokens`; the books
 usage only when the client asks (`stream_options.include_usage`, which opencode and aider do); a stream
 is complete at `data: [DONE]`, which is not JSON, so the reader also takes a chunk with a
 `finish_reason` followed by the usage chunk: the outcome is complete once a finish reason came.
+
+aider offers the model no tools: it runs the lines of the fenced shell blocks in the answer's text
+(```bash, ```sh, ...), each line a command of its own (0.86.2: editblock_coder.find_original_update_blocks,
+base_coder.handle_shell_commands). For its turns (`main_call` with no tools) the ledger gets each such
+line as a call of the tool TEXT_SHELL, as if the model had asked for it by name; no result comes back
+under an id, so none is ledgered.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
+from orch.contracts import TEXT_SHELL
 from orch.gateway.protocol import ErrorKind, Outcome, ToolResult, ToolUse
 from orch.gateway.records import Scheme, Tokens
 
 PATHS = ("/chat/completions", "/v1/chat/completions")
+_SHELL_FENCE = re.compile(r"^```(?:bash|sh|shell|zsh|ksh|fish|csh|tcsh)\b")
 _ERROR_TYPES: dict[ErrorKind, str] = {
     "authentication": "invalid_api_key",
     "permission": "insufficient_permissions",
@@ -48,6 +58,25 @@ def main_call(body: Mapping[str, Any]) -> bool:
     system = next((m for m in listed if isinstance(m, dict) and m.get("role") == "system"), None)
     content = system.get("content") if system else None
     return isinstance(content, str) and "SEARCH/REPLACE" in content
+
+
+def text_shell_calls(text: str, tag: str) -> list[ToolUse]:
+    """The commands aider would run from an answer's text: every non-blank line of each fenced shell block
+    (a fence directly followed by a SEARCH/REPLACE block is an edit, as aider reads it). `tag` makes the
+    calls' ids (the answer's id)."""
+    lines = text.splitlines()
+    commands: list[str] = []
+    i = 0
+    while i < len(lines):
+        edit = any(line.strip().startswith("<<<<<<< SEARCH") for line in lines[i + 1 : i + 3])
+        if _SHELL_FENCE.match(lines[i].strip()) and not edit:
+            i += 1
+            while i < len(lines) and not lines[i].strip().startswith("```"):
+                if lines[i].strip() and not lines[i].strip().startswith("#"):
+                    commands.append(lines[i].strip())
+                i += 1
+        i += 1
+    return [ToolUse(f"{tag}:{n}", TEXT_SHELL, {"command": command}) for n, command in enumerate(commands)]
 
 
 def _int(value: object) -> int:
@@ -90,21 +119,27 @@ def _text(content: object) -> str:
 class _Stream:
     """Follows one chat.completion.chunk stream: tool call fragments by index, the finish, the usage."""
 
-    def __init__(self) -> None:
+    def __init__(self, text_shell: bool = False) -> None:
         self._outcome = Outcome()
         self._calls: dict[int, list[str]] = {}
         self._order: list[int] = []
         self._finished = False
+        self._text: list[str] | None = [] if text_shell else None  # only aider's answers are read as text
+        self._id = ""
 
     def feed(self, event: dict[str, Any]) -> None:
         if isinstance(model := event.get("model"), str) and model:
             self._outcome.model = model
+        if not self._id and isinstance(given := event.get("id"), str):
+            self._id = given
         if (usage := tokens(event.get("usage"))) is not None:
             self._outcome.usage = usage
         for choice in event.get("choices") or []:
             if not isinstance(choice, dict):
                 continue
             delta = choice.get("delta")
+            if self._text is not None and isinstance(delta, dict) and isinstance(delta.get("content"), str):
+                self._text.append(delta["content"])
             for call in (delta.get("tool_calls") if isinstance(delta, dict) else None) or []:
                 if not isinstance(call, dict):
                     continue
@@ -128,6 +163,10 @@ class _Stream:
         self._outcome.tool_uses = [
             ToolUse(self._calls[i][0], self._calls[i][1], _arguments(self._calls[i][2])) for i in self._order
         ]
+        if self._text is not None and self._outcome.complete:
+            text = "".join(self._text)
+            tag = self._id or hashlib.sha256(text.encode()).hexdigest()[:16]
+            self._outcome.tool_uses += text_shell_calls(text, tag)
         return self._outcome
 
 
@@ -164,8 +203,8 @@ class ChatCompletionsProtocol:
             tool_uses=uses,
         )
 
-    def stream_reader(self) -> _Stream:
-        return _Stream()
+    def stream_reader(self, body: Mapping[str, Any]) -> _Stream:
+        return _Stream(text_shell=main_call(body) and not body.get("tools"))
 
     def tool_results(self, body: Mapping[str, Any]) -> list[ToolResult]:
         # Chat Completions has no error flag on a tool result: the agent writes the error as text.

@@ -61,7 +61,8 @@ class ApiProtocol(Protocol):
     def response_outcome(self, body: Mapping[str, Any]) -> Outcome:
         """A complete JSON response body's usage, model and tool calls."""
 
-    def stream_reader(self) -> StreamReader: ...
+    def stream_reader(self, body: Mapping[str, Any]) -> StreamReader:
+        """A reader for the streamed answer to this request."""
 
     def tool_results(self, body: Mapping[str, Any]) -> list[ToolResult]:
         """Every tool result the request carries (the server keeps the new ones)."""

@@ -220,7 +220,7 @@ class Proxy:
     ) -> web.StreamResponse:
         response = web.StreamResponse(status=status, headers=headers)
         await response.prepare(request)
-        parser, reader, chunks = SseParser(), call.protocol.stream_reader(), []
+        parser, reader, chunks = SseParser(), call.protocol.stream_reader(call.body), []
         try:
             async for chunk in upstream.content.iter_any():
                 await response.write(chunk)  # first: the tee must not delay the worker's bytes
@@ -262,7 +262,7 @@ class Proxy:
             return web.Response(status=answer.status, text=answer.body, headers=headers)
         response = web.StreamResponse(status=answer.status, headers=headers)
         await response.prepare(request)
-        parser, reader = SseParser(), call.protocol.stream_reader()
+        parser, reader = SseParser(), call.protocol.stream_reader(call.body)
         for event in split_events(answer.body):
             data = event.encode()
             await response.write(data)

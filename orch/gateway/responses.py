@@ -143,7 +143,7 @@ class ResponsesProtocol:
             tool_uses=[u for item in output if (u := tool_use(item)) is not None] if isinstance(output, list) else [],
         )
 
-    def stream_reader(self) -> _Stream:
+    def stream_reader(self, body: Mapping[str, Any]) -> _Stream:
         return _Stream()
 
     def tool_results(self, body: Mapping[str, Any]) -> list[ToolResult]:

@@ -21,9 +21,9 @@ from typing import TypeVar
 
 from pydantic import Field, ValidationError
 
+from orch import shellparts
 from orch.contracts import ShellTool
 from orch.gateway.records import LedgerEntry
-from orch.lead import shellparts
 from orch.run.folder import RunFolder, UnsafeOutput, read_worker_file
 from orch.run.records import HookEvent, Strict
 from orch.text import shorten
@@ -219,7 +219,7 @@ def denied_writes(
 
 def runs_of(command: str, ran: Sequence[RanCommand]) -> list[RanCommand]:
     """The calls that ran `command`: it is the whole call, or one of the commands the call's shell executes
-    (orch.lead.shellparts: a part of a list or a pipeline, a subshell's body, an if's condition...). A command that
+    (orch.shellparts: a part of a list or a pipeline, a subshell's body, an if's condition...). A command that
     only appears as text inside another (echoed, quoted, a heredoc's body) was not run."""
     out = []
     for r in ran:

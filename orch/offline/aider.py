@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from orch import shellparts
 from orch.offline.script import BRIEF_RE, SCRIPT_RE, Answer, next_answer, prompt_text
 
 STEP_RE = re.compile(r"^orch step: (\w+)$", re.MULTILINE)
@@ -91,10 +92,15 @@ def _read_brief(path: str, index: int) -> list[dict[str, Any]]:
 def one_line(script: str) -> str:
     """A shell script as one command line: aider runs each line of a shell block as a command of its own
     (base_coder.py handle_shell_commands, 0.86.2), so a script's variables, `if`s and multi-line quotes
-    would fall apart. A multi-line script is handed to bash whole, its newlines as `\\n` for printf %b."""
+    would fall apart. Lines that are each a whole command are joined with `;` (what they run stays readable,
+    so the lead finds a verifier's cited commands in the call); any other script is handed to bash whole,
+    its newlines as `\\n` for printf %b."""
     script = script.strip("\n")
     if "\n" not in script:
         return script
+    lines = [line.strip() for line in script.splitlines() if line.strip()]
+    if all(shellparts.joinable(line) for line in lines):
+        return " ; ".join(lines)
     escaped = script.replace("\\", "\\\\").replace("\n", "\\n").replace("'", "'\\''")
     return f"bash -c \"$(printf '%b' '{escaped}')\""
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -231,3 +233,23 @@ print(json.dumps([io.confirm_ask(q, subject=s, explicit_yes_required=e) for q, s
         ("PermissionRequest", "deny"),
     ]
     assert "Run pip install? pip install playwright no (orch)" in history.read_text()
+
+
+def test_aider_workers_find_and_verify_with_ledgered_commands(tmp_path: Path) -> None:
+    """`orch run` end to end with aider workers: aider runs the lines of its answers' shell blocks, which the
+    gateway ledgers (text_shell), so a verifier's cited commands are checked against what it ran."""
+    data = Path(str(resources.files("orch") / "data" / "demo"))
+    shutil.copytree(data / "sample", tmp_path / "workdir")
+    spec = tmp_path / "fleet.yaml"
+    text = (data / "fleet.yaml").read_text().replace("\nworkers: 3\n", "\nworkers: 3\nagent: aider\n")
+    spec.write_text(text + "\noffline: true\n")
+    result = orch("run", spec, "--local", "--name", "addemo")
+    assert result.exit_code == 4, result.output  # the demo's false positive is refuted, as designed
+    run = RunFolder.for_name("addemo")
+    report = json.loads(run.report_json.read_text())
+    assert {f["id"]: f["status"] for f in report["findings"]} == {"pages-F1": "CONFIRMED", "stats-F1": "REFUTED"}
+    assert report["evidence_source"] == "ledger" and report["flags"] == []
+    ledger = [json.loads(line) for line in run.model_ledger.read_text().splitlines()]
+    assert {e["tool"] for e in ledger} == {"text_shell"}
+    assert any("offline-verdict" in e["input"]["command"] for e in ledger)
+    assert any("exit code" in clause for clause in report["agent_limits"]["aider"])

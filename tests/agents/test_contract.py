@@ -14,6 +14,7 @@ from orch.agents.registry import ADAPTERS, DEFAULT_AGENT, IMAGE_AGENT, get_adapt
 from orch.container.image import DOCKER_DIR
 from orch.container.serverun import link_sessions
 from orch.contracts import (
+    TEXT_SHELL,
     AgentAdapter,
     Check,
     Credentials,
@@ -163,7 +164,8 @@ def test_each_agent_names_the_shell_tool_its_model_calls() -> None:
     """The lead matches a verifier's cited commands against its own agent's shell calls in the gateway's
     ledger: each adapter names the tool as the offline model's translator for its API calls it."""
     shells = {name: get_adapter(name).shell for name in sorted(ADAPTERS)}
-    assert shells["aider"] is None  # no tool calls: shell blocks are text in its answers
+    # No tool calls: aider runs the lines of its answers' shell blocks, which the gateway ledgers as TEXT_SHELL.
+    assert shells["aider"] is not None and shells["aider"].name == TEXT_SHELL
     for name, tool in {"claude": "Bash", "scripted": "Bash", "codex": offline_responses.SHELL_TOOL,
                        "gemini": offline_gemini.FROM_SCRIPT["Bash"], "opencode": "bash"}.items():  # fmt: skip
         shell = shells[name]

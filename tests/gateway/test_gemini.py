@@ -33,7 +33,7 @@ API_STREAM = (
 
 
 def _read(stream: bytes, size: int) -> Any:
-    parser, reader = SseParser(), PROTOCOL.stream_reader()
+    parser, reader = SseParser(), PROTOCOL.stream_reader({})
     for i in range(0, len(stream), size):
         for event in parser.feed(stream[i : i + size]):
             reader.feed(event)

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from orch.contracts import TEXT_SHELL
 from orch.gateway.anthropic import AnthropicProtocol
-from orch.gateway.openai_chat import ChatCompletionsProtocol
+from orch.gateway.openai_chat import ChatCompletionsProtocol, text_shell_calls
 from orch.gateway.protocols import for_path
 from orch.gateway.records import Scheme, Tokens
 from orch.gateway.replay import exchange_key
@@ -25,7 +26,7 @@ MAIN, TITLE = CAPTURED["main"], CAPTURED["title"]
 
 
 def _read(stream: bytes, size: int) -> Any:
-    parser, reader = SseParser(), PROTOCOL.stream_reader()
+    parser, reader = SseParser(), PROTOCOL.stream_reader({})
     for i in range(0, len(stream), size):
         for event in parser.feed(stream[i : i + size]):
             reader.feed(event)
@@ -186,3 +187,29 @@ def test_replay_of_chat_completions_answers_in_this_runs_folders(tmp_path: Path)
         # The recorded Write pointed into the recording's run folder: replayed, it points into this one.
         assert _arguments(reply.body)["filePath"] == str(rp.folder.root / "outbox" / "result.md")
         assert usage_of(settled(rp))["workers"]["1"]["requests"] == 1
+
+
+def test_aiders_shell_block_lines_are_ledgered_as_text_shell_calls() -> None:
+    """aider offers no tools: it runs each line of its answers' fenced shell blocks, so the gateway ledgers
+    those lines as the calls they are; an edit block's fence, comments and blank lines are not commands."""
+    text = (
+        "orch step: Bash\n```bash\norch bus post r --as 1 hi ; touch /r/done\n\n# a comment\necho two\n```\n"
+        "notes.md\n```\n<<<<<<< SEARCH\n=======\necho not a command\n>>>>>>> REPLACE\n```\n"
+        "```sh\nls\n```\nand ```python\nprint(1)\n```\n"
+    )
+    uses = text_shell_calls(text, "chatcmpl-1")
+    assert [(u.id, u.name, u.input) for u in uses] == [
+        ("chatcmpl-1:0", TEXT_SHELL, {"command": "orch bus post r --as 1 hi ; touch /r/done"}),
+        ("chatcmpl-1:1", TEXT_SHELL, {"command": "echo two"}),
+        ("chatcmpl-1:2", TEXT_SHELL, {"command": "ls"}),
+    ]
+    aider = {"stream": True, "messages": [{"role": "system", "content": "Use SEARCH/REPLACE blocks."}]}
+    chunks = [
+        {"id": "chatcmpl-9", "choices": [{"index": 0, "delta": {"content": "```bash\necho "}}]},
+        {"id": "chatcmpl-9", "choices": [{"index": 0, "delta": {"content": "hi\n```\n"}, "finish_reason": "stop"}]},
+    ]
+    for body, expected in ((aider, [("chatcmpl-9:0", "echo hi")]), ({**aider, "tools": [{"type": "function"}]}, [])):
+        reader = PROTOCOL.stream_reader(body)
+        for chunk in chunks:
+            reader.feed(chunk)
+        assert [(u.id, u.input["command"]) for u in reader.outcome().tool_uses] == expected

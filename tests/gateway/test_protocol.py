@@ -34,7 +34,7 @@ STREAM = _sse(
 
 @pytest.mark.parametrize("size", [1, 7, 64, len(STREAM)])
 def test_stream_usage_and_tool_calls_whatever_the_chunking(size: int) -> None:
-    parser, reader = SseParser(), PROTOCOL.stream_reader()
+    parser, reader = SseParser(), PROTOCOL.stream_reader({})
     for i in range(0, len(STREAM), size):
         for event in parser.feed(STREAM[i : i + size]):
             reader.feed(event)
@@ -45,7 +45,7 @@ def test_stream_usage_and_tool_calls_whatever_the_chunking(size: int) -> None:
 
 
 def test_a_cut_stream_is_incomplete() -> None:
-    parser, reader = SseParser(), PROTOCOL.stream_reader()
+    parser, reader = SseParser(), PROTOCOL.stream_reader({})
     for event in parser.feed(STREAM[: len(STREAM) // 2]):
         reader.feed(event)
     assert not reader.outcome().complete

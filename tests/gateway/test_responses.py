@@ -24,7 +24,7 @@ TOOL_TURN = CAPTURED["tool_turn"]
 
 
 def _outcome(sse: str, size: int) -> Any:
-    data, parser, reader = sse.encode(), SseParser(), PROTOCOL.stream_reader()
+    data, parser, reader = sse.encode(), SseParser(), PROTOCOL.stream_reader({})
     for i in range(0, len(data), size):
         for event in parser.feed(data[i : i + size]):
             reader.feed(event)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from orch.offline.aider import answer, one_line
+from orch.shellparts import ran
 
 SYSTEM = {"role": "system", "content": "Act as an expert developer. Use *SEARCH/REPLACE blocks*."}
 
@@ -27,7 +28,14 @@ SCRIPT = (
 )
 
 
-@pytest.mark.parametrize("text", [SCRIPT, "echo one", "echo 'a\\nb' | tr -d x"])
+# Whole commands a line each (an offline verifier's check): joined with `;`, each still readable.
+LINES = (
+    'cd "$1" || exit 1\nif grep -nF -- x /dev/null; then found=1; else found=0; fi\n'
+    '( echo hi ) > o 2>&1; c=$?\necho "$found $c"'
+)
+
+
+@pytest.mark.parametrize("text", [SCRIPT, LINES, "echo one", "echo 'a\\nb' | tr -d x"])
 def test_a_multi_line_script_runs_as_one_command_as_it_would_whole(tmp_path: Path, text: str) -> None:
     """aider runs each line of a shell block on its own: a script goes as one line, with the same effect."""
     line = one_line(text)
@@ -65,3 +73,10 @@ def test_every_step_goes_into_one_answer_and_command_output_is_not_a_prompt() ->
         {"role": "user", "content": "and then?"},
     ]
     assert answer(body(*history)).text == "Second."
+
+
+def test_whole_command_lines_stay_readable_so_a_cited_command_is_found_in_the_call() -> None:
+    line = one_line(LINES)
+    assert "printf" not in line and ran("grep -nF -- x /dev/null", line) and ran("echo hi", line)
+    assert "printf '%b'" in one_line(SCRIPT)  # a line that is no whole command (an `if` across lines)
+    assert "printf '%b'" in one_line("echo a # note\necho b")  # a comment would swallow what follows

@@ -95,3 +95,19 @@ def ran(command: str, call: str) -> bool:
         if (i == 0 or _starts(line[i - 1])) and (i + n == len(line) or _ends(line[i + n])):
             return True
     return False
+
+
+def joinable(line: str) -> bool:
+    """Whether a line of a script is a whole command that `;` may follow: it parses alone, holds no comment
+    (which would swallow what is joined after it) and no heredoc (whose body would be on later lines), and
+    does not end in `&` or `;`."""
+    tree = _parser().parse(line.encode())
+    if tree.root_node.has_error or line.rstrip().endswith(("&", ";")):
+        return False
+    stack: list[Node] = [tree.root_node]
+    while stack:
+        node = stack.pop()
+        if node.type in ("comment", "heredoc_redirect", "heredoc_body"):
+            return False
+        stack.extend(node.children)
+    return True

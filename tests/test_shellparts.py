@@ -1,10 +1,11 @@
-"""Which commands a shell call executes (orch.lead.shellparts): what a cited command is matched against."""
+"""Which commands a shell call executes (orch.shellparts): what a cited command is matched against."""
 
 from __future__ import annotations
 
 import pytest
 
-from orch.lead.shellparts import ran
+from orch import shellparts
+from orch.shellparts import ran
 
 REPRO = "python3 -c 'from stats import mean; mean([])' 2>&1 | grep -q ZeroDivisionError"
 RUN: dict[str, tuple[str, str]] = {
@@ -54,3 +55,21 @@ def test_commands_a_call_runs(call: str, command: str) -> None:
 @pytest.mark.parametrize(("call", "command"), MENTIONED.values(), ids=MENTIONED.keys())
 def test_commands_a_call_only_mentions(call: str, command: str) -> None:
     assert not ran(command, call)
+
+
+@pytest.mark.parametrize(
+    ("line", "joinable"),
+    [
+        ("echo a", True),
+        ("a && b || c", True),
+        ('echo "#" > out', True),
+        ("if x; then y; fi", True),
+        ("echo a # note", False),  # the comment would swallow what `;` joins after it
+        ("cat <<EOF", False),  # its body is on the next lines
+        ("if x; then", False),
+        ("sleep 1 &", False),
+        ("echo 'open", False),
+    ],
+)
+def test_which_lines_a_semicolon_may_join(line: str, joinable: bool) -> None:
+    assert shellparts.joinable(line) is joinable
