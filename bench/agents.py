@@ -32,8 +32,6 @@ from orch.run.folder import RunFolder
 from orch.waits import wait_until
 
 AGENTS = ("claude", "codex", "gemini", "opencode", "aider")
-EDITS_ONLY = frozenset({"aider"})
-"""Agents whose bench task is written with edits only (no `orch bus post`, the flag written, not touched)."""
 WORKERS = (1, 4)
 MIB = 1 << 20
 DONE_TIMEOUT = 120.0
@@ -54,15 +52,8 @@ def rss_mib(live: Fleet) -> list[float]:
     return [procs.tree_memory(pid).rss / MIB for _, pid in sorted(live.panes().items())]
 
 
-def task(run: RunFolder, edits_only: bool) -> list[dict[str, str]]:
-    """The scripted steps of the bench task: a bus post, the result, the done flag (edits only: the result
-    and the flag as two writes)."""
-    if edits_only:
-        return [
-            {"write": str(run.result(1)), "content": "bench result\n"},
-            {"write": str(run.done(1)), "content": "done\n"},
-            {"reply": "Finished."},
-        ]
+def task(run: RunFolder) -> list[dict[str, str]]:
+    """The scripted steps of the bench task, the same for every agent: a bus post, the result, the done flag."""
     return [
         {"bash": f"orch bus post {run.name} --as 1 'bench'"},
         {"write": str(run.result(1)), "content": "bench result\n"},
@@ -71,11 +62,11 @@ def task(run: RunFolder, edits_only: bool) -> list[dict[str, str]]:
     ]
 
 
-def brief_to_done(live: Fleet, edits_only: bool = False) -> tuple[float, float]:
+def brief_to_done(live: Fleet) -> tuple[float, float]:
     """Seconds from `orch brief` (the send included) to worker 1's done flag being seen, and of those the
     worker's own span: its brief acknowledged (UserPromptSubmit) -> its done flag written (mtime)."""
     run = live.run
-    steps = task(run, edits_only)
+    steps = task(run)
     script = "\n".join(json.dumps(s) for s in steps)
     wall0, start = time.time(), time.monotonic()
     talk.brief(run, 1, f"# Bench task\n\n```orch-script\n{script}\n```\n")
@@ -116,7 +107,7 @@ def sample(env: BenchEnv, agent: str, repeat: int, got: Samples) -> None:
             got.ups[n][repeat] = live.up_seconds
             got.idle += rss_mib(live)
             if n == 1:
-                got.done[repeat], got.span[repeat] = brief_to_done(live, agent in EDITS_ONLY)
+                got.done[repeat], got.span[repeat] = brief_to_done(live)
                 got.after += rss_mib(live)
         except MEASUREMENT_ERRORS as exc:
             got.errors.append(f"N={n}: {_one_line(exc)}")
@@ -126,13 +117,12 @@ def sample(env: BenchEnv, agent: str, repeat: int, got: Samples) -> None:
 
 def rows_of(agent: str, got: Samples, claude: Samples | None) -> list[Row]:
     rows = [Row("agents", f"{agent}: up -> {n} ready", "s", list(got.ups[n].values())) for n in WORKERS]
-    what = "2 edit blocks, no shell" if agent in EDITS_ONLY else "3 tool calls"
     rows += [
         Row(
             "agents", f"{agent}: RSS per worker, just booted", "MiB", _median(got.idle), note=f"{len(got.idle)} workers"
         ),
         Row("agents", f"{agent}: RSS per worker, after a task", "MiB", _median(got.after)),
-        Row("agents", f"{agent}: brief -> done ({what})", "s", list(got.done.values())),
+        Row("agents", f"{agent}: brief -> done (3 tool calls)", "s", list(got.done.values())),
         Row(
             "agents",
             f"{agent}: brief -> done, beyond the worker's own span",

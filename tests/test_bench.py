@@ -126,16 +126,14 @@ def test_agents_bench_pairs_ratios_by_repeat_and_reports_a_failed_agent() -> Non
     assert not any("Claude Code's" in m for m in (r.metric for r in agents.rows_of("claude", claude, claude)))
 
 
-def test_agents_bench_task_without_shell_is_edits_only(tmp_path: Path) -> None:
+def test_agents_bench_task_is_the_same_three_steps_for_every_agent(tmp_path: Path) -> None:
     from bench import agents
     from orch.run.folder import RunFolder
 
     run = RunFolder(tmp_path / "r")
-    assert "aider" in agents.AGENTS and "aider" in agents.EDITS_ONLY
-    edits = agents.task(run, edits_only=True)
-    assert not any("bash" in step for step in edits)
-    assert {"write": str(run.done(1)), "content": "done\n"} in edits
-    assert any(step.get("bash", "").startswith("orch bus post") for step in agents.task(run, edits_only=False))
+    assert "aider" in agents.AGENTS  # it runs shell blocks now: the same task as the others
+    steps = agents.task(run)
+    assert steps[0]["bash"].startswith("orch bus post") and steps[2] == {"bash": f"touch {run.done(1)}"}
 
 
 def test_images_bench_reads_the_opt_layers_of_an_image_history() -> None:
