@@ -10,7 +10,7 @@ from orch.errors import OrchError
 
 def limits_check(adapter: AgentAdapter) -> Check:
     """The agent's limits as one doctor line (informational: not a failure)."""
-    return Check(f"{adapter.name} limits", True, "; ".join(adapter.limits) or "none known", optional=True)
+    return Check(f"{adapter.name}-limits", True, "; ".join(adapter.limits) or "none known", optional=True)
 
 
 def install_check(adapter: AgentAdapter) -> Check:

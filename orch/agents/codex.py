@@ -274,7 +274,7 @@ class CodexAdapter:
         return hooks
 
     def doctor(self) -> Sequence[Check]:
-        return (install_check(self), credentials_check(self.credentials, "codex credentials"), limits_check(self))
+        return (install_check(self), credentials_check(self.credentials, "codex-credentials"), limits_check(self))
 
     def ready_marker(self, run: RunFolder, worker: int) -> Path | None:
         return run.config_dir(worker) / READY
