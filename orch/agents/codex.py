@@ -76,7 +76,8 @@ CREDENTIALS = Credentials(
 GATEWAY = GatewayEnv(base_url_env="OPENAI_BASE_URL", key_env="OPENAI_API_KEY")
 # Rollouts live in <CODEX_HOME>/sessions/YYYY/MM/DD/rollout-<time>-<session id>.jsonl; `codex resume` reads them.
 SESSIONS = SessionStore(subdir="sessions")
-INSTALL = ImageInstall(npm_package=CODEX_PACKAGE, version=CODEX_VERSION, build_arg="CODEX", node=True)  # bin/codex.js
+# No Node runtime: the adapter runs the native binary behind the npm launcher (native(), below).
+INSTALL = ImageInstall(package=CODEX_PACKAGE, version=CODEX_VERSION, build_arg="CODEX")
 CACHE_BIN = Path.home() / ".cache" / "orch" / "codex" / CODEX_VERSION / "node_modules" / ".bin" / "codex"
 READY = "orch-ready"
 """The ready marker, in the worker's CODEX_HOME: written by the hook that shows the TUI takes input."""

@@ -45,7 +45,7 @@ CREDENTIALS = Credentials(
 GATEWAY = GatewayEnv(base_url_env="GOOGLE_GEMINI_BASE_URL", key_env="GEMINI_API_KEY")
 # Chats live in <GEMINI_CLI_HOME>/.gemini/tmp/<project>/chats/session-<time>-<id[:8]>.jsonl; --resume reads them.
 SESSIONS = SessionStore(subdir=".gemini/tmp")
-INSTALL = ImageInstall(npm_package=GEMINI_CLI_PACKAGE, version=GEMINI_CLI_VERSION, build_arg="GEMINI_CLI")
+INSTALL = ImageInstall(package=GEMINI_CLI_PACKAGE, version=GEMINI_CLI_VERSION, build_arg="GEMINI_CLI", node=True)
 CACHE_BIN = Path.home() / ".cache" / "orch" / "gemini-cli" / GEMINI_CLI_VERSION / "node_modules" / ".bin" / "gemini"
 
 # Gemini CLI's policy engine (user tier): the tools a worker needs run without a prompt, shell redirection

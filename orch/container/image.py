@@ -189,12 +189,14 @@ def _build_error(message: str, step: str, step_of: str, base: str, recent: Itera
 
 def build_args(base: str, agent_version: str | None, agents: Sequence[str]) -> dict[str, str]:
     """The Dockerfile's build args: the base, the image's own agent, and every other agent asked for."""
-    others = image_installs(agents)
+    others = image_installs(agents).values()
     return {
         "BASE": base,
         **image_install().build_args(agent_version),
-        "AGENT_NPM": " ".join(install.spec() for install in others.values()),
-        "NODE_VERSION": NODE_VERSION if any(install.node for install in others.values()) else "",
+        "AGENT_NPM": " ".join(install.spec() for install in others if not install.pip_command),
+        "AGENT_CONFIG_NPM": " ".join(install.config_npm for install in others if install.config_npm),
+        "AGENT_PIP": " ".join(f"{i.pip_command}={i.spec()}" for i in others if i.pip_command),
+        "NODE_VERSION": NODE_VERSION if any(install.node for install in others) else "",
         "AGENTS": ",".join(image_agents(agents)),
     }
 
