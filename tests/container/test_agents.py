@@ -152,7 +152,7 @@ def _brief(run: RunFolder, n: int, kind: str) -> str:
     return f"# Task for worker {n}\n\n{prose}\n\n" + _script(*steps)
 
 
-def test_boots_with_no_dialog_each_worker_its_own_uid(fleet: Fleet) -> None:
+def test_boots_with_no_dialog_each_worker_its_own_uid(fleet: Fleet, engine: docker.DockerClient) -> None:
     run = fleet.run
     info = run.info()
     assert isinstance(info, DockerRunInfo)
@@ -165,6 +165,23 @@ def test_boots_with_no_dialog_each_worker_its_own_uid(fleet: Fleet) -> None:
         assert not [d for d in DIALOGS[fleet.kind] if d in screen], screen
         # The worker seeded its own config and writes its own hook log and outbox, as its own uid.
         assert run.state(n).stat().st_uid == run.outbox(n).stat().st_uid == _uid(run, n)
+    if info.isolation is Isolation.STRICT:
+        _config_dir_is_closed(engine, info)
+
+
+def _config_dir_is_closed(engine: docker.DockerClient, info: DockerRunInfo) -> None:
+    """Worker 1's config dir (its gateway token is in it) is closed to worker 2, and the controller may only
+    pass through it (to look up the ready marker), not list it. (Gemini CLI's adapter, which has no marker,
+    closes it to the controller too.)"""
+    where = f"from orch.run.folder import RunFolder; print(RunFolder.for_name({info.name!r}).config_dir(1))"
+    code, out = DockerSandbox().run_as_user(info, ["python3", "-c", where])
+    assert code == 0, out
+    cfg = out.split()[-1]
+    container = engine.containers.get(info.container.id)
+    other = container.exec_run(["sh", "-c", f"ls {cfg}; cd {cfg} && echo entered"], user=str(worker_uid(2)))
+    assert b"Permission denied" in other.output and b"entered" not in other.output, other.output
+    code, out = DockerSandbox().run_as_user(info, ["sh", "-c", f"ls {cfg}; stat -c %a {cfg}"])
+    assert "Permission denied" in out and out.split()[-1] in ("710", "700"), out  # Gemini CLI's: 0700
 
 
 def test_thirty_line_message_is_one_submission(fleet: Fleet) -> None:
