@@ -86,6 +86,7 @@ def build_image(
             f"CA bundle not found: {ca_bundle}",
             hint="pass an existing PEM file (e.g. /etc/ssl/certs/ca-certificates.crt) or no CA bundle",
         )
+    image_installs(agents)  # an agent it cannot carry: refused before the engine is asked anything
     client = docker_client()
     try:
         client.images.get(base)
@@ -280,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ca-bundle", type=Path, default=ca_bundle)
     parser.add_argument("--tag", default=tag)
     parser.add_argument("--claude-version", dest="agent_version", help="agent CLI version (default: pinned)")
-    parser.add_argument("--agents", default=IMAGE_AGENT, help="comma list of the agent CLIs the image carries")
+    parser.add_argument("--agents", default=IMAGE_AGENT, help="comma list of the agent CLIs the image carries, or all")
     parser.add_argument("--if-missing", action="store_true", help="do nothing if the tag exists already")
     parser.add_argument(
         "--if-stale",

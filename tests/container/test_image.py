@@ -262,6 +262,13 @@ def test_missing_ca_bundle_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.
     assert "CA bundle not found" in caught.value.message
 
 
+def test_an_agent_the_image_cannot_carry_is_refused_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent.sock")  # checked before the engine is asked
+    result = orch("image", "build", "--agents", "claude,nope", "--tag", "orch-test:none")
+    assert result.exit_code == 2 and "unknown agent 'nope'" in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("with_ca", [False, True])
 def test_build_context_holds_only_what_the_dockerfile_needs(tmp_path: Path, with_ca: bool) -> None:
     ca = tmp_path / "ca.pem"
