@@ -230,6 +230,16 @@ def image_is_current(
     return image is not None and image.labels.get(DIGEST_LABEL) == inputs_digest(base, agent_version, agents)
 
 
+def carries_current(tag: str, base: str, agents: Sequence[str]) -> bool:
+    """Whether `tag` carries `agents` and was built by build_image from the current sources, for the agents
+    its label says it carries (an image with more agents than asked serves as well)."""
+    image = _find_image(tag)
+    if image is None or not set(agents) <= carried_agents(image):
+        return False
+    built_for = (image.labels.get(AGENTS_LABEL) or IMAGE_AGENT).split(",")
+    return image.labels.get(DIGEST_LABEL) == inputs_digest(base, None, built_for)
+
+
 def _context_entries() -> list[tuple[str, bytes, int]]:
     """(name, content, mode) of the build context's files, the CA bundle aside, in a stable order."""
     dockerfile = DOCKER_DIR / "Dockerfile"
