@@ -174,22 +174,29 @@ class ShellTool:
 class ImageInstall:
     """What the worker image (docker/Dockerfile) installs for the agent, read by the image build."""
 
-    npm_package: str
+    package: str
+    """Its package: on npm, or on PyPI when `pip_command` is set."""
     version: str
     """Pinned (orch.versions): the image, `orch doctor` and the tests use this one version."""
     build_arg: str
     """The Dockerfile's build-arg prefix for the image's own agent (Claude Code): it reads
-    `<build_arg>_PACKAGE` and `<build_arg>_VERSION`. Every other agent goes into AGENT_NPM."""
+    `<build_arg>_PACKAGE` and `<build_arg>_VERSION`. Every other agent goes into AGENT_NPM or AGENT_PIP."""
     node: bool = False
     """Its command is a Node.js program (or a Node wrapper around a native one): the image then carries a
-    Node runtime, itself from the npm registry (orch.versions.NODE_PACKAGE)."""
+    Node runtime, itself from the npm registry (orch.versions.NODE_VERSION)."""
+    pip_command: str | None = None
+    """Set for a PyPI package: the command it installs. The image puts the package in a venv of its own
+    (/opt/pip/<command>: its pinned dependencies never meet orch's) and links the command onto PATH."""
+    config_npm: str | None = None
+    """An npm package (`name@version`) the agent would install into its config dir at run time unless it is
+    there: the image installs it once (/opt/agents/config-deps) for the adapter to link (opencode's plugins)."""
 
     def build_args(self, version: str | None = None) -> dict[str, str]:
-        return {f"{self.build_arg}_PACKAGE": self.npm_package, f"{self.build_arg}_VERSION": version or self.version}
+        return {f"{self.build_arg}_PACKAGE": self.package, f"{self.build_arg}_VERSION": version or self.version}
 
     def spec(self) -> str:
-        """`package@version`, as npm installs it."""
-        return f"{self.npm_package}@{self.version}"
+        """`package@version` as npm installs it, `package==version` as pip does."""
+        return f"{self.package}=={self.version}" if self.pip_command else f"{self.package}@{self.version}"
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # The project's one test command: set up, lint, type-check, then run the whole suite against a real
-# tmux, the real Claude Code binary, and (when an engine answers) a real Docker engine.
+# tmux, the real agent binaries, and (when an engine answers) a real Docker engine with a worker image that
+# carries every agent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
 if .venv/bin/python -c 'import sys; from orch.container.engine import docker_client; docker_client()' 2>/dev/null; then
   # The image build is cached by Docker; ORCH_BASE_IMAGE / ORCH_CA_BUNDLE pick the base and a CA bundle.
-  .venv/bin/python -m orch.container.image --if-stale
+  # It carries the agents the docker tests run (tests/dockertest.py: IMAGE_AGENTS).
+  agents=$(.venv/bin/python -c 'from tests.dockertest import IMAGE_AGENTS; print(",".join(IMAGE_AGENTS))')
+  .venv/bin/python -m orch.container.image --if-stale --agents "$agents"
 fi
 
 .venv/bin/ruff check orch tests bench

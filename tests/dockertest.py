@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from orch import settings
+from orch.agents.registry import ALL_AGENTS
 from orch.container.engine import docker_client
 from orch.container.image import build_image, image_is_current
 from orch.container.layout import LABEL_RUN, ROOT_HOST_UID
@@ -35,6 +36,9 @@ from orch.waits import wait_until
 BASE = os.environ.get("ORCH_BASE_IMAGE") or "orch-base:bookworm"
 CA_BUNDLE = Path(os.environ["ORCH_CA_BUNDLE"]) if os.environ.get("ORCH_CA_BUNDLE") else None
 IMAGE = settings.IMAGE.get()  # ORCH_IMAGE: a developer's own tag beside CI's
+IMAGE_AGENTS = (ALL_AGENTS,)
+"""The one statement of what the tests' image carries: every agent the worker image can carry (`orch image
+build --agents all`). scripts/test.sh builds the image with these, the `image` fixture checks it against them."""
 BUILD_TIMEOUT = 1800
 SIOCGIFADDR = 0x8915  # linux/sockios.h: an interface's IPv4 address
 # The uid the containers run as when the tests run as root (CI), else the invoking user's.
@@ -54,12 +58,13 @@ def engine() -> docker.DockerClient:
 
 @pytest.fixture(scope="session")
 def image(engine: docker.DockerClient) -> str:
-    """The worker image (ORCH_IMAGE, default orch:latest), built from the current sources unless it already is."""
-    if image_is_current(IMAGE, BASE, CLAUDE_CODE_VERSION):
+    """The worker image (ORCH_IMAGE, default orch:latest) with IMAGE_AGENTS, built from the current sources
+    unless it already is."""
+    if image_is_current(IMAGE, BASE, CLAUDE_CODE_VERSION, IMAGE_AGENTS):
         return IMAGE
     log: list[str] = []
     try:
-        build_image(BASE, CLAUDE_CODE_VERSION, CA_BUNDLE, IMAGE, log.append)
+        build_image(BASE, CLAUDE_CODE_VERSION, CA_BUNDLE, IMAGE, log.append, IMAGE_AGENTS)
     except (UsageError, SandboxError) as exc:
         tail = "\n".join(log[-40:])
         pytest.fail(f"building {IMAGE} failed: {exc.one_line()}\n--- last build output ---\n{tail}")

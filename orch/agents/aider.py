@@ -61,8 +61,8 @@ CREDENTIALS = Credentials(
 # aider reads both from its environment (its --openai-api-base / --openai-api-key): no token in argv.
 GATEWAY = GatewayEnv(base_url_env="OPENAI_API_BASE", key_env="OPENAI_API_KEY")
 SESSIONS = SessionStore(subdir="history")
-# The worker image does not carry aider yet (a pip package, not npm): ImageInstall cannot describe it.
-INSTALL = None
+# A PyPI package: the image installs it in a venv of its own (/opt/pip/aider) and links `aider` onto PATH.
+INSTALL = ImageInstall(package=AIDER_PACKAGE, version=AIDER_VERSION, build_arg="AIDER", pip_command="aider")
 LIMITS = (
     "no hooks: state from its chat history file and screen",
     "no session id: a restart restores the chat history",

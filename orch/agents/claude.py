@@ -62,7 +62,7 @@ CREDENTIALS = Credentials(
 GATEWAY = GatewayEnv(base_url_env="ANTHROPIC_BASE_URL", key_env="ANTHROPIC_API_KEY")
 # Transcripts live in <config dir>/projects/<mangled cwd>/<session>.jsonl; `--resume` reads them.
 SESSIONS = SessionStore(subdir="projects")
-INSTALL = ImageInstall(npm_package=CLAUDE_CODE_PACKAGE, version=CLAUDE_CODE_VERSION, build_arg="CLAUDE_CODE")
+INSTALL = ImageInstall(package=CLAUDE_CODE_PACKAGE, version=CLAUDE_CODE_VERSION, build_arg="CLAUDE_CODE")
 CACHE_BIN = Path.home() / ".cache" / "orch" / "claude-code" / CLAUDE_CODE_VERSION / "node_modules" / ".bin" / "claude"
 
 # The default lets a worker edit files and run commands without prompts (an unattended worker cannot

@@ -85,7 +85,8 @@ LIMITS = (
     "a worker without a first prompt boots with a one-line model turn (SessionStart fires with the first turn)",
     "API keys only, no ChatGPT sign-in",
 )
-INSTALL = ImageInstall(npm_package=CODEX_PACKAGE, version=CODEX_VERSION, build_arg="CODEX", node=True)  # bin/codex.js
+# No Node runtime: the adapter runs the native binary behind the npm launcher (native(), below).
+INSTALL = ImageInstall(package=CODEX_PACKAGE, version=CODEX_VERSION, build_arg="CODEX")
 CACHE_BIN = Path.home() / ".cache" / "orch" / "codex" / CODEX_VERSION / "node_modules" / ".bin" / "codex"
 READY = "orch-ready"
 """The ready marker, in the worker's CODEX_HOME: written by the hook that shows the TUI takes input."""

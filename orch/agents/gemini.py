@@ -52,7 +52,7 @@ LIMITS = (
     "a resumed session's first prompt is answered without the old history",
     "no hook reports an API failure: a rate-limited turn reads as idle, then nudged",
 )
-INSTALL = ImageInstall(npm_package=GEMINI_CLI_PACKAGE, version=GEMINI_CLI_VERSION, build_arg="GEMINI_CLI")
+INSTALL = ImageInstall(package=GEMINI_CLI_PACKAGE, version=GEMINI_CLI_VERSION, build_arg="GEMINI_CLI", node=True)
 CACHE_BIN = Path.home() / ".cache" / "orch" / "gemini-cli" / GEMINI_CLI_VERSION / "node_modules" / ".bin" / "gemini"
 
 # Gemini CLI's policy engine (user tier): the tools a worker needs run without a prompt, shell redirection

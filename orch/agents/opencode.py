@@ -40,12 +40,21 @@ from orch.contracts import (
 )
 from orch.errors import UsageError
 from orch.run.folder import RunFolder
-from orch.versions import OPENCODE_PACKAGE, OPENCODE_VERSION
+from orch.versions import OPENCODE_PACKAGE, OPENCODE_PLUGIN_PACKAGE, OPENCODE_VERSION
 
 CACHE = Path.home() / ".cache" / "orch" / "opencode" / OPENCODE_VERSION
 CACHE_BIN = CACHE / "node_modules" / ".bin" / "opencode"
 CONFIG_DEPS = CACHE / "config-deps"
 """`npm install @opencode-ai/plugin@<version>` done once by scripts/setup.sh: linked into each config dir."""
+
+
+def config_deps(binary: Path) -> Path:
+    """The pinned plugin package beside the npm prefix opencode was installed into (`<prefix>/node_modules/
+    .bin/opencode`): setup.sh's cache, or the worker image's /opt/agents; else setup.sh's cache."""
+    beside = binary.parent.parent.parent / "config-deps"
+    return beside if (beside / "node_modules").is_dir() else CONFIG_DEPS
+
+
 PROVIDER = "orch"
 DEFAULT_MODEL = "gpt-4.1"
 CREDENTIALS = Credentials(
@@ -58,7 +67,12 @@ CREDENTIALS = Credentials(
 )
 GATEWAY = GatewayEnv(base_url_env="OPENAI_BASE_URL", key_env="OPENAI_API_KEY")
 SESSIONS = SessionStore(subdir="data")
-INSTALL = ImageInstall(npm_package=OPENCODE_PACKAGE, version=OPENCODE_VERSION, build_arg="OPENCODE")
+INSTALL = ImageInstall(
+    package=OPENCODE_PACKAGE,
+    version=OPENCODE_VERSION,
+    build_arg="OPENCODE",
+    config_npm=f"{OPENCODE_PLUGIN_PACKAGE}@{OPENCODE_VERSION}",
+)
 ENV = {
     "OPENCODE_DISABLE_AUTOUPDATE": "1",
     "OPENCODE_DISABLE_MODELS_FETCH": "1",  # models.dev: the provider is ours, nothing to fetch
@@ -197,22 +211,22 @@ class OpencodeAdapter:
         }
         return LaunchSpec(argv=argv, env=env, cwd=ctx.workdir)
 
-    @staticmethod
-    def _link_deps(config_dir: Path) -> None:
+    def _link_deps(self, config_dir: Path) -> None:
         """opencode runs `npm install @opencode-ai/plugin` in its config dir unless it is there: give it
         the pinned copy (package.json, lock and a link to node_modules)."""
-        if not (CONFIG_DEPS / "node_modules").is_dir():
+        deps = config_deps(self.binary())
+        if not (deps / "node_modules").is_dir():
             raise UsageError(
-                f"opencode's plugin package is not installed in {CONFIG_DEPS}",
+                f"opencode's plugin package is not installed in {deps}",
                 hint="run scripts/setup.sh (opencode would otherwise download it at run time)",
             )
         for name in ("package.json", "package-lock.json"):
-            shutil.copyfile(CONFIG_DEPS / name, config_dir / name)
+            shutil.copyfile(deps / name, config_dir / name)
         link = config_dir / "node_modules"
         if not link.is_symlink():
             if link.exists():
                 shutil.rmtree(link)
-            link.symlink_to(CONFIG_DEPS / "node_modules")
+            link.symlink_to(deps / "node_modules")
 
     def doctor(self) -> Sequence[Check]:
         facts = Check(

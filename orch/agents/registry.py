@@ -74,11 +74,16 @@ def image_install() -> ImageInstall:
     return install
 
 
+ALL_AGENTS = "all"
+"""`orch image build --agents all`: every agent the worker image can carry."""
+
+
 def image_installs(agents: Sequence[str]) -> dict[str, ImageInstall]:
-    """What the worker image installs for each of these agents beside its own (IMAGE_AGENT), by name;
-    UsageError for an agent the image cannot carry."""
+    """What the worker image installs for each of these agents beside its own (IMAGE_AGENT), by name
+    (`all`: every agent whose adapter states an install); UsageError for an agent the image cannot carry."""
+    names = [n for n in ADAPTERS if get_adapter(n).install is not None] if ALL_AGENTS in agents else agents
     out = {}
-    for name in agents:
+    for name in names:
         adapter = get_adapter(name)
         if name == IMAGE_AGENT or name == "scripted":  # always there: the image's own agent, and orch's
             continue

@@ -112,7 +112,7 @@ def image_build(
         str | None, typer.Option("--tag", help=f"Image tag (default: ${IMAGE.name} or {IMAGE.default}).")
     ] = None,
     agents: Annotated[
-        str, typer.Option("--agents", help="The agent CLIs the image carries, e.g. claude,codex,gemini (pinned).")
+        str, typer.Option("--agents", help="The agent CLIs the image carries (pinned): e.g. claude,codex,aider; all")
     ] = "claude",
 ) -> None:
     """Build the worker image from docker/Dockerfile, printing the engine's progress as it goes."""

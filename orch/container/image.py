@@ -86,6 +86,7 @@ def build_image(
             f"CA bundle not found: {ca_bundle}",
             hint="pass an existing PEM file (e.g. /etc/ssl/certs/ca-certificates.crt) or no CA bundle",
         )
+    image_installs(agents)  # an agent it cannot carry: refused before the engine is asked anything
     client = docker_client()
     try:
         client.images.get(base)
@@ -189,12 +190,14 @@ def _build_error(message: str, step: str, step_of: str, base: str, recent: Itera
 
 def build_args(base: str, agent_version: str | None, agents: Sequence[str]) -> dict[str, str]:
     """The Dockerfile's build args: the base, the image's own agent, and every other agent asked for."""
-    others = image_installs(agents)
+    others = image_installs(agents).values()
     return {
         "BASE": base,
         **image_install().build_args(agent_version),
-        "AGENT_NPM": " ".join(install.spec() for install in others.values()),
-        "NODE_VERSION": NODE_VERSION if any(install.node for install in others.values()) else "",
+        "AGENT_NPM": " ".join(install.spec() for install in others if not install.pip_command),
+        "AGENT_CONFIG_NPM": " ".join(install.config_npm for install in others if install.config_npm),
+        "AGENT_PIP": " ".join(f"{i.pip_command}={i.spec()}" for i in others if i.pip_command),
+        "NODE_VERSION": NODE_VERSION if any(install.node for install in others) else "",
         "AGENTS": ",".join(image_agents(agents)),
     }
 
@@ -225,6 +228,16 @@ def image_is_current(
     """Whether `tag` exists and was built by build_image from these inputs and the current sources."""
     image = _find_image(tag)
     return image is not None and image.labels.get(DIGEST_LABEL) == inputs_digest(base, agent_version, agents)
+
+
+def carries_current(tag: str, base: str, agents: Sequence[str]) -> bool:
+    """Whether `tag` carries `agents` and was built by build_image from the current sources, for the agents
+    its label says it carries (an image with more agents than asked serves as well)."""
+    image = _find_image(tag)
+    if image is None or not set(agents) <= carried_agents(image):
+        return False
+    built_for = (image.labels.get(AGENTS_LABEL) or IMAGE_AGENT).split(",")
+    return image.labels.get(DIGEST_LABEL) == inputs_digest(base, None, built_for)
 
 
 def _context_entries() -> list[tuple[str, bytes, int]]:
@@ -278,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ca-bundle", type=Path, default=ca_bundle)
     parser.add_argument("--tag", default=tag)
     parser.add_argument("--claude-version", dest="agent_version", help="agent CLI version (default: pinned)")
-    parser.add_argument("--agents", default=IMAGE_AGENT, help="comma list of the agent CLIs the image carries")
+    parser.add_argument("--agents", default=IMAGE_AGENT, help="comma list of the agent CLIs the image carries, or all")
     parser.add_argument("--if-missing", action="store_true", help="do nothing if the tag exists already")
     parser.add_argument(
         "--if-stale",

@@ -209,7 +209,9 @@ def isolate_workers(run: RunFolder, info: RunInfo, uid: int, gid: int) -> None:
     - `outbox/agent-N/`: worker N's, group the run's gid and group-writable, so the controller can clear a
       finished job's files; other workers only read it. Its hook log `state/agent-N.jsonl` and its agent
       session store `sessions/agent-N` (resume) are its own too.
-    - its config dir (on the tmpfs home, 0700: it holds the worker's gateway token): created empty; the
+    - its config dir (on the tmpfs home: it holds the worker's gateway token): created empty, 0710 with the
+      run's gid, so no other worker may enter it and the controller may only look up a name in it (an
+      adapter's ready marker: Codex, opencode and aider touch one there once their TUI takes input); the
       worker seeds it itself when its pane starts (orch.fleet.become).
     - the home and the folders above the config dirs: the run's uid's, 0711 (passable, not listable).
     """
@@ -226,7 +228,7 @@ def isolate_workers(run: RunFolder, info: RunInfo, uid: int, gid: int) -> None:
         run.state(n).touch()
         _own(run.state(n), w, w, 0o644)
         _own_tree(run.sessions(n), w, w, 0o700)
-        _own_tree(run.config_dir(n), w, w, 0o700)
+        _own_tree(run.config_dir(n), w, gid, 0o710)
 
 
 def _strict_run(boot: InitBoot | None) -> tuple[RunFolder, RunInfo] | None:

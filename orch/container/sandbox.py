@@ -30,7 +30,6 @@ import requests.exceptions
 from docker.models.containers import Container
 from pydantic import TypeAdapter
 
-from orch.agents.registry import image_install
 from orch.container import boot, egress, mounts
 from orch.container.boot import check_image, describe, find, run_container
 from orch.container.engine import DEFAULT_ENGINE, docker_client, engine_address, is_remote_client
@@ -105,11 +104,6 @@ class DockerSandbox:
     # --- up ---------------------------------------------------------------------------------------
     def up(self, request: UpRequest) -> RunInfo:
         adapter, planned = launch.plan(request)  # the agent itself runs inside the container
-        if adapter.install is not None and adapter.install != image_install():
-            raise UsageError(
-                f"the worker image carries {image_install().npm_package} only, not {adapter.install.npm_package}",
-                hint=f"run {adapter.name} workers on this machine with --local",
-            )
         opts = self.settings.options
         host_workdir = Path(planned.workdir)
         try:

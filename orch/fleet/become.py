@@ -84,6 +84,7 @@ def become(bundle: LaunchBundle) -> None:
     if adapter.sessions is not None:  # the agent's sessions live in the run folder, for a resume
         link = cfg / adapter.sessions.subdir
         if not link.is_symlink() and not link.exists():
+            link.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # Gemini CLI's is `.gemini/tmp`
             link.symlink_to(run.sessions(bundle.worker), target_is_directory=True)
     env = {**os.environ, "HOME": str(home), **bundle.env}
     ctx = WorkerContext(

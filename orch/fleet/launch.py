@@ -344,14 +344,16 @@ def wait_booted(
             adapter = adapter_of(info, n)
             events = run.hook_events(n)[skip.get(n, 0) :]
             marker = adapter.ready_marker(run, n)
-            if any(e.hook_event_name == "SessionStart" for e in events) and (marker is None or marker.exists()):
+            if any(e.hook_event_name == "SessionStart" for e in events) and (marker is None or _present(marker)):
                 pending.discard(n)
                 continue
             pane = panes.get(n)
             state, detail = derive_state(events[-1] if events else None, pane)
             if pane is None or state in ENDED:
                 screen = server.capture(pane.pane_id, 20) if pane else ""
-                last = next((ln for ln in reversed(screen.splitlines()) if ln.strip()), "no output")
+                # The agent's last words, not tmux's "Pane is dead (status N, ...)" below them.
+                said = [ln for ln in screen.splitlines() if ln.strip() and not ln.startswith("Pane is dead")]
+                last = said[-1] if said else "no output"
                 raise SandboxError(f"worker {n} exited while booting ({detail}): {last.strip()[:200]}")
             # Seeding prevents dialogs; screens are only scraped for a worker that is late to boot.
             if time.monotonic() - started > DIALOG_GRACE:
@@ -365,6 +367,15 @@ def wait_booted(
             f"workers {join_numbers(pending)} did not boot within {timeout:g}s",
             hint=f"look at their screens in {run.logs_dir}",
         ) from None
+
+
+def _present(marker: Path) -> bool:
+    """Whether a ready marker is there. It is in the worker's own config dir: under strict isolation the
+    worker could make it a link the controller may not follow, which must not end the wait (nor `orch up`)."""
+    try:
+        return marker.exists()
+    except OSError:
+        return False
 
 
 def answer_dialogs(run: RunFolder, adapter: AgentAdapter, server: TmuxServer, n: int, pane: PaneInfo) -> bool:
@@ -381,11 +392,15 @@ def answer_dialogs(run: RunFolder, adapter: AgentAdapter, server: TmuxServer, n:
     return False
 
 
-def restart(run: RunFolder, n: int, prompt: str | None = None) -> None:
+def restart(run: RunFolder, n: int, prompt: str | None = None, boot_timeout: float | None = None) -> None:
     """Respawn worker n in its pane, resuming its agent session when the agent kept one.
 
-    `prompt` is passed on the command line, so nothing has to be typed into the new pane.
+    `prompt` is passed on the command line, so nothing has to be typed into the new pane. With
+    `boot_timeout`, return only once the agent booted again and takes input, as `up` does (its
+    SessionStart and its adapter's ready marker): a message sent earlier could be lost (opencode draws
+    its TUI seconds after its first hook).
     """
+    seen = len(run.hook_events(n))
     info = run.info()
     run.check_worker(n)
     server = server_for(info)
@@ -398,6 +413,8 @@ def restart(run: RunFolder, n: int, prompt: str | None = None) -> None:
     )
     server.respawn(pane.pane_id, spec)
     run.log_event(ControllerEvent(event=Event.RESTARTED, worker=n, data={"session": session}))
+    if boot_timeout is not None:  # the other workers' earlier boots count: only n's new life is awaited
+        wait_booted(run, info, server, boot_timeout, {n: seen})
 
 
 def last_session(run: RunFolder, n: int) -> str | None:

@@ -74,7 +74,7 @@ def check_live_credentials(agent: str) -> None:
 
 def container_backend(agents: tuple[str, ...] = ("claude",)) -> tuple[bool, str]:
     """Whether the container backend can run the demo's agents here; if not, why."""
-    from orch.container.image import image_exists, image_is_current
+    from orch.container.image import carries_current, image_exists
 
     tag = settings.IMAGE.get()
     build = "orch image build" + (f" --agents {','.join(agents)}" if agents != ("claude",) else "")
@@ -85,7 +85,7 @@ def container_backend(agents: tuple[str, ...] = ("claude",)) -> tuple[bool, str]
         return False, exc.message
     base = settings.BASE_IMAGE.get()
     try:
-        if not image_is_current(tag, base, None, agents):
+        if not carries_current(tag, base, agents):
             return False, f"the worker image {tag} is not built from this orch for these agents (`{build}`)"
     except OrchError:
         pass  # not a source checkout: the image cannot be compared with the sources, take it as it is

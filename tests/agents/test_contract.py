@@ -73,8 +73,11 @@ def test_adapter_states_complete_facts(name: str) -> None:
         assert adapter.sessions.subdir and not sub.is_absolute() and ".." not in sub.parts
     if adapter.install is not None:
         assert isinstance(adapter.install, ImageInstall)
-        assert adapter.install.npm_package and re.match(r"^\d+\.\d+\.\d+", adapter.install.version)
+        assert adapter.install.package and re.match(r"^\d+\.\d+\.\d+", adapter.install.version)
         assert ENV_NAME.match(adapter.install.build_arg)
+        # A pip command is one word (the image links /opt/pip/bin/<command>); config packages are pinned.
+        assert adapter.install.pip_command is None or re.fullmatch(r"[a-z][a-z0-9_-]*", adapter.install.pip_command)
+        assert adapter.install.config_npm is None or re.fullmatch(r"\S+@\d+\.\d+\.\d+", adapter.install.config_npm)
 
 
 def test_the_image_build_reads_its_agent_from_the_adapter() -> None:

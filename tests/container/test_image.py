@@ -2,7 +2,8 @@
 
 Tests marked `docker` need an engine: they skip when none answers, except under CI=true, where they fail.
 The image is built once per session (base ORCH_BASE_IMAGE, default orch-base:bookworm from
-scripts/ci-base-image.sh; CA bundle ORCH_CA_BUNDLE) unless orch:latest is already built from these sources.
+scripts/ci-base-image.sh; CA bundle ORCH_CA_BUNDLE; every agent: tests/dockertest.py IMAGE_AGENTS) unless
+orch:latest is already built from these sources.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from orch.container.image import (
     _write_context,
     build_args,
     build_image,
+    image_agents,
     image_exists,
     image_is_current,
     inputs_digest,
@@ -30,14 +32,16 @@ from orch.container.image import (
 from orch.errors import SandboxError, UsageError
 from orch.run.folder import RunFolder
 from orch.versions import (
+    AIDER_VERSION,
     CLAUDE_CODE_VERSION,
     CODEX_VERSION,
     DEFAULT_IMAGE_TAG,
+    GEMINI_CLI_VERSION,
     NODE_VERSION,
     OPENCODE_VERSION,
     TMUX_MIN_VERSION,
 )
-from tests.dockertest import BASE, BUILD_TIMEOUT, CA_BUNDLE
+from tests.dockertest import BASE, BUILD_TIMEOUT, CA_BUNDLE, IMAGE_AGENTS
 from tests.helpers import orch
 
 TAG = DEFAULT_IMAGE_TAG
@@ -97,17 +101,37 @@ def test_orch_is_installed(engine: docker.DockerClient, image: str) -> None:
 
 @pytest.mark.docker
 @pytest.mark.timeout(BUILD_TIMEOUT)
-def test_runtime_tools_and_no_node(engine: docker.DockerClient, image: str) -> None:
-    """The firewall tools and tini are there; node is not: Claude Code's bin is a native binary."""
+def test_runtime_tools_and_only_the_pinned_node(engine: docker.DockerClient, image: str) -> None:
+    """The firewall tools and tini are there. Node is only the npm registry's pinned runtime that Gemini CLI
+    needs (Claude Code, Codex and opencode are native binaries): no Debian nodejs, no npm."""
     out = run(
         engine,
         image,
         "sh",
         "-c",
         "for t in iptables ipset ip tini python3 tmux; do command -v $t >/dev/null || echo missing $t; done;"
-        " command -v node nodejs npm || true",
+        " command -v nodejs npm || true; command -v node; node --version",
     )
-    assert out.strip() == "", out
+    assert out.split() == ["/opt/node/bin/node", f"v{NODE_VERSION}"], out
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(BUILD_TIMEOUT)
+def test_every_agent_is_its_pinned_version(engine: docker.DockerClient, image: str) -> None:
+    """The tests' image carries every agent (tests/dockertest.py: IMAGE_AGENTS), each at its pin, each one
+    command on PATH; aider from its own venv, linked."""
+    out = run(
+        engine,
+        image,
+        "sh",
+        "-c",
+        "codex --version; gemini --version; opencode --version; aider --version; readlink -f $(command -v aider);"
+        " ls /opt/agents/config-deps/node_modules/@opencode-ai",
+    )
+    assert out.split() == [
+        "codex-cli", CODEX_VERSION, GEMINI_CLI_VERSION, OPENCODE_VERSION, "aider", AIDER_VERSION,
+        "/opt/pip/aider/bin/aider", "plugin", "sdk",
+    ], out  # fmt: skip
 
 
 @pytest.mark.docker
@@ -122,7 +146,7 @@ def test_environment_and_labels(engine: docker.DockerClient, image: str) -> None
     assert config["User"] == "worker"
     assert config["Labels"]["org.opencontainers.image.title"] == "orch"
     assert config["Labels"]["orch.claude-code-version"] == CLAUDE_CODE_VERSION
-    assert config["Labels"]["orch.agents"] == "claude"  # the default image: Claude Code alone
+    assert config["Labels"]["orch.agents"] == ",".join(image_agents(IMAGE_AGENTS))
     assert config["Entrypoint"] == ["/usr/bin/tini", "--"]
     # apt lists are cleaned; ORCH_HOME is writable by the worker
     check = "ls /var/lib/apt/lists | grep -v -e '^lock$' -e '^partial$'; test -w /orch"
@@ -180,8 +204,9 @@ def _pem_certs(text: str) -> Iterator[str]:
 @pytest.mark.timeout(BUILD_TIMEOUT)
 def test_image_lookups(engine: docker.DockerClient, image: str, monkeypatch: pytest.MonkeyPatch) -> None:
     absent = "orch-test-absent:none"
-    assert image_exists(image) and image_is_current(image, BASE, CLAUDE_CODE_VERSION)
-    assert not image_is_current(image, BASE, "0.0.0-other")  # other inputs: another digest
+    assert image_exists(image) and image_is_current(image, BASE, CLAUDE_CODE_VERSION, IMAGE_AGENTS)
+    assert not image_is_current(image, BASE, "0.0.0-other", IMAGE_AGENTS)  # other inputs: another digest
+    assert not image_is_current(image, BASE, CLAUDE_CODE_VERSION, ["claude"])  # other agents: another digest
     assert not image_exists(absent) and not image_is_current(absent, BASE, CLAUDE_CODE_VERSION)
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent.sock")
     with pytest.raises(UsageError):
@@ -237,6 +262,13 @@ def test_missing_ca_bundle_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.
     assert "CA bundle not found" in caught.value.message
 
 
+def test_an_agent_the_image_cannot_carry_is_refused_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent.sock")  # checked before the engine is asked
+    result = orch("image", "build", "--agents", "claude,nope", "--tag", "orch-test:none")
+    assert result.exit_code == 2 and "unknown agent 'nope'" in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("with_ca", [False, True])
 def test_build_context_holds_only_what_the_dockerfile_needs(tmp_path: Path, with_ca: bool) -> None:
     ca = tmp_path / "ca.pem"
@@ -263,19 +295,27 @@ def test_build_context_holds_only_what_the_dockerfile_needs(tmp_path: Path, with
 
 def test_build_args_carry_each_agent_pinned_and_node_only_when_needed() -> None:
     alone = build_args("base:x", None, ["claude"])
-    assert alone["AGENT_NPM"] == "" and alone["NODE_VERSION"] == "" and alone["AGENTS"] == "claude"
+    assert alone["AGENT_NPM"] == alone["AGENT_PIP"] == alone["AGENT_CONFIG_NPM"] == alone["NODE_VERSION"] == ""
+    assert alone["AGENTS"] == "claude"
     mixed = build_args("base:x", None, ["claude", "codex", "opencode", "scripted"])
     assert mixed["AGENT_NPM"] == f"@openai/codex@{CODEX_VERSION} opencode-ai@{OPENCODE_VERSION}"
-    assert mixed["NODE_VERSION"] == NODE_VERSION  # Codex's command is a Node program
+    assert mixed["AGENT_CONFIG_NPM"] == f"@opencode-ai/plugin@{OPENCODE_VERSION}"  # linked, never fetched at run
+    assert mixed["NODE_VERSION"] == "" and mixed["AGENT_PIP"] == ""  # both native binaries: no Node
     assert mixed["AGENTS"] == "claude,codex,opencode"
+    assert build_args("base:x", None, ["gemini"])["NODE_VERSION"] == NODE_VERSION  # a Node program
+    aider = build_args("base:x", None, ["aider"])
+    assert aider["AGENT_PIP"] == f"aider=aider-chat=={AIDER_VERSION}" and aider["AGENT_NPM"] == ""
+    every = build_args("base:x", None, ["all"])
+    assert every["AGENTS"] == "claude,codex,gemini,opencode,aider" and every["NODE_VERSION"] == NODE_VERSION
     assert inputs_digest("base:x", None, ["claude"]) != inputs_digest("base:x", None, ["claude", "codex"])
-    with pytest.raises(UsageError, match="cannot carry agent 'aider'"):
-        build_args("base:x", None, ["aider"])
+    with pytest.raises(UsageError, match="unknown agent 'nope'"):
+        build_args("base:x", None, ["nope"])
 
 
 @pytest.mark.docker
 @pytest.mark.timeout(BUILD_TIMEOUT)
-def test_up_refuses_a_fleet_its_image_cannot_run(image: str, tmp_path: Path) -> None:
+def test_up_refuses_a_fleet_its_image_cannot_run(image: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ORCH_IMAGE", BASE)  # no orch.agents label: an image from before it, Claude Code alone
     result = orch("up", "noimg", "--agents", "claude:1,codex:1", "--offline", "--workdir", tmp_path)
     assert result.exit_code == 2, result.output
     assert "does not carry agent codex" in result.output and "--agents claude,codex" in result.output

@@ -1,0 +1,333 @@
+"""Codex, Gemini CLI, opencode and aider workers in a run's container, offline: the real binaries in the
+worker image (which carries every agent: tests/dockertest.py IMAGE_AGENTS) against the scripted model
+through the run's gateway. Claude Code's container tests are test_fleet.py, test_hostile.py and others.
+
+For each agent, one fleet of two workers under strict isolation (each worker its own uid, its config dir
+seeded by the worker itself: what `orch run` uses in a container; aider: shared, see NO_STRICT) is shared
+by the checks in this order:
+no dialog on a brand-new workdir, a 30-line message as one submission, a brief's shell and write tool calls
+(bus post, result, done flag), a killed agent shown as crashed and restarted with its session. Then a
+shared-isolation fleet (`orch up`'s default) meets the run's permission policy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from orch.container.layout import LABEL_RUN, run_mount
+from orch.container.sandbox import DockerSandbox
+from orch.gateway.cassette import read_exchanges
+from orch.run.events import Event
+from orch.run.folder import RunFolder, atomic_write
+from orch.run.records import DockerRunInfo, Isolation, PermissionAnswer, WorkerState
+from orch.run.uids import worker_uid
+from orch.waits import wait_until
+from tests.agents.test_codex import DIALOGS as CODEX_DIALOGS
+from tests.agents.test_gemini import _script
+from tests.agents.test_opencode import _webfetch_brief
+from tests.dockertest import BUILD_TIMEOUT, RUN_UID, events, unique
+from tests.helpers import orch, prompts
+
+AGENTS = ("codex", "gemini", "opencode", "aider")
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(BUILD_TIMEOUT)]
+BOOT = "180"  # seconds: opencode and aider take 10-30 s to draw their TUI on a busy 2-core machine
+# What each agent's idle screen shows, and the first-run dialogs it must not show.
+SCREEN = {"codex": "OpenAI Codex", "gemini": "Type your message", "opencode": "Ask anything", "aider": "Aider v"}
+DIALOGS = {
+    "codex": CODEX_DIALOGS,
+    "gemini": ("Do you trust", "authenticate"),
+    "opencode": ("Connect a provider", "Zen"),
+    "aider": ("(Y)es/(N)o", "raw.githubusercontent"),
+}
+NO_SHELL = {
+    "aider": "TODO(aider shell): aider refuses the model's shell blocks under --yes-always, so an aider worker "
+    "cannot run `orch bus post` (docs/agents/aider.md); remove aider from NO_SHELL once its adapter runs shell"
+}
+NO_STRICT = {
+    "aider": "TODO(aider strict): aider's stand-in for hooks (orch/agents/aider_watch.py) reads and types "
+    "into its pane through the run's tmux server, which a strict worker may not reach, so it never boots "
+    "under --isolation strict (orch run's default in a container); its fleet here is shared"
+}
+# Agents whose tool calls stop at orch's permission policy in a container.
+ASKS = {"gemini", "opencode"}
+
+
+def _marked(kind: str) -> Any:
+    """The agent's name as a parameter, with its marker (`pytest -m codex` selects it)."""
+    return pytest.param(kind, marks=getattr(pytest.mark, kind), id=kind)
+
+
+class Fleet:
+    def __init__(self, kind: str, home: Path, run: RunFolder) -> None:
+        self.kind, self.home, self.run = kind, home, run
+
+    @property
+    def name(self) -> str:
+        return self.run.name
+
+
+def _container_workdir(path: Path) -> Path:
+    """A brand-new workdir the container's uid may use (the tests run as root in CI)."""
+    path.mkdir(parents=True)
+    (path / "README.md").write_text("a project\n")
+    if os.getuid() == 0:
+        for p in (path, path / "README.md"):
+            os.chown(p, RUN_UID, RUN_UID)
+    return path
+
+
+def _up(kind: str, name: str, workdir: Path, workers: int, *extra: str) -> RunFolder:
+    result = orch("up", name, "-n", str(workers), "--workdir", workdir, "--offline", "--agent", kind,
+                  "--egress", "none", "--boot-timeout", BOOT, *extra)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return RunFolder.for_name(name)
+
+
+def _remove(engine: docker.DockerClient, name: str) -> None:
+    orch("kill", name)
+    for container in engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"}):
+        container.remove(force=True)
+
+
+@pytest.fixture(scope="module", params=[_marked(kind) for kind in AGENTS])
+def strict_fleet(
+    request: pytest.FixtureRequest, image: str, engine: docker.DockerClient, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Fleet]:
+    """Two workers of one agent under strict isolation, shared by this module's checks of that agent."""
+    kind = str(request.param)
+    root = tmp_path_factory.mktemp(f"strict-{kind}")
+    home = root / "orch-home"
+    name = unique(f"st{kind[:2]}")
+    isolation = Isolation.SHARED if kind in NO_STRICT else Isolation.STRICT
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ORCH_HOME", str(home))
+        run = _up(kind, name, _container_workdir(root / "brand-new-workdir"), 2, "--isolation", isolation.value)
+        try:
+            yield Fleet(kind, home, run)
+        finally:
+            _remove(engine, name)
+
+
+@pytest.fixture
+def fleet(strict_fleet: Fleet, monkeypatch: pytest.MonkeyPatch) -> Fleet:
+    """The module's fleet, seen from this test (each test gets its own ORCH_HOME otherwise)."""
+    monkeypatch.setenv("ORCH_HOME", str(strict_fleet.home))
+    return strict_fleet
+
+
+def _uid(run: RunFolder, n: int) -> int:
+    """The uid worker n's processes and files have: its own under strict isolation, else the run's."""
+    return worker_uid(n) if run.info().isolation is Isolation.STRICT else RUN_UID
+
+
+def _status(run: RunFolder, n: int) -> WorkerState:
+    return DockerSandbox().status(run).workers[n - 1].state
+
+
+def _turn_over(run: RunFolder, n: int, since: int) -> bool:
+    return any(e.hook_event_name == "Stop" for e in run.hook_events(n)[since:])
+
+
+def _brief(run: RunFolder, n: int, kind: str) -> str:
+    """A 30-line brief whose script posts to the bus (a shell call), writes the result and touches the done
+    flag; an agent without shell writes the flag instead. Paths are the container's."""
+    outbox = f"{run_mount(run.name)}/outbox/agent-{n}"
+    steps: list[dict[str, object]] = []
+    if kind not in NO_SHELL:
+        steps.append({"bash": f"orch bus post {run.name} --as {n} 'worker {n} checked in'"})
+    steps.append({"write": f"{outbox}/result.md", "content": f"# Result of worker {n}\nall good\n"})
+    if kind in NO_SHELL:
+        steps.append({"write": f"{outbox}/done", "content": "done\n"})
+    else:
+        steps.append({"bash": f"touch {outbox}/done"})
+    steps.append({"reply": "Finished."})
+    prose = "\n".join(f"Context line {i} for worker {n}." for i in range(1, 21))
+    return f"# Task for worker {n}\n\n{prose}\n\n" + _script(*steps)
+
+
+def test_boots_with_no_dialog_each_worker_its_own_uid(fleet: Fleet, engine: docker.DockerClient) -> None:
+    run = fleet.run
+    info = run.info()
+    assert isinstance(info, DockerRunInfo)
+    assert info.isolation is (Isolation.SHARED if fleet.kind in NO_STRICT else Isolation.STRICT)
+    assert [w.state for w in DockerSandbox().status(run).workers] == [WorkerState.IDLE] * 2
+    assert Event.DIALOG_ANSWERED not in [e["event"] for e in events(run)]
+    for n in (1, 2):
+        screen = orch("read", fleet.name, str(n)).output
+        assert SCREEN[fleet.kind] in screen, screen
+        assert not [d for d in DIALOGS[fleet.kind] if d in screen], screen
+        # The worker seeded its own config and writes its own hook log and outbox, as its own uid.
+        assert run.state(n).stat().st_uid == run.outbox(n).stat().st_uid == _uid(run, n)
+    if info.isolation is Isolation.STRICT:
+        _config_dir_is_closed(engine, info)
+
+
+def _config_dir_is_closed(engine: docker.DockerClient, info: DockerRunInfo) -> None:
+    """Worker 1's config dir (its gateway token is in it) is closed to worker 2, and the controller may only
+    pass through it (to look up the ready marker), not list it. (Gemini CLI's adapter, which has no marker,
+    closes it to the controller too.)"""
+    where = f"from orch.run.folder import RunFolder; print(RunFolder.for_name({info.name!r}).config_dir(1))"
+    code, out = DockerSandbox().run_as_user(info, ["python3", "-c", where])
+    assert code == 0, out
+    cfg = out.split()[-1]
+    container = engine.containers.get(info.container.id)
+    other = container.exec_run(["sh", "-c", f"ls {cfg}; cd {cfg} && echo entered"], user=str(worker_uid(2)))
+    assert b"Permission denied" in other.output and b"entered" not in other.output, other.output
+    code, out = DockerSandbox().run_as_user(info, ["sh", "-c", f"ls {cfg}; stat -c %a {cfg}"])
+    assert "Permission denied" in out and out.split()[-1] in ("710", "700"), out  # Gemini CLI's: 0700
+
+
+def test_thirty_line_message_is_one_submission(fleet: Fleet) -> None:
+    text = "\n".join(f"{i:02d}: a line of a long multi-line brief" for i in range(1, 31))
+    before = len(prompts(fleet.run, 2))
+    result = orch("send", fleet.name, "2", "--file", "-", input=text)
+    assert result.exit_code == 0, result.output
+    got = prompts(fleet.run, 2)[before:]
+    assert len(got) == 1, got  # exactly one submission
+    # every line in order (Gemini CLI adds its session context around it, opencode a trailing space)
+    assert [line.rstrip() for line in got[0].splitlines() if line[:2].isdigit()] == text.splitlines()
+
+
+def test_brief_runs_shell_and_write_calls_and_finishes(fleet: Fleet, tmp_path: Path) -> None:
+    run = fleet.run
+    brief = tmp_path / "brief.md"
+    brief.write_text(_brief(run, 1, fleet.kind))
+    result = orch("brief", fleet.name, "1", brief)
+    assert result.exit_code == 0, result.output
+    waited = orch("wait", fleet.name, "--workers", "1", "--timeout", "180")
+    screen = orch("read", fleet.name, "1").output
+    assert waited.exit_code == 0, f"{waited.output}\n--- screen\n{screen}"
+    assert run.result(1).read_text() == "# Result of worker 1\nall good\n"
+    assert run.result(1).stat().st_uid == _uid(run, 1)
+    if fleet.kind not in NO_SHELL:
+        assert "[W1] worker 1 checked in" in run.bus.read_text()  # stamped by the bus server as worker 1
+    wait_until(lambda: _status(run, 1) is WorkerState.IDLE, 60, "the end of worker 1's turn")
+    view = DockerSandbox().status(run)
+    assert view.workers[0].done and view.workers[0].result
+
+
+@pytest.mark.parametrize("strict_fleet", [_marked("aider")], indirect=True)
+@pytest.mark.skip(reason=NO_SHELL["aider"])
+def test_aider_shell_step_posts_to_the_bus(fleet: Fleet, tmp_path: Path) -> None:
+    """Enable once aider runs shell: its brief's bus post then lands like every other agent's."""
+    brief = tmp_path / "brief.md"
+    brief.write_text(_script({"bash": f"orch bus post {fleet.name} --as 2 'aider ran shell'"}, {"reply": "ok"}))
+    assert orch("brief", fleet.name, "2", brief).exit_code == 0
+    wait_until(lambda: "[W2] aider ran shell" in fleet.run.bus.read_text(), 120, "aider's bus post")
+
+
+@pytest.mark.aider
+@pytest.mark.skip(reason=NO_STRICT["aider"])
+def test_aider_boots_under_strict_isolation(image: str, names: list[str], tmp_path: Path) -> None:
+    """Enable once aider's watcher needs no tmux server: then drop aider from NO_STRICT too."""
+    name = unique("stai")
+    names.append(name)
+    run = _up("aider", name, _container_workdir(tmp_path / "w"), 1, "--isolation", "strict")
+    assert run.state(1).stat().st_uid == worker_uid(1)
+    assert orch("kill", name).exit_code == 0
+
+
+# Prints the pid and uid of the agent under worker N's pane (run as the run's uid, which owns tmux).
+AGENT_PID = (
+    "import sys\n"
+    "from orch.fleet import launch\n"
+    "from orch.run.folder import RunFolder\n"
+    "run = RunFolder.for_name(sys.argv[1])\n"
+    "pid = launch.agent_pid(launch.server_for(run.info()).pane(int(sys.argv[2])))\n"
+    "uid = [l.split()[1] for l in open(f'/proc/{pid}/status') if l.startswith('Uid:')][0]\n"
+    "print(pid, uid)\n"
+)
+
+
+def _kill_agent(engine: docker.DockerClient, run: RunFolder, n: int) -> None:
+    """SIGKILL worker n's agent process from inside the container, as the uid it runs as (the container has
+    no capability: only its owner may signal it)."""
+    info = run.info()
+    assert isinstance(info, DockerRunInfo)
+    code, out = DockerSandbox().run_as_user(info, ["python3", "-c", AGENT_PID, run.name, str(n)])
+    assert code == 0, out
+    pid, uid = out.split()[-2:]
+    assert int(uid) == _uid(run, n), out
+    killed = engine.containers.get(info.container.id).exec_run(["sh", "-c", f"kill -9 {pid}"], user=uid)
+    assert killed.exit_code == 0, killed.output
+
+
+def test_killed_agent_shows_as_crashed_and_restarts_resumed(fleet: Fleet, engine: docker.DockerClient) -> None:
+    run = fleet.run
+    seen = len(run.hook_events(1))
+    assert orch("send", fleet.name, "1", "remember the word heliotrope").exit_code == 0
+    wait_until(lambda: _turn_over(run, 1, seen), 90, "the turn to end")
+    wait_until(lambda: _status(run, 1) is WorkerState.IDLE, 30, "worker 1 idle")
+    session = next(e.session_id for e in reversed(run.hook_events(1)) if e.session_id)
+    _kill_agent(engine, run, 1)
+
+    def crashed() -> str | None:
+        row = DockerSandbox().status(run).workers[0]
+        return (row.detail or "?") if row.state is WorkerState.CRASHED else None
+
+    assert "signal 9" in wait_until(crashed, 30, "worker 1 to show as crashed")
+    seen = len(run.hook_events(1))
+    result = orch("restart", fleet.name, "1")
+    assert result.exit_code == 0, result.output
+    starts = wait_until(
+        lambda: [e for e in run.hook_events(1)[seen:] if e.hook_event_name == "SessionStart"], 120, "the resumed start"
+    )
+    assert starts[0].session_id == session  # the same session (aider's: its chat history file)
+    wait_until(lambda: _status(run, 1) is WorkerState.IDLE, 120, "the resumed worker to idle")
+    # The next prompt reaches the model with the earlier conversation: the session was resumed.
+    seen = len(run.hook_events(1))
+    result = orch("send", fleet.name, "1", "which word did I ask you to remember?")
+    assert result.exit_code == 0, result.output
+    wait_until(lambda: _turn_over(run, 1, seen), 90, "the resumed worker's turn")
+    asked = [
+        json.dumps(x.request)
+        for x in read_exchanges(run.exchanges(1))
+        if "which word did I ask" in json.dumps(x.request)
+    ]
+    assert asked and any("heliotrope" in body for body in asked), asked
+
+
+@pytest.mark.parametrize("kind", [_marked(kind) for kind in AGENTS])
+def test_permission_request_is_answered_by_the_policy(
+    kind: str, image: str, engine: docker.DockerClient, names: list[str], tmp_path: Path
+) -> None:
+    """The run's policy (`orch run`'s `permissions`) denies a call that asks, with no dialog left on screen;
+    in `orch up`'s default shared isolation. Codex in a container runs with full access (its bubblewrap
+    sandbox cannot start there) and aider never asks (--yes-always): for them nothing may reach a dialog,
+    and the brief still finishes."""
+    name = unique(f"pm{kind[:2]}")
+    names.append(name)
+    run = _up(kind, name, _container_workdir(tmp_path / "w"), 1)
+    assert isinstance(run.info(), DockerRunInfo) and run.info().isolation is Isolation.SHARED
+    atomic_write(
+        run.permission_policy, PermissionAnswer(answer="deny", message="orch policy: no fetching").model_dump_json()
+    )
+    if kind in ASKS:
+        if kind == "gemini":
+            brief = tmp_path / "fetch.md"
+            fetch: dict[str, object] = {"tool": "web_fetch", "input": {"prompt": "summarise http://127.0.0.1:9/"}}
+            brief.write_text("Fetch a page.\n\n" + _script(fetch, {"reply": "done"}))
+        else:
+            brief = _webfetch_brief(tmp_path)
+    else:
+        brief = tmp_path / "brief.md"
+        brief.write_text(_brief(run, 1, kind))
+    assert orch("brief", name, "1", brief).exit_code == 0
+    wait_until(lambda: _turn_over(run, 1, 0), 120, "the worker's turn to end")
+    wait_until(lambda: _status(run, 1) is WorkerState.IDLE, 60, "the worker to be idle")
+    asked = [e for e in run.hook_events(1) if e.hook_event_name == "PermissionRequest"]
+    if kind in ASKS:
+        assert [e.orch_decision for e in asked] == ["deny"], asked
+        assert asked[0].tool_name in ("web_fetch", "webfetch")
+    else:
+        assert asked == []
+        assert run.result(1).read_text() == "# Result of worker 1\nall good\n" and run.done(1).exists()
+    assert "Allow once" not in orch("read", name, "1").output
+    assert orch("kill", name).exit_code == 0
