@@ -226,6 +226,8 @@ class AgentAdapter(Protocol):
     install: ImageInstall | None
     """None: nothing to install (the scripted agent is part of orch)."""
     limits: tuple[str, ...]
+    strict_isolation: bool
+    """Whether it runs under strict isolation (its own uid, no access to the run's tmux server)."""
     """What this agent cannot do and how orch degrades, a clause each: `orch doctor` and a run's report say them."""
 
     def doctor(self) -> Sequence[Check]:

@@ -71,6 +71,7 @@ LIMITS = (
     "no read tool; no permission request for an edit",
     "its commands are read from its answers' shell blocks (the gateway's ledger) with no result each: a "
     "verdict's cited exit code is not checked",
+    "no strict isolation (its watcher needs the run's tmux server): a fleet with aider runs shared",
 )
 # No --yes-always: it answers aider's shell questions No. aider_confirm.py answers every question instead.
 FLAGS = (
@@ -128,6 +129,9 @@ class AiderAdapter:
     sessions: SessionStore | None = SESSIONS
     install: ImageInstall | None = INSTALL
     limits: tuple[str, ...] = LIMITS
+    # Its watcher reads the screen and types the first prompt through the run's tmux server, which a
+    # strict worker cannot reach.
+    strict_isolation: bool = False
 
     def binary(self) -> Path:
         install = f"scripts/setup.sh, or pip install {AIDER_PACKAGE}=={AIDER_VERSION} in a venv of its own"

@@ -121,6 +121,7 @@ class ClaudeAdapter:
     sessions: SessionStore | None = SESSIONS
     install: ImageInstall | None = INSTALL
     limits: tuple[str, ...] = ()
+    strict_isolation: bool = True
 
     def binary(self) -> Path:
         install = f"npm install -g {CLAUDE_CODE_PACKAGE}@{CLAUDE_CODE_VERSION}"

@@ -167,6 +167,7 @@ class CodexAdapter:
     sessions: SessionStore | None = SESSIONS
     install: ImageInstall | None = INSTALL
     limits: tuple[str, ...] = LIMITS
+    strict_isolation: bool = True
 
     def binary(self) -> Path:
         install = f"npm install -g {CODEX_PACKAGE}@{CODEX_VERSION}"

@@ -138,6 +138,7 @@ class GeminiAdapter:
     sessions: SessionStore | None = SESSIONS
     install: ImageInstall | None = INSTALL
     limits: tuple[str, ...] = LIMITS
+    strict_isolation: bool = True
 
     def binary(self) -> Path:
         install = f"npm install -g {GEMINI_CLI_PACKAGE}@{GEMINI_CLI_VERSION}"

@@ -143,6 +143,7 @@ class OpencodeAdapter:
     sessions: SessionStore | None = SESSIONS
     install: ImageInstall | None = INSTALL
     limits: tuple[str, ...] = ()
+    strict_isolation: bool = True
 
     def binary(self) -> Path:
         install = f"scripts/setup.sh, or npm install -g {OPENCODE_PACKAGE}@{OPENCODE_VERSION}"

@@ -38,6 +38,7 @@ class ScriptedAdapter:
     sessions: SessionStore | None = None
     install: ImageInstall | None = None
     limits: tuple[str, ...] = ()
+    strict_isolation: bool = True
 
     def binary(self) -> Path:
         return Path(sys.executable)

@@ -58,6 +58,11 @@ def plan(req: UpRequest) -> tuple[AgentAdapter, LocalRunInfo]:
     agents = {n: kind for n, kind in req.worker_agents.items() if kind != adapter.name}
     for kind in {adapter.name, *agents.values()}:
         other = get_adapter(kind)
+        if req.isolation is Isolation.STRICT and not other.strict_isolation:
+            raise UsageError(
+                f"agent {other.name} cannot run under strict isolation yet",
+                hint="use --isolation shared (or the spec's `verification.isolation: shared`)",
+            )
         mode = req.permission_mode or other.default_permission_mode
         if mode not in other.permission_modes:
             raise UsageError(

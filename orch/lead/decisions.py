@@ -10,6 +10,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from orch.agents.registry import get_adapter
 from orch.errors import UsageError
 from orch.lead.jobs import Assignment, ControllerState, FindingStatus, Job, JobStatus, Outcome, WorkerBook
 from orch.lead.spec import Budget, FleetSpec, Limits, Role
@@ -353,8 +354,10 @@ WRITERS = (Role.FIXER, Role.SCRIBE)
 
 def isolation(spec: FleetSpec, backend: Backend) -> Isolation:
     """How far a run's workers are kept apart: what the spec asks, else strict wherever it can hold (a
-    container, and no task that must write the tree); UsageError where strict was asked and cannot."""
+    container, no task that must write the tree, every agent able to); UsageError where strict was asked
+    and cannot."""
     writers = sorted({t.role.value for t in spec.tasks if t.role in WRITERS})
+    unable = sorted({kind for kind, _ in spec.kinds().values() if not get_adapter(kind).strict_isolation})
     asked = spec.verification.isolation
     if asked is Isolation.STRICT:
         if backend is not Backend.DOCKER:
@@ -369,7 +372,12 @@ def isolation(spec: FleetSpec, backend: Backend) -> Isolation:
                 "tasks, which write it",
                 hint="set verification.isolation: shared for a run with writers",
             )
+        if unable:
+            raise UsageError(
+                f"verification.isolation: strict, but {', '.join(unable)} cannot run under strict isolation yet",
+                hint="set verification.isolation: shared",
+            )
         return Isolation.STRICT
-    if asked is Isolation.SHARED or backend is not Backend.DOCKER or writers:
+    if asked is Isolation.SHARED or backend is not Backend.DOCKER or writers or unable:
         return Isolation.SHARED
     return Isolation.STRICT

@@ -21,6 +21,7 @@ from typing import Any
 import docker
 import pytest
 
+from orch.agents.registry import get_adapter
 from orch.container.layout import LABEL_RUN, run_mount
 from orch.container.sandbox import DockerSandbox
 from orch.gateway.cassette import read_exchanges
@@ -46,15 +47,10 @@ DIALOGS = {
     "opencode": ("Connect a provider", "Zen"),
     "aider": ("(Y)es/(N)o", "raw.githubusercontent"),
 }
-NO_SHELL = {
-    "aider": "TODO(aider shell): aider refuses the model's shell blocks under --yes-always, so an aider worker "
-    "cannot run `orch bus post` (docs/agents/aider.md); remove aider from NO_SHELL once its adapter runs shell"
-}
-NO_STRICT = {
-    "aider": "TODO(aider strict): aider's stand-in for hooks (orch/agents/aider_watch.py) reads and types "
-    "into its pane through the run's tmux server, which a strict worker may not reach, so it never boots "
-    "under --isolation strict (orch run's default in a container); its fleet here is shared"
-}
+# aider's stand-in for hooks (orch/agents/aider_watch.py) reads and types into its pane through the run's
+# tmux server, which a strict worker may not reach: its adapter says it cannot run strict, so its fleet
+# here is shared (and `orch up --isolation strict` refuses it: below).
+NO_STRICT = {kind for kind in AGENTS if not get_adapter(kind).strict_isolation}
 # Agents whose tool calls stop at orch's permission policy in a container.
 ASKS = {"gemini", "opencode"}
 
@@ -137,17 +133,14 @@ def _turn_over(run: RunFolder, n: int, since: int) -> bool:
 
 def _brief(run: RunFolder, n: int, kind: str) -> str:
     """A 30-line brief whose script posts to the bus (a shell call), writes the result and touches the done
-    flag; an agent without shell writes the flag instead. Paths are the container's."""
+    flag. Paths are the container's."""
     outbox = f"{run_mount(run.name)}/outbox/agent-{n}"
-    steps: list[dict[str, object]] = []
-    if kind not in NO_SHELL:
-        steps.append({"bash": f"orch bus post {run.name} --as {n} 'worker {n} checked in'"})
-    steps.append({"write": f"{outbox}/result.md", "content": f"# Result of worker {n}\nall good\n"})
-    if kind in NO_SHELL:
-        steps.append({"write": f"{outbox}/done", "content": "done\n"})
-    else:
-        steps.append({"bash": f"touch {outbox}/done"})
-    steps.append({"reply": "Finished."})
+    steps: list[dict[str, object]] = [
+        {"bash": f"orch bus post {run.name} --as {n} 'worker {n} checked in'"},
+        {"write": f"{outbox}/result.md", "content": f"# Result of worker {n}\nall good\n"},
+        {"bash": f"touch {outbox}/done"},
+        {"reply": "Finished."},
+    ]
     prose = "\n".join(f"Context line {i} for worker {n}." for i in range(1, 21))
     return f"# Task for worker {n}\n\n{prose}\n\n" + _script(*steps)
 
@@ -206,32 +199,22 @@ def test_brief_runs_shell_and_write_calls_and_finishes(fleet: Fleet, tmp_path: P
     assert waited.exit_code == 0, f"{waited.output}\n--- screen\n{screen}"
     assert run.result(1).read_text() == "# Result of worker 1\nall good\n"
     assert run.result(1).stat().st_uid == _uid(run, 1)
-    if fleet.kind not in NO_SHELL:
-        assert "[W1] worker 1 checked in" in run.bus.read_text()  # stamped by the bus server as worker 1
+    assert "[W1] worker 1 checked in" in run.bus.read_text()  # stamped by the bus server (strict) as worker 1
     wait_until(lambda: _status(run, 1) is WorkerState.IDLE, 60, "the end of worker 1's turn")
     view = DockerSandbox().status(run)
     assert view.workers[0].done and view.workers[0].result
 
 
-@pytest.mark.parametrize("strict_fleet", [_marked("aider")], indirect=True)
-@pytest.mark.skip(reason=NO_SHELL["aider"])
-def test_aider_shell_step_posts_to_the_bus(fleet: Fleet, tmp_path: Path) -> None:
-    """Enable once aider runs shell: its brief's bus post then lands like every other agent's."""
-    brief = tmp_path / "brief.md"
-    brief.write_text(_script({"bash": f"orch bus post {fleet.name} --as 2 'aider ran shell'"}, {"reply": "ok"}))
-    assert orch("brief", fleet.name, "2", brief).exit_code == 0
-    wait_until(lambda: "[W2] aider ran shell" in fleet.run.bus.read_text(), 120, "aider's bus post")
-
-
 @pytest.mark.aider
-@pytest.mark.skip(reason=NO_STRICT["aider"])
-def test_aider_boots_under_strict_isolation(image: str, names: list[str], tmp_path: Path) -> None:
-    """Enable once aider's watcher needs no tmux server: then drop aider from NO_STRICT too."""
+def test_aider_under_strict_isolation_is_refused_in_one_line(image: str, names: list[str], tmp_path: Path) -> None:
+    """Until aider's watcher needs no tmux server: refused up front, nothing made (no container, no folder)."""
     name = unique("stai")
     names.append(name)
-    run = _up("aider", name, _container_workdir(tmp_path / "w"), 1, "--isolation", "strict")
-    assert run.state(1).stat().st_uid == worker_uid(1)
-    assert orch("kill", name).exit_code == 0
+    workdir = _container_workdir(tmp_path / "w")
+    result = orch("up", name, "-n", "1", "--workdir", workdir, "--offline", "--agent", "aider", "--isolation", "strict")
+    assert result.exit_code == 2 and "aider cannot run under strict isolation" in result.output, result.output
+    assert len(result.output.strip().splitlines()) <= 2  # the error and its hint
+    assert not RunFolder.for_name(name).root.exists()
 
 
 # Prints the pid and uid of the agent under worker N's pane (run as the run's uid, which owns tmux).

@@ -535,3 +535,12 @@ def test_isolation(asked: Isolation | None, roles: list[Role], backend: Backend,
     else:
         with pytest.raises(UsageError, match=expected):
             decisions.isolation(spec, backend)
+
+
+def test_a_fleet_with_an_agent_that_cannot_run_strict_runs_shared() -> None:
+    """aider's watcher needs the run's tmux server, which a strict worker cannot reach (its adapter says so)."""
+    spec = _spec(isolation=None).model_copy(update={"agent": "aider"})
+    assert decisions.isolation(spec, Backend.DOCKER) is Isolation.SHARED
+    with pytest.raises(UsageError, match="aider cannot run under strict isolation"):
+        decisions.isolation(spec.model_copy(update={"verification": _spec(isolation=Isolation.STRICT).verification}),
+                            Backend.DOCKER)  # fmt: skip
