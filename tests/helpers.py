@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
@@ -27,6 +28,15 @@ MEAN_QUOTE = "return sum(values) / len(values)"
 MEAN_REPRO = "python3 -c 'from stats import mean; mean([])' 2>&1 | grep -q ZeroDivisionError"
 
 runner = CliRunner()
+
+
+def demo_spec(folder: Path, agent: str) -> Path:
+    """The offline demo's spec with every worker of one agent kind, and a copy of its sample tree beside it."""
+    shutil.copytree(SAMPLE, folder / "workdir")
+    spec = folder / "fleet.yaml"
+    text = (SAMPLE.parent / "fleet.yaml").read_text().replace("\nworkers: 3\n", f"\nworkers: 3\nagent: {agent}\n")
+    spec.write_text(text + "\noffline: true\n")
+    return spec
 
 
 def orch(*args: str | Path, input: str | bytes | None = None) -> Result:

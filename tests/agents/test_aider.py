@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
-from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -25,7 +23,7 @@ from orch.run.folder import RunFolder, atomic_write
 from orch.run.records import HookEvent, PermissionAnswer, WorkerState
 from orch.versions import AIDER_VERSION
 from orch.waits import wait_until
-from tests.helpers import diagnose, gateway_books, orch, prompts
+from tests.helpers import demo_spec, diagnose, gateway_books, orch, prompts
 
 pytestmark = pytest.mark.aider
 BOOT = "120"
@@ -238,11 +236,7 @@ print(json.dumps([io.confirm_ask(q, subject=s, explicit_yes_required=e) for q, s
 def test_aider_workers_find_and_verify_with_ledgered_commands(tmp_path: Path) -> None:
     """`orch run` end to end with aider workers: aider runs the lines of its answers' shell blocks, which the
     gateway ledgers (text_shell), so a verifier's cited commands are checked against what it ran."""
-    data = Path(str(resources.files("orch") / "data" / "demo"))
-    shutil.copytree(data / "sample", tmp_path / "workdir")
-    spec = tmp_path / "fleet.yaml"
-    text = (data / "fleet.yaml").read_text().replace("\nworkers: 3\n", "\nworkers: 3\nagent: aider\n")
-    spec.write_text(text + "\noffline: true\n")
+    spec = demo_spec(tmp_path, "aider")
     result = orch("run", spec, "--local", "--name", "addemo")
     assert result.exit_code == 4, result.output  # the demo's false positive is refuted, as designed
     run = RunFolder.for_name("addemo")

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 from collections.abc import Iterator
-from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -21,7 +19,7 @@ from orch.run.events import Event
 from orch.run.folder import RunFolder, atomic_write
 from orch.run.records import PermissionAnswer, WorkerState
 from orch.waits import wait_until
-from tests.helpers import diagnose, gateway_books, orch, prompts
+from tests.helpers import demo_spec, diagnose, gateway_books, orch, prompts
 
 pytestmark = pytest.mark.codex
 N = 2
@@ -190,11 +188,7 @@ def test_permission_request_answered_by_policy(codex_env: None, tmp_path: Path, 
 def test_demo_fleet_of_codex_workers_runs_and_replays(codex_env: None, tmp_path: Path) -> None:
     """`orch run` end to end with Codex workers: the demo's finder and verifier jobs, evidence checked
     against the gateway's ledger, then the same spec replayed from the recording with no model behind it."""
-    data = Path(str(resources.files("orch") / "data" / "demo"))
-    shutil.copytree(data / "sample", tmp_path / "workdir")
-    spec = tmp_path / "fleet.yaml"
-    text = (data / "fleet.yaml").read_text().replace("\nworkers: 3\n", "\nworkers: 3\nagent: codex\n")
-    spec.write_text(text + "\noffline: true\n")
+    spec = demo_spec(tmp_path, "codex")
     recorded = orch("run", spec, "--local", "--name", "cxdemo")
     assert recorded.exit_code == 4, recorded.output  # the demo's false positive is refuted, as designed
     run = RunFolder.for_name("cxdemo")
