@@ -173,7 +173,8 @@ def _config_dir_is_closed(engine: docker.DockerClient, info: DockerRunInfo) -> N
     container = engine.containers.get(info.container.id)
     other = container.exec_run(["sh", "-c", f"ls {cfg}; cd {cfg} && echo entered"], user=str(worker_uid(2)))
     assert b"Permission denied" in other.output and b"entered" not in other.output, other.output
-    code, out = DockerSandbox().run_as_user(info, ["sh", "-c", f"ls {cfg}; stat -c %a {cfg}"])
+    # One ordered stream: ls's error, then the mode (stdout and stderr apart interleave at random).
+    code, out = DockerSandbox().run_as_user(info, ["sh", "-c", f"ls {cfg} 2>&1; stat -c %a {cfg}"])
     assert "Permission denied" in out and out.split()[-1] in ("710", "700"), out  # Gemini CLI's: 0700
 
 
