@@ -30,7 +30,7 @@ import orch.agents.aider_watch
 import orch.run.hookwriter
 from orch import settings
 from orch.agents.binaries import find_binary, version_of
-from orch.agents.checks import credentials_check, install_check, limits_check
+from orch.agents.checks import check_permission_mode, credentials_check, install_check, limits_check
 from orch.contracts import (
     TEXT_SHELL,
     Check,
@@ -141,11 +141,7 @@ class AiderAdapter:
         return version_of(self.binary, last=True, timeout=60)  # `aider 0.86.2`: slow to start
 
     def prepare(self, ctx: WorkerContext) -> LaunchSpec:
-        if ctx.permission_mode not in self.permission_modes:
-            raise UsageError(
-                f"unknown permission mode {ctx.permission_mode!r} for aider",
-                hint=f"use one of: {', '.join(self.permission_modes)}",
-            )
+        check_permission_mode(self, ctx.permission_mode)
         cfg = ctx.config_dir
         home, history = cfg / "home", cfg / SESSIONS.subdir
         for folder in (home / ".aider", history):

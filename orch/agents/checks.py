@@ -5,7 +5,16 @@ from __future__ import annotations
 import os
 
 from orch.contracts import AgentAdapter, Check, Credentials
-from orch.errors import OrchError
+from orch.errors import OrchError, UsageError
+
+
+def check_permission_mode(adapter: AgentAdapter, mode: str) -> None:
+    """UsageError unless `mode` is one of the agent's permission modes (its own names, passed to it)."""
+    if mode not in adapter.permission_modes:
+        raise UsageError(
+            f"unknown permission mode {mode!r} for agent {adapter.name}",
+            hint=f"use one of: {', '.join(adapter.permission_modes)}",
+        )
 
 
 def limits_check(adapter: AgentAdapter) -> Check:

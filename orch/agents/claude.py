@@ -15,7 +15,7 @@ from typing import Any
 import orch.run.hookwriter
 from orch import settings
 from orch.agents.binaries import find_binary, version_of
-from orch.agents.checks import credentials_check, install_check
+from orch.agents.checks import check_permission_mode, credentials_check, install_check
 from orch.contracts import (
     Check,
     Credentials,
@@ -28,7 +28,6 @@ from orch.contracts import (
     ShellTool,
     WorkerContext,
 )
-from orch.errors import UsageError
 from orch.run.folder import RunFolder
 from orch.versions import CLAUDE_CODE_PACKAGE, CLAUDE_CODE_VERSION
 
@@ -131,11 +130,7 @@ class ClaudeAdapter:
         return version_of(self.binary)
 
     def prepare(self, ctx: WorkerContext) -> LaunchSpec:
-        if ctx.permission_mode not in self.permission_modes:
-            raise UsageError(
-                f"unknown permission mode {ctx.permission_mode!r}",
-                hint=f"use one of: {', '.join(self.permission_modes)}",
-            )
+        check_permission_mode(self, ctx.permission_mode)
         cfg = ctx.config_dir
         cfg.mkdir(parents=True, exist_ok=True, mode=0o700)
         # Trust both folders the worker touches: its workdir and the run folder (--add-dir).

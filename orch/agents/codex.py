@@ -36,7 +36,7 @@ import orch.agents.codex_watch
 import orch.run.hookwriter
 from orch import settings
 from orch.agents.binaries import find_binary, version_of
-from orch.agents.checks import credentials_check, install_check, limits_check
+from orch.agents.checks import check_permission_mode, credentials_check, install_check, limits_check
 from orch.contracts import (
     Check,
     Credentials,
@@ -181,11 +181,7 @@ class CodexAdapter:
         return version_of(binary, env={**os.environ, **env}, last=True)  # "codex-cli 0.171.0"
 
     def prepare(self, ctx: WorkerContext) -> LaunchSpec:
-        if ctx.permission_mode not in MODES:
-            raise UsageError(
-                f"unknown permission mode {ctx.permission_mode!r}",
-                hint=f"use one of: {', '.join(self.permission_modes)}",
-            )
+        check_permission_mode(self, ctx.permission_mode)
         home = ctx.config_dir
         home.mkdir(parents=True, exist_ok=True, mode=0o700)
         marker = home / READY

@@ -16,7 +16,7 @@ from typing import Any
 import orch.run.hookwriter
 from orch import settings
 from orch.agents.binaries import find_binary, version_of
-from orch.agents.checks import credentials_check, install_check, limits_check
+from orch.agents.checks import check_permission_mode, credentials_check, install_check, limits_check
 from orch.contracts import (
     Check,
     Credentials,
@@ -28,7 +28,6 @@ from orch.contracts import (
     ShellTool,
     WorkerContext,
 )
-from orch.errors import UsageError
 from orch.run.folder import RunFolder
 from orch.versions import GEMINI_CLI_PACKAGE, GEMINI_CLI_VERSION
 
@@ -148,11 +147,7 @@ class GeminiAdapter:
         return version_of(self.binary, env=_quiet_env())
 
     def prepare(self, ctx: WorkerContext) -> LaunchSpec:
-        if ctx.permission_mode not in self.permission_modes:
-            raise UsageError(
-                f"unknown approval mode {ctx.permission_mode!r}",
-                hint=f"use one of: {', '.join(self.permission_modes)}",
-            )
+        check_permission_mode(self, ctx.permission_mode)
         cfg = ctx.config_dir
         home = gemini_dir(cfg)
         (home / "policies").mkdir(parents=True, exist_ok=True, mode=0o700)

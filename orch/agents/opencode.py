@@ -26,7 +26,7 @@ from typing import Any
 import orch.run.hookwriter
 from orch import settings
 from orch.agents.binaries import find_binary, version_of
-from orch.agents.checks import credentials_check, install_check
+from orch.agents.checks import check_permission_mode, credentials_check, install_check
 from orch.contracts import (
     Check,
     Credentials,
@@ -153,11 +153,7 @@ class OpencodeAdapter:
         return version_of(self.binary)
 
     def prepare(self, ctx: WorkerContext) -> LaunchSpec:
-        if ctx.permission_mode not in self.permission_modes:
-            raise UsageError(
-                f"unknown permission mode {ctx.permission_mode!r} for opencode",
-                hint=f"use one of: {', '.join(self.permission_modes)}",
-            )
+        check_permission_mode(self, ctx.permission_mode)
         cfg = ctx.config_dir
         config_dir = cfg / "opencode"  # both $XDG_CONFIG_HOME/opencode and $OPENCODE_CONFIG_DIR
         data_dir = cfg / SESSIONS.subdir

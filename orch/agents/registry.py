@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from orch import settings
+
+# Re-exported: what every adapter checks, for callers outside orch.agents too (orch.fleet.launch).
+from orch.agents.checks import check_permission_mode as check_permission_mode
 from orch.contracts import AgentAdapter, ImageInstall
 from orch.errors import UsageError
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from orch import __version__, settings
-from orch.agents.registry import get_adapter
+from orch.agents.registry import check_permission_mode, get_adapter
 from orch.contracts import AgentAdapter, LaunchSpec, UpRequest, WorkerContext
 from orch.errors import SandboxError, UsageError, WaitTimeoutError
 from orch.fleet import gateway
@@ -64,11 +64,7 @@ def plan(req: UpRequest) -> tuple[AgentAdapter, LocalRunInfo]:
                 hint="use --isolation shared (or the spec's `verification.isolation: shared`)",
             )
         mode = req.permission_mode or other.default_permission_mode
-        if mode not in other.permission_modes:
-            raise UsageError(
-                f"unknown permission mode {mode!r} for agent {other.name}",
-                hint=f"use one of: {', '.join(other.permission_modes)}",
-            )
+        check_permission_mode(other, mode)
     info = LocalRunInfo(
         name=req.name,
         agent=adapter.name,
