@@ -154,7 +154,7 @@ def take_change(
     stat_line = ""
     if tree is not None:
         base_tree = repo.tree_of(base)
-        patch = git(repo.git_dir, "diff-tree", *DIFF_OPTS, "-p", base_tree, tree).stdout
+        patch = git(repo.git_dir, "diff-tree", *PATCH_OPTS, base_tree, tree).stdout
         raw = git(repo.git_dir, "diff-tree", *DIFF_OPTS, "--name-only", "-z", base_tree, tree).stdout
         files = [p.decode(errors="surrogateescape") for p in raw.split(b"\0") if p]
         stat_text = out(repo.git_dir, "diff-tree", *DIFF_OPTS, "--stat=200", base_tree, tree)
@@ -181,7 +181,8 @@ def take_change(
 
 
 # Plain patches: no renames guessed, no textconv or external diff, full blob ids (git apply --3way needs them).
-DIFF_OPTS = ("-r", "--no-renames", "--no-textconv", "--no-ext-diff", "--binary", "--full-index", "--no-color")
+DIFF_OPTS = ("-r", "--no-renames", "--no-textconv", "--no-ext-diff", "--no-color")
+PATCH_OPTS = (*DIFF_OPTS, "--binary", "--full-index")
 
 
 def hash_tree(repo: RunRepo, copy: Path, base: str) -> str:

@@ -102,7 +102,7 @@ def test_checkout_writes_bytes_as_committed_whatever_the_attributes(tmp_path: Pa
         "a.txt": "one\ntwo $Id$\n",
         "run.sh": "#!/bin/sh\necho hi\n",
     }
-    repo, user = make_repo(tmp_path, files)
+    repo, _ = make_repo(tmp_path, files)
     dest = tmp_path / "co"
     dest.mkdir()
     repo.checkout(repo.base, dest)
