@@ -78,20 +78,23 @@ def choose_base(workdir: Path, base: str | None, snapshot: bool) -> BaseChoice:
 
 
 def _user_git(where: Path, *args: str) -> str | None:
-    """Read the user's repository: their own configuration, but no fsmonitor, no hooks, no optional locks
-    (status would otherwise refresh and write the index). None when git fails."""
+    """Read the user's repository (stdout, stripped); None when git fails."""
+    done = user_git(where, *args)
+    return done.stdout.decode(errors="replace").strip() if done.returncode == 0 else None
+
+
+def user_git(where: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """git in the user's repository: their own configuration, but no fsmonitor, no hooks, no optional locks
+    (status would otherwise refresh and write the index), no prompt."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update({"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
     argv = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "safe.directory=*"]
     try:
-        done = subprocess.run(
+        return subprocess.run(
             [*argv, *args], cwd=where, env=env, capture_output=True, check=False, stdin=subprocess.DEVNULL
         )
-    except OSError:
-        return None
-    if done.returncode != 0:
-        return None
-    return done.stdout.decode(errors="replace").strip()
+    except OSError as exc:
+        return subprocess.CompletedProcess(args, 128, b"", str(exc).encode())
 
 
 def init_bare(git_dir: Path) -> None:

@@ -130,3 +130,20 @@ def test_a_missing_worktree_is_refused(tmp_path: Path) -> None:
     repo, _ = make_repo(tmp_path)
     change = take_change(repo, tmp_path / "nope", repo.base, "t1-a", "")
     assert change.refused and change.tree is None and change.empty
+
+
+def test_a_worktree_swapped_for_a_link_to_another_writers_is_refused(tmp_path: Path) -> None:
+    """Worker 1 replaces its worktree with a link to worker 2's: the controller takes nothing through it."""
+    repo, _ = make_repo(tmp_path)
+    other = worktree(repo, 2, "t2-a")
+    (other / "calc.py").write_text("worker 2's work\n")
+    mine = repo.run.worktrees_dir(1) / "t1-a"
+    mine.symlink_to(other)
+    change = take_change(repo, mine, repo.base, "t1-a", "")
+    assert change.tree is None and change.empty and "cannot be read" in change.refused[0]
+
+
+def test_the_run_repository_is_the_controllers_alone(tmp_path: Path) -> None:
+    repo, _ = make_repo(tmp_path)
+    assert repo.git_dir.stat().st_mode & 0o777 == 0o700
+    assert not list((repo.git_dir / "hooks").iterdir())  # no sample hooks either
