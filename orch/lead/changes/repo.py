@@ -42,8 +42,8 @@ class BaseChoice:
 
 def choose_base(workdir: Path, base: str | None, snapshot: bool) -> BaseChoice:
     """Check the workdir for a run with writers, reading only. UsageError (one line) for: no git repository
-    without --snapshot, a dirty tree without --snapshot, a base revision that does not exist, --base with
-    --snapshot."""
+    without --snapshot, a dirty tree without --snapshot or --base, a base revision that does not exist, --base
+    with --snapshot."""
     if base is not None and snapshot:
         raise UsageError("give --base REV or --snapshot, not both", hint="--snapshot starts from the tree as it is")
     workdir = workdir.resolve()
@@ -66,6 +66,9 @@ def choose_base(workdir: Path, base: str | None, snapshot: bool) -> BaseChoice:
             raise UsageError(f"--base {base}: no such revision in {source}", hint="`git log` lists the commits")
     if snapshot:
         return BaseChoice(workdir, source, subdir, commit, SNAPSHOT, True)
+    if base is not None:  # an explicit revision: uncommitted work is not what was asked for anyway
+        assert commit is not None
+        return BaseChoice(workdir, source, subdir, commit, rev, False)
     dirty = _user_git(source, "status", "--porcelain=v1", "--untracked-files=normal", "--ignore-submodules=all")
     if dirty:
         count = len(dirty.splitlines())

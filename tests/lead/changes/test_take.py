@@ -147,3 +147,13 @@ def test_the_run_repository_is_the_controllers_alone(tmp_path: Path) -> None:
     repo, _ = make_repo(tmp_path)
     assert repo.git_dir.stat().st_mode & 0o777 == 0o700
     assert not list((repo.git_dir / "hooks").iterdir())  # no sample hooks either
+
+
+def test_a_path_git_refuses_to_store_is_refused_not_a_crash(tmp_path: Path) -> None:
+    repo, _ = make_repo(tmp_path)
+    wt = worktree(repo)
+    (wt / ".GIT").mkdir()
+    (wt / ".GIT" / "config").write_text("[core]\n")
+    (wt / "calc.py").write_text("changed\n")
+    change = take_change(repo, wt, repo.base, "t1-a", "")
+    assert change.tree is None and any("git refused the tree" in r for r in change.refused)
