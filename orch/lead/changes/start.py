@@ -30,7 +30,7 @@ class Prepared:
     """The temporary folder holding repo.git (on the run folders' filesystem, so install is a rename)."""
     info: RepoInfo
     baseline: ChecksRecord | None
-    """None when the spec has no checks."""
+    """None when the spec has no checks, or for a container run (its controller runs them there)."""
     warnings: list[str] = field(default_factory=list)
     """protect/allow globs that match no file of the base (said, not refused)."""
 
@@ -53,16 +53,10 @@ def prepare(spec: FleetSpec, name: str, base: str | None, snapshot: bool, backen
     working sandbox for the checks, a check command that does not exist (exit 127 on the base). The checks run
     here on the base for a local run; a container run's controller runs them there (`ensure_baseline`)."""
     choice = choose_base(spec.workdir, base, snapshot)
+    # A container run's checks run in its container (the checks' uid there): its controller runs them on
+    # the base at its start (ensure_baseline), where a missing command stops the run in one line.
     here = backend is Backend.LOCAL
-    if spec.checks and not here:
-        # Measured: Docker's default seccomp profile refuses the user namespace bwrap needs (and without it,
-        # mounting /proc is refused); a checks uid with no network needs the container's firewall. Until
-        # then a container run does not run worker-written code as the controller.
-        raise UsageError(
-            "checks: run in bubblewrap, which cannot work inside the run's container yet",
-            hint="run with --local (bubblewrap installed), or drop the spec's checks:",
-        )
-    if spec.checks and (why := sandbox_available()) is not None:
+    if spec.checks and here and (why := sandbox_available()) is not None:
         raise UsageError(why, hint="install bubblewrap, or drop the spec's checks:")
     runs_dir().mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".prepare-", dir=runs_dir()))
@@ -102,8 +96,8 @@ def glob_warnings(spec: FleetSpec, files: list[str]) -> list[str]:
 
 
 def ensure_baseline(run: RunFolder, spec: FleetSpec) -> ChecksRecord | None:
-    """base.checks.json, run now if it is not there yet (a run made without `prepare`). UsageError when the
-    sandbox does not work here or a check does not exist."""
+    """base.checks.json, run now if it is not there yet (a container run's controller, at its start).
+    UsageError when the sandbox does not work here or a check does not exist."""
     if not spec.checks:
         return None
     if run.base_checks.exists():

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from orch.errors import UsageError
 from orch.lead.changes.queue import integrate
 from orch.lead.changes.start import prepare
 from orch.lead.specload import load_spec
@@ -120,12 +119,3 @@ def test_orch_apply_fetches_a_new_branch_and_touches_nothing_else(
     assert other.exit_code == 0 and ugit(user, "rev-parse", "fixes/calc") == landed.commit
     bad = orch("apply", "r1", "--branch", "no..good")
     assert bad.exit_code == 2 and "not a valid branch name" in bad.output
-
-
-def test_a_container_run_with_checks_is_refused_until_its_sandbox_exists(tmp_path: Path) -> None:
-    work = user_repo(tmp_path / "work")
-    spec = load_spec(spec_file(tmp_path, work, ["true"]))
-    with pytest.raises(UsageError) as err:
-        prepare(spec, "w", None, False, Backend.DOCKER)
-    assert "cannot work inside the run's container" in err.value.message
-    nothing_created()
