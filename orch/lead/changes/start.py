@@ -77,6 +77,13 @@ def prepare(spec: FleetSpec, name: str, base: str | None, snapshot: bool, backen
             )
             refuse_missing(record)
         warnings = glob_warnings(spec, repo.files(info.base))
+        for result in record.results if record else []:
+            if not result.passed:
+                tail = " ".join(result.output_tail.split())[-120:]
+                how = "timed out" if result.timed_out else f"exit {result.exit_code}"
+                warnings.append(
+                    f"check {result.command!r} fails on the base ({how}: {tail}): it cannot gate any change"
+                )
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from orch.lead.changes.gate import sandbox_available
 from orch.lead.changes.queue import integrate
 from orch.lead.changes.start import prepare
 from orch.lead.specload import load_spec
@@ -119,3 +120,18 @@ def test_orch_apply_fetches_a_new_branch_and_touches_nothing_else(
     assert other.exit_code == 0 and ugit(user, "rev-parse", "fixes/calc") == landed.commit
     bad = orch("apply", "r1", "--branch", "no..good")
     assert bad.exit_code == 2 and "not a valid branch name" in bad.output
+
+
+@pytest.mark.skipif(sandbox_available() is not None, reason=str(sandbox_available()))
+def test_a_check_failing_on_the_base_is_a_warning(tmp_path: Path) -> None:
+    work = user_repo(tmp_path / "work")
+    spec = load_spec(spec_file(tmp_path, work, ["grep -q 'a + b' calc.py", "test -f calc.py"]))
+    prepared = prepare(spec, "w", None, False, Backend.LOCAL)
+    try:
+        assert prepared.baseline is not None and [r.exit_code for r in prepared.baseline.results] == [1, 0]
+        assert prepared.warnings == [
+            "check \"grep -q 'a + b' calc.py\" fails on the base (exit 1: ): it cannot gate any change"
+        ]
+    finally:
+        prepared.discard()
+    nothing_created()
