@@ -27,8 +27,11 @@ from orch.lead.changes.take import take_change
 from orch.run.folder import RunFolder
 from orch.run.records import LocalRunInfo
 
-CHECK = "python3 -m compileall -q -f ."
-"""The check both ways: byte-compiles every module of the tree (about as long as a small test suite)."""
+SYSTEM_PYTHON = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin") or "python3"
+CHECK = f"{SYSTEM_PYTHON} -m compileall -q -f ."
+"""The check both ways: byte-compiles every module of the tree (about as long as a small test suite). The
+system's python by its path: a `python3` found through PATH may be a shim under the home folder (pyenv),
+which the sandbox hides, and the two runs would not run the same interpreter."""
 GIT_ENV = {
     "GIT_CONFIG_NOSYSTEM": "1",
     "GIT_CONFIG_GLOBAL": "/dev/null",
