@@ -19,6 +19,7 @@ import contextlib
 import functools
 import os
 import selectors
+import shlex
 import shutil
 import signal
 import subprocess
@@ -31,12 +32,13 @@ import pathspec
 
 from orch import settings
 from orch.container.egress import read_report
-from orch.errors import UsageError
+from orch.errors import OrchError, UsageError, WaitTimeoutError
 from orch.lead.changes.records import Change, CheckResult, ChecksRecord
 from orch.lead.changes.repo import RunRepo
 from orch.run.folder import atomic_write
 from orch.run.paths import agents_dir, launch_dir, orch_home
 from orch.run.uids import checks_uid, drop_argv
+from orch.waits import wait_until
 
 CHECK_TIMEOUT = 600.0
 OUTPUT_BYTES = 64 << 10
@@ -88,18 +90,24 @@ def _bwrap_works() -> str | None:
 
 
 def _uid_works() -> str | None:
-    """In a run's container: the checks as their own uid, which the firewall gives no network."""
+    """In a run's container: the checks as their own uid, which the firewall gives no network. Started
+    from here when this process may switch uid, else through the run's tmux server (the one process of a
+    strict run that keeps SETUID: a controller reached by `docker exec` holds no capability)."""
     report = read_report() or {}
     if report.get("checks_uid") != checks_uid():
         return f"the container's firewall does not cut uid {checks_uid()} off the network (egress open?)"
-    argv = [*drop_argv(checks_uid(), checks_uid()), "true"]
-    try:
-        done = subprocess.run(argv, capture_output=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"cannot start a process as uid {checks_uid()}: {exc}"
-    if done.returncode != 0:
-        return f"cannot start a process as uid {checks_uid()} (strict isolation keeps that capability)"
+    if not _can_switch() and shutil.which("tmux") is None:
+        return f"cannot start a process as uid {checks_uid()} (a strict run's tmux server can; none here)"
     return None
+
+
+@functools.lru_cache(maxsize=1)
+def _can_switch() -> bool:
+    try:
+        done = subprocess.run([*drop_argv(checks_uid(), checks_uid()), "true"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
 
 
 # Run as the checks' uid: its own copy of the tree (the controller's stays as taken), the check under
@@ -164,14 +172,21 @@ def run_checks(
     subdir: str = "",
     timeout: float = CHECK_TIMEOUT,
     output_bytes: int = OUTPUT_BYTES,
+    tmux_socket: str | None = None,
 ) -> list[CheckResult]:
     """Run each check command (`sh -c`) in the sandbox over `tree` (a disposable copy: the checks may write
-    it), from `tree/subdir`; one result per command, in order, whatever each exits with."""
+    it), from `tree/subdir`; one result per command, in order, whatever each exits with. `tmux_socket`: the
+    run's tmux server, which starts the checks' uid when this process cannot (a container's controller)."""
     kind = sandbox_kind()
     if kind == "uid":
         # The checks' uid copies the tree itself: it must be able to read it.
         for folder in (tree.parent, tree):
             folder.chmod(0o755)
+        if not _can_switch() and tmux_socket is not None:
+            return [
+                _run_via_tmux(tmux_socket, command, uid_argv(tree, subdir, command, timeout), timeout, output_bytes)
+                for command in checks
+            ]
         return [
             _run_one(command, uid_argv(tree, subdir, command, timeout), timeout, output_bytes, grace=30.0)
             for command in checks
@@ -226,6 +241,39 @@ def _run_one(command: str, argv: list[str], timeout: float, output_bytes: int, g
     )
 
 
+def _run_via_tmux(socket: str, command: str, argv: list[str], timeout: float, output_bytes: int) -> CheckResult:
+    """One check started by the run's tmux server (`run-shell -b`): its output's tail and exit code come back
+    through files in a folder of the controller's; the wrapper enforces the time limit itself."""
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="orch-checkrun-") as tmp:
+        out, rc, done = (Path(tmp) / name for name in ("out", "rc", "done"))
+        shell = f"{{ {shlex.join(argv)} 2>&1; echo $? > {rc}; }} | tail -c {output_bytes} > {out}; touch {done}"
+        tmux = shutil.which("tmux") or "tmux"
+        subprocess.run([tmux, "-L", socket, "-f", "/dev/null", "run-shell", "-b", shell], check=True, timeout=60)
+        try:
+            wait_until(done.exists, timeout + 30.0, f"the check {command!r} to end", watch=Path(tmp))
+            finished = True
+        except WaitTimeoutError:
+            finished = False
+        elapsed = time.monotonic() - started
+        code = int(rc.read_text().strip()) if finished and rc.exists() else None
+        tail = out.read_bytes() if out.exists() else b""
+    if tail.startswith(b"setpriv:"):  # never ran: a check that cannot run must not pass as "failing on the base"
+        said = " ".join(tail.decode(errors="replace").split())[:200]
+        raise UsageError(
+            f"the checks' uid could not be started: {said}", hint="checks in a container need strict isolation"
+        )
+    timed_out = code is None or (code == 128 + signal.SIGKILL and elapsed >= timeout)
+    return CheckResult(
+        command=command,
+        exit_code=None if timed_out else code,
+        seconds=round(elapsed, 3),
+        timed_out=timed_out,
+        output_tail=tail.decode(errors="replace"),
+        output_bytes=len(tail),
+    )
+
+
 def check_commit(
     repo: RunRepo,
     commit_or_tree: str,
@@ -242,10 +290,19 @@ def check_commit(
         tree = Path(tmp) / "tree"
         tree.mkdir()
         repo.checkout(commit_or_tree, tree)
-        results = run_checks(checks, tree, subdir=repo.subdir, timeout=timeout, output_bytes=output_bytes)
+        results = run_checks(
+            checks, tree, subdir=repo.subdir, timeout=timeout, output_bytes=output_bytes, tmux_socket=_socket(repo)
+        )
     return ChecksRecord(
         tree=label, sandbox=SANDBOXES[sandbox_kind()], results=results, regressions=regressions(baseline, results)
     )
+
+
+def _socket(repo: RunRepo) -> str | None:
+    try:
+        return repo.run.info().tmux_socket
+    except OrchError:  # a repository being prepared: no run yet
+        return None
 
 
 def baseline(
