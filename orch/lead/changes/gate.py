@@ -19,7 +19,6 @@ import contextlib
 import functools
 import os
 import selectors
-import shlex
 import shutil
 import signal
 import subprocess
@@ -32,13 +31,13 @@ import pathspec
 
 from orch import settings
 from orch.container.egress import read_report
-from orch.errors import OrchError, UsageError, WaitTimeoutError
+from orch.errors import OrchError, UsageError
 from orch.lead.changes.records import Change, CheckResult, ChecksRecord
 from orch.lead.changes.repo import RunRepo
+from orch.lead.changes.switch import can_switch, via_tmux
 from orch.run.folder import atomic_write
 from orch.run.paths import agents_dir, launch_dir, orch_home
 from orch.run.uids import checks_uid, drop_argv
-from orch.waits import wait_until
 
 CHECK_TIMEOUT = 600.0
 OUTPUT_BYTES = 64 << 10
@@ -96,18 +95,9 @@ def _uid_works() -> str | None:
     report = read_report() or {}
     if report.get("checks_uid") != checks_uid():
         return f"the container's firewall does not cut uid {checks_uid()} off the network (egress open?)"
-    if not _can_switch() and shutil.which("tmux") is None:
+    if not can_switch(checks_uid()) and shutil.which("tmux") is None:
         return f"cannot start a process as uid {checks_uid()} (a strict run's tmux server can; none here)"
     return None
-
-
-@functools.lru_cache(maxsize=1)
-def _can_switch() -> bool:
-    try:
-        done = subprocess.run([*drop_argv(checks_uid(), checks_uid()), "true"], capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
 
 
 # Run as the checks' uid: its own copy of the tree (the controller's stays as taken), the check under
@@ -182,7 +172,7 @@ def run_checks(
         # The checks' uid copies the tree itself: it must be able to read it.
         for folder in (tree.parent, tree):
             folder.chmod(0o755)
-        if not _can_switch() and tmux_socket is not None:
+        if not can_switch(checks_uid()) and tmux_socket is not None:
             return [
                 _run_via_tmux(tmux_socket, command, uid_argv(tree, subdir, command, timeout), timeout, output_bytes)
                 for command in checks
@@ -242,35 +232,21 @@ def _run_one(command: str, argv: list[str], timeout: float, output_bytes: int, g
 
 
 def _run_via_tmux(socket: str, command: str, argv: list[str], timeout: float, output_bytes: int) -> CheckResult:
-    """One check started by the run's tmux server (`run-shell -b`): its output's tail and exit code come back
-    through files in a folder of the controller's; the wrapper enforces the time limit itself."""
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="orch-checkrun-") as tmp:
-        out, rc, done = (Path(tmp) / name for name in ("out", "rc", "done"))
-        shell = f"{{ {shlex.join(argv)} 2>&1; echo $? > {rc}; }} | tail -c {output_bytes} > {out}; touch {done}"
-        tmux = shutil.which("tmux") or "tmux"
-        subprocess.run([tmux, "-L", socket, "-f", "/dev/null", "run-shell", "-b", shell], check=True, timeout=60)
-        try:
-            wait_until(done.exists, timeout + 30.0, f"the check {command!r} to end", watch=Path(tmp))
-            finished = True
-        except WaitTimeoutError:
-            finished = False
-        elapsed = time.monotonic() - started
-        code = int(rc.read_text().strip()) if finished and rc.exists() else None
-        tail = out.read_bytes() if out.exists() else b""
-    if tail.startswith(b"setpriv:"):  # never ran: a check that cannot run must not pass as "failing on the base"
-        said = " ".join(tail.decode(errors="replace").split())[:200]
+    """One check started by the run's tmux server; the wrapper enforces the time limit itself."""
+    ran = via_tmux(socket, argv, timeout + 30.0, output_bytes)
+    if ran.output.startswith(b"setpriv:"):  # never ran: it must not pass as a check failing on the base
+        said = " ".join(ran.output.decode(errors="replace").split())[:200]
         raise UsageError(
             f"the checks' uid could not be started: {said}", hint="checks in a container need strict isolation"
         )
-    timed_out = code is None or (code == 128 + signal.SIGKILL and elapsed >= timeout)
+    timed_out = ran.code is None or (ran.code == 128 + signal.SIGKILL and ran.seconds >= timeout)
     return CheckResult(
         command=command,
-        exit_code=None if timed_out else code,
-        seconds=round(elapsed, 3),
+        exit_code=None if timed_out else ran.code,
+        seconds=round(ran.seconds, 3),
         timed_out=timed_out,
-        output_tail=tail.decode(errors="replace"),
-        output_bytes=len(tail),
+        output_tail=ran.output.decode(errors="replace"),
+        output_bytes=len(ran.output),
     )
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from orch.errors import NotFoundError, OrchError, UsageError
 from orch.lead.changes.gitcmd import NEUTRAL_ATTRIBUTES, git, out
 from orch.lead.changes.records import RepoInfo
+from orch.lead.changes.switch import can_switch, via_tmux
 from orch.run.folder import RunFolder, atomic_write, read_model
 from orch.run.uids import drop_argv
 
@@ -239,9 +240,15 @@ class RunRepo:
                     folder.chmod(0o755)
                 script = 'mkdir -p -- "$2" && [ -z "$(ls -A -- "$2")" ] && cp -a -- "$1/." "$2/"'
                 argv = [*drop_argv(owner, owner), "/bin/sh", "-c", script, "orch-checkout", str(staged), str(dest)]
-                done = subprocess.run(argv, capture_output=True, check=False, stdin=subprocess.DEVNULL)
-                if done.returncode != 0:
-                    said = " ".join(done.stderr.decode(errors="replace").split())[-200:]
+                code: int | None
+                if can_switch(owner):
+                    done = subprocess.run(argv, capture_output=True, check=False, stdin=subprocess.DEVNULL)
+                    code, said_bytes = done.returncode, done.stderr
+                else:  # a strict run's controller in its container: the run's tmux server may switch uid
+                    ran = via_tmux(self.run.info().tmux_socket, argv, 600.0)
+                    code, said_bytes = ran.code, ran.output
+                if code != 0:
+                    said = " ".join(said_bytes.decode(errors="replace").split())[-200:]
                     raise OrchError(
                         f"cannot check out {commit[:12]} into {dest} as uid {owner}: {said or 'not empty?'}"
                     )
