@@ -39,8 +39,18 @@ def apply_run(run: RunFolder, cwd: Path, branch: str | None = None) -> str:
     head = repo.head()
     if head == repo.base:
         raise OrchError(f"nothing landed in run {run.name}: {repo.branch} is still its base", hint="see its report")
+    # The run's repository may be another uid's (a container run's): upload-pack, reading it, would refuse it
+    # as "dubious ownership" without its own safe.directory (a -c on fetch does not reach it).
+    upload = "git -c safe.directory='*' -c core.hooksPath=/dev/null upload-pack"
     done = user_git(
-        where, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", str(repo.git_dir), f"{head}:refs/heads/{name}"
+        where,
+        "fetch",
+        "--quiet",
+        "--no-tags",
+        "--no-write-fetch-head",
+        f"--upload-pack={upload}",
+        str(repo.git_dir),
+        f"{head}:refs/heads/{name}",
     )
     if done.returncode != 0:
         said = " ".join(done.stderr.decode(errors="replace").split())[-300:]

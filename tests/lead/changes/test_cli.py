@@ -149,3 +149,16 @@ def test_installed_repository_belongs_to_the_run_folders_owner(tmp_path: Path) -
     prepared.install(run)
     assert {p.stat().st_uid for p in [run.repo_dir, *run.repo_dir.rglob("*"), run.repo_info]} == {1000}
     assert prepared.baseline is None  # a container run's checks run in the container
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs a run repository of another uid")
+def test_orch_apply_reads_a_run_repository_of_another_uid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A container run's repository is the container uid's: git's ownership check must not refuse it."""
+    repo, user = make_repo(tmp_path)
+    landed = integrate(repo, edit(repo, "t1-a", 1, {"calc.py": "fixed\n"}), [])
+    for path in [repo.git_dir, *repo.git_dir.rglob("*")]:
+        os.chown(path, 1000, 1000, follow_symlinks=False)
+    monkeypatch.chdir(user)
+    done = orch("apply", "r1")
+    assert done.exit_code == 0, done.output
+    assert ugit(user, "rev-parse", "orch/r1") == landed.commit
