@@ -33,6 +33,7 @@ from orch.run.records import ControllerEvent
 from orch.view.snapshot import Snapshot
 from orch.waits import wait_for_paths, wait_until
 from tests.helpers import MEAN_QUOTE, MEAN_REPRO, PAGES_QUOTE, PAGES_REPRO, SAMPLE, orch, prompts
+from tests.lead.ciformats import junit, valid_sarif
 
 pytestmark = pytest.mark.claude
 
@@ -164,6 +165,13 @@ def test_demo_confirms_one_finding_and_refutes_the_false_positive(
     assert not launch.server_for(run.info()).alive()  # torn down; the folder stays
     assert report(run)["attempts"] == []  # honest workers: nothing refused, nothing left running
     assert page.count("<svg") == 2  # the jobs over time and each worker's cost over time
+    # For CI: valid SARIF (the official schema) and JUnit beside the report, with the same verdicts.
+    sarif = valid_sarif(run.report_sarif)
+    results = {r["properties"]["finding"]: (r["properties"]["status"], r["level"]) for r in sarif["runs"][0]["results"]}
+    assert results == {"pages-F1": ("CONFIRMED", "error"), "stats-F1": ("REFUTED", "note")}
+    assert sarif["runs"][0]["invocations"][0]["exitCode"] == 4
+    xml = junit(run.report_junit)
+    assert (xml.tests, xml.failures, xml.errors, xml.skipped) == (4, 1, 0, 0)  # 2 task jobs, 2 findings: 1 refuted
     # `orch watch` reads the finished run from its folder: the matrix filled in, every job on the timeline.
     watched = orch("watch", "demo", "--json")
     assert watched.exit_code == 0, watched.output
