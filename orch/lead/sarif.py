@@ -17,6 +17,7 @@ Worker-written text (claims, quotes, reasons) goes only into JSON strings, which
 from __future__ import annotations
 
 import hashlib
+import posixpath
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath, PurePosixPath
@@ -222,14 +223,14 @@ def _squash(text: str) -> str:
 
 
 def relative_path(file: str, workdir: str) -> str:
-    """The evidence's file relative to the workdir, in POSIX form (a path outside it stays as given)."""
-    path = PurePath(file)
-    if path.is_absolute():
-        try:
-            path = path.relative_to(workdir)
-        except ValueError:
-            return path.as_posix()
-    return PurePosixPath(*[p for p in path.parts if p != "."]).as_posix()
+    """The evidence's file relative to the workdir, normalised (a path outside it stays absolute).
+    String operations, not pathlib: this runs twice per finding."""
+    path = posixpath.normpath(file)
+    if path.startswith("/"):
+        root = posixpath.normpath(workdir)
+        if root == "/" or path.startswith(root + "/"):
+            return path[len(root) :].lstrip("/")
+    return path
 
 
 def fingerprint(claim: str, evidence: CodeEvidence | None, workdir: str) -> str:
@@ -244,9 +245,9 @@ def fingerprint(claim: str, evidence: CodeEvidence | None, workdir: str) -> str:
 
 def _location(ev: CodeEvidence, workdir: str) -> Location:
     path = relative_path(ev.file, workdir)
-    inside = not PurePath(path).is_absolute()
+    inside = not path.startswith("/")
     artifact = ArtifactLocation(
-        uri=quote(path, safe="/") if inside else PurePath(path).as_uri(), uri_base_id=SRCROOT if inside else None
+        uri=quote(path, safe="/") if inside else PurePosixPath(path).as_uri(), uri_base_id=SRCROOT if inside else None
     )
     region = Region(start_line=ev.line, snippet=ArtifactContent(text=ev.quote))
     return Location(physical_location=PhysicalLocation(artifact_location=artifact, region=region))
