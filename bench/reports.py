@@ -123,7 +123,7 @@ def run(ctx: Context) -> Result:
 
     label = f"{FINDINGS:,} findings"
     rows = [
-        Row("reports", f"report.sarif + report.junit.xml, {label}: render, write", "ms", values("both"), note=size_note),
+        Row("reports", f"report.sarif + report.junit.xml ({label}), written", "ms", values("both"), note=size_note),
         Row("reports", f"of which report.sarif ({label})", "ms", values("sarif")),
         Row("reports", f"of which report.junit.xml ({label})", "ms", values("junit")),
         Row("reports", f"report.json, the same report ({label})", "ms", values("json")),
