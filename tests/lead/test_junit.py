@@ -41,7 +41,7 @@ def test_one_testcase_per_task_job_and_per_finding() -> None:
         "report": "report.html",
     }
     pages = _cases(tasks)["pages"]
-    assert pages.name == "pages (finder, W1)" and pages.classname == "orch.tasks" and pages.time == 10.0
+    assert pages.name == "pages (finder)" and pages.classname == "orch.tasks" and pages.time == 10.0
     assert pages.is_passed
     cases = _cases(verification)
     assert cases["pages-F1"].is_passed and cases["pages-F1"].time == 5.0  # both verifiers' jobs
