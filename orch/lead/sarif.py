@@ -36,7 +36,8 @@ from orch.text import shorten
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION: Literal["2.1.0"] = "2.1.0"
 INFORMATION_URI = "https://github.com/orch-dev/orch"
-"""Where orch is described (SARIF wants an absolute URI for the tool)."""
+"""Where orch is described (SARIF wants an absolute URI for the tool). A placeholder until the project
+has a public home: set it here, the one place that names it."""
 SRCROOT = "%SRCROOT%"
 """The base of every location: the run's workdir (code scanning reads it as the checkout)."""
 FINGERPRINT = "orchClaim/v1"
