@@ -42,6 +42,12 @@ spec_app = typer.Typer(no_args_is_help=True)
 skill_app = typer.Typer(no_args_is_help=True)
 
 
+def also(run: RunFolder) -> str:
+    """The other reports beside report.html."""
+    others = (run.report_md, run.report_json, run.report_sarif, run.report_junit)
+    return "also " + ", ".join(p.name for p in others)
+
+
 def _print_result(result: runner.RunResult) -> None:
     report = result.report
     if result.stopped is not None:
@@ -59,7 +65,7 @@ def _print_result(result: runner.RunResult) -> None:
     typer.echo("")
     typer.echo(f"run {report.run}: {report.status} (exit {result.exit_code}): {report.reason}")
     typer.echo(cost_line(report))
-    typer.echo(f"report: {result.run.report_html}  (also report.md, report.json in {result.run.root})")
+    typer.echo(f"report: {result.run.report_html}  ({also(result.run)} in {result.run.root})")
 
 
 def _drive(run: RunFolder, commentary: bool = True) -> runner.RunResult:
@@ -235,4 +241,4 @@ def report(name: NameArg) -> None:
     written = write_reports(run, read_spec(run), load_state(run))
     typer.echo(matrix_text(written))
     typer.echo(f"\nrun {written.run}: {written.status} (exit {written.exit_code}): {written.reason}")
-    typer.echo(f"report: {run.report_html}  (also report.md, report.json)")
+    typer.echo(f"report: {run.report_html}  ({also(run)})")

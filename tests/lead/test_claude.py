@@ -33,6 +33,7 @@ from orch.run.records import ControllerEvent
 from orch.view.snapshot import Snapshot
 from orch.waits import wait_for_paths, wait_until
 from tests.helpers import MEAN_QUOTE, MEAN_REPRO, PAGES_QUOTE, PAGES_REPRO, SAMPLE, orch, prompts
+from tests.lead.ciformats import junit, valid_sarif
 
 pytestmark = pytest.mark.claude
 
@@ -164,6 +165,13 @@ def test_demo_confirms_one_finding_and_refutes_the_false_positive(
     assert not launch.server_for(run.info()).alive()  # torn down; the folder stays
     assert report(run)["attempts"] == []  # honest workers: nothing refused, nothing left running
     assert page.count("<svg") == 2  # the jobs over time and each worker's cost over time
+    # For CI: valid SARIF (the official schema) and JUnit beside the report, with the same verdicts.
+    sarif = valid_sarif(run.report_sarif)
+    results = {r["properties"]["finding"]: (r["properties"]["status"], r["level"]) for r in sarif["runs"][0]["results"]}
+    assert results == {"pages-F1": ("CONFIRMED", "error"), "stats-F1": ("REFUTED", "note")}
+    assert sarif["runs"][0]["invocations"][0]["exitCode"] == 4
+    xml = junit(run.report_junit)
+    assert (xml.tests, xml.failures, xml.errors, xml.skipped) == (4, 1, 0, 0)  # 2 task jobs, 2 findings: 1 refuted
     # `orch watch` reads the finished run from its folder: the matrix filled in, every job on the timeline.
     watched = orch("watch", "demo", "--json")
     assert watched.exit_code == 0, watched.output
@@ -648,6 +656,31 @@ def test_permission_prompts_are_answered_by_policy(
     assert load_state(run).job("notes").status is JobStatus.DONE
     if policy == "deny":  # the agent was told why, in the tool result
         assert any("permission policy refused that tool call" in t for t in told), told
+
+
+def test_a_worker_that_blocks_the_reports_gets_one_line_exit_2_and_no_fleet_left(
+    offline: None, workdir: Path, tmp_path: Path
+) -> None:
+    """Shared isolation: a worker can write the run folder. One that puts a directory where report.sarif goes
+    makes the reports unwritable: `orch run` says so in one line and exits 2, writes none of the five (not
+    one report beside a missing other), and still tears the fleet down; once the way is clear, `orch report`
+    writes them all."""
+    block = {"bash": "mkdir {{run_dir}}/report.sarif"}
+    tasks = [{"id": "notes", "role": "scribe", "goal": "Write down what stats.py does.",
+              "offline_script": [block, RESULT, DONE, reply()]}]  # fmt: skip
+    spec = write_spec(tmp_path / "blocked.yaml", workdir, tasks, workers=1)
+    result = orch("run", spec, "--local", "--name", "blocked")
+    assert result.exit_code == 2, result.output
+    (error,) = [line for line in result.output.splitlines() if line.startswith("orch: error:")]
+    assert error.startswith("orch: error: cannot write the reports of run blocked:") and "Is a directory" in error
+    run = RunFolder.for_name("blocked")
+    assert load_state(run).outcome is not None  # the outcome was saved first: nothing is lost
+    assert not any(p.exists() for p in (run.report_json, run.report_md, run.report_html, run.report_junit))
+    assert not launch.server_for(run.info()).alive()
+    run.report_sarif.rmdir()
+    again = orch("report", "blocked")
+    assert again.exit_code == 0, again.output
+    assert valid_sarif(run.report_sarif)["runs"][0]["results"] == [] and junit(run.report_junit).tests == 1
 
 
 # --- budget ----------------------------------------------------------------------------------------
