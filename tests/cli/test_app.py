@@ -21,7 +21,13 @@ COMMANDS = [
     *("reap", "pull"),  # orch.cli.container
     *("spec", "skill", "image", "bus", "record"),  # the named groups
 ]
-SUBCOMMANDS = {"spec": ["check", "init"], "skill": ["install"], "image": ["build"], "bus": ["post", "tail"], "record": ["export"]}
+SUBCOMMANDS = {
+    "spec": ["check", "init"],
+    "skill": ["install"],
+    "image": ["build"],
+    "bus": ["post", "tail"],
+    "record": ["export"],
+}
 
 
 def _group() -> TyperGroup:
