@@ -51,7 +51,10 @@ def find(where: str) -> Path:
         return path.resolve()
     if NAME_RE.fullmatch(where) and RunFolder.for_name(where).root.is_dir():
         return RunFolder.for_name(where).root
-    raise UsageError(f"no recording at {where!r}", hint="give a run name or the path of a run folder (or a copy)")
+    raise UsageError(
+        f"no recording at {where!r}",
+        hint="give a file from `orch record export`, a run name, or the path of a run folder (or a copy)",
+    )
 
 
 def load(where: str, spec: FleetSpec) -> Cassette:
