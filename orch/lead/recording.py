@@ -54,7 +54,8 @@ class RecordingHeader(Strict):
     run_dir: str
     """The recorded run folder where it ran: answers naming it are given the replay's instead."""
     workdir: str
-    nonce: str
+    nonce: str = Field(pattern=r"^[0-9a-f]{4,64}$")
+    """The recorded controller's (hex): it goes into every brief, so a crafted file cannot put text there."""
     plan: list[Assignment]
     exchanges: int = Field(ge=1)
 
