@@ -114,7 +114,7 @@ def evaluate(text: str, inputs: Mapping[str, str], outputs: Mapping[str, Mapping
 
 
 def run_steps(
-    given: Mapping[str, str], env: Mapping[str, str], cwd: Path
+    given: Mapping[str, str], env: Mapping[str, str], cwd: Path, stop_on_failure: bool = False
 ) -> tuple[list[tuple[dict[str, Any], int | None]], dict[str, dict[str, str]]]:
     """Each step of action.yml in order: a `run:` step in bash with its env (GITHUB_OUTPUT fresh per step,
     read back into steps.ID.outputs); a `uses:` step skipped, its `with:` evaluated for the caller."""
@@ -144,8 +144,31 @@ def run_steps(
                 line.split("=", 1) for line in output_file.read_text().splitlines() if "=" in line
             )
         if done.returncode != 0 and step is not spec["runs"]["steps"][-1]:
-            raise AssertionError(f"step {step.get('name')} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+            if not stop_on_failure:
+                raise AssertionError(f"step {step.get('name')} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+            ran[-1] = ({**step, "stderr": done.stderr}, done.returncode)
+            break  # as a runner: the steps after a failed one do not run (none here is `if: always()`)
     return ran, outputs
+
+
+def runner_env(workspace: Path, runner_temp: Path) -> dict[str, str]:
+    """What a runner sets for an action's steps, with this venv first on PATH (as actions/setup-python)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("ORCH_HOME", "ANTHROPIC_API_KEY")}
+    env.update({
+        "PATH": f"{BIN}{os.pathsep}{env['PATH']}",
+        "GITHUB_ACTION_PATH": str(REPO), "GITHUB_WORKSPACE": str(workspace), "GITHUB_ACTIONS": "true",
+        "RUNNER_TEMP": str(runner_temp), "RUNNER_OS": "Linux", "GITHUB_STEP_SUMMARY": str(runner_temp / "summary.md"),
+    })  # fmt: skip
+    return env
+
+
+def test_a_bad_spec_stops_the_action_at_install_with_its_problem(tmp_path: Path) -> None:
+    (tmp_path / "fleet.yaml").write_text("workdir: nowhere\ntasks: []\n")
+    ran, outputs = run_steps({"spec": "fleet.yaml"}, runner_env(tmp_path, tmp_path), tmp_path, stop_on_failure=True)
+    step, code = ran[-1]
+    assert step["name"] == "Install orch and the agents the spec needs" and code == 2
+    assert "fleet.yaml" in step["stderr"] and "Traceback" not in step["stderr"], step["stderr"]
+    assert "run" not in outputs  # the fleet never ran
 
 
 def verdicts(report_json: Path) -> dict[str, str]:
@@ -176,13 +199,7 @@ def test_the_actions_steps_replay_an_exported_demo_recording_to_the_same_verdict
 
     runner_temp = tmp_path / "runner-temp"
     runner_temp.mkdir()
-    summary_file = runner_temp / "step-summary.md"
-    env = {k: v for k, v in os.environ.items() if k not in ("ORCH_HOME", "ANTHROPIC_API_KEY")}
-    env.update({
-        "PATH": f"{BIN}{os.pathsep}{env['PATH']}",  # as actions/setup-python puts its python first
-        "GITHUB_ACTION_PATH": str(REPO), "GITHUB_WORKSPACE": str(workspace), "GITHUB_ACTIONS": "true",
-        "RUNNER_TEMP": str(runner_temp), "RUNNER_OS": "Linux", "GITHUB_STEP_SUMMARY": str(summary_file),
-    })  # fmt: skip
+    env = runner_env(workspace, runner_temp)
     ran, outputs = run_steps({"spec": "fleet.yaml", "recording": "ci/demo.orchrec.gz"}, env, workspace)
 
     out = outputs["run"]
@@ -195,7 +212,7 @@ def test_the_actions_steps_replay_an_exported_demo_recording_to_the_same_verdict
     line = json.loads(out["summary"])
     assert line["exit_code"] == 4 and line["billed"] is False
     assert line["replay_of"] == str((workspace / "ci" / "demo.orchrec.gz").resolve())
-    summary = summary_file.read_text()
+    summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text()
     assert "## Verification matrix" in summary and "pages-F1" in summary and "## Findings" not in summary
 
     uses = {step["uses"].split("@")[0]: step for step, code in ran if code is None}
