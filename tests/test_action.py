@@ -226,5 +226,7 @@ def test_the_actions_steps_replay_an_exported_demo_recording_to_the_same_verdict
         assert uses["github/codeql-action/upload-sarif"]["with"]["sarif_file"] == out["sarif"]
     else:
         assert out["sarif"] == ""
+    junit = getattr(replay, "report_junit", None)  # likewise report.junit.xml
+    assert out["junit"] == (str(junit.resolve()) if junit is not None else "")
     last_step, last_code = ran[-1]
     assert last_step["name"] == "Exit with orch's code" and last_code == 4  # fail-on-exit: after the uploads
