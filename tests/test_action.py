@@ -218,6 +218,7 @@ def test_the_actions_steps_replay_an_exported_demo_recording_to_the_same_verdict
     uses = {step["uses"].split("@")[0]: step for step, code in ran if code is None}
     assert set(uses) == {"actions/cache", "github/codeql-action/upload-sarif", "actions/upload-artifact"}
     assert uses["actions/upload-artifact"]["with"]["path"] == out["run-folder"]
+    assert re.fullmatch(r"orch-Linux-local-[0-9a-f]{16}", uses["actions/cache"]["with"]["key"])
     assert "steps.run.outputs.sarif != ''" in uses["github/codeql-action/upload-sarif"]["if"]
     # report.sarif comes with the `sarif` branch (RunFolder.report_sarif); until then no SARIF is uploaded.
     sarif = getattr(replay, "report_sarif", None)
