@@ -19,9 +19,15 @@ COMMANDS = [
     *("doctor", "model-server"),  # orch.cli.tools
     *("run", "demo", "report"),  # orch.cli.lead
     *("reap", "pull"),  # orch.cli.container
-    *("spec", "skill", "image", "bus"),  # the named groups
+    *("spec", "skill", "image", "bus", "record"),  # the named groups
 ]
-SUBCOMMANDS = {"spec": ["check", "init"], "skill": ["install"], "image": ["build"], "bus": ["post", "tail"]}
+SUBCOMMANDS = {
+    "spec": ["check", "init"],
+    "skill": ["install"],
+    "image": ["build"],
+    "bus": ["post", "tail"],
+    "record": ["export"],
+}
 
 
 def _group() -> TyperGroup:
@@ -73,6 +79,7 @@ def test_help_lists_every_command_group() -> None:
         ["run", "--resume", "ghost"],
         ["bus", "tail", "ghost"],
         ["bus", "post", "ghost", "hi"],
+        ["record", "export", "ghost", "-o", "out.gz"],
     ],
     ids=lambda args: " ".join(args[: args.index("ghost")]),
 )
