@@ -21,6 +21,7 @@ from orch.contracts import (
     ShellTool,
     WorkerContext,
 )
+from orch.errors import OrchError
 from orch.run.folder import RunFolder
 
 
@@ -51,6 +52,8 @@ class ScriptedAdapter:
     def prepare(self, ctx: WorkerContext) -> LaunchSpec:
         ctx.config_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         argv = [sys.executable, "-m", "orch.agents.scripted_agent"]
+        if _model_run(ctx):
+            argv.append("--model")  # its prompts go to the scripted model, through the run's gateway
         if ctx.prompt:
             argv.append(ctx.prompt)
         env = {
@@ -68,3 +71,15 @@ class ScriptedAdapter:
 
     def dialogs(self) -> Sequence[Dialog]:
         return ()
+
+
+def _model_run(ctx: WorkerContext) -> bool:
+    """An offline (or replayed) run: the worker's gateway answers from orch's scripted model (or a recording),
+    so the agent talks to it. Otherwise it runs the `$ ` lines of its prompts (the fleet-layer tests)."""
+    if CLAUDE_GATEWAY.base_url_env not in ctx.env:
+        return False
+    try:
+        info = ctx.run.info()
+    except OrchError:
+        return False
+    return info.offline or info.replay is not None
