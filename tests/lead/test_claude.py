@@ -16,23 +16,35 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
 from orch.fleet import launch
 from orch.gateway.process import handle_path
-from orch.lead.jobs import ControllerState, JobStatus, load_state
+from orch.lead.jobs import JobStatus, load_state
 from orch.lead.spec import Role
 from orch.offline.modelserver import ScriptedModelServer
 from orch.run import protocol
 from orch.run.events import Event
 from orch.run.folder import RunFolder
-from orch.run.records import ControllerEvent
 from orch.view.snapshot import Snapshot
 from orch.waits import wait_for_paths, wait_until
-from tests.helpers import MEAN_QUOTE, MEAN_REPRO, PAGES_QUOTE, PAGES_REPRO, SAMPLE, orch, prompts
+from tests.helpers import MEAN_QUOTE, MEAN_REPRO, SAMPLE, orch, prompts
+from tests.lead.leadrun import (
+    DONE,
+    MEAN_FINDING,
+    PAGES_FINDING,
+    RESULT,
+    assert_each_brief_sent_once,
+    assert_never_self_verified,
+    events,
+    finding,
+    findings_step,
+    reply,
+    report,
+    statuses,
+    write_spec,
+)
 
 pytestmark = pytest.mark.claude
 
@@ -56,77 +68,6 @@ def workdir(tmp_path: Path) -> Path:
     path = tmp_path / "work"
     shutil.copytree(SAMPLE, path)
     return path
-
-
-def finding(fid: str, claim: str, file: str, line: int, quote: str, repro: str | None) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "id": fid,
-        "claim": claim,
-        "severity": "high",
-        "evidence": [{"file": file, "line": line, "quote": quote}] if quote else [],
-    }
-    if repro:
-        out["reproduce"] = repro
-    return out
-
-
-def findings_step(*items: dict[str, Any], job: str = "{{job}}") -> dict[str, str]:
-    return {"write": "{{findings_file}}", "content": json.dumps({"job": job, "findings": list(items)})}
-
-
-RESULT = {"write": "{{result_file}}", "content": "checked what the brief asked\n"}
-DONE = {"bash": "touch {{done_file}}"}
-
-
-def reply(text: str = "Finished.") -> dict[str, str]:
-    return {"reply": text}
-
-
-PAGES_FINDING = finding("F1", "paginate(items, 1, size) skips the first page", "pages.py", 15, PAGES_QUOTE, PAGES_REPRO)
-MEAN_FINDING = finding("F1", "mean([]) raises ZeroDivisionError", "stats.py", 10, MEAN_QUOTE, MEAN_REPRO)
-
-
-def write_spec(path: Path, workdir: Path, tasks: list[dict[str, Any]], **extra: Any) -> Path:
-    spec: dict[str, Any] = {
-        "workdir": str(workdir),
-        "offline": True,
-        "tasks": tasks,
-        "timeouts": {"boot": 120, "job": 240, "run": 420},
-        "limits": {"nudge_after": 4, "max_corrections": 2, "rate_limit_wait": 1, "restart_backoff": 0.5},
-    }
-    for key, value in extra.items():
-        spec[key] = {**spec.get(key, {}), **value} if isinstance(value, dict) else value
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
-
-
-def events(run: RunFolder, name: Event | None = None) -> list[ControllerEvent]:
-    out = [ControllerEvent.model_validate_json(line) for line in run.events.read_text().splitlines()]
-    return [e for e in out if name is None or e.event == name]
-
-
-def assert_never_self_verified(state: ControllerState) -> None:
-    for job in state.jobs:
-        if job.role is Role.VERIFIER and job.worker is not None:
-            assert job.finding is not None
-            assert job.worker != state.finding(job.finding).finder, f"{job.id} went to its finder"
-
-
-def assert_each_brief_sent_once(run: RunFolder, state: ControllerState) -> None:
-    sent = [e.data["job"] for e in events(run, Event.BRIEF_SENT)]
-    assert sorted(sent) == sorted(j.id for j in state.jobs if j.worker is not None), sent
-    for book in state.workers:
-        pointers = [p for p in prompts(run, book.n) if p.startswith("Read and follow the instructions in")]
-        assert len(pointers) == len([j for j in state.jobs if j.worker == book.n]), (book.n, pointers)
-
-
-def report(run: RunFolder) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(run.report_json.read_text())
-    return data
-
-
-def statuses(run: RunFolder) -> dict[str, str]:
-    return {row["id"]: row["status"] for row in report(run)["findings"]}
 
 
 # --- the demo ----------------------------------------------------------------------------------
