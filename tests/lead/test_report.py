@@ -3,6 +3,8 @@ has one, else the status lines; and what it says about billing and the evidence 
 
 from __future__ import annotations
 
+import pytest
+
 from orch.gateway.records import UsageLine, UsageSnapshot, WorkerUsage
 from orch.lead.controller import initial_state, write_spec
 from orch.lead.jobs import ControllerState
@@ -11,6 +13,8 @@ from orch.lead.reportrender import cost_line, render_html, render_markdown
 from orch.lead.spec import FleetSpec, TaskSpec
 from orch.run.folder import RunFolder
 from tests.helpers import run_info
+
+pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
 
 SPEC = FleetSpec(tasks=[TaskSpec(id="t1", goal="g"), TaskSpec(id="t2", goal="h")], workers=2, offline=True)
 

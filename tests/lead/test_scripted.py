@@ -31,8 +31,8 @@ from tests.lead.leadrun import (
     assert_never_self_verified,
     events,
     findings_step,
-    report,
     reply,
+    report,
     statuses,
     write_spec,
 )
