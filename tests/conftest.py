@@ -21,6 +21,15 @@ from orch.versions import CLAUDE_CODE_VERSION, CODEX_VERSION, GEMINI_CLI_VERSION
 # The docker tests' fixtures (engine, image, names, workdir) live in tests/dockertest.py.
 pytest_plugins = ["tests.dockertest"]
 
+SLOW_TIERS = ("docker", "claude", "codex", "gemini", "opencode", "aider")
+"""Markers of the tiers that need a real agent binary or a Docker engine; every other test is `fast`."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if not any(item.get_closest_marker(name) for name in SLOW_TIERS):
+            item.add_marker(pytest.mark.fast)
+
 
 @pytest.fixture(autouse=True)
 def pure_guard(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -50,6 +50,7 @@ def run_spec(
 ) -> RunFolder:
     """Run a spec of scripted workers to the end; the run folder, once it exited with `exit_code`."""
     extra.setdefault("agent", "scripted")
+    extra.setdefault("timeouts", {"job": 90, "run": 120})  # a broken controller fails in minutes, not hangs
     extra.setdefault("limits", {})
     extra["limits"] = {"nudge_after": 30, **extra["limits"]}  # a nudge only where a test wants one
     spec = write_spec(tmp_path / f"{name}.yaml", workdir, tasks, **extra)
