@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from orch.gateway.process import handle_path
 from orch.lead.jobs import JobStatus, load_state
 from orch.lead.spec import Role
 from orch.run.events import Event
 from orch.run.folder import RunFolder
-from tests.helpers import SAMPLE, orch, prompts
+from orch.waits import wait_for_paths, wait_until
+from tests.helpers import PAGES_REPRO, SAMPLE, orch, prompts
 from tests.lead.leadrun import (
     DONE,
     MEAN_FINDING,
@@ -251,6 +255,40 @@ def test_a_worker_that_keeps_crashing_is_taken_out_and_its_job_fails(workdir: Pa
     assert report(run)["status"] == "failed"
 
 
+def test_the_fleet_is_relaunched_after_its_tmux_server_dies(workdir: Path, tmp_path: Path) -> None:
+    """The worker kills the fleet's tmux server mid-job (once): the controller relaunches the fleet on the same
+    folder, re-points the worker at its brief, and it finishes; one gateway served both lives."""
+    marker = tmp_path / "server-killed"
+    kill_once = {"bash": f"[ -e {marker} ] || {{ touch {marker}; tmux kill-server; }}"}
+    run = run_spec(tmp_path, workdir, "relaunch", [task("notes", [kill_once, RESULT, DONE, reply()], role="scribe")],
+                   exit_code=0, workers=1)  # fmt: skip
+    state = load_state(run)
+    assert state.job("notes").status is JobStatus.DONE and state.relaunches == 1
+    assert len(events(run, Event.FLEET_RELAUNCHING)) == 1 and len(events(run, Event.FLEET_RELAUNCHED)) == 1
+    assert len(events(run, Event.CONTROLLER_STARTED)) == 1  # the same controller
+    assert [e.worker for e in events(run, Event.REPOINT_SENT)] == [1]
+    assert any(p.startswith("orch restarted you (relaunched)") for p in prompts(run, 1))
+    assert len(events(run, Event.GATEWAY_STARTED)) == 1 and not handle_path("relaunch").exists()
+
+
+def test_a_killed_gateway_is_started_again_and_the_worker_carries_on(workdir: Path, tmp_path: Path) -> None:
+    """The worker SIGKILLs the run's gateway (once) mid-job: its next model call fails, the controller starts
+    the gateway again on the same address with the workers' tokens, waits out the failed turn and tells the
+    worker to continue; it finishes without a restart."""
+    marker, handle = tmp_path / "gateway-killed", handle_path("gk")
+    pid = f'python3 -c \'import json; print(json.load(open("{handle}"))["pid"])\''
+    kill_once = {"bash": f"[ -e {marker} ] || {{ touch {marker}; kill -9 $({pid}); }}"}
+    run = run_spec(tmp_path, workdir, "gk", [task("notes", [kill_once, RESULT, DONE, reply()], role="scribe")],
+                   exit_code=0, workers=1, limits={"restart_backoff": 0.2})  # fmt: skip
+    assert load_state(run).job("notes").status is JobStatus.DONE
+    started = events(run, Event.GATEWAY_STARTED)
+    assert len(started) == 2 and started[1].data["replaces"] == started[0].data["pid"]
+    assert started[1].data["url"] == started[0].data["url"]
+    assert not events(run, Event.RESTARTED_WORKER)
+    gateway_says = [json.loads(line) for line in run.model_log.read_text().splitlines()]
+    assert "bad-token" not in [e["event"] for e in gateway_says]  # the worker's token lived on
+
+
 def test_a_rate_limited_turn_is_continued(workdir: Path, tmp_path: Path) -> None:
     """The scripted model answers 429 (retry-after 1) through the gateway: the agent's turn ends on it, the
     controller waits what the gateway saw and tells the worker to continue."""
@@ -261,6 +299,44 @@ def test_a_rate_limited_turn_is_continued(workdir: Path, tmp_path: Path) -> None
     assert waited.worker == 1 and waited.data["wait_from"] == "gateway" and waited.data["wait"] <= 1
     assert [e.worker for e in events(run, Event.CONTINUE_SENT)] == [1]
     assert load_state(run).job("notes").status is JobStatus.DONE
+
+
+def test_a_killed_controller_resumes_where_it_stopped(workdir: Path, tmp_path: Path) -> None:
+    """SIGKILL `orch run` while one verdict is in and another verifier is at work; that verifier finishes
+    while no controller runs. `orch run --resume` files its verdict, redoes nothing and ends the run."""
+    gate = tmp_path / "gate"
+    slow = {**PAGES_FINDING, "id": "F2", "reproduce": f"while [ ! -e {gate} ]; do sleep 0.05; done; {PAGES_REPRO}"}
+    tasks = [task("t1", [findings_step(PAGES_FINDING, slow), RESULT, DONE, reply()], worker=1)]
+    spec = write_spec(tmp_path / "rs.yaml", workdir, tasks, agent="scripted", workers=3,
+                      timeouts={"job": 90, "run": 120})  # fmt: skip
+    cmd = [sys.executable, "-c", "from orch.cli.main import main; main()", "run", str(spec), "--local", "--name", "rs"]
+    first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run = RunFolder.for_name("rs")
+    try:
+
+        def mid_verification() -> bool:
+            if not run.events.exists():
+                return False
+            accepted = [e.data["job"] for e in events(run, Event.VERDICT_ACCEPTED)]
+            return "t1-F1.v1" in accepted and "t1-F2.v1" in [e.data["job"] for e in events(run, Event.BRIEF_SENT)]
+
+        wait_until(mid_verification, 60, "one verdict in and the other verification under way", interval=0.05)
+    finally:
+        first.kill()
+        first.wait(30)
+    before = load_state(run)
+    slow_worker = before.job("t1-F2.v1").worker
+    assert slow_worker is not None and before.job("t1-F2.v1").status is JobStatus.RUNNING
+    gate.touch()
+    assert not wait_for_paths([run.done(slow_worker)], 60)
+    result = orch("run", "--resume", "rs")
+    assert result.exit_code == 0, result.output
+    state = load_state(run)
+    assert len(events(run, Event.CONTROLLER_STARTED)) == 2
+    assert statuses(run) == {"t1-F1": "CONFIRMED", "t1-F2": "CONFIRMED"}
+    assert sorted(v.job for v in state.verdicts) == ["t1-F1.v1", "t1-F2.v1"]
+    assert state.verdicts[0] == before.verdicts[0]  # not lost, not redone
+    assert_each_brief_sent_once(run, state)
 
 
 # --- budget --------------------------------------------------------------------------------------
