@@ -107,7 +107,7 @@ def test_findings_are_verified_by_other_workers_confirmed_or_refuted(workdir: Pa
 def test_find_refute_confirm_runs_round_three_for_survivors_and_the_fixer_last(workdir: Path, tmp_path: Path) -> None:
     tasks = [
         task("t1", [findings_step(PAGES_FINDING, {**MEAN_FINDING, "id": "F2"}), RESULT, DONE, reply()], worker=1),
-        task("fix", [RESULT, DONE, reply()], role="fixer"),
+        {"id": "fix", "role": "fixer", "goal": "Decide what change the confirmed findings call for."},  # orch's steps
     ]
     run = run_spec(tmp_path, workdir, "rounds", tasks, exit_code=4, workers=3,
                    verification={"rounds": "find-refute-confirm"})  # fmt: skip
@@ -120,8 +120,8 @@ def test_find_refute_confirm_runs_round_three_for_survivors_and_the_fixer_last(w
     fix = state.job("fix")
     last_verdict = max(j.ended_at or 0 for j in state.jobs if j.role is Role.VERIFIER)
     assert fix.status is JobStatus.DONE and (fix.sent_at or 0) >= last_verdict
-    handed = run.job_brief("fix").read_text()
-    assert "t1-F1" in handed and "t1-F2" not in handed  # the fixer is handed only what was confirmed
+    for handed in (run.job_brief("fix").read_text(), run.job_result("fix").read_text()):
+        assert "t1-F1" in handed and "t1-F2" not in handed  # the fixer is handed only what was confirmed
 
 
 def test_a_rubber_stamping_verifier_is_told_what_is_wrong_and_the_finding_stays_unverified(
