@@ -45,6 +45,25 @@ def reply(text: str = "Finished.") -> dict[str, str]:
 
 
 PAGES_FINDING = finding("F1", "paginate(items, 1, size) skips the first page", "pages.py", 15, PAGES_QUOTE, PAGES_REPRO)
+_STAMP = {"job": "{{job}}", "finding": "{{finding_id}}", "verdict": "CONFIRMED", "reason": "LGTM"}
+_FALSE_QUOTE = [{"file": "pages.py", "line": 15, "quote": "start = (page - 1) * size"}]
+_NEVER_RAN = [{"command": "python3 -m pytest tests/test_pages.py", "exit_code": 0, "output": "1 passed"}]
+RUBBER_STAMP = [
+    {"write": "{{verdict_file}}", "content": json.dumps(_STAMP)},
+    RESULT,
+    DONE,
+    reply("Looks good to me."),
+    {"write": "{{verdict_file}}", "content": json.dumps({**_STAMP, "evidence": _FALSE_QUOTE})},
+    DONE,
+    reply(),
+    # It only echoes the command it cites (a real call in the ledger, with the command in it): not a run.
+    {"bash": "echo 'python3 -m pytest tests/test_pages.py' && echo '1 passed'"},
+    {"write": "{{verdict_file}}", "content": json.dumps({**_STAMP, "evidence": _NEVER_RAN})},
+    DONE,
+    reply(),
+]
+"""A verifier's script that confirms without evidence, then with a false quote, then citing a command it
+never ran: each output rejected (no-evidence, false-evidence, unrun-command)."""
 MEAN_FINDING = finding("F1", "mean([]) raises ZeroDivisionError", "stats.py", 10, MEAN_QUOTE, MEAN_REPRO)
 
 

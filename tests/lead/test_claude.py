@@ -27,12 +27,13 @@ from orch.run import protocol
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.view.snapshot import Snapshot
-from orch.waits import wait_for_paths, wait_until
+from orch.waits import wait_until
 from tests.helpers import MEAN_QUOTE, MEAN_REPRO, SAMPLE, orch, prompts
 from tests.lead.leadrun import (
     DONE,
     PAGES_FINDING,
     RESULT,
+    RUBBER_STAMP,
     assert_each_brief_sent_once,
     assert_never_self_verified,
     events,
@@ -236,23 +237,6 @@ def test_lying_workers_are_caught(offline: None, workdir: Path, tmp_path: Path) 
 
 
 def test_rubber_stamping_verifier_is_flagged(offline: None, workdir: Path, tmp_path: Path) -> None:
-    stamp = {"job": "{{job}}", "finding": "{{finding_id}}", "verdict": "CONFIRMED", "reason": "LGTM"}
-    false_quote = [{"file": "pages.py", "line": 15, "quote": "start = (page - 1) * size"}]
-    never_ran = [{"command": "python3 -m pytest tests/test_pages.py", "exit_code": 0, "output": "1 passed"}]
-    verifier_script = [
-        {"write": "{{verdict_file}}", "content": json.dumps(stamp)},
-        RESULT,
-        DONE,
-        reply("Looks good to me."),
-        {"write": "{{verdict_file}}", "content": json.dumps({**stamp, "evidence": false_quote})},
-        DONE,
-        reply(),
-        # It only echoes the command it cites (a real call in the ledger, with the command in it): not a run.
-        {"bash": "echo 'python3 -m pytest tests/test_pages.py' && echo '1 passed'"},
-        {"write": "{{verdict_file}}", "content": json.dumps({**stamp, "evidence": never_ran})},
-        DONE,
-        reply(),
-    ]
     tasks = [{"id": "t1", "goal": "Determine whether paginate returns the right page.", "worker": 1}]
     tasks[0]["offline_script"] = [findings_step(PAGES_FINDING), RESULT, DONE, reply()]
     spec = write_spec(
@@ -260,7 +244,7 @@ def test_rubber_stamping_verifier_is_flagged(offline: None, workdir: Path, tmp_p
         workdir,
         tasks,
         agents=[{"workers": 1}, {"model": "claude-scripted-b", "workers": 1}],  # two models
-        roles={"verifier": {"offline_script": verifier_script}},
+        roles={"verifier": {"offline_script": RUBBER_STAMP}},
     )
     result = orch("run", spec, "--local", "--name", "stamp")
     assert result.exit_code == 4, result.output  # the finding stayed unverified
@@ -299,72 +283,6 @@ def test_a_finder_that_plants_its_defect_is_caught_without_strict_isolation(
     assert [p.kind.value for f in state.flags for p in f.problems] == ["tree-changed", "tree-changed"]
     assert "stats.py" in state.flags[0].problems[0].detail
     assert "shared" in report(run)["isolation"] and "## Isolation" in run.report_md.read_text()
-
-
-# --- resume --------------------------------------------------------------------------------------
-def test_resume_after_killing_the_controller_mid_verification(
-    offline: None, workdir: Path, tmp_path: Path, orch_home: Path
-) -> None:
-    gate = tmp_path / "gate"
-    slow = finding(
-        "F2",
-        "page_count rounds up",
-        "pages.py",
-        10,
-        "return (total + size - 1) // size",
-        f"while [ ! -e {gate} ]; do sleep 0.1; done; "
-        "python3 -c 'from pages import page_count; assert page_count(11, 5) == 3'",
-    )
-    tasks = [
-        {
-            "id": "t1",
-            "goal": "Determine whether the pagination helpers are right.",
-            "offline_script": [findings_step(PAGES_FINDING, slow), RESULT, DONE, reply()],
-        }
-    ]
-    spec = write_spec(
-        tmp_path / "resume.yaml",
-        workdir,
-        tasks,
-        workers=3,
-        limits={"nudge_after": 60},
-        verification={"rounds": "find-refute-confirm"},  # round 2 refutes, round 3 re-checks survivors
-    )
-    cmd = [sys.executable, "-c", "from orch.cli.main import main; main()", "run", str(spec), "--local", "--name", "rs"]
-    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ))
-    run = RunFolder.for_name("rs")
-    try:
-
-        def mid_verification() -> bool:
-            if not run.events.exists():
-                return False
-            accepted = [e.data["job"] for e in events(run, Event.VERDICT_ACCEPTED)]
-            sent = [e.data["job"] for e in events(run, Event.BRIEF_SENT)]
-            return "t1-F1.r1" in accepted and "t1-F2.r1" in sent
-
-        wait_until(mid_verification, 240, "one verdict in and the other verification under way", interval=0.2)
-    finally:
-        first.send_signal(signal.SIGKILL)
-        first.wait(30)
-    before = load_state(run)
-    slow_worker = before.job("t1-F2.r1").worker
-    assert slow_worker is not None and before.job("t1-F2.r1").status is JobStatus.RUNNING
-    # The verifier finishes while no controller runs.
-    gate.touch()
-    assert not wait_for_paths([run.done(slow_worker)], 120)
-
-    result = orch("run", "--resume", "rs")
-    assert result.exit_code == 0, result.output
-    state = load_state(run)
-    assert [e.event for e in events(run, Event.CONTROLLER_STARTED)] == [Event.CONTROLLER_STARTED] * 2
-    assert statuses(run) == {"t1-F1": "CONFIRMED", "t1-F2": "CONFIRMED"}
-    assert sorted(v.job for v in state.verdicts) == ["t1-F1.c1", "t1-F1.r1", "t1-F2.c1", "t1-F2.r1"]
-    assert state.verdicts[0].job == "t1-F1.r1" and before.verdicts[0] == state.verdicts[0]  # not lost, not redone
-    assert_each_brief_sent_once(run, state)
-    assert_never_self_verified(state)
-    # Round 3 went to a worker that had not judged the finding in round 2.
-    for fid in ("t1-F1", "t1-F2"):
-        assert state.job(f"{fid}.c1").worker != state.job(f"{fid}.r1").worker
 
 
 # --- crash and restart ---------------------------------------------------------------------------

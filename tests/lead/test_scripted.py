@@ -31,6 +31,7 @@ from tests.lead.leadrun import (
     MEAN_FINDING,
     PAGES_FINDING,
     RESULT,
+    RUBBER_STAMP,
     assert_each_brief_sent_once,
     assert_never_self_verified,
     events,
@@ -130,24 +131,8 @@ def test_a_rubber_stamping_verifier_is_told_what_is_wrong_and_the_finding_stays_
     """A verifier that confirms without evidence, then with a false quote, then citing a command it only
     echoed (a real Bash call in the gateway's ledger, but not a run of that command): each output is
     rejected with what is wrong, the job fails at the correction limit, the finding is UNVERIFIED."""
-    stamp = {"job": "{{job}}", "finding": "{{finding_id}}", "verdict": "CONFIRMED", "reason": "LGTM"}
-    false_quote = [{"file": "pages.py", "line": 15, "quote": "start = (page - 1) * size"}]
-    never_ran = [{"command": "python3 -m pytest tests/test_pages.py", "exit_code": 0, "output": "1 passed"}]
-    verifier = [
-        {"write": "{{verdict_file}}", "content": json.dumps(stamp)},
-        RESULT,
-        DONE,
-        reply("Looks good to me."),
-        {"write": "{{verdict_file}}", "content": json.dumps({**stamp, "evidence": false_quote})},
-        DONE,
-        reply(),
-        {"bash": "echo 'python3 -m pytest tests/test_pages.py' && echo '1 passed'"},
-        {"write": "{{verdict_file}}", "content": json.dumps({**stamp, "evidence": never_ran})},
-        DONE,
-        reply(),
-    ]
     run = run_spec(tmp_path, workdir, "stamp", [task("t1", FINDS_PAGES, worker=1)], exit_code=4, workers=2,
-                   roles={"verifier": {"offline_script": verifier}})  # fmt: skip
+                   roles={"verifier": {"offline_script": RUBBER_STAMP}})  # fmt: skip
     state = load_state(run)
     assert [[p.kind.value for p in f.problems] for f in state.flags] == [
         ["no-evidence"],
@@ -302,13 +287,14 @@ def test_a_rate_limited_turn_is_continued(workdir: Path, tmp_path: Path) -> None
 
 
 def test_a_killed_controller_resumes_where_it_stopped(workdir: Path, tmp_path: Path) -> None:
-    """SIGKILL `orch run` while one verdict is in and another verifier is at work; that verifier finishes
-    while no controller runs. `orch run --resume` files its verdict, redoes nothing and ends the run."""
+    """SIGKILL `orch run` while one round-2 verdict is in and another verifier is at work; that verifier
+    finishes while no controller runs. `orch run --resume` files its verdict, redoes nothing, opens round 3
+    and ends the run."""
     gate = tmp_path / "gate"
     slow = {**PAGES_FINDING, "id": "F2", "reproduce": f"while [ ! -e {gate} ]; do sleep 0.05; done; {PAGES_REPRO}"}
     tasks = [task("t1", [findings_step(PAGES_FINDING, slow), RESULT, DONE, reply()], worker=1)]
     spec = write_spec(tmp_path / "rs.yaml", workdir, tasks, agent="scripted", workers=3,
-                      timeouts={"job": 90, "run": 120})  # fmt: skip
+                      timeouts={"job": 90, "run": 120}, verification={"rounds": "find-refute-confirm"})  # fmt: skip
     cmd = [sys.executable, "-c", "from orch.cli.main import main; main()", "run", str(spec), "--local", "--name", "rs"]
     first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     run = RunFolder.for_name("rs")
@@ -318,15 +304,15 @@ def test_a_killed_controller_resumes_where_it_stopped(workdir: Path, tmp_path: P
             if not run.events.exists():
                 return False
             accepted = [e.data["job"] for e in events(run, Event.VERDICT_ACCEPTED)]
-            return "t1-F1.v1" in accepted and "t1-F2.v1" in [e.data["job"] for e in events(run, Event.BRIEF_SENT)]
+            return "t1-F1.r1" in accepted and "t1-F2.r1" in [e.data["job"] for e in events(run, Event.BRIEF_SENT)]
 
         wait_until(mid_verification, 60, "one verdict in and the other verification under way", interval=0.05)
     finally:
         first.kill()
         first.wait(30)
     before = load_state(run)
-    slow_worker = before.job("t1-F2.v1").worker
-    assert slow_worker is not None and before.job("t1-F2.v1").status is JobStatus.RUNNING
+    slow_worker = before.job("t1-F2.r1").worker
+    assert slow_worker is not None and before.job("t1-F2.r1").status is JobStatus.RUNNING
     gate.touch()
     assert not wait_for_paths([run.done(slow_worker)], 60)
     result = orch("run", "--resume", "rs")
@@ -334,9 +320,12 @@ def test_a_killed_controller_resumes_where_it_stopped(workdir: Path, tmp_path: P
     state = load_state(run)
     assert len(events(run, Event.CONTROLLER_STARTED)) == 2
     assert statuses(run) == {"t1-F1": "CONFIRMED", "t1-F2": "CONFIRMED"}
-    assert sorted(v.job for v in state.verdicts) == ["t1-F1.v1", "t1-F2.v1"]
-    assert state.verdicts[0] == before.verdicts[0]  # not lost, not redone
+    assert sorted(v.job for v in state.verdicts) == ["t1-F1.c1", "t1-F1.r1", "t1-F2.c1", "t1-F2.r1"]
+    assert state.verdicts[0].job == "t1-F1.r1" and state.verdicts[0] == before.verdicts[0]  # not lost, not redone
     assert_each_brief_sent_once(run, state)
+    assert_never_self_verified(state)
+    for fid in ("t1-F1", "t1-F2"):  # round 3 went to a worker that had not judged the finding in round 2
+        assert state.job(f"{fid}.c1").worker != state.job(f"{fid}.r1").worker
 
 
 # --- budget --------------------------------------------------------------------------------------
