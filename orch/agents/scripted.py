@@ -1,4 +1,5 @@
-"""The scripted adapter: orch's own tiny TUI agent, for fast tests of the tmux and run-folder layers."""
+"""The scripted adapter: orch's own tiny TUI agent, for fast tests of the tmux and run-folder layers and (in an
+offline run, talking to the scripted model through the gateway) of the controller end to end."""
 
 from __future__ import annotations
 
@@ -80,6 +81,6 @@ def _model_run(ctx: WorkerContext) -> bool:
         return False
     try:
         info = ctx.run.info()
-    except OrchError:
+    except (OrchError, OSError):  # no run.json (a bare context), or one this uid cannot read
         return False
     return info.offline or info.replay is not None
