@@ -100,6 +100,7 @@ def test_percentile_and_sizes() -> None:
     assert parse_size("24G") == 24 << 30 and parse_size("512MiB") == 512 << 20 and parse_size("1000") == 1000
 
 
+@pytest.mark.claude  # its replay rows run the offline demo: three real Claude Code workers, twice
 def test_quick_gateway_bench_runs(tmp_path: Path) -> None:
     out = tmp_path / "gateway.json"
     argv = [sys.executable, "-m", "bench", "--quick", "--only", "gateway", "--json", str(out)]

@@ -12,6 +12,8 @@ from typer.core import TyperGroup
 from orch.cli.commands import app
 from tests.helpers import orch
 
+pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
+
 # What `orch --help` lists, in its order (the README documents these); `serve-run` is hidden.
 COMMANDS = [
     *("up", "spawn", "send", "brief", "restart", "read", "status", "ls", "attach", "kill", "wait"),  # orch.cli.fleet

@@ -22,6 +22,8 @@ from orch.gateway.cassette import append_exchange, read_exchanges
 from orch.gateway.records import Exchange
 from orch.gateway.replay import Replayer, ReplayMiss, exchange_key, normalise, recorded_folders, translate
 
+pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
+
 Body = dict[str, Any]
 
 # Where each capture ran: (workdir, run folder).

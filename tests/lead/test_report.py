@@ -17,6 +17,8 @@ from tests.helpers import orch, run_info
 from tests.lead.ciformats import SPEC as CI_SPEC
 from tests.lead.ciformats import run_with, valid_sarif
 
+pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
+
 SPEC = FleetSpec(tasks=[TaskSpec(id="t1", goal="g"), TaskSpec(id="t2", goal="h")], workers=2, offline=True)
 
 
