@@ -145,7 +145,8 @@ def launch(
     if resume:
         wait_workers_gone(run, info.workers)
     adapters = {n: adapter_of(info, n) for n in range(1, info.workers + 1)}
-    info.agent_version = adapters[1].version()
+    info.agent_versions = {kind: get_adapter(kind).version() for kind in info.kinds()}
+    info.agent_version = info.agent_versions[info.agent]
     server = server_for(info)
     handle = gateway.ensure(run, info)
     env = agent_environment(info)

@@ -240,9 +240,11 @@ class Controller:
         self.desk.save()
         self.desk.event(Event.FINISHED, exit_code=self.state.outcome.exit_code, reason=self.state.outcome.reason)
         self.desk.gateway.settle()  # the last answers' usage, before the report reads it
-        write_reports(self.run, self.spec, self.state)
-        if self.spec.teardown:
-            watch.kill(self.run)
+        try:
+            write_reports(self.run, self.spec, self.state)
+        finally:  # reports that cannot be written (exit 2) still leave no fleet behind
+            if self.spec.teardown:
+                watch.kill(self.run)
         return self.state.outcome
 
 

@@ -85,6 +85,17 @@ class FindingRow(Strict):
     reproduce: str | None
     status: FindingStatus
     verdicts: list[VerdictCell]
+    locations: list[CodeEvidence] = Field(default_factory=list)
+    """The evidence as file, line and verbatim quote (report.sarif's locations)."""
+
+
+class TaskRow(Strict):
+    """A task of the spec (report.sarif's rules)."""
+
+    id: str
+    role: str
+    title: str | None = None
+    goal: str
 
 
 class WorkerRow(Strict):
@@ -198,6 +209,7 @@ class RunReport(Strict):
     reason: str
     workers: list[WorkerRow]
     findings: list[FindingRow]
+    tasks: list[TaskRow] = Field(default_factory=list)
     jobs: list[JobRow]
     flags: list[FlagRow]
     confirmed_across_kinds: int | None = None
@@ -269,6 +281,7 @@ def build_report(run: RunFolder, spec: FleetSpec, state: ControllerState) -> Run
                 reproduce=item.finding.reproduce,
                 status=finding_status(state, spec, item.id),
                 verdicts=cells,
+                locations=list(item.finding.evidence),
             )
         )
     usage = read_usage(run)
@@ -336,6 +349,10 @@ def build_report(run: RunFolder, spec: FleetSpec, state: ControllerState) -> Run
         reason=outcome.reason if outcome else "",
         workers=workers,
         findings=findings,
+        tasks=[
+            TaskRow(id=tid, role=t.role.value, title=t.title, goal=t.goal)
+            for t, tid in zip(spec.tasks, spec.task_ids(), strict=True)
+        ],
         jobs=jobs,
         flags=flags,
         confirmed_across_kinds=across_kinds(state, spec),

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import html
 
+from orch.errors import UsageError
 from orch.lead.charts import cost_svg, timeline_svg
 from orch.lead.jobs import ControllerState
+from orch.lead.junit import render_junit
 from orch.lead.report import ISOLATION_NOTES, FindingRow, RunReport, Usage, build_report
+from orch.lead.sarif import render_sarif
 from orch.lead.spec import FleetSpec
-from orch.run.folder import RunFolder, atomic_write
+from orch.run.folder import RunFolder, atomic_write_all
 from orch.run.records import Isolation
 from orch.text import shorten
 
@@ -307,7 +310,7 @@ def render_html(report: RunReport) -> str:
     )
     for j in report.jobs:
         parts.append(
-            f"<tr><td><a href='jobs/{_h(j.id)}.task.md'>{_h(j.id)}</a></td><td>{_h(j.role)}</td>"
+            f"<tr id='job-{_h(j.id)}'><td><a href='jobs/{_h(j.id)}.task.md'>{_h(j.id)}</a></td><td>{_h(j.role)}</td>"
             f"<td>{_h(j.worker or '-')}</td><td>{_h(j.status)}</td>"
             f"<td>{_h(j.seconds if j.seconds is not None else '-')}</td>"
             f"<td>{j.corrections}</td><td>{j.nudges}</td><td>{_h(j.failure or '')}</td></tr>"
@@ -334,8 +337,22 @@ def render_html(report: RunReport) -> str:
 
 
 def write_reports(run: RunFolder, spec: FleetSpec, state: ControllerState) -> RunReport:
+    """report.json, .md, .html, .sarif and .junit.xml, all or none (each as it was before when one cannot
+    be written)."""
     report = build_report(run, spec, state)
-    atomic_write(run.report_json, report.model_dump_json(indent=2) + "\n")
-    atomic_write(run.report_md, render_markdown(report))
-    atomic_write(run.report_html, render_html(report))
+    files = {
+        run.report_json: report.model_dump_json(indent=2) + "\n",
+        run.report_md: render_markdown(report),
+        run.report_html: render_html(report),
+        run.report_sarif: render_sarif(report),
+        run.report_junit: render_junit(report),
+    }
+    try:
+        atomic_write_all(files)
+    except OSError as exc:
+        where = exc.filename or run.root
+        raise UsageError(
+            f"cannot write the reports of run {run.name}: {where}: {exc.strerror or exc}",
+            hint=f"make {run.root} writable, then `orch report {run.name}` writes them again",
+        ) from None
     return report

@@ -120,7 +120,7 @@ def drive(run: RunFolder, commentary: bool = True) -> RunResult:
 
     # In a container, the controller prints its commentary (forwarded stderr) only when this machine cannot
     # read the run's events.jsonl itself; the host prints the result.
-    args = ["run", "--resume", run.name, "--quiet"]
+    args = ["run", "--resume", run.name, "--no-result"]
     if not commentary or backends.folder_is_here(info):
         args.append("--no-commentary")
     code = box.forward(info, OrchCommand(args, here))

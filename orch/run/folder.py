@@ -12,7 +12,7 @@ import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -42,8 +42,8 @@ def validate_worker_count(n: int) -> int:
     return n
 
 
-def atomic_write(path: Path, data: str | bytes, mode: int = 0o644) -> None:
-    """Write to a temp file in the same folder, then rename: readers see the old or the new file."""
+def _staged(path: Path, data: str | bytes, mode: int) -> Path:
+    """`data` in a temp file beside `path`, on disk, not yet renamed."""
     raw = data.encode() if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
@@ -52,9 +52,31 @@ def atomic_write(path: Path, data: str | bytes, mode: int = 0o644) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
-        os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
+        raise
+    return Path(tmp)
+
+
+def atomic_write(path: Path, data: str | bytes, mode: int = 0o644) -> None:
+    """Write to a temp file in the same folder, then rename: readers see the old or the new file."""
+    atomic_write_all({path: data}, mode)
+
+
+def atomic_write_all(files: Mapping[Path, str | bytes], mode: int = 0o644) -> None:
+    """Write several files as one: every one is staged before any is renamed, so a file that cannot be
+    written (a read-only folder, a full disk, a directory in its place) leaves all of them as they were."""
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for path, data in files.items():
+            if path.is_dir():
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+            staged.append((_staged(path, data, mode), path))
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    except BaseException:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
         raise
 
 
@@ -376,6 +398,16 @@ class RunFolder:
     @property
     def report_html(self) -> Path:
         return self.root / "report.html"
+
+    @property
+    def report_sarif(self) -> Path:
+        """The findings as SARIF 2.1.0, for code scanning (orch.lead.sarif)."""
+        return self.root / "report.sarif"
+
+    @property
+    def report_junit(self) -> Path:
+        """Jobs and verifications as JUnit XML tests, for CI (orch.lead.junit)."""
+        return self.root / "report.junit.xml"
 
     # --- lifecycle -------------------------------------------------------------------------
     def exists(self) -> bool:

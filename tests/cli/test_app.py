@@ -12,6 +12,8 @@ from typer.core import TyperGroup
 from orch.cli.commands import app
 from tests.helpers import orch
 
+pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
+
 # What `orch --help` lists, in its order (the README documents these); `serve-run` is hidden.
 COMMANDS = [
     *("up", "spawn", "send", "brief", "restart", "read", "status", "ls", "attach", "kill", "wait"),  # orch.cli.fleet
@@ -19,9 +21,15 @@ COMMANDS = [
     *("doctor", "model-server"),  # orch.cli.tools
     *("run", "demo", "report", "apply"),  # orch.cli.lead
     *("reap", "pull"),  # orch.cli.container
-    *("spec", "skill", "image", "bus"),  # the named groups
+    *("spec", "skill", "image", "bus", "record"),  # the named groups
 ]
-SUBCOMMANDS = {"spec": ["check", "init"], "skill": ["install"], "image": ["build"], "bus": ["post", "tail"]}
+SUBCOMMANDS = {
+    "spec": ["check", "init"],
+    "skill": ["install"],
+    "image": ["build"],
+    "bus": ["post", "tail"],
+    "record": ["export"],
+}
 
 
 def _group() -> TyperGroup:
@@ -74,6 +82,7 @@ def test_help_lists_every_command_group() -> None:
         ["run", "--resume", "ghost"],
         ["bus", "tail", "ghost"],
         ["bus", "post", "ghost", "hi"],
+        ["record", "export", "ghost", "-o", "out.gz"],
     ],
     ids=lambda args: " ".join(args[: args.index("ghost")]),
 )

@@ -26,6 +26,8 @@ from orch.lead.jobs import (
 from orch.lead.spec import AgentGroup, Budget, FleetSpec, Limits, Role, Rounds, TaskSpec, VerificationSpec
 from orch.run.records import Backend, HookEvent, Isolation, WorkerState
 
+pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
+
 FATAL = {"authentication_failed"}
 NOW = 10_000.0
 
