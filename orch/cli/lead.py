@@ -17,6 +17,8 @@ from orch.errors import OrchError, UsageError
 from orch.fleet import gateway
 from orch.lead import decisions, recording, runner, skill
 from orch.lead import demo as demo_mod
+from orch.lead.changes import apply as changes_apply
+from orch.lead.changes import start as changes_start
 from orch.lead.commentary import Commentary
 from orch.lead.controller import read_spec
 from orch.lead.decisions import EXIT_FAILED
@@ -101,8 +103,12 @@ def _start(
     copy: bool = False,
     replay: str | None = None,
     say: Callable[[str], None] = typer.echo,
+    base: str | None = None,
+    snapshot: bool = False,
 ) -> RunFolder:
     spec = load_spec(spec_path)
+    if (base is not None or snapshot) and not spec.writer_tasks():
+        raise UsageError("--base and --snapshot are for specs with writer tasks", hint="drop them")
     # A recording (a run, or an exported file) is checked before anything is made.
     cassette = recording.cassette(replay, spec, backend) if replay is not None else None
     run_name = runner.run_name(spec, spec_path, name, replay=cassette is not None)
@@ -115,13 +121,20 @@ def _start(
         f"({backend.value}{source})"
     )
     say(f"isolation {ISOLATION_NOTES[isolation]}")
+    # A run with writers: its repository and base checks, made (or refused in one line) before the run exists.
+    prepared = changes_start.prepare(spec, run_name, base, snapshot, backend) if spec.writer_tasks() else None
+    for warning in prepared.warnings if prepared else []:
+        typer.echo(f"orch: warning: {warning}", err=True)
     try:
-        return runner.start(spec, run_name, backend, replace, copy, cassette)
+        return runner.start(spec, run_name, backend, replace, copy, cassette, prepared)
     except UsageError:
         raise
     except OrchError as exc:
         typer.echo(f"orch: error: the fleet did not start: {exc.one_line()}", err=True)
         raise typer.Exit(EXIT_FAILED) from None
+    finally:
+        if prepared is not None:
+            prepared.discard()  # installed: nothing left to remove; else the staging folder goes
 
 
 @spec_app.command()
@@ -186,6 +199,20 @@ def run_(
             "Default name: <name>-replay.",
         ),
     ] = None,
+    base: Annotated[
+        str | None,
+        typer.Option(
+            "--base", help="Specs with writers: start from this revision of the workdir's repository (default HEAD)."
+        ),
+    ] = None,
+    snapshot: Annotated[
+        bool,
+        typer.Option(
+            "--snapshot",
+            help="Specs with writers: start from the workdir as it is (a dirty tree, or a folder outside git), "
+            "taken into a base commit of the run's own repository.",
+        ),
+    ] = False,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="Print nothing but errors (and the --json line): the exit code says.")
     ] = False,
@@ -215,7 +242,7 @@ def run_(
     else:
         assert spec is not None
         backend = Backend.LOCAL if local or in_container() else Backend.DOCKER
-        run = _start(spec, name, backend, replace, copy, replay, say=_say(quiet, as_json))
+        run = _start(spec, name, backend, replace, copy, replay, say=_say(quiet, as_json), base=base, snapshot=snapshot)
     result = _drive(run, commentary=not (no_commentary or quiet))
     if as_json:
         line = summary(result.run, result.exit_code, result.report, result.stopped)
@@ -274,3 +301,16 @@ def report(name: NameArg) -> None:
     typer.echo(matrix_text(written))
     typer.echo(f"\nrun {written.run}: {written.status} (exit {written.exit_code}): {written.reason}")
     typer.echo(f"report: {run.report_html}  ({also(run)})")
+
+
+@app.command("apply")
+def apply_(
+    name: NameArg,
+    branch: Annotated[
+        str | None, typer.Option("--branch", help="The new branch's name (default orch/<run>).", show_default=False)
+    ] = None,
+) -> None:
+    """Fetch a run's landed changes into this repository as a new branch (the working tree, the index and the
+    current branch are left alone; an existing branch is never overwritten)."""
+    made = changes_apply.apply_run(run_folder(name), Path.cwd(), branch)
+    typer.echo(f"fetched run {name}'s landed changes as branch {made}; `git log {made}` shows them")

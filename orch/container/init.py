@@ -229,6 +229,9 @@ def isolate_workers(run: RunFolder, info: RunInfo, uid: int, gid: int) -> None:
         _own(run.state(n), w, w, 0o644)
         _own_tree(run.sessions(n), w, w, 0o700)
         _own_tree(run.config_dir(n), w, gid, 0o710)
+        # Its writer jobs' worktrees: the controller (the run's gid) makes each job's checkout in there, open to
+        # whoever can reach it, and only worker N can (no other worker may enter: orch.lead.writing).
+        _own_tree(run.worktrees_dir(n), w, gid, 0o2770)
 
 
 def _strict_run(boot: InitBoot | None) -> tuple[RunFolder, RunInfo] | None:

@@ -13,7 +13,7 @@ from enum import StrEnum
 from orch.agents.registry import get_adapter
 from orch.errors import UsageError
 from orch.lead.jobs import Assignment, ControllerState, FindingStatus, Job, JobStatus, Outcome, WorkerBook
-from orch.lead.spec import Budget, FleetSpec, Limits, Role
+from orch.lead.spec import WRITER_ROLES, Budget, FleetSpec, Limits, Role
 from orch.lead.verification import choose_verifier, eligible, finding_status
 from orch.run.records import Backend, HookEvent, Isolation, WorkerState
 
@@ -349,7 +349,7 @@ def has_budget(budget: Budget) -> bool:
 
 
 # --- isolation ---------------------------------------------------------------------------------
-WRITERS = (Role.FIXER, Role.SCRIBE)
+WRITERS = WRITER_ROLES
 
 
 def isolation(spec: FleetSpec, backend: Backend) -> Isolation:
