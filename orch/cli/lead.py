@@ -16,6 +16,8 @@ from orch.fleet import gateway
 from orch.lead import decisions, runner, skill
 from orch.lead import demo as demo_mod
 from orch.lead import replay as replay_mod
+from orch.lead.changes import apply as changes_apply
+from orch.lead.changes import start as changes_start
 from orch.lead.commentary import Commentary
 from orch.lead.controller import read_spec
 from orch.lead.decisions import EXIT_FAILED
@@ -86,9 +88,18 @@ def _drive(run: RunFolder, commentary: bool = True) -> runner.RunResult:
 
 
 def _start(
-    spec_path: Path, name: str | None, backend: Backend, replace: bool, copy: bool = False, replay: str | None = None
+    spec_path: Path,
+    name: str | None,
+    backend: Backend,
+    replace: bool,
+    copy: bool = False,
+    replay: str | None = None,
+    base: str | None = None,
+    snapshot: bool = False,
 ) -> RunFolder:
     spec = load_spec(spec_path)
+    if (base is not None or snapshot) and not spec.writer_tasks():
+        raise UsageError("--base and --snapshot are for specs with writer tasks", hint="drop them")
     cassette = replay_mod.load(replay, spec) if replay is not None else None  # checked before anything is made
     run_name = runner.run_name(spec, spec_path, name, replay=cassette is not None)
     source = f", replaying {cassette.root}" if cassette else ""
@@ -100,13 +111,18 @@ def _start(
         f"({backend.value}{source})"
     )
     typer.echo(f"isolation {ISOLATION_NOTES[isolation]}")
+    # A run with writers: its repository and base checks, made (or refused in one line) before the run exists.
+    prepared = changes_start.prepare(spec, run_name, base, snapshot, backend) if spec.writer_tasks() else None
     try:
-        return runner.start(spec, run_name, backend, replace, copy, cassette)
+        return runner.start(spec, run_name, backend, replace, copy, cassette, prepared)
     except UsageError:
         raise
     except OrchError as exc:
         typer.echo(f"orch: error: the fleet did not start: {exc.one_line()}", err=True)
         raise typer.Exit(EXIT_FAILED) from None
+    finally:
+        if prepared is not None:
+            prepared.discard()  # installed: nothing left to remove; else the staging folder goes
 
 
 @spec_app.command()
@@ -170,6 +186,20 @@ def run_(
             "made with the same spec: no model API, nothing billed. Default name: <name>-replay.",
         ),
     ] = None,
+    base: Annotated[
+        str | None,
+        typer.Option(
+            "--base", help="Specs with writers: start from this revision of the workdir's repository (default HEAD)."
+        ),
+    ] = None,
+    snapshot: Annotated[
+        bool,
+        typer.Option(
+            "--snapshot",
+            help="Specs with writers: start from the workdir as it is (a dirty tree, or a folder outside git), "
+            "taken into a base commit of the run's own repository.",
+        ),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", hidden=True, help="Print no result (the host does).")] = False,
     no_commentary: Annotated[
         bool, typer.Option("--no-commentary", hidden=True, help="Print no commentary (the host does).")
@@ -187,7 +217,7 @@ def run_(
     else:
         assert spec is not None
         backend = Backend.LOCAL if local or in_container() else Backend.DOCKER
-        run = _start(spec, name, backend, replace, copy, replay)
+        run = _start(spec, name, backend, replace, copy, replay, base, snapshot)
     result = _drive(run, commentary=not no_commentary)
     if not quiet:
         _print_result(result)
@@ -236,3 +266,16 @@ def report(name: NameArg) -> None:
     typer.echo(matrix_text(written))
     typer.echo(f"\nrun {written.run}: {written.status} (exit {written.exit_code}): {written.reason}")
     typer.echo(f"report: {run.report_html}  (also report.md, report.json)")
+
+
+@app.command("apply")
+def apply_(
+    name: NameArg,
+    branch: Annotated[
+        str | None, typer.Option("--branch", help="The new branch's name (default orch/<run>).", show_default=False)
+    ] = None,
+) -> None:
+    """Fetch a run's landed changes into this repository as a new branch (the working tree, the index and the
+    current branch are left alone; an existing branch is never overwritten)."""
+    made = changes_apply.apply_run(run_folder(name), Path.cwd(), branch)
+    typer.echo(f"fetched run {name}'s landed changes as branch {made}; `git log {made}` shows them")

@@ -18,6 +18,8 @@ from pydantic import Field
 
 from orch.agents.registry import get_adapter
 from orch.gateway.records import UsageLine, UsageSnapshot, read_usage
+from orch.lead.changes.outcome import change_rows
+from orch.lead.changes.records import ChangeRow
 from orch.lead.charts import CostPoint, JobBar, job_bars, job_costs
 from orch.lead.findings import CodeEvidence, CommandEvidence, Evidence, Verdict
 from orch.lead.gatewaylink import has_gateway
@@ -210,6 +212,8 @@ class RunReport(Strict):
     """Each job's brief and end, for the timeline (reports of older versions have none)."""
     costs: dict[int, list[CostPoint]] = Field(default_factory=dict)
     """Each worker's cost over time, a step at each job's end (with a gateway only)."""
+    changes: list[ChangeRow] = Field(default_factory=list)
+    """Each writer task's change: LANDED, REJECTED (checks, scope or review), CONFLICT or FAILED."""
 
     def verifier_columns(self) -> list[int]:
         return [w.worker for w in self.workers]
@@ -340,6 +344,7 @@ def build_report(run: RunFolder, spec: FleetSpec, state: ControllerState) -> Run
         attempts=attempts(run),
         timeline=job_bars(state),
         costs=job_costs(state, usage),
+        changes=change_rows(run, spec.writer_tasks()),
     )
 
 

@@ -20,12 +20,21 @@ from pathlib import Path
 
 from orch.fleet import launch
 from orch.lead import landing
-from orch.lead.changes import gate, queue, take
-from orch.lead.changes.records import Change, CheckResult, Integration
+from orch.lead.changes import gate, outcome, queue, take
+from orch.lead.changes.records import (
+    Change,
+    ChangeRow,
+    ChangeStatus,
+    CheckResult,
+    ChecksRecord,
+    Integration,
+    RejectReason,
+    ReviewCell,
+)
 from orch.lead.changes.repo import RunRepo
 from orch.lead.desk import Part
 from orch.lead.findings import CommandEvidence, Problem, ProblemKind, RanCommand, Verdict, VerdictReport
-from orch.lead.jobs import AcceptedReview, ChangeBook, ChangeStage, Job
+from orch.lead.jobs import AcceptedReview, ChangeBook, ChangeStage, Job, JobStatus
 from orch.lead.landing import Next
 from orch.run.events import Event
 from orch.run.folder import UnsafeOutput, read_worker_file
@@ -43,25 +52,33 @@ class Writing(Part):
         if job.role in landing.WRITING_ROLES:
             repo = RunRepo.open(self.run)
             head = repo.head()
-            dest = self.run.worktrees_dir(n) / job.id
-            shutil.rmtree(dest, ignore_errors=True)
-            dest.mkdir(parents=True)
-            repo.checkout(head, dest)
-            job.workdir, job.base = str(dest), head
+            root = self.worktree(job, n)
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir(parents=True)
+            repo.checkout(head, root)
+            where = root / repo.subdir
+            job.workdir, job.base = str(where), head
             self.desk.save()
-            self.desk.event(Event.WORKTREE_MADE, n, job=job.id, base=head, path=str(dest))
-            return dest
+            self.desk.event(Event.WORKTREE_MADE, n, job=job.id, base=head, path=str(where))
+            return where
         if job.change is not None:
-            dest = self.run.change_dir(job.change) / "reviews" / f"{job.id}.tree"
-            shutil.rmtree(dest, ignore_errors=True)
-            dest.mkdir(parents=True)
-            change = self.state.change(job.change)
-            RunRepo.open(self.run).checkout_change(change.base, self.run.change_dir(change.id) / "patch.diff", dest)
-            _read_only(dest)
-            job.workdir = str(dest)
+            repo = RunRepo.open(self.run)
+            root = self.run.change_dir(job.change) / "reviews" / f"{job.id}.tree"
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir(parents=True)
+            tree = take.load_change(repo, job.change).tree
+            assert tree is not None  # an empty or refused change is never reviewed
+            repo.checkout(tree, root)  # the snapshot's tree: base + patch
+            _read_only(root)
+            where = root / repo.subdir
+            job.workdir = str(where)
             self.desk.save()
-            return dest
+            return where
         return self.desk.workdir
+
+    def worktree(self, job: Job, n: int) -> Path:
+        """The root of writer job `job`'s worktree (its workdir is the run's subdir in it)."""
+        return self.run.worktrees_dir(n) / job.id
 
     def move(self, job: Job, n: int) -> None:
         """Restart worker n's agent in the job's workdir (a new session) when it is somewhere else."""
@@ -80,14 +97,31 @@ class Writing(Part):
         """Take the change of accepted writer job `job` and put it through the gate."""
         assert job.task is not None and job.workdir is not None and job.base is not None
         repo = RunRepo.open(self.run)
-        change = take.take_change(repo, Path(job.workdir), job.base, job.id, self._summary(job))
+        limits = self.spec.changes
+        change = take.take_change(
+            repo,
+            self.worktree(job, n),
+            job.base,
+            job.id,
+            self._summary(job),
+            task=job.task,
+            writer=n,
+            agent=self.spec.kinds()[n][0],
+            max_file_bytes=limits.max_file_bytes,
+            max_files=limits.max_files,
+        )
         checks_ok = True
-        if change.refused or change.empty:
-            results: list[CheckResult] = []
-        else:
-            results = gate.check_change(self.run, self.spec, repo, change)
-            checks_ok = not gate.regressions(self.run, results)
-        scope = [*change.refused, *gate.scope_violations(change, self.spec.protected(), self._allowed(job.task))]
+        if not change.refused and not change.empty and self.spec.checks:
+            record = gate.gate_checks(
+                repo,
+                change,
+                self.spec.checks,
+                self.baseline(),
+                timeout=limits.check_timeout,
+                output_bytes=limits.check_output_bytes,
+            )
+            checks_ok = not record.regressions
+        scope = gate.scope_violations(change, self.spec.protected(), self._allowed(job.task), repo.subdir)
         earlier = self.state.change(job.rebase_of) if job.rebase_of else None
         book = ChangeBook(
             id=job.id,
@@ -105,6 +139,7 @@ class Writing(Part):
             book.stage, book.reason = ChangeStage.FAILED, "the worktree has no change"
         self.state.changes.append(book)
         self.desk.save()
+        self.write_row(book)
         self.desk.event(
             Event.CHANGE_TAKEN,
             n,
@@ -117,6 +152,13 @@ class Writing(Part):
             kept_reviews=book.reviewed,
         )
         self.advance(book.id)
+
+    def baseline(self) -> list[CheckResult]:
+        """The checks' results on the base (base.checks.json, made before the run or at the controller's start)."""
+        try:
+            return ChecksRecord.model_validate_json(self.run.base_checks.read_text()).results
+        except (OSError, ValueError):
+            return []
 
     def _summary(self, job: Job) -> str:
         path = self.run.job_result(job.id)
@@ -179,8 +221,19 @@ class Writing(Part):
     # --- the queue -----------------------------------------------------------------------------
     def integrate(self, book: ChangeBook) -> None:
         repo = RunRepo.open(self.run)
-        change = Change.model_validate_json((self.run.change_dir(book.id) / "change.json").read_text())
-        result: Integration = queue.integrate(self.run, self.spec, repo, change, self._trailers(book))
+        change = take.load_change(repo, book.id)
+        limits = self.spec.changes
+        task = self.desk.tasks[book.task]
+        result: Integration = queue.integrate(
+            repo,
+            change,
+            self.spec.checks,
+            self.baseline(),
+            reviewers=self._reviewers(book),
+            task_title=task.title or task.goal.splitlines()[0],
+            timeout=limits.check_timeout,
+            output_bytes=limits.check_output_bytes,
+        )
         after = landing.after_queue(result.result.value, book.rebases, self.spec.changes.max_rebases)
         self.desk.event(
             Event.CHANGE_INTEGRATED, book.writer, change=book.id, result=result.result.value, detail=result.detail
@@ -200,17 +253,20 @@ class Writing(Part):
             self.desk.save()
             self.desk.event(Event.REBASE_OPENED, book.writer, change=book.id, job=job.id, why=result.result.value)
 
-    def _trailers(self, book: ChangeBook) -> dict[str, str]:
+    def _reviewers(self, book: ChangeBook) -> list[str]:
+        """Who approved it, as `agent-2 (codex)`."""
         reviewed = book.reviewed or book.id
-        reviewers = [f"worker {r.reviewer}" for r in self.state.reviews if r.change == reviewed]
-        return {
-            "Orch-Writer": f"worker {book.writer} ({self.spec.kinds()[book.writer][0]})",
-            "Orch-Reviewers": ", ".join(reviewers) or "none",
-        }
+        kinds = self.spec.kinds()
+        return [
+            f"agent-{r.reviewer} ({kinds[r.reviewer][0]})"
+            for r in self.state.reviews
+            if r.change == reviewed and r.report.verdict is Verdict.CONFIRMED
+        ]
 
     def _end(self, book: ChangeBook, stage: ChangeStage, reason: str | None) -> None:
         book.stage, book.reason = stage, reason
         self.desk.save()
+        self.write_row(book)
         self.desk.event(
             Event.CHANGE_ENDED, book.writer, change=book.id, task=book.task, status=stage.value, reason=reason
         )
@@ -225,6 +281,68 @@ class Writing(Part):
             f"Its patch is `{self.run.change_dir(earlier.id) / 'patch.diff'}`. The worktree above is fresh, at the "
             "new integration head: make the change again on top of it.\n"
         )
+
+    def write_row(self, book: ChangeBook) -> None:
+        """report.json's row for the change's task, as it stands now (orch.lead.changes.outcome)."""
+        if book.stage is ChangeStage.REBASING:
+            return  # the rebase job's change carries the task on
+        repo = RunRepo.open(self.run)
+        try:
+            change: Change | None = take.load_change(repo, book.id)
+        except (OSError, ValueError):
+            change = None
+        try:
+            checks = ChecksRecord.model_validate_json((self.run.change_dir(book.id) / "checks.json").read_text())
+            results = checks.results
+        except (OSError, ValueError):
+            results = []
+        kinds = self.spec.kinds()
+        reviewed = book.reviewed or book.id
+        cells = [
+            ReviewCell(
+                job=r.job,
+                reviewer=r.reviewer,
+                agent=kinds[r.reviewer][0],
+                verdict=r.report.verdict.value,
+                reason=r.report.reason,
+            )
+            for r in self.state.reviews
+            if r.change == reviewed
+        ]
+        cells += [
+            ReviewCell(job=j.id, reviewer=j.worker, verdict="REFUSED", reason=j.failure or "")
+            for j in self.state.review_jobs(reviewed)
+            if j.status is JobStatus.FAILED
+        ]
+        status, reason = ROW_STATUS[book.stage], None
+        if book.stage is ChangeStage.REJECTED and book.reason:
+            reason = RejectReason(book.reason.split(":", 1)[0])
+        row = ChangeRow(
+            task=book.task,
+            writer=book.writer,
+            agent=kinds[book.writer][0],
+            job=book.id,
+            status=status,
+            reason=reason,
+            detail=book.reason or "",
+            diffstat=change.diffstat if change else "",
+            files=change.files if change else [],
+            checks=results,
+            reviews=cells,
+            rebases=book.rebases,
+            commit=book.commit,
+        )
+        outcome.write_row(self.run, row)
+
+
+ROW_STATUS = {
+    ChangeStage.REVIEW: ChangeStatus.FAILED,  # not landed (yet): a run that ends here did not land it
+    ChangeStage.LANDED: ChangeStatus.LANDED,
+    ChangeStage.REJECTED: ChangeStatus.REJECTED,
+    ChangeStage.CONFLICT: ChangeStatus.CONFLICT,
+    ChangeStage.FAILED: ChangeStatus.FAILED,
+    ChangeStage.REBASING: ChangeStatus.CONFLICT,
+}
 
 
 def _read_only(tree: Path) -> None:
