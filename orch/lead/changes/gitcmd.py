@@ -106,3 +106,12 @@ def git(
 def out(git_dir: Path | None, *args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None) -> str:
     """A git command's stdout as text, stripped."""
     return git(git_dir, *args, cwd=cwd, env=env).stdout.decode(errors="replace").strip()
+
+
+def patch_id(patch: bytes) -> str | None:
+    """`git patch-id --stable` of a patch (None for an empty one): equal for the same edits at other line
+    numbers or with other context."""
+    if not patch.strip():
+        return None
+    text = git(None, "patch-id", "--stable", input=patch, cwd=Path("/")).stdout.decode().split()
+    return text[0] if text else None

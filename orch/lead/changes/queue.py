@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from orch.lead.changes.gitcmd import patch_id
 from orch.lead.changes.records import Change, CheckResult, Integration
 from orch.lead.changes.repo import RunRepo
 
@@ -34,11 +35,6 @@ def integrate(
 
 def commit_message(change: Change, task_title: str, reviewers: Sequence[str], checks: Sequence[CheckResult]) -> str:
     """The landed commit's message: the task, the writer's summary, and the Orch-* trailers."""
-    raise NotImplementedError
-
-
-def patch_id(patch: bytes) -> str | None:
-    """`git patch-id --stable` of a patch (None for an empty patch)."""
     raise NotImplementedError
 
 
