@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from html import escape
 
 from orch.lead.changes.records import ChangeRow
+from orch.lead.jobs import ChangeStage, ControllerState
+from orch.lead.landing import WRITING_ROLES
 from orch.text import shorten
 
 DETAIL_CHARS = 90
@@ -103,3 +105,29 @@ def changes_html(rows: Sequence[ChangeRow]) -> list[str]:
         )
     parts.append("</table>")
     return parts
+
+
+# --- live: `orch status`, `orch watch` (from the controller's books, as changes move) --------------
+def live_lines(state: ControllerState) -> list[str]:
+    """One line per change the controller took, in the order taken: where it is now (its reviews while in
+    review, the queue's word once integrated), then the writer jobs still writing."""
+    out = []
+    for book in state.changes:
+        reviewed = book.reviewed or book.id
+        jobs = state.review_jobs(reviewed)
+        verdicts = {r.job: r.report.verdict.value for r in state.reviews if r.change == reviewed}
+        if book.stage is ChangeStage.REVIEW:
+            where = "review: " + (
+                ", ".join(f"{j.id} {verdicts.get(j.id) or j.status.value}" for j in jobs) or "opening"
+            )
+            if book.reviewed and book.reviewed != book.id:
+                where += f" (kept from {book.reviewed})"
+        else:
+            where = book.stage.value + (f": {shorten(book.reason, DETAIL_CHARS)}" if book.reason else "")
+        out.append(f"change {book.id} ({book.task}, W{book.writer}): {where}")
+    taken = {b.id for b in state.changes}
+    for job in state.jobs:
+        if job.role in WRITING_ROLES and job.id not in taken and not job.terminal:
+            again = f", rebase of {job.rebase_of}" if job.rebase_of else ""
+            out.append(f"change {job.id} ({job.task}, W{job.worker or '?'}): writing ({job.status.value}{again})")
+    return out

@@ -95,7 +95,7 @@ def new_review_jobs(state: ControllerState, change: str, count: int) -> list[Job
 def gate(scope: list[str], checks_ok: bool) -> str | None:
     """Why the gate refuses a change before any review (`scope: ...`, `checks: ...`), or None."""
     if scope:
-        return "scope: edits protected " + ", ".join(scope)
+        return "scope: " + "; ".join(scope)
     if not checks_ok:
         return "checks: a check that passed on the base fails with this change"
     return None
