@@ -10,22 +10,84 @@ tmpfs. Without a working bwrap the run with checks is refused in one line.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import pathspec
+
+from orch.errors import UsageError
 from orch.lead.changes.records import Change, CheckResult, ChecksRecord
 from orch.lead.changes.repo import RunRepo
+from orch.run.folder import atomic_write
+from orch.run.paths import agents_dir, launch_dir, orch_home
 
 CHECK_TIMEOUT = 600.0
 OUTPUT_BYTES = 64 << 10
 TREE_MOUNT = "/tmp/orch-check/tree"
 """Where the copy is seen inside the sandbox (a fixed path: output tails compare across trees)."""
 NOT_FOUND = 127
+HOME_IN_SANDBOX = "/tmp/orch-check/home"
+SANDBOX = "bwrap"
 
 
 def sandbox_available() -> str | None:
     """None when the checks' sandbox works here, else why not (one line, for a UsageError)."""
-    raise NotImplementedError
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return "the checks run sandboxed with bubblewrap, which is not installed (apt-get install bubblewrap)"
+    with tempfile.TemporaryDirectory(prefix="orch-check-") as tmp:
+        try:
+            done = subprocess.run(sandbox_argv(Path(tmp), "", "true"), capture_output=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"bubblewrap cannot start here: {exc}"
+    if done.returncode != 0:
+        why = " ".join(done.stderr.decode(errors="replace").split())[:200]
+        return f"bubblewrap cannot make the checks' sandbox here: {why or f'exit {done.returncode}'}"
+    return None
+
+
+def hidden_paths() -> list[Path]:
+    """What a check must not see, each hidden under an empty tmpfs: the home folder (agent credentials),
+    ORCH_HOME (run folders, the run's repository, agent config dirs, gateway state), the agents' config root."""
+    home = Path(os.path.expanduser("~"))
+    candidates = {home, orch_home(), agents_dir(), launch_dir().parent}
+    return sorted(p for p in candidates if p != Path("/") and p.is_dir())
+
+
+def sandbox_argv(tree: Path, subdir: str, command: str) -> list[str]:
+    """bwrap's argv running `sh -c command` over `tree` (seen at TREE_MOUNT, the only writable place besides
+    a private /tmp): no network (an empty network namespace), its own pid namespace (all its processes die
+    with it), everything else read-only, hidden_paths() and /run (sockets: Docker's, the bus's) empty, a
+    clean environment."""
+    bwrap = shutil.which("bwrap") or "bwrap"
+    argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/", "/"]
+    argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/run", "--tmpfs", "/var/tmp"]
+    for path in hidden_paths():
+        argv += ["--tmpfs", str(path)]
+    # /tmp last among the tmpfs: the home folder may be under it; the tree is bound from the host's view.
+    argv += ["--tmpfs", "/tmp", "--bind", str(tree), TREE_MOUNT, "--dir", HOME_IN_SANDBOX]
+    workdir = f"{TREE_MOUNT}/{subdir}" if subdir else TREE_MOUNT
+    argv += ["--chdir", workdir, "--clearenv"]
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        "HOME": HOME_IN_SANDBOX,
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "CI": "1",
+        "NO_COLOR": "1",
+    }
+    for key, value in env.items():
+        argv += ["--setenv", key, value]
+    return [*argv, "/bin/sh", "-c", command]
 
 
 def run_checks(
@@ -38,7 +100,49 @@ def run_checks(
 ) -> list[CheckResult]:
     """Run each check command (`sh -c`) in the sandbox over `tree` (a disposable copy: the checks may write
     it), from `tree/subdir`; one result per command, in order, whatever each exits with."""
-    raise NotImplementedError
+    return [_run_one(command, sandbox_argv(tree, subdir, command), timeout, output_bytes) for command in checks]
+
+
+def _run_one(command: str, argv: list[str], timeout: float, output_bytes: int) -> CheckResult:
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    assert proc.stdout is not None
+    tail = bytearray()
+    total = 0
+    timed_out = False
+    fd = proc.stdout.fileno()
+    os.set_blocking(fd, False)
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while True:
+            left = started + timeout - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            if not sel.select(left):
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            total += len(chunk)
+            tail += chunk
+            if len(tail) > output_bytes:  # only the tail is kept: a flood costs no memory
+                del tail[: len(tail) - output_bytes]
+    if timed_out:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    code = proc.wait()
+    proc.stdout.close()
+    return CheckResult(
+        command=command,
+        exit_code=None if timed_out else code,
+        seconds=round(time.monotonic() - started, 3),
+        timed_out=timed_out,
+        output_tail=tail.decode(errors="replace"),
+        output_bytes=total,
+    )
 
 
 def check_commit(
@@ -53,7 +157,12 @@ def check_commit(
 ) -> ChecksRecord:
     """Check out `commit_or_tree` into a fresh temporary folder, run the checks there, remove it; the record
     names the regressions against `baseline`."""
-    raise NotImplementedError
+    with tempfile.TemporaryDirectory(prefix="orch-check-") as tmp:
+        tree = Path(tmp) / "tree"
+        tree.mkdir()
+        repo.checkout(commit_or_tree, tree)
+        results = run_checks(checks, tree, subdir=repo.subdir, timeout=timeout, output_bytes=output_bytes)
+    return ChecksRecord(tree=label, sandbox=SANDBOX, results=results, regressions=regressions(baseline, results))
 
 
 def baseline(
@@ -61,14 +170,48 @@ def baseline(
 ) -> ChecksRecord:
     """The checks on the base, once, written to base.checks.json. UsageError when a command does not exist
     (exit 127 on the base)."""
-    raise NotImplementedError
+    record = check_commit(repo, repo.base, checks, f"base {repo.base}", timeout=timeout, output_bytes=output_bytes)
+    refuse_missing(record)
+    atomic_write(repo.run.base_checks, record.model_dump_json(indent=2) + "\n")
+    return record
+
+
+def refuse_missing(record: ChecksRecord) -> None:
+    """UsageError for the first check whose command was not found on the base (sh's exit 127)."""
+    for result in record.results:
+        if result.exit_code == NOT_FOUND:
+            said = " ".join(result.output_tail.split())[-160:]
+            raise UsageError(
+                f"check {result.command!r} does not exist (exit 127 on the base: {said})",
+                hint="fix the command in the spec's checks: (it runs with sh -c in the tree's root)",
+            )
 
 
 def gate_checks(
-    repo: RunRepo, change: Change, checks: Sequence[str], base_results: Sequence[CheckResult], **limits: float
+    repo: RunRepo,
+    change: Change,
+    checks: Sequence[str],
+    base_results: Sequence[CheckResult],
+    *,
+    timeout: float = CHECK_TIMEOUT,
+    output_bytes: int = OUTPUT_BYTES,
 ) -> ChecksRecord:
     """The checks on the change's tree (base + patch), written to changes/<job>/checks.json."""
-    raise NotImplementedError
+    if change.tree is None:
+        raise ValueError(f"change {change.job} has no tree to check")
+    record = check_commit(
+        repo,
+        change.tree,
+        checks,
+        f"change {change.job} on {change.base}",
+        timeout=timeout,
+        output_bytes=output_bytes,
+        baseline=base_results,
+    )
+    folder = repo.run.change_dir(change.job)
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write(folder / "checks.json", record.model_dump_json(indent=2) + "\n")
+    return record
 
 
 def regressions(base: Sequence[CheckResult], now: Sequence[CheckResult]) -> list[str]:
@@ -78,15 +221,29 @@ def regressions(base: Sequence[CheckResult], now: Sequence[CheckResult]) -> list
 
 
 def matches(path: str, glob: str) -> bool:
-    """Whether a tree path (from the root, `/`-separated) matches a protect/allow glob: `**` spans folders,
-    `*` and `?` stay within one; a glob without `/` matches the file name at any depth."""
-    raise NotImplementedError
+    """Whether a tree path (from the root, `/`-separated) matches a protect/allow glob, with gitignore's
+    rules (pathspec): `**` spans folders, `*` and `?` stay within one, a glob without `/` matches the name at
+    any depth, a glob with one is anchored at the root."""
+    return _spec(glob).match_file(path)
+
+
+@functools.lru_cache(maxsize=512)
+def _spec(glob: str) -> pathspec.GitIgnoreSpec:
+    return pathspec.GitIgnoreSpec.from_lines([glob])
 
 
 def scope_violations(change: Change, protect: Sequence[str], allow: Sequence[str], subdir: str = "") -> list[str]:
     """What puts the change out of scope: the snapshot's refusals, and each protected path it edits that the
     task does not allow (paths are matched from the tree's root and from the workdir `subdir`)."""
-    raise NotImplementedError
+    out = list(change.refused)
+    prefix = f"{subdir.strip('/')}/" if subdir else ""
+    for path in change.files:
+        names = [path] + ([path[len(prefix) :]] if prefix and path.startswith(prefix) else [])
+        hit = next((g for g in protect for name in names if matches(name, g)), None)
+        if hit is None or any(matches(name, g) for g in allow for name in names):
+            continue
+        out.append(f"{path}: protected ({hit}) and not allowed by the task")
+    return out
 
 
 def unmatched_globs(tree_files: Sequence[str], globs: Sequence[str]) -> list[str]:
