@@ -208,7 +208,7 @@ class VerificationSpec(Strict):
     isolation: Isolation | None = None
     """strict: each worker its own uid, writing only its own outbox, the tree under audit read-only (the
     container backend only: a local run refuses to start). shared: one uid for all. Default: strict in a
-    container when no task is a writer (fixer, scribe), else shared."""
+    container (writers too: each writes only its own worktree), else shared."""
 
     def needed(self) -> int:
         return self.quorum or self.verifiers_per_finding
