@@ -103,9 +103,15 @@ def git(
     return done
 
 
-def out(git_dir: Path | None, *args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None) -> str:
+def out(
+    git_dir: Path | None,
+    *args: str,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    input: bytes | None = None,
+) -> str:
     """A git command's stdout as text, stripped."""
-    return git(git_dir, *args, cwd=cwd, env=env).stdout.decode(errors="replace").strip()
+    return git(git_dir, *args, cwd=cwd, env=env, input=input).stdout.decode(errors="replace").strip()
 
 
 def patch_id(patch: bytes) -> str | None:
