@@ -3,7 +3,9 @@ worktrees, the gate, reviewers, the integration queue, rebases, and hostile writ
 
 The scripted agent runs the `$ ` lines of its brief in its cwd: the role templates below turn each task's goal
 into those lines, so a writer's lines run in the worktree the controller started it in, a reviewer's in its
-read-only checkout of base + patch.
+read-only checkout of base + patch. The scripted agent calls no model, so the gateway's ledger holds none of its
+commands: an honest approval cannot be shown here (the real agents' demo test does), so the tests of the gate and
+the queue run with `reviewers_per_change: 0`, and the lazy reviewer's test shows the refusal.
 """
 
 from __future__ import annotations
@@ -46,13 +48,6 @@ def _verdict(verdict: str, evidence: str) -> str:
     return f"$ echo '{body}' > {{{{verdict_file}}}}"
 
 
-HONEST_REVIEW = f"""\
-Review {{{{change_id}}}} in {{{{workdir}}}}.
-$ {CHECK}
-{_verdict("CONFIRMED", '{"command": "' + CHECK + '", "exit_code": 0}')}
-$ echo reviewed > {{{{result_file}}}}
-$ touch {{{{done_file}}}}
-"""
 LAZY_REVIEW = f"""\
 Review {{{{change_id}}}}: approved without running anything.
 {_verdict("CONFIRMED", '{"file": "calc.py", "line": 1, "quote": "A tiny calculator"}')}
@@ -71,17 +66,19 @@ def repo(tmp_path: Path) -> Path:
     return work
 
 
-def _run(repo: Path, name: str, tasks: list[dict[str, Any]], reviewer: str = HONEST_REVIEW, **extra: Any) -> RunFolder:
+def _run(
+    repo: Path, name: str, tasks: list[dict[str, Any]], reviewer: str = LAZY_REVIEW, reviewers: int = 0
+) -> RunFolder:
     spec = {
         "workdir": str(repo),
         "agent": "scripted",
         "workers": 3,
         "checks": [CHECK],
-        "roles": {"writer": {"template": WRITER}, "reviewer": {"template": reviewer}},
+        "roles": {"writer": {"template": WRITER}, "reviewer": {"template": LAZY_REVIEW}},
         "tasks": tasks,
         "timeouts": {"boot": 30, "job": 60, "run": 240},
         "limits": {"nudge_after": 5, "max_nudges": 1, "max_corrections": 1},
-        **extra,
+        "changes": {"reviewers_per_change": reviewers},
     }
     path = repo.parent / f"{name}.yaml"
     path.write_text(yaml.safe_dump(spec), encoding="utf-8")
@@ -106,7 +103,7 @@ def _events(run: RunFolder, name: Event) -> list[dict[str, Any]]:
 
 
 def test_honest_lands_scope_and_leftover_process_are_refused(repo: Path) -> None:
-    """Three writers at once: the honest fix lands (reviewed by another worker, in its own checkout); the
+    """Three writers at once: the honest fix lands; the
     test-editing "fix" is REJECTED (scope) with no review asked; the writer that leaves a process to edit its
     worktree after its done flag is REJECTED, and its change was taken from the snapshot (no late edit in it)."""
     lurker = f"{CLAMP}\n$ (sleep 2; echo 'evil = 1' >> calc.py) </dev/null >/dev/null 2>&1 &"
@@ -121,7 +118,6 @@ def test_honest_lands_scope_and_leftover_process_are_refused(repo: Path) -> None
     )
     rows = _rows(run)
     assert rows["mean"]["status"] == ChangeStatus.LANDED, rows
-    assert rows["mean"]["reviews"] and rows["mean"]["reviews"][0]["reviewer"] != 1
     assert rows["cheat"]["status"] == ChangeStatus.REJECTED and rows["cheat"]["reason"] == "scope"
     assert "test_calc.py" in rows["cheat"]["detail"] and not rows["cheat"]["reviews"]
     assert rows["lurk"]["status"] == ChangeStatus.REJECTED and "process" in rows["lurk"]["detail"]
@@ -140,7 +136,7 @@ def test_honest_lands_scope_and_leftover_process_are_refused(repo: Path) -> None
 def test_a_reviewer_that_ran_nothing_is_refused(repo: Path) -> None:
     """An approval citing no command it ran: refused (told once), then the review job fails and the change is
     REJECTED for review; the attempt is in the report."""
-    run = _run(repo, "chg-lazy", [{"id": "mean", "role": "writer", "goal": MEAN_FIX, "worker": 1}], LAZY_REVIEW)
+    run = _run(repo, "chg-lazy", [{"id": "mean", "role": "writer", "goal": MEAN_FIX, "worker": 1}], reviewers=1)
     row = _rows(run)["mean"]
     assert row["status"] == ChangeStatus.REJECTED and row["reason"] == "review", row
     assert any(cell["verdict"] == "REFUSED" for cell in row["reviews"])
@@ -150,7 +146,7 @@ def test_a_reviewer_that_ran_nothing_is_refused(repo: Path) -> None:
 
 def test_two_changes_to_one_line_land_one_after_the_other(repo: Path) -> None:
     """The second to reach the queue conflicts, goes back to its writer as a rebase job at the new head (a fresh
-    worktree), is reviewed again (its patch changed beyond context) and lands; exit 0."""
+    worktree) and lands; exit 0."""
     run = _run(
         repo,
         "chg-rebase",
@@ -164,7 +160,8 @@ def test_two_changes_to_one_line_land_one_after_the_other(repo: Path) -> None:
     assert sorted(r["rebases"] for r in rows.values()) == [0, 1]
     state = load_state(run)
     rebased = next(c for c in state.changes if c.rebase_of is not None)
-    assert rebased.stage is ChangeStage.LANDED and rebased.reviewed is None  # reviewed again
+    assert rebased.stage is ChangeStage.LANDED
+    assert any(e["data"]["workdir"].endswith(rebased.id) for e in _events(run, Event.WORKER_MOVED))
     assert json.loads(run.report_json.read_text())["exit_code"] == 0
     landed = subprocess.run(
         ["git", "--git-dir", str(run.repo_dir), "show", f"orch/{run.name}:calc.py"], capture_output=True, text=True
