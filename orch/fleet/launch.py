@@ -333,19 +333,22 @@ def wait_booted(
     server: TmuxServer,
     timeout: float,
     seen: dict[int, int] | None = None,
+    ended: dict[int, str] | None = None,
 ) -> None:
     """Wait for every worker's SessionStart hook and its adapter's ready marker (ignoring the first
-    `seen[n]` events of worker n, written by an earlier life of the run); answer known dialogs if one
-    shows anyway."""
+    `seen[n]` events of worker n, written by an earlier life of the run, and any event of its session
+    `ended[n]`: a respawned agent's SessionEnd may land after the new life began); answer known dialogs if
+    one shows anyway."""
     pending = set(range(1, info.workers + 1))
     skip = seen or {}
+    old = ended or {}
     started = time.monotonic()
 
     def check() -> bool:
         panes = server.panes()
         for n in sorted(pending):
             adapter = adapter_of(info, n)
-            events = run.hook_events(n)[skip.get(n, 0) :]
+            events = [e for e in run.hook_events(n)[skip.get(n, 0) :] if not e.session_id or e.session_id != old.get(n)]
             marker = adapter.ready_marker(run, n)
             if any(e.hook_event_name == "SessionStart" for e in events) and (marker is None or _present(marker)):
                 pending.discard(n)
@@ -418,14 +421,15 @@ def restart(
     server = server_for(info)
     pane = server.pane(n)
     adapter = adapter_of(info, n)
-    session = None if fresh else last_session(run, n)
+    previous = last_session(run, n)
+    session = None if fresh else previous
     handle = gateway.ensure(run, info)
     own = gateway.worker_env(handle, adapter, n)
     spec = _worker_spec(run, info, adapter, n, agent_environment(info), own, prompt, session, workdir)
     server.respawn(pane.pane_id, spec)
     run.log_event(ControllerEvent(event=Event.RESTARTED, worker=n, data={"session": session}))
     if boot_timeout is not None:  # the other workers' earlier boots count: only n's new life is awaited
-        wait_booted(run, info, server, boot_timeout, {n: seen})
+        wait_booted(run, info, server, boot_timeout, {n: seen}, {n: previous} if fresh and previous else None)
 
 
 def last_session(run: RunFolder, n: int) -> str | None:
