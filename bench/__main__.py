@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import agents, busload, container, gateway, images, memory, notice, overhead, procs, up, view, watch
+from bench import agents, busload, changes, container, gateway, images, memory, notice, overhead, procs, up, view, watch
 from bench.core import Config, Context, Result
 from bench.env import REPO, BenchEnv, BenchError
 from bench.report import Row, render_markdown, render_text, row_from_json
@@ -38,6 +38,7 @@ BENCHES: dict[str, tuple[Callable[[Context], Result], bool]] = {
     "view": (view.run, False),  # `orch watch` (terminal and web) on a busy run folder
     "agents": (agents.run, False),  # each agent CLI offline, side by side (skips one not installed)
     "images": (images.run, False),  # what each agent adds to the worker image (builds orch-bench:AGENT)
+    "changes": (changes.run, False),  # issue 22: worktrees, the checks' sandbox, the integration queue
 }
 MEASUREMENT_ERRORS = (OrchError, BenchError, OSError, TimeoutError)
 

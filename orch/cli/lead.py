@@ -114,6 +114,8 @@ def _start(
     typer.echo(f"isolation {ISOLATION_NOTES[isolation]}")
     # A run with writers: its repository and base checks, made (or refused in one line) before the run exists.
     prepared = changes_start.prepare(spec, run_name, base, snapshot, backend) if spec.writer_tasks() else None
+    for warning in prepared.warnings if prepared else []:
+        typer.echo(f"orch: warning: {warning}", err=True)
     try:
         return runner.start(spec, run_name, backend, replace, copy, cassette, prepared)
     except UsageError:

@@ -17,7 +17,7 @@ COMMANDS = [
     *("up", "spawn", "send", "brief", "restart", "read", "status", "ls", "attach", "kill", "wait"),  # orch.cli.fleet
     "watch",  # orch.cli.watch
     *("doctor", "model-server"),  # orch.cli.tools
-    *("run", "demo", "report"),  # orch.cli.lead
+    *("run", "demo", "report", "apply"),  # orch.cli.lead
     *("reap", "pull"),  # orch.cli.container
     *("spec", "skill", "image", "bus"),  # the named groups
 ]
@@ -69,6 +69,7 @@ def test_help_lists_every_command_group() -> None:
         ["watch", "ghost", "--json"],
         ["watch", "ghost", "--web"],
         ["report", "ghost"],
+        ["apply", "ghost"],
         ["pull", "ghost"],
         ["run", "--resume", "ghost"],
         ["bus", "tail", "ghost"],

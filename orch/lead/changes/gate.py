@@ -2,10 +2,15 @@
 disposable sandbox (a copy of the tree, no network, no credentials, no run folder, limits on time and
 output), and the scope (no edit to a protected path the task does not allow).
 
-The sandbox is bubblewrap: a new network namespace with nothing in it, a new pid namespace (killing it
-kills every process a check started), the filesystem read-only but for the copy and a private /tmp, and
-the home folder, ORCH_HOME (run folders, agent config dirs), /run (the Docker socket) hidden under empty
-tmpfs. Without a working bwrap the run with checks is refused in one line.
+The sandbox is bubblewrap where it works (on a machine): a new network namespace with nothing in it, a new
+pid namespace (killing it kills every process a check started), the filesystem read-only but for the copy
+and a private /tmp, and the home folder, ORCH_HOME (run folders, agent config dirs), /run (the Docker
+socket) hidden under empty tmpfs. In a run's container bwrap cannot work (Docker's seccomp profile refuses
+its user namespace), so there the checks run as a uid of their own (orch.run.uids.checks_uid) that the
+container's firewall cuts off the network, loopback included, with no groups or capabilities, on its own
+copy of the tree, its processes all killed after each check; it can read what any uid may read (not the
+credentials: the gateway's and the workers' files are theirs alone). Without either, a run with checks is
+refused in one line.
 """
 
 from __future__ import annotations
@@ -24,11 +29,14 @@ from pathlib import Path
 
 import pathspec
 
+from orch import settings
+from orch.container.egress import read_report
 from orch.errors import UsageError
 from orch.lead.changes.records import Change, CheckResult, ChecksRecord
 from orch.lead.changes.repo import RunRepo
 from orch.run.folder import atomic_write
 from orch.run.paths import agents_dir, launch_dir, orch_home
+from orch.run.uids import checks_uid, drop_argv
 
 CHECK_TIMEOUT = 600.0
 OUTPUT_BYTES = 64 << 10
@@ -36,13 +44,37 @@ TREE_MOUNT = "/tmp/orch-check/tree"
 """Where the copy is seen inside the sandbox (a fixed path: output tails compare across trees)."""
 NOT_FOUND = 127
 HOME_IN_SANDBOX = "/tmp/orch-check/home"
-SANDBOX = "bwrap"
+SANDBOXES = {"bwrap": "bwrap", "uid": f"uid {checks_uid()}"}
 
 
 def sandbox_available() -> str | None:
     """None when the checks' sandbox works here, else why not (one line, for a UsageError)."""
-    bwrap = shutil.which("bwrap")
+    return _sandbox()[1]
+
+
+def sandbox_kind() -> str:
+    """`bwrap` or `uid` (see the module's doc); UsageError when neither works here."""
+    kind, why = _sandbox()
+    if kind is None:
+        raise UsageError(why or "no sandbox for the checks", hint="install bubblewrap, or drop the spec's checks:")
+    return kind
+
+
+@functools.lru_cache(maxsize=1)
+def _sandbox() -> tuple[str | None, str | None]:
+    bwrap = _bwrap_works()
     if bwrap is None:
+        return "bwrap", None
+    if not settings.IN_CONTAINER.get():
+        return None, bwrap
+    uid = _uid_works()
+    if uid is None:
+        return "uid", None
+    return None, f"{bwrap}; and {uid}"
+
+
+def _bwrap_works() -> str | None:
+    if shutil.which("bwrap") is None:
         return "the checks run sandboxed with bubblewrap, which is not installed (apt-get install bubblewrap)"
     with tempfile.TemporaryDirectory(prefix="orch-check-") as tmp:
         try:
@@ -53,6 +85,41 @@ def sandbox_available() -> str | None:
         why = " ".join(done.stderr.decode(errors="replace").split())[:200]
         return f"bubblewrap cannot make the checks' sandbox here: {why or f'exit {done.returncode}'}"
     return None
+
+
+def _uid_works() -> str | None:
+    """In a run's container: the checks as their own uid, which the firewall gives no network."""
+    report = read_report() or {}
+    if report.get("checks_uid") != checks_uid():
+        return f"the container's firewall does not cut uid {checks_uid()} off the network (egress open?)"
+    argv = [*drop_argv(checks_uid(), checks_uid()), "true"]
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"cannot start a process as uid {checks_uid()}: {exc}"
+    if done.returncode != 0:
+        return f"cannot start a process as uid {checks_uid()} (strict isolation keeps that capability)"
+    return None
+
+
+# Run as the checks' uid: its own copy of the tree (the controller's stays as taken), the check under
+# `timeout`, then every process of that uid killed (`kill -1` spares only the caller) and the copy removed.
+UID_WRAPPER = """t=$(mktemp -d) || exit 125
+cp -a "$1/." "$t/" || exit 125
+cd "$t/$2" || exit 125
+HOME="$t" TMPDIR="$t" timeout -s KILL "$3" sh -c "$4"
+rc=$?
+cd /
+kill -9 -1 2>/dev/null
+rm -rf "$t"
+exit $rc"""
+
+
+def uid_argv(tree: Path, subdir: str, command: str, timeout: float) -> list[str]:
+    """setpriv to the checks' uid (no groups, no capabilities, no-new-privs), a clean environment, UID_WRAPPER."""
+    env = ["env", "-i", f"PATH={os.environ.get('PATH', '/usr/local/bin:/usr/bin:/bin')}", "LANG=C.UTF-8", "CI=1"]
+    wrapper = ["/bin/sh", "-c", UID_WRAPPER, "orch-check", str(tree), subdir or ".", f"{timeout:g}", command]
+    return [*drop_argv(checks_uid(), checks_uid()), *env, "NO_COLOR=1", *wrapper]
 
 
 def hidden_paths() -> list[Path]:
@@ -100,10 +167,21 @@ def run_checks(
 ) -> list[CheckResult]:
     """Run each check command (`sh -c`) in the sandbox over `tree` (a disposable copy: the checks may write
     it), from `tree/subdir`; one result per command, in order, whatever each exits with."""
+    kind = sandbox_kind()
+    if kind == "uid":
+        # The checks' uid copies the tree itself: it must be able to read it.
+        for folder in (tree.parent, tree):
+            folder.chmod(0o755)
+        return [
+            _run_one(command, uid_argv(tree, subdir, command, timeout), timeout, output_bytes, grace=30.0)
+            for command in checks
+        ]
     return [_run_one(command, sandbox_argv(tree, subdir, command), timeout, output_bytes) for command in checks]
 
 
-def _run_one(command: str, argv: list[str], timeout: float, output_bytes: int) -> CheckResult:
+def _run_one(command: str, argv: list[str], timeout: float, output_bytes: int, grace: float = 0.0) -> CheckResult:
+    """Run one sandboxed check, keeping its output's tail; past `timeout` (+ `grace`, for a sandbox that
+    enforces the limit itself) its process group is killed."""
     started = time.monotonic()
     proc = subprocess.Popen(
         argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
@@ -117,7 +195,7 @@ def _run_one(command: str, argv: list[str], timeout: float, output_bytes: int) -
     with selectors.DefaultSelector() as sel:
         sel.register(fd, selectors.EVENT_READ)
         while True:
-            left = started + timeout - time.monotonic()
+            left = started + timeout + grace - time.monotonic()
             if left <= 0:
                 timed_out = True
                 break
@@ -135,10 +213,13 @@ def _run_one(command: str, argv: list[str], timeout: float, output_bytes: int) -
             os.killpg(proc.pid, signal.SIGKILL)
     code = proc.wait()
     proc.stdout.close()
+    elapsed = time.monotonic() - started
+    if grace and code == 128 + signal.SIGKILL and elapsed >= timeout:  # `timeout -s KILL` inside the sandbox
+        timed_out = True
     return CheckResult(
         command=command,
         exit_code=None if timed_out else code,
-        seconds=round(time.monotonic() - started, 3),
+        seconds=round(elapsed, 3),
         timed_out=timed_out,
         output_tail=tail.decode(errors="replace"),
         output_bytes=total,
@@ -162,7 +243,9 @@ def check_commit(
         tree.mkdir()
         repo.checkout(commit_or_tree, tree)
         results = run_checks(checks, tree, subdir=repo.subdir, timeout=timeout, output_bytes=output_bytes)
-    return ChecksRecord(tree=label, sandbox=SANDBOX, results=results, regressions=regressions(baseline, results))
+    return ChecksRecord(
+        tree=label, sandbox=SANDBOXES[sandbox_kind()], results=results, regressions=regressions(baseline, results)
+    )
 
 
 def baseline(

@@ -42,8 +42,8 @@ class BaseChoice:
 
 def choose_base(workdir: Path, base: str | None, snapshot: bool) -> BaseChoice:
     """Check the workdir for a run with writers, reading only. UsageError (one line) for: no git repository
-    without --snapshot, a dirty tree without --snapshot, a base revision that does not exist, --base with
-    --snapshot."""
+    without --snapshot, a dirty tree without --snapshot or --base, a base revision that does not exist, --base
+    with --snapshot."""
     if base is not None and snapshot:
         raise UsageError("give --base REV or --snapshot, not both", hint="--snapshot starts from the tree as it is")
     workdir = workdir.resolve()
@@ -66,6 +66,9 @@ def choose_base(workdir: Path, base: str | None, snapshot: bool) -> BaseChoice:
             raise UsageError(f"--base {base}: no such revision in {source}", hint="`git log` lists the commits")
     if snapshot:
         return BaseChoice(workdir, source, subdir, commit, SNAPSHOT, True)
+    if base is not None:  # an explicit revision: uncommitted work is not what was asked for anyway
+        assert commit is not None
+        return BaseChoice(workdir, source, subdir, commit, rev, False)
     dirty = _user_git(source, "status", "--porcelain=v1", "--untracked-files=normal", "--ignore-submodules=all")
     if dirty:
         count = len(dirty.splitlines())
@@ -78,20 +81,23 @@ def choose_base(workdir: Path, base: str | None, snapshot: bool) -> BaseChoice:
 
 
 def _user_git(where: Path, *args: str) -> str | None:
-    """Read the user's repository: their own configuration, but no fsmonitor, no hooks, no optional locks
-    (status would otherwise refresh and write the index). None when git fails."""
+    """Read the user's repository (stdout, stripped); None when git fails."""
+    done = user_git(where, *args)
+    return done.stdout.decode(errors="replace").strip() if done.returncode == 0 else None
+
+
+def user_git(where: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """git in the user's repository: their own configuration, but no fsmonitor, no hooks, no optional locks
+    (status would otherwise refresh and write the index), no prompt."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update({"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
     argv = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "safe.directory=*"]
     try:
-        done = subprocess.run(
+        return subprocess.run(
             [*argv, *args], cwd=where, env=env, capture_output=True, check=False, stdin=subprocess.DEVNULL
         )
-    except OSError:
-        return None
-    if done.returncode != 0:
-        return None
-    return done.stdout.decode(errors="replace").strip()
+    except OSError as exc:
+        return subprocess.CompletedProcess(args, 128, b"", str(exc).encode())
 
 
 def init_bare(git_dir: Path) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orch.errors import NotFoundError
-from orch.lead.changes.gitcmd import git, out, patch_id
+from orch.lead.changes.gitcmd import GitError, git, out, patch_id
 from orch.lead.changes.records import Change
 from orch.lead.changes.repo import RunRepo
 from orch.run.folder import atomic_write, read_model
@@ -148,7 +148,12 @@ def take_change(
         copy = Path(tmp) / "tree"
         copy.mkdir()
         snap = copy_tree(worktree, copy, max_file_bytes, max_files)
-        tree = hash_tree(repo, copy, base) if not snap.refused or snap.files else None
+        tree = None
+        if not snap.refused or snap.files:
+            try:
+                tree = hash_tree(repo, copy, base)
+            except GitError as exc:  # a path git refuses to store (`.GIT`, `git~1`, ...): named, not taken
+                snap.refused.append(f"*: git refused the tree: {exc.message}")
     patch = b""
     files: list[str] = []
     stat_line = ""

@@ -110,3 +110,9 @@ def test_checkout_writes_bytes_as_committed_whatever_the_attributes(tmp_path: Pa
     assert (dest / "run.sh").read_bytes() == b"#!/bin/sh\necho hi\n"
     with pytest.raises(ValueError):
         repo.checkout(repo.base, dest)  # not empty
+
+
+def test_an_explicit_base_does_not_mind_a_dirty_tree(tmp_path: Path) -> None:
+    user = user_repo(tmp_path / "user")
+    (user / "calc.py").write_text("dirty\n")
+    assert choose_base(user, "HEAD", False).commit == ugit(user, "rev-parse", "HEAD")

@@ -7,8 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from orch.lead.changes.gate import scope_violations
 from orch.lead.changes.repo import RunRepo
 from orch.lead.changes.take import load_change, take_change
+from orch.lead.spec import DEFAULT_PROTECT
 from tests.lead.changes.gitfix import make_repo
 
 
@@ -130,3 +132,51 @@ def test_a_missing_worktree_is_refused(tmp_path: Path) -> None:
     repo, _ = make_repo(tmp_path)
     change = take_change(repo, tmp_path / "nope", repo.base, "t1-a", "")
     assert change.refused and change.tree is None and change.empty
+
+
+def test_a_worktree_swapped_for_a_link_to_another_writers_is_refused(tmp_path: Path) -> None:
+    """Worker 1 replaces its worktree with a link to worker 2's: the controller takes nothing through it."""
+    repo, _ = make_repo(tmp_path)
+    other = worktree(repo, 2, "t2-a")
+    (other / "calc.py").write_text("worker 2's work\n")
+    mine = repo.run.worktrees_dir(1) / "t1-a"
+    mine.symlink_to(other)
+    change = take_change(repo, mine, repo.base, "t1-a", "")
+    assert change.tree is None and change.empty and "cannot be read" in change.refused[0]
+
+
+def test_the_run_repository_is_the_controllers_alone(tmp_path: Path) -> None:
+    repo, _ = make_repo(tmp_path)
+    assert repo.git_dir.stat().st_mode & 0o777 == 0o700
+    assert not list((repo.git_dir / "hooks").iterdir())  # no sample hooks either
+
+
+def test_a_path_git_refuses_to_store_is_refused_not_a_crash(tmp_path: Path) -> None:
+    repo, _ = make_repo(tmp_path)
+    wt = worktree(repo)
+    (wt / ".GIT").mkdir()
+    (wt / ".GIT" / "config").write_text("[core]\n")
+    (wt / "calc.py").write_text("changed\n")
+    change = take_change(repo, wt, repo.base, "t1-a", "")
+    assert change.tree is None and any("git refused the tree" in r for r in change.refused)
+
+
+def test_weakening_the_tests_or_their_configuration_is_out_of_scope(tmp_path: Path) -> None:
+    """The writer "fixes" the bug by deleting the test, adds a conftest that skips everything and edits the
+    checks' configuration: each path is named; the task that allows its own test file passes."""
+    files = {
+        "calc.py": "def add(a, b):\n    return a - b\n",
+        "tests/test_calc.py": "def test_add():\n    pass\n",
+        "pyproject.toml": "[tool.pytest.ini_options]\n",
+    }
+    repo, _ = make_repo(tmp_path, files)
+    wt = worktree(repo)
+    (wt / "tests" / "test_calc.py").unlink()
+    (wt / "conftest.py").write_text("collect_ignore_glob = ['*']\n")
+    (wt / "pyproject.toml").write_text("[tool.pytest.ini_options]\naddopts = '-k nothing'\n")
+    (wt / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    change = take_change(repo, wt, repo.base, "t1-a", "")
+    problems = scope_violations(change, DEFAULT_PROTECT, [])
+    assert [p.split(":")[0] for p in problems] == ["conftest.py", "pyproject.toml", "tests/test_calc.py"]
+    allowed = scope_violations(change, DEFAULT_PROTECT, ["tests/test_calc.py", "conftest.py", "pyproject.toml"])
+    assert allowed == []
