@@ -445,7 +445,7 @@ def test_refuted_findings_stop_at_round_two_and_the_fixer_gets_only_confirmed_on
     spec = write_spec(
         tmp_path / "rounds.yaml", workdir, tasks, workers=3, verification={"rounds": "find-refute-confirm"}
     )
-    result = orch("run", spec, "--local", "--name", "rounds")
+    result = orch("run", spec, "--local", "--snapshot", "--name", "rounds")  # a fixer is a writer: a git base
     assert result.exit_code == 4, result.output  # a finding was refuted
     run = RunFolder.for_name("rounds")
     state = load_state(run)
