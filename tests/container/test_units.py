@@ -17,8 +17,8 @@ from orch.agents.registry import get_adapter
 from orch.container import egress
 from orch.container.engine import engine_address, is_remote_client
 from orch.container.layout import ROOT_HOST_UID, container_user, writable_by
-from orch.run import uids
 from orch.contracts import Credentials
+from orch.run import uids
 from orch.run.paths import agents_dir
 from orch.run.records import EgressMode
 

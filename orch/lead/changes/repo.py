@@ -16,10 +16,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from orch.errors import NotFoundError, UsageError
+from orch.errors import NotFoundError, OrchError, UsageError
 from orch.lead.changes.gitcmd import NEUTRAL_ATTRIBUTES, git, out
 from orch.lead.changes.records import RepoInfo
 from orch.run.folder import RunFolder, atomic_write, read_model
+from orch.run.uids import drop_argv
 
 SNAPSHOT = "snapshot"
 
@@ -220,10 +221,31 @@ class RunRepo:
         """The integration head: the commit `orch/<run>` points at (the base until a change lands)."""
         return out(self.git_dir, "rev-parse", "--verify", f"refs/heads/{self.branch}^{{commit}}")
 
-    def checkout(self, commit: str, dest: Path) -> None:
+    def checkout(self, commit: str, dest: Path, owner: int | None = None) -> None:
         """Write the files of `commit` into `dest` (an existing, empty folder): plain files, executable bits
         and symlinks as committed, no `.git` (nothing the controller would later trust), no attribute-driven
-        conversion (the bytes as committed)."""
+        conversion (the bytes as committed).
+
+        `owner` (strict isolation: a worker's uid): the files become that uid's, so only that worker may write
+        them; `dest` need not exist then, its parent being the worker's (`RunFolder.worktrees_dir`). The
+        controller checks out into a private folder and the worker's uid copies it into place (setpriv, no
+        capabilities): the controller holds no CHOWN, and never writes into a folder a worker owns."""
+        if owner is not None and owner != os.getuid():
+            with tempfile.TemporaryDirectory(prefix="orch-checkout-") as tmp:
+                staged = Path(tmp) / "tree"
+                staged.mkdir()
+                self.checkout(commit, staged)
+                for folder in (Path(tmp), staged):
+                    folder.chmod(0o755)
+                script = 'mkdir -p -- "$2" && [ -z "$(ls -A -- "$2")" ] && cp -a -- "$1/." "$2/"'
+                argv = [*drop_argv(owner, owner), "/bin/sh", "-c", script, "orch-checkout", str(staged), str(dest)]
+                done = subprocess.run(argv, capture_output=True, check=False, stdin=subprocess.DEVNULL)
+                if done.returncode != 0:
+                    said = " ".join(done.stderr.decode(errors="replace").split())[-200:]
+                    raise OrchError(
+                        f"cannot check out {commit[:12]} into {dest} as uid {owner}: {said or 'not empty?'}"
+                    )
+            return
         if any(dest.iterdir()):
             raise ValueError(f"{dest} is not empty")
         with tempfile.TemporaryDirectory(prefix="orch-index-") as tmp:

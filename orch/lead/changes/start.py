@@ -42,6 +42,12 @@ class Prepared:
         if self.baseline is not None:
             atomic_write(run.base_checks, self.baseline.model_dump_json(indent=2) + "\n")
         self.discard()
+        # Made as root for a container run whose uid is another (orch.container.mounts.make_run_folder gave the
+        # run folder to it): the run's controller must own its repository too.
+        owner = run.root.stat()
+        if os.getuid() == 0 and owner.st_uid != 0:
+            for path in (run.repo_dir, run.repo_info, run.changes_dir):
+                _chown_tree(path, owner.st_uid, owner.st_gid)
 
     def discard(self) -> None:
         shutil.rmtree(self.staging, ignore_errors=True)
@@ -77,6 +83,13 @@ def prepare(spec: FleetSpec, name: str, base: str | None, snapshot: bool, backen
             )
             refuse_missing(record)
         warnings = glob_warnings(spec, repo.files(info.base))
+        for result in record.results if record else []:
+            if not result.passed:
+                tail = " ".join(result.output_tail.split())[-120:]
+                how = "timed out" if result.timed_out else f"exit {result.exit_code}"
+                warnings.append(
+                    f"check {result.command!r} fails on the base ({how}: {tail}): it cannot gate any change"
+                )
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -108,3 +121,12 @@ def ensure_baseline(run: RunFolder, spec: FleetSpec) -> ChecksRecord | None:
     return baseline(
         RunRepo.open(run), spec.checks, timeout=limits.check_timeout, output_bytes=limits.check_output_bytes
     )
+
+
+def _chown_tree(root: Path, uid: int, gid: int) -> None:
+    if not root.exists():
+        return
+    os.chown(root, uid, gid, follow_symlinks=False)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for item in [*dirnames, *filenames]:
+            os.chown(os.path.join(dirpath, item), uid, gid, follow_symlinks=False)

@@ -4,17 +4,19 @@ branch into the user's repository and writes nothing else there."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
+from orch.lead.changes.gate import sandbox_available
 from orch.lead.changes.queue import integrate
 from orch.lead.changes.start import prepare
 from orch.lead.specload import load_spec
 from orch.run.paths import runs_dir
 from orch.run.records import Backend
 from tests.helpers import orch
-from tests.lead.changes.gitfix import fingerprint, make_repo, ugit, user_repo
+from tests.lead.changes.gitfix import fingerprint, make_repo, run_folder, ugit, user_repo
 from tests.lead.changes.test_queue import edit
 
 
@@ -119,3 +121,31 @@ def test_orch_apply_fetches_a_new_branch_and_touches_nothing_else(
     assert other.exit_code == 0 and ugit(user, "rev-parse", "fixes/calc") == landed.commit
     bad = orch("apply", "r1", "--branch", "no..good")
     assert bad.exit_code == 2 and "not a valid branch name" in bad.output
+
+
+@pytest.mark.skipif(sandbox_available() is not None, reason=str(sandbox_available()))
+def test_a_check_failing_on_the_base_is_a_warning(tmp_path: Path) -> None:
+    work = user_repo(tmp_path / "work")
+    spec = load_spec(spec_file(tmp_path, work, ["grep -q 'a + b' calc.py", "test -f calc.py"]))
+    prepared = prepare(spec, "w", None, False, Backend.LOCAL)
+    try:
+        assert prepared.baseline is not None and [r.exit_code for r in prepared.baseline.results] == [1, 0]
+        assert prepared.warnings == [
+            "check \"grep -q 'a + b' calc.py\" fails on the base (exit 1: ): it cannot gate any change"
+        ]
+    finally:
+        prepared.discard()
+    nothing_created()
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="only root makes a run folder for another uid")
+def test_installed_repository_belongs_to_the_run_folders_owner(tmp_path: Path) -> None:
+    """A container run started as root: the run folder is the container uid's, and so is its repository."""
+    work = user_repo(tmp_path / "work")
+    spec = load_spec(spec_file(tmp_path, work))
+    prepared = prepare(spec, "w", None, False, Backend.DOCKER)
+    run = run_folder("w", workdir=work)
+    os.chown(run.root, 1000, 1000)
+    prepared.install(run)
+    assert {p.stat().st_uid for p in [run.repo_dir, *run.repo_dir.rglob("*"), run.repo_info]} == {1000}
+    assert prepared.baseline is None  # a container run's checks run in the container

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from orch.errors import UsageError
+from orch.errors import OrchError, UsageError
 from orch.lead.changes.repo import RunRepo, choose_base
 from tests.lead.changes.gitfix import fingerprint, make_repo, run_folder, ugit, user_repo
 
@@ -116,3 +119,28 @@ def test_an_explicit_base_does_not_mind_a_dirty_tree(tmp_path: Path) -> None:
     user = user_repo(tmp_path / "user")
     (user / "calc.py").write_text("dirty\n")
     assert choose_base(user, "HEAD", False).commit == ugit(user, "rev-parse", "HEAD")
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="switching uid needs root (or a strict run's SETUID)")
+def test_a_checkout_for_a_worker_is_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Strict isolation: the worktree's files become the worker's uid's; its parent is the worker's."""
+    home = Path(tempfile.mkdtemp(prefix="orch-home-", dir="/tmp"))  # pytest's own tmp is root's alone: 0700
+    home.chmod(0o755)
+    monkeypatch.setenv("ORCH_HOME", str(home))
+    try:
+        _checkout_as_worker(tmp_path)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _checkout_as_worker(tmp_path: Path) -> None:
+    repo, _ = make_repo(tmp_path)
+    worker = 54321
+    parent = repo.run.worktrees_dir(1)
+    os.chown(parent, worker, worker)
+    dest = parent / "t1-a"
+    repo.checkout(repo.base, dest, owner=worker)
+    assert {p.stat().st_uid for p in [dest, *dest.rglob("*")]} == {worker}
+    assert (dest / "calc.py").read_text().startswith("def add")
+    with pytest.raises(OrchError):
+        repo.checkout(repo.base, dest, owner=worker)  # not empty
