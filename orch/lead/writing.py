@@ -39,6 +39,7 @@ from orch.lead.landing import Next
 from orch.run.events import Event
 from orch.run.folder import UnsafeOutput, read_worker_file
 from orch.run.records import Isolation
+from orch.run.uids import worker_uid
 
 SUMMARY_CHARS = 4000
 
@@ -54,11 +55,12 @@ class Writing(Part):
             repo = RunRepo.open(self.run)
             head = repo.head()
             root = self.worktree(job, n)
-            shutil.rmtree(root, ignore_errors=True)
-            root.mkdir(parents=True)
-            repo.checkout(head, root)
             if self.desk.info.isolation is Isolation.STRICT:
-                _open_to_its_worker(root)
+                repo.checkout(head, root, owner=worker_uid(n))  # worker n's own files, and only worker n's
+            else:
+                shutil.rmtree(root, ignore_errors=True)
+                root.mkdir(parents=True)
+                repo.checkout(head, root)
             where = root / repo.subdir
             job.workdir, job.base = str(where), head
             self.desk.save()
@@ -351,17 +353,6 @@ ROW_STATUS = {
     ChangeStage.FAILED: ChangeStatus.FAILED,
     ChangeStage.REBASING: ChangeStatus.CONFLICT,
 }
-
-
-def _open_to_its_worker(tree: Path) -> None:
-    """Under strict isolation the controller (the run's uid) made the worktree, but worker N (another uid, in
-    no group) must write it: it is opened to everyone, and only worker N can reach it (`worktrees/agent-N/`
-    is its own, 2770: orch.container.init.isolate_workers)."""
-    for path in [tree, *tree.rglob("*")]:
-        if path.is_symlink():
-            continue
-        mode = path.stat().st_mode
-        path.chmod(0o777 if path.is_dir() or mode & 0o111 else 0o666)
 
 
 def _read_only(tree: Path) -> None:
