@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from orch.lead.changes.records import ChangeStatus
-from orch.lead.demo import DEMO_AUTHOR
+from orch.lead.demo import DEMO_AUTHOR, prepare_changes
 from orch.lead.jobs import ChangeStage, load_state
 from orch.run.events import Event
 from orch.run.folder import RunFolder
@@ -167,3 +167,17 @@ def test_two_changes_to_one_line_land_one_after_the_other(repo: Path) -> None:
         ["git", "--git-dir", str(run.repo_dir), "show", f"orch/{run.name}:calc.py"], capture_output=True, text=True
     ).stdout
     assert "if values else 0.0  # the arithmetic mean" in landed
+
+
+def test_demo_changes_and_mixed_are_two_demos() -> None:
+    result = orch("demo", "--changes", "--mixed")
+    assert result.exit_code == 2 and "two different demos" in result.output
+
+
+def test_demo_changes_workdir_is_a_fresh_git_repository() -> None:
+    """The demo's workdir: the calculator committed once, clean (a run with writers starts from its HEAD)."""
+    spec, _ = prepare_changes("chg-prep")
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=spec.workdir, capture_output=True, text=True)
+    assert status.returncode == 0 and status.stdout == ""
+    assert [t.id for t in spec.tasks] == ["mean", "cheat", "note"] and spec.checks == [CHECK]
+    assert {kind for kind, _ in spec.kinds().values()} == {"claude", "codex"}
