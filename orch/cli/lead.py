@@ -19,6 +19,7 @@ from orch.lead import decisions, recording, runner, skill
 from orch.lead import demo as demo_mod
 from orch.lead.changes import apply as changes_apply
 from orch.lead.changes import start as changes_start
+from orch.lead.changesreport import changes_text
 from orch.lead.commentary import Commentary
 from orch.lead.controller import read_spec
 from orch.lead.decisions import EXIT_FAILED
@@ -267,11 +268,24 @@ def demo(
     mixed: Annotated[
         bool, typer.Option("--mixed", help=f"Workers {' + '.join(demo_mod.MIXED)}: findings verified across kinds.")
     ] = False,
+    changes: Annotated[
+        bool,
+        typer.Option(
+            "--changes",
+            help="Three writers (Claude Code, Codex) change a tiny git repository: a fix lands, a test-editing "
+            "'fix' is REJECTED, two changes to one line land one after the other (a rebase).",
+        ),
+    ] = False,
 ) -> None:
     """A 3-worker find-and-verify fleet over a small bundled library: one finding CONFIRMED, one REFUTED.
 
     Offline by default: real Claude Code workers driven by orch's scripted model, no credentials.
     """
+    if changes and mixed:
+        raise UsageError("--changes and --mixed are two different demos", hint="pick one")
+    if changes:
+        _demo_changes(local, live, demo_mod.CHANGES_NAME if name == demo_mod.DEMO_NAME else name)
+        return
     plan = demo_mod.plan(local, live, name, mixed)
     if plan.notice:
         typer.echo(f"orch demo: {plan.notice}")
@@ -293,12 +307,40 @@ def demo(
     )
 
 
+def _demo_changes(local: bool, live: bool, name: str) -> None:
+    """`orch demo --changes`: the run, then the matrix of changes and the `orch apply` command."""
+    plan = demo_mod.plan(local, live, name, changes=True)
+    if plan.notice:
+        typer.echo(f"orch demo: {plan.notice}")
+    mode = "the real model" if live else "the scripted model (offline, no credentials)"
+    typer.echo(f"orch demo: Claude Code + Codex writers on the git repository {plan.spec.workdir}, driven by {mode}")
+    run = _start(plan.spec_path, name, plan.backend, replace=True, copy=plan.backend is Backend.DOCKER)
+    result = _drive(run)
+    _print_result(result)
+    if result.report is not None and result.report.changes:
+        typer.echo("\n" + changes_text(result.report.changes))
+        typer.echo(
+            f"\nthe landed changes, as a branch of {plan.spec.workdir}: orch apply {run.name} --branch orch-demo"
+        )
+    if live or result.report is None:
+        raise typer.Exit(result.exit_code)
+    if not demo_mod.shows_changes(result.report):
+        typer.echo("orch demo: the changes did not come out as designed; see the report", err=True)
+        raise typer.Exit(1)
+    typer.echo(
+        "orch demo: the honest fix LANDED, the test-editing 'fix' was REJECTED (scope), and of the two changes "
+        "to one line one landed and the other was rebased, reviewed again and landed after it."
+    )
+
+
 @app.command()
 def report(name: NameArg) -> None:
     """Rewrite and print a run's report (verification matrix, where the files are)."""
     run = run_folder(name)
     written = write_reports(run, read_spec(run), load_state(run))
     typer.echo(matrix_text(written))
+    if written.changes:
+        typer.echo("\n" + changes_text(written.changes))
     typer.echo(f"\nrun {written.run}: {written.status} (exit {written.exit_code}): {written.reason}")
     typer.echo(f"report: {run.report_html}  ({also(run)})")
 

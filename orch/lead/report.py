@@ -128,11 +128,12 @@ class JobRow(Strict):
 
 
 ISOLATION_NOTES = {
-    Isolation.STRICT: "strict: each worker ran as its own uid and could write only its own outbox; the controller "
+    Isolation.STRICT: "strict: each worker ran as its own uid and could write only its own outbox (and a writer its "
+    "own worktree); the controller "
     "stamped every bus post with its sender; the tree under audit was read-only",
     Isolation.SHARED: "shared: the workers and the controller shared one uid, so a worker could have written "
     "another's outbox, the bus, another's state or the tree; each job's output was still read only from its "
-    "worker's outbox (use the container backend, without writer tasks, for strict isolation)",
+    "worker's outbox (use the container backend for strict isolation)",
 }
 """What a run's isolation guaranteed, and what it lacked (`orch run` says it at the start, the report at the end)."""
 ATTEMPTS = (Event.BUS_POST_REFUSED, Event.WRITE_DENIED, Event.LEFTOVER_PROCESSES)

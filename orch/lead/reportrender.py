@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 
 from orch.errors import UsageError
+from orch.lead.changesreport import changes_html, changes_markdown
 from orch.lead.charts import cost_svg, timeline_svg
 from orch.lead.jobs import ControllerState
 from orch.lead.junit import render_junit
@@ -186,6 +187,7 @@ def render_markdown(report: RunReport) -> str:
             f"| {j.id} | {j.role} | {j.worker or '-'} | {j.status} | {j.seconds if j.seconds is not None else '-'} "
             f"| {j.corrections} | {j.nudges} | {_md(j.failure or '')} |"
         )
+    out += changes_markdown(report.changes)
     if report.flags:
         out += ["", "## Rejected outputs", ""]
         for f in report.flags:
@@ -206,7 +208,8 @@ table{border-collapse:collapse;width:100%;margin:.5em 0}
 td,th{border:1px solid #ddd;padding:.35em .5em;vertical-align:top;text-align:left}
 th{background:#f5f5f7}code{font:12px ui-monospace,Menlo,monospace;background:#f5f5f7;padding:0 .2em}
 .CONFIRMED{background:#dff5e1}.REFUTED{background:#fde2e1}.UNVERIFIABLE,.UNVERIFIED,.PENDING{background:#fff4d6}
-.INVALID,.FAILED,.CANCELLED{background:#eee;color:#900}.finder{color:#888;font-style:italic}
+.INVALID,.FAILED,.CANCELLED,.CONFLICT{background:#eee;color:#900}.LANDED{background:#dff5e1}
+.REJECTED{background:#fde2e1}.finder{color:#888;font-style:italic}
 .status{font-weight:bold;padding:.1em .5em;border-radius:4px}.flag{color:#900;font-size:.9em}
 ul{margin:.2em 0 .2em 1.2em;padding:0}
 """.strip()
@@ -281,6 +284,7 @@ def render_html(report: RunReport) -> str:
                 f"<td>{_h(cell.reason)}<ul>{details}</ul></td></tr>"
             )
         parts.append("</table>")
+    parts += changes_html(report.changes)
     parts += charts_html(report)
     notes = [n for n in (cost_note(report), evidence_note(report)) if n]
     parts.append("<h2>Workers</h2>" + "".join(f"<p>{_h(n)}</p>" for n in notes))

@@ -34,6 +34,8 @@ STEP_EXTRAS = {"write": "content", "tool": "input", "fail": "retry_after"}
 class Role(StrEnum):
     FINDER = "finder"
     VERIFIER = "verifier"
+    REVIEWER = "reviewer"
+    """Tries to refute a writer's change (a job made from the change, like a verifier's from a finding)."""
     WRITER = "writer"
     """Changes the code in its own worktree; the change lands only through the gate and the queue."""
     FIXER = "fixer"
@@ -102,6 +104,16 @@ PLACEHOLDERS: dict[Role, tuple[str, ...]] = {
     Role.WRITER: (*COMMON_PLACEHOLDERS, *TASK_PLACEHOLDERS, "checks"),
     Role.FIXER: (*COMMON_PLACEHOLDERS, *TASK_PLACEHOLDERS, "confirmed_findings"),
     Role.SCRIBE: (*COMMON_PLACEHOLDERS, *TASK_PLACEHOLDERS, "confirmed_findings"),
+    Role.REVIEWER: (
+        *COMMON_PLACEHOLDERS,
+        "change_id",
+        "task_id",
+        "goal",
+        "diff",
+        "diffstat",
+        "checks",
+        "verdict_file",
+    ),
     Role.VERIFIER: (
         *COMMON_PLACEHOLDERS,
         "finding_id",
@@ -196,7 +208,7 @@ class VerificationSpec(Strict):
     isolation: Isolation | None = None
     """strict: each worker its own uid, writing only its own outbox, the tree under audit read-only (the
     container backend only: a local run refuses to start). shared: one uid for all. Default: strict in a
-    container when no task is a writer (fixer, scribe), else shared."""
+    container (writers too: each writes only its own worktree), else shared."""
 
     def needed(self) -> int:
         return self.quorum or self.verifiers_per_finding

@@ -164,13 +164,11 @@ def check_spec(spec: FleetSpec) -> list[Issue]:
         if ids.index(task_id) != i:
             add(Issue(("tasks", i, "id"), f"duplicate task id {task_id!r}"))
     for i, task in enumerate(spec.tasks):
-        if task.role is Role.VERIFIER:
-            add(
-                Issue(
-                    ("tasks", i, "role"),
-                    "verification jobs are made from findings; use finder, writer, fixer or scribe",
-                )
+        if task.role in (Role.VERIFIER, Role.REVIEWER):
+            made = (
+                "verification jobs are made from findings" if task.role is Role.VERIFIER else "review jobs from changes"
             )
+            add(Issue(("tasks", i, "role"), f"{made}; use finder, writer, fixer or scribe"))
         if task.worker is not None and task.worker > total:
             add(Issue(("tasks", i, "worker"), f"worker {task.worker} does not exist (the fleet has {total})"))
         if task.allow and task.role not in WRITER_ROLES:
