@@ -127,13 +127,14 @@ def test_follow_sees_new_lines_as_they_are_posted(run: RunFolder) -> None:
     assert [line.split("] ", 1)[1] for line in seen] == ["first new", "second new"]
 
 
-STAMPS = {
-    "worker-unnamed": (62001, None, 1),
-    "worker-names-itself": (62002, 2, 2),
-    "worker-poses-as-another": (62001, 2, "can only name yourself"),
-    "not-a-worker": (61000, None, "not a worker of this run"),
-    "the-run-itself-names-anyone": (1000, 3, 3),
-    "the-run-itself-as-the-lead": (1000, None, None),
+STAMPS: dict[str, tuple[int, int | None, int | None, int | str | None]] = {
+    # uid, claimed (--as), the socket's fixed worker, expected
+    "worker-unnamed": (62001, None, None, 1),
+    "worker-names-itself": (62002, 2, None, 2),
+    "worker-poses-as-another": (62001, 2, None, "can only name yourself"),
+    "not-a-worker": (61000, None, None, "not a worker of this run"),
+    "the-run-itself-names-anyone": (1000, 3, None, 3),
+    "the-run-itself-as-the-lead": (1000, None, None, None),
     # A socket of one worker's own (fixed: 3): the uid says nothing, not even the run's own.
     "fixed-socket-unnamed": (1000, None, 3, 3),
     "fixed-socket-names-itself": (1000, 3, 3, 3),
@@ -142,13 +143,12 @@ STAMPS = {
 }
 
 
-@pytest.mark.parametrize("case", STAMPS.values(), ids=STAMPS.keys())
-def test_the_sender_is_the_connections_uid(case: tuple[int, int | None, int | str | None] | tuple[int, ...]) -> None:
+@pytest.mark.parametrize(("uid", "claimed", "fixed", "expected"), STAMPS.values(), ids=STAMPS.keys())
+def test_the_sender_is_the_connections_uid(
+    uid: int, claimed: int | None, fixed: int | None, expected: int | str | None
+) -> None:
     """Strict isolation: who a post is from comes from the socket's peer (orch.run.uids) or the socket
     itself, never from the poster."""
-    uid, claimed, *rest = case
-    fixed = rest[0] if len(rest) == 2 else None
-    expected = rest[-1]
     if isinstance(expected, str):
         with pytest.raises(UsageError, match=expected):
             bus.stamp_sender(uid, claimed, run_uid=1000, fixed=fixed)
