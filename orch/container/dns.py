@@ -9,8 +9,7 @@ forwards nothing. It answers:
   addresses, the very ones the firewall lets through, so a name always leads where the firewall allows;
   AAAA gets an empty answer (IPv6 is blocked);
 - anything else: NXDOMAIN, and one JSON line on stderr (`{"refused": NAME, "type": "A"}`), which the
-  init step points at the run folder's `logs/dns.log` where it knows the run (the controller logs each
-  as a `dns_refused` event).
+  init step points at the run folder's `logs/dns.log` where it knows the run.
 
 Addresses are pinned for the container's life: a name whose addresses change later keeps its old ones
 until the container starts again (`orch up` of the run, which resumes it, resolves afresh). The big
