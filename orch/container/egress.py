@@ -199,13 +199,16 @@ def dns_rules(port: int) -> list[list[str]]:
     container's own responder on loopback (nat, before Docker's own rule for 127.0.0.11), TCP ones and
     anything still bound for port 53 after that are rejected (before loopback is accepted: 127.0.0.11 is
     loopback). conntrack's original port sees through Docker's DNAT of 127.0.0.11:53."""
-    dns = ["-m", "conntrack", "--ctorigdstport", "53"]
+    dns = ["-m", "conntrack", "--ctdir", "ORIGINAL", "--ctorigdstport", "53"]  # not the responder's answers
     return [
         ["iptables", "-t", "nat", "-I", "OUTPUT", "1", "-p", "udp", "--dport", "53", "-j", "REDIRECT",
          "--to-ports", str(port)],
-        ["iptables", "-A", "OUTPUT", "-p", "tcp", *dns, "-j", "REJECT", "--reject-with", "tcp-reset"],
+        ["iptables", "-A", "OUTPUT", "-p", "tcp", *dns, "-j", "REJECT", "--reject-with", "icmp-admin-prohibited"],
         ["iptables", "-A", "OUTPUT", "-p", "udp", *dns, "!", "-d", "127.0.0.1", "-j", "REJECT",
          "--reject-with", "icmp-admin-prohibited"],
+        # A query redirected from another address still counts as leaving by its first route (eth0) in
+        # this hook: accept it by where it now goes, the responder.
+        ["iptables", "-A", "OUTPUT", "-p", "udp", "-d", "127.0.0.1", "--dport", str(port), "-j", "ACCEPT"],
     ]  # fmt: skip
 
 

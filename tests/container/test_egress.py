@@ -211,8 +211,10 @@ EXFIL = (
     "    print('udp', type(exc).__name__)\n"
     "try:\n"
     "    socket.create_connection((resolver, 53), 5); print('tcp connected')\n"
+    "except TimeoutError:\n"
+    "    print('tcp timed out')\n"
     "except OSError as exc:\n"
-    "    print('tcp', type(exc).__name__)\n"
+    "    print('tcp refused', exc.errno)\n"
 )
 
 
@@ -249,7 +251,7 @@ def test_a_dns_lookup_carries_nothing_out(
         before = resolver.logs()
         code, out = DockerSandbox().run_as_user(run.info(), ["python3", "-c", EXFIL, "6f72636873656372", resolver_ip])
         assert code == 0, out
-        assert "lookup failed" in out and "udp answer rcode 3" in out and "tcp ConnectionRefusedError" in out, out
+        assert "lookup failed" in out and "udp answer rcode 3" in out and "tcp refused" in out, out
         assert _reach(run, [f"http://{net.allowed}:{PORT}/"]) == {f"http://{net.allowed}:{PORT}/": True}  # by name
         assert orch("kill", name).exit_code == 0
         assert resolver.logs() == before  # not one packet reached the name server

@@ -68,13 +68,15 @@ def test_rules_default_deny_with_allowlist_and_no_dns_out() -> None:
     # DNS: every UDP query to the container's own responder, TCP refused, before loopback is accepted
     # (Docker's resolver, 127.0.0.11, is loopback); no resolver is accepted by address.
     redirect = f"iptables -t nat -I OUTPUT 1 -p udp --dport 53 -j REDIRECT --to-ports {egress.DNS_PORT}"
-    tcp = "iptables -A OUTPUT -p tcp -m conntrack --ctorigdstport 53 -j REJECT --reject-with tcp-reset"
+    dns = "-m conntrack --ctdir ORIGINAL --ctorigdstport 53"
+    tcp = f"iptables -A OUTPUT -p tcp {dns} -j REJECT --reject-with icmp-admin-prohibited"
     assert redirect in flat and tcp in flat
     assert flat.index(tcp) < flat.index("iptables -A OUTPUT -o lo -j ACCEPT")
     assert not any("--dport 53 -j ACCEPT" in r or "--dport 53 -m owner" in r for r in flat)
     none = [" ".join(r) for r in egress.rules(EgressMode.NONE, [], use_ipset=False)]
     assert redirect in none and tcp in none
-    assert not any("-d " in r and "ACCEPT" in r for r in none)  # loopback only
+    outward = [r for r in none if "-d " in r and "ACCEPT" in r]
+    assert outward == [f"iptables -A OUTPUT -p udp -d 127.0.0.1 --dport {egress.DNS_PORT} -j ACCEPT"]  # loopback only
 
 
 def test_none_leaves_the_live_gateway_its_model_api_alone() -> None:
@@ -82,14 +84,14 @@ def test_none_leaves_the_live_gateway_its_model_api_alone() -> None:
     flat = [" ".join(r) for r in none]
     owner = "-m owner --uid-owner 61000 -j ACCEPT"
     assert f"iptables -A OUTPUT -d 198.51.100.9 {owner}" in flat
-    outward = [r for r in flat if "-d " in r and "ACCEPT" in r]
+    outward = [r for r in flat if "-d " in r and "ACCEPT" in r and "127.0.0.1" not in r]
     assert outward == [f"iptables -A OUTPUT -d 198.51.100.9 {owner}"]  # the gateway's uid only, and no DNS
     assert flat.index(f"iptables -A OUTPUT -d 198.51.100.9 {owner}") < flat.index(
         "iptables -A OUTPUT -j REJECT --reject-with icmp-admin-prohibited"
     )
     # an offline run (no gateway networks) stays loopback only
     offline = egress.rules(EgressMode.NONE, [], use_ipset=False, gateway_uid=61000)
-    assert not any("-d " in " ".join(r) and "ACCEPT" in r for r in offline)
+    assert not any("-d " in " ".join(r) and "ACCEPT" in r and "127.0.0.1" not in r for r in offline)
 
 
 def test_the_self_test_probes_every_upstream() -> None:
