@@ -20,7 +20,8 @@ every UDP query to port 53 goes to orch.container.dns on loopback, which answers
 at boot, with the addresses the firewall allows, and TCP to port 53 is rejected.
 
 This module runs inside the container as root: it imports only the standard library, orch.settings,
-orch.container.dns and orch.run.records (the agent's Credentials, which name its model API, come from the caller).
+orch.container.dns, orch.run.records and orch.run.uids (the agent's Credentials, which name its model API,
+come from the caller).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from urllib.parse import urlsplit
 from orch import settings
 from orch.container.dns import table as dns_table
 from orch.run.records import EgressMode
+from orch.run.uids import drop_argv
 
 if TYPE_CHECKING:
     from orch.contracts import Credentials
@@ -354,7 +356,7 @@ def start_dns(pinned: Mapping[str, Sequence[str]], log: Path, run: Runner = _run
     refusals appended to `log`; wait until it listens. Its pid, for the report."""
     log.touch(mode=0o644)
     os.chown(log, DNS_UID, DNS_UID)
-    argv = [*_drop_argv(DNS_UID), sys.executable, "-m", "orch.container.dns", "--port", str(DNS_PORT)]
+    argv = [*drop_argv(DNS_UID, DNS_UID), sys.executable, "-m", "orch.container.dns", "--port", str(DNS_PORT)]
     with log.open("ab") as err:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, start_new_session=True)
     assert proc.stdin is not None and proc.stdout is not None
@@ -367,12 +369,6 @@ def start_dns(pinned: Mapping[str, Sequence[str]], log: Path, run: Runner = _run
         proc.kill()
         raise EgressError(f"the DNS responder did not start (see {log}): {line or 'no answer'}")
     return str(proc.pid)
-
-
-def _drop_argv(uid: int) -> list[str]:
-    # orch.run.uids.drop_argv, without importing it here: this module imports only the standard library
-    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
-            "--bounding-set=-all", "--no-new-privs", "--"]  # fmt: skip
 
 
 def probe_dns(pinned: Mapping[str, Sequence[str]]) -> str:
