@@ -8,7 +8,8 @@ forwards nothing. It answers:
 - a name the init step resolved at boot (the workers' allowlist and the model API hosts): its IPv4
   addresses, the very ones the firewall lets through, so a name always leads where the firewall allows;
   AAAA gets an empty answer (IPv6 is blocked);
-- anything else: NXDOMAIN, and one JSON line on stderr (`{"refused": NAME, "type": "A"}`), which the
+- anything else: NXDOMAIN, and one JSON line on stderr (`{"refused": NAME, "type": "A"}`; each name
+  once, the first 1000 names only), which the
   init step points at the run folder's `logs/dns.log` where it knows the run.
 
 Addresses are pinned for the container's life: a name whose addresses change later keeps its old ones
@@ -33,6 +34,7 @@ PORT = 53535
 TTL = 60
 READY = "ready"
 MAX_PACKET = 4096
+MAX_LOGGED = 1000
 
 
 def normalize(name: str) -> str:
@@ -72,8 +74,26 @@ def table(entries: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
     return out
 
 
+class RefusalLog:
+    """Each refused name once, and at most MAX_LOGGED of them: a worker looping over lookups must not fill
+    the run folder's disk through this log (nor this process's memory)."""
+
+    def __init__(self, limit: int = MAX_LOGGED) -> None:
+        self.limit = limit
+        self.seen: set[str] = set()
+
+    def line(self, name: str, qtype: str) -> str | None:
+        if name in self.seen or len(self.seen) > self.limit:
+            return None
+        self.seen.add(name)
+        if len(self.seen) > self.limit:
+            return json.dumps({"refused": "...", "note": f"more than {self.limit} names refused: no more noted"})
+        return json.dumps({"refused": name, "type": qtype})
+
+
 def serve(sock: socket.socket, pinned: Mapping[str, Sequence[str]]) -> None:
-    """Answer queries on `sock` forever; every refused name is one line on stderr."""
+    """Answer queries on `sock` forever; a refused name is one line on stderr (RefusalLog)."""
+    noted = RefusalLog()
     while True:
         try:
             query, peer = sock.recvfrom(MAX_PACKET)
@@ -81,8 +101,9 @@ def serve(sock: socket.socket, pinned: Mapping[str, Sequence[str]]) -> None:
             continue
         reply, refused = answer(query, pinned)
         if refused is not None:
-            qtype = QTYPE.get(DNSRecord.parse(query).q.qtype, "?")
-            print(json.dumps({"refused": refused, "type": qtype}), file=sys.stderr, flush=True)
+            line = noted.line(refused, QTYPE.get(DNSRecord.parse(query).q.qtype, "?"))
+            if line is not None:
+                print(line, file=sys.stderr, flush=True)
         if reply is not None:
             try:
                 sock.sendto(reply, peer)

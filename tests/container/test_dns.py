@@ -66,3 +66,12 @@ def test_the_responder_process_answers_and_logs_refusals() -> None:
         proc.kill()
         proc.wait(10)
     assert subprocess.run([sys.executable, "-m", "orch.container.dns"], capture_output=True).returncode == 2
+
+
+def test_refusals_are_noted_once_each_and_capped() -> None:
+    """A worker looping over lookups cannot fill the disk through the log: each name once, then a cap."""
+    log = dns.RefusalLog(limit=3)
+    lines = [log.line(f"{n % 5}.x.example", "A") for n in range(100)]
+    noted = [json.loads(line) for line in lines if line is not None]
+    assert [n["refused"] for n in noted] == ["0.x.example", "1.x.example", "2.x.example", "..."]
+    assert "more than 3 names" in noted[-1]["note"]
