@@ -11,7 +11,7 @@ from bench.env import BenchError, Lines, helper, orch_cli, popen, python_env, se
 from bench.probes import payload
 from bench.report import Row, Target, percentile
 from orch.run import bus
-from orch.run.bus import BusServer
+from orch.run.busserver import BusServer
 from orch.run.folder import RunFolder
 
 CLI_TIMEOUT = 60.0

@@ -24,6 +24,7 @@ import yaml
 
 from orch import settings
 from orch.agents.registry import ALL_AGENTS
+from orch.container.egress import DNS_UID
 from orch.container.engine import docker_client
 from orch.container.image import build_image, image_is_current
 from orch.container.layout import LABEL_RUN, ROOT_HOST_UID
@@ -165,8 +166,8 @@ def assert_unprivileged(
     out: str, uid: int, gateway_uid: int | None = None, expect: frozenset[str] = frozenset({"claude"})
 ) -> None:
     """Every process in PID 1's tree (not `docker exec`'s: those have PPid 0) runs as `uid` (or, for the
-    model gateway the init started, `gateway_uid`), never root, with empty effective, permitted, bounding,
-    inheritable and ambient capability sets, and no-new-privs."""
+    model gateway the init started, `gateway_uid`; for its DNS responder, nobody), never root, with empty
+    effective, permitted, bounding, inheritable and ambient capability sets, and no-new-privs."""
     rows = [line.split(maxsplit=7) for line in out.splitlines() if line.strip()]
     tree, members = [], {"1"}
     for row in sorted(rows, key=lambda r: int(r[0])):  # parents have lower pids here (no pid wrap-around)
@@ -175,7 +176,7 @@ def assert_unprivileged(
             tree.append(row)
     assert {r[7] for r in tree} >= {"tini", "tmux: server", *expect}, tree
     for pid, _ppid, owner, eff, prm, bnd, nnp, comm in tree:
-        assert owner in {str(uid), str(gateway_uid)} and owner != "0", (pid, comm)
+        assert owner in {str(uid), str(gateway_uid), str(DNS_UID)} and owner != "0", (pid, comm)
         assert int(eff, 16) == int(prm, 16) == 0, (pid, comm, eff, prm)
         assert all(int(c, 16) == 0 for c in bnd.split("|")), (pid, comm, "bounding|inheritable|ambient", bnd)
         assert nnp == "1", (pid, comm)

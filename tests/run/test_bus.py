@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
+import socket
 import threading
 from pathlib import Path
 
@@ -11,6 +13,8 @@ import pytest
 
 from orch.errors import UsageError
 from orch.run import bus
+from orch.run.busserver import BusServer
+from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.waits import wait_until
 from tests.helpers import orch, run_info
@@ -34,7 +38,7 @@ def _writer(root: str, worker: int, through: str) -> None:
 
 
 def _serve(root: str) -> None:
-    bus.BusServer(RunFolder(Path(root))).serve_forever()
+    BusServer(RunFolder(Path(root))).serve_forever()
 
 
 @pytest.mark.parametrize("through", ["file", "socket"])
@@ -123,21 +127,55 @@ def test_follow_sees_new_lines_as_they_are_posted(run: RunFolder) -> None:
     assert [line.split("] ", 1)[1] for line in seen] == ["first new", "second new"]
 
 
-STAMPS = {
-    "worker-unnamed": (62001, None, 1),
-    "worker-names-itself": (62002, 2, 2),
-    "worker-poses-as-another": (62001, 2, "can only name yourself"),
-    "not-a-worker": (61000, None, "not a worker of this run"),
-    "the-run-itself-names-anyone": (1000, 3, 3),
-    "the-run-itself-as-the-lead": (1000, None, None),
+STAMPS: dict[str, tuple[int, int | None, int | None, int | str | None]] = {
+    # uid, claimed (--as), the socket's fixed worker, expected
+    "worker-unnamed": (62001, None, None, 1),
+    "worker-names-itself": (62002, 2, None, 2),
+    "worker-poses-as-another": (62001, 2, None, "can only name yourself"),
+    "not-a-worker": (61000, None, None, "not a worker of this run"),
+    "the-run-itself-names-anyone": (1000, 3, None, 3),
+    "the-run-itself-as-the-lead": (1000, None, None, None),
+    # A socket of one worker's own (fixed: 3): the uid says nothing, not even the run's own.
+    "fixed-socket-unnamed": (1000, None, 3, 3),
+    "fixed-socket-names-itself": (1000, 3, 3, 3),
+    "fixed-socket-poses-as-another": (1000, 2, 3, "can only name yourself"),
+    "fixed-socket-another-workers-uid": (62001, None, 3, 3),
 }
 
 
-@pytest.mark.parametrize(("uid", "claimed", "expected"), STAMPS.values(), ids=STAMPS.keys())
-def test_the_sender_is_the_connections_uid(uid: int, claimed: int | None, expected: int | str | None) -> None:
-    """Strict isolation: who a post is from comes from the socket's peer (orch.run.uids), not the poster."""
+@pytest.mark.parametrize(("uid", "claimed", "fixed", "expected"), STAMPS.values(), ids=STAMPS.keys())
+def test_the_sender_is_the_connections_uid(
+    uid: int, claimed: int | None, fixed: int | None, expected: int | str | None
+) -> None:
+    """Strict isolation: who a post is from comes from the socket's peer (orch.run.uids) or the socket
+    itself, never from the poster."""
     if isinstance(expected, str):
         with pytest.raises(UsageError, match=expected):
-            bus.stamp_sender(uid, claimed, run_uid=1000)
+            bus.stamp_sender(uid, claimed, run_uid=1000, fixed=fixed)
     else:
-        assert bus.stamp_sender(uid, claimed, run_uid=1000) == expected
+        assert bus.stamp_sender(uid, claimed, run_uid=1000, fixed=fixed) == expected
+
+
+def test_fixed_identity_sockets_beside_the_peercred_one(run: RunFolder, tmp_path: Path) -> None:
+    """One server, several sockets: bus.sock stamps from SO_PEERCRED (here the run's own uid, which may
+    name anyone), a worker's own socket stamps its worker whatever is claimed; a stalled connection holds
+    up no one; stop() removes every socket file."""
+    server = BusServer(run).start()
+    own = tmp_path / "w3.sock"
+    try:
+        server.listen(own, worker=3)  # added while serving
+        stalled = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        stalled.connect(str(own))  # connects and says nothing
+        bus.post_through_controller(run, 5, "as the run")
+        bus.post_through_controller(run, None, "from my own socket", path=own)
+        with pytest.raises(UsageError, match="you are worker 3"):
+            bus.post_through_controller(run, 4, "posing as 4", path=own)
+        stalled.close()
+        with pytest.raises(UsageError, match="out of range"):
+            server.listen(tmp_path / "w99.sock", worker=99)
+    finally:
+        server.stop()
+    assert [line.split(" ", 1)[1] for line in bus.read_lines(run)] == ["[W5] as the run", "[W3] from my own socket"]
+    refused = [e for e in map(json.loads, run.events.read_text().splitlines()) if e["event"] == Event.BUS_POST_REFUSED]
+    assert [(e["worker"], e["data"]["claimed"], e["data"]["socket"]) for e in refused] == [(3, 4, "w3.sock")]
+    assert not own.exists() and not run.bus_socket.exists()
