@@ -136,7 +136,13 @@ ISOLATION_NOTES = {
     "worker's outbox (use the container backend for strict isolation)",
 }
 """What a run's isolation guaranteed, and what it lacked (`orch run` says it at the start, the report at the end)."""
-ATTEMPTS = (Event.BUS_POST_REFUSED, Event.WRITE_DENIED, Event.LEFTOVER_PROCESSES)
+ATTEMPTS = (
+    Event.BUS_POST_REFUSED,
+    Event.WRITE_DENIED,
+    Event.LEFTOVER_PROCESSES,
+    Event.LEFTOVERS_STOPPED,
+    Event.OVER_CAP,
+)
 
 
 class AttemptRow(Strict):
