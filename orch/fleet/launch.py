@@ -77,6 +77,7 @@ def plan(req: UpRequest) -> tuple[AgentAdapter, LocalRunInfo]:
         offline=req.offline,
         replay=str(req.replay.resolve()) if req.replay else None,
         isolation=req.isolation,
+        caps=req.caps,
         tmux_socket=socket_name(req.name),
         orch_version=__version__,
     )
