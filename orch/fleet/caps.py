@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 
 OOM_FIRST = 1000
 """The pane's oom_score_adj: the most a process may raise it, so a worker dies before anything of the run."""
+NICE = 10
+"""The pane's niceness: a worker busy forking or spinning leaves the CPU to the controller, tmux and the
+gateway first (it cannot lower it again: RLIMIT_NICE is 0 and it has no capability)."""
 WATCH_INTERVAL = 0.5
 """Seconds between two looks at the workers' processes."""
 DISK_EVERY = 4
@@ -81,7 +84,7 @@ def limit_argv(caps: WorkerCaps, isolation: Isolation, workers: int) -> list[str
         argv.append(f"--nproc={nproc}")
     if caps.disk is not None:
         argv.append(f"--fsize={caps.disk}")
-    return [*argv, "--", "choom", "-n", str(OOM_FIRST), "--"]
+    return [*argv, "--", "choom", "-n", str(OOM_FIRST), "--", "nice", "-n", str(NICE)]
 
 
 def container_pids(caps: WorkerCaps, workers: int, asked: int) -> int:
@@ -117,6 +120,8 @@ class Usage:
     """Resident bytes of its processes together (shared pages counted in each: an overestimate)."""
     disk: int = 0
     """Bytes of the files it wrote (allocated blocks: a sparse file counts what it holds)."""
+    spawned: int = 0
+    """Its processes alive now that were not at the last look: a fork bomb churns below any count."""
 
 
 @dataclass(frozen=True)
@@ -128,10 +133,22 @@ class Breach:
     limit: int
 
     def reason(self) -> str:
-        what = {"pids": "processes and threads", "memory": "resident memory", "disk": "bytes written"}
-        unit = "" if self.cap == "pids" else " bytes"
+        what = {
+            "pids": "processes and threads",
+            "forks": f"processes new within {WATCH_INTERVAL:g}s",
+            "memory": "resident memory",
+            "disk": "bytes written",
+        }
+        unit = "" if self.cap in ("pids", "forks") else " bytes"
         name = what.get(self.cap, "the run folder's size")
         return f"over its {self.cap} cap: {name} {self.used}{unit} (cap {self.limit}{unit})"
+
+
+def fork_limit(pids: int) -> int:
+    """New processes alive at one look past which a worker is forking without end: a fork bomb held at
+    RLIMIT_NPROC churns (its processes exit as others start), so its count may stay below the cap while
+    the kernel keeps refusing its forks; an honest build runs a few dozen at once."""
+    return max(32, pids // 4)
 
 
 def breaches(caps: WorkerCaps, usage: dict[int, Usage], folder: int | None) -> list[Breach]:
@@ -141,6 +158,8 @@ def breaches(caps: WorkerCaps, usage: dict[int, Usage], folder: int | None) -> l
     for n, used in sorted(usage.items()):
         if caps.pids is not None and used.tasks >= caps.pids:
             found.append(Breach(n, "pids", used.tasks, caps.pids))
+        elif caps.pids is not None and used.spawned >= fork_limit(caps.pids):
+            found.append(Breach(n, "forks", used.spawned, fork_limit(caps.pids)))
         elif caps.memory is not None and used.memory > caps.memory:
             found.append(Breach(n, "memory", used.memory, caps.memory))
         elif caps.disk is not None and used.disk > caps.disk:
@@ -345,6 +364,7 @@ class Watchdog:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._disk: dict[int, int] = dict.fromkeys(workers, 0)
+        self._seen: dict[int, set[int]] | None = None
         self._folder: int | None = None
 
     @property
@@ -384,9 +404,11 @@ class Watchdog:
         if disk:
             self._disk, self._folder = measure_disk(self.run, self.info, self.workers)
         usage = {}
+        seen, self._seen = self._seen, procs
         for n in self.workers:
             proc = measure_processes(procs[n])
-            usage[n] = Usage(tasks=proc.tasks, memory=proc.memory, disk=self._disk.get(n, 0))
+            new = len(procs[n] - seen[n]) if seen is not None else 0  # the first look has nothing to compare
+            usage[n] = Usage(tasks=proc.tasks, memory=proc.memory, disk=self._disk.get(n, 0), spawned=new)
         found = breaches(self.info.caps, usage, self._folder)
         for breach in found:
             killed = self.stop_worker(breach, procs[breach.worker])

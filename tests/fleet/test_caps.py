@@ -50,29 +50,23 @@ def test_bad_cap_options_are_one_line(
 
 def test_the_pane_starts_under_hard_limits_it_cannot_raise() -> None:
     strict = limit_argv(WorkerCaps(pids=100, disk=64 * MIB), Isolation.STRICT, 3)
-    assert strict == ["prlimit", "--core=0", "--nproc=100", f"--fsize={64 * MIB}", "--", "choom", "-n", "1000", "--"]
+    tail = ["--", "choom", "-n", "1000", "--", "nice", "-n", "10"]
+    assert strict == ["prlimit", "--core=0", "--nproc=100", f"--fsize={64 * MIB}", *tail]
     # Sharing the user's uid, RLIMIT_NPROC bounds the uid's growth: what it runs now plus every worker's cap.
     shared = limit_argv(WorkerCaps(pids=100), Isolation.SHARED, 3)
     nproc = int(next(a for a in shared if a.startswith("--nproc=")).split("=")[1])
     assert nproc >= 300 + settings.CAPS_RESERVE
-    assert limit_argv(WorkerCaps.off(), Isolation.STRICT, 1) == [
-        "prlimit",
-        "--core=0",
-        "--",
-        "choom",
-        "-n",
-        "1000",
-        "--",
-    ]
+    assert limit_argv(WorkerCaps.off(), Isolation.STRICT, 1) == ["prlimit", "--core=0", *tail]
 
 
 def test_the_limits_hold_in_a_real_process() -> None:
     argv = limit_argv(WorkerCaps(pids=64, disk=MIB), Isolation.STRICT, 1)
     script = (
-        "import resource; print(resource.getrlimit(resource.RLIMIT_FSIZE), open('/proc/self/oom_score_adj').read())"
+        "import os, resource; "
+        "print(resource.getrlimit(resource.RLIMIT_FSIZE), open('/proc/self/oom_score_adj').read(), os.nice(0))"
     )
     out = subprocess.run([*argv, sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
-    assert out.split() == [f"({MIB},", f"{MIB})", "1000"]
+    assert out.split() == [f"({MIB},", f"{MIB})", "1000", str(os.nice(0) + 10)]
 
 
 def test_the_container_keeps_a_reserve_beyond_every_workers_cap() -> None:
@@ -86,6 +80,8 @@ def test_the_container_keeps_a_reserve_beyond_every_workers_cap() -> None:
     [
         ({1: Usage(tasks=10, memory=100, disk=10)}, 50, []),
         ({1: Usage(tasks=64)}, None, [Breach(1, "pids", 64, 64)]),  # at the cap: the kernel refuses more
+        ({1: Usage(tasks=40, spawned=32)}, None, [Breach(1, "forks", 32, 32)]),  # churning below it
+        ({1: Usage(tasks=40, spawned=31)}, None, []),
         ({1: Usage(memory=201)}, None, [Breach(1, "memory", 201, 200)]),
         ({1: Usage(disk=301), 2: Usage(disk=1)}, None, [Breach(1, "disk", 301, 300)]),
         # past the run folder's cap, its biggest writer stops

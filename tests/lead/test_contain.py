@@ -33,7 +33,8 @@ def assert_contained(run: RunFolder, output: str) -> None:
     """What both modes show: each attacker stopped and flagged, the honest finding confirmed, nothing lost."""
     lines = [json.loads(line) for line in run.events.read_text().splitlines()]
     over = {(e["worker"], e["data"]["cap"]) for e in lines if e["event"] == Event.OVER_CAP}
-    assert {(1, "pids"), (2, "disk"), (3, "memory")} <= over, output
+    assert {(2, "disk"), (3, "memory")} <= over, output
+    assert {(1, "pids"), (1, "forks")} & over, output  # at its cap, or churning below it
     stopped = [e for e in lines if e["event"] == Event.LEFTOVERS_STOPPED and e["worker"] == 4]
     assert stopped and stopped[0]["data"]["job"] == "t4" and stopped[0]["data"]["killed"], lines
     assert not (run.outbox(4) / "late.log").exists()  # it never acted during t5
