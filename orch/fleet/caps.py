@@ -228,8 +228,9 @@ def measure_processes(pids: Iterable[int]) -> Usage:
 
 
 def worker_areas(run: RunFolder, n: int) -> list[Path]:
-    """Where worker n writes in the run folder (shared isolation: files there tell no uid)."""
-    return [run.outbox(n), run.sessions(n), run.config_dir(n), run.state(n)]
+    """Where worker n writes in the run folder (shared isolation: files there tell no uid), and its
+    transcript, which tmux writes as the run's uid but whose bytes the worker's screen decides."""
+    return [run.outbox(n), run.sessions(n), run.config_dir(n), run.state(n), run.log(n)]
 
 
 def measure_disk(run: RunFolder, info: RunInfo, workers: Iterable[int]) -> tuple[dict[int, int], int]:
@@ -239,7 +240,8 @@ def measure_disk(run: RunFolder, info: RunInfo, workers: Iterable[int]) -> tuple
     wanted = list(workers)
     per = dict.fromkeys(wanted, 0)
     strict = info.isolation is Isolation.STRICT
-    areas = {} if strict else {n: [str(p) for p in worker_areas(run, n)] for n in wanted}
+    areas = {n: [str(p) for p in worker_areas(run, n)] for n in wanted}
+    transcripts = {str(run.log(n)): n for n in wanted}
     total = 0
     seen: set[tuple[int, int]] = set()
     roots = [run.root] + ([Path("/tmp"), Path(os.environ.get("HOME", "/"))] if strict and _in_container() else [])
@@ -248,7 +250,7 @@ def measure_disk(run: RunFolder, info: RunInfo, workers: Iterable[int]) -> tuple
             if root == run.root:
                 total += size
             if strict:
-                n = worker_of(st_uid)
+                n = worker_of(st_uid) or transcripts.get(path)
                 if n in per:
                     per[n] += size
             else:
@@ -424,6 +426,8 @@ class Watchdog:
         clear = self.run.outbox(n) if breach.cap in ("disk", "run-folder") else None
         if self.info.isolation is Isolation.STRICT:
             signal_worker(self.info, n, "STOP,KILL", None, clear)  # kill(-1) as the worker: every process
+            if clear is not None and _in_container():  # its own files in /tmp too (sticky: only its own)
+                signal_worker(self.info, n, "CONT", [], Path("/tmp"))
         else:
             signal_worker(self.info, n, "STOP,KILL", pids)
             if clear is not None:

@@ -48,7 +48,7 @@ def assert_contained(run: RunFolder, output: str) -> None:
     kinds = {(a["kind"], a["worker"]) for a in report["attempts"]}
     assert {("over-cap", 1), ("over-cap", 2), ("over-cap", 3), ("leftovers-stopped", 4)} <= kinds
     md = run.report_md.read_text()
-    assert "## Isolation" in md and "over-cap" in md
+    assert "## Isolation" in md and "over-cap" in md and "caps per worker: processes and threads 256" in md
     assert not list(run.outbox(2).glob("fill*.bin"))  # the filler's bytes are off the disk
     assert any(e["event"] == Event.FINISHED for e in lines)
 
