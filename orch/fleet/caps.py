@@ -3,7 +3,7 @@ limit covers here.
 
 - `limit_argv`: the prefix a pane runs its agent under, after it became its worker (so the worker, with
   no capability, can never raise them): `prlimit` with hard limits on processes (RLIMIT_NPROC: per uid,
-  so only under strict isolation, where each worker has its own), each file's size (RLIMIT_FSIZE) and
+  so only where each worker has its own: strict isolation in a container), each file's size (RLIMIT_FSIZE) and
   core dumps, then `choom`, which makes the worker the kernel's first pick when memory runs out, never
   the controller or the gateway.
 - `Watchdog`: the controller's thread that measures each worker (processes and threads, resident memory,
@@ -34,7 +34,7 @@ from orch import settings
 from orch.errors import SandboxError
 from orch.fleet.tmux import TmuxServer
 from orch.run.folder import RunFolder
-from orch.run.records import Isolation, RunInfo, WorkerCaps
+from orch.run.records import Backend, Isolation, RunInfo, WorkerCaps
 from orch.run.uids import drop_argv, worker_of, worker_uid
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,13 @@ HELPER = (
 )
 
 
-def limit_argv(caps: WorkerCaps, isolation: Isolation, workers: int) -> list[str]:
+def own_uids(info: RunInfo) -> bool:
+    """Whether each worker runs as a uid of its own (strict isolation in a container: orch.run.uids). A
+    local sandbox (bubblewrap) keeps the user's uid: its workers are told apart like shared ones."""
+    return info.isolation is Isolation.STRICT and info.backend is Backend.DOCKER
+
+
+def limit_argv(caps: WorkerCaps, per_uid: bool, workers: int) -> list[str]:
     """`prlimit ... -- choom -n 1000 --`: the hard limits a pane's agent starts under (run as the worker).
     RLIMIT_NPROC counts every process of a uid: under strict isolation each worker has its own, so the cap
     is the worker's; sharing the user's uid, it can only bound the uid's growth (what the user runs now,
@@ -80,7 +86,7 @@ def limit_argv(caps: WorkerCaps, isolation: Isolation, workers: int) -> list[str
     kernel never applies it to root."""
     argv = ["prlimit", "--core=0"]
     if caps.pids is not None:
-        nproc = caps.pids if isolation is Isolation.STRICT else uid_tasks(os.getuid()) + local_headroom(caps, workers)
+        nproc = caps.pids if per_uid else uid_tasks(os.getuid()) + local_headroom(caps, workers)
         argv.append(f"--nproc={nproc}")
     if caps.disk is not None:
         argv.append(f"--fsize={caps.disk}")
@@ -186,11 +192,11 @@ def all_pids() -> list[int]:
 
 
 def processes_by_worker(run: RunFolder, info: RunInfo, workers: Iterable[int]) -> dict[int, set[int]]:
-    """Each worker's live processes: under strict isolation those of its uid; otherwise those that inherit
+    """Each worker's live processes: with a uid each (own_uids) those of its uid; otherwise those that inherit
     its supervisor's state-file variable (a process that clears its environment escapes this: SECURITY.md)."""
     wanted = set(workers)
     found: dict[int, set[int]] = {n: set() for n in wanted}
-    if info.isolation is Isolation.STRICT:
+    if own_uids(info):
         for pid in all_pids():
             uid = _status(pid).get("Uid", "").split()[:1]
             n = worker_of(int(uid[0])) if uid and uid[0].isdigit() else None
@@ -234,12 +240,12 @@ def worker_areas(run: RunFolder, n: int) -> list[Path]:
 
 
 def measure_disk(run: RunFolder, info: RunInfo, workers: Iterable[int]) -> tuple[dict[int, int], int]:
-    """Bytes each worker wrote, and the run folder's total. Under strict isolation a file's owner says
+    """Bytes each worker wrote, and the run folder's total. With a uid each (own_uids) a file's owner says
     whose it is, wherever the worker could write (the run folder, its home's tmpfs, /tmp); otherwise where
     it lies does."""
     wanted = list(workers)
     per = dict.fromkeys(wanted, 0)
-    strict = info.isolation is Isolation.STRICT
+    strict = own_uids(info)
     areas = {n: [str(p) for p in worker_areas(run, n)] for n in wanted}
     transcripts = {str(run.log(n)): n for n in wanted}
     total = 0
@@ -304,7 +310,7 @@ def signal_worker(info: RunInfo, n: int, signals: str, pids: Iterable[int] | Non
     """Send `signals` (comma-separated names: STOP,KILL) to worker n's `pids`, or (None) to every process
     of the worker; with `clear`, empty that folder as the worker afterwards (strict isolation only)."""
     chosen = sorted(pids) if pids is not None else None
-    if info.isolation is not Isolation.STRICT:
+    if not own_uids(info):
         targets = chosen if chosen is not None else []
         for name in signals.split(","):
             for pid in targets:
@@ -424,7 +430,7 @@ class Watchdog:
     def stop_worker(self, breach: Breach, pids: set[int]) -> list[int]:
         n = breach.worker
         clear = self.run.outbox(n) if breach.cap in ("disk", "run-folder") else None
-        if self.info.isolation is Isolation.STRICT:
+        if own_uids(self.info):
             signal_worker(self.info, n, "STOP,KILL", None, clear)  # kill(-1) as the worker: every process
             if clear is not None and _in_container():  # its own files in /tmp too (sticky: only its own)
                 signal_worker(self.info, n, "CONT", [], Path("/tmp"))

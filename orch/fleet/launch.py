@@ -304,7 +304,7 @@ def _worker_spec(
     if info.isolation is Isolation.STRICT:
         return strict_spec(run, adapter, context, own)
     spec = adapter.prepare(context)
-    limits = caps.limit_argv(info.caps, info.isolation, info.workers)
+    limits = caps.limit_argv(info.caps, caps.own_uids(info), info.workers)
     return supervised(LaunchSpec(argv=[*limits, *spec.argv], env={**spec.env, **own}, cwd=spec.cwd), run, n)
 
 
@@ -326,7 +326,7 @@ def strict_spec(run: RunFolder, adapter: AgentAdapter, ctx: WorkerContext, own: 
     inner = supervised(
         LaunchSpec(argv=[sys.executable, "-m", "orch.fleet.become", "3"], cwd=ctx.workdir), run, ctx.worker
     )
-    limits = caps.limit_argv(run.info().caps, Isolation.STRICT, ctx.workers)  # as the worker: it can never raise them
+    limits = caps.limit_argv(run.info().caps, True, ctx.workers)  # as the worker: it can never raise them
     argv = ["sh", "-c", OPEN_BUNDLE, "orch-launch", str(bundle), *drop_argv(uid, uid), *limits, *inner.argv]
     return LaunchSpec(argv=argv, env=inner.env, cwd=ctx.workdir)
 

@@ -17,7 +17,7 @@ from orch.errors import UsageError
 from orch.fleet import caps
 from orch.fleet.caps import Breach, Usage, Watchdog, breaches, container_pids, limit_argv
 from orch.run.folder import RunFolder
-from orch.run.records import Isolation, LocalRunInfo, WorkerCaps
+from orch.run.records import LocalRunInfo, WorkerCaps
 from orch.waits import wait_until
 
 MIB = 1 << 20
@@ -49,18 +49,18 @@ def test_bad_cap_options_are_one_line(
 
 
 def test_the_pane_starts_under_hard_limits_it_cannot_raise() -> None:
-    strict = limit_argv(WorkerCaps(pids=100, disk=64 * MIB), Isolation.STRICT, 3)
+    strict = limit_argv(WorkerCaps(pids=100, disk=64 * MIB), True, 3)
     tail = ["--", "choom", "-n", "1000", "--", "nice", "-n", "10"]
     assert strict == ["prlimit", "--core=0", "--nproc=100", f"--fsize={64 * MIB}", *tail]
     # Sharing the user's uid, RLIMIT_NPROC bounds the uid's growth: what it runs now plus every worker's cap.
-    shared = limit_argv(WorkerCaps(pids=100), Isolation.SHARED, 3)
+    shared = limit_argv(WorkerCaps(pids=100), False, 3)
     nproc = int(next(a for a in shared if a.startswith("--nproc=")).split("=")[1])
     assert nproc >= 300 + settings.CAPS_RESERVE
-    assert limit_argv(WorkerCaps.off(), Isolation.STRICT, 1) == ["prlimit", "--core=0", *tail]
+    assert limit_argv(WorkerCaps.off(), True, 1) == ["prlimit", "--core=0", *tail]
 
 
 def test_the_limits_hold_in_a_real_process() -> None:
-    argv = limit_argv(WorkerCaps(pids=64, disk=MIB), Isolation.STRICT, 1)
+    argv = limit_argv(WorkerCaps(pids=64, disk=MIB), True, 1)
     script = (
         "import os, resource; "
         "print(resource.getrlimit(resource.RLIMIT_FSIZE), open('/proc/self/oom_score_adj').read(), os.nice(0))"
