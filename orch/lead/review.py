@@ -160,11 +160,14 @@ class Review(Part):
     def stop_leftovers(self, n: int, job: str | None) -> None:
         """Worker n's processes outside its agent, listed and then stopped: nothing a job left running may
         act during the next one."""
-        pane = self.desk.panes.get(n)
+        # The pane as it is now: the loop's view may be older than a restart, whose new agent is no stray.
+        pane = (self.desk.server.panes_if_running() or {}).get(n)
         strays = launch.stray_processes(self.run, n, pane)
         if not strays:
             return
         self.desk.event(Event.LEFTOVER_PROCESSES, n, job=job, processes={str(k): v for k, v in strays.items()})
+        if pane is None:  # its tmux server died: the fleet's relaunch waits for them to end
+            return
         stopped = launch.stop_strays(self.run, n, pane)
         self.desk.event(Event.LEFTOVERS_STOPPED, n, job=job, killed=stopped.killed, survived=stopped.survived)
 
