@@ -42,8 +42,8 @@ log = logging.getLogger(__name__)
 OOM_FIRST = 1000
 """The pane's oom_score_adj: the most a process may raise it, so a worker dies before anything of the run."""
 NICE = 10
-"""The pane's niceness: a worker busy forking or spinning leaves the CPU to the controller, tmux and the
-gateway first (it cannot lower it again: RLIMIT_NICE is 0 and it has no capability)."""
+"""The pane's niceness in a container: a worker busy forking or spinning leaves the CPU to the controller,
+tmux and the gateway first (it cannot lower it again: RLIMIT_NICE is 0 and it has no capability)."""
 WATCH_INTERVAL = 0.5
 """Seconds between two looks at the workers' processes."""
 DISK_EVERY = 4
@@ -90,7 +90,10 @@ def limit_argv(caps: WorkerCaps, per_uid: bool, workers: int) -> list[str]:
         argv.append(f"--nproc={nproc}")
     if caps.disk is not None:
         argv.append(f"--fsize={caps.disk}")
-    return [*argv, "--", "choom", "-n", str(OOM_FIRST), "--", "nice", "-n", str(NICE)]
+    # Niced only in the container, where the run's own processes are all it competes with: on a machine
+    # of its own a worker would yield to everything else too (and a local bomb is the watchdog's).
+    nice = ["--", "nice", "-n", str(NICE)] if per_uid else ["--"]  # `--`: the agent's own options are its
+    return [*argv, "--", "choom", "-n", str(OOM_FIRST), *nice]
 
 
 def container_pids(caps: WorkerCaps, workers: int, asked: int) -> int:

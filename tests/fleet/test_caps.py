@@ -57,6 +57,7 @@ def test_the_pane_starts_under_hard_limits_it_cannot_raise() -> None:
     nproc = int(next(a for a in shared if a.startswith("--nproc=")).split("=")[1])
     assert nproc >= 300 + settings.CAPS_RESERVE
     assert limit_argv(WorkerCaps.off(), True, 1) == ["prlimit", "--core=0", *tail]
+    assert shared[-5:] == ["--", "choom", "-n", "1000", "--"]  # niced only in the container
 
 
 def test_the_limits_hold_in_a_real_process() -> None:
@@ -67,6 +68,10 @@ def test_the_limits_hold_in_a_real_process() -> None:
     )
     out = subprocess.run([*argv, sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert out.split() == [f"({MIB},", f"{MIB})", "1000", str(os.nice(0) + 10)]
+    # Sharing the user's uid (no nice): the agent's own options still reach the agent, not choom.
+    shared = limit_argv(WorkerCaps(disk=MIB), False, 1)
+    ran = subprocess.run([*shared, sys.executable, "-c", "print(1)"], capture_output=True, text=True, check=True)
+    assert ran.stdout == "1\n"
 
 
 def test_the_container_keeps_a_reserve_beyond_every_workers_cap() -> None:
