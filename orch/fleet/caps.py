@@ -86,7 +86,7 @@ def limit_argv(caps: WorkerCaps, per_uid: bool, workers: int) -> list[str]:
     kernel never applies it to root."""
     argv = ["prlimit", "--core=0"]
     if caps.pids is not None:
-        nproc = caps.pids if per_uid else uid_tasks(os.getuid()) + local_headroom(caps, workers)
+        nproc = caps.pids if per_uid else local_nproc(uid_tasks(os.getuid()), caps, workers)
         argv.append(f"--nproc={nproc}")
     if caps.disk is not None:
         argv.append(f"--fsize={caps.disk}")
@@ -104,8 +104,15 @@ def container_pids(caps: WorkerCaps, workers: int, asked: int) -> int:
     return max(asked, caps.pids * workers + settings.CAPS_RESERVE)
 
 
-def local_headroom(caps: WorkerCaps, workers: int) -> int:
-    return (caps.pids or 0) * workers + settings.CAPS_RESERVE
+USER_GROWTH = 4096
+"""Tasks the user's own uid may add while a local run lasts (a browser opening), at least."""
+
+
+def local_nproc(now: int, caps: WorkerCaps, workers: int) -> int:
+    """RLIMIT_NPROC of a pane sharing the user's uid: what the uid runs now, as much again (at least
+    USER_GROWTH) for the user's own programs, and every worker at its cap: far below what takes a machine
+    down, far above what the user's own work needs."""
+    return now + max(now, USER_GROWTH) + (caps.pids or 0) * workers + settings.CAPS_RESERVE
 
 
 def uid_tasks(uid: int) -> int:

@@ -55,7 +55,8 @@ def test_the_pane_starts_under_hard_limits_it_cannot_raise() -> None:
     # Sharing the user's uid, RLIMIT_NPROC bounds the uid's growth: what it runs now plus every worker's cap.
     shared = limit_argv(WorkerCaps(pids=100), False, 3)
     nproc = int(next(a for a in shared if a.startswith("--nproc=")).split("=")[1])
-    assert nproc >= 300 + settings.CAPS_RESERVE
+    assert nproc >= caps.USER_GROWTH + 300 + settings.CAPS_RESERVE
+    assert caps.local_nproc(5000, WorkerCaps(pids=100), 3) == 5000 * 2 + 300 + settings.CAPS_RESERVE
     assert limit_argv(WorkerCaps.off(), True, 1) == ["prlimit", "--core=0", *tail]
     assert shared[-5:] == ["--", "choom", "-n", "1000", "--"]  # niced only in the container
 
