@@ -81,8 +81,8 @@ def own_uids(info: RunInfo) -> bool:
 def limit_argv(caps: WorkerCaps, per_uid: bool, workers: int) -> list[str]:
     """`prlimit ... -- choom -n 1000 --`: the hard limits a pane's agent starts under (run as the worker).
     RLIMIT_NPROC counts every process of a uid: under strict isolation each worker has its own, so the cap
-    is the worker's; sharing the user's uid, it can only bound the uid's growth (what the user runs now,
-    plus every worker at its cap and a reserve), and the watchdog holds each worker to its own cap. The
+    is the worker's; sharing the user's uid, it can only bound the uid's growth (local_nproc), and the
+    watchdog holds each worker to its own cap. The
     kernel never applies it to root."""
     argv = ["prlimit", "--core=0"]
     if caps.pids is not None:
