@@ -82,8 +82,7 @@ def limit_argv(caps: WorkerCaps, per_uid: bool, workers: int) -> list[str]:
     """`prlimit ... -- choom -n 1000 --`: the hard limits a pane's agent starts under (run as the worker).
     RLIMIT_NPROC counts every process of a uid: under strict isolation each worker has its own, so the cap
     is the worker's; sharing the user's uid, it can only bound the uid's growth (local_nproc), and the
-    watchdog holds each worker to its own cap. The
-    kernel never applies it to root."""
+    watchdog holds each worker to its own cap. The kernel never applies it to root."""
     argv = ["prlimit", "--core=0"]
     if caps.pids is not None:
         nproc = caps.pids if per_uid else local_nproc(uid_tasks(os.getuid()), caps, workers)
