@@ -18,6 +18,7 @@ from bench.env import BenchEnv, BenchError, orch_cli, python_env
 from bench.report import Row, Target
 from orch.fleet import caps
 from orch.run.folder import RunFolder
+from orch.run.records import WorkerCaps
 from orch.waits import wait_for_paths
 
 TIMEOUT = 300.0
@@ -47,9 +48,10 @@ def run(ctx: Context) -> Result:
                 "x",
                 [a / b for a, b in zip(on, off, strict=True) if b > 0],
                 Target("<=", 1.10, "<= 1.10x"),
-                note="prlimit, choom and nice before each agent",
+                note="prlimit and choom before each agent; the watchdog during the jobs",
             )
         )
+    rows.append(Row("caps", "the pane's prefix (prlimit, choom, nice) exec'd before `true`", "ms", _prefix_ms()))
     on = [t for t in tries if t["limits"] == "on"]
     procs_ms = [t["look_ms"] for t in on]
     disk_ms = [t["walk_ms"] for t in on]
@@ -84,7 +86,13 @@ def once(env: BenchEnv, workers: int, limits: str) -> dict[str, Any]:
         if done.returncode != 0:
             raise BenchError(f"orch up exited {done.returncode}: {done.stderr.decode(errors='replace')[-300:]}")
         run = RunFolder.for_name(name)
-        brief_done_s = _brief_to_done(env, run, workers)
+        # `orch up` alone has no watchdog: run the controller's, as `orch run` does, while the jobs run.
+        dog = caps.Watchdog(run, run.info(), list(range(1, workers + 1)))
+        dog.start()
+        try:
+            brief_done_s = _brief_to_done(env, run, workers)
+        finally:
+            dog.close()
         look_ms, walk_ms = _watchdog(run, workers)
     finally:
         subprocess.run(orch_cli("kill", name), capture_output=True, env=python_env(), check=False, timeout=120)
@@ -104,6 +112,20 @@ def _brief_to_done(env: BenchEnv, run: RunFolder, workers: int) -> float:
     if missing:
         raise BenchError(f"no done flag within {TIMEOUT:g}s: {', '.join(str(p) for p in missing)}")
     return time.monotonic() - t0
+
+
+def _prefix_ms(samples: int = 20) -> list[float]:
+    """What the pane's limits add to an agent's start: the prefix of a container's pane before `true`,
+    less `true` alone (medians)."""
+    prefix = caps.limit_argv(WorkerCaps(), True, 1)
+    spans: dict[bool, list[float]] = {True: [], False: []}
+    for _ in range(samples):
+        for with_prefix in (True, False):
+            t0 = time.monotonic()
+            subprocess.run([*prefix, "true"] if with_prefix else ["true"], check=True)
+            spans[with_prefix].append(time.monotonic() - t0)
+    on, off = sorted(spans[True]), sorted(spans[False])
+    return [(on[samples // 2] - off[samples // 2]) * 1000]
 
 
 def _watchdog(run: RunFolder, workers: int) -> tuple[float, float]:
