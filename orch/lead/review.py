@@ -163,6 +163,7 @@ class Review(Part):
         # The pane as it is now: the loop's view may be older than a restart, whose new agent is no stray.
         pane = (self.desk.server.panes_if_running() or {}).get(n)
         strays = launch.stray_processes(self.run, n, pane)
+        self.desk.strays[n] = strays
         if not strays:
             return
         self.desk.event(Event.LEFTOVER_PROCESSES, n, job=job, processes={str(k): v for k, v in strays.items()})
