@@ -21,6 +21,7 @@ from typing import Any
 from bench import (
     agents,
     busload,
+    caps,
     changes,
     container,
     gateway,
@@ -55,6 +56,7 @@ BENCHES: dict[str, tuple[Callable[[Context], Result], bool]] = {
     "images": (images.run, False),  # what each agent adds to the worker image (builds orch-bench:AGENT)
     "reports": (reports.run, False),  # report.sarif + report.junit.xml of 1,000 findings, beside report.json
     "changes": (changes.run, False),  # issue 22: worktrees, the checks' sandbox, the integration queue
+    "caps": (caps.run, True),  # the per-worker caps: limits on against off, and the watchdog's cost
 }
 MEASUREMENT_ERRORS = (OrchError, BenchError, OSError, TimeoutError)
 

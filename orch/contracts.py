@@ -23,7 +23,7 @@ from typing import Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from orch.run.folder import RunFolder
-from orch.run.records import Isolation, RunInfo, RunStatusView
+from orch.run.records import Isolation, RunInfo, RunStatusView, WorkerCaps
 
 
 @dataclass(frozen=True)
@@ -273,6 +273,8 @@ class UpRequest:
     """A cassette (a recorded run folder): the run's gateway answers every model request from it."""
     isolation: Isolation = Isolation.SHARED
     """STRICT: each worker its own uid and outbox, the workdir read-only (the container backend only)."""
+    caps: WorkerCaps = field(default_factory=WorkerCaps)
+    """Per-worker caps on processes, memory and disk, and the run folder's (orch.fleet.caps)."""
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,12 @@ AllowOpt = Annotated[
 ]
 MemoryOpt = Annotated[str, typer.Option("--memory", help="Container memory limit, e.g. 4g (no swap beyond it).")]
 CpusOpt = Annotated[float | None, typer.Option("--cpus", help="CPU limit (default: 2, or fewer if fewer).")]
-PidsOpt = Annotated[int, typer.Option("--pids", help="Process/thread limit of the container.")]
+PidsOpt = Annotated[
+    int,
+    typer.Option(
+        "--pids", help="Process/thread limit of the container (raised to every worker's --pids-per-worker + a reserve)."
+    ),
+]
 NetworkOpt = Annotated[str | None, typer.Option("--network", help="Docker network to join (default: bridge).")]
 ImageOpt = Annotated[
     str | None, typer.Option("--image", help=f"Worker image (default: ${IMAGE.name} or {IMAGE.default}).")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
+from pydantic import ValidationError
 
 from orch.agents.registry import get_adapter
 from orch.cli.common import (
@@ -41,8 +42,8 @@ from orch.fleet import launch, talk, watch
 from orch.lead.changesreport import live_lines
 from orch.lead.jobs import load_state
 from orch.run.folder import RunFolder, list_runs
-from orch.run.records import Backend, EgressMode, Isolation, RunStatusView
-from orch.settings import CONTAINER_MEMORY, CONTAINER_PIDS
+from orch.run.records import Backend, EgressMode, Isolation, RunStatusView, WorkerCaps
+from orch.settings import CONTAINER_MEMORY, CONTAINER_PIDS, RUN_FOLDER_MAX, WORKER_DISK, WORKER_MEMORY, WORKER_PIDS
 from orch.text import shorten
 from orch.view.statusbar import BootProgress
 
@@ -64,6 +65,7 @@ def _up(
     resume: bool = False,
     isolation: Isolation = Isolation.SHARED,
     mixed: str | None = None,
+    caps: WorkerCaps | None = None,
 ) -> None:
     docker = (container or ContainerOpts()).settings(boot_timeout)
     if resume:
@@ -74,6 +76,8 @@ def _up(
     if mixed:
         kinds = parse_agents(mixed)
         req = dataclasses.replace(req, workers=len(kinds), agent=kinds[1], worker_agents=kinds)
+    if caps is not None:
+        req = dataclasses.replace(req, caps=caps)
     run = RunFolder.for_name(name)
     progress = BootProgress(run, req.workers, sys.stderr, sys.stderr.isatty())  # each worker as it boots
     try:
@@ -116,6 +120,21 @@ ReplaceOpt = Annotated[bool, typer.Option("--replace", help="Kill and replace an
 BootOpt = Annotated[float, typer.Option("--boot-timeout", help="Seconds to wait for workers to boot.")]
 
 
+# The per-worker caps (SECURITY.md, "Caps"); each takes `off` for no cap.
+PidsPerWorkerOpt = Annotated[
+    str | None, typer.Option("--pids-per-worker", help=f"Processes and threads per worker (default {WORKER_PIDS}).")
+]
+MemoryPerWorkerOpt = Annotated[
+    str | None, typer.Option("--memory-per-worker", help=f"Resident memory per worker (default {WORKER_MEMORY}).")
+]
+DiskPerWorkerOpt = Annotated[
+    str | None, typer.Option("--disk-per-worker", help=f"Bytes a worker may write (default {WORKER_DISK}).")
+]
+RunFolderMaxOpt = Annotated[
+    str | None, typer.Option("--run-folder-max", help=f"The run folder's cap (default {RUN_FOLDER_MAX}).")
+]
+
+
 @app.command()
 def up(
     name: NameArg,
@@ -154,13 +173,33 @@ def up(
         str | None,
         typer.Option("--agents", help="A mixed fleet, kind:count,...: e.g. claude:2,codex:1 (instead of -n/--agent)."),
     ] = None,
+    pids_per_worker: PidsPerWorkerOpt = None,
+    memory_per_worker: MemoryPerWorkerOpt = None,
+    disk_per_worker: DiskPerWorkerOpt = None,
+    run_folder_max: RunFolderMaxOpt = None,
 ) -> None:
     """Start a run: one container (or, with --local, a tmux server here) with one agent per pane."""
     box = ContainerOpts(copy, egress, allow or [], memory, cpus, pids, network, image)
+    limits = worker_caps(pids_per_worker, memory_per_worker, disk_per_worker, run_folder_max)
     _up(
         name, workers, agent, workdir, local, permission_mode, model, replace, boot_timeout,
-        offline=offline, container=box, resume=resume, isolation=isolation, mixed=agents,
+        offline=offline, container=box, resume=resume, isolation=isolation, mixed=agents, caps=limits,
     )  # fmt: skip
+
+
+def worker_caps(pids: str | None, memory: str | None, disk: str | None, folder: str | None) -> WorkerCaps:
+    """The caps of `orch up`'s options over the defaults; a bad value is one line (exit 2)."""
+    given = {"pids": pids, "memory": memory, "disk": disk, "run_folder": folder}
+    try:
+        return WorkerCaps.model_validate({k: v for k, v in given.items() if v is not None})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        flag = {"pids": "--pids-per-worker", "run_folder": "--run-folder-max"}.get(
+            str(error["loc"][0]), f"--{error['loc'][0]}-per-worker"
+        )
+        raise UsageError(
+            f"{flag}: {error['msg']}", hint="a number with k, m or g (1g), a count for processes, or off"
+        ) from None
 
 
 @app.command()

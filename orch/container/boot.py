@@ -26,6 +26,7 @@ from orch.container.layout import AGENTS_DIR, HOME, PYTHON, ROLE_CONTAINER, TINI
 from orch.container.mounts import mounts
 from orch.container.serverun import READY_LINE
 from orch.errors import OrchError, SandboxError, UsageError, WaitTimeoutError
+from orch.fleet.caps import container_pids
 from orch.gateway.credential import FleetUpstreams, fleet_upstreams
 from orch.gateway.records import Scheme
 from orch.run.folder import RunFolder
@@ -135,7 +136,7 @@ def create(
             cap_drop=["ALL"],
             cap_add=caps,
             security_opt=["no-new-privileges:true"],
-            pids_limit=opts.pids,
+            pids_limit=container_pids(info.caps, info.workers, opts.pids),
             mem_limit=opts.memory,
             memswap_limit=opts.memory,
             nano_cpus=int(opts.cpus * 1e9),

@@ -16,7 +16,7 @@ from orch import __version__, settings
 from orch.agents.registry import check_permission_mode, get_adapter
 from orch.contracts import AgentAdapter, LaunchSpec, UpRequest, WorkerContext
 from orch.errors import SandboxError, UsageError, WaitTimeoutError
-from orch.fleet import gateway
+from orch.fleet import caps, gateway
 from orch.fleet.become import OPEN_BUNDLE, LaunchBundle
 from orch.fleet.tmux import PaneInfo, TmuxServer, check_tmux
 from orch.fleet.workerstate import EXIT_EVENT, derive_state
@@ -24,7 +24,7 @@ from orch.run.events import Event
 from orch.run.folder import RunFolder, atomic_write, validate_name, validate_worker_count
 from orch.run.paths import launch_dir
 from orch.run.records import ControllerEvent, Isolation, LocalRunInfo, RunInfo, RunStatus, WorkerState
-from orch.run.uids import drop_argv, processes_of, worker_uid
+from orch.run.uids import drop_argv, worker_uid
 from orch.waits import wait_until
 
 log = logging.getLogger(__name__)
@@ -77,6 +77,7 @@ def plan(req: UpRequest) -> tuple[AgentAdapter, LocalRunInfo]:
         offline=req.offline,
         replay=str(req.replay.resolve()) if req.replay else None,
         isolation=req.isolation,
+        caps=req.caps,
         tmux_socket=socket_name(req.name),
         orch_version=__version__,
     )
@@ -188,10 +189,8 @@ def worker_processes(run: RunFolder, workers: int) -> list[int]:
 def _processes_of(run: RunFolder, workers: Iterable[int]) -> set[int]:
     """Under strict isolation every process of these workers' uids; otherwise those that inherit their
     supervisors' state-file variable."""
-    if run.info().isolation is Isolation.STRICT:
-        return set(processes_of({worker_uid(n) for n in workers}))
-    marks = [f"\0{settings.STATE_FILE.name}={run.state(n)}\0".encode() for n in workers]
-    return {pid for pid in _all_pids() if any(mark in b"\0" + _read(f"/proc/{pid}/environ") for mark in marks)}
+    found = caps.processes_by_worker(run, run.info(), workers)
+    return set().union(*found.values()) if found else set()
 
 
 def stray_processes(run: RunFolder, n: int, pane: PaneInfo | None) -> dict[int, str]:
@@ -207,15 +206,17 @@ def stray_processes(run: RunFolder, n: int, pane: PaneInfo | None) -> dict[int, 
     return strays
 
 
-def _all_pids() -> list[int]:
-    return [int(p.name) for p in Path("/proc").glob("[0-9]*")]
-
-
 def _read(path: str) -> bytes:
     try:
         return Path(path).read_bytes()
     except OSError:
         return b""
+
+
+def stop_strays(run: RunFolder, n: int, pane: PaneInfo | None) -> caps.Stopped:
+    """Stop worker n's stray processes (SIGTERM, then SIGKILL past a deadline): nothing one job left
+    running may act during the next."""
+    return caps.stop(run.info(), n, lambda: set(stray_processes(run, n, pane)))
 
 
 def _ancestry(pid: int) -> list[int] | None:
@@ -303,7 +304,8 @@ def _worker_spec(
     if info.isolation is Isolation.STRICT:
         return strict_spec(run, adapter, context, own)
     spec = adapter.prepare(context)
-    return supervised(LaunchSpec(argv=spec.argv, env={**spec.env, **own}, cwd=spec.cwd), run, n)
+    limits = caps.limit_argv(info.caps, caps.own_uids(info), info.workers)
+    return supervised(LaunchSpec(argv=[*limits, *spec.argv], env={**spec.env, **own}, cwd=spec.cwd), run, n)
 
 
 def strict_spec(run: RunFolder, adapter: AgentAdapter, ctx: WorkerContext, own: dict[str, str]) -> LaunchSpec:
@@ -324,7 +326,8 @@ def strict_spec(run: RunFolder, adapter: AgentAdapter, ctx: WorkerContext, own: 
     inner = supervised(
         LaunchSpec(argv=[sys.executable, "-m", "orch.fleet.become", "3"], cwd=ctx.workdir), run, ctx.worker
     )
-    argv = ["sh", "-c", OPEN_BUNDLE, "orch-launch", str(bundle), *drop_argv(uid, uid), *inner.argv]
+    limits = caps.limit_argv(run.info().caps, True, ctx.workers)  # as the worker: it can never raise them
+    argv = ["sh", "-c", OPEN_BUNDLE, "orch-launch", str(bundle), *drop_argv(uid, uid), *limits, *inner.argv]
     return LaunchSpec(argv=argv, env=inner.env, cwd=ctx.workdir)
 
 

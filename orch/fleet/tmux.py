@@ -169,6 +169,11 @@ class TmuxServer:
             raise SandboxError(f"tmux {args[0]} failed on server {self.socket_name}: {_one_line(err)}")
         return proc.stdout.decode(errors="replace")
 
+    def run_shell(self, command: str) -> None:
+        """Run a shell command as the tmux server's own child and wait for it (under strict isolation the
+        server alone may become a worker). `#` would start a tmux format: callers quote no such thing."""
+        self._raw(["run-shell", command.replace("#", "##")])
+
     def _session_name(self) -> str:
         if self._session is None:
             names = self._cmd("list-sessions", "-F", "#{session_name}")

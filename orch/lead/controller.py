@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator
 
 from orch.errors import UsageError
-from orch.fleet import watch
+from orch.fleet import caps, watch
 from orch.fleet.workerstate import FATAL_ERRORS
 from orch.lead import briefs, decisions, tree
 from orch.lead.changes import start
@@ -85,6 +85,7 @@ class Controller:
         self.review = Review(self.desk)
         self.dispatch = Dispatch(self.desk, self.review)
         self.recovery = Recovery(self.desk, self.review, self.dispatch)
+        self.watchdog = caps.Watchdog(run, self.desk.info, [w.n for w in state.workers])
 
     def run_to_end(self) -> Outcome:
         with controller_lock(self.run):
@@ -99,6 +100,7 @@ class Controller:
                 self.desk.event(Event.TREE_NOT_NOTED, files=tree.MAX_FILES)
             write_permission_policy(self.run, self.spec.permissions)
             notifier = _notifier(self.run)
+            self.watchdog.start()
             try:
                 while not decisions.finished(self.state):
                     self.step()
@@ -106,6 +108,8 @@ class Controller:
                         break
                     self.wait(notifier)
             finally:
+                self.watchdog.close()
+                self.over_caps()
                 if notifier is not None:
                     notifier.close()
             return self.finish()
@@ -123,6 +127,7 @@ class Controller:
         if not self.desk.panes and not self.recovery.relaunch_fleet(server_running=panes is not None):
             return
         self.recovery.keep_gateway()
+        self.over_caps()
         now = time.time()
         if now > self.state.started + self.spec.timeouts.run:
             self.review.abort(f"the run took longer than {self.spec.timeouts.run:g}s")
@@ -192,6 +197,24 @@ class Controller:
             self.review.fail(job, f"the agent reported an error it cannot recover from: {detail}")
         elif step is Watch.IDLE:
             self.recovery.nudge(job, n, last, now)
+
+    def over_caps(self) -> None:
+        """Workers the watchdog stopped past a cap (orch.fleet.caps): flag each, fail its job. The worker's
+        agent was killed with the rest of its processes; recovery restarts it as after any crash."""
+        for breach, killed in self.watchdog.take():
+            book = self.state.book(breach.worker)
+            reason = breach.reason()
+            self.desk.event(
+                Event.OVER_CAP,
+                breach.worker,
+                job=book.job,
+                cap=breach.cap,
+                used=breach.used,
+                limit=breach.limit,
+                killed=killed,
+            )
+            if book.job is not None:
+                self.review.fail(self.state.job(book.job), f"stopped by the run's caps: {reason}")
 
     def check_budget(self) -> bool:
         """Stop workers past their own budget (no new jobs, the running one fails); True when the fleet's

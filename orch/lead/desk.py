@@ -49,6 +49,9 @@ class Desk:
         self.tasks = dict(zip(spec.task_ids(), spec.tasks, strict=True))
         self.panes: dict[int, PaneInfo] = {}
         """The fleet's panes as of the loop's last step."""
+        self.strays: dict[int, dict[int, str]] = {}
+        """Each worker's stray processes (pid: command) found when its last job ended, before they were
+        stopped (orch.lead.review.Review.stop_leftovers): what a writer's gate holds against it."""
         self.gateway = GatewayLink(run)
         self._gateway_unanswered = False
 

@@ -68,6 +68,7 @@ class Dispatch(Part):
             assert job.change is not None
             if n in landing.writers_of(self.state, job.change):  # decisions.pick never does this
                 raise RuntimeError(f"refusing to let worker {n} review its own change {job.change}")
+        self.review.stop_leftovers(n, job.id)  # started after its last job ended: none may see this one
         self.clear_leftovers(job, n)
         job.worker = n
         self.state.book(n).job = job.id

@@ -28,7 +28,7 @@ from orch.lead.spec import FleetSpec
 from orch.lead.verification import finding_status
 from orch.run.events import Event
 from orch.run.folder import RunFolder
-from orch.run.records import ControllerEvent, Isolation, Strict
+from orch.run.records import ControllerEvent, Isolation, Strict, WorkerCaps
 
 
 class Usage(Strict):
@@ -136,7 +136,26 @@ ISOLATION_NOTES = {
     "worker's outbox (use the container backend for strict isolation)",
 }
 """What a run's isolation guaranteed, and what it lacked (`orch run` says it at the start, the report at the end)."""
-ATTEMPTS = (Event.BUS_POST_REFUSED, Event.WRITE_DENIED, Event.LEFTOVER_PROCESSES)
+ATTEMPTS = (
+    Event.BUS_POST_REFUSED,
+    Event.WRITE_DENIED,
+    Event.LEFTOVER_PROCESSES,
+    Event.LEFTOVERS_STOPPED,
+    Event.OVER_CAP,
+)
+
+
+def caps_line(caps: WorkerCaps) -> str:
+    """`caps: processes 512, memory 2.0 GiB, ...` per worker, and the run folder's."""
+
+    def size(value: int | None) -> str:
+        return "off" if value is None else f"{value / (1 << 30):.1f} GiB" if value >= 1 << 30 else f"{value >> 20} MiB"
+
+    pids = "off" if caps.pids is None else str(caps.pids)
+    return (
+        f"caps per worker: processes and threads {pids}, resident memory {size(caps.memory)}, bytes written "
+        f"{size(caps.disk)}; the run folder {size(caps.run_folder)}"
+    )
 
 
 class AttemptRow(Strict):
@@ -217,6 +236,8 @@ class RunReport(Strict):
     """Confirmed findings at least one of whose confirming verdicts came from another agent kind than its
     finder's (None: a fleet of one kind)."""
     isolation: str = Isolation.SHARED.value
+    caps: str = ""
+    """The per-worker caps the run ran under (orch.fleet.caps), in words; "" in reports of older versions."""
     agent_limits: dict[str, list[str]] = Field(default_factory=dict)
     """For each agent kind of the fleet that has any: what it cannot do and how orch degraded."""
     attempts: list[AttemptRow] = Field(default_factory=list)
@@ -358,6 +379,7 @@ def build_report(run: RunFolder, spec: FleetSpec, state: ControllerState) -> Run
         flags=flags,
         confirmed_across_kinds=across_kinds(state, spec),
         isolation=run.info().isolation.value,
+        caps=caps_line(run.info().caps),
         agent_limits={kind: list(limits) for kind in run.info().kinds() if (limits := get_adapter(kind).limits)},
         attempts=attempts(run),
         timeline=job_bars(state),

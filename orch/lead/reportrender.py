@@ -193,6 +193,7 @@ def render_markdown(report: RunReport) -> str:
         for f in report.flags:
             out.append(f"- W{f.worker} on {f.job} ({f.role}): " + "; ".join(_md(p) for p in f.problems))
     out += ["", "## Isolation", "", _md(ISOLATION_NOTES[Isolation(report.isolation)])]
+    out += ["", _md(report.caps), ""] if report.caps else []
     out += [f"- {a.kind}: W{a.worker or '?'} on {a.job or '-'}: {_md(a.detail)}" for a in report.attempts]
     if report.agent_limits:
         out += ["", "## Agent limits", ""]
@@ -326,7 +327,8 @@ def render_html(report: RunReport) -> str:
             f"<li>W{f.worker} on {_h(f.job)} ({_h(f.role)}): {_h('; '.join(f.problems))}</li>" for f in report.flags
         ]
         parts.append("</ul>")
-    parts.append(f"<h2>Isolation</h2><p>{_h(ISOLATION_NOTES[Isolation(report.isolation)])}</p><ul>")
+    parts.append(f"<h2>Isolation</h2><p>{_h(ISOLATION_NOTES[Isolation(report.isolation)])}</p>")
+    parts.append(f"<p>{_h(report.caps)}</p><ul>" if report.caps else "<ul>")
     parts += [
         f"<li class='flag'>{_h(a.kind)}: W{a.worker or '?'} on {_h(a.job or '-')}: {_h(a.detail)}</li>"
         for a in report.attempts

@@ -155,9 +155,22 @@ class Review(Part):
             denied = denied_writes(self.desk.gateway.ledger(), n, job.id, job.sent_at or 0.0, shell)
             if denied:
                 self.desk.event(Event.WRITE_DENIED, n, job=job.id, commands=denied)
-        strays = launch.stray_processes(self.run, n, self.desk.panes.get(n))
-        if strays:
-            self.desk.event(Event.LEFTOVER_PROCESSES, n, job=job.id, processes={str(k): v for k, v in strays.items()})
+        self.stop_leftovers(n, job.id)
+
+    def stop_leftovers(self, n: int, job: str | None) -> None:
+        """Worker n's processes outside its agent, listed and then stopped: nothing a job left running may
+        act during the next one."""
+        # The pane as it is now: the loop's view may be older than a restart, whose new agent is no stray.
+        pane = (self.desk.server.panes_if_running() or {}).get(n)
+        strays = launch.stray_processes(self.run, n, pane)
+        self.desk.strays[n] = strays
+        if not strays:
+            return
+        self.desk.event(Event.LEFTOVER_PROCESSES, n, job=job, processes={str(k): v for k, v in strays.items()})
+        if pane is None:  # its tmux server died: the fleet's relaunch waits for them to end
+            return
+        stopped = launch.stop_strays(self.run, n, pane)
+        self.desk.event(Event.LEFTOVERS_STOPPED, n, job=job, killed=stopped.killed, survived=stopped.survived)
 
     def archive_result(self, job: Job, n: int) -> None:
         self.observe(job, n)

@@ -60,6 +60,7 @@ def up_request(
         worker_models=per_worker,
         replay=replay,
         isolation=decisions.isolation(spec, backend),
+        caps=spec.limits.caps(),
     )
 
 

@@ -18,10 +18,11 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
+from orch import settings
 from orch.errors import UsageError
 from orch.offline.script import TOOLS as SCRIPT_TOOLS
 from orch.run.folder import MAX_WORKERS, NAME_RE
-from orch.run.records import Isolation, Strict
+from orch.run.records import Count, Isolation, Size, Strict, WorkerCaps, byte_size
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}$"
 PLACEHOLDER_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
@@ -242,6 +243,23 @@ class Limits(Strict):
     gateway saw no retry-after from the API (with one, the controller waits that long instead)."""
     max_rate_limit_waits: int = Field(default=10, ge=0)
     """Turns per job that may end on a rate limit or a transient API error (retried after `restart_backoff`)."""
+    # The per-worker caps (SECURITY.md, "Caps"; `orch up --pids-per-worker ...`); `off`: none.
+    pids_per_worker: Count = settings.WORKER_PIDS
+    """Processes and threads one worker may have; at the cap its processes are killed and its job fails."""
+    memory_per_worker: Size = byte_size(settings.WORKER_MEMORY)  # type: ignore[assignment]
+    """Resident memory of one worker's processes together (`2g`, `512m`)."""
+    disk_per_worker: Size = byte_size(settings.WORKER_DISK)  # type: ignore[assignment]
+    """Bytes one worker may write (outbox, session store, config dir, tmp); also each file's cap."""
+    run_folder_max: Size = byte_size(settings.RUN_FOLDER_MAX)  # type: ignore[assignment]
+    """The run folder's cap: past it, its biggest writer is stopped and its job fails."""
+
+    def caps(self) -> WorkerCaps:
+        return WorkerCaps(
+            pids=self.pids_per_worker,
+            memory=self.memory_per_worker,
+            disk=self.disk_per_worker,
+            run_folder=self.run_folder_max,
+        )
 
 
 class Budget(Strict):

@@ -129,7 +129,8 @@ class Writing(Part):
         scope = gate.scope_violations(change, self.spec.protected(), self._allowed(job.task), repo.subdir)
         # A process the writer left behind could change the tree after the snapshot (which the change is taken
         # from, so it cannot alter this change): the attempt itself keeps the change out.
-        strays = launch.stray_processes(self.run, n, self.desk.panes.get(n))
+        # What it left when its job ended (stopped since), or what runs now.
+        strays = self.desk.strays.get(n) or launch.stray_processes(self.run, n, self.desk.panes.get(n))
         if strays:
             scope.append(f"{len(strays)} process(es) left running after the done flag: " + ", ".join(strays.values()))
         earlier = self.state.change(job.rebase_of) if job.rebase_of else None

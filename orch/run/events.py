@@ -37,6 +37,11 @@ class Event(StrEnum):
     """Shared isolation: the tree under audit has too many files to check after each job whether it changed."""
     LEFTOVER_PROCESSES = "leftover-processes"
     """Processes of the worker still running outside its agent when a job of its ended."""
+    LEFTOVERS_STOPPED = "leftovers-stopped"
+    """Those processes stopped (SIGTERM, then SIGKILL past a deadline): data `killed` and `survived`."""
+    OVER_CAP = "over-cap"
+    """A worker passed one of its caps (processes, memory, disk, the run folder): its processes were
+    killed, its job failed (data: cap, used, limit, killed)."""
 
     # orch.lead.runner
     RUN_CREATED = "run-created"

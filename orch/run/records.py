@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, model_validator
 
 from orch import settings
 from orch.run.events import Event
@@ -103,6 +104,46 @@ class ContainerInfo(Strict):
     """When `orch pull` last copied the remote run folder back."""
 
 
+SIZE_RE = r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$"
+SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def byte_size(value: object) -> object:
+    """`512m`, `2g`, `2GiB` or a number of bytes, as Docker's `--memory` reads them (binary units);
+    `off` (or None) for no cap. Anything else is left for pydantic to refuse."""
+    if isinstance(value, str):
+        if value.strip().lower() in ("off", "none", ""):
+            return None
+        match = re.match(SIZE_RE, value.lower())
+        if match:
+            return int(match.group(1)) * SIZE_UNITS[match.group(2)]
+    return value
+
+
+Size = Annotated[Annotated[int, Field(ge=1 << 20)] | None, BeforeValidator(byte_size)]
+"""At least 1 MiB, or None (`off`)."""
+Count = Annotated[Annotated[int, Field(ge=16)] | None, BeforeValidator(byte_size)]
+
+
+class WorkerCaps(Strict):
+    """What one worker may use (SECURITY.md, "Caps"), kept in run.json: the panes start under them and
+    the controller's watchdog (orch.fleet.caps) checks them. None: no cap."""
+
+    pids: Count = settings.WORKER_PIDS
+    """Processes and threads of the worker (RLIMIT_NPROC of its uid under strict isolation in a container;
+    elsewhere counted by the watchdog)."""
+    memory: Size = byte_size(settings.WORKER_MEMORY)  # type: ignore[assignment]
+    """Resident memory of all the worker's processes together (the watchdog: the engine gives no cgroup)."""
+    disk: Size = byte_size(settings.WORKER_DISK)  # type: ignore[assignment]
+    """Bytes of the files the worker wrote; also RLIMIT_FSIZE, each file's cap, enforced by the kernel."""
+    run_folder: Size = byte_size(settings.RUN_FOLDER_MAX)  # type: ignore[assignment]
+    """The whole run folder (the watchdog stops the biggest writer past it)."""
+
+    @classmethod
+    def off(cls) -> WorkerCaps:
+        return cls(pids=None, memory=None, disk=None, run_folder=None)
+
+
 class RunInfoBase(Strict):
     """`run.json`: what was asked for, and where it runs. A run is a `LocalRunInfo` or a `DockerRunInfo`."""
 
@@ -125,6 +166,8 @@ class RunInfoBase(Strict):
     replay: str | None = None
     """The cassette the run's gateway answers from (`orch run --replay`): no upstream, nothing billed."""
     isolation: Isolation = Isolation.SHARED
+    caps: WorkerCaps = Field(default_factory=WorkerCaps)
+    """Per-worker caps on processes, memory and disk, and the run folder's cap (orch.fleet.caps)."""
     tmux_socket: str
     created: dt.datetime = Field(default_factory=utcnow)
     status: RunStatus = RunStatus.STARTING

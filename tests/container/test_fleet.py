@@ -92,7 +92,8 @@ def test_container_is_hardened_and_nothing_runs_as_root(
     image: str, names: list[str], workdir: Path, engine: docker.DockerClient
 ) -> None:
     name = new_name(names)
-    run = _up(name, workdir, "--memory", "3g", "--pids", "512", "--cpus", "1.5")
+    # 128 per worker leaves --pids 512 its reserve (orch.fleet.caps.container_pids would raise it else).
+    run = _up(name, workdir, "--memory", "3g", "--pids", "512", "--cpus", "1.5", "--pids-per-worker", "128")
     info = run.info()
     assert isinstance(info, DockerRunInfo)
     attrs = engine.containers.get(info.container.id).attrs
@@ -101,6 +102,7 @@ def test_container_is_hardened_and_nothing_runs_as_root(
     assert host["CapDrop"] == ["ALL"]
     assert "no-new-privileges:true" in host["SecurityOpt"]
     assert host["PidsLimit"] == 512 and host["Memory"] == 3 * 1024**3 and host["NanoCpus"] == 1_500_000_000
+    assert info.caps.pids == 128
     assert set(host["Tmpfs"]) == {"/tmp", "/home/worker"}
     assert attrs["Config"]["Labels"][LABEL_MANAGED] == "true" and attrs["Config"]["Labels"][LABEL_RUN] == name
     mounts = {m["Destination"]: m for m in attrs["Mounts"]}

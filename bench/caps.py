@@ -1,0 +1,147 @@
+"""The cost of the per-worker caps (orch.fleet.caps): limits on against limits off, side by side.
+
+Local runs with real Claude Code workers on the scripted model: `orch up` to ready and a brief to the last
+done flag, with the default caps and with every cap `off`, interleaved so both see the same machine; then
+the controller's watchdog on the live fleet: one look at the workers' processes, one walk of the run
+folder, and what they cost at their intervals as a share of a core.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from typing import Any
+
+from bench.core import Context, Result
+from bench.env import BenchEnv, BenchError, orch_cli, python_env
+from bench.report import Row, Target
+from orch.fleet import caps
+from orch.run.folder import RunFolder
+from orch.run.records import WorkerCaps
+from orch.waits import wait_for_paths
+
+TIMEOUT = 300.0
+OFF = ["--pids-per-worker", "off", "--memory-per-worker", "off", "--disk-per-worker", "off", "--run-folder-max", "off"]
+LOOKS = 20
+
+
+def run(ctx: Context) -> Result:
+    missing = ctx.env.claude_missing()
+    if missing:
+        return Result(skipped=missing)
+    ctx.env.model()
+    n = 2 if ctx.config.quick else 4
+    tries = []
+    for i in range(ctx.config.repeat):
+        # interleaved, the first of each pair alternating: the same machine state for both
+        for limits in ("on", "off") if i % 2 == 0 else ("off", "on"):
+            tries.append(once(ctx.env, n, limits))
+    rows = []
+    for what, key in (("`orch up --local`", "up_s"), ("brief -> done", "brief_done_s")):
+        on = [t[key] for t in tries if t["limits"] == "on"]
+        off = [t[key] for t in tries if t["limits"] == "off"]
+        rows.append(Row("caps", f"{what}, caps on (N={n})", "s", on))
+        rows.append(
+            Row(
+                "caps",
+                f"{what}: caps on / off (N={n})",
+                "x",
+                [a / b for a, b in zip(on, off, strict=True) if b > 0],
+                Target("<=", 1.10, "<= 1.10x"),
+                note="prlimit and choom before each agent; the watchdog during the jobs",
+            )
+        )
+    rows.append(Row("caps", "the pane's prefix (prlimit, choom, nice) exec'd before `true`", "ms", _prefix_ms()))
+    on = [t for t in tries if t["limits"] == "on"]
+    procs_ms = [t["look_ms"] for t in on]
+    disk_ms = [t["walk_ms"] for t in on]
+    rows.append(Row("caps", f"watchdog: one look at {n} workers' processes", "ms", procs_ms))
+    rows.append(Row("caps", "watchdog: one walk of the run folder", "ms", disk_ms))
+    share = [
+        100 * (p / 1000 / caps.WATCH_INTERVAL + d / 1000 / (caps.WATCH_INTERVAL * caps.DISK_EVERY))
+        for p, d in zip(procs_ms, disk_ms, strict=True)
+    ]
+    rows.append(
+        Row(
+            "caps",
+            "watchdog CPU at its intervals",
+            "% core",
+            share,
+            Target("<=", 1.0, "<= 1 % of a core"),
+            note=f"a look every {caps.WATCH_INTERVAL:g} s, a walk every {caps.WATCH_INTERVAL * caps.DISK_EVERY:g} s",
+        )
+    )
+    return Result(rows=rows, raw={"tries": tries})
+
+
+def once(env: BenchEnv, workers: int, limits: str) -> dict[str, Any]:
+    name = env.name(f"caps-{limits}")
+    argv = orch_cli("up", name, "--local", "-n", str(workers), "--workdir", str(env.workdir(name)), "--offline")
+    t0 = time.monotonic()
+    try:
+        done = subprocess.run(
+            argv + (OFF if limits == "off" else []), capture_output=True, env=python_env(), timeout=TIMEOUT, check=False
+        )
+        up_s = time.monotonic() - t0
+        if done.returncode != 0:
+            raise BenchError(f"orch up exited {done.returncode}: {done.stderr.decode(errors='replace')[-300:]}")
+        run = RunFolder.for_name(name)
+        # `orch up` alone has no watchdog: run the controller's, as `orch run` does, while the jobs run.
+        dog = caps.Watchdog(run, run.info(), list(range(1, workers + 1)))
+        dog.start()
+        try:
+            brief_done_s = _brief_to_done(env, run, workers)
+        finally:
+            dog.close()
+        look_ms, walk_ms = _watchdog(run, workers)
+    finally:
+        subprocess.run(orch_cli("kill", name), capture_output=True, env=python_env(), check=False, timeout=120)
+    return {"limits": limits, "up_s": up_s, "brief_done_s": brief_done_s, "look_ms": look_ms, "walk_ms": walk_ms}
+
+
+def _brief_to_done(env: BenchEnv, run: RunFolder, workers: int) -> float:
+    t0 = time.monotonic()
+    for n in range(1, workers + 1):
+        steps = [{"bash": f"touch {run.done(n)}"}, {"reply": "Finished."}]
+        brief = env.root / f"{run.name}-brief-{n}.md"
+        brief.write_text("# Task\n\n```orch-script\n" + "\n".join(json.dumps(s) for s in steps) + "\n```\n")
+        sent = subprocess.run(orch_cli("brief", run.name, str(n), str(brief)), capture_output=True, env=python_env())
+        if sent.returncode != 0:
+            raise BenchError(f"orch brief exited {sent.returncode}: {sent.stderr.decode(errors='replace')[-300:]}")
+    missing = wait_for_paths([run.done(n) for n in range(1, workers + 1)], TIMEOUT)
+    if missing:
+        raise BenchError(f"no done flag within {TIMEOUT:g}s: {', '.join(str(p) for p in missing)}")
+    return time.monotonic() - t0
+
+
+def _prefix_ms(samples: int = 20) -> list[float]:
+    """What the pane's limits add to an agent's start: the prefix of a container's pane before `true`,
+    less `true` alone (medians)."""
+    prefix = caps.limit_argv(WorkerCaps(), True, 1)
+    spans: dict[bool, list[float]] = {True: [], False: []}
+    for _ in range(samples):
+        for with_prefix in (True, False):
+            t0 = time.monotonic()
+            subprocess.run([*prefix, "true"] if with_prefix else ["true"], check=True)
+            spans[with_prefix].append(time.monotonic() - t0)
+    on, off = sorted(spans[True]), sorted(spans[False])
+    return [(on[samples // 2] - off[samples // 2]) * 1000]
+
+
+def _watchdog(run: RunFolder, workers: int) -> tuple[float, float]:
+    """Median CPU milliseconds of one look at the processes, and of one walk of the run folder."""
+    info = run.info()
+    numbers = list(range(1, workers + 1))
+    looks, walks = [], []
+    for _ in range(LOOKS):
+        t0 = time.process_time()
+        for pids in caps.processes_by_worker(run, info, numbers).values():
+            caps.measure_processes(pids)
+        looks.append(time.process_time() - t0)
+        t0 = time.process_time()
+        caps.measure_disk(run, info, numbers)
+        walks.append(time.process_time() - t0)
+    looks.sort()
+    walks.sort()
+    return looks[LOOKS // 2] * 1000, walks[LOOKS // 2] * 1000

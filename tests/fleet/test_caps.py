@@ -1,0 +1,168 @@
+"""Per-worker caps (orch.fleet.caps): the pane's limits, the decisions, and the watchdog and the stopping
+of leftovers on real processes of this machine."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orch import settings
+from orch.cli.fleet import worker_caps
+from orch.errors import UsageError
+from orch.fleet import caps
+from orch.fleet.caps import Breach, Usage, Watchdog, breaches, container_pids, limit_argv
+from orch.run.folder import RunFolder
+from orch.run.records import LocalRunInfo, WorkerCaps
+from orch.waits import wait_until
+
+MIB = 1 << 20
+
+
+def test_caps_read_sizes_as_docker_does_and_off_means_none() -> None:
+    assert WorkerCaps(memory="512m", disk="2g", run_folder="off", pids="off") == WorkerCaps(
+        memory=512 * MIB, disk=2 << 30, run_folder=None, pids=None
+    )
+    assert WorkerCaps().pids == settings.WORKER_PIDS and WorkerCaps().disk == 1 << 30
+    assert worker_caps("64", "1g", None, "off") == WorkerCaps(pids=64, memory=1 << 30, run_folder=None)
+
+
+@pytest.mark.parametrize(
+    ("pids", "memory", "disk", "folder", "flag"),
+    [
+        ("3", None, None, None, "--pids-per-worker"),
+        (None, "lots", None, None, "--memory-per-worker"),
+        (None, None, "10", None, "--disk-per-worker"),
+        (None, None, None, "-1g", "--run-folder-max"),
+    ],
+)
+def test_bad_cap_options_are_one_line(
+    pids: str | None, memory: str | None, disk: str | None, folder: str | None, flag: str
+) -> None:
+    with pytest.raises(UsageError) as exc:
+        worker_caps(pids, memory, disk, folder)
+    assert exc.value.one_line().startswith(flag) and "\n" not in exc.value.one_line()
+
+
+def test_the_pane_starts_under_hard_limits_it_cannot_raise() -> None:
+    strict = limit_argv(WorkerCaps(pids=100, disk=64 * MIB), True, 3)
+    tail = ["--", "choom", "-n", "1000", "--", "nice", "-n", "10"]
+    assert strict == ["prlimit", "--core=0", "--nproc=100", f"--fsize={64 * MIB}", *tail]
+    # Sharing the user's uid, RLIMIT_NPROC bounds the uid's growth: what it runs now plus every worker's cap.
+    shared = limit_argv(WorkerCaps(pids=100), False, 3)
+    nproc = int(next(a for a in shared if a.startswith("--nproc=")).split("=")[1])
+    assert nproc >= caps.USER_GROWTH + 300 + settings.CAPS_RESERVE
+    assert caps.local_nproc(5000, WorkerCaps(pids=100), 3) == 5000 * 2 + 300 + settings.CAPS_RESERVE
+    assert limit_argv(WorkerCaps.off(), True, 1) == ["prlimit", "--core=0", *tail]
+    assert shared[-5:] == ["--", "choom", "-n", "1000", "--"]  # niced only in the container
+
+
+def test_the_limits_hold_in_a_real_process() -> None:
+    argv = limit_argv(WorkerCaps(pids=64, disk=MIB), True, 1)
+    script = (
+        "import os, resource; "
+        "print(resource.getrlimit(resource.RLIMIT_FSIZE), open('/proc/self/oom_score_adj').read(), os.nice(0))"
+    )
+    out = subprocess.run([*argv, sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.split() == [f"({MIB},", f"{MIB})", "1000", str(os.nice(0) + 10)]
+    # Sharing the user's uid (no nice): the agent's own options still reach the agent, not choom.
+    shared = limit_argv(WorkerCaps(disk=MIB), False, 1)
+    ran = subprocess.run([*shared, sys.executable, "-c", "print(1)"], capture_output=True, text=True, check=True)
+    assert ran.stdout == "1\n"
+
+
+def test_the_container_keeps_a_reserve_beyond_every_workers_cap() -> None:
+    assert container_pids(WorkerCaps(pids=512), 8, 4096) == 512 * 8 + settings.CAPS_RESERVE
+    assert container_pids(WorkerCaps(pids=64), 2, 4096) == 4096
+    assert container_pids(WorkerCaps.off(), 8, 4096) == 4096
+
+
+@pytest.mark.parametrize(
+    ("usage", "folder", "expected"),
+    [
+        ({1: Usage(tasks=10, memory=100, disk=10)}, 50, []),
+        ({1: Usage(tasks=64)}, None, [Breach(1, "pids", 64, 64)]),  # at the cap: the kernel refuses more
+        ({1: Usage(tasks=40, spawned=32)}, None, [Breach(1, "forks", 32, 32)]),  # churning below it
+        ({1: Usage(tasks=40, spawned=31)}, None, []),
+        ({1: Usage(memory=201)}, None, [Breach(1, "memory", 201, 200)]),
+        ({1: Usage(disk=301), 2: Usage(disk=1)}, None, [Breach(1, "disk", 301, 300)]),
+        # past the run folder's cap, its biggest writer stops
+        ({1: Usage(disk=100), 2: Usage(disk=250)}, 1001, [Breach(2, "run-folder", 1001, 1000)]),
+        ({1: Usage(disk=0)}, 1001, []),  # nobody to blame: the run's own files
+    ],
+)
+def test_breaches(usage: dict[int, Usage], folder: int | None, expected: list[Breach]) -> None:
+    limits = WorkerCaps.model_construct(pids=64, memory=200, disk=300, run_folder=1000)  # bytes, to read the table
+    assert breaches(limits, usage, folder) == expected
+
+
+def test_breach_reasons_say_which_cap() -> None:
+    assert "processes and threads 70 (cap 64)" in Breach(1, "pids", 70, 64).reason()
+    assert "the run folder's size" in Breach(1, "run-folder", 5, 4).reason()
+
+
+@pytest.fixture
+def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunFolder]:
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
+    folder = RunFolder.for_name("capped")
+    info = LocalRunInfo(
+        name="capped",
+        agent="scripted",
+        workers=2,
+        workdir=str(tmp_path),
+        permission_mode="default",
+        tmux_socket="orch-capped",
+        orch_version="0",
+        caps=WorkerCaps(pids=40, memory=64 * MIB, disk=4 * MIB, run_folder=64 * MIB),
+    )
+    folder.create(info)
+    yield folder
+
+
+def _as_worker(run: RunFolder, n: int, code: str) -> subprocess.Popen[bytes]:
+    """A process of worker n as shared isolation knows it: it inherits its supervisor's state file."""
+    env = {**os.environ, settings.STATE_FILE.name: str(run.state(n))}
+    return subprocess.Popen([sys.executable, "-c", code], env=env, start_new_session=True)
+
+
+def test_the_watchdog_stops_a_memory_hog_and_a_disk_filler(run: RunFolder) -> None:
+    info = run.info()
+    hog = _as_worker(run, 1, "import time; b = bytearray(128 << 20); b[::4096] = b'x' * len(b[::4096]); time.sleep(60)")
+    filler = _as_worker(run, 2, "import time; time.sleep(60)")
+    run.outbox(2).mkdir(parents=True, exist_ok=True)
+    (run.outbox(2) / "fill.bin").write_bytes(os.urandom(8 * MIB))
+    dog = Watchdog(run, info, [1, 2])
+    try:
+        found: list[Breach] = []
+        wait_until(lambda: bool(found.extend(dog.check()) or {b.cap for b in found} >= {"memory", "disk"}), 30,
+                   "the watchdog to see the hog and the filler")  # fmt: skip
+        assert {(b.worker, b.cap) for b in found} == {(1, "memory"), (2, "disk")}
+        assert hog.wait(timeout=10) == -9
+        assert not (run.outbox(2) / "fill.bin").exists()  # what it wrote is gone
+        taken = dog.take()
+        killed = {b.worker: pids for b, pids in taken}
+        assert set(killed) == {1, 2} and hog.pid in killed[1] and filler.pid in killed[2]
+    finally:
+        for proc in (hog, filler):
+            proc.kill()
+            proc.wait()
+
+
+def test_a_process_bomb_is_stopped_even_as_it_respawns(run: RunFolder) -> None:
+    """A stray that keeps forking (bounded, so as not to harm the machine) and ignores SIGTERM: frozen and
+    killed round by round until none is left."""
+    bomb = _as_worker(
+        run,
+        1,
+        "import os, signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "for _ in range(6):\n    os.fork()\n    time.sleep(0.05)\ntime.sleep(120)",
+    )
+    info = run.info()
+    wait_until(lambda: len(caps.processes_by_worker(run, info, [1])[1]) >= 32, 20, "the bomb to spread")
+    stopped = caps.stop(info, 1, lambda: caps.processes_by_worker(run, info, [1])[1], grace=0.3)
+    assert stopped.survived == [] and len(stopped.killed) >= 32
+    assert bomb.wait(timeout=10) != 0
