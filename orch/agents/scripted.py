@@ -7,38 +7,26 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from orch import settings
-from orch.agents.claude import CREDENTIALS as CLAUDE_CREDENTIALS
-from orch.agents.claude import GATEWAY as CLAUDE_GATEWAY
-from orch.agents.claude import SHELL as CLAUDE_SHELL
-from orch.contracts import (
-    Check,
-    Credentials,
-    Dialog,
-    GatewayEnv,
-    ImageInstall,
-    LaunchSpec,
-    SessionStore,
-    ShellTool,
-    WorkerContext,
-)
-from orch.run.folder import RunFolder
+from orch.agents.base import AgentBase, AgentFacts
+from orch.agents.claude import FACTS as CLAUDE
+from orch.contracts import Check, LaunchSpec, WorkerContext
 
-
-class ScriptedAdapter:
-    name: str = "scripted"
-    permission_modes: tuple[str, ...] = ("default",)
-    default_permission_mode: str = "default"
+FACTS = AgentFacts(
+    name="scripted",
+    title="orch's scripted agent",
+    permission_modes=("default",),
+    default_permission_mode="default",
     # It calls no model and keeps no session; it is part of orch, so the image has it already. It stands in
     # for Claude Code in the fast and container tests, so a credential takes Claude Code's path (the
     # environment, the read-only login-file mount, the model API on the egress allowlist, the offline
     # variables).
-    credentials: Credentials = CLAUDE_CREDENTIALS
-    shell: ShellTool | None = CLAUDE_SHELL  # its hooks log each command as a Bash call
-    gateway: GatewayEnv | None = CLAUDE_GATEWAY
-    sessions: SessionStore | None = None
-    install: ImageInstall | None = None
-    limits: tuple[str, ...] = ()
-    strict_isolation: bool = True
+    credentials=CLAUDE.credentials,
+    shell=CLAUDE.shell,  # its hooks log each command as a Bash call
+)
+
+
+class ScriptedAdapter(AgentBase):
+    FACTS = FACTS
 
     def binary(self) -> Path:
         return Path(sys.executable)
@@ -53,18 +41,8 @@ class ScriptedAdapter:
         argv = [sys.executable, "-m", "orch.agents.scripted_agent"]
         if ctx.prompt:
             argv.append(ctx.prompt)
-        env = {
-            settings.STATE_FILE.name: str(ctx.run.state(ctx.worker)),
-            settings.RUN.name: str(ctx.run.root),
-            settings.WORKER.name: str(ctx.worker),
-        }
+        env = {settings.STATE_FILE.name: str(ctx.run.state(ctx.worker)), **self.worker_env(ctx)}
         return LaunchSpec(argv=argv, env=env, cwd=ctx.workdir)
 
     def doctor(self) -> Sequence[Check]:
         return ()  # nothing to check: it runs with orch's own interpreter
-
-    def ready_marker(self, run: RunFolder, worker: int) -> Path | None:
-        return None
-
-    def dialogs(self) -> Sequence[Dialog]:
-        return ()
