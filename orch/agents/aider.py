@@ -28,7 +28,6 @@ import orch.agents.aider_watch
 from orch import settings
 from orch.agents.apis import gateway_env, openai_key
 from orch.agents.base import HOOKWRITER, AgentBase, AgentFacts
-from orch.agents.checks import check_permission_mode
 from orch.contracts import TEXT_SHELL, Dialog, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
 from orch.errors import UsageError
 from orch.run.folder import RunFolder
@@ -124,8 +123,7 @@ def interpreter(binary: Path) -> Path:
 class AiderAdapter(AgentBase):
     FACTS = FACTS
 
-    def prepare(self, ctx: WorkerContext) -> LaunchSpec:
-        check_permission_mode(self, ctx.permission_mode)
+    def launch(self, ctx: WorkerContext) -> LaunchSpec:
         cfg = ctx.config_dir
         home, history = cfg / "home", cfg / HISTORY
         for folder in (home / ".aider", history):

@@ -1,24 +1,25 @@
 """What every agent adapter shares: its facts as one frozen object (AgentFacts), and the behaviour those facts
 decide (AgentBase): finding the binary, asking its version, its `orch doctor` lines, the hook command line,
 and the argv that starts or resumes a session. An adapter module states its facts and writes only what is
-its own: seeding the config dir and the launch command (`prepare`), and where it differs, an override."""
+its own: seeding the config dir and the launch command (`launch`), and where it differs, an override."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import shlex
 import sys
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import orch.run.hookwriter
 from orch import settings
 from orch.agents.apis import gateway_env
 from orch.agents.binaries import VERSION_TIMEOUT, find_binary, version_of
-from orch.agents.checks import credentials_check, install_check, limits_check
+from orch.agents.checks import check_permission_mode, credentials_check, install_check, limits_check
 from orch.contracts import (
     Check,
     Credentials,
@@ -30,7 +31,6 @@ from orch.contracts import (
     ShellTool,
     WorkerContext,
 )
-from orch.errors import UsageError
 from orch.run.folder import RunFolder
 
 HOOKWRITER = orch.run.hookwriter.__file__
@@ -43,6 +43,12 @@ NO_CREDENTIALS = Credentials(env=())
 def hook_command(*args: str | Path) -> str:
     """A shell command line running the hook writer with this interpreter."""
     return shlex.join([sys.executable, "-S", HOOKWRITER, *map(str, args)])
+
+
+def write_config(path: Path, data: dict[str, Any]) -> None:
+    """Write one of the agent's JSON config files in the worker's config dir, readable by its owner only."""
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    path.chmod(0o600)
 
 
 @dataclass(frozen=True)
@@ -123,7 +129,7 @@ class AgentFacts:
 
 class AgentBase:
     """An adapter made of its facts: the AgentAdapter contract's shared behaviour. A subclass sets FACTS and
-    writes `prepare`; it overrides the rest only where its agent differs."""
+    writes `launch`; it overrides the rest only where its agent differs."""
 
     FACTS: ClassVar[AgentFacts]
 
@@ -172,8 +178,6 @@ class AgentBase:
 
     def binary(self) -> Path:
         facts = self.facts
-        if facts.bin_setting is None:
-            raise UsageError(f"{facts.title} has no executable setting", hint="set its AgentFacts.bin_setting")
         command = facts.command or facts.name
         return find_binary(facts.bin_setting, command, facts.cache_bin, facts.title, facts.how_to_install)
 
@@ -200,6 +204,12 @@ class AgentBase:
         return {settings.RUN.name: str(ctx.run.root), settings.WORKER.name: str(ctx.worker)}
 
     def prepare(self, ctx: WorkerContext) -> LaunchSpec:
+        check_permission_mode(self, ctx.permission_mode)
+        return self.launch(ctx)
+
+    def launch(self, ctx: WorkerContext) -> LaunchSpec:
+        """Seed ctx.config_dir (onboarding, trust, hooks) and return how to start the agent: the agent's own
+        part of `prepare`, which has checked the permission mode."""
         raise NotImplementedError(f"agent {self.name} states no launch")
 
     def dialogs(self) -> Sequence[Dialog]:

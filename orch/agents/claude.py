@@ -12,8 +12,7 @@ from typing import Any
 
 from orch import settings
 from orch.agents.apis import anthropic_key, gateway_env
-from orch.agents.base import AgentBase, AgentFacts, SessionArgs, hook_command
-from orch.agents.checks import check_permission_mode
+from orch.agents.base import AgentBase, AgentFacts, SessionArgs, hook_command, write_config
 from orch.contracts import Dialog, ImageInstall, LaunchSpec, LoginFile, SessionStore, ShellTool, WorkerContext
 from orch.run.folder import RunFolder
 from orch.versions import CLAUDE_CODE_PACKAGE, CLAUDE_CODE_VERSION
@@ -97,15 +96,13 @@ def _merge_json(path: Path, updates: dict[str, Any]) -> None:
             data[key] = {**data[key], **value}
         else:
             data[key] = value
-    path.write_text(json.dumps(data, indent=2) + "\n")
-    path.chmod(0o600)
+    write_config(path, data)
 
 
 class ClaudeAdapter(AgentBase):
     FACTS = FACTS
 
-    def prepare(self, ctx: WorkerContext) -> LaunchSpec:
-        check_permission_mode(self, ctx.permission_mode)
+    def launch(self, ctx: WorkerContext) -> LaunchSpec:
         cfg = ctx.config_dir
         cfg.mkdir(parents=True, exist_ok=True, mode=0o700)
         # Trust both folders the worker touches: its workdir and the run folder (--add-dir).

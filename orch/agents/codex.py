@@ -36,7 +36,6 @@ from orch import settings
 from orch.agents.apis import gateway_env, openai_key
 from orch.agents.base import HOOKWRITER, AgentBase, AgentFacts, SessionArgs, hook_command
 from orch.agents.binaries import version_of
-from orch.agents.checks import check_permission_mode
 from orch.contracts import Dialog, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
 from orch.errors import OrchError, UsageError
 from orch.run.folder import RunFolder
@@ -165,8 +164,7 @@ class CodexAdapter(AgentBase):
             return None
         return version_of(binary, env={**os.environ, **env}, last=True)
 
-    def prepare(self, ctx: WorkerContext) -> LaunchSpec:
-        check_permission_mode(self, ctx.permission_mode)
+    def launch(self, ctx: WorkerContext) -> LaunchSpec:
         home = ctx.config_dir
         home.mkdir(parents=True, exist_ok=True, mode=0o700)
         marker = home / READY

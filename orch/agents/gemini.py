@@ -11,8 +11,7 @@ from typing import Any
 
 from orch import settings
 from orch.agents.apis import gateway_env, gemini_key
-from orch.agents.base import AgentBase, AgentFacts, SessionArgs, hook_command
-from orch.agents.checks import check_permission_mode
+from orch.agents.base import AgentBase, AgentFacts, SessionArgs, hook_command, write_config
 from orch.contracts import Dialog, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
 from orch.versions import GEMINI_CLI_PACKAGE, GEMINI_CLI_VERSION
 
@@ -119,24 +118,18 @@ def has_conversation(config_dir: Path, session: str) -> bool:
     return False
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    path.write_text(json.dumps(data, indent=2) + "\n")
-    path.chmod(0o600)
-
-
 class GeminiAdapter(AgentBase):
     FACTS = FACTS
 
-    def prepare(self, ctx: WorkerContext) -> LaunchSpec:
-        check_permission_mode(self, ctx.permission_mode)
+    def launch(self, ctx: WorkerContext) -> LaunchSpec:
         cfg = ctx.config_dir
         home = gemini_dir(cfg)
         (home / "policies").mkdir(parents=True, exist_ok=True, mode=0o700)
         cfg.chmod(0o700)
         # Trust both folders the worker touches: its workdir and the run folder (--include-directories).
         trusted = home / "trustedFolders.json"
-        _write_json(trusted, {str(ctx.workdir): "TRUST_FOLDER", str(ctx.run.root): "TRUST_FOLDER"})
-        _write_json(home / "settings.json", {**SETTINGS, "hooks": self._hooks(ctx)})
+        write_config(trusted, {str(ctx.workdir): "TRUST_FOLDER", str(ctx.run.root): "TRUST_FOLDER"})
+        write_config(home / "settings.json", {**SETTINGS, "hooks": self._hooks(ctx)})
         (home / "policies" / "orch.toml").write_text(POLICY)
 
         argv = [str(self.binary()), "--approval-mode", ctx.permission_mode]

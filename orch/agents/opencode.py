@@ -25,7 +25,6 @@ from typing import Any
 from orch import settings
 from orch.agents.apis import gateway_env, openai_key
 from orch.agents.base import HOOKWRITER, AgentBase, AgentFacts, SessionArgs
-from orch.agents.checks import check_permission_mode
 from orch.contracts import Check, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
 from orch.errors import UsageError
 from orch.run.folder import RunFolder
@@ -130,8 +129,7 @@ def plugin_source(ctx: WorkerContext, session: str | None) -> str:
 class OpencodeAdapter(AgentBase):
     FACTS = FACTS
 
-    def prepare(self, ctx: WorkerContext) -> LaunchSpec:
-        check_permission_mode(self, ctx.permission_mode)
+    def launch(self, ctx: WorkerContext) -> LaunchSpec:
         cfg = ctx.config_dir
         config_dir = cfg / "opencode"  # both $XDG_CONFIG_HOME/opencode and $OPENCODE_CONFIG_DIR
         data_dir = cfg / DATA

@@ -36,7 +36,7 @@ class ScriptedAdapter(AgentBase):
 
         return __version__
 
-    def prepare(self, ctx: WorkerContext) -> LaunchSpec:
+    def launch(self, ctx: WorkerContext) -> LaunchSpec:
         ctx.config_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         argv = [sys.executable, "-m", "orch.agents.scripted_agent"]
         if ctx.prompt:
