@@ -52,6 +52,28 @@ def write_config(path: Path, data: dict[str, Any]) -> None:
 
 
 @dataclass(frozen=True)
+class HookDialect:
+    """How an agent's hooks differ from Claude Code's (whose event names orch's worker states read). The hook
+    writer, a stdlib-only script in orch.run that knows no agent, gets it as one JSON argument (`dialect`)."""
+
+    events: dict[str, str]
+    """The agent's hook event names -> orch's."""
+    notifications: dict[str, str] = field(default_factory=dict)
+    """Its notification types -> orch's."""
+    permission_notice: str = ""
+    """The notification type saying its permission dialog is up (logged as an unanswered PermissionRequest)."""
+    gate: str = ""
+    """The event whose hook may deny a tool call (answered `{"decision": "deny", "reason": ...}`)."""
+    dialog: str = ""
+    """Its permission dialog's text, allow-once preselected: under an allow policy the hook writer presses
+    Enter on it (for an agent whose hooks cannot approve)."""
+
+    def command(self, *args: str | Path) -> str:
+        """The hook command line for one of its hooks."""
+        return hook_command("dialect", json.dumps(dataclasses.asdict(self), separators=(",", ":")), *args)
+
+
+@dataclass(frozen=True)
 class SessionArgs:
     """How the agent's command line resumes a session it kept, or names a new one."""
 
@@ -102,6 +124,8 @@ class AgentFacts:
     credentials_check: str = ""
     """The name of its credentials line in `orch doctor` (default: `<name>-credentials`)."""
     session_args: SessionArgs = SessionArgs()
+    hook_dialect: HookDialect | None = None
+    """None: its hooks send Claude Code's payloads (the hook writer's `event`)."""
 
     @property
     def gateway(self) -> GatewayEnv | None:

@@ -11,11 +11,10 @@ from typing import Any
 
 from orch import settings
 from orch.agents.apis import gateway_env, gemini_key
-from orch.agents.base import AgentBase, AgentFacts, SessionArgs, hook_command, write_config
+from orch.agents.base import AgentBase, AgentFacts, HookDialect, SessionArgs, write_config
 from orch.contracts import Dialog, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
 from orch.versions import GEMINI_CLI_PACKAGE, GEMINI_CLI_VERSION
 
-HOOK_EVENTS = ("SessionStart", "BeforeAgent", "AfterAgent", "BeforeTool", "AfterTool", "Notification", "SessionEnd")
 QUIET_ENV = {
     "GEMINI_CLI_NO_RELAUNCH": "1",
     "GOOGLE_GENAI_USE_GCA": "false",
@@ -23,6 +22,24 @@ QUIET_ENV = {
 }
 """Variables every Gemini CLI process of orch gets: one process (no relaunch as a child with a bigger heap, so
 a kill reaches the agent), and the API-key path even if the user's shell asks for another."""
+# Its hook events under the names orch's worker states are derived from (Claude Code's). Its hooks cannot
+# approve a call: under an allow policy the hook writer presses Enter on its dialog ("1. Allow once" selected).
+HOOK_DIALECT = HookDialect(
+    events={
+        "SessionStart": "SessionStart",
+        "BeforeAgent": "UserPromptSubmit",
+        "AfterAgent": "Stop",
+        "BeforeTool": "PreToolUse",
+        "AfterTool": "PostToolUse",
+        "Notification": "Notification",
+        "SessionEnd": "SessionEnd",
+    },
+    notifications={"ToolPermission": "permission_prompt"},
+    permission_notice="ToolPermission",
+    gate="BeforeTool",
+    dialog="Allow once",
+)
+HOOK_EVENTS = tuple(HOOK_DIALECT.events)
 FACTS = AgentFacts(
     name="gemini",
     title="Gemini CLI",
@@ -52,6 +69,7 @@ FACTS = AgentFacts(
     cache="gemini-cli",
     version_env=QUIET_ENV,
     session_args=SessionArgs(resume=("--resume",), new=("--session-id",)),
+    hook_dialect=HOOK_DIALECT,
 )
 GATEWAY = gateway_env(FACTS.credentials)
 CACHE_BIN = FACTS.cache_bin
@@ -155,7 +173,7 @@ class GeminiAdapter(AgentBase):
         state_file = ctx.run.state(ctx.worker)
 
         def hook(*args: str | Path) -> list[dict[str, Any]]:
-            command = {"type": "command", "command": hook_command("gemini", state_file, *args)}
+            command = {"type": "command", "command": HOOK_DIALECT.command(state_file, *args)}
             return [{"matcher": "", "hooks": [command]}]
 
         hooks = {event: hook() for event in HOOK_EVENTS}
