@@ -22,7 +22,7 @@ from pathlib import Path
 from bench import procs
 from bench.recorder import Request, read_log
 from orch import __version__
-from orch.agents.claude import CACHE_BIN, CREDENTIALS
+from orch.agents.claude import CACHE_BIN, CREDENTIAL_ENV
 from orch.agents.gemini import CACHE_BIN as GEMINI_CACHE_BIN
 from orch.agents.registry import get_adapter
 from orch.contracts import UpRequest
@@ -194,7 +194,7 @@ class BenchEnv:
         os.environ["TMUX_TMPDIR"] = str(self.root)
         os.environ["SHELL"] = "/bin/sh"
         gemini = ("GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GEMINI_CLI_HOME")
-        for var in (*CREDENTIALS.env, *gemini, "ANTHROPIC_BASE_URL", "CLAUDE_CONFIG_DIR", "TMUX", "TMUX_PANE"):
+        for var in (*CREDENTIAL_ENV, *gemini, "ANTHROPIC_BASE_URL", "CLAUDE_CONFIG_DIR", "TMUX", "TMUX_PANE"):
             os.environ.pop(var, None)
         if "ORCH_CLAUDE_BIN" not in os.environ and CACHE_BIN.exists():
             os.environ["ORCH_CLAUDE_BIN"] = str(CACHE_BIN)

@@ -23,7 +23,7 @@ from bench.core import Context, Result
 from bench.env import BenchError, orch_cli, python_env, stop
 from bench.procs import tree_memory
 from bench.report import Row, Target, percentile
-from orch.agents.claude import CREDENTIALS
+from orch.agents.claude import CREDENTIAL_ENV
 from orch.gateway.process import GatewayClient, start_gateway, stop_gateway
 from orch.gateway.records import GatewayBoot, Scheme, Upstream
 from orch.lead.demo import DEMO_NAME
@@ -96,7 +96,7 @@ DEMO_TIMEOUT = 600.0
 
 def _orch(*args: str) -> float:
     """Wall seconds of one `orch` command (the offline demo's own model server, none of the bench's)."""
-    env = {k: v for k, v in python_env().items() if k not in {*CREDENTIALS.env, "ANTHROPIC_BASE_URL"}}
+    env = {k: v for k, v in python_env().items() if k not in {*CREDENTIAL_ENV, "ANTHROPIC_BASE_URL"}}
     start = time.monotonic()
     done = subprocess.run(orch_cli(*args), env=env, capture_output=True, timeout=DEMO_TIMEOUT, check=False)
     seconds = time.monotonic() - start

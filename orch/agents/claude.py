@@ -60,6 +60,8 @@ FACTS = AgentFacts(
     credentials_check="credentials",
     session_args=SessionArgs(resume=("--resume",), new=("--session-id",)),
 )
+CREDENTIAL_ENV = CREDENTIALS.env
+"""Its credential variables (bench/ reads them)."""
 GATEWAY = gateway_env(CREDENTIALS)
 CACHE_BIN = FACTS.cache_bin
 
