@@ -176,7 +176,8 @@ class CodexAdapter(AgentBase):
         (home / "hooks.json").write_text(json.dumps({"hooks": hooks}, indent=2) + "\n")
 
         binary, launcher_env = native(self.binary())
-        argv = [str(binary), *self.session_argv(resume)]
+        argv = [str(binary)]
+        argv += self.session_argv(resume)
         # No shared background server: it would outlive the worker's pane.
         argv += ["--no-daemon", "--dangerously-bypass-hook-trust", "--cd", str(ctx.workdir)]
         if ctx.permission_mode == "bypass":
