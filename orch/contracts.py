@@ -212,23 +212,49 @@ class Check:
 
 @runtime_checkable
 class AgentAdapter(Protocol):
-    name: str
-    default_permission_mode: str
-    permission_modes: tuple[str, ...]
-    credentials: Credentials
-    """What it needs for a real model API (empty `env` for an agent that calls none)."""
-    shell: ShellTool | None
-    """None: its model has no shell tool (aider: shell blocks in its answers are not tool calls)."""
-    gateway: GatewayEnv | None
-    """None: the agent calls no model API, so there is nothing to point at the gateway."""
-    sessions: SessionStore | None
-    """None: the agent keeps no session a resume could read."""
-    install: ImageInstall | None
-    """None: nothing to install (the scripted agent is part of orch)."""
-    limits: tuple[str, ...]
-    strict_isolation: bool
-    """Whether it runs under strict isolation (its own uid, no access to the run's tmux server)."""
-    """What this agent cannot do and how orch degrades, a clause each: `orch doctor` and a run's report say them."""
+    """Read-only facts (orch.agents.base.AgentFacts holds them for every adapter of orch), then behaviour."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def default_permission_mode(self) -> str: ...
+    @property
+    def permission_modes(self) -> tuple[str, ...]: ...
+    @property
+    def credentials(self) -> Credentials:
+        """What it needs for a real model API (empty `env` for an agent that calls none)."""
+        ...
+
+    @property
+    def shell(self) -> ShellTool | None:
+        """None: its model has no shell tool (aider: shell blocks in its answers are not tool calls)."""
+        ...
+
+    @property
+    def gateway(self) -> GatewayEnv | None:
+        """None: the agent calls no model API, so there is nothing to point at the gateway."""
+        ...
+
+    @property
+    def sessions(self) -> SessionStore | None:
+        """None: the agent keeps no session a resume could read."""
+        ...
+
+    @property
+    def install(self) -> ImageInstall | None:
+        """None: nothing to install (the scripted agent is part of orch)."""
+        ...
+
+    @property
+    def limits(self) -> tuple[str, ...]:
+        """What this agent cannot do and how orch degrades, a clause each: `orch doctor` and a run's report
+        say them."""
+        ...
+
+    @property
+    def strict_isolation(self) -> bool:
+        """Whether it runs under strict isolation (its own uid, no access to the run's tmux server)."""
+        ...
 
     def doctor(self) -> Sequence[Check]:
         """This agent's lines in `orch doctor` (installed? version? credentials?)."""

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from orch.errors import SettingError
-from orch.versions import DEFAULT_BASE_IMAGE, DEFAULT_IMAGE_TAG
+from orch.versions import DEFAULT_AGENT, DEFAULT_BASE_IMAGE, DEFAULT_IMAGE_TAG
 
 T = TypeVar("T")
 
@@ -269,7 +269,7 @@ UID = Setting(
     shown="`1000` (compose.yaml)",
 )
 WORKERS = Setting("ORCH_WORKERS", "1", _whole, "compose.yaml: how many workers the fleet service starts.")
-AGENT = Setting("ORCH_AGENT", "claude", _text, "compose.yaml: the workers' agent.")
+AGENT = Setting("ORCH_AGENT", DEFAULT_AGENT, _text, "compose.yaml: the workers' agent.")
 PERMISSION_MODE = Setting(
     "ORCH_PERMISSION_MODE", "", _optional, "compose.yaml: the workers' permission mode.", shown="the agent's default"
 )

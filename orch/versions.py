@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+DEFAULT_AGENT = "claude"
+"""The agent of a run that names none (`orch up`, a fleet spec, compose's ORCH_AGENT): orch.agents.registry."""
+
 CLAUDE_CODE_VERSION = "2.1.332"
 CLAUDE_CODE_PACKAGE = "@anthropic-ai/claude-code"
 CODEX_VERSION = "0.171.0"

@@ -2,7 +2,7 @@
 asked, the model through the run's gateway (Chat Completions), a watcher beside it for state, and its
 questions answered by orch in its own process.
 
-What aider 0.86.2 lacks, and how orch degrades (docs/agents/aider.md has the observations):
+What the pinned aider lacks, and how orch degrades (docs/agents/aider.md has the observations):
 - no hooks: orch/agents/aider_watch.py reads aider's chat history file (a prompt is logged the moment
   aider takes it: the acknowledgement) and its screen (the input prompt: ready, end of turn); aider's
   own --notifications-command adds a Notification when it waits;
@@ -18,61 +18,63 @@ What aider 0.86.2 lacks, and how orch degrades (docs/agents/aider.md has the obs
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shlex
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 import orch.agents.aider_confirm
 import orch.agents.aider_watch
-import orch.run.hookwriter
 from orch import settings
-from orch.agents.binaries import find_binary, version_of
-from orch.agents.checks import check_permission_mode, credentials_check, install_check, limits_check
-from orch.contracts import (
-    TEXT_SHELL,
-    Check,
-    Credentials,
-    Dialog,
-    GatewayEnv,
-    ImageInstall,
-    LaunchSpec,
-    SessionStore,
-    ShellTool,
-    WorkerContext,
-)
+from orch.agents.apis import gateway_env, openai_key
+from orch.agents.base import HOOKWRITER, AgentBase, AgentFacts
+from orch.contracts import TEXT_SHELL, Dialog, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
 from orch.errors import UsageError
 from orch.run.folder import RunFolder
 from orch.versions import AIDER_PACKAGE, AIDER_VERSION
 
-CACHE_BIN = Path.home() / ".cache" / "orch" / "aider" / AIDER_VERSION / "bin" / "aider"
 DEFAULT_MODEL = "gpt-4.1"
 SESSION = orch.agents.aider_watch.SESSION
-CREDENTIALS = Credentials(
-    env=("OPENAI_API_KEY",),
-    base_url_env="OPENAI_API_BASE",
-    api_url="https://api.openai.com/v1",
-    schemes=(("OPENAI_API_KEY", "bearer"),),
-    protocols=("openai-chat",),
-    hint="export OPENAI_API_KEY=... (OPENAI_API_BASE=... for another Chat Completions API)",
+HISTORY = "history"
+"""The worker's history files, in its config dir: what a restart restores the chat from."""
+FACTS = AgentFacts(
+    name="aider",
+    title="aider",
+    permission_modes=orch.agents.aider_confirm.MODES,
+    default_permission_mode="build",
+    # aider reads the base URL and key from its environment (its --openai-api-base / --openai-api-key): no
+    # token in argv.
+    credentials=openai_key("openai-chat", base_url_env="OPENAI_API_BASE"),
+    # No tool calls: aider runs each line of the answer's shell blocks, which the gateway ledgers by that name.
+    shell=ShellTool(TEXT_SHELL, "command", hook_name="Bash"),
+    sessions=SessionStore(subdir=HISTORY),
+    # A PyPI package: the image installs it in a venv of its own (/opt/pip/aider) and links `aider` onto PATH.
+    install=ImageInstall(package=AIDER_PACKAGE, version=AIDER_VERSION, build_arg="AIDER", pip_command="aider"),
+    limits=(
+        "no hooks: state from its chat history file and screen",
+        "no session id: a restart restores the chat history",
+        "no tool calls: the model's edit and shell blocks; orch answers aider's questions in its process (edits "
+        "yes, shell blocks by mode: build runs them, ask asks the run's policy)",
+        "no read tool; no permission request for an edit",
+        "its commands are read from its answers' shell blocks (the gateway's ledger) with no result each: a "
+        "verdict's cited exit code is not checked",
+        "no strict isolation (its watcher needs the run's tmux server): a fleet with aider runs shared",
+    ),
+    # Its watcher reads the screen and types the first prompt through the run's tmux server, which a strict
+    # worker cannot reach.
+    strict_isolation=False,
+    # Fallback only: the flags prevent these. Each defaults to Yes, which is never wanted here.
+    dialogs=(
+        Dialog("git-repo", r"No git repo found, create one", ("n", "Enter")),
+        Dialog("release-notes", r"Would you like to see what's new in this version", ("n", "Enter")),
+        Dialog("analytics", r"Allow collection of anonymous analytics", ("n", "Enter")),
+    ),
+    bin_setting=settings.AIDER_BIN,
+    version_last=True,  # `aider X`
+    version_timeout=60,  # slow to start
 )
-# aider reads both from its environment (its --openai-api-base / --openai-api-key): no token in argv.
-GATEWAY = GatewayEnv(base_url_env="OPENAI_API_BASE", key_env="OPENAI_API_KEY")
-SESSIONS = SessionStore(subdir="history")
-# A PyPI package: the image installs it in a venv of its own (/opt/pip/aider) and links `aider` onto PATH.
-INSTALL = ImageInstall(package=AIDER_PACKAGE, version=AIDER_VERSION, build_arg="AIDER", pip_command="aider")
-LIMITS = (
-    "no hooks: state from its chat history file and screen",
-    "no session id: a restart restores the chat history",
-    "no tool calls: the model's edit and shell blocks; orch answers aider's questions in its process (edits "
-    "yes, shell blocks by mode: build runs them, ask asks the run's policy)",
-    "no read tool; no permission request for an edit",
-    "its commands are read from its answers' shell blocks (the gateway's ledger) with no result each: a "
-    "verdict's cited exit code is not checked",
-    "no strict isolation (its watcher needs the run's tmux server): a fleet with aider runs shared",
-)
+GATEWAY = gateway_env(FACTS.credentials)
+CACHE_BIN = FACTS.cache_bin
 # No --yes-always: it answers aider's shell questions No. aider_confirm.py answers every question instead.
 FLAGS = (
     "--no-auto-commits",
@@ -118,32 +120,12 @@ def interpreter(binary: Path) -> Path:
     )
 
 
-class AiderAdapter:
-    name: str = "aider"
-    permission_modes: tuple[str, ...] = orch.agents.aider_confirm.MODES
-    default_permission_mode: str = "build"
-    credentials: Credentials = CREDENTIALS
-    # No tool calls: aider runs each line of the answer's shell blocks, which the gateway ledgers by that name.
-    shell: ShellTool | None = ShellTool(TEXT_SHELL, "command", hook_name="Bash")
-    gateway: GatewayEnv | None = GATEWAY
-    sessions: SessionStore | None = SESSIONS
-    install: ImageInstall | None = INSTALL
-    limits: tuple[str, ...] = LIMITS
-    # Its watcher reads the screen and types the first prompt through the run's tmux server, which a
-    # strict worker cannot reach.
-    strict_isolation: bool = False
+class AiderAdapter(AgentBase):
+    FACTS = FACTS
 
-    def binary(self) -> Path:
-        install = f"scripts/setup.sh, or pip install {AIDER_PACKAGE}=={AIDER_VERSION} in a venv of its own"
-        return find_binary(settings.AIDER_BIN, "aider", CACHE_BIN, "aider", install)
-
-    def version(self) -> str | None:
-        return version_of(self.binary, last=True, timeout=60)  # `aider 0.86.2`: slow to start
-
-    def prepare(self, ctx: WorkerContext) -> LaunchSpec:
-        check_permission_mode(self, ctx.permission_mode)
+    def launch(self, ctx: WorkerContext) -> LaunchSpec:
         cfg = ctx.config_dir
-        home, history = cfg / "home", cfg / SESSIONS.subdir
+        home, history = cfg / "home", cfg / HISTORY
         for folder in (home / ".aider", history):
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         # The analytics opt-in question is asked of a sample of new users: answer it for good.
@@ -156,12 +138,12 @@ class AiderAdapter:
         model = f"openai/{ctx.model or DEFAULT_MODEL}"
         state = ctx.run.state(ctx.worker)
         notify = 'echo \'{"hook_event_name": "Notification", "notification_type": "aider_waiting"}\' | ' + shlex.join(
-            [sys.executable, "-S", orch.run.hookwriter.__file__, "event", str(state)]
+            [sys.executable, "-S", HOOKWRITER, "event", str(state)]
         )
         binary = self.binary()
         confirm = [
             str(interpreter(binary)), "-I", orch.agents.aider_confirm.__file__,
-            orch.run.hookwriter.__file__, str(state), str(ctx.run.permission_policy), ctx.permission_mode,
+            HOOKWRITER, str(state), str(ctx.run.permission_policy), ctx.permission_mode,
         ]  # fmt: skip
         aider = [
             *confirm,
@@ -178,7 +160,7 @@ class AiderAdapter:
             aider.append("--restore-chat-history")
         watch = [
             sys.executable, "-S", orch.agents.aider_watch.__file__,
-            orch.run.hookwriter.__file__, str(state), str(chat), str(ready_file(cfg)),
+            HOOKWRITER, str(state), str(chat), str(ready_file(cfg)),
         ]  # fmt: skip
         if ctx.prompt:
             prompt_file = cfg / "first-prompt.md"
@@ -192,8 +174,7 @@ class AiderAdapter:
             "HOME": str(home),
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # else litellm downloads its price list at start
             "AIDER_CHECK_UPDATE": "false",
-            settings.RUN.name: str(ctx.run.root),
-            settings.WORKER.name: str(ctx.worker),
+            **self.worker_env(ctx),
         }
         return LaunchSpec(argv=argv, env=env, cwd=ctx.workdir)
 
@@ -205,17 +186,5 @@ class AiderAdapter:
         target = caches / "model_prices_and_context_window.json"
         target.write_text(shipped.read_text() if shipped else "{}")
 
-    def doctor(self) -> Sequence[Check]:
-        installed = dataclasses.replace(install_check(self), optional=True)
-        return (installed, credentials_check(self.credentials, "aider-credentials"), limits_check(self))
-
     def ready_marker(self, run: RunFolder, worker: int) -> Path | None:
         return ready_file(run.config_dir(worker))
-
-    def dialogs(self) -> Sequence[Dialog]:
-        # Fallback only: the flags prevent these. Each defaults to Yes, which is never wanted here.
-        return (
-            Dialog("git-repo", r"No git repo found, create one", ("n", "Enter")),
-            Dialog("release-notes", r"Would you like to see what's new in this version", ("n", "Enter")),
-            Dialog("analytics", r"Allow collection of anonymous analytics", ("n", "Enter")),
-        )

@@ -1,5 +1,5 @@
 """aider's questions as orch permission requests: aider runs in its own interpreter with its one question
-function (`aider.io.InputOutput.confirm_ask`, 0.86.2) replaced, so every question it asks is answered
+function (`aider.io.InputOutput.confirm_ask` of the pinned aider) replaced, so every question it asks is answered
 here, in the process, from what aider's own code asked: never from its screen, where the model's text
 can print anything (a fake "Run shell command?" line is just text to this).
 
@@ -47,7 +47,7 @@ YES = (
     "Try to proceed anyway?",
 )
 SIGNATURE = ("self", "question", "default", "subject", "explicit_yes_required", "group", "allow_never")
-"""confirm_ask's parameters in aider 0.86.2: another aider is refused at start rather than half-answered."""
+"""confirm_ask's parameters in the pinned aider: another aider is refused at start rather than half-answered."""
 SEPARATORS = re.compile(r"&&|\|\||[;&|\n]")
 
 
@@ -114,7 +114,8 @@ def install(answerer: Answerer, io_class: Any) -> None:
     original = io_class.confirm_ask
     params = tuple(inspect.signature(original).parameters)
     if params != SIGNATURE:
-        raise SystemExit(f"orch: aider's confirm_ask{params} is not the one orch answers: use aider 0.86.2")
+        pinned = "use the aider orch pins (orch/versions.py)"
+        raise SystemExit(f"orch: aider's confirm_ask{params} is not the one orch answers: {pinned}")
 
     def confirm_ask(
         self: Any,

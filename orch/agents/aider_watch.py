@@ -1,4 +1,4 @@
-"""aider's stand-in for hooks: aider 0.86.2 has none, so this watcher, started beside it in its pane, turns
+"""aider's stand-in for hooks: the pinned aider has none, so this watcher, started beside it in its pane, turns
 what aider does leave behind into orch hook events (through orch/run/hookwriter.py).
 
     python3 -S aider_watch.py HOOKWRITER STATE_FILE CHAT_HISTORY READY_FILE [PROMPT_FILE]

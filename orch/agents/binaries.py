@@ -13,12 +13,14 @@ from orch.settings import Setting
 VERSION_TIMEOUT = 30.0
 
 
-def find_binary(setting: Setting[str | None], command: str, pinned: Path, what: str, install: str) -> Path:
+def find_binary(setting: Setting[str | None] | None, command: str, pinned: Path, what: str, install: str) -> Path:
     """The agent's executable: `setting` when set, else `command` on PATH, else the pinned copy
     scripts/setup.sh installs; UsageError naming `install` when there is none."""
-    found = setting.get() or shutil.which(command) or (str(pinned) if pinned.exists() else None)
+    chosen = setting.get() if setting else None
+    found = chosen or shutil.which(command) or (str(pinned) if pinned.exists() else None)
     if not found or not Path(found).exists():
-        raise UsageError(f"{what} is not installed", hint=f"{install} (or set {setting.name})")
+        also = f" (or set {setting.name})" if setting else ""
+        raise UsageError(f"{what} is not installed", hint=f"{install}{also}")
     return Path(found)
 
 

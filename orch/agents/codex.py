@@ -1,7 +1,7 @@
 """The Codex CLI adapter (OpenAI's `codex`, pinned in orch.versions): one `CODEX_HOME` per worker, seeded
 so that no first-run dialog appears, pointed at the run's gateway by its own model provider.
 
-What Codex 0.171.0 does on a first start, and what the seeding answers (docs/agents/codex.md):
+What the pinned Codex does on a first start, and what the seeding answers (docs/agents/codex.md):
 - "Welcome to Codex ... Sign in with ChatGPT": shown for the built-in OpenAI provider even with a key
   set. The worker uses a provider of its own (`[model_providers.orch]`, `env_key`), which needs no login.
 - "Trust this folder?" (a git workdir): `[projects."<dir>"] trust_level = "trusted"`.
@@ -26,35 +26,24 @@ import os
 import platform
 import shlex
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 
 import orch.agents.codex_watch
-import orch.run.hookwriter
 from orch import settings
-from orch.agents.binaries import find_binary, version_of
-from orch.agents.checks import check_permission_mode, credentials_check, install_check, limits_check
-from orch.contracts import (
-    Check,
-    Credentials,
-    Dialog,
-    GatewayEnv,
-    ImageInstall,
-    LaunchSpec,
-    SessionStore,
-    ShellTool,
-    WorkerContext,
-)
+from orch.agents.apis import gateway_env, openai_key
+from orch.agents.base import HOOKWRITER, AgentBase, AgentFacts, SessionArgs, hook_command
+from orch.agents.binaries import version_of
+from orch.contracts import Dialog, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
 from orch.errors import OrchError, UsageError
 from orch.run.folder import RunFolder
 from orch.versions import CODEX_PACKAGE, CODEX_VERSION
 
 log = logging.getLogger(__name__)
 
-# The events Codex 0.171.0 fires from hooks.json (it ignores StopFailure and Notification).
+# The events the pinned Codex fires from hooks.json (it ignores StopFailure and Notification).
 HOOK_EVENTS = (
     "SessionStart",
     "UserPromptSubmit",
@@ -66,32 +55,16 @@ HOOK_EVENTS = (
 )
 SESSION_END_TIMEOUT = 3  # Codex clamps a longer one to 3 s, with a startup warning
 PROVIDER = "orch"
-CREDENTIALS = Credentials(
-    env=("OPENAI_API_KEY",),
-    base_url_env="OPENAI_BASE_URL",
-    api_url="https://api.openai.com/v1",
-    schemes=(("OPENAI_API_KEY", "bearer"),),
-    # No login file: a ChatGPT sign-in (auth.json) belongs to Codex's built-in provider, which would
-    # bypass the gateway. Only an API key is supported.
-    login=None,
-    protocols=("openai-responses",),
+# No login file: a ChatGPT sign-in (auth.json) belongs to Codex's built-in provider, which would bypass the
+# gateway. Only an API key is supported.
+CREDENTIALS = openai_key(
+    "openai-responses",
     hint="export OPENAI_API_KEY=... (a ChatGPT sign-in cannot be used: workers reach the model through the gateway)",
 )
-GATEWAY = GatewayEnv(base_url_env="OPENAI_BASE_URL", key_env="OPENAI_API_KEY")
-# Rollouts live in <CODEX_HOME>/sessions/YYYY/MM/DD/rollout-<time>-<session id>.jsonl; `codex resume` reads them.
-SESSIONS = SessionStore(subdir="sessions")
-LIMITS = (
-    "no hook for a turn it gives up on after API errors: read from its session log within 0.5 s",
-    "a worker without a first prompt boots with a one-line model turn (SessionStart fires with the first turn)",
-    "API keys only, no ChatGPT sign-in",
-)
-# No Node runtime: the adapter runs the native binary behind the npm launcher (native(), below).
-INSTALL = ImageInstall(package=CODEX_PACKAGE, version=CODEX_VERSION, build_arg="CODEX")
-CACHE_BIN = Path.home() / ".cache" / "orch" / "codex" / CODEX_VERSION / "node_modules" / ".bin" / "codex"
 READY = "orch-ready"
 """The ready marker, in the worker's CODEX_HOME: written by the hook that shows the TUI takes input."""
 OFFLINE_MODEL = "gpt-5.5"
-"""The model an offline run asks for: the newest in Codex 0.171.0's catalog whose tools are plain function
+"""The model an offline run asks for: the newest in the pinned Codex's catalog whose tools are plain function
 calls (exec_command). Its default, gpt-6.2-sol, gets one JavaScript `exec` tool ("code mode") instead,
 which orch's scripted model does not script."""
 MIGRATIONS = {
@@ -100,7 +73,7 @@ MIGRATIONS = {
     "gpt-5.6-terra": "gpt-6-sol",
     "gpt-5.6-luna": "gpt-6-luna",
 }
-"""Codex 0.171.0's catalog offers these upgrades with a blocking "Meet GPT-6 ..." dialog; recorded as
+"""The pinned Codex's catalog offers these upgrades with a blocking "Meet GPT-6 ..." dialog; recorded as
 answered ("use existing model") in config.toml, the way Codex itself records the choice."""
 BOOT_PROMPT = "You are a worker in an orch fleet. Your task comes in the next message. For now reply only: ready."
 RESUME_PROMPT = (
@@ -119,6 +92,35 @@ MODES: dict[str, tuple[str, str]] = {
     "bypass": ("never", "danger-full-access"),
 }
 
+FACTS = AgentFacts(
+    name="codex",
+    title="Codex CLI",
+    permission_modes=tuple(MODES),
+    default_permission_mode="workspace-write",
+    credentials=CREDENTIALS,
+    shell=ShellTool("exec_command", "cmd", hook_name="Bash"),
+    # Rollouts live in <CODEX_HOME>/sessions/YYYY/MM/DD/rollout-<time>-<session id>.jsonl; `codex resume` reads them.
+    sessions=SessionStore(subdir="sessions"),
+    # No Node runtime: the adapter runs the native binary behind the npm launcher (native(), below).
+    install=ImageInstall(package=CODEX_PACKAGE, version=CODEX_VERSION, build_arg="CODEX"),
+    limits=(
+        "no hook for a turn it gives up on after API errors: read from its session log within 0.5 s",
+        "a worker without a first prompt boots with a one-line model turn (SessionStart fires with the first turn)",
+        "API keys only, no ChatGPT sign-in",
+    ),
+    # Fallback only: the seeded CODEX_HOME prevents these. The first option of each is the one to take.
+    dialogs=(
+        Dialog("trust", r"Trust this folder\?", ("Enter",)),
+        Dialog("hooks-review", r"Hooks need review", ("Down", "Enter")),
+        Dialog("model-migration", r"1\. Try new model", ("Down", "Enter")),
+    ),
+    bin_setting=settings.CODEX_BIN,
+    version_last=True,  # "codex-cli X"
+    doctor_optional=False,
+    session_args=SessionArgs(resume=("resume",)),
+)
+GATEWAY = gateway_env(FACTS.credentials)
+CACHE_BIN = FACTS.cache_bin
 
 # The npm package's `codex` is a Node launcher that only execs the native binary of the platform package
 # (`@openai/codex-linux-x64`, `.../vendor/<triple>/bin/codex`) with two variables set: run that binary
@@ -139,11 +141,6 @@ def native(launcher: Path) -> tuple[Path, dict[str, str]]:
     return binary, {"CODEX_MANAGED_BY_NPM": "1", "CODEX_MANAGED_PACKAGE_ROOT": str(package)}
 
 
-def hook_command(*args: str | Path) -> str:
-    """A shell command line running the stdlib-only hook writer with this interpreter."""
-    return shlex.join([sys.executable, "-S", orch.run.hookwriter.__file__, *map(str, args)])
-
-
 def has_rollout(home: Path, session: str) -> bool:
     """True if Codex kept a rollout for `session` (else `codex resume` has nothing to read)."""
     return any(path.stat().st_size > 0 for path in home.glob(f"sessions/*/*/*/rollout-*-{session}.jsonl"))
@@ -157,31 +154,17 @@ def _offline(run: RunFolder) -> bool:
     return info.offline or info.replay is not None
 
 
-class CodexAdapter:
-    name: str = "codex"
-    permission_modes: tuple[str, ...] = tuple(MODES)
-    default_permission_mode: str = "workspace-write"
-    credentials: Credentials = CREDENTIALS
-    shell: ShellTool | None = ShellTool("exec_command", "cmd", hook_name="Bash")
-    gateway: GatewayEnv | None = GATEWAY
-    sessions: SessionStore | None = SESSIONS
-    install: ImageInstall | None = INSTALL
-    limits: tuple[str, ...] = LIMITS
-    strict_isolation: bool = True
-
-    def binary(self) -> Path:
-        install = f"npm install -g {CODEX_PACKAGE}@{CODEX_VERSION}"
-        return find_binary(settings.CODEX_BIN, "codex", CACHE_BIN, "Codex CLI", install)
+class CodexAdapter(AgentBase):
+    FACTS = FACTS
 
     def version(self) -> str | None:
         try:
             binary, env = native(self.binary())
         except (OSError, UsageError):
             return None
-        return version_of(binary, env={**os.environ, **env}, last=True)  # "codex-cli 0.171.0"
+        return version_of(binary, env={**os.environ, **env}, last=True)
 
-    def prepare(self, ctx: WorkerContext) -> LaunchSpec:
-        check_permission_mode(self, ctx.permission_mode)
+    def launch(self, ctx: WorkerContext) -> LaunchSpec:
         home = ctx.config_dir
         home.mkdir(parents=True, exist_ok=True, mode=0o700)
         marker = home / READY
@@ -194,8 +177,7 @@ class CodexAdapter:
 
         binary, launcher_env = native(self.binary())
         argv = [str(binary)]
-        if resume:
-            argv += ["resume", resume]
+        argv += self.session_argv(resume)
         # No shared background server: it would outlive the worker's pane.
         argv += ["--no-daemon", "--dangerously-bypass-hook-trust", "--cd", str(ctx.workdir)]
         if ctx.permission_mode == "bypass":
@@ -206,14 +188,13 @@ class CodexAdapter:
         argv.append(prompt)
         # The watcher starts first, in the background; the shell then becomes Codex (so the watcher's
         # parent is Codex, and it ends with it). It reports the turns Codex gives up on (no hook fires).
-        watch = [sys.executable, "-S", orch.agents.codex_watch.__file__, orch.run.hookwriter.__file__]
+        watch = [sys.executable, "-S", orch.agents.codex_watch.__file__, HOOKWRITER]
         watch += [str(ctx.run.state(ctx.worker)), str(home)]
         argv = ["sh", "-c", f'{shlex.join(watch)} </dev/null >/dev/null 2>&1 & exec "$@"', "codex", *argv]
         env = {
             **launcher_env,
             "CODEX_HOME": str(home),
-            settings.RUN.name: str(ctx.run.root),
-            settings.WORKER.name: str(ctx.worker),
+            **self.worker_env(ctx),
         }
         return LaunchSpec(argv=argv, env=env, cwd=ctx.workdir)
 
@@ -271,16 +252,5 @@ class CodexAdapter:
         hooks["PermissionRequest"] = hook("PermissionRequest", ctx.run.permission_policy)
         return hooks
 
-    def doctor(self) -> Sequence[Check]:
-        return (install_check(self), credentials_check(self.credentials, "codex-credentials"), limits_check(self))
-
     def ready_marker(self, run: RunFolder, worker: int) -> Path | None:
         return run.config_dir(worker) / READY
-
-    def dialogs(self) -> Sequence[Dialog]:
-        # Fallback only: the seeded CODEX_HOME prevents these. The first option of each is the one to take.
-        return (
-            Dialog("trust", r"Trust this folder\?", ("Enter",)),
-            Dialog("hooks-review", r"Hooks need review", ("Down", "Enter")),
-            Dialog("model-migration", r"1\. Try new model", ("Down", "Enter")),
-        )

@@ -1,5 +1,5 @@
-"""The hook Codex lacks: a turn it gives up on after API errors fires no Stop and no StopFailure (0.171.0
-ignores StopFailure in hooks.json), so the worker would read as busy until its job timed out. Codex does
+"""The hook Codex lacks: a turn it gives up on after API errors fires no Stop and no StopFailure (the pinned
+version ignores StopFailure in hooks.json), so the worker would read as busy until its job timed out. Codex does
 record the failure in its own session log (`$CODEX_HOME/sessions/**/rollout-*.jsonl`): an `event_msg` of
 type `task_complete` with an `error`. This watcher, started beside Codex in its pane, turns each such line
 into a StopFailure hook event under the error names Claude Code uses (orch.fleet.workerstate), so the

@@ -1,58 +1,78 @@
 """The Gemini CLI adapter: an isolated `GEMINI_CLI_HOME` per worker, seeded so no first-run dialog appears.
 
-What Gemini CLI 0.61.0 does, and why each seed is there: docs/agents/gemini.md.
+What the pinned Gemini CLI does, and why each seed is there: docs/agents/gemini.md.
 """
 
 from __future__ import annotations
 
 import json
-import shlex
-import sys
-import uuid
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import orch.run.hookwriter
 from orch import settings
-from orch.agents.binaries import find_binary, version_of
-from orch.agents.checks import check_permission_mode, credentials_check, install_check, limits_check
-from orch.contracts import (
-    Check,
-    Credentials,
-    Dialog,
-    GatewayEnv,
-    ImageInstall,
-    LaunchSpec,
-    SessionStore,
-    ShellTool,
-    WorkerContext,
-)
-from orch.run.folder import RunFolder
+from orch.agents.apis import gateway_env, gemini_key
+from orch.agents.base import AgentBase, AgentFacts, HookDialect, SessionArgs, write_config
+from orch.contracts import Dialog, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
 from orch.versions import GEMINI_CLI_PACKAGE, GEMINI_CLI_VERSION
 
-HOOK_EVENTS = ("SessionStart", "BeforeAgent", "AfterAgent", "BeforeTool", "AfterTool", "Notification", "SessionEnd")
-CREDENTIALS = Credentials(
-    # GOOGLE_API_KEY: Google's other name for an API key (Gemini CLI reads it for Vertex AI): never a worker's.
-    env=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-    base_url_env="GOOGLE_GEMINI_BASE_URL",
-    api_url="https://generativelanguage.googleapis.com",
-    # Sent upstream as x-goog-api-key (orch.gateway.gemini).
-    schemes=(("GEMINI_API_KEY", "x-api-key"), ("GOOGLE_API_KEY", "x-api-key")),
-    protocols=("gemini",),
-    hint="export GEMINI_API_KEY=... (a Gemini API key from Google AI Studio; "
-    "Gemini CLI's own Google sign-in cannot go through the gateway)",
+QUIET_ENV = {
+    "GEMINI_CLI_NO_RELAUNCH": "1",
+    "GOOGLE_GENAI_USE_GCA": "false",
+    "GOOGLE_GENAI_USE_VERTEXAI": "false",
+}
+"""Variables every Gemini CLI process of orch gets: one process (no relaunch as a child with a bigger heap, so
+a kill reaches the agent), and the API-key path even if the user's shell asks for another."""
+# Its hook events under the names orch's worker states are derived from (Claude Code's). Its hooks cannot
+# approve a call: under an allow policy the hook writer presses Enter on its dialog ("1. Allow once" selected).
+HOOK_DIALECT = HookDialect(
+    events={
+        "SessionStart": "SessionStart",
+        "BeforeAgent": "UserPromptSubmit",
+        "AfterAgent": "Stop",
+        "BeforeTool": "PreToolUse",
+        "AfterTool": "PostToolUse",
+        "Notification": "Notification",
+        "SessionEnd": "SessionEnd",
+    },
+    notifications={"ToolPermission": "permission_prompt"},
+    permission_notice="ToolPermission",
+    gate="BeforeTool",
+    dialog="Allow once",
 )
-GATEWAY = GatewayEnv(base_url_env="GOOGLE_GEMINI_BASE_URL", key_env="GEMINI_API_KEY")
-# Chats live in <GEMINI_CLI_HOME>/.gemini/tmp/<project>/chats/session-<time>-<id[:8]>.jsonl; --resume reads them.
-SESSIONS = SessionStore(subdir=".gemini/tmp")
-LIMITS = (
-    "hooks cannot approve a tool call: under `approve` orch presses Allow on its dialog",
-    "a resumed session's first prompt is answered without the old history",
-    "no hook reports an API failure: a rate-limited turn reads as idle, then nudged",
+HOOK_EVENTS = tuple(HOOK_DIALECT.events)
+FACTS = AgentFacts(
+    name="gemini",
+    title="Gemini CLI",
+    # Gemini CLI's own --approval-mode values, passed as they are.
+    permission_modes=("default", "auto_edit", "yolo", "plan"),
+    default_permission_mode="default",
+    credentials=gemini_key(
+        hint="export GEMINI_API_KEY=... (a Gemini API key from Google AI Studio; "
+        "Gemini CLI's own Google sign-in cannot go through the gateway)"
+    ),
+    shell=ShellTool("run_shell_command", "command"),
+    # Chats live in <GEMINI_CLI_HOME>/.gemini/tmp/<project>/chats/session-<time>-<id[:8]>.jsonl; --resume reads them.
+    sessions=SessionStore(subdir=".gemini/tmp"),
+    install=ImageInstall(package=GEMINI_CLI_PACKAGE, version=GEMINI_CLI_VERSION, build_arg="GEMINI_CLI", node=True),
+    limits=(
+        "hooks cannot approve a tool call: under `approve` orch presses Allow on its dialog",
+        "a resumed session's first prompt is answered without the old history",
+        "no hook reports an API failure: a rate-limited turn reads as idle, then nudged",
+    ),
+    # Fallback only: seeding GEMINI_CLI_HOME prevents these. The first option is selected in each.
+    dialogs=(
+        Dialog("trust", r"Do you trust the files in this folder\?", ("Enter",)),
+        Dialog("include-trust", r"Do you trust the following folders being added", ("Enter",)),
+        Dialog("auth", r"How would you like to authenticate", ("Down", "Enter")),
+    ),
+    bin_setting=settings.GEMINI_BIN,
+    cache="gemini-cli",
+    version_env=QUIET_ENV,
+    session_args=SessionArgs(resume=("--resume",), new=("--session-id",)),
+    hook_dialect=HOOK_DIALECT,
 )
-INSTALL = ImageInstall(package=GEMINI_CLI_PACKAGE, version=GEMINI_CLI_VERSION, build_arg="GEMINI_CLI", node=True)
-CACHE_BIN = Path.home() / ".cache" / "orch" / "gemini-cli" / GEMINI_CLI_VERSION / "node_modules" / ".bin" / "gemini"
+GATEWAY = gateway_env(FACTS.credentials)
+CACHE_BIN = FACTS.cache_bin
 
 # Gemini CLI's policy engine (user tier): the tools a worker needs run without a prompt, shell redirection
 # included (it would otherwise downgrade an allowed command to a prompt); the destructive few are refused.
@@ -101,11 +121,6 @@ SETTINGS: dict[str, Any] = {
 }
 
 
-def hook_command(*args: str | Path) -> str:
-    """A shell command line running the stdlib-only hook writer with this interpreter."""
-    return shlex.join([sys.executable, "-S", orch.run.hookwriter.__file__, *map(str, args)])
-
-
 def gemini_dir(config_dir: Path) -> Path:
     return config_dir / ".gemini"
 
@@ -121,85 +136,44 @@ def has_conversation(config_dir: Path, session: str) -> bool:
     return False
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    path.write_text(json.dumps(data, indent=2) + "\n")
-    path.chmod(0o600)
+class GeminiAdapter(AgentBase):
+    FACTS = FACTS
 
-
-class GeminiAdapter:
-    name: str = "gemini"
-    # Gemini CLI's own --approval-mode values, passed as they are.
-    permission_modes: tuple[str, ...] = ("default", "auto_edit", "yolo", "plan")
-    default_permission_mode: str = "default"
-    credentials: Credentials = CREDENTIALS
-    shell: ShellTool | None = ShellTool("run_shell_command", "command")
-    gateway: GatewayEnv | None = GATEWAY
-    sessions: SessionStore | None = SESSIONS
-    install: ImageInstall | None = INSTALL
-    limits: tuple[str, ...] = LIMITS
-    strict_isolation: bool = True
-
-    def binary(self) -> Path:
-        install = f"npm install -g {GEMINI_CLI_PACKAGE}@{GEMINI_CLI_VERSION}"
-        return find_binary(settings.GEMINI_BIN, "gemini", CACHE_BIN, "Gemini CLI", install)
-
-    def version(self) -> str | None:
-        return version_of(self.binary, env=_quiet_env())
-
-    def prepare(self, ctx: WorkerContext) -> LaunchSpec:
-        check_permission_mode(self, ctx.permission_mode)
+    def launch(self, ctx: WorkerContext) -> LaunchSpec:
         cfg = ctx.config_dir
         home = gemini_dir(cfg)
         (home / "policies").mkdir(parents=True, exist_ok=True, mode=0o700)
         cfg.chmod(0o700)
         # Trust both folders the worker touches: its workdir and the run folder (--include-directories).
         trusted = home / "trustedFolders.json"
-        _write_json(trusted, {str(ctx.workdir): "TRUST_FOLDER", str(ctx.run.root): "TRUST_FOLDER"})
-        _write_json(home / "settings.json", {**SETTINGS, "hooks": self._hooks(ctx)})
+        write_config(trusted, {str(ctx.workdir): "TRUST_FOLDER", str(ctx.run.root): "TRUST_FOLDER"})
+        write_config(home / "settings.json", {**SETTINGS, "hooks": self._hooks(ctx)})
         (home / "policies" / "orch.toml").write_text(POLICY)
 
         argv = [str(self.binary()), "--approval-mode", ctx.permission_mode]
         argv += ["--include-directories", str(ctx.run.root)]
         if ctx.model:
             argv += ["--model", ctx.model]
-        if ctx.resume_session and has_conversation(cfg, ctx.resume_session):
-            argv += ["--resume", ctx.resume_session]
-        else:
-            argv += ["--session-id", str(uuid.uuid4())]
+        resume = ctx.resume_session if ctx.resume_session and has_conversation(cfg, ctx.resume_session) else None
+        argv += self.session_argv(resume)
         if ctx.prompt:
             argv += ["--prompt-interactive", ctx.prompt]
         env = {
-            **_quiet_env(),
+            **QUIET_ENV,
             "GEMINI_CLI_HOME": str(cfg),
             "GEMINI_CLI_TRUSTED_FOLDERS_PATH": str(trusted),
-            settings.RUN.name: str(ctx.run.root),
-            settings.WORKER.name: str(ctx.worker),
+            **self.worker_env(ctx),
         }
         return LaunchSpec(argv=argv, env=env, cwd=ctx.workdir)
 
-    def doctor(self) -> Sequence[Check]:
-        found = install_check(self)
-        # Optional: a machine running only Claude Code fleets needs no Gemini CLI.
-        install = Check(found.name, found.ok, found.detail, found.fix, optional=True)
-        return (install, credentials_check(self.credentials, "gemini-credentials"), limits_check(self))
-
-    def ready_marker(self, run: RunFolder, worker: int) -> Path | None:
-        return None  # SessionStart fires once the TUI is up; a lost Enter is re-sent by orch.fleet.talk
-
-    def dialogs(self) -> Sequence[Dialog]:
-        # Fallback only: seeding GEMINI_CLI_HOME prevents these. The first option is selected in each.
-        return (
-            Dialog("trust", r"Do you trust the files in this folder\?", ("Enter",)),
-            Dialog("include-trust", r"Do you trust the following folders being added", ("Enter",)),
-            Dialog("auth", r"How would you like to authenticate", ("Down", "Enter")),
-        )
+    # ready_marker: None, SessionStart fires once the TUI is up; a lost Enter is re-sent by orch.fleet.talk
 
     @staticmethod
     def _hooks(ctx: WorkerContext) -> dict[str, Any]:
         state_file = ctx.run.state(ctx.worker)
 
         def hook(*args: str | Path) -> list[dict[str, Any]]:
-            command = {"type": "command", "command": hook_command("gemini", state_file, *args)}
+            command = {"type": "command", "command": HOOK_DIALECT.command(state_file, *args)}
             return [{"matcher": "", "hooks": [command]}]
 
         hooks = {event: hook() for event in HOOK_EVENTS}
@@ -208,13 +182,3 @@ class GeminiAdapter:
         # And this one approves it, by pressing Allow on the dialog (Gemini CLI's hooks cannot approve).
         hooks["Notification"] = hook(ctx.run.permission_policy, ",".join(ALLOWED_TOOLS))
         return hooks
-
-
-def _quiet_env() -> dict[str, str]:
-    """Variables every Gemini CLI process of orch gets: one process (no relaunch as a child with a bigger
-    heap, so a kill reaches the agent), and the API-key path even if the user's shell asks for another."""
-    return {
-        "GEMINI_CLI_NO_RELAUNCH": "1",
-        "GOOGLE_GENAI_USE_GCA": "false",
-        "GOOGLE_GENAI_USE_VERTEXAI": "false",
-    }

@@ -2,7 +2,7 @@
 a provider that points at the run's gateway (OpenAI Chat Completions), and a plugin that reports
 opencode's own events (session status, tool calls, permission requests) as orch hook events.
 
-What opencode 1.18.33 does and how each is handled (docs/agents/opencode.md has the observations):
+What the pinned opencode does and how each is handled (docs/agents/opencode.md has the observations):
 - It reads `$XDG_CONFIG_HOME/opencode` and `$OPENCODE_CONFIG_DIR`, and installs `@opencode-ai/plugin`
   from npm into each of them at start. orch points both at one dir per worker and links a pinned copy
   installed once by scripts/setup.sh (`config-deps`), so nothing is downloaded at run time.
@@ -13,7 +13,6 @@ What opencode 1.18.33 does and how each is handled (docs/agents/opencode.md has 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 import sqlite3
@@ -23,27 +22,37 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import orch.run.hookwriter
 from orch import settings
-from orch.agents.binaries import find_binary, version_of
-from orch.agents.checks import check_permission_mode, credentials_check, install_check
-from orch.contracts import (
-    Check,
-    Credentials,
-    Dialog,
-    GatewayEnv,
-    ImageInstall,
-    LaunchSpec,
-    SessionStore,
-    ShellTool,
-    WorkerContext,
-)
+from orch.agents.apis import gateway_env, openai_key
+from orch.agents.base import HOOKWRITER, AgentBase, AgentFacts, SessionArgs
+from orch.contracts import Check, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
 from orch.errors import UsageError
 from orch.run.folder import RunFolder
 from orch.versions import OPENCODE_PACKAGE, OPENCODE_PLUGIN_PACKAGE, OPENCODE_VERSION
 
-CACHE = Path.home() / ".cache" / "orch" / "opencode" / OPENCODE_VERSION
-CACHE_BIN = CACHE / "node_modules" / ".bin" / "opencode"
+DATA = "data"
+"""The worker's $XDG_DATA_HOME, in its config dir: opencode keeps its sessions there."""
+FACTS = AgentFacts(
+    name="opencode",
+    title="opencode",
+    permission_modes=("build", "ask", "auto"),
+    default_permission_mode="build",
+    credentials=openai_key("openai-chat"),
+    shell=ShellTool("bash", "command"),
+    sessions=SessionStore(subdir=DATA),
+    install=ImageInstall(
+        package=OPENCODE_PACKAGE,
+        version=OPENCODE_VERSION,
+        build_arg="OPENCODE",
+        config_npm=f"{OPENCODE_PLUGIN_PACKAGE}@{OPENCODE_VERSION}",
+    ),
+    bin_setting=settings.OPENCODE_BIN,
+    install_hint=f"scripts/setup.sh, or npm install -g {OPENCODE_PACKAGE}@{OPENCODE_VERSION}",
+    session_args=SessionArgs(resume=("--session",)),
+)
+GATEWAY = gateway_env(FACTS.credentials)
+CACHE_BIN = FACTS.cache_bin
+CACHE = CACHE_BIN.parent.parent.parent
 CONFIG_DEPS = CACHE / "config-deps"
 """`npm install @opencode-ai/plugin@<version>` done once by scripts/setup.sh: linked into each config dir."""
 
@@ -57,22 +66,6 @@ def config_deps(binary: Path) -> Path:
 
 PROVIDER = "orch"
 DEFAULT_MODEL = "gpt-4.1"
-CREDENTIALS = Credentials(
-    env=("OPENAI_API_KEY",),
-    base_url_env="OPENAI_BASE_URL",
-    api_url="https://api.openai.com/v1",
-    schemes=(("OPENAI_API_KEY", "bearer"),),
-    protocols=("openai-chat",),
-    hint="export OPENAI_API_KEY=... (OPENAI_BASE_URL=... for another Chat Completions API)",
-)
-GATEWAY = GatewayEnv(base_url_env="OPENAI_BASE_URL", key_env="OPENAI_API_KEY")
-SESSIONS = SessionStore(subdir="data")
-INSTALL = ImageInstall(
-    package=OPENCODE_PACKAGE,
-    version=OPENCODE_VERSION,
-    build_arg="OPENCODE",
-    config_npm=f"{OPENCODE_PLUGIN_PACKAGE}@{OPENCODE_VERSION}",
-)
 ENV = {
     "OPENCODE_DISABLE_AUTOUPDATE": "1",
     "OPENCODE_DISABLE_MODELS_FETCH": "1",  # models.dev: the provider is ours, nothing to fetch
@@ -125,7 +118,7 @@ def _template(name: str, constants: dict[str, Any]) -> str:
 def plugin_source(ctx: WorkerContext, session: str | None) -> str:
     constants = {
         "python": sys.executable,
-        "hookwriter": orch.run.hookwriter.__file__,
+        "hookwriter": HOOKWRITER,
         "state": str(ctx.run.state(ctx.worker)),
         "policy": str(ctx.run.permission_policy),
         "session": session,
@@ -133,30 +126,13 @@ def plugin_source(ctx: WorkerContext, session: str | None) -> str:
     return _template("opencode-plugin.js", constants)
 
 
-class OpencodeAdapter:
-    name: str = "opencode"
-    permission_modes: tuple[str, ...] = ("build", "ask", "auto")
-    default_permission_mode: str = "build"
-    credentials: Credentials = CREDENTIALS
-    shell: ShellTool | None = ShellTool("bash", "command")
-    gateway: GatewayEnv | None = GATEWAY
-    sessions: SessionStore | None = SESSIONS
-    install: ImageInstall | None = INSTALL
-    limits: tuple[str, ...] = ()
-    strict_isolation: bool = True
+class OpencodeAdapter(AgentBase):
+    FACTS = FACTS
 
-    def binary(self) -> Path:
-        install = f"scripts/setup.sh, or npm install -g {OPENCODE_PACKAGE}@{OPENCODE_VERSION}"
-        return find_binary(settings.OPENCODE_BIN, "opencode", CACHE_BIN, "opencode", install)
-
-    def version(self) -> str | None:
-        return version_of(self.binary)
-
-    def prepare(self, ctx: WorkerContext) -> LaunchSpec:
-        check_permission_mode(self, ctx.permission_mode)
+    def launch(self, ctx: WorkerContext) -> LaunchSpec:
         cfg = ctx.config_dir
         config_dir = cfg / "opencode"  # both $XDG_CONFIG_HOME/opencode and $OPENCODE_CONFIG_DIR
-        data_dir = cfg / SESSIONS.subdir
+        data_dir = cfg / DATA
         for folder in (config_dir / "plugins", data_dir, cfg / "cache", cfg / "state"):
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._link_deps(config_dir)
@@ -192,8 +168,7 @@ class OpencodeAdapter:
         argv = [str(self.binary())]
         if ctx.permission_mode == "auto":
             argv.append("--auto")
-        if resume:
-            argv += ["--session", str(ctx.resume_session)]
+        argv += self.session_argv(ctx.resume_session if resume else None)
         if ctx.prompt:
             argv += ["--prompt", ctx.prompt]
         env = {
@@ -203,8 +178,7 @@ class OpencodeAdapter:
             "XDG_DATA_HOME": str(data_dir),
             "XDG_CACHE_HOME": str(cfg / "cache"),
             "XDG_STATE_HOME": str(cfg / "state"),
-            settings.RUN.name: str(ctx.run.root),
-            settings.WORKER.name: str(ctx.worker),
+            **self.worker_env(ctx),
         }
         return LaunchSpec(argv=argv, env=env, cwd=ctx.workdir)
 
@@ -233,14 +207,8 @@ class OpencodeAdapter:
             "--session; permission modes: " + ", ".join(self.permission_modes),
             optional=True,
         )
-        # Optional: a machine that runs only Claude Code fleets needs no opencode.
-        installed = dataclasses.replace(install_check(self), optional=True)
-        return (installed, credentials_check(self.credentials, "opencode-credentials"), facts)
+        return (*super().doctor(), facts)
 
     def ready_marker(self, run: RunFolder, worker: int) -> Path | None:
         # The server plugin's SessionStart comes before the TUI is drawn: text typed then is lost.
         return ready_file(run.config_dir(worker))
-
-    def dialogs(self) -> Sequence[Dialog]:
-        # Fallback only: a permission dialog the run's policy leaves to a human ("ask") stays up.
-        return ()

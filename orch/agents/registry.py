@@ -2,73 +2,44 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
-from orch import settings
+import importlib
+from collections.abc import Sequence
 
 # Re-exported: what every adapter checks, for callers outside orch.agents too (orch.fleet.launch).
 from orch.agents.checks import check_permission_mode as check_permission_mode
 from orch.contracts import AgentAdapter, ImageInstall
 from orch.errors import UsageError
+from orch.versions import DEFAULT_AGENT as DEFAULT_AGENT
 
-
-def _claude() -> AgentAdapter:
-    from orch.agents.claude import ClaudeAdapter
-
-    return ClaudeAdapter()
-
-
-def _codex() -> AgentAdapter:
-    from orch.agents.codex import CodexAdapter
-
-    return CodexAdapter()
-
-
-def _gemini() -> AgentAdapter:
-    from orch.agents.gemini import GeminiAdapter
-
-    return GeminiAdapter()
-
-
-def _opencode() -> AgentAdapter:
-    from orch.agents.opencode import OpencodeAdapter
-
-    return OpencodeAdapter()
-
-
-def _aider() -> AgentAdapter:
-    from orch.agents.aider import AiderAdapter
-
-    return AiderAdapter()
-
-
-def _scripted() -> AgentAdapter:
-    from orch.agents.scripted import ScriptedAdapter
-
-    return ScriptedAdapter()
-
-
-# Imported on first use: a run of one kind never loads the others' modules.
-ADAPTERS: dict[str, Callable[[], AgentAdapter]] = {
-    "claude": _claude,
-    "codex": _codex,
-    "gemini": _gemini,
-    "opencode": _opencode,
-    "aider": _aider,
-    "scripted": _scripted,
+ADAPTERS: dict[str, str | AgentAdapter] = {
+    "claude": "orch.agents.claude:ClaudeAdapter",
+    "codex": "orch.agents.codex:CodexAdapter",
+    "gemini": "orch.agents.gemini:GeminiAdapter",
+    "opencode": "orch.agents.opencode:OpencodeAdapter",
+    "aider": "orch.agents.aider:AiderAdapter",
+    "scripted": "orch.agents.scripted:ScriptedAdapter",
 }
-DEFAULT_AGENT = settings.AGENT.default
-"""The agent of a run that names none (compose's ORCH_AGENT unset)."""
+"""Every agent by name: `module:Class` (imported on first use, so a run of one kind never loads the others'
+modules), or an adapter itself (a test's toy agent). Adding an agent is one line here."""
 IMAGE_AGENT = "claude"
 """The agent CLI the worker image (docker/Dockerfile) installs; its adapter says which package and version."""
 
 
+def _load(target: str) -> AgentAdapter:
+    module, _, attr = target.partition(":")
+    factory = getattr(importlib.import_module(module), attr)
+    adapter = factory()
+    if not isinstance(adapter, AgentAdapter):
+        raise TypeError(f"{target} is not an AgentAdapter")
+    return adapter
+
+
 def get_adapter(name: str) -> AgentAdapter:
     try:
-        factory = ADAPTERS[name]
+        target = ADAPTERS[name]
     except KeyError:
         raise UsageError(f"unknown agent {name!r} (available: {', '.join(sorted(ADAPTERS))})") from None
-    return factory()
+    return _load(target) if isinstance(target, str) else target
 
 
 def image_install() -> ImageInstall:

@@ -8,39 +8,27 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from orch import settings
-from orch.agents.claude import CREDENTIALS as CLAUDE_CREDENTIALS
-from orch.agents.claude import GATEWAY as CLAUDE_GATEWAY
-from orch.agents.claude import SHELL as CLAUDE_SHELL
-from orch.contracts import (
-    Check,
-    Credentials,
-    Dialog,
-    GatewayEnv,
-    ImageInstall,
-    LaunchSpec,
-    SessionStore,
-    ShellTool,
-    WorkerContext,
-)
+from orch.agents.base import AgentBase, AgentFacts
+from orch.agents.claude import FACTS as CLAUDE
+from orch.contracts import Check, LaunchSpec, WorkerContext
 from orch.errors import OrchError
-from orch.run.folder import RunFolder
 
-
-class ScriptedAdapter:
-    name: str = "scripted"
-    permission_modes: tuple[str, ...] = ("default",)
-    default_permission_mode: str = "default"
+FACTS = AgentFacts(
+    name="scripted",
+    title="orch's scripted agent",
+    permission_modes=("default",),
+    default_permission_mode="default",
     # It calls no model and keeps no session; it is part of orch, so the image has it already. It stands in
     # for Claude Code in the fast and container tests, so a credential takes Claude Code's path (the
     # environment, the read-only login-file mount, the model API on the egress allowlist, the offline
     # variables).
-    credentials: Credentials = CLAUDE_CREDENTIALS
-    shell: ShellTool | None = CLAUDE_SHELL  # its hooks log each command as a Bash call
-    gateway: GatewayEnv | None = CLAUDE_GATEWAY
-    sessions: SessionStore | None = None
-    install: ImageInstall | None = None
-    limits: tuple[str, ...] = ()
-    strict_isolation: bool = True
+    credentials=CLAUDE.credentials,
+    shell=CLAUDE.shell,  # its hooks log each command as a Bash call
+)
+
+
+class ScriptedAdapter(AgentBase):
+    FACTS = FACTS
 
     def binary(self) -> Path:
         return Path(sys.executable)
@@ -50,34 +38,24 @@ class ScriptedAdapter:
 
         return __version__
 
-    def prepare(self, ctx: WorkerContext) -> LaunchSpec:
+    def launch(self, ctx: WorkerContext) -> LaunchSpec:
         ctx.config_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         argv = [sys.executable, "-m", "orch.agents.scripted_agent"]
         if _model_run(ctx):
             argv.append("--model")  # its prompts go to the scripted model, through the run's gateway
         if ctx.prompt:
             argv.append(ctx.prompt)
-        env = {
-            settings.STATE_FILE.name: str(ctx.run.state(ctx.worker)),
-            settings.RUN.name: str(ctx.run.root),
-            settings.WORKER.name: str(ctx.worker),
-        }
+        env = {settings.STATE_FILE.name: str(ctx.run.state(ctx.worker)), **self.worker_env(ctx)}
         return LaunchSpec(argv=argv, env=env, cwd=ctx.workdir)
 
     def doctor(self) -> Sequence[Check]:
         return ()  # nothing to check: it runs with orch's own interpreter
 
-    def ready_marker(self, run: RunFolder, worker: int) -> Path | None:
-        return None
-
-    def dialogs(self) -> Sequence[Dialog]:
-        return ()
-
 
 def _model_run(ctx: WorkerContext) -> bool:
     """An offline (or replayed) run: the worker's gateway answers from orch's scripted model (or a recording),
     so the agent talks to it. Otherwise it runs the `$ ` lines of its prompts (the fleet-layer tests)."""
-    if CLAUDE_GATEWAY.base_url_env not in ctx.env:
+    if CLAUDE.credentials.base_url_env not in ctx.env:
         return False
     try:
         info = ctx.run.info()

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from orch.agents.registry import IMAGE_AGENT
 from orch.cli.common import NameArg, run_folder, up_request
 from orch.container import backends
 from orch.errors import UsageError
@@ -118,7 +119,7 @@ def image_build(
     ] = None,
     agents: Annotated[
         str, typer.Option("--agents", help="The agent CLIs the image carries (pinned): e.g. claude,codex,aider; all")
-    ] = "claude",
+    ] = IMAGE_AGENT,
 ) -> None:
     """Build the worker image from docker/Dockerfile, printing the engine's progress as it goes."""
     from orch.container.image import build_image

@@ -14,7 +14,7 @@ from typing import Annotated, NoReturn
 import typer
 from pydantic import ValidationError
 
-from orch.agents.registry import get_adapter
+from orch.agents.registry import DEFAULT_AGENT, get_adapter
 from orch.cli.common import (
     NameArg,
     WorkerArg,
@@ -139,7 +139,7 @@ RunFolderMaxOpt = Annotated[
 def up(
     name: NameArg,
     workers: Annotated[int, typer.Option("--workers", "-n", help="Number of workers.")] = 1,
-    agent: AgentOpt = "claude",
+    agent: AgentOpt = DEFAULT_AGENT,
     workdir: Annotated[Path, typer.Option("--workdir", "-w", help="Folder the workers work in.")] = Path(),
     local: LocalOpt = False,
     permission_mode: ModeOpt = None,
@@ -207,7 +207,7 @@ def spawn(
     name: NameArg,
     workers: Annotated[int, typer.Argument(help="Number of workers.")],
     workdir: Annotated[Path, typer.Argument(help="Folder the workers work in.")] = Path(),
-    agent: AgentOpt = "claude",
+    agent: AgentOpt = DEFAULT_AGENT,
     local: LocalOpt = False,
     permission_mode: ModeOpt = None,
     model: ModelOpt = None,

@@ -27,7 +27,7 @@ from orch.gateway.records import Scheme, Tokens
 
 PATH_RE = re.compile(r"^/v1(?:beta|alpha)?/models/([^/:]+):(generateContent|streamGenerateContent|countTokens)$")
 MADE_UP_ID = re.compile(r"^.+_\d{10,}_\d+$")
-"""An id Gemini CLI 0.61.0 gave a call itself: `<tool name>_<epoch ms>_<index>`."""
+"""An id the pinned Gemini CLI gave a call itself: `<tool name>_<epoch ms>_<index>`."""
 _ERRORS: dict[ErrorKind, tuple[int, str]] = {
     "authentication": (401, "UNAUTHENTICATED"),
     "permission": (403, "PERMISSION_DENIED"),

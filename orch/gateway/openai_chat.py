@@ -11,7 +11,7 @@ is complete at `data: [DONE]`, which is not JSON, so the reader also takes a chu
 `finish_reason` followed by the usage chunk: the outcome is complete once a finish reason came.
 
 aider offers the model no tools: it runs the lines of the fenced shell blocks in the answer's text
-(```bash, ```sh, ...), each line a command of its own (0.86.2: editblock_coder.find_original_update_blocks,
+(```bash, ```sh, ...), each line a command of its own (the pinned aider: editblock_coder.find_original_update_blocks,
 base_coder.handle_shell_commands). For its turns (`main_call` with no tools) the ledger gets each such
 line as a call of the tool TEXT_SHELL, as if the model had asked for it by name; no result comes back
 under an id, so none is ledgered.
@@ -219,7 +219,7 @@ class ChatCompletionsProtocol:
         return {"error": {"message": message, "type": code, "param": None, "code": code}}
 
     def upstream_body(self, body: Mapping[str, Any], raw: bytes) -> bytes:
-        """The request as sent upstream: a stream that does not ask for usage (aider 0.86.2's) is made to,
+        """The request as sent upstream: a stream that does not ask for usage (the pinned aider's) is made to,
         else the books could not count it. The extra final chunk (`choices: []`) is standard API output."""
         options = body.get("stream_options")
         if not body.get("stream") or (isinstance(options, dict) and options.get("include_usage")):

@@ -2,7 +2,7 @@
 answer from the replay cassette), stream the answer back chunk by chunk as it arrives, tee the stream for
 accounting without delaying a byte, then count, ledger and record the completed exchange.
 
-What Claude Code 2.1.332 does with the gateway's own refusals (tests/gateway/test_claude.py, `claude -p`):
+What the pinned Claude Code does with the gateway's own refusals (tests/gateway/test_claude.py, `claude -p`):
 - budget exceeded, 400 invalid_request_error + x-should-retry: false: it sends the refused main turn 6
   times within about a second (no backoff), then stops cleanly: exit 1, result `API Error: 400 orch
   gateway: budget exceeded: ...`, is_error, api_error_status 400. No retry loop of minutes.

@@ -1,6 +1,6 @@
 """The OpenAI Responses API for the gateway: `POST /responses` (JSON or SSE), as Codex CLI calls it.
 
-Codex 0.171.0 sends `{base_url}/responses` with `stream: true` and reads the SSE events
+The pinned Codex sends `{base_url}/responses` with `stream: true` and reads the SSE events
 `response.created`, `response.output_item.done` (each output item: a message, a `function_call`, a
 reasoning item) and `response.completed`, which carries the whole response with its `usage`. Tool
 results come back in the next request's `input` as `function_call_output` items (`call_id`, `output`).

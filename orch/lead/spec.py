@@ -23,6 +23,7 @@ from orch.errors import UsageError
 from orch.offline.script import TOOLS as SCRIPT_TOOLS
 from orch.run.folder import MAX_WORKERS, NAME_RE
 from orch.run.records import Count, Isolation, Size, Strict, WorkerCaps, byte_size
+from orch.versions import DEFAULT_AGENT
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}$"
 PLACEHOLDER_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
@@ -159,7 +160,7 @@ ScriptStep = dict[str, Any]
 class AgentGroup(Strict):
     """Some workers of one agent kind and model."""
 
-    agent: str = "claude"
+    agent: str = DEFAULT_AGENT
     """Agent adapter (`orch doctor` lists them; scripted is for tests of orch itself). Groups of different
     agents make a mixed fleet, whose findings go to verifiers of another kind first."""
     model: str | None = None
@@ -301,7 +302,7 @@ class FleetSpec(Strict):
     """Default run name (`--name` wins)."""
     workdir: Path = Path()
     """The folder the workers work in (relative to the spec file)."""
-    agent: str = "claude"
+    agent: str = DEFAULT_AGENT
     model: str | None = None
     workers: int | None = Field(default=None, ge=1, le=MAX_WORKERS)
     """Worker count (default: one per task, at least enough to verify). Or give `agents` instead."""

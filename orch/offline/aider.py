@@ -1,6 +1,6 @@
 """The scripted model for aider: aider offers no tools, it applies edit blocks from the model's text.
 
-aider 0.86.2 sends Chat Completions without `tools`, its system prompt teaching SEARCH/REPLACE blocks
+The pinned aider sends Chat Completions without `tools`, its system prompt teaching SEARCH/REPLACE blocks
 ("diff" edit format). The model's whole answer is one text; aider applies its edit blocks, then offers
 its shell blocks (after the edits, once orch answers its question: orch/agents/aider_confirm.py), then
 waits for the next prompt: it never sends the outcome back by itself. So:
@@ -23,7 +23,7 @@ from orch import shellparts
 from orch.offline.script import BRIEF_RE, SCRIPT_RE, Answer, next_answer, prompt_text
 
 STEP_RE = re.compile(r"^orch step: (\w+)$", re.MULTILINE)
-# User turns aider writes itself (aider/coders/base_prompts.py, 0.86.2): not prompts anyone typed.
+# User turns aider writes itself (aider/coders/base_prompts.py): not prompts anyone typed.
 AIDER_NOTES = (
     "I committed the changes with git hash",
     "I updated the files.",
@@ -91,7 +91,7 @@ def _read_brief(path: str, index: int) -> list[dict[str, Any]]:
 
 def one_line(script: str) -> str:
     """A shell script as one command line: aider runs each line of a shell block as a command of its own
-    (base_coder.py handle_shell_commands, 0.86.2), so a script's variables, `if`s and multi-line quotes
+    (base_coder.py handle_shell_commands), so a script's variables, `if`s and multi-line quotes
     would fall apart. Lines that are each a whole command are joined with `;` (what they run stays readable,
     so the lead finds a verifier's cited commands in the call); any other script is handed to bash whole,
     its newlines as `\\n` for printf %b."""

@@ -1,5 +1,5 @@
 """The scripted model over Google's Gemini API (`generateContent`, `streamGenerateContent`, `countTokens`),
-as Gemini CLI 0.61.0 calls it with `GOOGLE_GEMINI_BASE_URL` set.
+as the pinned Gemini CLI calls it with `GOOGLE_GEMINI_BASE_URL` set.
 
 The script logic stays in orch.offline.script, which reads a neutral message history (roles user and
 assistant, `tool_use` / `tool_result` blocks named Bash, Write, Read). This module translates a Gemini

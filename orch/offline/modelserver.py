@@ -148,7 +148,7 @@ class _Handler(BaseHTTPRequestHandler):
         output_format = (body.get("output_config") or {}).get("format")
         schema = output_format.get("schema") if isinstance(output_format, dict) else None
         if not body.get("stream") or not body.get("tools") or schema is not None:
-            # A side call (session title, topic detection): Claude Code 2.1.332 streams these too,
+            # A side call (session title, topic detection): the pinned Claude Code streams these too,
             # but offers no tools and asks for JSON. Never take a script step here.
             text = json.dumps(_sample(schema)) if isinstance(schema, dict) else "Scripted session"
             answer = Answer("text", text=text, step="side")
@@ -158,7 +158,7 @@ class _Handler(BaseHTTPRequestHandler):
         model = str(body.get("model") or "scripted")
         if answer.kind == "fail":
             status, kind, message = FAILURES.get(answer.text, (500, "api_error", "Scripted API error"))
-            # Without x-should-retry Claude Code 2.1.332 retries with backoff for minutes.
+            # Without x-should-retry the pinned Claude Code retries with backoff for minutes.
             headers = {"x-should-retry": "false"}
             if answer.retry_after is not None:
                 headers["retry-after"] = f"{answer.retry_after:g}"

@@ -1,4 +1,4 @@
-"""The scripted model in the OpenAI Responses API (`POST /responses`), as Codex CLI 0.171.0 calls it.
+"""The scripted model in the OpenAI Responses API (`POST /responses`), as the pinned Codex CLI calls it.
 
 Pure, like orch.offline.script: a request body in, the answer's JSON out. The script logic stays in
 script.py, which reads a neutral message history (Anthropic-shaped: user/assistant turns, tool_use and
@@ -7,7 +7,7 @@ tool_result blocks). This module translates both ways:
 - the request's `input` items become that history: user messages (minus the context Codex injects,
   such as `<environment_context>` and AGENTS.md), `function_call` items as tool_use blocks,
   `function_call_output` items as tool_result blocks;
-- a scripted step becomes one `exec_command` function call (Codex's only shell tool in 0.171.0):
+- a scripted step becomes one `exec_command` function call (the pinned Codex's only shell tool):
   `bash` runs the command, `write` decodes the content from base64 into the file (exact bytes, any
   content), `read` is `cat -- PATH`. Reading a call back, those two shapes are recognised as Write and
   Read again, so the script can tell a brief's Read from any other command.

@@ -37,8 +37,8 @@ SCRIPT_RE = re.compile(r"```orch-script[^\n]*\n(.*?)```", re.DOTALL)
 REMINDER_RE = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 BRIEF_RE = re.compile(r"(/[^\s'\"`<>()]+\.md)\b")
 INTERRUPTED_RE = re.compile(r"^\[Request interrupted by user[^\]]*\]$", re.MULTILINE)
-# Read returns numbered lines: "1\ttext" in Claude Code 2.1.332, "     1→text" in other builds,
-# "1: text" in opencode 1.18.33.
+# Read returns numbered lines: "1\ttext" in the pinned Claude Code, "     1→text" in other builds,
+# "1: text" in the pinned opencode.
 LINE_NO_RE = re.compile(r"^ *\d+(?:→|\t|: ?)", re.MULTILINE)
 TOOLS = {"bash": "Bash", "write": "Write", "read": "Read"}
 

@@ -5,8 +5,13 @@ and starts fast: agents run it on every hook event.
 
     hookwriter.py event STATE_FILE [POLICY_FILE]  # hook payload on stdin -> one JSON line appended
     hookwriter.py status STATUS_FILE              # status-line payload on stdin -> atomic JSON, prints a label
-    hookwriter.py gemini STATE_FILE [POLICY_FILE TOOLS]  # a Gemini CLI hook, logged under orch's names
-    hookwriter.py gemini-approve STATE_FILE TOOL   # (detached, by the above) press Allow on Gemini's dialog
+    hookwriter.py dialect DIALECT STATE_FILE [POLICY_FILE TOOLS]  # another agent's hook, logged under orch's names
+    hookwriter.py approve STATE_FILE TOOL DIALOG  # (detached, by the above) press Enter on its permission dialog
+
+DIALECT is the agent's hook dialect as one JSON object (orch.agents.base.HookDialect, from its adapter: this
+script knows no agent): `events` and `notifications` rename its names to orch's (Claude Code's),
+`permission_notice` is the notification that says its permission dialog is up, `gate` the event whose hook
+may deny a tool call, and `dialog` the text of that dialog with its allow-once option preselected.
 
 With POLICY_FILE (the PermissionRequest hook), a permission prompt is answered from that file,
 `{"answer": "allow"}` or `{"answer": "deny", "message": "..."}`, so no dialog ever blocks the worker;
@@ -25,19 +30,6 @@ from typing import Any
 # Big fields are cut so a state line stays one small atomic append.
 MAX_FIELD = 4000
 DROPPED = ("tool_response", "transcript_path", "last_assistant_message", "prompt_response")
-# Gemini CLI's hook events under the names orch's worker states are derived from (Claude Code's).
-GEMINI_EVENTS = {
-    "SessionStart": "SessionStart",
-    "BeforeAgent": "UserPromptSubmit",
-    "AfterAgent": "Stop",
-    "BeforeTool": "PreToolUse",
-    "AfterTool": "PostToolUse",
-    "Notification": "Notification",
-    "SessionEnd": "SessionEnd",
-}
-GEMINI_NOTIFICATIONS = {"ToolPermission": "permission_prompt"}
-# Gemini CLI 0.61.0's permission dialog, its first option ("1. Allow once") selected.
-GEMINI_DIALOG = "Allow once"
 APPROVE_TIMEOUT = 15.0
 
 
@@ -102,7 +94,7 @@ def write_status(status_file: str, payload: dict[str, Any]) -> str:
 
 
 def last_tool(state_file: str) -> str | None:
-    """The tool of the worker's latest PreToolUse (Gemini CLI's permission notice does not name it)."""
+    """The tool of the worker's latest PreToolUse (a permission notice may not name it: Gemini CLI's)."""
     try:
         with open(state_file, "rb") as fh:
             fh.seek(max(0, os.fstat(fh.fileno()).st_size - 16384))
@@ -120,15 +112,16 @@ def last_tool(state_file: str) -> str | None:
     return None
 
 
-def start_approver(state_file: str, payload: dict[str, Any]) -> bool:
-    """Gemini CLI's hooks cannot approve a call, and it draws the dialog only after this hook returns: a
-    detached process waits for the dialog in this pane and presses Enter on its preselected "Allow once"."""
+def start_approver(state_file: str, payload: dict[str, Any], dialog: str) -> bool:
+    """The agent's hooks cannot approve a call (Gemini CLI's), and it draws the dialog only after this hook
+    returns: a detached process waits for the dialog in this pane and presses Enter on its preselected
+    allow-once option."""
     if not os.environ.get("TMUX_PANE"):
         return False
     import subprocess  # here, not at the top: every hook of every agent would pay for its import
 
     tool = str(payload.get("tool_name") or "")
-    argv = [sys.executable, "-S", os.path.abspath(__file__), "gemini-approve", state_file, tool]
+    argv = [sys.executable, "-S", os.path.abspath(__file__), "approve", state_file, tool, dialog]
     try:
         subprocess.Popen(
             argv,
@@ -149,16 +142,16 @@ def _screen(pane: str) -> str:
     return done.stdout if done.returncode == 0 else ""
 
 
-def approve(state_file: str, tool: str) -> bool:
-    """Press Enter on Gemini CLI's permission dialog once it shows in this pane, then see it go; if it does
-    not show or stay gone within APPROVE_TIMEOUT, log the prompt as unanswered (the worker waits)."""
+def approve(state_file: str, tool: str, dialog: str) -> bool:
+    """Press Enter on the agent's permission dialog once `dialog` shows in this pane, then see it go; if it
+    does not show or stay gone within APPROVE_TIMEOUT, log the prompt as unanswered (the worker waits)."""
     import subprocess
 
     pane = os.environ.get("TMUX_PANE", "")
     deadline = time.monotonic() + APPROVE_TIMEOUT
     pressed = False
     while time.monotonic() < deadline:
-        shown = GEMINI_DIALOG in _screen(pane)
+        shown = dialog in _screen(pane)
         if pressed and not shown:
             return True
         if shown and not pressed:
@@ -170,30 +163,32 @@ def approve(state_file: str, tool: str) -> bool:
     return False
 
 
-def gemini_event(
-    payload: dict[str, Any], state_file: str, policy_file: str | None, allowed: set[str]
+def dialect_event(
+    payload: dict[str, Any], state_file: str, policy_file: str | None, allowed: set[str], dialect: dict[str, Any]
 ) -> dict[str, Any] | None:
-    """Rename a Gemini CLI hook payload in place to orch's event names; the hook's JSON answer, if any.
+    """Rename a hook payload in the agent's dialect in place to orch's event names; the hook's JSON answer, if any.
 
-    Gemini CLI 0.61.0's BeforeTool hook runs before its policy check and can deny a call (no dialog) but
+    Gemini CLI's BeforeTool hook (its `gate`) runs before its policy check and can deny a call (no dialog) but
     not approve one. So a tool outside `allowed` (the calls the adapter's policy lets through without a
     prompt) is denied here when the run's policy says deny, and logged as a PermissionRequest with that
-    decision; under ask the prompt shows, and its Notification is logged as a PermissionRequest with no
-    decision: the worker waits. Under allow, the Notification starts the approver (`start_approver`) and is
+    decision; under ask the prompt shows, and its `permission_notice` is logged as a PermissionRequest with no
+    decision: the worker waits. Under allow, that notice starts the approver (`start_approver`) and is
     logged with decision allow."""
     name = str(payload.get("hook_event_name", "unknown"))
     payload["agent_event"] = name
-    payload["hook_event_name"] = GEMINI_EVENTS.get(name, name)
+    payload["hook_event_name"] = dialect.get("events", {}).get(name, name)
     kind = payload.get("notification_type")
     if name == "Notification" and isinstance(kind, str):
-        payload["notification_type"] = GEMINI_NOTIFICATIONS.get(kind, kind)
-        if kind == "ToolPermission":  # the dialog is up: what Claude Code's unanswered PermissionRequest says
+        payload["notification_type"] = dialect.get("notifications", {}).get(kind, kind)
+        if kind and kind == dialect.get("permission_notice"):  # the dialog is up: an unanswered PermissionRequest
             payload["hook_event_name"] = "PermissionRequest"
             payload.setdefault("tool_name", last_tool(state_file))
             decision = permission_answer(policy_file) if policy_file else None
-            if decision is not None and decision["behavior"] == "allow" and start_approver(state_file, payload):
+            dialog = str(dialect.get("dialog") or "")
+            allow = decision is not None and decision["behavior"] == "allow"
+            if allow and dialog and start_approver(state_file, payload, dialog):
                 payload["orch_decision"] = "allow"
-    if name != "BeforeTool" or policy_file is None or payload.get("tool_name") in allowed:
+    if name != dialect.get("gate") or policy_file is None or payload.get("tool_name") in allowed:
         return None
     decision = permission_answer(policy_file)
     if decision is None or decision["behavior"] != "deny":
@@ -203,13 +198,22 @@ def gemini_event(
     return {"decision": "deny", "reason": decision["message"]}
 
 
+def parse_dialect(text: str) -> dict[str, Any] | None:
+    try:
+        dialect = json.loads(text)
+    except ValueError:
+        return None
+    return dialect if isinstance(dialect, dict) else None
+
+
 def main(argv: list[str]) -> int:
-    shapes = {"event": (3, 4), "status": (3,), "gemini": (3, 5), "gemini-approve": (4,)}
-    if len(argv) < 2 or len(argv) not in shapes.get(argv[1], ()):
+    shapes = {"event": (3, 4), "status": (3,), "dialect": (4, 6), "approve": (5,)}
+    dialect = parse_dialect(argv[2]) if len(argv) > 2 and argv[1] == "dialect" else {}
+    if len(argv) < 2 or len(argv) not in shapes.get(argv[1], ()) or dialect is None:
         print(__doc__, file=sys.stderr)
         return 2
-    if argv[1] == "gemini-approve":
-        return 0 if approve(argv[2], argv[3]) else 1
+    if argv[1] == "approve":
+        return 0 if approve(argv[2], argv[3], argv[4]) else 1
     try:
         payload = json.loads(sys.stdin.read() or "{}")
         if not isinstance(payload, dict):
@@ -217,10 +221,10 @@ def main(argv: list[str]) -> int:
     except ValueError:
         payload = {"hook_event_name": "unparseable"}
     try:
-        if argv[1] == "gemini":
-            allowed = set(argv[4].split(",")) if len(argv) == 5 else set()
-            answer = gemini_event(payload, argv[2], argv[3] if len(argv) == 5 else None, allowed)
-            append_event(argv[2], payload)
+        if argv[1] == "dialect" and dialect is not None:
+            allowed = set(argv[5].split(",")) if len(argv) == 6 else set()
+            answer = dialect_event(payload, argv[3], argv[4] if len(argv) == 6 else None, allowed, dialect)
+            append_event(argv[3], payload)
             if answer is not None:
                 print(json.dumps(answer))
         elif argv[1] == "event":

@@ -62,6 +62,6 @@ def test_another_aiders_question_function_is_refused_at_start() -> None:
             return True
 
     answerer = Answerer(hookwriter=None, state="", policy="", mode="build")  # type: ignore[arg-type]
-    with pytest.raises(SystemExit, match=r"use aider 0\.86\.2"):
+    with pytest.raises(SystemExit, match=r"use the aider orch pins \(orch/versions.py\)"):
         install(answerer, OtherIO)
     assert OtherIO().confirm_ask("Run shell command?") is True  # left as it was

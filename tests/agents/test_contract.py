@@ -1,16 +1,21 @@
-"""Every registered agent adapter keeps the AgentAdapter contract and states complete facts; nothing outside
-orch/agents/ reaches an adapter but through the registry."""
+"""The shared suite every registered agent adapter runs: it keeps the AgentAdapter contract, states complete
+facts and prepares a worker the same way; nothing outside orch/agents/ reaches an adapter but through the
+registry. A toy seventh agent (tests/agents/toy_agent.py) is registered for the whole suite: adding an agent
+is its module and one registry line."""
 
 from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import orch
-from orch.agents.registry import ADAPTERS, DEFAULT_AGENT, IMAGE_AGENT, get_adapter, image_install
+from orch import settings
+from orch.agents.base import AgentBase
+from orch.agents.registry import ADAPTERS, DEFAULT_AGENT, IMAGE_AGENT, get_adapter, image_install, image_installs
 from orch.container.image import DOCKER_DIR
 from orch.container.serverun import link_sessions
 from orch.contracts import (
@@ -20,8 +25,10 @@ from orch.contracts import (
     Credentials,
     GatewayEnv,
     ImageInstall,
+    LaunchSpec,
     LoginFile,
     SessionStore,
+    WorkerContext,
 )
 from orch.errors import UsageError
 from orch.fleet import launch
@@ -35,9 +42,19 @@ from tests.helpers import run_info
 
 PACKAGE = Path(orch.__file__).parent
 ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+TOY = "toy"
+NAMES = sorted([*ADAPTERS, TOY])
+"""Every registered agent, and the toy one the suite registers."""
 
 
-@pytest.mark.parametrize("name", sorted(ADAPTERS))
+@pytest.fixture(autouse=True)
+def toy_registered(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Register the toy agent the way orch/agents/registry.py names its own: a module and its class."""
+    monkeypatch.setitem(ADAPTERS, TOY, "tests.agents.toy_agent:ToyAdapter")
+    yield
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_adapter_keeps_the_contract(name: str) -> None:
     adapter = get_adapter(name)
     assert isinstance(adapter, AgentAdapter)
@@ -45,9 +62,10 @@ def test_adapter_keeps_the_contract(name: str) -> None:
     assert adapter.default_permission_mode in adapter.permission_modes
     assert all(isinstance(d.keys, tuple) and d.keys for d in adapter.dialogs())
     assert all(isinstance(check, Check) for check in adapter.doctor())
+    assert isinstance(adapter, AgentBase) and adapter.facts.name == name  # its facts are one frozen object
 
 
-@pytest.mark.parametrize("name", sorted(ADAPTERS))
+@pytest.mark.parametrize("name", NAMES)
 def test_adapter_states_complete_facts(name: str) -> None:
     adapter = get_adapter(name)
     creds = adapter.credentials
@@ -109,7 +127,7 @@ def test_login_file_follows_the_config_dir_variable(tmp_path: Path) -> None:
     assert login.find({"X_CONFIG_DIR": str(moved)}, tmp_path) == moved / "login.json"
 
 
-@pytest.mark.parametrize("name", sorted(ADAPTERS))
+@pytest.mark.parametrize("name", NAMES)
 def test_worker_environment_holds_no_credential(name: str, tmp_path: Path) -> None:
     """The tmux server's environment (every pane's) never carries the user's credential or base URL:
     those go to the gateway only, and each worker's own base URL and token come with its pane."""
@@ -128,7 +146,7 @@ def test_worker_environment_holds_no_credential(name: str, tmp_path: Path) -> No
     assert not set(ci) & set(env)  # a pane is interactive: TUIs that see these do not start (Gemini CLI)
 
 
-@pytest.mark.parametrize("name", sorted(ADAPTERS))
+@pytest.mark.parametrize("name", NAMES)
 def test_container_session_store_lives_in_the_run_folder(name: str) -> None:
     run = RunFolder.for_name("s")
     run.root.mkdir(parents=True)
@@ -175,3 +193,54 @@ def test_each_agent_names_the_shell_tool_its_model_calls() -> None:
         assert shell is not None and shell.name == tool and shell.command_field, name
     assert offline_chat.NEUTRAL_NAMES["bash"] == "Bash"  # opencode's `bash` is Chat Completions' neutral name
     assert shells["codex"] is not None and shells["codex"].in_hooks == "Bash"  # its hooks say Bash
+
+
+def _context(run: RunFolder, name: str, workdir: Path, mode: str, token: str) -> WorkerContext:
+    gateway = get_adapter(name).gateway
+    env = {gateway.key_env: token, gateway.base_url_env: f"http://127.0.0.1:1/t/{token}"} if gateway else {}
+    return WorkerContext(
+        run=run,
+        worker=1,
+        workers=1,
+        workdir=workdir,
+        config_dir=run.config_dir(1),
+        permission_mode=mode,
+        env=env,
+        prompt="Read the brief.",
+    )
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_prepare_seeds_its_config_dir_and_launches_in_the_workdir(name: str, tmp_path: Path) -> None:
+    """Every adapter's launch runs in the worker's workdir, tells the agent which run and worker it is, and
+    puts the worker's gateway token in no argv (every process on the machine can read an argv)."""
+    run = RunFolder.for_name("c")
+    run.create(run_info("c", workdir=str(tmp_path)))
+    adapter = get_adapter(name)
+    token = "orch-c-w1-secret-token"
+    spec = adapter.prepare(_context(run, name, tmp_path, adapter.default_permission_mode, token))
+    assert isinstance(spec, LaunchSpec) and spec.argv and spec.cwd == tmp_path
+    assert spec.env[settings.RUN.name] == str(run.root) and spec.env[settings.WORKER.name] == "1"
+    assert run.config_dir(1).is_dir()
+    assert not any(token in arg for arg in spec.argv)
+    assert token not in "".join(spec.env.values())  # the token comes with the pane, not the launch spec
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_prepare_refuses_an_unknown_permission_mode_before_writing(name: str, tmp_path: Path) -> None:
+    run = RunFolder.for_name("m")
+    run.create(run_info("m", workdir=str(tmp_path)))
+    with pytest.raises(UsageError, match="unknown permission mode"):
+        get_adapter(name).prepare(_context(run, name, tmp_path, "no-such-mode", "t"))
+    assert not run.config_dir(1).exists()
+
+
+def test_a_registered_agent_reaches_every_caller_through_the_registry() -> None:
+    """The toy agent is its module plus one registry line: orch finds it, checks its modes, and the image
+    build would carry it."""
+    toy = get_adapter(TOY)
+    assert type(toy).__module__ == "tests.agents.toy_agent" and toy.credentials.protocols == ("openai-chat",)
+    assert image_installs([TOY]) == {TOY: toy.install}
+    assert TOY in image_installs(["all"])
+    with pytest.raises(UsageError, match="unknown agent"):
+        get_adapter("toy2")

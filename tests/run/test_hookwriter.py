@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -11,8 +13,11 @@ from pathlib import Path
 import pytest
 
 import orch.run.hookwriter
+from orch.agents.gemini import HOOK_DIALECT
 from orch.run.records import HookEvent
 
+GEMINI = ("dialect", json.dumps(dataclasses.asdict(HOOK_DIALECT)))
+"""Gemini CLI's hooks: the hook writer's dialect mode, with the dialect its adapter passes."""
 REQUEST = {"hook_event_name": "PermissionRequest", "tool_name": "WebFetch", "tool_input": {"url": "http://x/"}}
 
 
@@ -107,7 +112,7 @@ def test_gemini_events_are_logged_under_orchs_names(
     tmp_path: Path, payload: dict[str, object], name: str, notice: str | None
 ) -> None:
     state = tmp_path / "agent-1.jsonl"
-    out = hook(payload, "gemini", state)
+    out = hook(payload, *GEMINI, state)
     assert out.returncode == 0 and out.stdout == ""
     event = HookEvent.model_validate_json(state.read_text())
     assert (event.hook_event_name, event.notification_type) == (name, notice)
@@ -133,7 +138,7 @@ def test_gemini_before_tool_denies_from_the_policy_file(
     state, policy_file = tmp_path / "agent-1.jsonl", tmp_path / "permissions.json"
     if policy is not None:
         policy_file.write_text(policy)
-    out = hook({"hook_event_name": "BeforeTool", "tool_name": tool}, "gemini", state, policy_file, "run_shell_command")
+    out = hook({"hook_event_name": "BeforeTool", "tool_name": tool}, *GEMINI, state, policy_file, "run_shell_command")
     assert out.returncode == 0
     event = HookEvent.model_validate_json(state.read_text())
     if denied:
@@ -145,16 +150,26 @@ def test_gemini_before_tool_denies_from_the_policy_file(
 
 def test_gemini_permission_notice_names_the_tool_the_dialog_is_for(tmp_path: Path) -> None:
     state = tmp_path / "agent-1.jsonl"
-    hook({"hook_event_name": "BeforeTool", "tool_name": "web_fetch"}, "gemini", state)
+    hook({"hook_event_name": "BeforeTool", "tool_name": "web_fetch"}, *GEMINI, state)
     state.write_text(state.read_text() + "torn {line\n")  # a worker can write anything here: never fatal
     notice = {"hook_event_name": "Notification", "notification_type": "ToolPermission", "details": {"type": "info"}}
-    assert hook(notice, "gemini", state).returncode == 0
+    assert hook(notice, *GEMINI, state).returncode == 0
     event = HookEvent.model_validate_json(state.read_text().splitlines()[-1])
     assert (event.hook_event_name, event.tool_name, event.orch_decision) == ("PermissionRequest", "web_fetch", None)
 
 
-def test_gemini_mode_checks_its_arguments(tmp_path: Path) -> None:
-    assert hook({}, "gemini", tmp_path / "a.jsonl", tmp_path / "p.json").returncode == 2  # policy without tools
+def test_dialect_mode_checks_its_arguments(tmp_path: Path) -> None:
+    assert hook({}, *GEMINI, tmp_path / "a.jsonl", tmp_path / "p.json").returncode == 2  # policy without tools
+    for bad in ("not json", "[1]"):  # a dialect is one JSON object
+        assert hook({}, "dialect", bad, tmp_path / "a.jsonl").returncode == 2
+    assert not (tmp_path / "a.jsonl").exists()
+
+
+def test_the_gemini_adapters_hooks_speak_its_dialect(tmp_path: Path) -> None:
+    """The hook commands Gemini CLI runs carry the dialect its adapter states (the hook writer knows none)."""
+    command = HOOK_DIALECT.command(tmp_path / "agent-1.jsonl")
+    mode, dialect, state = shlex.split(command)[3:6]
+    assert (mode, json.loads(dialect), state) == ("dialect", json.loads(GEMINI[1]), str(tmp_path / "agent-1.jsonl"))
 
 
 def test_gemini_approver_presses_allow_on_the_dialog_in_its_pane(tmp_path: Path) -> None:
@@ -167,7 +182,15 @@ def test_gemini_approver_presses_allow_on_the_dialog_in_its_pane(tmp_path: Path)
         pane = subprocess.run([*tmux, "display", "-p", "-t", "a", "#{pane_id}"], capture_output=True, text=True)
         socket = subprocess.run([*tmux, "display", "-p", "#{socket_path}"], capture_output=True, text=True)
         env = {"PATH": os.environ["PATH"], "TMUX_PANE": pane.stdout.strip(), "TMUX": f"{socket.stdout.strip()},0,0"}
-        cmd = [sys.executable, "-S", orch.run.hookwriter.__file__, "gemini-approve", str(state), "web_fetch"]
+        cmd = [
+            sys.executable,
+            "-S",
+            orch.run.hookwriter.__file__,
+            "approve",
+            str(state),
+            "web_fetch",
+            HOOK_DIALECT.dialog,
+        ]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=30, check=False)
         screen = subprocess.run([*tmux, "capture-pane", "-p", "-t", "a"], capture_output=True, text=True).stdout
     finally:

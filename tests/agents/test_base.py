@@ -1,0 +1,60 @@
+"""The adapter base: what it derives from an agent's facts (pure: nothing is started)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from orch.agents.apis import gateway_env, openai_key
+from orch.agents.base import CACHE, AgentFacts, SessionArgs
+from orch.contracts import Credentials, ImageInstall
+from orch.errors import UsageError
+from tests.agents.toy_agent import FACTS as TOY
+from tests.agents.toy_agent import ToyAdapter
+
+
+def test_session_args_resume_a_kept_session_or_name_a_new_one() -> None:
+    claude_like = SessionArgs(resume=("--resume",), new=("--session-id",))
+    assert claude_like.argv("abc") == ["--resume", "abc"]
+    flag, fresh = claude_like.argv(None)
+    assert flag == "--session-id" and len(fresh) == 36  # a uuid: the agent keeps its session under it
+    assert SessionArgs(resume=("resume",)).argv("abc") == ["resume", "abc"]  # Codex's subcommand
+    assert SessionArgs(resume=("resume",)).argv(None) == []  # it names its sessions itself
+
+
+def test_the_pinned_copy_is_where_setup_sh_installs_it() -> None:
+    npm = ImageInstall(package="toy-agent", version="1.2.3", build_arg="TOY")
+    facts = dataclasses.replace(TOY, install=npm, cache="toy-cli", command="toy")
+    assert facts.cache_bin == CACHE / "toy-cli" / "1.2.3" / "node_modules" / ".bin" / "toy"
+    assert facts.how_to_install == "npm install -g toy-agent@1.2.3"
+    pip = dataclasses.replace(npm, pip_command="toy")
+    facts = dataclasses.replace(facts, install=pip)
+    assert facts.cache_bin == CACHE / "toy-cli" / "1.2.3" / "bin" / "toy"
+    assert facts.how_to_install == "scripts/setup.sh, or pip install toy-agent==1.2.3 in a venv of its own"
+
+
+def test_the_gateway_variables_follow_from_the_credentials() -> None:
+    creds = openai_key("openai-chat", base_url_env="TOY_BASE_URL")
+    assert gateway_env(creds).base_url_env == "TOY_BASE_URL" and gateway_env(creds).key_env == "OPENAI_API_KEY"
+    assert "TOY_BASE_URL" in creds.hint and "Chat Completions" in creds.hint
+    assert dataclasses.replace(TOY, credentials=Credentials(env=())).gateway is None  # it calls no model API
+    with pytest.raises(ValueError):
+        gateway_env(Credentials(env=()))
+
+
+def test_facts_are_frozen() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        TOY.name = "other"  # type: ignore[misc]
+
+
+def test_an_agent_with_no_binary_setting_is_found_on_path_or_named_missing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    assert ToyAdapter().binary().name == "sh"  # on PATH
+    monkeypatch.setenv("PATH", str(tmp_path))
+    missing = AgentFacts(name="toy", title="Toy agent", permission_modes=("x",), default_permission_mode="x")
+    with pytest.raises(UsageError, match="Toy agent is not installed"):
+        ToyAdapter(dataclasses.replace(missing, command="no-such-toy")).binary()
+    assert ToyAdapter(dataclasses.replace(missing, command="no-such-toy")).version() is None
