@@ -253,6 +253,13 @@ WORKER_UID_BASE = Setting(
     _whole,
     "Strict isolation: worker N runs as uid and gid BASE+N in its container (never the run's or the gateway's).",
 )
+BWRAP = Setting(
+    "ORCH_BWRAP",
+    "",
+    _optional,
+    "Local strict isolation: the bubblewrap executable that sandboxes each local worker.",
+    shown="`bwrap` on PATH",
+)
 BASE_SUITE = Setting(
     "ORCH_BASE_SUITE", "bookworm", _text, "scripts/ci-base-image.sh: the Debian suite of the base image it bootstraps."
 )

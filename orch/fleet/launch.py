@@ -11,12 +11,13 @@ import time
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from orch import __version__, settings
-from orch.agents.registry import check_permission_mode, get_adapter
+from orch.agents.registry import ADAPTERS, check_permission_mode, get_adapter
 from orch.contracts import AgentAdapter, LaunchSpec, UpRequest, WorkerContext
 from orch.errors import SandboxError, UsageError, WaitTimeoutError
-from orch.fleet import gateway
+from orch.fleet import bwrap, gateway, relay
 from orch.fleet.become import OPEN_BUNDLE, LaunchBundle
 from orch.fleet.tmux import PaneInfo, TmuxServer, check_tmux
 from orch.fleet.workerstate import EXIT_EVENT, derive_state
@@ -101,11 +102,8 @@ def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
     """
     _, info = plan(req)
     gateway.upstreams(info)  # a fleet across model APIs lacking one's credential: refused, nothing made
-    if info.isolation is Isolation.STRICT:
-        raise UsageError(
-            "strict isolation needs the container backend: a local run cannot give each worker its own uid",
-            hint="drop --local (or the spec's `verification.isolation: strict`)",
-        )
+    if bwrap.sandboxed(info):
+        bwrap.check()  # no user namespaces: refused in one line, before anything is made
     for kind in info.kinds():
         get_adapter(kind).binary()
     check_tmux()
@@ -123,6 +121,7 @@ def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
     except BaseException:
         server.kill()
         gateway.stop(info.name)
+        relay.stop(run)
         run.remove()
         raise
     return info
@@ -148,6 +147,10 @@ def launch(
     info.agent_version = adapters[1].version()
     server = server_for(info)
     handle = gateway.ensure(run, info)
+    if bwrap.sandboxed(info):  # the workers' bus and gateway sockets, before any worker starts
+        for n in adapters:
+            bwrap.prepare(run, n)
+        relay.ensure(run, info.workers, handle.url)
     env = agent_environment(info)
     seen = {n: len(run.hook_events(n)) for n in range(1, info.workers + 1)}
     for n, adapter in adapters.items():
@@ -187,7 +190,8 @@ def worker_processes(run: RunFolder, workers: int) -> list[int]:
 def _processes_of(run: RunFolder, workers: Iterable[int]) -> set[int]:
     """Under strict isolation every process of these workers' uids; otherwise those that inherit their
     supervisors' state-file variable."""
-    if run.info().isolation is Isolation.STRICT:
+    info = run.info()
+    if info.isolation is Isolation.STRICT and not bwrap.sandboxed(info):
         return set(processes_of({worker_uid(n) for n in workers}))
     marks = [f"\0{settings.STATE_FILE.name}={run.state(n)}\0".encode() for n in workers]
     return {pid for pid in _all_pids() if any(mark in b"\0" + _read(f"/proc/{pid}/environ") for mark in marks)}
@@ -262,7 +266,7 @@ def agent_environment(info: RunInfo) -> dict[str, str]:
     env.pop("TMUX", None)
     # Workers call `orch bus post`: put this orch's bin dir first on their PATH.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    for kind in info.kinds():
+    for kind in ADAPTERS:  # every agent's, not only the run's kinds: a worker may run any CLI it finds
         for var in get_adapter(kind).credentials.variables:
             env.pop(var, None)
     # A pane is an interactive terminal: TUIs that see a CI marker (the is-in-ci package: CI,
@@ -297,10 +301,42 @@ def _worker_spec(
         resume_session=resume,
         login_file=gateway.login_file(info, adapter),
     )
+    if bwrap.sandboxed(info):
+        return sandboxed_spec(run, info, adapter, context, own)
     if info.isolation is Isolation.STRICT:
         return strict_spec(run, adapter, context, own)
     spec = adapter.prepare(context)
     return supervised(LaunchSpec(argv=spec.argv, env={**spec.env, **own}, cwd=spec.cwd), run, n)
+
+
+def sandboxed_spec(
+    run: RunFolder, info: RunInfo, adapter: AgentAdapter, ctx: WorkerContext, own: dict[str, str]
+) -> LaunchSpec:
+    """Worker n's pane under local strict isolation: seeded here as under shared isolation, then run in a
+    bubblewrap sandbox of its own (orch.fleet.bwrap), its portal to the gateway first when it uses one."""
+    if ctx.login_file is not None:
+        raise UsageError(
+            "strict isolation cannot hand workers the agent's own login file",
+            hint=f"give the gateway a credential it can hold ({', '.join(adapter.credentials.env)})",
+        )
+    spec = adapter.prepare(ctx)
+    inner = supervised(LaunchSpec(argv=spec.argv, env={**spec.env, **own}, cwd=spec.cwd), run, ctx.worker)
+    n = ctx.worker
+    binaries = [get_adapter(kind).binary() for kind in info.kinds()]
+    home = None if "HOME" in inner.env else ctx.config_dir / "home"
+    if home is not None:
+        home.mkdir(mode=0o700, exist_ok=True)
+    url = next((v for k, v in own.items() if adapter.gateway is not None and k == adapter.gateway.base_url_env), None)
+    portal = []
+    if url is not None:
+        address = urlsplit(url)
+        portal = [sys.executable, "-m", "orch.fleet.portal", f"{address.hostname}:{address.port}"]
+        portal += [bwrap.GATEWAY_SOCKET, "--"]
+    sandbox = bwrap.argv(
+        run, n, Path(spec.cwd or ctx.workdir), binaries, relay.bus_socket(run, n),
+        relay.gateway_socket(run, n) if portal else None, home,
+    )  # fmt: skip
+    return LaunchSpec(argv=[*sandbox, *portal, *inner.argv], env=inner.env, cwd=inner.cwd)
 
 
 def strict_spec(run: RunFolder, adapter: AgentAdapter, ctx: WorkerContext, own: dict[str, str]) -> LaunchSpec:

@@ -22,6 +22,7 @@ import struct
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TextIO
 
 from pydantic import BaseModel, ValidationError
@@ -30,7 +31,7 @@ from orch.errors import OrchError, SandboxError, UsageError
 from orch.run.events import Event
 from orch.run.folder import RunFolder, decode_text
 from orch.run.records import BusLine, ControllerEvent
-from orch.run.uids import worker_of
+from orch.run.uids import worker_of, worker_uid
 from orch.waits import watch_file
 
 LINE_RE = re.compile(r"^(?P<ts>\S+Z) \[(?P<sender>[^\]]+)\] (?P<text>.*)$")
@@ -165,7 +166,10 @@ class _Handler(socketserver.StreamRequestHandler):
             if len(line) > MAX_REQUEST:
                 raise UsageError("bus message too long", hint=f"keep it under {MAX_TEXT} characters")
             request = PostRequest.model_validate_json(line)
-            sender = stamp_sender(uid, request.sender, self.server.run_uid)
+            if self.server.worker is not None:  # a local strict worker's own socket: it is that worker
+                sender = stamp_sender(worker_uid(self.server.worker), request.sender, -1)
+            else:
+                sender = stamp_sender(uid, request.sender, self.server.run_uid)
             if sender is not None and not 1 <= sender <= self.server.workers:
                 raise UsageError(f"worker {sender} is out of range", hint=f"use 1 to {self.server.workers}")
             post(self.server.run, sender, request.text)
@@ -173,7 +177,8 @@ class _Handler(socketserver.StreamRequestHandler):
         except OrchError as exc:
             reply = {"ok": False, "error": exc.one_line()}
             data = {"uid": uid, "claimed": _claimed(line), "error": exc.one_line()}
-            self.server.run.log_event(ControllerEvent(event=Event.BUS_POST_REFUSED, worker=worker_of(uid), data=data))
+            who = self.server.worker if self.server.worker is not None else worker_of(uid)
+            self.server.run.log_event(ControllerEvent(event=Event.BUS_POST_REFUSED, worker=who, data=data))
         except (ValidationError, ValueError):
             reply = {"ok": False, "error": "malformed bus request"}
         except OSError:
@@ -194,13 +199,17 @@ class BusServer(socketserver.ThreadingUnixStreamServer):
     daemon_threads = True
     request_queue_size = 256  # every worker of a big fleet posting at once must queue, not be refused
 
-    def __init__(self, run: RunFolder) -> None:
+    def __init__(self, run: RunFolder, path: Path | None = None, worker: int | None = None) -> None:
+        """`worker`: the socket at `path` is that worker's alone (local strict isolation: all workers share
+        one uid, so the socket, bound into its sandbox only, says who posts; orch.fleet.relay)."""
         self.run = run
         self.run_uid = os.geteuid()
         self.workers = run.info().workers
-        run.bus_socket.unlink(missing_ok=True)  # a dead controller's
-        super().__init__(str(run.bus_socket), _Handler)
-        os.chmod(run.bus_socket, 0o666)  # every worker may connect; the run folder keeps it from replacement
+        self.worker = worker
+        self.path = path or run.bus_socket
+        self.path.unlink(missing_ok=True)  # a dead controller's
+        super().__init__(str(self.path), _Handler)
+        os.chmod(self.path, 0o666)  # every worker may connect; the run folder keeps it from replacement
         self._thread: threading.Thread | None = None
 
     def start(self) -> BusServer:
@@ -211,7 +220,7 @@ class BusServer(socketserver.ThreadingUnixStreamServer):
     def stop(self) -> None:
         self.shutdown()
         self.server_close()
-        self.run.bus_socket.unlink(missing_ok=True)
+        self.path.unlink(missing_ok=True)
 
 
 def _connect(sock: socket.socket, path: str) -> None:

@@ -1,0 +1,137 @@
+"""The host's end of a local strict run's sandboxes: `python -m orch.fleet.relay RUN_DIR GATEWAY_URL`.
+
+One process per run (started with the fleet, stopped with it), serving two sockets per worker in a folder
+of this uid's outside the run folder (orch.run.paths.sockets_dir), each bound into that worker's sandbox
+alone (orch.fleet.bwrap):
+
+- `bus-N.sock`: the worker's bus; every post on it is stamped as worker N (orch.run.bus.BusServer with
+  its worker fixed): all local workers share one uid, so SO_PEERCRED could not tell them apart, but a
+  worker can only reach the socket bound into its own sandbox;
+- `gateway-N.sock`: its way to the model gateway, copied byte for byte to the gateway's loopback
+  address. The worker still needs its own token there; the gateway's control API wants the control key,
+  which stays in the controller's handle file, outside every sandbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from orch.errors import SandboxError
+from orch.fleet.portal import splice
+from orch.run.bus import BusServer
+from orch.run.folder import RunFolder, atomic_write
+from orch.run.paths import sockets_dir
+from orch.waits import wait_until
+
+START_TIMEOUT = 20.0
+STOP_TIMEOUT = 10.0
+
+
+def bus_socket(run: RunFolder, n: int) -> Path:
+    return sockets_dir(run.root) / f"bus-{n}.sock"
+
+
+def gateway_socket(run: RunFolder, n: int) -> Path:
+    return sockets_dir(run.root) / f"gateway-{n}.sock"
+
+
+def _pid_file(run: RunFolder) -> Path:
+    return sockets_dir(run.root) / "relay.pid"
+
+
+def _running(run: RunFolder) -> int | None:
+    try:
+        pid = int(_pid_file(run).read_text())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return None
+    return pid if b"orch.fleet.relay" in cmdline and str(run.root).encode() in cmdline else None
+
+
+def _ready(run: RunFolder, workers: int) -> bool:
+    return all(bus_socket(run, n).exists() and gateway_socket(run, n).exists() for n in range(1, workers + 1))
+
+
+def ensure(run: RunFolder, workers: int, gateway_url: str) -> None:
+    """The run's relay, started (detached: it outlives `orch up`) unless one serves it already."""
+    folder = sockets_dir(run.root)
+    folder.parent.mkdir(mode=0o700, exist_ok=True)
+    if folder.parent.stat().st_uid != os.geteuid() or folder.parent.stat().st_mode & 0o077:
+        raise SandboxError(f"{folder.parent} is not this user's alone: refusing to put the workers' sockets there")
+    folder.mkdir(mode=0o700, exist_ok=True)
+    if _running(run) is not None and _ready(run, workers):
+        return
+    stop(run)
+    folder.mkdir(mode=0o700, exist_ok=True)
+    log = run.logs_dir / "relay.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "orch.fleet.relay", str(run.root), gateway_url]
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
+    wait_until(
+        lambda: (_running(run) is not None and _ready(run, workers)) or proc.poll() is not None,
+        START_TIMEOUT,
+        "the sandboxes' relay to listen",
+    )
+    if proc.poll() is not None:
+        raise SandboxError(f"the sandboxes' relay exited at start (exit {proc.returncode}): see {log}")
+
+
+def stop(run: RunFolder) -> None:
+    """Stop the run's relay (if it runs) and remove its sockets."""
+    pid = _running(run)
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        wait_until(lambda: _running(run) is None, STOP_TIMEOUT, f"the sandboxes' relay (pid {pid}) to exit")
+    folder = sockets_dir(run.root)
+    for path in folder.glob("*"):
+        path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        folder.rmdir()
+
+
+async def _to_gateway(host: str, port: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    await splice(asyncio.open_connection(host, port), reader, writer)
+
+
+async def _serve(run: RunFolder, gateway_url: str) -> None:
+    parts = urlsplit(gateway_url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    workers = run.info().workers
+    buses = [BusServer(run, bus_socket(run, n), worker=n).start() for n in range(1, workers + 1)]
+    servers = []
+    for n in range(1, workers + 1):
+        path = gateway_socket(run, n)
+        path.unlink(missing_ok=True)
+        servers.append(await asyncio.start_unix_server(lambda r, w: _to_gateway(host, port, r, w), path=str(path)))
+    atomic_write(_pid_file(run), str(os.getpid()), mode=0o600)
+    stopped = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopped.set)
+    await stopped.wait()
+    for server in servers:
+        server.close()
+    for bus in buses:
+        bus.stop()
+    _pid_file(run).unlink(missing_ok=True)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m orch.fleet.relay RUN_DIR GATEWAY_URL", file=sys.stderr)
+        return 2
+    asyncio.run(_serve(RunFolder(Path(argv[0])), argv[1]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
