@@ -345,6 +345,13 @@ PROMPTS = Setting(
 WORKER = Setting(
     "ORCH_WORKER", "", _text, "A worker's number, in its own environment (read by its hooks).", internal=True
 )
+SANDBOXED = Setting(
+    "ORCH_SANDBOXED",
+    "0",
+    _flag,
+    "1 in a local strict worker's bubblewrap sandbox (an agent's own sandbox is off there: orch's is the boundary).",
+    internal=True,
+)
 STATE_FILE = Setting(
     "ORCH_STATE_FILE", "", _optional_path, "A worker's hook-event file (state/agent-N.jsonl).", internal=True
 )

@@ -295,7 +295,7 @@ def _worker_spec(
         workdir=Path(info.workdir),
         config_dir=run.config_dir(n),
         permission_mode=mode_of(info, adapter),
-        env={**env, **own},
+        env={**env, **own, **({settings.SANDBOXED.name: "1"} if bwrap.sandboxed(info) else {})},
         model=info.worker_models.get(n, info.model),
         prompt=prompt,
         resume_session=resume,
@@ -320,6 +320,7 @@ def sandboxed_spec(
             hint=f"give the gateway a credential it can hold ({', '.join(adapter.credentials.env)})",
         )
     spec = adapter.prepare(ctx)
+    own = {**own, settings.SANDBOXED.name: "1"}
     inner = supervised(LaunchSpec(argv=spec.argv, env={**spec.env, **own}, cwd=spec.cwd), run, ctx.worker)
     n = ctx.worker
     binaries = [get_adapter(kind).binary() for kind in info.kinds()]
