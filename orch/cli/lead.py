@@ -25,7 +25,7 @@ from orch.lead.reportrender import cost_line, matrix_text, write_reports
 from orch.lead.spec import example_spec
 from orch.lead.specload import SpecError, load_spec
 from orch.run.folder import RunFolder
-from orch.run.records import Backend
+from orch.run.records import Backend, Isolation
 from orch.view.statusbar import RunBar
 
 EXIT_CODES = (
@@ -100,6 +100,8 @@ def _start(
         f"({backend.value}{source})"
     )
     typer.echo(f"isolation {ISOLATION_NOTES[isolation]}")
+    if isolation is Isolation.SHARED:
+        typer.echo(f"run {run_name}: isolation shared: the workers share one uid (see the report)", err=True)
     try:
         return runner.start(spec, run_name, backend, replace, copy, cassette)
     except UsageError:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import orch
 from orch import settings
+from orch.agents.registry import get_adapter
 from orch.errors import UsageError
 from orch.run.folder import RunFolder
 from orch.run.records import Backend, Isolation, RunInfo
@@ -167,3 +168,22 @@ def prepare(run: RunFolder, n: int) -> None:
     run.state(n).touch()
     if not run.bus_socket.exists():
         run.bus_socket.touch()  # the mount point of each worker's own bus socket
+
+
+SHARED_NOTE = (
+    "isolation shared: the workers share your uid and can read and write each other's files, the bus and "
+    "the tree, and read your own files"
+)
+
+
+def default_isolation(local: bool, kinds: Iterable[str]) -> tuple[Isolation, str | None]:
+    """`orch up`'s isolation when none is asked: strict on this machine (a container run keeps its own
+    default, shared), unless an agent of the fleet cannot run strict (aider: its watcher needs the run's
+    tmux server). With the one-line note a run that ends up shared prints."""
+    if not local:
+        return Isolation.SHARED, None
+    unable = sorted({kind for kind in kinds if not get_adapter(kind).strict_isolation})
+    if unable:
+        why = f"{', '.join(unable)} cannot run strict (its watcher needs the run's tmux server)"
+        return Isolation.SHARED, f"{SHARED_NOTE}: {why}"
+    return Isolation.STRICT, None

@@ -201,6 +201,10 @@ def stray_processes(run: RunFolder, n: int, pane: PaneInfo | None) -> dict[int, 
     """Worker n's processes outside its agent's process tree (pid: command line): what it left running,
     in the background or detached, to act later. One that exits meanwhile, or is a zombie, is not."""
     root = pane.pid if pane is not None else None
+    if root is not None and bwrap.sandboxed(run.info()):
+        # In its sandbox an orphan is adopted by the sandbox's init, itself under the pane: the agent's
+        # tree is the supervisor's (bwrap, its init, then the supervising shell).
+        root = _supervisor_under(root)
     strays = {}
     for pid in _processes_of(run, [n]):
         chain = _ancestry(pid)
@@ -208,6 +212,17 @@ def stray_processes(run: RunFolder, n: int, pane: PaneInfo | None) -> dict[int, 
         if chain is not None and command and (root is None or root not in chain):
             strays[pid] = command
     return strays
+
+
+def _supervisor_under(pid: int) -> int | None:
+    """The supervising shell (SUPERVISOR) among pid's first descendants, None if there is none (gone)."""
+    level = [pid]
+    for _ in range(4):
+        for each in level:
+            if _read(f"/proc/{each}/cmdline").split(b"\0")[2:3] == [SUPERVISOR.encode()]:
+                return each
+        level = [int(c) for each in level for c in _read(f"/proc/{each}/task/{each}/children").split()]
+    return None
 
 
 def _all_pids() -> list[int]:

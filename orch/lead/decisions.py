@@ -353,19 +353,13 @@ WRITERS = (Role.FIXER, Role.SCRIBE)
 
 
 def isolation(spec: FleetSpec, backend: Backend) -> Isolation:
-    """How far a run's workers are kept apart: what the spec asks, else strict wherever it can hold (a
-    container, no task that must write the tree, every agent able to); UsageError where strict was asked
-    and cannot."""
+    """How far a run's workers are kept apart: what the spec asks, else strict wherever it can hold (no
+    task that must write the tree, every agent able to; in a container each worker has its own uid, on
+    this machine its own bubblewrap sandbox); UsageError where strict was asked and cannot."""
     writers = sorted({t.role.value for t in spec.tasks if t.role in WRITERS})
     unable = sorted({kind for kind, _ in spec.kinds().values() if not get_adapter(kind).strict_isolation})
     asked = spec.verification.isolation
     if asked is Isolation.STRICT:
-        if backend is not Backend.DOCKER:
-            raise UsageError(
-                "verification.isolation: strict needs the container backend: a local run cannot give each "
-                "worker its own uid",
-                hint="drop --local, or set verification.isolation: shared",
-            )
         if writers:
             raise UsageError(
                 f"verification.isolation: strict keeps the tree read-only, but the spec has {' and '.join(writers)} "
@@ -378,6 +372,6 @@ def isolation(spec: FleetSpec, backend: Backend) -> Isolation:
                 hint="set verification.isolation: shared",
             )
         return Isolation.STRICT
-    if asked is Isolation.SHARED or backend is not Backend.DOCKER or writers or unable:
+    if asked is Isolation.SHARED or writers or unable:
         return Isolation.SHARED
     return Isolation.STRICT
