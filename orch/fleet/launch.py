@@ -263,14 +263,14 @@ def wait_workers_gone(run: RunFolder, workers: int) -> None:
 
 
 def agent_pid(pane: PaneInfo) -> int | None:
-    """The agent process under the pane's supervising shell."""
+    """The agent process under the pane's supervising shell (in a local strict sandbox, under bwrap and
+    its init; beside the worker's portal to the gateway)."""
     if pane.pid is None:
         return None
-    try:
-        children = Path(f"/proc/{pane.pid}/task/{pane.pid}/children").read_text().split()
-    except OSError:
-        return None
-    return int(children[0]) if children else None
+    supervisor = _supervisor_under(pane.pid) or pane.pid
+    children = _read(f"/proc/{supervisor}/task/{supervisor}/children").split()
+    agents = [int(c) for c in children if b"orch.fleet.portal" not in _read(f"/proc/{int(c)}/cmdline")]
+    return agents[0] if agents else None
 
 
 def agent_environment(info: RunInfo) -> dict[str, str]:
