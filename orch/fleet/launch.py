@@ -14,7 +14,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from orch import __version__, settings
-from orch.agents.registry import ADAPTERS, check_permission_mode, get_adapter
+from orch.agents.registry import check_permission_mode, get_adapter
 from orch.contracts import AgentAdapter, LaunchSpec, UpRequest, WorkerContext
 from orch.errors import SandboxError, UsageError, WaitTimeoutError
 from orch.fleet import bwrap, gateway, relay
@@ -277,13 +277,10 @@ def agent_environment(info: RunInfo) -> dict[str, str]:
     """The environment of the run's tmux server, inherited by every pane: this process's, without any
     agent's credentials or base URL (those reach the gateway only; each worker's own base URL and token
     come with its pane, orch.fleet.gateway.worker_env)."""
-    env = dict(os.environ)
+    env = gateway.without_credentials(os.environ)
     env.pop("TMUX", None)
     # Workers call `orch bus post`: put this orch's bin dir first on their PATH.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    for kind in ADAPTERS:  # every agent's, not only the run's kinds: a worker may run any CLI it finds
-        for var in get_adapter(kind).credentials.variables:
-            env.pop(var, None)
     # A pane is an interactive terminal: TUIs that see a CI marker (the is-in-ci package: CI,
     # CONTINUOUS_INTEGRATION, CI_*) refuse to start interactively, as Gemini CLI does under CI=true.
     for var in [v for v in env if v in ("CI", "CONTINUOUS_INTEGRATION") or v.startswith("CI_")]:
