@@ -18,6 +18,7 @@ from orch.agents.registry import check_permission_mode, get_adapter
 from orch.contracts import AgentAdapter, LaunchSpec, UpRequest, WorkerContext
 from orch.errors import SandboxError, UsageError, WaitTimeoutError
 from orch.fleet import bwrap, gateway, relay
+from orch.fleet import portal as portal_module
 from orch.fleet.become import OPEN_BUNDLE, LaunchBundle
 from orch.fleet.tmux import PaneInfo, TmuxServer, check_tmux
 from orch.fleet.workerstate import EXIT_EVENT, derive_state
@@ -269,7 +270,7 @@ def agent_pid(pane: PaneInfo) -> int | None:
         return None
     supervisor = _supervisor_under(pane.pid) or pane.pid
     children = _read(f"/proc/{supervisor}/task/{supervisor}/children").split()
-    agents = [int(c) for c in children if b"orch.fleet.portal" not in _read(f"/proc/{int(c)}/cmdline")]
+    agents = [int(c) for c in children if portal_module.__file__.encode() not in _read(f"/proc/{int(c)}/cmdline")]
     return agents[0] if agents else None
 
 
@@ -343,7 +344,8 @@ def sandboxed_spec(
     portal = []
     if url is not None:
         address = urlsplit(url)
-        portal = [sys.executable, "-m", "orch.fleet.portal", f"{address.hostname}:{address.port}"]
+        # As a bare script without site (standard library only): it starts before every agent.
+        portal = [sys.executable, "-S", portal_module.__file__, f"{address.hostname}:{address.port}"]
         portal += [bwrap.GATEWAY_SOCKET, "--"]
     sandbox = bwrap.argv(
         run, n, Path(spec.cwd or ctx.workdir), binaries, relay.bus_socket(run, n),

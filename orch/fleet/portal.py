@@ -1,4 +1,4 @@
-"""A sandboxed worker's first process: `python -m orch.fleet.portal HOST:PORT SOCKET -- ARGV...`.
+"""A sandboxed worker's first process: `python -S portal.py HOST:PORT SOCKET -- ARGV...`.
 
 Inside a local strict sandbox (orch.fleet.bwrap) there is no network: this listens on the gateway's own
 loopback address, so the worker's base URL stays as it is, and copies every connection to SOCKET, the
@@ -57,7 +57,7 @@ async def _serve(listener: socket.socket, target: str) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 4 or argv[2] != "--" or ":" not in argv[0]:
-        print("usage: python -m orch.fleet.portal HOST:PORT SOCKET -- ARGV...", file=sys.stderr)
+        print("usage: portal.py HOST:PORT SOCKET -- ARGV...", file=sys.stderr)
         return 2
     host, _, port = argv[0].rpartition(":")
     listener = socket.create_server((host, int(port)), reuse_port=False)
