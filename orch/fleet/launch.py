@@ -103,11 +103,11 @@ def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
     """
     _, info = plan(req)
     gateway.upstreams(info)  # a fleet across model APIs lacking one's credential: refused, nothing made
-    if bwrap.sandboxed(info):
-        bwrap.check()  # no user namespaces: refused in one line, before anything is made
     for kind in info.kinds():
         get_adapter(kind).binary()
     check_tmux()
+    if bwrap.sandboxed(info):
+        bwrap.check()  # no bubblewrap or no user namespaces: refused in one line, before anything is made
     run = RunFolder.for_name(req.name)
     server = server_for(info)
     if run.root.exists() or server.alive():
