@@ -330,7 +330,8 @@ def sandboxed_spec(
     if ctx.login_file is not None:
         raise UsageError(
             "strict isolation cannot hand workers the agent's own login file",
-            hint=f"give the gateway a credential it can hold ({', '.join(adapter.credentials.env)})",
+            hint=f"give the gateway a credential it can hold ({', '.join(adapter.credentials.env)}), "
+            "or run with --isolation shared",
         )
     spec = adapter.prepare(ctx)
     own = {**own, settings.SANDBOXED.name: "1"}
