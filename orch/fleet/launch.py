@@ -115,6 +115,7 @@ def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
             raise UsageError(f"run {req.name!r} already exists", hint=f"use --replace, or `orch kill {req.name}`")
         server.kill()
         gateway.stop(req.name)
+        relay.stop(run)
         run.remove()
     try:
         run.create(info)

@@ -46,13 +46,15 @@ def _pid_file(run: RunFolder) -> Path:
     return sockets_dir(run.root) / "relay.pid"
 
 
-def _running(run: RunFolder) -> int | None:
+def _running(run: RunFolder, gateway_url: str | None = None) -> int | None:
+    """The pid of the run's relay (to that gateway, when given), None if none runs."""
     try:
         pid = int(_pid_file(run).read_text())
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except (OSError, ValueError):
         return None
-    return pid if b"orch.fleet.relay" in cmdline and str(run.root).encode() in cmdline else None
+    ours = b"orch.fleet.relay" in cmdline and str(run.root).encode() in cmdline
+    return pid if ours and (gateway_url is None or gateway_url.encode() in cmdline) else None
 
 
 def _ready(run: RunFolder, workers: int) -> bool:
@@ -66,7 +68,7 @@ def ensure(run: RunFolder, workers: int, gateway_url: str) -> None:
     if folder.parent.stat().st_uid != os.geteuid() or folder.parent.stat().st_mode & 0o077:
         raise SandboxError(f"{folder.parent} is not this user's alone: refusing to put the workers' sockets there")
     folder.mkdir(mode=0o700, exist_ok=True)
-    if _running(run) is not None and _ready(run, workers):
+    if _running(run, gateway_url) is not None and _ready(run, workers):
         return
     stop(run)
     folder.mkdir(mode=0o700, exist_ok=True)
