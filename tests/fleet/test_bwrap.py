@@ -156,3 +156,12 @@ def test_the_writable_set_is_one_list_with_the_worktree_when_there_is_one(tmp_pa
     (run.root / "worktrees" / "agent-2").mkdir(parents=True)
     assert writable(run, 2)[-1] == run.root / "worktrees" / "agent-2"
     assert relay.bus_socket(run, 2) != relay.bus_socket(run, 1)
+
+
+def test_local_runs_default_to_strict_but_aider_and_containers() -> None:
+    from orch.fleet.bwrap import default_isolation
+
+    assert default_isolation(True, ["claude", "codex"]) == (Isolation.STRICT, None)
+    isolation, note = default_isolation(True, ["claude", "aider"])
+    assert isolation is Isolation.SHARED and note is not None and "aider cannot run strict" in note
+    assert default_isolation(False, ["claude"]) == (Isolation.SHARED, None)  # a container: as it was
