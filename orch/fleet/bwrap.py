@@ -29,7 +29,9 @@ import orch
 from orch import settings
 from orch.agents.registry import get_adapter
 from orch.errors import UsageError
+from orch.gateway.process import handle_path
 from orch.run.folder import RunFolder
+from orch.run.paths import agents_dir, launch_dir
 from orch.run.records import Backend, Isolation, RunInfo
 
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix")
@@ -129,6 +131,12 @@ def readable(binaries: Iterable[Path]) -> list[Path]:
     return unique
 
 
+def private() -> list[Path]:
+    """What no sandbox may see even below a folder it binds: the gateways' handles (the control key) and
+    saved tokens, every worker's config dir (its token), the strict launch bundles."""
+    return [handle_path("x").parent, agents_dir(), launch_dir()]
+
+
 def argv(
     run: RunFolder,
     n: int,
@@ -149,6 +157,9 @@ def argv(
         args += ["--ro-bind", str(path), str(path)]
     args += ["--ro-bind", str(workdir), str(workdir), "--ro-bind", str(run.root), str(run.root)]
     args += ["--tmpfs", str(run.sessions_dir)]  # the others' transcripts: not there
+    for hidden in private():  # in case the workdir holds them ($ORCH_HOME inside it): not there either
+        if hidden.is_dir():
+            args += ["--tmpfs", str(hidden)]
     for path in writable(run, n):
         args += ["--bind", str(path), str(path)]
     args += ["--bind", str(bus_socket), str(run.bus_socket)]

@@ -165,3 +165,30 @@ def test_local_runs_default_to_strict_but_aider_and_containers() -> None:
     isolation, note = default_isolation(True, ["claude", "aider"])
     assert isolation is Isolation.SHARED and note is not None and "aider cannot run strict" in note
     assert default_isolation(False, ["claude"]) == (Isolation.SHARED, None)  # a container: as it was
+
+
+def test_orch_home_inside_the_workdir_still_hides_the_gateways_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A workdir that holds $ORCH_HOME (`--workdir ~`) is readable, but not the gateways' handles (the
+    control key), their saved tokens, nor another worker's config dir."""
+    work = tmp_path / "work"
+    monkeypatch.setenv("ORCH_HOME", str(work / ".orch"))
+    work.mkdir()
+    (work / "code.py").write_text("x = 1\n")
+    assert orch("up", "inw", "-n", "2", "--agent", "scripted", "--workdir", work, "--local", "--offline").exit_code == 0
+    run = RunFolder.for_name("inw")
+    try:
+        assert handle_path(run.name).exists() and run.config_dir(2).is_dir()
+        seen = _probe(
+            run,
+            [
+                f"ls {handle_path(run.name).parent} | grep -q . && echo HANDLES-SEEN",
+                f"ls {run.config_dir(2)} 2>/dev/null | grep -q . && echo OTHER-CONFIG-SEEN",
+                f"ls {work} | grep -q . && echo WORKDIR-OK",
+            ],
+            tmp_path,
+        )
+        assert seen == ["WORKDIR-OK"], seen
+    finally:
+        orch("kill", "inw")
