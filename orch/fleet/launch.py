@@ -203,15 +203,17 @@ def stray_processes(run: RunFolder, n: int, pane: PaneInfo | None) -> dict[int, 
     """Worker n's processes outside its agent's process tree (pid: command line): what it left running,
     in the background or detached, to act later. One that exits meanwhile, or is a zombie, is not."""
     root = pane.pid if pane is not None else None
+    sandbox: set[int] = set()
     if root is not None and bwrap.sandboxed(run.info()):
         # In its sandbox an orphan is adopted by the sandbox's init, itself under the pane: the agent's
-        # tree is the supervisor's (bwrap, its init, then the supervising shell).
-        root = _supervisor_under(root)
+        # tree is the supervisor's, below bwrap and its init (which are the sandbox, not strays).
+        pane_pid, root = root, _supervisor_under(root)
+        sandbox = set((_ancestry(root) or []) if root is not None else [pane_pid]) - {root}
     strays = {}
     for pid in _processes_of(run, [n]):
         chain = _ancestry(pid)
         command = _read(f"/proc/{pid}/cmdline").replace(b"\0", b" ").decode(errors="replace").strip()
-        if chain is not None and command and (root is None or root not in chain):
+        if chain is not None and command and pid not in sandbox and (root is None or root not in chain):
             strays[pid] = command
     return strays
 

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from orch.fleet import relay
+from orch.fleet import launch, relay
 from orch.gateway.process import handle_path, load_handle, state_path
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.paths import sockets_dir
 from orch.run.records import Isolation
+from orch.waits import wait_until
 from tests.helpers import orch
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
@@ -190,5 +191,11 @@ def test_orch_home_inside_the_workdir_still_hides_the_gateways_state(
             tmp_path,
         )
         assert seen == ["WORKDIR-OK"], seen
+        # Its sandbox (bwrap, its init) and its agent's tree are not strays; what it leaves running is.
+        pane = launch.server_for(run.info()).pane(1)
+        assert launch.stray_processes(run, 1, pane) == {}
+        assert orch("send", run.name, "1", "$ setsid nohup sleep 300 >/dev/null 2>&1 &").exit_code == 0
+        strays = wait_until(lambda: launch.stray_processes(run, 1, pane), 20, "the worker's leftover")
+        assert [command for command in strays.values()] == ["sleep 300"], strays
     finally:
         orch("kill", "inw")
