@@ -92,6 +92,7 @@ def test_a_hostile_finder_cannot_get_its_false_finding_confirmed_locally(offline
     assert refused and "can only name yourself" in str(refused[0]["data"])
     left = [e for e in lines if e["event"] == Event.LEFTOVER_PROCESSES.value and e["worker"] == 1]
     assert left and any("forger.py" in cmd for cmd in left[0]["data"]["processes"].values())
+    assert not any("bwrap" in cmd for e in left for cmd in e["data"]["processes"].values())  # its sandbox: not
     kinds = {(a["kind"], a["worker"]) for a in report["attempts"]}
     assert {("bus-post-refused", 1), ("leftover-processes", 1)} <= kinds
     assert "bubblewrap" in run.report_md.read_text()
