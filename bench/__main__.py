@@ -21,6 +21,7 @@ from typing import Any
 from bench import (
     agents,
     busload,
+    changes,
     container,
     gateway,
     images,
@@ -29,6 +30,7 @@ from bench import (
     notice,
     overhead,
     procs,
+    reports,
     up,
     view,
     watch,
@@ -53,6 +55,8 @@ BENCHES: dict[str, tuple[Callable[[Context], Result], bool]] = {
     "isolation": (isolation.run, True),  # local strict (bubblewrap) against local shared, side by side
     "agents": (agents.run, False),  # each agent CLI offline, side by side (skips one not installed)
     "images": (images.run, False),  # what each agent adds to the worker image (builds orch-bench:AGENT)
+    "reports": (reports.run, False),  # report.sarif + report.junit.xml of 1,000 findings, beside report.json
+    "changes": (changes.run, False),  # issue 22: worktrees, the checks' sandbox, the integration queue
 }
 MEASUREMENT_ERRORS = (OrchError, BenchError, OSError, TimeoutError)
 

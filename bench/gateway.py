@@ -2,7 +2,8 @@
 server and through the gateway (kind api, pointed at that server): latency p50/p99, time to the first
 streamed byte, 64 concurrent streams, and the gateway's memory (supervisor + server child). Then record
 and replay: the offline demo (`orch demo --local`, real Claude Code workers) against its replay (`orch
-run --replay`, the gateway answering from the recording), wall time side by side and their ratio."""
+run --replay`, the gateway answering from the recording) and its replay from the exported file (`orch record
+export`, a fresh ORCH_HOME), wall time side by side and their ratios."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from orch.gateway.records import GatewayBoot, Scheme, Upstream
 from orch.lead.demo import DEMO_NAME
 from orch.run.folder import RunFolder
 from orch.run.paths import orch_home
+from orch.settings import HOME
 from orch.waits import wait_for_paths
 
 CONCURRENT = 64
@@ -94,9 +96,12 @@ async def _measure(direct: str, gateway: str, samples: int) -> dict[str, Any]:
 DEMO_TIMEOUT = 600.0
 
 
-def _orch(*args: str) -> float:
-    """Wall seconds of one `orch` command (the offline demo's own model server, none of the bench's)."""
+def _orch(*args: str, home: Path | None = None) -> float:
+    """Wall seconds of one `orch` command (the offline demo's own model server, none of the bench's);
+    `home`: another ORCH_HOME (a fresh one, as on another machine)."""
     env = {k: v for k, v in python_env().items() if k not in {*CREDENTIAL_ENV, "ANTHROPIC_BASE_URL"}}
+    if home is not None:
+        env[HOME.name] = str(home)
     start = time.monotonic()
     done = subprocess.run(orch_cli(*args), env=env, capture_output=True, timeout=DEMO_TIMEOUT, check=False)
     seconds = time.monotonic() - start
@@ -106,17 +111,22 @@ def _orch(*args: str) -> float:
     return seconds
 
 
-def _verdicts(name: str) -> dict[str, str]:
-    report = json.loads(RunFolder.for_name(name).report_json.read_text())
+def _verdicts(name: str, home: Path | None = None) -> dict[str, str]:
+    root = (home / "runs" / name) if home is not None else RunFolder.for_name(name).root
+    report = json.loads(RunFolder(root).report_json.read_text())
     return {f["id"]: f["status"] for f in report["findings"]}
 
 
 def _replay_rows(ctx: Context) -> tuple[list[Row], dict[str, Any]]:
-    """The offline demo live, then replayed from its own recording; `repeat` pairs."""
+    """The offline demo live, then replayed from its own run folder, then exported (`orch record export`)
+    and replayed from that file in a fresh ORCH_HOME (as CI does); `repeat` triples."""
     if missing := ctx.env.claude_missing():
         return [Row("gateway", "replayed demo / live demo", "", status="SKIPPED", note=missing)], {}
     live_s: list[float] = []
     replay_s: list[float] = []
+    export_s: list[float] = []
+    file_s: list[float] = []
+    sizes: list[float] = []
     for i in range(ctx.config.repeat):
         name = f"{DEMO_NAME}-bench-{i}"
         live_s.append(_orch("demo", "--local", "--name", name))
@@ -124,14 +134,35 @@ def _replay_rows(ctx: Context) -> tuple[list[Row], dict[str, Any]]:
         replay_s.append(_orch("run", str(spec), "--local", "--replay", name, "--name", f"{name}-replay", "--quiet"))
         if _verdicts(name) != _verdicts(f"{name}-replay"):
             raise BenchError(f"the replay of {name} did not reach the recorded verdicts")
+        exported = orch_home() / f"{name}.orchrec.gz"
+        export_s.append(_orch("record", "export", name, "-o", str(exported)))
+        sizes.append(exported.stat().st_size / 1024)
+        fresh = orch_home() / f"fresh-{i}"  # a fresh ORCH_HOME: nothing of the recorded run but the file
+        file_s.append(
+            _orch("run", str(spec), "--local", "--replay", str(exported), "--name", "ci", "--quiet", home=fresh)
+        )
+        if _verdicts(name) != _verdicts("ci", fresh):
+            raise BenchError(f"the replay of {name} from {exported.name} did not reach the recorded verdicts")
     ratios = [r / max(live, 1e-9) for r, live in zip(replay_s, live_s, strict=True)]
+    file_ratios = [r / max(live, 1e-9) for r, live in zip(file_s, live_s, strict=True)]
     note = "orch demo --local vs orch run --replay of it, 3 Claude Code workers each"
     rows = [
         Row("gateway", "offline demo, live (scripted model), wall", "s", live_s, note=note),
         Row("gateway", "offline demo, replayed from its recording, wall", "s", replay_s),
         Row("gateway", "replayed demo / live demo", "x", ratios, Target("<=", 1.0, "<= 1x (faster)")),
+        Row("gateway", "`orch record export` of the demo, wall", "s", export_s),
+        Row("gateway", "exported recording of the demo, size", "KiB", sizes),
+        Row(
+            "gateway",
+            "offline demo, replayed from the exported file, wall",
+            "s",
+            file_s,
+            note="orch run --replay FILE in a fresh ORCH_HOME",
+        ),
+        Row("gateway", "replayed from the file / live demo", "x", file_ratios, Target("<=", 1.0, "<= 1x (faster)")),
     ]
-    return rows, {"demo_live_s": live_s, "demo_replay_s": replay_s}
+    raw = {"demo_live_s": live_s, "demo_replay_s": replay_s, "export_s": export_s, "export_kib": sizes}
+    return rows, {**raw, "demo_replay_file_s": file_s}
 
 
 def run(ctx: Context) -> Result:

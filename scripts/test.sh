@@ -16,4 +16,5 @@ fi
 .venv/bin/ruff check orch tests bench
 .venv/bin/ruff format --check orch tests bench
 .venv/bin/mypy
-exec .venv/bin/pytest "$@"
+# --durations: the CI log names the slowest tests, which the tiers' budget watches (CONTRIBUTING.md).
+exec .venv/bin/pytest --durations=30 "$@"

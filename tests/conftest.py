@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -19,6 +20,29 @@ from orch.versions import CLAUDE_CODE_VERSION, CODEX_VERSION, GEMINI_CLI_VERSION
 
 # The docker tests' fixtures (engine, image, names, workdir) live in tests/dockertest.py.
 pytest_plugins = ["tests.dockertest"]
+
+SLOW_TIERS = ("docker", "claude", "codex", "gemini", "opencode", "aider")
+"""Markers of the tiers that need a real agent binary or a Docker engine; every other test is `fast`."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if not any(item.get_closest_marker(name) for name in SLOW_TIERS):
+            item.add_marker(pytest.mark.fast)
+
+
+@pytest.fixture(autouse=True)
+def pure_guard(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test marked `pure` starts nothing: a process or a network connection it tries fails the test."""
+    if request.node.get_closest_marker("pure") is None:
+        return
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a `pure` test started a process or opened a connection: drop the marker")
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(os, "fork", refuse)
 
 
 @pytest.fixture(autouse=True)

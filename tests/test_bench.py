@@ -100,6 +100,7 @@ def test_percentile_and_sizes() -> None:
     assert parse_size("24G") == 24 << 30 and parse_size("512MiB") == 512 << 20 and parse_size("1000") == 1000
 
 
+@pytest.mark.claude  # its replay rows run the offline demo: three real Claude Code workers, twice
 def test_quick_gateway_bench_runs(tmp_path: Path) -> None:
     out = tmp_path / "gateway.json"
     argv = [sys.executable, "-m", "bench", "--quick", "--only", "gateway", "--json", str(out)]
@@ -147,3 +148,20 @@ def test_images_bench_reads_the_opt_layers_of_an_image_history() -> None:
         {"CreatedBy": "|1 DEBIAN_FRONTEND=noninteractive /bin/sh -c apt-get install tmux", "Size": 152},
     ]
     assert opt_layers(history) == {"/opt/orch": 116, "/opt/agents": 815, "/opt/node": 125}
+
+
+def test_reports_bench_writes_valid_files_of_its_big_report() -> None:
+    from bench import reports
+    from orch.run.folder import RunFolder
+    from tests.helpers import run_info
+    from tests.lead.ciformats import junit, valid_sarif
+
+    run = RunFolder.for_name("bench-reports")
+    run.create(run_info("bench-reports", workers=3))
+    report = reports.big_report(run.name, "/workspace", findings=30)
+    timed = reports.once(run, report)
+    assert set(timed) == {"sarif", "junit", "json", "both", "ratio"} and all(v > 0 for v in timed.values())
+    results = valid_sarif(run.report_sarif)["runs"][0]["results"]
+    assert len(results) == 30 and {r["level"] for r in results} == {"error", "warning", "note"}
+    xml = junit(run.report_junit)
+    assert xml.tests == reports.TASKS + 30 and xml.failures == 20  # a third confirmed

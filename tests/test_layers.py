@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
+
 PACKAGE = Path(__file__).resolve().parents[1] / "orch"
 
 # Lowest first. A module may import its own layer and any layer of a lower rank; never a layer of the same

@@ -7,6 +7,8 @@ import pytest
 from orch import shellparts
 from orch.shellparts import ran
 
+pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
+
 REPRO = "python3 -c 'from stats import mean; mean([])' 2>&1 | grep -q ZeroDivisionError"
 RUN: dict[str, tuple[str, str]] = {
     # (the call, a command it executes)

@@ -6,6 +6,8 @@ import pytest
 
 from orch.text import shorten
 
+pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
+
 
 @pytest.mark.parametrize(
     ("text", "limit", "expected"),

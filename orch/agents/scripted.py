@@ -1,4 +1,5 @@
-"""The scripted adapter: orch's own tiny TUI agent, for fast tests of the tmux and run-folder layers."""
+"""The scripted adapter: orch's own tiny TUI agent, for fast tests of the tmux and run-folder layers and (in an
+offline run, talking to the scripted model through the gateway) of the controller end to end."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from orch.contracts import (
     ShellTool,
     WorkerContext,
 )
+from orch.errors import OrchError
 from orch.run.folder import RunFolder
 
 
@@ -51,6 +53,8 @@ class ScriptedAdapter:
     def prepare(self, ctx: WorkerContext) -> LaunchSpec:
         ctx.config_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         argv = [sys.executable, "-m", "orch.agents.scripted_agent"]
+        if _model_run(ctx):
+            argv.append("--model")  # its prompts go to the scripted model, through the run's gateway
         if ctx.prompt:
             argv.append(ctx.prompt)
         env = {
@@ -68,3 +72,15 @@ class ScriptedAdapter:
 
     def dialogs(self) -> Sequence[Dialog]:
         return ()
+
+
+def _model_run(ctx: WorkerContext) -> bool:
+    """An offline (or replayed) run: the worker's gateway answers from orch's scripted model (or a recording),
+    so the agent talks to it. Otherwise it runs the `$ ` lines of its prompts (the fleet-layer tests)."""
+    if CLAUDE_GATEWAY.base_url_env not in ctx.env:
+        return False
+    try:
+        info = ctx.run.info()
+    except (OrchError, OSError):  # no run.json (a bare context), or one this uid cannot read
+        return False
+    return info.offline or info.replay is not None

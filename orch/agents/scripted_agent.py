@@ -1,6 +1,6 @@
 """A tiny Claude-Code-like TUI agent: a real terminal program for fast tests of the tmux layer.
 
-    python -m orch.agents.scripted_agent ["first prompt"]
+    python -m orch.agents.scripted_agent [--model] ["first prompt"]
 
 Like Claude Code it puts the TTY in raw mode, enables bracketed paste and shows a prompt
 (`scripted> `). Pasted text goes into the draft verbatim (its newlines do not submit), Enter submits
@@ -10,6 +10,9 @@ appended to $ORCH_STATE_FILE: SessionStart, UserPromptSubmit, PreToolUse/PostToo
 The "work" for a prompt: every line starting with `$ `, in the prompt and in a `*.task.md` file the
 prompt names, is run with `sh -c` in the cwd. `/exit` ends the session (status 0); `/crash` exits
 with status 3. Test knob: ORCH_SCRIPTED_DROP_ENTERS=k ignores the first k Enter keys.
+
+With `--model` (offline runs) a prompt is not run as `$ ` lines: it goes to the model behind
+$ANTHROPIC_BASE_URL (the run's gateway), whose tool calls are run here (orch.agents.scripted_turns).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from orch import settings
+from orch.agents.claude import GATEWAY
+from orch.agents.scripted_turns import ModelSession, TurnFailed
 from orch.errors import OrchError
 from orch.run.hookwriter import append_event
 
@@ -39,9 +44,10 @@ CTRL_C, CTRL_U, BACKSPACES = "\x03", "\x15", ("\x7f", "\x08")
 
 
 class ScriptedAgent:
-    def __init__(self, state_file: str, drop_enters: int) -> None:
+    def __init__(self, state_file: str, drop_enters: int, model: tuple[str, str] | None = None) -> None:
         self.state_file = state_file
         self.drop_enters = drop_enters
+        self.model = ModelSession(*model, self.emit, lambda text: self.write(text + "\n")) if model else None
         self.session_id = str(uuid.uuid4())
         self.draft = ""
         self.in_paste = False
@@ -152,6 +158,9 @@ class ScriptedAgent:
             return 3
         self.emit("UserPromptSubmit", prompt=prompt)
         self.write("✽ Working… (esc to interrupt)\n")
+        if self.model is not None:
+            self.model_turn(prompt)
+            return None
         commands = [line[2:] for line in prompt.splitlines() if line.startswith("$ ")]
         if match := TASK_FILE.search(prompt):
             try:
@@ -166,6 +175,17 @@ class ScriptedAgent:
         self.emit("Stop", last_assistant_message=summary)
         self.write(f"done: {summary}\n{PROMPT}")
         return None
+
+    def model_turn(self, prompt: str) -> None:
+        assert self.model is not None
+        try:
+            said = self.model.turn(prompt)
+        except TurnFailed as exc:
+            self.emit("StopFailure", error=exc.error)
+            self.write(f"API error ({exc.error}): {exc}\n{PROMPT}")
+            return
+        self.emit("Stop", last_assistant_message=said)
+        self.write(f"{said}\n{PROMPT}")
 
     def run_command(self, command: str) -> None:
         tool_input = {"command": command}
@@ -193,13 +213,22 @@ def main(argv: list[str]) -> int:
     if state_file is None:
         print(f"scripted_agent: set {settings.STATE_FILE.name} to the hook state file", file=sys.stderr)
         return 2
-    agent = ScriptedAgent(str(state_file), drop_enters)
+    args = argv[1:]
+    model = None
+    if args[:1] == ["--model"]:
+        args = args[1:]
+        base, key = os.environ.get(GATEWAY.base_url_env), os.environ.get(GATEWAY.key_env)
+        if not base or not key:
+            print(f"scripted_agent: --model needs {GATEWAY.base_url_env} and {GATEWAY.key_env}", file=sys.stderr)
+            return 2
+        model = (base, key)
+    agent = ScriptedAgent(str(state_file), drop_enters, model)
     saved = None
     if os.isatty(0):
         saved = termios.tcgetattr(0)
         tty.setraw(0)
     try:
-        return agent.run(argv[1] if len(argv) > 1 else None)
+        return agent.run(args[0] if args else None)
     finally:
         if saved is not None:
             os.write(1, b"\x1b[?2004l")

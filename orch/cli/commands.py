@@ -8,7 +8,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from orch.cli import bus, container, fleet, lead, tools, watch
+from orch.cli import bus, container, fleet, lead, record, tools, watch
 from orch.errors import OrchError, is_environment_error, one_line
 
 log = logging.getLogger(__name__)
@@ -52,3 +52,4 @@ app.add_typer(lead.spec_app, name="spec", help="Fleet specs: check one, or write
 app.add_typer(lead.skill_app, name="skill", help="The Claude Code skill that drives orch.")
 app.add_typer(container.image_app, name="image", help="The worker image.")
 app.add_typer(bus.app, name="bus", help="The run's append-only message bus.")
+app.add_typer(record.app, name="record", help="A run's model recording: export it as one file to replay anywhere.")

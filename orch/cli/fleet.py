@@ -38,6 +38,8 @@ from orch.container.backends import at_folder, sandbox_for, sandbox_for_backend
 from orch.contracts import OrchCommand
 from orch.errors import OrchError, UsageError, is_environment_error, one_line
 from orch.fleet import bwrap, launch, talk, watch
+from orch.lead.changesreport import live_lines
+from orch.lead.jobs import load_state
 from orch.run.folder import RunFolder, list_runs
 from orch.run.records import Backend, EgressMode, Isolation, RunStatusView
 from orch.settings import CONTAINER_MEMORY, CONTAINER_PIDS
@@ -263,9 +265,19 @@ def status(
         return
     if not views:
         typer.echo("no runs")
-    for view in views:
+    for view, run in zip(views, runs, strict=True):
         for line in status_lines(view):
             typer.echo(line)
+        for line in _changes_lines(run):
+            typer.echo(f"  {line}")
+
+
+def _changes_lines(run: RunFolder) -> list[str]:
+    """An `orch run` with writers: where each change is (orch.lead.changesreport.live_lines)."""
+    try:
+        return live_lines(load_state(run))
+    except OrchError:
+        return []  # not an `orch run` (no controller books)
 
 
 @app.command("ls")

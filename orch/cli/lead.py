@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -13,9 +15,11 @@ from orch.cli.common import NameArg, run_folder
 from orch.container.backends import folder_is_here, in_container
 from orch.errors import OrchError, UsageError
 from orch.fleet import gateway
-from orch.lead import decisions, runner, skill
+from orch.lead import decisions, recording, runner, skill
 from orch.lead import demo as demo_mod
-from orch.lead import replay as replay_mod
+from orch.lead.changes import apply as changes_apply
+from orch.lead.changes import start as changes_start
+from orch.lead.changesreport import changes_text
 from orch.lead.commentary import Commentary
 from orch.lead.controller import read_spec
 from orch.lead.decisions import EXIT_FAILED
@@ -24,6 +28,7 @@ from orch.lead.report import ISOLATION_NOTES
 from orch.lead.reportrender import cost_line, matrix_text, write_reports
 from orch.lead.spec import example_spec
 from orch.lead.specload import SpecError, load_spec
+from orch.lead.summary import summary
 from orch.run.folder import RunFolder
 from orch.run.records import Backend, Isolation
 from orch.view.statusbar import RunBar
@@ -32,14 +37,20 @@ EXIT_CODES = (
     "Exit codes: 0 every task completed and every finding was CONFIRMED by its verifiers; "
     "4 the fleet ran to the end but a finding was REFUTED or stayed UNVERIFIED; "
     "5 the fleet failed (a task failed, the budget or run timeout stopped it, or the fleet did not start); "
-    "2 bad input (spec errors, a run of that name exists, a replay cassette that is missing, corrupt or from "
-    "another spec)."
+    "2 bad input (spec errors, a run of that name exists, a replay recording that is missing, corrupt, or from "
+    "another spec or other orch or agent versions). docs/ci.md: the table and the --json summary line."
 )
 
 # Joined into the `orch` app by orch.cli.commands: `app`'s commands at the top, the others as `orch spec`, `orch skill`.
 app = typer.Typer()
 spec_app = typer.Typer(no_args_is_help=True)
 skill_app = typer.Typer(no_args_is_help=True)
+
+
+def also(run: RunFolder) -> str:
+    """The other reports beside report.html."""
+    others = (run.report_md, run.report_json, run.report_sarif, run.report_junit)
+    return "also " + ", ".join(p.name for p in others)
 
 
 def _print_result(result: runner.RunResult) -> None:
@@ -59,7 +70,7 @@ def _print_result(result: runner.RunResult) -> None:
     typer.echo("")
     typer.echo(f"run {report.run}: {report.status} (exit {result.exit_code}): {report.reason}")
     typer.echo(cost_line(report))
-    typer.echo(f"report: {result.run.report_html}  (also report.md, report.json in {result.run.root})")
+    typer.echo(f"report: {result.run.report_html}  ({also(result.run)} in {result.run.root})")
 
 
 def _drive(run: RunFolder, commentary: bool = True) -> runner.RunResult:
@@ -86,29 +97,47 @@ def _drive(run: RunFolder, commentary: bool = True) -> runner.RunResult:
 
 
 def _start(
-    spec_path: Path, name: str | None, backend: Backend, replace: bool, copy: bool = False, replay: str | None = None
+    spec_path: Path,
+    name: str | None,
+    backend: Backend,
+    replace: bool,
+    copy: bool = False,
+    replay: str | None = None,
+    say: Callable[[str], None] = typer.echo,
+    base: str | None = None,
+    snapshot: bool = False,
 ) -> RunFolder:
     spec = load_spec(spec_path)
-    cassette = replay_mod.load(replay, spec) if replay is not None else None  # checked before anything is made
+    if (base is not None or snapshot) and not spec.writer_tasks():
+        raise UsageError("--base and --snapshot are for specs with writer tasks", hint="drop them")
+    # A recording (a run, or an exported file) is checked before anything is made.
+    cassette = recording.cassette(replay, spec, backend) if replay is not None else None
     run_name = runner.run_name(spec, spec_path, name, replay=cassette is not None)
     source = f", replaying {cassette.root}" if cassette else ""
     isolation = decisions.isolation(spec, backend)  # a strict spec on --local stops here, before anything
     # A live fleet across model APIs without a credential of one of them: here too, before anything.
     gateway.fleet_credentials([group.agent for group in spec.groups()], spec.offline or cassette is not None)
-    typer.echo(
+    say(
         f"run {run_name}: starting {spec.worker_count()} worker(s) for {len(spec.tasks)} task(s) "
         f"({backend.value}{source})"
     )
-    typer.echo(f"isolation {ISOLATION_NOTES[isolation]}")
+    say(f"isolation {ISOLATION_NOTES[isolation]}")
     if isolation is Isolation.SHARED:
         typer.echo(f"run {run_name}: isolation shared: the workers share one uid (see the report)", err=True)
+    # A run with writers: its repository and base checks, made (or refused in one line) before the run exists.
+    prepared = changes_start.prepare(spec, run_name, base, snapshot, backend) if spec.writer_tasks() else None
+    for warning in prepared.warnings if prepared else []:
+        typer.echo(f"orch: warning: {warning}", err=True)
     try:
-        return runner.start(spec, run_name, backend, replace, copy, cassette)
+        return runner.start(spec, run_name, backend, replace, copy, cassette, prepared)
     except UsageError:
         raise
     except OrchError as exc:
         typer.echo(f"orch: error: the fleet did not start: {exc.one_line()}", err=True)
         raise typer.Exit(EXIT_FAILED) from None
+    finally:
+        if prepared is not None:
+            prepared.discard()  # installed: nothing left to remove; else the staging folder goes
 
 
 @spec_app.command()
@@ -168,11 +197,38 @@ def run_(
         str | None,
         typer.Option(
             "--replay",
-            help="Answer every model request from this recording (a run name, or a run folder or a copy of one) "
-            "made with the same spec: no model API, nothing billed. Default name: <name>-replay.",
+            help="Answer every model request from this recording (a file from `orch record export`, a run name, "
+            "or a run folder or a copy of one) made with the same spec: no model API, nothing billed. "
+            "Default name: <name>-replay.",
         ),
     ] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", hidden=True, help="Print no result (the host does).")] = False,
+    base: Annotated[
+        str | None,
+        typer.Option(
+            "--base", help="Specs with writers: start from this revision of the workdir's repository (default HEAD)."
+        ),
+    ] = None,
+    snapshot: Annotated[
+        bool,
+        typer.Option(
+            "--snapshot",
+            help="Specs with writers: start from the workdir as it is (a dirty tree, or a folder outside git), "
+            "taken into a base commit of the run's own repository.",
+        ),
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Print nothing but errors (and the --json line): the exit code says.")
+    ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the result as one JSON line on stdout (exit code, counts, report paths); the rest on stderr.",
+        ),
+    ] = False,
+    no_result: Annotated[
+        bool, typer.Option("--no-result", hidden=True, help="Print no result (the host does).")
+    ] = False,
     no_commentary: Annotated[
         bool, typer.Option("--no-commentary", hidden=True, help="Print no commentary (the host does).")
     ] = False,
@@ -189,11 +245,21 @@ def run_(
     else:
         assert spec is not None
         backend = Backend.LOCAL if local or in_container() else Backend.DOCKER
-        run = _start(spec, name, backend, replace, copy, replay)
-    result = _drive(run, commentary=not no_commentary)
-    if not quiet:
+        run = _start(spec, name, backend, replace, copy, replay, say=_say(quiet, as_json), base=base, snapshot=snapshot)
+    result = _drive(run, commentary=not (no_commentary or quiet))
+    if as_json:
+        line = summary(result.run, result.exit_code, result.report, result.stopped)
+        typer.echo(json.dumps(line, separators=(",", ":")))
+    elif not (quiet or no_result):
         _print_result(result)
     raise typer.Exit(result.exit_code)
+
+
+def _say(quiet: bool, as_json: bool) -> Callable[[str], None]:
+    """Where `orch run`'s progress lines go: nowhere (--quiet), stderr (--json: stdout is the JSON line)."""
+    if quiet:
+        return lambda _line: None
+    return (lambda line: typer.echo(line, err=True)) if as_json else typer.echo
 
 
 @app.command(epilog=EXIT_CODES)
@@ -204,11 +270,24 @@ def demo(
     mixed: Annotated[
         bool, typer.Option("--mixed", help=f"Workers {' + '.join(demo_mod.MIXED)}: findings verified across kinds.")
     ] = False,
+    changes: Annotated[
+        bool,
+        typer.Option(
+            "--changes",
+            help="Three writers (Claude Code, Codex) change a tiny git repository: a fix lands, a test-editing "
+            "'fix' is REJECTED, two changes to one line land one after the other (a rebase).",
+        ),
+    ] = False,
 ) -> None:
     """A 3-worker find-and-verify fleet over a small bundled library: one finding CONFIRMED, one REFUTED.
 
     Offline by default: real Claude Code workers driven by orch's scripted model, no credentials.
     """
+    if changes and mixed:
+        raise UsageError("--changes and --mixed are two different demos", hint="pick one")
+    if changes:
+        _demo_changes(local, live, demo_mod.CHANGES_NAME if name == demo_mod.DEMO_NAME else name)
+        return
     plan = demo_mod.plan(local, live, name, mixed)
     if plan.notice:
         typer.echo(f"orch demo: {plan.notice}")
@@ -230,11 +309,52 @@ def demo(
     )
 
 
+def _demo_changes(local: bool, live: bool, name: str) -> None:
+    """`orch demo --changes`: the run, then the matrix of changes and the `orch apply` command."""
+    plan = demo_mod.plan(local, live, name, changes=True)
+    if plan.notice:
+        typer.echo(f"orch demo: {plan.notice}")
+    mode = "the real model" if live else "the scripted model (offline, no credentials)"
+    typer.echo(f"orch demo: Claude Code + Codex writers on the git repository {plan.spec.workdir}, driven by {mode}")
+    run = _start(plan.spec_path, name, plan.backend, replace=True, copy=plan.backend is Backend.DOCKER)
+    result = _drive(run)
+    _print_result(result)
+    if result.report is not None and result.report.changes:
+        typer.echo("\n" + changes_text(result.report.changes))
+        typer.echo(
+            f"\nthe landed changes, as a branch of {plan.spec.workdir}: orch apply {run.name} --branch orch-demo"
+        )
+    if live or result.report is None:
+        raise typer.Exit(result.exit_code)
+    if not demo_mod.shows_changes(result.report):
+        typer.echo("orch demo: the changes did not come out as designed; see the report", err=True)
+        raise typer.Exit(1)
+    typer.echo(
+        "orch demo: the honest fix LANDED, the test-editing 'fix' was REJECTED (scope), and of the two changes "
+        "to one line one landed and the other was rebased, reviewed again and landed after it."
+    )
+
+
 @app.command()
 def report(name: NameArg) -> None:
     """Rewrite and print a run's report (verification matrix, where the files are)."""
     run = run_folder(name)
     written = write_reports(run, read_spec(run), load_state(run))
     typer.echo(matrix_text(written))
+    if written.changes:
+        typer.echo("\n" + changes_text(written.changes))
     typer.echo(f"\nrun {written.run}: {written.status} (exit {written.exit_code}): {written.reason}")
-    typer.echo(f"report: {run.report_html}  (also report.md, report.json)")
+    typer.echo(f"report: {run.report_html}  ({also(run)})")
+
+
+@app.command("apply")
+def apply_(
+    name: NameArg,
+    branch: Annotated[
+        str | None, typer.Option("--branch", help="The new branch's name (default orch/<run>).", show_default=False)
+    ] = None,
+) -> None:
+    """Fetch a run's landed changes into this repository as a new branch (the working tree, the index and the
+    current branch are left alone; an existing branch is never overwritten)."""
+    made = changes_apply.apply_run(run_folder(name), Path.cwd(), branch)
+    typer.echo(f"fetched run {name}'s landed changes as branch {made}; `git log {made}` shows them")

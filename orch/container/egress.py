@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 
 from orch import settings
 from orch.run.records import EgressMode
+from orch.run.uids import checks_uid
 
 if TYPE_CHECKING:
     from orch.contracts import Credentials
@@ -141,6 +142,8 @@ class EgressReport:
     """The model API's addresses, open to the gateway's uid only."""
     gateway_uid: int | None = None
     gateway_selftest: str = ""
+    checks_uid: int | None = None
+    """The uid whose every packet is rejected (the controller runs changes' checks as it), when the rules hold."""
 
 
 Runner = Callable[[Sequence[str]], None]
@@ -215,6 +218,8 @@ def rules(
         ["iptables", "-F", "INPUT"],
         ["iptables", "-A", "INPUT", "-i", "lo", "-j", "ACCEPT"],
         ["iptables", "-A", "INPUT", "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"],
+        # The checks' uid (orch.lead.changes.gate) gets no network, loopback included: first, before any accept.
+        ["iptables", "-A", "OUTPUT", "-m", "owner", "--uid-owner", str(checks_uid()), "-j", "REJECT"],
         ["iptables", "-A", "OUTPUT", "-o", "lo", "-j", "ACCEPT"],
         ["iptables", "-A", "OUTPUT", "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"],
     ]
@@ -251,6 +256,7 @@ def _ipv6_rules(run: Runner) -> None:
     """IPv6: loopback only. Where the container has no IPv6 at all, ip6tables may be unusable: fine."""
     cmds = [
         ["ip6tables", "-F", "OUTPUT"],
+        ["ip6tables", "-A", "OUTPUT", "-m", "owner", "--uid-owner", str(checks_uid()), "-j", "REJECT"],
         ["ip6tables", "-A", "OUTPUT", "-o", "lo", "-j", "ACCEPT"],
         ["ip6tables", "-A", "INPUT", "-i", "lo", "-j", "ACCEPT"],
         ["ip6tables", "-P", "INPUT", "DROP"],
@@ -355,6 +361,7 @@ def apply(
     for cmd in rules(mode, networks, nameservers(), report.ipset, uid, gateway_networks):
         run(cmd)
     _ipv6_rules(run)
+    report.checks_uid = checks_uid()
     if PROBE_ADDRESS[0] in networks:
         report.selftest = "skipped (the probe address is allowlisted)"
     else:

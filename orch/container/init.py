@@ -213,6 +213,8 @@ def isolate_workers(run: RunFolder, info: RunInfo, uid: int, gid: int) -> None:
       run's gid, so no other worker may enter it and the controller may only look up a name in it (an
       adapter's ready marker: Codex, opencode and aider touch one there once their TUI takes input); the
       worker seeds it itself when its pane starts (orch.fleet.become).
+    - `worktrees/agent-N/`: worker N's, group the run's gid, 2770: each writer job's worktree goes there as
+      worker N's own files, and no other worker may enter it.
     - the home and the folders above the config dirs: the run's uid's, 0711 (passable, not listable).
     """
     home = Path(os.environ.get("HOME", "/home/worker"))
@@ -229,6 +231,8 @@ def isolate_workers(run: RunFolder, info: RunInfo, uid: int, gid: int) -> None:
         _own(run.state(n), w, w, 0o644)
         _own_tree(run.sessions(n), w, w, 0o700)
         _own_tree(run.config_dir(n), w, gid, 0o710)
+        # Its writer jobs' worktrees, each checked out as worker N's own (RunRepo.checkout owner=).
+        _own_tree(run.worktrees_dir(n), w, gid, 0o2770)
 
 
 def _strict_run(boot: InitBoot | None) -> tuple[RunFolder, RunInfo] | None:

@@ -51,15 +51,22 @@ def sandboxed(info: RunInfo) -> bool:
     return info.isolation is Isolation.STRICT and info.backend is Backend.LOCAL and not settings.IN_CONTAINER.get()
 
 
-def binary() -> Path:
-    """The bubblewrap executable: ORCH_BWRAP, else `bwrap` on PATH (Debian's `bubblewrap`)."""
+def find() -> Path | None:
+    """The bubblewrap executable, the one place that finds it (the workers' sandboxes, the checks' sandbox of
+    orch.lead.changes.gate): ORCH_BWRAP, else `bwrap` on PATH (Debian's `bubblewrap`); None if none."""
     found = settings.BWRAP.get() or shutil.which("bwrap")
-    if not found or not Path(found).is_file():
+    return Path(found) if found and Path(found).is_file() else None
+
+
+def binary() -> Path:
+    """`find()`, or a UsageError saying how to install it."""
+    found = find()
+    if found is None:
         raise UsageError(
             "strict isolation on this machine needs bubblewrap, which is not installed",
             hint=f"apt-get install bubblewrap (or set {settings.BWRAP.name}), or run with --isolation shared",
         )
-    return Path(found)
+    return found
 
 
 def _namespaces() -> list[str]:
@@ -88,7 +95,7 @@ def writable(run: RunFolder, n: int) -> list[Path]:
     """Everything worker n may write, the one list: its outbox, its hook log, its agent's session store,
     its own config dir, and its worktree when the run gave it one."""
     paths = [run.outbox(n), run.state(n), run.sessions(n), run.config_dir(n)]
-    worktree = run.root / "worktrees" / f"agent-{n}"
+    worktree = run.worktrees_dir(n)  # made by the controller before a writer's job restarts it there
     return [*paths, *([worktree] if worktree.is_dir() else [])]
 
 
@@ -141,6 +148,7 @@ def argv(
     run: RunFolder,
     n: int,
     workdir: Path,
+    cwd: Path,
     binaries: Iterable[Path],
     bus_socket: Path,
     gateway_socket: Path | None,
@@ -148,7 +156,8 @@ def argv(
 ) -> list[str]:
     """The bwrap command line (up to `--`) that puts worker n's pane in its sandbox. Binds are applied in
     order: the run folder read-only first, then tmpfs over the others' session stores, then the worker's
-    own writable paths over those. `home`: a HOME of its own (the user's is not there)."""
+    own writable paths over those. `workdir`: the tree under audit (read-only); `cwd`: where the agent starts
+    (a writer's worktree, writable, or the workdir). `home`: a HOME of its own (the user's is not there)."""
     args = [str(binary()), "--die-with-parent", *_namespaces(), "--cap-drop", "ALL", *_system()]
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run"]
     if Path("/sys").is_dir():
@@ -167,7 +176,7 @@ def argv(
         args += ["--bind", str(gateway_socket), GATEWAY_SOCKET]
     if home is not None:
         args += ["--setenv", "HOME", str(home)]
-    return [*args, "--setenv", "TMPDIR", "/tmp", "--chdir", str(workdir), "--"]
+    return [*args, "--setenv", "TMPDIR", "/tmp", "--chdir", str(cwd), "--"]
 
 
 def prepare(run: RunFolder, n: int) -> None:

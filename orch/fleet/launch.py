@@ -146,7 +146,8 @@ def launch(
     if resume:
         wait_workers_gone(run, info.workers)
     adapters = {n: adapter_of(info, n) for n in range(1, info.workers + 1)}
-    info.agent_version = adapters[1].version()
+    info.agent_versions = {kind: get_adapter(kind).version() for kind in info.kinds()}
+    info.agent_version = info.agent_versions[info.agent]
     server = server_for(info)
     handle = gateway.ensure(run, info)
     if bwrap.sandboxed(info):  # the workers' bus and gateway sockets, before any worker starts
@@ -301,14 +302,16 @@ def _worker_spec(
     own: dict[str, str],
     prompt: str | None,
     resume: str | None,
+    workdir: Path | None = None,
 ) -> LaunchSpec:
     """Seed worker n's config dir and return its launch spec, wrapped by the exit-status supervisor.
-    `own`: the worker's own variables (its gateway URL and token), set in its pane only."""
+    `own`: the worker's own variables (its gateway URL and token), set in its pane only. `workdir`: where its
+    agent starts (default: the run's workdir; a writer's worktree, a reviewer's checkout)."""
     context = WorkerContext(
         run=run,
         worker=n,
         workers=info.workers,
-        workdir=Path(info.workdir),
+        workdir=workdir or Path(info.workdir),
         config_dir=run.config_dir(n),
         permission_mode=mode_of(info, adapter),
         env={**env, **own, **({settings.SANDBOXED.name: "1"} if bwrap.sandboxed(info) else {})},
@@ -352,7 +355,7 @@ def sandboxed_spec(
         portal = [sys.executable, "-S", portal_module.__file__, f"{address.hostname}:{address.port}"]
         portal += [bwrap.GATEWAY_SOCKET, "--"]
     sandbox = bwrap.argv(
-        run, n, Path(spec.cwd or ctx.workdir), binaries, relay.bus_socket(run, n),
+        run, n, Path(info.workdir), Path(spec.cwd or ctx.workdir), binaries, relay.bus_socket(run, n),
         relay.gateway_socket(run, n) if portal else None, home,
     )  # fmt: skip
     return LaunchSpec(argv=[*sandbox, *portal, *inner.argv], env=inner.env, cwd=inner.cwd)
@@ -386,19 +389,22 @@ def wait_booted(
     server: TmuxServer,
     timeout: float,
     seen: dict[int, int] | None = None,
+    ended: dict[int, str] | None = None,
 ) -> None:
     """Wait for every worker's SessionStart hook and its adapter's ready marker (ignoring the first
-    `seen[n]` events of worker n, written by an earlier life of the run); answer known dialogs if one
-    shows anyway."""
+    `seen[n]` events of worker n, written by an earlier life of the run, and any event of its session
+    `ended[n]`: a respawned agent's SessionEnd may land after the new life began); answer known dialogs if
+    one shows anyway."""
     pending = set(range(1, info.workers + 1))
     skip = seen or {}
+    old = ended or {}
     started = time.monotonic()
 
     def check() -> bool:
         panes = server.panes()
         for n in sorted(pending):
             adapter = adapter_of(info, n)
-            events = run.hook_events(n)[skip.get(n, 0) :]
+            events = [e for e in run.hook_events(n)[skip.get(n, 0) :] if not e.session_id or e.session_id != old.get(n)]
             marker = adapter.ready_marker(run, n)
             if any(e.hook_event_name == "SessionStart" for e in events) and (marker is None or _present(marker)):
                 pending.discard(n)
@@ -448,8 +454,17 @@ def answer_dialogs(run: RunFolder, adapter: AgentAdapter, server: TmuxServer, n:
     return False
 
 
-def restart(run: RunFolder, n: int, prompt: str | None = None, boot_timeout: float | None = None) -> None:
-    """Respawn worker n in its pane, resuming its agent session when the agent kept one.
+def restart(
+    run: RunFolder,
+    n: int,
+    prompt: str | None = None,
+    boot_timeout: float | None = None,
+    workdir: Path | None = None,
+    fresh: bool = False,
+) -> None:
+    """Respawn worker n in its pane, resuming its agent session when the agent kept one (`fresh`: start a new
+    one), in `workdir` (default: the run's workdir; the controller moves a writer into its worktree this way,
+    so its model sees the worktree as its workdir).
 
     `prompt` is passed on the command line, so nothing has to be typed into the new pane. With
     `boot_timeout`, return only once the agent booted again and takes input, as `up` does (its
@@ -462,15 +477,15 @@ def restart(run: RunFolder, n: int, prompt: str | None = None, boot_timeout: flo
     server = server_for(info)
     pane = server.pane(n)
     adapter = adapter_of(info, n)
-    session = last_session(run, n)
+    previous = last_session(run, n)
+    session = None if fresh else previous
     handle = gateway.ensure(run, info)
-    spec = _worker_spec(
-        run, info, adapter, n, agent_environment(info), gateway.worker_env(handle, adapter, n), prompt, session
-    )
+    own = gateway.worker_env(handle, adapter, n)
+    spec = _worker_spec(run, info, adapter, n, agent_environment(info), own, prompt, session, workdir)
     server.respawn(pane.pane_id, spec)
     run.log_event(ControllerEvent(event=Event.RESTARTED, worker=n, data={"session": session}))
     if boot_timeout is not None:  # the other workers' earlier boots count: only n's new life is awaited
-        wait_booted(run, info, server, boot_timeout, {n: seen})
+        wait_booted(run, info, server, boot_timeout, {n: seen}, {n: previous} if fresh and previous else None)
 
 
 def last_session(run: RunFolder, n: int) -> str | None:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from orch.errors import UsageError
-from orch.gateway import gemini, openai_chat, responses
+from orch.gateway import gemini, openai_chat, portable, responses
 from orch.gateway.cassette import read_exchanges
 from orch.gateway.records import Exchange, ExchangeKey
 from orch.text import shorten
@@ -218,8 +218,6 @@ Index = tuple[int, str, str, int]
 def _model_dir(cassette: Path) -> Path:
     if not cassette.exists():
         raise UsageError(f"replay cassette {cassette} does not exist", hint="give a run folder (or a copy of one)")
-    if not cassette.is_dir():
-        raise UsageError(f"replay cassette {cassette} is not a folder", hint="give a run folder (or a copy of one)")
     model = cassette / "model"
     # A run folder holds model/; its model dir itself is accepted too.
     return model if model.is_dir() or not any(cassette.glob("exchanges-*.jsonl.gz")) else cassette
@@ -320,21 +318,36 @@ def recorded_folders(root: Path) -> tuple[str, str]:
     return run_dir, workdir
 
 
+def _recording(cassette: Path) -> tuple[list[Exchange], tuple[str, str]]:
+    """A cassette's exchanges (each worker's in order, worker by worker) and where it was recorded (run
+    folder, workdir): from an exported file (orch.gateway.portable), or from a run folder's model/."""
+    if cassette.is_file():
+        header, exchanges = portable.read(cassette)
+        return exchanges, portable.where(header)
+    model = _model_dir(cassette)
+    files = sorted(model.glob("exchanges-*.jsonl.gz"), key=_file_worker)
+    if not files:
+        raise UsageError(
+            f"replay cassette {cassette} has no recording (no model/exchanges-*.jsonl.gz)",
+            hint="record a run first: a run's gateway records every exchange",
+        )
+    exchanges = [e for path in files for e in read_exchanges(path)]
+    if not exchanges:
+        raise UsageError(f"replay cassette {cassette} is empty: its exchanges files hold no exchange")
+    return exchanges, recorded_folders(model.parent if model.name == "model" else model)
+
+
+def cassette_exchanges(cassette: Path) -> list[Exchange]:
+    """What `orch record export` copies: a run folder's exchanges in replay's order."""
+    return _recording(cassette)[0]
+
+
 class Replayer:
     """Answers requests from a cassette's recording. Pure apart from loading: no clock, no I/O per call."""
 
     def __init__(self, cassette: Path, run_dir: str, workdir: str) -> None:
         self.run_dir, self.workdir = run_dir, workdir
-        model = _model_dir(cassette)
-        files = sorted(model.glob("exchanges-*.jsonl.gz"), key=_file_worker)
-        if not files:
-            raise UsageError(
-                f"replay cassette {cassette} has no recording (no model/exchanges-*.jsonl.gz)",
-                hint="record a run first: a run's gateway records every exchange",
-            )
-        exchanges = [e for path in files for e in read_exchanges(path)]
-        if not exchanges:
-            raise UsageError(f"replay cassette {cassette} is empty: its exchanges files hold no exchange")
+        exchanges, (recorded_run, recorded_workdir) = _recording(cassette)
         self._lock = threading.Lock()
         self._index: dict[Index, _Attempts] = defaultdict(_Attempts)
         self._by_kind: dict[tuple[int, str], list[Exchange]] = defaultdict(list)
@@ -343,7 +356,6 @@ class Replayer:
         self._last: dict[int, Index] = {}
         """Per worker, the main key answered last: the same key again is a retry."""
         last_recorded: dict[int, Index] = {}
-        recorded_run, recorded_workdir = recorded_folders(model.parent if model.name == "model" else model)
         # Answers name the recording's folders (a Write's file_path): they are given this run's instead.
         self._folders: Folders = tuple(
             (old, new)

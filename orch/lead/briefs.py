@@ -54,6 +54,11 @@ def _values(run: RunFolder, state: ControllerState, job: Job, n: int, workdir: P
     }
 
 
+def job_values(run: RunFolder, state: ControllerState, job: Job, n: int, workdir: Path, workers: int) -> dict[str, str]:
+    """The values every brief has (its job, run, worker, workdir, result and done files)."""
+    return _values(run, state, job, n, workdir, workers)
+
+
 def evidence_lines(evidence: Sequence[CodeEvidence]) -> str:
     return "\n".join(f"- {ev.cite()}: `{' '.join(ev.quote.split())}`" for ev in evidence) or "- (none)"
 

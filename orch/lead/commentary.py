@@ -35,6 +35,18 @@ def _assigned(e: ControllerEvent, d: dict[str, Any]) -> str:
     return f"assigned {d['job']} ({d['role']}: {stage} {d['finding']})"
 
 
+def _change_taken(e: ControllerEvent, d: dict[str, Any]) -> str:
+    gate = "" if d.get("checks_ok", True) else "; a check regressed"
+    if d.get("scope"):
+        gate += f"; out of scope: {shorten('; '.join(d['scope']), CLAIM_CHARS)}"
+    kept = f"; keeps the reviews of {d['kept_reviews']}" if d.get("kept_reviews") else ""
+    return f"took change {d['job']} ({d.get('diffstat') or 'no diffstat'}){gate}{kept}"
+
+
+def _review_word(verdict: str) -> str:
+    return {"CONFIRMED": "approved", "REFUTED": "rejected"}.get(verdict, verdict)
+
+
 # Each shown event's text (after its time and worker); events not here, or None, are not shown (a
 # verifier's verdict line says it finished).
 TEXTS: dict[Event, Callable[[ControllerEvent, dict[str, Any]], str | None]] = {
@@ -65,6 +77,19 @@ TEXTS: dict[Event, Callable[[ControllerEvent, dict[str, Any]], str | None]] = {
     Event.VERIFIER_REPLACED: lambda e, d: f"{d['job']} goes to another verifier: {d['replacement']}",
     Event.FLEET_RELAUNCHING: lambda e, d: "the fleet's tmux server is gone: relaunching it (sessions resumed)",
     Event.ABORTED: lambda e, d: f"stopping the run: {shorten(d.get('reason'), 200)}",
+    Event.WORKER_MOVED: lambda e, d: f"started afresh in {d['workdir']} for {d['job']}",
+    Event.CHANGE_TAKEN: _change_taken,
+    Event.REVIEW_OPENED: lambda e, d: f"change {d['change']} passed its gate: review {', '.join(d['jobs'])}",
+    Event.REVIEW_ACCEPTED: lambda e, d: f"{_review_word(d['verdict'])} change {d['change']} ({d['job']})",
+    Event.CHANGE_INTEGRATED: lambda e, d: (
+        f"change {d['change']}: {d['result']}"
+        + (f" ({shorten(d.get('detail'), CLAIM_CHARS)})" if d.get("detail") else "")
+    ),
+    Event.CHANGE_ENDED: lambda e, d: (
+        f"change {d['change']} ({d['task']}) {d['status']}"
+        + (f": {shorten(d['reason'], CLAIM_CHARS)}" if d.get("reason") else "")
+    ),
+    Event.REBASE_OPENED: lambda e, d: f"change {d['change']} goes back to its writer: rebase job {d['job']}",
     Event.WATCH_ACTION: lambda e, d: (
         f"{d['action']} from orch watch ({d['by']}): {'done' if d['ok'] else 'failed'}: {shorten(d.get('said'), 120)}"
     ),

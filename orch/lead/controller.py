@@ -27,6 +27,7 @@ from orch.errors import UsageError
 from orch.fleet import watch
 from orch.fleet.workerstate import FATAL_ERRORS
 from orch.lead import briefs, decisions, tree
+from orch.lead.changes import start
 from orch.lead.decisions import RUNNING_STEPS, Watch
 from orch.lead.desk import Desk
 from orch.lead.dispatch import Dispatch
@@ -92,6 +93,8 @@ class Controller:
                 write_reports(self.run, self.spec, self.state)
                 return self.state.outcome
             self.reconcile()
+            if self.spec.writer_tasks() and self.spec.checks:
+                start.ensure_baseline(self.run, self.spec)  # a container run's checks on the base, once
             if self.desk.info.isolation is not Isolation.STRICT and not tree.note(self.run, self.desk.workdir):
                 self.desk.event(Event.TREE_NOT_NOTED, files=tree.MAX_FILES)
             write_permission_policy(self.run, self.spec.permissions)
@@ -151,6 +154,8 @@ class Controller:
         # a survivor with no round 3. Opening it again is idempotent (round 3 jobs exist afterwards).
         for finding in self.state.findings:
             self.review.advance(finding.id)
+        for change in self.state.changes:  # likewise a change whose reviews settled just before the death
+            self.review.writing.advance(change.id)
         self.recovery.repoint_relaunched()
 
     def watch(self, book: WorkerBook) -> None:
@@ -240,9 +245,11 @@ class Controller:
         self.desk.save()
         self.desk.event(Event.FINISHED, exit_code=self.state.outcome.exit_code, reason=self.state.outcome.reason)
         self.desk.gateway.settle()  # the last answers' usage, before the report reads it
-        write_reports(self.run, self.spec, self.state)
-        if self.spec.teardown:
-            watch.kill(self.run)
+        try:
+            write_reports(self.run, self.spec, self.state)
+        finally:  # reports that cannot be written (exit 2) still leave no fleet behind
+            if self.spec.teardown:
+                watch.kill(self.run)
         return self.state.outcome
 
 

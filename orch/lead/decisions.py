@@ -12,6 +12,7 @@ from enum import StrEnum
 
 from orch.agents.registry import get_adapter
 from orch.errors import UsageError
+from orch.lead import landing
 from orch.lead.jobs import Assignment, ControllerState, FindingStatus, Job, JobStatus, Outcome, WorkerBook
 from orch.lead.spec import Budget, FleetSpec, Limits, Role
 from orch.lead.verification import choose_verifier, eligible, finding_status
@@ -28,16 +29,19 @@ ENDED = (WorkerState.CRASHED, WorkerState.EXITED)
 
 # --- the run's outcome -------------------------------------------------------------------------
 def outcome(state: ControllerState, spec: FleetSpec) -> Outcome:
-    """Exit 0 only when every task job is DONE and every finding CONFIRMED; 4 when a finding is not
-    (refuted, unverified, still pending); 5 when the run was aborted or a task job did not finish."""
+    """Exit 0 only when every task job is DONE, every writer task's change LANDED and every finding
+    CONFIRMED; 4 when a finding is not (refuted, unverified, still pending) or a change did not land
+    (rejected, conflict); 5 when the run was aborted or a task job did not finish."""
     statuses = {f.id: finding_status(state, spec, f.id) for f in state.findings}
-    failed = [j for j in state.jobs if j.role is not Role.VERIFIER and j.status is not JobStatus.DONE]
+    judging = (Role.VERIFIER, Role.REVIEWER)
+    failed = [j for j in state.jobs if j.role not in judging and j.status is not JobStatus.DONE]
     if state.aborted or failed:
         why = state.aborted or "; ".join(f"{j.id}: {j.failure or j.status.value}" for j in failed)
         return Outcome(exit_code=EXIT_FAILED, status="failed", reason=why, findings=statuses)
-    open_ = {f: s for f, s in statuses.items() if s is not FindingStatus.CONFIRMED}
+    open_ = {f: s.value for f, s in statuses.items() if s is not FindingStatus.CONFIRMED}
+    open_ |= {f"change {task}": why for task, why in landing.unlanded(state).items()}
     if open_:
-        why = ", ".join(f"{f} {s.value}" for f, s in open_.items())
+        why = ", ".join(f"{f} {s}" for f, s in open_.items())
         return Outcome(exit_code=EXIT_NOT_CONFIRMED, status="not-confirmed", reason=why, findings=statuses)
     why = f"all tasks done; {len(statuses)} finding(s), all confirmed" if statuses else "all tasks done; no findings"
     return Outcome(exit_code=EXIT_PASSED, status="passed", reason=why, findings=statuses)
@@ -88,8 +92,9 @@ def pick(
     alive: Collection[int],
     plan: Sequence[Assignment] = (),
 ) -> Pick:
-    """A verification job goes to an eligible verifier, never the finder (orch.lead.verification);
-    fixers and scribes wait until verification is over; a pinned job waits for its worker. A replay
+    """A verification job goes to an eligible verifier, never the finder (orch.lead.verification), a
+    review job to an eligible reviewer, never the change's writer (orch.lead.landing); fixers and
+    scribes wait until verification is over; a pinned job (a rebase job: its writer) waits for its worker. A replay
     follows its `plan` instead (`replay_pick`)."""
     if plan:
         return replay_pick(state, job, free, alive, plan)
@@ -97,6 +102,10 @@ def pick(
         if not eligible(state, job, alive):
             return Pick(fail="no worker left that may verify this finding (never its finder)")
         return Pick(choose_verifier(state, spec, job, alive, free))
+    if job.role is Role.REVIEWER:
+        if not landing.review_eligible(state, job, alive):
+            return Pick(fail="no worker left that may review this change (never its writer)")
+        return Pick(landing.choose_reviewer(state, spec, job, alive, free))
     if job.role in (Role.FIXER, Role.SCRIBE) and verification_open(state):
         return Pick()
     if job.pin is not None:
@@ -349,29 +358,20 @@ def has_budget(budget: Budget) -> bool:
 
 
 # --- isolation ---------------------------------------------------------------------------------
-WRITERS = (Role.FIXER, Role.SCRIBE)
-
-
 def isolation(spec: FleetSpec, backend: Backend) -> Isolation:
-    """How far a run's workers are kept apart: what the spec asks, else strict wherever it can hold (no
-    task that must write the tree, every agent able to; in a container each worker has its own uid, on
-    this machine its own bubblewrap sandbox); UsageError where strict was asked and cannot."""
-    writers = sorted({t.role.value for t in spec.tasks if t.role in WRITERS})
+    """How far a run's workers are kept apart: what the spec asks, else strict wherever it can hold (every
+    agent able to; in a container each worker has its own uid, on this machine its own bubblewrap sandbox);
+    UsageError where strict was asked and cannot. Writers do not lower it: each writes only its own
+    worktree (orch.lead.landing), never the tree under audit."""
     unable = sorted({kind for kind, _ in spec.kinds().values() if not get_adapter(kind).strict_isolation})
     asked = spec.verification.isolation
     if asked is Isolation.STRICT:
-        if writers:
-            raise UsageError(
-                f"verification.isolation: strict keeps the tree read-only, but the spec has {' and '.join(writers)} "
-                "tasks, which write it",
-                hint="set verification.isolation: shared for a run with writers",
-            )
         if unable:
             raise UsageError(
                 f"verification.isolation: strict, but {', '.join(unable)} cannot run under strict isolation yet",
                 hint="set verification.isolation: shared",
             )
         return Isolation.STRICT
-    if asked is Isolation.SHARED or writers or unable:
+    if asked is Isolation.SHARED or unable:
         return Isolation.SHARED
     return Isolation.STRICT

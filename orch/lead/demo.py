@@ -18,6 +18,8 @@ from pathlib import Path
 from orch import settings
 from orch.agents.registry import get_adapter
 from orch.errors import OrchError, UsageError
+from orch.lead.changes.gitcmd import git
+from orch.lead.changes.records import ChangeStatus
 from orch.lead.jobs import FindingStatus
 from orch.lead.report import RunReport
 from orch.lead.spec import FleetSpec
@@ -31,6 +33,11 @@ MIXED = ("claude", "codex", "gemini")
 """`orch demo --mixed`: worker by worker, three kinds. Each finding goes to the two workers that did not
 report it, so the Claude Code finder's finding is verified by Codex CLI and Gemini CLI, the Codex finder's by
 Claude Code and Gemini CLI: every verdict comes from another kind than its finding."""
+CHANGES_NAME = "demo-changes"
+CHANGES_AGENTS = ("claude", "codex")
+"""`orch demo --changes`: Claude Code writers 1 and 3, a Codex writer 2, which also reviews the others' changes."""
+EXPECTED_CHANGES = {"mean": ChangeStatus.LANDED, "cheat": ChangeStatus.REJECTED, "note": ChangeStatus.LANDED}
+DEMO_AUTHOR = ("-c", "user.name=orch demo", "-c", "user.email=demo@orch.invalid")
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,24 @@ def prepare(name: str = DEMO_NAME, live: bool = False, mixed: bool = False) -> t
         groups = "".join(f"  - {{agent: {kind}, workers: 1}}\n" for kind in MIXED)  # one group a worker, in order
         text = text.replace("\nworkers: 3\n", f"\nagents:\n{groups}")
     text += f"\noffline: {'false' if live else 'true'}\n"
+    spec_path = base / "fleet.yaml"
+    spec_path.write_text(text, encoding="utf-8")
+    return load_spec(spec_path), spec_path
+
+
+def prepare_changes(name: str = CHANGES_NAME, live: bool = False) -> tuple[FleetSpec, Path]:
+    """`orch demo --changes`: a fresh git repository of the tiny calculator (one commit) and the demo spec
+    under $ORCH_HOME/demo/NAME. The run reads that repository only; its changes land in the run's own."""
+    base = orch_home() / "demo" / name
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
+    data = _data() / "changes"
+    workdir = base / "workdir"
+    shutil.copytree(data / "sample", workdir)
+    git(None, "init", "-q", "-b", "main", cwd=workdir)
+    git(None, "add", "-A", cwd=workdir)
+    git(None, *DEMO_AUTHOR, "commit", "-q", "-m", "a tiny calculator", cwd=workdir)
+    text = (data / "fleet.yaml").read_text(encoding="utf-8") + f"\noffline: {'false' if live else 'true'}\n"
     spec_path = base / "fleet.yaml"
     spec_path.write_text(text, encoding="utf-8")
     return load_spec(spec_path), spec_path
@@ -92,8 +117,8 @@ def container_backend(agents: tuple[str, ...] = ("claude",)) -> tuple[bool, str]
     return True, ""
 
 
-def plan(local: bool, live: bool, name: str = DEMO_NAME, mixed: bool = False) -> DemoPlan:
-    spec, spec_path = prepare(name, live, mixed)
+def plan(local: bool, live: bool, name: str = DEMO_NAME, mixed: bool = False, changes: bool = False) -> DemoPlan:
+    spec, spec_path = prepare_changes(name, live) if changes else prepare(name, live, mixed)
     if live:
         for group in spec.groups():
             check_live_credentials(group.agent)
@@ -110,3 +135,12 @@ def shows_verification(report: RunReport) -> bool:
     """True when the offline demo came out as designed: the real defect CONFIRMED, the false positive REFUTED."""
     got = {row.id: row.status for row in report.findings}
     return got == EXPECTED
+
+
+def shows_changes(report: RunReport) -> bool:
+    """True when `orch demo --changes` came out as designed: the honest fix and the comment LANDED (one of
+    them after a rebase), the test-editing "fix" REJECTED for scope."""
+    got = {row.task: row.status for row in report.changes}
+    rebased = any(row.rebases > 0 and row.status is ChangeStatus.LANDED for row in report.changes)
+    cheat = next((row for row in report.changes if row.task == "cheat"), None)
+    return got == EXPECTED_CHANGES and rebased and cheat is not None and cheat.reason == "scope"

@@ -8,8 +8,9 @@ import shutil
 import time
 from pathlib import Path
 
+from orch.errors import OrchError
 from orch.fleet import talk
-from orch.lead import briefs, decisions
+from orch.lead import briefs, changebriefs, decisions, landing
 from orch.lead.desk import Desk, Part
 from orch.lead.jobs import FindingStatus, Job, JobStatus
 from orch.lead.review import Review
@@ -44,14 +45,29 @@ class Dispatch(Part):
                 continue
             free.remove(choice.worker)
             self.assign(job, choice.worker)
-            starting.append((job, choice.worker))
+            if self.move(job, choice.worker):
+                starting.append((job, choice.worker))
         self.send_briefs(starting)
+
+    def move(self, job: Job, n: int) -> bool:
+        """Put worker n's agent in the job's workdir (a writer's worktree, a reviewer's checkout, else the
+        run's workdir); False (the job failed) when that could not be done."""
+        try:
+            self.review.writing.move(job, n)
+        except OrchError as exc:
+            self.review.fail(job, f"could not start worker {n} in the job's workdir: {exc.one_line()}")
+            return False
+        return True
 
     def assign(self, job: Job, n: int) -> None:
         if job.role is Role.VERIFIER:
             assert job.finding is not None
             if self.state.finding(job.finding).finder == n:  # decisions.pick never does this
                 raise RuntimeError(f"refusing to let worker {n} verify its own finding {job.finding}")
+        if job.role is Role.REVIEWER:
+            assert job.change is not None
+            if n in landing.writers_of(self.state, job.change):  # decisions.pick never does this
+                raise RuntimeError(f"refusing to let worker {n} review its own change {job.change}")
         self.clear_leftovers(job, n)
         job.worker = n
         self.state.book(n).job = job.id
@@ -68,7 +84,7 @@ class Dispatch(Part):
     def output_file(self, job: Job, n: int) -> Path | None:
         if job.role is Role.FINDER:
             return self.run.outbox_findings(n, job.id)
-        if job.role is Role.VERIFIER:
+        if job.role in (Role.VERIFIER, Role.REVIEWER):
             return self.run.outbox_verdict(n, job.id)
         return None
 
@@ -122,11 +138,21 @@ class Dispatch(Part):
             values = briefs.verify_values(self.run, self.state, job, n, workdir, workers)
             steps = briefs.offline_verify_steps(self.spec, self.state.finding(job.finding).finding, values)
             return briefs.brief_text(self.spec, Role.VERIFIER, values, steps)
+        if job.role is Role.REVIEWER:
+            assert job.change is not None and job.workdir is not None
+            values = changebriefs.review_values(self.run, self.state, self.spec, job, n, Path(job.workdir), workers)
+            steps = changebriefs.offline_review_steps(self.spec, self.run, self.state.change(job.change), values)
+            return briefs.brief_text(self.spec, Role.REVIEWER, values, steps)
         assert job.task is not None
         task = self.desk.tasks[job.task]
+        if job.role in landing.WRITING_ROLES and job.workdir is not None:
+            workdir = Path(job.workdir)
         confirmed = [
             f for f in self.state.findings if finding_status(self.state, self.spec, f.id) is FindingStatus.CONFIRMED
         ]
         values = briefs.task_values(self.run, self.state, job, task, n, workdir, workers, confirmed)
+        if job.role in landing.WRITING_ROLES:
+            values["checks"] = changebriefs.checks_list(self.spec.checks)
         steps = briefs.offline_task_steps(self.spec, task, values)
-        return briefs.brief_text(self.spec, task.role, values, steps)
+        text = briefs.brief_text(self.spec, task.role, values, steps)
+        return text + (self.review.writing.rebase_note(job) if job.rebase_of else "")

@@ -78,6 +78,14 @@ class Job(Strict):
     problems: list[Problem] = Field(default_factory=list)
     """What was wrong with the last output (repeated in nudges until fixed)."""
     failure: str | None = None
+    change: str | None = None
+    """The change under review (review jobs): its id, the writer job that made it."""
+    rebase_of: str | None = None
+    """Writer jobs: the change this job redoes at a newer integration head (a rebase job)."""
+    workdir: str | None = None
+    """Where the job works, when not the run's workdir: a writer's fresh worktree, a reviewer's checkout."""
+    base: str | None = None
+    """Writer jobs: the commit its worktree was checked out at."""
 
     @property
     def terminal(self) -> bool:
@@ -97,6 +105,8 @@ class WorkerBook(Strict):
     """Why this worker gets no more jobs (restart limit reached)."""
     capped: bool = False
     """Past its budget cap: no new jobs."""
+    cwd: str | None = None
+    """The directory its agent was last started in, when not the run's workdir (a worktree, a checkout)."""
 
 
 class AcceptedFinding(Strict):
@@ -127,6 +137,53 @@ class Flag(Strict):
     problems: list[Problem]
 
 
+class ChangeStage(StrEnum):
+    """Where a writer job's change is: its gate, its reviews, the integration queue, or its end."""
+
+    REVIEW = "review"
+    LANDED = "LANDED"
+    REJECTED = "REJECTED"
+    CONFLICT = "CONFLICT"
+    FAILED = "FAILED"
+    REBASING = "REBASING"
+    """Sent back to its writer as a rebase job (a newer change of the same task carries on)."""
+
+
+CHANGE_ENDS = (ChangeStage.LANDED, ChangeStage.REJECTED, ChangeStage.CONFLICT, ChangeStage.FAILED, ChangeStage.REBASING)
+
+
+class ChangeBook(Strict):
+    """One change as the controller follows it (its files are `changes/<id>/`, written by orch.lead.changes)."""
+
+    id: str
+    """The writer job that made it."""
+    task: str
+    writer: int
+    base: str
+    stage: ChangeStage = ChangeStage.REVIEW
+    reason: str | None = None
+    """Why it did not land: `checks`, `scope` or `review`, then the detail (REJECTED), or the last conflict."""
+    rebase_of: str | None = None
+    rebases: int = 0
+    """Rebase jobs that led to this change."""
+    fingerprint: str = ""
+    """Its patch's id without context (`git patch-id --stable`): a rebase that keeps it keeps its reviews."""
+    reviewed: str | None = None
+    """The change whose reviews count for this one (itself, or the change it rebased with the same fingerprint)."""
+    commit: str | None = None
+    """The landed commit."""
+    checks_ok: bool = True
+    scope: list[str] = Field(default_factory=list)
+    """Protected paths it edited without the task's leave."""
+
+
+class AcceptedReview(Strict):
+    job: str
+    change: str
+    reviewer: int
+    report: VerdictReport
+
+
 class Assignment(Strict):
     job: str
     worker: int
@@ -152,6 +209,8 @@ class ControllerState(Strict):
     findings: list[AcceptedFinding] = Field(default_factory=list)
     verdicts: list[AcceptedVerdict] = Field(default_factory=list)
     flags: list[Flag] = Field(default_factory=list)
+    changes: list[ChangeBook] = Field(default_factory=list)
+    reviews: list[AcceptedReview] = Field(default_factory=list)
     aborted: str | None = None
     relaunches: int = 0
     """Times the controller relaunched the fleet after its tmux server died."""
@@ -172,6 +231,12 @@ class ControllerState(Strict):
 
     def finding(self, finding_id: str) -> AcceptedFinding:
         return next(f for f in self.findings if f.id == finding_id)
+
+    def change(self, change_id: str) -> ChangeBook:
+        return next(c for c in self.changes if c.id == change_id)
+
+    def review_jobs(self, change_id: str) -> list[Job]:
+        return [j for j in self.jobs if j.change == change_id]
 
     def jobs_for(self, finding_id: str, round_: int | None = None) -> list[Job]:
         return [j for j in self.jobs if j.finding == finding_id and (round_ is None or j.round == round_)]

@@ -5,6 +5,7 @@ idle workers, and note permission prompts. The limits are decided in orch.lead.d
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
@@ -120,7 +121,7 @@ class Recovery(Part):
                 reraise=True,
             ):
                 with attempt:
-                    launch.restart(self.run, n, prompt)
+                    launch.restart(self.run, n, prompt, workdir=Path(book.cwd) if book.cwd else None)
         except OrchError as exc:
             book.dead = f"restart failed: {exc.one_line()}"
             self.desk.event(Event.WORKER_OUT, n, reason=book.dead)

@@ -1,4 +1,5 @@
-"""`orch run SPEC --replay RUN_OR_CASSETTE`: run a spec again against a recording of an earlier run.
+"""`orch run SPEC --replay RUN_OR_CASSETTE`: run a spec again against a recording of an earlier run
+(this module: a run folder; an exported file, `orch record export`'s: orch.lead.recording).
 
 The run's gateway answers every model request from the recording (orch.gateway.replay), so no model
 API is called and nothing is billed. For the answers to fit, the replay does what the recorded
@@ -50,13 +51,16 @@ def find(where: str) -> Path:
         return path.resolve()
     if NAME_RE.fullmatch(where) and RunFolder.for_name(where).root.is_dir():
         return RunFolder.for_name(where).root
-    raise UsageError(f"no recording at {where!r}", hint="give a run name or the path of a run folder (or a copy)")
+    raise UsageError(
+        f"no recording at {where!r}",
+        hint="give a file from `orch record export`, a run name, or the path of a run folder (or a copy)",
+    )
 
 
 def load(where: str, spec: FleetSpec) -> Cassette:
     """The cassette at `where`, checked against the spec to replay; a one-line UsageError if it will not do."""
     root = find(where)
-    recorded = _read(root / "fleet.json", FleetSpec, root)
+    recorded = read_spec_of(root)
     differ = spec_differences(spec, recorded)
     if differ:
         raise UsageError(
@@ -68,6 +72,11 @@ def load(where: str, spec: FleetSpec) -> Cassette:
     events = root / "events.jsonl"
     plan = plan_from_events(_events(events)) if events.is_file() else []
     return Cassette(root=root, nonce=state.nonce, plan=plan or plan_from_state(state))
+
+
+def read_spec_of(root: Path) -> FleetSpec:
+    """The spec a recorded run folder was made from."""
+    return _read(root / "fleet.json", FleetSpec, root)
 
 
 def spec_differences(spec: FleetSpec, recorded: FleetSpec) -> list[str]:

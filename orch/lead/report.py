@@ -18,6 +18,8 @@ from pydantic import Field
 
 from orch.agents.registry import get_adapter
 from orch.gateway.records import UsageLine, UsageSnapshot, read_usage
+from orch.lead.changes.outcome import change_rows
+from orch.lead.changes.records import ChangeRow
 from orch.lead.charts import CostPoint, JobBar, job_bars, job_costs
 from orch.lead.findings import CodeEvidence, CommandEvidence, Evidence, Verdict
 from orch.lead.gatewaylink import has_gateway
@@ -83,6 +85,17 @@ class FindingRow(Strict):
     reproduce: str | None
     status: FindingStatus
     verdicts: list[VerdictCell]
+    locations: list[CodeEvidence] = Field(default_factory=list)
+    """The evidence as file, line and verbatim quote (report.sarif's locations)."""
+
+
+class TaskRow(Strict):
+    """A task of the spec (report.sarif's rules)."""
+
+    id: str
+    role: str
+    title: str | None = None
+    goal: str
 
 
 class WorkerRow(Strict):
@@ -116,11 +129,11 @@ class JobRow(Strict):
 
 ISOLATION_NOTES = {
     Isolation.STRICT: "strict: each worker ran in a sandbox of its own (its own uid in a container, its own "
-    "bubblewrap sandbox on this machine) and could write only its own outbox; the controller stamped every bus "
-    "post with its sender; the tree under audit was read-only",
+    "bubblewrap sandbox on this machine) and could write only its own outbox (and a writer its own worktree); the "
+    "controller stamped every bus post with its sender; the tree under audit was read-only",
     Isolation.SHARED: "shared: the workers and the controller shared one uid, so a worker could have written "
     "another's outbox, the bus, another's state or the tree; each job's output was still read only from its "
-    "worker's outbox (strict isolation is the default without writer tasks or aider)",
+    "worker's outbox (strict isolation is the default unless asked otherwise or a fleet has aider)",
 }
 """What a run's isolation guaranteed, and what it lacked (`orch run` says it at the start, the report at the end)."""
 ATTEMPTS = (Event.BUS_POST_REFUSED, Event.WRITE_DENIED, Event.LEFTOVER_PROCESSES)
@@ -197,6 +210,7 @@ class RunReport(Strict):
     reason: str
     workers: list[WorkerRow]
     findings: list[FindingRow]
+    tasks: list[TaskRow] = Field(default_factory=list)
     jobs: list[JobRow]
     flags: list[FlagRow]
     confirmed_across_kinds: int | None = None
@@ -211,6 +225,8 @@ class RunReport(Strict):
     """Each job's brief and end, for the timeline (reports of older versions have none)."""
     costs: dict[int, list[CostPoint]] = Field(default_factory=dict)
     """Each worker's cost over time, a step at each job's end (with a gateway only)."""
+    changes: list[ChangeRow] = Field(default_factory=list)
+    """Each writer task's change: LANDED, REJECTED (checks, scope or review), CONFLICT or FAILED."""
 
     def verifier_columns(self) -> list[int]:
         return [w.worker for w in self.workers]
@@ -266,6 +282,7 @@ def build_report(run: RunFolder, spec: FleetSpec, state: ControllerState) -> Run
                 reproduce=item.finding.reproduce,
                 status=finding_status(state, spec, item.id),
                 verdicts=cells,
+                locations=list(item.finding.evidence),
             )
         )
     usage = read_usage(run)
@@ -333,6 +350,10 @@ def build_report(run: RunFolder, spec: FleetSpec, state: ControllerState) -> Run
         reason=outcome.reason if outcome else "",
         workers=workers,
         findings=findings,
+        tasks=[
+            TaskRow(id=tid, role=t.role.value, title=t.title, goal=t.goal)
+            for t, tid in zip(spec.tasks, spec.task_ids(), strict=True)
+        ],
         jobs=jobs,
         flags=flags,
         confirmed_across_kinds=across_kinds(state, spec),
@@ -341,6 +362,7 @@ def build_report(run: RunFolder, spec: FleetSpec, state: ControllerState) -> Run
         attempts=attempts(run),
         timeline=job_bars(state),
         costs=job_costs(state, usage),
+        changes=change_rows(run, spec.writer_tasks()),
     )
 
 

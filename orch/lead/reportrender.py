@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import html
 
+from orch.errors import UsageError
+from orch.lead.changesreport import changes_html, changes_markdown
 from orch.lead.charts import cost_svg, timeline_svg
 from orch.lead.jobs import ControllerState
+from orch.lead.junit import render_junit
 from orch.lead.report import ISOLATION_NOTES, FindingRow, RunReport, Usage, build_report
+from orch.lead.sarif import render_sarif
 from orch.lead.spec import FleetSpec
-from orch.run.folder import RunFolder, atomic_write
+from orch.run.folder import RunFolder, atomic_write_all
 from orch.run.records import Isolation
 from orch.text import shorten
 
@@ -183,6 +187,7 @@ def render_markdown(report: RunReport) -> str:
             f"| {j.id} | {j.role} | {j.worker or '-'} | {j.status} | {j.seconds if j.seconds is not None else '-'} "
             f"| {j.corrections} | {j.nudges} | {_md(j.failure or '')} |"
         )
+    out += changes_markdown(report.changes)
     if report.flags:
         out += ["", "## Rejected outputs", ""]
         for f in report.flags:
@@ -203,7 +208,8 @@ table{border-collapse:collapse;width:100%;margin:.5em 0}
 td,th{border:1px solid #ddd;padding:.35em .5em;vertical-align:top;text-align:left}
 th{background:#f5f5f7}code{font:12px ui-monospace,Menlo,monospace;background:#f5f5f7;padding:0 .2em}
 .CONFIRMED{background:#dff5e1}.REFUTED{background:#fde2e1}.UNVERIFIABLE,.UNVERIFIED,.PENDING{background:#fff4d6}
-.INVALID,.FAILED,.CANCELLED{background:#eee;color:#900}.finder{color:#888;font-style:italic}
+.INVALID,.FAILED,.CANCELLED,.CONFLICT{background:#eee;color:#900}.LANDED{background:#dff5e1}
+.REJECTED{background:#fde2e1}.finder{color:#888;font-style:italic}
 .status{font-weight:bold;padding:.1em .5em;border-radius:4px}.flag{color:#900;font-size:.9em}
 ul{margin:.2em 0 .2em 1.2em;padding:0}
 """.strip()
@@ -278,6 +284,7 @@ def render_html(report: RunReport) -> str:
                 f"<td>{_h(cell.reason)}<ul>{details}</ul></td></tr>"
             )
         parts.append("</table>")
+    parts += changes_html(report.changes)
     parts += charts_html(report)
     notes = [n for n in (cost_note(report), evidence_note(report)) if n]
     parts.append("<h2>Workers</h2>" + "".join(f"<p>{_h(n)}</p>" for n in notes))
@@ -307,7 +314,7 @@ def render_html(report: RunReport) -> str:
     )
     for j in report.jobs:
         parts.append(
-            f"<tr><td><a href='jobs/{_h(j.id)}.task.md'>{_h(j.id)}</a></td><td>{_h(j.role)}</td>"
+            f"<tr id='job-{_h(j.id)}'><td><a href='jobs/{_h(j.id)}.task.md'>{_h(j.id)}</a></td><td>{_h(j.role)}</td>"
             f"<td>{_h(j.worker or '-')}</td><td>{_h(j.status)}</td>"
             f"<td>{_h(j.seconds if j.seconds is not None else '-')}</td>"
             f"<td>{j.corrections}</td><td>{j.nudges}</td><td>{_h(j.failure or '')}</td></tr>"
@@ -334,8 +341,22 @@ def render_html(report: RunReport) -> str:
 
 
 def write_reports(run: RunFolder, spec: FleetSpec, state: ControllerState) -> RunReport:
+    """report.json, .md, .html, .sarif and .junit.xml, all or none (each as it was before when one cannot
+    be written)."""
     report = build_report(run, spec, state)
-    atomic_write(run.report_json, report.model_dump_json(indent=2) + "\n")
-    atomic_write(run.report_md, render_markdown(report))
-    atomic_write(run.report_html, render_html(report))
+    files = {
+        run.report_json: report.model_dump_json(indent=2) + "\n",
+        run.report_md: render_markdown(report),
+        run.report_html: render_html(report),
+        run.report_sarif: render_sarif(report),
+        run.report_junit: render_junit(report),
+    }
+    try:
+        atomic_write_all(files)
+    except OSError as exc:
+        where = exc.filename or run.root
+        raise UsageError(
+            f"cannot write the reports of run {run.name}: {where}: {exc.strerror or exc}",
+            hint=f"make {run.root} writable, then `orch report {run.name}` writes them again",
+        ) from None
     return report

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import time
+from pathlib import Path
 
 from orch.fleet import launch
 from orch.lead import briefs, decisions, tree
-from orch.lead.desk import CORRECTION, Part
+from orch.lead.desk import CORRECTION, Desk, Part
 from orch.lead.findings import (
     Finding,
     Problem,
@@ -23,6 +24,7 @@ from orch.lead.findings import (
 )
 from orch.lead.gatewaylink import has_gateway
 from orch.lead.jobs import AcceptedFinding, AcceptedVerdict, Flag, Job, JobStatus, Stance
+from orch.lead.landing import WRITING_ROLES
 from orch.lead.spec import Role
 from orch.lead.verification import (
     CONFIRM_ROUND,
@@ -32,12 +34,17 @@ from orch.lead.verification import (
     needs_confirm_round,
     new_verification_jobs,
 )
+from orch.lead.writing import Writing
 from orch.run.events import Event
 from orch.run.folder import UnsafeOutput, atomic_write, read_worker_file
 from orch.run.records import Isolation
 
 
 class Review(Part):
+    def __init__(self, desk: Desk) -> None:
+        super().__init__(desk)
+        self.writing = Writing(desk)
+
     def collect(self, job: Job, n: int) -> None:
         """Worker n's done flag is there: check its output for `job`, accept it or tell it what is wrong."""
         token = self.state.token(job.id)
@@ -75,6 +82,27 @@ class Review(Part):
                 )
                 self.advance(job.finding)
                 return
+        elif job.role is Role.REVIEWER:
+            assert job.change is not None and job.workdir is not None
+            commands = self.ran_commands(job, n)
+            checkout = Path(job.workdir)
+            verdict, problems = check_verdict(self.run, job.id, token, job.change, n, checkout, window, commands)
+            if verdict is not None and (problems := self.writing.review_problems(verdict, commands)):
+                verdict = None
+            if verdict is not None:
+                atomic_write(self.run.verdict_file(job.id), verdict.model_dump_json(indent=2) + "\n")
+                self.accept(job, n)
+                self.finish_job(job, n)
+                self.writing.accept_review(job, n, verdict)
+                self.writing.advance(job.change)
+                return
+        elif job.role in WRITING_ROLES:
+            problems = result_problems(self.run, n)
+            if not problems:
+                self.accept(job, n)
+                self.finish_job(job, n)  # archives the result: the change's summary
+                self.writing.take(job, n)
+                return
         else:
             problems = result_problems(self.run, n)
             if not problems:
@@ -84,10 +112,9 @@ class Review(Part):
         self.reject(job, n, problems)
 
     def tree_problems(self) -> list[Problem]:
-        """Under shared isolation (nothing keeps the tree read-only), before any writer has started: files of
-        the tree under audit that changed since the run began."""
-        writing = any(j.role not in (Role.FINDER, Role.VERIFIER) and j.sent_at for j in self.state.jobs)
-        if self.desk.info.isolation is Isolation.STRICT or writing:
+        """Under shared isolation (nothing keeps the tree read-only): files of the tree under audit that changed
+        since the run began."""
+        if self.desk.info.isolation is Isolation.STRICT:  # writers write their own worktrees, never this tree
             return []
         edited = tree.changed(self.run, self.desk.workdir)
         if not edited:
@@ -191,6 +218,8 @@ class Review(Part):
         if job.role is Role.VERIFIER and job.finding is not None:
             self.replace_verifier(job)
             self.advance(job.finding)
+        if job.role is Role.REVIEWER and job.change is not None:
+            self.writing.advance(job.change)
 
     def replace_verifier(self, job: Job) -> None:
         """A verification job that failed gets another verifier if one may still take it."""

@@ -17,6 +17,7 @@ from orch.container import backends
 from orch.contracts import OrchCommand, UpRequest
 from orch.errors import OrchError, UsageError
 from orch.lead import decisions
+from orch.lead.changes.start import Prepared
 from orch.lead.controller import Controller, initial_state, read_spec, write_spec
 from orch.lead.decisions import EXIT_FAILED
 from orch.lead.jobs import load_state, save_state
@@ -69,11 +70,14 @@ def start(
     replace: bool = False,
     copy: bool = False,
     cassette: Cassette | None = None,
+    prepared: Prepared | None = None,
 ) -> RunFolder:
     """Create the run (workers booted), its saved spec and the controller's initial state.
 
     `copy` (container runs): the workers get a disposable copy of the workdir, never the original.
     `cassette` (orch.lead.replay, checked by the caller): the run's gateway answers from that recording.
+    `prepared` (a spec with writers; orch.lead.changes.start.prepare): the run's repository and base checks,
+    moved into the run folder once it exists.
     """
     validate_name(name)
     if cassette is not None and RunFolder.for_name(name).root.resolve() == cassette.root.resolve():
@@ -86,7 +90,11 @@ def start(
     run = RunFolder.for_name(name)
     write_spec(run, spec)
     save_state(run, initial_state(run, spec, cassette))
-    box.push(info, [run.fleet_spec, run.controller_state])  # a remote engine's controller reads them there
+    pushed = [run.fleet_spec, run.controller_state]
+    if prepared is not None:
+        prepared.install(run)
+        pushed += [p for p in (run.repo_dir, run.repo_info, run.base_checks) if p.exists()]
+    box.push(info, pushed)  # a remote engine's controller reads them there
     created = {"tasks": spec.task_ids(), "offline": spec.offline, "replay": str(cassette.root) if cassette else None}
     run.log_event(ControllerEvent(event=Event.RUN_CREATED, data=created))
     return run
@@ -112,7 +120,7 @@ def drive(run: RunFolder, commentary: bool = True) -> RunResult:
 
     # In a container, the controller prints its commentary (forwarded stderr) only when this machine cannot
     # read the run's events.jsonl itself; the host prints the result.
-    args = ["run", "--resume", run.name, "--quiet"]
+    args = ["run", "--resume", run.name, "--no-result"]
     if not commentary or backends.folder_is_here(info):
         args.append("--no-commentary")
     code = box.forward(info, OrchCommand(args, here))

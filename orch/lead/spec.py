@@ -34,11 +34,56 @@ STEP_EXTRAS = {"write": "content", "tool": "input", "fail": "retry_after"}
 class Role(StrEnum):
     FINDER = "finder"
     VERIFIER = "verifier"
+    REVIEWER = "reviewer"
+    """Tries to refute a writer's change (a job made from the change, like a verifier's from a finding)."""
+    WRITER = "writer"
+    """Changes the code in its own worktree; the change lands only through the gate and the queue."""
     FIXER = "fixer"
+    """A writer handed the run's confirmed findings."""
     SCRIBE = "scribe"
+    """A writer that writes docs (same worktree, gate and queue as a writer; its own brief)."""
 
 
-TASK_ROLES = (Role.FINDER, Role.FIXER, Role.SCRIBE)
+TASK_ROLES = (Role.FINDER, Role.WRITER, Role.FIXER, Role.SCRIBE)
+WRITER_ROLES = (Role.WRITER, Role.FIXER, Role.SCRIBE)
+"""Roles whose jobs change the tree: each gets a worktree, and its change goes through the gate."""
+
+# The paths a change may not edit unless its task `allow:`s them (spec `protect:` replaces this list;
+# `protect: [+GLOB, ...]`, every entry starting with +, extends it): the tests and the checks' own
+# configuration, so a change cannot pass the checks by weakening them. Globs are matched against the
+# path from the tree's root (orch.lead.changes.gate.matches: `**` spans folders, `*` does not, a glob
+# without / matches the file name at any depth).
+DEFAULT_PROTECT = (
+    "tests/**",
+    "test/**",
+    "**/tests/**",
+    "**/test/**",
+    "test_*.py",
+    "*_test.py",
+    "*_test.go",
+    "*.test.js",
+    "*.test.ts",
+    "*.spec.js",
+    "*.spec.ts",
+    "conftest.py",
+    "pytest.ini",
+    "pyproject.toml",
+    "setup.cfg",
+    "setup.py",
+    "tox.ini",
+    "noxfile.py",
+    ".coveragerc",
+    "package.json",
+    "jest.config.*",
+    "vitest.config.*",
+    "Makefile",
+    "go.mod",
+    "Cargo.toml",
+    ".github/**",
+    ".gitlab-ci.yml",
+    ".pre-commit-config.yaml",
+    ".gitattributes",
+)
 
 # What each role's template may use. Every brief also gets the worker protocol (result file, done
 # flag, bus, autonomy) appended by orch.fleet.brief.
@@ -56,8 +101,19 @@ COMMON_PLACEHOLDERS = (
 TASK_PLACEHOLDERS = ("task_id", "title", "goal", "files")
 PLACEHOLDERS: dict[Role, tuple[str, ...]] = {
     Role.FINDER: (*COMMON_PLACEHOLDERS, *TASK_PLACEHOLDERS, "findings_file"),
+    Role.WRITER: (*COMMON_PLACEHOLDERS, *TASK_PLACEHOLDERS, "checks"),
     Role.FIXER: (*COMMON_PLACEHOLDERS, *TASK_PLACEHOLDERS, "confirmed_findings"),
     Role.SCRIBE: (*COMMON_PLACEHOLDERS, *TASK_PLACEHOLDERS, "confirmed_findings"),
+    Role.REVIEWER: (
+        *COMMON_PLACEHOLDERS,
+        "change_id",
+        "task_id",
+        "goal",
+        "diff",
+        "diffstat",
+        "checks",
+        "verdict_file",
+    ),
     Role.VERIFIER: (
         *COMMON_PLACEHOLDERS,
         "finding_id",
@@ -124,6 +180,9 @@ class TaskSpec(Strict):
     """Pin the task to this worker."""
     offline_script: list[ScriptStep] | None = None
     """Offline runs only: orch-script steps the scripted model makes the real agent execute."""
+    allow: list[str] = Field(default_factory=list)
+    """Writer tasks: protected paths (globs) this task may edit all the same (e.g. `tests/test_parser.py`
+    for a task that adds a test)."""
 
 
 class RoleSpec(Strict):
@@ -149,7 +208,7 @@ class VerificationSpec(Strict):
     isolation: Isolation | None = None
     """strict: each worker its own uid, writing only its own outbox, the tree under audit read-only (the
     container backend only: a local run refuses to start). shared: one uid for all. Default: strict in a
-    container when no task is a writer (fixer, scribe), else shared."""
+    container (writers too: each writes only its own worktree), else shared."""
 
     def needed(self) -> int:
         return self.quorum or self.verifiers_per_finding
@@ -200,6 +259,23 @@ class Budget(Strict):
     """A worker past this many tokens gets no further jobs (its running job fails)."""
 
 
+class ChangesSpec(Strict):
+    """How writers' changes are gated and integrated (orch.lead.changes)."""
+
+    reviewers_per_change: int = Field(default=1, ge=0, le=MAX_WORKERS - 1)
+    """Workers who try to refute each change, never its writer (0: no review; the checks and scope still gate)."""
+    max_rebases: int = Field(default=2, ge=0, le=10)
+    """Times a change that conflicts or breaks a check once integrated goes back to its writer."""
+    max_file_bytes: int = Field(default=1 << 20, ge=1)
+    """A change with a file larger than this is refused (the file is named in the report)."""
+    max_files: int = Field(default=100_000, ge=1)
+    """A worktree with more files than this is refused whole."""
+    check_timeout: float = Field(default=600.0, gt=0)
+    """Seconds each check command may run in the sandbox before it counts as failed."""
+    check_output_bytes: int = Field(default=64 << 10, ge=1024)
+    """The tail of each check's output kept as evidence (checks.json); the rest is discarded as it comes."""
+
+
 class FleetSpec(Strict):
     """A fleet to run to completion: `orch run FLEET.yaml`."""
 
@@ -224,12 +300,19 @@ class FleetSpec(Strict):
     budget: Budget = Field(default_factory=Budget)
     permissions: PermissionPolicy = PermissionPolicy.DENY
     """How a tool call that needs approval (a permission prompt) is answered: deny, approve or report."""
+    checks: list[str] = Field(default_factory=list)
+    """Shell commands run in the tree's root by the controller (never a worker) in a disposable sandbox with
+    no network: on the base once, then on every change. A check that passed on the base must still pass."""
+    protect: list[str] | None = None
+    """Globs of paths a change may not edit (default: orch.lead.spec.DEFAULT_PROTECT, the tests and the checks'
+    configuration). A list replaces the default; a list whose entries all start with + extends it."""
+    changes: ChangesSpec = Field(default_factory=ChangesSpec)
     offline: bool = False
     """Drive the agents with orch's scripted model server (no credentials; steps from offline_script)."""
     teardown: bool = True
     """Stop the fleet when the run ends (its folder, transcripts and report stay)."""
 
-    @field_validator("roles", "verification", "timeouts", "limits", "budget", mode="before")
+    @field_validator("roles", "verification", "timeouts", "limits", "budget", "changes", mode="before")
     @classmethod
     def _empty_section_is_default(cls, value: Any) -> Any:
         """A section whose keys are all commented out is null in YAML: take the defaults."""
@@ -257,6 +340,18 @@ class FleetSpec(Strict):
             for _ in range(group.workers):
                 out[len(out) + 1] = (group.agent, group.model)
         return out
+
+    def writer_tasks(self) -> list[str]:
+        """Ids of the tasks whose jobs change the tree (writer, fixer, scribe)."""
+        return [tid for tid, t in zip(self.task_ids(), self.tasks, strict=True) if t.role in WRITER_ROLES]
+
+    def protected(self) -> list[str]:
+        """The protected globs in force: the default, replaced or extended by `protect:`."""
+        if self.protect is None:
+            return list(DEFAULT_PROTECT)
+        if self.protect and all(p.startswith("+") for p in self.protect):
+            return [*DEFAULT_PROTECT, *(p[1:] for p in self.protect)]
+        return list(self.protect)
 
     def task_ids(self) -> list[str]:
         return [t.id or f"t{i}" for i, t in enumerate(self.tasks, 1)]

@@ -18,6 +18,7 @@ from orch.lead.spec import (
     PLACEHOLDERS,
     STEP_EXTRAS,
     STEP_KINDS,
+    WRITER_ROLES,
     Dispatch,
     FleetSpec,
     Role,
@@ -163,10 +164,15 @@ def check_spec(spec: FleetSpec) -> list[Issue]:
         if ids.index(task_id) != i:
             add(Issue(("tasks", i, "id"), f"duplicate task id {task_id!r}"))
     for i, task in enumerate(spec.tasks):
-        if task.role is Role.VERIFIER:
-            add(Issue(("tasks", i, "role"), "verification jobs are made from findings; use finder, fixer or scribe"))
+        if task.role in (Role.VERIFIER, Role.REVIEWER):
+            made = (
+                "verification jobs are made from findings" if task.role is Role.VERIFIER else "review jobs from changes"
+            )
+            add(Issue(("tasks", i, "role"), f"{made}; use finder, writer, fixer or scribe"))
         if task.worker is not None and task.worker > total:
             add(Issue(("tasks", i, "worker"), f"worker {task.worker} does not exist (the fleet has {total})"))
+        if task.allow and task.role not in WRITER_ROLES:
+            add(Issue(("tasks", i, "allow"), "allow: is for writer, fixer and scribe tasks (they change the tree)"))
         if task.offline_script is not None:
             issues += _check_steps(task.offline_script, ("tasks", i, "offline_script"), PLACEHOLDERS[task.role])
     if spec.dispatch is Dispatch.PER_WORKER and len(spec.tasks) > total:

@@ -97,6 +97,21 @@ class Event(StrEnum):
     RESTARTED_WORKER = "restarted-worker"
     WORKER_OUT = "worker-out"
 
+    # controller: changes (orch.lead.writing): worktrees, the gate, reviews, the integration queue
+    WORKTREE_MADE = "worktree-made"
+    """data: job, base, path: a writer job's fresh worktree at the integration head."""
+    WORKER_MOVED = "worker-moved"
+    """data: job, workdir: the worker's agent restarted (new session) in the job's workdir."""
+    CHANGE_TAKEN = "change-taken"
+    """data: job, task, diffstat, files, checks_ok, scope, kept_reviews."""
+    REVIEW_OPENED = "review-opened"
+    REVIEW_ACCEPTED = "review-accepted"
+    CHANGE_INTEGRATED = "change-integrated"
+    """data: change, result (LANDED, CONFLICT, CHECKS_FAILED), detail."""
+    CHANGE_ENDED = "change-ended"
+    """data: change, task, status (LANDED, REJECTED, CONFLICT, FAILED, REBASING), reason."""
+    REBASE_OPENED = "rebase-opened"
+
     # orch.view: what a lead did from `orch watch` (the TUI or the page with --control)
     WATCH_ACTION = "watch-action"
     """data: action (send, nudge, restart, kill), by (tui or web), ok, and the command's last line."""

@@ -12,7 +12,7 @@ import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -42,8 +42,8 @@ def validate_worker_count(n: int) -> int:
     return n
 
 
-def atomic_write(path: Path, data: str | bytes, mode: int = 0o644) -> None:
-    """Write to a temp file in the same folder, then rename: readers see the old or the new file."""
+def _staged(path: Path, data: str | bytes, mode: int) -> Path:
+    """`data` in a temp file beside `path`, on disk, not yet renamed."""
     raw = data.encode() if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
@@ -52,9 +52,31 @@ def atomic_write(path: Path, data: str | bytes, mode: int = 0o644) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
-        os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
+        raise
+    return Path(tmp)
+
+
+def atomic_write(path: Path, data: str | bytes, mode: int = 0o644) -> None:
+    """Write to a temp file in the same folder, then rename: readers see the old or the new file."""
+    atomic_write_all({path: data}, mode)
+
+
+def atomic_write_all(files: Mapping[Path, str | bytes], mode: int = 0o644) -> None:
+    """Write several files as one: every one is staged before any is renamed, so a file that cannot be
+    written (a read-only folder, a full disk, a directory in its place) leaves all of them as they were."""
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for path, data in files.items():
+            if path.is_dir():
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+            staged.append((_staged(path, data, mode), path))
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    except BaseException:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
         raise
 
 
@@ -321,6 +343,50 @@ class RunFolder:
     def job_result(self, job: str) -> Path:
         return self.jobs_dir / f"{job}.result.md"
 
+    # --- changes (orch.lead.changes): the run's own repository, writers' worktrees, gated changes ---
+    @property
+    def repo_dir(self) -> Path:
+        """The run's own bare git repository: the base commit and branch `orch/<run>` (the integration head).
+        Only the controller writes it; the user's repository is only ever read (orch.lead.changes.repo)."""
+        return self.root / "repo.git"
+
+    @property
+    def repo_info(self) -> Path:
+        """Where the run's repository came from: the user's repository, the base, snapshot or not."""
+        return self.root / "repo.json"
+
+    @property
+    def worktrees_root(self) -> Path:
+        return self.root / "worktrees"
+
+    def worktrees_dir(self, n: int) -> Path:
+        """The one tree worker n may write besides its outbox: its writer jobs' worktrees go here."""
+        return self.worktrees_root / f"agent-{n}"
+
+    @property
+    def changes_dir(self) -> Path:
+        return self.root / "changes"
+
+    def change_dir(self, job: str) -> Path:
+        """A writer job's change as the controller took it: patch.diff, diffstat.txt, summary.md,
+        change.json, checks.json, reviews/."""
+        return self.changes_dir / job
+
+    def change_outcome(self, task: str) -> Path:
+        """How writer task `task`'s change ended (a ChangeRow, written by the controller flow as it moves:
+        report.json's `changes` are these)."""
+        return self.changes_dir / "tasks" / f"{task}.json"
+
+    @property
+    def base_checks(self) -> Path:
+        """The checks' results on the base (checks.json's shape), run once before any change."""
+        return self.changes_dir / "base.checks.json"
+
+    @property
+    def queue_log(self) -> Path:
+        """The integration queue's log: one JSON line per integration attempt (orch.lead.changes.queue)."""
+        return self.changes_dir / "queue.jsonl"
+
     @property
     def report_md(self) -> Path:
         return self.root / "report.md"
@@ -333,6 +399,16 @@ class RunFolder:
     def report_html(self) -> Path:
         return self.root / "report.html"
 
+    @property
+    def report_sarif(self) -> Path:
+        """The findings as SARIF 2.1.0, for code scanning (orch.lead.sarif)."""
+        return self.root / "report.sarif"
+
+    @property
+    def report_junit(self) -> Path:
+        """Jobs and verifications as JUnit XML tests, for CI (orch.lead.junit)."""
+        return self.root / "report.junit.xml"
+
     # --- lifecycle -------------------------------------------------------------------------
     def exists(self) -> bool:
         return self.run_json.is_file()
@@ -340,10 +416,19 @@ class RunFolder:
     def create(self, info: RunInfo) -> None:
         """Create the folder tree and run.json. The caller removes it if anything later fails."""
         self.root.mkdir(parents=True, exist_ok=False)
-        for sub in (self.state_dir, self.logs_dir, self.findings_dir, self.verdicts_dir, self.outbox_dir):
+        for sub in (
+            self.state_dir,
+            self.logs_dir,
+            self.findings_dir,
+            self.verdicts_dir,
+            self.outbox_dir,
+            self.worktrees_root,
+            self.changes_dir,
+        ):
             sub.mkdir()
         for n in range(1, info.workers + 1):
             self.outbox(n).mkdir()
+            self.worktrees_dir(n).mkdir()
             self.state(n).touch()
         self.bus.touch()
         self.write_info(info)

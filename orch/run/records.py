@@ -130,6 +130,8 @@ class RunInfoBase(Strict):
     status: RunStatus = RunStatus.STARTING
     orch_version: str
     agent_version: str | None = None
+    agent_versions: dict[str, str | None] = Field(default_factory=dict)
+    """Each agent kind's CLI version where its workers ran, set at launch (`orch record export` keeps it)."""
 
     @property
     def where(self) -> str:

@@ -23,6 +23,12 @@ def worker_uid(n: int) -> int:
     return settings.WORKER_UID_BASE.get() + n
 
 
+def checks_uid() -> int:
+    """The uid the controller runs a change's checks as in a container (orch.lead.changes.gate): no worker's,
+    and the container's firewall gives it no network at all (orch.container.egress.rules)."""
+    return settings.WORKER_UID_BASE.get() + MAX_WORKERS + 1
+
+
 def worker_of(uid: int) -> int | None:
     """The worker a uid belongs to, or None: not a worker's."""
     n = uid - settings.WORKER_UID_BASE.get()

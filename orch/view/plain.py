@@ -79,6 +79,8 @@ def render(snap: Snapshot, width: int = 120) -> list[str]:
         for m in snap.matrix:
             cells = " ".join(f"W{c.verifier}:{c.verdict}" for c in m.cells) or "-"
             lines.append(cut(f"  {m.finding} (W{m.finder}) {m.status:<11} {cells}  {m.claim}", width))
+    if snap.changes:
+        lines += ["", "changes:"] + [cut("  " + c, width) for c in snap.changes]
     if snap.commentary:
         lines += ["", "commentary:"] + [cut("  " + c.text, width) for c in snap.commentary[-10:]]
     if snap.bus:

@@ -24,6 +24,7 @@ from orch.errors import NotFoundError, OrchError
 from orch.fleet.tmux import PaneInfo
 from orch.fleet.workerstate import derive_state
 from orch.gateway.records import UsageSnapshot, read_usage
+from orch.lead.changesreport import live_lines
 from orch.lead.charts import CostPoint, JobBar, job_bars, job_costs
 from orch.lead.commentary import describe
 from orch.lead.controller import read_spec
@@ -122,6 +123,8 @@ class Snapshot(Strict):
     """An `orch run` (a controller keeps books): jobs, the matrix and progress mean something."""
     workers: list[WorkerTile]
     matrix: list[MatrixRow] = Field(default_factory=list)
+    changes: list[str] = Field(default_factory=list)
+    """Each change of a run with writers, where it is (orch.lead.changesreport.live_lines): the queue."""
     progress: Progress = Field(default_factory=Progress)
     timeline: list[JobBar] = Field(default_factory=list)
     costs: dict[int, list[CostPoint]] = Field(default_factory=dict)
@@ -325,6 +328,7 @@ class Watcher:
             lead=state is not None,
             workers=tiles,
             matrix=matrix,
+            changes=live_lines(state) if state is not None else [],
             progress=self._progress(matrix),
             timeline=self._timeline(),
             costs=self._costs(),

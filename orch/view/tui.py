@@ -245,8 +245,8 @@ class FleetScreen(Screen[None]):
     #grid { grid-size: 3; grid-gutter: 0 1; height: auto; }
     #side { width: 1fr; min-width: 30; }
     #main-tiles { width: 2fr; }
-    #matrix, #commentary, #bus { border: round $primary-darken-2; height: 1fr; }
-    #matrix { height: auto; max-height: 12; }
+    #matrix, #changes, #commentary, #bus { border: round $primary-darken-2; height: 1fr; }
+    #matrix, #changes { height: auto; max-height: 12; }
     #filter { height: 3; }
     """
 
@@ -273,6 +273,7 @@ class FleetScreen(Screen[None]):
                 yield Grid(*[Tile(n) for n in range(1, self.watcher.info.workers + 1)], id="grid")
             with Vertical(id="side"):
                 yield Static(id="matrix")
+                yield Static(id="changes")
                 yield Static(id="commentary")
                 yield Static(id="bus")
                 yield Input(placeholder="filter the bus (/)", id="filter")
@@ -281,6 +282,7 @@ class FleetScreen(Screen[None]):
     def on_mount(self) -> None:
         self.tiles = {t.n: t for t in self.query(Tile)}
         self.query_one("#matrix").border_title = "verification"
+        self.query_one("#changes").border_title = "changes"
         self.query_one("#commentary").border_title = "commentary"
         self.query_one("#bus").border_title = "bus"
         self._layout(self.size.width)
@@ -369,7 +371,7 @@ class FleetScreen(Screen[None]):
         if old != key:
             self._shown[widget_id] = key
             # Only a panel sized by its text (progress, matrix) needs a new layout, and only when its height moved.
-            sized = widget_id in ("progress", "matrix")
+            sized = widget_id in ("progress", "matrix", "changes")
             lines = text.plain.count("\n")
             relayout = sized and (old is None or old[0].count("\n") != lines)
             self.query_one(f"#{widget_id}", Static).update(text, layout=relayout)
@@ -378,8 +380,8 @@ class FleetScreen(Screen[None]):
         now = time.time()
         # Nothing shown changed (a tool call like the last, the backstop's tick): nothing to do. Times are
         # shown to the minute, so a new minute counts as a change.
-        key = (snap.workers, snap.matrix, snap.progress, snap.commentary[-1:], snap.bus[-1:], len(snap.bus),
-               snap.status, snap.gone, self.notice, int(now // 60))  # fmt: skip
+        key = (snap.workers, snap.matrix, snap.changes, snap.progress, snap.commentary[-1:], snap.bus[-1:],
+               len(snap.bus), snap.status, snap.gone, self.notice, int(now // 60))  # fmt: skip
         if key == self._key:
             self.snap = snap
             return
@@ -403,6 +405,7 @@ class FleetScreen(Screen[None]):
                 matrix.append(cell.verdict[:4], style=VERDICT_COLOURS.get(cell.verdict, ""))
             matrix.append("\n")
         self._put("matrix", matrix if snap.matrix else Text("no findings yet", style="dim"))
+        self._put("changes", Text("\n".join(snap.changes)) if snap.changes else Text("no changes", style="dim"))
         self._put("commentary", Text("\n".join(c.text for c in snap.commentary[-30:])))
         self._show_bus()
 

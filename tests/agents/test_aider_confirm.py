@@ -11,6 +11,8 @@ from orch.agents.aider import interpreter
 from orch.agents.aider_confirm import Answerer, denied, install
 from orch.errors import UsageError
 
+pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
+
 
 @pytest.mark.parametrize(
     ("commands", "refused"),

@@ -15,6 +15,8 @@ from orch.errors import UsageError
 from orch.run.folder import RunFolder
 from tests.helpers import run_info
 
+pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
+
 GATEWAY_URL = "http://127.0.0.1:4242/t/orch-cx-w1-token"
 
 

@@ -10,6 +10,8 @@ import pytest
 
 from orch.agents.codex_watch import Logs, error_name, failure
 
+pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
+
 
 def _complete(error: object) -> str:
     payload = {"type": "task_complete", "turn_id": "t1", "last_agent_message": None, "error": error}

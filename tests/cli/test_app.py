@@ -12,16 +12,24 @@ from typer.core import TyperGroup
 from orch.cli.commands import app
 from tests.helpers import orch
 
+pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
+
 # What `orch --help` lists, in its order (the README documents these); `serve-run` is hidden.
 COMMANDS = [
     *("up", "spawn", "send", "brief", "restart", "read", "status", "ls", "attach", "kill", "wait"),  # orch.cli.fleet
     "watch",  # orch.cli.watch
     *("doctor", "model-server"),  # orch.cli.tools
-    *("run", "demo", "report"),  # orch.cli.lead
+    *("run", "demo", "report", "apply"),  # orch.cli.lead
     *("reap", "pull"),  # orch.cli.container
-    *("spec", "skill", "image", "bus"),  # the named groups
+    *("spec", "skill", "image", "bus", "record"),  # the named groups
 ]
-SUBCOMMANDS = {"spec": ["check", "init"], "skill": ["install"], "image": ["build"], "bus": ["post", "tail"]}
+SUBCOMMANDS = {
+    "spec": ["check", "init"],
+    "skill": ["install"],
+    "image": ["build"],
+    "bus": ["post", "tail"],
+    "record": ["export"],
+}
 
 
 def _group() -> TyperGroup:
@@ -69,10 +77,12 @@ def test_help_lists_every_command_group() -> None:
         ["watch", "ghost", "--json"],
         ["watch", "ghost", "--web"],
         ["report", "ghost"],
+        ["apply", "ghost"],
         ["pull", "ghost"],
         ["run", "--resume", "ghost"],
         ["bus", "tail", "ghost"],
         ["bus", "post", "ghost", "hi"],
+        ["record", "export", "ghost", "-o", "out.gz"],
     ],
     ids=lambda args: " ".join(args[: args.index("ghost")]),
 )

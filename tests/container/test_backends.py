@@ -11,6 +11,8 @@ from orch.fleet.local import LocalSandbox
 from orch.run.records import ContainerInfo, RunInfo
 from tests.helpers import run_info
 
+pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
+
 LOCAL = run_info("l")
 DOCKER = run_info("d", container=ContainerInfo(name="orch-d", image="i", host_run_dir="/x"))
 FAR = run_info("f", container=ContainerInfo(name="orch-f", image="i", host_run_dir="v", on_remote_engine=True))

@@ -18,6 +18,7 @@ from orch.container import egress
 from orch.container.engine import engine_address, is_remote_client
 from orch.container.layout import ROOT_HOST_UID, container_user, writable_by
 from orch.contracts import Credentials
+from orch.run import uids
 from orch.run.paths import agents_dir
 from orch.run.records import EgressMode
 
@@ -162,3 +163,12 @@ def test_docker_context_names_the_engine(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.delenv("DOCKER_CONTEXT")
     subprocess.run([docker_cli, "context", "use", "vps"], capture_output=True, check=True)
     assert engine_address() == "tcp://127.0.0.1:1"
+
+
+def test_the_checks_uid_has_no_network_not_even_loopback() -> None:
+    uid = uids.checks_uid()
+    for mode in (EgressMode.ALLOWLIST, EgressMode.NONE):
+        flat = [" ".join(r) for r in egress.rules(mode, ["203.0.113.7"], ["10.0.0.53"], use_ipset=False)]
+        block = f"iptables -A OUTPUT -m owner --uid-owner {uid} -j REJECT"
+        assert flat.index(block) < flat.index("iptables -A OUTPUT -o lo -j ACCEPT")
+    assert uids.worker_of(uid) is None and uid != settings.GATEWAY_UID.get()

@@ -154,8 +154,8 @@ def test_the_writable_set_is_one_list_with_the_worktree_when_there_is_one(tmp_pa
 
     run = RunFolder(tmp_path / "r")
     assert writable(run, 2) == [run.outbox(2), run.state(2), run.sessions(2), run.config_dir(2)]
-    (run.root / "worktrees" / "agent-2").mkdir(parents=True)
-    assert writable(run, 2)[-1] == run.root / "worktrees" / "agent-2"
+    run.worktrees_dir(2).mkdir(parents=True)
+    assert writable(run, 2)[-1] == run.worktrees_dir(2)
     assert relay.bus_socket(run, 2) != relay.bus_socket(run, 1)
 
 

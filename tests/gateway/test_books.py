@@ -15,6 +15,8 @@ from orch.gateway.records import GatewayBudget, Tokens
 from orch.run.folder import RunFolder
 from tests.gateway.gw import events_of
 
+pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
+
 TABLE = Pricing(
     PricingTable(
         models={

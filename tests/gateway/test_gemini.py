@@ -16,6 +16,8 @@ from orch.gateway.replay import exchange_key, translate
 from orch.gateway.sse import SseParser
 from orch.offline import gemini as scripted
 
+pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
+
 PROTOCOL = GeminiProtocol()
 CAPTURED = json.loads((Path(__file__).parent / "data" / "gemini-cli-0.61.0.json").read_text())
 REQUEST: dict[str, Any] = CAPTURED["request"]

@@ -10,6 +10,8 @@ from orch.gateway.anthropic import OAUTH_BETA, AnthropicProtocol
 from orch.gateway.records import Scheme, Tokens
 from orch.gateway.sse import SseParser, split_events
 
+pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
+
 PROTOCOL = AnthropicProtocol()
 
 

@@ -22,6 +22,8 @@ from orch.gateway.cassette import append_exchange, read_exchanges
 from orch.gateway.records import Exchange
 from orch.gateway.replay import Replayer, ReplayMiss, exchange_key, normalise, recorded_folders, translate
 
+pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
+
 Body = dict[str, Any]
 
 # Where each capture ran: (workdir, run folder).
@@ -915,7 +917,7 @@ def line_of(exchange: Exchange) -> bytes:
     ("make", "message"),
     [
         (lambda root: root / "missing", "replay cassette {root}/missing does not exist"),
-        (lambda root: write(root / "a-file", b"x"), "replay cassette {root}/a-file is not a folder"),
+        (lambda root: write(root / "a-file", b"x"), "corrupt recording {root}/a-file: not gzip"),  # a file: exported
         (lambda root: root, "replay cassette {root} has no recording (no model/exchanges-*.jsonl.gz)"),
         (lambda root: write(root / "model" / "exchanges-1.jsonl.gz", b"").parent.parent, "is empty"),
         (

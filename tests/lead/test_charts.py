@@ -6,12 +6,16 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 from orch.lead.charts import CostPoint, JobBar, cost_svg, timeline_svg
 from orch.lead.controller import read_spec
 from orch.lead.jobs import load_state
 from orch.lead.report import build_report, load_report
 from orch.lead.reportrender import render_html, write_reports
 from tests.view.fakerun import lead_run
+
+pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
 
 SVG = "{http://www.w3.org/2000/svg}"
 

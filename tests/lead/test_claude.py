@@ -16,23 +16,35 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
 from orch.fleet import launch
 from orch.gateway.process import handle_path
-from orch.lead.jobs import ControllerState, JobStatus, load_state
-from orch.lead.spec import Role
+from orch.lead.jobs import JobStatus, load_state
 from orch.offline.modelserver import ScriptedModelServer
 from orch.run import protocol
 from orch.run.events import Event
 from orch.run.folder import RunFolder
-from orch.run.records import ControllerEvent
 from orch.view.snapshot import Snapshot
-from orch.waits import wait_for_paths, wait_until
-from tests.helpers import MEAN_QUOTE, MEAN_REPRO, PAGES_QUOTE, PAGES_REPRO, SAMPLE, orch, prompts
+from orch.waits import wait_until
+from tests.helpers import MEAN_QUOTE, MEAN_REPRO, SAMPLE, orch, prompts
+from tests.lead.ciformats import junit, valid_sarif
+from tests.lead.leadrun import (
+    DONE,
+    PAGES_FINDING,
+    RESULT,
+    RUBBER_STAMP,
+    assert_each_brief_sent_once,
+    assert_never_self_verified,
+    events,
+    finding,
+    findings_step,
+    reply,
+    report,
+    statuses,
+    write_spec,
+)
 
 pytestmark = pytest.mark.claude
 
@@ -56,77 +68,6 @@ def workdir(tmp_path: Path) -> Path:
     path = tmp_path / "work"
     shutil.copytree(SAMPLE, path)
     return path
-
-
-def finding(fid: str, claim: str, file: str, line: int, quote: str, repro: str | None) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "id": fid,
-        "claim": claim,
-        "severity": "high",
-        "evidence": [{"file": file, "line": line, "quote": quote}] if quote else [],
-    }
-    if repro:
-        out["reproduce"] = repro
-    return out
-
-
-def findings_step(*items: dict[str, Any], job: str = "{{job}}") -> dict[str, str]:
-    return {"write": "{{findings_file}}", "content": json.dumps({"job": job, "findings": list(items)})}
-
-
-RESULT = {"write": "{{result_file}}", "content": "checked what the brief asked\n"}
-DONE = {"bash": "touch {{done_file}}"}
-
-
-def reply(text: str = "Finished.") -> dict[str, str]:
-    return {"reply": text}
-
-
-PAGES_FINDING = finding("F1", "paginate(items, 1, size) skips the first page", "pages.py", 15, PAGES_QUOTE, PAGES_REPRO)
-MEAN_FINDING = finding("F1", "mean([]) raises ZeroDivisionError", "stats.py", 10, MEAN_QUOTE, MEAN_REPRO)
-
-
-def write_spec(path: Path, workdir: Path, tasks: list[dict[str, Any]], **extra: Any) -> Path:
-    spec: dict[str, Any] = {
-        "workdir": str(workdir),
-        "offline": True,
-        "tasks": tasks,
-        "timeouts": {"boot": 120, "job": 240, "run": 420},
-        "limits": {"nudge_after": 4, "max_corrections": 2, "rate_limit_wait": 1, "restart_backoff": 0.5},
-    }
-    for key, value in extra.items():
-        spec[key] = {**spec.get(key, {}), **value} if isinstance(value, dict) else value
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
-
-
-def events(run: RunFolder, name: Event | None = None) -> list[ControllerEvent]:
-    out = [ControllerEvent.model_validate_json(line) for line in run.events.read_text().splitlines()]
-    return [e for e in out if name is None or e.event == name]
-
-
-def assert_never_self_verified(state: ControllerState) -> None:
-    for job in state.jobs:
-        if job.role is Role.VERIFIER and job.worker is not None:
-            assert job.finding is not None
-            assert job.worker != state.finding(job.finding).finder, f"{job.id} went to its finder"
-
-
-def assert_each_brief_sent_once(run: RunFolder, state: ControllerState) -> None:
-    sent = [e.data["job"] for e in events(run, Event.BRIEF_SENT)]
-    assert sorted(sent) == sorted(j.id for j in state.jobs if j.worker is not None), sent
-    for book in state.workers:
-        pointers = [p for p in prompts(run, book.n) if p.startswith("Read and follow the instructions in")]
-        assert len(pointers) == len([j for j in state.jobs if j.worker == book.n]), (book.n, pointers)
-
-
-def report(run: RunFolder) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(run.report_json.read_text())
-    return data
-
-
-def statuses(run: RunFolder) -> dict[str, str]:
-    return {row["id"]: row["status"] for row in report(run)["findings"]}
 
 
 # --- the demo ----------------------------------------------------------------------------------
@@ -164,6 +105,13 @@ def test_demo_confirms_one_finding_and_refutes_the_false_positive(
     assert not launch.server_for(run.info()).alive()  # torn down; the folder stays
     assert report(run)["attempts"] == []  # honest workers: nothing refused, nothing left running
     assert page.count("<svg") == 2  # the jobs over time and each worker's cost over time
+    # For CI: valid SARIF (the official schema) and JUnit beside the report, with the same verdicts.
+    sarif = valid_sarif(run.report_sarif)
+    results = {r["properties"]["finding"]: (r["properties"]["status"], r["level"]) for r in sarif["runs"][0]["results"]}
+    assert results == {"pages-F1": ("CONFIRMED", "error"), "stats-F1": ("REFUTED", "note")}
+    assert sarif["runs"][0]["invocations"][0]["exitCode"] == 4
+    xml = junit(run.report_junit)
+    assert (xml.tests, xml.failures, xml.errors, xml.skipped) == (4, 1, 0, 0)  # 2 task jobs, 2 findings: 1 refuted
     # `orch watch` reads the finished run from its folder: the matrix filled in, every job on the timeline.
     watched = orch("watch", "demo", "--json")
     assert watched.exit_code == 0, watched.output
@@ -297,23 +245,6 @@ def test_lying_workers_are_caught(offline: None, workdir: Path, tmp_path: Path) 
 
 
 def test_rubber_stamping_verifier_is_flagged(offline: None, workdir: Path, tmp_path: Path) -> None:
-    stamp = {"job": "{{job}}", "finding": "{{finding_id}}", "verdict": "CONFIRMED", "reason": "LGTM"}
-    false_quote = [{"file": "pages.py", "line": 15, "quote": "start = (page - 1) * size"}]
-    never_ran = [{"command": "python3 -m pytest tests/test_pages.py", "exit_code": 0, "output": "1 passed"}]
-    verifier_script = [
-        {"write": "{{verdict_file}}", "content": json.dumps(stamp)},
-        RESULT,
-        DONE,
-        reply("Looks good to me."),
-        {"write": "{{verdict_file}}", "content": json.dumps({**stamp, "evidence": false_quote})},
-        DONE,
-        reply(),
-        # It only echoes the command it cites (a real call in the ledger, with the command in it): not a run.
-        {"bash": "echo 'python3 -m pytest tests/test_pages.py' && echo '1 passed'"},
-        {"write": "{{verdict_file}}", "content": json.dumps({**stamp, "evidence": never_ran})},
-        DONE,
-        reply(),
-    ]
     tasks = [{"id": "t1", "goal": "Determine whether paginate returns the right page.", "worker": 1}]
     tasks[0]["offline_script"] = [findings_step(PAGES_FINDING), RESULT, DONE, reply()]
     spec = write_spec(
@@ -321,7 +252,7 @@ def test_rubber_stamping_verifier_is_flagged(offline: None, workdir: Path, tmp_p
         workdir,
         tasks,
         agents=[{"workers": 1}, {"model": "claude-scripted-b", "workers": 1}],  # two models
-        roles={"verifier": {"offline_script": verifier_script}},
+        roles={"verifier": {"offline_script": RUBBER_STAMP}},
     )
     result = orch("run", spec, "--local", "--name", "stamp")
     assert result.exit_code == 4, result.output  # the finding stayed unverified
@@ -363,106 +294,6 @@ def test_a_finder_that_plants_its_defect_is_caught_without_strict_isolation(
     assert [p.kind.value for f in state.flags for p in f.problems] == ["tree-changed", "tree-changed"]
     assert "stats.py" in state.flags[0].problems[0].detail
     assert "shared" in report(run)["isolation"] and "## Isolation" in run.report_md.read_text()
-
-
-# --- resume --------------------------------------------------------------------------------------
-def test_resume_after_killing_the_controller_mid_verification(
-    offline: None, workdir: Path, tmp_path: Path, orch_home: Path
-) -> None:
-    gate = tmp_path / "gate"
-    slow = finding(
-        "F2",
-        "page_count rounds up",
-        "pages.py",
-        10,
-        "return (total + size - 1) // size",
-        f"while [ ! -e {gate} ]; do sleep 0.1; done; "
-        "python3 -c 'from pages import page_count; assert page_count(11, 5) == 3'",
-    )
-    tasks = [
-        {
-            "id": "t1",
-            "goal": "Determine whether the pagination helpers are right.",
-            "offline_script": [findings_step(PAGES_FINDING, slow), RESULT, DONE, reply()],
-        }
-    ]
-    spec = write_spec(
-        tmp_path / "resume.yaml",
-        workdir,
-        tasks,
-        workers=3,
-        limits={"nudge_after": 60},
-        verification={"rounds": "find-refute-confirm"},  # round 2 refutes, round 3 re-checks survivors
-    )
-    cmd = [sys.executable, "-c", "from orch.cli.main import main; main()", "run", str(spec), "--local", "--name", "rs"]
-    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ))
-    run = RunFolder.for_name("rs")
-    try:
-
-        def mid_verification() -> bool:
-            if not run.events.exists():
-                return False
-            accepted = [e.data["job"] for e in events(run, Event.VERDICT_ACCEPTED)]
-            sent = [e.data["job"] for e in events(run, Event.BRIEF_SENT)]
-            return "t1-F1.r1" in accepted and "t1-F2.r1" in sent
-
-        wait_until(mid_verification, 240, "one verdict in and the other verification under way", interval=0.2)
-    finally:
-        first.send_signal(signal.SIGKILL)
-        first.wait(30)
-    before = load_state(run)
-    slow_worker = before.job("t1-F2.r1").worker
-    assert slow_worker is not None and before.job("t1-F2.r1").status is JobStatus.RUNNING
-    # The verifier finishes while no controller runs.
-    gate.touch()
-    assert not wait_for_paths([run.done(slow_worker)], 120)
-
-    result = orch("run", "--resume", "rs")
-    assert result.exit_code == 0, result.output
-    state = load_state(run)
-    assert [e.event for e in events(run, Event.CONTROLLER_STARTED)] == [Event.CONTROLLER_STARTED] * 2
-    assert statuses(run) == {"t1-F1": "CONFIRMED", "t1-F2": "CONFIRMED"}
-    assert sorted(v.job for v in state.verdicts) == ["t1-F1.c1", "t1-F1.r1", "t1-F2.c1", "t1-F2.r1"]
-    assert state.verdicts[0].job == "t1-F1.r1" and before.verdicts[0] == state.verdicts[0]  # not lost, not redone
-    assert_each_brief_sent_once(run, state)
-    assert_never_self_verified(state)
-    # Round 3 went to a worker that had not judged the finding in round 2.
-    for fid in ("t1-F1", "t1-F2"):
-        assert state.job(f"{fid}.c1").worker != state.job(f"{fid}.r1").worker
-
-
-def test_refuted_findings_stop_at_round_two_and_the_fixer_gets_only_confirmed_ones(
-    offline: None, workdir: Path, tmp_path: Path
-) -> None:
-    """find→refute→confirm: a finding refuted in round 2 never reaches round 3; the survivor is
-    re-checked; the fixer runs only after verification and is handed only what was CONFIRMED."""
-    tasks = [
-        {
-            "id": "t1",
-            "goal": "Determine whether paginate and mean behave as documented.",
-            "worker": 1,
-            "offline_script": [findings_step(PAGES_FINDING, {**MEAN_FINDING, "id": "F2"}), RESULT, DONE, reply()],
-        },
-        {"id": "fix", "role": "fixer", "goal": "Decide what change the confirmed findings call for."},
-    ]
-    spec = write_spec(
-        tmp_path / "rounds.yaml", workdir, tasks, workers=3, verification={"rounds": "find-refute-confirm"}
-    )
-    result = orch("run", spec, "--local", "--name", "rounds")
-    assert result.exit_code == 4, result.output  # a finding was refuted
-    run = RunFolder.for_name("rounds")
-    state = load_state(run)
-    assert statuses(run) == {"t1-F1": "CONFIRMED", "t1-F2": "REFUTED"}
-    assert sorted(v.job for v in state.verdicts) == ["t1-F1.c1", "t1-F1.r1", "t1-F2.r1"]
-    assert [e.data["finding"] for e in events(run, Event.CONFIRM_ROUND)] == ["t1-F1"]
-    assert_never_self_verified(state)
-
-    fix = state.job("fix")
-    assert fix.status is JobStatus.DONE and fix.sent_at is not None
-    last_verdict = max(j.ended_at or 0 for j in state.jobs if j.role is Role.VERIFIER)
-    assert fix.sent_at >= last_verdict  # briefed after verification closed
-    handed = run.job_result("fix").read_text()
-    assert "t1-F1" in handed and "t1-F2" not in handed
 
 
 # --- crash and restart ---------------------------------------------------------------------------
@@ -651,6 +482,31 @@ def test_permission_prompts_are_answered_by_policy(
     assert load_state(run).job("notes").status is JobStatus.DONE
     if policy == "deny":  # the agent was told why, in the tool result
         assert any("permission policy refused that tool call" in t for t in told), told
+
+
+def test_a_worker_that_blocks_the_reports_gets_one_line_exit_2_and_no_fleet_left(
+    offline: None, workdir: Path, tmp_path: Path
+) -> None:
+    """Shared isolation: a worker can write the run folder. One that puts a directory where report.sarif goes
+    makes the reports unwritable: `orch run` says so in one line and exits 2, writes none of the five (not
+    one report beside a missing other), and still tears the fleet down; once the way is clear, `orch report`
+    writes them all."""
+    block = {"bash": "mkdir {{run_dir}}/report.sarif"}
+    tasks = [{"id": "notes", "role": "scribe", "goal": "Write down what stats.py does.",
+              "offline_script": [block, RESULT, DONE, reply()]}]  # fmt: skip
+    spec = write_spec(tmp_path / "blocked.yaml", workdir, tasks, workers=1)
+    result = orch("run", spec, "--local", "--name", "blocked")
+    assert result.exit_code == 2, result.output
+    (error,) = [line for line in result.output.splitlines() if line.startswith("orch: error:")]
+    assert error.startswith("orch: error: cannot write the reports of run blocked:") and "Is a directory" in error
+    run = RunFolder.for_name("blocked")
+    assert load_state(run).outcome is not None  # the outcome was saved first: nothing is lost
+    assert not any(p.exists() for p in (run.report_json, run.report_md, run.report_html, run.report_junit))
+    assert not launch.server_for(run.info()).alive()
+    run.report_sarif.rmdir()
+    again = orch("report", "blocked")
+    assert again.exit_code == 0, again.output
+    assert valid_sarif(run.report_sarif)["runs"][0]["results"] == [] and junit(run.report_junit).tests == 1
 
 
 # --- budget ----------------------------------------------------------------------------------------

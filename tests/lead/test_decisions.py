@@ -26,6 +26,8 @@ from orch.lead.jobs import (
 from orch.lead.spec import AgentGroup, Budget, FleetSpec, Limits, Role, Rounds, TaskSpec, VerificationSpec
 from orch.run.records import Backend, HookEvent, Isolation, WorkerState
 
+pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
+
 FATAL = {"authentication_failed"}
 NOW = 10_000.0
 
@@ -518,13 +520,13 @@ def test_wake_in(continue_at: float | None, restart_at: float | None, run_timeou
 ISOLATION = {
     "container-audit-is-strict": (None, [Role.FINDER], Backend.DOCKER, Isolation.STRICT),
     "local-audit-is-strict": (None, [Role.FINDER], Backend.LOCAL, Isolation.STRICT),
-    "local-writers-keep-a-writable-tree": (None, [Role.FINDER, Role.FIXER], Backend.LOCAL, Isolation.SHARED),
-    "writers-keep-a-writable-tree": (None, [Role.FINDER, Role.FIXER], Backend.DOCKER, Isolation.SHARED),
+    "writers-stay-strict": (None, [Role.FINDER, Role.FIXER], Backend.DOCKER, Isolation.STRICT),
+    "local-writers-stay-strict": (None, [Role.FINDER, Role.FIXER], Backend.LOCAL, Isolation.STRICT),
     "asked-shared": (Isolation.SHARED, [Role.FINDER], Backend.DOCKER, Isolation.SHARED),
     "asked-strict": (Isolation.STRICT, [Role.FINDER], Backend.DOCKER, Isolation.STRICT),
     "asked-strict-locally": (Isolation.STRICT, [Role.FINDER], Backend.LOCAL, Isolation.STRICT),
     "asked-shared-locally": (Isolation.SHARED, [Role.FINDER], Backend.LOCAL, Isolation.SHARED),
-    "asked-strict-with-a-scribe": (Isolation.STRICT, [Role.FINDER, Role.SCRIBE], Backend.DOCKER, "scribe tasks"),
+    "asked-strict-with-a-scribe": (Isolation.STRICT, [Role.FINDER, Role.SCRIBE], Backend.DOCKER, Isolation.STRICT),
 }
 
 

@@ -22,6 +22,8 @@ from orch.run.paths import runs_dir
 from orch.run.records import ControllerEvent
 from tests.helpers import orch, run_info
 
+pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
+
 
 def _spec(workdir: Path, goal: str = "determine whether g holds") -> FleetSpec:
     return FleetSpec(workdir=workdir, tasks=[TaskSpec(id="t1", goal=goal)], workers=2, offline=True)

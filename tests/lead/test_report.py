@@ -3,14 +3,21 @@ has one, else the status lines; and what it says about billing and the evidence 
 
 from __future__ import annotations
 
+import pytest
+
+from orch.errors import UsageError
 from orch.gateway.records import UsageLine, UsageSnapshot, WorkerUsage
 from orch.lead.controller import initial_state, write_spec
-from orch.lead.jobs import ControllerState
+from orch.lead.jobs import ControllerState, load_state
 from orch.lead.report import build_report
-from orch.lead.reportrender import cost_line, render_html, render_markdown
+from orch.lead.reportrender import cost_line, render_html, render_markdown, write_reports
 from orch.lead.spec import FleetSpec, TaskSpec
 from orch.run.folder import RunFolder
-from tests.helpers import run_info
+from tests.helpers import orch, run_info
+from tests.lead.ciformats import SPEC as CI_SPEC
+from tests.lead.ciformats import run_with, valid_sarif
+
+pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
 
 SPEC = FleetSpec(tasks=[TaskSpec(id="t1", goal="g"), TaskSpec(id="t2", goal="h")], workers=2, offline=True)
 
@@ -116,3 +123,30 @@ def test_the_report_says_what_each_agent_of_the_fleet_cannot_do() -> None:
     single.create(run_info("single", workers=2))
     write_spec(single, SPEC)
     assert "Agent limits" not in render_markdown(build_report(single, SPEC, initial_state(single, SPEC)))
+
+
+def test_the_reports_are_written_all_or_none() -> None:
+    # report.sarif cannot be written (a directory in its place): one line, exit 2, and no report changed.
+    run = run_with("blocked", [])
+    before = {p: p.read_bytes() for p in (run.report_json, run.report_md, run.report_html, run.report_junit)}
+    run.report_sarif.unlink()
+    run.report_sarif.mkdir()
+    state = load_state(run)
+    state.findings.clear()
+    state.outcome = state.outcome.model_copy(update={"reason": "changed"}) if state.outcome else None
+    with pytest.raises(UsageError) as caught:
+        write_reports(run, CI_SPEC, state)
+    assert caught.value.exit_code == 2
+    line = caught.value.one_line()
+    assert "\n" not in line and f"{run.report_sarif}: Is a directory" in line and "orch report blocked" in line
+    assert {p: p.read_bytes() for p in before} == before
+    assert sorted(p.name for p in run.root.iterdir() if p.name.startswith(".report")) == []  # no temp left
+    # `orch report` says the same in one line and exits 2.
+    result = orch("report", "blocked")
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert result.output.startswith("orch: error: cannot write the reports of run blocked:"), result.output
+    run.report_sarif.rmdir()
+    result = orch("report", "blocked")
+    assert result.exit_code == 0, result.output
+    assert "report.sarif" in result.output and "report.junit.xml" in result.output
+    assert valid_sarif(run.report_sarif)["runs"][0]["results"] == []

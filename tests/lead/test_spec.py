@@ -51,6 +51,8 @@ from orch.lead.verification import choose_verifier, finding_status, new_verifica
 from orch.run.folder import RunFolder
 from tests.helpers import orch
 
+pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
+
 GOOD = """\
 workdir: .
 workers: 3

@@ -11,6 +11,8 @@ from orch.run.folder import RunFolder
 from orch.run.records import ContainerInfo, DockerRunInfo, LocalRunInfo
 from tests.helpers import run_info
 
+pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
+
 COMMON = {
     "name": "old",
     "agent": "claude",

@@ -1,0 +1,125 @@
+"""The portable recording: one gzip file that `orch record export` writes and `orch run --replay FILE` reads.
+
+Line 1 is a header (JSON, versioned: `format` and `version`), every other line an Exchange, in the order
+replay needs (worker by worker, each worker's exchanges as recorded). One gzip stream: its CRC and
+length make a torn or altered file an error, never a silent half-recording. What the header holds
+beyond the fields read here (the spec, the plan, the versions) is the lead's (orch.lead.recording);
+the gateway reads only where the recording ran, to give answers this run's folders.
+
+A recording holds the request bodies and the answers, never headers (they carry credentials) nor the
+run's gateway tokens (they are in request paths' `/t/<token>/` prefix, which the gateway strips first).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import tempfile
+import zlib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from orch.errors import UsageError
+from orch.gateway.records import Exchange
+from orch.text import shorten
+
+FORMAT = "orch-recording"
+VERSION = 1
+SUFFIX = ".orchrec.gz"
+"""The suggested file name ending (any name is read)."""
+
+
+class Where(BaseModel):
+    """The header's fields the gateway reads (the rest is the lead's: orch.lead.recording)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    format: str
+    version: int
+    run_dir: str
+    """The recorded run folder, as it was named where the recording ran."""
+    workdir: str
+
+
+def write(path: Path, header: dict[str, Any], exchanges: Iterable[Exchange]) -> int:
+    """Write the recording atomically (a temp file in the same folder, then renamed): a failed export
+    leaves no half file. Returns the number of exchanges written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as gz:
+            gz.write((json.dumps(header, separators=(",", ":")) + "\n").encode())
+            for exchange in exchanges:
+                gz.write((exchange.model_dump_json() + "\n").encode())
+                count += 1
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return count
+
+
+def _corrupt(path: Path, why: str) -> UsageError:
+    return UsageError(f"corrupt recording {path}: {why}", hint="export it again with `orch record export`")
+
+
+def read(path: Path) -> tuple[dict[str, Any], list[Exchange]]:
+    """The header (checked for format and version only) and every exchange; a one-line UsageError for a
+    file that is not a whole recording of this format."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read recording {path}: {exc.strerror or exc}") from None
+    try:
+        text = gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError; a torn file an EOFError
+        raise _corrupt(path, "not gzip" if not data.startswith(b"\x1f\x8b") else f"torn or altered ({exc})") from None
+    lines = text.decode(errors="replace").splitlines()
+    header = _header(path, lines[0] if lines else "")
+    exchanges: list[Exchange] = []
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        try:
+            exchanges.append(Exchange.model_validate_json(line))
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(p) for p in error["loc"])
+            reason = f"{where}: {error['msg']}" if where else str(error["msg"])
+            raise _corrupt(path, f"line {number}: {shorten(reason, 160)}") from None
+    if not exchanges:
+        raise _corrupt(path, "it holds no exchange")
+    return header, exchanges
+
+
+def _header(path: Path, line: str) -> dict[str, Any]:
+    try:
+        header = json.loads(line)
+    except ValueError:
+        header = None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise _corrupt(path, f"line 1 is not an {FORMAT} header")
+    version = header.get("version")
+    if version != VERSION:
+        raise UsageError(
+            f"recording {path} is format version {version!r}; this orch reads version {VERSION}",
+            hint="export it again with this orch version",
+        )
+    try:
+        Where.model_validate(header)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise _corrupt(path, f"header: {'.'.join(str(p) for p in error['loc'])}: {error['msg']}") from None
+    return header
+
+
+def where(header: dict[str, Any]) -> tuple[str, str]:
+    """(run folder, workdir) where the recording ran."""
+    found = Where.model_validate(header)
+    return found.run_dir, found.workdir

@@ -1,0 +1,117 @@
+"""The integration queue: approved changes are applied one at a time onto `orch/<run>`, each on top of the
+last; the checks run again on each result; a landed change is one commit whose message carries the task
+and the writer's summary, with trailers for the writer's agent kind, the reviewers and the checks.
+
+A change that no longer applies is a CONFLICT, one that breaks a check once integrated CHECKS_FAILED: the
+controller flow turns either into a rebase job. `same_change` tells whether a rebased patch is the reviewed
+one (context aside), so a rebase that changed more is reviewed again.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from orch.lead.changes.gate import CHECK_TIMEOUT, OUTPUT_BYTES, check_commit
+from orch.lead.changes.gitcmd import git, out, patch_id
+from orch.lead.changes.records import Change, CheckResult, Integration, IntegrationResult
+from orch.lead.changes.repo import RunRepo
+from orch.lead.changes.take import patch_path
+from orch.run.folder import append_line, atomic_write
+
+
+def integrate(
+    repo: RunRepo,
+    change: Change,
+    checks: Sequence[str],
+    baseline: Sequence[CheckResult] = (),
+    *,
+    reviewers: Sequence[str] = (),
+    task_title: str = "",
+    timeout: float = CHECK_TIMEOUT,
+    output_bytes: int = OUTPUT_BYTES,
+) -> Integration:
+    """Apply changes/<job>/patch.diff onto the integration head (three-way, in a private index: no worktree),
+    run the checks on the result, and on success move `orch/<run>` to a new commit. `reviewers`: who approved
+    it, as `agent-2 (codex)`. The attempt is appended to changes/queue.jsonl."""
+    head = repo.head()
+    patch = patch_path(repo, change.job).read_bytes()
+    if not patch.strip() or change.tree is None:
+        raise ValueError(f"change {change.job} is empty: nothing to integrate")
+    tree, conflict = merged_tree(repo, change, head, patch)
+    if tree is None:
+        return _log(repo, Integration(job=change.job, result=IntegrationResult.CONFLICT, head=head, detail=conflict))
+    results: list[CheckResult] = []
+    if checks:
+        record = check_commit(
+            repo,
+            tree,
+            checks,
+            f"integrated {change.job} on {head}",
+            timeout=timeout,
+            output_bytes=output_bytes,
+            baseline=baseline,
+        )
+        results = record.results
+        atomic_write(
+            repo.run.change_dir(change.job) / "integrated.checks.json", record.model_dump_json(indent=2) + "\n"
+        )
+        if record.regressions:
+            detail = "; ".join(f"{c}: {_exit(r)}" for c in record.regressions for r in results if r.command == c)
+            return _log(
+                repo,
+                Integration(
+                    job=change.job, result=IntegrationResult.CHECKS_FAILED, head=head, detail=detail, checks=results
+                ),
+            )
+    message = commit_message(change, task_title, reviewers, results)
+    author = {"GIT_AUTHOR_NAME": f"orch agent-{change.writer} ({change.agent or 'writer'})"}
+    commit = out(repo.git_dir, "commit-tree", tree, "-p", head, "-F", "-", env=author, input=message.encode())
+    # Compare-and-swap: the branch moves only from the head this change was applied to.
+    git(repo.git_dir, "update-ref", "-m", f"orch: land {change.job}", f"refs/heads/{repo.branch}", commit, head)
+    return _log(
+        repo, Integration(job=change.job, result=IntegrationResult.LANDED, head=head, commit=commit, checks=results)
+    )
+
+
+def merged_tree(repo: RunRepo, change: Change, head: str, patch: bytes) -> tuple[str | None, str]:
+    """The tree of `head` with the patch applied (three-way when the context moved): (tree, "") or
+    (None, what conflicted)."""
+    if head == change.base:
+        return change.tree, ""
+    with tempfile.TemporaryDirectory(prefix="orch-queue-") as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        git(repo.git_dir, "read-tree", head, env=env)
+        done = git(
+            repo.git_dir, "apply", "--cached", "--3way", "--whitespace=nowarn", "-", env=env, input=patch, check=False
+        )
+        if done.returncode != 0:
+            lines = done.stderr.decode(errors="replace").strip().splitlines()
+            return None, " ".join(lines[-6:]) or f"git apply exit {done.returncode}"
+        return out(repo.git_dir, "write-tree", env=env), ""
+
+
+def _exit(result: CheckResult) -> str:
+    return "timed out" if result.timed_out else f"exit {result.exit_code}"
+
+
+def _log(repo: RunRepo, integration: Integration) -> Integration:
+    append_line(repo.run.queue_log, integration.model_dump_json())
+    return integration
+
+
+def commit_message(change: Change, task_title: str, reviewers: Sequence[str], checks: Sequence[CheckResult]) -> str:
+    """The landed commit's message: the task, the writer's summary, and the Orch-* trailers."""
+    title = " ".join((task_title or f"task {change.task}").split())
+    summary = change.summary.strip() or "(the writer gave no summary)"
+    trailers = [f"Orch-Task: {change.task}", f"Orch-Job: {change.job}"]
+    trailers.append(f"Orch-Writer-Agent: {change.agent or 'unknown'} (agent-{change.writer})")
+    trailers += [f"Orch-Reviewed-By: {' '.join(r.split())}" for r in reviewers] or ["Orch-Reviewed-By: none"]
+    trailers += [f"Orch-Checks: {_exit(r)}: {' '.join(r.command.split())}" for r in checks] or ["Orch-Checks: none"]
+    return f"{title[:72]}\n\n{summary}\n\n" + "\n".join(trailers) + "\n"
+
+
+def same_change(reviewed: bytes, rebased: bytes) -> bool:
+    """Whether a rebased patch makes the same edits as the reviewed one (line numbers and context aside)."""
+    return patch_id(reviewed) == patch_id(rebased)

@@ -1,0 +1,133 @@
+"""The changes of a run as the report shows them: a text matrix (`orch demo --changes`, `orch report`), and the
+report.md / report.html sections (each change's diffstat, checks and reviews)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
+
+from orch.lead.changes.records import ChangeRow
+from orch.lead.jobs import ChangeStage, ControllerState
+from orch.lead.landing import WRITING_ROLES
+from orch.text import shorten
+
+DETAIL_CHARS = 90
+
+
+def _status(row: ChangeRow) -> str:
+    return row.status.value + (f" ({row.reason.value})" if row.reason else "")
+
+
+def _checks(row: ChangeRow) -> str:
+    if not row.checks:
+        return "-"
+    passed = sum(1 for c in row.checks if c.passed)
+    return f"{passed}/{len(row.checks)} passed"
+
+
+def _reviews(row: ChangeRow) -> str:
+    return ", ".join(f"W{c.reviewer or '?'} {c.verdict}" for c in row.reviews) or "-"
+
+
+def changes_text(rows: Sequence[ChangeRow]) -> str:
+    """One line per writer task: task, writer, status, diffstat, checks, reviews, rebases."""
+    if not rows:
+        return ""
+    head = ("task", "writer", "status", "diffstat", "checks", "reviews", "rebases")
+    table = [head] + [
+        (
+            r.task,
+            f"W{r.writer} {r.agent or ''}".strip() if r.writer else "-",
+            _status(r),
+            r.diffstat or "-",
+            _checks(r),
+            _reviews(r),
+            str(r.rebases),
+        )
+        for r in rows
+    ]
+    widths = [max(len(line[i]) for line in table) for i in range(len(head))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in table]
+    details = [f"  {r.task}: {shorten(r.detail, DETAIL_CHARS)}" for r in rows if r.detail]
+    return "\n".join(lines + details)
+
+
+def changes_markdown(rows: Sequence[ChangeRow]) -> list[str]:
+    if not rows:
+        return []
+    out = ["", "## Changes", "", "| task | writer | status | diffstat | checks | reviews | rebases | commit |"]
+    out.append("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        writer = f"W{r.writer} {r.agent or ''}".strip() if r.writer else "-"
+        commit = f"`{r.commit[:12]}`" if r.commit else "-"
+        cells = (r.task, writer, _status(r), r.diffstat or "-", _checks(r), _reviews(r), str(r.rebases), commit)
+        out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    for r in rows:
+        out += ["", f"### {r.task}: {_status(r)}", ""]
+        if r.detail:
+            out.append(f"{r.detail}  ")
+        if r.files:
+            out.append("Files: " + ", ".join(f"`{f}`" for f in r.files) + "  ")
+        out += [f"- check `{c.command}`: exit {c.exit_code}{' (timed out)' if c.timed_out else ''}" for c in r.checks]
+        out += [
+            f"- review {c.job} by W{c.reviewer or '?'} ({c.agent or '?'}): {c.verdict}: {c.reason}" for c in r.reviews
+        ]
+        if r.job:
+            out.append(f"- the patch: `changes/{r.job}/patch.diff`")
+    return out
+
+
+def changes_html(rows: Sequence[ChangeRow]) -> list[str]:
+    if not rows:
+        return []
+    parts = [
+        "<h2>Changes</h2><table><tr><th>task</th><th>writer</th><th>status</th><th>diffstat</th><th>checks</th>"
+        "<th>reviews</th><th>rebases</th><th>commit</th></tr>"
+    ]
+    for r in rows:
+        writer = f"W{r.writer} {r.agent or ''}".strip() if r.writer else "-"
+        checks = "".join(
+            f"<li><code>{escape(c.command)}</code>: exit {c.exit_code}{' (timed out)' if c.timed_out else ''}</li>"
+            for c in r.checks
+        )
+        reviews = "".join(
+            f"<li class='{escape(c.verdict)}'>{escape(c.job)} W{c.reviewer or '?'} ({escape(c.agent or '?')}): "
+            f"{escape(c.verdict)}: {escape(c.reason)}</li>"
+            for c in r.reviews
+        )
+        detail = f"<br><span class='flag'>{escape(r.detail)}</span>" if r.detail else ""
+        patch = f" <a href='changes/{escape(r.job)}/patch.diff'>patch</a>" if r.job else ""
+        parts.append(
+            f"<tr><td>{escape(r.task)}</td><td>{escape(writer)}</td><td class='{escape(r.status.value)}'>"
+            f"{escape(_status(r))}{detail}</td><td>{escape(r.diffstat or '-')}{patch}</td><td><ul>{checks}</ul></td>"
+            f"<td><ul>{reviews}</ul></td><td>{r.rebases}</td>"
+            f"<td><code>{escape((r.commit or '-')[:12])}</code></td></tr>"
+        )
+    parts.append("</table>")
+    return parts
+
+
+# --- live: `orch status`, `orch watch` (from the controller's books, as changes move) --------------
+def live_lines(state: ControllerState) -> list[str]:
+    """One line per change the controller took, in the order taken: where it is now (its reviews while in
+    review, the queue's word once integrated), then the writer jobs still writing."""
+    out = []
+    for book in state.changes:
+        reviewed = book.reviewed or book.id
+        jobs = state.review_jobs(reviewed)
+        verdicts = {r.job: r.report.verdict.value for r in state.reviews if r.change == reviewed}
+        if book.stage is ChangeStage.REVIEW:
+            where = "review: " + (
+                ", ".join(f"{j.id} {verdicts.get(j.id) or j.status.value}" for j in jobs) or "opening"
+            )
+            if book.reviewed and book.reviewed != book.id:
+                where += f" (kept from {book.reviewed})"
+        else:
+            where = book.stage.value + (f": {shorten(book.reason, DETAIL_CHARS)}" if book.reason else "")
+        out.append(f"change {book.id} ({book.task}, W{book.writer}): {where}")
+    taken = {b.id for b in state.changes}
+    for job in state.jobs:
+        if job.role in WRITING_ROLES and job.id not in taken and not job.terminal:
+            again = f", rebase of {job.rebase_of}" if job.rebase_of else ""
+            out.append(f"change {job.id} ({job.task}, W{job.worker or '?'}): writing ({job.status.value}{again})")
+    return out

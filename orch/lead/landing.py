@@ -1,0 +1,186 @@
+"""How a change lands, as pure functions: who reviews it, what its gate and reviews add up to, when it goes
+back to its writer as a rebase job, and whether a rebased change needs its reviews again.
+
+Rules (a change counts only after the project's own checks passed and another worker tried to break it):
+- a change's reviewers are never its writer (nor the writer of a change it rebases); with
+  `prefer_other_agent`, one of another agent kind or model is chosen when the fleet has one (the job waits
+  for such a worker rather than taking a same-kind one), as for a finding's verifiers;
+- the gate decides first: a protected path edited without the task's leave is REJECTED (scope), a check
+  that passed on the base and fails on the change is REJECTED (checks); no reviewer is asked then;
+- reviews settle like verdicts (orch.lead.verification.settle, quorum `reviewers_per_change`): CONFIRMED is
+  an approval, anything else is REJECTED (review);
+- an approved change goes to the integration queue: LANDED, or (CONFLICT, CHECKS_FAILED) back to its
+  writer as a rebase job at the new head while it has rebases left (`max_rebases`), else CONFLICT / FAILED;
+- a rebased change whose patch, context lines aside, is the one reviewed keeps its reviews; else it is
+  reviewed again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from enum import StrEnum
+
+from orch.lead.jobs import ChangeBook, ChangeStage, ControllerState, FindingStatus, Job, JobStatus
+from orch.lead.spec import FleetSpec, Role
+from orch.lead.verification import settle
+
+WRITING_ROLES = (Role.WRITER, Role.FIXER, Role.SCRIBE)
+"""Roles whose jobs change the tree: each works in its own worktree and its change goes through the gate."""
+
+
+# --- who reviews -------------------------------------------------------------------------------
+def writers_of(state: ControllerState, change: str) -> set[int]:
+    """The workers who wrote this change or a change it rebases: none of them reviews it."""
+    out: set[int] = set()
+    current: str | None = change
+    while current is not None:
+        book = state.change(current)
+        out.add(book.writer)
+        current = book.rebase_of
+    return out
+
+
+def review_eligible(state: ControllerState, job: Job, alive: Collection[int]) -> list[int]:
+    """Workers allowed to take review `job`: alive, not a writer of the change, not already reviewing it."""
+    assert job.change is not None
+    writers = writers_of(state, job.change)
+    on_it = {
+        j.worker
+        for j in state.review_jobs(job.change)
+        if j.id != job.id and j.worker is not None and j.status is not JobStatus.CANCELLED
+    }
+    return [n for n in sorted(alive) if n not in writers and n not in on_it]
+
+
+def choose_reviewer(
+    state: ControllerState, spec: FleetSpec, job: Job, alive: Collection[int], free: Collection[int]
+) -> int | None:
+    """The worker for review `job` now, or None (wait). Never a writer of the change; another kind preferred."""
+    assert job.change is not None
+    candidates = review_eligible(state, job, alive)
+    if not candidates:
+        return None
+    kinds = spec.kinds()
+    writer = kinds.get(state.change(job.change).writer)
+
+    def same_kind(n: int) -> int:
+        return int(spec.verification.prefer_other_agent and kinds.get(n) == writer)
+
+    best = min(same_kind(n) for n in candidates)
+    ready = [n for n in candidates if n in free and same_kind(n) == best]
+    if not ready:
+        return None
+    load = {n: sum(1 for j in state.jobs if j.worker == n) for n in ready}
+    return min(ready, key=lambda n: (load[n], n))
+
+
+def review_job_id(change: str, slot: int) -> str:
+    return f"{change}.v{slot}"
+
+
+def new_review_jobs(state: ControllerState, change: str, count: int) -> list[Job]:
+    taken = {j.id for j in state.jobs}
+    jobs: list[Job] = []
+    slot = 1
+    while len(jobs) < count:
+        candidate = review_job_id(change, slot)
+        if candidate not in taken:
+            jobs.append(Job(id=candidate, role=Role.REVIEWER, change=change, round=2))
+        slot += 1
+    return jobs
+
+
+# --- what the gate and the reviews add up to ---------------------------------------------------
+def gate(scope: list[str], checks_ok: bool) -> str | None:
+    """Why the gate refuses a change before any review (`scope: ...`, `checks: ...`), or None."""
+    if scope:
+        return "scope: " + "; ".join(scope)
+    if not checks_ok:
+        return "checks: a check that passed on the base fails with this change"
+    return None
+
+
+def review_status(state: ControllerState, spec: FleetSpec, change: ChangeBook) -> FindingStatus:
+    """PENDING while a review job of the change its reviews count for is open; else what they settle to."""
+    reviewed = change.reviewed or change.id
+    jobs = state.review_jobs(reviewed)
+    if not jobs or any(not j.terminal for j in jobs):
+        return FindingStatus.PENDING
+    votes = (r.report.verdict for r in state.reviews if r.change == reviewed)
+    return settle(votes, spec.changes.reviewers_per_change)
+
+
+class Next(StrEnum):
+    """What to do with a change in review (`next_step`)."""
+
+    WAIT = "wait"
+    REVIEW = "review"
+    """Open its review jobs."""
+    REJECT = "reject"
+    INTEGRATE = "integrate"
+
+
+def next_step(state: ControllerState, spec: FleetSpec, change: ChangeBook) -> Next:
+    if change.stage is not ChangeStage.REVIEW:
+        return Next.WAIT
+    if gate(change.scope, change.checks_ok) is not None:
+        return Next.REJECT
+    if spec.changes.reviewers_per_change == 0:
+        return Next.INTEGRATE
+    reviewed = change.reviewed or change.id
+    if not state.review_jobs(reviewed):
+        return Next.REVIEW
+    status = review_status(state, spec, change)
+    if status is FindingStatus.PENDING:
+        return Next.WAIT
+    return Next.INTEGRATE if status is FindingStatus.CONFIRMED else Next.REJECT
+
+
+def reviewed_by(state: ControllerState, rebase_of: str | None, fingerprint_: str) -> str | None:
+    """The change whose reviews a rebased change keeps: the one it rebases, when their patches match but for
+    context (and that one's reviews were its own or inherited in turn); else None: review it again."""
+    if rebase_of is None:
+        return None
+    earlier = state.change(rebase_of)
+    if earlier.fingerprint != fingerprint_:
+        return None
+    return earlier.reviewed or earlier.id
+
+
+@dataclass(frozen=True)
+class AfterQueue:
+    """What an integration result means for a change: its stage, and whether its writer gets a rebase job."""
+
+    stage: ChangeStage
+    rebase: bool
+
+
+def after_queue(result: str, rebases: int, max_rebases: int) -> AfterQueue:
+    """`result`: the queue's LANDED, CONFLICT or CHECKS_FAILED. A change that no longer applies or breaks a
+    check once integrated goes back to its writer while it has rebases left."""
+    if result == "LANDED":
+        return AfterQueue(ChangeStage.LANDED, rebase=False)
+    if rebases < max_rebases:
+        return AfterQueue(ChangeStage.REBASING, rebase=True)
+    return AfterQueue(ChangeStage.CONFLICT if result == "CONFLICT" else ChangeStage.FAILED, rebase=False)
+
+
+def rebase_job_id(task: str, attempt: int) -> str:
+    return f"{task}.r{attempt}"
+
+
+# --- the run's outcome -------------------------------------------------------------------------
+def unlanded(state: ControllerState) -> dict[str, str]:
+    """Writer tasks whose writing ended without a landed change: task -> the last change's status and why."""
+    out: dict[str, str] = {}
+    tasks = {j.task for j in state.jobs if j.role in WRITING_ROLES and j.task is not None and j.rebase_of is None}
+    for task in sorted(tasks):
+        mine = [c for c in state.changes if c.task == task]
+        if any(c.stage is ChangeStage.LANDED for c in mine):
+            continue
+        if not mine:
+            continue  # its job failed: the outcome says so already
+        last = mine[-1]
+        out[task] = f"{last.stage.value}" + (f" ({last.reason})" if last.reason else "")
+    return out

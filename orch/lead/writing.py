@@ -1,0 +1,363 @@
+"""The controller's part for changes: writers in their own worktrees, the gate, reviewers, the queue.
+
+- Before a writer (writer, fixer, scribe) job's brief: a fresh worktree at the integration head in the
+  worker's `worktrees_dir(n)`, and the worker's agent restarted there (a new session), so its model sees the
+  worktree as its workdir. A review job gets a checkout of base + patch made by the controller, which the
+  reviewer only reads, and its agent is moved there the same way; every other job moves it back.
+- At a writer's done flag: the controller takes the change from a snapshot of the worktree
+  (orch.lead.changes.take), runs the gate (checks, scope) and opens the review jobs.
+- When the reviews settle (orch.lead.landing): approved changes go through the integration queue; CONFLICT
+  and CHECKS_FAILED go back to the writer as a rebase job while it has rebases left.
+
+What to do is decided in orch.lead.landing; this module does it and logs each step as an event.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from orch.fleet import launch
+from orch.lead import landing
+from orch.lead.changes import gate, outcome, queue, take
+from orch.lead.changes.records import (
+    Change,
+    ChangeRow,
+    ChangeStatus,
+    CheckResult,
+    ChecksRecord,
+    Integration,
+    RejectReason,
+    ReviewCell,
+)
+from orch.lead.changes.repo import RunRepo
+from orch.lead.desk import Part
+from orch.lead.findings import CommandEvidence, Problem, ProblemKind, RanCommand, Verdict, VerdictReport
+from orch.lead.jobs import AcceptedReview, ChangeBook, ChangeStage, Job, JobStatus
+from orch.lead.landing import Next
+from orch.run.events import Event
+from orch.run.folder import UnsafeOutput, read_worker_file
+from orch.run.records import Isolation
+from orch.run.uids import worker_uid
+
+SUMMARY_CHARS = 4000
+
+
+class Writing(Part):
+    # --- before a brief ------------------------------------------------------------------------
+    def workdir_for(self, job: Job, n: int) -> Path:
+        """Where `job` works: a writer's fresh worktree at the integration head, a reviewer's checkout of
+        the change (both made here, once per job), else the run's workdir."""
+        if job.workdir is not None:
+            return Path(job.workdir)
+        if job.role in landing.WRITING_ROLES:
+            repo = RunRepo.open(self.run)
+            head = repo.head()
+            root = self.worktree(job, n)
+            if self.desk.info.isolation is Isolation.STRICT:
+                repo.checkout(head, root, owner=worker_uid(n))  # worker n's own files, and only worker n's
+            else:
+                shutil.rmtree(root, ignore_errors=True)
+                root.mkdir(parents=True)
+                repo.checkout(head, root)
+            where = root / repo.subdir
+            job.workdir, job.base = str(where), head
+            self.desk.save()
+            self.desk.event(Event.WORKTREE_MADE, n, job=job.id, base=head, path=str(where))
+            return where
+        if job.change is not None:
+            repo = RunRepo.open(self.run)
+            root = self.run.change_dir(job.change) / "reviews" / f"{job.id}.tree"
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir(parents=True)
+            tree = take.load_change(repo, job.change).tree
+            assert tree is not None  # an empty or refused change is never reviewed
+            repo.checkout(tree, root)  # the snapshot's tree: base + patch
+            _read_only(root)
+            where = root / repo.subdir
+            job.workdir = str(where)
+            self.desk.save()
+            return where
+        return self.desk.workdir
+
+    def worktree(self, job: Job, n: int) -> Path:
+        """The root of writer job `job`'s worktree (its workdir is the run's subdir in it)."""
+        return self.run.worktrees_dir(n) / job.id
+
+    def move(self, job: Job, n: int) -> None:
+        """Restart worker n's agent in the job's workdir (a new session) when it is somewhere else."""
+        where = self.workdir_for(job, n)
+        book = self.state.book(n)
+        if (book.cwd or str(self.desk.workdir)) == str(where):
+            return
+        book.restarted_at = time.time()
+        launch.restart(self.run, n, None, self.spec.timeouts.boot, workdir=where, fresh=True)
+        book.cwd = None if where == self.desk.workdir else str(where)
+        self.desk.save()
+        self.desk.event(Event.WORKER_MOVED, n, job=job.id, workdir=str(where))
+
+    # --- a writer's done -----------------------------------------------------------------------
+    def take(self, job: Job, n: int) -> None:
+        """Take the change of accepted writer job `job` and put it through the gate."""
+        assert job.task is not None and job.workdir is not None and job.base is not None
+        repo = RunRepo.open(self.run)
+        limits = self.spec.changes
+        change = take.take_change(
+            repo,
+            self.worktree(job, n),
+            job.base,
+            job.id,
+            self._summary(job),
+            task=job.task,
+            writer=n,
+            agent=self.spec.kinds()[n][0],
+            max_file_bytes=limits.max_file_bytes,
+            max_files=limits.max_files,
+        )
+        checks_ok = True
+        if not change.refused and not change.empty and self.spec.checks:
+            record = gate.gate_checks(
+                repo,
+                change,
+                self.spec.checks,
+                self.baseline(),
+                timeout=limits.check_timeout,
+                output_bytes=limits.check_output_bytes,
+            )
+            checks_ok = not record.regressions
+        scope = gate.scope_violations(change, self.spec.protected(), self._allowed(job.task), repo.subdir)
+        # A process the writer left behind could change the tree after the snapshot (which the change is taken
+        # from, so it cannot alter this change): the attempt itself keeps the change out.
+        strays = launch.stray_processes(self.run, n, self.desk.panes.get(n))
+        if strays:
+            scope.append(f"{len(strays)} process(es) left running after the done flag: " + ", ".join(strays.values()))
+        earlier = self.state.change(job.rebase_of) if job.rebase_of else None
+        book = ChangeBook(
+            id=job.id,
+            task=job.task,
+            writer=n,
+            base=job.base,
+            rebase_of=job.rebase_of,
+            rebases=earlier.rebases + 1 if earlier else 0,
+            fingerprint=change.patch_id or "",
+            checks_ok=checks_ok,
+            scope=scope,
+        )
+        book.reviewed = landing.reviewed_by(self.state, job.rebase_of, book.fingerprint) if book.fingerprint else None
+        if change.empty and not change.refused:
+            book.stage, book.reason = ChangeStage.FAILED, "the worktree has no change"
+        self.state.changes.append(book)
+        self.desk.save()
+        self.write_row(book)
+        self.desk.event(
+            Event.CHANGE_TAKEN,
+            n,
+            job=job.id,
+            task=job.task,
+            diffstat=change.diffstat,
+            files=change.files,
+            checks_ok=checks_ok,
+            scope=scope,
+            kept_reviews=book.reviewed,
+        )
+        self.advance(book.id)
+
+    def baseline(self) -> list[CheckResult]:
+        """The checks' results on the base (base.checks.json, made before the run or at the controller's start)."""
+        try:
+            return ChecksRecord.model_validate_json(self.run.base_checks.read_text()).results
+        except (OSError, ValueError):
+            return []
+
+    def _summary(self, job: Job) -> str:
+        path = self.run.job_result(job.id)
+        try:
+            return read_worker_file(path).decode(errors="replace")[:SUMMARY_CHARS]
+        except (FileNotFoundError, UnsafeOutput, OSError):
+            return ""
+
+    def _allowed(self, task: str) -> list[str]:
+        return list(self.desk.tasks[task].allow)
+
+    # --- reviews -------------------------------------------------------------------------------
+    def review_problems(self, report: VerdictReport, commands: list[RanCommand]) -> list[Problem]:
+        """Beyond a verdict's own checks: an approval must cite a command the reviewer ran (in the ledger)."""
+        ran = [ev for ev in report.evidence if isinstance(ev, CommandEvidence)]
+        if report.verdict is Verdict.CONFIRMED and (not ran or not commands):
+            detail = (
+                "an approval needs a command you ran on this change during the job (a test, the changed code on "
+                "an input), cited with its exit code"
+            )
+            return [Problem(kind=ProblemKind.NO_EVIDENCE, detail=detail)]
+        return []
+
+    def accept_review(self, job: Job, n: int, report: VerdictReport) -> None:
+        assert job.change is not None
+        self.state.reviews.append(AcceptedReview(job=job.id, change=job.change, reviewer=n, report=report))
+        self.desk.save()
+        self.desk.event(Event.REVIEW_ACCEPTED, n, job=job.id, change=job.change, verdict=report.verdict.value)
+
+    def advance(self, change_id: str) -> None:
+        """Move a change on as far as its gate, reviews and the queue allow (idempotent: a resumed controller
+        calls it for every change)."""
+        book = self.state.change(change_id)
+        for other in self.state.changes:  # changes that keep this one's reviews move with it
+            if other.reviewed == change_id and other.id != change_id:
+                self._step(other)
+        self._step(book)
+
+    def _step(self, book: ChangeBook) -> None:
+        step = landing.next_step(self.state, self.spec, book)
+        if step is Next.WAIT:
+            return
+        if step is Next.REVIEW:
+            new = landing.new_review_jobs(self.state, book.id, self.spec.changes.reviewers_per_change)
+            self.state.jobs += new
+            self.desk.save()
+            self.desk.event(Event.REVIEW_OPENED, book.writer, change=book.id, jobs=[j.id for j in new])
+            return
+        if step is Next.REJECT:
+            why = landing.gate(book.scope, book.checks_ok) or "review: " + self._review_reasons(book)
+            self._end(book, ChangeStage.REJECTED, why)
+            return
+        self.integrate(book)
+
+    def _review_reasons(self, book: ChangeBook) -> str:
+        reviewed = book.reviewed or book.id
+        said = [f"{r.report.verdict.value}: {r.report.reason}" for r in self.state.reviews if r.change == reviewed]
+        return "; ".join(said) or "no valid review"
+
+    # --- the queue -----------------------------------------------------------------------------
+    def integrate(self, book: ChangeBook) -> None:
+        repo = RunRepo.open(self.run)
+        change = take.load_change(repo, book.id)
+        limits = self.spec.changes
+        task = self.desk.tasks[book.task]
+        result: Integration = queue.integrate(
+            repo,
+            change,
+            self.spec.checks,
+            self.baseline(),
+            reviewers=self._reviewers(book),
+            task_title=task.title or task.goal.splitlines()[0],
+            timeout=limits.check_timeout,
+            output_bytes=limits.check_output_bytes,
+        )
+        after = landing.after_queue(result.result.value, book.rebases, self.spec.changes.max_rebases)
+        self.desk.event(
+            Event.CHANGE_INTEGRATED, book.writer, change=book.id, result=result.result.value, detail=result.detail
+        )
+        if after.stage is ChangeStage.LANDED:
+            book.commit = result.commit
+        self._end(book, after.stage, result.detail or None)
+        if after.rebase:
+            job = Job(
+                id=landing.rebase_job_id(book.task, book.rebases + 1),
+                role=self.desk.tasks[book.task].role,
+                task=book.task,
+                pin=book.writer,
+                rebase_of=book.id,
+            )
+            self.state.jobs.append(job)
+            self.desk.save()
+            self.desk.event(Event.REBASE_OPENED, book.writer, change=book.id, job=job.id, why=result.result.value)
+
+    def _reviewers(self, book: ChangeBook) -> list[str]:
+        """Who approved it, as `agent-2 (codex)`."""
+        reviewed = book.reviewed or book.id
+        kinds = self.spec.kinds()
+        return [
+            f"agent-{r.reviewer} ({kinds[r.reviewer][0]})"
+            for r in self.state.reviews
+            if r.change == reviewed and r.report.verdict is Verdict.CONFIRMED
+        ]
+
+    def _end(self, book: ChangeBook, stage: ChangeStage, reason: str | None) -> None:
+        book.stage, book.reason = stage, reason
+        self.desk.save()
+        self.write_row(book)
+        self.desk.event(
+            Event.CHANGE_ENDED, book.writer, change=book.id, task=book.task, status=stage.value, reason=reason
+        )
+
+    def rebase_note(self, job: Job) -> str:
+        """What a rebase job's brief adds: why the earlier change came back."""
+        assert job.rebase_of is not None
+        earlier = self.state.change(job.rebase_of)
+        return (
+            f"\n## This is a rebase of change {earlier.id}\n"
+            f"Your earlier change for this task could not be integrated ({earlier.reason or 'conflict'}). "
+            f"Its patch is `{self.run.change_dir(earlier.id) / 'patch.diff'}`. The worktree above is fresh, at the "
+            "new integration head: make the change again on top of it.\n"
+        )
+
+    def write_row(self, book: ChangeBook) -> None:
+        """report.json's row for the change's task, as it stands now (orch.lead.changes.outcome)."""
+        if book.stage is ChangeStage.REBASING:
+            return  # the rebase job's change carries the task on
+        repo = RunRepo.open(self.run)
+        try:
+            change: Change | None = take.load_change(repo, book.id)
+        except (OSError, ValueError):
+            change = None
+        try:
+            checks = ChecksRecord.model_validate_json((self.run.change_dir(book.id) / "checks.json").read_text())
+            results = checks.results
+        except (OSError, ValueError):
+            results = []
+        kinds = self.spec.kinds()
+        reviewed = book.reviewed or book.id
+        cells = [
+            ReviewCell(
+                job=r.job,
+                reviewer=r.reviewer,
+                agent=kinds[r.reviewer][0],
+                verdict=r.report.verdict.value,
+                reason=r.report.reason,
+            )
+            for r in self.state.reviews
+            if r.change == reviewed
+        ]
+        cells += [
+            ReviewCell(job=j.id, reviewer=j.worker, verdict="REFUSED", reason=j.failure or "")
+            for j in self.state.review_jobs(reviewed)
+            if j.status is JobStatus.FAILED
+        ]
+        status, reason = ROW_STATUS[book.stage], None
+        if book.stage is ChangeStage.REJECTED and book.reason:
+            reason = RejectReason(book.reason.split(":", 1)[0])
+        row = ChangeRow(
+            task=book.task,
+            writer=book.writer,
+            agent=kinds[book.writer][0],
+            job=book.id,
+            status=status,
+            reason=reason,
+            detail=book.reason or "",
+            diffstat=change.diffstat if change else "",
+            files=change.files if change else [],
+            checks=results,
+            reviews=cells,
+            rebases=book.rebases,
+            commit=book.commit,
+        )
+        outcome.write_row(self.run, row)
+
+
+ROW_STATUS = {
+    ChangeStage.REVIEW: ChangeStatus.FAILED,  # not landed (yet): a run that ends here did not land it
+    ChangeStage.LANDED: ChangeStatus.LANDED,
+    ChangeStage.REJECTED: ChangeStatus.REJECTED,
+    ChangeStage.CONFLICT: ChangeStatus.CONFLICT,
+    ChangeStage.FAILED: ChangeStatus.FAILED,
+    ChangeStage.REBASING: ChangeStatus.CONFLICT,
+}
+
+
+def _read_only(tree: Path) -> None:
+    """A reviewer's checkout: nobody writes it (the controller made it; the reviewer only reads)."""
+    for path in [tree, *tree.rglob("*")]:
+        if path.is_symlink():
+            continue
+        path.chmod(0o555 if path.is_dir() else 0o444)

@@ -1,0 +1,183 @@
+"""The changes flow end to end on a real tmux server with orch's scripted agent (fast tier): writers in their own
+worktrees, the gate, reviewers, the integration queue, rebases, and hostile writers and reviewers.
+
+The scripted agent runs the `$ ` lines of its brief in its cwd: the role templates below turn each task's goal
+into those lines, so a writer's lines run in the worktree the controller started it in, a reviewer's in its
+read-only checkout of base + patch. The scripted agent calls no model, so the gateway's ledger holds none of its
+commands: an honest approval cannot be shown here (the real agents' demo test does), so the tests of the gate and
+the queue run with `reviewers_per_change: 0`, and the lazy reviewer's test shows the refusal.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from orch.lead.changes.records import ChangeStatus
+from orch.lead.demo import DEMO_AUTHOR, prepare_changes
+from orch.lead.jobs import ChangeStage, load_state
+from orch.run.events import Event
+from orch.run.folder import RunFolder
+from tests.helpers import diagnose, orch
+
+SAMPLE = Path(__file__).parents[2] / "orch" / "data" / "demo" / "changes" / "sample"
+CHECK = "python3 -B test_calc.py"
+MEAN_FIX = "$ sed -i 's|return sum(values) / len(values)|return sum(values) / len(values) if values else 0.0|' calc.py"
+NOTE = "$ sed -i '/return sum(values)/ s|$|  # the arithmetic mean|' calc.py"
+CLAMP = "$ sed -i 's|return max(low, min(x, high))|return min(max(x, low), high)|' calc.py"
+
+WRITER = """\
+Job {{job_id}} in {{workdir}}.
+{{goal}}
+$ echo "{{title}}: done" > {{result_file}}
+$ touch {{done_file}}
+"""
+
+
+def _verdict(verdict: str, evidence: str) -> str:
+    body = (
+        '{"job": "{{job}}", "finding": "{{change_id}}", "verdict": "' + verdict + '", "reason": "checked", '
+        '"evidence": [' + evidence + "]}"
+    )
+    return f"$ echo '{body}' > {{{{verdict_file}}}}"
+
+
+LAZY_REVIEW = f"""\
+Review {{{{change_id}}}}: approved without running anything.
+{_verdict("CONFIRMED", '{"file": "calc.py", "line": 1, "quote": "A tiny calculator"}')}
+$ echo reviewed > {{{{result_file}}}}
+$ touch {{{{done_file}}}}
+"""
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """The user's repository: the demo's tiny calculator, one commit."""
+    work = tmp_path / "repo"
+    shutil.copytree(SAMPLE, work)
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], [*DEMO_AUTHOR, "commit", "-q", "-m", "calc"]):
+        subprocess.run(["git", *args], cwd=work, check=True, capture_output=True)
+    return work
+
+
+def _run(
+    repo: Path, name: str, tasks: list[dict[str, Any]], reviewer: str = LAZY_REVIEW, reviewers: int = 0
+) -> RunFolder:
+    spec = {
+        "workdir": str(repo),
+        "agent": "scripted",
+        "workers": 3,
+        "checks": [CHECK],
+        "roles": {"writer": {"template": WRITER}, "reviewer": {"template": LAZY_REVIEW}},
+        "tasks": tasks,
+        "timeouts": {"boot": 30, "job": 60, "run": 240},
+        "limits": {"nudge_after": 5, "max_nudges": 1, "max_corrections": 1},
+        "changes": {"reviewers_per_change": reviewers},
+    }
+    path = repo.parent / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout
+    result = orch("run", path, "--local", "--name", name)
+    run = RunFolder.for_name(name)
+    assert result.exit_code in (0, 4), result.output + diagnose(run)
+    # The user's repository is only read.
+    assert subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout == head
+    assert subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True).stdout == ""
+    return run
+
+
+def _rows(run: RunFolder) -> dict[str, dict[str, Any]]:
+    report = json.loads(run.report_json.read_text())
+    return {row["task"]: row for row in report["changes"]}
+
+
+def _events(run: RunFolder, name: Event) -> list[dict[str, Any]]:
+    lines = [json.loads(line) for line in run.events.read_text().splitlines() if line.strip()]
+    return [e for e in lines if e["event"] == name.value]
+
+
+def test_honest_lands_scope_and_leftover_process_are_refused(repo: Path) -> None:
+    """Three writers at once: the honest fix lands; the
+    test-editing "fix" is REJECTED (scope) with no review asked; the writer that leaves a process to edit its
+    worktree after its done flag is REJECTED, and its change was taken from the snapshot (no late edit in it)."""
+    lurker = f"{CLAMP}\n$ (sleep 2; echo 'evil = 1' >> calc.py) </dev/null >/dev/null 2>&1 &"
+    run = _run(
+        repo,
+        "chg-hostile",
+        [
+            {"id": "mean", "role": "writer", "goal": MEAN_FIX, "worker": 1},
+            {"id": "cheat", "role": "writer", "goal": "$ sed -i '/clamp(-1, 0, 3)/d' test_calc.py", "worker": 2},
+            {"id": "lurk", "role": "writer", "goal": lurker, "worker": 3},
+        ],
+    )
+    rows = _rows(run)
+    assert rows["mean"]["status"] == ChangeStatus.LANDED, rows
+    assert rows["cheat"]["status"] == ChangeStatus.REJECTED and rows["cheat"]["reason"] == "scope"
+    assert "test_calc.py" in rows["cheat"]["detail"] and not rows["cheat"]["reviews"]
+    assert rows["lurk"]["status"] == ChangeStatus.REJECTED and "process" in rows["lurk"]["detail"]
+    assert "evil" not in (run.change_dir("lurk") / "patch.diff").read_text()
+    # Each writer worked in its own worktree, its agent started there.
+    moved = {e["worker"]: e["data"]["workdir"] for e in _events(run, Event.WORKER_MOVED) if e["data"]["job"] in rows}
+    assert moved == {n: str(run.worktrees_dir(n) / job) for n, job in ((1, "mean"), (2, "cheat"), (3, "lurk"))}
+    assert json.loads(run.report_json.read_text())["exit_code"] == 4  # two writer tasks did not land
+    landed = subprocess.run(
+        ["git", "--git-dir", str(run.repo_dir), "show", f"orch/{run.name}:calc.py"], capture_output=True, text=True
+    ).stdout
+    assert "if values else 0.0" in landed and "evil" not in landed and "min(max(" not in landed
+    assert "## Changes" in run.report_md.read_text()
+
+
+def test_a_reviewer_that_ran_nothing_is_refused(repo: Path) -> None:
+    """An approval citing no command it ran: refused (told once), then the review job fails and the change is
+    REJECTED for review; the attempt is in the report."""
+    run = _run(repo, "chg-lazy", [{"id": "mean", "role": "writer", "goal": MEAN_FIX, "worker": 1}], reviewers=1)
+    row = _rows(run)["mean"]
+    assert row["status"] == ChangeStatus.REJECTED and row["reason"] == "review", row
+    assert any(cell["verdict"] == "REFUSED" for cell in row["reviews"])
+    problems = [p for e in _events(run, Event.OUTPUT_REJECTED) for p in e["data"]["problems"]]
+    assert any("approval needs a command" in p["detail"] for p in problems)
+
+
+def test_two_changes_to_one_line_land_one_after_the_other(repo: Path) -> None:
+    """The second to reach the queue conflicts, goes back to its writer as a rebase job at the new head (a fresh
+    worktree) and lands; exit 0."""
+    run = _run(
+        repo,
+        "chg-rebase",
+        [
+            {"id": "mean", "role": "writer", "goal": MEAN_FIX, "worker": 1},
+            {"id": "note", "role": "writer", "goal": NOTE, "worker": 2},
+        ],
+    )
+    rows = _rows(run)
+    assert {t: r["status"] for t, r in rows.items()} == {"mean": "LANDED", "note": "LANDED"}, rows
+    assert sorted(r["rebases"] for r in rows.values()) == [0, 1]
+    state = load_state(run)
+    rebased = next(c for c in state.changes if c.rebase_of is not None)
+    assert rebased.stage is ChangeStage.LANDED
+    assert any(e["data"]["workdir"].endswith(rebased.id) for e in _events(run, Event.WORKER_MOVED))
+    assert json.loads(run.report_json.read_text())["exit_code"] == 0
+    landed = subprocess.run(
+        ["git", "--git-dir", str(run.repo_dir), "show", f"orch/{run.name}:calc.py"], capture_output=True, text=True
+    ).stdout
+    assert "if values else 0.0  # the arithmetic mean" in landed
+
+
+def test_demo_changes_and_mixed_are_two_demos() -> None:
+    result = orch("demo", "--changes", "--mixed")
+    assert result.exit_code == 2 and "two different demos" in result.output
+
+
+def test_demo_changes_workdir_is_a_fresh_git_repository() -> None:
+    """The demo's workdir: the calculator committed once, clean (a run with writers starts from its HEAD)."""
+    spec, _ = prepare_changes("chg-prep")
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=spec.workdir, capture_output=True, text=True)
+    assert status.returncode == 0 and status.stdout == ""
+    assert [t.id for t in spec.tasks] == ["mean", "cheat", "note"] and spec.checks == [CHECK]
+    assert {kind for kind, _ in spec.kinds().values()} == {"claude", "codex"}

@@ -1,0 +1,201 @@
+"""orch.lead.landing and the changes rules of orch.lead.decisions: who reviews a change, what its gate and
+reviews add up to, rebases, and the run's exit code with writers (tables, no I/O)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orch.lead import decisions, landing
+from orch.lead.changebriefs import first_added_line
+from orch.lead.changes.records import ChangeRow, ChangeStatus, RejectReason, ReviewCell
+from orch.lead.changesreport import changes_text, live_lines
+from orch.lead.findings import CommandEvidence, Verdict, VerdictReport
+from orch.lead.jobs import AcceptedReview, ChangeBook, ChangeStage, ControllerState, Job, JobStatus, WorkerBook
+from orch.lead.landing import Next
+from orch.lead.spec import FleetSpec, Role
+from orch.lead.specload import parse_spec
+from orch.run.records import Backend, Isolation
+
+MIXED = "workdir: .\nagents:\n  - {agent: claude, workers: 2}\n  - {agent: codex, workers: 1}\n"
+TASKS = "tasks:\n  - {id: fix, role: writer, goal: fix it}\n"
+
+
+def _spec(tmp_path: Path, extra: str = "") -> FleetSpec:
+    return parse_spec(MIXED + TASKS + extra, "f.yaml", tmp_path)
+
+
+def _state(writer: int = 1, workers: int = 3) -> ControllerState:
+    state = ControllerState(run="r", workers=[WorkerBook(n=n, agent="claude") for n in range(1, workers + 1)])
+    state.jobs.append(Job(id="fix", role=Role.WRITER, task="fix", worker=writer, status=JobStatus.DONE))
+    state.changes.append(ChangeBook(id="fix", task="fix", writer=writer, base="b0", fingerprint="p1"))
+    return state
+
+
+def _review(state: ControllerState, job: Job, verdict: Verdict) -> None:
+    assert job.worker is not None and job.change is not None
+    job.status = JobStatus.DONE
+    report = VerdictReport(
+        job=job.id,
+        finding=job.change,
+        verdict=verdict,
+        reason="r",
+        evidence=[CommandEvidence(command="t", exit_code=0)],
+    )
+    state.reviews.append(AcceptedReview(job=job.id, change=job.change, reviewer=job.worker, report=report))
+
+
+# --- who reviews -------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("free", "alive", "chosen"),
+    [
+        ([1, 2, 3], [1, 2, 3], 3),  # the Codex worker: another kind than the Claude writer
+        ([1, 2], [1, 2, 3], None),  # waits for the other kind rather than take worker 2
+        ([1], [1, 2, 3], None),  # the writer alone is free: nobody
+        ([1, 2], [1, 2], 2),  # worker 3 is out: the same kind will do, never the writer
+    ],
+)
+def test_reviewer_choice(tmp_path: Path, free: list[int], alive: list[int], chosen: int | None) -> None:
+    spec, state = _spec(tmp_path), _state(writer=1)
+    (job,) = landing.new_review_jobs(state, "fix", 1)
+    state.jobs.append(job)
+    assert landing.choose_reviewer(state, spec, job, alive, free) == chosen
+    assert decisions.pick(state, spec, job, free, alive).worker == chosen
+
+
+def test_a_rebased_change_is_never_reviewed_by_any_of_its_writers(tmp_path: Path) -> None:
+    spec, state = _spec(tmp_path), _state(writer=3)
+    state.changes.append(ChangeBook(id="fix.r1", task="fix", writer=2, base="b1", rebase_of="fix", rebases=1))
+    (job,) = landing.new_review_jobs(state, "fix.r1", 1)
+    state.jobs.append(job)
+    assert landing.review_eligible(state, job, [1, 2, 3]) == [1]
+    assert decisions.pick(state, spec, job, [2, 3], [2, 3]).fail is not None  # nobody left may review it
+
+
+# --- the gate, the reviews, the queue ----------------------------------------------------------
+@pytest.mark.parametrize(
+    ("scope", "checks_ok", "verdicts", "step"),
+    [
+        (["tests/test_calc.py"], True, None, Next.REJECT),  # scope first, no review asked
+        ([], False, None, Next.REJECT),  # a regressed check
+        ([], True, None, Next.REVIEW),  # the gate passed: open its reviews
+        ([], True, [], Next.WAIT),  # a review is running
+        ([], True, [Verdict.CONFIRMED], Next.INTEGRATE),
+        ([], True, [Verdict.REFUTED], Next.REJECT),
+        ([], True, [Verdict.UNVERIFIABLE], Next.REJECT),
+    ],
+)
+def test_landing_rule(
+    tmp_path: Path, scope: list[str], checks_ok: bool, verdicts: list[Verdict] | None, step: Next
+) -> None:
+    spec, state = _spec(tmp_path), _state()
+    book = state.change("fix")
+    book.scope, book.checks_ok = scope, checks_ok
+    if verdicts is not None:
+        (job,) = landing.new_review_jobs(state, "fix", 1)
+        job.worker, job.status = 3, JobStatus.RUNNING
+        state.jobs.append(job)
+        for v in verdicts:
+            _review(state, job, v)
+    assert landing.next_step(state, spec, book) is step
+
+
+def test_no_reviewers_asked_integrates_after_the_gate(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, "changes: {reviewers_per_change: 0}\n")
+    assert landing.next_step(spec=spec, state=_state(), change=_state().change("fix")) is Next.INTEGRATE
+
+
+def test_a_failed_review_job_rejects_the_change(tmp_path: Path) -> None:
+    spec, state = _spec(tmp_path), _state()
+    (job,) = landing.new_review_jobs(state, "fix", 1)
+    job.worker, job.status = 3, JobStatus.FAILED  # e.g. its approval cited nothing it ran
+    state.jobs.append(job)
+    assert landing.next_step(state, spec, state.change("fix")) is Next.REJECT
+
+
+@pytest.mark.parametrize(
+    ("result", "rebases", "stage", "rebase"),
+    [
+        ("LANDED", 0, ChangeStage.LANDED, False),
+        ("CONFLICT", 0, ChangeStage.REBASING, True),
+        ("CHECKS_FAILED", 1, ChangeStage.REBASING, True),
+        ("CONFLICT", 2, ChangeStage.CONFLICT, False),  # max_rebases 2 used up
+        ("CHECKS_FAILED", 2, ChangeStage.FAILED, False),
+    ],
+)
+def test_rebase_rule(result: str, rebases: int, stage: ChangeStage, rebase: bool) -> None:
+    assert landing.after_queue(result, rebases, 2) == landing.AfterQueue(stage, rebase)
+
+
+@pytest.mark.parametrize(("fingerprint", "kept"), [("p1", "fix"), ("p2", None)])
+def test_a_rebase_keeps_its_reviews_only_when_the_patch_is_the_same(fingerprint: str, kept: str | None) -> None:
+    state = _state()
+    assert landing.reviewed_by(state, "fix", fingerprint) == kept
+    assert landing.reviewed_by(state, None, fingerprint) is None
+
+
+def test_first_added_line() -> None:
+    patch = "--- a/calc.py\n+++ b/calc.py\n@@ -3,3 +3,4 @@\n def f():\n-    return 1\n+\n+    return 2\n"
+    assert first_added_line(patch) == ("calc.py", 5, "return 2")
+    assert first_added_line("--- a/x\n+++ /dev/null\n@@ -1 +0,0 @@\n-gone\n") is None
+
+
+# --- the run's exit code -----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("stages", "code"),
+    [
+        ([ChangeStage.LANDED], decisions.EXIT_PASSED),
+        ([ChangeStage.REBASING, ChangeStage.LANDED], decisions.EXIT_PASSED),  # landed after a rebase
+        ([ChangeStage.REJECTED], decisions.EXIT_NOT_CONFIRMED),
+        ([ChangeStage.REBASING, ChangeStage.CONFLICT], decisions.EXIT_NOT_CONFIRMED),
+        ([], decisions.EXIT_PASSED),  # no change taken: its job failed, which the next case shows
+    ],
+)
+def test_exit_code_with_writers(tmp_path: Path, stages: list[ChangeStage], code: int) -> None:
+    spec, state = _spec(tmp_path), _state()
+    state.changes = [ChangeBook(id=f"fix{i}", task="fix", writer=1, base="b", stage=s) for i, s in enumerate(stages)]
+    assert decisions.outcome(state, spec).exit_code == code
+
+
+def test_a_failed_writer_job_fails_the_run_and_a_failed_review_does_not_by_itself(tmp_path: Path) -> None:
+    spec, state = _spec(tmp_path), _state()
+    state.changes[0].stage = ChangeStage.LANDED
+    state.jobs.append(Job(id="fix.v1", role=Role.REVIEWER, change="fix", status=JobStatus.FAILED))
+    assert decisions.outcome(state, spec).exit_code == decisions.EXIT_PASSED
+    state.jobs[0].status = JobStatus.FAILED
+    assert decisions.outcome(state, spec).exit_code == decisions.EXIT_FAILED
+
+
+def test_a_spec_with_writers_stays_strict_in_a_container(tmp_path: Path) -> None:
+    spec = parse_spec("workdir: .\nagent: claude\n" + TASKS, "f.yaml", tmp_path)
+    assert decisions.isolation(spec, Backend.DOCKER) is Isolation.STRICT
+    strict = parse_spec("workdir: .\nagent: claude\nverification: {isolation: strict}\n" + TASKS, "f.yaml", tmp_path)
+    assert decisions.isolation(strict, Backend.DOCKER) is Isolation.STRICT
+
+
+# --- how changes are shown ---------------------------------------------------------------------
+def test_live_lines_follow_each_change() -> None:
+    state = _state()
+    (job,) = landing.new_review_jobs(state, "fix", 1)
+    job.worker, job.status = 3, JobStatus.RUNNING
+    state.jobs.append(job)
+    state.jobs.append(Job(id="fix.r1", role=Role.WRITER, task="fix", worker=1, rebase_of="fix"))
+    assert live_lines(state) == [
+        "change fix (fix, W1): review: fix.v1 running",
+        "change fix.r1 (fix, W1): writing (pending, rebase of fix)",
+    ]
+    state.change("fix").stage, state.change("fix").reason = ChangeStage.REJECTED, "scope: test_calc.py"
+    assert live_lines(state)[0] == "change fix (fix, W1): REJECTED: scope: test_calc.py"
+
+
+def test_changes_matrix_text() -> None:
+    rows = [
+        ChangeRow(task="mean", writer=1, agent="claude", status=ChangeStatus.LANDED, diffstat="1 file changed",
+                  reviews=[ReviewCell(job="mean.v1", reviewer=2, verdict="CONFIRMED")], rebases=1),
+        ChangeRow(task="cheat", writer=2, agent="codex", status=ChangeStatus.REJECTED, reason=RejectReason.SCOPE,
+                  detail="scope: test_calc.py"),
+    ]  # fmt: skip
+    text = changes_text(rows)
+    assert "mean   W1 claude  LANDED" in text and "W2 CONFIRMED" in text
+    assert "REJECTED (scope)" in text and "cheat: scope: test_calc.py" in text
