@@ -42,7 +42,8 @@ def strict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunFolde
     work = tmp_path / "work"
     work.mkdir()
     (work / "code.py").write_text("x = 1\n")
-    result = orch("up", "sb", "-n", "2", "--agent", "scripted", "--workdir", work, "--local", "--offline")
+    # Not offline: the scripted agent runs the brief's `$` lines itself, and the gateway holds the canary.
+    result = orch("up", "sb", "-n", "2", "--agent", "scripted", "--workdir", work, "--local")
     assert result.exit_code == 0, result.output
     run = RunFolder.for_name("sb")
     yield run
@@ -177,7 +178,7 @@ def test_orch_home_inside_the_workdir_still_hides_the_gateways_state(
     monkeypatch.setenv("ORCH_HOME", str(work / ".orch"))
     work.mkdir()
     (work / "code.py").write_text("x = 1\n")
-    assert orch("up", "inw", "-n", "2", "--agent", "scripted", "--workdir", work, "--local", "--offline").exit_code == 0
+    assert orch("up", "inw", "-n", "2", "--agent", "scripted", "--workdir", work, "--local").exit_code == 0
     run = RunFolder.for_name("inw")
     try:
         assert handle_path(run.name).exists() and run.config_dir(2).is_dir()
