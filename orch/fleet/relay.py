@@ -18,8 +18,10 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -32,6 +34,8 @@ from orch.waits import wait_until
 
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 10.0
+WATCH_INTERVAL = 0.5  # how often the relay looks for the run's tmux server (a connect: cheap)
+START_GRACE = 150.0  # a fleet whose tmux server never came up in this long is not coming (boot: 90 s)
 
 
 def bus_socket(run: RunFolder, n: int) -> Path:
@@ -119,12 +123,45 @@ async def _serve(run: RunFolder, gateway_url: str) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopped.set)
+    watcher = asyncio.create_task(_until_fleet_gone(_tmux_socket(run.info().tmux_socket), stopped))
     await stopped.wait()
+    watcher.cancel()
     for server in servers:
         server.close()
     for bus in buses:
         bus.stop()
     _pid_file(run).unlink(missing_ok=True)
+
+
+def _tmux_socket(name: str) -> Path:
+    """Where tmux keeps the socket of `tmux -L name` (it removes it when its server exits)."""
+    return Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.geteuid()}" / name
+
+
+def _listening(path: Path) -> bool:
+    """Whether a server listens on that socket (tmux leaves the file behind when it exits)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+async def _until_fleet_gone(tmux: Path, stopped: asyncio.Event) -> None:
+    """Stop with the run's fleet: once its tmux server has gone (or never came up), nothing is left to
+    serve, whoever tore it down (`orch kill` stops the relay itself; a test's or a crash's teardown does not)."""
+    seen, started = False, time.monotonic()
+    stale = tmux.exists() and not _listening(tmux)  # a dead server's file (a relaunch): not this life's
+    while not stopped.is_set():
+        alive = _listening(tmux)
+        # tmux leaves its socket file behind when it exits: a new file means a server came (and maybe went).
+        seen = seen or alive or (tmux.exists() and not stale)
+        vanished = stale and not tmux.exists()  # the dead server's file removed: no server is coming
+        if (seen and not alive) or vanished or (not seen and time.monotonic() - started > START_GRACE):
+            stopped.set()
+            return
+        await asyncio.sleep(WATCH_INTERVAL)
 
 
 def main(argv: list[str]) -> int:

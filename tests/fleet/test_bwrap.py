@@ -200,3 +200,15 @@ def test_orch_home_inside_the_workdir_still_hides_the_gateways_state(
         assert [command for command in strays.values()] == ["sleep 300"], strays
     finally:
         orch("kill", "inw")
+
+
+def test_the_relay_stops_with_its_fleet_however_the_fleet_ends(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    assert orch("up", "rl", "--agent", "scripted", "--workdir", work, "--local").exit_code == 0
+    run = RunFolder.for_name("rl")
+    assert relay._running(run) is not None
+    launch.server_for(run.info()).kill()  # not `orch kill`: a crash's or a test's teardown
+    wait_until(lambda: relay._running(run) is None, 20, "the relay to stop with its fleet's tmux server")
+    orch("kill", "rl")
+    assert not sockets_dir(run.root).exists()
