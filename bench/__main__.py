@@ -26,6 +26,7 @@ from bench import (
     container,
     gateway,
     images,
+    isolation,
     memory,
     notice,
     overhead,
@@ -52,6 +53,7 @@ BENCHES: dict[str, tuple[Callable[[Context], Result], bool]] = {
     "container": (container.run, False),
     "gateway": (gateway.run, False),  # the model gateway against the scripted model server
     "view": (view.run, False),  # `orch watch` (terminal and web) on a busy run folder
+    "isolation": (isolation.run, True),  # local strict (bubblewrap) against local shared, side by side
     "agents": (agents.run, False),  # each agent CLI offline, side by side (skips one not installed)
     "images": (images.run, False),  # what each agent adds to the worker image (builds orch-bench:AGENT)
     "reports": (reports.run, False),  # report.sarif + report.junit.xml of 1,000 findings, beside report.json

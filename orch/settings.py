@@ -253,6 +253,13 @@ WORKER_UID_BASE = Setting(
     _whole,
     "Strict isolation: worker N runs as uid and gid BASE+N in its container (never the run's or the gateway's).",
 )
+BWRAP = Setting(
+    "ORCH_BWRAP",
+    "",
+    _optional,
+    "Local strict isolation: the bubblewrap executable that sandboxes each local worker.",
+    shown="`bwrap` on PATH",
+)
 BASE_SUITE = Setting(
     "ORCH_BASE_SUITE", "bookworm", _text, "scripts/ci-base-image.sh: the Debian suite of the base image it bootstraps."
 )
@@ -337,6 +344,13 @@ PROMPTS = Setting(
 )
 WORKER = Setting(
     "ORCH_WORKER", "", _text, "A worker's number, in its own environment (read by its hooks).", internal=True
+)
+SANDBOXED = Setting(
+    "ORCH_SANDBOXED",
+    "0",
+    _flag,
+    "1 in a local strict worker's bubblewrap sandbox (an agent's own sandbox is off there: orch's is the boundary).",
+    internal=True,
 )
 STATE_FILE = Setting(
     "ORCH_STATE_FILE", "", _optional_path, "A worker's hook-event file (state/agent-N.jsonl).", internal=True

@@ -122,6 +122,19 @@ FACTS = AgentFacts(
 GATEWAY = gateway_env(FACTS.credentials)
 CACHE_BIN = FACTS.cache_bin
 
+
+def _sandbox_mode(ctx: WorkerContext) -> str:
+    """The mode's sandbox, but full access inside a run's container or orch's own local sandbox, which are
+    the boundary there. Codex's sandbox is bubblewrap, which cannot make a namespace in a Docker container
+    ("bwrap: No permissions to create a new namespace"), nor in orch's sandbox, which drops every
+    capability: every command would fail."""
+    sandbox = MODES[ctx.permission_mode][1]
+    if sandbox == "workspace-write" and (settings.IN_CONTAINER.get() or settings.SANDBOXED.get(ctx.env)):
+        log.info("worker %s: Codex runs with full access inside orch's sandbox, which is its boundary", ctx.worker)
+        return "danger-full-access"
+    return sandbox
+
+
 # The npm package's `codex` is a Node launcher that only execs the native binary of the platform package
 # (`@openai/codex-linux-x64`, `.../vendor/<triple>/bin/codex`) with two variables set: run that binary
 # directly, the same way, so no Node runtime is needed (the worker image carries none for it).
@@ -176,6 +189,7 @@ class CodexAdapter(AgentBase):
         (home / "hooks.json").write_text(json.dumps({"hooks": hooks}, indent=2) + "\n")
 
         binary, launcher_env = native(self.binary())
+        aliases = self._sandbox_alias(home, binary, ctx)
         argv = [str(binary)]
         argv += self.session_argv(resume)
         # No shared background server: it would outlive the worker's pane.
@@ -190,7 +204,9 @@ class CodexAdapter(AgentBase):
         # parent is Codex, and it ends with it). It reports the turns Codex gives up on (no hook fires).
         watch = [sys.executable, "-S", orch.agents.codex_watch.__file__, HOOKWRITER]
         watch += [str(ctx.run.state(ctx.worker)), str(home)]
-        argv = ["sh", "-c", f'{shlex.join(watch)} </dev/null >/dev/null 2>&1 & exec "$@"', "codex", *argv]
+        # tmux gives a pane its client's PATH even over `-e PATH=`: the alias dir goes first here.
+        path = f'PATH={shlex.quote(str(aliases))}:"$PATH"; export PATH; ' if aliases else ""
+        argv = ["sh", "-c", f'{path}{shlex.join(watch)} </dev/null >/dev/null 2>&1 & exec "$@"', "codex", *argv]
         env = {
             **launcher_env,
             "CODEX_HOME": str(home),
@@ -199,13 +215,25 @@ class CodexAdapter(AgentBase):
         return LaunchSpec(argv=argv, env=env, cwd=ctx.workdir)
 
     @staticmethod
+    def _sandbox_alias(home: Path, binary: Path, ctx: WorkerContext) -> Path | None:
+        """Codex's own sandbox runs `bwrap ... codex-linux-sandbox`, an alias of itself it makes in a temp
+        dir under CODEX_HOME, but refuses to make under /tmp (any test, any CI job's mktemp ORCH_HOME): with
+        bubblewrap installed every command then fails ("bwrap: execvp codex-linux-sandbox"). So the alias
+        is made here, in the worker's own config dir, to go first on its PATH (None when the sandbox is
+        off anyway)."""
+        if _sandbox_mode(ctx) != "workspace-write":
+            return None
+        aliases = home / "bin"
+        aliases.mkdir(mode=0o700, exist_ok=True)
+        alias = aliases / "codex-linux-sandbox"
+        alias.unlink(missing_ok=True)
+        alias.symlink_to(binary)
+        return aliases
+
+    @staticmethod
     def _config(ctx: WorkerContext) -> dict[str, Any]:
-        approval, sandbox = MODES[ctx.permission_mode]
-        if sandbox == "workspace-write" and settings.IN_CONTAINER.get():
-            # Codex's sandbox is bubblewrap, which cannot make a namespace in a Docker container ("bwrap: No
-            # permissions to create a new namespace"): every command would fail. The container is the boundary.
-            log.warning("worker %s: Codex's sandbox cannot run in a container; it runs with full access", ctx.worker)
-            sandbox = "danger-full-access"
+        approval, _ = MODES[ctx.permission_mode]
+        sandbox = _sandbox_mode(ctx)
         base_url = ctx.env.get(GATEWAY.base_url_env) or CREDENTIALS.api_url or ""
         trusted = {"trust_level": "trusted"}
         return {

@@ -7,6 +7,7 @@ import os
 from orch.agents.registry import ADAPTERS, get_adapter
 from orch.contracts import Check
 from orch.errors import OrchError
+from orch.fleet import bwrap
 from orch.fleet.tmux import check_tmux
 from orch.gateway.credential import fleet_upstreams
 from orch.gateway.records import Scheme
@@ -19,6 +20,14 @@ def _tmux() -> Check:
     except OrchError as exc:
         need = ".".join(map(str, TMUX_MIN_VERSION))
         return Check("tmux", False, exc.message, exc.hint or f"install tmux >= {need}")
+
+
+def _bwrap() -> Check:
+    """Local strict isolation (the default of a local run): bubblewrap, and the namespaces it needs."""
+    try:
+        return Check("bubblewrap", True, bwrap.check())
+    except OrchError as exc:
+        return Check("bubblewrap", False, exc.message, exc.hint)
 
 
 def _agents() -> list[Check]:
@@ -73,4 +82,4 @@ def upstream_checks(fleet: list[str] | None) -> list[Check]:
 
 def run_checks(fleet: list[str] | None = None) -> list[Check]:
     """Every check; `fleet` (agent kinds) narrows the gateway's upstream lines to that fleet's."""
-    return [_tmux(), *_agents(), *upstream_checks(fleet), *_docker()]
+    return [_tmux(), _bwrap(), *_agents(), *upstream_checks(fleet), *_docker()]

@@ -38,7 +38,7 @@ from orch.cli.container import (
 from orch.container.backends import at_folder, sandbox_for, sandbox_for_backend
 from orch.contracts import OrchCommand
 from orch.errors import OrchError, UsageError, is_environment_error, one_line
-from orch.fleet import launch, talk, watch
+from orch.fleet import bwrap, launch, talk, watch
 from orch.lead.changesreport import live_lines
 from orch.lead.jobs import load_state
 from orch.run.folder import RunFolder, list_runs
@@ -63,7 +63,7 @@ def _up(
     offline: bool = False,
     container: ContainerOpts | None = None,
     resume: bool = False,
-    isolation: Isolation = Isolation.SHARED,
+    isolation: Isolation | None = None,
     mixed: str | None = None,
     caps: WorkerCaps | None = None,
 ) -> None:
@@ -72,12 +72,20 @@ def _up(
         info = sandbox_for(run_folder(name).info(), boot_timeout, docker).resume(name)
         typer.echo(f"run {info.name}: resumed ({info.backend.value}); folder {RunFolder.for_name(name).root}")
         return
-    req = up_request(name, workers, agent, workdir, permission_mode, model, offline, replace, isolation)
+    req = up_request(name, workers, agent, workdir, permission_mode, model, offline, replace)
     if mixed:
         kinds = parse_agents(mixed)
         req = dataclasses.replace(req, workers=len(kinds), agent=kinds[1], worker_agents=kinds)
     if caps is not None:
         req = dataclasses.replace(req, caps=caps)
+    note = None
+    if isolation is None:  # strict on this machine unless an agent cannot; a container run: shared, as ever
+        isolation, note = bwrap.default_isolation(local, {req.agent, *req.worker_agents.values()})
+    elif isolation is Isolation.SHARED and local:
+        note = bwrap.SHARED_NOTE
+    if note is not None:
+        typer.echo(f"run {name}: {note}", err=True)
+    req = dataclasses.replace(req, isolation=isolation)
     run = RunFolder.for_name(name)
     progress = BootProgress(run, req.workers, sys.stderr, sys.stderr.isatty())  # each worker as it boots
     try:
@@ -162,13 +170,14 @@ def up(
     network: NetworkOpt = None,
     image: ImageOpt = None,
     isolation: Annotated[
-        Isolation,
+        Isolation | None,
         typer.Option(
             "--isolation",
-            help="strict: each worker its own uid, writing only its own outbox, the workdir read-only "
-            "(container only); shared: one uid for all, the workdir writable.",
+            help="strict: each worker in a sandbox of its own (its own uid in a container, bubblewrap with "
+            "--local), writing only its own outbox, the workdir read-only; shared: one uid for all, the "
+            "workdir writable. Default: strict with --local (shared for aider), shared in a container.",
         ),
-    ] = Isolation.SHARED,
+    ] = None,
     agents: Annotated[
         str | None,
         typer.Option("--agents", help="A mixed fleet, kind:count,...: e.g. claude:2,codex:1 (instead of -n/--agent)."),

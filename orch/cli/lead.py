@@ -30,7 +30,7 @@ from orch.lead.spec import example_spec
 from orch.lead.specload import SpecError, load_spec
 from orch.lead.summary import summary
 from orch.run.folder import RunFolder
-from orch.run.records import Backend
+from orch.run.records import Backend, Isolation
 from orch.view.statusbar import RunBar
 
 EXIT_CODES = (
@@ -122,6 +122,8 @@ def _start(
         f"({backend.value}{source})"
     )
     say(f"isolation {ISOLATION_NOTES[isolation]}")
+    if isolation is Isolation.SHARED:
+        typer.echo(f"run {run_name}: isolation shared: the workers share one uid (see the report)", err=True)
     # A run with writers: its repository and base checks, made (or refused in one line) before the run exists.
     prepared = changes_start.prepare(spec, run_name, base, snapshot, backend) if spec.writer_tasks() else None
     for warning in prepared.warnings if prepared else []:

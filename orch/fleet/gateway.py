@@ -13,12 +13,12 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pydantic import SecretStr
 
-from orch.agents.registry import get_adapter
+from orch.agents.registry import ADAPTERS, get_adapter
 from orch.contracts import AgentAdapter
 from orch.errors import OrchError, SandboxError
 from orch.gateway.credential import FleetUpstreams, fleet_upstreams
@@ -96,7 +96,10 @@ def ensure(run: RunFolder, info: RunInfo) -> GatewayHandle:
     )
     info.credential = Scheme.NONE.value if info.replay else choice.schemes
     run.logs_dir.mkdir(parents=True, exist_ok=True)
-    handle = start_gateway(boot, handle_path(info.name), run.logs_dir / "gateway.log")
+    # Its own environment holds no credential (its upstreams come in its boot line): a process of the same
+    # uid reading /proc/PID/environ finds none there.
+    log_file = run.logs_dir / "gateway.log"
+    handle = start_gateway(boot, handle_path(info.name), log_file, env=without_credentials(os.environ))
     save_handle(handle_path(info.name), handle)
     data: dict[str, object] = {"url": handle.url, "pid": handle.pid, "credential": info.credential}
     if len(boot.upstreams) > 1:
@@ -105,6 +108,13 @@ def ensure(run: RunFolder, info: RunInfo) -> GatewayHandle:
         data["replaces"] = dead.pid  # the supervisor that died; same url: its workers' tokens live on
     run.log_event(ControllerEvent(event=Event.GATEWAY_STARTED, data=data))
     return handle
+
+
+def without_credentials(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` without any agent's credential variables (every registered agent's, not only the run's kinds:
+    a worker may run any CLI it finds)."""
+    drop = {var for kind in ADAPTERS for var in get_adapter(kind).credentials.variables}
+    return {key: value for key, value in env.items() if key not in drop}
 
 
 def worker_env(handle: GatewayHandle, adapter: AgentAdapter, n: int) -> dict[str, str]:

@@ -11,12 +11,14 @@ import time
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from orch import __version__, settings
 from orch.agents.registry import check_permission_mode, get_adapter
 from orch.contracts import AgentAdapter, LaunchSpec, UpRequest, WorkerContext
 from orch.errors import SandboxError, UsageError, WaitTimeoutError
-from orch.fleet import caps, gateway
+from orch.fleet import bwrap, caps, gateway, relay
+from orch.fleet import portal as portal_module
 from orch.fleet.become import OPEN_BUNDLE, LaunchBundle
 from orch.fleet.tmux import PaneInfo, TmuxServer, check_tmux
 from orch.fleet.workerstate import EXIT_EVENT, derive_state
@@ -102,14 +104,11 @@ def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
     """
     _, info = plan(req)
     gateway.upstreams(info)  # a fleet across model APIs lacking one's credential: refused, nothing made
-    if info.isolation is Isolation.STRICT:
-        raise UsageError(
-            "strict isolation needs the container backend: a local run cannot give each worker its own uid",
-            hint="drop --local (or the spec's `verification.isolation: strict`)",
-        )
     for kind in info.kinds():
         get_adapter(kind).binary()
     check_tmux()
+    if bwrap.sandboxed(info):
+        bwrap.check()  # no bubblewrap or no user namespaces: refused in one line, before anything is made
     run = RunFolder.for_name(req.name)
     server = server_for(info)
     if run.root.exists() or server.alive():
@@ -117,6 +116,7 @@ def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
             raise UsageError(f"run {req.name!r} already exists", hint=f"use --replace, or `orch kill {req.name}`")
         server.kill()
         gateway.stop(req.name)
+        relay.stop(run)
         run.remove()
     try:
         run.create(info)
@@ -124,6 +124,7 @@ def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
     except BaseException:
         server.kill()
         gateway.stop(info.name)
+        relay.stop(run)
         run.remove()
         raise
     return info
@@ -150,6 +151,10 @@ def launch(
     info.agent_version = info.agent_versions[info.agent]
     server = server_for(info)
     handle = gateway.ensure(run, info)
+    if bwrap.sandboxed(info):  # the workers' bus and gateway sockets, before any worker starts
+        for n in adapters:
+            bwrap.prepare(run, n)
+        relay.ensure(run, info.workers, handle.url)
     env = agent_environment(info)
     seen = {n: len(run.hook_events(n)) for n in range(1, info.workers + 1)}
     for n, adapter in adapters.items():
@@ -197,13 +202,30 @@ def stray_processes(run: RunFolder, n: int, pane: PaneInfo | None) -> dict[int, 
     """Worker n's processes outside its agent's process tree (pid: command line): what it left running,
     in the background or detached, to act later. One that exits meanwhile, or is a zombie, is not."""
     root = pane.pid if pane is not None else None
+    sandbox: set[int] = set()
+    if root is not None and bwrap.sandboxed(run.info()):
+        # In its sandbox an orphan is adopted by the sandbox's init, itself under the pane: the agent's
+        # tree is the supervisor's, below bwrap and its init (which are the sandbox, not strays).
+        pane_pid, root = root, _supervisor_under(root)
+        sandbox = set((_ancestry(root) or []) if root is not None else [pane_pid]) - {root}
     strays = {}
     for pid in _processes_of(run, [n]):
         chain = _ancestry(pid)
         command = _read(f"/proc/{pid}/cmdline").replace(b"\0", b" ").decode(errors="replace").strip()
-        if chain is not None and command and (root is None or root not in chain):
+        if chain is not None and command and pid not in sandbox and (root is None or root not in chain):
             strays[pid] = command
     return strays
+
+
+def _supervisor_under(pid: int) -> int | None:
+    """The supervising shell (SUPERVISOR) among pid's first descendants, None if there is none (gone)."""
+    level = [pid]
+    for _ in range(4):
+        for each in level:
+            if _read(f"/proc/{each}/cmdline").split(b"\0")[2:3] == [SUPERVISOR.encode()]:
+                return each
+        level = [int(c) for each in level for c in _read(f"/proc/{each}/task/{each}/children").split()]
+    return None
 
 
 def _read(path: str) -> bytes:
@@ -246,27 +268,24 @@ def wait_workers_gone(run: RunFolder, workers: int) -> None:
 
 
 def agent_pid(pane: PaneInfo) -> int | None:
-    """The agent process under the pane's supervising shell."""
+    """The agent process under the pane's supervising shell (in a local strict sandbox, under bwrap and
+    its init; beside the worker's portal to the gateway)."""
     if pane.pid is None:
         return None
-    try:
-        children = Path(f"/proc/{pane.pid}/task/{pane.pid}/children").read_text().split()
-    except OSError:
-        return None
-    return int(children[0]) if children else None
+    supervisor = _supervisor_under(pane.pid) or pane.pid
+    children = _read(f"/proc/{supervisor}/task/{supervisor}/children").split()
+    agents = [int(c) for c in children if portal_module.__file__.encode() not in _read(f"/proc/{int(c)}/cmdline")]
+    return agents[0] if agents else None
 
 
 def agent_environment(info: RunInfo) -> dict[str, str]:
     """The environment of the run's tmux server, inherited by every pane: this process's, without any
     agent's credentials or base URL (those reach the gateway only; each worker's own base URL and token
     come with its pane, orch.fleet.gateway.worker_env)."""
-    env = dict(os.environ)
+    env = gateway.without_credentials(os.environ)
     env.pop("TMUX", None)
     # Workers call `orch bus post`: put this orch's bin dir first on their PATH.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    for kind in info.kinds():
-        for var in get_adapter(kind).credentials.variables:
-            env.pop(var, None)
     # A pane is an interactive terminal: TUIs that see a CI marker (the is-in-ci package: CI,
     # CONTINUOUS_INTEGRATION, CI_*) refuse to start interactively, as Gemini CLI does under CI=true.
     for var in [v for v in env if v in ("CI", "CONTINUOUS_INTEGRATION") or v.startswith("CI_")]:
@@ -295,17 +314,53 @@ def _worker_spec(
         workdir=workdir or Path(info.workdir),
         config_dir=run.config_dir(n),
         permission_mode=mode_of(info, adapter),
-        env={**env, **own},
+        env={**env, **own, **({settings.SANDBOXED.name: "1"} if bwrap.sandboxed(info) else {})},
         model=info.worker_models.get(n, info.model),
         prompt=prompt,
         resume_session=resume,
         login_file=gateway.login_file(info, adapter),
     )
+    if bwrap.sandboxed(info):
+        return sandboxed_spec(run, info, adapter, context, own)
     if info.isolation is Isolation.STRICT:
         return strict_spec(run, adapter, context, own)
     spec = adapter.prepare(context)
     limits = caps.limit_argv(info.caps, caps.own_uids(info), info.workers)
     return supervised(LaunchSpec(argv=[*limits, *spec.argv], env={**spec.env, **own}, cwd=spec.cwd), run, n)
+
+
+def sandboxed_spec(
+    run: RunFolder, info: RunInfo, adapter: AgentAdapter, ctx: WorkerContext, own: dict[str, str]
+) -> LaunchSpec:
+    """Worker n's pane under local strict isolation: seeded here as under shared isolation, then run in a
+    bubblewrap sandbox of its own (orch.fleet.bwrap), its portal to the gateway first when it uses one."""
+    if ctx.login_file is not None:
+        raise UsageError(
+            "strict isolation cannot hand workers the agent's own login file",
+            hint=f"give the gateway a credential it can hold ({', '.join(adapter.credentials.env)}), "
+            "or run with --isolation shared",
+        )
+    spec = adapter.prepare(ctx)
+    own = {**own, settings.SANDBOXED.name: "1"}
+    limits = caps.limit_argv(info.caps, False, info.workers)  # its uid is the user's: the watchdog's caps too
+    inner = supervised(LaunchSpec(argv=[*limits, *spec.argv], env={**spec.env, **own}, cwd=spec.cwd), run, ctx.worker)
+    n = ctx.worker
+    binaries = [get_adapter(kind).binary() for kind in info.kinds()]
+    home = None if "HOME" in inner.env else ctx.config_dir / "home"
+    if home is not None:
+        home.mkdir(mode=0o700, exist_ok=True)
+    url = next((v for k, v in own.items() if adapter.gateway is not None and k == adapter.gateway.base_url_env), None)
+    portal = []
+    if url is not None:
+        address = urlsplit(url)
+        # As a bare script without site (standard library only): it starts before every agent.
+        portal = [sys.executable, "-S", portal_module.__file__, f"{address.hostname}:{address.port}"]
+        portal += [bwrap.GATEWAY_SOCKET, "--"]
+    sandbox = bwrap.argv(
+        run, n, Path(info.workdir), Path(spec.cwd or ctx.workdir), binaries, relay.bus_socket(run, n),
+        relay.gateway_socket(run, n) if portal else None, home,
+    )  # fmt: skip
+    return LaunchSpec(argv=[*sandbox, *portal, *inner.argv], env=inner.env, cwd=inner.cwd)
 
 
 def strict_spec(run: RunFolder, adapter: AgentAdapter, ctx: WorkerContext, own: dict[str, str]) -> LaunchSpec:

@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterable
 
 from orch.errors import WaitTimeoutError
-from orch.fleet import gateway
+from orch.fleet import gateway, relay
 from orch.fleet.launch import join_numbers, server_for, worker_processes
 from orch.fleet.tmux import PaneInfo
 from orch.fleet.workerstate import derive_state
@@ -101,6 +101,7 @@ def kill(run: RunFolder) -> None:
     except WaitTimeoutError:
         log.warning("run %s: some agent processes are still exiting", run.name)
     gateway.stop(info.name)
+    relay.stop(run)
     shutil.rmtree(run.config_root, ignore_errors=True)
     info.status = RunStatus.STOPPED
     run.write_info(info)

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,14 +82,23 @@ def _read_handle_file(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and "url" in data and "pid" in data else None
 
 
-def start_gateway(boot: GatewayBoot, handle: Path, log: Path, argv_prefix: Sequence[str] = ()) -> GatewayHandle:
-    """Start a gateway for `boot`; it writes its url and pid to `handle`, its stderr to `log`."""
+def start_gateway(
+    boot: GatewayBoot,
+    handle: Path,
+    log: Path,
+    argv_prefix: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+) -> GatewayHandle:
+    """Start a gateway for `boot`; it writes its url and pid to `handle`, its stderr to `log`. `env`: its
+    environment (default this process's); the credentials come in the boot line, never from it."""
     handle.unlink(missing_ok=True)  # a stale handle would read as "ready"
     handle.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     log.parent.mkdir(parents=True, exist_ok=True)
     argv = [*argv_prefix, sys.executable, "-m", "orch.gateway", "--handle", str(handle)]
     with open(log, "ab") as out:
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=out, start_new_session=True)
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=out, stderr=out, start_new_session=True, env=env
+        )  # fmt: skip
     assert proc.stdin is not None
     try:
         proc.stdin.write(boot_line(boot).encode() + b"\n")

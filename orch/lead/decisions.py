@@ -359,24 +359,19 @@ def has_budget(budget: Budget) -> bool:
 
 # --- isolation ---------------------------------------------------------------------------------
 def isolation(spec: FleetSpec, backend: Backend) -> Isolation:
-    """How far a run's workers are kept apart: what the spec asks, else strict wherever it can hold (a
-    container, every agent able to); UsageError where strict was asked and cannot. Writers do not lower it:
-    each writes only its own worktree (orch.lead.landing), never the tree under audit."""
+    """How far a run's workers are kept apart: what the spec asks, else strict wherever it can hold (every
+    agent able to; in a container each worker has its own uid, on this machine its own bubblewrap sandbox);
+    UsageError where strict was asked and cannot. Writers do not lower it: each writes only its own
+    worktree (orch.lead.landing), never the tree under audit."""
     unable = sorted({kind for kind, _ in spec.kinds().values() if not get_adapter(kind).strict_isolation})
     asked = spec.verification.isolation
     if asked is Isolation.STRICT:
-        if backend is not Backend.DOCKER:
-            raise UsageError(
-                "verification.isolation: strict needs the container backend: a local run cannot give each "
-                "worker its own uid",
-                hint="drop --local, or set verification.isolation: shared",
-            )
         if unable:
             raise UsageError(
                 f"verification.isolation: strict, but {', '.join(unable)} cannot run under strict isolation yet",
                 hint="set verification.isolation: shared",
             )
         return Isolation.STRICT
-    if asked is Isolation.SHARED or backend is not Backend.DOCKER or unable:
+    if asked is Isolation.SHARED or unable:
         return Isolation.SHARED
     return Isolation.STRICT

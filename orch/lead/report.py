@@ -128,12 +128,12 @@ class JobRow(Strict):
 
 
 ISOLATION_NOTES = {
-    Isolation.STRICT: "strict: each worker ran as its own uid and could write only its own outbox (and a writer its "
-    "own worktree); the controller "
-    "stamped every bus post with its sender; the tree under audit was read-only",
+    Isolation.STRICT: "strict: each worker ran in a sandbox of its own (its own uid in a container, its own "
+    "bubblewrap sandbox on this machine) and could write only its own outbox (and a writer its own worktree); the "
+    "controller stamped every bus post with its sender; the tree under audit was read-only",
     Isolation.SHARED: "shared: the workers and the controller shared one uid, so a worker could have written "
     "another's outbox, the bus, another's state or the tree; each job's output was still read only from its "
-    "worker's outbox (use the container backend for strict isolation)",
+    "worker's outbox (strict isolation is the default unless asked otherwise or a fleet has aider)",
 }
 """What a run's isolation guaranteed, and what it lacked (`orch run` says it at the start, the report at the end)."""
 ATTEMPTS = (

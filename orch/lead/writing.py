@@ -18,7 +18,7 @@ import shutil
 import time
 from pathlib import Path
 
-from orch.fleet import launch
+from orch.fleet import bwrap, launch
 from orch.lead import landing
 from orch.lead.changes import gate, outcome, queue, take
 from orch.lead.changes.records import (
@@ -55,8 +55,10 @@ class Writing(Part):
             repo = RunRepo.open(self.run)
             head = repo.head()
             root = self.worktree(job, n)
-            if self.desk.info.isolation is Isolation.STRICT:
+            if self.desk.info.isolation is Isolation.STRICT and not bwrap.sandboxed(self.desk.info):
                 repo.checkout(head, root, owner=worker_uid(n))  # worker n's own files, and only worker n's
+            # Locally (a bubblewrap sandbox per worker, all of the user's uid) the worktree is the run's uid's:
+            # only worker n's sandbox binds it writable (orch.fleet.bwrap.writable).
             else:
                 shutil.rmtree(root, ignore_errors=True)
                 root.mkdir(parents=True)

@@ -47,7 +47,9 @@ class BusServer:
     `start()` serves in a thread of its own, `serve_forever()` in this one; `stop()` ends either and
     removes every socket file it made."""
 
-    def __init__(self, run: RunFolder) -> None:
+    def __init__(self, run: RunFolder, peercred: bool = True) -> None:
+        """`peercred`: serve `run.bus_socket` too (identities from SO_PEERCRED); the local relay serves only
+        per-worker sockets (orch.fleet.relay), the controller serves `bus.sock`."""
         self.run = run
         self.run_uid = os.geteuid()
         self.workers = run.info().workers
@@ -61,7 +63,8 @@ class BusServer:
         self._thread: threading.Thread | None = None
         self._served = threading.Event()
         self._open: set[_Connection] = set()
-        self.listen(run.bus_socket)
+        if peercred:
+            self.listen(run.bus_socket)
 
     def listen(self, path: Path, worker: int | None = None) -> None:
         """Accept posts on `path` too (bound before this returns); `worker`: every post there is his."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 from pathlib import Path
 
 from orch import settings
@@ -34,3 +36,11 @@ def launch_dir() -> Path:
     """Where the controller leaves each strict-isolation worker's launch bundle for its pane to open
     (orch.fleet.become): beside the config dirs, readable by the controller's uid only."""
     return agents_dir().parent / "launch"
+
+
+def sockets_dir(run_root: Path) -> Path:
+    """A local strict run's per-worker sockets (orch.fleet.relay): outside the run folder, which every
+    worker sees, in a short path (a socket's path is at most 107 bytes): `$XDG_RUNTIME_DIR` or /tmp,
+    a folder of this uid's, one per run folder."""
+    base = Path(os.environ.get("XDG_RUNTIME_DIR") or "/tmp") / f"orch-{os.geteuid()}"
+    return base / hashlib.sha256(str(run_root).encode()).hexdigest()[:12]

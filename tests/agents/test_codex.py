@@ -163,7 +163,9 @@ def test_a_turn_codex_gives_up_on_is_a_failed_turn_not_busy(fleet: RunFolder) ->
 
 @pytest.mark.parametrize("answer", ["allow", "deny"])
 def test_permission_request_answered_by_policy(codex_env: None, tmp_path: Path, answer: str) -> None:
-    run = _up(tmp_path, f"perm-{answer}", "--permission-mode", "on-request")
+    # Shared: Codex's own sandbox is on (off inside orch's). With bubblewrap installed, its `touch` of the done
+    # flag runs in that sandbox through the codex-linux-sandbox alias the adapter makes (CODEX_HOME is in /tmp).
+    run = _up(tmp_path, f"perm-{answer}", "--permission-mode", "on-request", "--isolation", "shared")
     target = Path.home() / f".orch-codex-permission-{os.getpid()}-{answer}"  # outside every writable root
     target.unlink(missing_ok=True)
     atomic_write(run.permission_policy, PermissionAnswer(answer=answer).model_dump_json())  # type: ignore[arg-type]

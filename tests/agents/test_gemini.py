@@ -219,7 +219,9 @@ def test_permission_request_is_answered_by_the_policy(
     or, under ask, the prompt shows and the worker waits for permission."""
     workdir = tmp_path / "w"
     workdir.mkdir()
-    run = _up(f"perm-{answer}", workdir, 1)
+    # Shared: this is about the dialog. Under local strict isolation the allowed web_fetch of 127.0.0.1:9 (the
+    # sandbox's own loopback) left the turn unfinished after 60 s (seen 2026-12-05, cause not yet found).
+    run = _up(f"perm-{answer}", workdir, 1, "--isolation", "shared")
     message = "orch policy: no fetching" if answer == "deny" else None
     atomic_write(run.permission_policy, PermissionAnswer(answer=answer, message=message).model_dump_json())  # type: ignore[arg-type]
     fetch = {"tool": "web_fetch", "input": {"prompt": "summarise http://127.0.0.1:9/"}}

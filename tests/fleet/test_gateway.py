@@ -41,7 +41,7 @@ def upstream(monkeypatch: pytest.MonkeyPatch, claude_bin: Path) -> Iterator[Scri
 
 
 def _brief(run: RunFolder, n: int) -> str:
-    steps = [{"bash": f"env > {run.root}/env-{n}.txt"}, {"bash": f"touch {run.done(n)}"}, {"reply": "Finished."}]
+    steps = [{"bash": f"env > {run.outbox(n)}/env.txt"}, {"bash": f"touch {run.done(n)}"}, {"reply": "Finished."}]
     return "Dump the environment.\n\n```orch-script\n" + "\n".join(json.dumps(s) for s in steps) + "\n```\n"
 
 
@@ -70,8 +70,8 @@ def test_workers_hold_tokens_and_only_the_gateway_holds_the_key(upstream: Script
     handle = load_handle(handle_path("gw"))
     tokens = {}
     for n in (1, 2):
-        env = dict(line.split("=", 1) for line in (run.root / f"env-{n}.txt").read_text().splitlines() if "=" in line)
-        assert SECRET not in (run.root / f"env-{n}.txt").read_text()
+        env = dict(line.split("=", 1) for line in (run.outbox(n) / "env.txt").read_text().splitlines() if "=" in line)
+        assert SECRET not in (run.outbox(n) / "env.txt").read_text()
         assert env["ANTHROPIC_BASE_URL"].startswith(f"{handle.url}/t/")
         tokens[n] = env["ANTHROPIC_API_KEY"]
         assert env["ANTHROPIC_BASE_URL"].endswith(tokens[n])

@@ -60,7 +60,9 @@ def test_resume_waits_for_the_dead_fleets_agents(tmp_path: Path) -> None:
     lands before the new life's SessionStart and does not read as the new life ending."""
     workdir = tmp_path / "work"
     workdir.mkdir()
-    assert orch("up", "ll", "--agent", "scripted", "--workdir", workdir, "--local").exit_code == 0
+    # Shared: in a strict sandbox nothing outlives its pane (its pid namespace goes with it).
+    up = orch("up", "ll", "--agent", "scripted", "--workdir", workdir, "--local", "--isolation", "shared")
+    assert up.exit_code == 0
     run = RunFolder.for_name("ll")
     lingerer = tmp_path / "linger.py"
     lingerer.write_text(LINGERER)

@@ -274,14 +274,17 @@ def test_rubber_stamping_verifier_is_flagged(offline: None, workdir: Path, tmp_p
 def test_a_finder_that_plants_its_defect_is_caught_without_strict_isolation(
     offline: None, workdir: Path, tmp_path: Path
 ) -> None:
-    """A local run (shared isolation: the finder could edit the tree) whose finder removes mean()'s guard,
+    """A local run with shared isolation asked for (the finder could edit the tree) whose finder removes mean()'s guard,
     then reports the defect it made. Honest verifiers would confirm it; the controller instead sees the tree
     it noted at the start changed under the job, rejects the findings, and the run says what it lacked."""
     plant = {"bash": "sed -i 's/if not values:/if False:/' {{workdir}}/stats.py"}
     mean = finding("F1", "mean([]) raises ZeroDivisionError", "stats.py", 10, MEAN_QUOTE, MEAN_REPRO)
     tasks = [{"id": "t1", "goal": "Determine whether mean() handles every input.", "worker": 1}]
     tasks[0]["offline_script"] = [plant, findings_step(mean), RESULT, DONE, reply(), DONE, reply()]
-    spec = write_spec(tmp_path / "plant.yaml", workdir, tasks, workers=2, limits={"max_corrections": 1})
+    spec = write_spec(
+        tmp_path / "plant.yaml", workdir, tasks, workers=2, limits={"max_corrections": 1},
+        verification={"isolation": "shared"},  # local runs are strict unless asked
+    )  # fmt: skip
     result = orch("run", spec, "--local", "--name", "plant")
     assert result.exit_code != 0, result.output
     assert "isolation shared" in result.output

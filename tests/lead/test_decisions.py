@@ -519,11 +519,13 @@ def test_wake_in(continue_at: float | None, restart_at: float | None, run_timeou
 # --- isolation ---------------------------------------------------------------------------------
 ISOLATION = {
     "container-audit-is-strict": (None, [Role.FINDER], Backend.DOCKER, Isolation.STRICT),
-    "local-audit-is-shared": (None, [Role.FINDER], Backend.LOCAL, Isolation.SHARED),
+    "local-audit-is-strict": (None, [Role.FINDER], Backend.LOCAL, Isolation.STRICT),
     "writers-stay-strict": (None, [Role.FINDER, Role.FIXER], Backend.DOCKER, Isolation.STRICT),
+    "local-writers-stay-strict": (None, [Role.FINDER, Role.FIXER], Backend.LOCAL, Isolation.STRICT),
     "asked-shared": (Isolation.SHARED, [Role.FINDER], Backend.DOCKER, Isolation.SHARED),
     "asked-strict": (Isolation.STRICT, [Role.FINDER], Backend.DOCKER, Isolation.STRICT),
-    "asked-strict-locally": (Isolation.STRICT, [Role.FINDER], Backend.LOCAL, "container backend"),
+    "asked-strict-locally": (Isolation.STRICT, [Role.FINDER], Backend.LOCAL, Isolation.STRICT),
+    "asked-shared-locally": (Isolation.SHARED, [Role.FINDER], Backend.LOCAL, Isolation.SHARED),
     "asked-strict-with-a-scribe": (Isolation.STRICT, [Role.FINDER, Role.SCRIBE], Backend.DOCKER, Isolation.STRICT),
 }
 

@@ -32,6 +32,7 @@ import pathspec
 from orch import settings
 from orch.container.egress import read_report
 from orch.errors import OrchError, UsageError
+from orch.fleet import bwrap as bwrap_binary
 from orch.lead.changes.records import Change, CheckResult, ChecksRecord
 from orch.lead.changes.repo import RunRepo
 from orch.lead.changes.switch import can_switch, via_tmux
@@ -75,7 +76,7 @@ def _sandbox() -> tuple[str | None, str | None]:
 
 
 def _bwrap_works() -> str | None:
-    if shutil.which("bwrap") is None:
+    if bwrap_binary.find() is None:
         return "the checks run sandboxed with bubblewrap, which is not installed (apt-get install bubblewrap)"
     with tempfile.TemporaryDirectory(prefix="orch-check-") as tmp:
         try:
@@ -133,7 +134,7 @@ def sandbox_argv(tree: Path, subdir: str, command: str) -> list[str]:
     a private /tmp): no network (an empty network namespace), its own pid namespace (all its processes die
     with it), everything else read-only, hidden_paths() and /run (sockets: Docker's, the bus's) empty, a
     clean environment."""
-    bwrap = shutil.which("bwrap") or "bwrap"
+    bwrap = str(bwrap_binary.find() or "bwrap")
     argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/", "/"]
     argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/run", "--tmpfs", "/var/tmp"]
     for path in hidden_paths():

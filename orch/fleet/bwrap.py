@@ -1,0 +1,209 @@
+"""Local strict isolation: each local worker's pane runs inside a bubblewrap sandbox of its own.
+
+All local workers share the user's uid, so what keeps them apart is what each one can see:
+
+- its own pid namespace: it sees only its own processes (never the gateway's or the controller's
+  environment, nor another worker's);
+- no network (`--unshare-net`): it reaches the model only through the gateway, by a socket bound into
+  its sandbox alone (orch.fleet.relay on the host, orch.fleet.portal inside, listening on the
+  gateway's own loopback address, so the worker's base URL is unchanged);
+- a file system made of the system's read-only folders, Python and orch, the agents' installs, the
+  workdir and the run folder read-only, and writable only `writable(run, n)`: its outbox, its hook log,
+  its session store, its own config dir and its worktree when it has one; /tmp is its own tmpfs. The
+  user's home (the agents' logins), $ORCH_HOME's gateway handles (the control key, the workers' tokens),
+  the other workers' config dirs and session stores, the tmux server's socket are not there at all;
+- the bus only through its own socket, bound at the run's `bus.sock`: the relay stamps every post with
+  the worker whose socket it came in on, so no worker can post as another.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+import orch
+from orch import settings
+from orch.agents.registry import get_adapter
+from orch.errors import UsageError
+from orch.gateway.process import handle_path
+from orch.run.folder import RunFolder
+from orch.run.paths import agents_dir, launch_dir
+from orch.run.records import Backend, Isolation, RunInfo
+
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix")
+"""The system's read-only folders a sandbox sees (a symlink, as /bin is on merged-usr, stays one)."""
+GATEWAY_SOCKET = "/run/orch/gateway.sock"
+"""Where the worker's way to the gateway is bound inside its sandbox (orch.fleet.portal listens for it)."""
+PROBE_TIMEOUT = 20.0
+FIX = (
+    "enable unprivileged user namespaces (sysctl -w kernel.unprivileged_userns_clone=1; on Ubuntu "
+    "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0), or run with --isolation shared"
+)
+
+
+def sandboxed(info: RunInfo) -> bool:
+    """Whether this run's workers run in bubblewrap: strict isolation on this machine's tmux (in a run's
+    container, each worker has a uid of its own instead)."""
+    return info.isolation is Isolation.STRICT and info.backend is Backend.LOCAL and not settings.IN_CONTAINER.get()
+
+
+def find() -> Path | None:
+    """The bubblewrap executable, the one place that finds it (the workers' sandboxes, the checks' sandbox of
+    orch.lead.changes.gate): ORCH_BWRAP, else `bwrap` on PATH (Debian's `bubblewrap`); None if none."""
+    found = settings.BWRAP.get() or shutil.which("bwrap")
+    return Path(found) if found and Path(found).is_file() else None
+
+
+def binary() -> Path:
+    """`find()`, or a UsageError saying how to install it."""
+    found = find()
+    if found is None:
+        raise UsageError(
+            "strict isolation on this machine needs bubblewrap, which is not installed",
+            hint=f"apt-get install bubblewrap (or set {settings.BWRAP.name}), or run with --isolation shared",
+        )
+    return found
+
+
+def _namespaces() -> list[str]:
+    # As root bwrap needs no user namespace; as anyone else it is what makes the others possible.
+    user = [] if os.geteuid() == 0 else ["--unshare-user"]
+    return [*user, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+
+
+def check() -> str:
+    """Refuse strict isolation where bubblewrap cannot make its namespaces, in one line saying why and
+    how to fix it; the bwrap used, as its version line says (`orch doctor`)."""
+    bwrap = binary()
+    probe = [str(bwrap), *_namespaces(), "--ro-bind", "/", "/", "--proc", "/proc", "--", "true"]
+    try:
+        done = subprocess.run(probe, capture_output=True, text=True, timeout=PROBE_TIMEOUT, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UsageError(f"strict isolation: {bwrap} cannot run: {exc}", hint=FIX) from None
+    if done.returncode != 0:
+        said = next((ln.strip() for ln in done.stderr.splitlines() if ln.strip()), f"exit {done.returncode}")
+        raise UsageError(f"strict isolation needs user namespaces, and {bwrap} could not make them: {said}", hint=FIX)
+    version = subprocess.run([str(bwrap), "--version"], capture_output=True, text=True, check=False, timeout=10)
+    return (version.stdout.strip() or "bwrap") + f" ({bwrap})"
+
+
+def writable(run: RunFolder, n: int) -> list[Path]:
+    """Everything worker n may write, the one list: its outbox, its hook log, its agent's session store,
+    its own config dir, and its worktree when the run gave it one."""
+    paths = [run.outbox(n), run.state(n), run.sessions(n), run.config_dir(n)]
+    worktree = run.worktrees_dir(n)  # made by the controller before a writer's job restarts it there
+    return [*paths, *([worktree] if worktree.is_dir() else [])]
+
+
+def _system() -> list[str]:
+    args = []
+    for top in SYSTEM:
+        path = Path(top)
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), top]
+        elif path.is_dir():
+            args += ["--ro-bind", top, top]
+    return args
+
+
+def _covered(path: Path, roots: Iterable[Path]) -> bool:
+    return any(path == root or root in path.parents for root in roots)
+
+
+def _install_root(binary: Path) -> list[Path]:
+    """The folders an agent's executable needs: its own, and its package's install (the folder holding
+    its node_modules, or a venv's root) when it is a link into one."""
+    real = binary.resolve()
+    parts = real.parts
+    root = Path(*parts[: parts.index("node_modules")]) if "node_modules" in parts else real.parent.parent
+    return [binary.parent, root]
+
+
+def readable(binaries: Iterable[Path]) -> list[Path]:
+    """What a sandbox sees read-only beyond the system's folders: Python and orch (the workers' hooks and
+    `orch bus post`), and the agents' installs."""
+    found = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent.parent]
+    found.append(Path(orch.__file__).resolve().parent)
+    for path in binaries:
+        found += _install_root(path)
+    system = [Path(top) for top in SYSTEM]
+    unique: list[Path] = []
+    for path in found:
+        if path.exists() and not _covered(path, system) and not _covered(path, unique):
+            unique = [p for p in unique if path not in p.parents] + [path]
+    return unique
+
+
+def private() -> list[Path]:
+    """What no sandbox may see even below a folder it binds: the gateways' handles (the control key) and
+    saved tokens, every worker's config dir (its token), the strict launch bundles."""
+    return [handle_path("x").parent, agents_dir(), launch_dir()]
+
+
+def argv(
+    run: RunFolder,
+    n: int,
+    workdir: Path,
+    cwd: Path,
+    binaries: Iterable[Path],
+    bus_socket: Path,
+    gateway_socket: Path | None,
+    home: Path | None,
+) -> list[str]:
+    """The bwrap command line (up to `--`) that puts worker n's pane in its sandbox. Binds are applied in
+    order: the run folder read-only first, then tmpfs over the others' session stores, then the worker's
+    own writable paths over those. `workdir`: the tree under audit (read-only); `cwd`: where the agent starts
+    (a writer's worktree, writable, or the workdir). `home`: a HOME of its own (the user's is not there)."""
+    args = [str(binary()), "--die-with-parent", *_namespaces(), "--cap-drop", "ALL", *_system()]
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run"]
+    if Path("/sys").is_dir():
+        args += ["--ro-bind", "/sys", "/sys"]  # what runtimes read for CPU and memory limits
+    for path in readable(binaries):
+        args += ["--ro-bind", str(path), str(path)]
+    args += ["--ro-bind", str(workdir), str(workdir), "--ro-bind", str(run.root), str(run.root)]
+    args += ["--tmpfs", str(run.sessions_dir)]  # the others' transcripts: not there
+    for hidden in private():  # in case the workdir holds them ($ORCH_HOME inside it): not there either
+        if hidden.is_dir():
+            args += ["--tmpfs", str(hidden)]
+    for path in writable(run, n):
+        args += ["--bind", str(path), str(path)]
+    args += ["--bind", str(bus_socket), str(run.bus_socket)]
+    if gateway_socket is not None:
+        args += ["--bind", str(gateway_socket), GATEWAY_SOCKET]
+    if home is not None:
+        args += ["--setenv", "HOME", str(home)]
+    return [*args, "--setenv", "TMPDIR", "/tmp", "--chdir", str(cwd), "--"]
+
+
+def prepare(run: RunFolder, n: int) -> None:
+    """Make what worker n's sandbox binds before it starts: bwrap binds only what exists, and the run
+    folder it binds over is read-only in there."""
+    run.outbox(n).mkdir(parents=True, exist_ok=True)
+    run.sessions(n).mkdir(parents=True, exist_ok=True, mode=0o700)
+    run.config_dir(n).mkdir(parents=True, exist_ok=True, mode=0o700)
+    run.state(n).touch()
+    if not run.bus_socket.exists():
+        run.bus_socket.touch()  # the mount point of each worker's own bus socket
+
+
+SHARED_NOTE = (
+    "isolation shared: the workers share your uid and can read and write each other's files, the bus and "
+    "the tree, and read your own files"
+)
+
+
+def default_isolation(local: bool, kinds: Iterable[str]) -> tuple[Isolation, str | None]:
+    """`orch up`'s isolation when none is asked: strict on this machine (a container run keeps its own
+    default, shared), unless an agent of the fleet cannot run strict (aider: its watcher needs the run's
+    tmux server). With the one-line note a run that ends up shared prints."""
+    if not local:
+        return Isolation.SHARED, None
+    unable = sorted({kind for kind in kinds if not get_adapter(kind).strict_isolation})
+    if unable:
+        why = f"{', '.join(unable)} cannot run strict (its watcher needs the run's tmux server)"
+        return Isolation.SHARED, f"{SHARED_NOTE}: {why}"
+    return Isolation.STRICT, None

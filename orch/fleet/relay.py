@@ -1,0 +1,178 @@
+"""The host's end of a local strict run's sandboxes: `python -m orch.fleet.relay RUN_DIR GATEWAY_URL`.
+
+One process per run (started with the fleet, stopped with it), serving two sockets per worker in a folder
+of this uid's outside the run folder (orch.run.paths.sockets_dir), each bound into that worker's sandbox
+alone (orch.fleet.bwrap):
+
+- `bus-N.sock`: the worker's bus; every post on it is stamped as worker N (orch.run.busserver.BusServer with
+  its worker fixed): all local workers share one uid, so SO_PEERCRED could not tell them apart, but a
+  worker can only reach the socket bound into its own sandbox;
+- `gateway-N.sock`: its way to the model gateway, copied byte for byte to the gateway's loopback
+  address. The worker still needs its own token there; the gateway's control API wants the control key,
+  which stays in the controller's handle file, outside every sandbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from orch.errors import SandboxError
+from orch.fleet.portal import splice
+from orch.run.busserver import BusServer
+from orch.run.folder import RunFolder, atomic_write
+from orch.run.paths import sockets_dir
+from orch.waits import wait_until
+
+START_TIMEOUT = 20.0
+STOP_TIMEOUT = 10.0
+WATCH_INTERVAL = 0.5  # how often the relay looks for the run's tmux server (a connect: cheap)
+START_GRACE = 150.0  # a fleet whose tmux server never came up in this long is not coming (boot: 90 s)
+
+
+def bus_socket(run: RunFolder, n: int) -> Path:
+    return sockets_dir(run.root) / f"bus-{n}.sock"
+
+
+def gateway_socket(run: RunFolder, n: int) -> Path:
+    return sockets_dir(run.root) / f"gateway-{n}.sock"
+
+
+def _pid_file(run: RunFolder) -> Path:
+    return sockets_dir(run.root) / "relay.pid"
+
+
+def _running(run: RunFolder, gateway_url: str | None = None) -> int | None:
+    """The pid of the run's relay (to that gateway, when given), None if none runs."""
+    try:
+        pid = int(_pid_file(run).read_text())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return None
+    ours = b"orch.fleet.relay" in cmdline and str(run.root).encode() in cmdline
+    return pid if ours and (gateway_url is None or gateway_url.encode() in cmdline) else None
+
+
+def _ready(run: RunFolder, workers: int) -> bool:
+    return all(bus_socket(run, n).exists() and gateway_socket(run, n).exists() for n in range(1, workers + 1))
+
+
+def ensure(run: RunFolder, workers: int, gateway_url: str) -> None:
+    """The run's relay, started (detached: it outlives `orch up`) unless one serves it already."""
+    folder = sockets_dir(run.root)
+    folder.parent.mkdir(mode=0o700, exist_ok=True)
+    if folder.parent.stat().st_uid != os.geteuid() or folder.parent.stat().st_mode & 0o077:
+        raise SandboxError(f"{folder.parent} is not this user's alone: refusing to put the workers' sockets there")
+    folder.mkdir(mode=0o700, exist_ok=True)
+    if _running(run, gateway_url) is not None and _ready(run, workers):
+        return
+    stop(run)
+    folder.mkdir(mode=0o700, exist_ok=True)
+    log = run.logs_dir / "relay.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "orch.fleet.relay", str(run.root), gateway_url]
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
+    wait_until(
+        lambda: (_running(run) is not None and _ready(run, workers)) or proc.poll() is not None,
+        START_TIMEOUT,
+        "the sandboxes' relay to listen",
+    )
+    if proc.poll() is not None:
+        raise SandboxError(f"the sandboxes' relay exited at start (exit {proc.returncode}): see {log}")
+
+
+def stop(run: RunFolder) -> None:
+    """Stop the run's relay (if it runs) and remove its sockets."""
+    pid = _running(run)
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        wait_until(lambda: _running(run) is None, STOP_TIMEOUT, f"the sandboxes' relay (pid {pid}) to exit")
+    folder = sockets_dir(run.root)
+    for path in folder.glob("*"):
+        path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        folder.rmdir()
+
+
+async def _to_gateway(host: str, port: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    await splice(asyncio.open_connection(host, port), reader, writer)
+
+
+async def _serve(run: RunFolder, gateway_url: str) -> None:
+    parts = urlsplit(gateway_url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    workers = run.info().workers
+    bus = BusServer(run, peercred=False)  # the controller serves bus.sock; here each worker's own socket
+    for n in range(1, workers + 1):
+        bus.listen(bus_socket(run, n), worker=n)
+    bus.start()
+    servers = []
+    for n in range(1, workers + 1):
+        path = gateway_socket(run, n)
+        path.unlink(missing_ok=True)
+        servers.append(await asyncio.start_unix_server(lambda r, w: _to_gateway(host, port, r, w), path=str(path)))
+    atomic_write(_pid_file(run), str(os.getpid()), mode=0o600)
+    stopped = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopped.set)
+    watcher = asyncio.create_task(_until_fleet_gone(_tmux_socket(run.info().tmux_socket), stopped))
+    await stopped.wait()
+    watcher.cancel()
+    for server in servers:
+        server.close()
+    bus.stop()
+    _pid_file(run).unlink(missing_ok=True)
+
+
+def _tmux_socket(name: str) -> Path:
+    """Where tmux keeps the socket of `tmux -L name` (it removes it when its server exits)."""
+    return Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.geteuid()}" / name
+
+
+def _listening(path: Path) -> bool:
+    """Whether a server listens on that socket (tmux leaves the file behind when it exits)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+async def _until_fleet_gone(tmux: Path, stopped: asyncio.Event) -> None:
+    """Stop with the run's fleet: once its tmux server has gone (or never came up), nothing is left to
+    serve, whoever tore it down (`orch kill` stops the relay itself; a test's or a crash's teardown does not)."""
+    seen, started = False, time.monotonic()
+    stale = tmux.exists() and not _listening(tmux)  # a dead server's file (a relaunch): not this life's
+    while not stopped.is_set():
+        alive = _listening(tmux)
+        # tmux leaves its socket file behind when it exits: a new file means a server came (and maybe went).
+        seen = seen or alive or (tmux.exists() and not stale)
+        vanished = stale and not tmux.exists()  # the dead server's file removed: no server is coming
+        if (seen and not alive) or vanished or (not seen and time.monotonic() - started > START_GRACE):
+            stopped.set()
+            return
+        await asyncio.sleep(WATCH_INTERVAL)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m orch.fleet.relay RUN_DIR GATEWAY_URL", file=sys.stderr)
+        return 2
+    asyncio.run(_serve(RunFolder(Path(argv[0])), argv[1]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
