@@ -74,6 +74,8 @@ def task(tid: str, script: list[dict[str, Any]], role: str = "finder", worker: i
 
 
 WRITERS = ("writer", "fixer", "scribe")
+
+
 def changes(run: RunFolder) -> dict[str, str]:
     """Each writer task's change status in report.json."""
     return {row["task"]: row["status"] for row in report(run)["changes"]}
