@@ -29,6 +29,7 @@ from orch.run.folder import RunFolder
 from orch.view.snapshot import Snapshot
 from orch.waits import wait_until
 from tests.helpers import MEAN_QUOTE, MEAN_REPRO, SAMPLE, orch, prompts
+from tests.lead.changes.gitfix import user_repo
 from tests.lead.ciformats import junit, valid_sarif
 from tests.lead.leadrun import (
     DONE,
@@ -65,9 +66,10 @@ def offline(monkeypatch: pytest.MonkeyPatch, claude_bin: Path) -> None:
 
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
+    """The sample, committed: a spec with writers (the scribes below) starts from its HEAD."""
     path = tmp_path / "work"
     shutil.copytree(SAMPLE, path)
-    return path
+    return user_repo(path, {})
 
 
 # --- the demo ----------------------------------------------------------------------------------
