@@ -29,9 +29,10 @@ ENDED = (WorkerState.CRASHED, WorkerState.EXITED)
 
 # --- the run's outcome -------------------------------------------------------------------------
 def outcome(state: ControllerState, spec: FleetSpec) -> Outcome:
-    """Exit 0 only when every task job is DONE, every writer task's change LANDED and every finding
-    CONFIRMED; 4 when a finding is not (refuted, unverified, still pending) or a change did not land
-    (rejected, conflict); 5 when the run was aborted or a task job did not finish."""
+    """Exit 0 only when every task job is DONE, every writer task's change LANDED (or its writer changed
+    nothing, UNCHANGED, and was not a fixer handed confirmed findings) and every finding CONFIRMED; 4 when a
+    finding is not (refuted, unverified, still pending) or a change did not land (rejected, conflict, a fixer's
+    UNCHANGED); 5 when the run was aborted or a task job did not finish."""
     statuses = {f.id: finding_status(state, spec, f.id) for f in state.findings}
     judging = (Role.VERIFIER, Role.REVIEWER)
     failed = [j for j in state.jobs if j.role not in judging and j.status is not JobStatus.DONE]
@@ -39,7 +40,10 @@ def outcome(state: ControllerState, spec: FleetSpec) -> Outcome:
         why = state.aborted or "; ".join(f"{j.id}: {j.failure or j.status.value}" for j in failed)
         return Outcome(exit_code=EXIT_FAILED, status="failed", reason=why, findings=statuses)
     open_ = {f: s.value for f, s in statuses.items() if s is not FindingStatus.CONFIRMED}
-    open_ |= {f"change {task}": why for task, why in landing.unlanded(state).items()}
+    # A fixer handed confirmed findings was asked for a change: leaving the tree as it was does not pass.
+    confirmed = any(s is FindingStatus.CONFIRMED for s in statuses.values())
+    fixers = {j.task for j in state.jobs if j.role is Role.FIXER and j.task is not None} if confirmed else set()
+    open_ |= {f"change {task}": why for task, why in landing.unlanded(state, fixers).items()}
     if open_:
         why = ", ".join(f"{f} {s}" for f, s in open_.items())
         return Outcome(exit_code=EXIT_NOT_CONFIRMED, status="not-confirmed", reason=why, findings=statuses)

@@ -145,11 +145,20 @@ class ChangeStage(StrEnum):
     REJECTED = "REJECTED"
     CONFLICT = "CONFLICT"
     FAILED = "FAILED"
+    UNCHANGED = "UNCHANGED"
+    """The writer's job completed and left the tree as it was: nothing to land."""
     REBASING = "REBASING"
     """Sent back to its writer as a rebase job (a newer change of the same task carries on)."""
 
 
-CHANGE_ENDS = (ChangeStage.LANDED, ChangeStage.REJECTED, ChangeStage.CONFLICT, ChangeStage.FAILED, ChangeStage.REBASING)
+CHANGE_ENDS = (
+    ChangeStage.LANDED,
+    ChangeStage.REJECTED,
+    ChangeStage.CONFLICT,
+    ChangeStage.FAILED,
+    ChangeStage.UNCHANGED,
+    ChangeStage.REBASING,
+)
 
 
 class ChangeBook(Strict):

@@ -171,8 +171,10 @@ def rebase_job_id(task: str, attempt: int) -> str:
 
 
 # --- the run's outcome -------------------------------------------------------------------------
-def unlanded(state: ControllerState) -> dict[str, str]:
-    """Writer tasks whose writing ended without a landed change: task -> the last change's status and why."""
+def unlanded(state: ControllerState, needs_change: Collection[str] = ()) -> dict[str, str]:
+    """Writer tasks whose writing ended without a landed change: task -> the last change's status and why. A
+    task whose writer left the tree as it was (UNCHANGED) is open only when it is in `needs_change` (a fixer
+    handed confirmed findings: orch.lead.decisions.outcome)."""
     out: dict[str, str] = {}
     tasks = {j.task for j in state.jobs if j.role in WRITING_ROLES and j.task is not None and j.rebase_of is None}
     for task in sorted(tasks):
@@ -182,5 +184,7 @@ def unlanded(state: ControllerState) -> dict[str, str]:
         if not mine:
             continue  # its job failed: the outcome says so already
         last = mine[-1]
+        if last.stage is ChangeStage.UNCHANGED and task not in needs_change:
+            continue
         out[task] = f"{last.stage.value}" + (f" ({last.reason})" if last.reason else "")
     return out

@@ -210,7 +210,7 @@ td,th{border:1px solid #ddd;padding:.35em .5em;vertical-align:top;text-align:lef
 th{background:#f5f5f7}code{font:12px ui-monospace,Menlo,monospace;background:#f5f5f7;padding:0 .2em}
 .CONFIRMED{background:#dff5e1}.REFUTED{background:#fde2e1}.UNVERIFIABLE,.UNVERIFIED,.PENDING{background:#fff4d6}
 .INVALID,.FAILED,.CANCELLED,.CONFLICT{background:#eee;color:#900}.LANDED{background:#dff5e1}
-.REJECTED{background:#fde2e1}.finder{color:#888;font-style:italic}
+.REJECTED{background:#fde2e1}.UNCHANGED{background:#f5f5f7}.finder{color:#888;font-style:italic}
 .status{font-weight:bold;padding:.1em .5em;border-radius:4px}.flag{color:#900;font-size:.9em}
 ul{margin:.2em 0 .2em 1.2em;padding:0}
 """.strip()

@@ -350,6 +350,8 @@ class FleetSpec(Strict):
             return self.workers
         finders = any(t.role is Role.FINDER for t in self.tasks)
         need = self.verification.verifiers_per_finding + 1 if finders else 1
+        if any(t.role in WRITER_ROLES for t in self.tasks):  # a change's reviewers are never its writer
+            need = max(need, self.changes.reviewers_per_change + 1)
         return max(len(self.tasks), need)
 
     def kinds(self) -> dict[int, tuple[str, str | None]]:

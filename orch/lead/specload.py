@@ -191,6 +191,15 @@ def check_spec(spec: FleetSpec) -> list[Issue]:
                 f"(the fleet has {total})",
             )
         )
+    reviewers = spec.changes.reviewers_per_change
+    if spec.writer_tasks() and total < reviewers + 1:
+        add(
+            Issue(
+                ("changes", "reviewers_per_change"),
+                f"{reviewers} reviewer(s) per change need at least {reviewers + 1} workers: a writer never reviews its "
+                f"own change, so every change would be rejected (the fleet has {total}; 0 lands changes unreviewed)",
+            )
+        )
     for role, custom in spec.roles.items():
         where: Loc = ("roles", role.value)
         if custom.template is not None and custom.template_file is not None:

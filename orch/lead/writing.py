@@ -149,7 +149,13 @@ class Writing(Part):
         )
         book.reviewed = landing.reviewed_by(self.state, job.rebase_of, book.fingerprint) if book.fingerprint else None
         if change.empty and not change.refused:
-            book.stage, book.reason = ChangeStage.FAILED, "the worktree has no change"
+            # Set before the save (a resumed controller must not review it): a first job that changed nothing
+            # completed with nothing to land; a rebase that made nothing dropped the change it was sent back with.
+            book.stage, book.reason = (
+                (ChangeStage.FAILED, "the rebase left the worktree unchanged")
+                if job.rebase_of
+                else (ChangeStage.UNCHANGED, "the writer left the tree as it was")
+            )
         self.state.changes.append(book)
         self.desk.save()
         self.write_row(book)
@@ -164,6 +170,11 @@ class Writing(Part):
             scope=scope,
             kept_reviews=book.reviewed,
         )
+        if book.stage is not ChangeStage.REVIEW:
+            self.desk.event(
+                Event.CHANGE_ENDED, n, change=book.id, task=book.task, status=book.stage.value, reason=book.reason
+            )
+            return
         self.advance(book.id)
 
     def baseline(self) -> list[CheckResult]:
@@ -354,6 +365,7 @@ ROW_STATUS = {
     ChangeStage.REJECTED: ChangeStatus.REJECTED,
     ChangeStage.CONFLICT: ChangeStatus.CONFLICT,
     ChangeStage.FAILED: ChangeStatus.FAILED,
+    ChangeStage.UNCHANGED: ChangeStatus.UNCHANGED,
     ChangeStage.REBASING: ChangeStatus.CONFLICT,
 }
 

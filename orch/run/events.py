@@ -114,7 +114,7 @@ class Event(StrEnum):
     CHANGE_INTEGRATED = "change-integrated"
     """data: change, result (LANDED, CONFLICT, CHECKS_FAILED), detail."""
     CHANGE_ENDED = "change-ended"
-    """data: change, task, status (LANDED, REJECTED, CONFLICT, FAILED, REBASING), reason."""
+    """data: change, task, status (LANDED, REJECTED, CONFLICT, FAILED, UNCHANGED, REBASING), reason."""
     REBASE_OPENED = "rebase-opened"
 
     # orch.view: what a lead did from `orch watch` (the TUI or the page with --control)

@@ -77,6 +77,9 @@ def write_spec(path: Path, workdir: Path, tasks: list[dict[str, Any]], **extra: 
     }
     for key, value in extra.items():
         spec[key] = {**spec.get(key, {}), **value} if isinstance(value, dict) else value
+    if spec.get("workers") == 1 and any(t.get("role") in ("writer", "fixer", "scribe") for t in tasks):
+        # One worker has nobody to review its change (orch refuses the spec): these writers' changes go unreviewed.
+        spec["changes"] = {"reviewers_per_change": 0, **spec.get("changes", {})}
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
 

@@ -29,6 +29,7 @@ from orch.run.folder import RunFolder
 from orch.view.snapshot import Snapshot
 from orch.waits import wait_until
 from tests.helpers import MEAN_QUOTE, MEAN_REPRO, SAMPLE, orch, prompts
+from tests.lead.changes.gitfix import user_repo
 from tests.lead.ciformats import junit, valid_sarif
 from tests.lead.leadrun import (
     DONE,
@@ -48,12 +49,15 @@ from tests.lead.leadrun import (
 
 pytestmark = pytest.mark.claude
 
-# Kills the Claude Code process this Bash tool call runs under (its nearest `claude` ancestor), once.
-CRASH_ONCE = (
-    'if [ ! -e crashed-once ]; then touch crashed-once; p=$$; while [ "$p" -gt 1 ]; do '
-    'if [ "$(cat /proc/$p/comm)" = claude ]; then kill -9 "$p"; break; fi; '
-    "p=$(awk '{print $4}' /proc/$p/stat); done; fi"
-)
+
+def crash_once(marker: Path) -> str:
+    """Kills the Claude Code process this Bash tool call runs under (its nearest `claude` ancestor), once. The
+    marker is outside the workdir: in a writer's worktree it would be a change."""
+    return (
+        f'if [ ! -e {marker} ]; then touch {marker}; p=$$; while [ "$p" -gt 1 ]; do '
+        'if [ "$(cat /proc/$p/comm)" = claude ]; then kill -9 "$p"; break; fi; '
+        "p=$(awk '{print $4}' /proc/$p/stat); done; fi"
+    )
 
 
 @pytest.fixture
@@ -65,9 +69,10 @@ def offline(monkeypatch: pytest.MonkeyPatch, claude_bin: Path) -> None:
 
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
+    """The sample, committed: a spec with writers (the scribes below) starts from its HEAD."""
     path = tmp_path / "work"
     shutil.copytree(SAMPLE, path)
-    return path
+    return user_repo(path, {})
 
 
 # --- the demo ----------------------------------------------------------------------------------
@@ -304,7 +309,7 @@ def test_crashed_worker_is_restarted_and_finishes(offline: None, workdir: Path, 
             "role": "scribe",
             "goal": "Write down what pages.py does.",
             "offline_script": [
-                {"bash": CRASH_ONCE},
+                {"bash": crash_once(tmp_path / "crashed-once")},
                 RESULT,
                 reply("Written."),  # forgets the done flag: nudged
                 DONE,
@@ -323,18 +328,21 @@ def test_crashed_worker_is_restarted_and_finishes(offline: None, workdir: Path, 
     assert len(events(run, Event.RESTARTED_WORKER)) == 1
     assert [e.worker for e in events(run, Event.NUDGE_SENT)] == [1]
     # The restarted agent resumed its session and was pointed back at its brief.
-    # One SessionStart per life (startup, then resume). A third one used to come from a restart: the
-    # first life's agent wrote its SessionEnd after the second life started (now launch waits for it).
+    assert report(run)["changes"][0]["status"] == "UNCHANGED"  # a scribe that changed nothing completed
+    # One SessionStart per life: startup, the scribe's move into its worktree (a new session), then the
+    # restart resuming that one. One more used to come from a restart: the first life's agent wrote its
+    # SessionEnd after the second life started (now launch waits for it).
     starts = [e for e in run.hook_events(1) if e.hook_event_name == "SessionStart"]
     history = [e.hook_event_name for e in run.hook_events(1)], [e.event for e in events(run)]
-    assert len(starts) == 2 and starts[0].session_id == starts[1].session_id, history
+    assert len(starts) == 3 and starts[1].session_id == starts[2].session_id, history
     assert any(p.startswith("orch restarted you") for p in prompts(run, 1))
 
 
 def test_fleet_relaunched_after_its_tmux_server_dies(offline: None, workdir: Path, tmp_path: Path) -> None:
     """The tmux server killed under a running controller: the fleet comes back on the same folder,
     sessions resumed, the worker re-pointed at its brief; past `max_relaunches` the run fails instead."""
-    kill_once = {"bash": "if [ ! -e server-killed ]; then touch server-killed; tmux kill-server; fi"}
+    marker = tmp_path / "server-killed"  # outside the scribe's worktree, where it would be a change
+    kill_once = {"bash": f"if [ ! -e {marker} ]; then touch {marker}; tmux kill-server; fi"}
     tasks = [{"id": "notes", "role": "scribe", "goal": "Write down what pages.py does.",
               "offline_script": [kill_once, RESULT, DONE, reply()]}]  # fmt: skip
     spec = write_spec(tmp_path / "relaunch.yaml", workdir, tasks, workers=1)
@@ -345,16 +353,17 @@ def test_fleet_relaunched_after_its_tmux_server_dies(offline: None, workdir: Pat
     assert state.job("notes").status is JobStatus.DONE and state.relaunches == 1
     assert len(events(run, Event.FLEET_RELAUNCHING)) == 1 and len(events(run, Event.FLEET_RELAUNCHED)) == 1
     assert [e.event for e in events(run, Event.CONTROLLER_STARTED)] == [Event.CONTROLLER_STARTED]  # the same controller
-    # One SessionStart per life (startup, then resume). A third one used to come from a restart: the
-    # first life's agent wrote its SessionEnd after the second life started (now launch waits for it).
+    # One SessionStart per life: startup, the move into the scribe's worktree (a new session), then the
+    # relaunch resuming that one. One more used to come from a restart: the first life's agent wrote its
+    # SessionEnd after the second life started (now launch waits for it).
     starts = [e for e in run.hook_events(1) if e.hook_event_name == "SessionStart"]
     history = [e.hook_event_name for e in run.hook_events(1)], [e.event for e in events(run)]
-    assert len(starts) == 2 and starts[0].session_id == starts[1].session_id, history
+    assert len(starts) == 3 and starts[1].session_id == starts[2].session_id, history
     assert any(p.startswith("orch restarted you (relaunched)") for p in prompts(run, 1))
     # One gateway served both lives (the relaunch found it running); the teardown stopped it.
     assert len(events(run, Event.GATEWAY_STARTED)) == 1 and not handle_path("rl").exists()
 
-    (workdir / "server-killed").unlink()
+    marker.unlink()
     spec = write_spec(tmp_path / "no-relaunch.yaml", workdir, tasks, workers=1, limits={"max_relaunches": 0})
     result = orch("run", spec, "--local", "--name", "rl0")
     assert result.exit_code == 5, result.output
@@ -436,7 +445,9 @@ def test_the_controller_starts_a_killed_gateway_again_and_the_worker_carries_on(
             proc.wait(30)
     assert proc.returncode == 0, output.decode(errors="replace")
     assert load_state(run).job("notes").status is JobStatus.DONE
-    assert not events(run, Event.RESTARTED_WORKER) and not events(run, Event.RESTARTED)
+    # Its only restart is the scribe's move into its worktree, before the gateway was killed.
+    assert not events(run, Event.RESTARTED_WORKER) and len(events(run, Event.RESTARTED)) == 1
+    assert len(events(run, Event.WORKER_MOVED)) == 1
     gateway_says = [json.loads(line) for line in run.model_log.read_text().splitlines()]
     assert [e["data"]["tokens"] for e in gateway_says if e["event"] == "started" and e["data"].get("resumed")] == [1]
     assert "bad-token" not in [e["event"] for e in gateway_says]

@@ -150,12 +150,25 @@ def test_first_added_line() -> None:
         ([ChangeStage.REJECTED], decisions.EXIT_NOT_CONFIRMED),
         ([ChangeStage.REBASING, ChangeStage.CONFLICT], decisions.EXIT_NOT_CONFIRMED),
         ([], decisions.EXIT_PASSED),  # no change taken: its job failed, which the next case shows
+        ([ChangeStage.UNCHANGED], decisions.EXIT_PASSED),  # it completed and found nothing to change
+        ([ChangeStage.REBASING, ChangeStage.FAILED], decisions.EXIT_NOT_CONFIRMED),  # a rebase that made nothing
     ],
 )
 def test_exit_code_with_writers(tmp_path: Path, stages: list[ChangeStage], code: int) -> None:
     spec, state = _spec(tmp_path), _state()
     state.changes = [ChangeBook(id=f"fix{i}", task="fix", writer=1, base="b", stage=s) for i, s in enumerate(stages)]
     assert decisions.outcome(state, spec).exit_code == code
+
+
+def test_an_unchanged_tree_is_open_only_for_a_task_that_needed_a_change() -> None:
+    """A fixer handed confirmed findings needs a change (orch.lead.decisions.outcome passes its task); any
+    other writer that left the tree as it was completed with nothing to land."""
+    state = _state()
+    state.change("fix").stage, state.change("fix").reason = ChangeStage.UNCHANGED, "the writer left the tree as it was"
+    assert landing.unlanded(state) == {}
+    assert landing.unlanded(state, {"fix"}) == {"fix": "UNCHANGED (the writer left the tree as it was)"}
+    state.change("fix").stage = ChangeStage.LANDED
+    assert landing.unlanded(state, {"fix"}) == {}
 
 
 def test_a_failed_writer_job_fails_the_run_and_a_failed_review_does_not_by_itself(tmp_path: Path) -> None:

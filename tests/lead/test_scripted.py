@@ -59,7 +59,9 @@ def run_spec(
     extra.setdefault("limits", {})
     extra["limits"] = {"nudge_after": 30, **extra["limits"]}  # a nudge only where a test wants one
     spec = write_spec(tmp_path / f"{name}.yaml", workdir, tasks, **extra)
-    result = orch("run", spec, "--local", "--name", name)
+    # A writer (fixer, scribe) works in a worktree of the run's repository: the sample is no git repository.
+    writers = any(t.get("role") in WRITERS for t in tasks)
+    result = orch("run", spec, "--local", "--name", name, *(["--snapshot"] if writers else []))
     assert result.exit_code == exit_code, result.output
     return RunFolder.for_name(name)
 
@@ -69,6 +71,14 @@ def task(tid: str, script: list[dict[str, Any]], role: str = "finder", worker: i
     if worker is not None:
         out["worker"] = worker
     return out
+
+
+WRITERS = ("writer", "fixer", "scribe")
+
+
+def changes(run: RunFolder) -> dict[str, str]:
+    """Each writer task's change status in report.json."""
+    return {row["task"]: row["status"] for row in report(run)["changes"]}
 
 
 FINDS_PAGES = [findings_step(PAGES_FINDING), RESULT, DONE, reply()]
@@ -123,6 +133,11 @@ def test_find_refute_confirm_runs_round_three_for_survivors_and_the_fixer_last(w
     assert fix.status is JobStatus.DONE and (fix.sent_at or 0) >= last_verdict
     for handed in (run.job_brief("fix").read_text(), run.job_result("fix").read_text()):
         assert "t1-F1" in handed and "t1-F2" not in handed  # the fixer is handed only what was confirmed
+    assert fix.worker is not None and fix.workdir is not None
+    assert Path(fix.workdir).is_relative_to(run.worktrees_dir(fix.worker))  # it wrote in its own worktree
+    # orch's steps change nothing: a fixer handed a confirmed finding that leaves the tree as it was is open.
+    assert changes(run) == {"fix": "UNCHANGED"}
+    assert "change fix UNCHANGED" in report(run)["reason"]
 
 
 def test_a_rubber_stamping_verifier_is_told_what_is_wrong_and_the_finding_stays_unverified(
@@ -195,6 +210,7 @@ def test_a_stalled_worker_is_nudged_and_finishes(workdir: Path, tmp_path: Path) 
                    limits={"nudge_after": 0.5})  # fmt: skip
     state = load_state(run)
     assert state.job("notes").status is JobStatus.DONE and state.job("notes").nudges == 1
+    assert changes(run) == {"notes": "UNCHANGED"}  # a scribe that changed nothing completed: exit 0
     assert [e.worker for e in events(run, Event.NUDGE_SENT)] == [1]
     (nudge,) = [p for p in prompts(run, 1) if p.startswith("orch: job notes is not finished")]
     assert str(run.done(1)) in nudge
@@ -219,12 +235,15 @@ def test_a_crashed_worker_is_restarted_and_pointed_back_at_its_brief(workdir: Pa
                    limits={"restart_backoff": 0.2})  # fmt: skip
     state = load_state(run)
     assert state.job("notes").status is JobStatus.DONE and state.book(1).restarts == 1
+    assert changes(run) == {"notes": "UNCHANGED"}
+    assert Path(state.book(1).cwd or "").is_relative_to(run.worktrees_dir(1))  # restarted in its worktree
     (crash,) = events(run, Event.CRASH_SEEN)
     assert "signal 9" in crash.data["why"] and crash.data["job"] == "notes"
     (restarted,) = events(run, Event.RESTARTED_WORKER)
     assert restarted.worker == 1 and restarted.data["restarts"] == 1
     starts = [e for e in run.hook_events(1) if e.hook_event_name == "SessionStart"]
-    assert len(starts) == 2
+    assert len(starts) == 3  # its launch, its move into the scribe's worktree, the restart (there too)
+    assert len(events(run, Event.WORKER_MOVED)) == 1
     assert any(p.startswith("orch restarted you (killed by signal 9)") for p in prompts(run, 1))
 
 
@@ -249,6 +268,7 @@ def test_the_fleet_is_relaunched_after_its_tmux_server_dies(workdir: Path, tmp_p
                    exit_code=0, workers=1)  # fmt: skip
     state = load_state(run)
     assert state.job("notes").status is JobStatus.DONE and state.relaunches == 1
+    assert changes(run) == {"notes": "UNCHANGED"}
     assert len(events(run, Event.FLEET_RELAUNCHING)) == 1 and len(events(run, Event.FLEET_RELAUNCHED)) == 1
     assert len(events(run, Event.CONTROLLER_STARTED)) == 1  # the same controller
     assert [e.worker for e in events(run, Event.REPOINT_SENT)] == [1]

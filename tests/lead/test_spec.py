@@ -180,6 +180,18 @@ def test_worker_count_defaults_to_enough_for_verification(spec_dir: Path) -> Non
     assert spec.worker_count() == 2  # one finder and one verifier who is not the finder
 
 
+def test_a_spec_with_writers_has_enough_workers_to_review_a_change(spec_dir: Path) -> None:
+    """A writer never reviews its own change: too few workers would reject every change."""
+    writer = "workdir: .\ntasks:\n  - {goal: a, role: scribe}\n"
+    assert parse_spec(writer, "f.yaml", spec_dir).worker_count() == 2  # the scribe and its reviewer
+    two = writer + "changes: {reviewers_per_change: 2}\n"
+    assert parse_spec(two, "f.yaml", spec_dir).worker_count() == 3
+    (issue,) = _issues(writer + "workers: 1\n", spec_dir)
+    assert issue.startswith("changes.reviewers_per_change: 1 reviewer(s) per change need at least 2 workers"), issue
+    unreviewed = writer + "workers: 1\nchanges: {reviewers_per_change: 0}\n"
+    assert parse_spec(unreviewed, "f.yaml", spec_dir).worker_count() == 1
+
+
 def test_agents_groups_give_per_worker_kinds(spec_dir: Path) -> None:
     text = "workdir: .\nagents:\n  - {workers: 2}\n  - {model: other, workers: 1}\ntasks:\n  - goal: a\n"
     spec = parse_spec(text, "f.yaml", spec_dir)

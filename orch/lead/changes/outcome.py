@@ -10,8 +10,9 @@ from orch.run.folder import RunFolder, atomic_write
 
 
 def every_writer_task_landed(writer_tasks: Sequence[str], rows: Sequence[ChangeRow]) -> bool:
-    """True when each writer task has a LANDED change (a run with no writer task: True)."""
-    landed = {row.task for row in rows if row.status is ChangeStatus.LANDED}
+    """True when each writer task has a LANDED change, or completed without changing anything (UNCHANGED); a
+    run with no writer task: True."""
+    landed = {row.task for row in rows if row.status in (ChangeStatus.LANDED, ChangeStatus.UNCHANGED)}
     return all(task in landed for task in writer_tasks)
 
 

@@ -21,7 +21,11 @@ class ChangeStatus(StrEnum):
     CONFLICT = "CONFLICT"
     """No longer applied to the integration head, and the rebases ran out."""
     FAILED = "FAILED"
-    """No change came: the job failed, the worktree was empty, or it could not be taken."""
+    """No change came: the job failed, a rebase made none, or it could not be taken."""
+    UNCHANGED = "UNCHANGED"
+    """The writer's job completed and left the tree as it was (a writer that found nothing to change, like a
+    finder with no findings); the run's outcome counts it as not landed only for a fixer handed confirmed
+    findings (orch.lead.landing.unlanded)."""
 
 
 class RejectReason(StrEnum):

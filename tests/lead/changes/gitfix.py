@@ -30,13 +30,15 @@ def ugit(repo: Path, *args: str) -> str:
 
 
 def user_repo(root: Path, files: dict[str, str] | None = None) -> Path:
-    """A user's repository with one commit of `files` (default: a small package with a test)."""
+    """A user's repository with one commit of `files` (default: a small package with a test; `{}`: what `root`
+    holds already)."""
     root.mkdir(parents=True, exist_ok=True)
-    files = files or {
-        "calc.py": "def add(a, b):\n    return a - b\n",
-        "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n",
-        "README.md": "calc\n",
-    }
+    if files is None:
+        files = {
+            "calc.py": "def add(a, b):\n    return a - b\n",
+            "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n",
+            "README.md": "calc\n",
+        }
     for name, text in files.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)

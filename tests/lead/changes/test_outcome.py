@@ -22,6 +22,8 @@ def row(task: str, status: ChangeStatus) -> ChangeRow:
         (["t1"], [row("t1", ChangeStatus.LANDED)], True),
         (["t1", "t2"], [row("t1", ChangeStatus.LANDED)], False),
         (["t1"], [row("t1", ChangeStatus.REJECTED)], False),
+        (["t1"], [row("t1", ChangeStatus.UNCHANGED)], True),  # completed: nothing to change
+        (["t1"], [row("t1", ChangeStatus.FAILED)], False),
         (["t1"], [row("t1", ChangeStatus.CONFLICT), row("t1", ChangeStatus.LANDED)], True),
     ],
 )
