@@ -26,8 +26,11 @@ It starts as root holding only the capabilities it needs for this (see orch.cont
    server can start each pane as its worker; each pane drops them all before its agent starts.
 
 Nothing in the container runs as root after step 6, and nothing can get root or a capability back.
-Without ORCH_BOOT_STDIN (compose.yaml, started without orch on the host) steps 0 and 4 are skipped: the
-controller starts the gateway itself as the run's uid, from the container's environment.
+Without ORCH_BOOT_STDIN (compose.yaml, started without orch on the host) step 0 reads the environment
+instead (`env_boot`): the run is ORCH_RUN, and the gateway gets one upstream per model API whose
+credential is set (the scripted model with ORCH_OFFLINE=1). Every credential variable is then taken out of
+the environment before the gateway starts and before the exec, so no process of the run holds one. With
+no credential set and ORCH_OFFLINE=0 the controller starts the gateway itself, with nothing to hold.
 """
 
 from __future__ import annotations
@@ -43,13 +46,14 @@ from pathlib import Path
 from pydantic import SecretStr, ValidationError
 
 from orch import settings
-from orch.agents.registry import get_adapter
+from orch.agents.registry import ADAPTERS, get_adapter
 from orch.container.egress import EgressError, GatewayEgress, allowlist_for, apply, url_host_port, write_report
 from orch.container.layout import WORKDIR, run_mount
 from orch.errors import OrchError
+from orch.gateway.credential import fleet_upstreams
 from orch.gateway.process import handle_path, save_handle, start_gateway
 from orch.gateway.records import GatewayBoot, Upstream
-from orch.run.folder import RunFolder
+from orch.run.folder import RunFolder, validate_name
 from orch.run.records import EgressMode, Isolation, RunInfo, Strict
 from orch.run.uids import SWITCH_CAPS, drop_argv, worker_uid
 
@@ -106,6 +110,39 @@ def read_boot(fd: int = 0, timeout: float = BOOT_LINE_TIMEOUT) -> InitBoot:
         raise InitError(f"bad boot line: {'.'.join(str(p) for p in error['loc'])}: {error['msg']}") from None
 
 
+def _credential_variables() -> set[str]:
+    """Every variable of any agent's model API (its keys and base URL)."""
+    return {var for kind in ADAPTERS for var in get_adapter(kind).credentials.variables}
+
+
+def env_boot(env: dict[str, str]) -> InitBoot | None:
+    """compose.yaml's boot (no host, no boot line): the run ORCH_RUN, one upstream per model API whose
+    credential is set in `env` (the scripted model with ORCH_OFFLINE=1); None when there is nothing for
+    the gateway to hold (no credential, not offline) or no ORCH_RUN."""
+    if not settings.RUN.is_set():
+        return None
+    try:
+        name = validate_name(settings.RUN.get())
+    except OrchError as exc:
+        raise InitError(f"{settings.RUN.name}: {exc.one_line()}") from None
+    if settings.OFFLINE.get():
+        return InitBoot(run=name, offline=True, upstreams=[Upstream(kind="scripted")])
+    kinds = {kind: creds for kind in ADAPTERS if (creds := get_adapter(kind).credentials).in_env(env)}
+    if not kinds:
+        return None
+    try:
+        found = fleet_upstreams(kinds, env, offline=False, strict=False)
+    except OrchError as exc:
+        raise InitError(exc.one_line()) from None
+    return InitBoot(run=name, upstreams=list(found.upstreams)) if found.upstreams else None
+
+
+def _clear_credentials() -> None:
+    """No process started from here on (the gateway, the controller, the workers) inherits a credential."""
+    for var in _credential_variables():
+        os.environ.pop(var, None)
+
+
 def _detach_stdin() -> None:
     """Nothing started later inherits the stdin the host attached to."""
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -155,11 +192,16 @@ def own_model_dir(run: RunFolder, gw_uid: int) -> None:
 def start_run_gateway(boot: InitBoot, uid: int, gid: int, gw_uid: int) -> str:
     """Start the run's gateway as `gw_uid`, save its handle for the run's uid; its url."""
     run = RunFolder(Path(run_mount(boot.run)))
+    if not run.root.exists():  # compose's first start: the controller makes the rest (RunFolder.create)
+        run.root.mkdir(mode=0o755)
+        os.chown(run.root, uid, gid)
     own_model_dir(run, gw_uid)
     home = Path(GATEWAY_HOME)
     home.mkdir(mode=0o700, exist_ok=True)
     os.chown(home, gw_uid, gw_uid)
-    run.logs_dir.mkdir(exist_ok=True)
+    if not run.logs_dir.exists():
+        run.logs_dir.mkdir()
+        os.chown(run.logs_dir, uid, gid)
     log = run.logs_dir / "gateway.log"  # the gateway's stderr: its uid's, so workers cannot forge it
     log.touch(mode=0o644)
     os.chown(log, gw_uid, gw_uid)
@@ -237,10 +279,12 @@ def isolate_workers(run: RunFolder, info: RunInfo, uid: int, gid: int) -> None:
 
 
 def _strict_run(boot: InitBoot | None) -> tuple[RunFolder, RunInfo] | None:
-    """The run, when its run.json asks for strict isolation (only runs `orch up` started: a boot line)."""
+    """The run, when it exists and its run.json asks for strict isolation."""
     if boot is None:
         return None
     run = RunFolder(Path(run_mount(boot.run)))
+    if not run.exists():  # compose's first start: the controller creates the run after the exec
+        return None
     info = run.info()
     return (run, info) if info.isolation is Isolation.STRICT else None
 
@@ -292,11 +336,12 @@ def main(argv: list[str]) -> int:
         return 2
     uid, gid = _id(uid, settings.UID.name), _id(gid, settings.GID.name)
     try:
-        boot = read_boot() if boot_stdin else None
+        boot = read_boot() if boot_stdin else env_boot(dict(os.environ))
     except InitError as exc:
         print(f"orch-init: {exc}", file=sys.stderr, flush=True)
         return 2
-    if boot is not None:
+    _clear_credentials()
+    if boot_stdin:
         print(ACK_LINE, flush=True)
         _detach_stdin()
     try:
