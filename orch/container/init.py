@@ -189,19 +189,24 @@ def own_model_dir(run: RunFolder, gw_uid: int) -> None:
         os.chown(path, gw_uid, gw_uid)
 
 
+def run_folder(name: str, uid: int, gid: int) -> RunFolder:
+    """The run's folder with its logs/, made for the run's uid if missing (compose's first start: the
+    controller makes the rest, RunFolder.create)."""
+    run = RunFolder(Path(run_mount(name)))
+    for folder in (run.root, run.logs_dir):
+        if not folder.exists():
+            folder.mkdir(mode=0o755)
+            os.chown(folder, uid, gid)
+    return run
+
+
 def start_run_gateway(boot: InitBoot, uid: int, gid: int, gw_uid: int) -> str:
     """Start the run's gateway as `gw_uid`, save its handle for the run's uid; its url."""
-    run = RunFolder(Path(run_mount(boot.run)))
-    if not run.root.exists():  # compose's first start: the controller makes the rest (RunFolder.create)
-        run.root.mkdir(mode=0o755)
-        os.chown(run.root, uid, gid)
+    run = run_folder(boot.run, uid, gid)
     own_model_dir(run, gw_uid)
     home = Path(GATEWAY_HOME)
     home.mkdir(mode=0o700, exist_ok=True)
     os.chown(home, gw_uid, gw_uid)
-    if not run.logs_dir.exists():
-        run.logs_dir.mkdir()
-        os.chown(run.logs_dir, uid, gid)
     log = run.logs_dir / "gateway.log"  # the gateway's stderr: its uid's, so workers cannot forge it
     log.touch(mode=0o644)
     os.chown(log, gw_uid, gw_uid)
@@ -311,13 +316,11 @@ def _gateway_egress(boot: InitBoot | None, gw_uid: int, uid: int, gid: int) -> G
     return GatewayEgress(gw_uid, list(dict.fromkeys(found)), uid, gid)
 
 
-def _dns_log(boot: InitBoot | None) -> Path:
+def _dns_log(boot: InitBoot | None, uid: int, gid: int) -> Path:
     """Where the DNS responder notes the names it refused: the run folder's logs when the run is known."""
     if boot is None:
         return Path("/tmp/orch-dns.log")
-    logs = RunFolder(Path(run_mount(boot.run))).logs_dir
-    logs.mkdir(exist_ok=True)
-    return logs / "dns.log"
+    return run_folder(boot.run, uid, gid).logs_dir / "dns.log"
 
 
 def main(argv: list[str]) -> int:
@@ -363,7 +366,8 @@ def main(argv: list[str]) -> int:
         return 2
     gateway = _gateway_egress(boot, gw_uid, uid, gid) if gw_uid is not None else None
     try:
-        report = apply(mode, allow, gateway=gateway if mode is not EgressMode.OPEN else None, dns_log=_dns_log(boot))
+        dns_log = _dns_log(boot, uid, gid)
+        report = apply(mode, allow, gateway=gateway if mode is not EgressMode.OPEN else None, dns_log=dns_log)
     except EgressError as exc:
         print(f"orch-init: egress policy failed: {exc}", file=sys.stderr)
         return 1

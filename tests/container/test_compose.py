@@ -2,6 +2,8 @@
 `fleet`, real Claude Code workers (offline) in one hardened container, runs folder and workspace as
 volumes; briefed through `docker exec`, its bus lines, results and done flags land in the runs volume;
 nothing in it runs as root or with a capability; a second `run` of the same fleet resumes its sessions.
+A credential given to `docker compose` reaches the init's gateway only (the canary): no process of the run
+has it in its environment, and it is nowhere in the run folder.
 `lead`, a fleet spec run to completion in the container, as CI would: the report on the host, the exit code.
 """
 
@@ -31,6 +33,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.claude, pytest.mark.timeout(BUILD_
 COMPOSE_FILE = Path(__file__).resolve().parents[2] / "compose.yaml"
 RUN = "cmp"
 UID = 1000
+GATEWAY_UID = 61000  # ORCH_GATEWAY_UID's default
+CANARY = "sk-ant-api03-CANARY-compose-0123456789abcdef"
 SAMPLE = Path(str(resources.files("orch") / "data" / "demo" / "sample"))
 
 
@@ -51,7 +55,7 @@ class Project:
     name: str
     engine: docker.DockerClient
 
-    def run(self, container_name: str) -> Container:
+    def run(self, container_name: str, **extra: str) -> Container:
         env = {
             **os.environ,
             "ORCH_RUN": RUN,
@@ -59,6 +63,7 @@ class Project:
             "ORCH_OFFLINE": "1",
             "ORCH_EGRESS": "none",
             "ORCH_UID": str(UID),
+            **extra,
         }
         cmd = [*self.cli, "-f", str(COMPOSE_FILE), "-p", self.name, "run", "-d", "--name", container_name, "fleet"]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
@@ -112,7 +117,7 @@ def test_compose_runs_a_fleet_and_resumes_it(project: Project) -> None:
     assert "[W1] worker 1 checked in" in bus and "[W2] worker 2 checked in" in bus
     owners = sh(fleet, f"stat -c %u {inside}/outbox/agent-1/result.md {inside}/outbox/agent-2/done /workspace").split()
     assert owners == [str(UID)] * 3
-    assert_unprivileged(sh(fleet, 'python3 -c "$S"', S=PROCESS_SCRIPT), UID)
+    assert_unprivileged(sh(fleet, 'python3 -c "$S"', S=PROCESS_SCRIPT), UID, GATEWAY_UID)
     attrs = fleet.attrs["HostConfig"]
     assert attrs["ReadonlyRootfs"] and attrs["CapDrop"] == ["ALL"] and attrs["PidsLimit"] == 4096
     assert {m["Destination"] for m in fleet.attrs["Mounts"]} == {"/orch/runs", "/workspace"}
@@ -180,3 +185,36 @@ def test_compose_lead_runs_a_spec_to_its_exit_code(project: Project, tmp_path: P
     assert done.returncode == 2, done.stdout + done.stderr
     assert "tasks[0].rol: unknown key" in done.stdout + done.stderr
     assert not (runs / "bad").exists()
+
+
+ENVIRON_SCRIPT = (
+    "import glob,sys\n"
+    "seen=0\n"
+    "for p in glob.glob('/proc/[0-9]*/environ'):\n"
+    "    try: e=open(p,'rb').read()\n"
+    "    except OSError: continue\n"
+    "    seen+=1\n"
+    "    if sys.argv[1].encode() in e: print('LEAK', p)\n"
+    "print('read', seen)\n"
+)
+
+
+def test_compose_credential_reaches_only_the_gateway(project: Project) -> None:
+    """A live fleet (not offline) with the credential canary in compose's environment: the init starts the
+    gateway as its own uid with the credential, then clears it; the controller, tmux and the workers never
+    see it (their environments, read as root), nor does the run folder."""
+    fleet = project.run(
+        f"{project.name}-c", ORCH_OFFLINE="0", ORCH_WORKERS="1", ANTHROPIC_API_KEY=CANARY, ORCH_RUN="canary"
+    )
+    logs = fleet.logs().decode(errors="replace")
+    assert "model gateway at " in logs and f"as uid {GATEWAY_UID}" in logs, logs
+    code, out = fleet.exec_run(["python3", "-c", ENVIRON_SCRIPT, CANARY], user="0")
+    text = out.decode(errors="replace")
+    assert code == 0 and "LEAK" not in text, text
+    assert int(text.split("read ")[1]) >= 5, text  # tini, the controller, tmux, the worker, the gateway
+    rows = [line.split(maxsplit=7) for line in sh(fleet, 'python3 -c "$S"', S=PROCESS_SCRIPT).splitlines()]
+    assert any(r[2] == str(GATEWAY_UID) for r in rows), rows  # the gateway runs, as its own uid
+    assert_unprivileged("\n".join(" ".join(r) for r in rows), UID, GATEWAY_UID)
+    code, out = fleet.exec_run(["grep", "-rlF", CANARY, "/orch/runs", "/workspace", "/tmp", "/home/worker"], user="0")
+    assert code == 1, out.decode(errors="replace")  # grep: nothing found
+    fleet.stop(timeout=20)
