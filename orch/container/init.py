@@ -26,9 +26,10 @@ It starts as root holding only the capabilities it needs for this (see orch.cont
    server can start each pane as its worker; each pane drops them all before its agent starts.
 
 Nothing in the container runs as root after step 6, and nothing can get root or a capability back.
-Without ORCH_BOOT_STDIN (compose.yaml, started without orch on the host) step 0 reads the environment
-instead (`env_boot`): the run is ORCH_RUN, and the gateway gets one upstream per model API whose
-credential is set (the scripted model with ORCH_OFFLINE=1). Every credential variable is then taken out of
+Without ORCH_BOOT_STDIN (compose.yaml, started without orch on the host) step 0 reads compose's secret
+file (SECRETS_FILE, refused if the run's uid could read it) and the environment instead (`env_boot`): the
+run is ORCH_RUN, and the gateway gets one upstream per model API whose credential is set (the scripted
+model with ORCH_OFFLINE=1). Every credential variable is then taken out of
 the environment before the gateway starts and before the exec, so no process of the run holds one. With
 no credential set and ORCH_OFFLINE=0 the controller starts the gateway itself, with nothing to hold.
 """
@@ -58,6 +59,8 @@ from orch.run.records import EgressMode, Isolation, RunInfo, Strict
 from orch.run.uids import SWITCH_CAPS, drop_argv, worker_uid
 
 CREDENTIALS_MOUNT = "/run/orch/credentials.json"
+SECRETS_FILE = "/run/secrets/orch-credentials"
+"""compose.yaml's secret (ORCH_CREDENTIALS): `VAR=value` lines of model API credentials, for the gateway."""
 ACK_LINE = "orch-init: boot line received"  # orch.container.boot.start waits for it
 BOOT_LINE_TIMEOUT = 60.0
 BOOT_LINE_MAX = 1 << 20
@@ -135,6 +138,39 @@ def env_boot(env: dict[str, str]) -> InitBoot | None:
     except OrchError as exc:
         raise InitError(exc.one_line()) from None
     return InitBoot(run=name, upstreams=list(found.upstreams)) if found.upstreams else None
+
+
+def read_secrets(path: Path, uid: int) -> dict[str, str]:
+    """The credentials in compose's secret file (none when it is absent or not a regular file: /dev/null).
+    Refused when the run's uid could read it too (its owner, or any group or other bit set): the run's
+    processes would then reach the credential the gateway is there to keep from them. Errors never echo
+    a value."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return {}
+    if not path.is_file() or st.st_size == 0:
+        return {}
+    if st.st_uid == uid or st.st_mode & 0o077:
+        raise InitError(
+            f"{settings.CREDENTIALS.name}: the run's uid {uid} could read it (owner {st.st_uid}, mode "
+            f"{st.st_mode & 0o777:o}): make it mode 600 and owned by another user (sudo chown root)"
+        )
+    allowed = _credential_variables()
+    found: dict[str, str] = {}
+    for number, raw in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, value = line.removeprefix("export ").partition("=")
+        name = name.strip()
+        if not sep or name not in allowed:
+            raise InitError(
+                f"{settings.CREDENTIALS.name}: line {number}: expected VAR=value with VAR one of "
+                f"{', '.join(sorted(allowed))}"
+            )
+        found[name] = value.strip().strip("'\"")
+    return found
 
 
 def _clear_credentials() -> None:
@@ -338,8 +374,20 @@ def main(argv: list[str]) -> int:
         print(f"orch-init: {exc.one_line()}", file=sys.stderr)
         return 2
     uid, gid = _id(uid, settings.UID.name), _id(gid, settings.GID.name)
+    boot: InitBoot | None
     try:
-        boot = read_boot() if boot_stdin else env_boot(dict(os.environ))
+        if boot_stdin:
+            boot = read_boot()
+        else:
+            given = [var for var in sorted(_credential_variables()) if os.environ.get(var)]
+            if given:  # `docker exec` gives the container's environment to its processes too
+                print(
+                    f"orch-init: warning: {', '.join(given)} came by the container's environment, which every "
+                    f"`docker exec` process gets too; put it in {settings.CREDENTIALS.name} (a file) instead",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            boot = env_boot({**os.environ, **read_secrets(Path(SECRETS_FILE), uid)})
     except InitError as exc:
         print(f"orch-init: {exc}", file=sys.stderr, flush=True)
         return 2

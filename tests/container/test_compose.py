@@ -55,6 +55,12 @@ class Project:
     name: str
     engine: docker.DockerClient
 
+    def start(self, container_name: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        """`run` in the foreground: for a container that must refuse to start."""
+        env = {**os.environ, "ORCH_RUN": RUN, "ORCH_EGRESS": "none", "ORCH_UID": str(UID), **extra}
+        cmd = [*self.cli, "-f", str(COMPOSE_FILE), "-p", self.name, "run", "--rm", "--name", container_name, "fleet"]
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+
     def run(self, container_name: str, **extra: str) -> Container:
         env = {
             **os.environ,
@@ -188,7 +194,7 @@ def test_compose_lead_runs_a_spec_to_its_exit_code(project: Project, tmp_path: P
 
 
 ENVIRON_SCRIPT = (
-    "import glob,sys\n"
+    "import glob,os,sys\n"
     "seen=0\n"
     "for p in glob.glob('/proc/[0-9]*/environ'):\n"
     "    try: e=open(p,'rb').read()\n"
@@ -199,22 +205,36 @@ ENVIRON_SCRIPT = (
 )
 
 
-def test_compose_credential_reaches_only_the_gateway(project: Project) -> None:
-    """A live fleet (not offline) with the credential canary in compose's environment: the init starts the
-    gateway as its own uid with the credential, then clears it; the controller, tmux and the workers never
-    see it (their environments, read as root), nor does the run folder."""
-    fleet = project.run(
-        f"{project.name}-c", ORCH_OFFLINE="0", ORCH_WORKERS="1", ANTHROPIC_API_KEY=CANARY, ORCH_RUN="canary"
-    )
+def test_compose_credential_reaches_only_the_gateway(project: Project, tmp_path: Path) -> None:
+    """A live fleet (not offline) with the credential canary in ORCH_CREDENTIALS (compose's secret file): the
+    init starts the gateway as its own uid with it; the container's environment (`docker inspect`, every
+    `docker exec`), the controller, tmux and the workers never hold it, the run's uid cannot read the secret,
+    and it is nowhere in the run folder. A secret file the run's uid could read is refused, nothing started."""
+    secret = tmp_path / "credentials.env"
+    secret.write_text(f"# the gateway's\nANTHROPIC_API_KEY={CANARY}\n")
+    secret.chmod(0o644)
+    name = f"{project.name}-c"
+    env = {"ORCH_OFFLINE": "0", "ORCH_WORKERS": "1", "ORCH_CREDENTIALS": str(secret), "ORCH_RUN": "canary"}
+    refused = project.start(f"{name}-bad", **env)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "ORCH_CREDENTIALS: the run's uid 1000 could read it" in refused.stdout + refused.stderr
+    assert CANARY not in refused.stdout + refused.stderr
+
+    os.chown(secret, 0, 0)
+    secret.chmod(0o600)
+    fleet = project.run(name, **env)
     logs = fleet.logs().decode(errors="replace")
-    assert "model gateway at " in logs and f"as uid {GATEWAY_UID}" in logs, logs
-    code, out = fleet.exec_run(["python3", "-c", ENVIRON_SCRIPT, CANARY], user="0")
+    assert f"as uid {GATEWAY_UID}" in logs and "warning" not in logs, logs
+    assert CANARY not in json.dumps(fleet.attrs["Config"])  # docker inspect: Env, Cmd, Labels
+    code, out = fleet.exec_run(["python3", "-c", ENVIRON_SCRIPT, CANARY], user=str(UID))
     text = out.decode(errors="replace")
     assert code == 0 and "LEAK" not in text, text
-    assert int(text.split("read ")[1]) >= 5, text  # tini, the controller, tmux, the worker, the gateway
+    assert int(text.split("read ")[1]) >= 4, text  # tini, the controller, tmux, the worker (and this one)
     rows = [line.split(maxsplit=7) for line in sh(fleet, 'python3 -c "$S"', S=PROCESS_SCRIPT).splitlines()]
     assert any(r[2] == str(GATEWAY_UID) for r in rows), rows  # the gateway runs, as its own uid
     assert_unprivileged("\n".join(" ".join(r) for r in rows), UID, GATEWAY_UID)
+    code, out = fleet.exec_run(["cat", "/run/secrets/orch-credentials"], user=str(UID))
+    assert code != 0 and CANARY.encode() not in out
     code, out = fleet.exec_run(["grep", "-rlF", CANARY, "/orch/runs", "/workspace", "/tmp", "/home/worker"], user="0")
     assert code == 1, out.decode(errors="replace")  # grep: nothing found
     fleet.stop(timeout=20)
