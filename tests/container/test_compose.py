@@ -126,7 +126,10 @@ def test_compose_runs_a_fleet_and_resumes_it(project: Project) -> None:
     assert_unprivileged(sh(fleet, 'python3 -c "$S"', S=PROCESS_SCRIPT), UID, GATEWAY_UID)
     attrs = fleet.attrs["HostConfig"]
     assert attrs["ReadonlyRootfs"] and attrs["CapDrop"] == ["ALL"] and attrs["PidsLimit"] == 4096
-    assert {m["Destination"] for m in fleet.attrs["Mounts"]} == {"/orch/runs", "/workspace"}
+    mounts = {m["Destination"]: m for m in fleet.attrs["Mounts"]}
+    assert set(mounts) == {"/orch/runs", "/workspace", "/run/secrets/orch-credentials"}
+    assert mounts["/run/secrets/orch-credentials"]["Source"] == "/dev/null"  # no ORCH_CREDENTIALS: none
+    assert not mounts["/run/secrets/orch-credentials"]["RW"]
 
     fleet.stop(timeout=20)  # SIGTERM: workers stop, the run folder stays, marked stopped
     fleet.reload()
