@@ -50,7 +50,9 @@ from orch import settings
 from orch.agents.registry import ADAPTERS, get_adapter
 from orch.container.egress import EgressError, GatewayEgress, allowlist_for, apply, url_host_port, write_report
 from orch.container.layout import WORKDIR, run_mount
+from orch.contracts import UpRequest
 from orch.errors import OrchError
+from orch.fleet import launch
 from orch.gateway.credential import fleet_upstreams
 from orch.gateway.process import handle_path, save_handle, start_gateway
 from orch.gateway.records import GatewayBoot, Upstream
@@ -319,11 +321,38 @@ def isolate_workers(run: RunFolder, info: RunInfo, uid: int, gid: int) -> None:
         _own_tree(run.worktrees_dir(n), w, gid, 0o2770)
 
 
-def _strict_run(boot: InitBoot | None) -> tuple[RunFolder, RunInfo] | None:
+def create_compose_run(name: str, uid: int, gid: int) -> None:
+    """compose's `serve-run NAME --create` on its first start: the run folder made here, from the same
+    settings serve-run reads, as `orch up` makes it on the host, strict where the agent can be (orch run's
+    default in a container), so that each worker gets its own files before the run's uid takes over.
+    Everything made is the run's uid's; the gateway's `model/` stays its own."""
+    run = RunFolder(Path(run_mount(name)))
+    if run.exists():
+        return
+    agent = settings.AGENT.get()
+    req = UpRequest(
+        name=name,
+        workers=settings.WORKERS.get(),
+        agent=agent,
+        workdir=Path(WORKDIR),
+        permission_mode=settings.PERMISSION_MODE.get(),
+        model=settings.MODEL.get(),
+        offline=settings.OFFLINE.get(),
+        isolation=Isolation.STRICT if get_adapter(agent).strict_isolation else Isolation.SHARED,
+    )
+    _, info = launch.plan(req)
+    before = set(run.root.rglob("*")) if run.root.is_dir() else set()
+    run.create(info)
+    for path in (run.root, *run.root.rglob("*")):
+        if path not in before and path != run.model_dir and run.model_dir not in path.parents:
+            os.chown(path, uid, gid, follow_symlinks=False)
+
+
+def _strict_run(name: str | None) -> tuple[RunFolder, RunInfo] | None:
     """The run, when it exists and its run.json asks for strict isolation."""
-    if boot is None:
+    if name is None:
         return None
-    run = RunFolder(Path(run_mount(boot.run)))
+    run = RunFolder(Path(run_mount(name)))
     if not run.exists():  # compose's first start: the controller creates the run after the exec
         return None
     info = run.info()
@@ -392,6 +421,11 @@ def main(argv: list[str]) -> int:
         print(f"orch-init: {exc}", file=sys.stderr, flush=True)
         return 2
     _clear_credentials()
+    try:
+        compose_run = validate_name(settings.RUN.get()) if not boot_stdin and settings.RUN.is_set() else None
+    except OrchError as exc:
+        print(f"orch-init: {settings.RUN.name}: {exc.one_line()}", file=sys.stderr)
+        return 2
     if boot_stdin:
         print(ACK_LINE, flush=True)
         _detach_stdin()
@@ -437,8 +471,15 @@ def main(argv: list[str]) -> int:
             print(f"orch-init: the model gateway did not start: {exc}", file=sys.stderr)
             return 1
         print(f"orch-init: model gateway at {url} as uid {gw_uid}", flush=True)
+    name = boot.run if boot is not None else compose_run
+    if compose_run is not None and "serve-run" in argv and "--create" in argv:
+        try:
+            create_compose_run(compose_run, uid, gid)
+        except OrchError as exc:
+            print(f"orch-init: {exc.one_line()}", file=sys.stderr)
+            return 2
     try:
-        strict = _strict_run(boot)
+        strict = _strict_run(name)
         if strict is not None:
             isolate_workers(*strict, uid, gid)
     except (OrchError, OSError) as exc:

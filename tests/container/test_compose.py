@@ -25,9 +25,11 @@ import pytest
 import yaml
 from docker.models.containers import Container
 
+from orch.container.egress import DNS_UID
 from orch.container.serverun import READY_LINE
+from orch.run.uids import worker_uid
 from orch.waits import wait_until
-from tests.dockertest import BUILD_TIMEOUT, PROCESS_SCRIPT, assert_unprivileged, unique
+from tests.dockertest import BUILD_TIMEOUT, unique
 
 pytestmark = [pytest.mark.docker, pytest.mark.claude, pytest.mark.timeout(BUILD_TIMEOUT)]
 COMPOSE_FILE = Path(__file__).resolve().parents[2] / "compose.yaml"
@@ -85,6 +87,36 @@ class Project:
         return container
 
 
+SWITCH = (1 << 6) | (1 << 7) | (1 << 8)  # SETGID, SETUID, SETPCAP: the run's uid keeps them, ambient, under strict
+
+
+def assert_strict(container: Container, workers: int) -> dict[str, bytes]:
+    """Every process of the container (read on the engine's machine: the run's uids cannot read each other's
+    under strict isolation): never root; the gateway, the DNS responder and each worker (its own uid) with
+    no capability at all; the run's uid (controller, tmux) with SETUID, SETGID and SETPCAP only, to start
+    the panes; no-new-privs everywhere. Each process's environment, by pid."""
+    top = container.top()
+    pids = [row[top["Titles"].index("PID")] for row in top["Processes"]]
+    seen: set[int] = set()
+    environs = {}
+    for pid in pids:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+            environs[pid] = Path(f"/proc/{pid}/environ").read_bytes()
+        except FileNotFoundError:
+            continue  # gone meanwhile
+        f = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+        uid = int(f["Uid"].split()[0])
+        caps = [int(f[k], 16) for k in ("CapEff", "CapPrm", "CapInh", "CapAmb", "CapBnd")]
+        seen.add(uid)
+        assert uid != 0 and f["NoNewPrivs"].strip() == "1", (pid, f["Name"], uid)
+        assert uid in {UID, GATEWAY_UID, DNS_UID, *(worker_uid(n) for n in range(1, workers + 1))}, (pid, uid)
+        allowed = SWITCH if uid == UID else 0
+        assert all(c & ~allowed == 0 for c in caps), (pid, f["Name"], uid, [hex(c) for c in caps])
+    assert {UID, GATEWAY_UID, *(worker_uid(n) for n in range(1, workers + 1))} <= seen, (seen, top)
+    return environs
+
+
 def sh(container: Container, script: str, **env: str) -> str:
     code, out = container.exec_run(["sh", "-c", script], user=str(UID), environment=env)
     assert isinstance(out, bytes)
@@ -122,8 +154,9 @@ def test_compose_runs_a_fleet_and_resumes_it(project: Project) -> None:
     bus = sh(fleet, f"cat {inside}/bus.md")
     assert "[W1] worker 1 checked in" in bus and "[W2] worker 2 checked in" in bus
     owners = sh(fleet, f"stat -c %u {inside}/outbox/agent-1/result.md {inside}/outbox/agent-2/done /workspace").split()
-    assert owners == [str(UID)] * 3
-    assert_unprivileged(sh(fleet, 'python3 -c "$S"', S=PROCESS_SCRIPT), UID, GATEWAY_UID)
+    assert owners == [str(worker_uid(1)), str(worker_uid(2)), str(UID)]  # strict: each worker's own
+    assert json.loads(sh(fleet, f"cat {inside}/run.json"))["isolation"] == "strict"  # orch run's default
+    assert_strict(fleet, 2)
     attrs = fleet.attrs["HostConfig"]
     assert attrs["ReadonlyRootfs"] and attrs["CapDrop"] == ["ALL"] and attrs["PidsLimit"] == 4096
     mounts = {m["Destination"]: m for m in fleet.attrs["Mounts"]}
@@ -196,18 +229,6 @@ def test_compose_lead_runs_a_spec_to_its_exit_code(project: Project, tmp_path: P
     assert not (runs / "bad").exists()
 
 
-ENVIRON_SCRIPT = (
-    "import glob,os,sys\n"
-    "seen=0\n"
-    "for p in glob.glob('/proc/[0-9]*/environ'):\n"
-    "    try: e=open(p,'rb').read()\n"
-    "    except OSError: continue\n"
-    "    seen+=1\n"
-    "    if sys.argv[1].encode() in e: print('LEAK', p)\n"
-    "print('read', seen)\n"
-)
-
-
 def test_compose_credential_reaches_only_the_gateway(project: Project, tmp_path: Path) -> None:
     """A live fleet (not offline) with the credential canary in ORCH_CREDENTIALS (compose's secret file): the
     init starts the gateway as its own uid with it; the container's environment (`docker inspect`, every
@@ -229,13 +250,12 @@ def test_compose_credential_reaches_only_the_gateway(project: Project, tmp_path:
     logs = fleet.logs().decode(errors="replace")
     assert f"as uid {GATEWAY_UID}" in logs and "warning" not in logs, logs
     assert CANARY not in json.dumps(fleet.attrs["Config"])  # docker inspect: Env, Cmd, Labels
-    code, out = fleet.exec_run(["python3", "-c", ENVIRON_SCRIPT, CANARY], user=str(UID))
-    text = out.decode(errors="replace")
-    assert code == 0 and "LEAK" not in text, text
-    assert int(text.split("read ")[1]) >= 4, text  # tini, the controller, tmux, the worker (and this one)
-    rows = [line.split(maxsplit=7) for line in sh(fleet, 'python3 -c "$S"', S=PROCESS_SCRIPT).splitlines()]
-    assert any(r[2] == str(GATEWAY_UID) for r in rows), rows  # the gateway runs, as its own uid
-    assert_unprivileged("\n".join(" ".join(r) for r in rows), UID, GATEWAY_UID)
+    # Every process's environment, read on this (the engine's) machine: root in the container cannot
+    # (no CAP_SYS_PTRACE), nor can the run's uids read each other's under strict isolation.
+    environs = assert_strict(fleet, 1)
+    assert len(environs) >= 5  # tini, the controller, tmux, the worker, the gateway
+    assert not [pid for pid, env in environs.items() if CANARY.encode() in env]
+    assert any(b"ORCH_IN_CONTAINER=1" in env for env in environs.values())  # these are the container's
     code, out = fleet.exec_run(["cat", "/run/secrets/orch-credentials"], user=str(UID))
     assert code != 0 and CANARY.encode() not in out
     code, out = fleet.exec_run(["grep", "-rlF", CANARY, "/orch/runs", "/workspace", "/tmp", "/home/worker"], user="0")
