@@ -50,7 +50,7 @@ from orch import settings
 from orch.agents.registry import ADAPTERS, get_adapter
 from orch.container.egress import EgressError, GatewayEgress, allowlist_for, apply, url_host_port, write_report
 from orch.container.layout import WORKDIR, run_mount
-from orch.contracts import UpRequest
+from orch.container.serverun import compose_request
 from orch.errors import OrchError
 from orch.fleet import launch
 from orch.gateway.credential import fleet_upstreams
@@ -329,18 +329,7 @@ def create_compose_run(name: str, uid: int, gid: int) -> None:
     run = RunFolder(Path(run_mount(name)))
     if run.exists():
         return
-    agent = settings.AGENT.get()
-    req = UpRequest(
-        name=name,
-        workers=settings.WORKERS.get(),
-        agent=agent,
-        workdir=Path(WORKDIR),
-        permission_mode=settings.PERMISSION_MODE.get(),
-        model=settings.MODEL.get(),
-        offline=settings.OFFLINE.get(),
-        isolation=Isolation.STRICT if get_adapter(agent).strict_isolation else Isolation.SHARED,
-    )
-    _, info = launch.plan(req)
+    _, info = launch.plan(compose_request(name, strict=True))
     before = set(run.root.rglob("*")) if run.root.is_dir() else set()
     run.create(info)
     for path in (run.root, *run.root.rglob("*")):
