@@ -218,11 +218,17 @@ def test_compose_lead_runs_a_spec_to_its_exit_code(project: Project, tmp_path: P
     (workspace / "fleet.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     for path in (runs, workspace, *workspace.rglob("*")):
         os.chown(path, UID, UID)
+    secret = tmp_path / "credentials.env"  # the init's gateway takes it (here the scripted model: offline)
+    secret.write_text(f"ANTHROPIC_API_KEY={CANARY}\n")
+    secret.chmod(0o600)
     env = {**os.environ, "ORCH_RUN": "ci", "ORCH_WORKSPACE": str(workspace), "ORCH_RUNS": str(runs)}
     env |= {"ORCH_EGRESS": "none", "ORCH_UID": str(UID)}
     cmd = [*project.cli, "-f", str(COMPOSE_FILE), "-p", project.name, "run", "--rm", "lead"]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    live = {"ORCH_OFFLINE": "1", "ORCH_CREDENTIALS": str(secret)}
+    done = subprocess.run(cmd, env=env | live, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert f"as uid {GATEWAY_UID}" in done.stdout + done.stderr  # the init's gateway, not the controller's
+    assert subprocess.run(["grep", "-rqF", CANARY, str(runs)]).returncode == 1  # nowhere in the run folder
     assert "pages-F1" in done.stdout and "CONFIRMED" in done.stdout
     report = json.loads((runs / "ci" / "report.json").read_text())
     assert report["status"] == "passed" and [f["status"] for f in report["findings"]] == ["CONFIRMED"]
