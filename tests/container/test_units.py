@@ -243,3 +243,27 @@ def test_a_run_folder_is_created_over_the_gateways_files_only(tmp_path: Path) ->
     assert not other.only_gateway()
     with pytest.raises(FileExistsError):
         other.create(info)
+
+
+def test_compose_secret_file_is_read_only_when_the_run_cannot_read_it(tmp_path: Path) -> None:
+    """ORCH_CREDENTIALS: `VAR=value` lines of credential variables; refused when the run's uid could read
+    it or a line is not one, the error never echoing a value; /dev/null (compose's default) or none: nothing."""
+    from orch.container.init import InitError, read_secrets
+
+    secret = tmp_path / "orch.env"
+    secret.write_text(f"# mine\n\nexport ANTHROPIC_API_KEY='{CANARY}'\nANTHROPIC_BASE_URL=https://x.example\n")
+    secret.chmod(0o600)
+    owner = secret.stat().st_uid
+    other = owner + 1
+    assert read_secrets(secret, other) == {"ANTHROPIC_API_KEY": CANARY, "ANTHROPIC_BASE_URL": "https://x.example"}
+    with pytest.raises(InitError, match="could read it") as owned:
+        read_secrets(secret, owner)
+    secret.chmod(0o640)
+    with pytest.raises(InitError, match="mode 640"):
+        read_secrets(secret, other)
+    secret.chmod(0o600)
+    secret.write_text(f"PATH={CANARY}\n")
+    with pytest.raises(InitError, match="line 1: expected VAR=value") as bad:
+        read_secrets(secret, other)
+    assert CANARY not in str(bad.value) + str(owned.value)
+    assert read_secrets(Path("/dev/null"), other) == {} and read_secrets(tmp_path / "none", other) == {}
