@@ -288,6 +288,14 @@ OFFLINE = Setting(
 RUN = Setting(
     "ORCH_RUN", "demo", _text, "compose.yaml: the run's name (in a worker's own environment: its run folder)."
 )
+CREDENTIALS = Setting(
+    "ORCH_CREDENTIALS",
+    "/dev/null",
+    _text,
+    "compose.yaml: a file of model API credentials (`ANTHROPIC_API_KEY=...` lines), mounted as a secret that "
+    "only the container's init reads (for the gateway); it must not be readable by ORCH_UID.",
+    shown="none",
+)
 SPEC = Setting("ORCH_SPEC", "/workspace/fleet.yaml", _text, "compose.yaml: the fleet spec the lead service runs.")
 RUNS = Setting(
     "ORCH_RUNS", "runs", _text, "compose.yaml: the run folders: a named volume, or a host path.", shown="volume `runs`"

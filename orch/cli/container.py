@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from orch.agents.registry import IMAGE_AGENT
-from orch.cli.common import NameArg, run_folder, up_request
+from orch.cli.common import NameArg, run_folder
 from orch.container import backends
 from orch.errors import UsageError
 from orch.fleet import launch
@@ -152,16 +152,11 @@ def serve_run(
     offline: Annotated[bool, typer.Option("--offline", help=f"${OFFLINE.name}")] = False,
 ) -> None:
     """Inside a run's container: launch the run's workers and stay until SIGTERM."""
-    from orch.container.serverun import serve
+    from orch.container.serverun import compose_request, serve
 
     if not backends.in_container():
         raise UsageError("serve-run runs inside a run's container", hint="use `orch up`")
-    req = None
-    if create:
-        workers = workers if workers is not None else WORKERS.get()
-        agent, offline = agent or AGENT.get(), offline or OFFLINE.get()
-        permission_mode, model = permission_mode or PERMISSION_MODE.get(), model or MODEL.get()
-        req = up_request(name, workers, agent, workdir, permission_mode, model, offline)
+    req = compose_request(name, workers, agent, workdir, permission_mode, model, offline) if create else None
     raise typer.Exit(serve(name, boot_timeout, resume, req))
 
 

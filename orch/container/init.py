@@ -26,8 +26,12 @@ It starts as root holding only the capabilities it needs for this (see orch.cont
    server can start each pane as its worker; each pane drops them all before its agent starts.
 
 Nothing in the container runs as root after step 6, and nothing can get root or a capability back.
-Without ORCH_BOOT_STDIN (compose.yaml, started without orch on the host) steps 0 and 4 are skipped: the
-controller starts the gateway itself as the run's uid, from the container's environment.
+Without ORCH_BOOT_STDIN (compose.yaml, started without orch on the host) step 0 reads compose's secret
+file (SECRETS_FILE, refused if the run's uid could read it) and the environment instead (`env_boot`): the
+run is ORCH_RUN, and the gateway gets one upstream per model API whose credential is set (the scripted
+model with ORCH_OFFLINE=1). Every credential variable is then taken out of
+the environment before the gateway starts and before the exec, so no process of the run holds one. With
+no credential set and ORCH_OFFLINE=0 the controller starts the gateway itself, with nothing to hold.
 """
 
 from __future__ import annotations
@@ -43,17 +47,22 @@ from pathlib import Path
 from pydantic import SecretStr, ValidationError
 
 from orch import settings
-from orch.agents.registry import get_adapter
+from orch.agents.registry import ADAPTERS, get_adapter
 from orch.container.egress import EgressError, GatewayEgress, allowlist_for, apply, url_host_port, write_report
 from orch.container.layout import WORKDIR, run_mount
+from orch.container.serverun import compose_request
 from orch.errors import OrchError
+from orch.fleet import launch
+from orch.gateway.credential import fleet_upstreams
 from orch.gateway.process import handle_path, save_handle, start_gateway
 from orch.gateway.records import GatewayBoot, Upstream
-from orch.run.folder import RunFolder
+from orch.run.folder import RunFolder, validate_name
 from orch.run.records import EgressMode, Isolation, RunInfo, Strict
 from orch.run.uids import SWITCH_CAPS, drop_argv, worker_uid
 
 CREDENTIALS_MOUNT = "/run/orch/credentials.json"
+SECRETS_FILE = "/run/secrets/orch-credentials"
+"""compose.yaml's secret (ORCH_CREDENTIALS): `VAR=value` lines of model API credentials, for the gateway."""
 ACK_LINE = "orch-init: boot line received"  # orch.container.boot.start waits for it
 BOOT_LINE_TIMEOUT = 60.0
 BOOT_LINE_MAX = 1 << 20
@@ -106,6 +115,72 @@ def read_boot(fd: int = 0, timeout: float = BOOT_LINE_TIMEOUT) -> InitBoot:
         raise InitError(f"bad boot line: {'.'.join(str(p) for p in error['loc'])}: {error['msg']}") from None
 
 
+def _credential_variables() -> set[str]:
+    """Every variable of any agent's model API (its keys and base URL)."""
+    return {var for kind in ADAPTERS for var in get_adapter(kind).credentials.variables}
+
+
+def env_boot(env: dict[str, str]) -> InitBoot | None:
+    """compose.yaml's boot (no host, no boot line): the run ORCH_RUN, one upstream per model API whose
+    credential is set in `env` (the scripted model with ORCH_OFFLINE=1); None when there is nothing for
+    the gateway to hold (no credential, not offline) or no ORCH_RUN."""
+    if not settings.RUN.is_set():
+        return None
+    try:
+        name = validate_name(settings.RUN.get())
+    except OrchError as exc:
+        raise InitError(f"{settings.RUN.name}: {exc.one_line()}") from None
+    if settings.OFFLINE.get():
+        return InitBoot(run=name, offline=True, upstreams=[Upstream(kind="scripted")])
+    kinds = {kind: creds for kind in ADAPTERS if (creds := get_adapter(kind).credentials).in_env(env)}
+    if not kinds:
+        return None
+    try:
+        found = fleet_upstreams(kinds, env, offline=False, strict=False)
+    except OrchError as exc:
+        raise InitError(exc.one_line()) from None
+    return InitBoot(run=name, upstreams=list(found.upstreams)) if found.upstreams else None
+
+
+def read_secrets(path: Path, uid: int) -> dict[str, str]:
+    """The credentials in compose's secret file (none when it is absent or not a regular file: /dev/null).
+    Refused when the run's uid could read it too (its owner, or any group or other bit set): the run's
+    processes would then reach the credential the gateway is there to keep from them. Errors never echo
+    a value."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return {}
+    if not path.is_file() or st.st_size == 0:
+        return {}
+    if st.st_uid == uid or st.st_mode & 0o077:
+        raise InitError(
+            f"{settings.CREDENTIALS.name}: the run's uid {uid} could read it (owner {st.st_uid}, mode "
+            f"{st.st_mode & 0o777:o}): make it mode 600 and owned by another user (sudo chown root)"
+        )
+    allowed = _credential_variables()
+    found: dict[str, str] = {}
+    for number, raw in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, value = line.removeprefix("export ").partition("=")
+        name = name.strip()
+        if not sep or name not in allowed:
+            raise InitError(
+                f"{settings.CREDENTIALS.name}: line {number}: expected VAR=value with VAR one of "
+                f"{', '.join(sorted(allowed))}"
+            )
+        found[name] = value.strip().strip("'\"")
+    return found
+
+
+def _clear_credentials() -> None:
+    """No process started from here on (the gateway, the controller, the workers) inherits a credential."""
+    for var in _credential_variables():
+        os.environ.pop(var, None)
+
+
 def _detach_stdin() -> None:
     """Nothing started later inherits the stdin the host attached to."""
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -152,14 +227,24 @@ def own_model_dir(run: RunFolder, gw_uid: int) -> None:
         os.chown(path, gw_uid, gw_uid)
 
 
+def run_folder(name: str, uid: int, gid: int) -> RunFolder:
+    """The run's folder with its logs/, made for the run's uid if missing (compose's first start: the
+    controller makes the rest, RunFolder.create)."""
+    run = RunFolder(Path(run_mount(name)))
+    for folder in (run.root, run.logs_dir):
+        if not folder.exists():
+            folder.mkdir(mode=0o755)
+            os.chown(folder, uid, gid)
+    return run
+
+
 def start_run_gateway(boot: InitBoot, uid: int, gid: int, gw_uid: int) -> str:
     """Start the run's gateway as `gw_uid`, save its handle for the run's uid; its url."""
-    run = RunFolder(Path(run_mount(boot.run)))
+    run = run_folder(boot.run, uid, gid)
     own_model_dir(run, gw_uid)
     home = Path(GATEWAY_HOME)
     home.mkdir(mode=0o700, exist_ok=True)
     os.chown(home, gw_uid, gw_uid)
-    run.logs_dir.mkdir(exist_ok=True)
     log = run.logs_dir / "gateway.log"  # the gateway's stderr: its uid's, so workers cannot forge it
     log.touch(mode=0o644)
     os.chown(log, gw_uid, gw_uid)
@@ -236,11 +321,29 @@ def isolate_workers(run: RunFolder, info: RunInfo, uid: int, gid: int) -> None:
         _own_tree(run.worktrees_dir(n), w, gid, 0o2770)
 
 
-def _strict_run(boot: InitBoot | None) -> tuple[RunFolder, RunInfo] | None:
-    """The run, when its run.json asks for strict isolation (only runs `orch up` started: a boot line)."""
-    if boot is None:
+def create_compose_run(name: str, uid: int, gid: int) -> None:
+    """compose's `serve-run NAME --create` on its first start: the run folder made here, from the same
+    settings serve-run reads, as `orch up` makes it on the host, strict where the agent can be (orch run's
+    default in a container), so that each worker gets its own files before the run's uid takes over.
+    Everything made is the run's uid's; the gateway's `model/` stays its own."""
+    run = RunFolder(Path(run_mount(name)))
+    if run.exists():
+        return
+    _, info = launch.plan(compose_request(name, strict=True))
+    before = set(run.root.rglob("*")) if run.root.is_dir() else set()
+    run.create(info)
+    for path in (run.root, *run.root.rglob("*")):
+        if path not in before and path != run.model_dir and run.model_dir not in path.parents:
+            os.chown(path, uid, gid, follow_symlinks=False)
+
+
+def _strict_run(name: str | None) -> tuple[RunFolder, RunInfo] | None:
+    """The run, when it exists and its run.json asks for strict isolation."""
+    if name is None:
         return None
-    run = RunFolder(Path(run_mount(boot.run)))
+    run = RunFolder(Path(run_mount(name)))
+    if not run.exists():  # compose's first start: the controller creates the run after the exec
+        return None
     info = run.info()
     return (run, info) if info.isolation is Isolation.STRICT else None
 
@@ -267,13 +370,11 @@ def _gateway_egress(boot: InitBoot | None, gw_uid: int, uid: int, gid: int) -> G
     return GatewayEgress(gw_uid, list(dict.fromkeys(found)), uid, gid)
 
 
-def _dns_log(boot: InitBoot | None) -> Path:
+def _dns_log(boot: InitBoot | None, uid: int, gid: int) -> Path:
     """Where the DNS responder notes the names it refused: the run folder's logs when the run is known."""
     if boot is None:
         return Path("/tmp/orch-dns.log")
-    logs = RunFolder(Path(run_mount(boot.run))).logs_dir
-    logs.mkdir(exist_ok=True)
-    return logs / "dns.log"
+    return run_folder(boot.run, uid, gid).logs_dir / "dns.log"
 
 
 def main(argv: list[str]) -> int:
@@ -291,12 +392,30 @@ def main(argv: list[str]) -> int:
         print(f"orch-init: {exc.one_line()}", file=sys.stderr)
         return 2
     uid, gid = _id(uid, settings.UID.name), _id(gid, settings.GID.name)
+    boot: InitBoot | None
     try:
-        boot = read_boot() if boot_stdin else None
+        if boot_stdin:
+            boot = read_boot()
+        else:
+            given = [var for var in sorted(_credential_variables()) if os.environ.get(var)]
+            if given:  # `docker exec` gives the container's environment to its processes too
+                print(
+                    f"orch-init: warning: {', '.join(given)} came by the container's environment, which every "
+                    f"`docker exec` process gets too; put it in {settings.CREDENTIALS.name} (a file) instead",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            boot = env_boot({**os.environ, **read_secrets(Path(SECRETS_FILE), uid)})
     except InitError as exc:
         print(f"orch-init: {exc}", file=sys.stderr, flush=True)
         return 2
-    if boot is not None:
+    _clear_credentials()
+    try:
+        compose_run = validate_name(settings.RUN.get()) if not boot_stdin and settings.RUN.is_set() else None
+    except OrchError as exc:
+        print(f"orch-init: {settings.RUN.name}: {exc.one_line()}", file=sys.stderr)
+        return 2
+    if boot_stdin:
         print(ACK_LINE, flush=True)
         _detach_stdin()
     try:
@@ -318,7 +437,8 @@ def main(argv: list[str]) -> int:
         return 2
     gateway = _gateway_egress(boot, gw_uid, uid, gid) if gw_uid is not None else None
     try:
-        report = apply(mode, allow, gateway=gateway if mode is not EgressMode.OPEN else None, dns_log=_dns_log(boot))
+        dns_log = _dns_log(boot, uid, gid)
+        report = apply(mode, allow, gateway=gateway if mode is not EgressMode.OPEN else None, dns_log=dns_log)
     except EgressError as exc:
         print(f"orch-init: egress policy failed: {exc}", file=sys.stderr)
         return 1
@@ -340,8 +460,15 @@ def main(argv: list[str]) -> int:
             print(f"orch-init: the model gateway did not start: {exc}", file=sys.stderr)
             return 1
         print(f"orch-init: model gateway at {url} as uid {gw_uid}", flush=True)
+    name = boot.run if boot is not None else compose_run
+    if compose_run is not None and "serve-run" in argv and "--create" in argv:
+        try:
+            create_compose_run(compose_run, uid, gid)
+        except OrchError as exc:
+            print(f"orch-init: {exc.one_line()}", file=sys.stderr)
+            return 2
     try:
-        strict = _strict_run(boot)
+        strict = _strict_run(name)
         if strict is not None:
             isolate_workers(*strict, uid, gid)
     except (OrchError, OSError) as exc:

@@ -12,11 +12,13 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from types import FrameType
 
 from orch import settings
 from orch.agents.registry import get_adapter
 from orch.container.egress import read_report
+from orch.container.layout import WORKDIR
 from orch.contracts import UpRequest
 from orch.errors import OrchError
 from orch.fleet import gateway, launch, watch
@@ -34,6 +36,32 @@ class Stop(BaseException):
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
     raise Stop()
+
+
+def compose_request(
+    name: str,
+    workers: int | None = None,
+    agent: str | None = None,
+    workdir: Path = Path(WORKDIR),
+    permission_mode: str | None = None,
+    model: str | None = None,
+    offline: bool = False,
+    strict: bool = False,
+) -> UpRequest:
+    """The fleet `serve-run --create` makes (compose's `fleet`): what is given, else the ORCH_* settings.
+    `strict`: strict isolation when its agent can run so (the container's init made the folder, so it
+    could give each worker its files)."""
+    agent = agent or settings.AGENT.get()
+    return UpRequest(
+        name=name,
+        workers=workers if workers is not None else settings.WORKERS.get(),
+        agent=agent,
+        workdir=workdir,
+        permission_mode=permission_mode or settings.PERMISSION_MODE.get(),
+        model=model or settings.MODEL.get(),
+        offline=offline or settings.OFFLINE.get(),
+        isolation=Isolation.STRICT if strict and get_adapter(agent).strict_isolation else Isolation.SHARED,
+    )
 
 
 def link_sessions(run: RunFolder, agents: Mapping[int, str]) -> None:

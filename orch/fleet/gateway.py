@@ -20,7 +20,7 @@ from pydantic import SecretStr
 
 from orch.agents.registry import ADAPTERS, get_adapter
 from orch.contracts import AgentAdapter
-from orch.errors import OrchError, SandboxError
+from orch.errors import OrchError, SandboxError, UsageError
 from orch.gateway.credential import FleetUpstreams, fleet_upstreams
 from orch.gateway.process import (
     GatewayClient,
@@ -79,6 +79,7 @@ def ensure(run: RunFolder, info: RunInfo) -> GatewayHandle:
     (saved with run.json by the caller)."""
     handle = running(info)
     if handle is not None:
+        _check_offline(handle, info)
         return handle
     dead = lost(info)
     choice = upstreams(info)
@@ -115,6 +116,19 @@ def without_credentials(env: Mapping[str, str]) -> dict[str, str]:
     a worker may run any CLI it finds)."""
     drop = {var for kind in ADAPTERS for var in get_adapter(kind).credentials.variables}
     return {key: value for key, value in env.items() if key not in drop}
+
+
+def _check_offline(handle: GatewayHandle, info: RunInfo) -> None:
+    """A gateway someone else started (the container's init, from compose's settings) must serve what the
+    run expects: the scripted model for an offline run, a model API for a live one."""
+    served = GatewayClient(handle).info().get("offline")
+    wanted = info.offline or info.replay is not None
+    if served is not None and bool(served) != wanted:
+        have, want = ("the scripted model", "a live") if served else ("a model API", "an offline")
+        raise UsageError(
+            f"run {info.name}: the container's gateway serves {have}, but this is {want} run",
+            hint="set ORCH_OFFLINE to match the spec's `offline:` (compose.yaml)",
+        )
 
 
 def worker_env(handle: GatewayHandle, adapter: AgentAdapter, n: int) -> dict[str, str]:

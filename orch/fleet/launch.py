@@ -111,7 +111,7 @@ def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
         bwrap.check()  # no bubblewrap or no user namespaces: refused in one line, before anything is made
     run = RunFolder.for_name(req.name)
     server = server_for(info)
-    if run.root.exists() or server.alive():
+    if (run.root.exists() and not run.only_gateway()) or server.alive():
         if not req.replace:
             raise UsageError(f"run {req.name!r} already exists", hint=f"use --replace, or `orch kill {req.name}`")
         server.kill()

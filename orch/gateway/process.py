@@ -215,7 +215,8 @@ class GatewayClient:
         self._call("POST", "/_orch/settle")
 
     def info(self) -> dict[str, Any]:
-        """What `/_orch/health` says: ok, run, life (server children so far), pid (the serving child)."""
+        """What `/_orch/health` says: ok, run, life (server children so far), pid (the serving child),
+        offline (it serves the scripted model or a replay)."""
         return self._call("GET", "/_orch/health")
 
     def health(self) -> bool:

@@ -99,7 +99,8 @@ class Gateway:
             return _json(401, {"error": "orch gateway: control key missing or wrong"})
         path, method = request.path, request.method
         if path == "/_orch/health" and method == "GET":
-            return _json(200, {"ok": True, "run": self.boot.run, "life": self.life, "pid": os.getpid()})
+            pid, offline = os.getpid(), self.boot.offline
+            return _json(200, {"ok": True, "run": self.boot.run, "life": self.life, "pid": pid, "offline": offline})
         if path == "/_orch/settle" and method == "POST":
             await self.writer.settled()
             return _json(200, {"ok": True})

@@ -413,12 +413,22 @@ class RunFolder:
     def exists(self) -> bool:
         return self.run_json.is_file()
 
+    def only_gateway(self) -> bool:
+        """No run here yet, only what a container's init made for the gateway it started (compose)."""
+        if not self.root.is_dir() or self.root.is_symlink() or self.exists():
+            return False
+        return {p.name for p in self.root.iterdir()} <= {self.model_dir.name, self.logs_dir.name}
+
     def create(self, info: RunInfo) -> None:
         """Create the folder tree and run.json. The caller removes it if anything later fails."""
-        self.root.mkdir(parents=True, exist_ok=False)
+        try:
+            self.root.mkdir(parents=True)
+        except FileExistsError:
+            if not self.only_gateway():
+                raise
+        self.logs_dir.mkdir(exist_ok=True)
         for sub in (
             self.state_dir,
-            self.logs_dir,
             self.findings_dir,
             self.verdicts_dir,
             self.outbox_dir,

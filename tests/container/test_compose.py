@@ -2,6 +2,8 @@
 `fleet`, real Claude Code workers (offline) in one hardened container, runs folder and workspace as
 volumes; briefed through `docker exec`, its bus lines, results and done flags land in the runs volume;
 nothing in it runs as root or with a capability; a second `run` of the same fleet resumes its sessions.
+A credential given to `docker compose` reaches the init's gateway only (the canary): no process of the run
+has it in its environment, and it is nowhere in the run folder.
 `lead`, a fleet spec run to completion in the container, as CI would: the report on the host, the exit code.
 """
 
@@ -23,14 +25,18 @@ import pytest
 import yaml
 from docker.models.containers import Container
 
+from orch.container.egress import DNS_UID
 from orch.container.serverun import READY_LINE
+from orch.run.uids import worker_uid
 from orch.waits import wait_until
-from tests.dockertest import BUILD_TIMEOUT, PROCESS_SCRIPT, assert_unprivileged, unique
+from tests.dockertest import BUILD_TIMEOUT, unique
 
 pytestmark = [pytest.mark.docker, pytest.mark.claude, pytest.mark.timeout(BUILD_TIMEOUT)]
 COMPOSE_FILE = Path(__file__).resolve().parents[2] / "compose.yaml"
 RUN = "cmp"
 UID = 1000
+GATEWAY_UID = 61000  # ORCH_GATEWAY_UID's default
+CANARY = "sk-ant-api03-CANARY-compose-0123456789abcdef"
 SAMPLE = Path(str(resources.files("orch") / "data" / "demo" / "sample"))
 
 
@@ -51,7 +57,13 @@ class Project:
     name: str
     engine: docker.DockerClient
 
-    def run(self, container_name: str) -> Container:
+    def start(self, container_name: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        """`run` in the foreground: for a container that must refuse to start."""
+        env = {**os.environ, "ORCH_RUN": RUN, "ORCH_EGRESS": "none", "ORCH_UID": str(UID), **extra}
+        cmd = [*self.cli, "-f", str(COMPOSE_FILE), "-p", self.name, "run", "--rm", "--name", container_name, "fleet"]
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+
+    def run(self, container_name: str, **extra: str) -> Container:
         env = {
             **os.environ,
             "ORCH_RUN": RUN,
@@ -59,6 +71,7 @@ class Project:
             "ORCH_OFFLINE": "1",
             "ORCH_EGRESS": "none",
             "ORCH_UID": str(UID),
+            **extra,
         }
         cmd = [*self.cli, "-f", str(COMPOSE_FILE), "-p", self.name, "run", "-d", "--name", container_name, "fleet"]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
@@ -72,6 +85,43 @@ class Project:
 
         wait_until(ready, 120, "the compose fleet to start its workers", interval=0.5)
         return container
+
+
+SWITCH = (1 << 6) | (1 << 7) | (1 << 8)  # SETGID, SETUID, SETPCAP: the run's uid keeps them, ambient, under strict
+
+
+def assert_strict(container: Container, workers: int) -> dict[str, bytes]:
+    """Every process of the container (read on the engine's machine: the run's uids cannot read each other's
+    under strict isolation): never root; the gateway, the DNS responder and each worker (its own uid) with
+    no capability at all; the run's uid (controller, tmux) with SETUID, SETGID and SETPCAP only, to start
+    the panes; no-new-privs everywhere. Each process's environment, by pid."""
+    top = container.top()
+    pids = [row[top["Titles"].index("PID")] for row in top["Processes"]]
+    seen: set[int] = set()
+    environs = {}
+    for pid in pids:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+            environs[pid] = Path(f"/proc/{pid}/environ").read_bytes()
+        except FileNotFoundError:
+            continue  # gone meanwhile
+        f = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+        uid = int(f["Uid"].split()[0])
+        caps = [int(f[k], 16) for k in ("CapEff", "CapPrm", "CapInh", "CapAmb", "CapBnd")]
+        seen.add(uid)
+        assert uid != 0 and f["NoNewPrivs"].strip() == "1", (pid, f["Name"], uid)
+        assert uid in {UID, GATEWAY_UID, DNS_UID, *(worker_uid(n) for n in range(1, workers + 1))}, (pid, uid)
+        allowed = SWITCH if uid == UID else 0
+        assert all(c & ~allowed == 0 for c in caps), (pid, f["Name"], uid, [hex(c) for c in caps])
+    assert {UID, GATEWAY_UID, *(worker_uid(n) for n in range(1, workers + 1))} <= seen, (seen, top)
+    return environs
+
+
+def sh_fails(container: Container, script: str) -> str:
+    code, out = container.exec_run(["sh", "-c", script], user=str(UID))
+    assert isinstance(out, bytes)
+    assert code != 0, out
+    return out.decode(errors="replace")
 
 
 def sh(container: Container, script: str, **env: str) -> str:
@@ -111,11 +161,15 @@ def test_compose_runs_a_fleet_and_resumes_it(project: Project) -> None:
     bus = sh(fleet, f"cat {inside}/bus.md")
     assert "[W1] worker 1 checked in" in bus and "[W2] worker 2 checked in" in bus
     owners = sh(fleet, f"stat -c %u {inside}/outbox/agent-1/result.md {inside}/outbox/agent-2/done /workspace").split()
-    assert owners == [str(UID)] * 3
-    assert_unprivileged(sh(fleet, 'python3 -c "$S"', S=PROCESS_SCRIPT), UID)
+    assert owners == [str(worker_uid(1)), str(worker_uid(2)), str(UID)]  # strict: each worker's own
+    assert json.loads(sh(fleet, f"cat {inside}/run.json"))["isolation"] == "strict"  # orch run's default
+    assert_strict(fleet, 2)
     attrs = fleet.attrs["HostConfig"]
     assert attrs["ReadonlyRootfs"] and attrs["CapDrop"] == ["ALL"] and attrs["PidsLimit"] == 4096
-    assert {m["Destination"] for m in fleet.attrs["Mounts"]} == {"/orch/runs", "/workspace"}
+    mounts = {m["Destination"]: m for m in fleet.attrs["Mounts"]}
+    assert set(mounts) == {"/orch/runs", "/workspace", "/run/secrets/orch-credentials"}
+    assert mounts["/run/secrets/orch-credentials"]["Source"] == "/dev/null"  # no ORCH_CREDENTIALS: none
+    assert not mounts["/run/secrets/orch-credentials"]["RW"]
 
     fleet.stop(timeout=20)  # SIGTERM: workers stop, the run folder stays, marked stopped
     fleet.reload()
@@ -164,11 +218,17 @@ def test_compose_lead_runs_a_spec_to_its_exit_code(project: Project, tmp_path: P
     (workspace / "fleet.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     for path in (runs, workspace, *workspace.rglob("*")):
         os.chown(path, UID, UID)
+    secret = tmp_path / "credentials.env"  # the init's gateway takes it (here the scripted model: offline)
+    secret.write_text(f"ANTHROPIC_API_KEY={CANARY}\n")
+    secret.chmod(0o600)
     env = {**os.environ, "ORCH_RUN": "ci", "ORCH_WORKSPACE": str(workspace), "ORCH_RUNS": str(runs)}
     env |= {"ORCH_EGRESS": "none", "ORCH_UID": str(UID)}
     cmd = [*project.cli, "-f", str(COMPOSE_FILE), "-p", project.name, "run", "--rm", "lead"]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    live = {"ORCH_OFFLINE": "1", "ORCH_CREDENTIALS": str(secret)}
+    done = subprocess.run(cmd, env=env | live, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert f"as uid {GATEWAY_UID}" in done.stdout + done.stderr  # the init's gateway, not the controller's
+    assert subprocess.run(["grep", "-rqF", CANARY, str(runs)]).returncode == 1  # nowhere in the run folder
     assert "pages-F1" in done.stdout and "CONFIRMED" in done.stdout
     report = json.loads((runs / "ci" / "report.json").read_text())
     assert report["status"] == "passed" and [f["status"] for f in report["findings"]] == ["CONFIRMED"]
@@ -180,3 +240,38 @@ def test_compose_lead_runs_a_spec_to_its_exit_code(project: Project, tmp_path: P
     assert done.returncode == 2, done.stdout + done.stderr
     assert "tasks[0].rol: unknown key" in done.stdout + done.stderr
     assert not (runs / "bad").exists()
+
+
+def test_compose_credential_reaches_only_the_gateway(project: Project, tmp_path: Path) -> None:
+    """A live fleet (not offline) with the credential canary in ORCH_CREDENTIALS (compose's secret file): the
+    init starts the gateway as its own uid with it; the container's environment (`docker inspect`, every
+    `docker exec`), the controller, tmux and the workers never hold it, the run's uid cannot read the secret,
+    and it is nowhere in the run folder. A secret file the run's uid could read is refused, nothing started."""
+    secret = tmp_path / "credentials.env"
+    secret.write_text(f"# the gateway's\nANTHROPIC_API_KEY={CANARY}\n")
+    secret.chmod(0o644)
+    name = f"{project.name}-c"
+    env = {"ORCH_OFFLINE": "0", "ORCH_WORKERS": "1", "ORCH_CREDENTIALS": str(secret), "ORCH_RUN": "canary"}
+    refused = project.start(f"{name}-bad", **env)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "ORCH_CREDENTIALS: the run's uid 1000 could read it" in refused.stdout + refused.stderr
+    assert CANARY not in refused.stdout + refused.stderr
+
+    os.chown(secret, 0, 0)
+    secret.chmod(0o600)
+    fleet = project.run(name, **env)
+    logs = fleet.logs().decode(errors="replace")
+    assert f"as uid {GATEWAY_UID}" in logs and "warning" not in logs, logs
+    assert CANARY not in json.dumps(fleet.attrs["Config"])  # docker inspect: Env, Cmd, Labels
+    # Every process's environment, read on this (the engine's) machine: root in the container cannot
+    # (no CAP_SYS_PTRACE), nor can the run's uids read each other's under strict isolation.
+    environs = assert_strict(fleet, 1)
+    assert len(environs) >= 5  # tini, the controller, tmux, the worker, the gateway
+    assert not [pid for pid, env in environs.items() if CANARY.encode() in env]
+    assert any(b"ORCH_IN_CONTAINER=1" in env for env in environs.values())  # these are the container's
+    assert "Permission denied" in sh_fails(fleet, "cat /run/secrets/orch-credentials")
+    everywhere = ["grep", "-rlF", CANARY, "/orch/runs", "/workspace", "/tmp", "/home/worker"]
+    code, out = fleet.exec_run(everywhere, user="0")  # root in the container reads every file there
+    assert isinstance(out, bytes)
+    assert code == 1, out.decode(errors="replace")  # grep: nothing found
+    fleet.stop(timeout=20)

@@ -185,3 +185,85 @@ def test_the_checks_uid_has_no_network_not_even_loopback() -> None:
         # before the redirected DNS queries are accepted too: the checks ask no name server, not even ours
         assert flat.index(block) < min(i for i, r in enumerate(flat) if r.startswith("iptables -A") and "53" in r)
     assert uids.worker_of(uid) is None and uid != settings.GATEWAY_UID.get()
+
+
+CANARY = "sk-ant-api03-CANARY-compose-0123456789abcdef"
+
+
+def test_compose_boot_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """compose.yaml (no boot line): the init's gateway gets an upstream for each credential set, the scripted
+    model when offline, nothing to hold without either; a bad run name is refused."""
+    from orch.container.init import InitError, env_boot
+
+    monkeypatch.delenv(settings.RUN.name, raising=False)
+    assert env_boot({"ANTHROPIC_API_KEY": CANARY}) is None  # not compose: no ORCH_RUN
+    monkeypatch.setenv(settings.RUN.name, "demo")
+    monkeypatch.setenv(settings.OFFLINE.name, "0")
+    boot = env_boot({"ANTHROPIC_API_KEY": CANARY, "OPENAI_API_KEY": "sk-openai-x"})
+    assert boot is not None and boot.run == "demo" and not boot.offline
+    secrets = {u.secret.get_secret_value() for u in boot.upstreams}
+    assert CANARY in secrets and "sk-openai-x" in secrets
+    assert env_boot({"ANTHROPIC_API_KEY": ""}) is None
+    monkeypatch.setenv(settings.OFFLINE.name, "1")
+    offline = env_boot({"ANTHROPIC_API_KEY": CANARY})
+    assert offline is not None and [u.kind for u in offline.upstreams] == ["scripted"]
+    monkeypatch.setenv(settings.RUN.name, "../etc")
+    with pytest.raises(InitError, match=settings.RUN.name):
+        env_boot({})
+
+
+def test_compose_init_clears_every_credential_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from orch.container.init import _clear_credentials
+
+    names = ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY")
+    for name in names:
+        monkeypatch.setenv(name, CANARY)
+    _clear_credentials()
+    assert not [name for name in names if name in os.environ]
+
+
+def test_a_run_folder_is_created_over_the_gateways_files_only(tmp_path: Path) -> None:
+    """The init's gateway made model/ and logs/ first (compose): the run is created there; anything else
+    (a run, a stray file) still refuses."""
+    from orch.run.folder import RunFolder
+    from tests.helpers import run_info
+
+    run = RunFolder(tmp_path / "demo")
+    info = run_info("demo", workdir=str(tmp_path))
+    run.model_dir.mkdir(parents=True)
+    (run.model_dir / "usage.json").write_text("{}")
+    run.logs_dir.mkdir()
+    assert run.only_gateway()
+    run.create(info)
+    assert run.exists() and (run.model_dir / "usage.json").exists() and not run.only_gateway()
+    with pytest.raises(FileExistsError):
+        run.create(info)
+    other = RunFolder(tmp_path / "other")
+    (other.root / "stray").mkdir(parents=True)
+    assert not other.only_gateway()
+    with pytest.raises(FileExistsError):
+        other.create(info)
+
+
+def test_compose_secret_file_is_read_only_when_the_run_cannot_read_it(tmp_path: Path) -> None:
+    """ORCH_CREDENTIALS: `VAR=value` lines of credential variables; refused when the run's uid could read
+    it or a line is not one, the error never echoing a value; /dev/null (compose's default) or none: nothing."""
+    from orch.container.init import InitError, read_secrets
+
+    secret = tmp_path / "orch.env"
+    secret.write_text(f"# mine\n\nexport ANTHROPIC_API_KEY='{CANARY}'\nANTHROPIC_BASE_URL=https://x.example\n")
+    secret.chmod(0o600)
+    owner = secret.stat().st_uid
+    other = owner + 1
+    assert read_secrets(secret, other) == {"ANTHROPIC_API_KEY": CANARY, "ANTHROPIC_BASE_URL": "https://x.example"}
+    with pytest.raises(InitError, match="could read it") as owned:
+        read_secrets(secret, owner)
+    secret.chmod(0o640)
+    with pytest.raises(InitError, match="mode 640"):
+        read_secrets(secret, other)
+    secret.chmod(0o600)
+    secret.write_text(f"PATH={CANARY}\n")
+    with pytest.raises(InitError, match="line 1: expected VAR=value") as bad:
+        read_secrets(secret, other)
+    assert CANARY not in str(bad.value) + str(owned.value)
+    assert read_secrets(Path("/dev/null"), other) == {} and read_secrets(tmp_path / "none", other) == {}

@@ -178,3 +178,25 @@ def test_a_killed_gateway_supervisor_is_started_again_and_the_workers_keep_their
     assert started[-1]["data"]["replaces"] == old.pid
     assert orch("kill", "gs").exit_code == 0
     assert not state.exists()  # the run is over: nothing left to resume
+
+
+def test_a_running_gateway_must_serve_the_kind_of_run_it_finds(tmp_path: Path) -> None:
+    """A gateway started by someone else (compose's init, from ORCH_OFFLINE) that serves the scripted model
+    is refused to a live run, so a run never bills or fakes what its spec did not ask for."""
+    from orch.errors import UsageError
+    from tests.helpers import run_info
+
+    run = RunFolder.for_name("gwkind")
+    info = run_info("gwkind", workdir=str(tmp_path))
+    info.offline = True
+    run.create(info)
+    try:
+        handle = gateway.ensure(run, info)
+        assert GatewayClient(handle).info()["offline"] is True
+        info.offline = False
+        with pytest.raises(UsageError, match="serves the scripted model, but this is a live run"):
+            gateway.ensure(run, info)
+        info.offline = True
+        assert gateway.ensure(run, info) == handle
+    finally:
+        gateway.stop("gwkind")
