@@ -98,7 +98,8 @@ def changes_html(rows: Sequence[ChangeRow]) -> list[str]:
         detail = f"<br><span class='flag'>{escape(r.detail)}</span>" if r.detail else ""
         patch = f" <a href='changes/{escape(r.job)}/patch.diff'>patch</a>" if r.job else ""
         parts.append(
-            f"<tr><td>{escape(r.task)}</td><td>{escape(writer)}</td><td class='{escape(r.status.value)}'>"
+            f"<tr id='change-{escape(r.task)}'><td>{escape(r.task)}</td><td>{escape(writer)}</td>"
+            f"<td class='{escape(r.status.value)}'>"
             f"{escape(_status(r))}{detail}</td><td>{escape(r.diffstat or '-')}{patch}</td><td><ul>{checks}</ul></td>"
             f"<td><ul>{reviews}</ul></td><td>{r.rebases}</td>"
             f"<td><code>{escape((r.commit or '-')[:12])}</code></td></tr>"

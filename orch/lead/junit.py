@@ -8,7 +8,7 @@ Built from the report's model (orch.lead.report) alone. One test suite per secti
 While a run is still going, what has not ended yet is skipped rather than failed. Each failure says why
 in its message and points to the place in report.html (a path relative to this file, which sits beside it).
 
-Extension point: `SUITES`, as in orch.lead.sarif: issue 22's change gates add one suite.
+Extension point: `SUITES`, as in orch.lead.sarif: tasks, verification, and each writer task's change gate.
 Worker-written text (claims, reasons, failures) can hold characters XML 1.0 cannot carry: they are
 written as \\xNN escapes, so a worker cannot make the file unreadable.
 """
@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from orch.lead.changes.records import ChangeRow, ChangeStatus
 from orch.lead.jobs import FindingStatus, JobStatus
 from orch.lead.report import FindingRow, JobRow, RunReport
 from orch.lead.spec import Role
@@ -124,8 +125,42 @@ def verification_suite(report: RunReport) -> Suite:
     return Suite("verification", [_verification_case(report, row, seconds) for row in report.findings])
 
 
-SUITES: tuple[Callable[[RunReport], Suite], ...] = (tasks_suite, verification_suite)
-"""What goes into report.junit.xml, in order. A change gate's results (issue 22) are one more suite."""
+def change_anchor(task: str) -> str:
+    return f"{REPORT}#change-{task}"
+
+
+def _change_case(report: RunReport, row: ChangeRow) -> Case:
+    case = Case(name=f"{row.task} (change)", classname="orch.changes")
+    if row.status in (ChangeStatus.LANDED, ChangeStatus.UNCHANGED):
+        return case
+    where = f"see {change_anchor(row.task)}"
+    if not _finished(report):
+        return replace(case, outcome=Outcome("skipped", f"change {row.task} is in the gate; {where}", "pending"))
+    why = f" ({row.reason.value})" if row.reason else ""
+    lines = [
+        f"change of {row.task} by W{row.writer} ({row.agent}): {row.status.value}{why}",
+        row.detail,
+        f"diffstat: {row.diffstat}" if row.diffstat else "",
+        *(f"check `{c.command}`: exit {c.exit_code}" + (" (timed out)" if c.timed_out else "") for c in row.checks),
+        *(f"{c.job}: W{c.reviewer} ({c.agent}) {c.verdict}: {c.reason}" for c in row.reviews),
+        "",
+        f"report: {change_anchor(row.task)}",
+    ]
+    message = shorten(
+        f"change {row.task} {row.status.value}{why}: {' '.join(row.detail.split())}; {where}", MESSAGE_CHARS
+    )
+    text = "\n".join(line for line in lines if line)
+    return replace(case, outcome=Outcome("failure", message, row.status.value, text))
+
+
+def changes_suite(report: RunReport) -> Suite | None:
+    """One testcase per writer task's change gate: passed when it landed (or the writer changed nothing);
+    none in a run without writer tasks."""
+    return Suite("changes", [_change_case(report, row) for row in report.changes]) if report.changes else None
+
+
+SUITES: tuple[Callable[[RunReport], Suite | None], ...] = (tasks_suite, verification_suite, changes_suite)
+"""What goes into report.junit.xml, in order: the task jobs, each finding's verification, each change's gate."""
 
 
 def _xml(text: str) -> str:
@@ -146,7 +181,7 @@ def _counts(cases: Sequence[Case]) -> dict[str, str]:
 
 
 def build_junit(report: RunReport) -> ET.Element:
-    suites = [make(report) for make in SUITES]
+    suites = [suite for make in SUITES if (suite := make(report)) is not None]
     every = [c for s in suites for c in s.cases]
     root = ET.Element("testsuites", {"name": _xml(f"orch run {report.run}"), **_counts(every)})
     stamp = report.started.strftime("%Y-%m-%dT%H:%M:%S")

@@ -9,8 +9,8 @@ Built from the report's model (orch.lead.report) alone, so `orch report` rewrite
 - the level from the severity and the status (`level`): a REFUTED finding is never an error, an
   UNVERIFIED one at most a warning.
 
-Extension point: `SECTIONS`. Each section turns the report into rules and results; findings are the
-first. Issue 22's change gates add one section (the report's changes, none when it has none).
+Extension point: `SECTIONS`. Each section turns the report into rules and results: the findings, then
+each writer task's change that did not land (REJECTED by the gate, CONFLICT, FAILED) at the files it touched.
 Worker-written text (claims, quotes, reasons) goes only into JSON strings, which json escapes.
 """
 
@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny
 from pydantic.alias_generators import to_camel
 
 from orch import __version__
+from orch.lead.changes.records import ChangeStatus
 from orch.lead.findings import CodeEvidence, Severity
 from orch.lead.jobs import FindingStatus
 from orch.lead.report import FindingRow, RunReport
@@ -138,6 +139,22 @@ class FindingProperties(PropertyBag):
     reproduce: str | None = None
     report: str
     """Where the finding is in the run's report, relative to the run folder."""
+
+
+class ChangeProperties(PropertyBag):
+    task: str
+    status: str
+    """REJECTED, CONFLICT or FAILED (a change that landed, or a writer that changed nothing, is no result)."""
+    reason: str | None
+    """REJECTED: which gate refused it (checks, scope, review)."""
+    detail: str
+    writer: int | None
+    writer_agent: str | None
+    checks: list[str]
+    """Each check on the patched tree: `command: exit N`."""
+    reviews: list[str]
+    """Each review: `job W<n> (agent): verdict: reason`."""
+    report: str
 
 
 class Result(Sarif):
@@ -325,8 +342,66 @@ def finding_section(report: RunReport) -> Section:
     return Section(rules=rules, results=results)
 
 
-SECTIONS: tuple[Callable[[RunReport], Section], ...] = (finding_section,)
-"""What goes into report.sarif, in order. A change gate's results (issue 22) are one more section."""
+CHANGE_LEVELS: dict[ChangeStatus, Level] = {
+    # REJECTED: the gate refused it (the checks regressed, it left its scope, or a review broke it).
+    ChangeStatus.REJECTED: "warning",
+    ChangeStatus.CONFLICT: "note",
+    ChangeStatus.FAILED: "note",
+}
+
+
+def change_section(report: RunReport) -> Section:
+    """One result per writer task whose change did not land, at the files it touched (its rule: the task's).
+    The fingerprint is the task, the status and the files, so a change refused again is the same alert."""
+    results = []
+    for row in report.changes:
+        if row.status not in CHANGE_LEVELS:
+            continue
+        anchor = f"report.html#change-{row.task}"
+        why = f" ({row.reason.value})" if row.reason else ""
+        text = f"The change of writer task {row.task} did not land: {row.status.value}{why}. {row.detail}".strip()
+        locations = [
+            Location(
+                physical_location=PhysicalLocation(
+                    artifact_location=ArtifactLocation(uri=quote(f, safe="/"), uri_base_id=SRCROOT)
+                )
+            )
+            for f in row.files
+        ]
+        digest = hashlib.sha256("\0".join([row.task, row.status.value, *sorted(row.files)]).encode()).hexdigest()
+        results.append(
+            Result(
+                rule_id=task_rule_id(row.task),
+                level=CHANGE_LEVELS[row.status],
+                message=Message(text=f"{text}\n\nReport: {anchor}"),
+                locations=locations,
+                partial_fingerprints={FINGERPRINT: digest[:32]},
+                properties=ChangeProperties(
+                    tags=["orch", "change", row.status.value],
+                    task=row.task,
+                    status=row.status.value,
+                    reason=row.reason.value if row.reason else None,
+                    detail=row.detail,
+                    writer=row.writer,
+                    writer_agent=row.agent,
+                    checks=[
+                        f"{c.command}: exit {c.exit_code}" + (" (timed out)" if c.timed_out else "") for c in row.checks
+                    ],
+                    reviews=[f"{c.job} W{c.reviewer} ({c.agent}): {c.verdict}: {c.reason}" for c in row.reviews],
+                    report=anchor,
+                ),
+            )
+        )
+    known = {t.id for t in report.tasks}
+    rules = [
+        Rule(id=task_rule_id(task), name=task, short_description=Message(text=f"task {task}"))
+        for task in dict.fromkeys(r.task for r in report.changes if r.task not in known and r.status in CHANGE_LEVELS)
+    ]
+    return Section(rules=rules, results=results)
+
+
+SECTIONS: tuple[Callable[[RunReport], Section], ...] = (finding_section, change_section)
+"""What goes into report.sarif, in order: the findings, then the changes that did not land."""
 
 
 def _stamp(report: RunReport, which: Literal["started", "finished"]) -> str | None:

@@ -13,6 +13,7 @@ from jsonschema import Draft4Validator
 from junitparser import JUnitXml
 
 from orch.lead import decisions
+from orch.lead.changes.records import ChangeRow, ChangeStatus, CheckResult, RejectReason, ReviewCell
 from orch.lead.controller import initial_state, write_spec
 from orch.lead.findings import CodeEvidence, Finding, Severity, Verdict, VerdictReport
 from orch.lead.jobs import (
@@ -25,6 +26,7 @@ from orch.lead.jobs import (
     load_state,
     save_state,
 )
+from orch.lead.report import RunReport, build_report
 from orch.lead.reportrender import write_reports
 from orch.lead.spec import FleetSpec, Role, TaskSpec, VerificationSpec
 from orch.run.folder import RunFolder
@@ -118,3 +120,20 @@ def state_with(run: RunFolder, claims: list[Claim], finished: bool = True) -> Co
         state.outcome = decisions.outcome(state, SPEC)
         state.finished = state.started + 30
     return state
+
+
+# --- a report with writer tasks' changes -------------------------------------------------------
+def report_with_changes(run: RunFolder) -> RunReport:
+    """The run's report with one change of each ending a writer task can have (added to its report data)."""
+    check = CheckResult(command="python3 -m pytest -q", exit_code=1, seconds=0.4, output_tail="1 failed")
+    review = ReviewCell(job="fix-a.rv1", reviewer=3, agent="codex", verdict="REFUTED", reason="misses page 0")
+    rows = [
+        ChangeRow(task="fix-a", writer=1, agent="claude", job="fix-a", status=ChangeStatus.LANDED, commit="ab" * 20),
+        ChangeRow(task="fix-b", writer=2, agent="claude", job="fix-b", status=ChangeStatus.REJECTED,
+                  reason=RejectReason.SCOPE, detail="edits protected paths: tests/test_pages.py",
+                  files=["tests/test_pages.py", "pages.py"], checks=[check], reviews=[review]),
+        ChangeRow(task="fix-c", writer=1, agent="claude", job="fix-c.rb2", status=ChangeStatus.CONFLICT,
+                  detail="pages.py: the patch no longer applies", files=["pages.py"], rebases=2),
+        ChangeRow(task="notes", writer=3, agent="codex", job="notes", status=ChangeStatus.UNCHANGED),
+    ]  # fmt: skip
+    return build_report(run, SPEC, load_state(run)).model_copy(update={"changes": rows})

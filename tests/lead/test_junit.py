@@ -3,12 +3,15 @@ finding's verification, failures that say why and point into report.html."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from junitparser import Failure, Skipped, TestCase, TestSuite
 
 from orch.lead.findings import Verdict
 from orch.lead.jobs import JobStatus, load_state, save_state
+from orch.lead.junit import render_junit
 from orch.lead.reportrender import write_reports
-from tests.lead.ciformats import SPEC, Claim, junit, run_with
+from tests.lead.ciformats import SPEC, Claim, junit, report_with_changes, run_with
 
 C, R, U = Verdict.CONFIRMED, Verdict.REFUTED, Verdict.UNVERIFIABLE
 CLAIMS = [
@@ -110,3 +113,18 @@ def test_worker_text_cannot_break_the_file() -> None:
     assert case.name == "pages-F1: a\\x1b[31m\\x00b </testcase> & \\xffff"
     (failure,) = case.result
     assert "a\\x1b[31m\\x00b </testcase> & \\xffff" in failure.text
+
+
+def test_one_testcase_per_change_gate_failing_when_the_change_did_not_land(tmp_path: Path) -> None:
+    path = tmp_path / "report.junit.xml"
+    path.write_text(render_junit(report_with_changes(run_with("changes", []))))
+    changes = _suites(junit(path))["changes"]
+    cases = _cases(changes)
+    assert (changes.tests, changes.failures) == (4, 2)
+    assert cases["fix-a"].is_passed and cases["notes"].is_passed  # landed; a writer that changed nothing
+    (failure,) = cases["fix-b"].result
+    assert isinstance(failure, Failure) and failure.type == "REJECTED"
+    assert "scope" in failure.message and "report.html#change-fix-b" in failure.message
+    assert "check `python3 -m pytest -q`: exit 1" in (failure.text or "")
+    (conflict,) = cases["fix-c"].result
+    assert isinstance(conflict, Failure) and conflict.type == "CONFLICT"

@@ -12,8 +12,8 @@ import pytest
 from orch import __version__
 from orch.lead.findings import CodeEvidence, Severity, Verdict
 from orch.lead.jobs import FindingStatus
-from orch.lead.sarif import FINGERPRINT, LEVELS, fingerprint, level
-from tests.lead.ciformats import Claim, run_with, valid_sarif
+from orch.lead.sarif import FINGERPRINT, LEVELS, fingerprint, level, render_sarif
+from tests.lead.ciformats import Claim, report_with_changes, run_with, valid_sarif
 
 C, R = Verdict.CONFIRMED, Verdict.REFUTED
 DEMO = [
@@ -175,3 +175,25 @@ def test_the_schema_check_catches_what_code_scanning_would_refuse(tmp_path: Path
         broken.write_text(json.dumps(copy))
         with pytest.raises(AssertionError, match=str(path[-1])):
             valid_sarif(broken)
+
+
+def test_a_change_that_did_not_land_is_a_result_at_the_files_it_touched(tmp_path: Path) -> None:
+    report = report_with_changes(run_with("changes", []))
+    path = tmp_path / "report.sarif"
+    path.write_text(render_sarif(report))
+    results = valid_sarif(path)["runs"][0]["results"]
+    by_task = {r["properties"]["task"]: r for r in results}
+    assert set(by_task) == {"fix-b", "fix-c"}  # LANDED and UNCHANGED are no result
+    rejected = by_task["fix-b"]
+    assert rejected["level"] == "warning" and rejected["ruleId"] == "task/fix-b"
+    assert rejected["properties"]["reason"] == "scope" and "protected paths" in rejected["message"]["text"]
+    uris = [loc["physicalLocation"]["artifactLocation"]["uri"] for loc in rejected["locations"]]
+    assert uris == ["tests/test_pages.py", "pages.py"]
+    assert rejected["properties"]["reviews"] == ["fix-a.rv1 W3 (codex): REFUTED: misses page 0"]
+    assert by_task["fix-c"]["level"] == "note"
+    again = report_with_changes(run_with("changes-again", []))
+    assert valid_fingerprints(render_sarif(again)) == valid_fingerprints(path.read_text())
+
+
+def valid_fingerprints(text: str) -> list[str]:
+    return [r["partialFingerprints"][FINGERPRINT] for r in json.loads(text)["runs"][0]["results"]]
