@@ -12,6 +12,8 @@ from orch.lead.findings import Finding, Severity, Verdict, VerdictReport
 from orch.lead.jobs import (
     AcceptedFinding,
     AcceptedVerdict,
+    ChangeBook,
+    ChangeStage,
     ControllerState,
     Job,
     JobStatus,
@@ -32,8 +34,13 @@ def hook(run: RunFolder, n: int, name: str, ts: float | None = None, **fields: o
     append_line(run.state(n), json.dumps(line))
 
 
-def lead_run(name: str = "lr", workers: int = 3) -> RunFolder:
-    """A lead run: worker 1 found F1 (done), workers 2 and 3 verify it (one CONFIRMED, one still on it)."""
+HOSTILE_REASON = 'scope: <script>window.pwned=1</script><img src=x onerror="window.pwned=1">'
+"""A rejected change's reason as a lying writer could shape it (its detail names the files it touched)."""
+
+
+def lead_run(name: str = "lr", workers: int = 3, changes: bool = False) -> RunFolder:
+    """A lead run: worker 1 found F1 (done), workers 2 and 3 verify it (one CONFIRMED, one still on it).
+    With `changes`, worker 1 also wrote two changes: `fix` landed, `fix2` was REJECTED with a hostile reason."""
     run = RunFolder.for_name(name)
     info = run_info(name, workers=workers, workdir="/tmp")
     info.status = RunStatus.RUNNING
@@ -69,6 +76,11 @@ def lead_run(name: str = "lr", workers: int = 3) -> RunFolder:
                                                  reason="reproduced")),
         ],
     )  # fmt: skip
+    if changes:
+        state.changes = [
+            ChangeBook(id="fix", task="fix", writer=1, base="b0", stage=ChangeStage.LANDED, commit="c1"),
+            ChangeBook(id="fix2", task="fix", writer=1, base="b1", stage=ChangeStage.REJECTED, reason=HOSTILE_REASON),
+        ]
     save_state(run, state)
     usage = UsageSnapshot(
         offline=True,

@@ -19,7 +19,7 @@ from orch.view import plain
 from orch.view.snapshot import Snapshot, Watcher
 from orch.waits import wait_until
 from tests.helpers import orch, run_info
-from tests.view.fakerun import hook, lead_run
+from tests.view.fakerun import HOSTILE_REASON, hook, lead_run
 
 
 def test_a_lead_run_mid_way(orch_home: Path) -> None:
@@ -46,6 +46,17 @@ def test_a_lead_run_mid_way(orch_home: Path) -> None:
     assert [(b.sender, b.text) for b in snap.bus] == [("W1", "found F1 in pages.py"), ("W3", "checking F1 now")]
     # JSON round trip: what --json prints is the model.
     assert Snapshot.model_validate_json(snap.model_dump_json()) == snap
+
+
+def test_a_run_with_changes_shows_its_queue(orch_home: Path) -> None:
+    """The lines every view shows (the TUI's and the page's changes panel, the plain render) come from the
+    controller's books; a writer's hostile reason is carried as it is, for each view to show as text."""
+    snap = Watcher(lead_run(changes=True)).snapshot()
+    assert snap.changes == ["change fix (fix, W1): LANDED", f"change fix2 (fix, W1): REJECTED: {HOSTILE_REASON}"]
+    lines = plain.render(snap)
+    at = lines.index("changes:")
+    assert lines[at + 1 : at + 3] == ["  " + line for line in snap.changes]
+    assert Watcher(lead_run("plain")).snapshot().changes == []
 
 
 def test_the_snapshot_follows_new_lines_incrementally(orch_home: Path) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from orch.lead.jobs import ChangeBook, load_state, save_state
 from orch.run import bus
 from orch.run.events import Event
 from orch.run.folder import RunFolder
@@ -20,7 +21,7 @@ from orch.run.records import ControllerEvent
 from orch.view.actions import GENERIC_NUDGE
 from tests.helpers import orch, prompts
 from tests.view.browser import ARTIFACTS, chromium
-from tests.view.fakerun import hook, lead_run
+from tests.view.fakerun import HOSTILE_REASON, hook, lead_run
 
 pytestmark = pytest.mark.browser
 
@@ -59,7 +60,7 @@ def serve(tmp_path: Path) -> Iterator[Serve]:
 
 
 def test_the_page_with_no_network_follows_the_run(orch_home: Path, tmp_path: Path, serve: Serve) -> None:
-    run = lead_run()
+    run = lead_run(changes=True)
     web = serve("lr")
 
     async def drive() -> None:
@@ -72,6 +73,11 @@ def test_the_page_with_no_network_follows_the_run(orch_home: Path, tmp_path: Pat
             assert await page.evaluate("document.querySelectorAll('#timeline rect.bar').length") == 3
             assert await page.evaluate("document.querySelectorAll('#costs polyline').length") == 3
             assert "CONFIRMED" in await page.evaluate("document.getElementById('matrix').textContent")
+            # The changes panel: the queue's lines, a hostile reason shown as text and never run.
+            changes = await page.evaluate("[...document.querySelectorAll('#changes li')].map(li => li.textContent)")
+            assert changes == ["change fix (fix, W1): LANDED", f"change fix2 (fix, W1): REJECTED: {HOSTILE_REASON}"]
+            assert await page.evaluate("document.querySelectorAll('#changes script, #changes img').length") == 0
+            assert await page.evaluate("document.querySelector('#changes li').className") == "c-LANDED"
             # Nothing but this server was reached: every resource came from its origin.
             urls = await page.evaluate("performance.getEntriesByType('resource').map(e => e.name)")
             assert urls and all(u.startswith(web.base) for u in urls), urls
@@ -80,12 +86,17 @@ def test_the_page_with_no_network_follows_the_run(orch_home: Path, tmp_path: Pat
             hook(run, 2, "PreToolUse", tool_name="Grep")
             bus.post(run, 2, "<b>not html</b> from W2")
             run.log_event(ControllerEvent(event=Event.NUDGE_SENT, worker=1, data={"job": "pages"}))
+            state = load_state(run)
+            state.changes.append(ChangeBook(id="fix3", task="fix", writer=2, base="b2"))
+            save_state(run, state)
             await page.until(
                 "document.querySelector('[data-worker=\"2\"] .state').textContent === 'busy (Grep)'", "W2's tile"
             )
             await page.until("document.getElementById('bus').textContent.includes('<b>not html</b> from W2')", "bus")
             assert await page.evaluate("document.querySelectorAll('#bus b').length") == 0  # text, never markup
             await page.until("document.getElementById('commentary').textContent.includes('nudged on pages')", "nudge")
+            await page.until("document.getElementById('changes').textContent.includes('change fix3')", "a new change")
+            assert await page.evaluate("typeof window.pwned") == "undefined"
             await page.evaluate(
                 "(() => { const f = document.getElementById('filter'); f.value = 'checking';"
                 " f.dispatchEvent(new Event('input')); })()"
@@ -144,6 +155,7 @@ def test_control_acts_from_the_page(tmp_path: Path, serve: Serve) -> None:
             await page.until("document.querySelectorAll('.tile button').length === 6", "the buttons")
             await page.until("!document.getElementById('controls').hidden", "the run's controls (render finished)")
             assert "no findings yet" in await page.evaluate("document.getElementById('matrix').textContent")
+            assert await page.evaluate("document.getElementById('changes').textContent") == "no changes"
             page.dialog_answer = "hello from the page"
             await page.evaluate("document.querySelector('[data-worker=\"1\"] button').click()")  # send
             await page.until("document.getElementById('said').textContent.includes('delivered')", "the send")

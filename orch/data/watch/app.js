@@ -89,6 +89,19 @@
     }
   }
 
+  // Each change where it is (the controller's words: orch.lead.changesreport.live_lines), the queue in order.
+  // A line carries worker-made text (a reason, the files it names): textContent only; its colour comes from
+  // the stage word right after the change's name, looked up in a fixed set.
+  const STAGES = new Set(["review", "writing", "LANDED", "REJECTED", "CONFLICT", "FAILED", "UNCHANGED", "REBASING"]);
+  function changes(snap) {
+    const list = $("changes");
+    if (!snap.changes.length) { list.replaceChildren(el("li", "pending", "no changes")); return; }
+    list.replaceChildren(...snap.changes.map((line) => {
+      const stage = /^change \S+ \([^)]*\): (\w+)/.exec(line)?.[1];
+      return el("li", stage && STAGES.has(stage) ? `c-${stage}` : "", line);
+    }));
+  }
+
   function bus(snap) {
     const needle = $("filter").value.toLowerCase(), list = $("bus");
     list.replaceChildren(...snap.bus
@@ -107,6 +120,7 @@
     progress(snap);
     $("tiles").replaceChildren(...snap.workers.map((w) => tile(w, snap, data.control)));
     matrix(snap);
+    changes(snap);
     $("commentary").replaceChildren(...snap.commentary.map((c) => el("li", "", c.text)));
     bus(snap);
     $("timeline").innerHTML = data.timeline || "<p>no jobs yet</p>";
