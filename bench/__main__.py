@@ -24,6 +24,7 @@ from bench import (
     caps,
     changes,
     container,
+    gate,
     gateway,
     images,
     isolation,
@@ -59,6 +60,7 @@ BENCHES: dict[str, tuple[Callable[[Context], Result], bool]] = {
     "reports": (reports.run, False),  # report.sarif + report.junit.xml of 1,000 findings, beside report.json
     "changes": (changes.run, False),  # issue 22: worktrees, the checks' sandbox, the integration queue
     "caps": (caps.run, True),  # the per-worker caps: limits on against off, and the watchdog's cost
+    "gate": (gate.run, False),  # issue 22: the gate's overhead over an ungated run of the same writers
 }
 MEASUREMENT_ERRORS = (OrchError, BenchError, OSError, TimeoutError)
 

@@ -165,3 +165,21 @@ def test_reports_bench_writes_valid_files_of_its_big_report() -> None:
     assert len(results) == 30 and {r["level"] for r in results} == {"error", "warning", "note"}
     xml = junit(run.report_junit)
     assert xml.tests == reports.TASKS + 30 and xml.failures == 20  # a third confirmed
+
+
+def test_the_gate_bench_compares_one_spec_with_and_without_its_gate(tmp_path: Path) -> None:
+    """The gated and ungated specs are orch specs (loaded as `orch run` loads them) that differ only in the gate."""
+    import yaml
+
+    from bench.gate import spec
+    from orch.lead.specload import load_spec
+
+    loaded = {}
+    for gated in (True, False):
+        path = tmp_path / f"{gated}.yaml"
+        path.write_text(yaml.safe_dump(spec(tmp_path, gated)))
+        loaded[gated] = load_spec(path)
+    on, off = loaded[True], loaded[False]
+    assert on.checks and on.changes.reviewers_per_change == 1 and on.protected()
+    assert not off.checks and off.changes.reviewers_per_change == 0 and off.protected() == []
+    assert on.tasks == off.tasks and on.offline and off.offline

@@ -12,7 +12,6 @@ the worker cannot write); a run without a gateway falls back to the worker's own
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -25,6 +24,7 @@ from orch import shellparts
 from orch.contracts import ShellTool
 from orch.gateway.records import LedgerEntry
 from orch.run.folder import RunFolder, UnsafeOutput, read_worker_file
+from orch.run.hookwriter import DENIED
 from orch.run.records import HookEvent, Strict
 from orch.text import shorten
 
@@ -199,9 +199,6 @@ def _shell_calls(mine: Sequence[LedgerEntry], job: str, since: float, shell: She
     ]
 
 
-DENIED = re.compile(r"Permission denied|Read-only file system|Operation not permitted")
-
-
 def denied_writes(
     entries: Iterable[LedgerEntry], worker: int, job: str, since: float, shell: ShellTool | None
 ) -> list[str]:
@@ -215,6 +212,21 @@ def denied_writes(
         for e in _shell_calls(mine, job, since, shell)
         if e.id in refused
     ]
+
+
+def hook_denied_writes(events: Iterable[HookEvent], since: float, shell: ShellTool | None) -> list[str]:
+    """The shell calls worker n's hook log marks refused (`tool_denied`, orch.run.hookwriter) since `since`: its
+    own word, so only ever more attempts than the ledger shows (a lying worker can hide them here, not there); the
+    only record of an agent with no model behind it (orch's scripted agent)."""
+    refused = [e for e in events if (e.model_extra or {}).get("tool_denied") is True]
+    out = []
+    for call in hook_commands(refused, since, shell):
+        try:  # the log keeps tool_input JSON-encoded (and maybe cut: then shown as it is)
+            command = json.loads(call.command).get(shell.command_field if shell else "", call.command)
+        except (ValueError, AttributeError):
+            command = call.command
+        out.append(str(command)[:COMMAND_CHARS])
+    return out
 
 
 def runs_of(command: str, ran: Sequence[RanCommand]) -> list[RanCommand]:

@@ -19,6 +19,7 @@ from orch.lead.findings import (
     check_verdict,
     denied_writes,
     hook_commands,
+    hook_denied_writes,
     ledger_commands,
     result_problems,
 )
@@ -150,11 +151,12 @@ class Review(Part):
     def observe(self, job: Job, n: int) -> None:
         """What worker n did beyond its outbox during `job`, logged where the report shows it: writes the
         system refused it (its tool results in the gateway's ledger) and processes it left running."""
-        if has_gateway(self.run):
-            shell = launch.adapter_of(self.desk.info, n).shell
-            denied = denied_writes(self.desk.gateway.ledger(), n, job.id, job.sent_at or 0.0, shell)
-            if denied:
-                self.desk.event(Event.WRITE_DENIED, n, job=job.id, commands=denied)
+        shell, since = launch.adapter_of(self.desk.info, n).shell, job.sent_at or 0.0
+        denied = denied_writes(self.desk.gateway.ledger(), n, job.id, since, shell) if has_gateway(self.run) else []
+        # Its hook log adds what its agent's own results showed refused (an agent with no model has no ledger).
+        denied += [c for c in hook_denied_writes(self.run.hook_events(n), since, shell) if c not in denied]
+        if denied:
+            self.desk.event(Event.WRITE_DENIED, n, job=job.id, commands=denied)
         self.stop_leftovers(n, job.id)
 
     def stop_leftovers(self, n: int, job: str | None) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -31,11 +32,17 @@ from typing import Any
 MAX_FIELD = 4000
 DROPPED = ("tool_response", "transcript_path", "last_assistant_message", "prompt_response")
 APPROVE_TIMEOUT = 15.0
+DENIED = re.compile(r"Permission denied|Read-only file system|Operation not permitted")
+"""What a tool's result says when the system refused it a write (a sandbox's read-only mount, a file's mode)."""
 
 
 def slim(payload: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"ts": time.time()}
     for key, value in payload.items():
+        if key == "tool_response" and DENIED.search(json.dumps(value)):
+            # The result itself is dropped (big), but a refusal is kept: with no model behind the agent (orch's
+            # scripted agent) the hook log is the only place the controller sees it (orch.lead.findings).
+            out["tool_denied"] = True
         if key in DROPPED:
             continue
         if key in ("tool_input", "details"):

@@ -24,6 +24,7 @@ from orch.lead.demo import DEMO_AUTHOR, prepare_changes
 from orch.lead.jobs import ChangeStage, load_state
 from orch.run.events import Event
 from orch.run.folder import RunFolder
+from orch.run.records import Isolation
 from tests.helpers import diagnose, orch
 
 SAMPLE = Path(__file__).parents[2] / "orch" / "data" / "demo" / "changes" / "sample"
@@ -181,3 +182,60 @@ def test_demo_changes_workdir_is_a_fresh_git_repository() -> None:
     assert status.returncode == 0 and status.stdout == ""
     assert [t.id for t in spec.tasks] == ["mean", "cheat", "note"] and spec.checks == [CHECK]
     assert {kind for kind, _ in spec.kinds().values()} == {"claude", "codex"}
+
+
+OUTSIDE = {
+    "another writer's worktree": "echo 'evil = 1' >> {{run_dir}}/worktrees/agent-1/mean/calc.py",
+    "the changes folder": "mkdir -p {{run_dir}}/changes/mean && echo LANDED > {{run_dir}}/changes/mean/evil.json",
+    "the findings folder": "mkdir -p {{run_dir}}/findings && echo '{}' > {{run_dir}}/findings/evil.json",
+    "the controller's events": """echo '{"event": "change-landed"}' >> {{run_dir}}/events.jsonl""",
+    "the report": "echo '{}' > {{run_dir}}/report.json",
+    "the run's refs": "git --git-dir={{run_dir}}/repo.git update-ref refs/heads/evil HEAD",
+    "the run's objects": "echo evil | git --git-dir={{run_dir}}/repo.git hash-object -w --stdin",
+    "the run's hooks": "echo 'touch /tmp/pwned' > {{run_dir}}/repo.git/hooks/post-merge",
+    "the run's config": "git --git-dir={{run_dir}}/repo.git config core.hooksPath /tmp",
+}
+"""What a hostile writer tries beyond its worktree (each `$ ` line a shell call of its own)."""
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_a_writer_cannot_write_outside_its_worktree(repo: Path) -> None:
+    """Under local strict isolation (bubblewrap), a writer that writes into another writer's worktree, the run
+    folder and the run's repository is refused each time, lands nothing of it, and each attempt is flagged in the
+    report; the honest writer beside it lands."""
+    root = str(RunFolder.for_name("chg-outside").root)  # a goal is not a template: the run's folder, spelled out
+    attempts = "\n".join(f"$ {line.replace('{{run_dir}}', root)}" for line in OUTSIDE.values())
+    run = _run(
+        repo,
+        "chg-outside",
+        [
+            {"id": "mean", "role": "writer", "goal": MEAN_FIX, "worker": 1},
+            {"id": "clamp", "role": "writer", "goal": f"{CLAMP}\n{attempts}", "worker": 2},
+        ],
+    )
+    assert run.info().isolation is Isolation.STRICT
+    rows = _rows(run)
+    assert rows["mean"]["status"] == ChangeStatus.LANDED, rows
+    git = ["git", "--git-dir", str(run.repo_dir)]
+    landed = subprocess.run([*git, "show", f"orch/{run.name}:calc.py"], capture_output=True, text=True).stdout
+    assert "if values else 0.0" in landed and "evil" not in landed
+    # Nothing it wrote outside its worktree is there, nor in any change.
+    refs = subprocess.run([*git, "for-each-ref", "--format=%(refname)"], capture_output=True, text=True).stdout
+    assert "evil" not in refs, refs
+    blob = subprocess.run([*git, "hash-object", "--stdin"], input="evil\n", capture_output=True, text=True).stdout
+    assert subprocess.run([*git, "cat-file", "-e", blob.strip()], capture_output=True).returncode != 0
+    assert not (run.repo_dir / "hooks" / "post-merge").exists()
+    config = subprocess.run([*git, "config", "--get", "core.hooksPath"], capture_output=True, text=True).stdout
+    assert config == ""
+    assert not (run.change_dir("mean") / "evil.json").exists() and not (run.root / "findings" / "evil.json").exists()
+    assert '"event": "change-landed"}' not in run.events.read_text()
+    for task in rows:
+        assert "evil" not in (run.change_dir(task) / "patch.diff").read_text()
+    # Each attempt was refused by the sandbox, and the report shows it.
+    flagged = [e for e in _events(run, Event.WRITE_DENIED) if e["worker"] == 2]
+    denied = [c for e in flagged for c in e["data"]["commands"]]
+    for what, line in OUTSIDE.items():
+        assert any(line.replace("{{run_dir}}", root) in c for c in denied), (what, denied)
+    report = json.loads(run.report_json.read_text())
+    assert ("write-denied", 2) in {(a["kind"], a["worker"]) for a in report["attempts"]}
+    assert "write-denied" in run.report_md.read_text()

@@ -197,3 +197,25 @@ def test_gemini_approver_presses_allow_on_the_dialog_in_its_pane(tmp_path: Path)
         subprocess.run([*tmux, "kill-server"], capture_output=True, check=False)
     assert done.returncode == 0 and "answered" in screen
     assert not state.exists()  # nothing to correct: the prompt was answered
+
+
+def test_a_refused_tool_result_is_marked_and_read_back(tmp_path: Path) -> None:
+    """The tool result is dropped, its refusal kept: the controller's only record of a scripted agent's refused
+    writes (orch.lead.findings.hook_denied_writes); a result that says nothing of the kind is not marked."""
+    from orch.contracts import ShellTool
+    from orch.lead.findings import hook_denied_writes
+
+    bash, state = ShellTool(name="Bash", command_field="command"), tmp_path / "agent-1.jsonl"
+    for command, output in (("echo x > /run/f", "sh: 1: cannot create /run/f: Read-only file system"), ("ls", "a")):
+        payload: dict[str, object] = {
+            "hook_event_name": "PostToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": command},
+            "tool_response": {"exit_code": 2, "output": output},
+        }
+        assert hook(payload, "event", state).returncode == 0
+    events = [HookEvent.model_validate_json(line) for line in state.read_text().splitlines()]
+    assert [(e.model_extra or {}).get("tool_denied") for e in events] == [True, None]
+    assert all("tool_response" not in (e.model_extra or {}) for e in events)
+    assert hook_denied_writes(events, 0.0, bash) == ["echo x > /run/f"]
+    assert hook_denied_writes(events, events[-1].ts + 1, bash) == []
