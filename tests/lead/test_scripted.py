@@ -50,6 +50,11 @@ def workdir(tmp_path: Path) -> Path:
     return path
 
 
+SABOTEUR = {"isolation": "shared"}
+"""For a test whose worker plays saboteur of the run's own processes (the tmux server, the gateway), which a
+strict sandbox hides from it: the test is of the controller's recovery, not of the isolation."""
+
+
 def run_spec(
     tmp_path: Path, workdir: Path, name: str, tasks: list[dict[str, Any]], exit_code: int, **extra: Any
 ) -> RunFolder:
@@ -228,7 +233,7 @@ def test_a_worker_that_never_finishes_fails_after_its_nudges(workdir: Path, tmp_
 def test_a_crashed_worker_is_restarted_and_pointed_back_at_its_brief(workdir: Path, tmp_path: Path) -> None:
     """Its agent is killed (SIGKILL, once) during the job: the controller sees the crash, restarts the worker
     after the backoff with a prompt naming its brief, and the new life finishes the job."""
-    marker = tmp_path / "crashed-once"
+    marker = RunFolder.for_name("crash").sessions(1) / "crashed-once"  # its sandbox may write there, and it stays
     crash_once = {"bash": f"[ -e {marker} ] || {{ touch {marker}; kill -9 $PPID; }}"}
     script = [crash_once, RESULT, DONE, reply()]
     run = run_spec(tmp_path, workdir, "crash", [task("notes", script, role="scribe")], exit_code=0, workers=1,
@@ -265,7 +270,7 @@ def test_the_fleet_is_relaunched_after_its_tmux_server_dies(workdir: Path, tmp_p
     marker = tmp_path / "server-killed"
     kill_once = {"bash": f"[ -e {marker} ] || {{ touch {marker}; tmux kill-server; }}"}
     run = run_spec(tmp_path, workdir, "relaunch", [task("notes", [kill_once, RESULT, DONE, reply()], role="scribe")],
-                   exit_code=0, workers=1)  # fmt: skip
+                   exit_code=0, workers=1, verification=SABOTEUR)  # fmt: skip
     state = load_state(run)
     assert state.job("notes").status is JobStatus.DONE and state.relaunches == 1
     assert changes(run) == {"notes": "UNCHANGED"}
@@ -284,7 +289,7 @@ def test_a_killed_gateway_is_started_again_and_the_worker_carries_on(workdir: Pa
     pid = f'python3 -c \'import json; print(json.load(open("{handle}"))["pid"])\''
     kill_once = {"bash": f"[ -e {marker} ] || {{ touch {marker}; kill -9 $({pid}); }}"}
     run = run_spec(tmp_path, workdir, "gk", [task("notes", [kill_once, RESULT, DONE, reply()], role="scribe")],
-                   exit_code=0, workers=1, limits={"restart_backoff": 0.2})  # fmt: skip
+                   exit_code=0, workers=1, limits={"restart_backoff": 0.2}, verification=SABOTEUR)  # fmt: skip
     assert load_state(run).job("notes").status is JobStatus.DONE
     started = events(run, Event.GATEWAY_STARTED)
     assert len(started) == 2 and started[1].data["replaces"] == started[0].data["pid"]
@@ -310,7 +315,7 @@ def test_a_killed_controller_resumes_where_it_stopped(workdir: Path, tmp_path: P
     """SIGKILL `orch run` while one round-2 verdict is in and another verifier is at work; that verifier
     finishes while no controller runs. `orch run --resume` files its verdict, redoes nothing, opens round 3
     and ends the run."""
-    gate = tmp_path / "gate"
+    gate = RunFolder.for_name("rs").root / "gate"  # in the run folder, which a verifier's sandbox reads
     slow = {**PAGES_FINDING, "id": "F2", "reproduce": f"while [ ! -e {gate} ]; do sleep 0.05; done; {PAGES_REPRO}"}
     tasks = [task("t1", [findings_step(PAGES_FINDING, slow), RESULT, DONE, reply()], worker=1)]
     spec = write_spec(tmp_path / "rs.yaml", workdir, tasks, agent="scripted", workers=3,
