@@ -309,7 +309,9 @@ def test_crashed_worker_is_restarted_and_finishes(offline: None, workdir: Path, 
             "role": "scribe",
             "goal": "Write down what pages.py does.",
             "offline_script": [
-                {"bash": crash_once(tmp_path / "crashed-once")},
+                {
+                    "bash": crash_once(RunFolder.for_name("crash").sessions(1) / "crashed-once")
+                },  # its sandbox writes there
                 RESULT,
                 reply("Written."),  # forgets the done flag: nudged
                 DONE,
@@ -345,7 +347,8 @@ def test_fleet_relaunched_after_its_tmux_server_dies(offline: None, workdir: Pat
     kill_once = {"bash": f"if [ ! -e {marker} ]; then touch {marker}; tmux kill-server; fi"}
     tasks = [{"id": "notes", "role": "scribe", "goal": "Write down what pages.py does.",
               "offline_script": [kill_once, RESULT, DONE, reply()]}]  # fmt: skip
-    spec = write_spec(tmp_path / "relaunch.yaml", workdir, tasks, workers=1)
+    # The worker plays saboteur of the run's tmux server, which a strict sandbox hides from it: shared.
+    spec = write_spec(tmp_path / "relaunch.yaml", workdir, tasks, workers=1, verification={"isolation": "shared"})
     result = orch("run", spec, "--local", "--name", "rl")
     assert result.exit_code == 0, result.output
     run = RunFolder.for_name("rl")
@@ -364,7 +367,10 @@ def test_fleet_relaunched_after_its_tmux_server_dies(offline: None, workdir: Pat
     assert len(events(run, Event.GATEWAY_STARTED)) == 1 and not handle_path("rl").exists()
 
     marker.unlink()
-    spec = write_spec(tmp_path / "no-relaunch.yaml", workdir, tasks, workers=1, limits={"max_relaunches": 0})
+    spec = write_spec(
+        tmp_path / "no-relaunch.yaml", workdir, tasks, workers=1, limits={"max_relaunches": 0},
+        verification={"isolation": "shared"},
+    )  # fmt: skip
     result = orch("run", spec, "--local", "--name", "rl0")
     assert result.exit_code == 5, result.output
     assert "tmux server is gone (0 of 0 relaunches used)" in result.output
@@ -420,7 +426,7 @@ def test_the_controller_starts_a_killed_gateway_again_and_the_worker_carries_on(
 ) -> None:
     """SIGKILL the gateway's supervisor while a worker is mid-job: the controller sees it gone, starts
     another on the same address with the workers' tokens, and the worker (never restarted) finishes."""
-    gate = tmp_path / "gate"
+    gate = RunFolder.for_name("gk").root / "gate"  # in the run folder, which the worker's sandbox reads
     wait_gate = {"bash": f"while [ ! -e {gate} ]; do sleep 0.1; done"}
     tasks = [{"id": "notes", "role": "scribe", "goal": "Write down what pages.py does.",
               "offline_script": [wait_gate, RESULT, DONE, reply()]}]  # fmt: skip
