@@ -114,7 +114,9 @@ def _start(
     cassette = recording.cassette(replay, spec, backend) if replay is not None else None
     run_name = runner.run_name(spec, spec_path, name, replay=cassette is not None)
     source = f", replaying {cassette.root}" if cassette else ""
-    isolation = decisions.isolation(spec, backend)  # a strict spec on --local stops here, before anything
+    isolation = decisions.isolation(
+        spec, backend, runner.strict_possible(backend)
+    )  # a strict spec on --local stops here, before anything
     # A live fleet across model APIs without a credential of one of them: here too, before anything.
     gateway.fleet_credentials([group.agent for group in spec.groups()], spec.offline or cassette is not None)
     say(

@@ -362,20 +362,28 @@ def has_budget(budget: Budget) -> bool:
 
 
 # --- isolation ---------------------------------------------------------------------------------
-def isolation(spec: FleetSpec, backend: Backend) -> Isolation:
+def isolation(spec: FleetSpec, backend: Backend, can_switch_uids: bool = True) -> Isolation:
     """How far a run's workers are kept apart: what the spec asks, else strict wherever it can hold (every
     agent able to; in a container each worker has its own uid, on this machine its own bubblewrap sandbox);
     UsageError where strict was asked and cannot. Writers do not lower it: each writes only its own
-    worktree (orch.lead.landing), never the tree under audit."""
+    worktree (orch.lead.landing), never the tree under audit. `can_switch_uids`: False for a controller
+    inside a container that cannot start processes as other uids (orch.run.uids.can_switch_uids)."""
     unable = sorted({kind for kind, _ in spec.kinds().values() if not get_adapter(kind).strict_isolation})
     asked = spec.verification.isolation
     if asked is Isolation.STRICT:
+        if not can_switch_uids:
+            raise UsageError(
+                "verification.isolation: strict, but this controller runs in a container without the means to "
+                "give workers uids of their own (it was started without CAP_SETUID)",
+                hint="run the spec from the host (orch run FLEET.yaml starts a container that can), or set "
+                "verification.isolation: shared",
+            )
         if unable:
             raise UsageError(
                 f"verification.isolation: strict, but {', '.join(unable)} cannot run under strict isolation yet",
                 hint="set verification.isolation: shared",
             )
         return Isolation.STRICT
-    if asked is Isolation.SHARED or unable:
+    if asked is Isolation.SHARED or unable or not can_switch_uids:
         return Isolation.SHARED
     return Isolation.STRICT

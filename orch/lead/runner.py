@@ -24,6 +24,7 @@ from orch.lead.jobs import load_state, save_state
 from orch.lead.replay import Cassette
 from orch.lead.report import RunReport, load_report
 from orch.lead.spec import FleetSpec
+from orch.run import uids
 from orch.run.events import Event
 from orch.run.folder import RunFolder, validate_name
 from orch.run.records import Backend, ContainerOptions, ControllerEvent
@@ -59,9 +60,16 @@ def up_request(
         offline=spec.offline,
         worker_models=per_worker,
         replay=replay,
-        isolation=decisions.isolation(spec, backend),
+        isolation=decisions.isolation(spec, backend, strict_possible(backend)),
         caps=spec.limits.caps(),
     )
+
+
+def strict_possible(backend: Backend) -> bool:
+    """Whether this controller can give each worker a uid or sandbox of its own: from the host always (a
+    run's container is prepared by its init; locally bubblewrap), inside a container only with CAP_SETUID
+    (compose's `lead` service runs `orch run` after the init dropped it: its runs are shared)."""
+    return backend is Backend.DOCKER or not backends.in_container() or uids.can_switch_uids()
 
 
 def start(

@@ -18,6 +18,21 @@ SWITCH_CAPS = ("setuid", "setgid", "setpcap")
 (SETPCAP: to empty the pane's bounding set too, so nothing a worker runs can ever hold a capability)."""
 
 
+CAP_SETUID = 7  # linux/capability.h
+
+
+def can_switch_uids() -> bool:
+    """Whether this process may start processes as other uids (CAP_SETUID permitted): what strict isolation
+    needs in a container, where the run's init gives it to the controller; a process in a container that
+    was started without it (compose's `lead` service: `orch run` after the init dropped it) cannot."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return False
+    permitted = next((line.split()[1] for line in status.splitlines() if line.startswith("CapPrm:")), "0")
+    return bool(int(permitted, 16) >> CAP_SETUID & 1)
+
+
 def worker_uid(n: int) -> int:
     """Worker n's uid (its gid is the same number)."""
     return settings.WORKER_UID_BASE.get() + n

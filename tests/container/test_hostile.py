@@ -18,6 +18,7 @@ import docker
 import pytest
 import yaml
 
+from orch.container.egress import DNS_UID
 from orch.container.layout import run_mount
 from orch.container.sandbox import DockerSandbox
 from orch.lead.jobs import JobStatus, load_state
@@ -279,8 +280,8 @@ def test_strict_workers_each_have_their_own_uid_and_nothing_more(
         seen.add(int(owner))
         caps = [int(eff, 16), int(prm, 16), *(int(c, 16) for c in bnd.split("|"))]
         assert nnp == "1", row
-        if int(owner) in (worker_uid(1), worker_uid(2), GATEWAY_UID):
-            assert caps == [0] * 5, row  # a worker (or the gateway) has nothing: no way back
+        if int(owner) in (worker_uid(1), worker_uid(2), GATEWAY_UID, DNS_UID):
+            assert caps == [0] * 5, row  # a worker (the gateway, the DNS responder) has nothing: no way back
         else:
             assert int(owner) == RUN_UID and all(c in (0, switch) for c in caps), row
     assert {worker_uid(1), worker_uid(2), RUN_UID, GATEWAY_UID} <= seen

@@ -548,3 +548,13 @@ def test_a_fleet_with_an_agent_that_cannot_run_strict_runs_shared() -> None:
     with pytest.raises(UsageError, match="aider cannot run under strict isolation"):
         decisions.isolation(spec.model_copy(update={"verification": _spec(isolation=Isolation.STRICT).verification}),
                             Backend.DOCKER)  # fmt: skip
+
+
+def test_a_controller_that_cannot_switch_uids_runs_shared_and_refuses_strict() -> None:
+    """compose's `lead` runs `orch run` in the container after the init dropped CAP_SETUID: shared, said
+    so; a spec that asks for strict is refused in one line before anything is made."""
+    spec = _spec(isolation=None)
+    assert decisions.isolation(spec, Backend.LOCAL, can_switch_uids=False) is Isolation.SHARED
+    strict = spec.model_copy(update={"verification": _spec(isolation=Isolation.STRICT).verification})
+    with pytest.raises(UsageError, match="CAP_SETUID"):
+        decisions.isolation(strict, Backend.LOCAL, can_switch_uids=False)
