@@ -511,7 +511,7 @@ def test_a_worker_that_blocks_the_reports_gets_one_line_exit_2_and_no_fleet_left
     block = {"bash": "mkdir {{run_dir}}/report.sarif"}
     tasks = [{"id": "notes", "role": "scribe", "goal": "Write down what stats.py does.",
               "offline_script": [block, RESULT, DONE, reply()]}]  # fmt: skip
-    spec = write_spec(tmp_path / "blocked.yaml", workdir, tasks, workers=1)
+    spec = write_spec(tmp_path / "blocked.yaml", workdir, tasks, workers=1, verification={"isolation": "shared"})
     result = orch("run", spec, "--local", "--name", "blocked")
     assert result.exit_code == 2, result.output
     (error,) = [line for line in result.output.splitlines() if line.startswith("orch: error:")]
@@ -523,7 +523,8 @@ def test_a_worker_that_blocks_the_reports_gets_one_line_exit_2_and_no_fleet_left
     run.report_sarif.rmdir()
     again = orch("report", "blocked")
     assert again.exit_code == 0, again.output
-    assert valid_sarif(run.report_sarif)["runs"][0]["results"] == [] and junit(run.report_junit).tests == 1
+    # The task's job and its change gate (the scribe changed nothing: UNCHANGED passes).
+    assert valid_sarif(run.report_sarif)["runs"][0]["results"] == [] and junit(run.report_junit).tests == 2
 
 
 # --- budget ----------------------------------------------------------------------------------------
