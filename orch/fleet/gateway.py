@@ -120,8 +120,13 @@ def without_credentials(env: Mapping[str, str]) -> dict[str, str]:
 
 def _check_offline(handle: GatewayHandle, info: RunInfo) -> None:
     """A gateway someone else started (the container's init, from compose's settings) must serve what the
-    run expects: the scripted model for an offline run, a model API for a live one."""
-    served = GatewayClient(handle).info().get("offline")
+    run expects: the scripted model for an offline run, a model API for a live one. One that stops answering
+    between `running`'s health check and this one (a supervisor SIGKILLed, its server child going with it)
+    is not refused here: the controller's next look finds it lost and starts another (recovery.keep_gateway)."""
+    try:
+        served = GatewayClient(handle).info().get("offline")
+    except OrchError:
+        return
     wanted = info.offline or info.replay is not None
     if served is not None and bool(served) != wanted:
         have, want = ("the scripted model", "a live") if served else ("a model API", "an offline")
