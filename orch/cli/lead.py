@@ -24,7 +24,7 @@ from orch.lead.commentary import Commentary
 from orch.lead.controller import read_spec
 from orch.lead.decisions import EXIT_FAILED
 from orch.lead.jobs import load_state
-from orch.lead.report import ISOLATION_NOTES
+from orch.lead.report import ISOLATION_NOTES, RunReport
 from orch.lead.reportrender import cost_line, matrix_text, write_reports
 from orch.lead.spec import example_spec
 from orch.lead.specload import SpecError, load_spec
@@ -290,34 +290,49 @@ def demo(
     if changes:
         _demo_changes(local, live, demo_mod.CHANGES_NAME if name == demo_mod.DEMO_NAME else name)
         return
-    plan = demo_mod.plan(local, live, name, mixed)
-    if plan.notice:
-        typer.echo(f"orch demo: {plan.notice}")
-    mode = "the real model" if live else "the scripted model (offline, no credentials)"
     who = " + ".join(demo_mod.MIXED) if mixed else "3 Claude Code"
-    typer.echo(f"orch demo: {who} workers on {plan.spec.workdir}, driven by {mode}")
-    # In a container the workers get a disposable copy of the sample (owned by the container's user).
-    run = _start(plan.spec_path, name, plan.backend, replace=True, copy=plan.backend is Backend.DOCKER)
-    result = _drive(run)
-    _print_result(result)
-    if live or result.report is None:
-        raise typer.Exit(result.exit_code)
-    if not demo_mod.shows_verification(result.report):
-        typer.echo("orch demo: the verification did not come out as designed; see the report", err=True)
-        raise typer.Exit(1)
-    typer.echo(
-        "orch demo: the real defect was CONFIRMED by both other workers, the plausible false positive "
-        f"REFUTED by both (`orch run` would exit {result.exit_code}: a finding was refuted)."
+    _run_demo(
+        demo_mod.plan(local, live, name, mixed),
+        name,
+        live,
+        f"{who} workers on",
+        demo_mod.shows_verification,
+        "the verification did not come out as designed",
+        "the real defect was CONFIRMED by both other workers, the plausible false positive REFUTED by both "
+        "(`orch run` would exit {code}: a finding was refuted).",
     )
 
 
 def _demo_changes(local: bool, live: bool, name: str) -> None:
     """`orch demo --changes`: the run, then the matrix of changes and the `orch apply` command."""
-    plan = demo_mod.plan(local, live, name, changes=True)
+    _run_demo(
+        demo_mod.plan(local, live, name, changes=True),
+        name,
+        live,
+        "Claude Code + Codex writers on the git repository",
+        demo_mod.shows_changes,
+        "the changes did not come out as designed",
+        "the honest fix LANDED, the test-editing 'fix' was REJECTED (scope), and of the two changes to one line "
+        "one landed and the other was rebased, reviewed again and landed after it.",
+    )
+
+
+def _run_demo(
+    plan: demo_mod.DemoPlan,
+    name: str,
+    live: bool,
+    who: str,
+    shows: Callable[[RunReport], bool],
+    missed: str,
+    shown: str,
+) -> None:
+    """Run a demo's plan, print its matrix (and its changes, with the `orch apply` command), and say whether
+    it showed what it is for (offline); `shown` may name the run's exit `{code}`."""
     if plan.notice:
         typer.echo(f"orch demo: {plan.notice}")
     mode = "the real model" if live else "the scripted model (offline, no credentials)"
-    typer.echo(f"orch demo: Claude Code + Codex writers on the git repository {plan.spec.workdir}, driven by {mode}")
+    typer.echo(f"orch demo: {who} {plan.spec.workdir}, driven by {mode}")
+    # In a container the workers get a disposable copy of the sample (owned by the container's user).
     run = _start(plan.spec_path, name, plan.backend, replace=True, copy=plan.backend is Backend.DOCKER)
     result = _drive(run)
     _print_result(result)
@@ -328,13 +343,10 @@ def _demo_changes(local: bool, live: bool, name: str) -> None:
         )
     if live or result.report is None:
         raise typer.Exit(result.exit_code)
-    if not demo_mod.shows_changes(result.report):
-        typer.echo("orch demo: the changes did not come out as designed; see the report", err=True)
+    if not shows(result.report):
+        typer.echo(f"orch demo: {missed}; see the report", err=True)
         raise typer.Exit(1)
-    typer.echo(
-        "orch demo: the honest fix LANDED, the test-editing 'fix' was REJECTED (scope), and of the two changes "
-        "to one line one landed and the other was rebased, reviewed again and landed after it."
-    )
+    typer.echo("orch demo: " + shown.format(code=result.exit_code))
 
 
 @app.command()
