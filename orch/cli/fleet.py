@@ -79,10 +79,10 @@ def _up(
     if caps is not None:
         req = dataclasses.replace(req, caps=caps)
     note = None
-    if isolation is None:  # strict on this machine unless an agent cannot; a container run: shared, as ever
+    if isolation is None:  # strict, here as in a container, unless an agent (or this container) cannot
         isolation, note = bwrap.default_isolation(local, {req.agent, *req.worker_agents.values()})
-    elif isolation is Isolation.SHARED and local:
-        note = bwrap.SHARED_NOTE
+    elif isolation is Isolation.SHARED:
+        note = bwrap.shared_note(local)
     if note is not None:
         typer.echo(f"run {name}: {note}", err=True)
     req = dataclasses.replace(req, isolation=isolation)
