@@ -267,3 +267,24 @@ def test_compose_secret_file_is_read_only_when_the_run_cannot_read_it(tmp_path: 
         read_secrets(secret, other)
     assert CANARY not in str(bad.value) + str(owned.value)
     assert read_secrets(Path("/dev/null"), other) == {} and read_secrets(tmp_path / "none", other) == {}
+
+
+def test_compose_lead_takes_the_spec_or_resume(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """compose's `lead`: `init --lead SPEC` starts the spec afresh, `--lead --resume` continues the run;
+    anything else is one line and exit 2, before anything is done."""
+    from orch.container import compose, init
+    from orch.container.initboot import InitError
+
+    assert compose.parse_lead(["/workspace/fleet.yaml"], "ci") == compose.Lead("ci", "/workspace/fleet.yaml")
+    resume = compose.parse_lead(["--resume"], "ci")
+    assert resume.spec is None
+    assert compose.lead_command(resume)[-4:] == ["serve-run", "ci", "--drive", "--resume"]
+    with pytest.raises(InitError, match="needs ORCH_RUN"):
+        compose.parse_lead(["x.yaml"], None)
+    for var, value in (("ORCH_RUN", "ci"), ("ORCH_UID", "1000"), ("ORCH_GID", "1000")):
+        monkeypatch.setenv(var, value)
+    for argv in (["--lead"], ["--lead", "a.yaml", "b.yaml"], ["--lead", ""]):
+        assert init.main(argv) == 2
+        assert "--lead takes one argument" in capsys.readouterr().err
