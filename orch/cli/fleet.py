@@ -83,8 +83,6 @@ def _up(
         isolation, note = bwrap.default_isolation(local, {req.agent, *req.worker_agents.values()})
     elif isolation is Isolation.SHARED:
         note = bwrap.shared_note(local)
-    if note is not None:
-        typer.echo(f"run {name}: {note}", err=True)
     req = dataclasses.replace(req, isolation=isolation)
     run = RunFolder.for_name(name)
     progress = BootProgress(run, req.workers, sys.stderr, sys.stderr.isatty())  # each worker as it boots
@@ -93,6 +91,8 @@ def _up(
     finally:
         progress.close()
     typer.echo(f"run {info.name}: {info.fleet()} up ({info.where}); folder {run.root}")
+    if note is not None:  # after the run started: bad input stays one line
+        typer.echo(f"run {name}: {note}", err=True)
 
 
 def parse_agents(text: str) -> dict[int, str]:

@@ -295,7 +295,7 @@ def test_a_fleet_across_model_apis_without_one_key_creates_no_container(
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("ANTHROPIC_API_KEY", f"sk-ant-test-{secrets.token_hex(8)}")
     name = new_name(names, "gwkey")
-    result = orch("up", name, "--isolation", "shared", "--agents", "claude:1,codex:1", "--workdir", workdir)
+    result = orch("up", name, "--agents", "claude:1,codex:1", "--workdir", workdir)
     assert result.exit_code == 2 and "codex: OPENAI_API_KEY" in result.output, result.output
     assert len(result.output.strip().splitlines()) == 1
     assert not RunFolder.for_name(name).root.exists()
