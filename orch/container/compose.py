@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,7 +60,7 @@ def start_lead(lead: Lead, uid: int, gid: int) -> int:
     afresh). For `--resume`: the run must exist. 0, or the exit code to stop with."""
     if lead.spec is None:
         if not RunFolder(Path(run_mount(lead.run))).exists():
-            print(f"orch-init: no run {lead.run!r} to resume (ORCH_RUN); start it without --resume", flush=True)
+            print(f"orch-init: no run {lead.run!r} to resume (ORCH_RUN); start it without --resume", file=sys.stderr)
             return 2
         return 0
     code = as_run_uid(uid, gid, ["orch", "spec", "check", lead.spec])

@@ -298,14 +298,10 @@ def main(argv: list[str]) -> int:
             return 2
         os.execvp(given.argv[0], given.argv)
     lead = given.lead
+    if lead is not None and (code := compose.start_lead(lead, given.uid, given.gid)) != 0:
+        return code  # a bad spec, or no run to resume: nothing made, nothing removed
     try:
-        if lead is not None and (code := compose.start_lead(lead, given.uid, given.gid)) != 0:
-            return code  # a bad spec, or no run to resume: nothing made, nothing removed
         confine(given)
-    except InitError as exc:
-        print(f"orch-init: {exc}", file=sys.stderr, flush=True)
-        return exc.code
-    try:
         code, strict = prepare(given)
     except InitError as exc:
         print(f"orch-init: {exc}", file=sys.stderr, flush=True)

@@ -276,6 +276,11 @@ def test_compose_lead_runs_a_spec_to_its_exit_code(project: Project, tmp_path: P
     assert not (runs / "bad").exists()
     assert (ci / "report.json").is_file() and (ci / "model" / "earlier.txt").is_file()
 
+    # Nothing to resume under that name: one line, exit 2.
+    none = subprocess.run([*cmd, "--resume"], env={**env, "ORCH_RUN": "none"}, capture_output=True, text=True)
+    assert none.returncode == 2 and "no run 'none' to resume" in none.stdout + none.stderr
+    assert not (runs / "none").exists()
+
     # The same spec again under the same name: a clean start, nothing of the earlier run's model/ kept.
     (workspace / "fleet.yaml").write_text(good)
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
@@ -318,3 +323,28 @@ def test_compose_credential_reaches_only_the_gateway(project: Project, tmp_path:
     assert isinstance(out, bytes)
     assert code == 1, out.decode(errors="replace")  # grep: nothing found
     fleet.stop(timeout=20)
+
+
+def test_compose_lead_killed_mid_run_resumes(project: Project, tmp_path: Path) -> None:
+    """A `lead` container killed while its finder works loses nothing: `lead --resume` relaunches the fleet
+    on the run folder (strict again) and the controller finishes the run with its exit code."""
+    workspace, runs = tmp_path / "ws", tmp_path / "runs"
+    shutil.copytree(SAMPLE, workspace)
+    runs.mkdir()
+    _lead_spec(workspace)
+    for path in (runs, workspace, *workspace.rglob("*")):
+        os.chown(path, UID, UID)
+    env = {**os.environ, "ORCH_RUN": "k", "ORCH_WORKSPACE": str(workspace), "ORCH_RUNS": str(runs)}
+    env |= {"ORCH_EGRESS": "none", "ORCH_UID": str(UID), "ORCH_OFFLINE": "1"}
+    base = [*project.cli, "-f", str(COMPOSE_FILE), "-p", project.name, "run"]
+    name = f"{project.name}-k"
+    started = subprocess.run([*base, "-d", "--name", name, "lead"], env=env, capture_output=True, text=True)
+    assert started.returncode == 0, started.stderr
+    probe = runs / "k" / "outbox" / "agent-1" / "probe.txt"
+    wait_until(probe.exists, 300, "the finder to start its job")
+    project.engine.containers.get(name).kill()
+    done = subprocess.run([*base, "--rm", "lead", "--resume"], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((runs / "k" / "report.json").read_text())
+    assert report["status"] == "passed" and [f["status"] for f in report["findings"]] == ["CONFIRMED"]
+    assert json.loads((runs / "k" / "run.json").read_text())["isolation"] == "strict"
