@@ -4,7 +4,8 @@ Inside the container (after orch.container.init dropped privileges) it reads run
 run folder, launches tmux and the workers with the same code as a local run (launch.launch), says so on
 stdout, and then stays until SIGTERM (`orch kill`, `docker stop`), when it stops tmux and the model
 server, marks the run stopped and exits 0. If the launch fails it marks the run failed, prints one
-line why, and exits 1: the host then removes the container.
+line why, and exits 1: the host then removes the container. With `--drive` (compose's `lead`, whose
+run the init prepared) it runs the controller once the workers are up, and exits with its code.
 """
 
 from __future__ import annotations

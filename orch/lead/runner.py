@@ -75,7 +75,8 @@ def up_request(
 def strict_possible(backend: Backend) -> bool:
     """Whether this controller can give each worker a uid or sandbox of its own: from the host always (a
     run's container is prepared by its init; locally bubblewrap), inside a container only with CAP_SETUID
-    (compose's `lead` service runs `orch run` after the init dropped it: its runs are shared)."""
+    (an `orch run` in a container started without it runs shared; compose's `lead` has the init prepare
+    its run instead: `orch run --prepare`, `create`)."""
     return backend is Backend.DOCKER or not backends.in_container() or uids.can_switch_uids()
 
 
