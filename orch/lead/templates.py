@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jinja2
 from markupsafe import Markup
+
+if TYPE_CHECKING:
+    import jinja2
 
 
 def asset(name: str) -> Markup:
@@ -19,6 +21,8 @@ def asset(name: str) -> Markup:
 
 @cache
 def environment() -> jinja2.Environment:
+    import jinja2  # here: every `orch` command imports the report's module, few render a page
+
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("orch", "data"),
         autoescape=True,
