@@ -231,7 +231,7 @@ def render_html(report: RunReport) -> str:
         matrix_cell=matrix_cell,
         matrix_class=_matrix_class,
         change_status=change_status,
-        timeline=Markup(timeline),  # orch.lead.charts escapes what it draws
+        timeline=Markup(timeline),  # rendered from orch/data/charts/, autoescaped
         costs=Markup(costs),
         notes=[n for n in (cost_note(report), evidence_note(report)) if n],
         usage=[(label, usage_cells(u)) for label, u in usage_rows(report)],

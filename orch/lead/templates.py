@@ -1,6 +1,6 @@
-"""Jinja2 for orch's HTML pages (report.html, `orch watch --web`'s page): templates in orch/data/, autoescape
-on for every template, so whatever a worker wrote (a claim, a reason, a file name) lands as text, never as
-markup. Only orch's own files (`asset`) and SVG made by orch.lead.charts (which escapes) go in as they are."""
+"""Jinja2 for orch's HTML and SVG (report.html, `orch watch --web`'s page, the charts): templates in orch/data/,
+autoescape on for every template, so whatever a worker wrote (a claim, a reason, a file name, a job id) lands as
+text, never as markup. Only orch's own files (`asset`) and the charts (rendered here too) go in as they are."""
 
 from __future__ import annotations
 
