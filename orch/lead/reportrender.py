@@ -3,6 +3,8 @@ single-file report.html, written with report.json into the run folder. The model
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from markupsafe import Markup
 
 from orch.errors import UsageError
@@ -237,6 +239,7 @@ def render_html(report: RunReport) -> str:
         usage=[(label, usage_cells(u)) for label, u in usage_rows(report)],
         usage_heads=USAGE_HEADS,
         isolation=ISOLATION_NOTES[Isolation(report.isolation)],
+        here=RunFolder(Path()),
     )
 
 
