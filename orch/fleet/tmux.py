@@ -183,19 +183,14 @@ class TmuxServer:
             return False
 
     def start(self, session: str, first: LaunchSpec, worker: int, env: Mapping[str, str]) -> str:
-        """Start the server with `env` as its process environment and `first` in its first pane.
-
-        `env` is how secrets reach the panes: the server copies its environment into every pane, and
-        nothing of it appears on a command line. If anything fails, the server is killed again.
-        """
+        """Start the server with `env` as its process environment and `first` in its first pane. `env` is how
+        secrets reach the panes: the server copies its environment into every pane, and nothing of it appears
+        on a command line. If anything fails, the server is killed again."""
         if self.alive():
             raise SandboxError(f"tmux server {self.socket_name} is already running", hint="kill it first")
-        server_env = dict(env)
-        server_env.pop("TMUX", None)  # we may be started from inside the user's tmux
-        server_env.pop("TMUX_PANE", None)
-        # The client that forks the server picks the socket directory: it must match our later calls,
-        # which run with our own environment.
-        server_env.pop("TMUX_TMPDIR", None)
+        # Not the user's tmux we may be started from; and the client that forks the server picks the socket
+        # directory: it must match our later calls, which run with our own environment.
+        server_env = {k: v for k, v in env.items() if k not in ("TMUX", "TMUX_PANE", "TMUX_TMPDIR")}
         if "TMUX_TMPDIR" in os.environ:
             server_env["TMUX_TMPDIR"] = os.environ["TMUX_TMPDIR"]
         width, height = WINDOW_SIZE
