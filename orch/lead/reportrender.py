@@ -3,7 +3,9 @@ single-file report.html, written with report.json into the run folder. The model
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from markupsafe import Markup
 
@@ -222,24 +224,53 @@ def charts_svg(report: RunReport) -> tuple[str, str]:
     return timeline, cost_svg(report.costs, start, end) if report.costs else ""
 
 
+class _Links(NamedTuple):
+    verdict: str
+    brief: str
+    patch: str
+
+
+_JOB = "\x00job\x00"  # a marker: where the job id goes in the name RunFolder gives its file
+
+
+def _named(path: Callable[[str], Path]) -> Callable[[str], str]:
+    """RunFolder's relative name for a job's file, as a pattern worked out once (a Path per link is most of the
+    time of a big report's page)."""
+    head, _, tail = path(_JOB).as_posix().partition(_JOB)
+    return lambda job: head + job + tail
+
+
+def _links(report: RunReport) -> dict[str, _Links]:
+    """Each job's files in the run folder, relative (report.html sits in it): RunFolder names them."""
+    here = RunFolder(Path())
+    verdict, brief = _named(here.verdict_file), _named(here.job_brief)
+    patch = _named(lambda job: here.change_dir(job) / "patch.diff")
+    jobs = {j.id for j in report.jobs} | {c.job for row in report.findings for c in row.verdicts}
+    jobs |= {r.job for r in report.changes if r.job}
+    return {job: _Links(verdict(job), brief(job), patch(job)) for job in jobs}
+
+
 def render_html(report: RunReport) -> str:
-    """report.html, from orch/data/report/report.html (Jinja2, autoescaped: a worker's text stays text)."""
+    """report.html, from orch/data/report/report.html (Jinja2, autoescaped: a worker's text stays text). What
+    takes a function call is worked out here: a call from a template costs several times one from Python."""
     timeline, costs = charts_svg(report)
+    columns = report.verifier_columns()
+    matrix = [(row, [(text, _matrix_class(text)) for text in (matrix_cell(row, n) for n in columns)])
+              for row in report.findings]  # fmt: skip
     return render(
         "report/report.html",
         report=report,
-        columns=report.verifier_columns(),
+        columns=columns,
+        matrix=matrix,
         status_class={"passed": "CONFIRMED", "not-confirmed": "UNVERIFIED", "failed": "FAILED"}.get(report.status, ""),
-        matrix_cell=matrix_cell,
-        matrix_class=_matrix_class,
         change_status=change_status,
+        links=_links(report),
         timeline=Markup(timeline),  # rendered from orch/data/charts/, autoescaped
         costs=Markup(costs),
         notes=[n for n in (cost_note(report), evidence_note(report)) if n],
         usage=[(label, usage_cells(u)) for label, u in usage_rows(report)],
         usage_heads=USAGE_HEADS,
         isolation=ISOLATION_NOTES[Isolation(report.isolation)],
-        here=RunFolder(Path()),
     )
 
 
