@@ -38,7 +38,7 @@ from orch.cli.container import (
 from orch.container.backends import at_folder, sandbox_for, sandbox_for_backend
 from orch.contracts import OrchCommand
 from orch.errors import OrchError, UsageError, is_environment_error, one_line
-from orch.fleet import bwrap, launch, talk, watch
+from orch.fleet import bwrap, control, launch, talk
 from orch.lead.changesreport import live_lines
 from orch.lead.jobs import load_state
 from orch.run.folder import RunFolder, list_runs
@@ -394,7 +394,7 @@ def wait(
     ]
 
     def here() -> None:
-        watch.wait(run, parse_workers(workers), timeout)
+        control.wait(run, parse_workers(workers), timeout)
         typer.echo("all done")
 
     code = at_folder(info, OrchCommand(args, here))

@@ -49,7 +49,7 @@ from orch.container.layout import (
 from orch.container.mounts import save_info
 from orch.contracts import OrchCommand, UpRequest
 from orch.errors import DeliveryError, OrchError, SandboxError, UsageError
-from orch.fleet import launch, watch
+from orch.fleet import control, launch
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.paths import workspaces_dir
@@ -328,7 +328,7 @@ class DockerSandbox:
         except OrchError as exc:
             why = f"engine unreachable: {exc.message}"
         if why is not None:
-            return watch.status_view(run, info, panes=None, why_down=why)
+            return control.status_view(run, info, panes=None, why_down=why)
         views = TypeAdapter(list[RunStatusView]).validate_json(self.capture(info, ["status", info.name, "--json"]))
         return views[0]
 

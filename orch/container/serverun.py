@@ -21,7 +21,7 @@ from orch.container.egress import read_report
 from orch.container.layout import WORKDIR
 from orch.contracts import UpRequest
 from orch.errors import OrchError
-from orch.fleet import gateway, launch, watch
+from orch.fleet import control, gateway, launch
 from orch.run.busserver import BusServer
 from orch.run.events import Event
 from orch.run.folder import RunFolder
@@ -115,7 +115,7 @@ def serve(name: str, boot_timeout: float, resume: bool, create: UpRequest | None
         for sig in previous:
             signal.signal(sig, signal.SIG_IGN)  # a second SIGTERM must not cut the teardown short
         if run.exists():
-            watch.kill(run)  # stops tmux and the model server, marks the run stopped, logs who
+            control.kill(run)  # stops tmux and the model server, marks the run stopped, logs who
         return 0
     finally:
         if posts is not None:

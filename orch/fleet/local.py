@@ -10,7 +10,7 @@ from pathlib import Path
 
 from orch.contracts import OrchCommand, UpRequest
 from orch.errors import UsageError
-from orch.fleet import launch, watch
+from orch.fleet import control, launch
 from orch.run.folder import RunFolder
 from orch.run.records import RunInfo, RunStatus, RunStatusView
 
@@ -38,7 +38,7 @@ class LocalSandbox:
         return command.run_here()
 
     def status(self, run: RunFolder) -> RunStatusView:
-        return watch.status(run)
+        return control.status(run)
 
     def alive(self, info: RunInfo) -> bool:
         return launch.server_for(info).alive()
@@ -53,4 +53,4 @@ class LocalSandbox:
         return None  # the fleet reads this very folder
 
     def kill(self, info: RunInfo) -> None:
-        watch.kill(RunFolder.for_name(info.name))
+        control.kill(RunFolder.for_name(info.name))

@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator
 
 from orch.errors import UsageError
-from orch.fleet import caps, watch
+from orch.fleet import caps, control
 from orch.fleet.workerstate import FATAL_ERRORS
 from orch.lead import briefs, decisions, tree
 from orch.lead.changes import start
@@ -272,7 +272,7 @@ class Controller:
             write_reports(self.run, self.spec, self.state)
         finally:  # reports that cannot be written (exit 2) still leave no fleet behind
             if self.spec.teardown:
-                watch.kill(self.run)
+                control.kill(self.run)
         return self.state.outcome
 
 

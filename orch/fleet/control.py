@@ -1,4 +1,4 @@
-"""Watching and stopping a fleet on this machine: status, done-flag waits, teardown."""
+"""A fleet on this machine: its status, done-flag waits and teardown (`orch status`, `orch wait`, `orch kill`)."""
 
 from __future__ import annotations
 
