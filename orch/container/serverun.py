@@ -21,7 +21,7 @@ from orch.container.egress import read_report
 from orch.container.layout import WORKDIR
 from orch.contracts import UpRequest
 from orch.errors import OrchError
-from orch.fleet import control, gateway, launch
+from orch.fleet import control, launch, rungateway
 from orch.run.busserver import BusServer
 from orch.run.events import Event
 from orch.run.folder import RunFolder
@@ -163,4 +163,4 @@ def _log_egress(run: RunFolder) -> None:
 
 def _teardown(run: RunFolder) -> None:
     launch.server_for(run.info()).kill()
-    gateway.stop(run.name)
+    rungateway.stop(run.name)

@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterable
 
 from orch.errors import WaitTimeoutError
-from orch.fleet import gateway, relay
+from orch.fleet import relay, rungateway
 from orch.fleet.launch import join_numbers, server_for, worker_processes
 from orch.fleet.tmux import PaneInfo
 from orch.fleet.workerstate import derive_state
@@ -100,7 +100,7 @@ def kill(run: RunFolder) -> None:
         wait_until(lambda: not worker_processes(run, info.workers), KILL_TIMEOUT, "the agents to exit")
     except WaitTimeoutError:
         log.warning("run %s: some agent processes are still exiting", run.name)
-    gateway.stop(info.name)
+    rungateway.stop(info.name)
     relay.stop(run)
     shutil.rmtree(run.config_root, ignore_errors=True)
     info.status = RunStatus.STOPPED

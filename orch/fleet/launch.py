@@ -17,7 +17,7 @@ from orch import __version__, settings
 from orch.agents.registry import check_permission_mode, get_adapter
 from orch.contracts import AgentAdapter, LaunchSpec, UpRequest, WorkerContext
 from orch.errors import SandboxError, UsageError, WaitTimeoutError
-from orch.fleet import bwrap, caps, gateway, relay
+from orch.fleet import bwrap, caps, relay, rungateway
 from orch.fleet import portal as portal_module
 from orch.fleet.become import OPEN_BUNDLE, LaunchBundle
 from orch.fleet.tmux import PaneInfo, TmuxServer, check_tmux
@@ -103,7 +103,7 @@ def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
     On any failure nothing is left behind: no tmux server, no run folder, no config dirs.
     """
     _, info = plan(req)
-    gateway.upstreams(info)  # a fleet across model APIs lacking one's credential: refused, nothing made
+    rungateway.upstreams(info)  # a fleet across model APIs lacking one's credential: refused, nothing made
     for kind in info.kinds():
         get_adapter(kind).binary()
     check_tmux()
@@ -115,7 +115,7 @@ def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
         if not req.replace:
             raise UsageError(f"run {req.name!r} already exists", hint=f"use --replace, or `orch kill {req.name}`")
         server.kill()
-        gateway.stop(req.name)
+        rungateway.stop(req.name)
         relay.stop(run)
         run.remove()
     try:
@@ -123,7 +123,7 @@ def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
         launch(run, info, req.prompts, boot_timeout)
     except BaseException:
         server.kill()
-        gateway.stop(info.name)
+        rungateway.stop(info.name)
         relay.stop(run)
         run.remove()
         raise
@@ -150,7 +150,7 @@ def launch(
     info.agent_versions = {kind: get_adapter(kind).version() for kind in info.kinds()}
     info.agent_version = info.agent_versions[info.agent]
     server = server_for(info)
-    handle = gateway.ensure(run, info)
+    handle = rungateway.ensure(run, info)
     if bwrap.sandboxed(info):  # the workers' bus and gateway sockets, before any worker starts
         for n in adapters:
             bwrap.prepare(run, n)
@@ -159,7 +159,7 @@ def launch(
     seen = {n: len(run.hook_events(n)) for n in range(1, info.workers + 1)}
     for n, adapter in adapters.items():
         session = last_session(run, n) if resume else None
-        own = gateway.worker_env(handle, adapter, n)
+        own = rungateway.worker_env(handle, adapter, n)
         spec = _worker_spec(run, info, adapter, n, env, own, prompts.get(n), session)
         pane_id = server.start(f"orch-{info.name}", spec, n, env) if n == 1 else server.add_pane(spec, n)
         try:
@@ -281,8 +281,8 @@ def agent_pid(pane: PaneInfo) -> int | None:
 def agent_environment(info: RunInfo) -> dict[str, str]:
     """The environment of the run's tmux server, inherited by every pane: this process's, without any
     agent's credentials or base URL (those reach the gateway only; each worker's own base URL and token
-    come with its pane, orch.fleet.gateway.worker_env)."""
-    env = gateway.without_credentials(os.environ)
+    come with its pane, orch.fleet.rungateway.worker_env)."""
+    env = rungateway.without_credentials(os.environ)
     env.pop("TMUX", None)
     # Workers call `orch bus post`: put this orch's bin dir first on their PATH.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
@@ -318,7 +318,7 @@ def _worker_spec(
         model=info.worker_models.get(n, info.model),
         prompt=prompt,
         resume_session=resume,
-        login_file=gateway.login_file(info, adapter),
+        login_file=rungateway.login_file(info, adapter),
     )
     if bwrap.sandboxed(info):
         return sandboxed_spec(run, info, adapter, context, own)
@@ -482,8 +482,8 @@ def restart(
     adapter = adapter_of(info, n)
     previous = last_session(run, n)
     session = None if fresh else previous
-    handle = gateway.ensure(run, info)
-    own = gateway.worker_env(handle, adapter, n)
+    handle = rungateway.ensure(run, info)
+    own = rungateway.worker_env(handle, adapter, n)
     spec = _worker_spec(run, info, adapter, n, agent_environment(info), own, prompt, session, workdir)
     server.respawn(pane.pane_id, spec)
     run.log_event(ControllerEvent(event=Event.RESTARTED, worker=n, data={"session": session}))
