@@ -13,7 +13,7 @@ import pytest
 from orch.agents.claude import has_conversation
 from orch.fleet import control, launch, talk
 from orch.offline.modelserver import ScriptedModelServer
-from orch.run import protocol
+from orch.run import workerprotocol
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import WorkerState
@@ -92,7 +92,7 @@ def test_briefed_workers_post_write_and_finish(fleet3: RunFolder, model: Scripte
     failed = [n for n, e in last.items() if e is not None and e.hook_event_name == "StopFailure"]
     for n in failed:
         print(f"worker {n} hit StopFailure ({last[n]}): re-pointing it once")
-        talk.send(fleet3, n, protocol.pointer_text(fleet3, n))
+        talk.send(fleet3, n, workerprotocol.pointer_text(fleet3, n))
     if failed:
         waited = orch("wait", "cc", "--timeout", "60")
     requests = "\n".join(f"{r.path} stream={r.stream} step={r.step}" for r in model.requests)

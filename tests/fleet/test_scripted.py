@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from orch.fleet import control, launch
-from orch.run import protocol
+from orch.run import workerprotocol
 from orch.run.folder import RunFolder
 from orch.run.records import WorkerState
 from orch.waits import wait_until
@@ -68,7 +68,7 @@ def test_brief_writes_task_and_worker_follows_it(run3: RunFolder, tmp_path: Path
     assert result.exit_code == 0, result.output
     task = run3.task(1).read_text()
     assert task.startswith("Say hello") and "Worker protocol" in task and str(run3.done(1)) in task
-    assert prompts(run3, 1) == [protocol.pointer_text(run3, 1)]
+    assert prompts(run3, 1) == [workerprotocol.pointer_text(run3, 1)]
     assert orch("wait", "r3", "--workers", "1", "--timeout", "20").exit_code == 0
     row = control.status(run3).workers[0]
     assert row.done and row.result and row.last_bus is not None and row.last_bus.endswith("[W1] hello from one")
