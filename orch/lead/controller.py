@@ -33,7 +33,7 @@ from orch.lead.desk import Desk
 from orch.lead.dispatch import Dispatch
 from orch.lead.jobs import ControllerState, Job, JobStatus, Outcome, WorkerBook
 from orch.lead.recovery import Recovery
-from orch.lead.replay import Cassette
+from orch.lead.replayplan import Cassette
 from orch.lead.reportrender import write_reports
 from orch.lead.review import Review
 from orch.lead.spec import Dispatch as DispatchMode

@@ -227,7 +227,7 @@ class ControllerState(Strict):
     replay_of: str | None = None
     """The recording this run replays (a run folder or a copy of one)."""
     replay: list[Assignment] = Field(default_factory=list)
-    """Replays: who took which job in the recording, in the order they took them (orch.lead.replay)."""
+    """Replays: who took which job in the recording, in the order they took them (orch.lead.replayplan)."""
 
     def token(self, job_id: str) -> str:
         return f"{job_id}@{self.nonce}"

@@ -21,7 +21,7 @@ from orch.lead.changes.start import Prepared
 from orch.lead.controller import Controller, initial_state, read_spec, write_spec
 from orch.lead.decisions import EXIT_FAILED
 from orch.lead.jobs import load_state, save_state
-from orch.lead.replay import Cassette
+from orch.lead.replayplan import Cassette
 from orch.lead.report import RunReport, load_report
 from orch.lead.spec import FleetSpec
 from orch.run import uids
@@ -84,7 +84,7 @@ def start(
     """Create the run (workers booted), its saved spec and the controller's initial state.
 
     `copy` (container runs): the workers get a disposable copy of the workdir, never the original.
-    `cassette` (orch.lead.replay, checked by the caller): the run's gateway answers from that recording.
+    `cassette` (orch.lead.replayplan, checked by the caller): the run's gateway answers from that recording.
     `prepared` (a spec with writers; orch.lead.changes.start.prepare): the run's repository and base checks,
     moved into the run folder once it exists.
     """
