@@ -294,7 +294,7 @@ class UpRequest:
     worker_models: dict[int, str] = field(default_factory=dict)
     """Per-worker model (worker -> model) where it differs from `model` (a fleet spec's agent groups)."""
     worker_agents: dict[int, str] = field(default_factory=dict)
-    """Per-worker agent kind (worker -> agent) where it differs from `agent`: a mixed fleet."""
+    """Per-worker agent (worker -> agent) where it differs from `agent`: a mixed fleet."""
     replay: Path | None = None
     """A cassette (a recorded run folder): the run's gateway answers every model request from it."""
     isolation: Isolation = Isolation.SHARED

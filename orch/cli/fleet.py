@@ -74,8 +74,8 @@ def _up(
         return
     req = up_request(name, workers, agent, workdir, permission_mode, model, offline, replace)
     if mixed:
-        kinds = parse_agents(mixed)
-        req = dataclasses.replace(req, workers=len(kinds), agent=kinds[1], worker_agents=kinds)
+        agents = parse_agents(mixed)
+        req = dataclasses.replace(req, workers=len(agents), agent=agents[1], worker_agents=agents)
     if caps is not None:
         req = dataclasses.replace(req, caps=caps)
     note = None
@@ -97,17 +97,17 @@ def _up(
 
 def parse_agents(text: str) -> dict[int, str]:
     """`claude:2,codex:1` as worker -> kind (1, 2: claude; 3: codex); a kind alone counts one."""
-    kinds: dict[int, str] = {}
+    agents: dict[int, str] = {}
     for part in text.split(","):
-        kind, _, count = part.strip().partition(":")
-        if not kind or not (count or "1").isdigit() or int(count or "1") < 1:
+        agent, _, count = part.strip().partition(":")
+        if not agent or not (count or "1").isdigit() or int(count or "1") < 1:
             raise UsageError(
                 f"--agents: bad entry {part.strip()!r}", hint="write kind:count,..., e.g. claude:2,codex:1"
             )
-        get_adapter(kind)  # an unknown kind: the registry's error lists what exists
+        get_adapter(agent)  # an unknown agent: the registry's error lists what exists
         for _ in range(int(count or "1")):
-            kinds[len(kinds) + 1] = kind
-    return kinds
+            agents[len(agents) + 1] = agent
+    return agents
 
 
 LocalOpt = Annotated[bool, typer.Option("--local", help="Run tmux on this machine instead of a container.")]
@@ -329,7 +329,7 @@ def ls_() -> None:
     rows = [("NAME", "BACKEND", "AGENT", "WORKERS", "STATUS", "CONTAINER")]
     for run in runs:
         info = run.info()
-        cells = (info.name, info.backend.value, "+".join(info.kinds()), str(info.workers), info.status.value)
+        cells = (info.name, info.backend.value, "+".join(info.agents()), str(info.workers), info.status.value)
         rows.append((*cells, sandbox_for(info).state(info)))
     for line in table(rows, right={3}, indent=""):
         typer.echo(line)

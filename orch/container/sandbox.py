@@ -122,11 +122,11 @@ class DockerSandbox:
                 hint="pass --copy to upload a copy of the workdir to a volume on that engine",
             )
         check_image(client, self.settings.image)
-        missing = set(planned.kinds()) - carried_agents(client.images.get(self.settings.image))
+        missing = set(planned.agents()) - carried_agents(client.images.get(self.settings.image))
         if missing:
             raise UsageError(
                 f"image {self.settings.image} does not carry agent {', '.join(sorted(missing))}",
-                hint=f"build one that does: orch image build --agents {','.join(planned.kinds())}",
+                hint=f"build one that does: orch image build --agents {','.join(planned.agents())}",
             )
         run = RunFolder.for_name(request.name)
         existing = find(client, container_name(request.name))

@@ -67,7 +67,7 @@ def compose_request(
 def link_sessions(run: RunFolder, agents: Mapping[int, str]) -> None:
     """Make each worker's agent session store live in the run folder (sessions/agent-N): the config dir
     is on the container's tmpfs, so this lets a new container resume the session after the old one died.
-    `agents`: each worker's agent kind."""
+    `agents`: each worker's agent."""
     for n, agent in agents.items():
         sessions = get_adapter(agent).sessions
         if sessions is None:

@@ -63,7 +63,7 @@ def status_view(
     return RunStatusView(
         name=info.name,
         backend=info.backend,
-        agent="+".join(info.kinds()),
+        agent="+".join(info.agents()),
         status=info.status,
         alive=panes is not None,
         workers=rows,

@@ -57,9 +57,9 @@ def plan(req: UpRequest) -> tuple[AgentAdapter, LocalRunInfo]:
     for n in [*req.prompts, *req.worker_models, *req.worker_agents]:
         if not 1 <= n <= req.workers:
             raise UsageError(f"prompt, model or agent for worker {n} is out of range", hint=f"use 1 to {req.workers}")
-    agents = {n: kind for n, kind in req.worker_agents.items() if kind != adapter.name}
-    for kind in {adapter.name, *agents.values()}:
-        other = get_adapter(kind)
+    agents = {n: agent for n, agent in req.worker_agents.items() if agent != adapter.name}
+    for agent in {adapter.name, *agents.values()}:
+        other = get_adapter(agent)
         if req.isolation is Isolation.STRICT and not other.strict_isolation:
             raise UsageError(
                 f"agent {other.name} cannot run under strict isolation yet",
@@ -104,8 +104,8 @@ def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
     """
     _, info = plan(req)
     rungateway.upstreams(info)  # a fleet across model APIs lacking one's credential: refused, nothing made
-    for kind in info.kinds():
-        get_adapter(kind).binary()
+    for agent in info.agents():
+        get_adapter(agent).binary()
     check_tmux()
     if bwrap.sandboxed(info):
         bwrap.check()  # no bubblewrap or no user namespaces: refused in one line, before anything is made
@@ -147,7 +147,7 @@ def launch(
     if resume:
         wait_workers_gone(run, info.workers)
     adapters = {n: adapter_of(info, n) for n in range(1, info.workers + 1)}
-    info.agent_versions = {kind: get_adapter(kind).version() for kind in info.kinds()}
+    info.agent_versions = {agent: get_adapter(agent).version() for agent in info.agents()}
     info.agent_version = info.agent_versions[info.agent]
     server = server_for(info)
     handle = rungateway.ensure(run, info)
@@ -345,7 +345,7 @@ def sandboxed_spec(
     limits = caps.limit_argv(info.caps, False, info.workers)  # its uid is the user's: the watchdog's caps too
     inner = supervised(LaunchSpec(argv=[*limits, *spec.argv], env={**spec.env, **own}, cwd=spec.cwd), run, ctx.worker)
     n = ctx.worker
-    binaries = [get_adapter(kind).binary() for kind in info.kinds()]
+    binaries = [get_adapter(agent).binary() for agent in info.agents()]
     home = None if "HOME" in inner.env else ctx.config_dir / "home"
     if home is not None:
         home.mkdir(mode=0o700, exist_ok=True)

@@ -52,7 +52,7 @@ def initial_state(run: RunFolder, spec: FleetSpec, cassette: Cassette | None = N
     state = ControllerState(run=run.name)
     if cassette is not None:
         state.nonce, state.replay_of, state.replay = cassette.nonce, str(cassette.root), list(cassette.plan)
-    for n, (agent, model) in spec.kinds().items():
+    for n, (agent, model) in spec.agent_models().items():
         state.workers.append(WorkerBook(n=n, agent=agent, model=model))
     for i, (task, task_id) in enumerate(zip(spec.tasks, spec.task_ids(), strict=True), 1):
         pin = task.worker if task.worker is not None else (i if spec.dispatch is DispatchMode.PER_WORKER else None)

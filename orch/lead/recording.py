@@ -47,7 +47,7 @@ class RecordingHeader(Strict):
     created: dt.datetime = Field(default_factory=utcnow)
     orch_version: str
     agents: dict[str, str | None]
-    """Each agent kind of the fleet and its CLI version where the workers ran (None: not known)."""
+    """Each agent of the fleet and its CLI version where the workers ran (None: not known)."""
     spec_fingerprint: str
     """sha256 of the spec as replay compares it (its name and workdir aside): `spec_fingerprint`."""
     spec: FleetSpec
@@ -89,7 +89,7 @@ def export(run: RunFolder, out: Path) -> Exported:
     exchanges = cassette_exchanges(run.root)
     recorded_run, recorded_workdir = recorded_folders(run.root)
     info = run.info()
-    agents: dict[str, str | None] = {kind: info.agent_versions.get(kind) for kind in info.kinds()}
+    agents: dict[str, str | None] = {agent: info.agent_versions.get(agent) for agent in info.agents()}
     if info.agent_version and agents.get(info.agent) is None:  # run.json of a run before agent_versions
         agents[info.agent] = info.agent_version
     header = RecordingHeader(
@@ -114,12 +114,12 @@ def export(run: RunFolder, out: Path) -> Exported:
 def current_versions(spec: FleetSpec, backend: Backend) -> dict[str, str | None]:
     """The agent CLI versions a run of `spec` would get: on this machine its binaries' own; in a container
     the pinned ones the worker image installs."""
-    kinds = dict.fromkeys(group.agent for group in spec.groups())
+    agents = dict.fromkeys(group.agent for group in spec.groups())
     out: dict[str, str | None] = {}
-    for kind in kinds:
-        adapter = get_adapter(kind)
+    for agent in agents:
+        adapter = get_adapter(agent)
         pinned = adapter.install.version if adapter.install is not None else None
-        out[kind] = pinned if backend is Backend.DOCKER and pinned else adapter.version()
+        out[agent] = pinned if backend is Backend.DOCKER and pinned else adapter.version()
     return out
 
 
@@ -128,10 +128,10 @@ def version_differences(header: RecordingHeader, versions: Mapping[str, str | No
     differ = []
     if header.orch_version != __version__:
         differ.append(f"orch {__version__} (recorded: {header.orch_version})")
-    for kind, recorded in header.agents.items():
-        mine = versions.get(kind)
+    for agent, recorded in header.agents.items():
+        mine = versions.get(agent)
         if recorded and mine and recorded != mine:
-            differ.append(f"{kind} {mine} (recorded: {recorded})")
+            differ.append(f"{agent} {mine} (recorded: {recorded})")
     return differ
 
 

@@ -42,17 +42,17 @@ class RunResult:
 def up_request(
     spec: FleetSpec, name: str, replace: bool = False, replay: Path | None = None, backend: Backend = Backend.LOCAL
 ) -> UpRequest:
-    kinds = spec.kinds()
-    models = {model for _, model in kinds.values()}
+    agent_models = spec.agent_models()
+    models = {model for _, model in agent_models.values()}
     # One model for all: the run's model. Several: each worker names its own (None: the agent's default).
     model = next(iter(models)) if len(models) == 1 else None
-    per_worker = {n: m for n, (_, m) in kinds.items() if m is not None} if len(models) > 1 else {}
+    per_worker = {n: m for n, (_, m) in agent_models.items() if m is not None} if len(models) > 1 else {}
     agent = spec.groups()[0].agent
     return UpRequest(
         name=name,
         workers=spec.worker_count(),
         agent=agent,
-        worker_agents={n: kind for n, (kind, _) in kinds.items() if kind != agent},
+        worker_agents={n: a for n, (a, _) in agent_models.items() if a != agent},
         workdir=spec.workdir,
         permission_mode=spec.permission_mode,
         model=model,

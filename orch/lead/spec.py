@@ -158,7 +158,7 @@ ScriptStep = dict[str, Any]
 
 
 class AgentGroup(Strict):
-    """Some workers of one agent kind and model."""
+    """Some workers of one agent and model."""
 
     agent: str = DEFAULT_AGENT
     """Agent adapter (`orch doctor` lists them; scripted is for tests of orch itself). Groups of different
@@ -204,7 +204,7 @@ class VerificationSpec(Strict):
     quorum: int | None = Field(default=None, ge=1)
     """Agreeing valid verdicts needed to settle a finding (default: verifiers_per_finding)."""
     prefer_other_agent: bool = True
-    """Give a finding to a verifier of another agent kind or model than its finder when the fleet has one."""
+    """Give a finding to a verifier of another agent or model than its finder when the fleet has one."""
     evidence_window: int = Field(default=3, ge=0, le=50)
     """A quote counts when found within this many lines of the cited line."""
     isolation: Isolation | None = None
@@ -307,7 +307,7 @@ class FleetSpec(Strict):
     workers: int | None = Field(default=None, ge=1, le=MAX_WORKERS)
     """Worker count (default: one per task, at least enough to verify). Or give `agents` instead."""
     agents: list[AgentGroup] | None = None
-    """Groups of workers by agent kind and model (instead of agent/model/workers)."""
+    """Groups of workers by agent and model (instead of agent/model/workers)."""
     permission_mode: str | None = None
     """Agent permission mode (default: the agent's own: claude acceptEdits with an allowlist)."""
     dispatch: Dispatch = Dispatch.QUEUE
@@ -354,7 +354,7 @@ class FleetSpec(Strict):
             need = max(need, self.changes.reviewers_per_change + 1)
         return max(len(self.tasks), need)
 
-    def kinds(self) -> dict[int, tuple[str, str | None]]:
+    def agent_models(self) -> dict[int, tuple[str, str | None]]:
         """Worker number -> (agent, model)."""
         out: dict[int, tuple[str, str | None]] = {}
         for group in self.groups():

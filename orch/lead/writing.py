@@ -113,7 +113,7 @@ class Writing(Part):
             self._summary(job),
             task=job.task,
             writer=n,
-            agent=self.spec.kinds()[n][0],
+            agent=self.spec.agent_models()[n][0],
             max_file_bytes=limits.max_file_bytes,
             max_files=limits.max_files,
         )
@@ -280,9 +280,9 @@ class Writing(Part):
     def _reviewers(self, book: ChangeBook) -> list[str]:
         """Who approved it, as `agent-2 (codex)`."""
         reviewed = book.reviewed or book.id
-        kinds = self.spec.kinds()
+        agent_models = self.spec.agent_models()
         return [
-            f"agent-{r.reviewer} ({kinds[r.reviewer][0]})"
+            f"agent-{r.reviewer} ({agent_models[r.reviewer][0]})"
             for r in self.state.reviews
             if r.change == reviewed and r.report.verdict is Verdict.CONFIRMED
         ]
@@ -320,13 +320,13 @@ class Writing(Part):
             results = checks.results
         except (OSError, ValueError):
             results = []
-        kinds = self.spec.kinds()
+        agent_models = self.spec.agent_models()
         reviewed = book.reviewed or book.id
         cells = [
             ReviewCell(
                 job=r.job,
                 reviewer=r.reviewer,
-                agent=kinds[r.reviewer][0],
+                agent=agent_models[r.reviewer][0],
                 verdict=r.report.verdict.value,
                 reason=r.report.reason,
             )
@@ -344,7 +344,7 @@ class Writing(Part):
         row = ChangeRow(
             task=book.task,
             writer=book.writer,
-            agent=kinds[book.writer][0],
+            agent=agent_models[book.writer][0],
             job=book.id,
             status=status,
             reason=reason,

@@ -170,7 +170,7 @@ def test_good_spec_defaults(spec_dir: Path) -> None:
     spec = parse_spec(GOOD, "fleet.yaml", spec_dir)
     assert spec.workdir == spec_dir.resolve()
     assert spec.task_ids() == ["t1"] and spec.tasks[0].role is Role.FINDER
-    assert spec.kinds() == {1: ("claude", None), 2: ("claude", None), 3: ("claude", None)}
+    assert spec.agent_models() == {1: ("claude", None), 2: ("claude", None), 3: ("claude", None)}
     assert spec.verification.needed() == 1
     assert spec.permissions is PermissionPolicy.DENY  # unattended: never stall on a prompt, never allow blindly
 
@@ -195,7 +195,7 @@ def test_a_spec_with_writers_has_enough_workers_to_review_a_change(spec_dir: Pat
 def test_agents_groups_give_per_worker_kinds(spec_dir: Path) -> None:
     text = "workdir: .\nagents:\n  - {workers: 2}\n  - {model: other, workers: 1}\ntasks:\n  - goal: a\n"
     spec = parse_spec(text, "f.yaml", spec_dir)
-    assert spec.kinds() == {1: ("claude", None), 2: ("claude", None), 3: ("claude", "other")}
+    assert spec.agent_models() == {1: ("claude", None), 2: ("claude", None), 3: ("claude", "other")}
 
 
 def test_template_file_is_read_into_the_spec(spec_dir: Path) -> None:

@@ -1,6 +1,6 @@
 """The integration queue: approved changes are applied one at a time onto `orch/<run>`, each on top of the
 last; the checks run again on each result; a landed change is one commit whose message carries the task
-and the writer's summary, with trailers for the writer's agent kind, the reviewers and the checks.
+and the writer's summary, with trailers for the writer's agent, the reviewers and the checks.
 
 A change that no longer applies is a CONFLICT, one that breaks a check once integrated CHECKS_FAILED: the
 controller flow turns either into a rebase job. `same_change` tells whether a rebased patch is the reviewed
