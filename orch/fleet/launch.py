@@ -23,7 +23,8 @@ from orch.fleet.become import OPEN_BUNDLE, LaunchBundle
 from orch.fleet.tmux import PaneInfo, TmuxServer, check_tmux
 from orch.fleet.workerstate import EXIT_EVENT, derive_state
 from orch.run.events import Event
-from orch.run.folder import RunFolder, atomic_write, validate_name, validate_worker_count
+from orch.run.files import atomic_write
+from orch.run.folder import RunFolder, validate_name, validate_worker_count
 from orch.run.paths import launch_dir
 from orch.run.records import ControllerEvent, Isolation, LocalRunInfo, RunInfo, RunStatus, WorkerState
 from orch.run.uids import drop_argv, worker_uid

@@ -39,7 +39,8 @@ from orch.lead.review import Review
 from orch.lead.spec import Dispatch as DispatchMode
 from orch.lead.spec import FleetSpec, PermissionPolicy
 from orch.run.events import Event
-from orch.run.folder import RunFolder, atomic_write, read_model
+from orch.run.files import atomic_write, read_model
+from orch.run.folder import RunFolder
 from orch.run.records import Isolation, PermissionAnswer
 from orch.waits import IN_ATTRIB, IN_CLOSE_WRITE, IN_CREATE, IN_MODIFY, IN_MOVED_TO, Inotify
 

@@ -16,7 +16,8 @@ from pydantic import Field
 from orch.errors import UsageError
 from orch.lead.findings import Finding, Problem, VerdictReport
 from orch.lead.spec import Role
-from orch.run.folder import RunFolder, atomic_write, read_model
+from orch.run.files import atomic_write, read_model
+from orch.run.folder import RunFolder
 from orch.run.records import Strict
 
 STATE_VERSION = 1

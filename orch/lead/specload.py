@@ -25,7 +25,8 @@ from orch.lead.spec import (
     ScriptStep,
     placeholders,
 )
-from orch.run.folder import MAX_WORKERS, read_text_input
+from orch.run.files import read_text_input
+from orch.run.folder import MAX_WORKERS
 
 Loc = tuple[str | int, ...]
 

@@ -37,7 +37,7 @@ from orch.lead.findings import CommandEvidence, Problem, ProblemKind, RanCommand
 from orch.lead.jobs import AcceptedReview, ChangeBook, ChangeStage, Job, JobStatus
 from orch.lead.landing import Next
 from orch.run.events import Event
-from orch.run.folder import UnsafeOutput, read_worker_file
+from orch.run.files import UnsafeOutput, read_worker_file
 from orch.run.records import Isolation
 from orch.run.uids import worker_uid
 

@@ -33,7 +33,8 @@ from orch.lead.spec import FleetSpec
 from orch.lead.verification import finding_status
 from orch.run import bus
 from orch.run.events import Event
-from orch.run.folder import JsonlTail, RunFolder
+from orch.run.files import JsonlTail
+from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, HookEvent, RunInfo, RunStatus, Strict, WorkerState
 from orch.text import shorten
 

@@ -596,7 +596,7 @@ def test_skill_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_hook_log_reads_only_new_complete_lines(tmp_path: Path) -> None:
-    from orch.run.folder import JsonlTail
+    from orch.run.files import JsonlTail
     from orch.run.records import HookEvent
 
     path = tmp_path / "agent-1.jsonl"

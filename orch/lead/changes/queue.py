@@ -18,7 +18,7 @@ from orch.lead.changes.gitcmd import git, out, patch_id
 from orch.lead.changes.records import Change, CheckResult, Integration, IntegrationResult
 from orch.lead.changes.repo import RunRepo
 from orch.lead.changes.take import patch_path
-from orch.run.folder import append_line, atomic_write
+from orch.run.files import append_line, atomic_write
 
 
 def integrate(

@@ -16,7 +16,8 @@ from orch.lead.changes.gate import baseline, check_commit, refuse_missing, sandb
 from orch.lead.changes.records import ChecksRecord, RepoInfo
 from orch.lead.changes.repo import BaseChoice, RunRepo, build, choose_base, init_bare
 from orch.lead.spec import FleetSpec
-from orch.run.folder import RunFolder, atomic_write, read_model
+from orch.run.files import atomic_write, read_model
+from orch.run.folder import RunFolder
 from orch.run.paths import runs_dir
 from orch.run.records import Backend
 

@@ -18,7 +18,7 @@ from orch.errors import NotFoundError
 from orch.lead.changes.gitcmd import GitError, git, out, patch_id
 from orch.lead.changes.records import Change
 from orch.lead.changes.repo import RunRepo
-from orch.run.folder import atomic_write, read_model
+from orch.run.files import atomic_write, read_model
 
 MAX_FILE_BYTES = 1 << 20
 MAX_FILES = 100_000
