@@ -233,7 +233,7 @@ def wait_running(container: Container, run: RunFolder, info: DockerRunInfo, boot
     except WaitTimeoutError:
         raise WaitTimeoutError(
             f"run {info.name}: workers not running within {timeout:g}s; container log: {_log_tail(container)}",
-            hint="raise --boot-timeout, or look at the transcripts in the run folder's logs/",
+            hint=f"raise --boot-timeout, or look at the transcripts in {run.logs_dir}",
         ) from None
 
 

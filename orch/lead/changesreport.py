@@ -9,6 +9,7 @@ from html import escape
 from orch.lead.changes.records import ChangeRow
 from orch.lead.jobs import ChangeStage, ControllerState
 from orch.lead.landing import WRITING_ROLES
+from orch.run.folder import RELATIVE
 from orch.text import shorten
 
 DETAIL_CHARS = 90
@@ -73,7 +74,7 @@ def changes_markdown(rows: Sequence[ChangeRow]) -> list[str]:
             f"- review {c.job} by W{c.reviewer or '?'} ({c.agent or '?'}): {c.verdict}: {c.reason}" for c in r.reviews
         ]
         if r.job:
-            out.append(f"- the patch: `changes/{r.job}/patch.diff`")
+            out.append(f"- the patch: `{RELATIVE.change_patch(r.job).as_posix()}`")
     return out
 
 
@@ -96,7 +97,7 @@ def changes_html(rows: Sequence[ChangeRow]) -> list[str]:
             for c in r.reviews
         )
         detail = f"<br><span class='flag'>{escape(r.detail)}</span>" if r.detail else ""
-        patch = f" <a href='changes/{escape(r.job)}/patch.diff'>patch</a>" if r.job else ""
+        patch = f" <a href='{escape(RELATIVE.change_patch(r.job).as_posix())}'>patch</a>" if r.job else ""
         parts.append(
             f"<tr id='change-{escape(r.task)}'><td>{escape(r.task)}</td><td>{escape(writer)}</td>"
             f"<td class='{escape(r.status.value)}'>"

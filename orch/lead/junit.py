@@ -25,9 +25,10 @@ from orch.lead.changes.records import ChangeRow, ChangeStatus
 from orch.lead.jobs import FindingStatus, JobStatus
 from orch.lead.report import FindingRow, JobRow, RunReport
 from orch.lead.spec import Role
+from orch.run.folder import RELATIVE
 from orch.text import shorten
 
-REPORT = "report.html"
+REPORT = RELATIVE.report_html.as_posix()
 NAME_CHARS = 100  # a claim in a testcase's name
 MESSAGE_CHARS = 500  # a failure's one-line message; the element's text has the whole story
 # What XML 1.0 cannot hold, even escaped (control characters, surrogates, U+FFFE/U+FFFF).

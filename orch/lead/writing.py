@@ -70,7 +70,7 @@ class Writing(Part):
             return where
         if job.change is not None:
             repo = RunRepo.open(self.run)
-            root = self.run.change_dir(job.change) / "reviews" / f"{job.id}.tree"
+            root = self.run.review_tree(job.change, job.id)
             shutil.rmtree(root, ignore_errors=True)
             root.mkdir(parents=True)
             tree = take.load_change(repo, job.change).tree
@@ -302,7 +302,7 @@ class Writing(Part):
         return (
             f"\n## This is a rebase of change {earlier.id}\n"
             f"Your earlier change for this task could not be integrated ({earlier.reason or 'conflict'}). "
-            f"Its patch is `{self.run.change_dir(earlier.id) / 'patch.diff'}`. The worktree above is fresh, at the "
+            f"Its patch is `{self.run.change_patch(earlier.id)}`. The worktree above is fresh, at the "
             "new integration head: make the change again on top of it.\n"
         )
 
@@ -316,7 +316,7 @@ class Writing(Part):
         except (OSError, ValueError):
             change = None
         try:
-            checks = ChecksRecord.model_validate_json((self.run.change_dir(book.id) / "checks.json").read_text())
+            checks = ChecksRecord.model_validate_json(self.run.change_checks(book.id).read_text())
             results = checks.results
         except (OSError, ValueError):
             results = []

@@ -266,6 +266,32 @@ class RunFolder:
         change.json, checks.json, reviews/."""
         return self.changes_dir / job
 
+    def change_patch(self, job: str) -> Path:
+        return self.change_dir(job) / "patch.diff"
+
+    def change_diffstat(self, job: str) -> Path:
+        return self.change_dir(job) / "diffstat.txt"
+
+    def change_summary(self, job: str) -> Path:
+        """The writer's summary of its change (the commit message's body)."""
+        return self.change_dir(job) / "summary.md"
+
+    def change_record(self, job: str) -> Path:
+        """change.json: the change as taken (orch.lead.changes.records.Change)."""
+        return self.change_dir(job) / "change.json"
+
+    def change_checks(self, job: str) -> Path:
+        """The checks on the change's tree (base + patch)."""
+        return self.change_dir(job) / "checks.json"
+
+    def change_integrated_checks(self, job: str) -> Path:
+        """The checks on the integration head with the change applied (orch.lead.changes.queue)."""
+        return self.change_dir(job) / "integrated.checks.json"
+
+    def review_tree(self, change: str, review: str) -> Path:
+        """The checkout review job `review` reads change `change` in."""
+        return self.change_dir(change) / "reviews" / f"{review}.tree"
+
     def change_outcome(self, task: str) -> Path:
         """How writer task `task`'s change ended (a ChangeRow, written by the controller flow as it moves:
         report.json's `changes` are these)."""
@@ -375,6 +401,10 @@ class RunFolder:
 
     def log_event(self, event: ControllerEvent) -> None:
         append_line(self.events, event.model_dump_json())
+
+
+RELATIVE = RunFolder(Path())
+"""The names relative to the run folder itself: how report.md, report.html and the CI formats link its files."""
 
 
 def list_runs() -> list[RunFolder]:

@@ -327,7 +327,7 @@ def gate_checks(
     )
     folder = repo.run.change_dir(change.job)
     folder.mkdir(parents=True, exist_ok=True)
-    atomic_write(folder / "checks.json", record.model_dump_json(indent=2) + "\n")
+    atomic_write(repo.run.change_checks(change.job), record.model_dump_json(indent=2) + "\n")
     return record
 
 

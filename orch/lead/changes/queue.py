@@ -54,9 +54,7 @@ def integrate(
             baseline=baseline,
         )
         results = record.results
-        atomic_write(
-            repo.run.change_dir(change.job) / "integrated.checks.json", record.model_dump_json(indent=2) + "\n"
-        )
+        atomic_write(repo.run.change_integrated_checks(change.job), record.model_dump_json(indent=2) + "\n")
         if record.regressions:
             detail = "; ".join(f"{c}: {_exit(r)}" for c in record.regressions for r in results if r.command == c)
             return _log(

@@ -38,7 +38,7 @@ class Prepared:
     def install(self, run: RunFolder) -> None:
         """Move the repository into `<run>/repo.git`, write repo.json and base.checks.json."""
         run.changes_dir.mkdir(exist_ok=True)
-        os.replace(self.staging / "repo.git", run.repo_dir)
+        os.replace(RunFolder(self.staging).repo_dir, run.repo_dir)
         atomic_write(run.repo_info, self.info.model_dump_json(indent=2) + "\n")
         if self.baseline is not None:
             atomic_write(run.base_checks, self.baseline.model_dump_json(indent=2) + "\n")
@@ -68,9 +68,10 @@ def prepare(spec: FleetSpec, name: str, base: str | None, snapshot: bool, backen
     runs_dir().mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".prepare-", dir=runs_dir()))
     try:
-        init_bare(staging / "repo.git")
-        info = build(staging / "repo.git", choice, name)
-        repo = RunRepo(RunFolder(staging), info)
+        staged = RunFolder(staging)  # the repository is made where a run folder keeps it, then moved
+        init_bare(staged.repo_dir)
+        info = build(staged.repo_dir, choice, name)
+        repo = RunRepo(staged, info)
         record = None
         if spec.checks and here:
             limits = spec.changes
