@@ -26,6 +26,7 @@ from orch.run.records import RUN_INFO, ControllerEvent, HookEvent, RunInfo, Stat
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_WORKERS = 64
+EXCHANGES_RE = re.compile(r"exchanges-([0-9]+)\.jsonl\.gz")
 
 
 def validate_name(name: str) -> str:
@@ -175,6 +176,13 @@ class RunFolder:
 
     def exchanges(self, n: int) -> Path:
         return self.model_dir / f"exchanges-{n}.jsonl.gz"
+
+    def recordings(self) -> list[Path]:
+        """The recording: each worker's `exchanges(n)` that exists, in worker order."""
+        if not self.model_dir.is_dir():
+            return []
+        found = {int(m[1]): p for p in self.model_dir.iterdir() if (m := EXCHANGES_RE.fullmatch(p.name))}
+        return [found[n] for n in sorted(found)]
 
     @property
     def sessions_dir(self) -> Path:
