@@ -353,6 +353,11 @@ class Sandbox(Protocol):
         """Files written into the local run folder that the fleet must see where its folder lives."""
         ...
 
+    def screens(self, info: RunInfo, workers: Sequence[int], lines: int) -> dict[int, str] | None:
+        """The last `lines` of these workers' panes as they are now (a worker with no live pane left out);
+        None when this sandbox cannot show them cheaply (a container's: one exec per capture)."""
+        ...
+
     def kill(self, info: RunInfo) -> None:
         """Stop and remove what runs the fleet; the run folder stays."""
         ...

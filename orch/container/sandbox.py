@@ -21,6 +21,7 @@ import contextlib
 import os
 import shutil
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -331,6 +332,9 @@ class DockerSandbox:
             return control.status_view(run, info, panes=None, why_down=why)
         views = TypeAdapter(list[RunStatusView]).validate_json(self.capture(info, ["status", info.name, "--json"]))
         return views[0]
+
+    def screens(self, info: RunInfo, workers: Sequence[int], lines: int) -> dict[int, str] | None:
+        return None  # a capture is an exec into the container: `orch read` (forwarded) shows one worker
 
     def alive(self, info: RunInfo) -> bool:
         boxed = _boxed(info)

@@ -20,11 +20,10 @@ from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Input, Label, Static
 
-from orch.container.backends import in_container
+from orch.container.backends import sandbox_for
 from orch.errors import NotFoundError, OrchError
-from orch.fleet import launch
 from orch.run.folder import RunFolder, list_runs
-from orch.run.records import LocalRunInfo, WorkerState
+from orch.run.records import WorkerState
 from orch.view import plain
 from orch.view.actions import Action, Outcome, orch_argv, perform
 from orch.view.snapshot import Snapshot, Watcher, WorkerTile, clean
@@ -296,7 +295,7 @@ class FleetScreen(Screen[None]):
     def action_miniatures(self) -> None:
         """Toggle a live miniature of each visible worker's pane (a local run's tmux server only)."""
         info = self.watcher.info
-        if not isinstance(info, LocalRunInfo) or in_container():
+        if sandbox_for(info).screens(info, [], MINI_LINES) is None:
             self.app.notify("pane miniatures need a local run: Enter shows a worker's full screen", severity="warning")
             return
         self.miniatures = not self.miniatures
@@ -316,18 +315,12 @@ class FleetScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="miniatures")
     def capture_panes(self) -> None:
         """Every MINI_REFRESH seconds, the last lines of the visible tiles' panes (one capture-pane each)."""
-        server = launch.server_for(self.watcher.info)
+        info = self.watcher.info
+        sandbox = sandbox_for(info)
         width = TILE_WIDTH - 4
         while not self._mini_stop.is_set():
-            panes = server.panes_if_running() or {}
-            for n in self.app.call_from_thread(self._visible):
-                pane = panes.get(n)
-                if pane is None or pane.dead:
-                    continue
-                try:
-                    screen = server.capture(pane.pane_id, MINI_LINES)
-                except OrchError:
-                    continue
+            screens = sandbox.screens(info, self.app.call_from_thread(self._visible), MINI_LINES) or {}
+            for n, screen in screens.items():
                 lines = [plain.cut(clean(line, 200), width) for line in screen.splitlines()[-MINI_LINES:]]
                 self.app.call_from_thread(self.tiles[n].show_mini, "\n".join(lines))
             self._mini_stop.wait(MINI_REFRESH)
