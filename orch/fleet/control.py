@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from orch.errors import WaitTimeoutError
 from orch.fleet import relay, rungateway
-from orch.fleet.launch import join_numbers, server_for, worker_processes
+from orch.fleet.launch import server_for, worker_processes
 from orch.fleet.tmux import PaneInfo
 from orch.fleet.workerstate import derive_state
 from orch.gateway.records import UsageSnapshot, read_usage
@@ -19,6 +19,7 @@ from orch.run import bus
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, RunInfo, RunStatus, RunStatusView, WorkerState, WorkerStatus
+from orch.text import join_numbers
 from orch.waits import wait_for_paths, wait_until
 
 log = logging.getLogger(__name__)

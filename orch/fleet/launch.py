@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import sys
-import time
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
@@ -20,22 +18,21 @@ from orch.errors import SandboxError, UsageError, WaitTimeoutError
 from orch.fleet import bwrap, caps, relay, rungateway
 from orch.fleet import portal as portal_module
 from orch.fleet.become import OPEN_BUNDLE, LaunchBundle
+from orch.fleet.booting import wait_booted
 from orch.fleet.tmux import PaneInfo, TmuxServer, check_tmux
-from orch.fleet.workerstate import EXIT_EVENT, derive_state
+from orch.fleet.workerstate import EXIT_EVENT
 from orch.run.events import Event
 from orch.run.files import atomic_write
 from orch.run.folder import RunFolder, validate_name, validate_worker_count
 from orch.run.paths import launch_dir
-from orch.run.records import ControllerEvent, Isolation, LocalRunInfo, RunInfo, RunStatus, WorkerState
+from orch.run.records import ControllerEvent, Isolation, LocalRunInfo, RunInfo, RunStatus
 from orch.run.uids import drop_argv, worker_uid
 from orch.waits import wait_until
 
 log = logging.getLogger(__name__)
 
 BOOT_TIMEOUT = 90.0
-DIALOG_GRACE = 2.0  # seconds before a booting worker's screen is checked for dialogs
 EXIT_TIMEOUT = 10.0  # seconds for a dead fleet's agents to run their exit hooks
-ENDED = (WorkerState.EXITED, WorkerState.CRASHED)
 
 
 def socket_name(name: str) -> str:
@@ -58,9 +55,9 @@ def plan(req: UpRequest) -> tuple[AgentAdapter, LocalRunInfo]:
     for n in [*req.prompts, *req.worker_models, *req.worker_agents]:
         if not 1 <= n <= req.workers:
             raise UsageError(f"prompt, model or agent for worker {n} is out of range", hint=f"use 1 to {req.workers}")
-    agents = {n: agent for n, agent in req.worker_agents.items() if agent != adapter.name}
-    for agent in {adapter.name, *agents.values()}:
-        other = get_adapter(agent)
+    agents = {n: kind for n, kind in req.worker_agents.items() if kind != adapter.name}
+    for kind in {adapter.name, *agents.values()}:
+        other = get_adapter(kind)
         if req.isolation is Isolation.STRICT and not other.strict_isolation:
             raise UsageError(
                 f"agent {other.name} cannot run under strict isolation yet",
@@ -387,77 +384,6 @@ def strict_spec(run: RunFolder, adapter: AgentAdapter, ctx: WorkerContext, own: 
     return LaunchSpec(argv=argv, env=inner.env, cwd=ctx.workdir)
 
 
-def wait_booted(
-    run: RunFolder,
-    info: RunInfo,
-    server: TmuxServer,
-    timeout: float,
-    seen: dict[int, int] | None = None,
-    ended: dict[int, str] | None = None,
-) -> None:
-    """Wait for every worker's SessionStart hook and its adapter's ready marker (ignoring the first
-    `seen[n]` events of worker n, written by an earlier life of the run, and any event of its session
-    `ended[n]`: a respawned agent's SessionEnd may land after the new life began); answer known dialogs if
-    one shows anyway."""
-    pending = set(range(1, info.workers + 1))
-    skip = seen or {}
-    old = ended or {}
-    started = time.monotonic()
-
-    def check() -> bool:
-        panes = server.panes()
-        for n in sorted(pending):
-            adapter = adapter_of(info, n)
-            events = [e for e in run.hook_events(n)[skip.get(n, 0) :] if not e.session_id or e.session_id != old.get(n)]
-            marker = adapter.ready_marker(run, n)
-            if any(e.hook_event_name == "SessionStart" for e in events) and (marker is None or _present(marker)):
-                pending.discard(n)
-                continue
-            pane = panes.get(n)
-            state, detail = derive_state(events[-1] if events else None, pane)
-            if pane is None or state in ENDED:
-                screen = server.capture(pane.pane_id, 20) if pane else ""
-                # The agent's last words, not tmux's "Pane is dead (status N, ...)" below them.
-                said = [ln for ln in screen.splitlines() if ln.strip() and not ln.startswith("Pane is dead")]
-                last = said[-1] if said else "no output"
-                raise SandboxError(f"worker {n} exited while booting ({detail}): {last.strip()[:200]}")
-            # Seeding prevents dialogs; screens are only scraped for a worker that is late to boot.
-            if time.monotonic() - started > DIALOG_GRACE:
-                answer_dialogs(run, adapter, server, n, pane)
-        return not pending
-
-    try:
-        wait_until(check, timeout, "workers to boot", interval=0.2, watch=run.state_dir)
-    except WaitTimeoutError:
-        raise WaitTimeoutError(
-            f"workers {join_numbers(pending)} did not boot within {timeout:g}s",
-            hint=f"look at their screens in {run.logs_dir}",
-        ) from None
-
-
-def _present(marker: Path) -> bool:
-    """Whether a ready marker is there. It is in the worker's own config dir: under strict isolation the
-    worker could make it a link the controller may not follow, which must not end the wait (nor `orch up`)."""
-    try:
-        return marker.exists()
-    except OSError:
-        return False
-
-
-def answer_dialogs(run: RunFolder, adapter: AgentAdapter, server: TmuxServer, n: int, pane: PaneInfo) -> bool:
-    """Fallback watchdog: recognise a blocking dialog on screen and answer it. True if one was."""
-    dialogs = adapter.dialogs()
-    if not dialogs:
-        return False
-    screen = server.capture(pane.pane_id)
-    for dialog in dialogs:
-        if re.search(dialog.pattern, screen):
-            server.send_keys(pane.pane_id, *dialog.keys)
-            run.log_event(ControllerEvent(event=Event.DIALOG_ANSWERED, worker=n, data={"dialog": dialog.name}))
-            return True
-    return False
-
-
 def restart(
     run: RunFolder,
     n: int,
@@ -495,7 +421,3 @@ def restart(
 def last_session(run: RunFolder, n: int) -> str | None:
     """The agent session worker n last reported (its hooks carry the id)."""
     return next((e.session_id for e in reversed(run.hook_events(n)) if e.session_id), None)
-
-
-def join_numbers(numbers: Iterable[int]) -> str:
-    return ", ".join(str(n) for n in sorted(numbers))
