@@ -12,7 +12,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from orch.cli.fleet import status_lines
+from orch.cli.runs import status_lines
 from orch.container.serverun import READY_LINE
 from orch.fleet import control
 from orch.fleet.tmux import TmuxServer
