@@ -192,7 +192,7 @@ def test_killed_agent_shows_as_crashed_and_restarts_resumed(fleet: RunFolder, mo
     assert starts[0].model_extra.get("source") == "resume"
     wait_until(lambda: prompts(fleet, 1)[-1:] == ["are you back"], 30, "the prompt of the new life")
     wait_until(lambda: control.status(fleet).workers[0].state is WorkerState.IDLE, 30, "the resumed turn to end")
-    # The model has the earlier conversation again. (Gemini CLI 0.61.0 answers the command-line prompt of a
+    # The model has the earlier conversation again. (The pinned Gemini CLI answers the command-line prompt of a
     # resumed session before it has loaded the old history, which then replaces that turn: from the next
     # prompt on, the model sees the resumed conversation. docs/agents/gemini.md)
     assert orch("send", "gm", "1", "third prompt").exit_code == 0

@@ -74,41 +74,37 @@ def owned_names() -> tuple[set[str], set[str]]:
     return whole, fragments
 
 
-def _prose(tree: ast.AST) -> set[int]:
-    """Strings standing alone as statements (docstrings of modules, classes, functions, attributes)."""
-    return {
-        id(stmt.value)
-        for node in ast.walk(tree)
-        for block in (getattr(node, "body", None), getattr(node, "orelse", None))
-        if isinstance(block, list)
-        for stmt in block
-        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
-    }
-
-
 def spelled_names(source: str, whole: set[str], fragments: set[str]) -> Iterator[tuple[int, str]]:
     """(line, string) for each string in `source` that spells one of RunFolder's names."""
-    tree = ast.parse(source)
-    prose = _prose(tree)
-    as_path = set()
-    for node in ast.walk(tree):
+    needles = [*fragments, *(w for w in whole if "." in w.strip("."))]
+    needles += [f"{q}{w}{q}" for w in whole for q in "'\""] + [f"{w}/" for w in whole]
+    if not any(needle in source for needle in needles):  # most modules: nothing to parse
+        return
+    folders = "|".join(re.escape(d) for d in whole if "." not in d.strip("."))
+    folder_prefix = re.compile(rf"(^|[\s'\"`(])({folders})/")
+    files = {w for w in whole if "." in w.strip(".")}
+    prose, as_path, strings = set(), set(), []
+    for node in ast.walk(ast.parse(source)):
+        for block in (getattr(node, "body", None), getattr(node, "orelse", None)):
+            if isinstance(block, list):  # a string standing alone as a statement: a docstring, prose
+                prose |= {id(s.value) for s in block if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)}
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
             as_path |= {id(side) for side in (node.left, node.right) if isinstance(side, ast.Constant)}
-        if isinstance(node, ast.Call):
+        elif isinstance(node, ast.Call):
             func = node.func
             called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
             if called in ("Path", "joinpath", "glob", "rglob", "join"):
                 as_path |= {id(arg) for arg in node.args if isinstance(arg, ast.Constant)}
-    folders = [d for d in whole if "." not in d.strip(".")]
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Constant) or not isinstance(node.value, str) or id(node) in prose:
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            strings.append(node)
+    for node in strings:
+        text = str(node.value)
+        if id(node) in prose:
             continue
-        text = node.value
-        parts = [p for p in re.split(r"[/\s'\"`(),]", text) if p]
         if (
             (id(node) in as_path and text.strip("/") in whole)
-            or any(p in whole and "." in p.strip(".") for p in parts)
-            or any(re.search(rf"(^|[\s'\"`(]){re.escape(d)}/", text) for d in folders)
+            or not files.isdisjoint(re.split(r"[/\s'\"`(),]", text))
+            or folder_prefix.search(text)
             or any(f in text for f in fragments)
         ):
             yield node.lineno, text
