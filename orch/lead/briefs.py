@@ -20,7 +20,8 @@ from pathlib import Path
 from orch.lead import verdictwriter
 from orch.lead.findings import CodeEvidence, Finding, Problem
 from orch.lead.jobs import AcceptedFinding, ControllerState, Job, Stance
-from orch.lead.spec import FleetSpec, Role, ScriptStep, TaskSpec, render, render_steps, script_block
+from orch.lead.placeholders import render, render_steps, script_block
+from orch.lead.spec import FleetSpec, Role, ScriptStep, TaskSpec
 from orch.run import workerprotocol
 from orch.run.folder import RunFolder
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from orch.lead import briefs
 from orch.lead.findings import CodeEvidence, Finding, Severity
 from orch.lead.jobs import ChangeBook, ControllerState, Job
-from orch.lead.spec import FleetSpec, Role, ScriptStep, render_steps
+from orch.lead.placeholders import render_steps
+from orch.lead.spec import FleetSpec, Role, ScriptStep
 from orch.run.folder import RunFolder
 
 HUNK_RE = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")

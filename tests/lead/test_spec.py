@@ -42,10 +42,11 @@ from orch.lead.jobs import (
     Stance,
     WorkerBook,
 )
+from orch.lead.placeholders import render, render_steps
 from orch.lead.report import build_report
 from orch.lead.reportrender import matrix_text, render_html
 from orch.lead.skill import install
-from orch.lead.spec import FleetSpec, PermissionPolicy, Role, default_template, render, render_steps
+from orch.lead.spec import FleetSpec, PermissionPolicy, Role, default_template
 from orch.lead.specload import SpecError, parse_spec
 from orch.lead.verification import choose_verifier, finding_status, new_verification_jobs, settle
 from orch.run.folder import RunFolder
