@@ -71,12 +71,10 @@ def _up(
     if caps is not None:
         req = dataclasses.replace(req, caps=caps)
     note = None
-    if isolation is None:  # strict on this machine unless an agent cannot; a container run: shared, as ever
+    if isolation is None:  # strict, here as in a container, unless an agent (or this container) cannot
         isolation, note = bwrap.default_isolation(local, {req.agent, *req.worker_agents.values()})
-    elif isolation is Isolation.SHARED and local:
-        note = bwrap.SHARED_NOTE
-    if note is not None:
-        typer.echo(f"run {name}: {note}", err=True)
+    elif isolation is Isolation.SHARED:
+        note = bwrap.shared_note(local)
     req = dataclasses.replace(req, isolation=isolation)
     run = RunFolder.for_name(name)
     progress = BootProgress(run, req.workers, sys.stderr, sys.stderr.isatty())  # each worker as it boots
@@ -85,6 +83,8 @@ def _up(
     finally:
         progress.close()
     typer.echo(f"run {info.name}: {info.fleet()} up ({info.where}); folder {run.root}")
+    if note is not None:  # after the run started: bad input stays one line
+        typer.echo(f"run {name}: {note}", err=True)
 
 
 def parse_agents(text: str) -> dict[int, str]:

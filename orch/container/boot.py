@@ -21,7 +21,7 @@ from docker.utils.socket import frames_iter
 from orch import settings
 from orch.agents.registry import get_adapter
 from orch.container.engine import engine_address, explain
-from orch.container.init import ACK_LINE, CREDENTIALS_MOUNT, InitBoot
+from orch.container.initboot import ACK_LINE, CREDENTIALS_MOUNT, InitBoot
 from orch.container.layout import AGENTS_DIR, HOME, PYTHON, ROLE_CONTAINER, TINI, WORKDIR, labels, run_mount, uid_gid
 from orch.container.mounts import mounts
 from orch.container.serverun import READY_LINE

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
+from orch import settings
 from orch.agents.registry import ADAPTERS, get_adapter
 from orch.contracts import AgentAdapter
 from orch.errors import OrchError, SandboxError, UsageError
@@ -80,6 +81,8 @@ def ensure(run: RunFolder, info: RunInfo) -> GatewayHandle:
     handle = running(info)
     if handle is not None:
         _check_offline(handle, info)
+        # One the container's init started: its upstreams' schemes, as the init told (none told: as it was).
+        info.credential = settings.GATEWAY_CREDENTIAL.get() or info.credential
         return handle
     dead = lost(info)
     choice = upstreams(info)

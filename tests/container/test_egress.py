@@ -130,7 +130,7 @@ def test_egress_modes(
     name = new_name(names, "eg")
     allow = net.allowed if allow_by == "name" else net.other_ip
     result = orch(
-        "up", name, "--agent", "scripted", "--workdir", workdir, "--network", net.network,
+        "up", name, "--isolation", "shared", "--agent", "scripted", "--workdir", workdir, "--network", net.network,
         "--egress", mode, "--allow", allow,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -158,7 +158,7 @@ def test_claude_through_the_gateway(
     """Not offline: the real path. Under the allowlist and under `none` alike, the model API is open to the
     gateway's uid alone (the workers are refused there), and the worker's turns go through the gateway."""
     name = new_name(names, "eg")
-    result = orch("up", name, "--workdir", workdir, "--network", net.network, "--egress", mode)
+    result = orch("up", name, "--isolation", "shared", "--workdir", workdir, "--network", net.network, "--egress", mode)
     assert result.exit_code == 0, result.output
     run = RunFolder.for_name(name)
     info = run.info()
@@ -240,7 +240,7 @@ def test_a_dns_lookup_carries_nothing_out(
         )
         name = new_name(names, "eg")
         result = orch(
-            "up", name, "--agent", "scripted", "--workdir", workdir, "--network", net.network,
+            "up", name, "--isolation", "shared", "--agent", "scripted", "--workdir", workdir, "--network", net.network,
             "--allow", net.allowed, "--allow", resolver_ip,
         )  # fmt: skip
         assert result.exit_code == 0, result.output
