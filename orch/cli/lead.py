@@ -14,7 +14,7 @@ import typer
 from orch.cli.common import NameArg, run_folder
 from orch.container.backends import folder_is_here, in_container
 from orch.errors import OrchError, UsageError
-from orch.fleet import gateway
+from orch.fleet import rungateway
 from orch.lead import decisions, recording, runner, skill
 from orch.lead import demo as demo_mod
 from orch.lead.changes import apply as changes_apply
@@ -119,7 +119,7 @@ def _start(
     # A strict spec that cannot be had stops here, before anything (the init gives a prepared run its uids).
     isolation = decisions.isolation(spec, backend, prepare or runner.strict_possible(backend))
     # A live fleet across model APIs without a credential of one of them: here too, before anything.
-    gateway.fleet_credentials([group.agent for group in spec.groups()], spec.offline or cassette is not None)
+    rungateway.fleet_credentials([group.agent for group in spec.groups()], spec.offline or cassette is not None)
     say(
         f"run {run_name}: starting {spec.worker_count()} worker(s) for {len(spec.tasks)} task(s) "
         f"({backend.value}{source})"

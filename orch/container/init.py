@@ -139,7 +139,7 @@ def start_run_gateway(boot: InitBoot, uid: int, gid: int, gw_uid: int) -> Gatewa
     target = handle_path(boot.run)
     save_handle(target, handle)
     os.chown(target, uid, gid)
-    # run.json's `credential` (orch.fleet.gateway.ensure, which finds this gateway): names, never a secret.
+    # run.json's `credential` (orch.fleet.rungateway.ensure, which finds this gateway): names, never a secret.
     os.environ[settings.GATEWAY_CREDENTIAL.name] = FleetUpstreams(tuple(boot.upstreams)).schemes
     return handle
 

@@ -25,7 +25,7 @@ from orch.container.egress import read_report
 from orch.container.layout import WORKDIR
 from orch.contracts import UpRequest
 from orch.errors import OrchError
-from orch.fleet import gateway, launch, watch
+from orch.fleet import control, launch, rungateway
 from orch.run.busserver import BusServer
 from orch.run.events import Event
 from orch.run.folder import RunFolder
@@ -73,7 +73,7 @@ def compose_request(
 def link_sessions(run: RunFolder, agents: Mapping[int, str]) -> None:
     """Make each worker's agent session store live in the run folder (sessions/agent-N): the config dir
     is on the container's tmpfs, so this lets a new container resume the session after the old one died.
-    `agents`: each worker's agent kind."""
+    `agents`: each worker's agent."""
     for n, agent in agents.items():
         sessions = get_adapter(agent).sessions
         if sessions is None:
@@ -146,7 +146,7 @@ def serve(
             with contextlib.suppress(subprocess.TimeoutExpired):
                 controller.wait(timeout=STOP_TIMEOUT)
         if run.exists():
-            watch.kill(run)  # stops tmux and the model server, marks the run stopped, logs who
+            control.kill(run)  # stops tmux and the model server, marks the run stopped, logs who
         return 0
     finally:
         if posts is not None:
@@ -194,4 +194,4 @@ def _log_egress(run: RunFolder) -> None:
 
 def _teardown(run: RunFolder) -> None:
     launch.server_for(run.info()).kill()
-    gateway.stop(run.name)
+    rungateway.stop(run.name)

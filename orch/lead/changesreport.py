@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from orch.lead.changes.records import ChangeRow
 from orch.lead.jobs import ChangeStage, ControllerState
 from orch.lead.landing import WRITING_ROLES
+from orch.run.folder import RELATIVE
 from orch.text import shorten
 
 DETAIL_CHARS = 90
@@ -72,7 +73,7 @@ def changes_markdown(rows: Sequence[ChangeRow]) -> list[str]:
             f"- review {c.job} by W{c.reviewer or '?'} ({c.agent or '?'}): {c.verdict}: {c.reason}" for c in r.reviews
         ]
         if r.job:
-            out.append(f"- the patch: `changes/{r.job}/patch.diff`")
+            out.append(f"- the patch: `{RELATIVE.change_patch(r.job).as_posix()}`")
     return out
 
 

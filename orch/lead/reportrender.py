@@ -18,7 +18,8 @@ from orch.lead.report import ISOLATION_NOTES, FindingRow, RunReport, Usage, buil
 from orch.lead.sarif import render_sarif
 from orch.lead.spec import FleetSpec
 from orch.lead.templates import render
-from orch.run.folder import RunFolder, atomic_write_all
+from orch.run.files import atomic_write_all
+from orch.run.folder import RELATIVE, RunFolder
 from orch.run.records import Isolation
 from orch.text import shorten
 
@@ -242,9 +243,7 @@ def _named(path: Callable[[str], Path]) -> Callable[[str], str]:
 
 def _links(report: RunReport) -> dict[str, _Links]:
     """Each job's files in the run folder, relative (report.html sits in it): RunFolder names them."""
-    here = RunFolder(Path())
-    verdict, brief = _named(here.verdict_file), _named(here.job_brief)
-    patch = _named(lambda job: here.change_dir(job) / "patch.diff")
+    verdict, brief, patch = _named(RELATIVE.verdict_file), _named(RELATIVE.job_brief), _named(RELATIVE.change_patch)
     jobs = {j.id for j in report.jobs} | {c.job for row in report.findings for c in row.verdicts}
     jobs |= {r.job for r in report.changes if r.job}
     return {job: _Links(verdict(job), brief(job), patch(job)) for job in jobs}

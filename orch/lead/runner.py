@@ -22,7 +22,7 @@ from orch.lead.changes.start import Prepared
 from orch.lead.controller import Controller, initial_state, read_spec, write_spec
 from orch.lead.decisions import EXIT_FAILED
 from orch.lead.jobs import load_state, save_state
-from orch.lead.replay import Cassette
+from orch.lead.replayplan import Cassette
 from orch.lead.report import RunReport, load_report
 from orch.lead.spec import FleetSpec
 from orch.run import uids
@@ -49,17 +49,17 @@ def up_request(
     strict_ok: bool | None = None,
 ) -> UpRequest:
     """`strict_ok`: whether strict isolation can be had (None: `strict_possible(backend)`)."""
-    kinds = spec.kinds()
-    models = {model for _, model in kinds.values()}
+    agent_models = spec.agent_models()
+    models = {model for _, model in agent_models.values()}
     # One model for all: the run's model. Several: each worker names its own (None: the agent's default).
     model = next(iter(models)) if len(models) == 1 else None
-    per_worker = {n: m for n, (_, m) in kinds.items() if m is not None} if len(models) > 1 else {}
+    per_worker = {n: m for n, (_, m) in agent_models.items() if m is not None} if len(models) > 1 else {}
     agent = spec.groups()[0].agent
     return UpRequest(
         name=name,
         workers=spec.worker_count(),
         agent=agent,
-        worker_agents={n: kind for n, (kind, _) in kinds.items() if kind != agent},
+        worker_agents={n: a for n, (a, _) in agent_models.items() if a != agent},
         workdir=spec.workdir,
         permission_mode=spec.permission_mode,
         model=model,
@@ -92,7 +92,7 @@ def start(
     """Create the run (workers booted), its saved spec and the controller's initial state.
 
     `copy` (container runs): the workers get a disposable copy of the workdir, never the original.
-    `cassette` (orch.lead.replay, checked by the caller): the run's gateway answers from that recording.
+    `cassette` (orch.lead.replayplan, checked by the caller): the run's gateway answers from that recording.
     `prepared` (a spec with writers; orch.lead.changes.start.prepare): the run's repository and base checks,
     moved into the run folder once it exists.
     """

@@ -20,7 +20,7 @@ import docker.errors
 import pytest
 
 from orch import settings
-from orch.container import egress
+from orch.container import egress, egresscheck
 from orch.container.layout import LABEL_MANAGED
 from orch.container.sandbox import DockerSandbox
 from orch.run.events import Event
@@ -247,7 +247,7 @@ def test_a_dns_lookup_carries_nothing_out(
         run = RunFolder.for_name(name)
         (report,) = [e["data"] for e in events(run) if e["event"] == Event.EGRESS]
         assert isinstance(report, dict) and set(report["dns"]) == {net.allowed, net.model}, report  # + the gateway's
-        assert str(report["dns_selftest"]).startswith(f"refused {egress.DNS_PROBE}"), report
+        assert str(report["dns_selftest"]).startswith(f"refused {egresscheck.DNS_PROBE}"), report
         before = resolver.logs()
         code, out = DockerSandbox().run_as_user(run.info(), ["python3", "-c", EXFIL, "6f72636873656372", resolver_ip])
         assert code == 0, out

@@ -16,7 +16,8 @@ import pytest
 
 from orch.lead import briefs
 from orch.lead.findings import CodeEvidence, Finding, ProblemKind, RanCommand, Severity, check_verdict
-from orch.lead.spec import FleetSpec, TaskSpec, script_block
+from orch.lead.placeholders import script_block
+from orch.lead.spec import FleetSpec, TaskSpec
 from orch.run.folder import RunFolder
 
 TRUE = Finding(
