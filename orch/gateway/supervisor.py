@@ -8,7 +8,7 @@ touches the network itself. SIGTERM stops the child, the scripted upstream, then
 It also keeps them, with its URL, in a state file beside its handle (`<handle>.tokens`, 0600, in the
 gateway's own 0700 folder: never the run folder). A supervisor that died without a clean stop (SIGKILL,
 OOM) leaves it behind; the next gateway started for the same run folder with that handle (the
-controller's `orch.fleet.gateway.ensure`) takes the tokens and jobs back and listens on the same address,
+controller's `orch.fleet.rungateway.ensure`) takes the tokens and jobs back and listens on the same address,
 so the workers carry on with the base URL and token they have. A clean stop removes the file.
 """
 
