@@ -204,8 +204,13 @@ def test_orch_home_inside_the_workdir_still_hides_the_gateways_state(
         pane = launch.server_for(run.info()).pane(1)
         assert launch.stray_processes(run, 1, pane) == {}
         assert orch("send", run.name, "1", "$ setsid nohup sleep 300 >/dev/null 2>&1 &").exit_code == 0
-        strays = wait_until(lambda: launch.stray_processes(run, 1, pane), 20, "the worker's leftover")
-        assert [command for command in strays.values()] == ["sleep 300"], strays
+        # Until setsid and nohup have exec'd, the leftover's command line is theirs: wait for the sleep itself.
+        strays = wait_until(
+            lambda: (found := launch.stray_processes(run, 1, pane)) and "sleep 300" in found.values() and found,
+            20,
+            "the worker's leftover sleep",
+        )
+        assert list(strays.values()) == ["sleep 300"], strays
     finally:
         orch("kill", "inw")
 
