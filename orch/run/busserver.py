@@ -10,6 +10,9 @@ Each listening socket names its sender one of two ways:
 Either way `--as` can only name the sender itself. One post per connection, one JSON line each way
 (orch.run.bus.PostRequest, its client `post_through_controller`). A single loop answers every writer
 in turn, so a worker that connects and sends nothing (or slowly) holds up nobody: its read times out.
+A worker holds at most PEER_CONNECTIONS open at once (per fixed socket, else per uid): past that a
+connection gets its one refusal line at once, and the burst one flagged event, so no worker can spend
+the controller's file descriptors; the controller's own uid is not capped.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from orch.run.records import ControllerEvent
 from orch.run.uids import worker_of
 
 BACKLOG = 256  # every worker of a big fleet posting at once must queue, not be refused
+PEER_CONNECTIONS = 8
+"""Open connections per worker: an honest one holds one per post it is making (a few at once at most)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,8 @@ class BusServer:
         self._thread: threading.Thread | None = None
         self._served = threading.Event()
         self._open: set[_Connection] = set()
+        self._per_peer: dict[tuple[str, int], int] = {}
+        self._capped: set[tuple[str, int]] = set()  # peers refused in their current burst (flagged once)
         if peercred:
             self.listen(run.bus_socket)
 
@@ -162,6 +169,30 @@ class BusServer:
         except (ValidationError, ValueError):
             return PostRequest.reply(False, "malformed bus request")
 
+    def _admit(self, connection: _Connection) -> bool:
+        """Count a new connection against its peer's cap; False (and the burst flagged once) past it."""
+        peer = connection.peer
+        if peer == ("uid", self.run_uid):
+            return True
+        if self._per_peer.get(peer, 0) >= PEER_CONNECTIONS:
+            if peer not in self._capped:
+                self._capped.add(peer)
+                who = connection.listener.worker if peer[0] == "worker" else worker_of(peer[1])
+                data: dict[str, object] = {"uid": connection.uid, "open": PEER_CONNECTIONS}
+                data["socket"] = connection.listener.path.name
+                self.run.log_event(ControllerEvent(event=Event.BUS_CONNECTIONS_CAPPED, worker=who, data=data))
+            return False
+        self._per_peer[peer] = self._per_peer.get(peer, 0) + 1
+        return True
+
+    def _release(self, connection: _Connection) -> None:
+        left = self._per_peer.get(connection.peer, 0) - 1
+        if left > 0:
+            self._per_peer[connection.peer] = left
+        else:
+            self._per_peer.pop(connection.peer, None)
+            self._capped.discard(connection.peer)  # a later burst is flagged again
+
 
 class _Connection(asyncio.Protocol):
     """One post: a request line in (within SOCKET_TIMEOUT, else dropped), one reply line out, closed.
@@ -174,11 +205,23 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.uid = -1
         self.timer: asyncio.TimerHandle | None = None
+        self.admitted = False
+
+    @property
+    def peer(self) -> tuple[str, int]:
+        """Whose connection this is, for the cap: the socket's own worker, else the uid."""
+        return ("worker", self.listener.worker) if self.listener.worker is not None else ("uid", self.uid)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         self.uid = peer_uid(transport.get_extra_info("socket"))
+        self.admitted = self.server._admit(self)
+        if not self.admitted:
+            error = f"too many open bus connections: at most {PEER_CONNECTIONS} at once per worker"
+            transport.write(PostRequest.reply(False, error))
+            transport.close()
+            return
         self.timer = self.server._loop.call_later(SOCKET_TIMEOUT, self.abort)
         self.server._open.add(self)
 
@@ -199,6 +242,8 @@ class _Connection(asyncio.Protocol):
         if self.timer is not None:
             self.timer.cancel()
         self.server._open.discard(self)
+        if self.admitted:
+            self.server._release(self)
 
     def abort(self) -> None:
         if self.transport is not None:

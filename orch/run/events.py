@@ -31,6 +31,8 @@ class Event(StrEnum):
     # strict isolation: what a worker tried beyond its own outbox (SECURITY.md, "Workers that lie on purpose")
     BUS_POST_REFUSED = "bus-post-refused"
     """A post to bus.sock that named another worker (`--as`), or came from no worker of the run."""
+    BUS_CONNECTIONS_CAPPED = "bus-connections-capped"
+    """A worker held more bus connections open at once than its cap: the excess refused (once per burst)."""
     WRITE_DENIED = "write-denied"
     """The worker's tool results (the gateway's ledger) show writes the system refused it."""
     TREE_NOT_NOTED = "tree-not-noted"
