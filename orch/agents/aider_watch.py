@@ -1,7 +1,11 @@
 """aider's stand-in for hooks: the pinned aider has none, so this watcher, started beside it in its pane, turns
 what aider does leave behind into orch hook events (through orch/run/hookwriter.py).
 
-    python3 -S aider_watch.py HOOKWRITER STATE_FILE CHAT_HISTORY READY_FILE [PROMPT_FILE]
+    python3 -S aider_watch.py [--pane SOCKET] HOOKWRITER STATE_FILE CHAT_HISTORY READY_FILE [PROMPT_FILE]
+
+Its pane is reached through the run's tmux server ($TMUX, $TMUX_PANE), or under local strict isolation,
+where that server is out of reach, through `--pane SOCKET`: the relay's socket for this worker's own pane
+alone (orch.fleet.relay: read the screen, paste, Enter; one JSON request line, one answer line).
 
 - ready: aider's input prompt (`> `) on the pane's screen (tmux capture-pane on $TMUX_PANE): SessionStart,
   then READY_FILE; then the first prompt, if any, is typed in (aider has no prompt-and-stay flag):
@@ -20,6 +24,7 @@ import contextlib
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -30,6 +35,8 @@ PROMPT_RE = re.compile(r"^(?:[\w-]+)?> ?$")
 POLL = 0.2
 ENTER_RETRY = 3.0
 ENTER_ATTEMPTS = 4
+SOCKET_TIMEOUT = 10.0
+MAX_SCREEN = 1 << 20
 
 
 def emit(hookwriter: str, state: str, payload: dict[str, object]) -> None:
@@ -44,19 +51,53 @@ def tmux(*args: str, stdin: str | None = None) -> str:
     return done.stdout
 
 
-def at_prompt() -> bool:
-    screen = tmux("capture-pane", "-p", "-t", os.environ.get("TMUX_PANE", ""))
-    lines = [line.rstrip() for line in screen.splitlines() if line.strip()]
-    return bool(lines) and PROMPT_RE.match(lines[-1]) is not None
+class Pane:
+    """This worker's own pane: through the run's tmux server, or (`socket_path`) the relay's pane socket."""
 
+    def __init__(self, socket_path: str | None) -> None:
+        self.socket_path = socket_path
+        self.target = os.environ.get("TMUX_PANE", "")
 
-def type_prompt(text: str) -> None:
-    pane = os.environ.get("TMUX_PANE", "")
-    buffer = f"orch-aider-{os.getpid()}"
-    tmux("load-buffer", "-b", buffer, "-", stdin=text)
-    tmux("paste-buffer", "-p", "-d", "-b", buffer, "-t", pane)
-    time.sleep(0.2)  # the paste must land before the Enter (a TUI reads them as one otherwise)
-    tmux("send-keys", "-t", pane, "Enter")
+    def _ask(self, request: dict[str, str]) -> str:
+        """One request to the relay; its answer's screen ("" when it refused or is gone)."""
+        assert self.socket_path is not None
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(SOCKET_TIMEOUT)
+                sock.connect(self.socket_path)
+                sock.sendall(json.dumps(request).encode() + b"\n")
+                answer = json.loads(sock.makefile("rb").readline(MAX_SCREEN) or b"{}")
+        except (OSError, ValueError):
+            return ""
+        return str(answer.get("screen", "")) if isinstance(answer, dict) else ""
+
+    def screen(self) -> str:
+        if self.socket_path:
+            return self._ask({"op": "screen"})
+        return tmux("capture-pane", "-p", "-t", self.target)
+
+    def paste(self, text: str) -> None:
+        if self.socket_path:
+            self._ask({"op": "paste", "text": text})
+            return
+        buffer = f"orch-aider-{os.getpid()}"
+        tmux("load-buffer", "-b", buffer, "-", stdin=text)
+        tmux("paste-buffer", "-p", "-d", "-b", buffer, "-t", self.target)
+
+    def enter(self) -> None:
+        if self.socket_path:
+            self._ask({"op": "enter"})
+        else:
+            tmux("send-keys", "-t", self.target, "Enter")
+
+    def at_prompt(self) -> bool:
+        lines = [line.rstrip() for line in self.screen().splitlines() if line.strip()]
+        return bool(lines) and PROMPT_RE.match(lines[-1]) is not None
+
+    def type_prompt(self, text: str) -> None:
+        self.paste(text)
+        time.sleep(0.2)  # the paste must land before the Enter (a TUI reads them as one otherwise)
+        self.enter()
 
 
 class History:
@@ -96,9 +137,13 @@ class History:
 
 
 def main(argv: list[str]) -> int:
+    pane_socket = None
+    if argv[1:2] == ["--pane"] and len(argv) > 2:
+        pane_socket, argv = argv[2], argv[:1] + argv[3:]
     if len(argv) not in (5, 6):
         print(__doc__, file=sys.stderr)
         return 2
+    pane = Pane(pane_socket)
     hookwriter, state, history_file, ready_file = argv[1:5]
     prompt = None
     if len(argv) == 6:
@@ -115,7 +160,7 @@ def main(argv: list[str]) -> int:
             emit(hookwriter, state, {"hook_event_name": "UserPromptSubmit", "prompt": text, "session_id": SESSION})
             busy, replied, prompt = True, False, None
         replied = replied or after
-        idle = at_prompt()
+        idle = pane.at_prompt()
         if not ready and idle:
             ready = True
             emit(hookwriter, state, {"hook_event_name": "SessionStart", "source": "startup", "session_id": SESSION})
@@ -123,9 +168,9 @@ def main(argv: list[str]) -> int:
                 fh.write(str(time.time()))
         if ready and prompt is not None and time.monotonic() - typed_at > ENTER_RETRY:
             if attempts == 0:
-                type_prompt(prompt)
+                pane.type_prompt(prompt)
             elif attempts < ENTER_ATTEMPTS:
-                tmux("send-keys", "-t", os.environ.get("TMUX_PANE", ""), "Enter")
+                pane.enter()
             typed_at, attempts = time.monotonic(), attempts + 1
         if busy and replied and idle:  # the reply is logged and the input prompt is back
             busy = False

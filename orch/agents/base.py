@@ -104,6 +104,9 @@ class AgentFacts:
     install: ImageInstall | None = None
     limits: tuple[str, ...] = ()
     strict_isolation: bool = True
+    own_pane: bool = False
+    """A helper in its pane reads the pane's screen and types into it (aider's watcher): strict locally through
+    the relay's pane socket (its own pane alone); in a container's strict isolation not at all."""
     dialogs: tuple[Dialog, ...] = ()
     """Fallback only: what it may still show although the seeded config dir prevents it."""
     command: str = ""
@@ -199,6 +202,13 @@ class AgentBase:
     @property
     def strict_isolation(self) -> bool:
         return self.facts.strict_isolation
+
+    @property
+    def own_pane(self) -> bool:
+        return self.facts.own_pane
+
+    def can_run_strict(self, sandboxed: bool) -> bool:
+        return self.facts.strict_isolation or (sandboxed and self.facts.own_pane)
 
     def binary(self) -> Path:
         facts = self.facts

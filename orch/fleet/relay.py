@@ -9,13 +9,18 @@ alone (orch.fleet.bwrap):
   worker can only reach the socket bound into its own sandbox;
 - `gateway-N.sock`: its way to the model gateway, copied byte for byte to the gateway's loopback
   address. The worker still needs its own token there; the gateway's control API wants the control key,
-  which stays in the controller's handle file, outside every sandbox.
+  which stays in the controller's handle file, outside every sandbox;
+- `pane-N.sock`: worker N's own pane, for an agent whose helper reads its screen and types into it
+  (aider's watcher; bound only into such a sandbox): one JSON request line, one answer line. It can read
+  that pane's screen, paste text into it and press Enter there, nothing else: the run's tmux server, which
+  would let it type into every pane and run commands as the user, stays out of every sandbox.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -25,8 +30,9 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from orch.errors import SandboxError
+from orch.errors import OrchError, SandboxError
 from orch.fleet.portal import splice
+from orch.fleet.tmux import TmuxServer
 from orch.run.busserver import BusServer
 from orch.run.folder import RunFolder, atomic_write
 from orch.run.paths import sockets_dir
@@ -36,6 +42,9 @@ START_TIMEOUT = 20.0
 STOP_TIMEOUT = 10.0
 WATCH_INTERVAL = 0.5  # how often the relay looks for the run's tmux server (a connect: cheap)
 START_GRACE = 150.0  # a fleet whose tmux server never came up in this long is not coming (boot: 90 s)
+PANE_REQUEST = 1 << 20  # a pane request's line: a first prompt to paste is at most this long
+PANE_TIMEOUT = 10.0  # a pane client that sends no whole request line in this long is dropped
+PANE_CONNECTIONS = 4  # open pane connections per worker: its watcher needs one at a time
 
 
 def bus_socket(run: RunFolder, n: int) -> Path:
@@ -44,6 +53,10 @@ def bus_socket(run: RunFolder, n: int) -> Path:
 
 def gateway_socket(run: RunFolder, n: int) -> Path:
     return sockets_dir(run.root) / f"gateway-{n}.sock"
+
+
+def pane_socket(run: RunFolder, n: int) -> Path:
+    return sockets_dir(run.root) / f"pane-{n}.sock"
 
 
 def _pid_file(run: RunFolder) -> Path:
@@ -62,7 +75,8 @@ def _running(run: RunFolder, gateway_url: str | None = None) -> int | None:
 
 
 def _ready(run: RunFolder, workers: int) -> bool:
-    return all(bus_socket(run, n).exists() and gateway_socket(run, n).exists() for n in range(1, workers + 1))
+    sockets = (bus_socket, gateway_socket, pane_socket)
+    return all(each(run, n).exists() for n in range(1, workers + 1) for each in sockets)
 
 
 def ensure(run: RunFolder, workers: int, gateway_url: str) -> None:
@@ -108,6 +122,49 @@ async def _to_gateway(host: str, port: int, reader: asyncio.StreamReader, writer
     await splice(asyncio.open_connection(host, port), reader, writer)
 
 
+class _Pane:
+    """Worker n's own pane, and nothing else of the run's tmux server (`pane-N.sock`)."""
+
+    def __init__(self, tmux: TmuxServer, n: int) -> None:
+        self.tmux, self.n, self.open = tmux, n, 0
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.open += 1
+        try:
+            if self.open > PANE_CONNECTIONS:
+                answer = {"ok": False, "error": f"too many open pane connections (at most {PANE_CONNECTIONS})"}
+            else:
+                answer = await self._answer(await asyncio.wait_for(reader.readline(), PANE_TIMEOUT))
+            writer.write(json.dumps(answer).encode() + b"\n")
+            await writer.drain()
+        except (OSError, TimeoutError, ValueError):  # gone, silent, or a line over the limit: dropped
+            pass
+        finally:
+            self.open -= 1
+            writer.close()
+
+    async def _answer(self, line: bytes) -> dict[str, object]:
+        try:
+            request = json.loads(line)
+        except ValueError:
+            request = None
+        op = request.get("op") if isinstance(request, dict) else None
+        text = request.get("text") if isinstance(request, dict) else None
+        if op not in ("screen", "paste", "enter") or (op == "paste" and not isinstance(text, str)):
+            return {"ok": False, "error": "unknown pane request: screen, paste (with text) or enter"}
+        try:
+            pane = (await asyncio.to_thread(self.tmux.pane, self.n)).pane_id
+            if op == "screen":
+                return {"ok": True, "screen": await asyncio.to_thread(self.tmux.capture, pane)}
+            if op == "paste":
+                await asyncio.to_thread(self.tmux.paste, pane, str(text))
+            else:
+                await asyncio.to_thread(self.tmux.send_keys, pane, "Enter")
+        except OrchError as exc:
+            return {"ok": False, "error": exc.one_line()}
+        return {"ok": True}
+
+
 async def _serve(run: RunFolder, gateway_url: str) -> None:
     parts = urlsplit(gateway_url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
@@ -121,6 +178,12 @@ async def _serve(run: RunFolder, gateway_url: str) -> None:
         path = gateway_socket(run, n)
         path.unlink(missing_ok=True)
         servers.append(await asyncio.start_unix_server(lambda r, w: _to_gateway(host, port, r, w), path=str(path)))
+    tmux = TmuxServer(run.info().tmux_socket)
+    for n in range(1, workers + 1):
+        path = pane_socket(run, n)
+        path.unlink(missing_ok=True)
+        pane = _Pane(tmux, n)
+        servers.append(await asyncio.start_unix_server(pane.serve, path=str(path), limit=PANE_REQUEST))
     atomic_write(_pid_file(run), str(os.getpid()), mode=0o600)
     stopped = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -160,13 +160,15 @@ def test_the_writable_set_is_one_list_with_the_worktree_when_there_is_one(tmp_pa
     assert relay.bus_socket(run, 2) != relay.bus_socket(run, 1)
 
 
-def test_local_runs_default_to_strict_but_aider_and_containers() -> None:
+def test_local_runs_default_to_strict_aider_too_but_containers(monkeypatch: pytest.MonkeyPatch) -> None:
     from orch.fleet.bwrap import default_isolation
 
     assert default_isolation(True, ["claude", "codex"]) == (Isolation.STRICT, None)
+    assert default_isolation(True, ["claude", "aider"]) == (Isolation.STRICT, None)  # its pane through the relay
+    assert default_isolation(False, ["claude"]) == (Isolation.SHARED, None)  # a container: as it was
+    monkeypatch.setenv("ORCH_IN_CONTAINER", "1")  # there strict is a uid of its own: no pane socket for aider
     isolation, note = default_isolation(True, ["claude", "aider"])
     assert isolation is Isolation.SHARED and note is not None and "aider cannot run strict" in note
-    assert default_isolation(False, ["claude"]) == (Isolation.SHARED, None)  # a container: as it was
 
 
 def test_orch_home_inside_the_workdir_still_hides_the_gateways_state(
