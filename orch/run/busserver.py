@@ -28,7 +28,16 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from orch.errors import OrchError, UsageError
-from orch.run.bus import MAX_REQUEST, MAX_TEXT, SOCKET_TIMEOUT, PostRequest, peer_uid, post, stamp_sender
+from orch.run.bus import (
+    MAX_REQUEST,
+    MAX_TEXT,
+    SOCKET_TIMEOUT,
+    Appender,
+    PostRequest,
+    peer_uid,
+    post,
+    stamp_sender,
+)
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent
@@ -68,6 +77,8 @@ class BusServer:
         self._thread: threading.Thread | None = None
         self._served = threading.Event()
         self._open: set[_Connection] = set()
+        self._outgoing: list[tuple[asyncio.Transport, bytes]] = []
+        self._appender = Appender(run)  # bus.md and its lock stay open: the loop writes every post
         self._per_peer: dict[tuple[str, int], int] = {}
         self._capped: set[tuple[str, int]] = set()  # peers refused in their current burst (flagged once)
         if peercred:
@@ -140,6 +151,7 @@ class BusServer:
                 server.close()
             for connection in list(self._open):  # a stalled poster's: ended here, not on a closed loop
                 connection.abort()
+            self._appender.close()
 
     async def _serve_socket(self, sock: socket.socket, listener: Listener) -> None:
         server = await self._loop.create_unix_server(lambda: _Connection(self, listener), sock=sock)
@@ -157,7 +169,7 @@ class BusServer:
                 sender = stamp_sender(uid, request.sender, self.run_uid, fixed=listener.worker)
             if sender is not None and not 1 <= sender <= self.workers:
                 raise UsageError(f"worker {sender} is out of range", hint=f"use 1 to {self.workers}")
-            post(self.run, sender, request.text)
+            post(self.run, sender, request.text, self._appender)
             return b'{"ok": true}\n'
         except OrchError as exc:
             who = listener.worker if listener.worker is not None else worker_of(uid)
@@ -168,6 +180,21 @@ class BusServer:
             return PostRequest.reply(False, exc.one_line())
         except (ValidationError, ValueError):
             return PostRequest.reply(False, "malformed bus request")
+
+    def _send_later(self, transport: asyncio.Transport, reply: bytes) -> None:
+        """Queue a reply for the end of this turn of the loop. Sending one wakes its poster, which on a
+        busy machine takes the CPU from this thread there and then: posts that arrived together are all
+        written to bus.md first, and their replies sent together, so none waits behind another's wake-up."""
+        if not self._outgoing:
+            self._loop.call_soon(self._flush)
+        self._outgoing.append((transport, reply))
+
+    def _flush(self) -> None:
+        outgoing, self._outgoing = self._outgoing, []
+        for transport, reply in outgoing:
+            if not transport.is_closing():
+                transport.write(reply)
+                transport.close()  # after the reply is flushed
 
     def _admit(self, connection: _Connection) -> bool:
         """Count a new connection against its peer's cap; False (and the burst flagged once) past it."""
@@ -254,8 +281,7 @@ class _Connection(asyncio.Protocol):
         if transport is None or transport.is_closing():
             return
         transport.pause_reading()
-        transport.write(self.server._answer(line, self.uid, self.listener))
-        transport.close()  # after the reply is flushed
+        self.server._send_later(transport, self.server._answer(line, self.uid, self.listener))
 
 
 def _claimed(line: bytes) -> int | None:
