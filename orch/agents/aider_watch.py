@@ -21,13 +21,14 @@ Plain script, standard library only. It exits when aider does (its parent: the p
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
+from typing import Any
 
 SESSION = "aider-chat-history"
 """aider keeps no session id: this name stands for the worker's chat history file (what a resume restores)."""
@@ -35,8 +36,6 @@ PROMPT_RE = re.compile(r"^(?:[\w-]+)?> ?$")
 POLL = 0.2
 ENTER_RETRY = 3.0
 ENTER_ATTEMPTS = 4
-SOCKET_TIMEOUT = 10.0
-MAX_SCREEN = 1 << 20
 
 
 def emit(hookwriter: str, state: str, payload: dict[str, object]) -> None:
@@ -54,22 +53,20 @@ def tmux(*args: str, stdin: str | None = None) -> str:
 class Pane:
     """This worker's own pane: through the run's tmux server, or (`socket_path`) the relay's pane socket."""
 
-    def __init__(self, socket_path: str | None) -> None:
+    def __init__(self, socket_path: str | None, hookwriter: str) -> None:
         self.socket_path = socket_path
         self.target = os.environ.get("TMUX_PANE", "")
+        self.client: Any = None
+        if socket_path:  # the relay's protocol has one client, the hook writer's (a script: loaded by path)
+            spec = importlib.util.spec_from_file_location("orch_hookwriter", hookwriter)
+            assert spec is not None and spec.loader is not None
+            self.client = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(self.client)
 
     def _ask(self, request: dict[str, str]) -> str:
-        """One request to the relay; its answer's screen ("" when it refused or is gone)."""
-        assert self.socket_path is not None
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-                sock.settimeout(SOCKET_TIMEOUT)
-                sock.connect(self.socket_path)
-                sock.sendall(json.dumps(request).encode() + b"\n")
-                answer = json.loads(sock.makefile("rb").readline(MAX_SCREEN) or b"{}")
-        except (OSError, ValueError):
-            return ""
-        return str(answer.get("screen", "")) if isinstance(answer, dict) else ""
+        """One request to the relay (the hook writer's client); its answer's screen ("" if refused or gone)."""
+        assert self.socket_path is not None and self.client is not None
+        return str(self.client.pane_request(self.socket_path, request).get("screen", ""))
 
     def screen(self) -> str:
         if self.socket_path:
@@ -143,8 +140,8 @@ def main(argv: list[str]) -> int:
     if len(argv) not in (5, 6):
         print(__doc__, file=sys.stderr)
         return 2
-    pane = Pane(pane_socket)
     hookwriter, state, history_file, ready_file = argv[1:5]
+    pane = Pane(pane_socket, hookwriter)
     prompt = None
     if len(argv) == 6:
         with open(argv[5], encoding="utf-8") as fh:

@@ -67,6 +67,9 @@ class HookDialect:
     dialog: str = ""
     """Its permission dialog's text, allow-once preselected: under an allow policy the hook writer presses
     Enter on it (for an agent whose hooks cannot approve)."""
+    pane_socket: str = ""
+    """Under local strict isolation, the relay's socket for the worker's own pane (WorkerContext.pane_socket):
+    how the hook writer reads the dialog and presses Enter there; empty: the run's tmux server ($TMUX_PANE)."""
 
     def command(self, *args: str | Path) -> str:
         """The hook command line for one of its hooks."""
