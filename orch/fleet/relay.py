@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -34,8 +36,10 @@ from orch.errors import OrchError, SandboxError
 from orch.fleet.portal import splice
 from orch.fleet.tmux import TmuxServer
 from orch.run.busserver import BusServer
+from orch.run.events import Event
 from orch.run.folder import RunFolder, atomic_write
 from orch.run.paths import sockets_dir
+from orch.run.records import ControllerEvent
 from orch.waits import wait_until
 
 START_TIMEOUT = 20.0
@@ -45,6 +49,8 @@ START_GRACE = 150.0  # a fleet whose tmux server never came up in this long is n
 PANE_REQUEST = 1 << 20  # a pane request's line: a first prompt to paste is at most this long
 PANE_TIMEOUT = 10.0  # a pane client that sends no whole request line in this long is dropped
 PANE_CONNECTIONS = 4  # open pane connections per worker: its watcher needs one at a time
+GATEWAY_CONNECTIONS = 64  # open gateway connections per worker: an agent's pool holds a few
+GATEWAY_REFUSAL = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 
 
 def bus_socket(run: RunFolder, n: int) -> Path:
@@ -118,21 +124,55 @@ def stop(run: RunFolder) -> None:
         folder.rmdir()
 
 
-async def _to_gateway(host: str, port: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    await splice(asyncio.open_connection(host, port), reader, writer)
+class _Cap:
+    """Worker n's open connections on one of its sockets, at most `limit`: past it a connection is refused at
+    once and the burst flagged once (connections-capped). Every worker's bus, gateway and pane sockets share
+    this process's file descriptors: no worker may spend them."""
+
+    def __init__(self, run: RunFolder, n: int, path: Path, limit: int) -> None:
+        self.run, self.n, self.path, self.limit = run, n, path, limit
+        self.open, self.flagged = 0, False
+
+    def admit(self) -> bool:
+        if self.open >= self.limit:
+            if not self.flagged:
+                self.flagged = True
+                data = {"open": self.limit, "socket": self.path.name}
+                self.run.log_event(ControllerEvent(event=Event.CONNECTIONS_CAPPED, worker=self.n, data=data))
+            return False
+        self.open += 1
+        return True
+
+    def release(self) -> None:
+        self.open -= 1
+        if self.open == 0:
+            self.flagged = False  # a later burst is flagged again
+
+
+async def _to_gateway(
+    host: str, port: int, cap: _Cap, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    if not cap.admit():
+        writer.write(GATEWAY_REFUSAL)
+        writer.close()
+        return
+    try:
+        await splice(asyncio.open_connection(host, port), reader, writer)
+    finally:
+        cap.release()
 
 
 class _Pane:
     """Worker n's own pane, and nothing else of the run's tmux server (`pane-N.sock`)."""
 
-    def __init__(self, tmux: TmuxServer, n: int) -> None:
-        self.tmux, self.n, self.open = tmux, n, 0
+    def __init__(self, tmux: TmuxServer, n: int, cap: _Cap) -> None:
+        self.tmux, self.n, self.cap = tmux, n, cap
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.open += 1
+        admitted = self.cap.admit()
         try:
-            if self.open > PANE_CONNECTIONS:
-                answer = {"ok": False, "error": f"too many open pane connections (at most {PANE_CONNECTIONS})"}
+            if not admitted:
+                answer = {"ok": False, "error": f"too many open pane connections (at most {self.cap.limit})"}
             else:
                 answer = await self._answer(await asyncio.wait_for(reader.readline(), PANE_TIMEOUT))
             writer.write(json.dumps(answer).encode() + b"\n")
@@ -140,7 +180,8 @@ class _Pane:
         except (OSError, TimeoutError, ValueError):  # gone, silent, or a line over the limit: dropped
             pass
         finally:
-            self.open -= 1
+            if admitted:
+                self.cap.release()
             writer.close()
 
     async def _answer(self, line: bytes) -> dict[str, object]:
@@ -177,12 +218,14 @@ async def _serve(run: RunFolder, gateway_url: str) -> None:
     for n in range(1, workers + 1):
         path = gateway_socket(run, n)
         path.unlink(missing_ok=True)
-        servers.append(await asyncio.start_unix_server(lambda r, w: _to_gateway(host, port, r, w), path=str(path)))
+        cap = _Cap(run, n, path, GATEWAY_CONNECTIONS)
+        served = functools.partial(_to_gateway, host, port, cap)
+        servers.append(await asyncio.start_unix_server(served, path=str(path)))
     tmux = TmuxServer(run.info().tmux_socket)
     for n in range(1, workers + 1):
         path = pane_socket(run, n)
         path.unlink(missing_ok=True)
-        pane = _Pane(tmux, n)
+        pane = _Pane(tmux, n, _Cap(run, n, path, PANE_CONNECTIONS))
         servers.append(await asyncio.start_unix_server(pane.serve, path=str(path), limit=PANE_REQUEST))
     atomic_write(_pid_file(run), str(os.getpid()), mode=0o600)
     stopped = asyncio.Event()
@@ -233,6 +276,10 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m orch.fleet.relay RUN_DIR GATEWAY_URL", file=sys.stderr)
         return 2
+    # Every worker's sockets share this process's descriptors (each capped above): take all the system allows.
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     asyncio.run(_serve(RunFolder(Path(argv[0])), argv[1]))
     return 0
 

@@ -138,7 +138,7 @@ ISOLATION_NOTES = {
 """What a run's isolation guaranteed, and what it lacked (`orch run` says it at the start, the report at the end)."""
 ATTEMPTS = (
     Event.BUS_POST_REFUSED,
-    Event.BUS_CONNECTIONS_CAPPED,
+    Event.CONNECTIONS_CAPPED,
     Event.WRITE_DENIED,
     Event.LEFTOVER_PROCESSES,
     Event.LEFTOVERS_STOPPED,

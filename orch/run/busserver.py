@@ -207,7 +207,7 @@ class BusServer:
                 who = connection.listener.worker if peer[0] == "worker" else worker_of(peer[1])
                 data: dict[str, object] = {"uid": connection.uid, "open": PEER_CONNECTIONS}
                 data["socket"] = connection.listener.path.name
-                self.run.log_event(ControllerEvent(event=Event.BUS_CONNECTIONS_CAPPED, worker=who, data=data))
+                self.run.log_event(ControllerEvent(event=Event.CONNECTIONS_CAPPED, worker=who, data=data))
             return False
         self._per_peer[peer] = self._per_peer.get(peer, 0) + 1
         return True
