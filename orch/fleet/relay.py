@@ -11,9 +11,13 @@ alone (orch.fleet.bwrap):
   address. The worker still needs its own token there; the gateway's control API wants the control key,
   which stays in the controller's handle file, outside every sandbox;
 - `pane-N.sock`: worker N's own pane, for an agent whose helper reads its screen and types into it
-  (aider's watcher; bound only into such a sandbox): one JSON request line, one answer line. It can read
-  that pane's screen, paste text into it and press Enter there, nothing else: the run's tmux server, which
-  would let it type into every pane and run commands as the user, stays out of every sandbox.
+  (aider's watcher, Gemini CLI's approver; bound only into such a sandbox): one JSON request line, one
+  answer line. It can read that pane's screen, paste text into it and press Enter there, nothing else:
+  the run's tmux server, which would let it type into every pane and run commands as the user, stays out
+  of every sandbox.
+
+A worker holds a capped number of connections open on each of its sockets (`_Cap`, the bus's in
+BusServer): they all share this process's file descriptors.
 """
 
 from __future__ import annotations
