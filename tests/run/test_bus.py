@@ -221,7 +221,5 @@ def test_a_worker_holding_many_idle_connections_is_capped_and_the_others_post(ru
     assert len(refusals) == 40 and all(b"too many open bus connections" in r for r in refusals)
     texts = [line.split(" ", 1)[1] for line in bus.read_lines(run)]
     assert texts == ["[W1] honest one", "[W2] honest two", "[W3] three again"]
-    capped = [
-        e for e in map(json.loads, run.events.read_text().splitlines()) if e["event"] == Event.CONNECTIONS_CAPPED
-    ]
+    capped = [e for e in map(json.loads, run.events.read_text().splitlines()) if e["event"] == Event.CONNECTIONS_CAPPED]
     assert [(e["worker"], e["data"]["socket"]) for e in capped] == [(3, "w3.sock")]
