@@ -28,6 +28,7 @@ RANKS = {
     "cli": 9,
 }
 BASE = ("orch", "orch.errors", "orch.versions", "orch.waits", "orch.settings", "orch.text", "orch.shellparts")
+BASE += ("orch.jsonsample",)
 
 
 def layer_of(module: str) -> str:

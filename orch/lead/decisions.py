@@ -370,7 +370,8 @@ def isolation(spec: FleetSpec, backend: Backend, can_switch_uids: bool = True) -
     worktree (orch.lead.landing), never the tree under audit. `can_switch_uids`: False for a controller
     inside a container that cannot start processes as other uids (orch.run.uids.can_switch_uids)."""
     sandbox = backend is Backend.LOCAL and not settings.IN_CONTAINER.get()  # else a uid of its own
-    unable = sorted({kind for kind, _ in spec.kinds().values() if not get_adapter(kind).can_run_strict(sandbox)})
+    agents = {agent for agent, _ in spec.agent_models().values()}
+    unable = sorted(agent for agent in agents if not get_adapter(agent).can_run_strict(sandbox))
     asked = spec.verification.isolation
     if asked is Isolation.STRICT:
         if not can_switch_uids:
