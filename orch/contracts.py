@@ -46,6 +46,10 @@ class WorkerContext:
     login_file: Path | None = None
     """The agent's own login file to give the worker: only when the gateway cannot hold the credential
     (orch.gateway.credential, PASSTHROUGH); otherwise no worker holds a credential of any kind."""
+    pane_socket: Path | None = None
+    """Under local strict isolation, for an agent with `own_pane`: the socket in its sandbox through which a
+    helper beside it reads its own pane's screen and types into that pane alone (orch.fleet.relay); the run's
+    tmux server is not there. None: the helper uses the tmux server ($TMUX), as under shared isolation."""
 
 
 @dataclass(frozen=True)
@@ -254,6 +258,17 @@ class AgentAdapter(Protocol):
     @property
     def strict_isolation(self) -> bool:
         """Whether it runs under strict isolation (its own uid, no access to the run's tmux server)."""
+        ...
+
+    @property
+    def own_pane(self) -> bool:
+        """Whether a helper in its pane reads the pane's screen and types into it (aider's watcher): under
+        local strict isolation it gets `WorkerContext.pane_socket`, its own pane alone."""
+        ...
+
+    def can_run_strict(self, sandboxed: bool) -> bool:
+        """Whether it runs under strict isolation here: `sandboxed`, in a local bubblewrap sandbox of its own
+        (orch.fleet.bwrap); otherwise under a uid of its own in a container."""
         ...
 
     def doctor(self) -> Sequence[Check]:

@@ -58,11 +58,14 @@ FACTS = AgentFacts(
         "no read tool; no permission request for an edit",
         "its commands are read from its answers' shell blocks (the gateway's ledger) with no result each: a "
         "verdict's cited exit code is not checked",
-        "no strict isolation (its watcher needs the run's tmux server): a fleet with aider runs shared",
+        "in a container no strict isolation (its watcher needs its pane): a container fleet with aider runs "
+        "shared; locally strict, its watcher reaching its own pane through the relay",
     ),
-    # Its watcher reads the screen and types the first prompt through the run's tmux server, which a strict
-    # worker cannot reach.
+    # Its watcher reads the screen and types the first prompt. In a local sandbox it does so through the
+    # relay's socket for its own pane alone (own_pane); a container's strict worker (a uid of its own) has no
+    # such socket, and the run's tmux server would let it type into every pane.
     strict_isolation=False,
+    own_pane=True,
     # Fallback only: the flags prevent these. Each defaults to Yes, which is never wanted here.
     dialogs=(
         Dialog("git-repo", r"No git repo found, create one", ("n", "Enter")),
@@ -158,8 +161,9 @@ class AiderAdapter(AgentBase):
         ]  # fmt: skip
         if ctx.resume_session == SESSION and chat.is_file():
             aider.append("--restore-chat-history")
+        pane = ["--pane", str(ctx.pane_socket)] if ctx.pane_socket is not None else []
         watch = [
-            sys.executable, "-S", orch.agents.aider_watch.__file__,
+            sys.executable, "-S", orch.agents.aider_watch.__file__, *pane,
             HOOKWRITER, str(state), str(chat), str(ready_file(cfg)),
         ]  # fmt: skip
         if ctx.prompt:

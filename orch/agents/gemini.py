@@ -5,6 +5,7 @@ What the pinned Gemini CLI does, and why each seed is there: docs/agents/gemini.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,8 @@ FACTS = AgentFacts(
     version_env=QUIET_ENV,
     session_args=SessionArgs(resume=("--resume",), new=("--session-id",)),
     hook_dialect=HOOK_DIALECT,
+    # Its hook writer's approver reads the dialog and presses Allow: in a local sandbox through the relay.
+    own_pane=True,
 )
 GATEWAY = gateway_env(FACTS.credentials)
 CACHE_BIN = FACTS.cache_bin
@@ -168,9 +171,11 @@ class GeminiAdapter(AgentBase):
     @staticmethod
     def _hooks(ctx: WorkerContext) -> dict[str, Any]:
         state_file = ctx.run.state(ctx.worker)
+        pane = str(ctx.pane_socket) if ctx.pane_socket is not None else ""
+        dialect = dataclasses.replace(HOOK_DIALECT, pane_socket=pane)  # the approver's way to its own pane
 
         def hook(*args: str | Path) -> list[dict[str, Any]]:
-            command = {"type": "command", "command": HOOK_DIALECT.command(state_file, *args)}
+            command = {"type": "command", "command": dialect.command(state_file, *args)}
             return [{"matcher": "", "hooks": [command]}]
 
         hooks = {event: hook() for event in HOOK_EVENTS}

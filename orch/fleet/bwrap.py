@@ -13,7 +13,9 @@ All local workers share the user's uid, so what keeps them apart is what each on
   user's home (the agents' logins), $ORCH_HOME's gateway handles (the control key, the workers' tokens),
   the other workers' config dirs and session stores, the tmux server's socket are not there at all;
 - the bus only through its own socket, bound at the run's `bus.sock`: the relay stamps every post with
-  the worker whose socket it came in on, so no worker can post as another.
+  the worker whose socket it came in on, so no worker can post as another;
+- for an agent whose helper reads and types into its pane (aider's watcher: `own_pane`), that one pane
+  through the relay's pane socket, bound at PANE_SOCKET: never the tmux server itself.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"
 """The system's read-only folders a sandbox sees (a symlink, as /bin is on merged-usr, stays one)."""
 GATEWAY_SOCKET = "/run/orch/gateway.sock"
 """Where the worker's way to the gateway is bound inside its sandbox (orch.fleet.portal listens for it)."""
+PANE_SOCKET = Path("/run/orch/pane.sock")
+"""Where the relay's socket for the worker's own pane is bound inside its sandbox (aider's watcher)."""
 PROBE_TIMEOUT = 20.0
 FIX = (
     "enable unprivileged user namespaces (sysctl -w kernel.unprivileged_userns_clone=1; on Ubuntu "
@@ -154,11 +158,13 @@ def argv(
     bus_socket: Path,
     gateway_socket: Path | None,
     home: Path | None,
+    pane_socket: Path | None = None,
 ) -> list[str]:
     """The bwrap command line (up to `--`) that puts worker n's pane in its sandbox. Binds are applied in
     order: the run folder read-only first, then tmpfs over the others' session stores, then the worker's
     own writable paths over those. `workdir`: the tree under audit (read-only); `cwd`: where the agent starts
-    (a writer's worktree, writable, or the workdir). `home`: a HOME of its own (the user's is not there)."""
+    (a writer's worktree, writable, or the workdir). `home`: a HOME of its own (the user's is not there).
+    `pane_socket`: the relay's socket for its own pane, bound at PANE_SOCKET (only for an `own_pane` agent)."""
     args = [str(binary()), "--die-with-parent", *_namespaces(), "--cap-drop", "ALL", *_system()]
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run"]
     if Path("/sys").is_dir():
@@ -175,6 +181,8 @@ def argv(
     args += ["--bind", str(bus_socket), str(run.bus_socket)]
     if gateway_socket is not None:
         args += ["--bind", str(gateway_socket), GATEWAY_SOCKET]
+    if pane_socket is not None:
+        args += ["--bind", str(pane_socket), str(PANE_SOCKET)]
     if home is not None:
         args += ["--setenv", "HOME", str(home)]
     return [*args, "--setenv", "TMPDIR", "/tmp", "--chdir", str(cwd), "--"]
@@ -208,13 +216,14 @@ def shared_note(local: bool) -> str:
 
 def default_isolation(local: bool, kinds: Iterable[str]) -> tuple[Isolation, str | None]:
     """`orch up`'s isolation when none is asked: strict, on this machine (a bubblewrap sandbox per worker)
-    as in a run's container (a uid per worker), unless an agent of the fleet cannot run strict (aider: its
-    watcher needs the run's tmux server), or this process is itself in a container it cannot give workers
-    uids in (started without CAP_SETUID: a `docker exec` into compose's container). With the one-line note
-    a run that ends up shared prints."""
-    unable = sorted({kind for kind in kinds if not get_adapter(kind).strict_isolation})
+    as in a run's container (a uid per worker), unless an agent of the fleet cannot run strict there (aider
+    in a container: its watcher needs its pane, which only a local sandbox reaches, through the relay), or
+    this process is itself in a container it cannot give workers uids in (started without CAP_SETUID: a
+    `docker exec` into compose's container). With the one-line note a run that ends up shared prints."""
+    sandbox = local and not settings.IN_CONTAINER.get()  # else each worker a uid of its own
+    unable = sorted({kind for kind in kinds if not get_adapter(kind).can_run_strict(sandbox)})
     if unable:
-        why = f"{', '.join(unable)} cannot run strict (its watcher needs the run's tmux server)"
+        why = f"{', '.join(unable)} cannot run strict here (its watcher needs its pane, out of a uid's reach)"
         return Isolation.SHARED, f"{shared_note(local)}: {why}"
     if settings.IN_CONTAINER.get() and not can_switch_uids():
         why = "this container gives its processes no way to start workers as uids of their own (no CAP_SETUID)"

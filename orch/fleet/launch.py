@@ -56,9 +56,10 @@ def plan(req: UpRequest) -> tuple[AgentAdapter, LocalRunInfo]:
         if not 1 <= n <= req.workers:
             raise UsageError(f"prompt, model or agent for worker {n} is out of range", hint=f"use 1 to {req.workers}")
     agents = {n: kind for n, kind in req.worker_agents.items() if kind != adapter.name}
+    sandbox = not settings.IN_CONTAINER.get()  # strict here: a bubblewrap sandbox, else a uid of its own
     for kind in {adapter.name, *agents.values()}:
         other = get_adapter(kind)
-        if req.isolation is Isolation.STRICT and not other.strict_isolation:
+        if req.isolation is Isolation.STRICT and not other.can_run_strict(sandbox):
             raise UsageError(
                 f"agent {other.name} cannot run under strict isolation yet",
                 hint="use --isolation shared (or the spec's `verification.isolation: shared`)",
@@ -317,6 +318,7 @@ def _worker_spec(
         prompt=prompt,
         resume_session=resume,
         login_file=rungateway.login_file(info, adapter),
+        pane_socket=bwrap.PANE_SOCKET if bwrap.sandboxed(info) and adapter.own_pane else None,
     )
     if bwrap.sandboxed(info):
         return sandboxed_spec(run, info, adapter, context, own)
@@ -357,6 +359,7 @@ def sandboxed_spec(
     sandbox = bwrap.argv(
         run, n, Path(info.workdir), Path(spec.cwd or ctx.workdir), binaries, relay.bus_socket(run, n),
         relay.gateway_socket(run, n) if portal else None, home,
+        relay.pane_socket(run, n) if ctx.pane_socket is not None else None,
     )  # fmt: skip
     return LaunchSpec(argv=[*sandbox, *portal, *inner.argv], env=inner.env, cwd=inner.cwd)
 

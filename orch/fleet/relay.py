@@ -9,14 +9,25 @@ alone (orch.fleet.bwrap):
   worker can only reach the socket bound into its own sandbox;
 - `gateway-N.sock`: its way to the model gateway, copied byte for byte to the gateway's loopback
   address. The worker still needs its own token there; the gateway's control API wants the control key,
-  which stays in the controller's handle file, outside every sandbox.
+  which stays in the controller's handle file, outside every sandbox;
+- `pane-N.sock`: worker N's own pane, for an agent whose helper reads its screen and types into it
+  (aider's watcher, Gemini CLI's approver; bound only into such a sandbox): one JSON request line, one
+  answer line. It can read that pane's screen, paste text into it and press Enter there, nothing else:
+  the run's tmux server, which would let it type into every pane and run commands as the user, stays out
+  of every sandbox.
+
+A worker holds a capped number of connections open on each of its sockets (`_Cap`, the bus's in
+BusServer): they all share this process's file descriptors.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -25,17 +36,25 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from orch.errors import SandboxError
+from orch.errors import OrchError, SandboxError
 from orch.fleet.portal import splice
+from orch.fleet.tmux import TmuxServer
 from orch.run.busserver import BusServer
+from orch.run.events import Event
 from orch.run.folder import RunFolder, atomic_write
 from orch.run.paths import sockets_dir
+from orch.run.records import ControllerEvent
 from orch.waits import wait_until
 
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 10.0
 WATCH_INTERVAL = 0.5  # how often the relay looks for the run's tmux server (a connect: cheap)
 START_GRACE = 150.0  # a fleet whose tmux server never came up in this long is not coming (boot: 90 s)
+PANE_REQUEST = 1 << 20  # a pane request's line: a first prompt to paste is at most this long
+PANE_TIMEOUT = 10.0  # a pane client that sends no whole request line in this long is dropped
+PANE_CONNECTIONS = 4  # open pane connections per worker: its watcher needs one at a time
+GATEWAY_CONNECTIONS = 64  # open gateway connections per worker: an agent's pool holds a few
+GATEWAY_REFUSAL = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 
 
 def bus_socket(run: RunFolder, n: int) -> Path:
@@ -44,6 +63,10 @@ def bus_socket(run: RunFolder, n: int) -> Path:
 
 def gateway_socket(run: RunFolder, n: int) -> Path:
     return sockets_dir(run.root) / f"gateway-{n}.sock"
+
+
+def pane_socket(run: RunFolder, n: int) -> Path:
+    return sockets_dir(run.root) / f"pane-{n}.sock"
 
 
 def _pid_file(run: RunFolder) -> Path:
@@ -62,7 +85,8 @@ def _running(run: RunFolder, gateway_url: str | None = None) -> int | None:
 
 
 def _ready(run: RunFolder, workers: int) -> bool:
-    return all(bus_socket(run, n).exists() and gateway_socket(run, n).exists() for n in range(1, workers + 1))
+    sockets = (bus_socket, gateway_socket, pane_socket)
+    return all(each(run, n).exists() for n in range(1, workers + 1) for each in sockets)
 
 
 def ensure(run: RunFolder, workers: int, gateway_url: str) -> None:
@@ -104,8 +128,86 @@ def stop(run: RunFolder) -> None:
         folder.rmdir()
 
 
-async def _to_gateway(host: str, port: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    await splice(asyncio.open_connection(host, port), reader, writer)
+class _Cap:
+    """Worker n's open connections on one of its sockets, at most `limit`: past it a connection is refused at
+    once and the burst flagged once (connections-capped). Every worker's bus, gateway and pane sockets share
+    this process's file descriptors: no worker may spend them."""
+
+    def __init__(self, run: RunFolder, n: int, path: Path, limit: int) -> None:
+        self.run, self.n, self.path, self.limit = run, n, path, limit
+        self.open, self.flagged = 0, False
+
+    def admit(self) -> bool:
+        if self.open >= self.limit:
+            if not self.flagged:
+                self.flagged = True
+                data = {"open": self.limit, "socket": self.path.name}
+                self.run.log_event(ControllerEvent(event=Event.CONNECTIONS_CAPPED, worker=self.n, data=data))
+            return False
+        self.open += 1
+        return True
+
+    def release(self) -> None:
+        self.open -= 1
+        if self.open == 0:
+            self.flagged = False  # a later burst is flagged again
+
+
+async def _to_gateway(
+    host: str, port: int, cap: _Cap, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    if not cap.admit():
+        writer.write(GATEWAY_REFUSAL)
+        writer.close()
+        return
+    try:
+        await splice(asyncio.open_connection(host, port), reader, writer)
+    finally:
+        cap.release()
+
+
+class _Pane:
+    """Worker n's own pane, and nothing else of the run's tmux server (`pane-N.sock`)."""
+
+    def __init__(self, tmux: TmuxServer, n: int, cap: _Cap) -> None:
+        self.tmux, self.n, self.cap = tmux, n, cap
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        admitted = self.cap.admit()
+        try:
+            if not admitted:
+                answer = {"ok": False, "error": f"too many open pane connections (at most {self.cap.limit})"}
+            else:
+                answer = await self._answer(await asyncio.wait_for(reader.readline(), PANE_TIMEOUT))
+            writer.write(json.dumps(answer).encode() + b"\n")
+            await writer.drain()
+        except (OSError, TimeoutError, ValueError):  # gone, silent, or a line over the limit: dropped
+            pass
+        finally:
+            if admitted:
+                self.cap.release()
+            writer.close()
+
+    async def _answer(self, line: bytes) -> dict[str, object]:
+        try:
+            request = json.loads(line)
+        except ValueError:
+            request = None
+        op = request.get("op") if isinstance(request, dict) else None
+        text = request.get("text") if isinstance(request, dict) else None
+        if op not in ("screen", "paste", "enter") or (op == "paste" and not isinstance(text, str)):
+            return {"ok": False, "error": "unknown pane request: screen, paste (with text) or enter"}
+        try:
+            pane = (await asyncio.to_thread(self.tmux.pane, self.n)).pane_id
+            if op == "screen":
+                return {"ok": True, "screen": await asyncio.to_thread(self.tmux.capture, pane)}
+            if op == "paste":
+                await asyncio.to_thread(self.tmux.paste, pane, str(text))
+            else:
+                await asyncio.to_thread(self.tmux.send_keys, pane, "Enter")
+        except OrchError as exc:
+            return {"ok": False, "error": exc.one_line()}
+        return {"ok": True}
 
 
 async def _serve(run: RunFolder, gateway_url: str) -> None:
@@ -120,7 +222,15 @@ async def _serve(run: RunFolder, gateway_url: str) -> None:
     for n in range(1, workers + 1):
         path = gateway_socket(run, n)
         path.unlink(missing_ok=True)
-        servers.append(await asyncio.start_unix_server(lambda r, w: _to_gateway(host, port, r, w), path=str(path)))
+        cap = _Cap(run, n, path, GATEWAY_CONNECTIONS)
+        served = functools.partial(_to_gateway, host, port, cap)
+        servers.append(await asyncio.start_unix_server(served, path=str(path)))
+    tmux = TmuxServer(run.info().tmux_socket)
+    for n in range(1, workers + 1):
+        path = pane_socket(run, n)
+        path.unlink(missing_ok=True)
+        pane = _Pane(tmux, n, _Cap(run, n, path, PANE_CONNECTIONS))
+        servers.append(await asyncio.start_unix_server(pane.serve, path=str(path), limit=PANE_REQUEST))
     atomic_write(_pid_file(run), str(os.getpid()), mode=0o600)
     stopped = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -170,6 +280,10 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m orch.fleet.relay RUN_DIR GATEWAY_URL", file=sys.stderr)
         return 2
+    # Every worker's sockets share this process's descriptors (each capped above): take all the system allows.
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     asyncio.run(_serve(RunFolder(Path(argv[0])), argv[1]))
     return 0
 

@@ -133,11 +133,12 @@ ISOLATION_NOTES = {
     "controller stamped every bus post with its sender; the tree under audit was read-only",
     Isolation.SHARED: "shared: the workers and the controller shared one uid, so a worker could have written "
     "another's outbox, the bus, another's state or the tree; each job's output was still read only from its "
-    "worker's outbox (strict isolation is the default unless asked otherwise or a fleet has aider)",
+    "worker's outbox (strict isolation is the default unless asked otherwise, or in a container a fleet has aider)",
 }
 """What a run's isolation guaranteed, and what it lacked (`orch run` says it at the start, the report at the end)."""
 ATTEMPTS = (
     Event.BUS_POST_REFUSED,
+    Event.CONNECTIONS_CAPPED,
     Event.WRITE_DENIED,
     Event.LEFTOVER_PROCESSES,
     Event.LEFTOVERS_STOPPED,

@@ -11,6 +11,7 @@ itself; `--as` can only name yourself. This module holds the wire format and the
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import fcntl
 import json
@@ -58,7 +59,8 @@ def parse_line(raw: str) -> BusLine | None:
     return BusLine(ts=ts, sender=m["sender"], text=m["text"])
 
 
-def post(run: RunFolder, worker: int | None, text: str | bytes) -> BusLine:
+def post(run: RunFolder, worker: int | None, text: str | bytes, appender: Appender | None = None) -> BusLine:
+    """Append one stamped line; `appender`: a long-lived writer's open files (the bus server's)."""
     if isinstance(text, str):
         # Command-line bytes that are not UTF-8 arrive as lone surrogates: refuse them as such bytes are.
         text = text.encode("utf-8", "surrogateescape")
@@ -68,23 +70,45 @@ def post(run: RunFolder, worker: int | None, text: str | bytes) -> BusLine:
     if len(text) > MAX_TEXT:
         raise UsageError(f"bus message is {len(text)} characters", hint=f"keep it under {MAX_TEXT}")
     line = BusLine(ts=dt.datetime.now(dt.UTC), sender=sender_for(worker), text=text)
-    _append(run, format_line(line).encode())
+    (appender or Appender(run)).append(format_line(line).encode(), keep=appender is not None)
     return line
 
 
-def _append(run: RunFolder, data: bytes) -> None:
-    lock_fd = os.open(run.bus_lock, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(lock_fd, fcntl.LOCK_EX)
-        fd = os.open(run.bus, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+class Appender:
+    """Appends to bus.md under the bus lock. A long-lived writer (the bus server, thousands of posts) keeps
+    the lock file and bus.md open between posts instead of opening both for each; a file that was removed
+    meanwhile (its link count 0) is opened afresh. Every append still takes the exclusive flock, so other
+    writers (`bus.post` of a shared run) interleave only between whole lines."""
+
+    def __init__(self, run: RunFolder) -> None:
+        self.run = run
+        self._lock_fd: int | None = None
+        self._fd: int | None = None
+
+    def append(self, data: bytes, keep: bool = True) -> None:
         try:
-            written = os.write(fd, data)
-            if written != len(data):  # pragma: no cover - a full disk
-                raise OSError(f"short write to {run.bus}: {written} of {len(data)} bytes")
+            if self._fd is not None and os.fstat(self._fd).st_nlink == 0:
+                self.close()
+            if self._lock_fd is None:
+                self._lock_fd = os.open(self.run.bus_lock, os.O_RDWR | os.O_CREAT, 0o644)
+            if self._fd is None:
+                self._fd = os.open(self.run.bus, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            try:
+                written = os.write(self._fd, data)
+                if written != len(data):  # pragma: no cover - a full disk
+                    raise OSError(f"short write to {self.run.bus}: {written} of {len(data)} bytes")
+            finally:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
         finally:
-            os.close(fd)
-    finally:
-        os.close(lock_fd)  # closing releases the lock
+            if not keep:
+                self.close()
+
+    def close(self) -> None:
+        for fd in (self._fd, self._lock_fd):
+            if fd is not None:
+                os.close(fd)
+        self._fd = self._lock_fd = None
 
 
 def read_lines(run: RunFolder) -> list[str]:
@@ -188,7 +212,8 @@ def post_through_controller(run: RunFolder, worker: int | None, text: str, path:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(SOCKET_TIMEOUT)
             _connect(sock, str(path or run.bus_socket))
-            sock.sendall(request)
+            with contextlib.suppress(BrokenPipeError):  # refused at once (a cap): its one line is there to read
+                sock.sendall(request)
             reply = sock.makefile("rb").readline(64 * 1024)
     except OSError as exc:
         raise SandboxError(

@@ -10,6 +10,9 @@ Each listening socket names its sender one of two ways:
 Either way `--as` can only name the sender itself. One post per connection, one JSON line each way
 (orch.run.bus.PostRequest, its client `post_through_controller`). A single loop answers every writer
 in turn, so a worker that connects and sends nothing (or slowly) holds up nobody: its read times out.
+A worker holds at most PEER_CONNECTIONS open at once (per fixed socket, else per uid): past that a
+connection gets its one refusal line at once, and the burst one flagged event, so no worker can spend
+the controller's file descriptors; the controller's own uid is not capped.
 """
 
 from __future__ import annotations
@@ -25,13 +28,24 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from orch.errors import OrchError, UsageError
-from orch.run.bus import MAX_REQUEST, MAX_TEXT, SOCKET_TIMEOUT, PostRequest, peer_uid, post, stamp_sender
+from orch.run.bus import (
+    MAX_REQUEST,
+    MAX_TEXT,
+    SOCKET_TIMEOUT,
+    Appender,
+    PostRequest,
+    peer_uid,
+    post,
+    stamp_sender,
+)
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent
 from orch.run.uids import worker_of
 
 BACKLOG = 256  # every worker of a big fleet posting at once must queue, not be refused
+PEER_CONNECTIONS = 8
+"""Open connections per worker: an honest one holds one per post it is making (a few at once at most)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +77,10 @@ class BusServer:
         self._thread: threading.Thread | None = None
         self._served = threading.Event()
         self._open: set[_Connection] = set()
+        self._outgoing: list[tuple[asyncio.Transport, bytes]] = []
+        self._appender = Appender(run)  # bus.md and its lock stay open: the loop writes every post
+        self._per_peer: dict[tuple[str, int], int] = {}
+        self._capped: set[tuple[str, int]] = set()  # peers refused in their current burst (flagged once)
         if peercred:
             self.listen(run.bus_socket)
 
@@ -133,6 +151,7 @@ class BusServer:
                 server.close()
             for connection in list(self._open):  # a stalled poster's: ended here, not on a closed loop
                 connection.abort()
+            self._appender.close()
 
     async def _serve_socket(self, sock: socket.socket, listener: Listener) -> None:
         server = await self._loop.create_unix_server(lambda: _Connection(self, listener), sock=sock)
@@ -150,7 +169,7 @@ class BusServer:
                 sender = stamp_sender(uid, request.sender, self.run_uid, fixed=listener.worker)
             if sender is not None and not 1 <= sender <= self.workers:
                 raise UsageError(f"worker {sender} is out of range", hint=f"use 1 to {self.workers}")
-            post(self.run, sender, request.text)
+            post(self.run, sender, request.text, self._appender)
             return b'{"ok": true}\n'
         except OrchError as exc:
             who = listener.worker if listener.worker is not None else worker_of(uid)
@@ -161,6 +180,45 @@ class BusServer:
             return PostRequest.reply(False, exc.one_line())
         except (ValidationError, ValueError):
             return PostRequest.reply(False, "malformed bus request")
+
+    def _send_later(self, transport: asyncio.Transport, reply: bytes) -> None:
+        """Queue a reply for the end of this turn of the loop. Sending one wakes its poster, which on a
+        busy machine takes the CPU from this thread there and then: posts that arrived together are all
+        written to bus.md first, and their replies sent together, so none waits behind another's wake-up."""
+        if not self._outgoing:
+            self._loop.call_soon(self._flush)
+        self._outgoing.append((transport, reply))
+
+    def _flush(self) -> None:
+        outgoing, self._outgoing = self._outgoing, []
+        for transport, reply in outgoing:
+            if not transport.is_closing():
+                transport.write(reply)
+                transport.close()  # after the reply is flushed
+
+    def _admit(self, connection: _Connection) -> bool:
+        """Count a new connection against its peer's cap; False (and the burst flagged once) past it."""
+        peer = connection.peer
+        if peer == ("uid", self.run_uid):
+            return True
+        if self._per_peer.get(peer, 0) >= PEER_CONNECTIONS:
+            if peer not in self._capped:
+                self._capped.add(peer)
+                who = connection.listener.worker if peer[0] == "worker" else worker_of(peer[1])
+                data: dict[str, object] = {"uid": connection.uid, "open": PEER_CONNECTIONS}
+                data["socket"] = connection.listener.path.name
+                self.run.log_event(ControllerEvent(event=Event.CONNECTIONS_CAPPED, worker=who, data=data))
+            return False
+        self._per_peer[peer] = self._per_peer.get(peer, 0) + 1
+        return True
+
+    def _release(self, connection: _Connection) -> None:
+        left = self._per_peer.get(connection.peer, 0) - 1
+        if left > 0:
+            self._per_peer[connection.peer] = left
+        else:
+            self._per_peer.pop(connection.peer, None)
+            self._capped.discard(connection.peer)  # a later burst is flagged again
 
 
 class _Connection(asyncio.Protocol):
@@ -174,11 +232,23 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.uid = -1
         self.timer: asyncio.TimerHandle | None = None
+        self.admitted = False
+
+    @property
+    def peer(self) -> tuple[str, int]:
+        """Whose connection this is, for the cap: the socket's own worker, else the uid."""
+        return ("worker", self.listener.worker) if self.listener.worker is not None else ("uid", self.uid)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         self.uid = peer_uid(transport.get_extra_info("socket"))
+        self.admitted = self.server._admit(self)
+        if not self.admitted:
+            error = f"too many open bus connections: at most {PEER_CONNECTIONS} at once per worker"
+            transport.write(PostRequest.reply(False, error))
+            transport.close()
+            return
         self.timer = self.server._loop.call_later(SOCKET_TIMEOUT, self.abort)
         self.server._open.add(self)
 
@@ -199,6 +269,8 @@ class _Connection(asyncio.Protocol):
         if self.timer is not None:
             self.timer.cancel()
         self.server._open.discard(self)
+        if self.admitted:
+            self.server._release(self)
 
     def abort(self) -> None:
         if self.transport is not None:
@@ -209,8 +281,7 @@ class _Connection(asyncio.Protocol):
         if transport is None or transport.is_closing():
             return
         transport.pause_reading()
-        transport.write(self.server._answer(line, self.uid, self.listener))
-        transport.close()  # after the reply is flushed
+        self.server._send_later(transport, self.server._answer(line, self.uid, self.listener))
 
 
 def _claimed(line: bytes) -> int | None:

@@ -31,6 +31,9 @@ class Event(StrEnum):
     # strict isolation: what a worker tried beyond its own outbox (SECURITY.md, "Workers that lie on purpose")
     BUS_POST_REFUSED = "bus-post-refused"
     """A post to bus.sock that named another worker (`--as`), or came from no worker of the run."""
+    CONNECTIONS_CAPPED = "connections-capped"
+    """A worker held more connections open at once than its cap on one of its sockets (the bus, and locally
+    the relay's gateway and pane sockets): the excess refused, flagged once per burst."""
     WRITE_DENIED = "write-denied"
     """The worker's tool results (the gateway's ledger) show writes the system refused it."""
     TREE_NOT_NOTED = "tree-not-noted"

@@ -6,12 +6,15 @@ and starts fast: agents run it on every hook event.
     hookwriter.py event STATE_FILE [POLICY_FILE]  # hook payload on stdin -> one JSON line appended
     hookwriter.py status STATUS_FILE              # status-line payload on stdin -> atomic JSON, prints a label
     hookwriter.py dialect DIALECT STATE_FILE [POLICY_FILE TOOLS]  # another agent's hook, logged under orch's names
-    hookwriter.py approve STATE_FILE TOOL DIALOG  # (detached, by the above) press Enter on its permission dialog
+    hookwriter.py approve STATE_FILE TOOL DIALOG [PANE_SOCKET]  # (detached, by the above) press Enter on its
+                                                               # permission dialog
 
 DIALECT is the agent's hook dialect as one JSON object (orch.agents.base.HookDialect, from its adapter: this
 script knows no agent): `events` and `notifications` rename its names to orch's (Claude Code's),
 `permission_notice` is the notification that says its permission dialog is up, `gate` the event whose hook
-may deny a tool call, and `dialog` the text of that dialog with its allow-once option preselected.
+may deny a tool call, and `dialog` the text of that dialog with its allow-once option preselected;
+`pane_socket`, under local strict isolation, the relay's socket for the worker's own pane (`pane_request`),
+which the approver uses instead of the run's tmux server (out of a sandbox's reach).
 
 With POLICY_FILE (the PermissionRequest hook), a permission prompt is answered from that file,
 `{"answer": "allow"}` or `{"answer": "deny", "message": "..."}`, so no dialog ever blocks the worker;
@@ -119,16 +122,17 @@ def last_tool(state_file: str) -> str | None:
     return None
 
 
-def start_approver(state_file: str, payload: dict[str, Any], dialog: str) -> bool:
+def start_approver(state_file: str, payload: dict[str, Any], dialog: str, pane_socket: str = "") -> bool:
     """The agent's hooks cannot approve a call (Gemini CLI's), and it draws the dialog only after this hook
     returns: a detached process waits for the dialog in this pane and presses Enter on its preselected
-    allow-once option."""
-    if not os.environ.get("TMUX_PANE"):
+    allow-once option (through `pane_socket` when given: a sandbox reaches no tmux server)."""
+    if not (pane_socket or os.environ.get("TMUX_PANE")):
         return False
     import subprocess  # here, not at the top: every hook of every agent would pay for its import
 
     tool = str(payload.get("tool_name") or "")
     argv = [sys.executable, "-S", os.path.abspath(__file__), "approve", state_file, tool, dialog]
+    argv += [pane_socket] if pane_socket else []
     try:
         subprocess.Popen(
             argv,
@@ -142,27 +146,56 @@ def start_approver(state_file: str, payload: dict[str, Any], dialog: str) -> boo
     return True
 
 
-def _screen(pane: str) -> str:
+PANE_TIMEOUT = 10.0
+MAX_SCREEN = 1 << 20
+
+
+def pane_request(socket_path: str, request: dict[str, str]) -> dict[str, Any]:
+    """One request on the relay's socket for this worker's own pane (orch.fleet.relay): `{"op": "screen"}`,
+    `{"op": "paste", "text": ...}` or `{"op": "enter"}`; its answer, `{}` when it is gone or refused."""
+    import socket
+
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(PANE_TIMEOUT)
+            sock.connect(socket_path)
+            sock.sendall(json.dumps(request).encode() + b"\n")
+            answer = json.loads(sock.makefile("rb").readline(MAX_SCREEN) or b"{}")
+    except (OSError, ValueError):
+        return {}
+    return answer if isinstance(answer, dict) else {}
+
+
+def _screen(pane: str, pane_socket: str) -> str:
+    if pane_socket:
+        return str(pane_request(pane_socket, {"op": "screen"}).get("screen", ""))
     import subprocess
 
     done = subprocess.run(["tmux", "capture-pane", "-p", "-t", pane], capture_output=True, text=True, check=False)
     return done.stdout if done.returncode == 0 else ""
 
 
-def approve(state_file: str, tool: str, dialog: str) -> bool:
-    """Press Enter on the agent's permission dialog once `dialog` shows in this pane, then see it go; if it
-    does not show or stay gone within APPROVE_TIMEOUT, log the prompt as unanswered (the worker waits)."""
+def _enter(pane: str, pane_socket: str) -> None:
+    if pane_socket:
+        pane_request(pane_socket, {"op": "enter"})
+        return
     import subprocess
 
+    subprocess.run(["tmux", "send-keys", "-t", pane, "Enter"], capture_output=True, check=False)
+
+
+def approve(state_file: str, tool: str, dialog: str, pane_socket: str = "") -> bool:
+    """Press Enter on the agent's permission dialog once `dialog` shows in this pane, then see it go; if it
+    does not show or stay gone within APPROVE_TIMEOUT, log the prompt as unanswered (the worker waits)."""
     pane = os.environ.get("TMUX_PANE", "")
     deadline = time.monotonic() + APPROVE_TIMEOUT
     pressed = False
     while time.monotonic() < deadline:
-        shown = dialog in _screen(pane)
+        shown = dialog in _screen(pane, pane_socket)
         if pressed and not shown:
             return True
         if shown and not pressed:
-            subprocess.run(["tmux", "send-keys", "-t", pane, "Enter"], capture_output=True, check=False)
+            _enter(pane, pane_socket)
             pressed = True
         time.sleep(0.1)  # polling the screen, bounded by the deadline
     payload = {"hook_event_name": "PermissionRequest", "tool_name": tool or None, "agent_event": "orch-approve"}
@@ -193,7 +226,8 @@ def dialect_event(
             decision = permission_answer(policy_file) if policy_file else None
             dialog = str(dialect.get("dialog") or "")
             allow = decision is not None and decision["behavior"] == "allow"
-            if allow and dialog and start_approver(state_file, payload, dialog):
+            pane_socket = str(dialect.get("pane_socket") or "")
+            if allow and dialog and start_approver(state_file, payload, dialog, pane_socket):
                 payload["orch_decision"] = "allow"
     if name != dialect.get("gate") or policy_file is None or payload.get("tool_name") in allowed:
         return None
@@ -214,13 +248,13 @@ def parse_dialect(text: str) -> dict[str, Any] | None:
 
 
 def main(argv: list[str]) -> int:
-    shapes = {"event": (3, 4), "status": (3,), "dialect": (4, 6), "approve": (5,)}
+    shapes = {"event": (3, 4), "status": (3,), "dialect": (4, 6), "approve": (5, 6)}
     dialect = parse_dialect(argv[2]) if len(argv) > 2 and argv[1] == "dialect" else {}
     if len(argv) < 2 or len(argv) not in shapes.get(argv[1], ()) or dialect is None:
         print(__doc__, file=sys.stderr)
         return 2
     if argv[1] == "approve":
-        return 0 if approve(argv[2], argv[3], argv[4]) else 1
+        return 0 if approve(argv[2], argv[3], argv[4], argv[5] if len(argv) == 6 else "") else 1
     try:
         payload = json.loads(sys.stdin.read() or "{}")
         if not isinstance(payload, dict):

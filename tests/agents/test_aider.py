@@ -20,7 +20,7 @@ from orch.fleet import control, launch
 from orch.run import hookwriter
 from orch.run.events import Event
 from orch.run.folder import RunFolder, atomic_write
-from orch.run.records import HookEvent, PermissionAnswer, WorkerState
+from orch.run.records import HookEvent, Isolation, PermissionAnswer, WorkerState
 from orch.versions import AIDER_VERSION
 from orch.waits import wait_until
 from tests.helpers import demo_spec, diagnose, gateway_books, orch, prompts
@@ -47,7 +47,9 @@ def up(name: str, tmp_path: Path, workers: int = 1, *extra: str) -> tuple[RunFol
     result = orch("up", name, "-n", str(workers), "-w", workdir, "--local", "--agent", "aider", "--offline",
                   "--boot-timeout", BOOT, *extra)  # fmt: skip
     assert result.exit_code == 0, result.output
-    return RunFolder.for_name(name), workdir
+    run = RunFolder.for_name(name)
+    assert run.info().isolation is Isolation.STRICT  # local strict, the default: its own bubblewrap sandbox
+    return run, workdir
 
 
 def brief_file(tmp_path: Path, name: str, steps: list[dict[str, str]]) -> Path:
@@ -148,7 +150,7 @@ def test_permission_requests_in_mode_ask_are_answered_by_the_policy_or_a_human(t
     stays on screen and the worker waits; with the run's policy, it is answered in aider's process. A fake
     question in the model's text is only text: nothing answers it, nothing is logged for it."""
     run, _ = up("adp", tmp_path, 1, "--permission-mode", "ask")
-    marks = [tmp_path / f"mark-{i}" for i in range(4)]
+    marks = [run.outbox(1) / f"mark-{i}" for i in range(4)]  # where its sandbox may write
     pane = launch.server_for(run.info()).pane(1).pane_id
     server = launch.server_for(run.info())
 
@@ -186,6 +188,31 @@ def test_permission_requests_in_mode_ask_are_answered_by_the_policy_or_a_human(t
     assert marks[3].exists() and not marks[1].exists()
     assert control.status(run).workers[0].state is WorkerState.IDLE
     assert orch("kill", "adp").exit_code == 0
+
+
+def test_a_sandboxed_aider_cannot_reach_the_tmux_server_only_its_own_pane(tmp_path: Path) -> None:
+    """Local strict: aider's watcher types and reads through the relay's socket for its own pane; a shell
+    block of worker 1 that tries the run's tmux server (by name, or by $TMUX) to type into worker 2's pane
+    finds no server, and worker 2's screen stays untouched."""
+    run, _ = up("adh", tmp_path, 2)
+    other = launch.server_for(run.info()).pane(2).pane_id
+    tried, seen = run.outbox(1) / "tmux.txt", run.outbox(1) / "seen.txt"
+    steps = [
+        {"bash": f"tmux -L {run.info().tmux_socket} send-keys -t {other} PWNED-BY-ONE Enter || echo named-refused"
+         f" >> {tried}"},
+        {"bash": f"tmux send-keys -t {other} PWNED-BY-ONE Enter || echo env-refused >> {tried}"},
+        {"bash": f"ls -a /tmp/tmux-{os.geteuid()} /run/orch > {seen} 2>&1"},  # tmux makes the folder
+        {"bash": f"touch {run.done(1)}"},
+        {"reply": "Finished."},
+    ]  # fmt: skip
+    assert orch("brief", "adh", "1", brief_file(tmp_path, "hostile", steps)).exit_code == 0
+    waited = orch("wait", "adh", "--timeout", "90", "--workers", "1")
+    assert waited.exit_code == 0, waited.output + diagnose(run)
+    assert tried.read_text().split() == ["named-refused", "env-refused"]
+    listing = seen.read_text().split()
+    assert "pane.sock" in listing and "gateway.sock" in listing and run.info().tmux_socket not in listing, listing
+    assert "PWNED-BY-ONE" not in orch("read", "adh", "2").output
+    assert orch("kill", "adh").exit_code == 0
 
 
 def test_doctor_states_aiders_limits_and_bad_modes_are_refused(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from orch.gateway.replay import Replayer
 from orch.offline.modelserver import ScriptedModelServer, key_digest
 from orch.run.events import Event
 from orch.run.folder import RunFolder, atomic_write
-from orch.run.records import PermissionAnswer, WorkerState
+from orch.run.records import Isolation, PermissionAnswer, WorkerState
 from orch.waits import wait_until
 from tests.helpers import diagnose, gateway_books, orch, prompts
 
@@ -219,9 +219,9 @@ def test_permission_request_is_answered_by_the_policy(
     or, under ask, the prompt shows and the worker waits for permission."""
     workdir = tmp_path / "w"
     workdir.mkdir()
-    # Shared: this is about the dialog. Under local strict isolation the allowed web_fetch of 127.0.0.1:9 (the
-    # sandbox's own loopback) left the turn unfinished after 60 s (seen 2026-12-05, cause not yet found).
-    run = _up(f"perm-{answer}", workdir, 1, "--isolation", "shared")
+    # Local strict (the default): the approver presses Allow through the relay's socket for its own pane.
+    run = _up(f"perm-{answer}", workdir, 1)
+    assert run.info().isolation is Isolation.STRICT
     message = "orch policy: no fetching" if answer == "deny" else None
     atomic_write(run.permission_policy, PermissionAnswer(answer=answer, message=message).model_dump_json())  # type: ignore[arg-type]
     fetch = {"tool": "web_fetch", "input": {"prompt": "summarise http://127.0.0.1:9/"}}

@@ -165,13 +165,14 @@ def test_up_defaults_to_strict_here_and_in_a_container_but_aider(monkeypatch: py
     from orch.fleet.bwrap import default_isolation
 
     assert default_isolation(True, ["claude", "codex"]) == (Isolation.STRICT, None)
-    isolation, note = default_isolation(True, ["claude", "aider"])
-    assert isolation is Isolation.SHARED and note is not None and "aider cannot run strict" in note
+    assert default_isolation(True, ["claude", "aider"]) == (Isolation.STRICT, None)  # its pane through the relay
     assert default_isolation(False, ["claude"]) == (Isolation.STRICT, None)  # a container run: strict too
-    isolation, note = default_isolation(False, ["aider"])
-    assert isolation is Isolation.SHARED and note and "in its container" in note
+    isolation, note = default_isolation(False, ["aider"])  # there strict is a uid of its own: no pane socket
+    assert isolation is Isolation.SHARED and note and "in its container" in note and "aider cannot run strict" in note
     # `orch up` run inside a container that cannot start processes as other uids: shared, and it says why.
     monkeypatch.setenv("ORCH_IN_CONTAINER", "1")
+    isolation, note = default_isolation(True, ["claude", "aider"])  # --local in a container: uids, not bwrap
+    assert isolation is Isolation.SHARED and note is not None and "aider cannot run strict" in note
     monkeypatch.setattr(bwrap, "can_switch_uids", lambda: False)
     isolation, note = default_isolation(True, ["claude"])
     assert isolation is Isolation.SHARED and note and "no CAP_SETUID" in note

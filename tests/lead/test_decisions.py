@@ -542,9 +542,11 @@ def test_isolation(asked: Isolation | None, roles: list[Role], backend: Backend,
 
 
 def test_a_fleet_with_an_agent_that_cannot_run_strict_runs_shared() -> None:
-    """aider's watcher needs the run's tmux server, which a strict worker cannot reach (its adapter says so)."""
+    """aider's watcher needs its pane: in a container a strict worker (a uid of its own) cannot reach it, so
+    the fleet runs shared there; in a local sandbox it gets the relay's pane socket, so it runs strict."""
     spec = _spec(isolation=None).model_copy(update={"agent": "aider"})
     assert decisions.isolation(spec, Backend.DOCKER) is Isolation.SHARED
+    assert decisions.isolation(spec, Backend.LOCAL) is Isolation.STRICT
     with pytest.raises(UsageError, match="aider cannot run under strict isolation"):
         decisions.isolation(spec.model_copy(update={"verification": _spec(isolation=Isolation.STRICT).verification}),
                             Backend.DOCKER)  # fmt: skip

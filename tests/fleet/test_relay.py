@@ -1,0 +1,158 @@
+"""The relay's pane socket (orch.fleet.relay `pane-N.sock`), on a real tmux server: a worker's helper
+(aider's watcher, Gemini CLI's approver, under local strict isolation) reads its own pane's screen, pastes
+into it and presses Enter there, and can do nothing else: no other pane, no other tmux command, no flood of
+connections. And a worker's gateway socket refuses a flood of connections past its cap."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orch.contracts import LaunchSpec
+from orch.fleet.relay import GATEWAY_REFUSAL, PANE_CONNECTIONS, PANE_REQUEST, _Cap, _Pane, _to_gateway
+from orch.fleet.tmux import TmuxServer
+from orch.run.events import Event
+from orch.run.folder import RunFolder
+from orch.waits import wait_until
+from tests.helpers import run_info
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> RunFolder:
+    folder = RunFolder.for_name("relayrun")
+    folder.create(run_info("relayrun", workers=2, workdir=str(tmp_path)))
+    return folder
+
+
+def _capped(run: RunFolder) -> list[tuple[int, str]]:
+    lines = [json.loads(line) for line in run.events.read_text().splitlines()]
+    return [(e["worker"], e["data"]["socket"]) for e in lines if e["event"] == Event.CONNECTIONS_CAPPED]
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[TmuxServer]:
+    """Two panes (workers 1 and 2), each a `cat` that echoes what is typed into it."""
+    srv = TmuxServer(f"orch-test-{uuid.uuid4().hex[:8]}")
+    srv.start("relay-test", LaunchSpec(argv=["cat"], cwd=tmp_path), 1, {"PATH": "/usr/bin:/bin"})
+    srv.add_pane(LaunchSpec(argv=["cat"], cwd=tmp_path), 2)
+    yield srv
+    srv.kill()
+
+
+def _ask(server: TmuxServer, run: RunFolder, requests: list[bytes], hold: int = 0) -> list[dict[str, object]]:
+    """Serve worker 1's pane on a socket of its own and send each request on a connection of its own,
+    while `hold` other connections stay open and silent; the answers."""
+
+    async def go() -> list[dict[str, object]]:
+        path = Path(f"/tmp/orch-pane-test-{uuid.uuid4().hex[:8]}.sock")
+        pane = _Pane(server, 1, _Cap(run, 1, path, PANE_CONNECTIONS))
+        listening = await asyncio.start_unix_server(pane.serve, path=str(path), limit=PANE_REQUEST)
+        held = [await asyncio.open_unix_connection(str(path)) for _ in range(hold)]
+        deadline = asyncio.get_running_loop().time() + 10
+        while pane.cap.open < hold:  # the server has taken the held connections before the next comes
+            assert asyncio.get_running_loop().time() < deadline, "the relay never took the held connections"
+            await asyncio.sleep(0.01)
+        answers = []
+        try:
+            for request in requests:
+                reader, writer = await asyncio.open_unix_connection(str(path))
+                writer.write(request)
+                await writer.drain()
+                line = await reader.readline()
+                answers.append(json.loads(line) if line else {})
+                writer.close()
+        finally:
+            for _, writer in held:
+                writer.close()
+            listening.close()
+            path.unlink(missing_ok=True)
+        return answers
+
+    return asyncio.run(go())
+
+
+def _line(request: dict[str, object]) -> bytes:
+    return json.dumps(request).encode() + b"\n"
+
+
+def test_a_pane_socket_reaches_its_own_pane_only(server: TmuxServer, run: RunFolder) -> None:
+    panes = server.panes()
+    other = panes[2].pane_id
+    answers = _ask(
+        server,
+        run,
+        [
+            _line({"op": "paste", "text": "typed-by-one"}),
+            _line({"op": "enter"}),
+            # a target of its own choosing, or another tmux command: ignored, refused
+            _line({"op": "paste", "text": "aimed-at-two", "target": other, "pane": other}),
+            _line({"op": "send-keys", "keys": ["C-c"]}),
+            _line({"op": "run-shell", "text": "touch /tmp/pwned"}),
+            b"not json\n",
+            b"x" * (PANE_REQUEST + 10) + b"\n",  # over the limit: dropped, no answer
+        ],
+    )
+    assert answers[0] == {"ok": True} and answers[1] == {"ok": True} and answers[2] == {"ok": True}
+    assert [a["ok"] for a in answers[3:6]] == [False, False, False] and answers[6] == {}
+    wait_until(lambda: "typed-by-one" in server.capture(panes[1].pane_id), 10, "the paste in pane 1")
+    (screen,) = _ask(server, run, [_line({"op": "screen"})])
+    assert "typed-by-one" in str(screen["screen"]) and "aimed-at-two" in str(screen["screen"])
+    assert "typed-by-one" not in server.capture(other) and "aimed-at-two" not in server.capture(other)
+
+
+def test_a_flood_of_pane_connections_is_refused_past_the_cap(server: TmuxServer, run: RunFolder) -> None:
+    (refused,) = _ask(server, run, [_line({"op": "screen"})], hold=PANE_CONNECTIONS)
+    assert refused["ok"] is False and "too many open pane connections" in str(refused["error"])
+    (answered,) = _ask(server, run, [_line({"op": "screen"})], hold=PANE_CONNECTIONS - 1)
+    assert answered["ok"] is True
+    assert [worker for worker, _ in _capped(run)] == [1]  # the burst flagged once
+
+
+def test_a_flood_of_gateway_connections_is_refused_past_the_cap(run: RunFolder) -> None:
+    """Worker 2 holds its gateway socket's every allowed connection open (an echo server stands for the
+    gateway): the next is refused at once with a 503, the burst flagged once; once it lets go, it gets in."""
+
+    async def go() -> tuple[bytes, bytes]:
+        async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            while data := await reader.read(1024):
+                writer.write(data)
+            writer.close()
+
+        upstream = await asyncio.start_server(echo, "127.0.0.1", 0)
+        port = upstream.sockets[0].getsockname()[1]
+        path = Path(f"/tmp/orch-gw-test-{uuid.uuid4().hex[:8]}.sock")
+        cap = _Cap(run, 2, path, 3)
+        listening = await asyncio.start_unix_server(lambda r, w: _to_gateway("127.0.0.1", port, cap, r, w), str(path))
+        try:
+            held = [await asyncio.open_unix_connection(str(path)) for _ in range(3)]
+            for reader, writer in held:  # each spliced through: its echo comes back
+                writer.write(b"ping\n")
+                assert await asyncio.wait_for(reader.readline(), 10) == b"ping\n"
+            reader, writer = await asyncio.open_unix_connection(str(path))
+            refused = await asyncio.wait_for(reader.read(), 10)
+            writer.close()
+            for _, each in held:
+                each.close()
+            deadline = asyncio.get_running_loop().time() + 10
+            while cap.open:  # the relay sees the held connections go
+                assert asyncio.get_running_loop().time() < deadline, "the held connections never closed"
+                await asyncio.sleep(0.01)
+            reader, writer = await asyncio.open_unix_connection(str(path))
+            writer.write(b"again\n")
+            again = await asyncio.wait_for(reader.readline(), 10)
+            writer.close()
+        finally:
+            listening.close()
+            upstream.close()
+            path.unlink(missing_ok=True)
+        return refused, again
+
+    refused, again = asyncio.run(go())
+    assert refused == GATEWAY_REFUSAL and again == b"again\n"
+    ((worker, name),) = _capped(run)  # the burst flagged once
+    assert worker == 2 and name.startswith("orch-gw-test-")
