@@ -19,10 +19,25 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any
 
-from orch.gateway.protocol import ErrorKind, Outcome, ToolResult, ToolUse
+from orch import sse
+from orch.gateway.protocol import (
+    CallKind,
+    ErrorKind,
+    Outcome,
+    ProtocolBase,
+    ReplayKind,
+    ReplayParts,
+    Rewrite,
+    Synthesised,
+    ToolResult,
+    ToolUse,
+    count,
+    rewrite_value,
+    sample,
+)
 from orch.gateway.records import Scheme, Tokens
 
 PATH_RE = re.compile(r"^/v1(?:beta|alpha)?/models/([^/:]+):(generateContent|streamGenerateContent|countTokens)$")
@@ -37,19 +52,14 @@ _ERRORS: dict[ErrorKind, tuple[int, str]] = {
 }
 
 
-def _count(usage: Mapping[str, Any], name: str) -> int:
-    value = usage.get(name)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
 def tokens(usage: object) -> Tokens | None:
     if not isinstance(usage, dict):
         return None
-    cached = _count(usage, "cachedContentTokenCount")
-    prompt = _count(usage, "promptTokenCount") + _count(usage, "toolUsePromptTokenCount")
+    cached = count(usage.get("cachedContentTokenCount"))
+    prompt = count(usage.get("promptTokenCount")) + count(usage.get("toolUsePromptTokenCount"))
     return Tokens(
         input_tokens=max(0, prompt - cached),
-        output_tokens=_count(usage, "candidatesTokenCount") + _count(usage, "thoughtsTokenCount"),
+        output_tokens=count(usage.get("candidatesTokenCount")) + count(usage.get("thoughtsTokenCount")),
         cache_read_input_tokens=cached,
     )
 
@@ -84,92 +94,9 @@ def _finished(chunk: Mapping[str, Any]) -> bool:
 SESSION_CONTEXT_RE = re.compile(r"<session_context>.*?</session_context>", re.DOTALL)
 
 
-def replay_key(path: str, body: Mapping[str, Any]) -> tuple[Literal["main", "side", "count_tokens"], str, int] | None:
-    """How replay knows a Gemini request (None: not one): its kind, its first prompt's raw text and its turn.
-
-    The first user content is Gemini CLI's `<session_context>` (today's date, its own temp folder, the
-    workdir listing), which differs between two runs of the same work: it is left out. Main calls are
-    streamed with tools and ask for no JSON schema; the model router, the next-speaker check and the
-    like are side calls.
-    """
-    match = PATH_RE.match(path.split("?", 1)[0])
-    if match is None:
-        return None
-    contents = [c for c in body.get("contents") or [] if isinstance(c, dict)]
-    if match[2] == "countTokens":
-        return "count_tokens", "", len(contents)
+def _schema(body: Mapping[str, Any]) -> object:
     config = body.get("generationConfig")
-    schema = isinstance(config, dict) and (config.get("responseJsonSchema") or config.get("responseSchema"))
-    main = match[2] == "streamGenerateContent" and body.get("tools") and not schema
-    first = ""
-    for content in contents:
-        if content.get("role") != "model":
-            parts = [p for p in content.get("parts") or [] if isinstance(p, dict)]
-            texts = [SESSION_CONTEXT_RE.sub("", str(p.get("text", ""))).strip() for p in parts if "text" in p]
-            first = "\n".join(t for t in texts if t)
-            if first:
-                break
-    return ("main" if main else "side"), first, len(contents)
-
-
-def _sample(schema: object) -> Any:
-    """A small value satisfying a JSON schema (Gemini CLI writes its types in upper case: OBJECT, STRING)."""
-    if not isinstance(schema, dict):
-        return None
-    if isinstance(schema.get("enum"), list) and schema["enum"]:
-        return schema["enum"][0]
-    kind = str(schema.get("type", "")).lower()
-    if kind == "object":
-        props = schema.get("properties")
-        return {k: _sample(v) for k, v in (props if isinstance(props, dict) else {}).items() if isinstance(v, dict)}
-    return {"string": "Replayed session", "boolean": False, "integer": 1, "number": 1, "array": []}.get(kind)
-
-
-def is_stream(body: str) -> bool:
-    """A recorded streamGenerateContent answer: server-sent events of GenerateContentResponse chunks."""
-    return body.startswith("data: {") and '"candidates"' in body
-
-
-def translate_stream(text: str, rewrite: Callable[[Any], Any]) -> str:
-    """A recorded stream with `rewrite` applied to each chunk's text parts and function call arguments
-    (replay: the recording's folders become this run's). Each chunk is a whole JSON object, so a call's
-    arguments are never cut across events. Lines it does not change stay byte for byte."""
-    lines = text.splitlines(keepends=True)
-    for number, line in enumerate(lines):
-        if not line.startswith("data: {"):
-            continue
-        body = line[6:].rstrip("\r\n")
-        try:
-            chunk = json.loads(body)
-        except ValueError:
-            continue
-        if not isinstance(chunk, dict):
-            continue
-        new = dict(chunk, candidates=rewrite(chunk.get("candidates"))) if "candidates" in chunk else chunk
-        if new != chunk:
-            lines[number] = "data: " + json.dumps(new) + line[6 + len(body) :]
-    return "".join(lines)
-
-
-def synthesized(path: str, body: Mapping[str, Any]) -> tuple[str, str, bool] | None:
-    """A minimal Gemini answer (content type, body, streamed) for a side or countTokens call a replay
-    cassette never saw; None for a path that is not Gemini's."""
-    match = PATH_RE.match(path.split("?", 1)[0])
-    if match is None:
-        return None
-    if match[2] == "countTokens":
-        return "application/json", json.dumps({"totalTokens": max(1, len(json.dumps(body)) // 4)}), False
-    config = body.get("generationConfig")
-    schema = (config.get("responseJsonSchema") or config.get("responseSchema")) if isinstance(config, dict) else None
-    text = json.dumps(_sample(schema)) if isinstance(schema, dict) else "Replayed session"
-    chunk = {
-        "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP", "index": 0}],
-        "usageMetadata": {"promptTokenCount": 0, "candidatesTokenCount": 0, "totalTokenCount": 0},
-        "modelVersion": match[1],
-    }
-    if match[2] == "streamGenerateContent":
-        return "text/event-stream", f"data: {json.dumps(chunk)}\r\n\r\n", True
-    return "application/json", json.dumps(chunk), False
+    return (config.get("responseJsonSchema") or config.get("responseSchema")) if isinstance(config, dict) else None
 
 
 class _Stream:
@@ -191,22 +118,17 @@ class _Stream:
         return self._outcome
 
 
-class GeminiProtocol:
+class GeminiProtocol(ProtocolBase):
+    """The model is not in Gemini CLI's bodies (the path names it): the response's modelVersion counts."""
+
     name = "gemini"
     auth_headers = frozenset({"x-goog-api-key", "authorization"})
 
-    def kind(self, method: str, path: str) -> Literal["messages", "count_tokens", "other"]:
+    def kind(self, method: str, path: str) -> CallKind:
         match = PATH_RE.match(path)
         if method != "POST" or match is None:
             return "other"
         return "count_tokens" if match[2] == "countTokens" else "messages"
-
-    def billable(self, method: str, path: str) -> bool:
-        return self.kind(method, path) != "other"
-
-    def model(self, body: Mapping[str, Any]) -> str | None:
-        model = body.get("model")  # not in Gemini CLI's bodies: the path names it
-        return model if isinstance(model, str) else None
 
     def response_outcome(self, body: Mapping[str, Any]) -> Outcome:
         model = body.get("modelVersion")
@@ -256,3 +178,55 @@ class GeminiProtocol:
         if scheme is Scheme.PASSTHROUGH:
             return {k: v for k, v in incoming.items() if k in self.auth_headers}
         return {}
+
+    def replay_parts(self, path: str, body: Mapping[str, Any]) -> ReplayParts:
+        """The first user content is Gemini CLI's `<session_context>` (today's date, its own temp folder, the
+        workdir listing), which differs between two runs of the same work: it is left out. Main calls are
+        streamed with tools and ask for no JSON schema; the model router, the next-speaker check and the
+        like are side calls."""
+        match = PATH_RE.match(path)
+        method = match[2] if match else ""
+        contents = [c for c in body.get("contents") or [] if isinstance(c, dict)]
+        if method == "countTokens":
+            return ReplayParts("count_tokens", "", len(contents))
+        main = method == "streamGenerateContent" and body.get("tools") and not _schema(body)
+        first = ""
+        for content in contents:
+            if content.get("role") != "model":
+                parts = [p for p in content.get("parts") or [] if isinstance(p, dict)]
+                texts = [SESSION_CONTEXT_RE.sub("", str(p.get("text", ""))).strip() for p in parts if "text" in p]
+                first = "\n".join(t for t in texts if t)
+                if first:
+                    break
+        return ReplayParts("main" if main else "side", first, len(contents))
+
+    def translate_stream(self, text: str, rewrite: Rewrite) -> str:
+        """Each chunk is a whole JSON object, so a call's arguments are never cut across events."""
+        lines, payloads = sse.data_lines(text, '"candidates"')
+        changed = set()
+        for number, chunk in payloads.items():
+            new = dict(chunk, candidates=rewrite_value(chunk.get("candidates"), rewrite))
+            if new != chunk:
+                payloads[number] = new
+                changed.add(number)
+        return sse.joined(lines, payloads, changed)
+
+    def synthesised(self, path: str, body: Mapping[str, Any], kind: ReplayKind, tag: str) -> Synthesised:
+        match = PATH_RE.match(path)
+        model, method = (match[1], match[2]) if match else ("replay", "generateContent")
+        if kind == "count_tokens":
+            return Synthesised(
+                "application/json", json.dumps({"totalTokens": max(1, len(json.dumps(body)) // 4)}), False
+            )
+        schema = _schema(body)
+        text = json.dumps(sample(schema, number=1)) if isinstance(schema, dict) else "Replayed session"
+        chunk = {
+            "candidates": [
+                {"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP", "index": 0}
+            ],
+            "usageMetadata": {"promptTokenCount": 0, "candidatesTokenCount": 0, "totalTokenCount": 0},
+            "modelVersion": model,
+        }
+        if method == "streamGenerateContent":
+            return Synthesised("text/event-stream", sse.frame([chunk], crlf=True).decode(), True)
+        return Synthesised("application/json", json.dumps(chunk), False)

@@ -18,9 +18,12 @@ from typing import Any
 import pytest
 
 from orch.errors import UsageError
-from orch.gateway.cassette import append_exchange, read_exchanges
+from orch.gateway.cassette import append_exchange, read_exchanges, recorded_folders
+from orch.gateway.normalise import normalise
 from orch.gateway.records import Exchange
-from orch.gateway.replay import Replayer, ReplayMiss, exchange_key, normalise, recorded_folders, translate
+from orch.gateway.replay import Replayer, ReplayMiss
+from orch.gateway.replaykey import exchange_key
+from orch.gateway.translate import translate
 
 pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
 
