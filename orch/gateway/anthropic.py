@@ -14,24 +14,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from orch import sse
-from orch.gateway.protocol import (
-    CallKind,
-    ErrorKind,
-    Outcome,
-    ProtocolBase,
-    ReplayKind,
-    ReplayParts,
-    Rewrite,
-    Synthesised,
-    ToolResult,
-    ToolUse,
-    rewrite_json,
-    sample,
-)
+from orch.gateway import protocol as api
+from orch.gateway.protocol import Outcome, ProtocolBase, ToolResult, ToolUse
 from orch.gateway.records import Scheme, Tokens
+from orch.jsonsample import sample
 
 OAUTH_BETA = "oauth-2025-04-20"
-_ERROR_TYPES: dict[ErrorKind, str] = {
+_ERROR_TYPES: dict[api.ErrorKind, str] = {
     "authentication": "authentication_error",
     "permission": "permission_error",
     "invalid_request": "invalid_request_error",
@@ -108,7 +97,7 @@ def _asks_format(body: Mapping[str, Any]) -> bool:
     return isinstance(output, dict) and output.get("format") is not None
 
 
-def rewrite_stream(text: str, rewrite: Rewrite) -> str:
+def rewrite_stream(text: str, rewrite: api.Rewrite) -> str:
     """A recorded Messages stream with the text deltas and tool inputs rewritten. A tool input comes in
     partial-JSON fragments that may cut a path in two: its whole JSON, rewritten, goes into its first
     fragment and the others are emptied."""
@@ -127,7 +116,7 @@ def rewrite_stream(text: str, rewrite: Rewrite) -> str:
             changed.add(number)
     for numbers in inputs.values():
         whole = "".join(str(payloads[n]["delta"].get("partial_json") or "") for n in numbers)
-        if (rewritten := rewrite_json(whole, rewrite)) is not None:
+        if (rewritten := api.rewrite_json(whole, rewrite)) is not None:
             for position, n in enumerate(numbers):
                 payloads[n]["delta"]["partial_json"] = rewritten if position == 0 else ""
                 changed.add(n)
@@ -172,7 +161,7 @@ class AnthropicProtocol(ProtocolBase):
     name = "anthropic"
     auth_headers = frozenset({"x-api-key", "authorization"})
 
-    def kind(self, method: str, path: str) -> CallKind:
+    def kind(self, method: str, path: str) -> api.CallKind:
         if method == "POST" and path == "/v1/messages":
             return "messages"
         if method == "POST" and path == "/v1/messages/count_tokens":
@@ -206,42 +195,36 @@ class AnthropicProtocol(ProtocolBase):
                     )
         return found
 
-    def error_body(self, kind: ErrorKind, message: str) -> dict[str, Any]:
+    def error_body(self, kind: api.ErrorKind, message: str) -> dict[str, Any]:
         return {"type": "error", "error": {"type": _ERROR_TYPES[kind], "message": message}}
 
-    def upstream_auth(self, scheme: Scheme, secret: str, incoming: Mapping[str, str]) -> dict[str, str]:
+    def credential(self, scheme: Scheme, secret: str, incoming: Mapping[str, str]) -> dict[str, str]:
         if scheme is Scheme.API_KEY:
             return {"x-api-key": secret}
-        if scheme is Scheme.BEARER:
-            return {"authorization": f"Bearer {secret}"}
+        auth = {"authorization": f"Bearer {secret}"}
         if scheme is Scheme.OAUTH:
             beta = [b.strip() for b in incoming.get("anthropic-beta", "").split(",") if b.strip()]
-            return {
-                "authorization": f"Bearer {secret}",
-                "anthropic-beta": ",".join([*beta, OAUTH_BETA] if OAUTH_BETA not in beta else beta),
-            }
-        if scheme is Scheme.PASSTHROUGH:
-            return {k: v for k, v in incoming.items() if k in self.auth_headers}
-        return {}
+            auth["anthropic-beta"] = ",".join([*beta, OAUTH_BETA] if OAUTH_BETA not in beta else beta)
+        return auth
 
-    def replay_parts(self, path: str, body: Mapping[str, Any]) -> ReplayParts:
-        kind: ReplayKind = "other"
+    def replay_parts(self, path: str, body: Mapping[str, Any]) -> api.ReplayParts:
+        kind: api.ReplayKind = "other"
         if path == "/v1/messages/count_tokens":
             kind = "count_tokens"
         elif path == "/v1/messages":
             kind = "main" if body.get("stream") and body.get("tools") and not _asks_format(body) else "side"
-        return ReplayParts(kind, first_user_text(body), turn_of(body))
+        return api.ReplayParts(kind, first_user_text(body), turn_of(body))
 
-    def translate_stream(self, text: str, rewrite: Rewrite) -> str:
+    def translate_stream(self, text: str, rewrite: api.Rewrite) -> str:
         return rewrite_stream(text, rewrite)
 
-    def synthesised(self, path: str, body: Mapping[str, Any], kind: ReplayKind, tag: str) -> Synthesised:
+    def synthesised(self, path: str, body: Mapping[str, Any], kind: api.ReplayKind, tag: str) -> api.Synthesised:
         if kind == "count_tokens":
-            return Synthesised(
+            return api.Synthesised(
                 "application/json", json.dumps({"input_tokens": max(1, len(json.dumps(body)) // 4)}), False
             )
         schema = _schema(body)
-        text = json.dumps(sample(schema)) if isinstance(schema, dict) else "Replayed session"
+        text = json.dumps(sample(schema, "Replayed session")) if isinstance(schema, dict) else "Replayed session"
         usage = dict.fromkeys(_USAGE_FIELDS, 0)
         message = {
             "id": f"msg_replay{tag}",
@@ -254,7 +237,7 @@ class AnthropicProtocol(ProtocolBase):
         }
         if not body.get("stream"):
             whole = {**message, "content": [{"type": "text", "text": text}], "stop_reason": "end_turn"}
-            return Synthesised("application/json", json.dumps(whole), False)
+            return api.Synthesised("application/json", json.dumps(whole), False)
         events: list[dict[str, Any]] = [
             {"type": "message_start", "message": {**message, "content": []}},
             {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
@@ -263,4 +246,4 @@ class AnthropicProtocol(ProtocolBase):
             {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": usage},
             {"type": "message_stop"},
         ]
-        return Synthesised("text/event-stream", sse.frame(events, named=True).decode(), True)
+        return api.Synthesised("text/event-stream", sse.frame(events, named=True).decode(), True)

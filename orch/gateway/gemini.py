@@ -23,27 +23,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from orch import sse
-from orch.gateway.protocol import (
-    CallKind,
-    ErrorKind,
-    Outcome,
-    ProtocolBase,
-    ReplayKind,
-    ReplayParts,
-    Rewrite,
-    Synthesised,
-    ToolResult,
-    ToolUse,
-    count,
-    rewrite_value,
-    sample,
-)
+from orch.gateway import protocol as api
+from orch.gateway.protocol import Outcome, ProtocolBase, ToolResult, ToolUse
 from orch.gateway.records import Scheme, Tokens
+from orch.jsonsample import sample
 
 PATH_RE = re.compile(r"^/v1(?:beta|alpha)?/models/([^/:]+):(generateContent|streamGenerateContent|countTokens)$")
 MADE_UP_ID = re.compile(r"^.+_\d{10,}_\d+$")
 """An id the pinned Gemini CLI gave a call itself: `<tool name>_<epoch ms>_<index>`."""
-_ERRORS: dict[ErrorKind, tuple[int, str]] = {
+_ERRORS: dict[api.ErrorKind, tuple[int, str]] = {
     "authentication": (401, "UNAUTHENTICATED"),
     "permission": (403, "PERMISSION_DENIED"),
     "invalid_request": (400, "INVALID_ARGUMENT"),
@@ -55,11 +43,11 @@ _ERRORS: dict[ErrorKind, tuple[int, str]] = {
 def tokens(usage: object) -> Tokens | None:
     if not isinstance(usage, dict):
         return None
-    cached = count(usage.get("cachedContentTokenCount"))
-    prompt = count(usage.get("promptTokenCount")) + count(usage.get("toolUsePromptTokenCount"))
+    cached = api.count(usage.get("cachedContentTokenCount"))
+    prompt = api.count(usage.get("promptTokenCount")) + api.count(usage.get("toolUsePromptTokenCount"))
     return Tokens(
         input_tokens=max(0, prompt - cached),
-        output_tokens=count(usage.get("candidatesTokenCount")) + count(usage.get("thoughtsTokenCount")),
+        output_tokens=api.count(usage.get("candidatesTokenCount")) + api.count(usage.get("thoughtsTokenCount")),
         cache_read_input_tokens=cached,
     )
 
@@ -124,7 +112,7 @@ class GeminiProtocol(ProtocolBase):
     name = "gemini"
     auth_headers = frozenset({"x-goog-api-key", "authorization"})
 
-    def kind(self, method: str, path: str) -> CallKind:
+    def kind(self, method: str, path: str) -> api.CallKind:
         match = PATH_RE.match(path)
         if method != "POST" or match is None:
             return "other"
@@ -166,20 +154,16 @@ class GeminiProtocol(ProtocolBase):
                 found.append(ToolResult(call_id, is_error, output))
         return found
 
-    def error_body(self, kind: ErrorKind, message: str) -> dict[str, Any]:
+    def error_body(self, kind: api.ErrorKind, message: str) -> dict[str, Any]:
         code, status = _ERRORS[kind]
         return {"error": {"code": code, "message": message, "status": status}}
 
-    def upstream_auth(self, scheme: Scheme, secret: str, incoming: Mapping[str, str]) -> dict[str, str]:
-        if scheme in (Scheme.API_KEY, Scheme.OAUTH):
-            return {"x-goog-api-key": secret}
+    def credential(self, scheme: Scheme, secret: str, incoming: Mapping[str, str]) -> dict[str, str]:
         if scheme is Scheme.BEARER:
             return {"authorization": f"Bearer {secret}"}
-        if scheme is Scheme.PASSTHROUGH:
-            return {k: v for k, v in incoming.items() if k in self.auth_headers}
-        return {}
+        return {"x-goog-api-key": secret}  # an API key, or an OAuth token Google takes the same way
 
-    def replay_parts(self, path: str, body: Mapping[str, Any]) -> ReplayParts:
+    def replay_parts(self, path: str, body: Mapping[str, Any]) -> api.ReplayParts:
         """The first user content is Gemini CLI's `<session_context>` (today's date, its own temp folder, the
         workdir listing), which differs between two runs of the same work: it is left out. Main calls are
         streamed with tools and ask for no JSON schema; the model router, the next-speaker check and the
@@ -188,7 +172,7 @@ class GeminiProtocol(ProtocolBase):
         method = match[2] if match else ""
         contents = [c for c in body.get("contents") or [] if isinstance(c, dict)]
         if method == "countTokens":
-            return ReplayParts("count_tokens", "", len(contents))
+            return api.ReplayParts("count_tokens", "", len(contents))
         main = method == "streamGenerateContent" and body.get("tools") and not _schema(body)
         first = ""
         for content in contents:
@@ -198,28 +182,28 @@ class GeminiProtocol(ProtocolBase):
                 first = "\n".join(t for t in texts if t)
                 if first:
                     break
-        return ReplayParts("main" if main else "side", first, len(contents))
+        return api.ReplayParts("main" if main else "side", first, len(contents))
 
-    def translate_stream(self, text: str, rewrite: Rewrite) -> str:
+    def translate_stream(self, text: str, rewrite: api.Rewrite) -> str:
         """Each chunk is a whole JSON object, so a call's arguments are never cut across events."""
         lines, payloads = sse.data_lines(text, '"candidates"')
         changed = set()
         for number, chunk in payloads.items():
-            new = dict(chunk, candidates=rewrite_value(chunk.get("candidates"), rewrite))
+            new = dict(chunk, candidates=api.rewrite_value(chunk.get("candidates"), rewrite))
             if new != chunk:
                 payloads[number] = new
                 changed.add(number)
         return sse.joined(lines, payloads, changed)
 
-    def synthesised(self, path: str, body: Mapping[str, Any], kind: ReplayKind, tag: str) -> Synthesised:
+    def synthesised(self, path: str, body: Mapping[str, Any], kind: api.ReplayKind, tag: str) -> api.Synthesised:
         match = PATH_RE.match(path)
         model, method = (match[1], match[2]) if match else ("replay", "generateContent")
         if kind == "count_tokens":
-            return Synthesised(
+            return api.Synthesised(
                 "application/json", json.dumps({"totalTokens": max(1, len(json.dumps(body)) // 4)}), False
             )
         schema = _schema(body)
-        text = json.dumps(sample(schema, number=1)) if isinstance(schema, dict) else "Replayed session"
+        text = json.dumps(sample(schema, "Replayed session", 1)) if isinstance(schema, dict) else "Replayed session"
         chunk = {
             "candidates": [
                 {"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP", "index": 0}
@@ -228,5 +212,5 @@ class GeminiProtocol(ProtocolBase):
             "modelVersion": model,
         }
         if method == "streamGenerateContent":
-            return Synthesised("text/event-stream", sse.frame([chunk], crlf=True).decode(), True)
-        return Synthesised("application/json", json.dumps(chunk), False)
+            return api.Synthesised("text/event-stream", sse.frame([chunk], crlf=True).decode(), True)
+        return api.Synthesised("application/json", json.dumps(chunk), False)

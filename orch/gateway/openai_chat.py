@@ -27,26 +27,13 @@ from typing import Any
 
 from orch import sse
 from orch.contracts import TEXT_SHELL
-from orch.gateway.protocol import (
-    CallKind,
-    ErrorKind,
-    Outcome,
-    ProtocolBase,
-    ReplayKind,
-    ReplayParts,
-    Rewrite,
-    Synthesised,
-    ToolResult,
-    ToolUse,
-    cached_apart,
-    count,
-    rewrite_json,
-)
-from orch.gateway.records import Scheme, Tokens
+from orch.gateway import protocol as api
+from orch.gateway.protocol import Outcome, ProtocolBase, ToolResult, ToolUse
+from orch.gateway.records import Tokens
 
 PATHS = ("/chat/completions", "/v1/chat/completions")
 _SHELL_FENCE = re.compile(r"^```(?:bash|sh|shell|zsh|ksh|fish|csh|tcsh)\b")
-_ERROR_TYPES: dict[ErrorKind, str] = {
+_ERROR_TYPES: dict[api.ErrorKind, str] = {
     "authentication": "invalid_api_key",
     "permission": "insufficient_permissions",
     "invalid_request": "invalid_request_error",
@@ -95,11 +82,7 @@ def text_shell_calls(text: str, tag: str) -> list[ToolUse]:
 
 
 def tokens(usage: object) -> Tokens | None:
-    if not isinstance(usage, dict):
-        return None
-    details = usage.get("prompt_tokens_details")
-    cached = count(details.get("cached_tokens")) if isinstance(details, dict) else 0
-    return cached_apart(count(usage.get("prompt_tokens")), cached, count(usage.get("completion_tokens")))
+    return api.cached_apart(usage, "prompt_tokens", "completion_tokens")
 
 
 def _arguments(text: str) -> dict[str, Any]:
@@ -149,7 +132,7 @@ class _Stream:
             for call in (delta.get("tool_calls") if isinstance(delta, dict) else None) or []:
                 if not isinstance(call, dict):
                     continue
-                index = count(call.get("index"))
+                index = api.count(call.get("index"))
                 given = call.get("function")
                 function: dict[str, Any] = given if isinstance(given, dict) else {}
                 if index not in self._calls:
@@ -180,7 +163,7 @@ class ChatCompletionsProtocol(ProtocolBase):
     name = "openai-chat"
     auth_headers = frozenset({"authorization", "api-key", "x-api-key"})
 
-    def kind(self, method: str, path: str) -> CallKind:
+    def kind(self, method: str, path: str) -> api.CallKind:
         return "messages" if handles(method, path) else "other"
 
     def response_outcome(self, body: Mapping[str, Any]) -> Outcome:
@@ -212,36 +195,29 @@ class ChatCompletionsProtocol(ProtocolBase):
             if isinstance(m, dict) and m.get("role") == "tool"
         ]
 
-    def error_body(self, kind: ErrorKind, message: str) -> dict[str, Any]:
+    def error_body(self, kind: api.ErrorKind, message: str) -> dict[str, Any]:
         code = _ERROR_TYPES[kind]
         return {"error": {"message": message, "type": code, "param": None, "code": code}}
 
     def upstream_body(self, body: Mapping[str, Any], raw: bytes) -> bytes:
         """The request as sent upstream: a stream that does not ask for usage (the pinned aider's) is made to,
-        else the books could not count it. The extra final chunk (`choices: []`) is standard API output."""
+        else the books could not api.count it. The extra final chunk (`choices: []`) is standard API output."""
         options = body.get("stream_options")
         if not body.get("stream") or (isinstance(options, dict) and options.get("include_usage")):
             return raw
         given = options if isinstance(options, dict) else {}
         return json.dumps({**body, "stream_options": {**given, "include_usage": True}}).encode()
 
-    def upstream_auth(self, scheme: Scheme, secret: str, incoming: Mapping[str, str]) -> dict[str, str]:
-        if scheme in (Scheme.BEARER, Scheme.API_KEY, Scheme.OAUTH):
-            return {"authorization": f"Bearer {secret}"}
-        if scheme is Scheme.PASSTHROUGH:
-            return {k: v for k, v in incoming.items() if k in self.auth_headers}
-        return {}
-
-    def replay_parts(self, path: str, body: Mapping[str, Any]) -> ReplayParts:
+    def replay_parts(self, path: str, body: Mapping[str, Any]) -> api.ReplayParts:
         """Main (`main_call`: aider's turns offer no tools either) or side; the first user message; the number
         of messages."""
         messages = body.get("messages")
         listed = messages if isinstance(messages, list) else []
         first = next((m for m in listed if isinstance(m, dict) and m.get("role") == "user"), None)
-        kind: ReplayKind = "main" if main_call(body) else "side"
-        return ReplayParts(kind, _text(first.get("content")) if first else "", len(listed))
+        kind: api.ReplayKind = "main" if main_call(body) else "side"
+        return api.ReplayParts(kind, _text(first.get("content")) if first else "", len(listed))
 
-    def translate_stream(self, text: str, rewrite: Rewrite) -> str:
+    def translate_stream(self, text: str, rewrite: api.Rewrite) -> str:
         """Content text and each tool call's arguments rewritten. Arguments come in fragments that may cut a
         path in two: the rewritten whole goes into the first fragment and the others are emptied."""
         lines, payloads = sse.data_lines(text)
@@ -258,17 +234,17 @@ class ChatCompletionsProtocol(ProtocolBase):
                     changed.add(number)
                 for call in delta.get("tool_calls") or []:
                     if isinstance(call, dict) and isinstance(call.get("function"), dict):
-                        fragments.setdefault(count(call.get("index")), []).append(call["function"])
-                        owners.setdefault(count(call.get("index")), []).append(number)
+                        fragments.setdefault(api.count(call.get("index")), []).append(call["function"])
+                        owners.setdefault(api.count(call.get("index")), []).append(number)
         for index, functions in fragments.items():
             whole = "".join(str(f.get("arguments") or "") for f in functions)
-            if (rewritten := rewrite_json(whole, rewrite)) is not None:
+            if (rewritten := api.rewrite_json(whole, rewrite)) is not None:
                 for position, function in enumerate(functions):
                     function["arguments"] = rewritten if position == 0 else ""
                 changed.update(owners[index])
         return sse.joined(lines, payloads, changed)
 
-    def synthesised(self, path: str, body: Mapping[str, Any], kind: ReplayKind, tag: str) -> Synthesised:
+    def synthesised(self, path: str, body: Mapping[str, Any], kind: api.ReplayKind, tag: str) -> api.Synthesised:
         """A short text answer (titles, summaries), streamed as chunks when asked."""
         base = {"id": f"chatcmpl-replay{tag}", "created": 0, "model": str(body.get("model") or "replay")}
         usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
@@ -276,11 +252,11 @@ class ChatCompletionsProtocol(ProtocolBase):
             message = {"role": "assistant", "content": "Replayed session"}
             whole = {**base, "object": "chat.completion", "usage": usage,
                      "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}  # fmt: skip
-            return Synthesised("application/json", json.dumps(whole), False)
+            return api.Synthesised("application/json", json.dumps(whole), False)
         chunk = {**base, "object": "chat.completion.chunk"}
         chunks = [
             {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Replayed session"}}]},
             {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
             {**chunk, "choices": [], "usage": usage},
         ]
-        return Synthesised("text/event-stream", sse.frame(chunks, done=True).decode(), True)
+        return api.Synthesised("text/event-stream", sse.frame(chunks, done=True).decode(), True)

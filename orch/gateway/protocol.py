@@ -119,7 +119,10 @@ class ApiProtocol(Protocol):
 
 
 class ProtocolBase:
-    """What most APIs share: the model named in the body, billable = not `other`, the body as it came."""
+    """What most APIs share: the model named in the body, billable = not `other`, the body as it came, the
+    worker's own auth headers passed through under PASSTHROUGH, else a bearer token (OpenAI's APIs)."""
+
+    auth_headers: frozenset[str] = frozenset()
 
     def kind(self, method: str, path: str) -> CallKind:
         raise NotImplementedError
@@ -134,17 +137,34 @@ class ProtocolBase:
     def upstream_body(self, body: Mapping[str, Any], raw: bytes) -> bytes:
         return raw
 
+    def upstream_auth(self, scheme: Scheme, secret: str, incoming: Mapping[str, str]) -> dict[str, str]:
+        if scheme is Scheme.PASSTHROUGH:
+            return {k: v for k, v in incoming.items() if k in self.auth_headers}
+        if scheme is Scheme.NONE:
+            return {}
+        return self.credential(scheme, secret, incoming)
+
+    def credential(self, scheme: Scheme, secret: str, incoming: Mapping[str, str]) -> dict[str, str]:
+        """The headers presenting the user's credential (API_KEY, BEARER or OAUTH)."""
+        return {"authorization": f"Bearer {secret}"}
+
 
 def count(value: object) -> int:
     """A token count, or 0 for anything that is not a non-negative int."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-def cached_apart(total_in: int, cached: int, output: int) -> Tokens:
-    """Usage of an API whose input count includes the cached part: the books keep them apart."""
+def cached_apart(usage: object, total: str, output: str) -> Tokens | None:
+    """OpenAI's usage (`total` input tokens including `<total>_details.cached_tokens`, `output` tokens) as
+    the books keep it: cached input apart."""
+    if not isinstance(usage, dict):
+        return None
+    details = usage.get(f"{total}_details")
+    cached = count(details.get("cached_tokens")) if isinstance(details, dict) else 0
+    total_in = count(usage.get(total))
     return Tokens(
         input_tokens=max(0, total_in - cached),
-        output_tokens=output,
+        output_tokens=count(usage.get(output)),
         cache_read_input_tokens=min(cached, total_in) if total_in else cached,
     )
 
@@ -168,17 +188,3 @@ def rewrite_json(text: str, rewrite: Rewrite) -> str | None:
         return None
     rewritten = json.dumps(rewrite_value(original, rewrite))
     return rewritten if rewritten != json.dumps(original) else None
-
-
-def sample(schema: object, text: str = "Replayed session", number: int = 0) -> Any:
-    """A small value satisfying a JSON schema (types in either case: Gemini CLI writes OBJECT, STRING)."""
-    if not isinstance(schema, dict):
-        return None
-    if isinstance(schema.get("enum"), list) and schema["enum"]:
-        return schema["enum"][0]
-    kind = str(schema.get("type", "")).lower()
-    if kind == "object":
-        props = schema.get("properties")
-        return {k: sample(v, text, number) for k, v in (props if isinstance(props, dict) else {}).items()
-                if isinstance(v, dict)}  # fmt: skip
-    return {"string": text, "boolean": False, "integer": number, "number": number, "array": []}.get(kind)

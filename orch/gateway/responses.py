@@ -18,25 +18,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from orch import sse
-from orch.gateway.protocol import (
-    CallKind,
-    ErrorKind,
-    Outcome,
-    ProtocolBase,
-    ReplayKind,
-    ReplayParts,
-    Rewrite,
-    Synthesised,
-    ToolResult,
-    ToolUse,
-    cached_apart,
-    count,
-    sample,
-)
-from orch.gateway.records import Scheme, Tokens
+from orch.gateway import protocol as api
+from orch.gateway.protocol import Outcome, ProtocolBase, ToolResult, ToolUse
+from orch.gateway.records import Tokens
+from orch.jsonsample import sample
 
 PATHS = ("/responses", "/v1/responses")
-_ERROR_TYPES: dict[ErrorKind, tuple[str, str | None]] = {
+_ERROR_TYPES: dict[api.ErrorKind, tuple[str, str | None]] = {
     "authentication": ("invalid_request_error", "invalid_api_key"),
     "permission": ("invalid_request_error", "insufficient_permissions"),
     "invalid_request": ("invalid_request_error", None),
@@ -51,11 +39,7 @@ _FINISHED = ("response.completed", "response.incomplete", "response.failed", "re
 
 def tokens(usage: object) -> Tokens | None:
     """A Responses `usage` object as the gateway's Tokens (cached input apart)."""
-    if not isinstance(usage, dict):
-        return None
-    details = usage.get("input_tokens_details")
-    cached = count(details.get("cached_tokens")) if isinstance(details, dict) else 0
-    return cached_apart(count(usage.get("input_tokens")), cached, count(usage.get("output_tokens")))
+    return api.cached_apart(usage, "input_tokens", "output_tokens")
 
 
 def tool_use(item: object) -> ToolUse | None:
@@ -130,7 +114,7 @@ class ResponsesProtocol(ProtocolBase):
     name = "openai-responses"
     auth_headers = frozenset({"authorization", "api-key", "openai-organization", "openai-project"})
 
-    def kind(self, method: str, path: str) -> CallKind:
+    def kind(self, method: str, path: str) -> api.CallKind:
         return "messages" if method == "POST" and path.split("?", 1)[0] in PATHS else "other"
 
     def response_outcome(self, body: Mapping[str, Any]) -> Outcome:
@@ -153,21 +137,14 @@ class ResponsesProtocol(ProtocolBase):
             if isinstance(item, dict) and item.get("type") in _TOOL_OUTPUTS
         ]
 
-    def error_body(self, kind: ErrorKind, message: str) -> dict[str, Any]:
+    def error_body(self, kind: api.ErrorKind, message: str) -> dict[str, Any]:
         kind_name, code = _ERROR_TYPES[kind]
         return {"error": {"message": message, "type": kind_name, "param": None, "code": code}}
 
-    def upstream_auth(self, scheme: Scheme, secret: str, incoming: Mapping[str, str]) -> dict[str, str]:
-        if scheme in (Scheme.API_KEY, Scheme.BEARER, Scheme.OAUTH):
-            return {"authorization": f"Bearer {secret}"}
-        if scheme is Scheme.PASSTHROUGH:
-            return {k: v for k, v in incoming.items() if k in self.auth_headers}
-        return {}
-
-    def replay_parts(self, path: str, body: Mapping[str, Any]) -> ReplayParts:
+    def replay_parts(self, path: str, body: Mapping[str, Any]) -> api.ReplayParts:
         """Main (tools offered, no output format: the agent's own turns) or side (thread titles); the first
         message someone typed (not the context Codex injects); the number of input items."""
-        kind: ReplayKind = "main" if body.get("tools") and not _asks_format(body) else "side"
+        kind: api.ReplayKind = "main" if body.get("tools") and not _asks_format(body) else "side"
         items = body.get("input")
         items = items if isinstance(items, list) else []
         first = ""
@@ -177,9 +154,9 @@ class ResponsesProtocol(ProtocolBase):
                 if typed and not typed.startswith(_INJECTED):
                     first = typed
                     break
-        return ReplayParts(kind, first, len(items))
+        return api.ReplayParts(kind, first, len(items))
 
-    def translate_stream(self, text: str, rewrite: Rewrite) -> str:
+    def translate_stream(self, text: str, rewrite: api.Rewrite) -> str:
         """Codex runs a call from its `output_item.done` item, whose arguments are whole; an argument delta
         is rewritten as plain text."""
         lines, payloads = sse.data_lines(text)
@@ -190,12 +167,12 @@ class ResponsesProtocol(ProtocolBase):
                 changed.add(number)
         return sse.joined(lines, payloads, changed)
 
-    def synthesised(self, path: str, body: Mapping[str, Any], kind: ReplayKind, tag: str) -> Synthesised:
-        """A completed response with one message (a sample of the asked-for schema, else a short text)."""
+    def synthesised(self, path: str, body: Mapping[str, Any], kind: api.ReplayKind, tag: str) -> api.Synthesised:
+        """A completed response with one message (a api.sample of the asked-for schema, else a short text)."""
         given = body.get("text")
         text_format = given.get("format") if isinstance(given, dict) else None
         schema = text_format.get("schema") if isinstance(text_format, dict) else None
-        text = json.dumps(sample(schema)) if isinstance(schema, dict) else "Replayed session"
+        text = json.dumps(sample(schema, "Replayed session")) if isinstance(schema, dict) else "Replayed session"
         item: dict[str, Any] = {
             "type": "message",
             "id": f"msg_replay{tag}",
@@ -213,14 +190,14 @@ class ResponsesProtocol(ProtocolBase):
             "usage": usage,
         }
         if not body.get("stream"):
-            return Synthesised("application/json", json.dumps(done), False)
+            return api.Synthesised("application/json", json.dumps(done), False)
         events: list[dict[str, Any]] = [
             {"type": "response.created", "response": {**done, "status": "in_progress", "output": [], "usage": None}},
             {"type": "response.output_item.done", "output_index": 0, "item": item},
             {"type": "response.completed", "response": done},
         ]
         numbered = [{**event, "sequence_number": n} for n, event in enumerate(events)]
-        return Synthesised("text/event-stream", sse.frame(numbered, named=True).decode(), True)
+        return api.Synthesised("text/event-stream", sse.frame(numbered, named=True).decode(), True)
 
 
 _INJECTED = ("<environment_context>", "<user_instructions>", "<turn_aborted>", "# AGENTS.md instructions")
@@ -231,7 +208,7 @@ def _asks_format(body: Mapping[str, Any]) -> bool:
     return isinstance(text, dict) and text.get("format") not in (None, {"type": "text"})
 
 
-def _rewrite(value: Any, rewrite: Rewrite, key: str = "") -> Any:
+def _rewrite(value: Any, rewrite: api.Rewrite, key: str = "") -> Any:
     if isinstance(value, str):
         if key == "arguments":  # a function call's input: JSON in a string
             try:
