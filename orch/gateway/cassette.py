@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from orch.errors import UsageError
 from orch.gateway import portable
 from orch.gateway.records import Exchange
+from orch.run.folder import RunFolder
 from orch.text import shorten
 
 GZIP_MAGIC = b"\x1f\x8b\x08"
@@ -83,7 +84,8 @@ def read_exchanges(path: Path) -> list[Exchange]:
         raise UsageError(f"cannot read exchanges file {path}: {exc.strerror or exc}") from None
     if data and not data.startswith(GZIP_MAGIC):
         raise UsageError(
-            f"corrupt exchanges file {path} line 1: not gzip", hint="a recording is exchanges-<n>.jsonl.gz"
+            f"corrupt exchanges file {path} line 1: not gzip",
+            hint="a recording is what a run's gateway wrote: one gzip member per exchange",
         )
     exchanges: list[Exchange] = []
     line = 0
@@ -105,29 +107,27 @@ def read_exchanges(path: Path) -> list[Exchange]:
     return exchanges
 
 
-def _model_dir(cassette: Path) -> Path:
+def _folder(cassette: Path) -> RunFolder:
+    """The run folder of a cassette: the folder given, or the one whose model dir was given."""
     if not cassette.exists():
         raise UsageError(f"replay cassette {cassette} does not exist", hint="give a run folder (or a copy of one)")
-    model = cassette / "model"
-    # A run folder holds model/; its model dir itself is accepted too.
-    return model if model.is_dir() or not any(cassette.glob("exchanges-*.jsonl.gz")) else cassette
-
-
-def _file_worker(path: Path) -> int:
-    number = path.name.removeprefix("exchanges-").removesuffix(".jsonl.gz")
-    return int(number) if number.isdigit() else -1
+    folder = RunFolder(cassette)
+    if not folder.model_dir.is_dir() and RunFolder(cassette.parent).model_dir == cassette:
+        return RunFolder(cassette.parent)
+    return folder
 
 
 def recorded_folders(root: Path) -> tuple[str, str]:
     """Where the recording ran: (run folder, workdir). A cassette in place is its own run folder; its
     run.json says the workdir; a gateway `started` event saying `run_dir`/`workdir` overrides both
     (kept across copies)."""
+    folder = RunFolder(root)
     run_dir, workdir = str(root), ""
     with contextlib.suppress(OSError, ValueError):
-        info = json.loads((root / "run.json").read_text())
+        info = json.loads(folder.run_json.read_text())
         workdir = str(info.get("workdir") or "") if isinstance(info, dict) else ""
     with contextlib.suppress(OSError):
-        for line in (root / "model" / "gateway.jsonl").read_text(errors="replace").splitlines():
+        for line in folder.model_log.read_text(errors="replace").splitlines():
             with contextlib.suppress(ValueError):
                 event = json.loads(line)
                 data = event.get("data") if isinstance(event, dict) and event.get("event") == "started" else None
@@ -139,21 +139,21 @@ def recorded_folders(root: Path) -> tuple[str, str]:
 
 def recording(cassette: Path) -> tuple[list[Exchange], tuple[str, str]]:
     """A cassette's exchanges (each worker's in order, worker by worker) and where it was recorded (run
-    folder, workdir): from an exported file (orch.gateway.portable), or from a run folder's model/."""
+    folder, workdir): from an exported file (orch.gateway.portable), or from a run folder's model dir."""
     if cassette.is_file():
         header, exchanges = portable.read(cassette)
         return exchanges, portable.where(header)
-    model = _model_dir(cassette)
-    files = sorted(model.glob("exchanges-*.jsonl.gz"), key=_file_worker)
+    folder = _folder(cassette)
+    files = folder.recordings()
     if not files:
         raise UsageError(
-            f"replay cassette {cassette} has no recording (no model/exchanges-*.jsonl.gz)",
+            f"replay cassette {cassette} has no recording (no exchanges file in {folder.model_dir})",
             hint="record a run first: a run's gateway records every exchange",
         )
     exchanges = [e for path in files for e in read_exchanges(path)]
     if not exchanges:
         raise UsageError(f"replay cassette {cassette} is empty: its exchanges files hold no exchange")
-    return exchanges, recorded_folders(model.parent if model.name == "model" else model)
+    return exchanges, recorded_folders(folder.root)
 
 
 def cassette_exchanges(cassette: Path) -> list[Exchange]:
