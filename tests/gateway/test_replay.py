@@ -368,7 +368,7 @@ def line_of(exchange: Exchange) -> bytes:
     [
         (lambda root: root / "missing", "replay cassette {root}/missing does not exist"),
         (lambda root: write(root / "a-file", b"x"), "corrupt recording {root}/a-file: not gzip"),  # a file: exported
-        (lambda root: root, "replay cassette {root} has no recording (no model/exchanges-*.jsonl.gz)"),
+        (lambda root: root, "replay cassette {root} has no recording (no exchanges file in {root}/model)"),
         (lambda root: write(root / "model" / "exchanges-1.jsonl.gz", b"").parent.parent, "is empty"),
         (
             lambda root: write(root / "model" / "exchanges-1.jsonl.gz", b"not gzip").parent.parent,
