@@ -15,42 +15,38 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from orch.offline import modelserver
+from orch.offline.modelserver import RequestRecord, ScriptedModelServer
+from orch.offline.reply import tokens
 
 
-class RecordingHandler(modelserver._Handler):
-    server: RecordingServer
+class Recorder:
+    """Appends one JSON line per request to `log_file` (O_APPEND: whole lines, in order)."""
 
-    def _record(self, path: str, body: dict[str, Any], step: str, prompt: str | None = None) -> None:
-        super()._record(path, body, step, prompt)
+    def __init__(self, log_file: Path) -> None:
+        self.log_file = log_file
+        self.lock = threading.Lock()
+
+    def __call__(self, record: RequestRecord, headers: Mapping[str, str], body: Mapping[str, Any]) -> None:
         entry = {
             "t_ns": time.monotonic_ns(),
-            "path": path,
-            "step": step,
-            "session": self.headers.get("X-Claude-Code-Session-Id"),
-            "tokens": modelserver._tokens(json.dumps(body)),
+            "path": record.path,
+            "step": record.step,
+            "session": headers.get("X-Claude-Code-Session-Id"),
+            "tokens": tokens(json.dumps(body)),
         }
         line = (json.dumps(entry) + "\n").encode()
-        with self.server.lock:
-            fd = os.open(self.server.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        with self.lock:
+            fd = os.open(self.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 os.write(fd, line)
             finally:
                 os.close(fd)
-
-
-class RecordingServer(modelserver._Server):
-    def __init__(self, address: tuple[str, int], log_file: Path) -> None:
-        ThreadingHTTPServer.__init__(self, address, RecordingHandler)
-        self.lock = threading.Lock()
-        self.log: list[modelserver.RequestRecord] = []
-        self.log_file = log_file
 
 
 @dataclass(frozen=True)
@@ -89,19 +85,12 @@ def main(argv: list[str] | None = None) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
-    server = RecordingServer(("127.0.0.1", 0), args.log_file)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{server.server_address[1]}"
-    partial = args.url_file.with_name(f".{args.url_file.name}.{os.getpid()}")
-    partial.write_text(url + "\n")
-    partial.replace(args.url_file)
-    try:
+    with ScriptedModelServer(observer=Recorder(args.log_file)) as server:
+        partial = args.url_file.with_name(f".{args.url_file.name}.{os.getpid()}")
+        partial.write_text(server.url + "\n")
+        partial.replace(args.url_file)
         while not stopping.wait(3600):
             pass
-    finally:
-        server.shutdown()
-        server.server_close()
     return 0
 
 

@@ -73,6 +73,7 @@ def imported(tree: ast.AST, importer: str) -> list[tuple[int, str]]:
     return found
 
 
+BASE += ("orch.sse",)  # server-sent events: the gateway, the scripted model and the scripted agent share it
 SOURCES = sorted(p for p in PACKAGE.rglob("*.py") if "data" not in p.relative_to(PACKAGE).parts)  # data/: demo samples
 
 

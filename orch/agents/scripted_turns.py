@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from orch.sse import SseParser
+
 Emit = Callable[..., None]
 Say = Callable[[str], None]
 
@@ -144,11 +146,11 @@ def run_tool(name: str, tool_input: dict[str, Any]) -> tuple[str, bool]:
 
 
 def sse_data(lines: Iterator[bytes]) -> Iterator[dict[str, Any]]:
-    """The JSON payloads of an event stream's `data:` lines."""
-    for raw in lines:
-        line = raw.decode(errors="replace").strip()
-        if line.startswith("data:"):
-            yield json.loads(line[5:])
+    """The JSON payloads of an event stream, read line by line as they arrive."""
+    parser = SseParser()
+    for line in lines:
+        yield from parser.feed(line)
+    yield from parser.feed(b"\n\n")  # a last event without its blank line
 
 
 def assemble(events: Iterator[dict[str, Any]]) -> tuple[list[Message], str | None]:

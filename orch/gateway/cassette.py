@@ -1,4 +1,7 @@
-"""The recording format: `model/exchanges-<n>.jsonl.gz`, one Exchange per line, each line its own gzip member.
+"""The recording: its format, and a cassette's exchanges and where they were recorded (replay and
+`orch record export` read it).
+
+The format: `model/exchanges-<n>.jsonl.gz`, one Exchange per line, each line its own gzip member.
 
 One member per line means a crash mid-write tears at most that member: the reader skips a torn member
 (at the end, or followed by members a restarted gateway appended) and keeps every whole one. A member
@@ -7,7 +10,9 @@ that decodes but is not an Exchange is corruption, and an error naming the file 
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import json
 import threading
 import zlib
 from pathlib import Path
@@ -15,7 +20,9 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from orch.errors import UsageError
+from orch.gateway import portable
 from orch.gateway.records import Exchange
+from orch.run.folder import RunFolder
 from orch.text import shorten
 
 GZIP_MAGIC = b"\x1f\x8b\x08"
@@ -77,7 +84,8 @@ def read_exchanges(path: Path) -> list[Exchange]:
         raise UsageError(f"cannot read exchanges file {path}: {exc.strerror or exc}") from None
     if data and not data.startswith(GZIP_MAGIC):
         raise UsageError(
-            f"corrupt exchanges file {path} line 1: not gzip", hint="a recording is exchanges-<n>.jsonl.gz"
+            f"corrupt exchanges file {path} line 1: not gzip",
+            hint="a recording is what a run's gateway wrote: one gzip member per exchange",
         )
     exchanges: list[Exchange] = []
     line = 0
@@ -97,3 +105,57 @@ def read_exchanges(path: Path) -> list[Exchange]:
                 reason = shorten(f"{where}: {error['msg']}" if where else error["msg"], 160)
                 raise UsageError(f"corrupt exchanges file {path} line {line}: {reason}") from None
     return exchanges
+
+
+def _folder(cassette: Path) -> RunFolder:
+    """The run folder of a cassette: the folder given, or the one whose model dir was given."""
+    if not cassette.exists():
+        raise UsageError(f"replay cassette {cassette} does not exist", hint="give a run folder (or a copy of one)")
+    folder = RunFolder(cassette)
+    if not folder.model_dir.is_dir() and RunFolder(cassette.parent).model_dir == cassette:
+        return RunFolder(cassette.parent)
+    return folder
+
+
+def recorded_folders(root: Path) -> tuple[str, str]:
+    """Where the recording ran: (run folder, workdir). A cassette in place is its own run folder; its
+    run.json says the workdir; a gateway `started` event saying `run_dir`/`workdir` overrides both
+    (kept across copies)."""
+    folder = RunFolder(root)
+    run_dir, workdir = str(root), ""
+    with contextlib.suppress(OSError, ValueError):
+        info = json.loads(folder.run_json.read_text())
+        workdir = str(info.get("workdir") or "") if isinstance(info, dict) else ""
+    with contextlib.suppress(OSError):
+        for line in folder.model_log.read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                event = json.loads(line)
+                data = event.get("data") if isinstance(event, dict) and event.get("event") == "started" else None
+                if isinstance(data, dict):
+                    run_dir = str(data.get("run_dir") or run_dir)
+                    workdir = str(data.get("workdir") or workdir)
+    return run_dir, workdir
+
+
+def recording(cassette: Path) -> tuple[list[Exchange], tuple[str, str]]:
+    """A cassette's exchanges (each worker's in order, worker by worker) and where it was recorded (run
+    folder, workdir): from an exported file (orch.gateway.portable), or from a run folder's model dir."""
+    if cassette.is_file():
+        header, exchanges = portable.read(cassette)
+        return exchanges, portable.where(header)
+    folder = _folder(cassette)
+    files = folder.recordings()
+    if not files:
+        raise UsageError(
+            f"replay cassette {cassette} has no recording (no exchanges file in {folder.model_dir})",
+            hint="record a run first: a run's gateway records every exchange",
+        )
+    exchanges = [e for path in files for e in read_exchanges(path)]
+    if not exchanges:
+        raise UsageError(f"replay cassette {cassette} is empty: its exchanges files hold no exchange")
+    return exchanges, recorded_folders(folder.root)
+
+
+def cassette_exchanges(cassette: Path) -> list[Exchange]:
+    """What `orch record export` copies: a run folder's exchanges in replay's order."""
+    return recording(cassette)[0]

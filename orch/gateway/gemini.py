@@ -19,17 +19,19 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any
 
-from orch.gateway.protocol import ErrorKind, Outcome, ToolResult, ToolUse
+from orch import sse
+from orch.gateway import protocol as api
+from orch.gateway.protocol import Outcome, ProtocolBase, ToolResult, ToolUse
 from orch.gateway.records import Scheme, Tokens
 from orch.jsonsample import sample
 
 PATH_RE = re.compile(r"^/v1(?:beta|alpha)?/models/([^/:]+):(generateContent|streamGenerateContent|countTokens)$")
 MADE_UP_ID = re.compile(r"^.+_\d{10,}_\d+$")
 """An id the pinned Gemini CLI gave a call itself: `<tool name>_<epoch ms>_<index>`."""
-_ERRORS: dict[ErrorKind, tuple[int, str]] = {
+_ERRORS: dict[api.ErrorKind, tuple[int, str]] = {
     "authentication": (401, "UNAUTHENTICATED"),
     "permission": (403, "PERMISSION_DENIED"),
     "invalid_request": (400, "INVALID_ARGUMENT"),
@@ -38,19 +40,14 @@ _ERRORS: dict[ErrorKind, tuple[int, str]] = {
 }
 
 
-def _count(usage: Mapping[str, Any], name: str) -> int:
-    value = usage.get(name)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
 def tokens(usage: object) -> Tokens | None:
     if not isinstance(usage, dict):
         return None
-    cached = _count(usage, "cachedContentTokenCount")
-    prompt = _count(usage, "promptTokenCount") + _count(usage, "toolUsePromptTokenCount")
+    cached = api.count(usage.get("cachedContentTokenCount"))
+    prompt = api.count(usage.get("promptTokenCount")) + api.count(usage.get("toolUsePromptTokenCount"))
     return Tokens(
         input_tokens=max(0, prompt - cached),
-        output_tokens=_count(usage, "candidatesTokenCount") + _count(usage, "thoughtsTokenCount"),
+        output_tokens=api.count(usage.get("candidatesTokenCount")) + api.count(usage.get("thoughtsTokenCount")),
         cache_read_input_tokens=cached,
     )
 
@@ -85,79 +82,9 @@ def _finished(chunk: Mapping[str, Any]) -> bool:
 SESSION_CONTEXT_RE = re.compile(r"<session_context>.*?</session_context>", re.DOTALL)
 
 
-def replay_key(path: str, body: Mapping[str, Any]) -> tuple[Literal["main", "side", "count_tokens"], str, int] | None:
-    """How replay knows a Gemini request (None: not one): its kind, its first prompt's raw text and its turn.
-
-    The first user content is Gemini CLI's `<session_context>` (today's date, its own temp folder, the
-    workdir listing), which differs between two runs of the same work: it is left out. Main calls are
-    streamed with tools and ask for no JSON schema; the model router, the next-speaker check and the
-    like are side calls.
-    """
-    match = PATH_RE.match(path.split("?", 1)[0])
-    if match is None:
-        return None
-    contents = [c for c in body.get("contents") or [] if isinstance(c, dict)]
-    if match[2] == "countTokens":
-        return "count_tokens", "", len(contents)
+def _schema(body: Mapping[str, Any]) -> object:
     config = body.get("generationConfig")
-    schema = isinstance(config, dict) and (config.get("responseJsonSchema") or config.get("responseSchema"))
-    main = match[2] == "streamGenerateContent" and body.get("tools") and not schema
-    first = ""
-    for content in contents:
-        if content.get("role") != "model":
-            parts = [p for p in content.get("parts") or [] if isinstance(p, dict)]
-            texts = [SESSION_CONTEXT_RE.sub("", str(p.get("text", ""))).strip() for p in parts if "text" in p]
-            first = "\n".join(t for t in texts if t)
-            if first:
-                break
-    return ("main" if main else "side"), first, len(contents)
-
-
-def is_stream(body: str) -> bool:
-    """A recorded streamGenerateContent answer: server-sent events of GenerateContentResponse chunks."""
-    return body.startswith("data: {") and '"candidates"' in body
-
-
-def translate_stream(text: str, rewrite: Callable[[Any], Any]) -> str:
-    """A recorded stream with `rewrite` applied to each chunk's text parts and function call arguments
-    (replay: the recording's folders become this run's). Each chunk is a whole JSON object, so a call's
-    arguments are never cut across events. Lines it does not change stay byte for byte."""
-    lines = text.splitlines(keepends=True)
-    for number, line in enumerate(lines):
-        if not line.startswith("data: {"):
-            continue
-        body = line[6:].rstrip("\r\n")
-        try:
-            chunk = json.loads(body)
-        except ValueError:
-            continue
-        if not isinstance(chunk, dict):
-            continue
-        new = dict(chunk, candidates=rewrite(chunk.get("candidates"))) if "candidates" in chunk else chunk
-        if new != chunk:
-            lines[number] = "data: " + json.dumps(new) + line[6 + len(body) :]
-    return "".join(lines)
-
-
-def synthesized(path: str, body: Mapping[str, Any]) -> tuple[str, str, bool] | None:
-    """A minimal Gemini answer (content type, body, streamed) for a side or countTokens call a replay
-    cassette never saw; None for a path that is not Gemini's."""
-    match = PATH_RE.match(path.split("?", 1)[0])
-    if match is None:
-        return None
-    if match[2] == "countTokens":
-        return "application/json", json.dumps({"totalTokens": max(1, len(json.dumps(body)) // 4)}), False
-    config = body.get("generationConfig")
-    schema = (config.get("responseJsonSchema") or config.get("responseSchema")) if isinstance(config, dict) else None
-    text = json.dumps(sample(schema, "Replayed session", 1)) if isinstance(schema, dict) else "Replayed session"
-    chunk = {
-        "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP", "index": 0}],
-        "usageMetadata": {"promptTokenCount": 0, "candidatesTokenCount": 0, "totalTokenCount": 0},
-        "modelVersion": match[1],
-    }
-    if match[2] == "streamGenerateContent":
-        return "text/event-stream", f"data: {json.dumps(chunk)}\r\n\r\n", True
-    return "application/json", json.dumps(chunk), False
+    return (config.get("responseJsonSchema") or config.get("responseSchema")) if isinstance(config, dict) else None
 
 
 class _Stream:
@@ -179,22 +106,17 @@ class _Stream:
         return self._outcome
 
 
-class GeminiProtocol:
+class GeminiProtocol(ProtocolBase):
+    """The model is not in Gemini CLI's bodies (the path names it): the response's modelVersion counts."""
+
     name = "gemini"
     auth_headers = frozenset({"x-goog-api-key", "authorization"})
 
-    def kind(self, method: str, path: str) -> Literal["messages", "count_tokens", "other"]:
+    def kind(self, method: str, path: str) -> api.CallKind:
         match = PATH_RE.match(path)
         if method != "POST" or match is None:
             return "other"
         return "count_tokens" if match[2] == "countTokens" else "messages"
-
-    def billable(self, method: str, path: str) -> bool:
-        return self.kind(method, path) != "other"
-
-    def model(self, body: Mapping[str, Any]) -> str | None:
-        model = body.get("model")  # not in Gemini CLI's bodies: the path names it
-        return model if isinstance(model, str) else None
 
     def response_outcome(self, body: Mapping[str, Any]) -> Outcome:
         model = body.get("modelVersion")
@@ -232,15 +154,63 @@ class GeminiProtocol:
                 found.append(ToolResult(call_id, is_error, output))
         return found
 
-    def error_body(self, kind: ErrorKind, message: str) -> dict[str, Any]:
+    def error_body(self, kind: api.ErrorKind, message: str) -> dict[str, Any]:
         code, status = _ERRORS[kind]
         return {"error": {"code": code, "message": message, "status": status}}
 
-    def upstream_auth(self, scheme: Scheme, secret: str, incoming: Mapping[str, str]) -> dict[str, str]:
-        if scheme in (Scheme.API_KEY, Scheme.OAUTH):
-            return {"x-goog-api-key": secret}
+    def credential(self, scheme: Scheme, secret: str, incoming: Mapping[str, str]) -> dict[str, str]:
         if scheme is Scheme.BEARER:
             return {"authorization": f"Bearer {secret}"}
-        if scheme is Scheme.PASSTHROUGH:
-            return {k: v for k, v in incoming.items() if k in self.auth_headers}
-        return {}
+        return {"x-goog-api-key": secret}  # an API key, or an OAuth token Google takes the same way
+
+    def replay_parts(self, path: str, body: Mapping[str, Any]) -> api.ReplayParts:
+        """The first user content is Gemini CLI's `<session_context>` (today's date, its own temp folder, the
+        workdir listing), which differs between two runs of the same work: it is left out. Main calls are
+        streamed with tools and ask for no JSON schema; the model router, the next-speaker check and the
+        like are side calls."""
+        match = PATH_RE.match(path)
+        method = match[2] if match else ""
+        contents = [c for c in body.get("contents") or [] if isinstance(c, dict)]
+        if method == "countTokens":
+            return api.ReplayParts("count_tokens", "", len(contents))
+        main = method == "streamGenerateContent" and body.get("tools") and not _schema(body)
+        first = ""
+        for content in contents:
+            if content.get("role") != "model":
+                parts = [p for p in content.get("parts") or [] if isinstance(p, dict)]
+                texts = [SESSION_CONTEXT_RE.sub("", str(p.get("text", ""))).strip() for p in parts if "text" in p]
+                first = "\n".join(t for t in texts if t)
+                if first:
+                    break
+        return api.ReplayParts("main" if main else "side", first, len(contents))
+
+    def translate_stream(self, text: str, rewrite: api.Rewrite) -> str:
+        """Each chunk is a whole JSON object, so a call's arguments are never cut across events."""
+        lines, payloads = sse.data_lines(text, '"candidates"')
+        changed = set()
+        for number, chunk in payloads.items():
+            new = dict(chunk, candidates=api.rewrite_value(chunk.get("candidates"), rewrite))
+            if new != chunk:
+                payloads[number] = new
+                changed.add(number)
+        return sse.joined(lines, payloads, changed)
+
+    def synthesised(self, path: str, body: Mapping[str, Any], kind: api.ReplayKind, tag: str) -> api.Synthesised:
+        match = PATH_RE.match(path)
+        model, method = (match[1], match[2]) if match else ("replay", "generateContent")
+        if kind == "count_tokens":
+            return api.Synthesised(
+                "application/json", json.dumps({"totalTokens": max(1, len(json.dumps(body)) // 4)}), False
+            )
+        schema = _schema(body)
+        text = json.dumps(sample(schema, "Replayed session", 1)) if isinstance(schema, dict) else "Replayed session"
+        chunk = {
+            "candidates": [
+                {"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP", "index": 0}
+            ],
+            "usageMetadata": {"promptTokenCount": 0, "candidatesTokenCount": 0, "totalTokenCount": 0},
+            "modelVersion": model,
+        }
+        if method == "streamGenerateContent":
+            return api.Synthesised("text/event-stream", sse.frame([chunk], crlf=True).decode(), True)
+        return api.Synthesised("application/json", json.dumps(chunk), False)

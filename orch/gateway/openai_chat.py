@@ -22,16 +22,18 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any
 
+from orch import sse
 from orch.contracts import TEXT_SHELL
-from orch.gateway.protocol import ErrorKind, Outcome, ToolResult, ToolUse
-from orch.gateway.records import Scheme, Tokens
+from orch.gateway import protocol as api
+from orch.gateway.protocol import Outcome, ProtocolBase, ToolResult, ToolUse
+from orch.gateway.records import Tokens
 
 PATHS = ("/chat/completions", "/v1/chat/completions")
 _SHELL_FENCE = re.compile(r"^```(?:bash|sh|shell|zsh|ksh|fish|csh|tcsh)\b")
-_ERROR_TYPES: dict[ErrorKind, str] = {
+_ERROR_TYPES: dict[api.ErrorKind, str] = {
     "authentication": "invalid_api_key",
     "permission": "insufficient_permissions",
     "invalid_request": "invalid_request_error",
@@ -79,21 +81,8 @@ def text_shell_calls(text: str, tag: str) -> list[ToolUse]:
     return [ToolUse(f"{tag}:{n}", TEXT_SHELL, {"command": command}) for n, command in enumerate(commands)]
 
 
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def tokens(usage: object) -> Tokens | None:
-    if not isinstance(usage, dict):
-        return None
-    details = usage.get("prompt_tokens_details")
-    cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else 0
-    prompt = _int(usage.get("prompt_tokens"))
-    return Tokens(
-        input_tokens=max(0, prompt - cached),
-        output_tokens=_int(usage.get("completion_tokens")),
-        cache_read_input_tokens=cached,
-    )
+    return api.cached_apart(usage, "prompt_tokens", "completion_tokens")
 
 
 def _arguments(text: str) -> dict[str, Any]:
@@ -143,7 +132,7 @@ class _Stream:
             for call in (delta.get("tool_calls") if isinstance(delta, dict) else None) or []:
                 if not isinstance(call, dict):
                     continue
-                index = _int(call.get("index"))
+                index = api.count(call.get("index"))
                 given = call.get("function")
                 function: dict[str, Any] = given if isinstance(given, dict) else {}
                 if index not in self._calls:
@@ -170,19 +159,12 @@ class _Stream:
         return self._outcome
 
 
-class ChatCompletionsProtocol:
+class ChatCompletionsProtocol(ProtocolBase):
     name = "openai-chat"
     auth_headers = frozenset({"authorization", "api-key", "x-api-key"})
 
-    def kind(self, method: str, path: str) -> Literal["messages", "count_tokens", "other"]:
+    def kind(self, method: str, path: str) -> api.CallKind:
         return "messages" if handles(method, path) else "other"
-
-    def billable(self, method: str, path: str) -> bool:
-        return handles(method, path)
-
-    def model(self, body: Mapping[str, Any]) -> str | None:
-        model = body.get("model")
-        return model if isinstance(model, str) else None
 
     def response_outcome(self, body: Mapping[str, Any]) -> Outcome:
         uses: list[ToolUse] = []
@@ -195,10 +177,9 @@ class ChatCompletionsProtocol:
                     uses.append(
                         ToolUse(str(call.get("id", "")), str(function.get("name", "")), _arguments(str(args or "")))
                     )
-        model = body.get("model")
         return Outcome(
             complete=True,
-            model=model if isinstance(model, str) else None,
+            model=self.model(body),
             usage=tokens(body.get("usage")),
             tool_uses=uses,
         )
@@ -214,73 +195,68 @@ class ChatCompletionsProtocol:
             if isinstance(m, dict) and m.get("role") == "tool"
         ]
 
-    def error_body(self, kind: ErrorKind, message: str) -> dict[str, Any]:
+    def error_body(self, kind: api.ErrorKind, message: str) -> dict[str, Any]:
         code = _ERROR_TYPES[kind]
         return {"error": {"message": message, "type": code, "param": None, "code": code}}
 
     def upstream_body(self, body: Mapping[str, Any], raw: bytes) -> bytes:
         """The request as sent upstream: a stream that does not ask for usage (the pinned aider's) is made to,
-        else the books could not count it. The extra final chunk (`choices: []`) is standard API output."""
+        else the books could not api.count it. The extra final chunk (`choices: []`) is standard API output."""
         options = body.get("stream_options")
         if not body.get("stream") or (isinstance(options, dict) and options.get("include_usage")):
             return raw
         given = options if isinstance(options, dict) else {}
         return json.dumps({**body, "stream_options": {**given, "include_usage": True}}).encode()
 
-    def upstream_auth(self, scheme: Scheme, secret: str, incoming: Mapping[str, str]) -> dict[str, str]:
-        if scheme in (Scheme.BEARER, Scheme.API_KEY, Scheme.OAUTH):
-            return {"authorization": f"Bearer {secret}"}
-        if scheme is Scheme.PASSTHROUGH:
-            return {k: v for k, v in incoming.items() if k in self.auth_headers}
-        return {}
+    def replay_parts(self, path: str, body: Mapping[str, Any]) -> api.ReplayParts:
+        """Main (`main_call`: aider's turns offer no tools either) or side; the first user message; the number
+        of messages."""
+        messages = body.get("messages")
+        listed = messages if isinstance(messages, list) else []
+        first = next((m for m in listed if isinstance(m, dict) and m.get("role") == "user"), None)
+        kind: api.ReplayKind = "main" if main_call(body) else "side"
+        return api.ReplayParts(kind, _text(first.get("content")) if first else "", len(listed))
 
+    def translate_stream(self, text: str, rewrite: api.Rewrite) -> str:
+        """Content text and each tool call's arguments rewritten. Arguments come in fragments that may cut a
+        path in two: the rewritten whole goes into the first fragment and the others are emptied."""
+        lines, payloads = sse.data_lines(text)
+        changed: set[int] = set()
+        fragments: dict[int, list[dict[str, Any]]] = {}
+        owners: dict[int, list[int]] = {}
+        for number, chunk in payloads.items():
+            for choice in chunk.get("choices") or []:
+                delta = choice.get("delta") if isinstance(choice, dict) else None
+                if not isinstance(delta, dict):
+                    continue
+                if isinstance(delta.get("content"), str) and (new := rewrite(delta["content"])) != delta["content"]:
+                    delta["content"] = new
+                    changed.add(number)
+                for call in delta.get("tool_calls") or []:
+                    if isinstance(call, dict) and isinstance(call.get("function"), dict):
+                        fragments.setdefault(api.count(call.get("index")), []).append(call["function"])
+                        owners.setdefault(api.count(call.get("index")), []).append(number)
+        for index, functions in fragments.items():
+            whole = "".join(str(f.get("arguments") or "") for f in functions)
+            if (rewritten := api.rewrite_json(whole, rewrite)) is not None:
+                for position, function in enumerate(functions):
+                    function["arguments"] = rewritten if position == 0 else ""
+                changed.update(owners[index])
+        return sse.joined(lines, payloads, changed)
 
-def translate_stream(text: str, rewrite: Callable[[Any], Any]) -> str:
-    """A recorded chunk stream with `rewrite` applied to its content text and to each tool call's arguments
-    (replay: the recording's folders become this run's). Arguments come in fragments that may cut a path in
-    two: the rewritten whole goes into the first fragment and the others are emptied. Events it does not
-    change stay byte for byte."""
-    events = text.split("\n\n")
-    parsed: dict[int, dict[str, Any]] = {}
-    for number, event in enumerate(events):
-        data = next((line[6:] for line in event.split("\n") if line.startswith("data: {")), None)
-        if data is None:
-            continue
-        try:
-            loaded = json.loads(data)
-        except ValueError:
-            continue
-        if isinstance(loaded, dict):
-            parsed[number] = loaded
-    changed: set[int] = set()
-    fragments: dict[int, list[dict[str, Any]]] = {}
-    owners: dict[int, list[int]] = {}
-    for number, chunk in parsed.items():
-        for choice in chunk.get("choices") or []:
-            delta = choice.get("delta") if isinstance(choice, dict) else None
-            if not isinstance(delta, dict):
-                continue
-            if isinstance(delta.get("content"), str) and (new := rewrite(delta["content"])) != delta["content"]:
-                delta["content"] = new
-                changed.add(number)
-            for call in delta.get("tool_calls") or []:
-                if isinstance(call, dict) and isinstance(call.get("function"), dict):
-                    fragments.setdefault(_int(call.get("index")), []).append(call["function"])
-                    owners.setdefault(_int(call.get("index")), []).append(number)
-    for index, functions in fragments.items():
-        whole = "".join(str(f.get("arguments") or "") for f in functions)
-        try:
-            original = json.loads(whole)
-        except ValueError:
-            continue  # a stream cut mid-arguments: leave it as it came
-        rewritten = json.dumps(rewrite(original))
-        if rewritten != json.dumps(original):
-            for position, function in enumerate(functions):
-                function["arguments"] = rewritten if position == 0 else ""
-            changed.update(owners[index])
-    for number in changed:
-        events[number] = "\n".join(
-            f"data: {json.dumps(parsed[number])}" if line.startswith("data: {") else line
-            for line in events[number].split("\n")
-        )
-    return "\n\n".join(events)
+    def synthesised(self, path: str, body: Mapping[str, Any], kind: api.ReplayKind, tag: str) -> api.Synthesised:
+        """A short text answer (titles, summaries), streamed as chunks when asked."""
+        base = {"id": f"chatcmpl-replay{tag}", "created": 0, "model": str(body.get("model") or "replay")}
+        usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+        if not body.get("stream"):
+            message = {"role": "assistant", "content": "Replayed session"}
+            whole = {**base, "object": "chat.completion", "usage": usage,
+                     "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}  # fmt: skip
+            return api.Synthesised("application/json", json.dumps(whole), False)
+        chunk = {**base, "object": "chat.completion.chunk"}
+        chunks = [
+            {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Replayed session"}}]},
+            {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+            {**chunk, "choices": [], "usage": usage},
+        ]
+        return api.Synthesised("text/event-stream", sse.frame(chunks, done=True).decode(), True)

@@ -1,20 +1,29 @@
-"""What the gateway needs to know about a model API, so the server stays API-neutral.
+"""What the gateway needs to know about a model API, so the server, the recording and replay stay
+API-neutral.
 
-One module per API implements ApiProtocol (orch/gateway/anthropic.py: the Messages API). The server asks
-it which calls are billable, where the usage is in a JSON body or a stream, which tool calls a response
-makes and which tool results a request carries, what an error the gateway itself returns looks like, and
-how the user's credential goes upstream.
+One module per API implements ApiProtocol (orch/gateway/anthropic.py: the Messages API), registered in
+orch/gateway/protocols.py. The live path asks it which calls are billable, where the usage is in a JSON
+body or a stream, which tool calls a response makes and which tool results a request carries, what an
+error the gateway itself returns looks like, and how the user's credential goes upstream. Replay asks it
+how a request is keyed (`replay_parts`), how a recorded stream names this run's folders
+(`translate_stream`) and what minimal answer a side call the recording never saw gets (`synthesised`).
+The scripted model's side of each API is in orch/offline/, registered under the same name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from orch.gateway.records import Scheme, Tokens
 
 ErrorKind = Literal["authentication", "permission", "invalid_request", "upstream", "not_found"]
+CallKind = Literal["messages", "count_tokens", "other"]
+ReplayKind = Literal["main", "side", "count_tokens", "other"]
+Rewrite = Callable[[str], str]
+"""A text rewrite (replay: the recording's folders become this run's)."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,27 @@ class Outcome:
     tool_uses: list[ToolUse] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class ReplayParts:
+    """What replay keys a request by: main (the agent's own turns: they decide a replay), side (titles and
+    the like), count_tokens or other; the raw text of the first message someone typed (normalised and
+    digested into the conversation by orch.gateway.replaykey); the turn (the request's number of messages
+    or items)."""
+
+    kind: ReplayKind
+    first_text: str
+    turn: int
+
+
+@dataclass(frozen=True)
+class Synthesised:
+    """A minimal answer replay gives a side or count_tokens call its recording never saw."""
+
+    content_type: str
+    text: str
+    stream: bool
+
+
 class StreamReader(Protocol):
     def feed(self, event: dict[str, Any]) -> None:
         """One parsed SSE data object, in order."""
@@ -54,7 +84,7 @@ class ApiProtocol(Protocol):
     def billable(self, method: str, path: str) -> bool:
         """A call the gateway counts, budgets, ledgers and replays by conversation (its body must be JSON)."""
 
-    def kind(self, method: str, path: str) -> Literal["messages", "count_tokens", "other"]: ...
+    def kind(self, method: str, path: str) -> CallKind: ...
 
     def model(self, body: Mapping[str, Any]) -> str | None: ...
 
@@ -74,3 +104,87 @@ class ApiProtocol(Protocol):
 
     auth_headers: frozenset[str]
     """Incoming header names (lower case) that carry credentials: dropped before forwarding."""
+
+    def upstream_body(self, body: Mapping[str, Any], raw: bytes) -> bytes:
+        """The request body to send upstream: `raw` as it came, unless the API needs a change (usage)."""
+
+    def replay_parts(self, path: str, body: Mapping[str, Any]) -> ReplayParts:
+        """How replay knows this request (`path` without its query and trailing slash)."""
+
+    def translate_stream(self, text: str, rewrite: Rewrite) -> str:
+        """A recorded stream with `rewrite` applied to its text and tool inputs; other lines byte for byte."""
+
+    def synthesised(self, path: str, body: Mapping[str, Any], kind: ReplayKind, tag: str) -> Synthesised:
+        """A minimal answer to a side or count_tokens call (`tag`: unique per key, for its id)."""
+
+
+class ProtocolBase:
+    """What most APIs share: the model named in the body, billable = not `other`, the body as it came, the
+    worker's own auth headers passed through under PASSTHROUGH, else a bearer token (OpenAI's APIs)."""
+
+    auth_headers: frozenset[str] = frozenset()
+
+    def kind(self, method: str, path: str) -> CallKind:
+        raise NotImplementedError
+
+    def billable(self, method: str, path: str) -> bool:
+        return self.kind(method, path) != "other"
+
+    def model(self, body: Mapping[str, Any]) -> str | None:
+        model = body.get("model")
+        return model if isinstance(model, str) else None
+
+    def upstream_body(self, body: Mapping[str, Any], raw: bytes) -> bytes:
+        return raw
+
+    def upstream_auth(self, scheme: Scheme, secret: str, incoming: Mapping[str, str]) -> dict[str, str]:
+        if scheme is Scheme.PASSTHROUGH:
+            return {k: v for k, v in incoming.items() if k in self.auth_headers}
+        if scheme is Scheme.NONE:
+            return {}
+        return self.credential(scheme, secret, incoming)
+
+    def credential(self, scheme: Scheme, secret: str, incoming: Mapping[str, str]) -> dict[str, str]:
+        """The headers presenting the user's credential (API_KEY, BEARER or OAUTH)."""
+        return {"authorization": f"Bearer {secret}"}
+
+
+def count(value: object) -> int:
+    """A token count, or 0 for anything that is not a non-negative int."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def cached_apart(usage: object, total: str, output: str) -> Tokens | None:
+    """OpenAI's usage (`total` input tokens including `<total>_details.cached_tokens`, `output` tokens) as
+    the books keep it: cached input apart."""
+    if not isinstance(usage, dict):
+        return None
+    details = usage.get(f"{total}_details")
+    cached = count(details.get("cached_tokens")) if isinstance(details, dict) else 0
+    total_in = count(usage.get(total))
+    return Tokens(
+        input_tokens=max(0, total_in - cached),
+        output_tokens=count(usage.get(output)),
+        cache_read_input_tokens=min(cached, total_in) if total_in else cached,
+    )
+
+
+def rewrite_value(value: Any, rewrite: Rewrite) -> Any:
+    """`rewrite` applied to every string in a JSON value."""
+    if isinstance(value, str):
+        return rewrite(value)
+    if isinstance(value, list):
+        return [rewrite_value(v, rewrite) for v in value]
+    if isinstance(value, dict):
+        return {k: rewrite_value(v, rewrite) for k, v in value.items()}
+    return value
+
+
+def rewrite_json(text: str, rewrite: Rewrite) -> str | None:
+    """A JSON text with `rewrite` applied to its strings; None when it is not JSON or nothing changed."""
+    try:
+        original = json.loads(text)
+    except ValueError:
+        return None
+    rewritten = json.dumps(rewrite_value(original, rewrite))
+    return rewritten if rewritten != json.dumps(original) else None

@@ -1,12 +1,14 @@
-"""Which model API a worker's request speaks, chosen per request by its path, so that several APIs
-share one run's gateway: `/v1/messages` is Anthropic's, `/responses` OpenAI's Responses API,
+"""The registry of model APIs: which one a worker's request speaks, chosen per request by its path, so that
+several APIs share one run's gateway: `/v1/messages` is Anthropic's, `/responses` OpenAI's Responses API,
 `/chat/completions` OpenAI's Chat Completions, `/v1beta/models/M:generateContent` Gemini's. A path no
 protocol claims (a model list, say) is passed through uncounted to the worker's own upstream, with the
-headers of that upstream's first protocol."""
+headers of that upstream's first protocol.
+
+The live path, the recording and replay all go through PROTOCOLS; the scripted model's side of each API is
+registered under the same name in orch/offline/apis.py (tests/gateway/test_protocols.py keeps the two
+registries in step)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from orch.gateway.anthropic import AnthropicProtocol
 from orch.gateway.gemini import GeminiProtocol
@@ -41,8 +43,6 @@ def named(name: str | None) -> ApiProtocol:
     return BY_NAME.get(name or "", DEFAULT)
 
 
-def upstream_body(protocol: ApiProtocol, body: dict[str, Any], raw: bytes) -> bytes:
-    """The request body to send upstream: as it came, unless its protocol must change it (usage)."""
-    if isinstance(protocol, ChatCompletionsProtocol) and body:
-        return protocol.upstream_body(body, raw)
-    return raw
+def for_request(path: str) -> ApiProtocol:
+    """The protocol of a request path as replay and the recording see it (query and trailing slash aside)."""
+    return for_path(path.split("?", 1)[0].rstrip("/") or "/")

@@ -28,11 +28,12 @@ from orch.gateway import protocols
 from orch.gateway.books import Books
 from orch.gateway.events import EventLog
 from orch.gateway.protocol import ApiProtocol, ErrorKind, Outcome
-from orch.gateway.protocols import claiming, upstream_body
+from orch.gateway.protocols import claiming
 from orch.gateway.records import GatewayBoot, GatewayEventKind, Upstream
-from orch.gateway.replay import Replayer, ReplayMiss, exchange_key
-from orch.gateway.sse import SseParser, split_events
+from orch.gateway.replay import Replayer, ReplayMiss
+from orch.gateway.replaykey import exchange_key
 from orch.gateway.writer import Call, Done, Writer
+from orch.sse import SseParser, split_events
 
 log = logging.getLogger("orch.gateway")
 HOP_BY_HOP = frozenset(
@@ -179,7 +180,7 @@ class Proxy:
             upstream = await self._session.request(
                 call.method,
                 url + call.path,
-                data=upstream_body(call.protocol, call.body, raw),
+                data=call.protocol.upstream_body(call.body, raw) if call.body else raw,
                 headers=self._upstream_headers(request, call.protocol, target),
                 allow_redirects=False,
             )

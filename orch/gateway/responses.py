@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any
 
-from orch.gateway.protocol import ErrorKind, Outcome, ToolResult, ToolUse
-from orch.gateway.records import Scheme, Tokens
+from orch import sse
+from orch.gateway import protocol as api
+from orch.gateway.protocol import Outcome, ProtocolBase, ToolResult, ToolUse
+from orch.gateway.records import Tokens
+from orch.jsonsample import sample
 
 PATHS = ("/responses", "/v1/responses")
-_ERROR_TYPES: dict[ErrorKind, tuple[str, str | None]] = {
+_ERROR_TYPES: dict[api.ErrorKind, tuple[str, str | None]] = {
     "authentication": ("invalid_request_error", "invalid_api_key"),
     "permission": ("invalid_request_error", "insufficient_permissions"),
     "invalid_request": ("invalid_request_error", None),
@@ -34,22 +37,9 @@ _EXIT_RE = re.compile(r"^Process exited with code (\d+)$", re.MULTILINE)
 _FINISHED = ("response.completed", "response.incomplete", "response.failed", "response.done")
 
 
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def tokens(usage: object) -> Tokens | None:
     """A Responses `usage` object as the gateway's Tokens (cached input apart)."""
-    if not isinstance(usage, dict):
-        return None
-    details = usage.get("input_tokens_details")
-    cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else 0
-    total_in = _int(usage.get("input_tokens"))
-    return Tokens(
-        input_tokens=max(0, total_in - cached),
-        output_tokens=_int(usage.get("output_tokens")),
-        cache_read_input_tokens=min(cached, total_in) if total_in else cached,
-    )
+    return api.cached_apart(usage, "input_tokens", "output_tokens")
 
 
 def tool_use(item: object) -> ToolUse | None:
@@ -120,19 +110,12 @@ class _Stream:
         return self._outcome
 
 
-class ResponsesProtocol:
+class ResponsesProtocol(ProtocolBase):
     name = "openai-responses"
     auth_headers = frozenset({"authorization", "api-key", "openai-organization", "openai-project"})
 
-    def kind(self, method: str, path: str) -> Literal["messages", "count_tokens", "other"]:
+    def kind(self, method: str, path: str) -> api.CallKind:
         return "messages" if method == "POST" and path.split("?", 1)[0] in PATHS else "other"
-
-    def billable(self, method: str, path: str) -> bool:
-        return self.kind(method, path) != "other"
-
-    def model(self, body: Mapping[str, Any]) -> str | None:
-        model = body.get("model")
-        return model if isinstance(model, str) else None
 
     def response_outcome(self, body: Mapping[str, Any]) -> Outcome:
         output = body.get("output")
@@ -154,50 +137,78 @@ class ResponsesProtocol:
             if isinstance(item, dict) and item.get("type") in _TOOL_OUTPUTS
         ]
 
-    def error_body(self, kind: ErrorKind, message: str) -> dict[str, Any]:
+    def error_body(self, kind: api.ErrorKind, message: str) -> dict[str, Any]:
         kind_name, code = _ERROR_TYPES[kind]
         return {"error": {"message": message, "type": kind_name, "param": None, "code": code}}
 
-    def upstream_auth(self, scheme: Scheme, secret: str, incoming: Mapping[str, str]) -> dict[str, str]:
-        if scheme in (Scheme.API_KEY, Scheme.BEARER, Scheme.OAUTH):
-            return {"authorization": f"Bearer {secret}"}
-        if scheme is Scheme.PASSTHROUGH:
-            return {k: v for k, v in incoming.items() if k in self.auth_headers}
-        return {}
+    def replay_parts(self, path: str, body: Mapping[str, Any]) -> api.ReplayParts:
+        """Main (tools offered, no output format: the agent's own turns) or side (thread titles); the first
+        message someone typed (not the context Codex injects); the number of input items."""
+        kind: api.ReplayKind = "main" if body.get("tools") and not _asks_format(body) else "side"
+        items = body.get("input")
+        items = items if isinstance(items, list) else []
+        first = ""
+        for item in items:
+            if isinstance(item, dict) and item.get("type", "message") == "message" and item.get("role") == "user":
+                typed = _output_text(item.get("content")).strip()
+                if typed and not typed.startswith(_INJECTED):
+                    first = typed
+                    break
+        return api.ReplayParts(kind, first, len(items))
+
+    def translate_stream(self, text: str, rewrite: api.Rewrite) -> str:
+        """Codex runs a call from its `output_item.done` item, whose arguments are whole; an argument delta
+        is rewritten as plain text."""
+        lines, payloads = sse.data_lines(text)
+        changed = set()
+        for number, payload in payloads.items():
+            if (rewritten := _rewrite(payload, rewrite)) != payload:
+                payloads[number] = rewritten
+                changed.add(number)
+        return sse.joined(lines, payloads, changed)
+
+    def synthesised(self, path: str, body: Mapping[str, Any], kind: api.ReplayKind, tag: str) -> api.Synthesised:
+        """A completed response with one message (a api.sample of the asked-for schema, else a short text)."""
+        given = body.get("text")
+        text_format = given.get("format") if isinstance(given, dict) else None
+        schema = text_format.get("schema") if isinstance(text_format, dict) else None
+        text = json.dumps(sample(schema, "Replayed session")) if isinstance(schema, dict) else "Replayed session"
+        item: dict[str, Any] = {
+            "type": "message",
+            "id": f"msg_replay{tag}",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": text, "annotations": []}],
+        }
+        usage = {"input_tokens": 0, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 0, "total_tokens": 0}
+        done: dict[str, Any] = {
+            "id": f"resp_replay{tag}",
+            "object": "response",
+            "status": "completed",
+            "model": str(body.get("model") or "replay"),
+            "output": [item],
+            "usage": usage,
+        }
+        if not body.get("stream"):
+            return api.Synthesised("application/json", json.dumps(done), False)
+        events: list[dict[str, Any]] = [
+            {"type": "response.created", "response": {**done, "status": "in_progress", "output": [], "usage": None}},
+            {"type": "response.output_item.done", "output_index": 0, "item": item},
+            {"type": "response.completed", "response": done},
+        ]
+        numbered = [{**event, "sequence_number": n} for n, event in enumerate(events)]
+        return api.Synthesised("text/event-stream", sse.frame(numbered, named=True).decode(), True)
 
 
 _INJECTED = ("<environment_context>", "<user_instructions>", "<turn_aborted>", "# AGENTS.md instructions")
 
 
-def handles(path: str) -> bool:
-    return path.split("?", 1)[0].rstrip("/") in PATHS
-
-
-def replay_parts(body: Mapping[str, Any]) -> tuple[Literal["main", "side"], str, int]:
-    """What replay keys a /responses request by (orch.gateway.replay): main (tools offered, no output
-    format: the agent's own turns) or side (thread titles); the first message someone typed (not the
-    context Codex injects); the number of input items."""
+def _asks_format(body: Mapping[str, Any]) -> bool:
     text = body.get("text")
-    asks_format = isinstance(text, dict) and text.get("format") not in (None, {"type": "text"})
-    kind: Literal["main", "side"] = "main" if body.get("tools") and not asks_format else "side"
-    items = body.get("input")
-    items = items if isinstance(items, list) else []
-    first = ""
-    for item in items:
-        if isinstance(item, dict) and item.get("type", "message") == "message" and item.get("role") == "user":
-            typed = _output_text(item.get("content")).strip()
-            if typed and not typed.startswith(_INJECTED):
-                first = typed
-                break
-    return kind, first, len(items)
+    return isinstance(text, dict) and text.get("format") not in (None, {"type": "text"})
 
 
-def is_stream(text: str) -> bool:
-    """A recorded SSE body of this API (replay picks its translation by it)."""
-    return "event: response." in text[:2000] or '"type": "response.' in text[:2000]
-
-
-def _rewrite(value: Any, rewrite: Callable[[str], str], key: str = "") -> Any:
+def _rewrite(value: Any, rewrite: api.Rewrite, key: str = "") -> Any:
     if isinstance(value, str):
         if key == "arguments":  # a function call's input: JSON in a string
             try:
@@ -210,24 +221,3 @@ def _rewrite(value: Any, rewrite: Callable[[str], str], key: str = "") -> Any:
     if isinstance(value, dict):
         return {k: _rewrite(v, rewrite, k) for k, v in value.items()}
     return value
-
-
-def translate_stream(text: str, rewrite: Callable[[str], str]) -> str:
-    """A recorded stream with `rewrite` applied to every text and tool input (replay: the recording's
-    folders become this run's). Codex runs a call from its `output_item.done` item, whose arguments are
-    whole; an argument delta is rewritten as plain text. Events it does not change stay byte for byte."""
-    events = text.split("\n\n")
-    for number, event in enumerate(events):
-        lines = event.split("\n")
-        for position, line in enumerate(lines):
-            if not line.startswith("data: "):
-                continue
-            try:
-                payload = json.loads(line[6:])
-            except ValueError:
-                continue
-            rewritten = _rewrite(payload, rewrite)
-            if rewritten != payload:
-                lines[position] = f"data: {json.dumps(rewritten)}"
-        events[number] = "\n".join(lines)
-    return "\n\n".join(events)

@@ -24,7 +24,7 @@ from orch.gateway.ledger import Ledger
 from orch.gateway.protocol import ApiProtocol, ToolUse
 from orch.gateway.recorder import Recorder
 from orch.gateway.records import Exchange
-from orch.gateway.replay import exchange_key
+from orch.gateway.replaykey import exchange_key
 
 log = logging.getLogger("orch.gateway")
 USAGE_EVERY = 0.2

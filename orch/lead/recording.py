@@ -28,7 +28,7 @@ from orch import __version__
 from orch.agents.registry import get_adapter
 from orch.errors import UsageError
 from orch.gateway import portable
-from orch.gateway.replay import cassette_exchanges, recorded_folders
+from orch.gateway.cassette import cassette_exchanges, recorded_folders
 from orch.lead import replayplan
 from orch.lead.jobs import Assignment, load_state
 from orch.lead.spec import FleetSpec

@@ -16,6 +16,7 @@ waits for the next prompt: it never sends the outcome back by itself. So:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ AIDER_NOTES = (
 MAX_STEPS = 100
 
 
-def is_aider(body: dict[str, Any]) -> bool:
+def is_aider(body: Mapping[str, Any]) -> bool:
     """A main request from aider: no tools, a system prompt that teaches SEARCH/REPLACE blocks."""
     if body.get("tools"):
         return False
@@ -115,7 +116,7 @@ def _render(step: Answer) -> str:
     return f"orch step: {step.tool}\n(aider has no {step.tool} tool: step skipped)\n"
 
 
-def answer(body: dict[str, Any]) -> Answer:
+def answer(body: Mapping[str, Any]) -> Answer:
     """The next answer for aider: every tool step due, rendered as text, then the reply; or a failure."""
     history = _history(body.get("messages") or [])
     parts: list[str] = []
@@ -138,6 +139,6 @@ def answer(body: dict[str, Any]) -> Answer:
     return Answer("text", text="".join(parts) + move.text, step=step)
 
 
-def last_prompt(body: dict[str, Any]) -> str | None:
+def last_prompt(body: Mapping[str, Any]) -> str | None:
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
     return next((t for m in reversed(messages) if (t := prompt_text(m))), None)

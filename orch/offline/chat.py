@@ -18,9 +18,13 @@ import json
 import time
 import uuid
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from orch.offline.script import Answer
+from orch import sse
+from orch.offline import aider
+from orch.offline.reply import SIDE_TEXT, Reply, json_reply, stream_reply, tokens
+from orch.offline.script import Answer, next_answer, prompt_text
 
 PATH_KEYS = ("file_path", "filePath", "path")
 NEUTRAL_NAMES = {"bash": "Bash", "write": "Write", "read": "Read"}
@@ -31,8 +35,7 @@ FAILURES = {
 }
 
 
-def is_chat_path(path: str) -> bool:
-    return path in ("/v1/chat/completions", "/chat/completions")
+PATHS = ("/v1/chat/completions", "/chat/completions")
 
 
 def _text(content: Any) -> str:
@@ -197,4 +200,36 @@ def stream_events(answer: Answer, body: Mapping[str, Any], input_tokens: int) ->
     options = body.get("stream_options")
     if isinstance(options, dict) and options.get("include_usage"):
         chunks.append({**base, "choices": [], "usage": _usage(input_tokens, output_tokens)})
-    return ("".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n").encode()
+    return sse.frame(chunks, done=True)
+
+
+class ChatApi:
+    """OpenAI Chat Completions (opencode; aider, whose answers are edit and shell blocks in one text:
+    orch.offline.aider): the same script, translated both ways."""
+
+    name = "openai-chat"
+
+    def handles(self, path: str) -> bool:
+        return path in PATHS
+
+    def answer(self, path: str, body: Mapping[str, Any], raw: bytes) -> Reply:
+        if aider.is_aider(body):  # no tools: the steps go out as edit and shell blocks in one text
+            answer = aider.answer(body)
+        elif not body.get("tools") or isinstance(body.get("response_format"), dict):
+            answer = Answer("text", text=SIDE_TEXT, step="side")  # titles, summaries
+        else:
+            answer = next_answer(neutral_messages(body.get("messages") or []))
+        input_tokens = tokens(raw.decode(errors="replace"))
+        if answer.kind == "fail":
+            status, code, message = FAILURES.get(answer.text, (500, "server_error", "Scripted API error"))
+            reply = json_reply(status, error_body(code, message), answer.step, {"x-should-retry": "false"})
+        elif not body.get("stream"):
+            reply = json_reply(200, completion(answer, body, input_tokens), answer.step)
+        else:
+            reply = stream_reply(stream_events(answer, body, input_tokens), answer.step)
+        listed = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        prompt = next((t for m in reversed(listed) if (t := prompt_text(m))), None)
+        model = body.get("model")
+        return replace(
+            reply, model=model if isinstance(model, str) else None, stream=bool(body.get("stream")), prompt=prompt
+        )

@@ -24,10 +24,12 @@ import json
 import re
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
+from orch import sse
 from orch.jsonsample import sample
+from orch.offline.reply import SIDE_TEXT, Reply, json_reply, stream_reply, tokens
 from orch.offline.script import Answer, Message, next_answer, prompt_text
 
 PATH_RE = re.compile(r"^/v1(?:beta|alpha)?/models/([^/:]+):(generateContent|streamGenerateContent|countTokens)$")
@@ -42,25 +44,10 @@ FAILURES = {
 }
 
 
-@dataclass(frozen=True)
-class Reply:
-    """An HTTP answer: status, content type, body, extra headers; `step` says what the script did."""
-
-    status: int
-    content_type: str
-    body: bytes
-    step: str
-    headers: Mapping[str, str]
-
-
 def route(path: str) -> tuple[str, str] | None:
     """(model, method) for a Gemini API path, else None."""
     match = PATH_RE.match(path)
     return (match[1], match[2]) if match else None
-
-
-def _tokens(text: str) -> int:
-    return max(1, len(text) // 4)
 
 
 def _text(parts: list[dict[str, Any]]) -> str:
@@ -120,11 +107,6 @@ def messages(body: Mapping[str, Any]) -> list[Message]:
     return history
 
 
-def _error(status: int, name: str, message: str) -> Reply:
-    data = json.dumps({"error": {"code": status, "message": message, "status": name}}).encode()
-    return Reply(status, "application/json", data, f"fail:{name}", {})
-
-
 def _part(answer: Answer) -> dict[str, Any]:
     if answer.kind != "tool":
         return {"text": answer.text}
@@ -150,24 +132,22 @@ def answer(path: str, body: Mapping[str, Any], raw_size: int) -> Reply:
     assert routed is not None, path
     model, method = routed
     if method == "countTokens":
-        counted = json.dumps({"totalTokens": max(1, raw_size // 4)}).encode()
-        return Reply(200, "application/json", counted, "count_tokens", {})
+        return json_reply(200, {"totalTokens": max(1, raw_size // 4)}, "count_tokens")
     given = body.get("generationConfig")
     config: Mapping[str, Any] = given if isinstance(given, dict) else {}
     schema = config.get("responseJsonSchema") or config.get("responseSchema")
     stream = method == "streamGenerateContent"
     if not stream or not body.get("tools") or schema is not None:
-        text = json.dumps(sample(schema, "Scripted", 1)) if isinstance(schema, dict) else "Scripted session"
+        text = json.dumps(sample(schema, "Scripted", 1)) if isinstance(schema, dict) else SIDE_TEXT
         next_move = Answer("text", text=text, step="side")
     else:
         next_move = next_answer(messages(body))
     if next_move.kind == "fail":
         status, name, message = FAILURES.get(next_move.text, (500, "INTERNAL", "Scripted API error"))
-        reply = _error(status, name, message)
-        return Reply(reply.status, reply.content_type, reply.body, next_move.step, reply.headers)
+        return json_reply(status, {"error": {"code": status, "message": message, "status": name}}, next_move.step)
     part = _part(next_move)
     prompt_tokens = max(1, raw_size // 4)
-    output = _tokens(json.dumps(part))
+    output = tokens(json.dumps(part))
     usage = {
         "promptTokenCount": prompt_tokens,
         "candidatesTokenCount": output,
@@ -175,11 +155,24 @@ def answer(path: str, body: Mapping[str, Any], raw_size: int) -> Reply:
     }
     chunk = _chunk(model, part, usage, uuid.uuid4().hex)
     if not stream:
-        return Reply(200, "application/json", json.dumps(chunk).encode(), next_move.step, {})
-    data = f"data: {json.dumps(chunk)}\r\n\r\n".encode()
-    return Reply(200, "text/event-stream", data, next_move.step, {"Cache-Control": "no-cache"})
+        return json_reply(200, chunk, next_move.step)
+    return replace(stream_reply(sse.frame([chunk], crlf=True), next_move.step), headers={"Cache-Control": "no-cache"})
 
 
 def prompt(history: list[Message]) -> str | None:
     """The latest typed prompt of a translated history (for the server's request log)."""
     return next((t for m in reversed(history) if (t := prompt_text(m))), None)
+
+
+class GeminiApi:
+    name = "gemini"
+
+    def handles(self, path: str) -> bool:
+        return route(path) is not None
+
+    def answer(self, path: str, body: Mapping[str, Any], raw: bytes) -> Reply:
+        reply = answer(path, body, len(raw))
+        model = (route(path) or ("", ""))[0]
+        return replace(
+            reply, model=model, stream=reply.content_type == "text/event-stream", prompt=prompt(messages(body))
+        )

@@ -1,48 +1,43 @@
-"""A scripted model server: the Anthropic Messages API (Claude Code), the OpenAI Responses API
-(`/responses`, Codex CLI: orch.offline.responses), OpenAI Chat Completions (opencode, aider:
-orch.offline.chat) and Google's Gemini API (Gemini CLI: orch.offline.gemini), driving the real agent
-binaries without credentials.
+"""The scripted model's HTTP server (aiohttp, like the gateway): every model API orch's agents speak,
+driving the real agent binaries without credentials. Each POST goes to the API class that claims its path
+(orch/offline/apis.py: Anthropic Messages, OpenAI Responses, OpenAI Chat Completions, Gemini).
 
 Tests, the offline demo and dry runs point workers at it (`ANTHROPIC_BASE_URL=http://127.0.0.1:PORT`,
-any dummy `ANTHROPIC_API_KEY`). The model is stateless: every answer is derived from the request's
-message history, so retries, restarts and parallel workers need no bookkeeping here.
-
-The script format, and how the next answer follows from the messages: orch.offline.script (pure).
-This module is the HTTP side: the handler, streaming (SSE), errors and the request log. Side calls
-(no tools offered, JSON output asked for, or not streamed: session titles) get a short text or a
-minimal JSON object and never advance the script.
+any dummy `ANTHROPIC_API_KEY`); a run's gateway starts it as its offline upstream. The model is
+stateless: every answer is derived from the request's message history, so retries, restarts and
+parallel workers need no bookkeeping here. The script format, and how the next answer follows from the
+messages: orch.offline.script (pure). This module is the HTTP side: routing, the request log, errors.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import functools
 import hashlib
 import json
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
-import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import FrameType
 from typing import Any
-from urllib.parse import urlsplit
 
-from orch.jsonsample import sample
-from orch.offline import aider, chat, gemini, responses
-from orch.offline.script import Answer, next_answer, prompt_text
+from aiohttp import web
+
+from orch.offline import anthropic, apis
+from orch.offline.reply import Reply, json_reply
 
 log = logging.getLogger(__name__)
-
-FAILURES = {
-    "rate_limit": (429, "rate_limit_error", "Scripted rate limit"),
-    "overloaded": (529, "overloaded_error", "Scripted overload"),
-    "authentication": (401, "authentication_error", "Scripted authentication failure"),
-}
+MAX_BODY = 512 * 1024 * 1024
+"""As the gateway's: agents send whole conversations, images included."""
+SHUTDOWN_TIMEOUT = 2.0
+"""Seconds `stop` gives a request in flight (every answer is computed at once: none needs long)."""
 
 
 @dataclass(frozen=True)
@@ -67,306 +62,123 @@ def key_digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
-def _tokens(text: str) -> int:
-    return max(1, len(text) // 4)
+def _credential(request: web.BaseRequest) -> tuple[str, str]:
+    """(which kind of credential came, its digest)."""
+    api_key = request.headers.get("x-api-key") or request.headers.get("x-goog-api-key") or ""
+    key, auth = api_key, "api-key" if api_key else "none"
+    bearer = request.headers.get("Authorization") or ""
+    if bearer.lower().startswith("bearer "):
+        key, auth = bearer[7:], "bearer"
+    return auth, key_digest(key) if key else ""
 
 
-def _error(kind: str, message: str) -> dict[str, Any]:
-    return {"type": "error", "error": {"type": kind, "message": message}}
+Observer = Callable[[RequestRecord, Mapping[str, str], Mapping[str, Any]], None]
+"""Called with each logged request, its headers and its body (the benchmarks' recorder: bench/recorder.py)."""
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"
-    # Headers and body go out as two writes: with Nagle on, the body waits for the client's delayed ACK
-    # (~40 ms per answer on a kept-alive connection).
-    disable_nagle_algorithm = True
+class _App:
+    """The handlers and the request log (read from other threads: under a lock)."""
 
-    def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read `requests` instead
-        pass
+    def __init__(self, observer: Observer | None) -> None:
+        self.lock = threading.Lock()
+        self.log: list[RequestRecord] = []
+        self.observer = observer
 
-    def do_HEAD(self) -> None:
-        self._send_json(200 if urlsplit(self.path).path == "/" else 404, {}, body=False)
+    def _send(self, request: web.BaseRequest, reply: Reply, body: Mapping[str, Any]) -> web.Response:
+        auth, digest = _credential(request)
+        record = RequestRecord(request.path, reply.model, reply.stream, reply.prompt, reply.step, auth, digest)
+        with self.lock:
+            self.log.append(record)
+        if self.observer is not None:
+            self.observer(record, request.headers, body)
+        return web.Response(
+            status=reply.status, body=reply.body, content_type=reply.content_type, headers=reply.headers
+        )
 
-    def do_GET(self) -> None:
-        if urlsplit(self.path).path == "/":
-            self._send_json(200, {"status": "ok", "server": "orch scripted model"})
-        else:
-            self._not_found()
+    def _not_found(self, request: web.BaseRequest) -> web.Response:
+        log.warning("scripted model server: no such endpoint %s %s", request.method, request.path_qs[:200])
+        payload = anthropic.error("not_found_error", f"no such endpoint: {request.path}")
+        return self._send(request, json_reply(404, payload, "not_found"), {})
 
-    def _read_body(self) -> bytes:
-        """The request body, by Content-Length or chunked: an unread body would be parsed as the next
-        request on this keep-alive connection (and answered 404, which Claude Code reports as
-        "model not found")."""
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            chunks = []
-            while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
-                chunks.append(self.rfile.read(size))
-                self.rfile.readline()  # the CRLF after each chunk
-            while self.rfile.readline() not in (b"\r\n", b"\n", b""):  # trailers
-                pass
-            return b"".join(chunks)
-        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+    async def handle(self, request: web.BaseRequest) -> web.Response:
+        if request.method == "POST":
+            return await self.post(request)
+        if request.method in ("GET", "HEAD"):
+            return await self.get(request)
+        return web.Response(status=405)
 
-    def do_POST(self) -> None:
-        path = urlsplit(self.path).path
-        raw = self._read_body()
+    async def get(self, request: web.BaseRequest) -> web.Response:
+        if request.method == "HEAD":  # a liveness probe: not logged
+            return web.Response(status=200 if request.path == "/" else 404, content_type="application/json")
+        if request.path != "/":
+            return self._not_found(request)
+        return web.json_response({"status": "ok", "server": "orch scripted model"})
+
+    async def post(self, request: web.BaseRequest) -> web.Response:
+        raw = await request.read()  # chunked or by length: aiohttp reads the whole body either way
         try:
             body = json.loads(raw or b"{}")
             if not isinstance(body, dict):
                 raise ValueError("body is not a JSON object")
         except ValueError as exc:
-            self._record(path, {}, "bad_request")
-            self._send_json(400, _error("invalid_request_error", f"bad JSON body: {exc}"))
-            return
-        if path == "/v1/messages/count_tokens":
-            self._record(path, body, "count_tokens")
-            self._send_json(200, {"input_tokens": _tokens(raw.decode(errors="replace"))})
-        elif path == "/v1/messages":
-            self._messages(path, body, _tokens(raw.decode(errors="replace")))
-        elif responses.handles(path):
-            self._responses(path, body, _tokens(raw.decode(errors="replace")))
-        elif chat.is_chat_path(path):
-            self._chat(path, body, _tokens(raw.decode(errors="replace")))
-        elif gemini.route(path):
-            self._gemini(path, body, len(raw))
-        else:
-            self._not_found()
-
-    def _messages(self, path: str, body: dict[str, Any], input_tokens: int) -> None:
-        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
-        output_format = (body.get("output_config") or {}).get("format")
-        schema = output_format.get("schema") if isinstance(output_format, dict) else None
-        if not body.get("stream") or not body.get("tools") or schema is not None:
-            # A side call (session title, topic detection): the pinned Claude Code streams these too,
-            # but offers no tools and asks for JSON. Never take a script step here.
-            text = json.dumps(sample(schema, "Scripted session")) if isinstance(schema, dict) else "Scripted session"
-            answer = Answer("text", text=text, step="side")
-        else:
-            answer = next_answer(messages)
-        self._record(path, body, answer.step)
-        model = str(body.get("model") or "scripted")
-        if answer.kind == "fail":
-            status, kind, message = FAILURES.get(answer.text, (500, "api_error", "Scripted API error"))
-            # Without x-should-retry the pinned Claude Code retries with backoff for minutes.
-            headers = {"x-should-retry": "false"}
-            if answer.retry_after is not None:
-                headers["retry-after"] = f"{answer.retry_after:g}"
-            self._send_json(status, _error(kind, message), headers=headers)
-            return
-        message_id = f"msg_{uuid.uuid4().hex}"  # unique ids: Claude Code merges messages sharing one
-        if answer.kind == "tool":
-            block: dict[str, Any] = {
-                "type": "tool_use",
-                "id": f"toolu_{uuid.uuid4().hex}",
-                "name": answer.tool,
-                "input": answer.tool_input,
-            }
-            stop = "tool_use"
-        else:
-            block, stop = {"type": "text", "text": answer.text}, "end_turn"
-        output_tokens = _tokens(json.dumps(block))
-        usage = {
-            "input_tokens": input_tokens,
-            "output_tokens": output_tokens,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
-        }
-        if not body.get("stream"):
-            self._send_json(
-                200,
-                {
-                    "id": message_id,
-                    "type": "message",
-                    "role": "assistant",
-                    "model": model,
-                    "content": [block],
-                    "stop_reason": stop,
-                    "stop_sequence": None,
-                    "usage": usage,
-                },
-            )
-            return
-        self._stream(message_id, model, block, stop, usage)
-
-    def _chat(self, path: str, body: dict[str, Any], input_tokens: int) -> None:
-        """OpenAI Chat Completions (orch.offline.chat): the same script, translated both ways."""
-        if aider.is_aider(body):  # no tools: the steps go out as edit and shell blocks in one text
-            answer = aider.answer(body)
-        elif not body.get("tools") or isinstance(body.get("response_format"), dict):
-            answer = Answer("text", text="Scripted session", step="side")  # titles, summaries
-        else:
-            answer = next_answer(chat.neutral_messages(body.get("messages") or []))
-        self._record(path, body, answer.step)
-        if answer.kind == "fail":
-            status, code, message = chat.FAILURES.get(answer.text, (500, "server_error", "Scripted API error"))
-            self._send_json(status, chat.error_body(code, message), headers={"x-should-retry": "false"})
-        elif not body.get("stream"):
-            self._send_json(200, chat.completion(answer, body, input_tokens))
-        else:
-            self._send_sse(chat.stream_events(answer, body, input_tokens))
-
-    def _gemini(self, path: str, body: dict[str, Any], size: int) -> None:
-        reply = gemini.answer(path, body, size)
-        model = (gemini.route(path) or ("", ""))[0]
-        stream = reply.content_type == "text/event-stream"
-        self._record(path, {"model": model, "stream": stream}, reply.step, gemini.prompt(gemini.messages(body)))
-        self.send_response(reply.status)
-        self.send_header("Content-Type", reply.content_type)
-        self.send_header("Content-Length", str(len(reply.body)))
-        for name, value in reply.headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(reply.body)
-
-    def _stream(self, message_id: str, model: str, block: dict[str, Any], stop: str, usage: dict[str, int]) -> None:
-        start = {**block, "input": {}} if block["type"] == "tool_use" else {"type": "text", "text": ""}
-        if block["type"] == "tool_use":
-            payload = json.dumps(block["input"])
-            half = len(payload) // 2  # two fragments, as the real API sends partial JSON
-            deltas = [{"type": "input_json_delta", "partial_json": p} for p in (payload[:half], payload[half:])]
-        else:
-            deltas = [{"type": "text_delta", "text": block["text"]}]
-        message: dict[str, Any] = {
-            "id": message_id,
-            "type": "message",
-            "role": "assistant",
-            "model": model,
-            "content": [],
-            "stop_reason": None,
-            "stop_sequence": None,
-            "usage": {**usage, "output_tokens": 1},
-        }
-        events: list[dict[str, Any]] = [
-            {"type": "message_start", "message": message},
-            {"type": "content_block_start", "index": 0, "content_block": start},
-            {"type": "ping"},
-            *({"type": "content_block_delta", "index": 0, "delta": d} for d in deltas),
-            {"type": "content_block_stop", "index": 0},
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": stop, "stop_sequence": None},
-                "usage": {"output_tokens": usage["output_tokens"]},
-            },
-            {"type": "message_stop"},
-        ]
-        data = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("request-id", f"req_{uuid.uuid4().hex}")
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _responses(self, path: str, body: dict[str, Any], input_tokens: int) -> None:
-        """The OpenAI Responses API (Codex): the same script, translated by orch.offline.responses."""
-        answer = responses.answer(body)
-        self._record(path, body, answer.step, responses.prompt(body))
-        if answer.kind == "fail":
-            status, _, message = FAILURES.get(answer.text, (500, "api_error", "Scripted API error"))
-            self._send_json(status, responses.error(status, message), headers={"x-should-retry": "false"})
-            return
-        item = responses.output_item(answer)
-        done = responses.response(str(body.get("model") or "scripted"), item, {})
-        done["usage"] = responses.usage(input_tokens, _tokens(json.dumps(item)))
-        if not body.get("stream"):
-            self._send_json(200, done)
-            return
-        events = responses.stream_events(done)
-        self._send_sse("".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode())
-
-    def _send_sse(self, data: bytes) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("request-id", f"req_{uuid.uuid4().hex}")
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _not_found(self) -> None:
-        log.warning("scripted model server: no such endpoint %s %s", self.command, self.path[:200])
-        self._record(urlsplit(self.path).path, {}, "not_found")
-        self._send_json(404, _error("not_found_error", f"no such endpoint: {urlsplit(self.path).path}"))
-
-    def _send_json(
-        self, status: int, payload: dict[str, Any], body: bool = True, headers: dict[str, str] | None = None
-    ) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        if body:
-            self.wfile.write(data)
-
-    def _record(self, path: str, body: dict[str, Any], step: str, prompt: str | None = None) -> None:
-        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
-        prompt = prompt or next((t for m in reversed(messages) if (t := prompt_text(m))), None)
-        model = body.get("model")
-        api_key = self.headers.get("x-api-key") or self.headers.get("x-goog-api-key") or ""
-        key, auth = api_key, "api-key" if api_key else "none"
-        bearer = self.headers.get("Authorization") or ""
-        if bearer.lower().startswith("bearer "):
-            key, auth = bearer[7:], "bearer"
-        record = RequestRecord(
-            path,
-            model if isinstance(model, str) else None,
-            bool(body.get("stream")),
-            prompt,
-            step,
-            auth,
-            key_digest(key) if key else "",
-        )
-        with self.server.lock:
-            self.server.log.append(record)
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int]) -> None:
-        super().__init__(address, _Handler)
-        self.lock = threading.Lock()
-        self.log: list[RequestRecord] = []
+            payload = anthropic.error("invalid_request_error", f"bad JSON body: {exc}")
+            return self._send(request, json_reply(400, payload, "bad_request"), {})
+        api = apis.for_path(request.path)
+        if api is None:
+            return self._not_found(request)
+        return self._send(request, api.answer(request.path, body, raw), body)
 
 
 class ScriptedModelServer:
-    """Serve the scripted model in a daemon thread: `with ScriptedModelServer() as srv: srv.url`."""
+    """Serve the scripted model on its own event loop in a daemon thread: `with ScriptedModelServer() as
+    srv: srv.url`."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, observer: Observer | None = None) -> None:
         self.host, self.port = host, port
         self.url = ""
-        self._server: _Server | None = None
+        self._app = _App(observer)
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
     @property
     def requests(self) -> list[RequestRecord]:
         """A snapshot of the request log, oldest first."""
-        if self._server is None:
-            return []
-        with self._server.lock:
-            return list(self._server.log)
+        with self._app.lock:
+            return list(self._app.log)
 
     def start(self) -> ScriptedModelServer:
-        self._server = _Server((self.host, self.port))
-        self.port = self._server.server_address[1]
+        # Bound here, so a taken port is an error in the caller and the URL is known before serving.
+        sock = socket.create_server((self.host, self.port))
+        self.port = sock.getsockname()[1]
         self.url = f"http://{self.host}:{self.port}"
-        # A short poll interval: shutdown() waits for it, and tests start and stop many servers.
-        serve = functools.partial(self._server.serve_forever, poll_interval=0.05)
+        loop = self._loop = asyncio.new_event_loop()
+
+        async def setup() -> web.ServerRunner:
+            # aiohttp's low-level server: one handler, no router (less per-request work than an Application).
+            request = functools.partial(web.BaseRequest, loop=loop, client_max_size=MAX_BODY)
+            server = web.Server(self._app.handle, request_factory=request, access_log=None)
+            runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=SHUTDOWN_TIMEOUT)
+            await runner.setup()
+            await web.SockSite(runner, sock).start()
+            return runner
+
+        runner = loop.run_until_complete(setup())
+
+        def serve() -> None:
+            asyncio.set_event_loop(loop)
+            loop.run_forever()
+            loop.run_until_complete(runner.cleanup())
+            loop.close()
+
         self._thread = threading.Thread(target=serve, name="orch-model", daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
         """Stop serving; `requests` stays readable."""
-        if self._server is not None and self._thread is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._thread.join(timeout=5)
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=SHUTDOWN_TIMEOUT + 3)
             self._thread = None
 
     def __enter__(self) -> ScriptedModelServer:

@@ -23,9 +23,11 @@ import json
 import re
 import shlex
 import uuid
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from orch.jsonsample import sample
+from orch.offline.reply import Reply, events_reply, json_reply, side_text, tokens
 from orch.offline.script import Answer, Message, next_answer
 
 PATHS = ("/responses", "/v1/responses")
@@ -34,12 +36,13 @@ SCRIPTED_TOOLS = ("Bash", "Write", "Read")
 _WRITE_RE = re.compile(
     r"^mkdir -p -- (?P<dir>'[^']*'|\S+) && printf %s (?P<b64>[A-Za-z0-9+/=]*) \| base64 -d > (?P<path>.+)$"
 )
+FAILURES = {
+    "rate_limit": (429, "Scripted rate limit"),
+    "overloaded": (529, "Scripted overload"),
+    "authentication": (401, "Scripted authentication failure"),
+}
 # What Codex puts into the conversation as user messages that nobody typed.
 _INJECTED = ("<environment_context>", "<user_instructions>", "<turn_aborted>", "# AGENTS.md instructions")
-
-
-def handles(path: str) -> bool:
-    return path in PATHS
 
 
 def shell_command(answer: Answer) -> str:
@@ -118,18 +121,16 @@ def to_messages(items: Any) -> list[Message]:
     return messages
 
 
-def answer(body: dict[str, Any]) -> Answer:
+def answer(body: Mapping[str, Any]) -> Answer:
     """The next move for a /responses request."""
     text_format = (body.get("text") or {}).get("format") if isinstance(body.get("text"), dict) else None
     schema = text_format.get("schema") if isinstance(text_format, dict) else None
     if not body.get("tools") or schema is not None:
-        return Answer(
-            "text", text=json.dumps(sample(schema, "Scripted session")) if schema else "Scripted session", step="side"
-        )
+        return Answer("text", text=side_text(schema or None), step="side")
     return next_answer(to_messages(body.get("input")))
 
 
-def prompt(body: dict[str, Any]) -> str | None:
+def prompt(body: Mapping[str, Any]) -> str | None:
     """The latest typed prompt of the request (for the request log)."""
     for message in reversed(to_messages(body.get("input"))):
         if message["role"] == "user":
@@ -231,3 +232,29 @@ def stream_events(done: dict[str, Any]) -> list[dict[str, Any]]:
 def error(status: int, message: str) -> dict[str, Any]:
     kinds = {401: "invalid_request_error", 404: "invalid_request_error", 429: "rate_limit_exceeded"}
     return {"error": {"message": message, "type": kinds.get(status, "server_error"), "param": None, "code": None}}
+
+
+class ResponsesApi:
+    name = "openai-responses"
+
+    def handles(self, path: str) -> bool:
+        return path in PATHS
+
+    def answer(self, path: str, body: Mapping[str, Any], raw: bytes) -> Reply:
+        move = answer(body)
+        if move.kind == "fail":
+            status, message = FAILURES.get(move.text, (500, "Scripted API error"))
+            reply = json_reply(status, error(status, message), move.step, {"x-should-retry": "false"})
+        else:
+            item = output_item(move)
+            done = response(str(body.get("model") or "scripted"), item, {})
+            done["usage"] = usage(tokens(raw.decode(errors="replace")), tokens(json.dumps(item)))
+            reply = (
+                events_reply(stream_events(done), move.step, named=True)
+                if body.get("stream")
+                else json_reply(200, done, move.step)
+            )
+        model = body.get("model")
+        return replace(
+            reply, model=model if isinstance(model, str) else None, stream=bool(body.get("stream")), prompt=prompt(body)
+        )

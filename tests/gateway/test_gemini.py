@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 from orch.gateway.anthropic import AnthropicProtocol
-from orch.gateway.gemini import GeminiProtocol, call_key, replay_key, synthesized
+from orch.gateway.gemini import GeminiProtocol, call_key
 from orch.gateway.records import Exchange, Scheme, Tokens
-from orch.gateway.replay import exchange_key, translate
-from orch.gateway.sse import SseParser
+from orch.gateway.replaykey import exchange_key
+from orch.gateway.translate import translate
 from orch.offline import gemini as scripted
+from orch.sse import SseParser
 
 pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
 
@@ -113,7 +114,7 @@ def test_an_error_result_and_an_id_from_the_api() -> None:
 def test_hostile_bodies_yield_nothing_and_raise_nothing(body: dict[str, Any]) -> None:
     assert PROTOCOL.tool_results(body) == []
     assert PROTOCOL.response_outcome(body).tool_uses == []
-    assert replay_key("/v1beta/models/m:streamGenerateContent", body) is not None
+    assert PROTOCOL.replay_parts("/v1beta/models/m:streamGenerateContent", body).kind == "side"
 
 
 def test_the_gateway_keeps_the_key_and_drops_the_workers_token() -> None:
@@ -142,15 +143,14 @@ def test_replay_knows_a_conversation_by_its_first_prompt_not_gemini_clis_session
 
 def test_replay_synthesizes_gemini_answers_for_unseen_side_calls(tmp_path: Path) -> None:
     """A side call the cassette never saw gets a minimal answer in Gemini's own shape."""
-    side = synthesized(CAPTURED["side_path"], CAPTURED["side_request"])
-    assert side is not None
-    content_type, text, stream = side
-    assert (content_type, stream) == ("application/json", False)
-    answer = json.loads(json.loads(text)["candidates"][0]["content"]["parts"][0]["text"])
+    side = PROTOCOL.synthesised(CAPTURED["side_path"], CAPTURED["side_request"], "side", "t")
+    assert (side.content_type, side.stream) == ("application/json", False)
+    answer = json.loads(json.loads(side.text)["candidates"][0]["content"]["parts"][0]["text"])
     assert set(answer) == set(CAPTURED["side_request"]["generationConfig"]["responseJsonSchema"]["properties"])
-    streamed = synthesized(PATH, {"contents": []})
-    assert streamed is not None and streamed[2] and _read(streamed[1].encode(), 7).complete
-    assert synthesized("/v1/messages", {}) is None
+    streamed = PROTOCOL.synthesised(PATH, {"contents": []}, "side", "t")
+    assert streamed.stream and _read(streamed.text.encode(), 7).complete
+    counted = PROTOCOL.synthesised("/v1beta/models/m:countTokens", {"contents": []}, "count_tokens", "t")
+    assert json.loads(counted.text)["totalTokens"] >= 1
 
 
 def test_replay_translates_a_recorded_stream_into_this_runs_folders() -> None:

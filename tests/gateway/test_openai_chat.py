@@ -14,10 +14,10 @@ from orch.gateway.anthropic import AnthropicProtocol
 from orch.gateway.openai_chat import ChatCompletionsProtocol, text_shell_calls
 from orch.gateway.protocols import for_path
 from orch.gateway.records import Scheme, Tokens
-from orch.gateway.replay import exchange_key
-from orch.gateway.sse import SseParser
+from orch.gateway.replaykey import exchange_key
 from orch.offline.chat import neutral_messages, offered_call
 from orch.offline.script import next_answer
+from orch.sse import SseParser
 from tests.gateway.gw import boot_for, call, gateway, ledger_of, main_call, script_prompt, settled, usage_of
 
 PROTOCOL = ChatCompletionsProtocol()

@@ -8,7 +8,7 @@ import pytest
 
 from orch.gateway.anthropic import OAUTH_BETA, AnthropicProtocol
 from orch.gateway.records import Scheme, Tokens
-from orch.gateway.sse import SseParser, split_events
+from orch.sse import SseParser, split_events
 
 pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
 

@@ -13,9 +13,9 @@ from orch.gateway import protocols
 from orch.gateway.anthropic import AnthropicProtocol
 from orch.gateway.cassette import read_exchanges
 from orch.gateway.records import Exchange, GatewayBudget, Scheme, Tokens
-from orch.gateway.replay import translate
-from orch.gateway.responses import ResponsesProtocol, replay_parts, tokens
-from orch.gateway.sse import SseParser
+from orch.gateway.responses import ResponsesProtocol, tokens
+from orch.gateway.translate import translate
+from orch.sse import SseParser
 from tests.gateway.gw import boot_for, call, events_of, gateway, ledger_of, main_call, settled, usage_of
 
 PROTOCOL = ResponsesProtocol()
@@ -98,10 +98,10 @@ def test_errors_auth_and_protocol_choice_by_path() -> None:
 
 
 def test_replay_keys_of_captured_requests() -> None:
-    kind, first, turn = replay_parts(TOOL_TURN["request"])
-    assert kind == "main" and turn == len(TOOL_TURN["request"]["input"])
-    assert first.startswith("You are a worker in an orch fleet")  # not Codex's <environment_context>
-    assert replay_parts(CAPTURED["title"]["request"])[0] == "side"
+    parts = ResponsesProtocol().replay_parts("/responses", TOOL_TURN["request"])
+    assert parts.kind == "main" and parts.turn == len(TOOL_TURN["request"]["input"])
+    assert parts.first_text.startswith("You are a worker in an orch fleet")  # not Codex's <environment_context>
+    assert ResponsesProtocol().replay_parts("/responses", CAPTURED["title"]["request"]).kind == "side"
 
 
 def _responses_call(text: str, extra: list[dict[str, Any]] | None = None) -> dict[str, Any]:

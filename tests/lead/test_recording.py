@@ -17,7 +17,8 @@ from orch.errors import UsageError
 from orch.gateway import portable
 from orch.gateway.cassette import append_exchange
 from orch.gateway.records import Exchange
-from orch.gateway.replay import Replayer, exchange_key
+from orch.gateway.replay import Replayer
+from orch.gateway.replaykey import exchange_key
 from orch.lead import recording
 from orch.lead.controller import initial_state, write_spec
 from orch.lead.jobs import Assignment, Outcome, save_state

@@ -37,8 +37,6 @@ ALLOWED: dict[tuple[str, str], str] = {
 # run_json, model_log; RELATIVE for report.html's links): delete such a line once its module asks RunFolder.
 WHOLE_MODULES = {
     "settings.py": "the settings' help texts: prose for humans",
-    "gateway/replay.py": "the protocols rewrite: RunFolder.recordings(), run_json, model_dir, model_log",
-    "gateway/cassette.py": "the protocols rewrite: a hint naming exchanges-<n>.jsonl.gz",
 }
 
 
