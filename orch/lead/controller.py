@@ -24,7 +24,8 @@ import time
 from collections.abc import Iterator
 
 from orch.errors import UsageError
-from orch.fleet import caps, watch
+from orch.fleet import watch
+from orch.fleet.watchdog import Watchdog
 from orch.fleet.workerstate import FATAL_ERRORS
 from orch.lead import briefs, decisions, tree
 from orch.lead.changes import start
@@ -85,7 +86,7 @@ class Controller:
         self.review = Review(self.desk)
         self.dispatch = Dispatch(self.desk, self.review)
         self.recovery = Recovery(self.desk, self.review, self.dispatch)
-        self.watchdog = caps.Watchdog(run, self.desk.info, [w.n for w in state.workers])
+        self.watchdog = Watchdog(run, self.desk.info, [w.n for w in state.workers])
 
     def run_to_end(self) -> Outcome:
         with controller_lock(self.run):
