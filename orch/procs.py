@@ -14,8 +14,9 @@ from pathlib import Path
 
 import psutil
 
-GONE = (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError, ValueError)
-"""What reading a process that ended (or was never ours to read) raises: it reads as gone."""
+GONE = (psutil.Error, OSError, ValueError)
+"""What reading a process that ended (or was never ours to read) raises (NoSuchProcess, ZombieProcess,
+AccessDenied, or the OSError beneath): it reads as gone."""
 MAX_DEPTH = 256
 """Ancestors followed at most (a chain is far shorter; the bound keeps a broken one finite)."""
 
