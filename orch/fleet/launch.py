@@ -193,8 +193,8 @@ def worker_processes(run: RunFolder, workers: int) -> list[int]:
 
 
 def _processes_of(run: RunFolder, workers: Iterable[int]) -> set[int]:
-    """Under strict isolation every process of these workers' uids; otherwise those that inherit their
-    supervisors' state-file variable."""
+    """Every process of these workers: of their uids in a container under strict isolation, of their
+    sandboxes locally, else those that inherit their supervisors' state-file variable (orch.fleet.workerprocs)."""
     found = processes_by_worker(run, run.info(), workers)
     return set().union(*found.values()) if found else set()
 

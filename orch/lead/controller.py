@@ -200,7 +200,7 @@ class Controller:
             self.recovery.nudge(job, n, last, now)
 
     def over_caps(self) -> None:
-        """Workers the watchdog stopped past a cap (orch.fleet.caps): flag each, fail its job. The worker's
+        """Workers the watchdog stopped past a cap (orch.fleet.watchdog): flag each, fail its job. The worker's
         agent was killed with the rest of its processes; recovery restarts it as after any crash."""
         for breach, killed in self.watchdog.take():
             book = self.state.book(breach.worker)
