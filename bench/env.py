@@ -27,7 +27,7 @@ from orch.agents.gemini import CACHE_BIN as GEMINI_CACHE_BIN
 from orch.agents.registry import get_adapter
 from orch.contracts import UpRequest
 from orch.errors import OrchError, UsageError
-from orch.fleet import launch, watch
+from orch.fleet import control, launch
 from orch.fleet.tmux import check_tmux
 from orch.run.folder import RunFolder
 from orch.run.records import LocalRunInfo, RunInfo
@@ -275,14 +275,14 @@ class BenchEnv:
         return live
 
     def kill(self, live: Fleet) -> None:
-        """`watch.kill`, then wait (bounded) until every agent process of the run has exited, so the next
+        """`control.kill`, then wait (bounded) until every agent process of the run has exited, so the next
         measurement does not share the CPU with a dying fleet."""
         try:
             members = [p for root in live.panes().values() for p in procs.tree(root)]
         except OrchError:
             members = []
         try:
-            watch.kill(live.run)
+            control.kill(live.run)
         finally:
             if live in self.live:
                 self.live.remove(live)

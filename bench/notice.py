@@ -18,7 +18,7 @@ TARGET = Target("<=", 100.0, "p99 <= 100 ms")
 
 
 def done_flag_ms(ctx: Context, samples: int) -> list[float]:
-    """`orch.fleet.watch.wait` in a long-lived process (as a controller calls it) noticing a done flag."""
+    """`orch.fleet.control.wait` in a long-lived process (as a controller calls it) noticing a done flag."""
     run = ctx.env.file_run("notice")
     inode = run.done(1).parent.stat().st_ino  # the flag's folder: its outbox
     waiter, writer = popen(helper("waiter", run.name)), popen(helper("writer"))

@@ -20,7 +20,7 @@ from bench import procs
 from bench.core import Context, MemorySample, Result
 from bench.env import BenchError, Fleet
 from bench.report import Row, Target
-from orch.fleet import talk, watch
+from orch.fleet import control, talk
 from orch.run.events import Event
 from orch.run.records import ControllerEvent
 
@@ -72,7 +72,7 @@ def measure(
             raise BenchError(f"briefs not delivered: {failed}")
         briefed = time.monotonic() - start
         timeout = 120 + workers * 15 + cfg.overhead_steps * (cfg.overhead_step_seconds + 10) * 2
-        watch.wait(live.run, None, timeout)
+        control.wait(live.run, None, timeout)
         wall = time.monotonic() - start
         noticed_at = time.time()
         agents_cpu = sum(procs.tree_cpu(pid) for pid in roots.values()) - agents0

@@ -1,8 +1,8 @@
 """Helper processes the benchmarks drive over stdin/stdout, one command per line, monotonic timestamps.
 
     python -m bench.probes writer                 # "flag PATH" | "bus RUN SEQ" -> prints t_ns just before
-    python -m bench.probes waiter RUN             # "wait N" -> watch.wait(...), prints t_ns when it returned
-    python -m bench.probes poller RUN INTERVAL SECONDS   # watch.status every INTERVAL: prints CPU as JSON
+    python -m bench.probes waiter RUN             # "wait N" -> control.wait(...), prints t_ns when it returned
+    python -m bench.probes poller RUN INTERVAL SECONDS   # control.status every INTERVAL: prints CPU as JSON
     python -m bench.probes buswriter RUN ID COUNT [file|socket] # after "go": COUNT bus posts, prints first/last t_ns
 
 time.monotonic_ns() is CLOCK_MONOTONIC, one clock for every process on the machine, so a timestamp taken
@@ -19,7 +19,7 @@ import threading
 import time
 
 from orch.errors import WaitTimeoutError
-from orch.fleet import watch
+from orch.fleet import control
 from orch.run import bus
 from orch.run.folder import RunFolder
 
@@ -54,7 +54,7 @@ def waiter(name: str) -> None:
         parts = line.split()
         if len(parts) == 2 and parts[0] == "wait":
             try:
-                watch.wait(run, [int(parts[1])], 30.0)
+                control.wait(run, [int(parts[1])], 30.0)
             except WaitTimeoutError:
                 _out("timeout")
                 continue
@@ -69,7 +69,7 @@ def _cpu() -> dict[str, float]:
 def poller(name: str, interval: float, seconds: float) -> None:
     """What a controller's monitoring loop does: `status` (tmux list-panes + hook files) every interval."""
     run = RunFolder.for_name(name)
-    watch.status(run)  # warm: imports and first tmux call are startup, not steady state
+    control.status(run)  # warm: imports and first tmux call are startup, not steady state
     warm, t_warm = _cpu(), time.monotonic_ns()
     _out(json.dumps({"warm": True}))
     stop = threading.Event()
@@ -83,7 +83,7 @@ def poller(name: str, interval: float, seconds: float) -> None:
             stop.wait(remaining)  # the controller's cadence: the workload, not a synchronisation
         if time.monotonic() >= deadline:
             break
-        watch.status(run)
+        control.status(run)
         polls += 1
         next_at += interval
     end, t_end = _cpu(), time.monotonic_ns()

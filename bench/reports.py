@@ -15,7 +15,8 @@ from orch.lead.jobs import FindingStatus
 from orch.lead.junit import render_junit
 from orch.lead.report import FindingRow, JobRow, RunReport, TaskRow, VerdictCell, WorkerRow
 from orch.lead.sarif import render_sarif
-from orch.run.folder import RunFolder, atomic_write
+from orch.run.files import atomic_write
+from orch.run.folder import RunFolder
 
 FINDINGS = 1000
 TASKS = 10

@@ -31,7 +31,8 @@ from bench.core import Context, Result
 from bench.env import BenchError, Lines, orch_cli, popen, stop
 from bench.report import Row, Target, percentile
 from orch.run import bus
-from orch.run.folder import RunFolder, append_line
+from orch.run.files import append_line
+from orch.run.folder import RunFolder
 from orch.run.records import RunStatus
 from orch.waits import wait_until
 

@@ -294,7 +294,7 @@ class UpRequest:
     worker_models: dict[int, str] = field(default_factory=dict)
     """Per-worker model (worker -> model) where it differs from `model` (a fleet spec's agent groups)."""
     worker_agents: dict[int, str] = field(default_factory=dict)
-    """Per-worker agent kind (worker -> agent) where it differs from `agent`: a mixed fleet."""
+    """Per-worker agent (worker -> agent) where it differs from `agent`: a mixed fleet."""
     replay: Path | None = None
     """A cassette (a recorded run folder): the run's gateway answers every model request from it."""
     isolation: Isolation = Isolation.SHARED
@@ -351,6 +351,11 @@ class Sandbox(Protocol):
 
     def push(self, info: RunInfo, files: list[Path]) -> None:
         """Files written into the local run folder that the fleet must see where its folder lives."""
+        ...
+
+    def screens(self, info: RunInfo, workers: Sequence[int], lines: int) -> dict[int, str] | None:
+        """The last `lines` of these workers' panes as they are now (a worker with no live pane left out);
+        None when this sandbox cannot show them cheaply (a container's: one exec per capture)."""
         ...
 
     def kill(self, info: RunInfo) -> None:

@@ -347,6 +347,13 @@ BOOT_STDIN = Setting(
     "1: the container's init reads its boot line (the model upstream, credential included) from stdin.",
     internal=True,
 )
+GATEWAY_CREDENTIAL = Setting(
+    "ORCH_GATEWAY_CREDENTIAL",
+    "",
+    _text,
+    "Set by the container's init for the run it started a gateway for: run.json's `credential` (schemes, no secret).",
+    internal=True,
+)
 PROMPTS = Setting(
     "ORCH_PROMPTS", "", _prompts, "The workers' first prompts for `orch serve-run`, as JSON.", internal=True
 )

@@ -27,16 +27,9 @@ RANKS = {
     "view": 8,
     "cli": 9,
 }
-BASE = (
-    "orch",
-    "orch.errors",
-    "orch.versions",
-    "orch.waits",
-    "orch.procs",
-    "orch.settings",
-    "orch.text",
-    "orch.shellparts",
-)
+BASE = ("orch", "orch.errors", "orch.versions", "orch.waits", "orch.settings", "orch.text", "orch.shellparts")
+BASE += ("orch.jsonsample",)
+BASE += ("orch.procs",)
 
 
 def layer_of(module: str) -> str:

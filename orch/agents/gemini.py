@@ -5,9 +5,10 @@ What the pinned Gemini CLI does, and why each seed is there: docs/agents/gemini.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
+
+import tomli_w
 
 from orch import settings
 from orch.agents.apis import gateway_env, gemini_key
@@ -90,23 +91,19 @@ ALLOWED_TOOLS = (
     "update_topic",
 )
 DENIED_COMMANDS = ("rm -rf", "sudo", "git push")
-POLICY = "\n".join(
-    [
-        "# Written by orch for this worker: what runs without a prompt, and what is refused.",
-        "[[rule]]",
-        f"toolName = {json.dumps(list(ALLOWED_TOOLS))}",
-        'decision = "allow"',
-        "priority = 500",
-        "allowRedirection = true",
-        "",
-        "[[rule]]",
-        'toolName = "run_shell_command"',
-        f"commandPrefix = {json.dumps(list(DENIED_COMMANDS))}",
-        'decision = "deny"',
-        "priority = 900",
-        'denyMessage = "orch: this command is refused for fleet workers"',
-        "",
-    ]
+POLICY = "# Written by orch for this worker: what runs without a prompt, and what is refused.\n" + tomli_w.dumps(
+    {
+        "rule": [
+            {"toolName": list(ALLOWED_TOOLS), "decision": "allow", "priority": 500, "allowRedirection": True},
+            {
+                "toolName": "run_shell_command",
+                "commandPrefix": list(DENIED_COMMANDS),
+                "decision": "deny",
+                "priority": 900,
+                "denyMessage": "orch: this command is refused for fleet workers",
+            },
+        ]
+    }
 )
 # The user settings of each worker. (Not also the system tier: Gemini CLI skips a system settings file whose
 # parent folder is writable by others, with a warning on screen, as under /tmp.)

@@ -17,7 +17,8 @@ from orch.container import backends
 from orch.contracts import OrchCommand
 from orch.errors import OrchError, UsageError
 from orch.run import bus
-from orch.run.folder import RunFolder, decode_text
+from orch.run.files import decode_text
+from orch.run.folder import RunFolder
 from orch.run.records import Isolation
 
 STDIN = "-"

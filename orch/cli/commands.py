@@ -8,7 +8,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from orch.cli import bus, container, fleet, lead, record, tools, watch
+from orch.cli import bus, container, fleet, lead, record, runs, tools, watch
 from orch.errors import OrchError, is_environment_error, one_line
 
 log = logging.getLogger(__name__)
@@ -44,6 +44,7 @@ app = typer.Typer(
 # The whole command tree, in `orch --help`'s order: each group module's top-level commands, then the
 # named groups.
 app.add_typer(fleet.app)
+app.add_typer(runs.app)
 app.add_typer(watch.app)
 app.add_typer(tools.app)
 app.add_typer(lead.app)

@@ -11,7 +11,8 @@ import typer
 from orch.container import backends
 from orch.contracts import OrchCommand, UpRequest
 from orch.errors import UsageError
-from orch.run.folder import RunFolder, decode_text, read_text_input
+from orch.run.files import decode_text, read_text_input
+from orch.run.folder import RunFolder
 from orch.run.records import Isolation
 
 NameArg = Annotated[str, typer.Argument(help="Run name (letters, digits, . _ -; up to 64).", show_default=False)]

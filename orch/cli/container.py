@@ -150,14 +150,26 @@ def serve_run(
     permission_mode: Annotated[str | None, typer.Option("--permission-mode", help=f"${PERMISSION_MODE.name}")] = None,
     model: Annotated[str | None, typer.Option("--model", help=f"${MODEL.name}")] = None,
     offline: Annotated[bool, typer.Option("--offline", help=f"${OFFLINE.name}")] = False,
+    drive: Annotated[
+        bool, typer.Option("--drive", help="Then run the controller on the run (compose's lead): its exit code.")
+    ] = False,
 ) -> None:
-    """Inside a run's container: launch the run's workers and stay until SIGTERM."""
+    """Inside a run's container: launch the run's workers and stay until SIGTERM (or, with --drive, until
+    the controller ends)."""
     from orch.container.serverun import compose_request, serve
 
     if not backends.in_container():
         raise UsageError("serve-run runs inside a run's container", hint="use `orch up`")
+    if drive and create:
+        raise UsageError("--drive is for a run made from a spec (`orch run SPEC --prepare`), not --create")
+    failed = 1
+    if drive:
+        from orch.lead.controller import read_spec
+        from orch.lead.decisions import EXIT_FAILED
+
+        boot_timeout, failed = read_spec(run_folder(name)).timeouts.boot, EXIT_FAILED
     req = compose_request(name, workers, agent, workdir, permission_mode, model, offline) if create else None
-    raise typer.Exit(serve(name, boot_timeout, resume, req))
+    raise typer.Exit(serve(name, boot_timeout, resume, req, drive=drive, failed=failed))
 
 
 @app.command()

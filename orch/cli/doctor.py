@@ -70,7 +70,7 @@ def upstream_checks(fleet: list[str] | None) -> list[Check]:
         if variable is not None:
             checks.append(Check("upstream", True, f"{where}: {variable}, sent as {upstream.scheme.value}"))
             continue
-        names = sorted({var for kind in upstream.agents for var in get_adapter(kind).credentials.env})
+        names = sorted({var for agent in upstream.agents for var in get_adapter(agent).credentials.env})
         hint = get_adapter(upstream.agents[0]).credentials.hint if upstream.agents else None
         if upstream.scheme is Scheme.PASSTHROUGH and not required:
             checks.append(Check("upstream", True, f"{where}: the agent's login file, passed through", hint))

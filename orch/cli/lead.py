@@ -14,7 +14,7 @@ import typer
 from orch.cli.common import NameArg, run_folder
 from orch.container.backends import folder_is_here, in_container
 from orch.errors import OrchError, UsageError
-from orch.fleet import gateway
+from orch.fleet import rungateway
 from orch.lead import decisions, recording, runner, skill
 from orch.lead import demo as demo_mod
 from orch.lead.changes import apply as changes_apply
@@ -106,7 +106,9 @@ def _start(
     say: Callable[[str], None] = typer.echo,
     base: str | None = None,
     snapshot: bool = False,
+    prepare: bool = False,
 ) -> RunFolder:
+    """`prepare` (compose's lead, run by the container's init): make the run, start no worker."""
     spec = load_spec(spec_path)
     if (base is not None or snapshot) and not spec.writer_tasks():
         raise UsageError("--base and --snapshot are for specs with writer tasks", hint="drop them")
@@ -114,11 +116,10 @@ def _start(
     cassette = recording.cassette(replay, spec, backend) if replay is not None else None
     run_name = runner.run_name(spec, spec_path, name, replay=cassette is not None)
     source = f", replaying {cassette.root}" if cassette else ""
-    isolation = decisions.isolation(
-        spec, backend, runner.strict_possible(backend)
-    )  # a strict spec on --local stops here, before anything
+    # A strict spec that cannot be had stops here, before anything (the init gives a prepared run its uids).
+    isolation = decisions.isolation(spec, backend, prepare or runner.strict_possible(backend))
     # A live fleet across model APIs without a credential of one of them: here too, before anything.
-    gateway.fleet_credentials([group.agent for group in spec.groups()], spec.offline or cassette is not None)
+    rungateway.fleet_credentials([group.agent for group in spec.groups()], spec.offline or cassette is not None)
     say(
         f"run {run_name}: starting {spec.worker_count()} worker(s) for {len(spec.tasks)} task(s) "
         f"({backend.value}{source})"
@@ -131,6 +132,8 @@ def _start(
     for warning in prepared.warnings if prepared else []:
         typer.echo(f"orch: warning: {warning}", err=True)
     try:
+        if prepare:
+            return runner.create(spec, run_name, prepared)
         return runner.start(spec, run_name, backend, replace, copy, cassette, prepared)
     except UsageError:
         raise
@@ -234,6 +237,12 @@ def run_(
     no_commentary: Annotated[
         bool, typer.Option("--no-commentary", hidden=True, help="Print no commentary (the host does).")
     ] = False,
+    prepare: Annotated[
+        bool,
+        typer.Option(
+            "--prepare", hidden=True, help="In a container: make the run and stop (compose's lead: the init's step)."
+        ),
+    ] = False,
 ) -> None:
     """Run a fleet spec to completion: spawn, brief, monitor, verify findings, report, tear down."""
     if (spec is None) == (resume is None):
@@ -247,7 +256,12 @@ def run_(
     else:
         assert spec is not None
         backend = Backend.LOCAL if local or in_container() else Backend.DOCKER
-        run = _start(spec, name, backend, replace, copy, replay, say=_say(quiet, as_json), base=base, snapshot=snapshot)
+        if prepare and (not in_container() or replay is not None or replace):
+            raise UsageError("--prepare is the container init's step (compose's lead)", hint="drop it")
+        say = _say(quiet, as_json)
+        run = _start(spec, name, backend, replace, copy, replay, say=say, base=base, snapshot=snapshot, prepare=prepare)
+        if prepare:
+            raise typer.Exit(0)
     result = _drive(run, commentary=not (no_commentary or quiet))
     if as_json:
         line = summary(result.run, result.exit_code, result.report, result.stopped)

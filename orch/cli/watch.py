@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from orch.cli.common import run_folder
-from orch.cli.fleet import ls_
+from orch.cli.runs import ls_
 from orch.errors import NotFoundError
 from orch.view import plain
 from orch.view.remote import Puller, pull_once

@@ -21,7 +21,7 @@ from docker.utils.socket import frames_iter
 from orch import settings
 from orch.agents.registry import get_adapter
 from orch.container.engine import engine_address, explain
-from orch.container.init import ACK_LINE, CREDENTIALS_MOUNT, InitBoot
+from orch.container.initboot import ACK_LINE, CREDENTIALS_MOUNT, InitBoot
 from orch.container.layout import AGENTS_DIR, HOME, PYTHON, ROLE_CONTAINER, TINI, WORKDIR, labels, run_mount, uid_gid
 from orch.container.mounts import mounts
 from orch.container.serverun import READY_LINE
@@ -51,7 +51,7 @@ def upstream(info: DockerRunInfo) -> FleetUpstreams:
     environment; checked before anything is created. A login file passed through can only be mounted from
     this machine."""
     credentials = get_adapter(info.agent).credentials
-    choice = fleet_upstreams({k: get_adapter(k).credentials for k in info.kinds()}, os.environ, info.offline)
+    choice = fleet_upstreams({k: get_adapter(k).credentials for k in info.agents()}, os.environ, info.offline)
     if choice.login_file is not None and info.container.on_remote_engine:
         raise UsageError(
             f"the only credential is the login file {choice.login_file}, which cannot reach a remote engine",
@@ -233,7 +233,7 @@ def wait_running(container: Container, run: RunFolder, info: DockerRunInfo, boot
     except WaitTimeoutError:
         raise WaitTimeoutError(
             f"run {info.name}: workers not running within {timeout:g}s; container log: {_log_tail(container)}",
-            hint="raise --boot-timeout, or look at the transcripts in the run folder's logs/",
+            hint=f"raise --boot-timeout, or look at the transcripts in {run.logs_dir}",
         ) from None
 
 

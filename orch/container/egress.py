@@ -20,8 +20,8 @@ every UDP query to port 53 goes to orch.container.dns on loopback, which answers
 at boot, with the addresses the firewall allows, and TCP to port 53 is rejected.
 
 This module runs inside the container as root: it imports only the standard library, orch.settings,
-orch.container.dns, orch.run.records and orch.run.uids (the agent's Credentials, which name its model API,
-come from the caller).
+orch.container.dns, orch.container.egresscheck (the self-test), orch.run.records and orch.run.uids (the
+agent's Credentials, which name its model API, come from the caller).
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -43,6 +42,8 @@ from urllib.parse import urlsplit
 
 from orch import settings
 from orch.container.dns import table as dns_table
+from orch.container.egresscheck import PROBE_ADDRESS, probe_as, probe_blocked, probe_dns
+from orch.container.egresscheck import EgressError as EgressError
 from orch.run.records import EgressMode
 from orch.run.uids import checks_uid, drop_argv
 
@@ -61,19 +62,10 @@ DEFAULT_HOSTS = (
     "raw.githubusercontent.com",
 )
 IPSET = "orch-allow"
-# TEST-NET-1 (RFC 5737): never routed, so the blocked-probe of the self-test cannot reach anyone even
-# if the firewall were missing; with it, the connect must fail at once with our reject.
-PROBE_ADDRESS = ("192.0.2.1", 9)
-PROBE_TIMEOUT = 3.0
 REPORT_PATH = Path("/tmp/orch-egress.json")
 DNS_PORT = 53535
 DNS_UID = 65534  # nobody: neither a worker nor the gateway
-DNS_PROBE = "orch-egress-selftest.invalid"
 DNS_START_TIMEOUT = 30.0
-
-
-class EgressError(Exception):
-    """The firewall could not be applied or failed its self-test: the container must not start."""
 
 
 @dataclass(frozen=True)
@@ -310,45 +302,6 @@ def _setup_ipset(networks: Sequence[str], run: Runner) -> bool:
     return True
 
 
-def probe_blocked(address: tuple[str, int] = PROBE_ADDRESS, timeout: float = PROBE_TIMEOUT) -> str:
-    """Self-test: a connection to an address outside the allowlist must fail, and fail at once."""
-    started = time.monotonic()
-    try:
-        with socket.create_connection(address, timeout=timeout):
-            pass
-    except TimeoutError:
-        raise EgressError(
-            f"self-test: {address[0]} was not rejected (timed out): the firewall is not in force"
-        ) from None
-    except OSError as exc:
-        return f"blocked {address[0]}:{address[1]} ({exc.strerror or exc}) in {time.monotonic() - started:.2f}s"
-    raise EgressError(f"self-test: {address[0]}:{address[1]} is reachable although it is not allowlisted")
-
-
-def probe_as(uid: int, gid: int, address: tuple[str, int], timeout: float = PROBE_TIMEOUT) -> str:
-    """`probe_blocked(address)` in a child process running as `uid` (the owner match sees that uid)."""
-    code = (
-        "import sys\n"
-        "from orch.container.egress import EgressError, probe_blocked\n"
-        "try:\n"
-        f"    print(probe_blocked(({address[0]!r}, {address[1]}), {timeout}))\n"
-        "except EgressError as exc:\n"
-        "    print(exc); sys.exit(1)\n"
-    )
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", code], user=uid, group=gid, extra_groups=[], capture_output=True, text=True,
-            timeout=timeout + 30, check=False,
-        )  # fmt: skip
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise EgressError(f"self-test as uid {uid} could not run: {exc}") from exc
-    text = (done.stdout or done.stderr).strip().splitlines()
-    line = text[-1] if text else f"exit {done.returncode}"
-    if done.returncode != 0:
-        raise EgressError(f"self-test as uid {uid}: {line}")
-    return line
-
-
 def gateway_probes(resolved: Mapping[str, Sequence[str]], targets: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
     """Where the self-test proves the run's uid refused: every model API (the first address of each
     host, at that upstream's port), not only the first."""
@@ -374,22 +327,6 @@ def start_dns(pinned: Mapping[str, Sequence[str]], log: Path, run: Runner = _run
         proc.kill()
         raise EgressError(f"the DNS responder did not start (see {log}): {line or 'no answer'}")
     return str(proc.pid)
-
-
-def probe_dns(pinned: Mapping[str, Sequence[str]]) -> str:
-    """Self-test: a name off the list does not resolve, and a pinned one resolves to its pinned address."""
-    try:
-        socket.getaddrinfo(DNS_PROBE, None, socket.AF_INET)
-    except socket.gaierror:
-        pass
-    else:
-        raise EgressError(f"self-test: {DNS_PROBE} resolved: DNS is not confined")
-    for name, ips in pinned.items():
-        got = sorted({str(info[4][0]) for info in socket.getaddrinfo(name, None, socket.AF_INET)})
-        if not set(got) <= set(ips):
-            raise EgressError(f"self-test: {name} resolved to {got}, not its pinned {ips}")
-        return f"refused {DNS_PROBE}; {name} -> {got[0]}"
-    return f"refused {DNS_PROBE}"
 
 
 def apply(

@@ -238,16 +238,16 @@ def _extract_run(buf: BinaryIO, name: str, run: RunFolder) -> RunInfo:
     """Unpack a run folder archive (top folder `name/`) over the local run folder; return its run.json."""
     with tempfile.TemporaryDirectory(prefix="orch-pull-") as tmp, tarfile.open(fileobj=buf) as tar:
         tar.extractall(tmp, filter="data")
-        pulled = Path(tmp) / name
-        if not (pulled / "run.json").is_file():
-            raise SandboxError(f"the archive of run {name} has no run.json")
-        remote_info = RunFolder(pulled).info()
+        pulled = RunFolder(Path(tmp) / name)
+        if not pulled.exists():
+            raise SandboxError(f"the archive of run {name} has no {pulled.run_json.name}")
+        remote_info = pulled.info()
         run.root.mkdir(parents=True, exist_ok=True)
-        for src in pulled.rglob("*"):
-            dest = run.root / src.relative_to(pulled)
+        for src in pulled.root.rglob("*"):
+            dest = run.root / src.relative_to(pulled.root)
             if src.is_dir():
                 dest.mkdir(parents=True, exist_ok=True)
-            elif src.name != "run.json" or src.parent != pulled:
+            elif src != pulled.run_json:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(src, dest)
     return remote_info

@@ -11,8 +11,9 @@ Host vs container paths: run.json holds the paths the controller and workers use
 
 The pieces: orch.container.layout (names, labels, in-container paths, uid), orch.container.boot (create,
 wait, describe), orch.container.mounts (run folder and workspace: bind mounts or remote volumes, pull) and
-orch.container.exec_run (commands in the container); this module puts them together behind the Sandbox
-contract. orch.container.reap removes what crashed runs left on an engine.
+orch.container.exec_run (commands in the container), orch.container.removal (--replace's old run, a failed
+up's leftovers); this module puts them together behind the Sandbox contract. orch.container.reap removes
+what crashed runs left on an engine.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import contextlib
 import os
 import shutil
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,31 +32,28 @@ import requests.exceptions
 from docker.models.containers import Container
 from pydantic import TypeAdapter
 
-from orch.container import boot, egress, mounts
+from orch.container import boot, egress, mounts, removal
 from orch.container.boot import check_image, describe, find, run_container
 from orch.container.engine import DEFAULT_ENGINE, docker_client, engine_address, is_remote_client
 from orch.container.exec_run import Exec, exec_argv
 from orch.container.image import carried_agents
 from orch.container.layout import (
     LABEL_MANAGED,
-    LABEL_RUN,
     WORKDIR,
     container_name,
     container_user,
     run_volume_name,
-    run_volumes,
     workspace_volume_name,
     writable_by,
 )
 from orch.container.mounts import save_info
 from orch.contracts import OrchCommand, UpRequest
 from orch.errors import DeliveryError, OrchError, SandboxError, UsageError
-from orch.fleet import launch, watch
+from orch.fleet import control, launch
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.paths import workspaces_dir
 from orch.run.records import (
-    Backend,
     ContainerInfo,
     ContainerOptions,
     ControllerEvent,
@@ -122,11 +121,11 @@ class DockerSandbox:
                 hint="pass --copy to upload a copy of the workdir to a volume on that engine",
             )
         check_image(client, self.settings.image)
-        missing = set(planned.kinds()) - carried_agents(client.images.get(self.settings.image))
+        missing = set(planned.agents()) - carried_agents(client.images.get(self.settings.image))
         if missing:
             raise UsageError(
                 f"image {self.settings.image} does not carry agent {', '.join(sorted(missing))}",
-                hint=f"build one that does: orch image build --agents {','.join(planned.kinds())}",
+                hint=f"build one that does: orch image build --agents {','.join(planned.agents())}",
             )
         run = RunFolder.for_name(request.name)
         existing = find(client, container_name(request.name))
@@ -142,7 +141,7 @@ class DockerSandbox:
                     f"run {request.name!r} already exists ({what})",
                     hint=f"use --replace, `orch up {request.name} --resume`, or `orch kill {request.name}`",
                 )
-            self._remove_all(client, request.name, run)
+            removal.replace_run(client, request.name, run)
 
         uid, gid = container_user(host_workdir, opts.copy_workdir)
         read_only = request.isolation is Isolation.STRICT  # the workers only read the tree then
@@ -190,7 +189,7 @@ class DockerSandbox:
             boot.start(client, container, info, choice)
             boot.wait_running(container, run, info, self.settings.boot_timeout)
         except BaseException:
-            self._cleanup_failed_up(client, container, run, info)
+            removal.failed_up(client, container, run, info)
             raise
         return self._started(run, info)
 
@@ -235,43 +234,6 @@ class DockerSandbox:
             save_info(run, info)
             return info
         return run.info()
-
-    def _remove_all(self, client: docker.DockerClient, name: str, run: RunFolder) -> None:
-        """--replace: the old container, its volumes and workspace copy, and the run folder."""
-        with contextlib.suppress(OrchError):
-            old = run.info()
-            if old.backend is Backend.LOCAL:
-                launch.server_for(old).kill()
-        existing = find(client, container_name(name))
-        if existing is not None:
-            existing.remove(force=True)
-        mounts.remove_volumes(client, *run_volumes(name))
-        shutil.rmtree(workspaces_dir() / name, ignore_errors=True)
-        with contextlib.suppress(OrchError):
-            old_info = run.info()
-            if isinstance(old_info, DockerRunInfo):
-                mounts.reclaim_run_folder(client, old_info)
-        run.remove()
-
-    def _cleanup_failed_up(
-        self, client: docker.DockerClient, container: Container | None, run: RunFolder, info: DockerRunInfo
-    ) -> None:
-        """Nothing half-created: the container, volumes, workspace copy and run folder go."""
-        with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
-            if container is not None:
-                container.remove(force=True)
-            else:
-                found = find(client, container_name(info.name))
-                if found is not None and found.labels.get(LABEL_RUN) == info.name:
-                    found.remove(force=True)
-        with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
-            if info.container.on_remote_engine:
-                mounts.remove_volumes(client, *run_volumes(info.name))
-        if info.container.options.copy_workdir and not info.container.on_remote_engine:
-            shutil.rmtree(info.container.workspace_source, ignore_errors=True)
-        with contextlib.suppress(OrchError, docker.errors.DockerException, requests.exceptions.RequestException):
-            mounts.reclaim_run_folder(client, info)
-        run.remove()
 
     # --- commands inside the container ------------------------------------------------------------
     def _running(self, info: DockerRunInfo) -> tuple[docker.DockerClient, Container]:
@@ -328,9 +290,12 @@ class DockerSandbox:
         except OrchError as exc:
             why = f"engine unreachable: {exc.message}"
         if why is not None:
-            return watch.status_view(run, info, panes=None, why_down=why)
+            return control.status_view(run, info, panes=None, why_down=why)
         views = TypeAdapter(list[RunStatusView]).validate_json(self.capture(info, ["status", info.name, "--json"]))
         return views[0]
+
+    def screens(self, info: RunInfo, workers: Sequence[int], lines: int) -> dict[int, str] | None:
+        return None  # a capture is an exec into the container: `orch read` (forwarded) shows one worker
 
     def alive(self, info: RunInfo) -> bool:
         boxed = _boxed(info)

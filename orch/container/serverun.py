@@ -4,12 +4,16 @@ Inside the container (after orch.container.init dropped privileges) it reads run
 run folder, launches tmux and the workers with the same code as a local run (launch.launch), says so on
 stdout, and then stays until SIGTERM (`orch kill`, `docker stop`), when it stops tmux and the model
 server, marks the run stopped and exits 0. If the launch fails it marks the run failed, prints one
-line why, and exits 1: the host then removes the container.
+line why, and exits 1: the host then removes the container. With `--drive` (compose's `lead`, whose
+run the init prepared) it runs the controller once the workers are up, and exits with its code.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
+import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,13 +25,15 @@ from orch.container.egress import read_report
 from orch.container.layout import WORKDIR
 from orch.contracts import UpRequest
 from orch.errors import OrchError
-from orch.fleet import gateway, launch, watch
+from orch.fleet import control, launch, rungateway
 from orch.run.busserver import BusServer
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, Isolation, RunInfo, RunStatus
+from orch.run.uids import can_switch_uids, drop_argv
 
 READY_LINE = "orch: serve-run: running"  # docker_container.wait_running waits for it on remote engines
+STOP_TIMEOUT = 10.0  # seconds the controller gets to stop on SIGTERM before the workers are stopped
 
 
 class Stop(BaseException):
@@ -67,7 +73,7 @@ def compose_request(
 def link_sessions(run: RunFolder, agents: Mapping[int, str]) -> None:
     """Make each worker's agent session store live in the run folder (sessions/agent-N): the config dir
     is on the container's tmpfs, so this lets a new container resume the session after the old one died.
-    `agents`: each worker's agent kind."""
+    `agents`: each worker's agent."""
     for n, agent in agents.items():
         sessions = get_adapter(agent).sessions
         if sessions is None:
@@ -87,15 +93,33 @@ def _link_sessions(run: RunFolder, info: RunInfo) -> None:
         link_sessions(run, {n: info.agent_of(n) for n in range(1, info.workers + 1)})
 
 
-def serve(name: str, boot_timeout: float, resume: bool, create: UpRequest | None = None) -> int:
+def controller_argv(name: str) -> list[str]:
+    """compose's `lead`: the controller, `orch run --resume NAME`, without the capabilities this process
+    keeps for the run's tmux server (it starts each pane as its worker): the controller drives the panes
+    through that server, as a host-driven run's controller (a `docker exec`) does, and holds none."""
+    shed = drop_argv(os.getuid(), os.getgid()) if can_switch_uids() else []
+    return [*shed, "orch", "run", "--resume", name]
+
+
+def serve(
+    name: str,
+    boot_timeout: float,
+    resume: bool,
+    create: UpRequest | None = None,
+    drive: bool = False,
+    failed: int = 1,
+) -> int:
     """Launch the run's workers, then stay until SIGTERM. The exit code of the container.
 
     `create` (compose, or any container started without a host-made run folder): make the run folder
-    from this request first; if it exists already, resume the run instead.
+    from this request first; if it exists already, resume the run instead. `drive` (compose's `lead`):
+    once the workers run, run the controller (`controller_argv`) and return its exit code. `failed`: the
+    exit code when the workers do not start.
     """
     previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     run = RunFolder.for_name(name)
     posts: BusServer | None = None
+    controller: subprocess.Popen[bytes] | None = None
     try:
         try:
             if create is not None and not run.exists():
@@ -107,15 +131,22 @@ def serve(name: str, boot_timeout: float, resume: bool, create: UpRequest | None
                 _launch(run, info, boot_timeout, resume or create is not None)
         except OrchError as exc:
             print(f"orch: error: {exc.one_line()}", file=sys.stderr, flush=True)
-            return 1
+            return failed
         print(f"{READY_LINE}: {info.fleet()}", flush=True)
+        if drive:
+            controller = subprocess.Popen(controller_argv(name))
+            return controller.wait()
         while True:
             signal.pause()
     except Stop:
         for sig in previous:
             signal.signal(sig, signal.SIG_IGN)  # a second SIGTERM must not cut the teardown short
+        if controller is not None and controller.poll() is None:
+            controller.terminate()  # its state is saved as it goes: `--resume` continues the run
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                controller.wait(timeout=STOP_TIMEOUT)
         if run.exists():
-            watch.kill(run)  # stops tmux and the model server, marks the run stopped, logs who
+            control.kill(run)  # stops tmux and the model server, marks the run stopped, logs who
         return 0
     finally:
         if posts is not None:
@@ -163,4 +194,4 @@ def _log_egress(run: RunFolder) -> None:
 
 def _teardown(run: RunFolder) -> None:
     launch.server_for(run.info()).kill()
-    gateway.stop(run.name)
+    rungateway.stop(run.name)

@@ -33,6 +33,7 @@ from orch.gateway.process import handle_path
 from orch.run.folder import RunFolder
 from orch.run.paths import agents_dir, launch_dir
 from orch.run.records import Backend, Isolation, RunInfo
+from orch.run.uids import can_switch_uids
 
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix")
 """The system's read-only folders a sandbox sees (a symlink, as /bin is on merged-usr, stays one)."""
@@ -194,16 +195,28 @@ SHARED_NOTE = (
     "isolation shared: the workers share your uid and can read and write each other's files, the bus and "
     "the tree, and read your own files"
 )
+SHARED_NOTE_CONTAINER = (
+    "isolation shared: the workers share the run's uid in its container and can read and write each other's "
+    "files, the bus and the tree"
+)
+
+
+def shared_note(local: bool) -> str:
+    """What a run that ends up shared prints: on this machine or in its container."""
+    return SHARED_NOTE if local else SHARED_NOTE_CONTAINER
 
 
 def default_isolation(local: bool, kinds: Iterable[str]) -> tuple[Isolation, str | None]:
-    """`orch up`'s isolation when none is asked: strict on this machine (a container run keeps its own
-    default, shared), unless an agent of the fleet cannot run strict (aider: its watcher needs the run's
-    tmux server). With the one-line note a run that ends up shared prints."""
-    if not local:
-        return Isolation.SHARED, None
+    """`orch up`'s isolation when none is asked: strict, on this machine (a bubblewrap sandbox per worker)
+    as in a run's container (a uid per worker), unless an agent of the fleet cannot run strict (aider: its
+    watcher needs the run's tmux server), or this process is itself in a container it cannot give workers
+    uids in (started without CAP_SETUID: a `docker exec` into compose's container). With the one-line note
+    a run that ends up shared prints."""
     unable = sorted({kind for kind in kinds if not get_adapter(kind).strict_isolation})
     if unable:
         why = f"{', '.join(unable)} cannot run strict (its watcher needs the run's tmux server)"
-        return Isolation.SHARED, f"{SHARED_NOTE}: {why}"
+        return Isolation.SHARED, f"{shared_note(local)}: {why}"
+    if settings.IN_CONTAINER.get() and not can_switch_uids():
+        why = "this container gives its processes no way to start workers as uids of their own (no CAP_SETUID)"
+        return Isolation.SHARED, f"{shared_note(True)}: {why}"
     return Isolation.STRICT, None

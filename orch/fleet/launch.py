@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import sys
-import time
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
@@ -17,25 +15,25 @@ from orch import __version__, procs, settings
 from orch.agents.registry import check_permission_mode, get_adapter
 from orch.contracts import AgentAdapter, LaunchSpec, UpRequest, WorkerContext
 from orch.errors import SandboxError, UsageError, WaitTimeoutError
-from orch.fleet import bwrap, caps, gateway, relay, stopping
+from orch.fleet import bwrap, caps, relay, rungateway, stopping
 from orch.fleet import portal as portal_module
 from orch.fleet.become import OPEN_BUNDLE, LaunchBundle
+from orch.fleet.booting import wait_booted
 from orch.fleet.tmux import PaneInfo, TmuxServer, check_tmux
 from orch.fleet.workerprocs import processes_by_worker
-from orch.fleet.workerstate import EXIT_EVENT, derive_state
+from orch.fleet.workerstate import EXIT_EVENT
 from orch.run.events import Event
-from orch.run.folder import RunFolder, atomic_write, validate_name, validate_worker_count
+from orch.run.files import atomic_write
+from orch.run.folder import RunFolder, validate_name, validate_worker_count
 from orch.run.paths import launch_dir
-from orch.run.records import ControllerEvent, Isolation, LocalRunInfo, RunInfo, RunStatus, WorkerState
+from orch.run.records import ControllerEvent, Isolation, LocalRunInfo, RunInfo, RunStatus
 from orch.run.uids import drop_argv, worker_uid
 from orch.waits import wait_until
 
 log = logging.getLogger(__name__)
 
 BOOT_TIMEOUT = 90.0
-DIALOG_GRACE = 2.0  # seconds before a booting worker's screen is checked for dialogs
 EXIT_TIMEOUT = 10.0  # seconds for a dead fleet's agents to run their exit hooks
-ENDED = (WorkerState.EXITED, WorkerState.CRASHED)
 
 
 def socket_name(name: str) -> str:
@@ -104,9 +102,9 @@ def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
     On any failure nothing is left behind: no tmux server, no run folder, no config dirs.
     """
     _, info = plan(req)
-    gateway.upstreams(info)  # a fleet across model APIs lacking one's credential: refused, nothing made
-    for kind in info.kinds():
-        get_adapter(kind).binary()
+    rungateway.upstreams(info)  # a fleet across model APIs lacking one's credential: refused, nothing made
+    for agent in info.agents():
+        get_adapter(agent).binary()
     check_tmux()
     if bwrap.sandboxed(info):
         bwrap.check()  # no bubblewrap or no user namespaces: refused in one line, before anything is made
@@ -116,7 +114,7 @@ def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
         if not req.replace:
             raise UsageError(f"run {req.name!r} already exists", hint=f"use --replace, or `orch kill {req.name}`")
         server.kill()
-        gateway.stop(req.name)
+        rungateway.stop(req.name)
         relay.stop(run)
         run.remove()
     try:
@@ -124,7 +122,7 @@ def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
         launch(run, info, req.prompts, boot_timeout)
     except BaseException:
         server.kill()
-        gateway.stop(info.name)
+        rungateway.stop(info.name)
         relay.stop(run)
         run.remove()
         raise
@@ -148,10 +146,10 @@ def launch(
     if resume:
         wait_workers_gone(run, info.workers)
     adapters = {n: adapter_of(info, n) for n in range(1, info.workers + 1)}
-    info.agent_versions = {kind: get_adapter(kind).version() for kind in info.kinds()}
+    info.agent_versions = {agent: get_adapter(agent).version() for agent in info.agents()}
     info.agent_version = info.agent_versions[info.agent]
     server = server_for(info)
-    handle = gateway.ensure(run, info)
+    handle = rungateway.ensure(run, info)
     if bwrap.sandboxed(info):  # the workers' bus and gateway sockets, before any worker starts
         for n in adapters:
             bwrap.prepare(run, n)
@@ -160,7 +158,7 @@ def launch(
     seen = {n: len(run.hook_events(n)) for n in range(1, info.workers + 1)}
     for n, adapter in adapters.items():
         session = last_session(run, n) if resume else None
-        own = gateway.worker_env(handle, adapter, n)
+        own = rungateway.worker_env(handle, adapter, n)
         spec = _worker_spec(run, info, adapter, n, env, own, prompts.get(n), session)
         pane_id = server.start(f"orch-{info.name}", spec, n, env) if n == 1 else server.add_pane(spec, n)
         try:
@@ -258,8 +256,8 @@ def agent_pid(pane: PaneInfo) -> int | None:
 def agent_environment(info: RunInfo) -> dict[str, str]:
     """The environment of the run's tmux server, inherited by every pane: this process's, without any
     agent's credentials or base URL (those reach the gateway only; each worker's own base URL and token
-    come with its pane, orch.fleet.gateway.worker_env)."""
-    env = gateway.without_credentials(os.environ)
+    come with its pane, orch.fleet.rungateway.worker_env)."""
+    env = rungateway.without_credentials(os.environ)
     env.pop("TMUX", None)
     # Workers call `orch bus post`: put this orch's bin dir first on their PATH.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
@@ -295,7 +293,7 @@ def _worker_spec(
         model=info.worker_models.get(n, info.model),
         prompt=prompt,
         resume_session=resume,
-        login_file=gateway.login_file(info, adapter),
+        login_file=rungateway.login_file(info, adapter),
     )
     if bwrap.sandboxed(info):
         return sandboxed_spec(run, info, adapter, context, own)
@@ -322,7 +320,7 @@ def sandboxed_spec(
     limits = caps.limit_argv(info.caps, False, info.workers)  # its uid is the user's: the watchdog's caps too
     inner = supervised(LaunchSpec(argv=[*limits, *spec.argv], env={**spec.env, **own}, cwd=spec.cwd), run, ctx.worker)
     n = ctx.worker
-    binaries = [get_adapter(kind).binary() for kind in info.kinds()]
+    binaries = [get_adapter(agent).binary() for agent in info.agents()]
     home = None if "HOME" in inner.env else ctx.config_dir / "home"
     if home is not None:
         home.mkdir(mode=0o700, exist_ok=True)
@@ -363,77 +361,6 @@ def strict_spec(run: RunFolder, adapter: AgentAdapter, ctx: WorkerContext, own: 
     return LaunchSpec(argv=argv, env=inner.env, cwd=ctx.workdir)
 
 
-def wait_booted(
-    run: RunFolder,
-    info: RunInfo,
-    server: TmuxServer,
-    timeout: float,
-    seen: dict[int, int] | None = None,
-    ended: dict[int, str] | None = None,
-) -> None:
-    """Wait for every worker's SessionStart hook and its adapter's ready marker (ignoring the first
-    `seen[n]` events of worker n, written by an earlier life of the run, and any event of its session
-    `ended[n]`: a respawned agent's SessionEnd may land after the new life began); answer known dialogs if
-    one shows anyway."""
-    pending = set(range(1, info.workers + 1))
-    skip = seen or {}
-    old = ended or {}
-    started = time.monotonic()
-
-    def check() -> bool:
-        panes = server.panes()
-        for n in sorted(pending):
-            adapter = adapter_of(info, n)
-            events = [e for e in run.hook_events(n)[skip.get(n, 0) :] if not e.session_id or e.session_id != old.get(n)]
-            marker = adapter.ready_marker(run, n)
-            if any(e.hook_event_name == "SessionStart" for e in events) and (marker is None or _present(marker)):
-                pending.discard(n)
-                continue
-            pane = panes.get(n)
-            state, detail = derive_state(events[-1] if events else None, pane)
-            if pane is None or state in ENDED:
-                screen = server.capture(pane.pane_id, 20) if pane else ""
-                # The agent's last words, not tmux's "Pane is dead (status N, ...)" below them.
-                said = [ln for ln in screen.splitlines() if ln.strip() and not ln.startswith("Pane is dead")]
-                last = said[-1] if said else "no output"
-                raise SandboxError(f"worker {n} exited while booting ({detail}): {last.strip()[:200]}")
-            # Seeding prevents dialogs; screens are only scraped for a worker that is late to boot.
-            if time.monotonic() - started > DIALOG_GRACE:
-                answer_dialogs(run, adapter, server, n, pane)
-        return not pending
-
-    try:
-        wait_until(check, timeout, "workers to boot", interval=0.2, watch=run.state_dir)
-    except WaitTimeoutError:
-        raise WaitTimeoutError(
-            f"workers {join_numbers(pending)} did not boot within {timeout:g}s",
-            hint=f"look at their screens in {run.logs_dir}",
-        ) from None
-
-
-def _present(marker: Path) -> bool:
-    """Whether a ready marker is there. It is in the worker's own config dir: under strict isolation the
-    worker could make it a link the controller may not follow, which must not end the wait (nor `orch up`)."""
-    try:
-        return marker.exists()
-    except OSError:
-        return False
-
-
-def answer_dialogs(run: RunFolder, adapter: AgentAdapter, server: TmuxServer, n: int, pane: PaneInfo) -> bool:
-    """Fallback watchdog: recognise a blocking dialog on screen and answer it. True if one was."""
-    dialogs = adapter.dialogs()
-    if not dialogs:
-        return False
-    screen = server.capture(pane.pane_id)
-    for dialog in dialogs:
-        if re.search(dialog.pattern, screen):
-            server.send_keys(pane.pane_id, *dialog.keys)
-            run.log_event(ControllerEvent(event=Event.DIALOG_ANSWERED, worker=n, data={"dialog": dialog.name}))
-            return True
-    return False
-
-
 def restart(
     run: RunFolder,
     n: int,
@@ -459,8 +386,8 @@ def restart(
     adapter = adapter_of(info, n)
     previous = last_session(run, n)
     session = None if fresh else previous
-    handle = gateway.ensure(run, info)
-    own = gateway.worker_env(handle, adapter, n)
+    handle = rungateway.ensure(run, info)
+    own = rungateway.worker_env(handle, adapter, n)
     spec = _worker_spec(run, info, adapter, n, agent_environment(info), own, prompt, session, workdir)
     server.respawn(pane.pane_id, spec)
     run.log_event(ControllerEvent(event=Event.RESTARTED, worker=n, data={"session": session}))
@@ -471,7 +398,3 @@ def restart(
 def last_session(run: RunFolder, n: int) -> str | None:
     """The agent session worker n last reported (its hooks carry the id)."""
     return next((e.session_id for e in reversed(run.hook_events(n)) if e.session_id), None)
-
-
-def join_numbers(numbers: Iterable[int]) -> str:
-    return ", ".join(str(n) for n in sorted(numbers))

@@ -6,11 +6,13 @@ It is the fleet functions of orch.fleet behind the Sandbox contract (orch.contra
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Sequence
 from pathlib import Path
 
 from orch.contracts import OrchCommand, UpRequest
-from orch.errors import UsageError
-from orch.fleet import launch, watch
+from orch.errors import OrchError, UsageError
+from orch.fleet import control, launch
 from orch.run.folder import RunFolder
 from orch.run.records import RunInfo, RunStatus, RunStatusView
 
@@ -38,7 +40,7 @@ class LocalSandbox:
         return command.run_here()
 
     def status(self, run: RunFolder) -> RunStatusView:
-        return watch.status(run)
+        return control.status(run)
 
     def alive(self, info: RunInfo) -> bool:
         return launch.server_for(info).alive()
@@ -52,5 +54,17 @@ class LocalSandbox:
     def push(self, info: RunInfo, files: list[Path]) -> None:
         return None  # the fleet reads this very folder
 
+    def screens(self, info: RunInfo, workers: Sequence[int], lines: int) -> dict[int, str] | None:
+        server = launch.server_for(info)
+        panes = server.panes_if_running() or {}
+        out = {}
+        for n in workers:
+            pane = panes.get(n)
+            if pane is None or pane.dead:
+                continue
+            with contextlib.suppress(OrchError):  # the pane went away between the listing and the capture
+                out[n] = server.capture(pane.pane_id, lines)
+        return out
+
     def kill(self, info: RunInfo) -> None:
-        watch.kill(RunFolder.for_name(info.name))
+        control.kill(RunFolder.for_name(info.name))

@@ -8,13 +8,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from orch.errors import DeliveryError, UsageError, WaitTimeoutError
-from orch.fleet.launch import ENDED, server_for
+from orch.fleet.launch import server_for
 from orch.fleet.tmux import PaneInfo, TmuxServer
-from orch.fleet.workerstate import derive_state
+from orch.fleet.workerstate import ENDED, derive_state
 from orch.run.events import Event
-from orch.run.folder import RunFolder, atomic_write
-from orch.run.protocol import pointer_text, protocol_footer
+from orch.run.files import atomic_write
+from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent
+from orch.run.workerprotocol import pointer_text, protocol_footer
 from orch.waits import wait_until
 
 log = logging.getLogger(__name__)

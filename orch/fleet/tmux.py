@@ -23,9 +23,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import libtmux
-from libtmux import exc as libtmux_exc
-
 from orch.contracts import LaunchSpec
 from orch.errors import NotFoundError, SandboxError, UsageError, WaitTimeoutError
 from orch.versions import TMUX_MIN_VERSION
@@ -39,19 +36,16 @@ WINDOW_SIZE = (240, 70)  # large, so six tiled TUIs still get ~80x23 each
 HISTORY_LIMIT = 50_000
 WORKER_OPTION = "@orch_worker"
 EXIT_GRACE = 5.0  # seconds for a server that has destroyed its sessions (kill-server) to exit
-_PANE_FORMAT = "\t".join(
-    (
-        "#{pid}",  # the server's
-        "#{pane_id}",
-        "#{" + WORKER_OPTION + "}",
-        "#{window_index}",
-        "#{pane_dead}",
-        "#{pane_dead_status}",
-        "#{pane_dead_signal}",
-        "#{pane_pid}",
-        "#{pane_current_command}",
-    )
-)
+_SERVER_OPTIONS = (
+    ("-s", "exit-empty", "off"), ("-s", "escape-time", "10"), ("-g", "history-limit", str(HISTORY_LIMIT)),
+    ("-g", "base-index", "1"), ("-g", "default-size", "{}x{}".format(*WINDOW_SIZE)), ("-wg", "remain-on-exit", "on"),
+    ("-wg", "pane-border-status", "top"),
+    ("-wg", "pane-border-format", " W#{" + WORKER_OPTION + "} #{pane_current_command} "),
+)  # fmt: skip
+# list-panes: the server's pid (to send it SIGCHLD), then each pane's fields, as _list_panes reads them.
+_PANE_FIELDS = ("pid", "pane_id", WORKER_OPTION, "window_index", "pane_dead", "pane_dead_status", "pane_dead_signal",
+                "pane_pid", "pane_current_command")  # fmt: skip
+_PANE_FORMAT = "\t".join("#{" + field + "}" for field in _PANE_FIELDS)
 
 
 def _tmux_path() -> str:
@@ -106,17 +100,13 @@ def _int_or_none(text: str) -> int | None:
     return int(text) if text.strip().lstrip("-").isdigit() else None
 
 
-def _one_line(lines: Sequence[str] | str) -> str:
-    text = lines if isinstance(lines, str) else " ".join(lines)
+def _one_line(text: str) -> str:
     return " ".join(text.split()) or "no error message"
 
 
 def _command_list(commands: Sequence[Sequence[str]]) -> list[str]:
     """Several tmux commands for one client call: a lone ";" argument separates them."""
-    args: list[str] = []
-    for command in commands:
-        args += [*command, ";"]
-    return args[:-1]
+    return [arg for command in commands for arg in (";", *command)][1:]
 
 
 def _spawn_args(spec: LaunchSpec) -> list[str]:
@@ -132,11 +122,12 @@ def _spawn_args(spec: LaunchSpec) -> list[str]:
 
 
 class TmuxServer:
-    """One run's tmux server, addressed by socket name (`tmux -L NAME -f /dev/null`)."""
+    """One run's tmux server, addressed by socket name (`tmux -L NAME -f /dev/null`). Each method runs one tmux
+    client call (`start` and `add_pane` a few) directly, not through libtmux's objects: those need a call per
+    pane to read its worker tag, 5x the CPU of `panes()`'s one list-panes (measured, bench/README.md)."""
 
     def __init__(self, socket_name: str) -> None:
         self.socket_name = socket_name
-        self._server = libtmux.Server(socket_name=socket_name, config_file="/dev/null")
         self._session: str | None = None
 
     def __repr__(self) -> str:
@@ -147,27 +138,28 @@ class TmuxServer:
     def _base_argv(self) -> list[str]:
         return [_tmux_path(), "-L", self.socket_name, "-f", "/dev/null"]
 
-    def _cmd(self, *args: str) -> list[str]:
-        """Run one tmux command on this server; stdout lines, or SandboxError with tmux's stderr."""
+    def _run(self, args: list[str], stdin: bytes = b"", env: Mapping[str, str] | None = None) -> tuple[int, str, str]:
+        """One tmux client call: (exit code, stdout, stderr); SandboxError if it cannot run at all."""
         try:
-            proc = self._server.cmd(*args)
-        except libtmux_exc.TmuxCommandNotFound:
-            raise UsageError("tmux is not installed (not found on PATH)", hint=INSTALL_HINT) from None
-        if proc.returncode != 0:
-            raise SandboxError(f"tmux {args[0]} failed on server {self.socket_name}: {_one_line(proc.stderr)}")
-        return list(proc.stdout)
-
-    def _raw(self, args: list[str], stdin: bytes = b"", env: Mapping[str, str] | None = None) -> str:
-        """For what libtmux cannot do: feed stdin, or choose the process environment."""
-        argv = self._base_argv() + args
-        try:
-            proc = subprocess.run(argv, input=stdin, capture_output=True, env=env, check=False, timeout=60)
+            proc = subprocess.run(self._base_argv() + args, input=stdin, capture_output=True, env=env, timeout=60)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise SandboxError(f"tmux {args[0]} failed on server {self.socket_name}: {exc}") from None
-        if proc.returncode != 0:
-            err = proc.stderr.decode(errors="replace")
+        return proc.returncode, proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace")
+
+    def _raw(self, args: list[str], stdin: bytes = b"", env: Mapping[str, str] | None = None) -> str:
+        """Run one tmux command on this server (with `stdin`, in the process environment `env`): its stdout,
+        or SandboxError with tmux's stderr."""
+        code, out, err = self._run(args, stdin, env)
+        if code != 0:
             raise SandboxError(f"tmux {args[0]} failed on server {self.socket_name}: {_one_line(err)}")
-        return proc.stdout.decode(errors="replace")
+        return out
+
+    def _cmd(self, *args: str) -> list[str]:
+        """`_raw` as lines, without the trailing empty ones."""
+        lines = self._raw(list(args)).split("\n")
+        while lines and not lines[-1]:
+            lines.pop()
+        return lines
 
     def run_shell(self, command: str) -> None:
         """Run a shell command as the tmux server's own child and wait for it (under strict isolation the
@@ -185,39 +177,26 @@ class TmuxServer:
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def alive(self) -> bool:
-        return bool(self._server.is_alive())
+        try:
+            return self._run(["list-sessions"])[0] == 0
+        except (UsageError, SandboxError):
+            return False
 
     def start(self, session: str, first: LaunchSpec, worker: int, env: Mapping[str, str]) -> str:
-        """Start the server with `env` as its process environment and `first` in its first pane.
-
-        `env` is how secrets reach the panes: the server copies its environment into every pane, and
-        nothing of it appears on a command line. If anything fails, the server is killed again.
-        """
+        """Start the server with `env` as its process environment and `first` in its first pane. `env` is how
+        secrets reach the panes: the server copies its environment into every pane, and nothing of it appears
+        on a command line. If anything fails, the server is killed again."""
         if self.alive():
             raise SandboxError(f"tmux server {self.socket_name} is already running", hint="kill it first")
-        server_env = dict(env)
-        server_env.pop("TMUX", None)  # we may be started from inside the user's tmux
-        server_env.pop("TMUX_PANE", None)
-        # The client that forks the server picks the socket directory: it must match our later calls,
-        # which run with our own environment.
-        server_env.pop("TMUX_TMPDIR", None)
+        # Not the user's tmux we may be started from; and the client that forks the server picks the socket
+        # directory: it must match our later calls, which run with our own environment.
+        server_env = {k: v for k, v in env.items() if k not in ("TMUX", "TMUX_PANE", "TMUX_TMPDIR")}
         if "TMUX_TMPDIR" in os.environ:
             server_env["TMUX_TMPDIR"] = os.environ["TMUX_TMPDIR"]
         width, height = WINDOW_SIZE
-        border = " W#{" + WORKER_OPTION + "} #{pane_current_command} "
         # First call: the server alone. Its command line stays visible in `ps` for its whole life,
         # so it gets no agent argv; exit-empty off keeps it up until the session exists.
-        options = [
-            ["start-server"],
-            ["set-option", "-s", "exit-empty", "off"],
-            ["set-option", "-s", "escape-time", "10"],
-            ["set-option", "-g", "history-limit", str(HISTORY_LIMIT)],
-            ["set-option", "-g", "base-index", "1"],
-            ["set-option", "-g", "default-size", f"{width}x{height}"],
-            ["set-option", "-wg", "remain-on-exit", "on"],
-            ["set-option", "-wg", "pane-border-status", "top"],
-            ["set-option", "-wg", "pane-border-format", border],
-        ]
+        options = [["start-server"], *(["set-option", *option] for option in _SERVER_OPTIONS)]
         new_session = ["new-session", "-d", "-s", session, "-n", window_name(worker), "-P", "-F", "#{pane_id}"]
         new_session += ["-x", str(width), "-y", str(height), *_spawn_args(first)]
         session_commands = [
@@ -281,16 +260,14 @@ class TmuxServer:
         """Stop the server and every pane in it; fine if it is already gone. Returns once it is gone,
         so a new server can start on the same socket right away."""
         try:
-            proc = self._server.cmd("kill-server")
-        except libtmux_exc.TmuxCommandNotFound:
+            err = self._run(["kill-server"])[2]
+        except (UsageError, SandboxError):  # no tmux: no server either
             return
         self._session = None
         try:
             wait_until(lambda: not self.alive(), EXIT_GRACE, f"tmux server {self.socket_name} to exit", interval=0.02)
         except WaitTimeoutError:
-            raise SandboxError(
-                f"tmux kill-server failed on server {self.socket_name}: {_one_line(proc.stderr)}"
-            ) from None
+            raise SandboxError(f"tmux kill-server failed on server {self.socket_name}: {_one_line(err)}") from None
 
     def attach_argv(self, read_only: bool) -> list[str]:
         """argv to exec for `orch attach`. The caller should drop $TMUX from the env when nesting."""
@@ -388,7 +365,7 @@ class TmuxServer:
         try:
             self._cmd("paste-buffer", "-p", "-d", "-b", buffer, "-t", pane_id)
         except SandboxError:
-            self._server.cmd("delete-buffer", "-b", buffer)  # best effort: the pane may be gone
+            self._run(["delete-buffer", "-b", buffer])  # best effort: the pane may be gone
             raise
 
     def send_keys(self, pane_id: str, *keys: str) -> None:
@@ -397,10 +374,8 @@ class TmuxServer:
             self._cmd("send-keys", "-t", pane_id, "--", *keys)
 
     def capture(self, pane_id: str, lines: int | None = None) -> str:
-        """The visible screen, or the last `lines` lines incl. scrollback (blank tail dropped).
-
-        As tmux does by default, trailing spaces are trimmed from each line.
-        """
+        """The visible screen, or the last `lines` lines incl. scrollback (blank tail dropped); as tmux does by
+        default, trailing spaces are trimmed from each line."""
         if lines is None:
             return "\n".join(self._cmd("capture-pane", "-p", "-t", pane_id))
         if lines <= 0:

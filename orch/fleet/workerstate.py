@@ -11,6 +11,9 @@ RETRYABLE_ERRORS = {"rate_limit", "overloaded"}
 # StopFailure errors that another try cannot fix: the controller fails the job at once. Any other
 # (server_error, unknown, max_output_tokens, ...) is worth one more turn after a short wait.
 FATAL_ERRORS = {"authentication_failed", "billing_error", "invalid_request"}
+ENDED = (WorkerState.EXITED, WorkerState.CRASHED)
+"""The states of a worker whose agent is gone."""
+
 # Written by the launch wrapper (orch.fleet.supervised) when the agent process ends: tmux does not
 # always reap a killed pane process promptly, so its exit status is recorded by the wrapper instead.
 EXIT_EVENT = "ProcessExit"

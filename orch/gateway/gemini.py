@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from orch.gateway.protocol import ErrorKind, Outcome, ToolResult, ToolUse
 from orch.gateway.records import Scheme, Tokens
+from orch.jsonsample import sample
 
 PATH_RE = re.compile(r"^/v1(?:beta|alpha)?/models/([^/:]+):(generateContent|streamGenerateContent|countTokens)$")
 MADE_UP_ID = re.compile(r"^.+_\d{10,}_\d+$")
@@ -112,19 +113,6 @@ def replay_key(path: str, body: Mapping[str, Any]) -> tuple[Literal["main", "sid
     return ("main" if main else "side"), first, len(contents)
 
 
-def _sample(schema: object) -> Any:
-    """A small value satisfying a JSON schema (Gemini CLI writes its types in upper case: OBJECT, STRING)."""
-    if not isinstance(schema, dict):
-        return None
-    if isinstance(schema.get("enum"), list) and schema["enum"]:
-        return schema["enum"][0]
-    kind = str(schema.get("type", "")).lower()
-    if kind == "object":
-        props = schema.get("properties")
-        return {k: _sample(v) for k, v in (props if isinstance(props, dict) else {}).items() if isinstance(v, dict)}
-    return {"string": "Replayed session", "boolean": False, "integer": 1, "number": 1, "array": []}.get(kind)
-
-
 def is_stream(body: str) -> bool:
     """A recorded streamGenerateContent answer: server-sent events of GenerateContentResponse chunks."""
     return body.startswith("data: {") and '"candidates"' in body
@@ -161,7 +149,7 @@ def synthesized(path: str, body: Mapping[str, Any]) -> tuple[str, str, bool] | N
         return "application/json", json.dumps({"totalTokens": max(1, len(json.dumps(body)) // 4)}), False
     config = body.get("generationConfig")
     schema = (config.get("responseJsonSchema") or config.get("responseSchema")) if isinstance(config, dict) else None
-    text = json.dumps(_sample(schema)) if isinstance(schema, dict) else "Replayed session"
+    text = json.dumps(sample(schema, "Replayed session", 1)) if isinstance(schema, dict) else "Replayed session"
     chunk = {
         "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP", "index": 0}],
         "usageMetadata": {"promptTokenCount": 0, "candidatesTokenCount": 0, "totalTokenCount": 0},

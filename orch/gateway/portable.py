@@ -31,6 +31,9 @@ FORMAT = "orch-recording"
 VERSION = 1
 SUFFIX = ".orchrec.gz"
 """The suggested file name ending (any name is read)."""
+MAX_UNPACKED = 1 << 30
+"""A recording may come from anywhere (a repository, an artifact): one that unpacks past this (1 GiB) is
+refused rather than allowed to fill the memory (a gzip bomb)."""
 
 
 class Where(BaseModel):
@@ -76,10 +79,9 @@ def read(path: Path) -> tuple[dict[str, Any], list[Exchange]]:
         data = path.read_bytes()
     except OSError as exc:
         raise UsageError(f"cannot read recording {path}: {exc.strerror or exc}") from None
-    try:
-        text = gzip.decompress(data)
-    except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError; a torn file an EOFError
-        raise _corrupt(path, "not gzip" if not data.startswith(b"\x1f\x8b") else f"torn or altered ({exc})") from None
+    if not data.startswith(b"\x1f\x8b"):
+        raise _corrupt(path, "not gzip")
+    text = _unpack(path, data)
     lines = text.decode(errors="replace").splitlines()
     header = _header(path, lines[0] if lines else "")
     exchanges: list[Exchange] = []
@@ -96,6 +98,22 @@ def read(path: Path) -> tuple[dict[str, Any], list[Exchange]]:
     if not exchanges:
         raise _corrupt(path, "it holds no exchange")
     return header, exchanges
+
+
+def _unpack(path: Path, data: bytes) -> bytes:
+    """The one gzip stream `write` makes, unpacked to at most MAX_UNPACKED bytes."""
+    decoder = zlib.decompressobj(wbits=31)  # 31: gzip header and CRC checked
+    try:
+        text = decoder.decompress(data, MAX_UNPACKED + 1)
+    except zlib.error as exc:
+        raise _corrupt(path, f"torn or altered ({exc})") from None
+    if len(text) > MAX_UNPACKED:
+        raise _corrupt(path, f"it unpacks past {MAX_UNPACKED >> 20} MiB")
+    if not decoder.eof:
+        raise _corrupt(path, "torn or altered (it ends before its gzip stream does)")
+    if decoder.unused_data:
+        raise _corrupt(path, "torn or altered (data after its gzip stream)")
+    return text
 
 
 def _header(path: Path, line: str) -> dict[str, Any]:

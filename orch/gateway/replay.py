@@ -36,6 +36,7 @@ from orch.errors import UsageError
 from orch.gateway import gemini, openai_chat, portable, responses
 from orch.gateway.cassette import read_exchanges
 from orch.gateway.records import Exchange, ExchangeKey
+from orch.jsonsample import sample
 from orch.text import shorten
 
 Kind = Literal["main", "side", "count_tokens", "other"]
@@ -451,17 +452,6 @@ def _numbers(values: list[int]) -> str:
     return shown + (f" … {values[-1]}" if len(values) > 8 else "")
 
 
-def _sample(schema: dict[str, Any]) -> Any:
-    """A small value satisfying a JSON schema: enough for the title Claude Code asks for."""
-    if "enum" in schema and isinstance(schema["enum"], list) and schema["enum"]:
-        return schema["enum"][0]
-    kind = schema.get("type")
-    if kind == "object":
-        props = schema.get("properties")
-        return {k: _sample(v) for k, v in (props if isinstance(props, dict) else {}).items() if isinstance(v, dict)}
-    return {"string": "Replayed session", "boolean": False, "integer": 0, "number": 0, "array": []}.get(str(kind))
-
-
 def _synthesized(worker: int, method: str, path: str, body: dict[str, Any], key: ExchangeKey) -> Exchange:
     """A minimal answer for a side or count_tokens call the cassette never saw (seq 0: not recorded)."""
     if (google := gemini.synthesized(path, body)) is not None:
@@ -472,7 +462,7 @@ def _synthesized(worker: int, method: str, path: str, body: dict[str, Any], key:
         return _exchange(worker, method, path, body, key, "application/json", json.dumps(payload), stream=False)
     output_format = body.get("output_config")
     schema = output_format.get("format", {}).get("schema") if isinstance(output_format, dict) else None
-    text = json.dumps(_sample(schema)) if isinstance(schema, dict) else "Replayed session"
+    text = json.dumps(sample(schema, "Replayed session")) if isinstance(schema, dict) else "Replayed session"
     model = str(body.get("model") or "replay")
     usage = {"input_tokens": 0, "output_tokens": 0, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
     message = {

@@ -8,7 +8,7 @@ touches the network itself. SIGTERM stops the child, the scripted upstream, then
 It also keeps them, with its URL, in a state file beside its handle (`<handle>.tokens`, 0600, in the
 gateway's own 0700 folder: never the run folder). A supervisor that died without a clean stop (SIGKILL,
 OOM) leaves it behind; the next gateway started for the same run folder with that handle (the
-controller's `orch.fleet.gateway.ensure`) takes the tokens and jobs back and listens on the same address,
+controller's `orch.fleet.rungateway.ensure`) takes the tokens and jobs back and listens on the same address,
 so the workers carry on with the base URL and token they have. A clean stop removes the file.
 """
 
@@ -25,12 +25,15 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import IO
 
 from pydantic import Field, ValidationError
+from tenacity import Retrying, retry_if_exception_type, retry_if_result, stop_after_delay, wait_exponential, wait_fixed
 
 from orch.errors import OrchError, UsageError
 from orch.gateway.events import EventLog
@@ -48,6 +51,9 @@ UPSTREAM_START_TIMEOUT = 30.0
 CHILD_START_TIMEOUT = 30.0
 REBIND_TIMEOUT = 15.0
 """How long a resumed gateway waits for its old address (the dying child may still hold it)."""
+LONG_LIFE = 10.0
+"""A server child that lived longer than this (seconds) is restarted at once; one that died younger after a
+pause that doubles from 0.1 s to at most 5 s while its successors keep dying young."""
 _PR_SET_PDEATHSIG = 1
 
 
@@ -89,6 +95,12 @@ def listen_of(url: str) -> str:
     return url.split("://", 1)[-1].rstrip("/")
 
 
+def restarts(pause: Callable[[float], None]) -> Retrying:
+    """Runs a server child's life again while it returns True (it died young), pausing between (tenacity's
+    exponential wait); a fresh one per streak, so a long life resets the pause."""
+    return Retrying(retry=retry_if_result(bool), wait=wait_exponential(multiplier=0.1, max=5.0), sleep=pause)
+
+
 class SavedState(Strict):
     run_dir: str
     url: str
@@ -107,6 +119,8 @@ class Supervisor:
         self.agents: dict[int, str] = {}
         self.jobs: dict[int, str] = {}
         self.stopping = False
+        self._stopped = threading.Event()
+        self.lives = 0
         self.child: subprocess.Popen[bytes] | None = None
         self.upstream_proc: subprocess.Popen[bytes] | None = None
         self._tmp = Path(tempfile.mkdtemp(prefix="orch-gateway-"))
@@ -142,19 +156,20 @@ class Supervisor:
         if self.saved is None or parse_listen(self.boot.listen)[1] != 0:
             return bind(self.boot.listen)
         old = listen_of(self.saved.url)
-        deadline = time.monotonic() + REBIND_TIMEOUT
-        while True:
-            try:
-                sock = bind(old)
-            except UsageError as exc:
-                if time.monotonic() < deadline:
-                    time.sleep(0.1)
-                    continue
-                self.events.emit(GatewayEventKind.STARTED, life=1, resumed=False, error=exc.message[:200])
-                self.saved = None
-                return bind(self.boot.listen)
-            self.events.emit(GatewayEventKind.STARTED, life=1, resumed=True, tokens=len(self.tokens))
-            return sock
+        rebind = Retrying(
+            retry=retry_if_exception_type(UsageError),
+            wait=wait_fixed(0.1),
+            stop=stop_after_delay(REBIND_TIMEOUT),
+            reraise=True,
+        )
+        try:
+            sock = rebind(bind, old)
+        except UsageError as exc:
+            self.events.emit(GatewayEventKind.STARTED, life=1, resumed=False, error=exc.message[:200])
+            self.saved = None
+            return bind(self.boot.listen)
+        self.events.emit(GatewayEventKind.STARTED, life=1, resumed=True, tokens=len(self.tokens))
+        return sock
 
     # --- the upstreams ----------------------------------------------------------------------------
     def upstream_urls(self) -> list[str]:
@@ -256,32 +271,39 @@ class Supervisor:
         signal.signal(signal.SIGINT, self._on_signal)
         try:
             upstream_urls = self.upstream_urls()
-            life, backoff = 0, 0.0
             while not self.stop_requested():
-                life += 1
-                born = time.monotonic()
-                ready = self.follow(self.spawn(sock, upstream_urls, life))
-                assert self.child is not None
-                code = self.child.wait()
-                if self.stop_requested():
-                    break
-                if life == 1 and not ready:
-                    raise OrchError(f"the gateway's server did not start (exit {code}); see the log above")
-                self.events.emit(GatewayEventKind.STARTED, life=life + 1, restart=f"server child exited with {code}")
-                # Restart at once after a long life; back off when the child keeps dying young.
-                backoff = 0.0 if time.monotonic() - born > 10 else min(max(backoff * 2, 0.1), 5.0)
-                if backoff:
-                    time.sleep(backoff)
+                restarts(self._pause)(self.life, sock, upstream_urls)
         finally:
             self.shutdown()
             sock.close()
         return 0
+
+    def life(self, sock: socket.socket, upstream_urls: list[str]) -> bool:
+        """One server child from start to exit; True if it died young (`restarts` pauses before the next)."""
+        if self.stop_requested():
+            return False
+        self.lives += 1
+        life = self.lives
+        born = time.monotonic()
+        ready = self.follow(self.spawn(sock, upstream_urls, life))
+        assert self.child is not None
+        code = self.child.wait()
+        if self.stop_requested():
+            return False
+        if life == 1 and not ready:
+            raise OrchError(f"the gateway's server did not start (exit {code}); see the log above")
+        self.events.emit(GatewayEventKind.STARTED, life=life + 1, restart=f"server child exited with {code}")
+        return time.monotonic() - born <= LONG_LIFE
+
+    def _pause(self, seconds: float) -> None:
+        self._stopped.wait(seconds)
 
     def stop_requested(self) -> bool:
         return self.stopping  # a method: the signal handler sets it behind mypy's back
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.stopping = True
+        self._stopped.set()  # ends a pause between restarts at once
         if self.child is not None and self.child.poll() is None:
             self.child.terminate()
 

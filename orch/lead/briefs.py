@@ -20,8 +20,9 @@ from pathlib import Path
 from orch.lead import verdictwriter
 from orch.lead.findings import CodeEvidence, Finding, Problem
 from orch.lead.jobs import AcceptedFinding, ControllerState, Job, Stance
-from orch.lead.spec import FleetSpec, Role, ScriptStep, TaskSpec, render, render_steps, script_block
-from orch.run import protocol
+from orch.lead.placeholders import render, render_steps, script_block
+from orch.lead.spec import FleetSpec, Role, ScriptStep, TaskSpec
+from orch.run import workerprotocol
 from orch.run.folder import RunFolder
 
 STANCES = {
@@ -233,6 +234,6 @@ def continue_text(job: Job, reason: str) -> str:
 
 def restart_prompt(run: RunFolder, job: Job, n: int, why: str) -> str:
     return (
-        f"orch restarted you ({why}). You are on job {job.id}. {protocol.pointer_text(run, n)} "
+        f"orch restarted you ({why}). You are on job {job.id}. {workerprotocol.pointer_text(run, n)} "
         "Check what you already did before redoing it."
     )

@@ -18,7 +18,8 @@ from pathlib import Path
 from orch.lead import briefs
 from orch.lead.findings import CodeEvidence, Finding, Severity
 from orch.lead.jobs import ChangeBook, ControllerState, Job
-from orch.lead.spec import FleetSpec, Role, ScriptStep, render_steps
+from orch.lead.placeholders import render_steps
+from orch.lead.spec import FleetSpec, Role, ScriptStep
 from orch.run.folder import RunFolder
 
 HUNK_RE = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")
@@ -31,7 +32,7 @@ def checks_list(checks: Sequence[str]) -> str:
 
 def check_results(run: RunFolder, change: str) -> str:
     """The checks on the change's tree, one line each, from changes/<job>/checks.json."""
-    path = run.change_dir(change) / "checks.json"
+    path = run.change_checks(change)
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -49,9 +50,8 @@ def review_values(
     assert job.change is not None
     change = state.change(job.change)
     task = dict(zip(spec.task_ids(), spec.tasks, strict=True))[change.task]
-    folder = run.change_dir(change.id)
     try:
-        diffstat = (folder / "diffstat.txt").read_text(encoding="utf-8").strip()
+        diffstat = run.change_diffstat(change.id).read_text(encoding="utf-8").strip()
     except OSError:
         diffstat = "(no diffstat)"
     values = briefs.job_values(run, state, job, n, checkout, workers)
@@ -59,7 +59,7 @@ def review_values(
         change_id=change.id,
         task_id=change.task,
         goal=task.goal.strip(),
-        diff=str(folder / "patch.diff"),
+        diff=str(run.change_patch(change.id)),
         diffstat="\n".join(f"    {line}" for line in diffstat.splitlines()),
         checks=check_results(run, change.id),
         verdict_file=str(run.outbox_verdict(n, job.id)),
@@ -98,7 +98,7 @@ def offline_review_steps(
     if custom is not None and custom.offline_script is not None:
         return render_steps(custom.offline_script, values)
     try:
-        patch = (run.change_dir(change.id) / "patch.diff").read_text(encoding="utf-8", errors="replace")
+        patch = run.change_patch(change.id).read_text(encoding="utf-8", errors="replace")
     except OSError:
         patch = ""
     added = first_added_line(patch)

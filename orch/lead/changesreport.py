@@ -1,20 +1,20 @@
 """The changes of a run as the report shows them: a text matrix (`orch demo --changes`, `orch report`), and the
-report.md / report.html sections (each change's diffstat, checks and reviews)."""
+report.md section (each change's diffstat, checks and reviews; report.html's is in orch/data/report/report.html)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from html import escape
 
 from orch.lead.changes.records import ChangeRow
 from orch.lead.jobs import ChangeStage, ControllerState
 from orch.lead.landing import WRITING_ROLES
+from orch.run.folder import RELATIVE
 from orch.text import shorten
 
 DETAIL_CHARS = 90
 
 
-def _status(row: ChangeRow) -> str:
+def change_status(row: ChangeRow) -> str:
     return row.status.value + (f" ({row.reason.value})" if row.reason else "")
 
 
@@ -38,7 +38,7 @@ def changes_text(rows: Sequence[ChangeRow]) -> str:
         (
             r.task,
             f"W{r.writer} {r.agent or ''}".strip() if r.writer else "-",
-            _status(r),
+            change_status(r),
             r.diffstat or "-",
             _checks(r),
             _reviews(r),
@@ -60,10 +60,10 @@ def changes_markdown(rows: Sequence[ChangeRow]) -> list[str]:
     for r in rows:
         writer = f"W{r.writer} {r.agent or ''}".strip() if r.writer else "-"
         commit = f"`{r.commit[:12]}`" if r.commit else "-"
-        cells = (r.task, writer, _status(r), r.diffstat or "-", _checks(r), _reviews(r), str(r.rebases), commit)
+        cells = (r.task, writer, change_status(r), r.diffstat or "-", _checks(r), _reviews(r), str(r.rebases), commit)
         out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     for r in rows:
-        out += ["", f"### {r.task}: {_status(r)}", ""]
+        out += ["", f"### {r.task}: {change_status(r)}", ""]
         if r.detail:
             out.append(f"{r.detail}  ")
         if r.files:
@@ -73,39 +73,8 @@ def changes_markdown(rows: Sequence[ChangeRow]) -> list[str]:
             f"- review {c.job} by W{c.reviewer or '?'} ({c.agent or '?'}): {c.verdict}: {c.reason}" for c in r.reviews
         ]
         if r.job:
-            out.append(f"- the patch: `changes/{r.job}/patch.diff`")
+            out.append(f"- the patch: `{RELATIVE.change_patch(r.job).as_posix()}`")
     return out
-
-
-def changes_html(rows: Sequence[ChangeRow]) -> list[str]:
-    if not rows:
-        return []
-    parts = [
-        "<h2>Changes</h2><table><tr><th>task</th><th>writer</th><th>status</th><th>diffstat</th><th>checks</th>"
-        "<th>reviews</th><th>rebases</th><th>commit</th></tr>"
-    ]
-    for r in rows:
-        writer = f"W{r.writer} {r.agent or ''}".strip() if r.writer else "-"
-        checks = "".join(
-            f"<li><code>{escape(c.command)}</code>: exit {c.exit_code}{' (timed out)' if c.timed_out else ''}</li>"
-            for c in r.checks
-        )
-        reviews = "".join(
-            f"<li class='{escape(c.verdict)}'>{escape(c.job)} W{c.reviewer or '?'} ({escape(c.agent or '?')}): "
-            f"{escape(c.verdict)}: {escape(c.reason)}</li>"
-            for c in r.reviews
-        )
-        detail = f"<br><span class='flag'>{escape(r.detail)}</span>" if r.detail else ""
-        patch = f" <a href='changes/{escape(r.job)}/patch.diff'>patch</a>" if r.job else ""
-        parts.append(
-            f"<tr id='change-{escape(r.task)}'><td>{escape(r.task)}</td><td>{escape(writer)}</td>"
-            f"<td class='{escape(r.status.value)}'>"
-            f"{escape(_status(r))}{detail}</td><td>{escape(r.diffstat or '-')}{patch}</td><td><ul>{checks}</ul></td>"
-            f"<td><ul>{reviews}</ul></td><td>{r.rebases}</td>"
-            f"<td><code>{escape((r.commit or '-')[:12])}</code></td></tr>"
-        )
-    parts.append("</table>")
-    return parts
 
 
 # --- live: `orch status`, `orch watch` (from the controller's books, as changes move) --------------

@@ -1,22 +1,25 @@
 """A run's jobs as bars over time and each worker's cost over time, as inline SVG (no script, no external
 asset): drawn into report.html and into `orch watch --web`'s page, from the controller's books.
 
-Everything in the SVG is escaped: job ids come from the spec, but a chart must not trust its inputs.
+Here the geometry; the markup is in orch/data/charts/ (Jinja2, autoescaped): job ids come from the spec, but a
+chart must not trust its inputs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from html import escape
+from typing import NamedTuple
 
 from orch.gateway.records import UsageSnapshot
 from orch.lead.jobs import ControllerState
+from orch.lead.templates import render
 from orch.run.records import Strict
 
 ROW = 22  # px per worker on the timeline
 LEFT = 44  # px for the worker labels
 ROLE_COLOURS = {"finder": "#3b82f6", "verifier": "#a855f7", "fixer": "#f59e0b", "scribe": "#14b8a6"}
 STATUS_OUTLINES = {"failed": "#dc2626", "cancelled": "#9ca3af"}
+TICK_ANCHORS = ("start", "middle", "middle", "middle", "end")
 SERIES_COLOURS = ["#2563eb", "#db2777", "#059669", "#d97706", "#7c3aed", "#0891b2", "#dc2626", "#65a30d"]
 
 
@@ -75,65 +78,77 @@ def _clock(seconds: float) -> str:
     return f"{s // 60}:{s % 60:02d}" if s < 3600 else f"{s // 3600}h{s % 3600 // 60:02d}"
 
 
+class _Bar(NamedTuple):
+    job: str
+    label: str
+    x: str
+    y: int
+    width: str
+    fill: str
+    stroke: str
+    text_x: str
+    short: str
+    """The job id shortened to fit in its bar, or "" when the bar is too narrow for text."""
+
+
+class _Series(NamedTuple):
+    worker: int
+    colour: str
+    points: str
+    cost: str
+    legend_x: int
+
+
 def timeline_svg(bars: Sequence[JobBar], workers: int, start: float, end: float, width: int = 800) -> str:
     """Each worker a row, each job a bar from its brief to its end (coloured by role, outlined when it failed)."""
-    height = workers * ROW + 24
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline" viewBox="0 0 {width} {height}" '
-        f'width="{width}" height="{height}" role="img" aria-label="jobs over time">'
-    ]
-    for n in range(1, workers + 1):
-        y = (n - 1) * ROW
-        out.append(f'<text x="4" y="{y + 15}" font-size="12" fill="#555">W{n}</text>')
-        out.append(f'<line x1="{LEFT}" x2="{width - 8}" y1="{y + ROW}" y2="{y + ROW}" stroke="#eee"/>')
+    drawn = []
     for bar in bars:
         if not 1 <= bar.worker <= workers:
             continue
         x0 = _x(bar.start, start, end, width)
         x1 = max(_x(bar.end if bar.end is not None else end, start, end, width), x0 + 2)
-        y = (bar.worker - 1) * ROW + 3
         fill = ROLE_COLOURS.get(bar.role, "#6b7280")
-        stroke = STATUS_OUTLINES.get(bar.status, fill)
-        label = escape(f"{bar.job} ({bar.role}, {bar.status})")
-        out.append(
-            f'<rect class="bar" data-job="{escape(bar.job)}" x="{x0:.1f}" y="{y}" width="{x1 - x0:.1f}" '
-            f'height="{ROW - 6}" rx="3" fill="{fill}" stroke="{stroke}" stroke-width="2"><title>{label}</title></rect>'
-        )
-        if x1 - x0 > 40:
-            out.append(
-                f'<text x="{x0 + 4:.1f}" y="{y + 12}" font-size="10" fill="#fff" pointer-events="none">'
-                f"{escape(bar.job[: int((x1 - x0) / 6)])}</text>"
+        drawn.append(
+            _Bar(
+                job=bar.job,
+                label=f"{bar.job} ({bar.role}, {bar.status})",
+                x=f"{x0:.1f}",
+                y=(bar.worker - 1) * ROW + 3,
+                width=f"{x1 - x0:.1f}",
+                fill=fill,
+                stroke=STATUS_OUTLINES.get(bar.status, fill),
+                text_x=f"{x0 + 4:.1f}",
+                short=bar.job[: int((x1 - x0) / 6)] if x1 - x0 > 40 else "",
             )
-    axis_y = workers * ROW + 16
-    for i in range(5):
-        ts = start + (end - start) * i / 4
-        anchor = ("start", "middle", "middle", "middle", "end")[i]
-        out.append(
-            f'<text x="{_x(ts, start, end, width):.1f}" y="{axis_y}" font-size="10" fill="#777" '
-            f'text-anchor="{anchor}">{_clock(ts - start)}</text>'
         )
-    out.append("</svg>")
-    return "".join(out)
+    ticks = [
+        (f"{_x(ts, start, end, width):.1f}", anchor, _clock(ts - start))
+        for ts, anchor in zip([start + (end - start) * i / 4 for i in range(5)], TICK_ANCHORS, strict=True)
+    ]
+    return render(
+        "charts/timeline.svg",
+        width=width,
+        height=workers * ROW + 24,
+        rows=[(n, (n - 1) * ROW) for n in range(1, workers + 1)],
+        left=LEFT,
+        row=ROW,
+        bars=drawn,
+        ticks=ticks,
+        axis_y=workers * ROW + 16,
+    )
 
 
 def cost_svg(series: Mapping[int, Sequence[CostPoint]], start: float, end: float, width: int = 800) -> str:
     """Each worker's cumulative cost (USD) over time, one line each, with a legend."""
     height, top, bottom = 180, 10, 24
     peak = max((p.usd for points in series.values() for p in points), default=0.0) or 1.0
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="costs" viewBox="0 0 {width} {height}" '
-        f'width="{width}" height="{height}" role="img" aria-label="cost over time per worker">'
-    ]
     plot = height - top - bottom
 
     def y(usd: float) -> float:
         return top + plot - usd / peak * plot
 
-    out.append(f'<text x="4" y="{top + 10}" font-size="10" fill="#777">${peak:.2f}</text>')
-    out.append(f'<text x="4" y="{top + plot}" font-size="10" fill="#777">$0</text>')
-    out.append(f'<line x1="{LEFT}" x2="{width - 8}" y1="{top + plot}" y2="{top + plot}" stroke="#ccc"/>')
+    lines = []
     for i, (n, points) in enumerate(sorted(series.items())):
-        colour = SERIES_COLOURS[i % len(SERIES_COLOURS)]
         coords: list[str] = []
         last = 0.0
         for p in sorted(points, key=lambda p: p.ts):  # a step: the cost holds until the next point
@@ -144,12 +159,8 @@ def cost_svg(series: Mapping[int, Sequence[CostPoint]], start: float, end: float
             last = p.usd
         if points:
             coords.append(f"{_x(end, start, end, width):.1f},{y(last):.1f}")
-        out.append(
-            f'<polyline class="cost" data-worker="{n}" fill="none" stroke="{colour}" stroke-width="2" '
-            f'points="{" ".join(coords)}"><title>W{n}: ${last:.4f}</title></polyline>'
-        )
-        out.append(
-            f'<text x="{LEFT + 8 + i * 90}" y="{height - 6}" font-size="11" fill="{colour}">W{n} ${last:.4f}</text>'
-        )
-    out.append("</svg>")
-    return "".join(out)
+        colour = SERIES_COLOURS[i % len(SERIES_COLOURS)]
+        lines.append(_Series(n, colour, " ".join(coords), f"{last:.4f}", LEFT + 8 + i * 90))
+    return render(
+        "charts/cost.svg", width=width, height=height, top=top, plot=plot, peak=f"{peak:.2f}", left=LEFT, series=lines
+    )

@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator
 
 from orch.errors import UsageError
-from orch.fleet import watch
+from orch.fleet import control
 from orch.fleet.watchdog import Watchdog
 from orch.fleet.workerstate import FATAL_ERRORS
 from orch.lead import briefs, decisions, tree
@@ -34,13 +34,14 @@ from orch.lead.desk import Desk
 from orch.lead.dispatch import Dispatch
 from orch.lead.jobs import ControllerState, Job, JobStatus, Outcome, WorkerBook
 from orch.lead.recovery import Recovery
-from orch.lead.replay import Cassette
+from orch.lead.replayplan import Cassette
 from orch.lead.reportrender import write_reports
 from orch.lead.review import Review
 from orch.lead.spec import Dispatch as DispatchMode
 from orch.lead.spec import FleetSpec, PermissionPolicy
 from orch.run.events import Event
-from orch.run.folder import RunFolder, atomic_write, read_model
+from orch.run.files import atomic_write, read_model
+from orch.run.folder import RunFolder
 from orch.run.records import Isolation, PermissionAnswer
 from orch.waits import IN_ATTRIB, IN_CLOSE_WRITE, IN_CREATE, IN_MODIFY, IN_MOVED_TO, Inotify
 
@@ -53,7 +54,7 @@ def initial_state(run: RunFolder, spec: FleetSpec, cassette: Cassette | None = N
     state = ControllerState(run=run.name)
     if cassette is not None:
         state.nonce, state.replay_of, state.replay = cassette.nonce, str(cassette.root), list(cassette.plan)
-    for n, (agent, model) in spec.kinds().items():
+    for n, (agent, model) in spec.agent_models().items():
         state.workers.append(WorkerBook(n=n, agent=agent, model=model))
     for i, (task, task_id) in enumerate(zip(spec.tasks, spec.task_ids(), strict=True), 1):
         pin = task.worker if task.worker is not None else (i if spec.dispatch is DispatchMode.PER_WORKER else None)
@@ -273,7 +274,7 @@ class Controller:
             write_reports(self.run, self.spec, self.state)
         finally:  # reports that cannot be written (exit 2) still leave no fleet behind
             if self.spec.teardown:
-                watch.kill(self.run)
+                control.kill(self.run)
         return self.state.outcome
 
 

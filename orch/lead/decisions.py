@@ -368,7 +368,7 @@ def isolation(spec: FleetSpec, backend: Backend, can_switch_uids: bool = True) -
     UsageError where strict was asked and cannot. Writers do not lower it: each writes only its own
     worktree (orch.lead.landing), never the tree under audit. `can_switch_uids`: False for a controller
     inside a container that cannot start processes as other uids (orch.run.uids.can_switch_uids)."""
-    unable = sorted({kind for kind, _ in spec.kinds().values() if not get_adapter(kind).strict_isolation})
+    unable = sorted({agent for agent, _ in spec.agent_models().values() if not get_adapter(agent).strict_isolation})
     asked = spec.verification.isolation
     if asked is Isolation.STRICT:
         if not can_switch_uids:

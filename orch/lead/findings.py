@@ -23,7 +23,8 @@ from pydantic import Field, ValidationError
 from orch import shellparts
 from orch.contracts import ShellTool
 from orch.gateway.records import LedgerEntry
-from orch.run.folder import RunFolder, UnsafeOutput, read_worker_file
+from orch.run.files import UnsafeOutput, read_worker_file
+from orch.run.folder import RunFolder
 from orch.run.hookwriter import DENIED
 from orch.run.records import HookEvent, Strict
 from orch.text import shorten

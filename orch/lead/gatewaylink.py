@@ -15,7 +15,8 @@ from orch.errors import NotFoundError, OrchError
 from orch.gateway.process import GatewayClient, GatewayHandle, handle_path, load_handle
 from orch.gateway.records import GatewayBudget, GatewayEvent, GatewayEventKind, LedgerEntry, UsageSnapshot, read_usage
 from orch.lead.spec import Budget
-from orch.run.folder import JsonlTail, RunFolder
+from orch.run.files import JsonlTail
+from orch.run.folder import RunFolder
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,8 @@ from pydantic import Field
 from orch.errors import UsageError
 from orch.lead.findings import Finding, Problem, VerdictReport
 from orch.lead.spec import Role
-from orch.run.folder import RunFolder, atomic_write, read_model
+from orch.run.files import atomic_write, read_model
+from orch.run.folder import RunFolder
 from orch.run.records import Strict
 
 STATE_VERSION = 1
@@ -227,7 +228,7 @@ class ControllerState(Strict):
     replay_of: str | None = None
     """The recording this run replays (a run folder or a copy of one)."""
     replay: list[Assignment] = Field(default_factory=list)
-    """Replays: who took which job in the recording, in the order they took them (orch.lead.replay)."""
+    """Replays: who took which job in the recording, in the order they took them (orch.lead.replayplan)."""
 
     def token(self, job_id: str) -> str:
         return f"{job_id}@{self.nonce}"

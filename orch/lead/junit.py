@@ -25,9 +25,10 @@ from orch.lead.changes.records import ChangeRow, ChangeStatus
 from orch.lead.jobs import FindingStatus, JobStatus
 from orch.lead.report import FindingRow, JobRow, RunReport
 from orch.lead.spec import Role
+from orch.run.folder import RELATIVE
 from orch.text import shorten
 
-REPORT = "report.html"
+REPORT = RELATIVE.report_html.as_posix()
 NAME_CHARS = 100  # a claim in a testcase's name
 MESSAGE_CHARS = 500  # a failure's one-line message; the element's text has the whole story
 # What XML 1.0 cannot hold, even escaped (control characters, surrogates, U+FFFE/U+FFFF).
@@ -36,7 +37,9 @@ NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 @dataclass(frozen=True)
 class Outcome:
-    kind: Literal["failure", "skipped"]
+    """A test case's outcome: `element` is its JUnit XML element."""
+
+    element: Literal["failure", "skipped"]
     message: str
     type: str
     text: str = ""
@@ -168,8 +171,8 @@ def _xml(text: str) -> str:
 
 
 def _counts(cases: Sequence[Case]) -> dict[str, str]:
-    failures = sum(1 for c in cases if c.outcome is not None and c.outcome.kind == "failure")
-    skipped = sum(1 for c in cases if c.outcome is not None and c.outcome.kind == "skipped")
+    failures = sum(1 for c in cases if c.outcome is not None and c.outcome.element == "failure")
+    skipped = sum(1 for c in cases if c.outcome is not None and c.outcome.element == "skipped")
     seconds = sum(c.seconds or 0.0 for c in cases)
     return {
         "tests": str(len(cases)),
@@ -198,7 +201,7 @@ def build_junit(report: RunReport) -> ET.Element:
             element = ET.SubElement(node, "testcase", attrs)
             if case.outcome is not None:
                 out = ET.SubElement(
-                    element, case.outcome.kind, {"message": _xml(case.outcome.message), "type": case.outcome.type}
+                    element, case.outcome.element, {"message": _xml(case.outcome.message), "type": case.outcome.type}
                 )
                 if case.outcome.text:
                     out.text = _xml(case.outcome.text)

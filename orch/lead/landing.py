@@ -3,8 +3,8 @@ back to its writer as a rebase job, and whether a rebased change needs its revie
 
 Rules (a change counts only after the project's own checks passed and another worker tried to break it):
 - a change's reviewers are never its writer (nor the writer of a change it rebases); with
-  `prefer_other_agent`, one of another agent kind or model is chosen when the fleet has one (the job waits
-  for such a worker rather than taking a same-kind one), as for a finding's verifiers;
+  `prefer_other_agent`, one of another agent or model is chosen when the fleet has one (the job waits
+  for such a worker rather than taking a same-agent one), as for a finding's verifiers;
 - the gate decides first: a protected path edited without the task's leave is REJECTED (scope), a check
   that passed on the base and fails on the change is REJECTED (checks); no reviewer is asked then;
 - reviews settle like verdicts (orch.lead.verification.settle, quorum `reviewers_per_change`): CONFIRMED is
@@ -61,11 +61,11 @@ def choose_reviewer(
     candidates = review_eligible(state, job, alive)
     if not candidates:
         return None
-    kinds = spec.kinds()
-    writer = kinds.get(state.change(job.change).writer)
+    agent_models = spec.agent_models()
+    writer = agent_models.get(state.change(job.change).writer)
 
     def same_kind(n: int) -> int:
-        return int(spec.verification.prefer_other_agent and kinds.get(n) == writer)
+        return int(spec.verification.prefer_other_agent and agent_models.get(n) == writer)
 
     best = min(same_kind(n) for n in candidates)
     ready = [n for n in candidates if n in free and same_kind(n) == best]

@@ -29,7 +29,7 @@ from orch.agents.registry import get_adapter
 from orch.errors import UsageError
 from orch.gateway import portable
 from orch.gateway.replay import cassette_exchanges, recorded_folders
-from orch.lead import replay
+from orch.lead import replayplan
 from orch.lead.jobs import Assignment, load_state
 from orch.lead.spec import FleetSpec
 from orch.run.folder import RunFolder
@@ -47,7 +47,7 @@ class RecordingHeader(Strict):
     created: dt.datetime = Field(default_factory=utcnow)
     orch_version: str
     agents: dict[str, str | None]
-    """Each agent kind of the fleet and its CLI version where the workers ran (None: not known)."""
+    """Each agent of the fleet and its CLI version where the workers ran (None: not known)."""
     spec_fingerprint: str
     """sha256 of the spec as replay compares it (its name and workdir aside): `spec_fingerprint`."""
     spec: FleetSpec
@@ -68,9 +68,9 @@ class Exported:
 
 
 def spec_fingerprint(spec: FleetSpec) -> str:
-    """What a recording must match: the spec but for its name and workdir (replay.IGNORED)."""
+    """What a recording must match: the spec but for its name and workdir (replayplan.IGNORED)."""
     comparable = json.loads(spec.model_dump_json())
-    text = json.dumps({k: v for k, v in comparable.items() if k not in replay.IGNORED}, sort_keys=True)
+    text = json.dumps({k: v for k, v in comparable.items() if k not in replayplan.IGNORED}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -84,12 +84,12 @@ def export(run: RunFolder, out: Path) -> Exported:
             f"run {run.name} has not ended: its recording is not whole yet",
             hint=f"orch wait / orch run --resume {run.name}",
         )
-    spec = replay.read_spec_of(run.root)
-    cassette = replay.load(str(run.root), spec)  # the same checks as a replay of the run folder
+    spec = replayplan.read_spec_of(run.root)
+    cassette = replayplan.load(str(run.root), spec)  # the same checks as a replay of the run folder
     exchanges = cassette_exchanges(run.root)
     recorded_run, recorded_workdir = recorded_folders(run.root)
     info = run.info()
-    agents: dict[str, str | None] = {kind: info.agent_versions.get(kind) for kind in info.kinds()}
+    agents: dict[str, str | None] = {agent: info.agent_versions.get(agent) for agent in info.agents()}
     if info.agent_version and agents.get(info.agent) is None:  # run.json of a run before agent_versions
         agents[info.agent] = info.agent_version
     header = RecordingHeader(
@@ -114,12 +114,12 @@ def export(run: RunFolder, out: Path) -> Exported:
 def current_versions(spec: FleetSpec, backend: Backend) -> dict[str, str | None]:
     """The agent CLI versions a run of `spec` would get: on this machine its binaries' own; in a container
     the pinned ones the worker image installs."""
-    kinds = dict.fromkeys(group.agent for group in spec.groups())
+    agents = dict.fromkeys(group.agent for group in spec.groups())
     out: dict[str, str | None] = {}
-    for kind in kinds:
-        adapter = get_adapter(kind)
+    for agent in agents:
+        adapter = get_adapter(agent)
         pinned = adapter.install.version if adapter.install is not None else None
-        out[kind] = pinned if backend is Backend.DOCKER and pinned else adapter.version()
+        out[agent] = pinned if backend is Backend.DOCKER and pinned else adapter.version()
     return out
 
 
@@ -128,10 +128,10 @@ def version_differences(header: RecordingHeader, versions: Mapping[str, str | No
     differ = []
     if header.orch_version != __version__:
         differ.append(f"orch {__version__} (recorded: {header.orch_version})")
-    for kind, recorded in header.agents.items():
-        mine = versions.get(kind)
+    for agent, recorded in header.agents.items():
+        mine = versions.get(agent)
         if recorded and mine and recorded != mine:
-            differ.append(f"{kind} {mine} (recorded: {recorded})")
+            differ.append(f"{agent} {mine} (recorded: {recorded})")
     return differ
 
 
@@ -154,11 +154,11 @@ def read_header(path: Path) -> tuple[RecordingHeader, int]:
     return header, len(exchanges)
 
 
-def load_file(path: Path, spec: FleetSpec, versions: Mapping[str, str | None]) -> replay.Cassette:
+def load_file(path: Path, spec: FleetSpec, versions: Mapping[str, str | None]) -> replayplan.Cassette:
     """The exported recording at `path`, checked against the spec and the versions to replay with."""
     header, _ = read_header(path)
     if header.spec_fingerprint != spec_fingerprint(spec):
-        differ = replay.spec_differences(spec, header.spec) or ["its fingerprint"]
+        differ = replayplan.spec_differences(spec, header.spec) or ["its fingerprint"]
         raise UsageError(
             f"the recording {path} was made from another spec (it differs in: {', '.join(differ)})",
             hint="replay a recording with the spec it was made from",
@@ -169,12 +169,12 @@ def load_file(path: Path, spec: FleetSpec, versions: Mapping[str, str | None]) -
             f"the recording {path} was made with other versions: {'; '.join(differ)}",
             hint="install the recorded versions, or record again with these",
         )
-    return replay.Cassette(root=path.resolve(), nonce=header.nonce, plan=list(header.plan))
+    return replayplan.Cassette(root=path.resolve(), nonce=header.nonce, plan=list(header.plan))
 
 
-def cassette(where: str, spec: FleetSpec, backend: Backend) -> replay.Cassette:
+def cassette(where: str, spec: FleetSpec, backend: Backend) -> replayplan.Cassette:
     """`--replay WHERE`: an exported recording file, else a run (name or folder)."""
     path = Path(where).expanduser()
     if path.is_file():
         return load_file(path, spec, current_versions(spec, backend))
-    return replay.load(where, spec)
+    return replayplan.load(where, spec)

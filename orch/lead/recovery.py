@@ -12,7 +12,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 from orch import settings
 from orch.container import backends
 from orch.errors import OrchError, SandboxError
-from orch.fleet import gateway, launch
+from orch.fleet import launch, rungateway
 from orch.lead import briefs, decisions
 from orch.lead.decisions import Crash, Nudge, Retry
 from orch.lead.desk import CONTINUE, NUDGE, REPOINT, Desk, Part
@@ -65,10 +65,10 @@ class Recovery(Part):
         told the budget and jobs again. Local runs only: in a container the gateway is another uid's,
         started by the container's init (the run's uid could not start it as that uid)."""
         info = self.desk.info
-        if settings.IN_CONTAINER.get() or info.backend is not Backend.LOCAL or gateway.lost(info) is None:
+        if settings.IN_CONTAINER.get() or info.backend is not Backend.LOCAL or rungateway.lost(info) is None:
             return
         try:
-            gateway.ensure(self.run, info)
+            rungateway.ensure(self.run, info)
         except OrchError as exc:
             self.review.abort(f"the model gateway died and could not be started again: {exc.one_line()}")
             return

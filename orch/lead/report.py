@@ -168,7 +168,7 @@ class AttemptRow(Strict):
 
 
 def across_kinds(state: ControllerState, spec: FleetSpec) -> int | None:
-    """How many confirmed findings another agent kind than the finder's confirmed (None: one kind)."""
+    """How many confirmed findings another agent than the finder's confirmed (None: one agent)."""
     kinds = {b.n: b.agent for b in state.workers}
     if len(set(kinds.values())) < 2:
         return None
@@ -233,13 +233,13 @@ class RunReport(Strict):
     jobs: list[JobRow]
     flags: list[FlagRow]
     confirmed_across_kinds: int | None = None
-    """Confirmed findings at least one of whose confirming verdicts came from another agent kind than its
-    finder's (None: a fleet of one kind)."""
+    """Confirmed findings at least one of whose confirming verdicts came from another agent than its
+    finder's (None: a fleet of one agent)."""
     isolation: str = Isolation.SHARED.value
     caps: str = ""
     """The per-worker caps the run ran under (orch.fleet.caps), in words; "" in reports of older versions."""
     agent_limits: dict[str, list[str]] = Field(default_factory=dict)
-    """For each agent kind of the fleet that has any: what it cannot do and how orch degraded."""
+    """For each agent of the fleet that has any: what it cannot do and how orch degraded."""
     attempts: list[AttemptRow] = Field(default_factory=list)
     """What workers tried beyond their own outboxes: refused bus posts, refused writes, leftover processes."""
     timeline: list[JobBar] = Field(default_factory=list)
@@ -380,7 +380,7 @@ def build_report(run: RunFolder, spec: FleetSpec, state: ControllerState) -> Run
         confirmed_across_kinds=across_kinds(state, spec),
         isolation=run.info().isolation.value,
         caps=caps_line(run.info().caps),
-        agent_limits={kind: list(limits) for kind in run.info().kinds() if (limits := get_adapter(kind).limits)},
+        agent_limits={agent: list(limits) for agent in run.info().agents() if (limits := get_adapter(agent).limits)},
         attempts=attempts(run),
         timeline=job_bars(state),
         costs=job_costs(state, usage),

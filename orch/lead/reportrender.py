@@ -3,17 +3,23 @@ single-file report.html, written with report.json into the run folder. The model
 
 from __future__ import annotations
 
-import html
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+from markupsafe import Markup
 
 from orch.errors import UsageError
-from orch.lead.changesreport import changes_html, changes_markdown
+from orch.lead.changesreport import change_status, changes_markdown
 from orch.lead.charts import cost_svg, timeline_svg
 from orch.lead.jobs import ControllerState
 from orch.lead.junit import render_junit
 from orch.lead.report import ISOLATION_NOTES, FindingRow, RunReport, Usage, build_report
 from orch.lead.sarif import render_sarif
 from orch.lead.spec import FleetSpec
-from orch.run.folder import RunFolder, atomic_write_all
+from orch.lead.templates import render
+from orch.run.files import atomic_write_all
+from orch.run.folder import RELATIVE, RunFolder
 from orch.run.records import Isolation
 from orch.text import shorten
 
@@ -201,25 +207,6 @@ def render_markdown(report: RunReport) -> str:
     return "\n".join(out) + "\n"
 
 
-CSS = """
-body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1100px;
-color:#1d1d1f;padding:0 1em}
-h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;width:100%;margin:.5em 0}
-td,th{border:1px solid #ddd;padding:.35em .5em;vertical-align:top;text-align:left}
-th{background:#f5f5f7}code{font:12px ui-monospace,Menlo,monospace;background:#f5f5f7;padding:0 .2em}
-.CONFIRMED{background:#dff5e1}.REFUTED{background:#fde2e1}.UNVERIFIABLE,.UNVERIFIED,.PENDING{background:#fff4d6}
-.INVALID,.FAILED,.CANCELLED,.CONFLICT{background:#eee;color:#900}.LANDED{background:#dff5e1}
-.REJECTED{background:#fde2e1}.UNCHANGED{background:#f5f5f7}.finder{color:#888;font-style:italic}
-.status{font-weight:bold;padding:.1em .5em;border-radius:4px}.flag{color:#900;font-size:.9em}
-ul{margin:.2em 0 .2em 1.2em;padding:0}
-""".strip()
-
-
-def _h(text: object) -> str:
-    return html.escape(str(text))
-
-
 def _matrix_class(text: str) -> str:
     for word in ("CONFIRMED", "REFUTED", "UNVERIFIABLE", "INVALID", "FAILED", "CANCELLED", "PENDING"):
         if word in text:
@@ -227,119 +214,63 @@ def _matrix_class(text: str) -> str:
     return "finder" if text == "finder" else ""
 
 
-def charts_html(report: RunReport) -> list[str]:
+def charts_svg(report: RunReport) -> tuple[str, str]:
     """The jobs as bars over time and each worker's cost over time (inline SVG), when the report has them."""
     if not report.timeline:
-        return []
+        return "", ""
     start = report.started.timestamp()
     ends = [b.end for b in report.timeline if b.end is not None] + [p.ts for ps in report.costs.values() for p in ps]
     end = report.finished.timestamp() if report.finished else max(ends, default=start + 1)
-    parts = ["<h2>Timeline</h2>", timeline_svg(report.timeline, len(report.workers), start, end)]
-    if report.costs:
-        parts += ["<h2>Cost over time</h2>", cost_svg(report.costs, start, end)]
-    return parts
+    timeline = timeline_svg(report.timeline, len(report.workers), start, end)
+    return timeline, cost_svg(report.costs, start, end) if report.costs else ""
+
+
+class _Links(NamedTuple):
+    verdict: str
+    brief: str
+    patch: str
+
+
+_JOB = "\x00job\x00"  # a marker: where the job id goes in the name RunFolder gives its file
+
+
+def _named(path: Callable[[str], Path]) -> Callable[[str], str]:
+    """RunFolder's relative name for a job's file, as a pattern worked out once (a Path per link is most of the
+    time of a big report's page)."""
+    head, _, tail = path(_JOB).as_posix().partition(_JOB)
+    return lambda job: head + job + tail
+
+
+def _links(report: RunReport) -> dict[str, _Links]:
+    """Each job's files in the run folder, relative (report.html sits in it): RunFolder names them."""
+    verdict, brief, patch = _named(RELATIVE.verdict_file), _named(RELATIVE.job_brief), _named(RELATIVE.change_patch)
+    jobs = {j.id for j in report.jobs} | {c.job for row in report.findings for c in row.verdicts}
+    jobs |= {r.job for r in report.changes if r.job}
+    return {job: _Links(verdict(job), brief(job), patch(job)) for job in jobs}
 
 
 def render_html(report: RunReport) -> str:
+    """report.html, from orch/data/report/report.html (Jinja2, autoescaped: a worker's text stays text). What
+    takes a function call is worked out here: a call from a template costs several times one from Python."""
+    timeline, costs = charts_svg(report)
     columns = report.verifier_columns()
-    status_class = {"passed": "CONFIRMED", "not-confirmed": "UNVERIFIED", "failed": "FAILED"}.get(report.status, "")
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>orch run {_h(report.run)}</title><style>{CSS}</style></head><body>",
-        f"<h1>orch run {_h(report.run)}</h1>",
-        f"<p><span class='status {status_class}'>{_h(report.status)}</span> exit {_h(report.exit_code)}: "
-        f"{_h(report.reason)}</p>",
-        f"<p>Workdir <code>{_h(report.workdir)}</code>; verification <code>{_h(report.rounds)}</code>; "
-        f"{_h(report.seconds if report.seconds is not None else '?')} s.</p>",
-        "<h2>Verification matrix</h2><table><tr><th>claim</th>",
-        *(f"<th>W{n}</th>" for n in columns),
-        "<th>result</th></tr>",
-    ]
-    for row in report.findings:
-        parts.append(f"<tr><td><b>{_h(row.id)}</b> {_h(row.claim)}</td>")
-        for n in columns:
-            text = matrix_cell(row, n)
-            parts.append(f"<td class='{_matrix_class(text)}'>{_h(text)}</td>")
-        parts.append(f"<td class='{row.status.value}'><b>{_h(row.status.value)}</b></td></tr>")
-    if not report.findings:
-        parts.append(f"<tr><td colspan='{len(columns) + 2}'>(no findings)</td></tr>")
-    parts.append("</table><h2>Findings</h2>")
-    for row in report.findings:
-        parts.append(f"<h3 id='{_h(row.id)}'>{_h(row.id)}: <span class='status {row.status.value}'>")
-        parts.append(f"{_h(row.status.value)}</span></h3><p>{_h(row.claim)} ")
-        parts.append(f"(severity {_h(row.severity)}, found by W{row.finder} in task {_h(row.task)})</p><ul>")
-        parts += [f"<li>evidence: <code>{_h(e)}</code></li>" for e in row.evidence]
-        if row.reproduce:
-            parts.append(f"<li>reproduce: <code>{_h(row.reproduce)}</code></li>")
-        parts.append("</ul><table><tr><th>job</th><th>verifier</th><th>verdict</th><th>reason and evidence</th></tr>")
-        for cell in row.verdicts:
-            who = f"W{cell.verifier}" if cell.verifier else "-"
-            links = (
-                f" <a href='verdicts/{_h(cell.job)}.json'>verdict</a> <a href='jobs/{_h(cell.job)}.task.md'>brief</a>"
-            )
-            details = "".join(f"<li><code>{_h(e)}</code></li>" for e in cell.evidence)
-            details += "".join(f"<li class='flag'>flagged: {_h(f)}</li>" for f in cell.flags)
-            parts.append(
-                f"<tr><td>{_h(cell.job)} ({_h(cell.stance)}){links}</td><td>{who}</td>"
-                f"<td class='{_h(cell.verdict)}'>{_h(cell.verdict)}</td>"
-                f"<td>{_h(cell.reason)}<ul>{details}</ul></td></tr>"
-            )
-        parts.append("</table>")
-    parts += changes_html(report.changes)
-    parts += charts_html(report)
-    notes = [n for n in (cost_note(report), evidence_note(report)) if n]
-    parts.append("<h2>Workers</h2>" + "".join(f"<p>{_h(n)}</p>" for n in notes))
-    parts.append(
-        "<table><tr><th>worker</th><th>agent / model</th><th>cost</th><th>busy</th>"
-        "<th>jobs</th><th>rejected outputs</th><th>restarts</th><th>transcript</th></tr>"
+    matrix = [(row, [(text, _matrix_class(text)) for text in (matrix_cell(row, n) for n in columns)])
+              for row in report.findings]  # fmt: skip
+    return render(
+        "report/report.html",
+        report=report,
+        columns=columns,
+        matrix=matrix,
+        status_class={"passed": "CONFIRMED", "not-confirmed": "UNVERIFIED", "failed": "FAILED"}.get(report.status, ""),
+        change_status=change_status,
+        links=_links(report),
+        timeline=Markup(timeline),  # rendered from orch/data/charts/, autoescaped
+        costs=Markup(costs),
+        notes=[n for n in (cost_note(report), evidence_note(report)) if n],
+        usage=[(label, usage_cells(u)) for label, u in usage_rows(report)],
+        usage_heads=USAGE_HEADS,
+        isolation=ISOLATION_NOTES[Isolation(report.isolation)],
     )
-    for w in report.workers:
-        cost = f"${w.cost_usd:.4f}" if w.cost_usd is not None else "-"
-        out = f" <span class='flag'>out: {_h(w.out)}</span>" if w.out else ""
-        parts.append(
-            f"<tr><td>W{w.worker}{out}</td><td>{_h(w.agent)} / {_h(w.model or 'default')}</td><td>{cost}</td>"
-            f"<td>{w.busy_seconds:g} s</td><td>{_h(', '.join(w.jobs) or '-')}</td><td>{w.rejected_outputs}</td>"
-            f"<td>{w.restarts}</td><td><a href='{_h(w.transcript)}'>{_h(w.transcript)}</a></td></tr>"
-        )
-    parts.append("</table>")
-    usage = usage_rows(report)
-    if usage:
-        parts.append("<h2>Tokens and cost</h2><table><tr>" + "".join(f"<th>{_h(h)}</th>" for h in USAGE_HEADS))
-        parts.append("</tr>")
-        for label, u in usage:
-            parts.append(f"<tr><td>{_h(label)}</td>" + "".join(f"<td>{_h(c)}</td>" for c in usage_cells(u)) + "</tr>")
-        parts.append("</table>")
-    parts.append(
-        "<h2>Jobs</h2><table><tr><th>job</th><th>role</th><th>worker</th><th>status</th><th>seconds</th>"
-        "<th>corrections</th><th>nudges</th><th>failure</th></tr>"
-    )
-    for j in report.jobs:
-        parts.append(
-            f"<tr id='job-{_h(j.id)}'><td><a href='jobs/{_h(j.id)}.task.md'>{_h(j.id)}</a></td><td>{_h(j.role)}</td>"
-            f"<td>{_h(j.worker or '-')}</td><td>{_h(j.status)}</td>"
-            f"<td>{_h(j.seconds if j.seconds is not None else '-')}</td>"
-            f"<td>{j.corrections}</td><td>{j.nudges}</td><td>{_h(j.failure or '')}</td></tr>"
-        )
-    parts.append("</table>")
-    if report.flags:
-        parts.append("<h2>Rejected outputs</h2><ul>")
-        parts += [
-            f"<li>W{f.worker} on {_h(f.job)} ({_h(f.role)}): {_h('; '.join(f.problems))}</li>" for f in report.flags
-        ]
-        parts.append("</ul>")
-    parts.append(f"<h2>Isolation</h2><p>{_h(ISOLATION_NOTES[Isolation(report.isolation)])}</p>")
-    parts.append(f"<p>{_h(report.caps)}</p><ul>" if report.caps else "<ul>")
-    parts += [
-        f"<li class='flag'>{_h(a.kind)}: W{a.worker or '?'} on {_h(a.job or '-')}: {_h(a.detail)}</li>"
-        for a in report.attempts
-    ]
-    parts.append("</ul>")
-    if report.agent_limits:
-        parts.append("<h2>Agent limits</h2><ul>")
-        parts += [f"<li>{_h(kind)}: {_h('; '.join(limits))}</li>" for kind, limits in report.agent_limits.items()]
-        parts.append("</ul>")
-    parts.append("</body></html>\n")
-    return "".join(parts)
 
 
 def write_reports(run: RunFolder, spec: FleetSpec, state: ControllerState) -> RunReport:

@@ -37,7 +37,7 @@ from orch.lead.verification import (
 )
 from orch.lead.writing import Writing
 from orch.run.events import Event
-from orch.run.folder import UnsafeOutput, atomic_write, read_worker_file
+from orch.run.files import UnsafeOutput, atomic_write, read_worker_file
 from orch.run.records import Isolation
 
 

@@ -16,12 +16,13 @@ from pathlib import Path
 from orch.container import backends
 from orch.contracts import OrchCommand, UpRequest
 from orch.errors import OrchError, UsageError
+from orch.fleet import launch
 from orch.lead import decisions
 from orch.lead.changes.start import Prepared
 from orch.lead.controller import Controller, initial_state, read_spec, write_spec
 from orch.lead.decisions import EXIT_FAILED
 from orch.lead.jobs import load_state, save_state
-from orch.lead.replay import Cassette
+from orch.lead.replayplan import Cassette
 from orch.lead.report import RunReport, load_report
 from orch.lead.spec import FleetSpec
 from orch.run import uids
@@ -40,19 +41,25 @@ class RunResult:
 
 
 def up_request(
-    spec: FleetSpec, name: str, replace: bool = False, replay: Path | None = None, backend: Backend = Backend.LOCAL
+    spec: FleetSpec,
+    name: str,
+    replace: bool = False,
+    replay: Path | None = None,
+    backend: Backend = Backend.LOCAL,
+    strict_ok: bool | None = None,
 ) -> UpRequest:
-    kinds = spec.kinds()
-    models = {model for _, model in kinds.values()}
+    """`strict_ok`: whether strict isolation can be had (None: `strict_possible(backend)`)."""
+    agent_models = spec.agent_models()
+    models = {model for _, model in agent_models.values()}
     # One model for all: the run's model. Several: each worker names its own (None: the agent's default).
     model = next(iter(models)) if len(models) == 1 else None
-    per_worker = {n: m for n, (_, m) in kinds.items() if m is not None} if len(models) > 1 else {}
+    per_worker = {n: m for n, (_, m) in agent_models.items() if m is not None} if len(models) > 1 else {}
     agent = spec.groups()[0].agent
     return UpRequest(
         name=name,
         workers=spec.worker_count(),
         agent=agent,
-        worker_agents={n: kind for n, (kind, _) in kinds.items() if kind != agent},
+        worker_agents={n: a for n, (a, _) in agent_models.items() if a != agent},
         workdir=spec.workdir,
         permission_mode=spec.permission_mode,
         model=model,
@@ -60,7 +67,7 @@ def up_request(
         offline=spec.offline,
         worker_models=per_worker,
         replay=replay,
-        isolation=decisions.isolation(spec, backend, strict_possible(backend)),
+        isolation=decisions.isolation(spec, backend, strict_possible(backend) if strict_ok is None else strict_ok),
         caps=spec.limits.caps(),
     )
 
@@ -68,7 +75,8 @@ def up_request(
 def strict_possible(backend: Backend) -> bool:
     """Whether this controller can give each worker a uid or sandbox of its own: from the host always (a
     run's container is prepared by its init; locally bubblewrap), inside a container only with CAP_SETUID
-    (compose's `lead` service runs `orch run` after the init dropped it: its runs are shared)."""
+    (an `orch run` in a container started without it runs shared; compose's `lead` has the init prepare
+    its run instead: `orch run --prepare`, `create`)."""
     return backend is Backend.DOCKER or not backends.in_container() or uids.can_switch_uids()
 
 
@@ -84,7 +92,7 @@ def start(
     """Create the run (workers booted), its saved spec and the controller's initial state.
 
     `copy` (container runs): the workers get a disposable copy of the workdir, never the original.
-    `cassette` (orch.lead.replay, checked by the caller): the run's gateway answers from that recording.
+    `cassette` (orch.lead.replayplan, checked by the caller): the run's gateway answers from that recording.
     `prepared` (a spec with writers; orch.lead.changes.start.prepare): the run's repository and base checks,
     moved into the run folder once it exists.
     """
@@ -106,6 +114,30 @@ def start(
     box.push(info, pushed)  # a remote engine's controller reads them there
     created = {"tasks": spec.task_ids(), "offline": spec.offline, "replay": str(cassette.root) if cassette else None}
     run.log_event(ControllerEvent(event=Event.RUN_CREATED, data=created))
+    return run
+
+
+def create(spec: FleetSpec, name: str, prepared: Prepared | None = None) -> RunFolder:
+    """compose's `lead` (`orch run SPEC --prepare`, run by the container's init as the run's uid): the run's
+    folder as `start` makes it, with no worker started. The init then gives each worker its files (under
+    strict isolation, which it can: it is still root) and `orch serve-run NAME --drive` launches the fleet
+    and runs the controller. The init removed any earlier run of the name; one found is refused."""
+    validate_name(name)
+    _, info = launch.plan(up_request(spec, name, strict_ok=True))
+    run = RunFolder.for_name(name)
+    if run.exists():
+        raise UsageError(f"run {name!r} already exists", hint="the container's init clears it first")
+    run.create(info)
+    try:
+        write_spec(run, spec)
+        save_state(run, initial_state(run, spec, None))
+        if prepared is not None:
+            prepared.install(run)
+        created = {"tasks": spec.task_ids(), "offline": spec.offline, "replay": None}
+        run.log_event(ControllerEvent(event=Event.RUN_CREATED, data=created))
+    except BaseException:
+        run.remove()
+        raise
     return run
 
 

@@ -24,21 +24,41 @@ from pathlib import PurePath, PurePosixPath
 from typing import Literal
 from urllib.parse import quote
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny
-from pydantic.alias_generators import to_camel
-
 from orch import __version__
 from orch.lead.changes.records import ChangeStatus
 from orch.lead.findings import CodeEvidence, Severity
 from orch.lead.jobs import FindingStatus
 from orch.lead.report import FindingRow, RunReport
+from orch.lead.sarifmodel import (
+    ArtifactContent,
+    ArtifactLocation,
+    AutomationDetails,
+    ChangeProperties,
+    Driver,
+    FindingProperties,
+    Invocation,
+    Level,
+    Location,
+    Message,
+    PhysicalLocation,
+    PropertyBag,
+    Region,
+    ReportingConfiguration,
+    Result,
+    Rule,
+    Run,
+    RunProperties,
+    SarifLog,
+    Tool,
+    Verifier,
+)
+from orch.run.folder import RELATIVE
 from orch.text import shorten
 
-SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
-SARIF_VERSION: Literal["2.1.0"] = "2.1.0"
 INFORMATION_URI = "https://github.com/orch-dev/orch"
 """Where orch is described (SARIF wants an absolute URI for the tool). A placeholder until the project
 has a public home: set it here, the one place that names it."""
+REPORT = RELATIVE.report_html.as_posix()
 SRCROOT = "%SRCROOT%"
 """The base of every location: the run's workdir (code scanning reads it as the checkout)."""
 FINGERPRINT = "orchClaim/v1"
@@ -46,8 +66,6 @@ FINGERPRINT = "orchClaim/v1"
 SHORT = 120  # a rule's short description
 EXECUTED = ("passed", "not-confirmed")
 """Outcomes of a run that went to its end (exit 0 or 4): the tool ran, whatever it found."""
-
-Level = Literal["error", "warning", "note", "none"]
 
 # (status, severity) -> level. A REFUTED finding is a note whatever its severity; an unverified (or
 # still pending) one is at most a warning: only a CONFIRMED one is an error.
@@ -75,158 +93,6 @@ def level(severity: str, status: FindingStatus) -> Level:
     table = LEVELS.get(status, LEVELS[FindingStatus.UNVERIFIED])
     known = {s.value: s for s in Severity}
     return table[known.get(severity, Severity.MEDIUM)]
-
-
-# --- the SARIF subset orch writes (camelCase on the wire) ----------------------------------------
-class Sarif(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
-
-
-class Message(Sarif):
-    text: str
-
-
-class ArtifactContent(Sarif):
-    text: str
-
-
-class Region(Sarif):
-    start_line: int
-    snippet: ArtifactContent | None = None
-
-
-class ArtifactLocation(Sarif):
-    uri: str
-    uri_base_id: str | None = None
-
-
-class PhysicalLocation(Sarif):
-    artifact_location: ArtifactLocation
-    region: Region | None = None
-
-
-class Location(Sarif):
-    physical_location: PhysicalLocation
-
-
-class PropertyBag(Sarif):
-    """A result's or a run's properties: each section its own subclass."""
-
-    tags: list[str] = Field(default_factory=list)
-
-
-class Verifier(Sarif):
-    job: str
-    worker: int | None
-    agent: str | None
-    round: int
-    stance: str
-    verdict: str
-    reason: str
-    flags: list[str] = Field(default_factory=list)
-
-
-class FindingProperties(PropertyBag):
-    finding: str
-    """The finding's id in this run (report.html#<finding>); not part of the fingerprint."""
-    task: str
-    severity: str
-    status: str
-    """CONFIRMED, REFUTED, UNVERIFIED or pending."""
-    finder: int
-    finder_agent: str | None
-    verifiers: list[Verifier]
-    reproduce: str | None = None
-    report: str
-    """Where the finding is in the run's report, relative to the run folder."""
-
-
-class ChangeProperties(PropertyBag):
-    task: str
-    status: str
-    """REJECTED, CONFLICT or FAILED (a change that landed, or a writer that changed nothing, is no result)."""
-    reason: str | None
-    """REJECTED: which gate refused it (checks, scope, review)."""
-    detail: str
-    writer: int | None
-    writer_agent: str | None
-    checks: list[str]
-    """Each check on the patched tree: `command: exit N`."""
-    reviews: list[str]
-    """Each review: `job W<n> (agent): verdict: reason`."""
-    report: str
-
-
-class Result(Sarif):
-    rule_id: str
-    rule_index: int = -1
-    level: Level
-    message: Message
-    locations: list[Location] = Field(default_factory=list)
-    partial_fingerprints: dict[str, str] = Field(default_factory=dict)
-    properties: SerializeAsAny[PropertyBag] | None = None
-
-
-class ReportingConfiguration(Sarif):
-    level: Level
-
-
-class Rule(Sarif):
-    id: str
-    name: str | None = None
-    short_description: Message
-    full_description: Message | None = None
-    default_configuration: ReportingConfiguration | None = None
-    properties: PropertyBag | None = None
-
-
-class Driver(Sarif):
-    name: str
-    version: str
-    semantic_version: str
-    information_uri: str
-    rules: list[Rule]
-
-
-class Tool(Sarif):
-    driver: Driver
-
-
-class Invocation(Sarif):
-    execution_successful: bool
-    exit_code: int | None = None
-    exit_code_description: str | None = None
-    start_time_utc: str | None = None
-    end_time_utc: str | None = None
-
-
-class AutomationDetails(Sarif):
-    id: str
-
-
-class RunProperties(PropertyBag):
-    run: str
-    status: str
-    reason: str
-    isolation: str
-    offline: bool
-    replay_of: str | None = None
-    report: str = "report.html"
-
-
-class Run(Sarif):
-    tool: Tool
-    invocations: list[Invocation]
-    automation_details: AutomationDetails
-    original_uri_base_ids: dict[str, ArtifactLocation] | None = None
-    results: list[Result]
-    properties: RunProperties
-
-
-class SarifLog(Sarif):
-    schema_uri: str = Field(default=SCHEMA_URI, alias="$schema")
-    version: Literal["2.1.0"] = SARIF_VERSION
-    runs: list[Run]
 
 
 # --- sections: what the report contributes ------------------------------------------------------
@@ -301,7 +167,7 @@ def finding_section(report: RunReport) -> Section:
     results = []
     for row in report.findings:
         status = FindingStatus(row.status)
-        anchor = f"report.html#{row.id}"
+        anchor = f"{REPORT}#{row.id}"
         verifiers = [
             Verifier(
                 job=c.job,
@@ -357,7 +223,7 @@ def change_section(report: RunReport) -> Section:
     for row in report.changes:
         if row.status not in CHANGE_LEVELS:
             continue
-        anchor = f"report.html#change-{row.task}"
+        anchor = f"{REPORT}#change-{row.task}"
         why = f" ({row.reason.value})" if row.reason else ""
         text = f"The change of writer task {row.task} did not land: {row.status.value}{why}. {row.detail}".strip()
         locations = [

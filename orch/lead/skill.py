@@ -6,7 +6,7 @@ import os
 from importlib import resources
 from pathlib import Path
 
-from orch.run.folder import atomic_write
+from orch.run.files import atomic_write
 
 SKILL_NAME = "orch"
 

@@ -8,9 +8,6 @@ spec file, with each problem's location, is orch.lead.specload.
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Sequence
 from enum import StrEnum
 from importlib import resources
 from pathlib import Path
@@ -19,14 +16,12 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from orch import settings
-from orch.errors import UsageError
 from orch.offline.script import TOOLS as SCRIPT_TOOLS
 from orch.run.folder import MAX_WORKERS, NAME_RE
 from orch.run.records import Count, Isolation, Size, Strict, WorkerCaps, byte_size
 from orch.versions import DEFAULT_AGENT
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}$"
-PLACEHOLDER_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 STEP_KINDS = (*SCRIPT_TOOLS, "tool", "reply", "fail")
 # The one key besides its kind a step may have: write's content, tool's input (a mapping), fail's
 # retry_after (seconds, the header the scripted model's error carries).
@@ -87,48 +82,6 @@ DEFAULT_PROTECT = (
     ".gitattributes",
 )
 
-# What each role's template may use. Every brief also gets the worker protocol (result file, done
-# flag, bus, autonomy) appended by orch.fleet.brief.
-COMMON_PLACEHOLDERS = (
-    "job",
-    "job_id",
-    "run",
-    "run_dir",
-    "worker",
-    "workers",
-    "workdir",
-    "result_file",
-    "done_file",
-)
-TASK_PLACEHOLDERS = ("task_id", "title", "goal", "files")
-PLACEHOLDERS: dict[Role, tuple[str, ...]] = {
-    Role.FINDER: (*COMMON_PLACEHOLDERS, *TASK_PLACEHOLDERS, "findings_file"),
-    Role.WRITER: (*COMMON_PLACEHOLDERS, *TASK_PLACEHOLDERS, "checks"),
-    Role.FIXER: (*COMMON_PLACEHOLDERS, *TASK_PLACEHOLDERS, "confirmed_findings"),
-    Role.SCRIBE: (*COMMON_PLACEHOLDERS, *TASK_PLACEHOLDERS, "confirmed_findings"),
-    Role.REVIEWER: (
-        *COMMON_PLACEHOLDERS,
-        "change_id",
-        "task_id",
-        "goal",
-        "diff",
-        "diffstat",
-        "checks",
-        "verdict_file",
-    ),
-    Role.VERIFIER: (
-        *COMMON_PLACEHOLDERS,
-        "finding_id",
-        "claim",
-        "severity",
-        "evidence",
-        "reproduce",
-        "round",
-        "stance",
-        "verdict_file",
-    ),
-}
-
 
 class Dispatch(StrEnum):
     QUEUE = "queue"
@@ -158,7 +111,7 @@ ScriptStep = dict[str, Any]
 
 
 class AgentGroup(Strict):
-    """Some workers of one agent kind and model."""
+    """Some workers of one agent and model."""
 
     agent: str = DEFAULT_AGENT
     """Agent adapter (`orch doctor` lists them; scripted is for tests of orch itself). Groups of different
@@ -204,7 +157,7 @@ class VerificationSpec(Strict):
     quorum: int | None = Field(default=None, ge=1)
     """Agreeing valid verdicts needed to settle a finding (default: verifiers_per_finding)."""
     prefer_other_agent: bool = True
-    """Give a finding to a verifier of another agent kind or model than its finder when the fleet has one."""
+    """Give a finding to a verifier of another agent or model than its finder when the fleet has one."""
     evidence_window: int = Field(default=3, ge=0, le=50)
     """A quote counts when found within this many lines of the cited line."""
     isolation: Isolation | None = None
@@ -307,7 +260,7 @@ class FleetSpec(Strict):
     workers: int | None = Field(default=None, ge=1, le=MAX_WORKERS)
     """Worker count (default: one per task, at least enough to verify). Or give `agents` instead."""
     agents: list[AgentGroup] | None = None
-    """Groups of workers by agent kind and model (instead of agent/model/workers)."""
+    """Groups of workers by agent and model (instead of agent/model/workers)."""
     permission_mode: str | None = None
     """Agent permission mode (default: the agent's own: claude acceptEdits with an allowlist)."""
     dispatch: Dispatch = Dispatch.QUEUE
@@ -354,7 +307,7 @@ class FleetSpec(Strict):
             need = max(need, self.changes.reviewers_per_change + 1)
         return max(len(self.tasks), need)
 
-    def kinds(self) -> dict[int, tuple[str, str | None]]:
+    def agent_models(self) -> dict[int, tuple[str, str | None]]:
         """Worker number -> (agent, model)."""
         out: dict[int, tuple[str, str | None]] = {}
         for group in self.groups():
@@ -391,39 +344,3 @@ def default_template(role: Role) -> str:
 def example_spec() -> str:
     """The commented example `orch spec init` writes."""
     return (resources.files("orch") / "data" / "fleet.example.yaml").read_text(encoding="utf-8")
-
-
-# --- placeholders ------------------------------------------------------------------------------
-def placeholders(text: str) -> list[str]:
-    return PLACEHOLDER_RE.findall(text)
-
-
-def render(text: str, values: dict[str, str]) -> str:
-    """Fill `{{name}}` placeholders; an unknown name is a UsageError (spec checks catch it first)."""
-
-    def fill(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name not in values:
-            raise UsageError(f"unknown placeholder {{{{{name}}}}}", hint=f"use one of: {', '.join(sorted(values))}")
-        return values[name]
-
-    return PLACEHOLDER_RE.sub(fill, text)
-
-
-def render_steps(steps: Sequence[ScriptStep], values: dict[str, str]) -> list[ScriptStep]:
-    def fill(value: Any) -> Any:
-        if isinstance(value, str):
-            return render(value, values)
-        if isinstance(value, dict):
-            return {k: fill(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [fill(v) for v in value]
-        return value
-
-    return [fill(step) for step in steps]
-
-
-def script_block(steps: Sequence[ScriptStep]) -> str:
-    """An orch-script fenced block (one JSON step per line) for the scripted model server."""
-    body = "\n".join(json.dumps(step) for step in steps)
-    return f"```orch-script\n{body}\n```\n"

@@ -14,18 +14,10 @@ from pydantic import ValidationError
 
 from orch.agents.registry import ADAPTERS
 from orch.errors import UsageError
-from orch.lead.spec import (
-    PLACEHOLDERS,
-    STEP_EXTRAS,
-    STEP_KINDS,
-    WRITER_ROLES,
-    Dispatch,
-    FleetSpec,
-    Role,
-    ScriptStep,
-    placeholders,
-)
-from orch.run.folder import MAX_WORKERS, read_text_input
+from orch.lead.placeholders import PLACEHOLDERS, placeholders
+from orch.lead.spec import STEP_EXTRAS, STEP_KINDS, WRITER_ROLES, Dispatch, FleetSpec, Role, ScriptStep
+from orch.run.files import read_text_input
+from orch.run.folder import MAX_WORKERS
 
 Loc = tuple[str | int, ...]
 

@@ -13,7 +13,8 @@ import json
 import os
 from pathlib import Path
 
-from orch.run.folder import RunFolder, atomic_write
+from orch.run.files import atomic_write
+from orch.run.folder import RunFolder
 
 MAX_FILES = 200_000
 """Past this many files the tree is not noted (a walk per job would cost too much); the run says so."""

@@ -3,8 +3,8 @@
 Rules (the reason orch exists: workers lie, so a finding counts only after another worker tried to
 tear it apart):
 - a finding's verifiers are never its finder; a worker verifies a finding at most once per round;
-- with `prefer_other_agent`, a verifier of another agent kind or model than the finder is chosen when
-  the fleet has one (the job waits for such a worker rather than taking a same-kind one); in round 3 a
+- with `prefer_other_agent`, a verifier of another agent or model than the finder is chosen when
+  the fleet has one (the job waits for such a worker rather than taking a same-agent one); in round 3 a
   worker that did not already judge the finding in round 2 is preferred the same way;
 - a round settles CONFIRMED (or REFUTED) when at least `quorum` valid verdicts say so and they
   outnumber the opposite verdict; anything else (too few valid verdicts, a split, UNVERIFIABLE) is
@@ -94,14 +94,14 @@ def eligible(state: ControllerState, job: Job, alive: Collection[int]) -> list[i
 
 
 def preference(state: ControllerState, spec: FleetSpec, job: Job, n: int) -> tuple[int, int]:
-    """Lower is better: (same agent kind/model as the finder, already judged it in round 2)."""
+    """Lower is better: (same agent/model as the finder, already judged it in round 2)."""
     assert job.finding is not None
     finder = state.finding(job.finding).finder
-    kinds = spec.kinds()
-    same_kind = int(spec.verification.prefer_other_agent and kinds.get(n) == kinds.get(finder))
+    agent_models = spec.agent_models()
+    same_agent = int(spec.verification.prefer_other_agent and agent_models.get(n) == agent_models.get(finder))
     judged = {j.worker for j in state.jobs_for(job.finding, VERIFY_ROUND) if j.status is JobStatus.DONE}
     again = int(job.round == CONFIRM_ROUND and n in judged)
-    return same_kind, again
+    return same_agent, again
 
 
 def choose_verifier(

@@ -37,7 +37,7 @@ from orch.lead.findings import CommandEvidence, Problem, ProblemKind, RanCommand
 from orch.lead.jobs import AcceptedReview, ChangeBook, ChangeStage, Job, JobStatus
 from orch.lead.landing import Next
 from orch.run.events import Event
-from orch.run.folder import UnsafeOutput, read_worker_file
+from orch.run.files import UnsafeOutput, read_worker_file
 from orch.run.records import Isolation
 from orch.run.uids import worker_uid
 
@@ -70,7 +70,7 @@ class Writing(Part):
             return where
         if job.change is not None:
             repo = RunRepo.open(self.run)
-            root = self.run.change_dir(job.change) / "reviews" / f"{job.id}.tree"
+            root = self.run.review_tree(job.change, job.id)
             shutil.rmtree(root, ignore_errors=True)
             root.mkdir(parents=True)
             tree = take.load_change(repo, job.change).tree
@@ -113,7 +113,7 @@ class Writing(Part):
             self._summary(job),
             task=job.task,
             writer=n,
-            agent=self.spec.kinds()[n][0],
+            agent=self.spec.agent_models()[n][0],
             max_file_bytes=limits.max_file_bytes,
             max_files=limits.max_files,
         )
@@ -280,9 +280,9 @@ class Writing(Part):
     def _reviewers(self, book: ChangeBook) -> list[str]:
         """Who approved it, as `agent-2 (codex)`."""
         reviewed = book.reviewed or book.id
-        kinds = self.spec.kinds()
+        agent_models = self.spec.agent_models()
         return [
-            f"agent-{r.reviewer} ({kinds[r.reviewer][0]})"
+            f"agent-{r.reviewer} ({agent_models[r.reviewer][0]})"
             for r in self.state.reviews
             if r.change == reviewed and r.report.verdict is Verdict.CONFIRMED
         ]
@@ -302,7 +302,7 @@ class Writing(Part):
         return (
             f"\n## This is a rebase of change {earlier.id}\n"
             f"Your earlier change for this task could not be integrated ({earlier.reason or 'conflict'}). "
-            f"Its patch is `{self.run.change_dir(earlier.id) / 'patch.diff'}`. The worktree above is fresh, at the "
+            f"Its patch is `{self.run.change_patch(earlier.id)}`. The worktree above is fresh, at the "
             "new integration head: make the change again on top of it.\n"
         )
 
@@ -316,17 +316,17 @@ class Writing(Part):
         except (OSError, ValueError):
             change = None
         try:
-            checks = ChecksRecord.model_validate_json((self.run.change_dir(book.id) / "checks.json").read_text())
+            checks = ChecksRecord.model_validate_json(self.run.change_checks(book.id).read_text())
             results = checks.results
         except (OSError, ValueError):
             results = []
-        kinds = self.spec.kinds()
+        agent_models = self.spec.agent_models()
         reviewed = book.reviewed or book.id
         cells = [
             ReviewCell(
                 job=r.job,
                 reviewer=r.reviewer,
-                agent=kinds[r.reviewer][0],
+                agent=agent_models[r.reviewer][0],
                 verdict=r.report.verdict.value,
                 reason=r.report.reason,
             )
@@ -344,7 +344,7 @@ class Writing(Part):
         row = ChangeRow(
             task=book.task,
             writer=book.writer,
-            agent=kinds[book.writer][0],
+            agent=agent_models[book.writer][0],
             job=book.id,
             status=status,
             reason=reason,

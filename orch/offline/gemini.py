@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from orch.jsonsample import sample
 from orch.offline.script import Answer, Message, next_answer, prompt_text
 
 PATH_RE = re.compile(r"^/v1(?:beta|alpha)?/models/([^/:]+):(generateContent|streamGenerateContent|countTokens)$")
@@ -119,19 +120,6 @@ def messages(body: Mapping[str, Any]) -> list[Message]:
     return history
 
 
-def _sample(schema: object) -> Any:
-    """A small value satisfying a JSON schema (Gemini CLI writes types in either case: OBJECT, string)."""
-    if not isinstance(schema, dict):
-        return None
-    if schema.get("enum"):
-        return schema["enum"][0]
-    kind = str(schema.get("type", "")).lower()
-    if kind == "object":
-        props = schema.get("properties") or {}
-        return {k: _sample(v) for k, v in props.items() if isinstance(v, dict)}
-    return {"string": "Scripted", "boolean": False, "integer": 1, "number": 1, "array": []}.get(kind)
-
-
 def _error(status: int, name: str, message: str) -> Reply:
     data = json.dumps({"error": {"code": status, "message": message, "status": name}}).encode()
     return Reply(status, "application/json", data, f"fail:{name}", {})
@@ -169,7 +157,7 @@ def answer(path: str, body: Mapping[str, Any], raw_size: int) -> Reply:
     schema = config.get("responseJsonSchema") or config.get("responseSchema")
     stream = method == "streamGenerateContent"
     if not stream or not body.get("tools") or schema is not None:
-        text = json.dumps(_sample(schema)) if isinstance(schema, dict) else "Scripted session"
+        text = json.dumps(sample(schema, "Scripted", 1)) if isinstance(schema, dict) else "Scripted session"
         next_move = Answer("text", text=text, step="side")
     else:
         next_move = next_answer(messages(body))

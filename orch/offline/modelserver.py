@@ -32,6 +32,7 @@ from types import FrameType
 from typing import Any
 from urllib.parse import urlsplit
 
+from orch.jsonsample import sample
 from orch.offline import aider, chat, gemini, responses
 from orch.offline.script import Answer, next_answer, prompt_text
 
@@ -64,17 +65,6 @@ class RequestRecord:
 
 def key_digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:12]
-
-
-def _sample(schema: dict[str, Any]) -> Any:
-    """A small value that satisfies a JSON schema (enough for titles: {"title": "Scripted session"})."""
-    kind = schema.get("type")
-    if "enum" in schema:
-        return schema["enum"][0]
-    if kind == "object":
-        return {k: _sample(v) for k, v in (schema.get("properties") or {}).items() if isinstance(v, dict)}
-    samples = {"string": "Scripted session", "boolean": False, "integer": 0, "number": 0, "array": []}
-    return samples.get(str(kind))
 
 
 def _tokens(text: str) -> int:
@@ -150,7 +140,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not body.get("stream") or not body.get("tools") or schema is not None:
             # A side call (session title, topic detection): the pinned Claude Code streams these too,
             # but offers no tools and asks for JSON. Never take a script step here.
-            text = json.dumps(_sample(schema)) if isinstance(schema, dict) else "Scripted session"
+            text = json.dumps(sample(schema, "Scripted session")) if isinstance(schema, dict) else "Scripted session"
             answer = Answer("text", text=text, step="side")
         else:
             answer = next_answer(messages)

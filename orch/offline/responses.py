@@ -25,6 +25,7 @@ import shlex
 import uuid
 from typing import Any
 
+from orch.jsonsample import sample
 from orch.offline.script import Answer, Message, next_answer
 
 PATHS = ("/responses", "/v1/responses")
@@ -117,23 +118,14 @@ def to_messages(items: Any) -> list[Message]:
     return messages
 
 
-def _sample(schema: Any) -> Any:
-    if not isinstance(schema, dict):
-        return None
-    if "enum" in schema:
-        return schema["enum"][0]
-    kind = schema.get("type")
-    if kind == "object":
-        return {k: _sample(v) for k, v in (schema.get("properties") or {}).items()}
-    return {"string": "Scripted session", "boolean": False, "integer": 0, "number": 0, "array": []}.get(str(kind))
-
-
 def answer(body: dict[str, Any]) -> Answer:
     """The next move for a /responses request."""
     text_format = (body.get("text") or {}).get("format") if isinstance(body.get("text"), dict) else None
     schema = text_format.get("schema") if isinstance(text_format, dict) else None
     if not body.get("tools") or schema is not None:
-        return Answer("text", text=json.dumps(_sample(schema)) if schema else "Scripted session", step="side")
+        return Answer(
+            "text", text=json.dumps(sample(schema, "Scripted session")) if schema else "Scripted session", step="side"
+        )
     return next_answer(to_messages(body.get("input")))
 
 

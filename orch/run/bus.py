@@ -26,7 +26,8 @@ from typing import TextIO
 from pydantic import BaseModel
 
 from orch.errors import SandboxError, UsageError
-from orch.run.folder import RunFolder, decode_text
+from orch.run.files import decode_text
+from orch.run.folder import RunFolder
 from orch.run.records import BusLine
 from orch.run.uids import worker_of
 from orch.waits import watch_file

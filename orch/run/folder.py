@@ -5,25 +5,28 @@ This is the only module that knows the file names inside a run folder; everythin
 
 from __future__ import annotations
 
-import errno
-import json
-import os
 import re
 import shutil
-import stat
-import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Generic, TypeVar
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import ValidationError
 
-from orch.errors import NotFoundError, OrchError, UsageError
+from orch.errors import NotFoundError, UsageError
+
+# append_line, atomic_write(_all): re-exported only for modules other engineers rewrite this round
+# (orch/gateway/*, orch/lead/reportrender.py, orch/fleet/relay.py, tests/agents); once they import
+# orch.run.files, these names go.
+from orch.run.files import JsonlTail, read_model
+from orch.run.files import append_line as append_line
+from orch.run.files import atomic_write as atomic_write
+from orch.run.files import atomic_write_all as atomic_write_all
 from orch.run.paths import agents_dir, runs_dir
 from orch.run.records import RUN_INFO, ControllerEvent, HookEvent, RunInfo, StatusLine
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_WORKERS = 64
+EXCHANGES_RE = re.compile(r"exchanges-([0-9]+)\.jsonl\.gz")
 
 
 def validate_name(name: str) -> str:
@@ -40,114 +43,6 @@ def validate_worker_count(n: int) -> int:
     if not 1 <= n <= MAX_WORKERS:
         raise UsageError(f"worker count {n} is out of range", hint=f"use 1 to {MAX_WORKERS}")
     return n
-
-
-def _staged(path: Path, data: str | bytes, mode: int) -> Path:
-    """`data` in a temp file beside `path`, on disk, not yet renamed."""
-    raw = data.encode() if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return Path(tmp)
-
-
-def atomic_write(path: Path, data: str | bytes, mode: int = 0o644) -> None:
-    """Write to a temp file in the same folder, then rename: readers see the old or the new file."""
-    atomic_write_all({path: data}, mode)
-
-
-def atomic_write_all(files: Mapping[Path, str | bytes], mode: int = 0o644) -> None:
-    """Write several files as one: every one is staged before any is renamed, so a file that cannot be
-    written (a read-only folder, a full disk, a directory in its place) leaves all of them as they were."""
-    staged: list[tuple[Path, Path]] = []
-    try:
-        for path, data in files.items():
-            if path.is_dir():
-                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-            staged.append((_staged(path, data, mode), path))
-        for tmp, path in staged:
-            os.replace(tmp, path)
-    except BaseException:
-        for tmp, _ in staged:
-            tmp.unlink(missing_ok=True)
-        raise
-
-
-def append_line(path: Path, line: str) -> None:
-    """Append one line with a single write(2) on an O_APPEND fd (atomic for our line sizes)."""
-    data = (line.rstrip("\n") + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-
-
-MAX_OUTPUT = 4 << 20
-"""The most the controller reads of one file a worker wrote (findings, verdict, result)."""
-
-
-class UnsafeOutput(Exception):
-    """A file a worker wrote that the controller will not read: a link, not a regular file, or too big."""
-
-
-def read_worker_file(path: Path, limit: int = MAX_OUTPUT) -> bytes:
-    """Read a file in a worker's outbox once, as the controller: never through a link (a hostile worker
-    could point one at a file only the controller may read), only a regular file, at most `limit` bytes.
-    FileNotFoundError if it is absent; UnsafeOutput, saying why, if it must not be read."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise UnsafeOutput(f"{path.name} is a symbolic link: write a plain file") from None
-        raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise UnsafeOutput(f"{path.name} is not a regular file")
-    with os.fdopen(fd, "rb") as fh:
-        data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise UnsafeOutput(f"{path.name} is larger than {limit} bytes")
-    return data
-
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def read_model(path: Path, model: type[M] | TypeAdapter[M], missing: OrchError) -> M:
-    """A JSON file orch wrote, as its model (or union of models): `missing` if absent, a one-line UsageError
-    if malformed."""
-    validate = model.validate_json if isinstance(model, TypeAdapter) else model.model_validate_json
-    try:
-        return validate(path.read_text())
-    except FileNotFoundError:
-        raise missing from None
-    except ValidationError as exc:
-        raise UsageError(f"{path} is malformed: {exc.errors()[0]['msg']}") from None
-
-
-def read_text_input(path: Path) -> str:
-    """Read a user-supplied text file: must exist, be UTF-8 and not binary."""
-    if not path.is_file():
-        raise NotFoundError(f"file not found: {path}", hint="check the path")
-    raw = path.read_bytes()
-    return decode_text(raw, str(path))
-
-
-def decode_text(raw: bytes, what: str) -> str:
-    if b"\x00" in raw:
-        raise UsageError(f"{what} looks binary (contains NUL bytes)", hint="send UTF-8 text")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{what} is not UTF-8 text (byte {exc.start})", hint="convert it to UTF-8") from None
 
 
 class RunFolder:
@@ -282,6 +177,13 @@ class RunFolder:
     def exchanges(self, n: int) -> Path:
         return self.model_dir / f"exchanges-{n}.jsonl.gz"
 
+    def recordings(self) -> list[Path]:
+        """The recording: each worker's `exchanges(n)` that exists, in worker order."""
+        if not self.model_dir.is_dir():
+            return []
+        found = {int(m[1]): p for p in self.model_dir.iterdir() if (m := EXCHANGES_RE.fullmatch(p.name))}
+        return [found[n] for n in sorted(found)]
+
     @property
     def sessions_dir(self) -> Path:
         """Agent session transcripts of containerised runs, kept so `orch up --resume` can resume them."""
@@ -371,6 +273,32 @@ class RunFolder:
         """A writer job's change as the controller took it: patch.diff, diffstat.txt, summary.md,
         change.json, checks.json, reviews/."""
         return self.changes_dir / job
+
+    def change_patch(self, job: str) -> Path:
+        return self.change_dir(job) / "patch.diff"
+
+    def change_diffstat(self, job: str) -> Path:
+        return self.change_dir(job) / "diffstat.txt"
+
+    def change_summary(self, job: str) -> Path:
+        """The writer's summary of its change (the commit message's body)."""
+        return self.change_dir(job) / "summary.md"
+
+    def change_record(self, job: str) -> Path:
+        """change.json: the change as taken (orch.lead.changes.records.Change)."""
+        return self.change_dir(job) / "change.json"
+
+    def change_checks(self, job: str) -> Path:
+        """The checks on the change's tree (base + patch)."""
+        return self.change_dir(job) / "checks.json"
+
+    def change_integrated_checks(self, job: str) -> Path:
+        """The checks on the integration head with the change applied (orch.lead.changes.queue)."""
+        return self.change_dir(job) / "integrated.checks.json"
+
+    def review_tree(self, change: str, review: str) -> Path:
+        """The checkout review job `review` reads change `change` in."""
+        return self.change_dir(change) / "reviews" / f"{review}.tree"
 
     def change_outcome(self, task: str) -> Path:
         """How writer task `task`'s change ended (a ChangeRow, written by the controller flow as it moves:
@@ -483,34 +411,8 @@ class RunFolder:
         append_line(self.events, event.model_dump_json())
 
 
-class JsonlTail(Generic[M]):
-    """An append-only JSONL file of records (a worker's hook log, the gateway's events and ledger), parsed
-    once: each read parses only the complete lines added since the last; garbage lines are skipped."""
-
-    def __init__(self, path: Path, model: type[M]) -> None:
-        self.path, self.model = path, model
-        self.offset = 0
-        self._records: list[M] = []
-
-    def records(self) -> Sequence[M]:
-        try:
-            size = self.path.stat().st_size
-        except FileNotFoundError:
-            return self._records
-        if size < self.offset:  # replaced: read again from the start
-            self.offset, self._records = 0, []
-        if size > self.offset:
-            with self.path.open("rb") as fh:
-                fh.seek(self.offset)
-                chunk = fh.read(size - self.offset)
-            complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits for the next read
-            self.offset += len(complete)
-            for line in complete.splitlines():
-                try:
-                    self._records.append(self.model.model_validate(json.loads(line)))
-                except (ValueError, ValidationError):
-                    continue
-        return self._records
+RELATIVE = RunFolder(Path())
+"""The names relative to the run folder itself: how report.md, report.html and the CI formats link its files."""
 
 
 def list_runs() -> list[RunFolder]:

@@ -158,7 +158,7 @@ class RunInfoBase(Strict):
     worker_models: dict[int, str] = Field(default_factory=dict)
     """Per-worker model where it differs from `model`."""
     worker_agents: dict[int, str] = Field(default_factory=dict)
-    """Per-worker agent kind where it differs from `agent` (a mixed fleet)."""
+    """Per-worker agent where it differs from `agent` (a mixed fleet)."""
     offline: bool = False
     credential: str | None = None
     """How the run's gateway presents the user's credential upstream (orch.gateway.records.Scheme):
@@ -174,7 +174,7 @@ class RunInfoBase(Strict):
     orch_version: str
     agent_version: str | None = None
     agent_versions: dict[str, str | None] = Field(default_factory=dict)
-    """Each agent kind's CLI version where its workers ran, set at launch (`orch record export` keeps it)."""
+    """Each agent's CLI version where its workers ran, set at launch (`orch record export` keeps it)."""
 
     @property
     def where(self) -> str:
@@ -182,17 +182,17 @@ class RunInfoBase(Strict):
         return self.backend.value
 
     def agent_of(self, n: int) -> str:
-        """Worker n's agent kind."""
+        """Worker n's agent."""
         return self.worker_agents.get(n, self.agent)
 
-    def kinds(self) -> list[str]:
-        """Every agent kind of the run, `agent` first."""
+    def agents(self) -> list[str]:
+        """Every agent of the run (names), `agent` first."""
         return list(dict.fromkeys([self.agent, *self.worker_agents.values()]))
 
     def fleet(self) -> str:
         """The fleet in a few words: `3 claude worker(s)`, or `2 claude + 1 codex worker(s)`."""
-        counts = [sum(1 for n in range(1, self.workers + 1) if self.agent_of(n) == k) for k in self.kinds()]
-        return " + ".join(f"{c} {k}" for c, k in zip(counts, self.kinds(), strict=True)) + " worker(s)"
+        counts = [sum(1 for n in range(1, self.workers + 1) if self.agent_of(n) == k) for k in self.agents()]
+        return " + ".join(f"{c} {k}" for c, k in zip(counts, self.agents(), strict=True)) + " worker(s)"
 
 
 class LocalRunInfo(RunInfoBase):
@@ -295,7 +295,7 @@ class WorkerStatus(Strict):
 
     worker: int
     agent: str | None = None
-    """Its agent kind (None: a view written before mixed fleets)."""
+    """Its agent (None: a view written before mixed fleets)."""
     state: WorkerState
     detail: str | None = None
     done: bool

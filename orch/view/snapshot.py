@@ -15,14 +15,11 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import Field, ValidationError
 
 from orch.errors import NotFoundError, OrchError
-from orch.fleet.tmux import PaneInfo
-from orch.fleet.workerstate import derive_state
 from orch.gateway.records import UsageSnapshot, read_usage
 from orch.lead.changesreport import live_lines
 from orch.lead.charts import CostPoint, JobBar, job_bars, job_costs
@@ -31,22 +28,14 @@ from orch.lead.controller import read_spec
 from orch.lead.jobs import ControllerState, JobStatus, load_state
 from orch.lead.spec import FleetSpec
 from orch.lead.verification import finding_status
-from orch.run import bus
 from orch.run.events import Event
-from orch.run.folder import JsonlTail, RunFolder
+from orch.run.files import JsonlTail
+from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, HookEvent, RunInfo, RunStatus, Strict, WorkerState
-from orch.text import shorten
+from orch.view.readers import KEEP_LINES, BusEntry, BusTail, Changed, clean, worker_state
 
-KEEP_LINES = 200  # commentary and bus lines a snapshot carries
-TEXT_CHARS = 160  # a bus or commentary line, shortened: a worker's line must not flood a tile
 CLAIM_CHARS = 90
 FINISHED = (Event.FINISHED, Event.ABORTED, Event.KILLED)
-
-
-def clean(text: object, limit: int) -> str:
-    """Worker-written text, made safe to show: control characters (terminal escapes) become spaces, and it is
-    shortened to one line."""
-    return shorten("".join(c if c.isprintable() else " " for c in str(text)), limit)
 
 
 class WorkerTile(Strict):
@@ -105,12 +94,6 @@ class Line(Strict):
     worker: int | None = None
 
 
-class BusEntry(Strict):
-    ts: float | None
-    sender: str
-    text: str
-
-
 class Snapshot(Strict):
     run: str
     backend: str
@@ -136,100 +119,15 @@ class Snapshot(Strict):
         return self.gone or self.status in (RunStatus.STOPPED, RunStatus.FAILED) or self.progress.outcome is not None
 
 
-ALIVE = PaneInfo(pane_id="", worker=0, window=0, dead=False, dead_status=None, dead_signal=None, pid=None,
-                 current_command="")  # fmt: skip
-"""The pane of a running run, as far as the files tell: its death shows as the wrapper's ProcessExit event."""
-
-
-def worker_state(events: Sequence[HookEvent], running: bool) -> tuple[WorkerState, str | None, float | None]:
-    """The state from the hook log alone, and since when (the first of the newest events that agree)."""
-    pane = ALIVE if running else None
-    state, detail = derive_state(events[-1] if events else None, pane)
-    since = None
-    for event in reversed(events):  # a busy worker's log is long: walk back only as far as the state holds
-        if derive_state(event, pane)[0] is not state:
-            break
-        since = event.ts
-    return state, detail, since
-
-
-class _Changed:
-    """A file re-read only when its size or mtime moved."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.stamp: tuple[int, int] | None = None
-
-    def moved(self) -> bool:
-        try:
-            st = self.path.stat()
-            stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
-        except OSError:
-            stamp = None
-        if stamp == self.stamp:
-            return False
-        self.stamp = stamp
-        return True
-
-
-class BusTail:
-    """bus.md read incrementally: the last KEEP_LINES lines, and each sender's newest."""
-
-    def __init__(self, path: Path) -> None:
-        self.path, self.offset, self.pending = path, 0, b""
-        self.lines: deque[BusEntry] = deque(maxlen=KEEP_LINES)
-        self.last: dict[str, str] = {}
-        self._cleaned: dict[str, tuple[str, str]] = {}
-
-    def last_clean(self, sender: str) -> str | None:
-        """The sender's newest line, made safe to show (cleaned once per line, not per snapshot)."""
-        raw = self.last.get(sender)
-        if raw is None:
-            return None
-        if self._cleaned.get(sender, ("", ""))[0] != raw:
-            self._cleaned[sender] = (raw, clean(raw, TEXT_CHARS))
-        return self._cleaned[sender][1]
-
-    def read(self) -> None:
-        try:
-            size = self.path.stat().st_size
-        except OSError:
-            return
-        if size < self.offset:
-            self.offset, self.pending = 0, b""
-            self.lines.clear()
-            self.last.clear()
-        if size == self.offset:
-            return
-        with self.path.open("rb") as fh:
-            fh.seek(self.offset)
-            chunk = self.pending + fh.read(size - self.offset)
-        self.offset = size
-        *complete, self.pending = chunk.split(b"\n")
-        for raw in complete:
-            text = raw.decode("utf-8", errors="replace")
-            parsed = bus.parse_line(text)
-            if parsed is not None:
-                entry = BusEntry(ts=parsed.ts.timestamp(), sender=parsed.sender, text=clean(parsed.text, TEXT_CHARS))
-                self.last[parsed.sender] = text
-            elif text.startswith("[") and "]" in text:  # a line appended by hand: `[W3] text`
-                sender, _, rest = text[1:].partition("]")
-                entry = BusEntry(ts=None, sender=clean(sender, 12), text=clean(rest, TEXT_CHARS))
-                self.last[sender] = text
-            else:
-                continue
-            self.lines.append(entry)
-
-
 class Watcher:
     """Keeps the readers of one run folder and makes a Snapshot on demand (cheap when little changed)."""
 
     def __init__(self, run: RunFolder) -> None:
         self.run = run
         self.info: RunInfo = run.info()  # NotFoundError for an unknown run, before anything starts
-        self._info_file = _Changed(run.run_json)
-        self._state_file = _Changed(run.controller_state)
-        self._usage_file = _Changed(run.model_usage)
+        self._info_file = Changed(run.run_json)
+        self._state_file = Changed(run.controller_state)
+        self._usage_file = Changed(run.model_usage)
         self._events = JsonlTail(run.events, ControllerEvent)
         self._seen_events = 0
         self._bus = BusTail(run.bus)

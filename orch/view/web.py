@@ -2,7 +2,7 @@
 
 One Hub per watched run makes snapshots (the same Watcher as the terminal view) when the folder changes,
 and pushes each to every open page over SSE: five pages cost one watcher. The page is one HTML file with
-its script and style inlined (orch/data/watch/), under a Content-Security-Policy that lets it reach
+its script and style inlined (orch/data/watch/, a Jinja2 template), under a Content-Security-Policy that lets it reach
 nothing but this server. Every request needs the token; actions need `--control`, the token in a header
 (a cross-site form cannot set one) and go through orch.view.actions, as the terminal view's keys do.
 """
@@ -14,7 +14,6 @@ import contextlib
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from importlib import resources
 from typing import Literal
 
 from aiohttp import web
@@ -22,6 +21,7 @@ from pydantic import ValidationError
 
 from orch.errors import NotFoundError, OrchError
 from orch.lead.charts import cost_svg, timeline_svg
+from orch.lead.templates import render
 from orch.run.folder import RunFolder, list_runs, validate_name
 from orch.run.records import Strict
 from orch.view.actions import Action, perform
@@ -42,11 +42,8 @@ class ActionRequest(Strict):
 
 
 def page_html(nonce: str) -> str:
-    folder = resources.files("orch") / "data" / "watch"
-    html = (folder / "index.html").read_text()
-    script = (folder / "app.js").read_text()
-    style = (folder / "app.css").read_text()
-    return html.replace("{{nonce}}", nonce).replace("/*{{style}}*/", style).replace("/*{{script}}*/", script)
+    """The page (orch/data/watch/index.html, Jinja2, autoescaped) with its style and script under `nonce`."""
+    return render("watch/index.html", nonce=nonce)
 
 
 class Payload(Strict):

@@ -16,7 +16,7 @@ import pytest
 
 from orch.agents import aider_confirm
 from orch.agents.aider import CACHE_BIN, SESSION, interpreter
-from orch.fleet import launch, watch
+from orch.fleet import control, launch
 from orch.run import hookwriter
 from orch.run.events import Event
 from orch.run.folder import RunFolder, atomic_write
@@ -69,7 +69,7 @@ def commands(found: list[HookEvent]) -> list[str]:
 
 def test_boots_with_no_dialog_takes_one_submission_and_runs_shell_and_write_steps(tmp_path: Path) -> None:
     run, workdir = up("ad", tmp_path, 2)
-    assert [w.state for w in watch.status(run).workers] == [WorkerState.IDLE] * 2
+    assert [w.state for w in control.status(run).workers] == [WorkerState.IDLE] * 2
     logged = [json.loads(line)["event"] for line in run.events.read_text().splitlines()]
     assert Event.DIALOG_ANSWERED not in logged
     screen = orch("read", "ad", "1").output
@@ -102,7 +102,7 @@ def test_boots_with_no_dialog_takes_one_submission_and_runs_shell_and_write_step
     assert ran == ["orch bus post ad --as 1 'worker 1 checked in'", f"touch {run.done(1)}"]
     (refused,) = events(run, 1, "PermissionRequest")
     assert refused.orch_decision == "deny" and commands([refused]) == [f"rm -rf {keep}"]
-    wait_until(lambda: watch.status(run).workers[0].state is WorkerState.IDLE, 30, "the end of worker 1's turn")
+    wait_until(lambda: control.status(run).workers[0].state is WorkerState.IDLE, 30, "the end of worker 1's turn")
     gateway_books(run, lambda usage, ledger: usage["workers"].get("1", {}).get("requests", 0) >= 1)
     usage = json.loads(run.model_usage.read_text())
     assert usage["workers"]["1"]["requests"] >= 1 and "gpt-4.1" in usage["workers"]["1"]["by_model"]
@@ -117,7 +117,7 @@ def test_killed_aider_shows_as_crashed_and_restarts_with_its_chat_history(tmp_pa
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
     row = wait_until(
-        lambda: next((w for w in watch.status(run).workers if w.state is WorkerState.CRASHED), None),
+        lambda: next((w for w in control.status(run).workers if w.state is WorkerState.CRASHED), None),
         15,
         "worker 1 to show as crashed",
     )
@@ -156,7 +156,7 @@ def test_permission_requests_in_mode_ask_are_answered_by_the_policy_or_a_human(t
     steps = [{"bash": f"touch {marks[0]}"}, {"reply": "First done."}]
     assert orch("brief", "adp", "1", brief_file(tmp_path, "b0", steps)).exit_code == 0
     wait_until(
-        lambda: watch.status(run).workers[0].state is WorkerState.WAITING_FOR_PERMISSION,
+        lambda: control.status(run).workers[0].state is WorkerState.WAITING_FOR_PERMISSION,
         90,
         "the permission request",
         watch=run.state_dir,
@@ -184,7 +184,7 @@ def test_permission_requests_in_mode_ask_are_answered_by_the_policy_or_a_human(t
     decided = events(run, 1, "PermissionRequest")[2:]
     assert [e.orch_decision for e in decided] == ["allow"] and commands(decided) == [f"touch {marks[3]}"]
     assert marks[3].exists() and not marks[1].exists()
-    assert watch.status(run).workers[0].state is WorkerState.IDLE
+    assert control.status(run).workers[0].state is WorkerState.IDLE
     assert orch("kill", "adp").exit_code == 0
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from orch.agents.claude import has_conversation
-from orch.fleet import launch, talk, watch
+from orch.fleet import control, launch, talk
 from orch.offline.modelserver import ScriptedModelServer
-from orch.run import protocol
+from orch.run import workerprotocol
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import WorkerState
@@ -57,7 +57,7 @@ def _brief(run: RunFolder, n: int) -> str:
 
 
 def test_workers_boot_with_no_dialog(fleet3: RunFolder) -> None:
-    view = watch.status(fleet3)
+    view = control.status(fleet3)
     assert [w.state for w in view.workers] == [WorkerState.IDLE] * N
     events = [json.loads(line)["event"] for line in fleet3.events.read_text().splitlines()]
     assert Event.DIALOG_ANSWERED not in events, "a first-run dialog appeared"
@@ -92,7 +92,7 @@ def test_briefed_workers_post_write_and_finish(fleet3: RunFolder, model: Scripte
     failed = [n for n, e in last.items() if e is not None and e.hook_event_name == "StopFailure"]
     for n in failed:
         print(f"worker {n} hit StopFailure ({last[n]}): re-pointing it once")
-        talk.send(fleet3, n, protocol.pointer_text(fleet3, n))
+        talk.send(fleet3, n, workerprotocol.pointer_text(fleet3, n))
     if failed:
         waited = orch("wait", "cc", "--timeout", "60")
     requests = "\n".join(f"{r.path} stream={r.stream} step={r.step}" for r in model.requests)
@@ -102,13 +102,13 @@ def test_briefed_workers_post_write_and_finish(fleet3: RunFolder, model: Scripte
         assert f"[W{n}] worker {n} checked in" in bus_text
         assert "all good" in fleet3.result(n).read_text()
         assert len(prompts(fleet3, n)) == (2 if n in failed else 1)  # the pointer arrived once
-    view = watch.status(fleet3)
+    view = control.status(fleet3)
     assert all(w.done and w.result for w in view.workers)
 
 
 def test_killed_agent_shows_as_crashed_and_restarts_resumed(fleet3: RunFolder) -> None:
     assert orch("send", "cc", "1", "remember this conversation").exit_code == 0
-    wait_until(lambda: watch.status(fleet3).workers[0].state is WorkerState.IDLE, 30, "the turn to finish")
+    wait_until(lambda: control.status(fleet3).workers[0].state is WorkerState.IDLE, 30, "the turn to finish")
     session = fleet3.hook_events(1)[0].session_id
     assert session is not None
     # Claude Code writes its transcript asynchronously: a kill right after the turn may beat it.
@@ -119,7 +119,7 @@ def test_killed_agent_shows_as_crashed_and_restarts_resumed(fleet3: RunFolder) -
     os.kill(pid, signal.SIGKILL)
     row = wait_until(
         lambda: next(
-            (w for w in watch.status(fleet3).workers if w.worker == 1 and w.state is WorkerState.CRASHED),
+            (w for w in control.status(fleet3).workers if w.worker == 1 and w.state is WorkerState.CRASHED),
             None,
         ),
         15,
@@ -132,7 +132,7 @@ def test_killed_agent_shows_as_crashed_and_restarts_resumed(fleet3: RunFolder) -
         lambda: [e for e in fleet3.hook_events(1) if e.hook_event_name == "SessionStart"][1:], 30, "the resumed start"
     )
     assert starts[0].session_id == fleet3.hook_events(1)[0].session_id
-    assert watch.status(fleet3).workers[0].state is WorkerState.IDLE
+    assert control.status(fleet3).workers[0].state is WorkerState.IDLE
     assert orch("kill", "cc").exit_code == 0
     assert fleet3.log(1).stat().st_size > 0  # the transcript outlives the run
 
@@ -146,7 +146,7 @@ def test_bypass_mode_as_root_boots_with_a_warning(
     result = orch("up", "root", "--workdir", workdir, "--local", "--permission-mode", "bypassPermissions")
     assert result.exit_code == 0, result.output
     assert "bypass mode as root" in caplog.text
-    assert watch.status(RunFolder.for_name("root")).workers[0].state is WorkerState.IDLE
+    assert control.status(RunFolder.for_name("root")).workers[0].state is WorkerState.IDLE
 
 
 def test_doctor_reports_tools_and_credentials(model: ScriptedModelServer) -> None:
@@ -170,7 +170,7 @@ def test_permission_prompt_shows_as_waiting(model: ScriptedModelServer, tmp_path
     assert orch("brief", "perm", "1", brief).exit_code == 0
 
     def state() -> WorkerState:
-        return watch.status(run).workers[0].state
+        return control.status(run).workers[0].state
 
     wait_until(lambda: state() is WorkerState.WAITING_FOR_PERMISSION, 30, "the permission prompt", watch=run.state_dir)
     # The dialog is drawn a moment after the hook: the hook is the signal, the screen the evidence.

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from orch.agents.codex import has_rollout
-from orch.fleet import launch, watch
+from orch.fleet import control, launch
 from orch.gateway.cassette import read_exchanges
 from orch.run.events import Event
 from orch.run.folder import RunFolder, atomic_write
@@ -65,7 +65,7 @@ def _brief(run: RunFolder, n: int) -> str:
 
 
 def test_workers_boot_with_no_dialog(fleet: RunFolder) -> None:
-    view = watch.status(fleet)
+    view = control.status(fleet)
     assert [w.state for w in view.workers] == [WorkerState.IDLE] * N
     events = [json.loads(line)["event"] for line in fleet.events.read_text().splitlines()]
     assert Event.DIALOG_ANSWERED not in events, "a first-run dialog appeared"
@@ -102,7 +102,7 @@ def test_briefed_workers_post_write_and_finish(fleet: RunFolder, tmp_path: Path)
     for n in range(1, N + 1):
         assert f"[W{n}] worker {n} checked in" in bus_text
         assert fleet.result(n).read_text() == f"# Result of worker {n}\nall good, 'quoted' and $dollar\n"
-    view = watch.status(fleet)
+    view = control.status(fleet)
     assert all(w.done and w.result for w in view.workers)
     # The gateway metered every call and ledgered each tool call with its result.
     gateway_books(
@@ -127,7 +127,7 @@ def test_killed_agent_shows_as_crashed_and_restarts_resumed(fleet: RunFolder) ->
     os.kill(pid, signal.SIGKILL)
     row = wait_until(
         lambda: next(
-            (w for w in watch.status(fleet).workers if w.worker == 1 and w.state is WorkerState.CRASHED), None
+            (w for w in control.status(fleet).workers if w.worker == 1 and w.state is WorkerState.CRASHED), None
         ),
         15,
         "worker 1 to show as crashed",
@@ -140,7 +140,7 @@ def test_killed_agent_shows_as_crashed_and_restarts_resumed(fleet: RunFolder) ->
     )
     assert starts[0].session_id == session
     assert starts[0].model_extra and starts[0].model_extra.get("source") == "resume"
-    wait_until(lambda: watch.status(fleet).workers[0].state is WorkerState.IDLE, 30, "the resumed worker to idle")
+    wait_until(lambda: control.status(fleet).workers[0].state is WorkerState.IDLE, 30, "the resumed worker to idle")
     assert orch("send", "cx", "1", "still there?").exit_code == 0
 
 
@@ -152,7 +152,7 @@ def test_a_turn_codex_gives_up_on_is_a_failed_turn_not_busy(fleet: RunFolder) ->
         assert orch("send", "cx", str(n), f"Go.\n\n```orch-script\n{script}\n```").exit_code == 0
 
     def failed() -> list[tuple[WorkerState, str | None]] | None:
-        rows = [(w.state, w.detail) for w in watch.status(fleet).workers]
+        rows = [(w.state, w.detail) for w in control.status(fleet).workers]
         return rows if all(state is not WorkerState.BUSY for state, _ in rows) else None
 
     rows = wait_until(lambda: failed() if len(fleet.hook_events(2)) > 2 else None, 90, "both failed turns")

@@ -21,7 +21,7 @@ def _complete(error: object) -> str:
 @pytest.mark.parametrize(
     ("info", "name"),
     [
-        ({"response_too_many_failed_attempts": {"http_status_code": 429}}, "rate_limit"),  # seen from 0.171.0
+        ({"response_too_many_failed_attempts": {"http_status_code": 429}}, "rate_limit"),  # seen from the pinned Codex
         ({"http_connection_failed": {"http_status_code": 401}}, "authentication_failed"),
         ({"http_connection_failed": {"http_status_code": 529}}, "overloaded"),
         ({"http_connection_failed": {"http_status_code": 500}}, "server_error"),

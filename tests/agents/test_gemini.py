@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from orch.fleet import launch, watch
+from orch.fleet import control, launch
 from orch.gateway.cassette import read_exchanges
 from orch.gateway.records import Exchange
 from orch.gateway.replay import Replayer
@@ -71,7 +71,7 @@ def _brief(run: RunFolder, n: int) -> str:
 
 
 def test_workers_boot_with_no_dialog(fleet: RunFolder) -> None:
-    view = watch.status(fleet)
+    view = control.status(fleet)
     assert [w.state for w in view.workers] == [WorkerState.IDLE] * N
     events = [json.loads(line)["event"] for line in fleet.events.read_text().splitlines()]
     assert Event.DIALOG_ANSWERED not in events, "a first-run dialog appeared"
@@ -98,7 +98,7 @@ def test_thirty_line_message_is_one_submission(fleet: RunFolder, model: Scripted
     assert orch("send", "gm", "2", "--file", "-", input=text).exit_code == 0
     (got,) = prompts(fleet, 2)  # exactly one submission, every line in order
     assert [line for line in got.splitlines() if line[:2].isdigit()] == text.splitlines()
-    wait_until(lambda: watch.status(fleet).workers[1].state is WorkerState.IDLE, 30, "the turn to end")
+    wait_until(lambda: control.status(fleet).workers[1].state is WorkerState.IDLE, 30, "the turn to end")
     typed = [r.prompt for r in model.requests if r.prompt and r.prompt.startswith("01:")]
     assert typed and all(p == text for p in typed), typed  # the model got it whole, through the gateway
 
@@ -113,7 +113,7 @@ def test_briefed_workers_post_write_and_finish(fleet: RunFolder, model: Scripted
     requests = "\n".join(f"{r.path} stream={r.stream} step={r.step}" for r in model.requests)
     assert waited.exit_code == 0, f"{waited.output}{diagnose(fleet)}\n--- model requests\n{requests}"
     # The done flag comes before the turn ends: wait for the last hooks too.
-    wait_until(lambda: all(w.state is WorkerState.IDLE for w in watch.status(fleet).workers), 30, "the turns to end")
+    wait_until(lambda: all(w.state is WorkerState.IDLE for w in control.status(fleet).workers), 30, "the turns to end")
     bus_text = fleet.bus.read_text()
     for n in range(1, N + 1):
         assert f"[W{n}] worker {n} checked in" in bus_text
@@ -121,7 +121,7 @@ def test_briefed_workers_post_write_and_finish(fleet: RunFolder, model: Scripted
         assert len(prompts(fleet, n)) == 1  # the pointer arrived once
         tools = [e.tool_name for e in fleet.hook_events(n) if e.hook_event_name == "PostToolUse"]
         assert tools == BRIEF_TOOLS
-    view = watch.status(fleet)
+    view = control.status(fleet)
     assert all(w.done and w.result for w in view.workers)
     # Every request reached the model through the gateway, with the user's key and not a worker token.
     assert {r.key_digest for r in model.requests} == {key_digest(KEY)}
@@ -167,7 +167,7 @@ def _moved(request: dict[str, object], folders: dict[str, str]) -> dict[str, obj
 
 def test_killed_agent_shows_as_crashed_and_restarts_resumed(fleet: RunFolder, model: ScriptedModelServer) -> None:
     assert orch("send", "gm", "1", "remember this conversation").exit_code == 0
-    wait_until(lambda: watch.status(fleet).workers[0].state is WorkerState.IDLE, 30, "the turn to finish")
+    wait_until(lambda: control.status(fleet).workers[0].state is WorkerState.IDLE, 30, "the turn to finish")
     session = fleet.hook_events(1)[0].session_id
     assert session is not None
     server = launch.server_for(fleet.info())
@@ -176,7 +176,7 @@ def test_killed_agent_shows_as_crashed_and_restarts_resumed(fleet: RunFolder, mo
     os.kill(pid, signal.SIGKILL)
     row = wait_until(
         lambda: next(
-            (w for w in watch.status(fleet).workers if w.worker == 1 and w.state is WorkerState.CRASHED), None
+            (w for w in control.status(fleet).workers if w.worker == 1 and w.state is WorkerState.CRASHED), None
         ),
         15,
         "worker 1 to show as crashed",
@@ -191,12 +191,12 @@ def test_killed_agent_shows_as_crashed_and_restarts_resumed(fleet: RunFolder, mo
     assert starts[0].session_id == session and starts[0].model_extra
     assert starts[0].model_extra.get("source") == "resume"
     wait_until(lambda: prompts(fleet, 1)[-1:] == ["are you back"], 30, "the prompt of the new life")
-    wait_until(lambda: watch.status(fleet).workers[0].state is WorkerState.IDLE, 30, "the resumed turn to end")
-    # The model has the earlier conversation again. (Gemini CLI 0.61.0 answers the command-line prompt of a
+    wait_until(lambda: control.status(fleet).workers[0].state is WorkerState.IDLE, 30, "the resumed turn to end")
+    # The model has the earlier conversation again. (The pinned Gemini CLI answers the command-line prompt of a
     # resumed session before it has loaded the old history, which then replaces that turn: from the next
     # prompt on, the model sees the resumed conversation. docs/agents/gemini.md)
     assert orch("send", "gm", "1", "third prompt").exit_code == 0
-    wait_until(lambda: watch.status(fleet).workers[0].state is WorkerState.IDLE, 30, "the third turn to end")
+    wait_until(lambda: control.status(fleet).workers[0].state is WorkerState.IDLE, 30, "the third turn to end")
     asked = [
         json.dumps(x.request)
         for x in read_exchanges(fleet.exchanges(1))
@@ -230,7 +230,7 @@ def test_permission_request_is_answered_by_the_policy(
     assert orch("brief", run.name, "1", brief).exit_code == 0
 
     def current() -> WorkerState:
-        return watch.status(run).workers[0].state
+        return control.status(run).workers[0].state
 
     def turn_over() -> bool:
         return any(e.hook_event_name == "Stop" for e in run.hook_events(1))

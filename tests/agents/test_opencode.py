@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from orch.agents.opencode import CACHE_BIN, CONFIG_DEPS, has_session
-from orch.fleet import launch, watch
+from orch.fleet import control, launch
 from orch.run.events import Event
 from orch.run.folder import RunFolder, atomic_write
 from orch.run.records import PermissionAnswer, WorkerState
@@ -68,7 +68,7 @@ def _brief(run: RunFolder, n: int) -> str:
 
 def test_boots_with_no_dialog_takes_one_submission_and_finishes_a_brief(tmp_path: Path) -> None:
     run = up("oc", tmp_path, 2)
-    assert [w.state for w in watch.status(run).workers] == [WorkerState.IDLE] * 2
+    assert [w.state for w in control.status(run).workers] == [WorkerState.IDLE] * 2
     events = [json.loads(line)["event"] for line in run.events.read_text().splitlines()]
     assert Event.DIALOG_ANSWERED not in events
     assert not (tmp_path / "oc-probe").exists()  # the workdir's plugin never ran
@@ -107,7 +107,7 @@ def test_boots_with_no_dialog_takes_one_submission_and_finishes_a_brief(tmp_path
 def test_killed_agent_shows_as_crashed_and_restarts_resumed(tmp_path: Path) -> None:
     run = up("ock", tmp_path)
     assert orch("send", "ock", "1", "remember this conversation").exit_code == 0
-    wait_until(lambda: watch.status(run).workers[0].state is WorkerState.IDLE, 60, "the turn to finish")
+    wait_until(lambda: control.status(run).workers[0].state is WorkerState.IDLE, 60, "the turn to finish")
     session = launch.last_session(run, 1)
     assert session is not None and session.startswith("ses_")
     wait_until(lambda: has_session(run.config_dir(1) / "data", session), 30, "the session in opencode's database")
@@ -115,7 +115,7 @@ def test_killed_agent_shows_as_crashed_and_restarts_resumed(tmp_path: Path) -> N
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
     row = wait_until(
-        lambda: next((w for w in watch.status(run).workers if w.state is WorkerState.CRASHED), None),
+        lambda: next((w for w in control.status(run).workers if w.state is WorkerState.CRASHED), None),
         15,
         "worker 1 to show as crashed",
     )
@@ -148,7 +148,7 @@ def test_permission_request_waits_or_is_answered_by_the_policy(tmp_path: Path) -
     assert orch("brief", "ocp", "1", brief).exit_code == 0
 
     def state(n: int) -> WorkerState:
-        return watch.status(run).workers[n - 1].state
+        return control.status(run).workers[n - 1].state
 
     wait_until(
         lambda: state(1) is WorkerState.WAITING_FOR_PERMISSION, 90, "the permission request", watch=run.state_dir
@@ -185,7 +185,7 @@ def test_a_rate_limit_is_retried_by_opencode_and_shown(tmp_path: Path) -> None:
         lambda: next((e for e in run.hook_events(1) if e.hook_event_name == "ApiRetry"), None), 90, "opencode's retry"
     )
     assert "rate limit" in str(retry.reason).lower()
-    row = watch.status(run).workers[0]
+    row = control.status(run).workers[0]
     assert row.state is WorkerState.BUSY
     assert '"rate-limited"' in run.model_log.read_text()
 

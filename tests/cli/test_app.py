@@ -16,7 +16,8 @@ pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
 
 # What `orch --help` lists, in its order (the README documents these); `serve-run` is hidden.
 COMMANDS = [
-    *("up", "spawn", "send", "brief", "restart", "read", "status", "ls", "attach", "kill", "wait"),  # orch.cli.fleet
+    *("up", "spawn", "send", "brief", "restart"),  # orch.cli.fleet
+    *("read", "status", "ls", "attach", "kill", "wait"),  # orch.cli.runs
     "watch",  # orch.cli.watch
     *("doctor", "model-server"),  # orch.cli.tools
     *("run", "demo", "report", "apply"),  # orch.cli.lead

@@ -30,7 +30,7 @@ PROBE = (
     "finally:\n"
     "    open(os.environ['ORCH_TEST_MODULES'], 'w').write('\\n'.join(sys.modules))\n"
 )
-HEAVY = ("typer", "libtmux", "docker", "orch.fleet", "orch.fleet.tmux")
+HEAVY = ("typer", "jinja2", "docker", "orch.fleet", "orch.fleet.tmux")
 
 
 @pytest.fixture(autouse=True)

@@ -12,9 +12,9 @@ from pathlib import Path
 import docker
 import pytest
 
-from orch.cli.fleet import status_lines
+from orch.cli.runs import status_lines
 from orch.container.serverun import READY_LINE
-from orch.fleet import watch
+from orch.fleet import control
 from orch.fleet.tmux import TmuxServer
 from orch.gateway.records import UsageSnapshot, WorkerUsage
 from orch.run.folder import RunFolder
@@ -79,7 +79,7 @@ def test_status_reads_cost_and_rate_limits_from_the_gateway() -> None:
         workers={1: WorkerUsage(cost_usd=0.25, rate_limited_until=until), 2: WorkerUsage(rate_limited_until=1.0)},
     )
     run.model_usage.write_text(usage.model_dump_json())
-    view = watch.status_view(run, run.info(), panes=None, why_down="stopped")
+    view = control.status_view(run, run.info(), panes=None, why_down="stopped")
     assert [(w.cost_usd, w.rate_limited_until) for w in view.workers] == [(0.25, until), (0.0, 1.0)]
     _, header, first, second = status_lines(view)
     hhmmss = time.strftime("%H:%M:%S", time.localtime(until))

@@ -283,12 +283,12 @@ def test_permission_request_is_answered_by_the_policy(
     kind: str, image: str, engine: docker.DockerClient, names: list[str], tmp_path: Path
 ) -> None:
     """The run's policy (`orch run`'s `permissions`) denies a call that asks, with no dialog left on screen;
-    in `orch up`'s default shared isolation. Codex in a container runs with full access (its bubblewrap
-    sandbox cannot start there) and aider never asks (--yes-always): for them nothing may reach a dialog,
-    and the brief still finishes."""
+    under shared isolation, asked for (the default is strict). Codex in a container runs with full access
+    (its bubblewrap sandbox cannot start there) and aider never asks (--yes-always): for them nothing may
+    reach a dialog, and the brief still finishes."""
     name = unique(f"pm{kind[:2]}")
     names.append(name)
-    run = _up(kind, name, _container_workdir(tmp_path / "w"), 1)
+    run = _up(kind, name, _container_workdir(tmp_path / "w"), 1, "--isolation", "shared")
     assert isinstance(run.info(), DockerRunInfo) and run.info().isolation is Isolation.SHARED
     atomic_write(
         run.permission_policy, PermissionAnswer(answer="deny", message="orch policy: no fetching").model_dump_json()

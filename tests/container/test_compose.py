@@ -183,12 +183,18 @@ def test_compose_runs_a_fleet_and_resumes_it(project: Project) -> None:
     assert "all good" in sh(again, f"cat {inside}/outbox/agent-2/result.md")
 
 
-def test_compose_lead_runs_a_spec_to_its_exit_code(project: Project, tmp_path: Path) -> None:
-    """`docker compose run --rm lead`, as in CI: the spec in the workspace, run to the end inside the container,
-    the report in the runs folder on the host, and orch run's exit code as the container's."""
-    workspace, runs = tmp_path / "ws", tmp_path / "runs"
-    shutil.copytree(SAMPLE, workspace)
-    runs.mkdir()
+# The finder's first step, as worker 1 under strict isolation: what it can reach, noted in its own outbox.
+PROBE = (
+    "p={{run_dir}}/outbox/agent-{{worker}}/probe.txt; id -u > $p; "
+    "cat /run/secrets/orch-credentials >> $p 2>/dev/null || echo secret-denied >> $p; "
+    "echo forged > {{run_dir}}/outbox/agent-2/result.md 2>/dev/null || echo other-outbox-denied >> $p; "
+    "ls {{run_dir}}/sessions/agent-2 >/dev/null 2>&1 || echo other-sessions-denied >> $p; "
+    "echo planted >> {{workdir}}/pages.py 2>/dev/null || echo tree-denied >> $p; "
+    "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c CANARY >> $p; true"
+)
+
+
+def _lead_spec(workspace: Path) -> None:
     finding = {
         "id": "F1",
         "claim": "paginate(items, 1, size) skips the first page",
@@ -206,7 +212,9 @@ def test_compose_lead_runs_a_spec_to_its_exit_code(project: Project, tmp_path: P
             {
                 "id": "pages",
                 "goal": "Determine whether paginate returns the right page.",
+                "worker": 1,
                 "offline_script": [
+                    {"bash": PROBE},
                     {"write": "{{findings_file}}", "content": findings},
                     {"write": "{{result_file}}", "content": "one finding\n"},
                     {"bash": "touch {{done_file}}"},
@@ -216,30 +224,69 @@ def test_compose_lead_runs_a_spec_to_its_exit_code(project: Project, tmp_path: P
         ],
     }
     (workspace / "fleet.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+
+
+def test_compose_lead_runs_a_spec_to_its_exit_code(project: Project, tmp_path: Path) -> None:
+    """`docker compose run --rm lead`, as in CI: the spec in the workspace, run to the end inside the container
+    under strict isolation (each worker its own uid: the finder, probing, cannot read the secret, another's
+    files or any process's credential, nor write the tree), the report in the runs folder on the host, and
+    orch run's exit code as the container's. A bad spec changes nothing and makes nothing, even with the
+    init's gateway to start and an earlier run of that name; a re-run starts clean (a new `model/`)."""
+    workspace, runs = tmp_path / "ws", tmp_path / "runs"
+    shutil.copytree(SAMPLE, workspace)
+    runs.mkdir()
+    _lead_spec(workspace)
     for path in (runs, workspace, *workspace.rglob("*")):
         os.chown(path, UID, UID)
     secret = tmp_path / "credentials.env"  # the init's gateway takes it (here the scripted model: offline)
     secret.write_text(f"ANTHROPIC_API_KEY={CANARY}\n")
     secret.chmod(0o600)
     env = {**os.environ, "ORCH_RUN": "ci", "ORCH_WORKSPACE": str(workspace), "ORCH_RUNS": str(runs)}
-    env |= {"ORCH_EGRESS": "none", "ORCH_UID": str(UID)}
+    env |= {"ORCH_EGRESS": "none", "ORCH_UID": str(UID), "ORCH_OFFLINE": "1", "ORCH_CREDENTIALS": str(secret)}
     cmd = [*project.cli, "-f", str(COMPOSE_FILE), "-p", project.name, "run", "--rm", "lead"]
-    live = {"ORCH_OFFLINE": "1", "ORCH_CREDENTIALS": str(secret)}
-    done = subprocess.run(cmd, env=env | live, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert f"as uid {GATEWAY_UID}" in done.stdout + done.stderr  # the init's gateway, not the controller's
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert f"as uid {GATEWAY_UID}" in out and "isolation strict" in out  # the init's gateway; strict
     assert subprocess.run(["grep", "-rqF", CANARY, str(runs)]).returncode == 1  # nowhere in the run folder
     assert "pages-F1" in done.stdout and "CONFIRMED" in done.stdout
-    report = json.loads((runs / "ci" / "report.json").read_text())
+    ci = runs / "ci"
+    report = json.loads((ci / "report.json").read_text())
     assert report["status"] == "passed" and [f["status"] for f in report["findings"]] == ["CONFIRMED"]
-    assert (runs / "ci" / "logs" / "agent-2.log").stat().st_size > 0  # the verifier's transcript, on the host
+    assert (ci / "logs" / "agent-2.log").stat().st_size > 0  # the verifier's transcript, on the host
+    info = json.loads((ci / "run.json").read_text())
+    assert info["isolation"] == "strict" and info["credential"] == "none"  # the init's gateway: scripted
+    assert [(ci / "outbox" / f"agent-{n}").stat().st_uid for n in (1, 2)] == [worker_uid(1), worker_uid(2)]
+    probe = (ci / "outbox" / "agent-1" / "probe.txt").read_text().split()
+    assert probe[0] == str(worker_uid(1)), probe
+    assert {"secret-denied", "other-outbox-denied", "other-sessions-denied", "tree-denied"} <= set(probe), probe
+    assert probe[-1] == "0", probe  # no process it can read holds the credential
+    assert (ci / "model").stat().st_uid == GATEWAY_UID
+    (ci / "model" / "earlier.txt").write_text("from the first run\n")
 
-    # A broken spec: exit 2 and the problem with its location, nothing run.
+    # A broken spec: exit 2 and the problem with its location; nothing made (the gateway not started), the
+    # earlier run of the name as it was.
+    good = (workspace / "fleet.yaml").read_text()
     (workspace / "fleet.yaml").write_text("workdir: .\ntasks:\n  - rol: finder\n")
-    done = subprocess.run(cmd, env={**env, "ORCH_RUN": "bad"}, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert "tasks[0].rol: unknown key" in done.stdout + done.stderr
+    for name in ("bad", "ci"):
+        bad = subprocess.run(cmd, env={**env, "ORCH_RUN": name}, capture_output=True, text=True, timeout=300)
+        assert bad.returncode == 2, bad.stdout + bad.stderr
+        assert "tasks[0].rol: unknown key" in bad.stdout + bad.stderr
+        assert "model gateway" not in bad.stdout + bad.stderr
     assert not (runs / "bad").exists()
+    assert (ci / "report.json").is_file() and (ci / "model" / "earlier.txt").is_file()
+
+    # Nothing to resume under that name: one line, exit 2.
+    none = subprocess.run([*cmd, "--resume"], env={**env, "ORCH_RUN": "none"}, capture_output=True, text=True)
+    assert none.returncode == 2 and "no run 'none' to resume" in none.stdout + none.stderr
+    assert not (runs / "none").exists()
+
+    # The same spec again under the same name: a clean start, nothing of the earlier run's model/ kept.
+    (workspace / "fleet.yaml").write_text(good)
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert not (ci / "model" / "earlier.txt").exists()
+    assert json.loads((ci / "report.json").read_text())["status"] == "passed"
 
 
 def test_compose_credential_reaches_only_the_gateway(project: Project, tmp_path: Path) -> None:
@@ -262,6 +309,7 @@ def test_compose_credential_reaches_only_the_gateway(project: Project, tmp_path:
     fleet = project.run(name, **env)
     logs = fleet.logs().decode(errors="replace")
     assert f"as uid {GATEWAY_UID}" in logs and "warning" not in logs, logs
+    assert json.loads(sh(fleet, "cat /orch/runs/canary/run.json"))["credential"] == "x-api-key"  # the init's
     assert CANARY not in json.dumps(fleet.attrs["Config"])  # docker inspect: Env, Cmd, Labels
     # Every process's environment, read on this (the engine's) machine: root in the container cannot
     # (no CAP_SYS_PTRACE), nor can the run's uids read each other's under strict isolation.
@@ -275,3 +323,28 @@ def test_compose_credential_reaches_only_the_gateway(project: Project, tmp_path:
     assert isinstance(out, bytes)
     assert code == 1, out.decode(errors="replace")  # grep: nothing found
     fleet.stop(timeout=20)
+
+
+def test_compose_lead_killed_mid_run_resumes(project: Project, tmp_path: Path) -> None:
+    """A `lead` container killed while its finder works loses nothing: `lead --resume` relaunches the fleet
+    on the run folder (strict again) and the controller finishes the run with its exit code."""
+    workspace, runs = tmp_path / "ws", tmp_path / "runs"
+    shutil.copytree(SAMPLE, workspace)
+    runs.mkdir()
+    _lead_spec(workspace)
+    for path in (runs, workspace, *workspace.rglob("*")):
+        os.chown(path, UID, UID)
+    env = {**os.environ, "ORCH_RUN": "k", "ORCH_WORKSPACE": str(workspace), "ORCH_RUNS": str(runs)}
+    env |= {"ORCH_EGRESS": "none", "ORCH_UID": str(UID), "ORCH_OFFLINE": "1"}
+    base = [*project.cli, "-f", str(COMPOSE_FILE), "-p", project.name, "run"]
+    name = f"{project.name}-k"
+    started = subprocess.run([*base, "-d", "--name", name, "lead"], env=env, capture_output=True, text=True)
+    assert started.returncode == 0, started.stderr
+    probe = runs / "k" / "outbox" / "agent-1" / "probe.txt"
+    wait_until(probe.exists, 300, "the finder to start its job")
+    project.engine.containers.get(name).kill()
+    done = subprocess.run([*base, "--rm", "lead", "--resume"], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((runs / "k" / "report.json").read_text())
+    assert report["status"] == "passed" and [f["status"] for f in report["findings"]] == ["CONFIRMED"]
+    assert json.loads((runs / "k" / "run.json").read_text())["isolation"] == "strict"

@@ -20,7 +20,7 @@ import docker.errors
 import pytest
 
 from orch import settings
-from orch.container import egress
+from orch.container import egress, egresscheck
 from orch.container.layout import LABEL_MANAGED
 from orch.container.sandbox import DockerSandbox
 from orch.run.events import Event
@@ -130,7 +130,7 @@ def test_egress_modes(
     name = new_name(names, "eg")
     allow = net.allowed if allow_by == "name" else net.other_ip
     result = orch(
-        "up", name, "--agent", "scripted", "--workdir", workdir, "--network", net.network,
+        "up", name, "--isolation", "shared", "--agent", "scripted", "--workdir", workdir, "--network", net.network,
         "--egress", mode, "--allow", allow,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -158,7 +158,7 @@ def test_claude_through_the_gateway(
     """Not offline: the real path. Under the allowlist and under `none` alike, the model API is open to the
     gateway's uid alone (the workers are refused there), and the worker's turns go through the gateway."""
     name = new_name(names, "eg")
-    result = orch("up", name, "--workdir", workdir, "--network", net.network, "--egress", mode)
+    result = orch("up", name, "--isolation", "shared", "--workdir", workdir, "--network", net.network, "--egress", mode)
     assert result.exit_code == 0, result.output
     run = RunFolder.for_name(name)
     info = run.info()
@@ -240,14 +240,14 @@ def test_a_dns_lookup_carries_nothing_out(
         )
         name = new_name(names, "eg")
         result = orch(
-            "up", name, "--agent", "scripted", "--workdir", workdir, "--network", net.network,
+            "up", name, "--isolation", "shared", "--agent", "scripted", "--workdir", workdir, "--network", net.network,
             "--allow", net.allowed, "--allow", resolver_ip,
         )  # fmt: skip
         assert result.exit_code == 0, result.output
         run = RunFolder.for_name(name)
         (report,) = [e["data"] for e in events(run) if e["event"] == Event.EGRESS]
         assert isinstance(report, dict) and set(report["dns"]) == {net.allowed, net.model}, report  # + the gateway's
-        assert str(report["dns_selftest"]).startswith(f"refused {egress.DNS_PROBE}"), report
+        assert str(report["dns_selftest"]).startswith(f"refused {egresscheck.DNS_PROBE}"), report
         before = resolver.logs()
         code, out = DockerSandbox().run_as_user(run.info(), ["python3", "-c", EXFIL, "6f72636873656372", resolver_ip])
         assert code == 0, out

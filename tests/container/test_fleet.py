@@ -38,7 +38,9 @@ pytestmark = [pytest.mark.docker, pytest.mark.claude, pytest.mark.timeout(BUILD_
 
 
 def _up(name: str, workdir: Path, *extra: str) -> RunFolder:
-    result = orch("up", name, "-n", "2", "--workdir", workdir, "--offline", "--egress", "none", *extra)
+    result = orch(
+        "up", name, "--isolation", "shared", "-n", "2", "--workdir", workdir, "--offline", "--egress", "none", *extra
+    )
     assert result.exit_code == 0, result.output
     return RunFolder.for_name(name)
 
@@ -165,7 +167,7 @@ def test_killed_from_outside_loses_nothing_and_resumes(
 
 def test_copy_leaves_the_original_untouched(image: str, names: list[str], workdir: Path, tmp_path: Path) -> None:
     name = new_name(names)
-    result = orch("up", name, "--workdir", workdir, "--offline", "--egress", "none", "--copy")
+    result = orch("up", name, "--isolation", "shared", "--workdir", workdir, "--offline", "--egress", "none", "--copy")
     assert result.exit_code == 0, result.output
     run = RunFolder.for_name(name)
     info = run.info()
@@ -186,7 +188,7 @@ def test_reap_removes_leftovers_of_dead_runs(
     image: str, names: list[str], workdir: Path, engine: docker.DockerClient
 ) -> None:
     name = new_name(names)
-    result = orch("up", name, "--workdir", workdir, "--agent", "scripted", "--egress", "none")
+    result = orch("up", name, "--isolation", "shared", "--workdir", workdir, "--agent", "scripted", "--egress", "none")
     assert result.exit_code == 0, result.output
     run = RunFolder.for_name(name)
     info = run.info()
@@ -203,7 +205,12 @@ def test_attach_execs_docker_exec_into_the_container(
     image: str, names: list[str], workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     name = new_name(names)
-    assert orch("up", name, "--workdir", workdir, "--agent", "scripted", "--egress", "none").exit_code == 0
+    assert (
+        orch(
+            "up", name, "--isolation", "shared", "--workdir", workdir, "--agent", "scripted", "--egress", "none"
+        ).exit_code
+        == 0
+    )
     calls: list[list[str]] = []
 
     def fake_exec(path: str, argv: list[str]) -> None:
@@ -230,7 +237,7 @@ def test_credentials_file_is_mounted_read_only_and_never_copied_out(
     for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
     name = new_name(names)
-    result = orch("up", name, "--workdir", workdir, "--agent", "scripted", "--egress", "none")
+    result = orch("up", name, "--isolation", "shared", "--workdir", workdir, "--agent", "scripted", "--egress", "none")
     assert result.exit_code == 0, result.output
     run = RunFolder.for_name(name)
     info = run.info()
@@ -263,7 +270,7 @@ def test_root_invoking_runs_as_the_workdirs_owner(image: str, names: list[str], 
     workdir.mkdir()
     os.chown(workdir, 1234, 1234)
     name = new_name(names)
-    result = orch("up", name, "--workdir", workdir, "--offline", "--egress", "none")
+    result = orch("up", name, "--isolation", "shared", "--workdir", workdir, "--offline", "--egress", "none")
     assert result.exit_code == 0, result.output
     run = RunFolder.for_name(name)
     info = run.info()

@@ -118,7 +118,7 @@ def test_credential_reaches_only_the_gateway(
     upstream: ScriptedModelServer, secret: str, image: str, names: list[str], workdir: Path, engine: docker.DockerClient
 ) -> None:
     name = new_name(names, "gw")
-    result = orch("up", name, "--agent", "scripted", "--workdir", workdir)
+    result = orch("up", name, "--isolation", "shared", "--agent", "scripted", "--workdir", workdir)
     assert result.exit_code == 0, result.output
     run = RunFolder.for_name(name)
     info = run.info()
@@ -180,7 +180,7 @@ def test_gateway_uid_must_differ_from_the_run_uid(
 ) -> None:
     name = new_name(names, "gwuid")
     monkeypatch.setenv(settings.GATEWAY_UID.name, str(RUN_UID))
-    result = orch("up", name, "--agent", "scripted", "--workdir", workdir, "--offline")
+    result = orch("up", name, "--isolation", "shared", "--agent", "scripted", "--workdir", workdir, "--offline")
     assert result.exit_code == 2 and "uid of its own" in result.output, result.output
     assert not RunFolder.for_name(name).root.exists()
     assert not engine.containers.list(all=True, filters={"name": f"orch-{name}"})
@@ -252,7 +252,7 @@ def test_a_live_fleet_across_two_model_apis_keeps_each_key_for_its_own_api(
         for var in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"):
             monkeypatch.delenv(var, raising=False)
         name = new_name(names, "gw2")
-        result = orch("up", name, "--agents", "claude:1,codex:1", "--workdir", workdir)
+        result = orch("up", name, "--isolation", "shared", "--agents", "claude:1,codex:1", "--workdir", workdir)
         assert result.exit_code == 0, result.output
         run = RunFolder.for_name(name)
         info = run.info()

@@ -72,11 +72,11 @@ def test_remote_engine_run_pull_and_kill(
 ) -> None:  # fmt: skip
     name = new_name(names, "rm")
     # Without --copy, a local path cannot be mounted there: refused, nothing created.
-    result = orch("up", name, "--workdir", workdir, "--offline", "--egress", "none")
+    result = orch("up", name, "--isolation", "shared", "--workdir", workdir, "--offline", "--egress", "none")
     assert result.exit_code == 2 and "is remote" in result.output and "--copy" in result.output
     nothing_left(engine, name)
 
-    result = orch("up", name, "--workdir", workdir, "--offline", "--egress", "none", "--copy")
+    result = orch("up", name, "--isolation", "shared", "--workdir", workdir, "--offline", "--egress", "none", "--copy")
     assert result.exit_code == 0, result.output
     run = RunFolder.for_name(name)
     info = run.info()

@@ -193,7 +193,7 @@ CANARY = "sk-ant-api03-CANARY-compose-0123456789abcdef"
 def test_compose_boot_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """compose.yaml (no boot line): the init's gateway gets an upstream for each credential set, the scripted
     model when offline, nothing to hold without either; a bad run name is refused."""
-    from orch.container.init import InitError, env_boot
+    from orch.container.initboot import InitError, env_boot
 
     monkeypatch.delenv(settings.RUN.name, raising=False)
     assert env_boot({"ANTHROPIC_API_KEY": CANARY}) is None  # not compose: no ORCH_RUN
@@ -213,12 +213,12 @@ def test_compose_boot_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_compose_init_clears_every_credential_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    from orch.container.init import _clear_credentials
+    from orch.container.initboot import clear_credentials
 
     names = ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY")
     for name in names:
         monkeypatch.setenv(name, CANARY)
-    _clear_credentials()
+    clear_credentials()
     assert not [name for name in names if name in os.environ]
 
 
@@ -248,7 +248,7 @@ def test_a_run_folder_is_created_over_the_gateways_files_only(tmp_path: Path) ->
 def test_compose_secret_file_is_read_only_when_the_run_cannot_read_it(tmp_path: Path) -> None:
     """ORCH_CREDENTIALS: `VAR=value` lines of credential variables; refused when the run's uid could read
     it or a line is not one, the error never echoing a value; /dev/null (compose's default) or none: nothing."""
-    from orch.container.init import InitError, read_secrets
+    from orch.container.initboot import InitError, read_secrets
 
     secret = tmp_path / "orch.env"
     secret.write_text(f"# mine\n\nexport ANTHROPIC_API_KEY='{CANARY}'\nANTHROPIC_BASE_URL=https://x.example\n")
@@ -267,3 +267,24 @@ def test_compose_secret_file_is_read_only_when_the_run_cannot_read_it(tmp_path: 
         read_secrets(secret, other)
     assert CANARY not in str(bad.value) + str(owned.value)
     assert read_secrets(Path("/dev/null"), other) == {} and read_secrets(tmp_path / "none", other) == {}
+
+
+def test_compose_lead_takes_the_spec_or_resume(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """compose's `lead`: `init --lead SPEC` starts the spec afresh, `--lead --resume` continues the run;
+    anything else is one line and exit 2, before anything is done."""
+    from orch.container import compose, init
+    from orch.container.initboot import InitError
+
+    assert compose.parse_lead(["/workspace/fleet.yaml"], "ci") == compose.Lead("ci", "/workspace/fleet.yaml")
+    resume = compose.parse_lead(["--resume"], "ci")
+    assert resume.spec is None
+    assert compose.lead_command(resume)[-4:] == ["serve-run", "ci", "--drive", "--resume"]
+    with pytest.raises(InitError, match="needs ORCH_RUN"):
+        compose.parse_lead(["x.yaml"], None)
+    for var, value in (("ORCH_RUN", "ci"), ("ORCH_UID", "1000"), ("ORCH_GID", "1000")):
+        monkeypatch.setenv(var, value)
+    for argv in (["--lead"], ["--lead", "a.yaml", "b.yaml"], ["--lead", ""]):
+        assert init.main(argv) == 2
+        assert "--lead takes one argument" in capsys.readouterr().err

@@ -160,13 +160,21 @@ def test_the_writable_set_is_one_list_with_the_worktree_when_there_is_one(tmp_pa
     assert relay.bus_socket(run, 2) != relay.bus_socket(run, 1)
 
 
-def test_local_runs_default_to_strict_but_aider_and_containers() -> None:
+def test_up_defaults_to_strict_here_and_in_a_container_but_aider(monkeypatch: pytest.MonkeyPatch) -> None:
+    from orch.fleet import bwrap
     from orch.fleet.bwrap import default_isolation
 
     assert default_isolation(True, ["claude", "codex"]) == (Isolation.STRICT, None)
     isolation, note = default_isolation(True, ["claude", "aider"])
     assert isolation is Isolation.SHARED and note is not None and "aider cannot run strict" in note
-    assert default_isolation(False, ["claude"]) == (Isolation.SHARED, None)  # a container: as it was
+    assert default_isolation(False, ["claude"]) == (Isolation.STRICT, None)  # a container run: strict too
+    isolation, note = default_isolation(False, ["aider"])
+    assert isolation is Isolation.SHARED and note and "in its container" in note
+    # `orch up` run inside a container that cannot start processes as other uids: shared, and it says why.
+    monkeypatch.setenv("ORCH_IN_CONTAINER", "1")
+    monkeypatch.setattr(bwrap, "can_switch_uids", lambda: False)
+    isolation, note = default_isolation(True, ["claude"])
+    assert isolation is Isolation.SHARED and note and "no CAP_SETUID" in note
 
 
 def test_orch_home_inside_the_workdir_still_hides_the_gateways_state(

@@ -9,7 +9,7 @@ import pytest
 from orch.cli.fleet import parse_agents
 from orch.contracts import UpRequest
 from orch.errors import NotFoundError, UsageError
-from orch.fleet import gateway, launch
+from orch.fleet import launch, rungateway
 from orch.run.folder import RunFolder
 from tests.helpers import orch
 
@@ -87,4 +87,4 @@ def test_a_live_fleet_across_model_apis_without_one_credential_is_refused_up_fro
     # Offline, the same fleet needs no credential at all (checked as far as the plan, which touches nothing).
     request = UpRequest("mx", 2, "claude", tmp_path, worker_agents={2: "codex"}, offline=True)
     _, info = launch.plan(request)
-    assert [u.kind for u in gateway.upstreams(info).upstreams] == ["scripted"]
+    assert [u.kind for u in rungateway.upstreams(info).upstreams] == ["scripted"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from orch.fleet import launch, watch
+from orch.fleet import control, launch
 from orch.run.folder import RunFolder
 from orch.run.records import RunStatus, WorkerState
 from orch.waits import wait_until
@@ -21,10 +21,10 @@ def test_local_resume_relaunches_on_the_same_folder(tmp_path: Path) -> None:
     result = orch("up", "lr", "--resume")
     assert result.exit_code == 2 and "still running" in result.output
     launch.server_for(run.info()).kill()  # the tmux server dies under the run
-    assert not watch.status(run).alive
+    assert not control.status(run).alive
     result = orch("up", "lr", "--resume")
     assert result.exit_code == 0, result.output
-    view = watch.status(run)
+    view = control.status(run)
     assert view.alive and [w.state for w in view.workers] == [WorkerState.IDLE] * 2
     assert run.info().status is RunStatus.RUNNING and "before the crash" in run.bus.read_text()
     starts = [e for e in run.hook_events(1) if e.hook_event_name == "SessionStart"]
@@ -75,5 +75,5 @@ def test_resume_waits_for_the_dead_fleets_agents(tmp_path: Path) -> None:
     assert orch("up", "ll", "--resume").exit_code == 0
     ended = lambda: any(e.hook_event_name == "SessionEnd" for e in run.hook_events(1))  # noqa: E731
     wait_until(ended, 20, "the first life's late SessionEnd")
-    assert [w.state for w in watch.status(run).workers] == [WorkerState.IDLE]
+    assert [w.state for w in control.status(run).workers] == [WorkerState.IDLE]
     assert orch("kill", "ll").exit_code == 0

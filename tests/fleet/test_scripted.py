@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from orch.fleet import launch, watch
-from orch.run import protocol
+from orch.fleet import control, launch
+from orch.run import workerprotocol
 from orch.run.folder import RunFolder
 from orch.run.records import WorkerState
 from orch.waits import wait_until
@@ -36,7 +36,7 @@ def test_up_creates_folder_private_server_and_idle_workers(run3: RunFolder) -> N
     assert info.workers == 3 and info.status.value == "running"
     for sub in ("bus.md", "state", "logs", "findings", "verdicts", "events.jsonl"):
         assert (run3.root / sub).exists(), sub
-    view = watch.status(run3)
+    view = control.status(run3)
     assert [w.state for w in view.workers] == [WorkerState.IDLE] * 3
     assert len({w.pane_id for w in view.workers}) == 3
     # Never the user's default tmux server.
@@ -68,9 +68,9 @@ def test_brief_writes_task_and_worker_follows_it(run3: RunFolder, tmp_path: Path
     assert result.exit_code == 0, result.output
     task = run3.task(1).read_text()
     assert task.startswith("Say hello") and "Worker protocol" in task and str(run3.done(1)) in task
-    assert prompts(run3, 1) == [protocol.pointer_text(run3, 1)]
+    assert prompts(run3, 1) == [workerprotocol.pointer_text(run3, 1)]
     assert orch("wait", "r3", "--workers", "1", "--timeout", "20").exit_code == 0
-    row = watch.status(run3).workers[0]
+    row = control.status(run3).workers[0]
     assert row.done and row.result and row.last_bus is not None and row.last_bus.endswith("[W1] hello from one")
 
 
@@ -103,7 +103,7 @@ def test_crash_is_visible_and_pane_stays(run3: RunFolder, how: str, state: Worke
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
     row = wait_until(
-        lambda: next((w for w in watch.status(run3).workers if w.worker == 3 and w.state is state), None),
+        lambda: next((w for w in control.status(run3).workers if w.worker == 3 and w.state is state), None),
         10,
         "worker 3 to show as crashed",
     )
@@ -151,8 +151,8 @@ def test_restart_brings_a_crashed_worker_back(run3: RunFolder) -> None:
     pid = launch.agent_pid(server.pane(2))
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
-    wait_until(lambda: watch.status(run3).workers[1].state is WorkerState.CRASHED, 10, "worker 2 to crash")
+    wait_until(lambda: control.status(run3).workers[1].state is WorkerState.CRASHED, 10, "worker 2 to crash")
     launch.restart(run3, 2)
-    wait_until(lambda: watch.status(run3).workers[1].state is WorkerState.IDLE, 10, "worker 2 to come back")
+    wait_until(lambda: control.status(run3).workers[1].state is WorkerState.IDLE, 10, "worker 2 to come back")
     assert orch("send", "r3", "2", "after restart").exit_code == 0
     assert prompts(run3, 2)[-1] == "after restart"

@@ -181,7 +181,7 @@ def test_demo_changes_workdir_is_a_fresh_git_repository() -> None:
     status = subprocess.run(["git", "status", "--porcelain"], cwd=spec.workdir, capture_output=True, text=True)
     assert status.returncode == 0 and status.stdout == ""
     assert [t.id for t in spec.tasks] == ["mean", "cheat", "note"] and spec.checks == [CHECK]
-    assert {kind for kind, _ in spec.kinds().values()} == {"claude", "codex"}
+    assert {kind for kind, _ in spec.agent_models().values()} == {"claude", "codex"}
 
 
 OUTSIDE = {

@@ -23,7 +23,7 @@ from orch.fleet import launch
 from orch.gateway.process import handle_path
 from orch.lead.jobs import JobStatus, load_state
 from orch.offline.modelserver import ScriptedModelServer
-from orch.run import protocol
+from orch.run import workerprotocol
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.view.snapshot import Snapshot
@@ -167,7 +167,7 @@ def test_demo_live_sends_the_same_fleet_to_the_users_api(claude_bin: Path, monke
         calls = [r for r in api.requests if r.path == "/v1/messages"]
         assert calls and {r.auth for r in calls} == {"api-key"}  # the user's key went to the user's endpoint
         pointers = [r.prompt for r in calls if (r.prompt or "").startswith("Read and follow the instructions in")]
-        assert {p for p in pointers if p} >= {protocol.pointer_text(run, 1), protocol.pointer_text(run, 2)}
+        assert {p for p in pointers if p} >= {workerprotocol.pointer_text(run, 1), workerprotocol.pointer_text(run, 2)}
         for n, goal in ((1, "pagination helpers in pages.py"), (2, "functions in stats.py")):
             brief = run.task(n).read_text()
             assert goal in brief and "orch-script" not in brief

@@ -8,7 +8,8 @@ from orch.gateway.process import handle_path, save_handle
 from orch.gateway.records import GatewayBudget, GatewayEvent, GatewayEventKind, UsageSnapshot, WorkerUsage, read_usage
 from orch.lead.gatewaylink import GatewayLink, gateway_budget
 from orch.lead.spec import Budget
-from orch.run.folder import JsonlTail, RunFolder, append_line
+from orch.run.files import JsonlTail, append_line
+from orch.run.folder import RunFolder
 from tests.gateway.gw import boot_for, call, gateway, main_call
 
 

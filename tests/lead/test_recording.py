@@ -14,6 +14,7 @@ import yaml
 
 from orch import __version__
 from orch.errors import UsageError
+from orch.gateway import portable
 from orch.gateway.cassette import append_exchange
 from orch.gateway.records import Exchange
 from orch.gateway.replay import Replayer, exchange_key
@@ -151,6 +152,10 @@ def _break(kind: str, out: Path) -> None:
         out.write_bytes(gzip.compress(("\n".join([json.dumps(header), *lines[1:]]) + "\n").encode()))
     elif kind == "count-mismatch":
         out.write_bytes(gzip.compress(("\n".join(lines[:-1]) + "\n").encode()))
+    elif kind == "trailing-member":
+        out.write_bytes(data + gzip.compress(b'{"seq": 99}\n'))
+    elif kind == "gzip-bomb":  # past the cap (lowered by the test): refused before it is all in memory
+        out.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode() + b" " * (2 << 20), compresslevel=1))
 
 
 BROKEN = {
@@ -162,11 +167,16 @@ BROKEN = {
     "text-in-nonce": "header: nonce: String should match pattern",
     "newer-format": "format version 99",
     "count-mismatch": "says 4 exchanges, it holds 3",
+    "trailing-member": "data after its gzip stream",
+    "gzip-bomb": "unpacks past 1 MiB",
 }
 
 
 @pytest.mark.parametrize(("kind", "message"), BROKEN.items(), ids=BROKEN.keys())
-def test_a_corrupt_recording_is_one_line(tmp_path: Path, kind: str, message: str) -> None:
+def test_a_corrupt_recording_is_one_line(
+    tmp_path: Path, kind: str, message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(portable, "MAX_UNPACKED", 1 << 20)
     spec = _spec(tmp_path)
     out = _export(tmp_path, spec)
     _break(kind, out)

@@ -42,10 +42,11 @@ from orch.lead.jobs import (
     Stance,
     WorkerBook,
 )
+from orch.lead.placeholders import render, render_steps
 from orch.lead.report import build_report
 from orch.lead.reportrender import matrix_text, render_html
 from orch.lead.skill import install
-from orch.lead.spec import FleetSpec, PermissionPolicy, Role, default_template, render, render_steps
+from orch.lead.spec import FleetSpec, PermissionPolicy, Role, default_template
 from orch.lead.specload import SpecError, parse_spec
 from orch.lead.verification import choose_verifier, finding_status, new_verification_jobs, settle
 from orch.run.folder import RunFolder
@@ -170,7 +171,7 @@ def test_good_spec_defaults(spec_dir: Path) -> None:
     spec = parse_spec(GOOD, "fleet.yaml", spec_dir)
     assert spec.workdir == spec_dir.resolve()
     assert spec.task_ids() == ["t1"] and spec.tasks[0].role is Role.FINDER
-    assert spec.kinds() == {1: ("claude", None), 2: ("claude", None), 3: ("claude", None)}
+    assert spec.agent_models() == {1: ("claude", None), 2: ("claude", None), 3: ("claude", None)}
     assert spec.verification.needed() == 1
     assert spec.permissions is PermissionPolicy.DENY  # unattended: never stall on a prompt, never allow blindly
 
@@ -195,7 +196,7 @@ def test_a_spec_with_writers_has_enough_workers_to_review_a_change(spec_dir: Pat
 def test_agents_groups_give_per_worker_kinds(spec_dir: Path) -> None:
     text = "workdir: .\nagents:\n  - {workers: 2}\n  - {model: other, workers: 1}\ntasks:\n  - goal: a\n"
     spec = parse_spec(text, "f.yaml", spec_dir)
-    assert spec.kinds() == {1: ("claude", None), 2: ("claude", None), 3: ("claude", "other")}
+    assert spec.agent_models() == {1: ("claude", None), 2: ("claude", None), 3: ("claude", "other")}
 
 
 def test_template_file_is_read_into_the_spec(spec_dir: Path) -> None:
@@ -596,7 +597,7 @@ def test_skill_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_hook_log_reads_only_new_complete_lines(tmp_path: Path) -> None:
-    from orch.run.folder import JsonlTail
+    from orch.run.files import JsonlTail
     from orch.run.records import HookEvent
 
     path = tmp_path / "agent-1.jsonl"

@@ -16,7 +16,8 @@ import pytest
 
 from orch.lead import briefs
 from orch.lead.findings import CodeEvidence, Finding, ProblemKind, RanCommand, Severity, check_verdict
-from orch.lead.spec import FleetSpec, TaskSpec, script_block
+from orch.lead.placeholders import script_block
+from orch.lead.spec import FleetSpec, TaskSpec
 from orch.run.folder import RunFolder
 
 TRUE = Finding(
@@ -150,4 +151,4 @@ def test_the_command_starts_without_typer(run: RunFolder, tmp_path: Path) -> Non
     done = subprocess.run([sys.executable, "-c", probe, "offline-verdict", *args], capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert json.loads(run.outbox_verdict(2, JOB).read_text())["verdict"] == "REFUTED"
-    assert not {"typer", "libtmux", "docker", "pydantic"} & set(modules.read_text().split())
+    assert not {"typer", "jinja2", "docker", "pydantic"} & set(modules.read_text().split())

@@ -24,7 +24,8 @@ from orch.lead.jobs import (
 from orch.lead.spec import FleetSpec, Role
 from orch.run import bus
 from orch.run.events import Event
-from orch.run.folder import RunFolder, append_line, atomic_write
+from orch.run.files import append_line, atomic_write
+from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, RunStatus
 from tests.helpers import run_info
 

@@ -20,7 +20,8 @@ from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, RunStatus
 from orch.view.actions import GENERIC_NUDGE
-from orch.view.tui import FleetScreen, PaneScreen, Tile, WatchApp, run_tui
+from orch.view.tui import FleetScreen, WatchApp, run_tui
+from orch.view.widgets import PaneScreen, Tile
 from orch.waits import wait_until
 from tests.helpers import orch, prompts
 from tests.view.browser import ARTIFACTS

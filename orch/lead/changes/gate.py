@@ -36,7 +36,7 @@ from orch.fleet import bwrap as bwrap_binary
 from orch.lead.changes.records import Change, CheckResult, ChecksRecord
 from orch.lead.changes.repo import RunRepo
 from orch.lead.changes.switch import can_switch, via_tmux
-from orch.run.folder import atomic_write
+from orch.run.files import atomic_write
 from orch.run.paths import agents_dir, launch_dir, orch_home
 from orch.run.uids import checks_uid, drop_argv
 
@@ -327,7 +327,7 @@ def gate_checks(
     )
     folder = repo.run.change_dir(change.job)
     folder.mkdir(parents=True, exist_ok=True)
-    atomic_write(folder / "checks.json", record.model_dump_json(indent=2) + "\n")
+    atomic_write(repo.run.change_checks(change.job), record.model_dump_json(indent=2) + "\n")
     return record
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from orch.lead.changes.records import ChangeRow, ChangeStatus
-from orch.run.folder import RunFolder, atomic_write
+from orch.run.files import atomic_write
+from orch.run.folder import RunFolder
 
 
 def every_writer_task_landed(writer_tasks: Sequence[str], rows: Sequence[ChangeRow]) -> bool:

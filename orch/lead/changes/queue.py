@@ -1,6 +1,6 @@
 """The integration queue: approved changes are applied one at a time onto `orch/<run>`, each on top of the
 last; the checks run again on each result; a landed change is one commit whose message carries the task
-and the writer's summary, with trailers for the writer's agent kind, the reviewers and the checks.
+and the writer's summary, with trailers for the writer's agent, the reviewers and the checks.
 
 A change that no longer applies is a CONFLICT, one that breaks a check once integrated CHECKS_FAILED: the
 controller flow turns either into a rebase job. `same_change` tells whether a rebased patch is the reviewed
@@ -18,7 +18,7 @@ from orch.lead.changes.gitcmd import git, out, patch_id
 from orch.lead.changes.records import Change, CheckResult, Integration, IntegrationResult
 from orch.lead.changes.repo import RunRepo
 from orch.lead.changes.take import patch_path
-from orch.run.folder import append_line, atomic_write
+from orch.run.files import append_line, atomic_write
 
 
 def integrate(
@@ -54,9 +54,7 @@ def integrate(
             baseline=baseline,
         )
         results = record.results
-        atomic_write(
-            repo.run.change_dir(change.job) / "integrated.checks.json", record.model_dump_json(indent=2) + "\n"
-        )
+        atomic_write(repo.run.change_integrated_checks(change.job), record.model_dump_json(indent=2) + "\n")
         if record.regressions:
             detail = "; ".join(f"{c}: {_exit(r)}" for c in record.regressions for r in results if r.command == c)
             return _log(

@@ -20,7 +20,8 @@ from orch.errors import NotFoundError, OrchError, UsageError
 from orch.lead.changes.gitcmd import NEUTRAL_ATTRIBUTES, git, out
 from orch.lead.changes.records import RepoInfo
 from orch.lead.changes.switch import can_switch, via_tmux
-from orch.run.folder import RunFolder, atomic_write, read_model
+from orch.run.files import atomic_write, read_model
+from orch.run.folder import RunFolder
 from orch.run.uids import drop_argv
 
 SNAPSHOT = "snapshot"

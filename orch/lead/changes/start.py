@@ -16,7 +16,8 @@ from orch.lead.changes.gate import baseline, check_commit, refuse_missing, sandb
 from orch.lead.changes.records import ChecksRecord, RepoInfo
 from orch.lead.changes.repo import BaseChoice, RunRepo, build, choose_base, init_bare
 from orch.lead.spec import FleetSpec
-from orch.run.folder import RunFolder, atomic_write, read_model
+from orch.run.files import atomic_write, read_model
+from orch.run.folder import RunFolder
 from orch.run.paths import runs_dir
 from orch.run.records import Backend
 
@@ -37,7 +38,7 @@ class Prepared:
     def install(self, run: RunFolder) -> None:
         """Move the repository into `<run>/repo.git`, write repo.json and base.checks.json."""
         run.changes_dir.mkdir(exist_ok=True)
-        os.replace(self.staging / "repo.git", run.repo_dir)
+        os.replace(RunFolder(self.staging).repo_dir, run.repo_dir)
         atomic_write(run.repo_info, self.info.model_dump_json(indent=2) + "\n")
         if self.baseline is not None:
             atomic_write(run.base_checks, self.baseline.model_dump_json(indent=2) + "\n")
@@ -67,9 +68,10 @@ def prepare(spec: FleetSpec, name: str, base: str | None, snapshot: bool, backen
     runs_dir().mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".prepare-", dir=runs_dir()))
     try:
-        init_bare(staging / "repo.git")
-        info = build(staging / "repo.git", choice, name)
-        repo = RunRepo(RunFolder(staging), info)
+        staged = RunFolder(staging)  # the repository is made where a run folder keeps it, then moved
+        init_bare(staged.repo_dir)
+        info = build(staged.repo_dir, choice, name)
+        repo = RunRepo(staged, info)
         record = None
         if spec.checks and here:
             limits = spec.changes

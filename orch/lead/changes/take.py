@@ -18,7 +18,7 @@ from orch.errors import NotFoundError
 from orch.lead.changes.gitcmd import GitError, git, out, patch_id
 from orch.lead.changes.records import Change
 from orch.lead.changes.repo import RunRepo
-from orch.run.folder import atomic_write, read_model
+from orch.run.files import atomic_write, read_model
 
 MAX_FILE_BYTES = 1 << 20
 MAX_FILES = 100_000
@@ -163,10 +163,10 @@ def take_change(
         raw = git(repo.git_dir, "diff-tree", *DIFF_OPTS, "--name-only", "-z", base_tree, tree).stdout
         files = [p.decode(errors="surrogateescape") for p in raw.split(b"\0") if p]
         stat_text = out(repo.git_dir, "diff-tree", *DIFF_OPTS, "--stat=200", base_tree, tree)
-        atomic_write(folder / "diffstat.txt", stat_text + "\n")
+        atomic_write(repo.run.change_diffstat(job), stat_text + "\n")
         stat_line = stat_text.splitlines()[-1].strip() if stat_text else ""
-    atomic_write(folder / "patch.diff", patch)
-    atomic_write(folder / "summary.md", summary.rstrip() + "\n")
+    atomic_write(repo.run.change_patch(job), patch)
+    atomic_write(repo.run.change_summary(job), summary.rstrip() + "\n")
     change = Change(
         job=job,
         task=task,
@@ -181,7 +181,7 @@ def take_change(
         ignored=snap.ignored,
         summary=summary,
     )
-    atomic_write(folder / "change.json", change.model_dump_json(indent=2) + "\n")
+    atomic_write(repo.run.change_record(job), change.model_dump_json(indent=2) + "\n")
     return change
 
 
@@ -202,9 +202,9 @@ def hash_tree(repo: RunRepo, copy: Path, base: str) -> str:
 
 def patch_path(repo: RunRepo, job: str) -> Path:
     """changes/<job>/patch.diff."""
-    return repo.run.change_dir(job) / "patch.diff"
+    return repo.run.change_patch(job)
 
 
 def load_change(repo: RunRepo, job: str) -> Change:
     """changes/<job>/change.json as take_change wrote it."""
-    return read_model(repo.run.change_dir(job) / "change.json", Change, NotFoundError(f"no change taken for {job}"))
+    return read_model(repo.run.change_record(job), Change, NotFoundError(f"no change taken for {job}"))

@@ -1,5 +1,5 @@
 """The run's model gateway as the fleet sees it: found (the container's init started it) or started here,
-a run-scoped token per worker life (bound to the worker's agent kind, so it reaches only that kind's
+a run-scoped token per worker life (bound to the worker's agent, so it reaches only that agent's
 upstream), the worker's environment pointing at it, and stopped at teardown.
 
 No worker ever gets the user's credentials: they stay in the gateway (orch.gateway), one upstream per
@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
+from orch import settings
 from orch.agents.registry import ADAPTERS, get_adapter
 from orch.contracts import AgentAdapter
 from orch.errors import OrchError, SandboxError, UsageError
@@ -63,13 +64,13 @@ def lost(info: RunInfo) -> GatewayHandle | None:
 def upstreams(info: RunInfo) -> FleetUpstreams:
     """The run's upstreams, one per model API of its fleet, from this process's environment. A fleet across
     model APIs with a credential missing raises UsageError naming it: call it before creating anything."""
-    return fleet_credentials(info.kinds(), info.offline or info.replay is not None)
+    return fleet_credentials(info.agents(), info.offline or info.replay is not None)
 
 
-def fleet_credentials(kinds: Sequence[str], offline: bool) -> FleetUpstreams:
+def fleet_credentials(agents: Sequence[str], offline: bool) -> FleetUpstreams:
     """The upstreams a fleet of these agent kinds would get from this process's environment (UsageError
     when a live fleet across model APIs lacks a credential of one)."""
-    return fleet_upstreams({kind: get_adapter(kind).credentials for kind in kinds}, os.environ, offline)
+    return fleet_upstreams({agent: get_adapter(agent).credentials for agent in agents}, os.environ, offline)
 
 
 def ensure(run: RunFolder, info: RunInfo) -> GatewayHandle:
@@ -80,6 +81,8 @@ def ensure(run: RunFolder, info: RunInfo) -> GatewayHandle:
     handle = running(info)
     if handle is not None:
         _check_offline(handle, info)
+        # One the container's init started: its upstreams' schemes, as the init told (none told: as it was).
+        info.credential = settings.GATEWAY_CREDENTIAL.get() or info.credential
         return handle
     dead = lost(info)
     choice = upstreams(info)
@@ -114,7 +117,7 @@ def ensure(run: RunFolder, info: RunInfo) -> GatewayHandle:
 def without_credentials(env: Mapping[str, str]) -> dict[str, str]:
     """`env` without any agent's credential variables (every registered agent's, not only the run's kinds:
     a worker may run any CLI it finds)."""
-    drop = {var for kind in ADAPTERS for var in get_adapter(kind).credentials.variables}
+    drop = {var for agent in ADAPTERS for var in get_adapter(agent).credentials.variables}
     return {key: value for key, value in env.items() if key not in drop}
 
 

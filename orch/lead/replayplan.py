@@ -67,16 +67,16 @@ def load(where: str, spec: FleetSpec) -> Cassette:
             f"the recording at {root} was made from another spec (it differs in: {', '.join(differ)})",
             hint="replay a recording with the spec it was made from",
         )
-    state = _read(root / "controller.json", ControllerState, root)
+    state = _read(RunFolder(root).controller_state, ControllerState, root)
     Replayer(root, str(root), str(recorded.workdir))  # a missing, empty or corrupt recording says which file
-    events = root / "events.jsonl"
+    events = RunFolder(root).events
     plan = plan_from_events(_events(events)) if events.is_file() else []
     return Cassette(root=root, nonce=state.nonce, plan=plan or plan_from_state(state))
 
 
 def read_spec_of(root: Path) -> FleetSpec:
     """The spec a recorded run folder was made from."""
-    return _read(root / "fleet.json", FleetSpec, root)
+    return _read(RunFolder(root).fleet_spec, FleetSpec, root)
 
 
 def spec_differences(spec: FleetSpec, recorded: FleetSpec) -> list[str]:

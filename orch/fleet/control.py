@@ -1,4 +1,4 @@
-"""Watching and stopping a fleet on this machine: status, done-flag waits, teardown."""
+"""A fleet on this machine: its status, done-flag waits and teardown (`orch status`, `orch wait`, `orch kill`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import time
 from collections.abc import Iterable
 
 from orch.errors import WaitTimeoutError
-from orch.fleet import gateway, relay
-from orch.fleet.launch import join_numbers, server_for, worker_processes
+from orch.fleet import relay, rungateway
+from orch.fleet.launch import server_for, worker_processes
 from orch.fleet.tmux import PaneInfo
 from orch.fleet.workerstate import derive_state
 from orch.gateway.records import UsageSnapshot, read_usage
@@ -19,6 +19,7 @@ from orch.run import bus
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, RunInfo, RunStatus, RunStatusView, WorkerState, WorkerStatus
+from orch.text import join_numbers
 from orch.waits import wait_for_paths, wait_until
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ def status_view(
     return RunStatusView(
         name=info.name,
         backend=info.backend,
-        agent="+".join(info.kinds()),
+        agent="+".join(info.agents()),
         status=info.status,
         alive=panes is not None,
         workers=rows,
@@ -100,7 +101,7 @@ def kill(run: RunFolder) -> None:
         wait_until(lambda: not worker_processes(run, info.workers), KILL_TIMEOUT, "the agents to exit")
     except WaitTimeoutError:
         log.warning("run %s: some agent processes are still exiting", run.name)
-    gateway.stop(info.name)
+    rungateway.stop(info.name)
     relay.stop(run)
     shutil.rmtree(run.config_root, ignore_errors=True)
     info.status = RunStatus.STOPPED

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from orch.fleet import gateway, launch
+from orch.fleet import launch, rungateway
 from orch.gateway.process import GatewayClient, handle_path, load_handle
 from orch.offline.modelserver import ScriptedModelServer, key_digest
 from orch.run.folder import RunFolder
@@ -156,10 +156,10 @@ def test_a_killed_gateway_supervisor_is_started_again_and_the_workers_keep_their
     pids_before = {n: p.pid for n, p in launch.server_for(info).panes().items()}
     os.kill(old.pid, signal.SIGKILL)
     wait_until(lambda: not GatewayClient(old).health(), 30, "the killed gateway to stop answering")
-    assert gateway.lost(info) is not None
-    new = gateway.ensure(run, info)
+    assert rungateway.lost(info) is not None
+    new = rungateway.ensure(run, info)
     assert new.pid != old.pid and new.url == old.url  # the same address: the workers' base URLs still work
-    assert gateway.lost(info) is None
+    assert rungateway.lost(info) is None
     brief = tmp_path / "brief.md"
     brief.write_text(_brief(run, 1))
     assert orch("brief", "gs", "1", brief).exit_code == 0
@@ -191,12 +191,12 @@ def test_a_running_gateway_must_serve_the_kind_of_run_it_finds(tmp_path: Path) -
     info.offline = True
     run.create(info)
     try:
-        handle = gateway.ensure(run, info)
+        handle = rungateway.ensure(run, info)
         assert GatewayClient(handle).info()["offline"] is True
         info.offline = False
         with pytest.raises(UsageError, match="serves the scripted model, but this is a live run"):
-            gateway.ensure(run, info)
+            rungateway.ensure(run, info)
         info.offline = True
-        assert gateway.ensure(run, info) == handle
+        assert rungateway.ensure(run, info) == handle
     finally:
-        gateway.stop("gwkind")
+        rungateway.stop("gwkind")

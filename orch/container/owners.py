@@ -1,0 +1,105 @@
+"""Who owns what in a container run's folder, set by the init while it is still root: the gateway's
+`model/`, each worker's own files under strict isolation, and a previous run of the name cleared away.
+
+The run folder is on a volume the run's uid writes, so nothing here follows a link planted in it: a link
+found where a file or folder of the run should be is removed, never followed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from orch.container.layout import run_mount
+from orch.run.folder import RunFolder
+from orch.run.records import RunInfo
+from orch.run.uids import worker_uid
+
+
+def _own(path: Path, uid: int, gid: int, mode: int) -> None:
+    """Give one path (never followed if it is a link: a planted link is removed) to uid:gid with `mode`."""
+    if path.is_symlink():
+        path.unlink()
+        return
+    os.chown(path, 0, 0)  # root's for a moment: changing another uid's mode would need FOWNER
+    os.chmod(path, mode)
+    os.chown(path, uid, gid)
+
+
+def _own_tree(root: Path, uid: int, gid: int, mode: int) -> None:
+    """`root` (a folder) and everything under it to uid:gid; files keep their own mode."""
+    root.mkdir(parents=True, exist_ok=True)
+    for path in [*root.rglob("*")]:
+        if path.is_symlink():
+            os.chown(path, uid, gid, follow_symlinks=False)
+        else:
+            os.chown(path, uid, gid)
+    _own(root, uid, gid, mode)
+
+
+def own_model_dir(run: RunFolder, gw_uid: int) -> None:
+    """`model/` and everything in it belong to the gateway's uid: dirs 0755, files 0644 (the workers read
+    usage, ledger and recordings; only the gateway writes). A resumed run's earlier files included."""
+    model = run.model_dir
+    model.mkdir(exist_ok=True)
+    for path in [model, *model.rglob("*")]:
+        if path.is_symlink():  # never follow a link someone planted: drop it
+            path.unlink()
+            continue
+        _own(path, gw_uid, gw_uid, 0o755 if path.is_dir() else 0o644)
+
+
+def run_folder(name: str, uid: int, gid: int) -> RunFolder:
+    """The run's folder with its logs/, made for the run's uid if missing (compose's first start: the
+    controller makes the rest, RunFolder.create)."""
+    run = RunFolder(Path(run_mount(name)))
+    for folder in (run.root, run.logs_dir):
+        if not folder.exists():
+            folder.mkdir(mode=0o755)
+            os.chown(folder, uid, gid)
+    return run
+
+
+def remove_run(name: str) -> None:
+    """The run folder of `name` gone, whoever's its files are (the gateway's `model/`, each worker's outbox
+    and sessions under strict isolation: the run's uid could not remove them). A link in its place is
+    removed, not followed; shutil.rmtree follows none below it (it works on descriptors)."""
+    root = Path(run_mount(name))
+    if root.is_symlink() or root.is_file():
+        root.unlink()
+    elif root.is_dir():
+        shutil.rmtree(root)
+
+
+def isolate_workers(run: RunFolder, info: RunInfo, uid: int, gid: int) -> None:
+    """Strict isolation, while the init still may: each worker's own files become its uid's, and nothing
+    else of the run is writable by any worker.
+
+    - `outbox/agent-N/`: worker N's, group the run's gid and group-writable, so the controller can clear a
+      finished job's files; other workers only read it. Its hook log `state/agent-N.jsonl` and its agent
+      session store `sessions/agent-N` (resume) are its own too.
+    - its config dir (on the tmpfs home: it holds the worker's gateway token): created empty, 0710 with the
+      run's gid, so no other worker may enter it and the controller may only look up a name in it (an
+      adapter's ready marker: Codex, opencode and aider touch one there once their TUI takes input); the
+      worker seeds it itself when its pane starts (orch.fleet.become).
+    - `worktrees/agent-N/`: worker N's, group the run's gid, 2770: each writer job's worktree goes there as
+      worker N's own files, and no other worker may enter it.
+    - the home and the folders above the config dirs: the run's uid's, 0711 (passable, not listable).
+    """
+    home = Path(os.environ.get("HOME", "/home/worker"))
+    for folder in (home, *reversed(run.config_root.parents), run.config_root):
+        if folder == home or home in folder.parents:
+            folder.mkdir(exist_ok=True)
+            _own(folder, uid, gid, 0o711)
+    for n in range(1, info.workers + 1):
+        w = worker_uid(n)
+        _own_tree(run.outbox(n), w, gid, 0o2775)
+        if run.state(n).is_symlink():
+            run.state(n).unlink()
+        run.state(n).touch()
+        _own(run.state(n), w, w, 0o644)
+        _own_tree(run.sessions(n), w, w, 0o700)
+        _own_tree(run.config_dir(n), w, gid, 0o710)
+        # Its writer jobs' worktrees, each checked out as worker N's own (RunRepo.checkout owner=).
+        _own_tree(run.worktrees_dir(n), w, gid, 0o2770)

@@ -1,0 +1,92 @@
+"""Waiting for a fleet's workers to boot: each one's SessionStart hook and its adapter's ready marker, a
+worker that dies meanwhile named with its last words, and a dialog that shows anyway answered."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+from orch.agents.registry import get_adapter
+from orch.contracts import AgentAdapter
+from orch.errors import SandboxError, WaitTimeoutError
+from orch.fleet.tmux import PaneInfo, TmuxServer
+from orch.fleet.workerstate import ENDED, derive_state
+from orch.run.events import Event
+from orch.run.folder import RunFolder
+from orch.run.records import ControllerEvent, RunInfo
+from orch.text import join_numbers
+from orch.waits import wait_until
+
+DIALOG_GRACE = 2.0  # seconds before a booting worker's screen is checked for dialogs
+
+
+def wait_booted(
+    run: RunFolder,
+    info: RunInfo,
+    server: TmuxServer,
+    timeout: float,
+    seen: dict[int, int] | None = None,
+    ended: dict[int, str] | None = None,
+) -> None:
+    """Wait for every worker's SessionStart hook and its adapter's ready marker (ignoring the first
+    `seen[n]` events of worker n, written by an earlier life of the run, and any event of its session
+    `ended[n]`: a respawned agent's SessionEnd may land after the new life began); answer known dialogs if
+    one shows anyway."""
+    pending = set(range(1, info.workers + 1))
+    skip = seen or {}
+    old = ended or {}
+    started = time.monotonic()
+
+    def check() -> bool:
+        panes = server.panes()
+        for n in sorted(pending):
+            adapter = get_adapter(info.agent_of(n))
+            events = [e for e in run.hook_events(n)[skip.get(n, 0) :] if not e.session_id or e.session_id != old.get(n)]
+            marker = adapter.ready_marker(run, n)
+            if any(e.hook_event_name == "SessionStart" for e in events) and (marker is None or _present(marker)):
+                pending.discard(n)
+                continue
+            pane = panes.get(n)
+            state, detail = derive_state(events[-1] if events else None, pane)
+            if pane is None or state in ENDED:
+                screen = server.capture(pane.pane_id, 20) if pane else ""
+                # The agent's last words, not tmux's "Pane is dead (status N, ...)" below them.
+                said = [ln for ln in screen.splitlines() if ln.strip() and not ln.startswith("Pane is dead")]
+                last = said[-1] if said else "no output"
+                raise SandboxError(f"worker {n} exited while booting ({detail}): {last.strip()[:200]}")
+            # Seeding prevents dialogs; screens are only scraped for a worker that is late to boot.
+            if time.monotonic() - started > DIALOG_GRACE:
+                answer_dialogs(run, adapter, server, n, pane)
+        return not pending
+
+    try:
+        wait_until(check, timeout, "workers to boot", interval=0.2, watch=run.state_dir)
+    except WaitTimeoutError:
+        raise WaitTimeoutError(
+            f"workers {join_numbers(pending)} did not boot within {timeout:g}s",
+            hint=f"look at their screens in {run.logs_dir}",
+        ) from None
+
+
+def _present(marker: Path) -> bool:
+    """Whether a ready marker is there. It is in the worker's own config dir: under strict isolation the
+    worker could make it a link the controller may not follow, which must not end the wait (nor `orch up`)."""
+    try:
+        return marker.exists()
+    except OSError:
+        return False
+
+
+def answer_dialogs(run: RunFolder, adapter: AgentAdapter, server: TmuxServer, n: int, pane: PaneInfo) -> bool:
+    """Fallback watchdog: recognise a blocking dialog on screen and answer it. True if one was."""
+    dialogs = adapter.dialogs()
+    if not dialogs:
+        return False
+    screen = server.capture(pane.pane_id)
+    for dialog in dialogs:
+        if re.search(dialog.pattern, screen):
+            server.send_keys(pane.pane_id, *dialog.keys)
+            run.log_event(ControllerEvent(event=Event.DIALOG_ANSWERED, worker=n, data={"dialog": dialog.name}))
+            return True
+    return False

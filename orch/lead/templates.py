@@ -1,0 +1,40 @@
+"""Jinja2 for orch's HTML and SVG (report.html, `orch watch --web`'s page, the charts): templates in orch/data/,
+autoescape on for every template, so whatever a worker wrote (a claim, a reason, a file name, a job id) lands as
+text, never as markup. Only orch's own files (`asset`) and the charts (rendered here too) go in as they are."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from markupsafe import Markup
+
+if TYPE_CHECKING:
+    import jinja2
+
+
+def asset(name: str) -> Markup:
+    """A file of orch/data (a stylesheet, a script), inlined as it is: orch's own, never a worker's."""
+    return Markup((resources.files("orch") / "data" / name).read_text())
+
+
+@cache
+def environment() -> jinja2.Environment:
+    import jinja2  # here: every `orch` command imports the report's module, few render a page
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("orch", "data"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,  # a misspelt name is an error, not an empty string
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.globals["asset"] = asset
+    return env
+
+
+def render(name: str, **context: Any) -> str:
+    """orch/data/NAME rendered with `context`."""
+    return environment().get_template(name).render(**context)

@@ -1,0 +1,30 @@
+"""orch/jsonsample.py: the one value made up for a JSON schema (replay's and the scripted model's titles)."""
+
+from __future__ import annotations
+
+import pytest
+
+from orch.jsonsample import sample
+
+pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
+
+TITLE = {"type": "object", "properties": {"title": {"type": "string"}, "n": {"type": "integer"}}}
+
+
+@pytest.mark.parametrize(
+    ("schema", "number", "expected"),
+    [
+        (TITLE, 0, {"title": "Scripted session", "n": 0}),
+        ({"type": "OBJECT", "properties": {"title": {"type": "STRING"}, "n": {"type": "NUMBER"}}}, 1,
+         {"title": "Scripted session", "n": 1}),  # Gemini CLI's upper-case types
+        ({"enum": ["a", "b"], "type": "string"}, 0, "a"),
+        ({"enum": [], "type": "boolean"}, 0, False),  # an empty enum is no enum
+        ({"type": "array"}, 0, []),
+        ({"type": "object", "properties": {"bad": "string", "ok": {"type": "boolean"}}}, 0, {"ok": False}),
+        ({"type": "object", "properties": ["not", "a", "dict"]}, 0, {}),
+        ({"type": "null"}, 0, None),
+        ("not a schema", 0, None),
+    ],
+)  # fmt: skip
+def test_a_sample_satisfies_the_schema(schema: object, number: int, expected: object) -> None:
+    assert sample(schema, "Scripted session", number) == expected

@@ -1,0 +1,121 @@
+"""No comment or docstring names a pinned agent CLI version: orch/versions.py is the one place a version is
+written, and what a CLI was seen to do at its version is written in docs/agents/. Elsewhere a comment says
+"the pinned Claude Code", so bumping a pin leaves no comment behind that is no longer true.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orch import versions
+
+pytestmark = pytest.mark.pure  # reads sources only
+
+REPO = Path(__file__).resolve().parents[1]
+SCANNED = ("orch", "tests", "bench", "scripts")
+# Files another engineer rewrites this round (issue 25's protocol classes): their provenance notes
+# (which version sent the captured bodies) move to "the pinned Codex" or docs/agents/ there. Delete a line once clean.
+OWNED_ELSEWHERE = {
+    "tests/gateway/test_claude.py",
+    "tests/gateway/test_gemini.py",
+    "tests/gateway/test_gemini_cli.py",
+    "tests/gateway/test_openai_chat.py",
+    "tests/gateway/test_replay.py",
+    "tests/gateway/test_responses.py",
+    "tests/offline/test_gemini.py",
+    "tests/offline/test_modelserver.py",
+}
+CLI_NAMES = r"(?:claude code|claude|codex(?: cli)?|gemini cli|gemini|opencode|aider|node(?:\.js)?)"
+
+
+def pinned() -> list[str]:
+    """Every pinned version string in orch/versions.py."""
+    return [v for k, v in vars(versions).items() if k.endswith("_VERSION") and isinstance(v, str)]
+
+
+def version_pattern() -> re.Pattern[str]:
+    exact = "|".join(re.escape(v) for v in pinned())
+    return re.compile(rf"(?<![\w.])(?:{exact})(?![\w.]*\d)|\b{CLI_NAMES} v?\d+\.\d+", re.IGNORECASE)
+
+
+def prose(source: str) -> Iterator[tuple[int, str]]:
+    """(line, text) of each comment and each docstring (a string standing alone as a statement)."""
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            yield token.start[0], token.string
+    for node in ast.walk(ast.parse(source)):
+        for block in (getattr(node, "body", None), getattr(node, "orelse", None)):
+            if not isinstance(block, list):
+                continue
+            for stmt in block:
+                if (
+                    isinstance(stmt, ast.Expr)
+                    and isinstance(stmt.value, ast.Constant)
+                    and isinstance(stmt.value.value, str)
+                ):
+                    yield stmt.lineno, stmt.value.value
+
+
+def shell_comments(source: str) -> Iterator[tuple[int, str]]:
+    for i, line in enumerate(source.splitlines(), 1):
+        if "#" in line and not line.startswith("#!"):
+            yield i, line[line.index("#") :]
+
+
+def named_versions(path: Path, pattern: re.Pattern[str]) -> Iterator[str]:
+    source = path.read_text()
+    if not pattern.search(source):  # most files name no version at all: nothing to parse
+        return
+    texts = prose(source) if path.suffix == ".py" else shell_comments(source)
+    for line, text in texts:
+        for match in pattern.finditer(text):
+            yield f"{path.relative_to(REPO)}:{line}: {match.group(0)!r}"
+
+
+def test_no_comment_names_a_pinned_version() -> None:
+    pattern = version_pattern()
+    files = [p for d in SCANNED for p in (REPO / d).rglob("*") if p.suffix in (".py", ".sh") and p.is_file()]
+    assert any(p.name == "versions.py" for p in files)
+    found = [
+        hit
+        for path in sorted(files)
+        if path.relative_to(REPO).as_posix() not in {"orch/versions.py", *OWNED_ELSEWHERE}
+        for hit in named_versions(path, pattern)
+    ]
+    assert not found, "say `the pinned ...` (versions in orch/versions.py, behaviour in docs/agents/):\n" + "\n".join(
+        found
+    )
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        f"# Claude Code {versions.CLAUDE_CODE_VERSION} asks twice\n",
+        f'"""Bodies Gemini CLI {versions.GEMINI_CLI_VERSION} sent."""\n',
+        "def f() -> None:\n    # since codex 0.99 it retries\n    pass\n",
+        f"x = 1  # seen from {versions.CODEX_VERSION}\n",
+    ],
+)
+def test_the_check_catches_a_version(source: str, tmp_path: Path) -> None:
+    path = tmp_path / "m.py"
+    path.write_text(source)
+    assert list(prose(source)) and any(version_pattern().search(text) for _, text in prose(source)), source
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        f'VERSION = "{versions.CLAUDE_CODE_VERSION}"  # the pinned Claude Code\n',
+        "# listens on 127.0.0.1:0; SARIF 2.1.0\n",
+        '"""The model gemini-2.5-pro answers."""\n',
+    ],
+)
+def test_the_check_leaves_code_and_other_numbers(source: str) -> None:
+    assert not any(version_pattern().search(text) for _, text in prose(source)), source
