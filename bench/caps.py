@@ -9,21 +9,34 @@ folder, and what they cost at their intervals as a share of a core.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import statistics
 import subprocess
+import sys
 import time
 from typing import Any
 
 from bench.core import Context, Result
 from bench.env import BenchEnv, BenchError, orch_cli, python_env
 from bench.report import Row, Target
+from orch import procs, settings
 from orch.fleet import caps
+from orch.fleet.diskuse import measure_disk
+from orch.fleet.watchdog import DISK_EVERY, Watchdog
+from orch.fleet.workerprocs import WorkerProcesses
 from orch.run.folder import RunFolder
 from orch.run.records import WorkerCaps
-from orch.waits import wait_for_paths
+from orch.waits import wait_for_paths, wait_until
 
 TIMEOUT = 300.0
 OFF = ["--pids-per-worker", "off", "--memory-per-worker", "off", "--disk-per-worker", "off", "--run-folder-max", "off"]
 LOOKS = 20
+CROWD = 1000
+"""Idle processes of someone else on the machine while the watchdog is measured (a busy machine)."""
+CROWD_CODE = (
+    "import os, signal, sys\nfor _ in range(int(sys.argv[1])):\n    os.fork() or signal.pause()\nsignal.pause()"
+)
 
 
 def run(ctx: Context) -> Result:
@@ -56,12 +69,24 @@ def run(ctx: Context) -> Result:
     on = [t for t in tries if t["limits"] == "on"]
     procs_ms = [t["look_ms"] for t in on]
     disk_ms = [t["walk_ms"] for t in on]
-    rows.append(Row("caps", f"watchdog: one look at {n} workers' processes", "ms", procs_ms))
+    machine = max(t["processes"] for t in on)
+    rows.append(
+        Row(
+            "caps",
+            f"watchdog: one look at {n} workers' processes, every process's environment read (before)",
+            "ms",
+            [t["every_ms"] for t in on],
+            note=f"{machine} processes on the machine",
+        )
+    )
+    rows.append(Row("caps", f"watchdog: one look at {n} workers' processes, kept between looks", "ms", procs_ms))
     rows.append(Row("caps", "watchdog: one walk of the run folder", "ms", disk_ms))
-    share = [
-        100 * (p / 1000 / caps.WATCH_INTERVAL + d / 1000 / (caps.WATCH_INTERVAL * caps.DISK_EVERY))
-        for p, d in zip(procs_ms, disk_ms, strict=True)
-    ]
+    every = caps.WATCH_INTERVAL * DISK_EVERY
+    share = [100 * (p / 1000 / caps.WATCH_INTERVAL + d / 1000 / every) for p, d in zip(procs_ms, disk_ms, strict=True)]
+    before = [100 * (t["every_ms"] / 1000 / caps.WATCH_INTERVAL + t["walk_ms"] / 1000 / every) for t in on]
+    rows.append(
+        Row("caps", "watchdog CPU at its intervals, every process's environment read (before)", "% core", before)
+    )
     rows.append(
         Row(
             "caps",
@@ -69,7 +94,7 @@ def run(ctx: Context) -> Result:
             "% core",
             share,
             Target("<=", 1.0, "<= 1 % of a core"),
-            note=f"a look every {caps.WATCH_INTERVAL:g} s, a walk every {caps.WATCH_INTERVAL * caps.DISK_EVERY:g} s",
+            note=f"a look every {caps.WATCH_INTERVAL:g} s, a walk every {every:g} s",
         )
     )
     return Result(rows=rows, raw={"tries": tries})
@@ -88,16 +113,16 @@ def once(env: BenchEnv, workers: int, limits: str) -> dict[str, Any]:
             raise BenchError(f"orch up exited {done.returncode}: {done.stderr.decode(errors='replace')[-300:]}")
         run = RunFolder.for_name(name)
         # `orch up` alone has no watchdog: run the controller's, as `orch run` does, while the jobs run.
-        dog = caps.Watchdog(run, run.info(), list(range(1, workers + 1)))
+        dog = Watchdog(run, run.info(), list(range(1, workers + 1)))
         dog.start()
         try:
             brief_done_s = _brief_to_done(env, run, workers)
         finally:
             dog.close()
-        look_ms, walk_ms = _watchdog(run, workers)
+        looked = _watchdog(run, workers)
     finally:
         subprocess.run(orch_cli("kill", name), capture_output=True, env=python_env(), check=False, timeout=120)
-    return {"limits": limits, "up_s": up_s, "brief_done_s": brief_done_s, "look_ms": look_ms, "walk_ms": walk_ms}
+    return {"limits": limits, "up_s": up_s, "brief_done_s": brief_done_s, **looked}
 
 
 def _brief_to_done(env: BenchEnv, run: RunFolder, workers: int) -> float:
@@ -129,19 +154,50 @@ def _prefix_ms(samples: int = 20) -> list[float]:
     return [(on[samples // 2] - off[samples // 2]) * 1000]
 
 
-def _watchdog(run: RunFolder, workers: int) -> tuple[float, float]:
-    """Median CPU milliseconds of one look at the processes, and of one walk of the run folder."""
+def _watchdog(run: RunFolder, workers: int) -> dict[str, float]:
+    """CPU milliseconds (medians) of a look at the workers' processes as every look was before the watcher
+    kept what it read (every process's environment read, `_every_environ`), of
+    a later look of one watcher (only what started since the last look is read; each worker's own are
+    measured), and of one walk of the run folder; with CROWD idle processes of someone else beside the run,
+    as on a busy machine."""
     info = run.info()
     numbers = list(range(1, workers + 1))
-    looks, walks = [], []
-    for _ in range(LOOKS):
-        t0 = time.process_time()
-        for pids in caps.processes_by_worker(run, info, numbers).values():
-            caps.measure_processes(pids)
-        looks.append(time.process_time() - t0)
-        t0 = time.process_time()
-        caps.measure_disk(run, info, numbers)
-        walks.append(time.process_time() - t0)
-    looks.sort()
-    walks.sort()
-    return looks[LOOKS // 2] * 1000, walks[LOOKS // 2] * 1000
+    crowd = subprocess.Popen([sys.executable, "-c", CROWD_CODE, str(CROWD)], start_new_session=True)
+    try:
+        wait_until(lambda: len(procs.children(crowd.pid)) >= CROWD, 60, f"{CROWD} idle processes to start")
+        kept = WorkerProcesses(run, info, numbers)
+        every, looks, walks = [], [], []
+        for _ in range(LOOKS):
+            t0 = time.process_time()
+            for pids in _every_environ(run, numbers).values():
+                procs.load(pids)
+            every.append(time.process_time() - t0)
+            t0 = time.process_time()
+            for pids in kept.look().values():
+                procs.load(pids)
+            looks.append(time.process_time() - t0)
+            t0 = time.process_time()
+            measure_disk(run, info, numbers)
+            walks.append(time.process_time() - t0)
+        machine = len(procs.pids())
+    finally:
+        os.killpg(crowd.pid, signal.SIGKILL)
+        crowd.wait()
+    return {
+        "every_ms": statistics.median(every) * 1000,
+        "look_ms": statistics.median(looks[1:]) * 1000,  # the first of them read every process too
+        "walk_ms": statistics.median(walks) * 1000,
+        "processes": machine,
+    }
+
+
+def _every_environ(run: RunFolder, workers: list[int]) -> dict[int, set[int]]:
+    """The workers' processes as the watchdog found them at every look before: each process of the machine
+    with its environment read for the supervisor's state-file variable."""
+    marks = {str(run.state(n)): n for n in workers}
+    found: dict[int, set[int]] = {n: set() for n in workers}
+    for pid in procs.pids():
+        n = marks.get(procs.env_var(pid, settings.STATE_FILE.name) or "")
+        if n is not None:
+            found[n].add(pid)
+    return found

@@ -1,72 +1,52 @@
 """Waits are objects with a deadline and a reason, never fixed sleeps.
 
-File waits use inotify (Linux) so a done flag is noticed as soon as it is written; where inotify is
-not available they fall back to polling with a short interval and the same deadline.
+File waits use inotify (Linux, through inotify_simple) so a done flag is noticed as soon as it is written;
+where inotify is not available they fall back to polling with a short interval and the same deadline.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import errno
-import os
-import select
-import struct
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+from inotify_simple import INotify, flags
+
 from orch.errors import WaitTimeoutError
 
 T = TypeVar("T")
 
-IN_MODIFY = 0x002
-IN_ATTRIB = 0x004
-IN_CLOSE_WRITE = 0x008
-IN_MOVED_TO = 0x080
-IN_CREATE = 0x100
-IN_NONBLOCK = 0o4000
-IN_CLOEXEC = 0o2000000
-_EVENT = struct.Struct("iIII")
+IN_MODIFY = int(flags.MODIFY)
+IN_ATTRIB = int(flags.ATTRIB)
+IN_CLOSE_WRITE = int(flags.CLOSE_WRITE)
+IN_MOVED_TO = int(flags.MOVED_TO)
+IN_CREATE = int(flags.CREATE)
 POLL_INTERVAL = 0.05
 
 
 class Inotify:
-    """A minimal inotify wrapper (ctypes): add watches, then block until something happens."""
+    """inotify (inotify_simple): add watches, then block until something happens. OSError where the
+    kernel has none."""
 
     def __init__(self) -> None:
-        libc_name = ctypes.util.find_library("c")
-        if libc_name is None:
-            raise OSError(errno.ENOSYS, "libc not found")
-        self._libc = ctypes.CDLL(libc_name, use_errno=True)
-        if not hasattr(self._libc, "inotify_init1"):
-            raise OSError(errno.ENOSYS, "inotify is not available")
-        fd = self._libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
-        if fd < 0:
-            raise OSError(ctypes.get_errno(), "inotify_init1 failed")
-        self.fd: int = fd
+        self._inotify = INotify(nonblocking=True)
+
+    @property
+    def fd(self) -> int:
+        return int(self._inotify.fileno())
 
     def add_watch(self, path: Path, mask: int) -> None:
-        wd = self._libc.inotify_add_watch(self.fd, os.fsencode(path), mask)
-        if wd < 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"inotify_add_watch {path}: {os.strerror(err)}")
+        self._inotify.add_watch(path, mask)
 
     def wait(self, timeout: float | None) -> bool:
         """Block until at least one event (True) or the timeout (False); drains what is queued."""
-        ready, _, _ = select.select([self.fd], [], [], timeout)
-        if not ready:
-            return False
-        try:
-            while os.read(self.fd, 65536):
-                pass
-        except BlockingIOError:
-            pass
-        return True
+        ms = None if timeout is None else max(0, math.ceil(timeout * 1000))
+        return bool(self._inotify.read(timeout=ms))
 
     def close(self) -> None:
-        os.close(self.fd)
+        self._inotify.close()
 
     def __enter__(self) -> Inotify:
         return self

@@ -29,6 +29,7 @@ RANKS = {
 }
 BASE = ("orch", "orch.errors", "orch.versions", "orch.waits", "orch.settings", "orch.text", "orch.shellparts")
 BASE += ("orch.jsonsample",)
+BASE += ("orch.procs",)
 
 
 def layer_of(module: str) -> str:

@@ -11,15 +11,16 @@ from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from orch import __version__, settings
+from orch import __version__, procs, settings
 from orch.agents.registry import check_permission_mode, get_adapter
 from orch.contracts import AgentAdapter, LaunchSpec, UpRequest, WorkerContext
 from orch.errors import SandboxError, UsageError, WaitTimeoutError
-from orch.fleet import bwrap, caps, relay, rungateway
+from orch.fleet import bwrap, caps, relay, rungateway, stopping
 from orch.fleet import portal as portal_module
 from orch.fleet.become import OPEN_BUNDLE, LaunchBundle
 from orch.fleet.booting import wait_booted
 from orch.fleet.tmux import PaneInfo, TmuxServer, check_tmux
+from orch.fleet.workerprocs import processes_by_worker
 from orch.fleet.workerstate import EXIT_EVENT
 from orch.run.events import Event
 from orch.run.files import atomic_write
@@ -191,9 +192,9 @@ def worker_processes(run: RunFolder, workers: int) -> list[int]:
 
 
 def _processes_of(run: RunFolder, workers: Iterable[int]) -> set[int]:
-    """Under strict isolation every process of these workers' uids; otherwise those that inherit their
-    supervisors' state-file variable."""
-    found = caps.processes_by_worker(run, run.info(), workers)
+    """Every process of these workers: of their uids in a container under strict isolation, of their
+    sandboxes locally, else those that inherit their supervisors' state-file variable (orch.fleet.workerprocs)."""
+    found = processes_by_worker(run, run.info(), workers)
     return set().union(*found.values()) if found else set()
 
 
@@ -206,11 +207,11 @@ def stray_processes(run: RunFolder, n: int, pane: PaneInfo | None) -> dict[int, 
         # In its sandbox an orphan is adopted by the sandbox's init, itself under the pane: the agent's
         # tree is the supervisor's, below bwrap and its init (which are the sandbox, not strays).
         pane_pid, root = root, _supervisor_under(root)
-        sandbox = set((_ancestry(root) or []) if root is not None else [pane_pid]) - {root}
+        sandbox = set((procs.ancestry(root) or []) if root is not None else [pane_pid]) - {root}
     strays = {}
     for pid in _processes_of(run, [n]):
-        chain = _ancestry(pid)
-        command = _read(f"/proc/{pid}/cmdline").replace(b"\0", b" ").decode(errors="replace").strip()
+        chain = procs.ancestry(pid)
+        command = procs.command(pid)
         if chain is not None and command and pid not in sandbox and (root is None or root not in chain):
             strays[pid] = command
     return strays
@@ -221,39 +222,16 @@ def _supervisor_under(pid: int) -> int | None:
     level = [pid]
     for _ in range(4):
         for each in level:
-            if _read(f"/proc/{each}/cmdline").split(b"\0")[2:3] == [SUPERVISOR.encode()]:
+            if procs.cmdline(each)[2:3] == [SUPERVISOR]:
                 return each
-        level = [int(c) for each in level for c in _read(f"/proc/{each}/task/{each}/children").split()]
+        level = [child for each in level for child in procs.children(each)]
     return None
 
 
-def _read(path: str) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except OSError:
-        return b""
-
-
-def stop_strays(run: RunFolder, n: int, pane: PaneInfo | None) -> caps.Stopped:
+def stop_strays(run: RunFolder, n: int, pane: PaneInfo | None) -> stopping.Stopped:
     """Stop worker n's stray processes (SIGTERM, then SIGKILL past a deadline): nothing one job left
     running may act during the next."""
-    return caps.stop(run.info(), n, lambda: set(stray_processes(run, n, pane)))
-
-
-def _ancestry(pid: int) -> list[int] | None:
-    """pid and its ancestors up to init; None when pid is gone or a zombie, or its line broke meanwhile."""
-    chain = [pid]
-    while pid > 1 and len(chain) < 256:
-        # "pid (comm) state ppid ...": comm may hold spaces and parentheses; a gone process reads as "".
-        fields = _read(f"/proc/{pid}/stat").decode(errors="replace").rpartition(")")[2].split()
-        if len(fields) < 2 or not fields[1].isdigit():
-            return None
-        state, parent = fields[:2]
-        if state == "Z" and len(chain) == 1:
-            return None
-        pid = int(parent)
-        chain.append(pid)
-    return chain
+    return stopping.stop(run.info(), n, lambda: set(stray_processes(run, n, pane)))
 
 
 def wait_workers_gone(run: RunFolder, workers: int) -> None:
@@ -272,8 +250,7 @@ def agent_pid(pane: PaneInfo) -> int | None:
     if pane.pid is None:
         return None
     supervisor = _supervisor_under(pane.pid) or pane.pid
-    children = _read(f"/proc/{supervisor}/task/{supervisor}/children").split()
-    agents = [int(c) for c in children if portal_module.__file__.encode() not in _read(f"/proc/{int(c)}/cmdline")]
+    agents = [c for c in procs.children(supervisor) if portal_module.__file__ not in procs.cmdline(c)]
     return agents[0] if agents else None
 
 

@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from orch import procs
 from orch.errors import OrchError, SandboxError
 from orch.fleet.portal import splice
 from orch.fleet.tmux import TmuxServer
@@ -77,11 +78,11 @@ def _running(run: RunFolder, gateway_url: str | None = None) -> int | None:
     """The pid of the run's relay (to that gateway, when given), None if none runs."""
     try:
         pid = int(_pid_file(run).read_text())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except (OSError, ValueError):
         return None
-    ours = b"orch.fleet.relay" in cmdline and str(run.root).encode() in cmdline
-    return pid if ours and (gateway_url is None or gateway_url.encode() in cmdline) else None
+    cmdline = procs.cmdline(pid)
+    ours = "orch.fleet.relay" in cmdline and str(run.root) in cmdline
+    return pid if ours and (gateway_url is None or gateway_url in cmdline) else None
 
 
 def _ready(run: RunFolder, workers: int) -> bool:

@@ -24,7 +24,8 @@ import time
 from collections.abc import Iterator
 
 from orch.errors import UsageError
-from orch.fleet import caps, control
+from orch.fleet import control
+from orch.fleet.watchdog import Watchdog
 from orch.fleet.workerstate import FATAL_ERRORS
 from orch.lead import briefs, decisions, tree
 from orch.lead.changes import start
@@ -86,7 +87,7 @@ class Controller:
         self.review = Review(self.desk)
         self.dispatch = Dispatch(self.desk, self.review)
         self.recovery = Recovery(self.desk, self.review, self.dispatch)
-        self.watchdog = caps.Watchdog(run, self.desk.info, [w.n for w in state.workers])
+        self.watchdog = Watchdog(run, self.desk.info, [w.n for w in state.workers])
 
     def run_to_end(self) -> Outcome:
         with controller_lock(self.run):
@@ -200,7 +201,7 @@ class Controller:
             self.recovery.nudge(job, n, last, now)
 
     def over_caps(self) -> None:
-        """Workers the watchdog stopped past a cap (orch.fleet.caps): flag each, fail its job. The worker's
+        """Workers the watchdog stopped past a cap (orch.fleet.watchdog): flag each, fail its job. The worker's
         agent was killed with the rest of its processes; recovery restarts it as after any crash."""
         for breach, killed in self.watchdog.take():
             book = self.state.book(breach.worker)

@@ -127,7 +127,7 @@ Count = Annotated[Annotated[int, Field(ge=16)] | None, BeforeValidator(byte_size
 
 class WorkerCaps(Strict):
     """What one worker may use (SECURITY.md, "Caps"), kept in run.json: the panes start under them and
-    the controller's watchdog (orch.fleet.caps) checks them. None: no cap."""
+    the controller's watchdog (orch.fleet.watchdog) checks them. None: no cap."""
 
     pids: Count = settings.WORKER_PIDS
     """Processes and threads of the worker (RLIMIT_NPROC of its uid under strict isolation in a container;

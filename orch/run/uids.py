@@ -65,24 +65,3 @@ def drop_argv(uid: int, gid: int, keep: Sequence[str] = ()) -> list[str]:
         "--no-new-privs",
         "--",
     ]
-
-
-def process_uid(pid: int) -> int | None:
-    """The real uid of a live process (anyone may read it), None if it is gone."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("Uid:"):
-                return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def processes_of(uids: set[int]) -> dict[int, int]:
-    """Every live process (pid: uid) owned by one of `uids`."""
-    found = {}
-    for proc in Path("/proc").glob("[0-9]*"):
-        uid = process_uid(int(proc.name))
-        if uid is not None and uid in uids:
-            found[int(proc.name)] = uid
-    return found

@@ -14,8 +14,10 @@ import pytest
 from orch import settings
 from orch.cli.fleet import worker_caps
 from orch.errors import UsageError
-from orch.fleet import caps
-from orch.fleet.caps import Breach, Usage, Watchdog, breaches, container_pids, limit_argv
+from orch.fleet import caps, stopping
+from orch.fleet.caps import Breach, Usage, breaches, container_pids, limit_argv
+from orch.fleet.watchdog import Watchdog
+from orch.fleet.workerprocs import WorkerProcesses, processes_by_worker
 from orch.run.folder import RunFolder
 from orch.run.records import LocalRunInfo, WorkerCaps
 from orch.waits import wait_until
@@ -162,7 +164,8 @@ def test_a_process_bomb_is_stopped_even_as_it_respawns(run: RunFolder) -> None:
         "for _ in range(6):\n    os.fork()\n    time.sleep(0.05)\ntime.sleep(120)",
     )
     info = run.info()
-    wait_until(lambda: len(caps.processes_by_worker(run, info, [1])[1]) >= 32, 20, "the bomb to spread")
-    stopped = caps.stop(info, 1, lambda: caps.processes_by_worker(run, info, [1])[1], grace=0.3)
+    wait_until(lambda: len(processes_by_worker(run, info, [1])[1]) >= 32, 20, "the bomb to spread")
+    watcher = WorkerProcesses(run, info, [1])
+    stopped = stopping.stop(info, 1, lambda: watcher.look()[1], grace=0.3)
     assert stopped.survived == [] and len(stopped.killed) >= 32
     assert bomb.wait(timeout=10) != 0

@@ -32,7 +32,8 @@ INNER = textwrap.dedent(
     """
     import json, pathlib, socket, tempfile
     from orch.lead.changes.gate import run_checks, sandbox_kind
-    from orch.run.uids import checks_uid, processes_of
+    from orch.procs import of_uids as processes_of
+    from orch.run.uids import checks_uid
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()

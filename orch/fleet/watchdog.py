@@ -1,0 +1,106 @@
+"""The caps watchdog: the controller's thread that holds each worker to the caps no kernel limit holds
+here (orch.fleet.caps, SECURITY.md "Caps"). Every WATCH_INTERVAL it looks at the workers' processes
+(orch.fleet.workerprocs: only what started since the last look is read to learn whose it is), and every
+DISK_EVERY looks it walks what they wrote (orch.fleet.diskuse); a worker past a cap has every process of
+it killed at once (its agent too)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+from orch import procs
+from orch.errors import SandboxError
+from orch.fleet.caps import WATCH_INTERVAL, Breach, Usage, breaches, own_uids
+from orch.fleet.diskuse import in_container, measure_disk
+from orch.fleet.stopping import remove_contents, signal_worker
+from orch.fleet.workerprocs import WorkerProcesses
+from orch.run.folder import RunFolder
+from orch.run.records import RunInfo
+
+log = logging.getLogger(__name__)
+
+DISK_EVERY = 4
+"""Every this many looks the watchdog also walks the run folder (files cost more than processes)."""
+
+
+class Watchdog:
+    """The controller takes the breaches (`take`), fails the job and logs them. A disk breach also empties
+    the worker's outbox (what it wrote)."""
+
+    def __init__(self, run: RunFolder, info: RunInfo, workers: list[int]) -> None:
+        self.run, self.info, self.workers = run, info, workers
+        self.processes = WorkerProcesses(run, info, workers)
+        self._found: list[tuple[Breach, list[int]]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._disk: dict[int, int] = dict.fromkeys(workers, 0)
+        self._seen: dict[int, set[int]] | None = None
+        self._folder: int | None = None
+
+    @property
+    def active(self) -> bool:
+        caps = self.info.caps
+        return any(v is not None for v in (caps.pids, caps.memory, caps.disk, caps.run_folder))
+
+    def start(self) -> None:
+        if not self.active or self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._loop, name="orch-watchdog", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def take(self) -> list[tuple[Breach, list[int]]]:
+        """The breaches found since the last call, each with the pids killed."""
+        with self._lock:
+            found, self._found = self._found, []
+        return found
+
+    def _loop(self) -> None:
+        looks = 0
+        while not self._stop.wait(WATCH_INTERVAL):
+            try:
+                self.check(disk=looks % DISK_EVERY == 0)
+            except (OSError, SandboxError) as exc:  # never let a look end the watch
+                log.warning("run %s: the caps watchdog could not look: %s", self.run.name, exc)
+            looks += 1
+
+    def check(self, disk: bool = True) -> list[Breach]:
+        """One look: measure, and stop every worker past a cap. The breaches found."""
+        found_procs = self.processes.look()
+        if disk:
+            self._disk, self._folder = measure_disk(self.run, self.info, self.workers)
+        usage = {}
+        seen, self._seen = self._seen, found_procs
+        for n in self.workers:
+            load = procs.load(found_procs[n])
+            new = len(found_procs[n] - seen[n]) if seen is not None else 0  # the first look has nothing to compare
+            usage[n] = Usage(tasks=load.tasks, memory=load.memory, disk=self._disk.get(n, 0), spawned=new)
+        found = breaches(self.info.caps, usage, self._folder)
+        for breach in found:
+            killed = self.stop_worker(breach, found_procs[breach.worker])
+            with self._lock:
+                self._found.append((breach, killed))
+            if breach.cap in ("disk", "run-folder"):
+                self._disk[breach.worker] = 0
+                self._folder = None  # walked again on the next look that walks
+        return found
+
+    def stop_worker(self, breach: Breach, pids: set[int]) -> list[int]:
+        n = breach.worker
+        clear = self.run.outbox(n) if breach.cap in ("disk", "run-folder") else None
+        if own_uids(self.info):
+            signal_worker(self.info, n, "STOP,KILL", None, clear)  # kill(-1) as the worker: every process
+            if clear is not None and in_container():  # its own files in /tmp too (sticky: only its own)
+                signal_worker(self.info, n, "CONT", [], Path("/tmp"))
+        else:
+            signal_worker(self.info, n, "STOP,KILL", pids)
+            if clear is not None:
+                remove_contents(clear)
+        return sorted(pids)

@@ -1,0 +1,186 @@
+"""This machine's processes, the one place that reads them (psutil): who runs as which uid, in which pid
+namespace, a process's ancestry, children, command line and environment, what it uses.
+
+A process may end at any moment while it is read: every function here answers for a gone process (an
+empty list, None, False, zero) and never raises for it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+GONE = (psutil.Error, OSError, ValueError)
+"""What reading a process that ended (or was never ours to read) raises (NoSuchProcess, ZombieProcess,
+AccessDenied, or the OSError beneath): it reads as gone."""
+MAX_DEPTH = 256
+"""Ancestors followed at most (a chain is far shorter; the bound keeps a broken one finite)."""
+
+
+def pids() -> list[int]:
+    return psutil.pids()
+
+
+def _process(pid: int) -> psutil.Process | None:
+    try:
+        return psutil.Process(pid)
+    except GONE:
+        return None
+
+
+def alive(pid: int) -> bool:
+    """Whether a process runs (a zombie has ended: it only waits for its parent to read its status)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except GONE:
+        return False
+
+
+def uid(pid: int) -> int | None:
+    """The real uid of a live process, None if it is gone."""
+    try:
+        return psutil.Process(pid).uids().real
+    except GONE:
+        return None
+
+
+def of_uids(uids: set[int]) -> dict[int, int]:
+    """Every live process (pid: real uid) owned by one of `uids`."""
+    found = {}
+    for proc in psutil.process_iter(["uids"]):
+        owner = proc.info["uids"]
+        if owner is not None and owner.real in uids:
+            found[proc.pid] = owner.real
+    return found
+
+
+def uid_tasks(owner: int) -> int:
+    """Processes and threads of a uid now (what RLIMIT_NPROC counts)."""
+    total = 0
+    for proc in psutil.process_iter(["uids", "num_threads"]):
+        if proc.info["uids"] is not None and proc.info["uids"].real == owner:
+            total += proc.info["num_threads"] or 0
+    return total
+
+
+def cmdline(pid: int) -> list[str]:
+    """A process's argv; empty if it is gone or a zombie."""
+    try:
+        return psutil.Process(pid).cmdline()
+    except GONE:
+        return []
+
+
+def command(pid: int) -> str:
+    return " ".join(cmdline(pid)).strip()
+
+
+def env_var(pid: int, name: str) -> str | None:
+    """A variable of the environment a process was exec'd with; None if unset or the process is gone."""
+    try:
+        return psutil.Process(pid).environ().get(name)
+    except GONE:
+        return None
+
+
+def children(pid: int) -> list[int]:
+    """A process's children now. The kernel's own list (/proc/PID/task/*/children): psutil's walks every
+    process of the machine for it."""
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tasks:
+        try:
+            found += [int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def ancestry(pid: int) -> list[int] | None:
+    """pid and its ancestors up to init; None when pid is gone or a zombie, or its line broke meanwhile."""
+    chain = [pid]
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        while pid > 1 and len(chain) < MAX_DEPTH:
+            pid = psutil.Process(pid).ppid()
+            chain.append(pid)
+    except GONE:
+        return None
+    return chain
+
+
+def pid_namespace(pid: int) -> int | None:
+    """The inode of a process's pid namespace (equal for two processes in one namespace), None if gone
+    or not ours to read. psutil has no call for it."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def last_pid() -> int:
+    """The pid the kernel handed out last in this pid namespace (/proc/loadavg's last field): pids are
+    handed out in increasing order, wrapping at pid_max, so between two reads only the pids in between
+    can have been reused."""
+    try:
+        return int(Path("/proc/loadavg").read_text().split()[-1])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+def pid_max() -> int:
+    try:
+        return int(Path("/proc/sys/kernel/pid_max").read_text())
+    except (OSError, ValueError):
+        return 1 << 22
+
+
+def reused_between(before: int, after: int, top: int) -> range | tuple[range, range] | None:
+    """The pids the kernel may have handed out since `before` was last_pid(), now `after`: (before, after],
+    wrapped at `top` (pid_max); None when unknown (everything may be new)."""
+    if before < 0 or after < 0:
+        return None
+    if after >= before:
+        return range(before + 1, after + 1)
+    return (range(before + 1, top), range(1, after + 1))
+
+
+def in_span(pid: int, span: range | tuple[range, range] | None) -> bool:
+    if span is None:
+        return True
+    if isinstance(span, range):
+        return pid in span
+    return pid in span[0] or pid in span[1]
+
+
+@dataclass(frozen=True)
+class Load:
+    """What a set of processes uses now."""
+
+    tasks: int = 0
+    """Processes and threads (what RLIMIT_NPROC and the pids cgroup count)."""
+    memory: int = 0
+    """Resident bytes together (shared pages counted in each: an overestimate)."""
+
+
+def load(pids: Iterable[int]) -> Load:
+    tasks = memory = 0
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            with proc.oneshot():
+                threads, rss = proc.num_threads(), proc.memory_info().rss
+        except GONE:
+            continue
+        tasks += threads
+        memory += rss
+    return Load(tasks=tasks, memory=memory)

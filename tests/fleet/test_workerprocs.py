@@ -1,0 +1,104 @@
+"""orch.fleet.workerprocs: which processes are which worker's, on real processes of this machine: by the
+state-file variable under shared isolation, by the bubblewrap sandbox's pid namespace under local strict
+isolation, and each process read once (a later look reads only what started since)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orch import settings
+from orch.fleet.workerprocs import WorkerProcesses
+from orch.run.folder import RunFolder
+from orch.run.records import Isolation, LocalRunInfo
+from orch.waits import wait_until
+
+SLEEP = "import time; time.sleep(60)"
+
+
+def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolation: Isolation) -> RunFolder:
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
+    folder = RunFolder.for_name("procs")
+    info = LocalRunInfo(
+        name="procs",
+        agent="scripted",
+        workers=2,
+        workdir=str(tmp_path),
+        permission_mode="default",
+        tmux_socket="orch-procs",
+        orch_version="0",
+        isolation=isolation,
+    )
+    folder.create(info)
+    for n in (1, 2):
+        folder.outbox(n).mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture
+def started() -> Iterator[list[subprocess.Popen[bytes]]]:
+    procs: list[subprocess.Popen[bytes]] = []
+    yield procs
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+def test_shared_isolation_reads_each_process_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, started: list[subprocess.Popen[bytes]]
+) -> None:
+    run = _run(tmp_path, monkeypatch, Isolation.SHARED)
+    mark = {**os.environ, settings.STATE_FILE.name: str(run.state(1))}
+    started.append(subprocess.Popen([sys.executable, "-c", SLEEP], env=mark))
+    watcher = WorkerProcesses(run, run.info(), [1, 2])
+    assert watcher.look() == {1: {started[0].pid}, 2: set()}
+    first = watcher.read
+    # A process that is no worker's yet, then execs as worker 2's (a pane's first process does so).
+    env = f"{{**os.environ, {settings.STATE_FILE.name!r}: {str(run.state(2))!r}}}"
+    script = f"import os, sys; sys.stdin.read(1); os.execvpe(sys.executable, [sys.executable, '-c', {SLEEP!r}], {env})"
+    late = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE)
+    started.append(late)
+    assert late.pid not in watcher.look()[2]
+    assert late.stdin is not None
+    late.stdin.write(b"x")
+    late.stdin.close()
+    wait_until(lambda: late.pid in watcher.look()[2], 10, "the exec'd process to be worker 2's")
+    again = watcher.read
+    watcher.look()
+    assert watcher.read - again < first / 4  # a later look reads only what is new or young
+    assert watcher.look()[1] == {started[0].pid}
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_a_sandboxed_worker_is_its_pid_namespace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, started: list[subprocess.Popen[bytes]]
+) -> None:
+    """Worker n's processes are those of the sandbox whose bwrap binds its outbox, wherever they went in it
+    (a daemon that left its parent); a process outside any sandbox is none of them, whatever it claims."""
+    run = _run(tmp_path, monkeypatch, Isolation.STRICT)
+    for n in (1, 2):
+        box = str(run.outbox(n))
+        inner = "setsid sleep 60 & exec sleep 61"
+        argv = ["bwrap", "--unshare-pid", "--dev-bind", "/", "/", "--bind", box, box, "--", "sh", "-c", inner]
+        started.append(subprocess.Popen(argv))
+    liar = {**os.environ, settings.STATE_FILE.name: str(run.state(1))}
+    started.append(subprocess.Popen([sys.executable, "-c", SLEEP], env=liar))
+    watcher = WorkerProcesses(run, run.info(), [1, 2])
+    assert watcher.by_namespace
+    # bwrap's init (pid 1 inside), the shell exec'd as sleep, and the daemon: three in each sandbox.
+
+    def both() -> dict[int, set[int]] | None:
+        found = watcher.look()
+        return found if all(len(found[n]) >= 3 for n in (1, 2)) else None
+
+    found = wait_until(both, 10, "both sandboxes' processes")
+    assert not found[1] & found[2]
+    assert started[2].pid not in found[1] | found[2]
+    for n, bwrap in ((1, started[0]), (2, started[1])):
+        assert bwrap.pid not in found[n]  # the sandbox itself, outside it, is not the worker's

@@ -1,0 +1,78 @@
+"""orch.procs: this machine's processes through psutil, and a process that ends while it is read is gone,
+never an error (`orch run` once crashed when a worker's process ended while its ancestry was read)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from orch import procs
+
+
+def test_a_process_that_has_ended_reads_as_gone() -> None:
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True)
+    pid = int(done.stdout)
+    assert procs.ancestry(pid) is None and procs.cmdline(pid) == [] and procs.command(pid) == ""
+    assert procs.uid(pid) is None and procs.env_var(pid, "PATH") is None and procs.children(pid) == []
+    assert procs.pid_namespace(pid) is None and procs.load([pid]) == procs.Load()
+
+
+def test_a_live_process_reads_as_itself() -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"], env={**os.environ, "ORCH_PROCS_TEST": "yes"}
+    )
+    try:
+        assert procs.ancestry(child.pid)[:2] == [child.pid, os.getpid()]  # type: ignore[index]
+        assert procs.env_var(child.pid, "ORCH_PROCS_TEST") == "yes"
+        assert child.pid in procs.children(os.getpid()) and procs.uid(child.pid) == os.getuid()
+        assert procs.cmdline(child.pid)[-1] == "import time; time.sleep(60)"
+        assert procs.pid_namespace(child.pid) == procs.pid_namespace(os.getpid())
+        assert child.pid in procs.of_uids({os.getuid()}) and procs.uid_tasks(os.getuid()) >= 2
+        used = procs.load([child.pid, os.getpid()])
+        assert used.tasks >= 2 and used.memory > 1 << 20
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_zombie_has_no_ancestry() -> None:
+    child = subprocess.Popen(["true"])
+    ended = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # ended, not yet reaped
+    assert ended is not None and procs.ancestry(child.pid) is None and not procs.alive(child.pid)
+    child.wait()
+
+
+def test_reading_processes_that_end_meanwhile_never_raises() -> None:
+    """Many short-lived processes, each read while it may be ending: every answer is a value."""
+    churn = subprocess.Popen(
+        ["sh", "-c", "for i in $(seq 300); do true & done; wait"], stdout=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        while churn.poll() is None:
+            for pid in procs.children(churn.pid) + procs.pids()[-50:]:
+                procs.ancestry(pid)
+                procs.cmdline(pid)
+                procs.env_var(pid, "PATH")
+                procs.uid(pid)
+                procs.load([pid])
+    finally:
+        churn.wait()
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "top", "new", "old"),
+    [
+        (100, 110, 32768, [101, 110], [100, 111, 5]),
+        (32760, 305, 32768, [32761, 32767, 300, 305], [32760, 306]),  # wrapped at pid_max
+        (-1, 110, 32768, [1, 5000], []),  # unknown: every pid may be new
+        (100, 100, 32768, [], [100, 101]),
+    ],
+)
+def test_the_pids_handed_out_between_two_looks(
+    before: int, after: int, top: int, new: list[int], old: list[int]
+) -> None:
+    span = procs.reused_between(before, after, top)
+    assert all(procs.in_span(p, span) for p in new) and not any(procs.in_span(p, span) for p in old)
