@@ -158,11 +158,7 @@ def create(
 def start(client: docker.DockerClient, container: Container, info: DockerRunInfo, choice: FleetUpstreams) -> None:
     """Start the container and hand its init the boot line (the upstreams, secrets included) on stdin:
     attached before the start, written once, then detached when the init says it has it (stdin then closes)."""
-    if info.replay is not None:  # no upstream at all: every answer comes from the run folder's recording
-        boot = InitBoot(run=info.name, offline=True, upstreams=[], replay=info.replay)
-    else:
-        boot = InitBoot(run=info.name, offline=info.offline, upstreams=list(choice.upstreams))
-    line = _boot_line(boot)
+    line = _boot_line(init_boot(info, choice))
     params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
     try:
         sock = client.api.attach_socket(str(container.id), params=params)
@@ -180,6 +176,14 @@ def start(client: docker.DockerClient, container: Container, info: DockerRunInfo
         if proc is not None:
             with contextlib.suppress(OSError, ValueError):
                 proc.stdin.close()
+
+
+def init_boot(info: DockerRunInfo, choice: FleetUpstreams) -> InitBoot:
+    """What the init is told: the run's upstreams, or for a replay none at all (every answer comes from the
+    run folder's copy of the recording, so no credential goes in)."""
+    if info.replay is not None:
+        return InitBoot(run=info.name, offline=True, upstreams=[], replay=info.replay)
+    return InitBoot(run=info.name, offline=info.offline, upstreams=list(choice.upstreams))
 
 
 def _boot_line(boot: InitBoot) -> str:

@@ -19,13 +19,15 @@ from pathlib import Path
 
 import pytest
 
+from orch.container import boot
 from orch.container.sandbox import DockerSandbox
 from orch.contracts import UpRequest
 from orch.errors import UsageError
 from orch.lead.demo import prepare
 from orch.run.folder import RunFolder
+from orch.run.records import ContainerInfo, DockerRunInfo
 from tests.dockertest import BUILD_TIMEOUT, RUN_UID, new_name
-from tests.helpers import orch
+from tests.helpers import orch, run_info
 
 # The attempt, as a worker's shell step: any of these succeeding alters what the run replays.
 TAMPER = (
@@ -117,3 +119,17 @@ def test_a_container_run_refuses_a_recorded_run_folder_before_making_anything(tm
         DockerSandbox().up(request)
     assert "orch record export" in (caught.value.hint or "")
     assert not RunFolder.for_name("rp").root.exists()
+
+
+@pytest.mark.pure
+def test_a_container_replay_hands_its_init_no_upstream_and_no_credential(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The boot line of a replay (even of a live spec, with a credential in the host's environment): the
+    recording's path in the run folder, no upstream, nothing to hold."""
+    canary = "sk-ant-api03-CANARY-replaydocker-0123456789abcdef"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", canary)
+    info = run_info("rp", container=ContainerInfo(name="orch-rp", image="i", host_run_dir="/x", user="1000:1000"))
+    assert isinstance(info, DockerRunInfo) and not info.offline
+    info.replay = str(RunFolder(Path("/orch/runs/rp")).replay_recording)
+    given = boot.init_boot(info, boot.upstream(info))
+    assert (given.upstreams, given.replay, given.offline) == ([], "/orch/runs/rp/model/replay.orchrec.gz", True)
+    assert canary not in boot._boot_line(given)
