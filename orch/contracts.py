@@ -311,7 +311,8 @@ class UpRequest:
     worker_agents: dict[int, str] = field(default_factory=dict)
     """Per-worker agent (worker -> agent) where it differs from `agent`: a mixed fleet."""
     replay: Path | None = None
-    """A cassette (a recorded run folder): the run's gateway answers every model request from it."""
+    """A cassette (a recorded run folder, or an exported recording: the only kind a container run takes):
+    the run's gateway answers every model request from it."""
     isolation: Isolation = Isolation.SHARED
     """STRICT: each worker its own uid and outbox, the workdir read-only (the container backend only)."""
     caps: WorkerCaps = field(default_factory=WorkerCaps)

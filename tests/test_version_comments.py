@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import io
 import re
+import sys
 import tokenize
 from collections.abc import Iterator
 from pathlib import Path
@@ -119,3 +120,75 @@ def test_the_check_catches_a_version(source: str, tmp_path: Path) -> None:
 )
 def test_the_check_leaves_code_and_other_numbers(source: str) -> None:
     assert not any(version_pattern().search(text) for _, text in prose(source)), source
+
+
+# --- literals: code spells no pinned version, it reads orch.versions ------------------------------------
+CODE_FILES = ("docker/Dockerfile", "action.yml", "compose.yaml", ".ci/run")
+"""Beyond SCANNED's Python and shell: the other files that build, install or run something."""
+
+
+def exact_pattern() -> re.Pattern[str]:
+    """A pinned version exactly (not a longer one it is the start of: 2.1.3320)."""
+    exact = "|".join(re.escape(v) for v in pinned())
+    return re.compile(rf"(?<![\w.])(?:{exact})(?![\w.]*\d)")
+
+
+def literals(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, text) of each string literal of a Python file (f-strings' fixed parts included); of any
+    other file, each line."""
+    source = path.read_text()
+    if path.suffix != ".py":
+        yield from enumerate(source.splitlines(), 1)
+        return
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            yield node.lineno, node.value
+
+
+def spelled_versions(path: Path, pattern: re.Pattern[str]) -> Iterator[str]:
+    if not pattern.search(path.read_text()):
+        return
+    for line, text in literals(path):
+        for match in pattern.finditer(text):
+            yield f"{path.relative_to(REPO)}:{line}: {match.group(0)!r}"
+
+
+def test_no_code_spells_a_pinned_version() -> None:
+    """A test or a build file that writes the pinned version goes stale at the next bump: read orch.versions (Python)
+    or take the build arg orch/container/image.py passes (the Dockerfile). Docs say what was measured at
+    which version: they are not scanned."""
+    pattern = exact_pattern()
+    files = [p for d in SCANNED for p in (REPO / d).rglob("*") if p.suffix in (".py", ".sh") and p.is_file()]
+    files += [REPO / f for f in CODE_FILES if (REPO / f).is_file()]
+    assert REPO / "docker" / "Dockerfile" in files
+    found = [
+        hit
+        for path in sorted(files)
+        if path.relative_to(REPO).as_posix() not in {"orch/versions.py", *OWNED_ELSEWHERE}
+        for hit in spelled_versions(path, pattern)
+    ]
+    assert not found, "read the version from orch.versions (or the build arg):\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("name", "source"),
+    [
+        ("t.py", f'assert "{versions.CLAUDE_CODE_VERSION}" in out\n'),
+        ("t.py", f'hint = f"npm install -g {{pkg}}@{versions.GEMINI_CLI_VERSION}"\n'),
+        ("Dockerfile", f"ARG CLAUDE_CODE_VERSION={versions.CLAUDE_CODE_VERSION}\n"),
+    ],
+)
+def test_the_literal_check_catches_a_version(
+    name: str, source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / name
+    path.write_text(source)
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert list(spelled_versions(path, exact_pattern())), source
+
+
+def test_the_literal_check_leaves_other_numbers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "t.py"
+    path.write_text(f'x = "{versions.CLAUDE_CODE_VERSION}0"; y = CLAUDE_CODE_VERSION; z = "127.0.0.1"\n')
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert not list(spelled_versions(path, exact_pattern()))

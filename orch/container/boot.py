@@ -51,7 +51,8 @@ def upstream(info: DockerRunInfo) -> FleetUpstreams:
     environment; checked before anything is created. A login file passed through can only be mounted from
     this machine."""
     credentials = get_adapter(info.agent).credentials
-    choice = fleet_upstreams({k: get_adapter(k).credentials for k in info.agents()}, os.environ, info.offline)
+    offline = info.offline or info.replay is not None  # a replay's gateway calls no model API
+    choice = fleet_upstreams({k: get_adapter(k).credentials for k in info.agents()}, os.environ, offline)
     if choice.login_file is not None and info.container.on_remote_engine:
         raise UsageError(
             f"the only credential is the login file {choice.login_file}, which cannot reach a remote engine",
@@ -157,7 +158,7 @@ def create(
 def start(client: docker.DockerClient, container: Container, info: DockerRunInfo, choice: FleetUpstreams) -> None:
     """Start the container and hand its init the boot line (the upstreams, secrets included) on stdin:
     attached before the start, written once, then detached when the init says it has it (stdin then closes)."""
-    line = _boot_line(InitBoot(run=info.name, offline=info.offline, upstreams=list(choice.upstreams)))
+    line = _boot_line(init_boot(info, choice))
     params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
     try:
         sock = client.api.attach_socket(str(container.id), params=params)
@@ -175,6 +176,14 @@ def start(client: docker.DockerClient, container: Container, info: DockerRunInfo
         if proc is not None:
             with contextlib.suppress(OSError, ValueError):
                 proc.stdin.close()
+
+
+def init_boot(info: DockerRunInfo, choice: FleetUpstreams) -> InitBoot:
+    """What the init is told: the run's upstreams, or for a replay none at all (every answer comes from the
+    run folder's copy of the recording, so no credential goes in)."""
+    if info.replay is not None:
+        return InitBoot(run=info.name, offline=True, upstreams=[], replay=info.replay)
+    return InitBoot(run=info.name, offline=info.offline, upstreams=list(choice.upstreams))
 
 
 def _boot_line(boot: InitBoot) -> str:

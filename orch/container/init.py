@@ -128,6 +128,7 @@ def start_run_gateway(boot: InitBoot, uid: int, gid: int, gw_uid: int) -> Gatewa
         run_dir=str(run.root),
         workdir=WORKDIR,
         upstreams=boot.upstreams,
+        replay=boot.replay,
         control_key=SecretStr(secrets.token_hex(24)),
         offline=boot.offline,
     )

@@ -37,7 +37,10 @@ class InitBoot(Strict):
     run: str
     offline: bool = False
     upstreams: list[Upstream]
-    """One per model API of the fleet, each with its credential."""
+    """One per model API of the fleet, each with its credential (none for a replay)."""
+    replay: str | None = None
+    """A replay: the exported recording's copy in the run folder (RunFolder.replay_recording, in the
+    gateway's `model/`), which the gateway answers from."""
 
 
 class InitError(Exception):

@@ -44,8 +44,9 @@ def _mount(info: DockerRunInfo, target: str, source: str, read_only: bool = Fals
 
 
 # --- on this machine (local engine) ----------------------------------------------------------------
-def make_run_folder(run: RunFolder, info: DockerRunInfo) -> None:
-    _seed(run, info)
+def make_run_folder(run: RunFolder, info: DockerRunInfo, recording: Path | None = None) -> None:
+    """A new run folder on this machine, with the exported `recording` the run replays (if any)."""
+    _seed(run, info, recording)
     uid, gid = uid_gid(info.container)
     if os.getuid() == 0 and uid != 0:
         _chown_tree(run.root, uid, gid)
@@ -123,12 +124,13 @@ def remove_volumes(client: docker.DockerClient, *volumes: str) -> None:
             client.volumes.get(volume).remove(force=True)
 
 
-def upload(container: Container, info: DockerRunInfo, host_workdir: Path) -> None:
-    """Put a fresh run folder and the workdir's copy into the (created) container's volumes."""
+def upload(container: Container, info: DockerRunInfo, host_workdir: Path, recording: Path | None = None) -> None:
+    """Put a fresh run folder (with the exported `recording` the run replays) and the workdir's copy into
+    the (created) container's volumes."""
     uid, gid = uid_gid(info.container)
     with tempfile.TemporaryDirectory(prefix="orch-upload-") as tmp:
         staged = RunFolder(Path(tmp) / info.name)
-        _seed(staged, info)
+        _seed(staged, info, recording)
         _put_tree(container, run_mount(info.name), staged.root, uid, gid)
     if info.isolation is Isolation.STRICT:  # the run's container mounts the workspace read-only
         _upload_workspace(container, info, host_workdir, uid, gid)
@@ -197,12 +199,20 @@ def pull(client: docker.DockerClient, info: DockerRunInfo, source: Container | N
 
 
 # --- helpers ---------------------------------------------------------------------------------------
-def _seed(run: RunFolder, info: DockerRunInfo) -> None:
-    """A new run folder. Files the container appends to must exist before the host (maybe root) ever touches them."""
+def _seed(run: RunFolder, info: DockerRunInfo, recording: Path | None) -> None:
+    """A new run folder. Files the container appends to must exist before the host (maybe root) ever touches them.
+
+    `recording` (a replay of an exported file): copied into the gateway's `model/`, read-only; the
+    container's init gives `model/` and all in it to the gateway's uid before any worker starts
+    (orch.container.owners.own_model_dir), so no worker can alter, replace or remove what its run replays."""
     run.create(info)
     run.events.touch()
     run.bus_lock.touch()
     run.sessions_dir.mkdir()
+    if recording is not None:
+        run.model_dir.mkdir(exist_ok=True)
+        shutil.copyfile(recording, run.replay_recording, follow_symlinks=True)
+        os.chmod(run.replay_recording, 0o444)
 
 
 def _chown_tree(root: Path, uid: int, gid: int) -> None:

@@ -42,6 +42,7 @@ from orch.container.layout import (
     WORKDIR,
     container_name,
     container_user,
+    run_mount,
     run_volume_name,
     workspace_volume_name,
     writable_by,
@@ -105,9 +106,11 @@ class DockerSandbox:
         adapter, planned = launch.plan(request)  # the agent itself runs inside the container
         opts = self.settings.options
         host_workdir = Path(planned.workdir)
+        recording = _recording(request)
         try:
             # The model API is not the workers': the init opens it to the gateway's uid alone.
-            allow = egress.allowlist_for(os.environ, request.offline, opts.allow, adapter.credentials, model_api=False)
+            offline = request.offline or recording is not None
+            allow = egress.allowlist_for(os.environ, offline, opts.allow, adapter.credentials, model_api=False)
         except ValueError as exc:
             raise UsageError(str(exc), hint="--allow takes a host name, an IP address or a CIDR") from None
         if opts.egress is not EgressMode.ALLOWLIST:
@@ -170,13 +173,15 @@ class DockerSandbox:
         )
         info = DockerRunInfo.of(planned, container_info)
         info.workdir = WORKDIR
+        if recording is not None:  # the gateway in the container reads the run folder's copy
+            info.replay = str(RunFolder(Path(run_mount(request.name))).replay_recording)
         choice = boot.upstream(info)  # before anything exists: a bad credential setup creates nothing
         container: Container | None = None
         try:
             if remote:
                 mounts.make_volumes(client, info)
             else:
-                mounts.make_run_folder(run, info)
+                mounts.make_run_folder(run, info, recording)
                 if opts.copy_workdir:
                     mounts.copy_workdir(host_workdir, Path(info.container.workspace_source), uid, gid)
             container = boot.create(
@@ -184,7 +189,7 @@ class DockerSandbox:
             )
             info.container.id = str(container.id)
             if remote:
-                mounts.upload(container, info, host_workdir)
+                mounts.upload(container, info, host_workdir, recording)
             save_info(run, info)
             boot.start(client, container, info, choice)
             boot.wait_running(container, run, info, self.settings.boot_timeout)
@@ -359,6 +364,19 @@ class DockerSandbox:
         client = self.client(info)
         mounts.pull(client, info, run_container(client, info))
         return True
+
+
+def _recording(request: UpRequest) -> Path | None:
+    """The exported recording a container run replays (copied into its run folder, where its gateway reads
+    it); a recorded run folder is refused: only this machine sees it."""
+    if request.replay is None:
+        return None
+    if not request.replay.is_file():
+        raise UsageError(
+            f"a container run replays an exported recording, and {request.replay} is a run folder",
+            hint="export it first (orch record export RUN -o FILE) and replay that file, or replay with --local",
+        )
+    return request.replay.resolve()
 
 
 def _boxed(info: RunInfo) -> DockerRunInfo:

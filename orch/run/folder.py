@@ -177,6 +177,12 @@ class RunFolder:
     def exchanges(self, n: int) -> Path:
         return self.model_dir / f"exchanges-{n}.jsonl.gz"
 
+    @property
+    def replay_recording(self) -> Path:
+        """A container run's copy of the exported recording it replays (`orch run --replay FILE`): put here
+        by the host before the container starts, in the gateway's `model/` so that no worker can alter it."""
+        return self.model_dir / "replay.orchrec.gz"
+
     def recordings(self) -> list[Path]:
         """The recording: each worker's `exchanges(n)` that exists, in worker order."""
         if not self.model_dir.is_dir():

@@ -17,6 +17,7 @@ from orch.run import workerprotocol
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import WorkerState
+from orch.versions import CLAUDE_CODE_VERSION
 from orch.waits import wait_until
 from tests.helpers import diagnose, orch, prompts
 
@@ -154,7 +155,7 @@ def test_doctor_reports_tools_and_credentials(model: ScriptedModelServer) -> Non
     assert result.exit_code == 0, result.output
     lines = {line.split()[1]: line for line in result.output.splitlines() if line[:3] in ("ok ", "!! ", "-- ")}
     assert lines["tmux"].startswith("ok") and lines["claude"].startswith("ok")
-    assert "2.1.332" in lines["claude"]
+    assert CLAUDE_CODE_VERSION in lines["claude"]
     assert "ANTHROPIC_API_KEY" in lines["credentials"] and "sk-ant" not in result.output
 
 

@@ -16,7 +16,7 @@ import orch
 from orch import settings
 from orch.agents.base import AgentBase
 from orch.agents.registry import ADAPTERS, DEFAULT_AGENT, IMAGE_AGENT, get_adapter, image_install, image_installs
-from orch.container.image import DOCKER_DIR
+from orch.container.image import DOCKER_DIR, build_args
 from orch.container.serverun import link_sessions
 from orch.contracts import (
     TEXT_SHELL,
@@ -38,6 +38,7 @@ from orch.offline import chat as offline_chat
 from orch.offline import gemini as offline_gemini
 from orch.offline import responses as offline_responses
 from orch.run.folder import RunFolder
+from orch.versions import DEFAULT_BASE_IMAGE
 from tests.helpers import run_info
 
 PACKAGE = Path(orch.__file__).parent
@@ -102,9 +103,12 @@ def test_the_image_build_reads_its_agent_from_the_adapter() -> None:
     install = image_install()
     assert install == get_adapter(IMAGE_AGENT).install
     dockerfile = (DOCKER_DIR / "Dockerfile").read_text()
+    passed = build_args(DEFAULT_BASE_IMAGE, None, [IMAGE_AGENT])
     for arg, value in install.build_args().items():
         assert f"ARG {arg}\n" in dockerfile and "${" + arg + "}" in dockerfile
-        assert f"ARG {arg}={value}\n" in dockerfile  # the file's defaults mirror the adapter's
+        assert f"ARG {arg}=" not in dockerfile  # no default: the pin is written in orch/versions.py only
+        assert passed[arg] == value  # ... and the build always passes it
+    assert "ARG BASE\n" in dockerfile and passed["BASE"] == DEFAULT_BASE_IMAGE
     assert get_adapter(DEFAULT_AGENT).name == DEFAULT_AGENT
 
 

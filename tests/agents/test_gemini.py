@@ -19,6 +19,7 @@ from orch.offline.modelserver import ScriptedModelServer, key_digest
 from orch.run.events import Event
 from orch.run.folder import RunFolder, atomic_write
 from orch.run.records import Isolation, PermissionAnswer, WorkerState
+from orch.versions import GEMINI_CLI_VERSION
 from orch.waits import wait_until
 from tests.helpers import diagnose, gateway_books, orch, prompts
 
@@ -269,7 +270,7 @@ def test_doctor_reports_gemini(model: ScriptedModelServer) -> None:
     result = orch("doctor")
     assert result.exit_code == 0, result.output
     lines = {line.split()[1]: line for line in result.output.splitlines() if line[:3] in ("ok ", "!! ", "-- ")}
-    assert lines["gemini"].startswith("ok") and "0.61.0" in lines["gemini"]
+    assert lines["gemini"].startswith("ok") and GEMINI_CLI_VERSION in lines["gemini"]
     assert "GEMINI_API_KEY" in result.output and KEY not in result.output
 
 

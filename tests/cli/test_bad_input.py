@@ -8,6 +8,7 @@ import pytest
 
 from orch.fleet.tmux import TmuxServer
 from orch.run.paths import agents_dir, runs_dir
+from orch.versions import GEMINI_CLI_PACKAGE, GEMINI_CLI_VERSION
 from tests.helpers import orch
 
 
@@ -64,7 +65,7 @@ def test_gemini_cli_not_installed(workdir: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("ORCH_GEMINI_BIN", str(tmp_path / "no-gemini"))
     result = orch("up", "ok", "--agent", "gemini", "--workdir", workdir, "--local")
     assert result.exit_code == 2 and "Gemini CLI is not installed" in result.output
-    assert "npm install -g @google/gemini-cli@0.61.0" in result.output
+    assert f"npm install -g {GEMINI_CLI_PACKAGE}@{GEMINI_CLI_VERSION}" in result.output
     _nothing_left("ok")
 
 
