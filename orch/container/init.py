@@ -184,6 +184,16 @@ def _dns_log(boot: InitBoot | None, uid: int, gid: int) -> Path:
     return run_folder(boot.run, uid, gid).logs_dir / "dns.log"
 
 
+def tell_held(boot: InitBoot | None) -> None:
+    """compose: which agent kinds the gateway's credentials serve (names, never a secret), for `orch run`'s
+    check of a live fleet; this process's environment, and so the run's, holds no credential after this."""
+    held = [] if boot is None or boot.offline else [a for u in boot.upstreams if u.kind == "api" for a in u.agents]
+    if held:
+        os.environ[settings.GATEWAY_HOLDS.name] = ",".join(dict.fromkeys(held))
+    else:
+        os.environ.pop(settings.GATEWAY_HOLDS.name, None)
+
+
 def read_given(argv: list[str]) -> Given:
     """The settings, the boot (the host's line, or compose's secret and environment) and the command; every
     credential variable out of the environment from here on."""
@@ -215,6 +225,7 @@ def read_given(argv: list[str]) -> Given:
                 flush=True,
             )
         boot = env_boot({**os.environ, **read_secrets(Path(SECRETS_FILE), uid)})
+        tell_held(boot)
     clear_credentials()
     try:
         mode = EgressMode(egress)

@@ -212,6 +212,36 @@ def test_compose_boot_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> N
         env_boot({})
 
 
+def test_compose_live_fleet_checked_against_the_inits_gateway(monkeypatch: pytest.MonkeyPatch) -> None:
+    """compose: the init tells (names, no secret) which agent kinds its gateway's credentials serve, and
+    `orch run`, whose own environment holds none, checks a live fleet against that: two APIs both held run;
+    one missing is refused in one line naming its variable; nothing told (offline): not set at all."""
+    from orch.container.init import tell_held
+    from orch.container.initboot import env_boot
+    from orch.errors import UsageError
+    from orch.fleet.rungateway import fleet_credentials
+
+    monkeypatch.setenv(settings.RUN.name, "demo")
+    monkeypatch.setenv(settings.OFFLINE.name, "0")
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", settings.GATEWAY_HOLDS.name):
+        monkeypatch.delenv(name, raising=False)  # the run's environment: no credential
+    tell_held(env_boot({"ANTHROPIC_API_KEY": CANARY, "OPENAI_API_KEY": "sk-openai-x"}))
+    held = os.environ[settings.GATEWAY_HOLDS.name]
+    assert {"claude", "codex"} <= set(held.split(",")) and CANARY not in held
+    assert fleet_credentials(["claude", "codex"], offline=False) is not None  # both held: runs
+
+    tell_held(env_boot({"ANTHROPIC_API_KEY": CANARY}))
+    with pytest.raises(UsageError) as refused:
+        fleet_credentials(["claude", "codex"], offline=False)
+    line = refused.value.one_line()
+    assert "codex: OPENAI_API_KEY" in line and "claude:" not in line.split("(it holds")[0] and "\n" not in line
+    assert fleet_credentials(["claude", "codex"], offline=True).upstreams[0].kind == "scripted"
+
+    monkeypatch.setenv(settings.OFFLINE.name, "1")
+    tell_held(env_boot({"ANTHROPIC_API_KEY": CANARY}))
+    assert settings.GATEWAY_HOLDS.name not in os.environ
+
+
 def test_compose_init_clears_every_credential_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     from orch.container.initboot import clear_credentials
 
