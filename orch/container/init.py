@@ -308,9 +308,19 @@ def main(argv: list[str]) -> int:
             print("orch-init: must start as root to apply the egress policy and start the gateway", file=sys.stderr)
             return 2
         os.execvp(given.argv[0], given.argv)
-    lead = given.lead
+    lead, name = given.lead, given.compose_run
+    if name is not None and compose.in_use(name):
+        print(
+            f"orch-init: run {name!r} is in use by another container on this runs volume (its fleet or "
+            "controller is alive): stop it first, or choose another ORCH_RUN",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 2
     if lead is not None and (code := compose.start_lead(lead, given.uid, given.gid)) != 0:
         return code  # a bad spec, or no run to resume: nothing made, nothing removed
+    # compose's new run (a first `fleet`, a `lead` spec): if it does not start, nothing of it stays.
+    fresh = name is not None and not os.path.lexists(run_mount(name))
     try:
         confine(given)
         code, strict = prepare(given)
@@ -318,9 +328,9 @@ def main(argv: list[str]) -> int:
         print(f"orch-init: {exc}", file=sys.stderr, flush=True)
         code, strict = exc.code, False
     if code != 0:
-        if lead is not None and lead.spec is not None:  # a new run that did not start: nothing of it stays
-            _stop_gateway(lead.run)
-            remove_run(lead.run)
+        if fresh and name is not None:
+            _stop_gateway(name)
+            remove_run(name)
         return code
     command = compose.lead_command(lead) if lead is not None else given.argv
     # Under strict isolation the run's processes keep SETUID and SETGID (ambient, nothing else), so that
