@@ -14,7 +14,7 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -352,7 +352,7 @@ def test_compose_lead_killed_mid_run_resumes(project: Project, tmp_path: Path) -
     assert json.loads((runs / "k" / "run.json").read_text())["isolation"] == "strict"
 
 
-def _workspace(tmp_path: Path, spec: dict[str, object], git: bool = False) -> tuple[Path, Path]:
+def _workspace(tmp_path: Path, spec: Mapping[str, object], git: bool = False) -> tuple[Path, Path]:
     """The sample (a git repository of one commit with `git`) and `spec` as fleet.yaml, all the run's uid's;
     an empty runs folder."""
     workspace, runs = tmp_path / "ws", tmp_path / "runs"
