@@ -441,7 +441,7 @@ def test_compose_lead_runs_a_live_fleet_across_two_apis_and_refuses_a_run_in_use
             assert "run 'two' is in use by another container" in again.stdout + again.stderr
         lead.reload()
         assert lead.status == "running" and (runs / "two" / "run.json").is_file()
-        assert json.loads((runs / "two" / "run.json").read_text())["created_at"] == info["created_at"]
+        assert json.loads((runs / "two" / "run.json").read_text())["created"] == info["created"]
         lead.stop(timeout=20)
 
 
