@@ -128,7 +128,11 @@ def _start(
     if isolation is Isolation.SHARED:
         typer.echo(f"run {run_name}: isolation shared: the workers share one uid (see the report)", err=True)
     # A run with writers: its repository and base checks, made (or refused in one line) before the run exists.
-    prepared = changes_start.prepare(spec, run_name, base, snapshot, backend) if spec.writer_tasks() else None
+    prepared = (
+        changes_start.prepare(spec, run_name, base, snapshot, backend, defer_checks=prepare)
+        if spec.writer_tasks()
+        else None
+    )
     for warning in prepared.warnings if prepared else []:
         typer.echo(f"orch: warning: {warning}", err=True)
     try:
