@@ -35,7 +35,9 @@ run is ORCH_RUN, and the gateway gets one upstream per model API whose credentia
 model with ORCH_OFFLINE=1). Every credential variable is then taken out of
 the environment before the gateway starts and before the exec, so no process of the run holds one. With
 no credential set and ORCH_OFFLINE=0 the controller starts the gateway itself, with nothing to hold.
-A compose run that stops before step 7 (a bad spec, a gateway that did not start) leaves no run folder.
+A compose run that stops before step 7 (a bad spec, a gateway that did not start) leaves no run folder,
+and a run that another container on the same runs volume serves or drives is refused before anything
+(compose.in_use). A live compose fleet is checked against what the gateway holds (`tell_held`).
 """
 
 from __future__ import annotations
