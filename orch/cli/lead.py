@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from orch import settings
 from orch.cli.common import NameArg, run_folder
 from orch.container.backends import folder_is_here, in_container
 from orch.errors import OrchError, UsageError
@@ -151,13 +152,16 @@ def _start(
 
 @spec_app.command()
 def check(file: Annotated[Path, typer.Argument(help="The fleet spec (YAML).", show_default=False)]) -> None:
-    """Validate a fleet spec; print every problem with its location."""
+    """Validate a fleet spec; print every problem with its location. In compose's container (the init's
+    gateway holds the credentials) a live spec needs one there for each of its model APIs."""
     try:
         spec = load_spec(file)
     except SpecError as exc:
         for issue in exc.issues:
             typer.echo(f"{file}: {issue}", err=True)
         raise typer.Exit(2) from None
+    if settings.GATEWAY_HOLDS.get():  # compose's init checks a spec so before it replaces an earlier run
+        rungateway.fleet_credentials([group.agent for group in spec.groups()], spec.offline)
     kinds = ", ".join(f"{g.workers} {g.agent}" + (f" ({g.model})" if g.model else "") for g in spec.groups())
     policy = spec.verification
     typer.echo(

@@ -444,6 +444,19 @@ def test_compose_lead_runs_a_live_fleet_across_two_apis_and_refuses_a_run_in_use
         assert json.loads((runs / "two" / "run.json").read_text())["created"] == info["created"]
         lead.stop(timeout=20)
 
+    # Stopped, the run is no longer in use; a re-run with a key missing is refused by the spec check, before
+    # the earlier run of the name would be replaced: that run stays as it was.
+    missing = subprocess.run(
+        [*base, "--rm", "lead"],
+        env={**env, "ORCH_CREDENTIALS": str(_secret(tmp_path, {"ANTHROPIC_API_KEY": keys["anthropic"]}))},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert missing.returncode == 2 and "codex: OPENAI_API_KEY" in missing.stdout + missing.stderr, missing.stderr
+    assert "in use" not in missing.stdout + missing.stderr
+    assert json.loads((runs / "two" / "run.json").read_text())["created"] == info["created"]
+
 
 def test_compose_lead_lands_a_writers_change(project: Project, tmp_path: Path) -> None:
     """A writer task in compose's `lead` under strict isolation: the offline scripted writer edits its

@@ -212,7 +212,7 @@ def test_compose_boot_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> N
         env_boot({})
 
 
-def test_compose_live_fleet_checked_against_the_inits_gateway(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compose_live_fleet_checked_against_the_inits_gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """compose: the init tells (names, no secret) which agent kinds its gateway's credentials serve, and
     `orch run`, whose own environment holds none, checks a live fleet against that: two APIs both held run;
     one missing is refused in one line naming its variable; nothing told (offline): not set at all."""
@@ -220,6 +220,7 @@ def test_compose_live_fleet_checked_against_the_inits_gateway(monkeypatch: pytes
     from orch.container.initboot import env_boot
     from orch.errors import UsageError
     from orch.fleet.rungateway import fleet_credentials
+    from tests.helpers import orch
 
     monkeypatch.setenv(settings.RUN.name, "demo")
     monkeypatch.setenv(settings.OFFLINE.name, "0")
@@ -236,6 +237,13 @@ def test_compose_live_fleet_checked_against_the_inits_gateway(monkeypatch: pytes
     line = refused.value.one_line()
     assert "codex: OPENAI_API_KEY" in line and "claude:" not in line.split("(it holds")[0] and "\n" not in line
     assert fleet_credentials(["claude", "codex"], offline=True).upstreams[0].kind == "scripted"
+    # `orch spec check` (run by the init before it replaces an earlier run of the name) refuses it too.
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(
+        "workdir: .\nagents:\n  - {agent: claude, workers: 1}\n  - {agent: codex, workers: 1}\ntasks:\n  - {goal: g}\n"
+    )
+    checked = orch("spec", "check", spec)
+    assert checked.exit_code == 2 and "codex: OPENAI_API_KEY" in checked.output, checked.output
 
     monkeypatch.setenv(settings.OFFLINE.name, "1")
     tell_held(env_boot({"ANTHROPIC_API_KEY": CANARY}))
