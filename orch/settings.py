@@ -354,6 +354,14 @@ GATEWAY_CREDENTIAL = Setting(
     "Set by the container's init for the run it started a gateway for: run.json's `credential` (schemes, no secret).",
     internal=True,
 )
+GATEWAY_HOLDS = Setting(
+    "ORCH_GATEWAY_HOLDS",
+    "",
+    _list(","),
+    "Set by the container's init (compose) when its gateway holds credentials: the agent kinds they serve "
+    "(names, no secret), which `orch run` checks a live fleet against instead of its own environment.",
+    internal=True,
+)
 PROMPTS = Setting(
     "ORCH_PROMPTS", "", _prompts, "The workers' first prompts for `orch serve-run`, as JSON.", internal=True
 )

@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from orch import settings
 from orch.cli.common import NameArg, run_folder
 from orch.container.backends import folder_is_here, in_container
 from orch.errors import OrchError, UsageError
@@ -128,7 +129,11 @@ def _start(
     if isolation is Isolation.SHARED:
         typer.echo(f"run {run_name}: isolation shared: the workers share one uid (see the report)", err=True)
     # A run with writers: its repository and base checks, made (or refused in one line) before the run exists.
-    prepared = changes_start.prepare(spec, run_name, base, snapshot, backend) if spec.writer_tasks() else None
+    prepared = (
+        changes_start.prepare(spec, run_name, base, snapshot, backend, defer_checks=prepare)
+        if spec.writer_tasks()
+        else None
+    )
     for warning in prepared.warnings if prepared else []:
         typer.echo(f"orch: warning: {warning}", err=True)
     try:
@@ -147,13 +152,16 @@ def _start(
 
 @spec_app.command()
 def check(file: Annotated[Path, typer.Argument(help="The fleet spec (YAML).", show_default=False)]) -> None:
-    """Validate a fleet spec; print every problem with its location."""
+    """Validate a fleet spec; print every problem with its location. In compose's container (the init's
+    gateway holds the credentials) a live spec needs one there for each of its model APIs."""
     try:
         spec = load_spec(file)
     except SpecError as exc:
         for issue in exc.issues:
             typer.echo(f"{file}: {issue}", err=True)
         raise typer.Exit(2) from None
+    if settings.GATEWAY_HOLDS.get():  # compose's init checks a spec so before it replaces an earlier run
+        rungateway.fleet_credentials([group.agent for group in spec.groups()], spec.offline)
     kinds = ", ".join(f"{g.workers} {g.agent}" + (f" ({g.model})" if g.model else "") for g in spec.groups())
     policy = spec.verification
     typer.echo(

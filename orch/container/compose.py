@@ -13,6 +13,7 @@ orch on the host to make the run folder first, as `orch up` and `orch run` do).
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -52,6 +53,25 @@ def as_run_uid(uid: int, gid: int, argv: list[str]) -> int:
     """Run `argv` as the run's uid with no capability, no groups and no-new-privs (its output this
     process's); its exit code."""
     return subprocess.run([*drop_argv(uid, gid), *argv], check=False).returncode
+
+
+def in_use(name: str) -> bool:
+    """Whether another container on the same runs volume serves or drives run `name` now: its `orch
+    serve-run` holds the run's serve lock, its controller the controller lock (flock: the same kernel sees
+    both containers' locks). A dead container's locks went with its processes."""
+    run = RunFolder(Path(run_mount(name)))
+    for lock in (run.serve_lock, run.controller_lock):
+        try:
+            fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue  # none (never served), or a link planted in its place: not a lock anyone holds
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+    return False
 
 
 def start_lead(lead: Lead, uid: int, gid: int) -> int:

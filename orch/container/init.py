@@ -35,7 +35,9 @@ run is ORCH_RUN, and the gateway gets one upstream per model API whose credentia
 model with ORCH_OFFLINE=1). Every credential variable is then taken out of
 the environment before the gateway starts and before the exec, so no process of the run holds one. With
 no credential set and ORCH_OFFLINE=0 the controller starts the gateway itself, with nothing to hold.
-A compose run that stops before step 7 (a bad spec, a gateway that did not start) leaves no run folder.
+A compose run that stops before step 7 (a bad spec, a gateway that did not start) leaves no run folder,
+and a run that another container on the same runs volume serves or drives is refused before anything
+(compose.in_use). A live compose fleet is checked against what the gateway holds (`tell_held`).
 """
 
 from __future__ import annotations
@@ -185,6 +187,16 @@ def _dns_log(boot: InitBoot | None, uid: int, gid: int) -> Path:
     return run_folder(boot.run, uid, gid).logs_dir / "dns.log"
 
 
+def tell_held(boot: InitBoot | None) -> None:
+    """compose: which agent kinds the gateway's credentials serve (names, never a secret), for `orch run`'s
+    check of a live fleet; this process's environment, and so the run's, holds no credential after this."""
+    held = [] if boot is None or boot.offline else [a for u in boot.upstreams if u.kind == "api" for a in u.agents]
+    if held:
+        os.environ[settings.GATEWAY_HOLDS.name] = ",".join(dict.fromkeys(held))
+    else:
+        os.environ.pop(settings.GATEWAY_HOLDS.name, None)
+
+
 def read_given(argv: list[str]) -> Given:
     """The settings, the boot (the host's line, or compose's secret and environment) and the command; every
     credential variable out of the environment from here on."""
@@ -216,6 +228,7 @@ def read_given(argv: list[str]) -> Given:
                 flush=True,
             )
         boot = env_boot({**os.environ, **read_secrets(Path(SECRETS_FILE), uid)})
+        tell_held(boot)
     clear_credentials()
     try:
         mode = EgressMode(egress)
@@ -298,9 +311,19 @@ def main(argv: list[str]) -> int:
             print("orch-init: must start as root to apply the egress policy and start the gateway", file=sys.stderr)
             return 2
         os.execvp(given.argv[0], given.argv)
-    lead = given.lead
+    lead, name = given.lead, given.compose_run
+    if name is not None and compose.in_use(name):
+        print(
+            f"orch-init: run {name!r} is in use by another container on this runs volume (its fleet or "
+            "controller is alive): stop it first, or choose another ORCH_RUN",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 2
     if lead is not None and (code := compose.start_lead(lead, given.uid, given.gid)) != 0:
         return code  # a bad spec, or no run to resume: nothing made, nothing removed
+    # compose's new run (a first `fleet`, a `lead` spec): if it does not start, nothing of it stays.
+    fresh = name is not None and not os.path.lexists(run_mount(name))
     try:
         confine(given)
         code, strict = prepare(given)
@@ -308,9 +331,9 @@ def main(argv: list[str]) -> int:
         print(f"orch-init: {exc}", file=sys.stderr, flush=True)
         code, strict = exc.code, False
     if code != 0:
-        if lead is not None and lead.spec is not None:  # a new run that did not start: nothing of it stays
-            _stop_gateway(lead.run)
-            remove_run(lead.run)
+        if fresh and name is not None:
+            _stop_gateway(name)
+            remove_run(name)
         return code
     command = compose.lead_command(lead) if lead is not None else given.argv
     # Under strict isolation the run's processes keep SETUID and SETGID (ambient, nothing else), so that

@@ -11,6 +11,7 @@ run the init prepared) it runs the controller once the workers are up, and exits
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import subprocess
@@ -120,10 +121,12 @@ def serve(
     run = RunFolder.for_name(name)
     posts: BusServer | None = None
     controller: subprocess.Popen[bytes] | None = None
+    held = hold_serve_lock(run) if run.root.is_dir() else None
     try:
         try:
             if create is not None and not run.exists():
                 run, info = _create(create, boot_timeout)
+                held = hold_serve_lock(run)
             else:
                 info = run.info()
                 if info.isolation is Isolation.STRICT:  # before the workers: their first posts go here
@@ -149,10 +152,20 @@ def serve(
             control.kill(run)  # stops tmux and the model server, marks the run stopped, logs who
         return 0
     finally:
+        if held is not None:
+            os.close(held)
         if posts is not None:
             posts.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def hold_serve_lock(run: RunFolder) -> int:
+    """The run's serve lock, held (shared) for as long as the returned descriptor is open: compose's init
+    in another container on the same runs volume then refuses to replace or relaunch the run."""
+    fd = os.open(run.serve_lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    return fd
 
 
 def _create(req: UpRequest, boot_timeout: float) -> tuple[RunFolder, RunInfo]:

@@ -69,8 +69,21 @@ def upstreams(info: RunInfo) -> FleetUpstreams:
 
 def fleet_credentials(agents: Sequence[str], offline: bool) -> FleetUpstreams:
     """The upstreams a fleet of these agent kinds would get from this process's environment (UsageError
-    when a live fleet across model APIs lacks a credential of one)."""
-    return fleet_upstreams({agent: get_adapter(agent).credentials for agent in agents}, os.environ, offline)
+    when a live fleet across model APIs lacks a credential of one). In a container whose init started the
+    gateway with the credentials (compose: this environment holds none), the init's word on which agent
+    kinds they serve is checked instead: a live fleet with an agent it holds nothing for is refused."""
+    kinds = {agent: get_adapter(agent).credentials for agent in agents}
+    held = settings.GATEWAY_HOLDS.get()
+    if held and not offline:
+        missing = [kind for kind, credentials in kinds.items() if credentials.env and kind not in held]
+        if missing:
+            names = "; ".join(f"{kind}: {' or '.join(kinds[kind].env)}" for kind in dict.fromkeys(missing))
+            raise UsageError(
+                f"no credential for {names} in the container's gateway (it holds one for {', '.join(held)})",
+                hint=f"add it to the file {settings.CREDENTIALS.name} names",
+            )
+        return fleet_upstreams(kinds, os.environ, offline, strict=False)
+    return fleet_upstreams(kinds, os.environ, offline)
 
 
 def ensure(run: RunFolder, info: RunInfo) -> GatewayHandle:

@@ -231,6 +231,12 @@ class RunFolder:
         """Held (flock) by the one controller driving this run."""
         return self.root / ".controller.lock"
 
+    @property
+    def serve_lock(self) -> Path:
+        """Held (flock, shared) by `orch serve-run` while it serves this run in its container: another
+        container on the same runs volume (compose) sees the run in use."""
+        return self.root / ".serve.lock"
+
     def findings_file(self, job: str) -> Path:
         """A finder job's findings as the controller accepted them (JSON; the worker writes
         `outbox_findings`, the controller copies what it validated here)."""

@@ -14,7 +14,7 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -25,11 +25,13 @@ import pytest
 import yaml
 from docker.models.containers import Container
 
+from orch.agents.codex import OFFLINE_MODEL
 from orch.container.egress import DNS_UID
 from orch.container.serverun import READY_LINE
+from orch.offline.modelserver import ScriptedModelServer, key_digest
 from orch.run.uids import worker_uid
 from orch.waits import wait_until
-from tests.dockertest import BUILD_TIMEOUT, unique
+from tests.dockertest import BUILD_TIMEOUT, bridge_address, unique
 
 pytestmark = [pytest.mark.docker, pytest.mark.claude, pytest.mark.timeout(BUILD_TIMEOUT)]
 COMPOSE_FILE = Path(__file__).resolve().parents[2] / "compose.yaml"
@@ -348,3 +350,168 @@ def test_compose_lead_killed_mid_run_resumes(project: Project, tmp_path: Path) -
     report = json.loads((runs / "k" / "report.json").read_text())
     assert report["status"] == "passed" and [f["status"] for f in report["findings"]] == ["CONFIRMED"]
     assert json.loads((runs / "k" / "run.json").read_text())["isolation"] == "strict"
+
+
+def _workspace(tmp_path: Path, spec: Mapping[str, object], git: bool = False) -> tuple[Path, Path]:
+    """The sample (a git repository of one commit with `git`) and `spec` as fleet.yaml, all the run's uid's;
+    an empty runs folder."""
+    workspace, runs = tmp_path / "ws", tmp_path / "runs"
+    shutil.copytree(SAMPLE, workspace)
+    runs.mkdir()
+    (workspace / "fleet.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    if git:
+        author = ["-c", "user.name=orch test", "-c", "user.email=test@orch.invalid"]
+        for argv in (["init", "-q", "-b", "main"], ["add", "-A"], [*author, "commit", "-q", "-m", "sample"]):
+            subprocess.run(["git", *argv], cwd=workspace, check=True, capture_output=True)
+    for path in (runs, workspace, *workspace.rglob("*")):
+        os.chown(path, UID, UID, follow_symlinks=False)
+    return workspace, runs
+
+
+def _secret(tmp_path: Path, lines: dict[str, str]) -> Path:
+    secret = tmp_path / "credentials.env"
+    secret.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
+    secret.chmod(0o600)  # the test's (root's): the run's uid cannot read it
+    return secret
+
+
+def test_compose_lead_runs_a_live_fleet_across_two_apis_and_refuses_a_run_in_use(
+    project: Project, tmp_path: Path
+) -> None:
+    """A live spec of Claude Code and Codex workers in compose's `lead` (the scripted model on the bridge
+    standing in for both model APIs): `orch run`'s environment holds no credential, so the check asks what
+    the init's gateway holds. One key missing from the secret: refused in one line naming it, nothing made;
+    both there: the fleet runs with both upstreams. While it runs, a second `lead` or a `fleet` of the same
+    run on the same volume is refused, the running run untouched."""
+    spec = {
+        "workdir": ".",
+        "agents": [{"agent": "claude", "workers": 1}, {"agent": "codex", "workers": 1, "model": OFFLINE_MODEL}],
+        "tasks": [{"id": "pages", "goal": "Determine whether paginate returns the right page.", "worker": 1}],
+    }
+    workspace, runs = _workspace(tmp_path, spec)
+    bridge = bridge_address(project.engine)
+    keys = {"anthropic": f"sk-ant-test-{unique('k')}", "openai": f"sk-proj-test-{unique('k')}"}
+    env = {**os.environ, "ORCH_RUN": "two", "ORCH_WORKSPACE": str(workspace), "ORCH_RUNS": str(runs)}
+    env |= {"ORCH_EGRESS": "none", "ORCH_UID": str(UID), "ORCH_OFFLINE": "0"}
+    base = [*project.cli, "-f", str(COMPOSE_FILE), "-p", project.name, "run"]
+    with ScriptedModelServer(host=bridge) as anthropic, ScriptedModelServer(host=bridge) as openai:
+        one = _secret(tmp_path, {"ANTHROPIC_API_KEY": keys["anthropic"], "ANTHROPIC_BASE_URL": anthropic.url})
+        refused = subprocess.run(
+            [*base, "--rm", "lead"], env={**env, "ORCH_CREDENTIALS": str(one)}, capture_output=True, text=True
+        )
+        out = refused.stdout + refused.stderr
+        assert refused.returncode == 2, out
+        (line,) = [x for x in out.splitlines() if "codex: OPENAI_API_KEY" in x]
+        assert "claude:" not in line.split("(it holds")[0], line
+        assert not (runs / "two").exists() and keys["anthropic"] not in out
+
+        both = _secret(
+            tmp_path,
+            {
+                "ANTHROPIC_API_KEY": keys["anthropic"],
+                "ANTHROPIC_BASE_URL": anthropic.url,
+                "OPENAI_API_KEY": keys["openai"],
+                "OPENAI_BASE_URL": openai.url,
+            },
+        )
+        env["ORCH_CREDENTIALS"] = str(both)
+        name = f"{project.name}-two"
+        started = subprocess.run([*base, "-d", "--name", name, "lead"], env=env, capture_output=True, text=True)
+        assert started.returncode == 0, started.stderr
+        lead = project.engine.containers.get(name)
+
+        def ready() -> bool:
+            lead.reload()
+            logs = lead.logs().decode(errors="replace")
+            assert lead.status == "running", logs
+            return READY_LINE in logs
+
+        wait_until(ready, 300, "the live fleet to start its workers", interval=0.5)
+        info = json.loads((runs / "two" / "run.json").read_text())
+        assert info["credential"] == "x-api-key,bearer" and info["isolation"] == "strict", info
+        logs = lead.logs().decode(errors="replace")
+        assert f"as uid {GATEWAY_UID}" in logs and "no credential" not in logs, logs
+        assert {r.key_digest for r in anthropic.requests} <= {key_digest(keys["anthropic"])}
+        assert {r.key_digest for r in openai.requests} <= {key_digest(keys["openai"])}
+
+        # The same run again, from another container on the same volume, while this one runs it.
+        for service in ("lead", "fleet"):
+            again = subprocess.run([*base, "--rm", service], env=env, capture_output=True, text=True, timeout=120)
+            assert again.returncode == 2, again.stdout + again.stderr
+            assert "run 'two' is in use by another container" in again.stdout + again.stderr
+        lead.reload()
+        assert lead.status == "running" and (runs / "two" / "run.json").is_file()
+        assert json.loads((runs / "two" / "run.json").read_text())["created"] == info["created"]
+        lead.stop(timeout=20)
+
+    # Stopped, the run is no longer in use; a re-run with a key missing is refused by the spec check, before
+    # the earlier run of the name would be replaced: that run stays as it was.
+    missing = subprocess.run(
+        [*base, "--rm", "lead"],
+        env={**env, "ORCH_CREDENTIALS": str(_secret(tmp_path, {"ANTHROPIC_API_KEY": keys["anthropic"]}))},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert missing.returncode == 2 and "codex: OPENAI_API_KEY" in missing.stdout + missing.stderr, missing.stderr
+    assert "in use" not in missing.stdout + missing.stderr
+    assert json.loads((runs / "two" / "run.json").read_text())["created"] == info["created"]
+
+
+def test_compose_lead_lands_a_writers_change(project: Project, tmp_path: Path) -> None:
+    """A writer task in compose's `lead` under strict isolation: the offline scripted writer edits its
+    worktree (its worker's own uid's), the reviewer passes it, the checks pass, and the change lands."""
+    fix = "cd {{workdir}} && sed -i 's|start = page \\* size|start = (page - 1) * size|' pages.py"
+    probe = "p={{run_dir}}/outbox/agent-{{worker}}/probe.txt; stat -c %u {{workdir}} > $p; id -u >> $p"
+    spec = {
+        "workdir": ".",
+        "offline": True,
+        "workers": 2,
+        "checks": [
+            "python3 -B -c 'from pages import paginate; assert paginate(list(range(10)), 1, 5) == [0, 1, 2, 3, 4]'"
+        ],
+        "tasks": [
+            {
+                "id": "fix",
+                "role": "writer",
+                "goal": "paginate(items, 1, size) skips the first page: make pages 1-based.",
+                "files": ["pages.py"],
+                "worker": 1,
+                "offline_script": [
+                    {"bash": probe},
+                    {"bash": fix},
+                    {"write": "{{result_file}}", "content": "pages are 1-based now\n"},
+                    {"bash": "touch {{done_file}}"},
+                    {"reply": "Finished: one change."},
+                ],
+            }
+        ],
+        "changes": {"reviewers_per_change": 1},
+    }
+    workspace, runs = _workspace(tmp_path, spec, git=True)
+    env = {**os.environ, "ORCH_RUN": "w", "ORCH_WORKSPACE": str(workspace), "ORCH_RUNS": str(runs)}
+    env |= {"ORCH_EGRESS": "none", "ORCH_UID": str(UID), "ORCH_OFFLINE": "1"}
+    cmd = [*project.cli, "-f", str(COMPOSE_FILE), "-p", project.name, "run", "--rm", "lead"]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert "isolation strict" in out, out
+    report = json.loads((runs / "w" / "report.json").read_text())
+    assert [(c["task"], c["status"]) for c in report["changes"]] == [("fix", "LANDED")], report["changes"]
+    owner, writer = (runs / "w" / "outbox" / "agent-1" / "probe.txt").read_text().split()
+    assert owner == writer == str(worker_uid(1))  # its worktree its own, written as its own uid
+    assert "start = page * size" in (workspace / "pages.py").read_text()  # the workspace itself untouched
+
+
+def test_compose_fleet_that_fails_its_first_start_leaves_nothing(project: Project, tmp_path: Path) -> None:
+    """compose's `fleet` whose first start fails after the init made the run's folder and started its
+    gateway (a fleet it cannot plan): exit 2 in one line, and no run folder left on the volume."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    os.chown(runs, UID, UID)
+    done = project.start(f"{project.name}-f", ORCH_RUNS=str(runs), ORCH_OFFLINE="1", ORCH_WORKERS="0")
+    out = done.stdout + done.stderr
+    assert done.returncode == 2, out
+    assert "model gateway at" in out, out  # it did get that far
+    assert [x for x in out.splitlines() if x.startswith("orch-init: ") and "egress" not in x and "gateway" not in x]
+    assert list(runs.iterdir()) == [], list(runs.rglob("*"))

@@ -212,6 +212,71 @@ def test_compose_boot_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> N
         env_boot({})
 
 
+def test_compose_live_fleet_checked_against_the_inits_gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """compose: the init tells (names, no secret) which agent kinds its gateway's credentials serve, and
+    `orch run`, whose own environment holds none, checks a live fleet against that: two APIs both held run;
+    one missing is refused in one line naming its variable; nothing told (offline): not set at all."""
+    from orch.container.init import tell_held
+    from orch.container.initboot import env_boot
+    from orch.errors import UsageError
+    from orch.fleet.rungateway import fleet_credentials
+    from tests.helpers import orch
+
+    monkeypatch.setenv(settings.RUN.name, "demo")
+    monkeypatch.setenv(settings.OFFLINE.name, "0")
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", settings.GATEWAY_HOLDS.name):
+        monkeypatch.delenv(name, raising=False)  # the run's environment: no credential
+    tell_held(env_boot({"ANTHROPIC_API_KEY": CANARY, "OPENAI_API_KEY": "sk-openai-x"}))
+    held = os.environ[settings.GATEWAY_HOLDS.name]
+    assert {"claude", "codex"} <= set(held.split(",")) and CANARY not in held
+    assert fleet_credentials(["claude", "codex"], offline=False) is not None  # both held: runs
+
+    tell_held(env_boot({"ANTHROPIC_API_KEY": CANARY}))
+    with pytest.raises(UsageError) as refused:
+        fleet_credentials(["claude", "codex"], offline=False)
+    line = refused.value.one_line()
+    assert "codex: OPENAI_API_KEY" in line and "claude:" not in line.split("(it holds")[0] and "\n" not in line
+    assert fleet_credentials(["claude", "codex"], offline=True).upstreams[0].kind == "scripted"
+    # `orch spec check` (run by the init before it replaces an earlier run of the name) refuses it too.
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(
+        "workdir: .\nagents:\n  - {agent: claude, workers: 1}\n  - {agent: codex, workers: 1}\ntasks:\n  - {goal: g}\n"
+    )
+    checked = orch("spec", "check", spec)
+    assert checked.exit_code == 2 and "codex: OPENAI_API_KEY" in checked.output, checked.output
+
+    monkeypatch.setenv(settings.OFFLINE.name, "1")
+    tell_held(env_boot({"ANTHROPIC_API_KEY": CANARY}))
+    assert settings.GATEWAY_HOLDS.name not in os.environ
+
+
+def test_compose_run_in_use_is_seen_through_its_locks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another container on the same runs volume serving the run (serve-run's lock) or driving it (the
+    controller's lock) is seen as in use; its locks released (its processes gone), the run is free; a link
+    planted in a lock's place is not a lock."""
+    import fcntl
+
+    from orch.container import compose
+    from orch.container.serverun import hold_serve_lock
+    from orch.run.folder import RunFolder
+
+    monkeypatch.setattr(compose, "run_mount", lambda name: str(tmp_path / name))
+    run = RunFolder(tmp_path / "demo")
+    assert not compose.in_use("demo")  # no run at all
+    run.root.mkdir()
+    held = hold_serve_lock(run)
+    assert compose.in_use("demo")
+    os.close(held)
+    assert not compose.in_use("demo")
+    fd = os.open(run.controller_lock, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as orch.lead.controller.controller_lock takes it
+    assert compose.in_use("demo")
+    os.close(fd)
+    run.serve_lock.unlink()
+    run.serve_lock.symlink_to(run.controller_lock)
+    assert not compose.in_use("demo")
+
+
 def test_compose_init_clears_every_credential_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     from orch.container.initboot import clear_credentials
 

@@ -54,15 +54,19 @@ class Prepared:
         shutil.rmtree(self.staging, ignore_errors=True)
 
 
-def prepare(spec: FleetSpec, name: str, base: str | None, snapshot: bool, backend: Backend) -> Prepared:
+def prepare(
+    spec: FleetSpec, name: str, base: str | None, snapshot: bool, backend: Backend, defer_checks: bool = False
+) -> Prepared:
     """Everything a run with writers needs that can be refused, done before the run exists. UsageError (one
     line) for: no git repository without --snapshot, a dirty tree without --snapshot, an unknown base, no
     working sandbox for the checks, a check command that does not exist (exit 127 on the base). The checks run
-    here on the base for a local run; a container run's controller runs them there (`ensure_baseline`)."""
+    here on the base for a local run; a container run's controller runs them there (`ensure_baseline`), and
+    so does compose's (`defer_checks`: `orch run --prepare`, which holds no capability to start the checks'
+    uid; its controller starts it through the run's tmux server)."""
     choice = choose_base(spec.workdir, base, snapshot)
     # A container run's checks run in its container (the checks' uid there): its controller runs them on
     # the base at its start (ensure_baseline), where a missing command stops the run in one line.
-    here = backend is Backend.LOCAL
+    here = backend is Backend.LOCAL and not defer_checks
     if spec.checks and here and (why := sandbox_available()) is not None:
         raise UsageError(why, hint="install bubblewrap, or drop the spec's checks:")
     runs_dir().mkdir(parents=True, exist_ok=True)

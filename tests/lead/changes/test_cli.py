@@ -135,6 +135,12 @@ def test_a_check_failing_on_the_base_is_a_warning(tmp_path: Path) -> None:
         ]
     finally:
         prepared.discard()
+    # compose's `orch run --prepare` (no capability to start the checks' uid): its controller runs them.
+    deferred = prepare(spec, "w", None, False, Backend.LOCAL, defer_checks=True)
+    try:
+        assert deferred.baseline is None and deferred.warnings == []
+    finally:
+        deferred.discard()
     nothing_created()
 
 
