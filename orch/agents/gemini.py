@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from orch import settings
 from orch.agents.apis import gateway_env, gemini_key
 from orch.agents.base import AgentBase, AgentFacts, HookDialect, SessionArgs, write_config
 from orch.contracts import Dialog, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
@@ -65,7 +64,6 @@ FACTS = AgentFacts(
         Dialog("include-trust", r"Do you trust the following folders being added", ("Enter",)),
         Dialog("auth", r"How would you like to authenticate", ("Down", "Enter")),
     ),
-    bin_setting=settings.GEMINI_BIN,
     cache="gemini-cli",
     version_env=QUIET_ENV,
     session_args=SessionArgs(resume=("--resume",), new=("--session-id",)),
