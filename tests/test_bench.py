@@ -93,6 +93,22 @@ def test_rows_judge_and_render() -> None:
     assert again.values == met.values and again.target == met.target
 
 
+def test_two_setups_are_measured_in_turn_and_their_ratios_pair_one_repeat() -> None:
+    from bench.pairs import paired, ratios
+
+    order: list[str] = []
+
+    def measure(what: str) -> float:
+        order.append(what)
+        return float(len(order))
+
+    a, b = paired(3, measure, "a", "b")
+    assert order == ["a", "b", "b", "a", "a", "b"]  # the first of each pair alternates: the same load for both
+    assert (a, b) == ([1.0, 4.0, 5.0], [2.0, 3.0, 6.0])
+    assert ratios([2.0, 3.0, 1.0], [1.0, 0.0, 2.0]) == [2.0, 0.5]  # a zero sample is left out, not divided by
+    assert ratios({0: 2.0, 2: 9.0}, {0: 4.0, 1: 1.0}) == [0.5]  # by repeat: only the repeats both have
+
+
 def test_percentile_and_sizes() -> None:
     samples = [float(i) for i in range(1, 101)]
     assert percentile(samples, 50) == 50 and percentile(samples, 99) == 99 and percentile(samples, 100) == 100
