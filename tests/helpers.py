@@ -111,3 +111,14 @@ def pinned_bin(name: str) -> Path:
         version = facts.install.version if facts.install else ""
         pytest.fail(f"{facts.title} {version} not found at {path}: run scripts/setup.sh")
     return path
+
+
+def stand_in_binaries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point every agent's ORCH_<NAME>_BIN at /bin/true: for a fast test that only needs a path, or doctor
+    lines of some shape (a real `--version` starts Node or a venv's Python: seconds each; each agent's
+    tier runs the real one)."""
+    from orch import settings
+    from orch.agents.registry import ADAPTERS
+
+    for setting in filter(None, map(settings.agent_bin, ADAPTERS)):
+        monkeypatch.setenv(setting.name, "/bin/true")

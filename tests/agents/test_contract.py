@@ -40,7 +40,7 @@ from orch.offline import gemini as offline_gemini
 from orch.offline import responses as offline_responses
 from orch.run.folder import RunFolder
 from orch.versions import AIDER_VERSION, OPENCODE_VERSION
-from tests.helpers import run_info
+from tests.helpers import run_info, stand_in_binaries
 
 PACKAGE = Path(orch.__file__).parent
 ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
@@ -57,7 +57,8 @@ def toy_registered(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_adapter_keeps_the_contract(name: str) -> None:
+def test_adapter_keeps_the_contract(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    stand_in_binaries(monkeypatch)  # doctor's lines are Checks whatever `--version` says
     adapter = get_adapter(name)
     assert isinstance(adapter, AgentAdapter)
     assert adapter.name == name
