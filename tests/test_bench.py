@@ -22,6 +22,10 @@ STATUSES = {"MET", "MISSED", "-", "SKIPPED", "ERROR"}
 ROW_KEYS = {"bench", "metric", "unit", "values", "median", "min", "max", "n", "target", "status", "note"}
 
 
+QUICK_GROUP = pytest.mark.xdist_group("bench-quick")
+"""The tests of the `quick` run: on one worker under pytest-xdist, so the run is made once, not once per worker."""
+
+
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
     out = tmp_path_factory.mktemp("bench") / "quick.json"
@@ -31,6 +35,7 @@ def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str
     return json.loads(out.read_text()), done.stdout
 
 
+@QUICK_GROUP
 def test_quick_run_writes_the_documented_shape(quick: tuple[dict[str, Any], str]) -> None:
     data, _ = quick
     assert data["schema"] == 1
@@ -52,6 +57,7 @@ def test_quick_run_writes_the_documented_shape(quick: tuple[dict[str, Any], str]
             assert {"op", "value", "text"} <= row["target"].keys()
 
 
+@QUICK_GROUP
 def test_quick_run_covers_the_cheap_benchmarks(quick: tuple[dict[str, Any], str]) -> None:
     data, stdout = quick
     metrics = {(r["bench"], r["metric"]): r for r in data["rows"]}
@@ -68,6 +74,7 @@ def test_quick_run_covers_the_cheap_benchmarks(quick: tuple[dict[str, Any], str]
     assert "results in" in stdout
 
 
+@QUICK_GROUP
 def test_table_can_be_rendered_again_from_json(quick: tuple[dict[str, Any], str], tmp_path: Path) -> None:
     data, _ = quick
     path = tmp_path / "r.json"
