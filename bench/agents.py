@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from bench import procs
 from bench.core import Context, Result
 from bench.env import BOOT_TIMEOUT, BenchEnv, BenchError, Fleet
+from bench.pairs import ratios
 from bench.report import Row
 from orch.agents.registry import get_adapter
 from orch.contracts import UpRequest
@@ -134,9 +135,9 @@ def rows_of(agent: str, got: Samples, claude: Samples | None) -> list[Row]:
     if claude is not None and claude is not got:  # per repeat, against Claude Code's run just before
         for n in WORKERS:
             rows.append(
-                Row("agents", f"{agent}: up -> {n} ready / Claude Code's", "x", _ratios(got.ups[n], claude.ups[n]))
+                Row("agents", f"{agent}: up -> {n} ready / Claude Code's", "x", ratios(got.ups[n], claude.ups[n]))
             )
-        rows.append(Row("agents", f"{agent}: brief -> done / Claude Code's", "x", _ratios(got.done, claude.done)))
+        rows.append(Row("agents", f"{agent}: brief -> done / Claude Code's", "x", ratios(got.done, claude.done)))
     for row in rows:
         if not row.values:
             row.status, row.note = "ERROR", "; ".join(got.errors)[:300] or "no sample"
@@ -168,10 +169,6 @@ def run(ctx: Context) -> Result:
 
 def _median(values: list[float]) -> list[float]:
     return [statistics.median(values)] if values else []
-
-
-def _ratios(mine: dict[int, float], theirs: dict[int, float]) -> list[float]:
-    return [mine[r] / theirs[r] for r in sorted(mine) if theirs.get(r)]
 
 
 def _one_line(exc: BaseException) -> str:

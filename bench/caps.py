@@ -19,6 +19,7 @@ from typing import Any
 
 from bench.core import Context, Result
 from bench.env import BenchEnv, BenchError, orch_cli, python_env
+from bench.pairs import paired, ratios
 from bench.report import Row, Target
 from orch import procs, settings
 from orch.fleet import caps
@@ -45,28 +46,23 @@ def run(ctx: Context) -> Result:
         return Result(skipped=missing)
     ctx.env.model()
     n = 2 if ctx.config.quick else 4
-    tries = []
-    for i in range(ctx.config.repeat):
-        # interleaved, the first of each pair alternating: the same machine state for both
-        for limits in ("on", "off") if i % 2 == 0 else ("off", "on"):
-            tries.append(once(ctx.env, n, limits))
+    on_tries, off_tries = paired(ctx.config.repeat, lambda limits: once(ctx.env, n, limits), "on", "off")
     rows = []
     for what, key in (("`orch up --local`", "up_s"), ("brief -> done", "brief_done_s")):
-        on = [t[key] for t in tries if t["limits"] == "on"]
-        off = [t[key] for t in tries if t["limits"] == "off"]
+        on = [t[key] for t in on_tries]
         rows.append(Row("caps", f"{what}, caps on (N={n})", "s", on))
         rows.append(
             Row(
                 "caps",
                 f"{what}: caps on / off (N={n})",
                 "x",
-                [a / b for a, b in zip(on, off, strict=True) if b > 0],
+                ratios(on, [t[key] for t in off_tries]),
                 Target("<=", 1.10, "<= 1.10x"),
                 note="prlimit and choom before each agent; the watchdog during the jobs",
             )
         )
     rows.append(Row("caps", "the pane's prefix (prlimit, choom, nice) exec'd before `true`", "ms", _prefix_ms()))
-    on = [t for t in tries if t["limits"] == "on"]
+    on = on_tries
     procs_ms = [t["look_ms"] for t in on]
     disk_ms = [t["walk_ms"] for t in on]
     machine = max(t["processes"] for t in on)
@@ -97,7 +93,7 @@ def run(ctx: Context) -> Result:
             note=f"a look every {caps.WATCH_INTERVAL:g} s, a walk every {every:g} s",
         )
     )
-    return Result(rows=rows, raw={"tries": tries})
+    return Result(rows=rows, raw={"tries": on_tries + off_tries})
 
 
 def once(env: BenchEnv, workers: int, limits: str) -> dict[str, Any]:

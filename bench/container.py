@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import os
 import subprocess
@@ -19,6 +20,7 @@ from typing import Any
 
 from bench.core import Context, Result
 from bench.env import BenchEnv, BenchError, orch_cli, python_env
+from bench.pairs import paired, ratios
 from bench.report import Row, Target
 from orch import settings
 from orch.container.layout import run_mount
@@ -59,28 +61,25 @@ def run(ctx: Context) -> Result:
     rows.append(Row("container", "bare container run (`true`), create to exit", "s", starts))
     raw: dict[str, Any] = {"image": image_name, "image_bytes": image.attrs["Size"], "bare_run_s": starts}
     sizes = (1,) if cfg.quick else (1, 4)
-    tries = []
-    for _ in range(cfg.repeat):
-        for n in sizes:
-            for isolation in ISOLATIONS:  # side by side, interleaved: the same machine state for both
-                tries.append(up_once(ctx.env, client, n, isolation))
+    by_size = {n: paired(cfg.repeat, functools.partial(up_once, ctx.env, client, n), *ISOLATIONS) for n in sizes}
+    tries = [t for pair in by_size.values() for side in pair for t in side]
     for n in sizes:
         for what, key in (("`orch up`", "up_s"), ("brief -> done", "brief_done_s")):
-            shared = [t[key] for t in tries if t["workers"] == n and t["isolation"] == "shared"]
-            strict = [t[key] for t in tries if t["workers"] == n and t["isolation"] == "strict"]
+            shared = [t[key] for t in by_size[n][0]]
+            strict = [t[key] for t in by_size[n][1]]
             rows.append(Row("container", f"{what}, strict isolation (N={n})", "s", strict))
             rows.append(
                 Row(
                     "container",
                     f"{what}: strict / shared isolation (N={n})",
                     "x",
-                    [a / b for a, b in zip(strict, shared, strict=True) if b > 0],
+                    ratios(strict, shared),
                     Target("<=", 1.10, "<= 1.10x"),
                     note="each worker its own uid, outbox and launch bundle vs one uid for all",
                 )
             )
     for n in sizes:
-        mine = [t for t in tries if t["workers"] == n and t["isolation"] == "shared"]
+        mine = by_size[n][0]
         rows.append(
             Row(
                 "container",

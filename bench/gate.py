@@ -26,6 +26,7 @@ import yaml
 
 from bench.core import Context, Result
 from bench.env import orch_cli, python_env
+from bench.pairs import paired, ratios
 from bench.report import Row
 from orch.lead.changes.gate import sandbox_available
 from orch.lead.demo import DEMO_AUTHOR
@@ -112,11 +113,7 @@ def run(ctx: Context) -> Result:
     why = sandbox_available()
     if why is not None:
         return Result(skipped=f"the checks' sandbox: {why}")
-    ungated: list[float] = []
-    gated: list[float] = []
-    for i in range(ctx.config.repeat):
-        for on in (False, True) if i % 2 == 0 else (True, False):
-            (gated if on else ungated).append(one_run(ctx, gated=on))
+    ungated, gated = paired(ctx.config.repeat, lambda on: one_run(ctx, gated=on), False, True)
     load = os.getloadavg()[0]
     rows = [
         Row("gate", "2 writers, ungated (no check, protect: [], no review): orch run wall", "s", ungated),
@@ -125,7 +122,7 @@ def run(ctx: Context) -> Result:
             "gate",
             "gated / ungated",
             "x",
-            [g / u for g, u in zip(gated, ungated, strict=True)],
+            ratios(gated, ungated),
             note=f"load average {load:.1f} at the end",
         ),
     ]

@@ -22,6 +22,7 @@ from pydantic import SecretStr
 
 from bench.core import Context, Result
 from bench.env import BenchError, orch_cli, python_env, stop
+from bench.pairs import ratios
 from bench.procs import tree_memory
 from bench.report import Row, Target, percentile
 from orch.agents.claude import CREDENTIAL_ENV
@@ -143,13 +144,11 @@ def _replay_rows(ctx: Context) -> tuple[list[Row], dict[str, Any]]:
         )
         if _verdicts(name) != _verdicts("ci", fresh):
             raise BenchError(f"the replay of {name} from {exported.name} did not reach the recorded verdicts")
-    ratios = [r / max(live, 1e-9) for r, live in zip(replay_s, live_s, strict=True)]
-    file_ratios = [r / max(live, 1e-9) for r, live in zip(file_s, live_s, strict=True)]
     note = "orch demo --local vs orch run --replay of it, 3 Claude Code workers each"
     rows = [
         Row("gateway", "offline demo, live (scripted model), wall", "s", live_s, note=note),
         Row("gateway", "offline demo, replayed from its recording, wall", "s", replay_s),
-        Row("gateway", "replayed demo / live demo", "x", ratios, Target("<=", 1.0, "<= 1x (faster)")),
+        Row("gateway", "replayed demo / live demo", "x", ratios(replay_s, live_s), Target("<=", 1.0, "<= 1x (faster)")),
         Row("gateway", "`orch record export` of the demo, wall", "s", export_s),
         Row("gateway", "exported recording of the demo, size", "KiB", sizes),
         Row(
@@ -159,7 +158,13 @@ def _replay_rows(ctx: Context) -> tuple[list[Row], dict[str, Any]]:
             file_s,
             note="orch run --replay FILE in a fresh ORCH_HOME",
         ),
-        Row("gateway", "replayed from the file / live demo", "x", file_ratios, Target("<=", 1.0, "<= 1x (faster)")),
+        Row(
+            "gateway",
+            "replayed from the file / live demo",
+            "x",
+            ratios(file_s, live_s),
+            Target("<=", 1.0, "<= 1x (faster)"),
+        ),
     ]
     raw = {"demo_live_s": live_s, "demo_replay_s": replay_s, "export_s": export_s, "export_kib": sizes}
     return rows, {**raw, "demo_replay_file_s": file_s}

@@ -12,9 +12,10 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 
-from bench.agents import MEASUREMENT_ERRORS, WORKERS, _one_line, _ratios, brief_to_done
+from bench.agents import MEASUREMENT_ERRORS, WORKERS, _one_line, brief_to_done
 from bench.core import Context, Result
 from bench.env import BOOT_TIMEOUT, BenchEnv, Fleet
+from bench.pairs import in_turn, ratios
 from bench.report import Row, Target
 from orch.contracts import UpRequest
 from orch.errors import UsageError
@@ -67,8 +68,8 @@ def run(ctx: Context) -> Result:
     except UsageError as exc:
         return Result(rows=[Row("isolation", "local strict", "", status="SKIPPED", note=exc.one_line())], raw={})
     got = {mode: Samples() for mode in MODES}
-    for repeat in range(ctx.config.repeat):  # shared then strict in each repeat: the same load for both
-        for mode in MODES:
+    for repeat in range(ctx.config.repeat):  # shared and strict in turn: the same load for both
+        for mode in in_turn(repeat, *MODES):
             _sample(ctx.env, mode, repeat, got[mode])
     rows: list[Row] = []
     for mode in MODES:
@@ -77,9 +78,9 @@ def run(ctx: Context) -> Result:
         rows.append(Row("isolation", f"{mode.value}: brief -> done (3 tool calls)", "s", list(mine.done.values())))
     strict, shared = got[Isolation.STRICT], got[Isolation.SHARED]
     for n in WORKERS:
-        ratios = _ratios(strict.ups[n], shared.ups[n])
-        rows.append(Row("isolation", f"strict / shared: up -> {n} ready", "x", ratios, target=LIMIT))
-    done = _ratios(strict.done, shared.done)
+        ups = ratios(strict.ups[n], shared.ups[n])
+        rows.append(Row("isolation", f"strict / shared: up -> {n} ready", "x", ups, target=LIMIT))
+    done = ratios(strict.done, shared.done)
     rows.append(Row("isolation", "strict / shared: brief -> done", "x", done, target=LIMIT))
     for row in rows:
         if not row.values:

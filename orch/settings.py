@@ -182,41 +182,24 @@ CA_BUNDLE = Setting(
     _optional_path,
     "An extra CA bundle trusted while building the image only, for TLS-intercepting proxies (--ca-bundle overrides).",
 )
-CLAUDE_BIN = Setting(
-    "ORCH_CLAUDE_BIN",
-    "",
-    _optional,
-    "The Claude Code binary to run.",
-    shown="`claude` on PATH, else the pinned copy in ~/.cache/orch/claude-code/",
-)
-CODEX_BIN = Setting(
-    "ORCH_CODEX_BIN",
-    "",
-    _optional,
-    "The Codex CLI binary to run.",
-    shown="`codex` on PATH, else the pinned copy in ~/.cache/orch/codex/",
-)
-OPENCODE_BIN = Setting(
-    "ORCH_OPENCODE_BIN",
-    "",
-    _optional,
-    "The opencode binary to run.",
-    shown="`opencode` on PATH, else the pinned copy in ~/.cache/orch/opencode/",
-)
-AIDER_BIN = Setting(
-    "ORCH_AIDER_BIN",
-    "",
-    _optional,
-    "The aider binary to run.",
-    shown="`aider` on PATH, else the pinned venv in ~/.cache/orch/aider/",
-)
-GEMINI_BIN = Setting(
-    "ORCH_GEMINI_BIN",
-    "",
-    _optional,
-    "The Gemini CLI binary to run.",
-    shown="`gemini` on PATH, else the pinned copy in ~/.cache/orch/gemini-cli/",
-)
+
+
+def _agent_bin(name: str, title: str, pinned: str) -> Setting[str | None]:
+    """ORCH_<NAME>_BIN: the executable of agent `name` (its adapter finds this by name: agent_bin)."""
+    shown = f"`{name}` on PATH, else the pinned {pinned}"
+    return Setting(f"ORCH_{name.upper()}_BIN", "", _optional, f"The {title} binary to run.", shown=shown)
+
+
+def agent_bin(name: str) -> Setting[str | None] | None:
+    """The ORCH_<NAME>_BIN setting of an agent, if it has one (orch.agents.base.AgentFacts.bin_setting)."""
+    return ALL.get(f"ORCH_{name.upper()}_BIN")
+
+
+CLAUDE_BIN = _agent_bin("claude", "Claude Code", "copy in ~/.cache/orch/claude-code/")
+CODEX_BIN = _agent_bin("codex", "Codex CLI", "copy in ~/.cache/orch/codex/")
+OPENCODE_BIN = _agent_bin("opencode", "opencode", "copy in ~/.cache/orch/opencode/")
+AIDER_BIN = _agent_bin("aider", "aider", "venv in ~/.cache/orch/aider/")
+GEMINI_BIN = _agent_bin("gemini", "Gemini CLI", "copy in ~/.cache/orch/gemini-cli/")
 PRICING = Setting(
     "ORCH_PRICING",
     "",

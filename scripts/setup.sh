@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Set up a development checkout: .venv with orch and its dev tools, and the pinned agent CLIs (Claude Code,
-# Codex, Gemini CLI, opencode, aider) in ~/.cache/orch (npm and a venv, no global install). Idempotent.
+# Set up a development checkout: .venv with orch and its dev tools, and every pinned agent CLI (each
+# agent's facts say what: orch/agents/installs.py) in ~/.cache/orch (npm and a venv, no global install).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -17,4 +17,15 @@ fi
 .venv/bin/ruff format --check orch tests bench
 .venv/bin/mypy
 # --durations: the CI log names the slowest tests, which the tiers' budget watches (CONTRIBUTING.md).
-exec .venv/bin/pytest --durations=30 "$@"
+if [ "$#" -gt 0 ]; then
+  exec .venv/bin/pytest --durations=30 "$@"
+fi
+# The fast tier on every core (pytest-xdist; each test has its own ORCH_HOME and tmux socket dir), then the
+# slow tiers one test at a time (they share the Docker engine and each starts real agents). Both run, and
+# the first failure's exit code is the script's.
+status=0
+.venv/bin/pytest -m fast -n auto --durations=30 || status=$?
+slow=0
+.venv/bin/pytest -m "not fast" --durations=30 || slow=$?
+[ "$status" -ne 0 ] || status=$slow
+exit "$status"

@@ -12,11 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from orch.agents.claude import CACHE_BIN
-from orch.agents.codex import CACHE_BIN as CODEX_CACHE_BIN
-from orch.agents.gemini import CACHE_BIN as GEMINI_CACHE_BIN
 from orch.gateway.process import stop_gateway
-from orch.versions import CLAUDE_CODE_VERSION, CODEX_VERSION, GEMINI_CLI_VERSION
+from tests.helpers import pinned_bin
 
 # The docker tests' fixtures (engine, image, names, workdir) live in tests/dockertest.py.
 pytest_plugins = ["tests.dockertest"]
@@ -70,29 +67,14 @@ def tmux_tmpdir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 @pytest.fixture(scope="session")
 def claude_bin() -> Path:
-    """The pinned Claude Code binary installed by scripts/test.sh (or ORCH_CLAUDE_BIN)."""
-    explicit = os.environ.get("ORCH_CLAUDE_BIN")
-    path = Path(explicit) if explicit else CACHE_BIN
-    if not path.exists():
-        pytest.fail(f"Claude Code {CLAUDE_CODE_VERSION} not found at {path}: run scripts/test.sh")
-    return path
+    return pinned_bin("claude")
 
 
 @pytest.fixture(scope="session")
 def codex_bin() -> Path:
-    """The pinned Codex CLI binary installed by scripts/setup.sh (or ORCH_CODEX_BIN)."""
-    explicit = os.environ.get("ORCH_CODEX_BIN")
-    path = Path(explicit) if explicit else CODEX_CACHE_BIN
-    if not path.exists():
-        pytest.fail(f"Codex CLI {CODEX_VERSION} not found at {path}: run scripts/setup.sh")
-    return path
+    return pinned_bin("codex")
 
 
 @pytest.fixture(scope="session")
 def gemini_bin() -> Path:
-    """The pinned Gemini CLI binary installed by scripts/setup.sh (or ORCH_GEMINI_BIN)."""
-    explicit = os.environ.get("ORCH_GEMINI_BIN")
-    path = Path(explicit) if explicit else GEMINI_CACHE_BIN
-    if not path.exists():
-        pytest.fail(f"Gemini CLI {GEMINI_CLI_VERSION} not found at {path}: run scripts/setup.sh")
-    return path
+    return pinned_bin("gemini")

@@ -9,8 +9,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner, Result
 
+from orch.agents.base import AgentBase
+from orch.agents.registry import get_adapter
 from orch.cli.commands import app
 from orch.run.folder import RunFolder
 from orch.run.records import ContainerInfo, DockerRunInfo, LocalRunInfo, RunInfo
@@ -93,3 +96,29 @@ def gateway_books(run: RunFolder, ready: Callable[[dict[str, Any], list[dict[str
         return ready(usage, ledger)
 
     wait_until(books, 60, "the gateway's books to count the worker's last calls", watch=run.model_dir)
+
+
+def pinned_bin(name: str) -> Path:
+    """An agent's pinned binary as its facts find it (ORCH_<NAME>_BIN, else the copy scripts/setup.sh
+    installed in ~/.cache/orch), or the test fails saying how to install it."""
+    adapter = get_adapter(name)
+    assert isinstance(adapter, AgentBase), f"agent {name} states no facts"
+    facts = adapter.facts
+    setting = facts.bin_setting
+    explicit = setting.get() if setting else None
+    path = Path(explicit) if explicit else facts.cache_bin
+    if not path.exists():
+        version = facts.install.version if facts.install else ""
+        pytest.fail(f"{facts.title} {version} not found at {path}: run scripts/setup.sh")
+    return path
+
+
+def stand_in_binaries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point every agent's ORCH_<NAME>_BIN at /bin/true: for a fast test that only needs a path, or doctor
+    lines of some shape (a real `--version` starts Node or a venv's Python: seconds each; each agent's
+    tier runs the real one)."""
+    from orch import settings
+    from orch.agents.registry import ADAPTERS
+
+    for setting in filter(None, map(settings.agent_bin, ADAPTERS)):
+        monkeypatch.setenv(setting.name, "/bin/true")

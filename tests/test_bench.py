@@ -22,16 +22,15 @@ STATUSES = {"MET", "MISSED", "-", "SKIPPED", "ERROR"}
 ROW_KEYS = {"bench", "metric", "unit", "values", "median", "min", "max", "n", "target", "status", "note"}
 
 
-@pytest.fixture(scope="module")
-def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
-    out = tmp_path_factory.mktemp("bench") / "quick.json"
+def _quick(tmp_path: Path) -> tuple[dict[str, Any], str]:
+    out = tmp_path / "quick.json"
     argv = [sys.executable, "-m", "bench", "--quick", "--only", "bus,notice", "--json", str(out)]
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=240, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(out.read_text()), done.stdout
 
 
-def test_quick_run_writes_the_documented_shape(quick: tuple[dict[str, Any], str]) -> None:
+def _writes_the_documented_shape(quick: tuple[dict[str, Any], str]) -> None:
     data, _ = quick
     assert data["schema"] == 1
     assert data["quick"] is True and data["repeat"] == 1
@@ -52,7 +51,7 @@ def test_quick_run_writes_the_documented_shape(quick: tuple[dict[str, Any], str]
             assert {"op", "value", "text"} <= row["target"].keys()
 
 
-def test_quick_run_covers_the_cheap_benchmarks(quick: tuple[dict[str, Any], str]) -> None:
+def _covers_the_cheap_benchmarks(quick: tuple[dict[str, Any], str]) -> None:
     data, stdout = quick
     metrics = {(r["bench"], r["metric"]): r for r in data["rows"]}
     lost = next(r for (b, m), r in metrics.items() if b == "bus" and m.startswith("lines lost"))
@@ -68,7 +67,7 @@ def test_quick_run_covers_the_cheap_benchmarks(quick: tuple[dict[str, Any], str]
     assert "results in" in stdout
 
 
-def test_table_can_be_rendered_again_from_json(quick: tuple[dict[str, Any], str], tmp_path: Path) -> None:
+def _renders_again_from_json(quick: tuple[dict[str, Any], str], tmp_path: Path) -> None:
     data, _ = quick
     path = tmp_path / "r.json"
     path.write_text(json.dumps(data))
@@ -77,6 +76,15 @@ def test_table_can_be_rendered_again_from_json(quick: tuple[dict[str, Any], str]
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("| bench | metric |") and len(lines) == len(data["rows"]) + 2
+
+
+def test_the_quick_run_of_the_cheap_benchmarks(tmp_path: Path) -> None:
+    """One run of `python -m bench --quick` (half a minute) checked three ways: one test, so no two
+    pytest-xdist workers make it each."""
+    quick = _quick(tmp_path)
+    _writes_the_documented_shape(quick)
+    _covers_the_cheap_benchmarks(quick)
+    _renders_again_from_json(quick, tmp_path)
 
 
 def test_rows_judge_and_render() -> None:
@@ -91,6 +99,22 @@ def test_rows_judge_and_render() -> None:
     assert "**MISSED**" in render_markdown([missed])
     again = row_from_json(json.loads(json.dumps(met.as_json())))
     assert again.values == met.values and again.target == met.target
+
+
+def test_two_setups_are_measured_in_turn_and_their_ratios_pair_one_repeat() -> None:
+    from bench.pairs import paired, ratios
+
+    order: list[str] = []
+
+    def measure(what: str) -> float:
+        order.append(what)
+        return float(len(order))
+
+    a, b = paired(3, measure, "a", "b")
+    assert order == ["a", "b", "b", "a", "a", "b"]  # the first of each pair alternates: the same load for both
+    assert (a, b) == ([1.0, 4.0, 5.0], [2.0, 3.0, 6.0])
+    assert ratios([2.0, 3.0, 1.0], [1.0, 0.0, 2.0]) == [2.0, 0.5]  # a zero sample is left out, not divided by
+    assert ratios({0: 2.0, 2: 9.0}, {0: 4.0, 1: 1.0}) == [0.5]  # by repeat: only the repeats both have
 
 
 def test_percentile_and_sizes() -> None:

@@ -25,7 +25,6 @@ from pathlib import Path
 
 import orch.agents.aider_confirm
 import orch.agents.aider_watch
-from orch import settings
 from orch.agents.apis import gateway_env, openai_key
 from orch.agents.base import HOOKWRITER, AgentBase, AgentFacts
 from orch.contracts import TEXT_SHELL, Dialog, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
@@ -72,7 +71,6 @@ FACTS = AgentFacts(
         Dialog("release-notes", r"Would you like to see what's new in this version", ("n", "Enter")),
         Dialog("analytics", r"Allow collection of anonymous analytics", ("n", "Enter")),
     ),
-    bin_setting=settings.AIDER_BIN,
     version_last=True,  # `aider X`
     version_timeout=60,  # slow to start
 )

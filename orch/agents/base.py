@@ -114,8 +114,6 @@ class AgentFacts:
     """Fallback only: what it may still show although the seeded config dir prevents it."""
     command: str = ""
     """Its executable's name on PATH (default: `name`)."""
-    bin_setting: settings.Setting[str | None] | None = None
-    """The ORCH_<NAME>_BIN setting that picks another executable (orch/settings.py), if it has one."""
     cache: str = ""
     """Its folder under ~/.cache/orch where scripts/setup.sh installs the pinned copy (default: `name`)."""
     install_hint: str = ""
@@ -141,11 +139,20 @@ class AgentFacts:
         return gateway_env(creds) if creds.env and creds.base_url_env else None
 
     @property
+    def bin_setting(self) -> settings.Setting[str | None] | None:
+        """The ORCH_<NAME>_BIN setting that picks another executable (orch/settings.py), if it has one."""
+        return settings.agent_bin(self.name)
+
+    @property
+    def cache_root(self) -> Path:
+        """Where scripts/setup.sh installs the pinned copy: an npm prefix, or a venv (`<cache>/<version>`)."""
+        return CACHE / (self.cache or self.name) / (self.install.version if self.install else "")
+
+    @property
     def cache_bin(self) -> Path:
         """The pinned copy scripts/setup.sh installs: npm's `node_modules/.bin/`, or a venv's `bin/`."""
-        version = self.install.version if self.install else ""
-        root = CACHE / (self.cache or self.name) / version
         pip = self.install is not None and self.install.pip_command is not None
+        root = self.cache_root
         return (root / "bin" if pip else root / "node_modules" / ".bin") / (self.command or self.name)
 
     @property

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from orch import settings
 from orch.agents.apis import anthropic_key, gateway_env
 from orch.agents.base import AgentBase, AgentFacts, SessionArgs, hook_command, write_config
 from orch.contracts import Dialog, ImageInstall, LaunchSpec, LoginFile, SessionStore, ShellTool, WorkerContext
@@ -54,7 +53,6 @@ FACTS = AgentFacts(
         Dialog("api-key", r"Detected a custom API key in your environment", ("Up", "Enter")),
         Dialog("bypass-warning", r"Bypass Permissions mode", ("Down", "Enter")),
     ),
-    bin_setting=settings.CLAUDE_BIN,
     cache="claude-code",
     doctor_optional=False,
     credentials_check="credentials",

@@ -114,7 +114,6 @@ FACTS = AgentFacts(
         Dialog("hooks-review", r"Hooks need review", ("Down", "Enter")),
         Dialog("model-migration", r"1\. Try new model", ("Down", "Enter")),
     ),
-    bin_setting=settings.CODEX_BIN,
     version_last=True,  # "codex-cli X"
     doctor_optional=False,
     session_args=SessionArgs(resume=("resume",)),

@@ -11,7 +11,6 @@ from typing import Any
 
 import tomli_w
 
-from orch import settings
 from orch.agents.apis import gateway_env, gemini_key
 from orch.agents.base import AgentBase, AgentFacts, HookDialect, SessionArgs, write_config
 from orch.contracts import Dialog, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
@@ -67,7 +66,6 @@ FACTS = AgentFacts(
         Dialog("include-trust", r"Do you trust the following folders being added", ("Enter",)),
         Dialog("auth", r"How would you like to authenticate", ("Down", "Enter")),
     ),
-    bin_setting=settings.GEMINI_BIN,
     cache="gemini-cli",
     version_env=QUIET_ENV,
     session_args=SessionArgs(resume=("--resume",), new=("--session-id",)),

@@ -22,7 +22,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from orch import settings
 from orch.agents.apis import gateway_env, openai_key
 from orch.agents.base import HOOKWRITER, AgentBase, AgentFacts, SessionArgs
 from orch.contracts import Check, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
@@ -46,7 +45,6 @@ FACTS = AgentFacts(
         build_arg="OPENCODE",
         config_npm=f"{OPENCODE_PLUGIN_PACKAGE}@{OPENCODE_VERSION}",
     ),
-    bin_setting=settings.OPENCODE_BIN,
     install_hint=f"scripts/setup.sh, or npm install -g {OPENCODE_PACKAGE}@{OPENCODE_VERSION}",
     session_args=SessionArgs(resume=("--session",)),
 )

@@ -41,8 +41,9 @@ class ScriptedAdapter(AgentBase):
     def launch(self, ctx: WorkerContext) -> LaunchSpec:
         ctx.config_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         argv = [sys.executable, "-m", "orch.agents.scripted_agent"]
-        if _model_run(ctx):
-            argv.append("--model")  # its prompts go to the scripted model, through the run's gateway
+        gateway = self.gateway
+        if gateway is not None and _model_run(ctx):  # its prompts go to the scripted model, through the run's gateway
+            argv += ["--model", gateway.base_url_env, gateway.key_env]
         if ctx.prompt:
             argv.append(ctx.prompt)
         env = {settings.STATE_FILE.name: str(ctx.run.state(ctx.worker)), **self.worker_env(ctx)}

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 from orch import settings
-from orch.agents.claude import GATEWAY
 from orch.agents.scripted_turns import ModelSession, TurnFailed
 from orch.errors import OrchError
 from orch.run.hookwriter import append_event
@@ -216,10 +215,15 @@ def main(argv: list[str]) -> int:
     args = argv[1:]
     model = None
     if args[:1] == ["--model"]:
-        args = args[1:]
-        base, key = os.environ.get(GATEWAY.base_url_env), os.environ.get(GATEWAY.key_env)
+        # The gateway's variables are named by the adapter (Claude Code's): importing them here would load
+        # the adapters and their pydantic records, a fifth of a CPU second at every worker's start.
+        if len(args) < 3:
+            print("scripted_agent: --model needs the names of the base URL and key variables", file=sys.stderr)
+            return 2
+        base_env, key_env, args = args[1], args[2], args[3:]
+        base, key = os.environ.get(base_env), os.environ.get(key_env)
         if not base or not key:
-            print(f"scripted_agent: --model needs {GATEWAY.base_url_env} and {GATEWAY.key_env}", file=sys.stderr)
+            print(f"scripted_agent: --model needs {base_env} and {key_env}", file=sys.stderr)
             return 2
         model = (base, key)
     agent = ScriptedAgent(str(state_file), drop_enters, model)

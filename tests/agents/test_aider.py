@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from orch.agents import aider_confirm
-from orch.agents.aider import CACHE_BIN, SESSION, interpreter
+from orch.agents.aider import SESSION, interpreter
 from orch.fleet import control, launch
 from orch.run import hookwriter
 from orch.run.events import Event
@@ -23,7 +23,7 @@ from orch.run.folder import RunFolder, atomic_write
 from orch.run.records import HookEvent, Isolation, PermissionAnswer, WorkerState
 from orch.versions import AIDER_VERSION
 from orch.waits import wait_until
-from tests.helpers import demo_spec, diagnose, gateway_books, orch, prompts
+from tests.helpers import demo_spec, diagnose, gateway_books, orch, pinned_bin, prompts
 
 pytestmark = pytest.mark.aider
 BOOT = "120"
@@ -31,10 +31,7 @@ BOOT = "120"
 
 @pytest.fixture(autouse=True)
 def aider_bin(monkeypatch: pytest.MonkeyPatch) -> Path:
-    explicit = os.environ.get("ORCH_AIDER_BIN")
-    path = Path(explicit) if explicit else CACHE_BIN
-    if not path.exists():
-        pytest.fail(f"aider {AIDER_VERSION} not found at {path}: run scripts/setup.sh")
+    path = pinned_bin("aider")
     monkeypatch.setenv("ORCH_AIDER_BIN", str(path))
     for var in ("OPENAI_API_KEY", "OPENAI_API_BASE", "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)

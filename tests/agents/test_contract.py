@@ -14,6 +14,7 @@ import pytest
 
 import orch
 from orch import settings
+from orch.agents import installs
 from orch.agents.base import AgentBase
 from orch.agents.registry import ADAPTERS, DEFAULT_AGENT, IMAGE_AGENT, get_adapter, image_install, image_installs
 from orch.container.image import DOCKER_DIR, build_args
@@ -38,8 +39,8 @@ from orch.offline import chat as offline_chat
 from orch.offline import gemini as offline_gemini
 from orch.offline import responses as offline_responses
 from orch.run.folder import RunFolder
-from orch.versions import DEFAULT_BASE_IMAGE
-from tests.helpers import run_info
+from orch.versions import AIDER_VERSION, DEFAULT_BASE_IMAGE, OPENCODE_VERSION
+from tests.helpers import run_info, stand_in_binaries
 
 PACKAGE = Path(orch.__file__).parent
 ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
@@ -56,7 +57,8 @@ def toy_registered(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_adapter_keeps_the_contract(name: str) -> None:
+def test_adapter_keeps_the_contract(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    stand_in_binaries(monkeypatch)  # doctor's lines are Checks whatever `--version` says
     adapter = get_adapter(name)
     assert isinstance(adapter, AgentAdapter)
     assert adapter.name == name
@@ -248,3 +250,33 @@ def test_a_registered_agent_reaches_every_caller_through_the_registry() -> None:
     assert TOY in image_installs(["all"])
     with pytest.raises(UsageError, match="unknown agent"):
         get_adapter("toy2")
+    # scripts/install-agents.sh installs it from its facts: no line of the script names an agent.
+    assert installs.plan(TOY) == [f"npm\t{toy.facts.cache_root}\ttoy-agent@1.2.3\tsh\t-"]
+
+
+def test_the_setup_installs_every_agent_from_its_facts_and_refuses_an_unknown_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    lines = [line.split("\t") for line in installs.plan("all")]
+    facts = [a.facts for a in map(get_adapter, ADAPTERS) if isinstance(a, AgentBase) and a.facts.install]
+    assert [prefix for _, prefix, *_ in lines] == [str(f.cache_root) for f in facts]
+    assert ["pip", str(get_adapter("aider").facts.cache_root), f"aider-chat=={AIDER_VERSION}", "aider", "-"] in lines  # type: ignore[attr-defined]
+    assert lines[[f.name for f in facts].index("opencode")][4] == f"@opencode-ai/plugin@{OPENCODE_VERSION}"
+    assert installs.plan("scripted") == []  # nothing to install
+    assert installs.main(["claude,nope"]) == 2
+    assert capsys.readouterr().err.strip() == "install-agents: " + (
+        "unknown agent 'nope' (available: aider, claude, codex, gemini, opencode, scripted, toy)"
+    )
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "scripted"])
+def test_each_agent_with_a_binary_has_its_bin_setting(name: str) -> None:
+    """ORCH_<NAME>_BIN is found by the agent's name; its README default names the folder setup.sh installs to."""
+    adapter = get_adapter(name)
+    assert isinstance(adapter, AgentBase)
+    setting = adapter.facts.bin_setting
+    if name == TOY:
+        assert setting is None  # a toy may have none: its binary is then found on PATH or in the cache
+        return
+    assert setting is not None and setting.name == f"ORCH_{name.upper()}_BIN"
+    assert f"~/.cache/orch/{adapter.facts.cache_root.parent.name}/" in setting.shown

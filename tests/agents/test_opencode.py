@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from orch.agents.opencode import CACHE_BIN, CONFIG_DEPS, has_session
+from orch.agents.opencode import config_deps, has_session
 from orch.fleet import control, launch
 from orch.run.events import Event
 from orch.run.folder import RunFolder, atomic_write
 from orch.run.records import PermissionAnswer, WorkerState
 from orch.versions import OPENCODE_VERSION
 from orch.waits import wait_until
-from tests.helpers import diagnose, gateway_books, orch, prompts
+from tests.helpers import diagnose, gateway_books, orch, pinned_bin, prompts
 
 pytestmark = pytest.mark.opencode
 BOOT = "120"  # seconds: opencode takes 10-15 s to draw its TUI on a busy 2-core machine
@@ -29,10 +29,9 @@ BOOT = "120"  # seconds: opencode takes 10-15 s to draw its TUI on a busy 2-core
 @pytest.fixture(autouse=True)
 def opencode_bin(monkeypatch: pytest.MonkeyPatch) -> Path:
     """The pinned opencode installed by scripts/setup.sh (or ORCH_OPENCODE_BIN), with its plugin package."""
-    explicit = os.environ.get("ORCH_OPENCODE_BIN")
-    path = Path(explicit) if explicit else CACHE_BIN
-    if not path.exists() or not CONFIG_DEPS.is_dir():
-        pytest.fail(f"opencode {OPENCODE_VERSION} not found at {path}: run scripts/setup.sh")
+    path = pinned_bin("opencode")
+    if not config_deps(path).is_dir():
+        pytest.fail(f"opencode's plugin package not found beside {path}: run scripts/setup.sh")
     monkeypatch.setenv("ORCH_OPENCODE_BIN", str(path))
     for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENCODE_CONFIG_DIR", "OPENCODE_CONFIG_CONTENT"):
         monkeypatch.delenv(var, raising=False)

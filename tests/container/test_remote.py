@@ -149,8 +149,11 @@ def test_run_on_a_remote_engine_resumes_after_its_container_is_killed(
 ) -> None:
     """The remote container dies mid-verification: `orch run --resume` starts a new one on the run's
     volume (the state there, not this machine's stale copy, is what continues), and nothing is redone."""
-    # Blocks in the first container's life only: the marker is in the workspace volume, which outlives it.
-    gate = "if [ ! -e {{workdir}}/first-life ]; then touch {{workdir}}/first-life; while :; do sleep 0.2; done; fi"
+    # Blocks in the first container's life only: its hook log (in the run's volume, which outlives the
+    # container) holds this command once in the first life, twice in the second. A marker file did not do:
+    # the tree is read-only to a strict worker, and one in its outbox was gone in the second life, which then
+    # blocked too, until Claude Code's Bash tool gave up after 2 minutes (the test took 131 s).
+    gate = 'test "$(grep -c first-life "$ORCH_STATE_FILE")" -gt 1 || while :; do sleep 0.2; done'
     spec = one_finding_spec(tmp_path / "fleet.yaml", workdir, gate)
     name = new_name(names, "rres")
 

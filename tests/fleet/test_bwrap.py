@@ -205,13 +205,14 @@ def test_orch_home_inside_the_workdir_still_hides_the_gateways_state(
         pane = launch.server_for(run.info()).pane(1)
         assert launch.stray_processes(run, 1, pane) == {}
         assert orch("send", run.name, "1", "$ setsid nohup sleep 300 >/dev/null 2>&1 &").exit_code == 0
-        # Until setsid and nohup have exec'd, the leftover's command line is theirs: wait for the sleep itself.
-        strays = wait_until(
-            lambda: (found := launch.stray_processes(run, 1, pane)) and "sleep 300" in found.values() and found,
-            20,
-            "the worker's leftover sleep",
-        )
-        assert list(strays.values()) == ["sleep 300"], strays
+
+        def leftover() -> dict[int, str] | None:
+            # setsid and nohup exec into sleep under one pid: wait for the last of them, not the first seen.
+            strays = launch.stray_processes(run, 1, pane)
+            return strays if "sleep 300" in strays.values() else None
+
+        strays = wait_until(leftover, 20, "the worker's leftover sleep")
+        assert [command for command in strays.values()] == ["sleep 300"], strays
     finally:
         orch("kill", "inw")
 

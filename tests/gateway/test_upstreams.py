@@ -204,7 +204,9 @@ def test_boot_line_carries_every_secret_and_dumps_none(tmp_path: Path) -> None:
 
 def test_doctor_lists_each_credential_the_gateway_would_hold_for_a_fleet(monkeypatch: pytest.MonkeyPatch) -> None:
     from orch.cli.doctor import upstream_checks
-    from tests.helpers import orch
+    from tests.helpers import orch, stand_in_binaries
+
+    stand_in_binaries(monkeypatch)  # the agents' own lines are not this test's
 
     for var in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
+
 from orch.run.folder import RunFolder
 from orch.view.statusbar import CLEAR, BuildProgress, RunBar, StatusBar
 from orch.waits import wait_until
@@ -25,7 +27,10 @@ def test_lines_go_above_the_bar() -> None:
     assert text.endswith(CLEAR)
 
 
-def test_the_run_bar_follows_the_run(orch_home: Path) -> None:
+def test_the_run_bar_follows_the_run(orch_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Wide enough for the whole bar whatever the time left reads ("58m" or "57m59s") and wherever the
+    # tests run (no terminal: COLUMNS or the fallback; under pytest-xdist, no terminal at all).
+    monkeypatch.setenv("COLUMNS", "200")
     run = lead_run()
     out = io.StringIO()
     bar = RunBar(run, out)
