@@ -291,6 +291,10 @@ class AgentAdapter(Protocol):
         """A file that exists once the agent's UI takes input (None: its SessionStart is enough)."""
         ...
 
+    def takes_input(self, screen: str) -> bool:
+        """False while `screen` shows a state in which the agent drops typed text, though its hooks say idle."""
+        ...
+
 
 @dataclass(frozen=True)
 class UpRequest:

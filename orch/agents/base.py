@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shlex
 import sys
 import uuid
@@ -112,6 +113,9 @@ class AgentFacts:
     the relay's pane socket (its own pane alone); in a container's strict isolation not at all."""
     dialogs: tuple[Dialog, ...] = ()
     """Fallback only: what it may still show although the seeded config dir prevents it."""
+    deaf_screens: tuple[str, ...] = ()
+    """Patterns (multi-line regexes) of screens on which its TUI drops typed text although its last hook says
+    idle: a send waits until none shows (orch.fleet.talk)."""
     command: str = ""
     """Its executable's name on PATH (default: `name`)."""
     bin_setting: settings.Setting[str | None] | None = None
@@ -254,3 +258,6 @@ class AgentBase:
 
     def ready_marker(self, run: RunFolder, worker: int) -> Path | None:
         return None
+
+    def takes_input(self, screen: str) -> bool:
+        return not any(re.search(pattern, screen, re.MULTILINE) for pattern in self.facts.deaf_screens)

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from orch.errors import DeliveryError, UsageError, WaitTimeoutError
-from orch.fleet.launch import server_for
+from orch.fleet.launch import adapter_of, server_for
 from orch.fleet.tmux import PaneInfo, TmuxServer
 from orch.fleet.workerstate import ENDED, derive_state
 from orch.run.events import Event
@@ -25,6 +25,9 @@ MAX_PARALLEL_SENDS = 8
 # booted sometimes drops the first Enter, and a lost Enter should cost seconds, not a whole timeout.
 ACK_TIMEOUT = 2.0
 ENTER_ATTEMPTS = 4
+# A worker whose screen says it drops typed text (a Gemini CLI session still loading its old chat after a
+# restart takes a second or two, more under load) is waited for this long before anything is typed.
+INPUT_TIMEOUT = 30.0
 
 
 def live_pane(run: RunFolder, n: int) -> tuple[TmuxServer, PaneInfo]:
@@ -52,6 +55,14 @@ def send(run: RunFolder, n: int, text: str, ack_timeout: float = ACK_TIMEOUT) ->
     def acknowledged() -> bool:
         return any(e.hook_event_name == "UserPromptSubmit" for e in run.hook_events(n)[seen:])
 
+    adapter = adapter_of(run.info(), n)
+    try:
+        wait_until(lambda: adapter.takes_input(server.capture(pane.pane_id)), INPUT_TIMEOUT, "the worker to take input")
+    except WaitTimeoutError:
+        raise DeliveryError(
+            f"worker {n} is not taking input after {INPUT_TIMEOUT:g}s (its screen says so): nothing was typed",
+            hint=f"see `orch read {run.name} {n}`",
+        ) from None
     before = server.capture(pane.pane_id)
     server.paste(pane.pane_id, text.rstrip("\n"))
     # Enter must come as a separate key after the paste has landed, or it joins the paste.
