@@ -55,14 +55,7 @@ def send(run: RunFolder, n: int, text: str, ack_timeout: float = ACK_TIMEOUT) ->
     def acknowledged() -> bool:
         return any(e.hook_event_name == "UserPromptSubmit" for e in run.hook_events(n)[seen:])
 
-    adapter = adapter_of(run.info(), n)
-    try:
-        wait_until(lambda: adapter.takes_input(server.capture(pane.pane_id)), INPUT_TIMEOUT, "the worker to take input")
-    except WaitTimeoutError:
-        raise DeliveryError(
-            f"worker {n} is not taking input after {INPUT_TIMEOUT:g}s (its screen says so): nothing was typed",
-            hint=f"see `orch read {run.name} {n}`",
-        ) from None
+    _wait_for_input(run, n, server, pane)
     before = server.capture(pane.pane_id)
     server.paste(pane.pane_id, text.rstrip("\n"))
     # Enter must come as a separate key after the paste has landed, or it joins the paste.
@@ -85,6 +78,26 @@ def send(run: RunFolder, n: int, text: str, ack_timeout: float = ACK_TIMEOUT) ->
         f"worker {n} did not acknowledge the message after {ENTER_ATTEMPTS} tries",
         hint=f"see `orch read {run.name} {n}`: it may be stuck on a dialog",
     )
+
+
+def _wait_for_input(run: RunFolder, n: int, server: TmuxServer, pane: PaneInfo) -> None:
+    """Wait while worker n's screen says its agent drops typed text though its hooks say idle (its adapter's
+    deaf screens): a paste then would be lost, and the Enters after it would submit nothing."""
+    adapter = adapter_of(run.info(), n)
+
+    def takes_input() -> bool:
+        return adapter.takes_input(server.capture(pane.pane_id))
+
+    if takes_input():
+        return
+    log.info("worker %s drops typed text for now (its screen says so): waiting", n)
+    try:
+        wait_until(takes_input, INPUT_TIMEOUT, "the worker to take input")
+    except WaitTimeoutError:
+        raise DeliveryError(
+            f"worker {n} is not taking input after {INPUT_TIMEOUT:g}s (its screen says so): nothing was typed",
+            hint=f"see `orch read {run.name} {n}`",
+        ) from None
 
 
 def brief(run: RunFolder, n: int, text: str) -> Path:
