@@ -295,6 +295,10 @@ class AgentAdapter(Protocol):
         """False while `screen` shows a state in which the agent drops typed text, though its hooks say idle."""
         ...
 
+    def draft_empty(self, screen: str) -> bool:
+        """True if `screen` shows its input box with nothing typed (False: it has text, or no way to tell)."""
+        ...
+
 
 @dataclass(frozen=True)
 class UpRequest:

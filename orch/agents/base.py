@@ -116,6 +116,9 @@ class AgentFacts:
     deaf_screens: tuple[str, ...] = ()
     """Patterns (multi-line regexes) of screens on which its TUI drops typed text although its last hook says
     idle: a send waits until none shows (orch.fleet.talk)."""
+    empty_draft: str = ""
+    """A (multi-line) regex of its input box with nothing typed: a paste after which it still shows was dropped
+    and is pasted again (orch.fleet.talk). Empty: no way to tell."""
     command: str = ""
     """Its executable's name on PATH (default: `name`)."""
     bin_setting: settings.Setting[str | None] | None = None
@@ -261,3 +264,7 @@ class AgentBase:
 
     def takes_input(self, screen: str) -> bool:
         return not any(re.search(pattern, screen, re.MULTILINE) for pattern in self.facts.deaf_screens)
+
+    def draft_empty(self, screen: str) -> bool:
+        pattern = self.facts.empty_draft
+        return bool(pattern) and re.search(pattern, screen, re.MULTILINE) is not None

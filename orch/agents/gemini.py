@@ -71,6 +71,8 @@ FACTS = AgentFacts(
     # under load that outlasts the turn of its command-line prompt: text pasted after that turn's AfterAgent
     # is dropped. Nothing else (no hook, no file) tells when the loading ends.
     deaf_screens=(r"^\s*\S\s+Resuming session\.\.\.\s*$",),
+    # Its input box's placeholder, shown only while nothing is typed.
+    empty_draft=r"^\s*>\s+Type your message or @path/to/file\s*$",
     bin_setting=settings.GEMINI_BIN,
     cache="gemini-cli",
     version_env=QUIET_ENV,

@@ -90,3 +90,11 @@ def test_a_send_waits_while_the_screen_says_typed_text_is_dropped() -> None:
     # The words inside a reply do not hold sends back: only the composer's own line does.
     assert gemini.takes_input(GEMINI_READY.replace("✦ OK", "✦ Resuming session... is what it said"))
     assert ToyAdapter().takes_input(GEMINI_RESUMING)  # an agent that states no such screen always takes input
+
+
+def test_an_empty_input_box_tells_a_dropped_paste() -> None:
+    gemini = get_adapter("gemini")
+    assert gemini.draft_empty(GEMINI_READY)
+    assert not gemini.draft_empty(GEMINI_READY.replace("  Type your message or @path/to/file", " third prompt"))
+    assert not gemini.draft_empty(GEMINI_RESUMING)
+    assert not ToyAdapter().draft_empty(GEMINI_READY)  # no way to tell: never pasted twice
