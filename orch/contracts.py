@@ -291,6 +291,14 @@ class AgentAdapter(Protocol):
         """A file that exists once the agent's UI takes input (None: its SessionStart is enough)."""
         ...
 
+    def takes_input(self, screen: str) -> bool:
+        """False while `screen` shows a state in which the agent drops typed text, though its hooks say idle."""
+        ...
+
+    def draft_empty(self, screen: str) -> bool:
+        """True if `screen` shows its input box with nothing typed (False: it has text, or no way to tell)."""
+        ...
+
 
 @dataclass(frozen=True)
 class UpRequest:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shlex
 import sys
 import uuid
@@ -112,6 +113,12 @@ class AgentFacts:
     the relay's pane socket (its own pane alone); in a container's strict isolation not at all."""
     dialogs: tuple[Dialog, ...] = ()
     """Fallback only: what it may still show although the seeded config dir prevents it."""
+    deaf_screens: tuple[str, ...] = ()
+    """Patterns (multi-line regexes) of screens on which its TUI drops typed text although its last hook says
+    idle: a send waits until none shows (orch.fleet.talk)."""
+    empty_draft: str = ""
+    """A (multi-line) regex of its input box with nothing typed: a paste after which it still shows was dropped
+    and is pasted again (orch.fleet.talk). Empty: no way to tell."""
     command: str = ""
     """Its executable's name on PATH (default: `name`)."""
     cache: str = ""
@@ -261,3 +268,10 @@ class AgentBase:
 
     def ready_marker(self, run: RunFolder, worker: int) -> Path | None:
         return None
+
+    def takes_input(self, screen: str) -> bool:
+        return not any(re.search(pattern, screen, re.MULTILINE) for pattern in self.facts.deaf_screens)
+
+    def draft_empty(self, screen: str) -> bool:
+        pattern = self.facts.empty_draft
+        return bool(pattern) and re.search(pattern, screen, re.MULTILINE) is not None

@@ -105,6 +105,8 @@ class ClaudeAdapter(AgentBase):
     def launch(self, ctx: WorkerContext) -> LaunchSpec:
         cfg = ctx.config_dir
         cfg.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # The status line is the ready marker: the last life's would read as booted (`orch restart`).
+        ctx.run.status_line(ctx.worker).unlink(missing_ok=True)
         # Trust both folders the worker touches: its workdir and the run folder (--add-dir).
         self._seed_state(cfg, (ctx.workdir, ctx.run.root), ctx.env.get("ANTHROPIC_API_KEY"))
         self._seed_settings(cfg, ctx)

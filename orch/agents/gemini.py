@@ -66,6 +66,12 @@ FACTS = AgentFacts(
         Dialog("include-trust", r"Do you trust the following folders being added", ("Enter",)),
         Dialog("auth", r"How would you like to authenticate", ("Down", "Enter")),
     ),
+    # A resumed session loads its old chat with no input box drawn ("Resuming session..." in its place), and
+    # under load that outlasts the turn of its command-line prompt: text pasted after that turn's AfterAgent
+    # is dropped. Nothing else (no hook, no file) tells when the loading ends.
+    deaf_screens=(r"^\s*\S\s+Resuming session\.\.\.\s*$",),
+    # Its input box's placeholder, shown only while nothing is typed.
+    empty_draft=r"^\s*>\s+Type your message or @path/to/file\s*$",
     cache="gemini-cli",
     version_env=QUIET_ENV,
     session_args=SessionArgs(resume=("--resume",), new=("--session-id",)),

@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from orch.contracts import AgentAdapter
 from orch.errors import DeliveryError, UsageError, WaitTimeoutError
-from orch.fleet.launch import server_for
+from orch.fleet.launch import adapter_of, server_for
 from orch.fleet.tmux import PaneInfo, TmuxServer
 from orch.fleet.workerstate import ENDED, derive_state
 from orch.run.events import Event
@@ -25,6 +26,12 @@ MAX_PARALLEL_SENDS = 8
 # booted sometimes drops the first Enter, and a lost Enter should cost seconds, not a whole timeout.
 ACK_TIMEOUT = 2.0
 ENTER_ATTEMPTS = 4
+# A worker whose screen says it drops typed text (a Gemini CLI session still loading its old chat after a
+# restart takes a second or two, more under load) is waited for this long before anything is typed.
+INPUT_TIMEOUT = 30.0
+# A TUI that has just drawn its input box can still drop a paste (its key handler comes a moment later): a
+# paste whose draft stays empty on screen is pasted again.
+PASTE_ATTEMPTS = 3
 
 
 def live_pane(run: RunFolder, n: int) -> tuple[TmuxServer, PaneInfo]:
@@ -52,13 +59,26 @@ def send(run: RunFolder, n: int, text: str, ack_timeout: float = ACK_TIMEOUT) ->
     def acknowledged() -> bool:
         return any(e.hook_event_name == "UserPromptSubmit" for e in run.hook_events(n)[seen:])
 
-    before = server.capture(pane.pane_id)
-    server.paste(pane.pane_id, text.rstrip("\n"))
-    # Enter must come as a separate key after the paste has landed, or it joins the paste.
-    try:
-        wait_until(lambda: server.capture(pane.pane_id) != before, 2.0, "the paste to show", interval=0.05)
-    except WaitTimeoutError:
-        log.info("paste to worker %s did not change the screen; sending Enter anyway", n)
+    adapter = _wait_for_input(run, n, server, pane)
+    for paste in range(1, PASTE_ATTEMPTS + 1):
+        before = server.capture(pane.pane_id)
+        server.paste(pane.pane_id, text.rstrip("\n"))
+
+        def landed(before: str = before) -> bool:
+            screen = server.capture(pane.pane_id)
+            return screen != before and not adapter.draft_empty(screen)
+
+        # Enter must come as a separate key after the paste has landed, or it joins the paste.
+        try:
+            wait_until(landed, 2.0 * paste, "the paste to show", interval=0.05)
+            break
+        except WaitTimeoutError:
+            if paste < PASTE_ATTEMPTS and adapter.draft_empty(server.capture(pane.pane_id)):
+                # Its input box says the draft is still empty: the paste was dropped, none of it can repeat.
+                log.info("worker %s dropped the paste (its draft is empty): pasting again", n)
+                continue
+            log.info("paste to worker %s did not show; sending Enter anyway", n)
+            break
     for attempt in range(1, ENTER_ATTEMPTS + 1):
         server.send_keys(pane.pane_id, "Enter")
         try:
@@ -74,6 +94,27 @@ def send(run: RunFolder, n: int, text: str, ack_timeout: float = ACK_TIMEOUT) ->
         f"worker {n} did not acknowledge the message after {ENTER_ATTEMPTS} tries",
         hint=f"see `orch read {run.name} {n}`: it may be stuck on a dialog",
     )
+
+
+def _wait_for_input(run: RunFolder, n: int, server: TmuxServer, pane: PaneInfo) -> AgentAdapter:
+    """Wait while worker n's screen says its agent drops typed text though its hooks say idle (its adapter's
+    deaf screens): a paste then would be lost, and the Enters after it would submit nothing."""
+    adapter = adapter_of(run.info(), n)
+
+    def takes_input() -> bool:
+        return adapter.takes_input(server.capture(pane.pane_id))
+
+    if takes_input():
+        return adapter
+    log.info("worker %s drops typed text for now (its screen says so): waiting", n)
+    try:
+        wait_until(takes_input, INPUT_TIMEOUT, "the worker to take input")
+    except WaitTimeoutError:
+        raise DeliveryError(
+            f"worker {n} is not taking input after {INPUT_TIMEOUT:g}s (its screen says so): nothing was typed",
+            hint=f"see `orch read {run.name} {n}`",
+        ) from None
+    return adapter
 
 
 def brief(run: RunFolder, n: int, text: str) -> Path:

@@ -9,6 +9,7 @@ import pytest
 
 from orch.agents.apis import gateway_env, openai_key
 from orch.agents.base import CACHE, AgentFacts, SessionArgs
+from orch.agents.registry import get_adapter
 from orch.contracts import Credentials, ImageInstall
 from orch.errors import UsageError
 from tests.agents.toy_agent import FACTS as TOY
@@ -58,3 +59,42 @@ def test_an_agent_with_no_binary_setting_is_found_on_path_or_named_missing(
     with pytest.raises(UsageError, match="Toy agent is not installed"):
         ToyAdapter(dataclasses.replace(missing, command="no-such-toy")).binary()
     assert ToyAdapter(dataclasses.replace(missing, command="no-such-toy")).version() is None
+
+
+# The composer of a Gemini CLI 0.61.0 pane, seen right after its resumed session's first turn ended (AfterAgent
+# logged, so the worker reads as idle): a paste then was dropped. Then the same pane a second later.
+GEMINI_RESUMING = """ > are you back
+
+✦ OK
+
+⠦ Resuming session...
+
+? for shortcuts
+ Shift+Tab to accept edits
+"""
+GEMINI_READY = """ > are you back
+
+✦ OK
+
+? for shortcuts
+ Shift+Tab to accept edits
+
+ >   Type your message or @path/to/file
+"""
+
+
+def test_a_send_waits_while_the_screen_says_typed_text_is_dropped() -> None:
+    gemini = get_adapter("gemini")
+    assert not gemini.takes_input(GEMINI_RESUMING)
+    assert gemini.takes_input(GEMINI_READY)
+    # The words inside a reply do not hold sends back: only the composer's own line does.
+    assert gemini.takes_input(GEMINI_READY.replace("✦ OK", "✦ Resuming session... is what it said"))
+    assert ToyAdapter().takes_input(GEMINI_RESUMING)  # an agent that states no such screen always takes input
+
+
+def test_an_empty_input_box_tells_a_dropped_paste() -> None:
+    gemini = get_adapter("gemini")
+    assert gemini.draft_empty(GEMINI_READY)
+    assert not gemini.draft_empty(GEMINI_READY.replace("  Type your message or @path/to/file", " third prompt"))
+    assert not gemini.draft_empty(GEMINI_RESUMING)
+    assert not ToyAdapter().draft_empty(GEMINI_READY)  # no way to tell: never pasted twice

@@ -233,6 +233,21 @@ def test_prepare_seeds_its_config_dir_and_launches_in_the_workdir(name: str, tmp
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_a_ready_marker_of_the_last_life_is_gone_when_the_worker_is_prepared_again(name: str, tmp_path: Path) -> None:
+    """A restart waits for the marker (`orch restart`): one left by the killed life would read as booted."""
+    run = RunFolder.for_name("r")
+    run.create(run_info("r", workdir=str(tmp_path)))
+    adapter = get_adapter(name)
+    marker = adapter.ready_marker(run, 1)
+    if marker is None:
+        pytest.skip(f"{name} has no ready marker: its SessionStart is enough")
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text("{}")
+    adapter.prepare(_context(run, name, tmp_path, adapter.default_permission_mode, "t"))
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_prepare_refuses_an_unknown_permission_mode_before_writing(name: str, tmp_path: Path) -> None:
     run = RunFolder.for_name("m")
     run.create(run_info("m", workdir=str(tmp_path)))

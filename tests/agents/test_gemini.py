@@ -195,7 +195,9 @@ def test_killed_agent_shows_as_crashed_and_restarts_resumed(fleet: RunFolder, mo
     wait_until(lambda: control.status(fleet).workers[0].state is WorkerState.IDLE, 30, "the resumed turn to end")
     # The model has the earlier conversation again. (The pinned Gemini CLI answers the command-line prompt of a
     # resumed session before it has loaded the old history, which then replaces that turn: from the next
-    # prompt on, the model sees the resumed conversation. docs/agents/gemini.md)
+    # prompt on, the model sees the resumed conversation. Under load that loading outlasts the turn: the worker
+    # reads as idle with "Resuming session..." still in place of its input box, and the send waits it out.
+    # docs/agents/gemini.md)
     assert orch("send", "gm", "1", "third prompt").exit_code == 0
     wait_until(lambda: control.status(fleet).workers[0].state is WorkerState.IDLE, 30, "the third turn to end")
     asked = [
