@@ -40,6 +40,14 @@ def alive(pid: int) -> bool:
         return False
 
 
+def started(pid: int) -> float | None:
+    """When a live process started (seconds since the epoch), None if it is gone."""
+    try:
+        return float(psutil.Process(pid).create_time())
+    except GONE:
+        return None
+
+
 def uid(pid: int) -> int | None:
     """The real uid of a live process, None if it is gone."""
     try:

@@ -10,8 +10,9 @@ How a process is told apart depends on the run's isolation:
   environment escapes this: SECURITY.md).
 
 What a process is does not change while it lives (its uid: a worker has no capability; its namespace), so
-each process is read once, when it is first seen, and again for a few looks while young (between fork and
-exec, a pane's first process still wears its parent's uid and environment). A pid is read again when the
+each process is read once, when it is first seen, and again at each look while it is young (between fork and
+exec, a pane's first process still wears its parent's uid and environment; on a loaded machine that can
+take seconds, so "young" is a time, not a number of looks). A pid is read again when the
 kernel may have handed it out since the last look: pids are handed out in order (orch.procs.last_pid), so
 a look reads the processes started since the last one, and the workers' own processes to measure them.
 """
@@ -19,6 +20,7 @@ a look reads the processes started since the last one, and the workers' own proc
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable
 
 from orch import procs, settings
@@ -28,8 +30,10 @@ from orch.run.folder import RunFolder
 from orch.run.records import RunInfo
 from orch.run.uids import worker_of
 
-YOUNG = 3
-"""Looks for which a newly seen process that is no worker's is read again (its exec may still come)."""
+YOUNG_S = 10.0
+"""A process that is no worker's is read again at each look until it is this old (seconds since it started:
+its exec or uid switch may still come; a pane's first process makes it within a second, or a few on a
+loaded machine)."""
 
 
 class WorkerProcesses:
@@ -41,7 +45,8 @@ class WorkerProcesses:
         self.by_uid = own_uids(info)
         self.by_namespace = not self.by_uid and bwrap.sandboxed(info)
         self._owner: dict[int, int | None] = {}
-        self._young: dict[int, int] = {}
+        self._young: dict[int, float] = {}
+        """pid: until when (seconds since the epoch) it is read again while it is no worker's."""
         self._last = -1
         self._top = procs.pid_max()
         self._host = procs.pid_namespace(os.getpid())
@@ -66,15 +71,17 @@ class WorkerProcesses:
             if outer not in alive or procs.in_span(outer, span):
                 del self._sandboxes[ns]  # its bwrap is gone: the namespace's inode may be handed out again
         owner: dict[int, int | None] = {}
-        young: dict[int, int] = {}
+        young: dict[int, float] = {}
+        now = time.time()
         for pid in live:
             known = pid in self._owner and not procs.in_span(pid, span)
-            left = self._young.get(pid, 0) if known else YOUNG
-            if not known or left > 0:
+            if not known or self._young.get(pid, 0.0) > now:
                 owner[pid] = self._classify(pid)
                 self.read += 1
-                if owner[pid] is None and left > 0:
-                    young[pid] = left - 1
+                if owner[pid] is None:
+                    until = self._young.get(pid) if known else (procs.started(pid) or 0.0) + YOUNG_S
+                    if until is not None and until > now:
+                        young[pid] = until
             else:
                 owner[pid] = self._owner[pid]
         self._owner, self._young, self._last = owner, young, after

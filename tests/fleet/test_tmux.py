@@ -303,16 +303,3 @@ def test_check_tmux_rejects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ver
 
 def test_check_tmux_accepts_installed() -> None:
     assert re.match(r"\d+\.\d+", check_tmux())
-
-
-def test_the_ancestry_of_a_process_that_just_ended_is_none() -> None:
-    """A worker's process can end between listing and reading it (a crash in `orch run` once)."""
-    import subprocess
-
-    from orch.fleet.launch import _ancestry
-
-    child = subprocess.Popen(["sleep", "60"])
-    assert _ancestry(child.pid) == [child.pid, *(_ancestry(os.getpid()) or [])]
-    child.kill()
-    child.wait()
-    assert _ancestry(child.pid) is None

@@ -8,13 +8,14 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from orch import settings
-from orch.fleet.workerprocs import WorkerProcesses
+from orch import procs, settings
+from orch.fleet.workerprocs import YOUNG_S, WorkerProcesses
 from orch.run.folder import RunFolder
 from orch.run.records import Isolation, LocalRunInfo
 from orch.waits import wait_until
@@ -58,7 +59,7 @@ def test_shared_isolation_reads_each_process_once(
     started.append(subprocess.Popen([sys.executable, "-c", SLEEP], env=mark))
     watcher = WorkerProcesses(run, run.info(), [1, 2])
     assert watcher.look() == {1: {started[0].pid}, 2: set()}
-    first = watcher.read
+    assert watcher.read > 0
     # A process that is no worker's yet, then execs as worker 2's (a pane's first process does so).
     env = f"{{**os.environ, {settings.STATE_FILE.name!r}: {str(run.state(2))!r}}}"
     script = f"import os, sys; sys.stdin.read(1); os.execvpe(sys.executable, [sys.executable, '-c', {SLEEP!r}], {env})"
@@ -69,10 +70,13 @@ def test_shared_isolation_reads_each_process_once(
     late.stdin.write(b"x")
     late.stdin.close()
     wait_until(lambda: late.pid in watcher.look()[2], 10, "the exec'd process to be worker 2's")
-    again = watcher.read
-    watcher.look()
-    assert watcher.read - again < first / 4  # a later look reads only what is new or young
+    # A later look reads again only what is new or still young, never what it already knows to be old.
+    known, classify, read = set(watcher._owner), watcher._classify, []
+    monkeypatch.setattr(watcher, "_classify", lambda pid: read.append(pid) or classify(pid))
     assert watcher.look()[1] == {started[0].pid}
+    now = time.time()
+    old = [pid for pid in read if pid in known and (procs.started(pid) or now) + YOUNG_S < now - 1]
+    assert not old and started[0].pid not in read, old
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
