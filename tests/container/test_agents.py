@@ -197,7 +197,8 @@ def _pane_socket_is_its_own(engine: docker.DockerClient, info: DockerRunInfo, sc
     own, other = (str(relay.own_pane_socket(inside, n)) for n in (1, 2))
     tmux = f"/tmp/tmux-{RUN_UID}/{launch.socket_name(info.name)}"
     container = engine.containers.get(info.container.id)
-    probe = container.exec_run(["python3", "-c", PANE_PROBE, own, other, tmux], user=str(worker_uid(1)))
+    uid = worker_uid(1)  # its gid too: docker exec gives a bare uid with no passwd entry gid 0
+    probe = container.exec_run(["python3", "-c", PANE_PROBE, own, other, tmux], user=f"{uid}:{uid}")
     assert probe.exit_code == 0 and isinstance(probe.output, bytes), probe.output
     lines = probe.output.decode().splitlines()
     assert len(lines) == 3, lines
