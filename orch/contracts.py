@@ -47,7 +47,8 @@ class WorkerContext:
     """The agent's own login file to give the worker: only when the gateway cannot hold the credential
     (orch.gateway.credential, PASSTHROUGH); otherwise no worker holds a credential of any kind."""
     pane_socket: Path | None = None
-    """Under local strict isolation, for an agent with `own_pane`: the socket in its sandbox through which a
+    """Under strict isolation, for an agent with `own_pane`: the socket (in its sandbox, or in a container a
+    folder only its uid may enter) through which a
     helper beside it reads its own pane's screen and types into that pane alone (orch.fleet.relay); the run's
     tmux server is not there. None: the helper uses the tmux server ($TMUX), as under shared isolation."""
 
@@ -263,12 +264,12 @@ class AgentAdapter(Protocol):
     @property
     def own_pane(self) -> bool:
         """Whether a helper in its pane reads the pane's screen and types into it (aider's watcher): under
-        local strict isolation it gets `WorkerContext.pane_socket`, its own pane alone."""
+        strict isolation it gets `WorkerContext.pane_socket`, its own pane alone."""
         ...
 
-    def can_run_strict(self, sandboxed: bool) -> bool:
-        """Whether it runs under strict isolation here: `sandboxed`, in a local bubblewrap sandbox of its own
-        (orch.fleet.bwrap); otherwise under a uid of its own in a container."""
+    def can_run_strict(self) -> bool:
+        """Whether it runs under strict isolation (a local bubblewrap sandbox of its own, or a uid of its own in
+        a container): it needs no tmux server, or reaches its own pane through the relay (`own_pane`)."""
         ...
 
     def doctor(self) -> Sequence[Check]:

@@ -57,12 +57,10 @@ FACTS = AgentFacts(
         "no read tool; no permission request for an edit",
         "its commands are read from its answers' shell blocks (the gateway's ledger) with no result each: a "
         "verdict's cited exit code is not checked",
-        "in a container no strict isolation (its watcher needs its pane): a container fleet with aider runs "
-        "shared; locally strict, its watcher reaching its own pane through the relay",
     ),
-    # Its watcher reads the screen and types the first prompt. In a local sandbox it does so through the
-    # relay's socket for its own pane alone (own_pane); a container's strict worker (a uid of its own) has no
-    # such socket, and the run's tmux server would let it type into every pane.
+    # Its watcher reads the screen and types the first prompt. Under strict isolation it does so through the
+    # relay's socket for its own pane alone (own_pane: in its sandbox, or in a container a folder only its
+    # uid may enter); the run's tmux server would let it type into every pane.
     strict_isolation=False,
     own_pane=True,
     # Fallback only: the flags prevent these. Each defaults to Yes, which is never wanted here.

@@ -69,7 +69,7 @@ class HookDialect:
     """Its permission dialog's text, allow-once preselected: under an allow policy the hook writer presses
     Enter on it (for an agent whose hooks cannot approve)."""
     pane_socket: str = ""
-    """Under local strict isolation, the relay's socket for the worker's own pane (WorkerContext.pane_socket):
+    """Under strict isolation, the relay's socket for the worker's own pane (WorkerContext.pane_socket):
     how the hook writer reads the dialog and presses Enter there; empty: the run's tmux server ($TMUX_PANE)."""
 
     def command(self, *args: str | Path) -> str:
@@ -109,8 +109,8 @@ class AgentFacts:
     limits: tuple[str, ...] = ()
     strict_isolation: bool = True
     own_pane: bool = False
-    """A helper in its pane reads the pane's screen and types into it (aider's watcher): strict locally through
-    the relay's pane socket (its own pane alone); in a container's strict isolation not at all."""
+    """A helper in its pane reads the pane's screen and types into it (aider's watcher, Gemini's approver):
+    under strict isolation through the relay's socket for its own pane alone (orch.fleet.relay)."""
     dialogs: tuple[Dialog, ...] = ()
     """Fallback only: what it may still show although the seeded config dir prevents it."""
     deaf_screens: tuple[str, ...] = ()
@@ -224,8 +224,8 @@ class AgentBase:
     def own_pane(self) -> bool:
         return self.facts.own_pane
 
-    def can_run_strict(self, sandboxed: bool) -> bool:
-        return self.facts.strict_isolation or (sandboxed and self.facts.own_pane)
+    def can_run_strict(self) -> bool:
+        return self.facts.strict_isolation or self.facts.own_pane
 
     def binary(self) -> Path:
         facts = self.facts

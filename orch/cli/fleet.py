@@ -167,7 +167,7 @@ def up(
             "--isolation",
             help="strict: each worker in a sandbox of its own (its own uid in a container, bubblewrap with "
             "--local), writing only its own outbox, the workdir read-only; shared: one uid for all, the "
-            "workdir writable. Default: strict (a fleet with aider in a container: shared).",
+            "workdir writable. Default: strict.",
         ),
     ] = None,
     agents: Annotated[

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from orch.container.layout import run_mount
 from orch.run.folder import RunFolder
+from orch.run.paths import pane_sockets_dir
 from orch.run.records import RunInfo
 from orch.run.uids import worker_uid
 
@@ -86,6 +87,9 @@ def isolate_workers(run: RunFolder, info: RunInfo, uid: int, gid: int) -> None:
     - `worktrees/agent-N/`: worker N's, group the run's gid, 2770: each writer job's worktree goes there as
       worker N's own files, and no other worker may enter it.
     - the home and the folders above the config dirs: the run's uid's, 0711 (passable, not listable).
+    - `pane-N/` in orch.run.paths.pane_sockets_dir (on the container's /tmp): the run's uid's, group worker
+      N's, 0710, so worker N alone may enter it and reach the relay's socket for its own pane there
+      (orch.fleet.relay, for aider's watcher and Gemini's approver); its parents the run's uid's, 0711.
     """
     home = Path(os.environ.get("HOME", "/home/worker"))
     for folder in (home, *reversed(run.config_root.parents), run.config_root):
@@ -103,3 +107,16 @@ def isolate_workers(run: RunFolder, info: RunInfo, uid: int, gid: int) -> None:
         _own_tree(run.config_dir(n), w, gid, 0o710)
         # Its writer jobs' worktrees, each checked out as worker N's own (RunRepo.checkout owner=).
         _own_tree(run.worktrees_dir(n), w, gid, 0o2770)
+    panes = pane_sockets_dir(run.root)
+    for folder in (panes.parent, panes):
+        _own(_folder(folder), uid, gid, 0o711)
+    for n in range(1, info.workers + 1):
+        _own(_folder(panes / f"pane-{n}"), uid, worker_uid(n), 0o710)
+
+
+def _folder(path: Path) -> Path:
+    """`path`, a folder (whatever was planted there before the init ran is no longer)."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        path.unlink()
+    path.mkdir(exist_ok=True)
+    return path

@@ -48,6 +48,8 @@ class LaunchBundle(Strict):
     resume_session: str | None = None
     env: dict[str, str]
     """The worker's own variables: its gateway base URL and token."""
+    pane_socket: str | None = None
+    """For an `own_pane` agent: the relay's socket for its own pane (orch.fleet.relay.own_pane_socket)."""
 
     @classmethod
     def of(cls, agent: str, ctx: WorkerContext, own: dict[str, str]) -> LaunchBundle:
@@ -63,6 +65,7 @@ class LaunchBundle(Strict):
             prompt=ctx.prompt,
             resume_session=ctx.resume_session,
             env=own,
+            pane_socket=str(ctx.pane_socket) if ctx.pane_socket is not None else None,
         )
 
 
@@ -98,6 +101,7 @@ def become(bundle: LaunchBundle) -> None:
         model=bundle.model,
         prompt=bundle.prompt,
         resume_session=bundle.resume_session,
+        pane_socket=Path(bundle.pane_socket) if bundle.pane_socket else None,
     )
     spec = adapter.prepare(ctx)
     os.chdir(spec.cwd)

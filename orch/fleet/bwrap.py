@@ -216,14 +216,12 @@ def shared_note(local: bool) -> str:
 
 def default_isolation(local: bool, kinds: Iterable[str]) -> tuple[Isolation, str | None]:
     """`orch up`'s isolation when none is asked: strict, on this machine (a bubblewrap sandbox per worker)
-    as in a run's container (a uid per worker), unless an agent of the fleet cannot run strict there (aider
-    in a container: its watcher needs its pane, which only a local sandbox reaches, through the relay), or
+    as in a run's container (a uid per worker), unless an agent of the fleet cannot run strict, or
     this process is itself in a container it cannot give workers uids in (started without CAP_SETUID: a
     `docker exec` into compose's container). With the one-line note a run that ends up shared prints."""
-    sandbox = local and not settings.IN_CONTAINER.get()  # else each worker a uid of its own
-    unable = sorted({kind for kind in kinds if not get_adapter(kind).can_run_strict(sandbox)})
+    unable = sorted({kind for kind in kinds if not get_adapter(kind).can_run_strict()})
     if unable:
-        why = f"{', '.join(unable)} cannot run strict here (its watcher needs its pane, out of a uid's reach)"
+        why = f"{', '.join(unable)} cannot run strict"
         return Isolation.SHARED, f"{shared_note(local)}: {why}"
     if settings.IN_CONTAINER.get() and not can_switch_uids():
         why = "this container gives its processes no way to start workers as uids of their own (no CAP_SETUID)"

@@ -57,10 +57,9 @@ def plan(req: UpRequest) -> tuple[AgentAdapter, LocalRunInfo]:
         if not 1 <= n <= req.workers:
             raise UsageError(f"prompt, model or agent for worker {n} is out of range", hint=f"use 1 to {req.workers}")
     agents = {n: kind for n, kind in req.worker_agents.items() if kind != adapter.name}
-    sandbox = not settings.IN_CONTAINER.get()  # strict here: a bubblewrap sandbox, else a uid of its own
     for kind in {adapter.name, *agents.values()}:
         other = get_adapter(kind)
-        if req.isolation is Isolation.STRICT and not other.can_run_strict(sandbox):
+        if req.isolation is Isolation.STRICT and not other.can_run_strict():
             raise UsageError(
                 f"agent {other.name} cannot run under strict isolation yet",
                 hint="use --isolation shared (or the spec's `verification.isolation: shared`)",
@@ -155,6 +154,8 @@ def launch(
         for n in adapters:
             bwrap.prepare(run, n)
         relay.ensure(run, info.workers, handle.url)
+    elif info.isolation is Isolation.STRICT and any(adapter.own_pane for adapter in adapters.values()):
+        relay.ensure(run, info.workers, None)  # a container's: each worker's own pane socket, no more
     env = agent_environment(info)
     seen = {n: len(run.hook_events(n)) for n in range(1, info.workers + 1)}
     for n, adapter in adapters.items():
@@ -295,7 +296,7 @@ def _worker_spec(
         prompt=prompt,
         resume_session=resume,
         login_file=rungateway.login_file(info, adapter),
-        pane_socket=bwrap.PANE_SOCKET if bwrap.sandboxed(info) and adapter.own_pane else None,
+        pane_socket=_pane_socket(run, info, adapter, n),
     )
     if bwrap.sandboxed(info):
         return sandboxed_spec(run, info, adapter, context, own)
@@ -304,6 +305,14 @@ def _worker_spec(
     spec = adapter.prepare(context)
     limits = caps.limit_argv(info.caps, caps.own_uids(info), info.workers)
     return supervised(LaunchSpec(argv=[*limits, *spec.argv], env={**spec.env, **own}, cwd=spec.cwd), run, n)
+
+
+def _pane_socket(run: RunFolder, info: RunInfo, adapter: AgentAdapter, n: int) -> Path | None:
+    """Where worker n reaches its own pane (an `own_pane` agent under strict isolation): the relay's socket,
+    bound into its sandbox, or in a container in a folder only its uid may enter (orch.fleet.relay)."""
+    if not adapter.own_pane or info.isolation is not Isolation.STRICT:
+        return None
+    return bwrap.PANE_SOCKET if bwrap.sandboxed(info) else relay.own_pane_socket(run, n)
 
 
 def sandboxed_spec(

@@ -16,6 +16,12 @@ alone (orch.fleet.bwrap):
   the run's tmux server, which would let it type into every pane and run commands as the user, stays out
   of every sandbox.
 
+In a run's container under strict isolation (each worker a uid of its own; `python -m orch.fleet.relay
+RUN_DIR --panes`) it serves the pane sockets alone: the workers reach the bus (SO_PEERCRED tells them apart)
+and the gateway directly. Worker N's is `pane-N/pane.sock` in orch.run.paths.pane_sockets_dir, a folder
+only the run's uid and worker N's group may enter (made by the container's init), and it answers no peer
+but worker N's uid and the run's own.
+
 A worker holds a capped number of connections open on each of its sockets (`_Cap`, the bus's in
 BusServer): they all share this process's file descriptors.
 """
@@ -30,6 +36,7 @@ import os
 import resource
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -40,11 +47,13 @@ from orch import procs
 from orch.errors import OrchError, SandboxError
 from orch.fleet.portal import splice
 from orch.fleet.tmux import TmuxServer
+from orch.run.bus import peer_uid
 from orch.run.busserver import BusServer
 from orch.run.events import Event
 from orch.run.folder import RunFolder, atomic_write
-from orch.run.paths import sockets_dir
+from orch.run.paths import pane_sockets_dir, sockets_dir
 from orch.run.records import ControllerEvent
+from orch.run.uids import worker_uid
 from orch.waits import wait_until
 
 START_TIMEOUT = 20.0
@@ -70,6 +79,11 @@ def pane_socket(run: RunFolder, n: int) -> Path:
     return sockets_dir(run.root) / f"pane-{n}.sock"
 
 
+def own_pane_socket(run: RunFolder, n: int) -> Path:
+    """Worker n's pane socket in a run's container under strict isolation (served with `--panes`)."""
+    return pane_sockets_dir(run.root) / f"pane-{n}" / "pane.sock"
+
+
 def _pid_file(run: RunFolder) -> Path:
     return sockets_dir(run.root) / "relay.pid"
 
@@ -85,29 +99,30 @@ def _running(run: RunFolder, gateway_url: str | None = None) -> int | None:
     return pid if ours and (gateway_url is None or gateway_url in cmdline) else None
 
 
-def _ready(run: RunFolder, workers: int) -> bool:
-    sockets = (bus_socket, gateway_socket, pane_socket)
+def _ready(run: RunFolder, workers: int, panes_only: bool) -> bool:
+    sockets = (own_pane_socket,) if panes_only else (bus_socket, gateway_socket, pane_socket)
     return all(each(run, n).exists() for n in range(1, workers + 1) for each in sockets)
 
 
-def ensure(run: RunFolder, workers: int, gateway_url: str) -> None:
-    """The run's relay, started (detached: it outlives `orch up`) unless one serves it already."""
+def ensure(run: RunFolder, workers: int, gateway_url: str | None) -> None:
+    """The run's relay, started (detached: it outlives `orch up`) unless one serves it already. With no
+    `gateway_url` (a run's container under strict isolation), its pane sockets alone."""
     folder = sockets_dir(run.root)
     folder.parent.mkdir(mode=0o700, exist_ok=True)
     if folder.parent.stat().st_uid != os.geteuid() or folder.parent.stat().st_mode & 0o077:
         raise SandboxError(f"{folder.parent} is not this user's alone: refusing to put the workers' sockets there")
     folder.mkdir(mode=0o700, exist_ok=True)
-    if _running(run, gateway_url) is not None and _ready(run, workers):
+    if _running(run, gateway_url) is not None and _ready(run, workers, gateway_url is None):
         return
     stop(run)
     folder.mkdir(mode=0o700, exist_ok=True)
     log = run.logs_dir / "relay.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "orch.fleet.relay", str(run.root), gateway_url]
+    argv = [sys.executable, "-m", "orch.fleet.relay", str(run.root), gateway_url or PANES_ONLY]
     with open(log, "ab") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
     wait_until(
-        lambda: (_running(run) is not None and _ready(run, workers)) or proc.poll() is not None,
+        lambda: (_running(run) is not None and _ready(run, workers, gateway_url is None)) or proc.poll() is not None,
         START_TIMEOUT,
         "the sandboxes' relay to listen",
     )
@@ -123,7 +138,7 @@ def stop(run: RunFolder) -> None:
             os.kill(pid, signal.SIGTERM)
         wait_until(lambda: _running(run) is None, STOP_TIMEOUT, f"the sandboxes' relay (pid {pid}) to exit")
     folder = sockets_dir(run.root)
-    for path in folder.glob("*"):
+    for path in [*folder.glob("*"), *pane_sockets_dir(run.root).glob("pane-*/pane.sock")]:
         path.unlink(missing_ok=True)
     with contextlib.suppress(OSError):
         folder.rmdir()
@@ -168,15 +183,18 @@ async def _to_gateway(
 
 
 class _Pane:
-    """Worker n's own pane, and nothing else of the run's tmux server (`pane-N.sock`)."""
+    """Worker n's own pane, and nothing else of the run's tmux server (`pane-N.sock`). `peers`: the uids it
+    answers (a container's strict run: worker n's and the run's own), None: whoever reaches the socket."""
 
-    def __init__(self, tmux: TmuxServer, n: int, cap: _Cap) -> None:
-        self.tmux, self.n, self.cap = tmux, n, cap
+    def __init__(self, tmux: TmuxServer, n: int, cap: _Cap, peers: set[int] | None = None) -> None:
+        self.tmux, self.n, self.cap, self.peers = tmux, n, cap, peers
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         admitted = self.cap.admit()
         try:
-            if not admitted:
+            if self.peers is not None and peer_uid(writer.get_extra_info("socket")) not in self.peers:
+                answer: dict[str, object] = {"ok": False, "error": f"not worker {self.n}'s"}
+            elif not admitted:
                 answer = {"ok": False, "error": f"too many open pane connections (at most {self.cap.limit})"}
             else:
                 answer = await self._answer(await asyncio.wait_for(reader.readline(), PANE_TIMEOUT))
@@ -211,27 +229,32 @@ class _Pane:
         return {"ok": True}
 
 
-async def _serve(run: RunFolder, gateway_url: str) -> None:
-    parts = urlsplit(gateway_url)
-    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+async def _serve(run: RunFolder, gateway_url: str | None) -> None:
+    """Serve the run's sockets until stopped; no `gateway_url`: the pane sockets of a container's strict run."""
     workers = run.info().workers
     bus = BusServer(run, peercred=False)  # the controller serves bus.sock; here each worker's own socket
-    for n in range(1, workers + 1):
-        bus.listen(bus_socket(run, n), worker=n)
-    bus.start()
     servers = []
-    for n in range(1, workers + 1):
-        path = gateway_socket(run, n)
-        path.unlink(missing_ok=True)
-        cap = _Cap(run, n, path, GATEWAY_CONNECTIONS)
-        served = functools.partial(_to_gateway, host, port, cap)
-        servers.append(await asyncio.start_unix_server(served, path=str(path)))
+    if gateway_url is not None:
+        for n in range(1, workers + 1):
+            bus.listen(bus_socket(run, n), worker=n)
+        bus.start()
+        parts = urlsplit(gateway_url)
+        host, port = parts.hostname or "127.0.0.1", parts.port or 80
+        for n in range(1, workers + 1):
+            path = gateway_socket(run, n)
+            path.unlink(missing_ok=True)
+            cap = _Cap(run, n, path, GATEWAY_CONNECTIONS)
+            served = functools.partial(_to_gateway, host, port, cap)
+            servers.append(await asyncio.start_unix_server(served, path=str(path)))
     tmux = TmuxServer(run.info().tmux_socket)
     for n in range(1, workers + 1):
-        path = pane_socket(run, n)
+        path = pane_socket(run, n) if gateway_url is not None else _own_pane_path(run, n)
         path.unlink(missing_ok=True)
-        pane = _Pane(tmux, n, _Cap(run, n, path, PANE_CONNECTIONS))
+        peers = None if gateway_url is not None else {worker_uid(n), os.geteuid()}
+        pane = _Pane(tmux, n, _Cap(run, n, path, PANE_CONNECTIONS), peers)
         servers.append(await asyncio.start_unix_server(pane.serve, path=str(path), limit=PANE_REQUEST))
+        if gateway_url is None:
+            path.chmod(0o666)  # its folder is the gate: only worker n (and this uid) may enter it
     atomic_write(_pid_file(run), str(os.getpid()), mode=0o600)
     stopped = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -242,8 +265,19 @@ async def _serve(run: RunFolder, gateway_url: str) -> None:
     watcher.cancel()
     for server in servers:
         server.close()
-    bus.stop()
+    if gateway_url is not None:
+        bus.stop()
     _pid_file(run).unlink(missing_ok=True)
+
+
+def _own_pane_path(run: RunFolder, n: int) -> Path:
+    """Worker n's pane socket in a container, once its folder is as the init made it: this uid's, group
+    worker n's, entered by no one else (else refused: a socket there could be anyone's)."""
+    path = own_pane_socket(run, n)
+    st = path.parent.lstat()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_gid != worker_uid(n) or st.st_mode & 0o007:
+        raise SandboxError(f"{path.parent} is not worker {n}'s pane folder (the run's uid's, group {worker_uid(n)})")
+    return path
 
 
 def _tmux_socket(name: str) -> Path:
@@ -277,15 +311,18 @@ async def _until_fleet_gone(tmux: Path, stopped: asyncio.Event) -> None:
         await asyncio.sleep(WATCH_INTERVAL)
 
 
+PANES_ONLY = "--panes"
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: python -m orch.fleet.relay RUN_DIR GATEWAY_URL", file=sys.stderr)
+        print(f"usage: python -m orch.fleet.relay RUN_DIR (GATEWAY_URL | {PANES_ONLY})", file=sys.stderr)
         return 2
     # Every worker's sockets share this process's descriptors (each capped above): take all the system allows.
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    asyncio.run(_serve(RunFolder(Path(argv[0])), argv[1]))
+    asyncio.run(_serve(RunFolder(Path(argv[0])), None if argv[1] == PANES_ONLY else argv[1]))
     return 0
 
 

@@ -10,7 +10,6 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from orch import settings
 from orch.agents.registry import get_adapter
 from orch.errors import UsageError
 from orch.lead import landing
@@ -369,9 +368,8 @@ def isolation(spec: FleetSpec, backend: Backend, can_switch_uids: bool = True) -
     UsageError where strict was asked and cannot. Writers do not lower it: each writes only its own
     worktree (orch.lead.landing), never the tree under audit. `can_switch_uids`: False for a controller
     inside a container that cannot start processes as other uids (orch.run.uids.can_switch_uids)."""
-    sandbox = backend is Backend.LOCAL and not settings.IN_CONTAINER.get()  # else a uid of its own
     agents = {agent for agent, _ in spec.agent_models().values()}
-    unable = sorted(agent for agent in agents if not get_adapter(agent).can_run_strict(sandbox))
+    unable = sorted(agent for agent in agents if not get_adapter(agent).can_run_strict())
     asked = spec.verification.isolation
     if asked is Isolation.STRICT:
         if not can_switch_uids:

@@ -44,3 +44,10 @@ def sockets_dir(run_root: Path) -> Path:
     a folder of this uid's, one per run folder."""
     base = Path(os.environ.get("XDG_RUNTIME_DIR") or "/tmp") / f"orch-{os.geteuid()}"
     return base / hashlib.sha256(str(run_root).encode()).hexdigest()[:12]
+
+
+def pane_sockets_dir(run_root: Path) -> Path:
+    """In a run's container under strict isolation: the folder of each worker's own pane socket
+    (orch.fleet.relay.own_pane_socket), which the container's init makes before any worker starts
+    (orch.container.owners.isolate_workers): `pane-N/` is the run's uid's with group worker N's, 0710."""
+    return Path("/tmp/orch-panes") / hashlib.sha256(str(run_root).encode()).hexdigest()[:12]

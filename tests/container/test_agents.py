@@ -3,11 +3,11 @@ worker image (which carries every agent: tests/dockertest.py IMAGE_AGENTS) again
 through the run's gateway. Claude Code's container tests are test_fleet.py, test_hostile.py and others.
 
 For each agent, one fleet of two workers under strict isolation (each worker its own uid, its config dir
-seeded by the worker itself: what `orch run` uses in a container; aider: shared, see NO_STRICT) is shared
-by the checks in this order:
-no dialog on a brand-new workdir, a 30-line message as one submission, a brief's shell and write tool calls
+seeded by the worker itself: what `orch run` uses in a container) is shared by the checks in this order:
+no dialog on a brand-new workdir (and, for aider and Gemini CLI, each worker's pane socket its own alone), a
+30-line message as one submission, a brief's shell and write tool calls
 (bus post, result, done flag), a killed agent shown as crashed and restarted with its session. Then a
-shared-isolation fleet (`orch up`'s default) meets the run's permission policy.
+strict fleet of one meets the run's permission policy.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import pytest
 from orch.agents.registry import get_adapter
 from orch.container.layout import LABEL_RUN, run_mount
 from orch.container.sandbox import DockerSandbox
+from orch.fleet import launch, relay
 from orch.gateway.cassette import read_exchanges
 from orch.run.events import Event
 from orch.run.folder import RunFolder, atomic_write
@@ -47,10 +48,6 @@ DIALOGS = {
     "opencode": ("Connect a provider", "Zen"),
     "aider": ("(Y)es/(N)o", "raw.githubusercontent"),
 }
-# aider's stand-in for hooks (orch/agents/aider_watch.py) reads and types into its pane through the run's
-# tmux server, which a strict worker may not reach: its adapter says it cannot run strict, so its fleet
-# here is shared (and `orch up --isolation strict` refuses it: below).
-NO_STRICT = {kind for kind in AGENTS if not get_adapter(kind).strict_isolation}
 # Agents whose tool calls stop at orch's permission policy in a container.
 ASKS = {"gemini", "opencode"}
 
@@ -101,10 +98,9 @@ def strict_fleet(
     root = tmp_path_factory.mktemp(f"strict-{kind}")
     home = root / "orch-home"
     name = unique(f"st{kind[:2]}")
-    isolation = Isolation.SHARED if kind in NO_STRICT else Isolation.STRICT
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("ORCH_HOME", str(home))
-        run = _up(kind, name, _container_workdir(root / "brand-new-workdir"), 2, "--isolation", isolation.value)
+        run = _up(kind, name, _container_workdir(root / "brand-new-workdir"), 2, "--isolation", "strict")
         try:
             yield Fleet(kind, home, run)
         finally:
@@ -149,7 +145,7 @@ def test_boots_with_no_dialog_each_worker_its_own_uid(fleet: Fleet, engine: dock
     run = fleet.run
     info = run.info()
     assert isinstance(info, DockerRunInfo)
-    assert info.isolation is (Isolation.SHARED if fleet.kind in NO_STRICT else Isolation.STRICT)
+    assert info.isolation is Isolation.STRICT
     assert [w.state for w in DockerSandbox().status(run).workers] == [WorkerState.IDLE] * 2
     assert Event.DIALOG_ANSWERED not in [e["event"] for e in events(run)]
     for n in (1, 2):
@@ -158,8 +154,9 @@ def test_boots_with_no_dialog_each_worker_its_own_uid(fleet: Fleet, engine: dock
         assert not [d for d in DIALOGS[fleet.kind] if d in screen], screen
         # The worker seeded its own config and writes its own hook log and outbox, as its own uid.
         assert run.state(n).stat().st_uid == run.outbox(n).stat().st_uid == _uid(run, n)
-    if info.isolation is Isolation.STRICT:
-        _config_dir_is_closed(engine, info)
+    _config_dir_is_closed(engine, info)
+    if get_adapter(fleet.kind).own_pane:
+        _pane_socket_is_its_own(engine, info, SCREEN[fleet.kind])
 
 
 def _config_dir_is_closed(engine: docker.DockerClient, info: DockerRunInfo) -> None:
@@ -176,6 +173,37 @@ def _config_dir_is_closed(engine: docker.DockerClient, info: DockerRunInfo) -> N
     # One ordered stream: ls's error, then the mode (stdout and stderr apart interleave at random).
     code, out = DockerSandbox().run_as_user(info, ["sh", "-c", f"ls {cfg} 2>&1; stat -c %a {cfg}"])
     assert "Permission denied" in out and out.split()[-1] in ("710", "700"), out  # Gemini CLI's: 0700
+
+
+# As a worker: connect to each socket given, ask for its pane's screen; one line per socket.
+PANE_PROBE = """
+import json, socket, sys
+for path in sys.argv[1:]:
+    with socket.socket(socket.AF_UNIX) as sock:
+        try:
+            sock.settimeout(10)
+            sock.connect(path)
+            sock.sendall(b'{"op": "screen"}\\n')
+            print(json.dumps(json.loads(sock.makefile().readline()).get("screen", "")))
+        except OSError as exc:
+            print(type(exc).__name__)
+"""
+
+
+def _pane_socket_is_its_own(engine: docker.DockerClient, info: DockerRunInfo, screen: str) -> None:
+    """Worker 1 reads its own pane through its pane socket (its watcher's or approver's way), and reaches
+    neither worker 2's pane socket nor the run's tmux server (which would let it type into every pane)."""
+    inside = RunFolder(Path(run_mount(info.name)))
+    own, other = (str(relay.own_pane_socket(inside, n)) for n in (1, 2))
+    tmux = f"/tmp/tmux-{RUN_UID}/{launch.socket_name(info.name)}"
+    container = engine.containers.get(info.container.id)
+    uid = worker_uid(1)  # its gid too: docker exec gives a bare uid with no passwd entry gid 0
+    probe = container.exec_run(["python3", "-c", PANE_PROBE, own, other, tmux], user=f"{uid}:{uid}")
+    assert probe.exit_code == 0 and isinstance(probe.output, bytes), probe.output
+    lines = probe.output.decode().splitlines()
+    assert len(lines) == 3, lines
+    assert screen in json.loads(lines[0]), lines[0]  # its own pane's screen
+    assert lines[1:] == ["PermissionError", "PermissionError"], lines  # not worker 2's folder, not tmux's
 
 
 def test_thirty_line_message_is_one_submission(fleet: Fleet) -> None:
@@ -204,18 +232,6 @@ def test_brief_runs_shell_and_write_calls_and_finishes(fleet: Fleet, tmp_path: P
     wait_until(lambda: _status(run, 1) is WorkerState.IDLE, 60, "the end of worker 1's turn")
     view = DockerSandbox().status(run)
     assert view.workers[0].done and view.workers[0].result
-
-
-@pytest.mark.aider
-def test_aider_under_strict_isolation_is_refused_in_one_line(image: str, names: list[str], tmp_path: Path) -> None:
-    """Until aider's watcher needs no tmux server: refused up front, nothing made (no container, no folder)."""
-    name = unique("stai")
-    names.append(name)
-    workdir = _container_workdir(tmp_path / "w")
-    result = orch("up", name, "-n", "1", "--workdir", workdir, "--offline", "--agent", "aider", "--isolation", "strict")
-    assert result.exit_code == 2 and "aider cannot run under strict isolation" in result.output, result.output
-    assert len(result.output.strip().splitlines()) <= 2  # the error and its hint
-    assert not RunFolder.for_name(name).root.exists()
 
 
 # Prints the pid and uid of the agent under worker N's pane (run as the run's uid, which owns tmux).
@@ -278,21 +294,28 @@ def test_killed_agent_shows_as_crashed_and_restarts_resumed(fleet: Fleet, engine
     assert asked and any("heliotrope" in body for body in asked), asked
 
 
-@pytest.mark.parametrize("kind", [_marked(kind) for kind in AGENTS])
+# Each agent's call under a deny policy; Gemini's under allow too: its approver presses Allow on the dialog
+# through the pane socket of its own (the tmux server is out of a strict worker's reach).
+POLICIES = [*((kind, "deny") for kind in AGENTS), ("gemini", "allow")]
+
+
+@pytest.mark.parametrize(
+    ("kind", "answer"), [pytest.param(k, a, marks=getattr(pytest.mark, k), id=f"{k}-{a}") for k, a in POLICIES]
+)
 def test_permission_request_is_answered_by_the_policy(
-    kind: str, image: str, engine: docker.DockerClient, names: list[str], tmp_path: Path
+    kind: str, answer: str, image: str, engine: docker.DockerClient, names: list[str], tmp_path: Path
 ) -> None:
-    """The run's policy (`orch run`'s `permissions`) denies a call that asks, with no dialog left on screen;
-    under shared isolation, asked for (the default is strict). Codex in a container runs with full access
-    (its bubblewrap sandbox cannot start there) and aider never asks (--yes-always): for them nothing may
-    reach a dialog, and the brief still finishes."""
-    name = unique(f"pm{kind[:2]}")
+    """The run's policy (`orch run`'s `permissions`) denies a call that asks, with no dialog left on screen,
+    or allows it (Gemini's approver presses Allow through its own pane socket), under strict isolation (the
+    default). Codex in a container runs with full access (its bubblewrap sandbox cannot start there) and aider
+    never asks (--yes-always): for them nothing may reach a dialog, and the brief still finishes."""
+    name = unique(f"pm{kind[:2]}{answer[0]}")
     names.append(name)
-    run = _up(kind, name, _container_workdir(tmp_path / "w"), 1, "--isolation", "shared")
-    assert isinstance(run.info(), DockerRunInfo) and run.info().isolation is Isolation.SHARED
-    atomic_write(
-        run.permission_policy, PermissionAnswer(answer="deny", message="orch policy: no fetching").model_dump_json()
-    )
+    run = _up(kind, name, _container_workdir(tmp_path / "w"), 1)
+    assert isinstance(run.info(), DockerRunInfo) and run.info().isolation is Isolation.STRICT
+    message = "orch policy: no fetching" if answer == "deny" else None
+    policy = PermissionAnswer(answer=answer, message=message)  # type: ignore[arg-type]
+    atomic_write(run.permission_policy, policy.model_dump_json())
     if kind in ASKS:
         if kind == "gemini":
             brief = tmp_path / "fetch.md"
@@ -308,10 +331,12 @@ def test_permission_request_is_answered_by_the_policy(
     wait_until(lambda: _status(run, 1) is WorkerState.IDLE, 60, "the worker to be idle")
     asked = [e for e in run.hook_events(1) if e.hook_event_name == "PermissionRequest"]
     if kind in ASKS:
-        assert [e.orch_decision for e in asked] == ["deny"], asked
+        assert [e.orch_decision for e in asked] == [answer], asked
         assert asked[0].tool_name in ("web_fetch", "webfetch")
     else:
         assert asked == []
         assert run.result(1).read_text() == "# Result of worker 1\nall good\n" and run.done(1).exists()
+    if answer == "allow":  # the call ran (and failed: nothing listens there)
+        assert any(e.hook_event_name == "PostToolUse" and e.tool_name == "web_fetch" for e in run.hook_events(1))
     assert "Allow once" not in orch("read", name, "1").output
     assert orch("kill", name).exit_code == 0

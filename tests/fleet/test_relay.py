@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,13 +45,15 @@ def server(tmp_path: Path) -> Iterator[TmuxServer]:
     srv.kill()
 
 
-def _ask(server: TmuxServer, run: RunFolder, requests: list[bytes], hold: int = 0) -> list[dict[str, object]]:
-    """Serve worker 1's pane on a socket of its own and send each request on a connection of its own,
-    while `hold` other connections stay open and silent; the answers."""
+def _ask(
+    server: TmuxServer, run: RunFolder, requests: list[bytes], hold: int = 0, peers: set[int] | None = None
+) -> list[dict[str, object]]:
+    """Serve worker 1's pane on a socket of its own (answering only `peers`' uids, when given) and send each
+    request on a connection of its own, while `hold` other connections stay open and silent; the answers."""
 
     async def go() -> list[dict[str, object]]:
         path = Path(f"/tmp/orch-pane-test-{uuid.uuid4().hex[:8]}.sock")
-        pane = _Pane(server, 1, _Cap(run, 1, path, PANE_CONNECTIONS))
+        pane = _Pane(server, 1, _Cap(run, 1, path, PANE_CONNECTIONS), peers)
         listening = await asyncio.start_unix_server(pane.serve, path=str(path), limit=PANE_REQUEST)
         held = [await asyncio.open_unix_connection(str(path)) for _ in range(hold)]
         deadline = asyncio.get_running_loop().time() + 10
@@ -156,3 +159,12 @@ def test_a_flood_of_gateway_connections_is_refused_past_the_cap(run: RunFolder) 
     assert refused == GATEWAY_REFUSAL and again == b"again\n"
     ((worker, name),) = _capped(run)  # the burst flagged once
     assert worker == 2 and name.startswith("orch-gw-test-")
+
+
+def test_a_containers_pane_socket_answers_its_own_worker_alone(server: TmuxServer, run: RunFolder) -> None:
+    """In a container each worker has a uid of its own: past its folder's permissions, the socket answers
+    no peer but worker 1's uid and the run's own (SO_PEERCRED)."""
+    (refused,) = _ask(server, run, [_line({"op": "screen"})], peers={os.geteuid() + 1})
+    assert refused == {"ok": False, "error": "not worker 1's"}
+    (answered,) = _ask(server, run, [_line({"op": "screen"})], peers={os.geteuid()})
+    assert answered["ok"] is True

@@ -541,15 +541,12 @@ def test_isolation(asked: Isolation | None, roles: list[Role], backend: Backend,
             decisions.isolation(spec, backend)
 
 
-def test_a_fleet_with_an_agent_that_cannot_run_strict_runs_shared() -> None:
-    """aider's watcher needs its pane: in a container a strict worker (a uid of its own) cannot reach it, so
-    the fleet runs shared there; in a local sandbox it gets the relay's pane socket, so it runs strict."""
+def test_aider_runs_strict_in_a_container_and_locally() -> None:
+    """aider's watcher needs its own pane: it gets the relay's pane socket in a local sandbox and in a
+    container (a folder only its uid may enter), so its fleet runs strict in both."""
     spec = _spec(isolation=None).model_copy(update={"agent": "aider"})
-    assert decisions.isolation(spec, Backend.DOCKER) is Isolation.SHARED
+    assert decisions.isolation(spec, Backend.DOCKER) is Isolation.STRICT
     assert decisions.isolation(spec, Backend.LOCAL) is Isolation.STRICT
-    with pytest.raises(UsageError, match="aider cannot run under strict isolation"):
-        decisions.isolation(spec.model_copy(update={"verification": _spec(isolation=Isolation.STRICT).verification}),
-                            Backend.DOCKER)  # fmt: skip
 
 
 def test_a_controller_that_cannot_switch_uids_runs_shared_and_refuses_strict() -> None:
