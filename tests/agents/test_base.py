@@ -61,7 +61,7 @@ def test_an_agent_with_no_binary_setting_is_found_on_path_or_named_missing(
     assert ToyAdapter(dataclasses.replace(missing, command="no-such-toy")).version() is None
 
 
-# The composer of a Gemini CLI 0.61.0 pane, seen right after its resumed session's first turn ended (AfterAgent
+# The composer of a pane of the pinned Gemini CLI, seen right after its resumed session's first turn ended (AfterAgent
 # logged, so the worker reads as idle): a paste then was dropped. Then the same pane a second later.
 GEMINI_RESUMING = """ > are you back
 
