@@ -180,6 +180,11 @@ def up(
     run_folder_max: RunFolderMaxOpt = None,
 ) -> None:
     """Start a run: one container (or, with --local, a tmux server here) with one agent per pane."""
+    if local and (egress is not EgressMode.ALLOWLIST or allow):
+        raise UsageError(  # said, not ignored: a user who asked for a host would otherwise find it unreachable
+            "--egress and --allow apply to a container run: locally a strict worker has no network at all, a "
+            "shared one reaches what this machine does (SECURITY.md)"
+        )
     box = ContainerOpts(copy, egress, allow or [], memory, cpus, pids, network, image)
     limits = worker_caps(pids_per_worker, memory_per_worker, disk_per_worker, run_folder_max)
     _up(

@@ -37,8 +37,22 @@ def _nothing_left(name: str) -> None:
         ("ok", ["-n", "65"], "out of range"),
         ("ok", ["--agent", "nope"], "unknown agent 'nope' (available: "),
         ("ok", ["--permission-mode", "yolo"], "unknown permission mode"),
+        ("ok", ["--egress", "open"], "--egress and --allow apply to a container run"),
+        ("ok", ["--allow", "example.com"], "--egress and --allow apply to a container run"),
     ],
-    ids=["dotdot", "space", "semicolon", "subshell", "too-long", "zero-workers", "too-many", "agent", "mode"],
+    ids=[
+        "dotdot",
+        "space",
+        "semicolon",
+        "subshell",
+        "too-long",
+        "zero-workers",
+        "too-many",
+        "agent",
+        "mode",
+        "local-egress",
+        "local-allow",
+    ],
 )
 def test_up_rejects_bad_arguments(workdir: Path, name: str, extra: list[str], message: str) -> None:
     result = orch("up", name, "--agent", "scripted", "--workdir", workdir, "--local", *extra)
