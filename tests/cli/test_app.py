@@ -3,6 +3,7 @@ exist is one line and exit 2 for every command that takes a run name."""
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
 
@@ -106,3 +107,10 @@ def test_unknown_run_is_one_line_and_exit_2(args: list[str]) -> None:
     assert result.exit_code == 2, result.output
     assert result.output.startswith("orch: error: no run named 'ghost'"), result.output
     assert result.output.count("\n") == 1, result.output
+
+
+def test_every_command_of_a_module_is_in_the_table() -> None:
+    """A command added to a group module but not to COMMANDS would be unreachable: none is."""
+    for module in {entry.module for entry in TABLE.values() if entry.group is None}:
+        commands = typer.main.get_group(importlib.import_module(module).app).commands
+        assert all(TABLE.get(name, None) is not None and TABLE[name].module == module for name in commands), module
