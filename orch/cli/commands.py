@@ -1,24 +1,140 @@
-"""The typer app: every `orch` command (orch.cli.main runs it; `orch bus post` may not need it)."""
+"""The typer app: every `orch` command (orch.cli.main runs it; `orch bus post` may not need it).
+
+Each command's module is imported only when that command runs: importing all of them (tmux, docker, the
+lead, the views) cost about 0.9 s of CPU per `orch` process, and tests and workers start many. `orch --help`
+lists the commands from COMMANDS without importing any of them (tests/cli/test_app.py checks each one-line
+help there against its command's own).
+"""
 
 from __future__ import annotations
 
+import importlib
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
-from orch.cli import bus, container, fleet, lead, record, runs, tools, watch
 from orch.errors import OrchError, is_environment_error, one_line
 
 log = logging.getLogger(__name__)
 
 
+class Entry(NamedTuple):
+    """Where a command lives: `module`'s typer app `group` (None: its top-level `app`, whose command
+    `name` is), and the one line `orch --help` shows for it."""
+
+    module: str
+    group: str | None
+    help: str
+    hidden: bool = False
+
+
+_FLEET, _RUNS, _LEAD, _CONTAINER = "orch.cli.fleet", "orch.cli.runs", "orch.cli.lead", "orch.cli.container"
+
+# The whole command tree, in `orch --help`'s order: each group module's top-level commands, then the
+# named groups.
+COMMANDS: dict[str, Entry] = {
+    "up": Entry(
+        _FLEET, None, "Start a run: one container (or, with --local, a tmux server here) with one agent per pane."
+    ),
+    "spawn": Entry(_FLEET, None, "`orch up` as the reference harness spells it: spawn NAME N [WORKDIR]."),
+    "send": Entry(
+        _FLEET, None, "Deliver a message (multi-line included) to a worker as one submission, and confirm it."
+    ),
+    "brief": Entry(_FLEET, None, "Write agent-N.task.md and point the worker at it."),
+    "restart": Entry(
+        _FLEET,
+        None,
+        "Restart a worker's agent in its pane, resuming its session (what the controller does after a crash).",
+    ),
+    "read": Entry(_RUNS, None, "Print a worker's screen (or its transcript once the run is stopped)."),
+    "status": Entry(_RUNS, None, "Per worker: state (from hooks), done flag, result, last bus line, cost."),
+    "ls": Entry(_RUNS, None, "List runs."),
+    "attach": Entry(_RUNS, None, "Attach to the run's tmux (read-only unless --write)."),
+    "kill": Entry(_RUNS, None, "Stop a run (its folder, transcripts included, stays)."),
+    "wait": Entry(
+        _RUNS, None, "Return as soon as the workers' done flags exist; exit 3 on timeout naming who is missing."
+    ),
+    "watch": Entry(
+        "orch.cli.watch", None, "A live view of a run: workers, verification matrix, progress, commentary and bus."
+    ),
+    "doctor": Entry(
+        "orch.cli.tools",
+        None,
+        "Check tmux, agent CLIs, the Docker engine and credentials; print the fix for what is missing.",
+    ),
+    "model-server": Entry(
+        "orch.cli.tools", None, "Serve the scripted Messages API (offline demo, tests, dry runs) until interrupted."
+    ),
+    "run": Entry(
+        _LEAD, None, "Run a fleet spec to completion: spawn, brief, monitor, verify findings, report, tear down."
+    ),
+    "demo": Entry(
+        _LEAD,
+        None,
+        "A 3-worker find-and-verify fleet over a small bundled library: one finding CONFIRMED, one REFUTED.",
+    ),
+    "report": Entry(_LEAD, None, "Rewrite and print a run's report (verification matrix, where the files are)."),
+    "apply": Entry(
+        _LEAD,
+        None,
+        "Fetch a run's landed changes into this repository as a new branch (the working tree, the index and the"
+        " current branch are left alone; an existing branch is never overwritten).",
+    ),
+    "serve-run": Entry(_CONTAINER, None, "Inside a run's container: launch the run's workers.", hidden=True),
+    "reap": Entry(
+        _CONTAINER,
+        None,
+        "Remove containers, volumes and workspace copies left by crashed or stopped runs (by label).",
+    ),
+    "pull": Entry(_CONTAINER, None, "Copy a run folder back from a remote Docker engine into the local one."),
+    "spec": Entry(_LEAD, "spec_app", "Fleet specs: check one, or write an example."),
+    "skill": Entry(_LEAD, "skill_app", "The Claude Code skill that drives orch."),
+    "image": Entry(_CONTAINER, "image_app", "The worker image."),
+    "bus": Entry("orch.cli.bus", "app", "The run's append-only message bus."),
+    "record": Entry("orch.cli.record", "app", "A run's model recording: export it as one file to replay anywhere."),
+}
+
+
+def load_command(name: str) -> Any:  # a click command (typer vendors click: its types are private)
+    """Import the module of command `name` and build its click command."""
+    entry = COMMANDS[name]
+    module = importlib.import_module(entry.module)
+    if entry.group is None:
+        return typer.main.get_group(module.app).commands[name]
+    group = typer.main.get_group(getattr(module, entry.group))
+    group.name, group.help = name, entry.help
+    return group
+
+
 class OrchGroup(TyperGroup):
-    """Turns any OrchError into one line on stderr and its exit code (2 for bad input); an OS or Docker
+    """The root group. It holds a placeholder per command (enough for `orch --help` and click's "did you
+    mean") and swaps in the real command, importing its module, only when that command is run.
+
+    It turns any OrchError into one line on stderr and its exit code (2 for bad input); an OS or Docker
     error that escaped a command also becomes one line (exit 1), its traceback at ORCH_LOG_LEVEL=DEBUG."""
 
-    def invoke(self, ctx: Any) -> Any:  # typer vendors click: its Context type is private
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name, entry in COMMANDS.items():
+            self.commands[name] = TyperCommand(name, help=entry.help, hidden=entry.hidden)
+        self._loaded: set[str] = set()
+
+    def load(self, name: str) -> Any:
+        """The real command `name` (imported once)."""
+        if name not in self._loaded:
+            self.commands[name] = load_command(name)
+            self._loaded.add(name)
+        return self.commands[name]
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if name is not None and name in COMMANDS:
+            command = self.load(name)
+        return name, command, rest
+
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except OrchError as exc:
@@ -41,16 +157,7 @@ app = typer.Typer(
 )
 
 
-# The whole command tree, in `orch --help`'s order: each group module's top-level commands, then the
-# named groups.
-app.add_typer(fleet.app)
-app.add_typer(runs.app)
-app.add_typer(watch.app)
-app.add_typer(tools.app)
-app.add_typer(lead.app)
-app.add_typer(container.app)
-app.add_typer(lead.spec_app, name="spec", help="Fleet specs: check one, or write an example.")
-app.add_typer(lead.skill_app, name="skill", help="The Claude Code skill that drives orch.")
-app.add_typer(container.image_app, name="image", help="The worker image.")
-app.add_typer(bus.app, name="bus", help="The run's append-only message bus.")
-app.add_typer(record.app, name="record", help="A run's model recording: export it as one file to replay anywhere.")
+@app.callback()
+def _root() -> None:
+    # A callback makes typer build the root as a group although no command is registered here.
+    pass

@@ -3,13 +3,16 @@ exist is one line and exit 2 for every command that takes a run name."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import re
 
 import pytest
 import typer
 from typer.core import TyperGroup
 
-from orch.cli.commands import app
+from orch.cli.commands import COMMANDS as TABLE
+from orch.cli.commands import OrchGroup, app
 from tests.helpers import orch
 
 pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
@@ -33,18 +36,18 @@ SUBCOMMANDS = {
 }
 
 
-def _group() -> TyperGroup:
+def _group() -> OrchGroup:
     group = typer.main.get_command(app)
-    assert isinstance(group, TyperGroup)
+    assert isinstance(group, OrchGroup)
     return group
 
 
 def _listed(args: list[str]) -> list[str]:
     """The commands `orch ARGS --help` lists, as the group holds them (hidden ones left out), after
     checking that each is shown as the first word of a line of the help."""
-    group = _group()
+    group: TyperGroup = _group()
     for name in args:
-        sub = group.commands[name]
+        sub = _group().load(name)
         assert isinstance(sub, TyperGroup)
         group = sub
     names = [name for name, command in group.commands.items() if not command.hidden]
@@ -60,6 +63,18 @@ def test_help_lists_every_command_group() -> None:
     for group, commands in SUBCOMMANDS.items():
         assert _listed([group]) == commands
     assert "serve-run" in _group().commands
+
+
+def test_help_table_says_what_each_command_says() -> None:
+    """`orch --help` shows COMMANDS' lines without importing the commands: each must be its command's own
+    first paragraph of help (or, for a named group, the group's help), and be hidden when it is."""
+    group = _group()
+    for name, entry in TABLE.items():
+        command = group.load(name)
+        assert command.name == name
+        own = inspect.cleandoc(command.help or "").split("\n\n")[0]
+        assert " ".join(own.split()) == entry.help or entry.hidden, name
+        assert command.hidden == entry.hidden, name
 
 
 @pytest.mark.parametrize(
@@ -92,3 +107,10 @@ def test_unknown_run_is_one_line_and_exit_2(args: list[str]) -> None:
     assert result.exit_code == 2, result.output
     assert result.output.startswith("orch: error: no run named 'ghost'"), result.output
     assert result.output.count("\n") == 1, result.output
+
+
+def test_every_command_of_a_module_is_in_the_table() -> None:
+    """A command added to a group module but not to COMMANDS would be unreachable: none is."""
+    for module in {entry.module for entry in TABLE.values() if entry.group is None}:
+        commands = typer.main.get_group(importlib.import_module(module).app).commands
+        assert all(TABLE.get(name, None) is not None and TABLE[name].module == module for name in commands), module

@@ -207,3 +207,15 @@ def test_bad_stdin_agrees_one_line_and_posts_nothing(
     assert (code, out, posted) == (2, "", [])
     assert err.startswith("orch: error: ") and message in err and err.count("\n") == 1, err
     assert "typer" not in modules
+
+
+def test_help_imports_no_command_module() -> None:
+    """`orch --help` and a bad command name import none of the commands' modules (the reason for the table)."""
+    probe = (
+        "import sys\nfrom orch.cli.main import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(sorted({e.module for e in __import__('orch.cli.commands').cli.commands.COMMANDS.values()}"
+        " & set(sys.modules)))"
+    )
+    for argv in (["--help"], ["no-such-command"]):
+        done = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, timeout=60)
+        assert done.stdout.strip().splitlines()[-1] == "[]", (argv, done.stdout, done.stderr)

@@ -31,6 +31,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("agents/opencode.py", "state"): "opencode's XDG state dir, in its config dir",
     ("lead/demo.py", "changes"): "orch/data/changes, the demo's sample repository",
     ("lead/reportrender.py", "report/report.html"): "the template in orch/data/report, not the run's report",
+    ("cli/commands.py", "Write agent-N.task.md and point the worker at it."): "`orch brief`'s help line, prose",
 }
 # Whole modules left out: settings.py, whose strings are the settings' help texts (it opens no file), and
 # modules another engineer rewrites this round, whose names move to RunFolder there (recordings(),
