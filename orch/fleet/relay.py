@@ -112,7 +112,11 @@ def ensure(run: RunFolder, workers: int, gateway_url: str | None) -> None:
     if folder.parent.stat().st_uid != os.geteuid() or folder.parent.stat().st_mode & 0o077:
         raise SandboxError(f"{folder.parent} is not this user's alone: refusing to put the workers' sockets there")
     folder.mkdir(mode=0o700, exist_ok=True)
-    if _running(run, gateway_url) is not None and _ready(run, workers, gateway_url is None):
+    # A relay is kept only while its fleet's tmux server lives: after that server died (a relaunch), the old
+    # relay is about to stop by itself (_until_fleet_gone), and kept, it would leave the new life's workers
+    # with sockets nobody serves.
+    fleet_alive = _listening(_tmux_socket(run.info().tmux_socket))
+    if fleet_alive and _running(run, gateway_url) is not None and _ready(run, workers, gateway_url is None):
         return
     stop(run)
     folder.mkdir(mode=0o700, exist_ok=True)
