@@ -7,6 +7,8 @@ import platform
 from dataclasses import dataclass
 from pathlib import Path
 
+from orch.procs import children
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 MAX_TREE = 10_000  # processes visited per tree walk: a bound, never reached in practice
@@ -47,20 +49,6 @@ def own_cpu(pid: int | None) -> float:
     return times.own if times else 0.0
 
 
-def children(pid: int) -> list[int]:
-    found: list[int] = []
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return found
-    for tid in tasks:
-        try:
-            found += [int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
-        except OSError:
-            continue
-    return found
-
-
 def tree(pid: int) -> list[int]:
     """`pid` and all its descendants alive now."""
     out: list[int] = []
@@ -70,7 +58,7 @@ def tree(pid: int) -> list[int]:
         if not Path(f"/proc/{current}").exists():
             continue
         out.append(current)
-        todo += children(current)
+        todo += children(current)  # the kernel's own list (orch.procs)
     return out
 
 
