@@ -196,7 +196,7 @@ PROBE = (
 )
 
 
-def _lead_spec(workspace: Path) -> None:
+def _lead_spec() -> dict[str, object]:
     finding = {
         "id": "F1",
         "claim": "paginate(items, 1, size) skips the first page",
@@ -225,7 +225,7 @@ def _lead_spec(workspace: Path) -> None:
             }
         ],
     }
-    (workspace / "fleet.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return spec
 
 
 def test_compose_lead_runs_a_spec_to_its_exit_code(project: Project, tmp_path: Path) -> None:
@@ -234,12 +234,7 @@ def test_compose_lead_runs_a_spec_to_its_exit_code(project: Project, tmp_path: P
     files or any process's credential, nor write the tree), the report in the runs folder on the host, and
     orch run's exit code as the container's. A bad spec changes nothing and makes nothing, even with the
     init's gateway to start and an earlier run of that name; a re-run starts clean (a new `model/`)."""
-    workspace, runs = tmp_path / "ws", tmp_path / "runs"
-    shutil.copytree(SAMPLE, workspace)
-    runs.mkdir()
-    _lead_spec(workspace)
-    for path in (runs, workspace, *workspace.rglob("*")):
-        os.chown(path, UID, UID)
+    workspace, runs = _workspace(tmp_path, _lead_spec())
     secret = tmp_path / "credentials.env"  # the init's gateway takes it (here the scripted model: offline)
     secret.write_text(f"ANTHROPIC_API_KEY={CANARY}\n")
     secret.chmod(0o600)
@@ -330,12 +325,7 @@ def test_compose_credential_reaches_only_the_gateway(project: Project, tmp_path:
 def test_compose_lead_killed_mid_run_resumes(project: Project, tmp_path: Path) -> None:
     """A `lead` container killed while its finder works loses nothing: `lead --resume` relaunches the fleet
     on the run folder (strict again) and the controller finishes the run with its exit code."""
-    workspace, runs = tmp_path / "ws", tmp_path / "runs"
-    shutil.copytree(SAMPLE, workspace)
-    runs.mkdir()
-    _lead_spec(workspace)
-    for path in (runs, workspace, *workspace.rglob("*")):
-        os.chown(path, UID, UID)
+    workspace, runs = _workspace(tmp_path, _lead_spec())
     env = {**os.environ, "ORCH_RUN": "k", "ORCH_WORKSPACE": str(workspace), "ORCH_RUNS": str(runs)}
     env |= {"ORCH_EGRESS": "none", "ORCH_UID": str(UID), "ORCH_OFFLINE": "1"}
     base = [*project.cli, "-f", str(COMPOSE_FILE), "-p", project.name, "run"]

@@ -19,8 +19,9 @@ from orch.fleet.caps import Breach, Usage, breaches, container_pids, limit_argv
 from orch.fleet.watchdog import Watchdog
 from orch.fleet.workerprocs import WorkerProcesses, processes_by_worker
 from orch.run.folder import RunFolder
-from orch.run.records import LocalRunInfo, WorkerCaps
+from orch.run.records import WorkerCaps
 from orch.waits import wait_until
+from tests.helpers import run_info
 
 MIB = 1 << 20
 
@@ -111,16 +112,8 @@ def test_breach_reasons_say_which_cap() -> None:
 def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunFolder]:
     monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
     folder = RunFolder.for_name("capped")
-    info = LocalRunInfo(
-        name="capped",
-        agent="scripted",
-        workers=2,
-        workdir=str(tmp_path),
-        permission_mode="default",
-        tmux_socket="orch-capped",
-        orch_version="0",
-        caps=WorkerCaps(pids=40, memory=64 * MIB, disk=4 * MIB, run_folder=64 * MIB),
-    )
+    caps = WorkerCaps(pids=40, memory=64 * MIB, disk=4 * MIB, run_folder=64 * MIB)
+    info = run_info("capped", workers=2, workdir=str(tmp_path)).model_copy(update={"caps": caps})
     folder.create(info)
     yield folder
 

@@ -17,8 +17,9 @@ import pytest
 from orch import procs, settings
 from orch.fleet.workerprocs import YOUNG_S, WorkerProcesses
 from orch.run.folder import RunFolder
-from orch.run.records import Isolation, LocalRunInfo
+from orch.run.records import Isolation
 from orch.waits import wait_until
+from tests.helpers import run_info
 
 SLEEP = "import time; time.sleep(60)"
 
@@ -26,16 +27,7 @@ SLEEP = "import time; time.sleep(60)"
 def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolation: Isolation) -> RunFolder:
     monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
     folder = RunFolder.for_name("procs")
-    info = LocalRunInfo(
-        name="procs",
-        agent="scripted",
-        workers=2,
-        workdir=str(tmp_path),
-        permission_mode="default",
-        tmux_socket="orch-procs",
-        orch_version="0",
-        isolation=isolation,
-    )
+    info = run_info("procs", workers=2, workdir=str(tmp_path)).model_copy(update={"isolation": isolation})
     folder.create(info)
     for n in (1, 2):
         folder.outbox(n).mkdir(parents=True, exist_ok=True)
@@ -72,7 +64,12 @@ def test_shared_isolation_reads_each_process_once(
     wait_until(lambda: late.pid in watcher.look()[2], 10, "the exec'd process to be worker 2's")
     # A later look reads again only what is new or still young, never what it already knows to be old.
     known, classify, read = set(watcher._owner), watcher._classify, []
-    monkeypatch.setattr(watcher, "_classify", lambda pid: read.append(pid) or classify(pid))
+
+    def counted(pid: int) -> int | None:
+        read.append(pid)
+        return classify(pid)
+
+    monkeypatch.setattr(watcher, "_classify", counted)
     assert watcher.look()[1] == {started[0].pid}
     now = time.time()
     old = [pid for pid in read if pid in known and (procs.started(pid) or now) + YOUNG_S < now - 1]
