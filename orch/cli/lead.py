@@ -118,7 +118,7 @@ def _start(
     run_name = runner.run_name(spec, spec_path, name, replay=cassette is not None)
     source = f", replaying {cassette.root}" if cassette else ""
     # A strict spec that cannot be had stops here, before anything (the init gives a prepared run its uids).
-    isolation = decisions.isolation(spec, backend, prepare or runner.strict_possible(backend))
+    isolation = decisions.isolation(spec, prepare or runner.strict_possible(backend))
     # A live fleet across model APIs without a credential of one of them: here too, before anything.
     rungateway.fleet_credentials([group.agent for group in spec.groups()], spec.offline or cassette is not None)
     say(

@@ -16,7 +16,7 @@ from orch.lead import landing
 from orch.lead.jobs import Assignment, ControllerState, FindingStatus, Job, JobStatus, Outcome, WorkerBook
 from orch.lead.spec import Budget, FleetSpec, Limits, Role
 from orch.lead.verification import choose_verifier, eligible, finding_status
-from orch.run.records import Backend, HookEvent, Isolation, WorkerState
+from orch.run.records import HookEvent, Isolation, WorkerState
 
 EXIT_PASSED = 0
 EXIT_NOT_CONFIRMED = 4
@@ -362,7 +362,7 @@ def has_budget(budget: Budget) -> bool:
 
 
 # --- isolation ---------------------------------------------------------------------------------
-def isolation(spec: FleetSpec, backend: Backend, can_switch_uids: bool = True) -> Isolation:
+def isolation(spec: FleetSpec, can_switch_uids: bool = True) -> Isolation:
     """How far a run's workers are kept apart: what the spec asks, else strict wherever it can hold (every
     agent able to; in a container each worker has its own uid, on this machine its own bubblewrap sandbox);
     UsageError where strict was asked and cannot. Writers do not lower it: each writes only its own

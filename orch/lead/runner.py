@@ -67,7 +67,7 @@ def up_request(
         offline=spec.offline,
         worker_models=per_worker,
         replay=replay,
-        isolation=decisions.isolation(spec, backend, strict_possible(backend) if strict_ok is None else strict_ok),
+        isolation=decisions.isolation(spec, strict_possible(backend) if strict_ok is None else strict_ok),
         caps=spec.limits.caps(),
     )
 

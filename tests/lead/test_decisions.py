@@ -24,7 +24,7 @@ from orch.lead.jobs import (
     WorkerBook,
 )
 from orch.lead.spec import AgentGroup, Budget, FleetSpec, Limits, Role, Rounds, TaskSpec, VerificationSpec
-from orch.run.records import Backend, HookEvent, Isolation, WorkerState
+from orch.run.records import HookEvent, Isolation, WorkerState
 
 pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
 
@@ -518,42 +518,38 @@ def test_wake_in(continue_at: float | None, restart_at: float | None, run_timeou
 
 # --- isolation ---------------------------------------------------------------------------------
 ISOLATION = {
-    "container-audit-is-strict": (None, [Role.FINDER], Backend.DOCKER, Isolation.STRICT),
-    "local-audit-is-strict": (None, [Role.FINDER], Backend.LOCAL, Isolation.STRICT),
-    "writers-stay-strict": (None, [Role.FINDER, Role.FIXER], Backend.DOCKER, Isolation.STRICT),
-    "local-writers-stay-strict": (None, [Role.FINDER, Role.FIXER], Backend.LOCAL, Isolation.STRICT),
-    "asked-shared": (Isolation.SHARED, [Role.FINDER], Backend.DOCKER, Isolation.SHARED),
-    "asked-strict": (Isolation.STRICT, [Role.FINDER], Backend.DOCKER, Isolation.STRICT),
-    "asked-strict-locally": (Isolation.STRICT, [Role.FINDER], Backend.LOCAL, Isolation.STRICT),
-    "asked-shared-locally": (Isolation.SHARED, [Role.FINDER], Backend.LOCAL, Isolation.SHARED),
-    "asked-strict-with-a-scribe": (Isolation.STRICT, [Role.FINDER, Role.SCRIBE], Backend.DOCKER, Isolation.STRICT),
+    "an-audit-is-strict": (None, [Role.FINDER], Isolation.STRICT),
+    "writers-stay-strict": (None, [Role.FINDER, Role.FIXER], Isolation.STRICT),
+    "asked-shared": (Isolation.SHARED, [Role.FINDER], Isolation.SHARED),
+    "asked-strict": (Isolation.STRICT, [Role.FINDER], Isolation.STRICT),
+    "asked-strict-with-a-scribe": (Isolation.STRICT, [Role.FINDER, Role.SCRIBE], Isolation.STRICT),
 }
 
 
-@pytest.mark.parametrize(("asked", "roles", "backend", "expected"), ISOLATION.values(), ids=ISOLATION.keys())
-def test_isolation(asked: Isolation | None, roles: list[Role], backend: Backend, expected: Isolation | str) -> None:
+@pytest.mark.parametrize(("asked", "roles", "expected"), ISOLATION.values(), ids=ISOLATION.keys())
+def test_isolation(asked: Isolation | None, roles: list[Role], expected: Isolation | str) -> None:
+    """The same in a container and locally: strict holds in both."""
     tasks = [TaskSpec(goal="g", role=role) for role in roles]
     spec = _spec(isolation=asked).model_copy(update={"tasks": tasks})
     if isinstance(expected, Isolation):
-        assert decisions.isolation(spec, backend) is expected
+        assert decisions.isolation(spec) is expected
     else:
         with pytest.raises(UsageError, match=expected):
-            decisions.isolation(spec, backend)
+            decisions.isolation(spec)
 
 
 def test_aider_runs_strict_in_a_container_and_locally() -> None:
     """aider's watcher needs its own pane: it gets the relay's pane socket in a local sandbox and in a
     container (a folder only its uid may enter), so its fleet runs strict in both."""
     spec = _spec(isolation=None).model_copy(update={"agent": "aider"})
-    assert decisions.isolation(spec, Backend.DOCKER) is Isolation.STRICT
-    assert decisions.isolation(spec, Backend.LOCAL) is Isolation.STRICT
+    assert decisions.isolation(spec) is Isolation.STRICT
 
 
 def test_a_controller_that_cannot_switch_uids_runs_shared_and_refuses_strict() -> None:
     """compose's `lead` runs `orch run` in the container after the init dropped CAP_SETUID: shared, said
     so; a spec that asks for strict is refused in one line before anything is made."""
     spec = _spec(isolation=None)
-    assert decisions.isolation(spec, Backend.LOCAL, can_switch_uids=False) is Isolation.SHARED
+    assert decisions.isolation(spec, can_switch_uids=False) is Isolation.SHARED
     strict = spec.model_copy(update={"verification": _spec(isolation=Isolation.STRICT).verification})
     with pytest.raises(UsageError, match="CAP_SETUID"):
-        decisions.isolation(strict, Backend.LOCAL, can_switch_uids=False)
+        decisions.isolation(strict, can_switch_uids=False)

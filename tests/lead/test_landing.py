@@ -16,7 +16,7 @@ from orch.lead.jobs import AcceptedReview, ChangeBook, ChangeStage, ControllerSt
 from orch.lead.landing import Next
 from orch.lead.spec import FleetSpec, Role
 from orch.lead.specload import parse_spec
-from orch.run.records import Backend, Isolation
+from orch.run.records import Isolation
 
 MIXED = "workdir: .\nagents:\n  - {agent: claude, workers: 2}\n  - {agent: codex, workers: 1}\n"
 TASKS = "tasks:\n  - {id: fix, role: writer, goal: fix it}\n"
@@ -182,9 +182,9 @@ def test_a_failed_writer_job_fails_the_run_and_a_failed_review_does_not_by_itsel
 
 def test_a_spec_with_writers_stays_strict_in_a_container(tmp_path: Path) -> None:
     spec = parse_spec("workdir: .\nagent: claude\n" + TASKS, "f.yaml", tmp_path)
-    assert decisions.isolation(spec, Backend.DOCKER) is Isolation.STRICT
+    assert decisions.isolation(spec) is Isolation.STRICT
     strict = parse_spec("workdir: .\nagent: claude\nverification: {isolation: strict}\n" + TASKS, "f.yaml", tmp_path)
-    assert decisions.isolation(strict, Backend.DOCKER) is Isolation.STRICT
+    assert decisions.isolation(strict) is Isolation.STRICT
 
 
 # --- how changes are shown ---------------------------------------------------------------------
