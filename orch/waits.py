@@ -7,6 +7,8 @@ where inotify is not available they fall back to polling with a short interval a
 from __future__ import annotations
 
 import math
+import os
+import select
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -108,6 +110,22 @@ def watch_file(path: Path, timeout: float | None = None) -> Iterator[None]:
     finally:
         if notifier is not None:
             notifier.close()
+
+
+def read_line(fd: int, timeout: float, reason: str) -> bytes:
+    """The next line from a pipe, waiting at most `timeout` seconds (WaitTimeoutError naming `reason`): a
+    process's word that it is ready. b"" (or what came before) once every writer closed the pipe: the process
+    holding it ended without saying it."""
+    deadline = time.monotonic() + timeout
+    line = b""
+    while not line.endswith(b"\n"):
+        if not select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            raise WaitTimeoutError(f"timed out after {timeout:g}s waiting for {reason}")
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        line += chunk
+    return line
 
 
 def wait_until(

@@ -14,7 +14,6 @@ import sys
 from collections.abc import Sequence
 
 from orch.container import backends
-from orch.contracts import OrchCommand
 from orch.errors import OrchError, UsageError
 from orch.run import bus
 from orch.run.files import decode_text
@@ -46,6 +45,11 @@ def post(name: str, sender: int | None, words: Sequence[str]) -> int:
             bus.post_through_controller(run, sender, message)
         else:
             bus.post(run, sender, message)
+
+    if backends.folder_is_here(info):  # as at_folder decides; a worker's every post: no contracts loaded
+        here()
+        return 0
+    from orch.contracts import OrchCommand
 
     return backends.at_folder(info, OrchCommand(args, here, stdin=message if from_stdin else None))
 

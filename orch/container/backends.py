@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from orch.contracts import OrchCommand, Sandbox
 from orch.run.records import Backend, DockerRunInfo, RunInfo
 from orch.settings import IN_CONTAINER
 
 if TYPE_CHECKING:
     from orch.container.sandbox import DockerSettings
+    from orch.contracts import OrchCommand, Sandbox
 
 # The sandboxes are imported where they are chosen: `orch bus post`, run by workers many times, comes
-# through here only for at_folder and must not pay for tmux, docker or the fleet code.
+# through here only for folder_is_here and must not pay for tmux, docker, the fleet code or the contracts.
 
 
 def in_container() -> bool:

@@ -1,7 +1,8 @@
 """Starting, finding, stopping and controlling a run's gateway from the caller's side.
 
 `start_gateway` spawns `python -m orch.gateway` detached (its own session), hands it the boot line on
-stdin (the credential never sits in argv, env or a file) and waits for its handle file. The caller keeps
+stdin (the credential never sits in argv, env or a file) and waits for its word on a pipe that its handle
+file is written (or the pipe's EOF: it died). The caller keeps
 the returned GatewayHandle, control key included, with `save_handle` (0600); `GatewayClient` speaks the
 control API with it.
 """
@@ -21,13 +22,13 @@ from typing import Any
 
 from pydantic import SecretStr, ValidationError
 
-from orch import settings
+from orch import procs, settings
 from orch.errors import NotFoundError, OrchError, UsageError
 from orch.gateway.records import GatewayBoot, GatewayBudget
 from orch.gateway.wire import boot_line
 from orch.run.folder import atomic_write
 from orch.run.records import Strict
-from orch.waits import wait_until
+from orch.waits import read_line, wait_until
 
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 15.0
@@ -94,25 +95,29 @@ def start_gateway(
     handle.unlink(missing_ok=True)  # a stale handle would read as "ready"
     handle.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     log.parent.mkdir(parents=True, exist_ok=True)
-    argv = [*argv_prefix, sys.executable, "-m", "orch.gateway", "--handle", str(handle)]
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=out, stderr=out, start_new_session=True, env=env
-        )  # fmt: skip
-    assert proc.stdin is not None
+    read_fd, write_fd = os.pipe()
+    argv = [*argv_prefix, sys.executable, "-m", "orch.gateway", "--handle", str(handle), "--ready-fd", str(write_fd)]
     try:
-        proc.stdin.write(boot_line(boot).encode() + b"\n")
-        proc.stdin.close()
-    except BrokenPipeError:
-        pass  # it died at once: reported below with its log
-    wait_until(
-        lambda: _read_handle_file(handle) is not None or proc.poll() is not None,
-        START_TIMEOUT,
-        f"the model gateway's handle file {handle}",
-    )
-    data = _read_handle_file(handle)
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=out, stderr=out, start_new_session=True, env=env,
+                pass_fds=(write_fd,),
+            )  # fmt: skip
+    finally:
+        os.close(write_fd)  # the gateway holds the only write end: EOF means it is gone
+    try:
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(boot_line(boot).encode() + b"\n")
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass  # it died at once: reported below with its log
+        said = read_line(read_fd, START_TIMEOUT, f"the model gateway's handle file {handle}")
+    finally:
+        os.close(read_fd)
+    data = _read_handle_file(handle) if said else None
     if data is None:
-        raise OrchError(f"the model gateway exited at start (exit {proc.returncode}): {_log_tail(log)}")
+        raise OrchError(f"the model gateway exited at start (exit {proc.wait()}): {_log_tail(log)}")
     return GatewayHandle(url=str(data["url"]), pid=int(data["pid"]), control_key=boot.control_key)
 
 
@@ -132,20 +137,8 @@ def load_handle(path: Path) -> GatewayHandle:
 
 
 def _is_our_gateway(pid: int) -> bool:
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z" and b"orch.gateway" in cmdline
-
-
-def _exited(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state in ("Z", "X")
+    """It runs (not a zombie) `python -m orch.gateway`."""
+    return "orch.gateway" in procs.cmdline(pid) and procs.alive(pid)
 
 
 def stop_gateway(handle_path: Path) -> bool:
@@ -161,7 +154,7 @@ def stop_gateway(handle_path: Path) -> bool:
         os.kill(pid, signal.SIGTERM)
         # Gone or a zombie: not "no longer orch.gateway", which an exiting process (its cmdline emptied)
         # already is while it still runs.
-        wait_until(lambda: _reap(pid) or _exited(pid), STOP_TIMEOUT, f"gateway pid {pid} to exit")
+        wait_until(lambda: _reap(pid) or not procs.alive(pid), STOP_TIMEOUT, f"gateway pid {pid} to exit")
         stopped = True
     handle_path.unlink(missing_ok=True)
     return stopped

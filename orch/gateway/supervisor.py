@@ -1,5 +1,7 @@
-"""The gateway's first process: binds the socket, starts the scripted upstream if asked, writes the
-handle, then keeps a server child serving on the inherited socket, restarting it when it dies.
+"""The gateway's first process: binds the socket, starts the scripted upstream if asked and the first server
+child side by side (it binds the upstream's socket too, so the child knows its URL before it serves), writes
+the handle once both said they serve, then keeps a server child serving on the inherited socket, restarting it
+when it dies.
 
 The supervisor owns the live worker tokens and jobs (the child reports each change over a pipe before
 answering) and hands them to every new child, so a restart keeps the URL and every token. It never
@@ -19,12 +21,10 @@ import ctypes
 import json
 import logging
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -40,11 +40,10 @@ from orch.gateway.events import EventLog
 from orch.gateway.pricing import load_pricing
 from orch.gateway.process import state_path
 from orch.gateway.records import GatewayBoot, GatewayEventKind
-from orch.gateway.replay import Replayer
 from orch.gateway.wire import ChildStart, Report, boot_line
 from orch.run.folder import RunFolder, atomic_write
 from orch.run.records import Strict
-from orch.waits import wait_for_paths
+from orch.waits import read_line
 
 log = logging.getLogger("orch.gateway")
 UPSTREAM_START_TIMEOUT = 30.0
@@ -55,6 +54,9 @@ LONG_LIFE = 10.0
 """A server child that lived longer than this (seconds) is restarted at once; one that died younger after a
 pause that doubles from 0.1 s to at most 5 s while its successors keep dying young."""
 _PR_SET_PDEATHSIG = 1
+NO_CA_FILE = {"SSL_CERT_FILE": os.devnull}
+"""The environment of a process that opens no TLS connection: aiohttp's import loads the CA bundle twice (its
+default SSL contexts), 40 % of that import; OpenSSL reads this file instead (bench/README.md, "Process starts")."""
 
 
 def _die_with_parent() -> None:
@@ -110,7 +112,8 @@ class SavedState(Strict):
 
 
 class Supervisor:
-    def __init__(self, boot: GatewayBoot, handle: Path) -> None:
+    def __init__(self, boot: GatewayBoot, handle: Path, ready_fd: int | None = None) -> None:
+        """`ready_fd`: a pipe to the starter, told `ready` once the handle is written (orch.gateway.process)."""
         self.boot, self.handle = boot, handle
         self.folder = RunFolder(Path(boot.run_dir))
         self.folder.model_dir.mkdir(parents=True, exist_ok=True)
@@ -123,7 +126,9 @@ class Supervisor:
         self.lives = 0
         self.child: subprocess.Popen[bytes] | None = None
         self.upstream_proc: subprocess.Popen[bytes] | None = None
-        self._tmp = Path(tempfile.mkdtemp(prefix="orch-gateway-"))
+        self._upstream_ready: int | None = None
+        """The scripted model's ready pipe (its read end) until it said it serves, or died."""
+        self._ready_fd = ready_fd
         self._handle_written = False
         self.url = ""
         self.state_file = state_path(handle)
@@ -186,19 +191,42 @@ class Supervisor:
         return urls
 
     def start_scripted(self) -> str:
-        url_file = self._tmp / "upstream.url"
-        # By module name, not an import: the gateway layer does not import orch.offline.
-        self.upstream_proc = subprocess.Popen(
-            [sys.executable, "-m", "orch.offline.modelserver", "--url-file", str(url_file)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
-        )
-        deadline = time.monotonic() + UPSTREAM_START_TIMEOUT
-        while wait_for_paths([url_file], 0.5):
-            if self.upstream_proc.poll() is not None or time.monotonic() > deadline:
-                raise OrchError(f"the scripted model server did not start (exit {self.upstream_proc.poll()})")
-        return url_file.read_text().strip()
+        """Start the scripted model server on a loopback socket bound here and return its URL at once: the
+        server child starts beside it (`scripted_ready` waits for its word before the handle is written)."""
+        sock = bind("127.0.0.1:0")
+        read_fd, write_fd = os.pipe()
+        try:
+            # By module name, not an import: the gateway layer does not import orch.offline.
+            fds = ["--fd", str(sock.fileno()), "--ready-fd", str(write_fd)]
+            self.upstream_proc = subprocess.Popen(
+                [sys.executable, "-m", "orch.offline.modelserver", *fds],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                env={**os.environ, **NO_CA_FILE},  # it only serves
+                pass_fds=(sock.fileno(), write_fd),
+                preexec_fn=_die_with_parent,
+            )
+            url = url_of(sock)
+        finally:
+            os.close(write_fd)  # so the read end sees EOF exactly when the model server is gone
+            # Only the model server holds it now: if it dies, a connection is refused instead of left waiting.
+            sock.close()
+        self._upstream_ready = read_fd
+        return url
+
+    def scripted_ready(self) -> None:
+        """Wait for the scripted model server's ready line, if it was started and has not said it yet (called
+        when the server child is ready: the two started together, so it has mostly been said by then)."""
+        ready, self._upstream_ready = self._upstream_ready, None
+        if ready is None:
+            return
+        try:
+            line = read_line(ready, UPSTREAM_START_TIMEOUT, "the scripted model server to start")
+        finally:
+            os.close(ready)
+        if not line:
+            assert self.upstream_proc is not None
+            raise OrchError(f"the scripted model server did not start (exit {self.upstream_proc.wait()})")
 
     # --- the server child -----------------------------------------------------------------------
     def spawn(self, sock: socket.socket, upstream_urls: list[str], life: int) -> IO[bytes]:
@@ -214,6 +242,7 @@ class Supervisor:
         self.child = subprocess.Popen(
             [sys.executable, "-m", "orch.gateway.server", "--fd", str(sock.fileno()), "--report-fd", str(write_fd)],
             stdin=subprocess.PIPE,
+            env=self.child_env(),
             pass_fds=(sock.fileno(), write_fd),
             preexec_fn=_die_with_parent,
         )
@@ -222,6 +251,11 @@ class Supervisor:
         self.child.stdin.write(start.model_dump_json(round_trip=True).encode() + b"\n")
         self.child.stdin.close()
         return os.fdopen(read_fd, "rb")
+
+    def child_env(self) -> dict[str, str]:
+        """A server child's environment: with no `api` upstream (offline, replay) it opens no TLS connection."""
+        live = any(upstream.kind == "api" for upstream in self.boot.upstreams)
+        return dict(os.environ) if live else {**os.environ, **NO_CA_FILE}
 
     def follow(self, reports: IO[bytes]) -> bool:
         """Read the child's reports until it is gone; True if it had said it was ready."""
@@ -234,6 +268,7 @@ class Supervisor:
             if report.ready:
                 ready = True
                 if not self._handle_written:
+                    self.scripted_ready()
                     self.write_handle()
                     self._handle_written = True
             if report.worker is not None and report.token is not None:
@@ -255,11 +290,17 @@ class Supervisor:
     def write_handle(self) -> None:
         self.handle.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(self.handle, json.dumps({"url": self.url, "pid": os.getpid()}) + "\n", mode=0o600)
+        if self._ready_fd is not None:
+            with contextlib.suppress(OSError), open(self._ready_fd, "wb") as starter:  # a starter gone: fine
+                starter.write(b"ready\n")
+            self._ready_fd = None
 
     def check(self) -> None:
         """What would make every server child fail at start, as one line now instead."""
         load_pricing(self.boot.pricing)
         if self.boot.replay:
+            from orch.gateway.replay import Replayer  # here: a live or scripted gateway starts its children sooner
+
             Replayer(Path(self.boot.replay), self.boot.run_dir, self.boot.workdir)
 
     def run(self) -> int:
@@ -316,6 +357,5 @@ class Supervisor:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-        shutil.rmtree(self._tmp, ignore_errors=True)
         if self.stop_requested():  # a clean stop: nothing to resume (a failed start keeps what it had)
             self.state_file.unlink(missing_ok=True)

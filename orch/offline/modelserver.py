@@ -133,8 +133,17 @@ class ScriptedModelServer:
     """Serve the scripted model on its own event loop in a daemon thread: `with ScriptedModelServer() as
     srv: srv.url`."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, observer: Observer | None = None) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        observer: Observer | None = None,
+        sock: socket.socket | None = None,
+    ) -> None:
+        """`sock`: a listening socket to serve instead of binding host:port (a gateway's supervisor binds it, so
+        the URL is known before this process has started)."""
         self.host, self.port = host, port
+        self._sock = sock
         self.url = ""
         self._app = _App(observer)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -148,8 +157,8 @@ class ScriptedModelServer:
 
     def start(self) -> ScriptedModelServer:
         # Bound here, so a taken port is an error in the caller and the URL is known before serving.
-        sock = socket.create_server((self.host, self.port))
-        self.port = sock.getsockname()[1]
+        sock = self._sock or socket.create_server((self.host, self.port))
+        self.host, self.port = sock.getsockname()[:2]
         self.url = f"http://{self.host}:{self.port}"
         loop = self._loop = asyncio.new_event_loop()
 
@@ -194,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--url-file", type=Path, help="also write the URL here (atomically) once serving")
+    parser.add_argument("--fd", type=int, help="serve this inherited listening socket (not --host/--port)")
+    parser.add_argument("--ready-fd", type=int, help="write the URL to this pipe once serving, then close it")
     args = parser.parse_args(argv)
     stopping = threading.Event()
 
@@ -202,8 +213,12 @@ def main(argv: list[str] | None = None) -> int:
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        with ScriptedModelServer(args.host, args.port) as server:
+        sock = None if args.fd is None else socket.socket(fileno=args.fd)
+        with ScriptedModelServer(args.host, args.port, sock=sock) as server:
             print(server.url, flush=True)
+            if args.ready_fd is not None:  # the gateway's supervisor waits on it (a line, or EOF if this died)
+                with open(args.ready_fd, "w") as ready:
+                    ready.write(server.url + "\n")
             if args.url_file is not None:  # renamed into place: a waiter never sees a partial URL
                 partial = args.url_file.with_name(f".{args.url_file.name}.{os.getpid()}")
                 partial.write_text(server.url + "\n")

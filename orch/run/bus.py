@@ -31,7 +31,6 @@ from orch.run.files import decode_text
 from orch.run.folder import RunFolder
 from orch.run.records import BusLine
 from orch.run.uids import worker_of
-from orch.waits import watch_file
 
 LINE_RE = re.compile(r"^(?P<ts>\S+Z) \[(?P<sender>[^\]]+)\] (?P<text>.*)$")
 MAX_TEXT = 16_000
@@ -140,6 +139,8 @@ def follow(run: RunFolder, start_at_end: bool = False) -> Iterator[str]:
 
 
 def _follow(fh: TextIO, run: RunFolder) -> Iterator[str]:
+    from orch.waits import watch_file  # here: inotify's import is a tenth of a worker's `orch bus post`
+
     with fh:
         pending = ""
         for _ in watch_file(run.bus):

@@ -18,10 +18,12 @@ def utcnow() -> dt.datetime:
 
 
 class Strict(BaseModel):
-    """The base of every record orch writes or reads strictly: unknown keys are errors, and attribute
-    docstrings are the fields' descriptions (the spec, jobs, findings and reports use it too)."""
+    """The base of every record orch writes or reads strictly: unknown keys are errors (the spec, jobs,
+    findings and reports use it too). A field's docstring documents it for the reader of the source only:
+    nothing prints a JSON schema, and pydantic's `use_attribute_docstrings` re-parsed each model's source
+    at import, a sixth of the start of every `orch` process (bench/README.md, "Process starts")."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid")
 
 
 class Backend(StrEnum):
