@@ -113,12 +113,12 @@ def watch_file(path: Path, timeout: float | None = None) -> Iterator[None]:
 
 
 def read_line(fd: int, timeout: float, reason: str) -> bytes:
-    """The next line from a pipe, waiting at most `timeout` seconds (WaitTimeoutError naming `reason`): a
-    process's word that it is ready. b"" (or what came before) once every writer closed the pipe: the process
-    holding it ended without saying it."""
+    """The next line from a pipe (and whatever came with it), waiting at most `timeout` seconds (WaitTimeoutError
+    naming `reason`): a process's word that it is ready. b"" (or what came before) once every writer closed the
+    pipe: the process holding it ended without saying it."""
     deadline = time.monotonic() + timeout
     line = b""
-    while not line.endswith(b"\n"):
+    while b"\n" not in line:
         if not select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
             raise WaitTimeoutError(f"timed out after {timeout:g}s waiting for {reason}")
         chunk = os.read(fd, 4096)

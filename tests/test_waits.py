@@ -3,6 +3,7 @@ and a reason."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from orch.errors import WaitTimeoutError
-from orch.waits import IN_CREATE, Inotify, wait_for_paths, wait_until, watch_file
+from orch.waits import IN_CREATE, Inotify, read_line, wait_for_paths, wait_until, watch_file
 
 
 def _later(action: object, delay_event: threading.Event) -> threading.Thread:
@@ -73,3 +74,22 @@ def test_wait_until_wakes_on_the_folder_and_names_its_reason(tmp_path: Path) -> 
     writer.join()
     with pytest.raises(WaitTimeoutError, match="waiting for nothing at all"):
         wait_until(lambda: None, 0.1, "nothing at all", watch=tmp_path)
+
+
+def test_read_line_takes_a_ready_line_and_tells_a_writer_gone_from_one_that_is_late() -> None:
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, b"rea")
+        threading.Timer(0.05, os.write, (write_end, b"dy\nmore")).start()
+        assert read_line(read_end, 10, "a ready line") == b"ready\nmore"  # a line may bring what follows it
+        with pytest.raises(WaitTimeoutError, match="waiting for the word"):
+            read_line(read_end, 0.05, "the word")  # nothing more and the writer still there
+        os.write(write_end, b"half")
+        os.close(write_end)
+        write_end = -1
+        assert read_line(read_end, 10, "a line") == b"half"  # the writer ended mid-line: what came
+        assert read_line(read_end, 10, "a line") == b""  # and nothing after
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
