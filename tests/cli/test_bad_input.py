@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from orch.fleet.tmux import TmuxServer
+from orch.gateway.process import stop_gateway
 from orch.run.paths import agents_dir, runs_dir
 from orch.versions import GEMINI_CLI_PACKAGE, GEMINI_CLI_VERSION
 from tests.helpers import orch
@@ -107,9 +111,31 @@ def test_failed_boot_leaves_nothing_behind(workdir: Path, monkeypatch: pytest.Mo
     _nothing_left("dies")
 
 
+@pytest.fixture(scope="module")
+def live_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """One fleet for every case below: each is refused before it changes anything, so they share it (a fleet
+    per case was most of this file's time). Its own ORCH_HOME and tmux dir, set for each case by `live`."""
+    root = tmp_path_factory.mktemp("live")
+    world = {"ORCH_HOME": str(root / "orch-home"), "TMUX_TMPDIR": tempfile.mkdtemp(prefix="ot-", dir="/tmp")}
+    (root / "work").mkdir()
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in world.items():
+            env.setenv(name, value)
+        up = orch("up", "live", "-n", "2", "--agent", "scripted", "--workdir", root / "work", "--local")
+        assert up.exit_code == 0, up.output
+        try:
+            yield world
+        finally:
+            orch("kill", "live")
+            for handle in (Path(world["ORCH_HOME"]) / "gateways").glob("*.json"):
+                stop_gateway(handle)
+            shutil.rmtree(world["TMUX_TMPDIR"], ignore_errors=True)
+
+
 @pytest.fixture
-def live(workdir: Path) -> str:
-    assert orch("up", "live", "-n", "2", "--agent", "scripted", "--workdir", workdir, "--local").exit_code == 0
+def live(live_world: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> str:
+    for name, value in live_world.items():
+        monkeypatch.setenv(name, value)
     return "live"
 
 
