@@ -33,6 +33,7 @@ from bench import (
     overhead,
     procs,
     reports,
+    starts,
     up,
     view,
     watch,
@@ -61,6 +62,7 @@ BENCHES: dict[str, tuple[Callable[[Context], Result], bool]] = {
     "changes": (changes.run, False),  # issue 22: worktrees, the checks' sandbox, the integration queue
     "caps": (caps.run, True),  # the per-worker caps: limits on against off, and the watchdog's cost
     "gate": (gate.run, False),  # issue 22: the gate's overhead over an ungated run of the same writers
+    "starts": (starts.run, False),  # an `orch bus post` process, a run gateway's start (--before REV: side by side)
 }
 MEASUREMENT_ERRORS = (OrchError, BenchError, OSError, TimeoutError)
 
@@ -94,6 +96,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     parser.add_argument("--from-json", type=Path, help="only print the table of an earlier results file")
     parser.add_argument("--keep", action="store_true", help="keep the private ORCH_HOME (run folders) afterwards")
+    parser.add_argument("--before", metavar="REV", help="starts: also measure orch at this git revision, in turn")
     args = parser.parse_args(argv)
     if args.repeat is not None and not 1 <= args.repeat <= 100:
         parser.error("--repeat must be 1 to 100")
@@ -115,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     available = procs.meminfo().get("MemAvailable", 0)
     budget = parse_size(args.memory_budget) if args.memory_budget else available
     config = Config.make(args.quick, args.repeat, budget, args.profile)
+    config.before = args.before
     started, t0 = dt.datetime.now(dt.UTC), time.monotonic()
     machine_at_start = procs.machine()
     results: dict[str, dict[str, Any]] = {}

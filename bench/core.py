@@ -26,6 +26,8 @@ class Config:
     bus_posts: int
     memory_budget: int
     profile: bool
+    before: str | None = None
+    """`--before REV`: also measure orch's sources at this git revision, side by side (bench/starts.py)."""
 
     @classmethod
     def make(cls, quick: bool, repeat: int | None, memory_budget: int, profile: bool) -> Config:
