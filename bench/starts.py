@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 from collections.abc import Callable
 from io import BytesIO
 from pathlib import Path
@@ -72,15 +74,14 @@ def _env(tree: Path, home: Path) -> dict[str, str]:
 
 
 def _timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, str]:
-    """Wall and CPU (ms) of one process and what it printed."""
-    before = os.times()
-    start = os.times().elapsed
+    """Wall and CPU (ms) of one process (with every process it waited for) and what it printed."""
+    before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT, check=False)
-    after = os.times()
+    wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise BenchError(f"{' '.join(argv[:4])}... failed: {done.stderr.strip()[-300:]}")
-    cpu = (after.children_user + after.children_system - before.children_user - before.children_system) * 1000
-    return (after.elapsed - start) * 1000, cpu, done.stdout
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return wall * 1000, cpu * 1000, done.stdout
 
 
 def bus_post(tree: Path, home: Path, cwd: Path, samples: int) -> dict[str, float]:
