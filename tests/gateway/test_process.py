@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
 
+from orch import procs
 from orch.errors import OrchError
 from orch.gateway.process import GatewayHandle, handle_path, load_handle, save_handle, start_gateway, stop_gateway
 from orch.gateway.records import Upstream
 from orch.offline.modelserver import ScriptedModelServer
+from orch.waits import wait_until
 from tests.gateway.gw import boot_for, call, events_of, gateway, main_call
 
 
@@ -34,6 +37,20 @@ def test_streams_a_message_through_a_scripted_upstream(tmp_path: Path) -> None:
         assert [e["event"] for e in log if e["event"] == "token-issued"] == ["token-issued"]
         assert token not in gw.folder.model_log.read_text()
         assert token not in gw.log.read_text()
+
+
+def test_the_scripted_model_holds_its_socket_alone(tmp_path: Path) -> None:
+    """The supervisor binds the model's socket and starts the model beside the server child: once the model is
+    gone, a worker's call is answered at once (the connection refused), not left in a socket's backlog."""
+    with gateway(tmp_path) as gw:
+        children = procs.children(gw.handle.pid)
+        [model] = [pid for pid in children if "orch.offline.modelserver" in procs.cmdline(pid)]
+        assert any("orch.gateway.server" in procs.cmdline(pid) for pid in children)
+        token = gw.client.mint_token(1)
+        os.kill(model, signal.SIGKILL)
+        wait_until(lambda: not procs.alive(model), 10, "the scripted model to die")
+        reply = call(gw.base(token) + "/v1/messages", main_call("say hi"), headers={"x-api-key": token})
+        assert reply.status == 502, reply.body
 
 
 def test_forwards_to_an_api_upstream_with_the_scheme(tmp_path: Path) -> None:
