@@ -188,13 +188,18 @@ def test_replay_translates_a_recorded_stream_into_this_runs_folders() -> None:
     assert all(e in moved.split("\n\n") for e in unchanged)  # the rest byte for byte
 
 
-@pytest.mark.parametrize("path", ["/x/../responses", "//responses", "/%72esponses", "/v1/./messages", "/responses/"])
-def test_a_worker_cannot_reach_an_endpoint_by_a_path_the_gateway_does_not_count(tmp_path: Path, path: str) -> None:
+UNCANONICAL = ["/x/../responses", "//responses", "/%72esponses", "/v1/./messages", "/responses/"]
+
+
+def test_a_worker_cannot_reach_an_endpoint_by_a_path_the_gateway_does_not_count(tmp_path: Path) -> None:
     """A lying worker: a path the upstream resolves to /responses or /v1/messages, which the gateway would
-    otherwise forward uncounted, uncapped and unledgered."""
+    otherwise forward uncounted, uncapped and unledgered. One gateway for every path (a start each was most of
+    the time): each refusal is one more event, and nothing is ever recorded."""
     with gateway(tmp_path) as gw:
         token = gw.client.mint_token(1)
-        reply = call(gw.base(token) + path, _responses_call("hi"))
-        assert reply.status == 400 and reply.json()["error"]["message"].endswith("is not canonical")
-        assert not gw.folder.exchanges(1).exists()
-        assert [e["event"] for e in events_of(gw.folder) if e["event"] == "malformed-request"] == ["malformed-request"]
+        for n, path in enumerate(UNCANONICAL, 1):
+            reply = call(gw.base(token) + path, _responses_call("hi"))
+            assert reply.status == 400 and reply.json()["error"]["message"].endswith("is not canonical"), path
+            assert not gw.folder.exchanges(1).exists(), path
+            refused = [e for e in events_of(gw.folder) if e["event"] == "malformed-request"]
+            assert len(refused) == n, path
