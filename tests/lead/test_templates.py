@@ -1,0 +1,64 @@
+"""orch/lead/templates.py and templatecode.py: a printed value is escaped to text by html_text (markupsafe's
+escape without the Markup it would build), exactly as Jinja's own escape would, in every way a template can
+print one; a misspelt name is still an error."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import jinja2
+import pytest
+from markupsafe import Markup, escape
+
+from orch.lead.templates import environment, html_text
+
+pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
+
+EVIL = """<script>alert("x")</script><img src=x onerror='alert(1)'> ' " &amp;"""
+ESCAPED = str(escape(EVIL))
+
+
+class Html:
+    def __html__(self) -> str:
+        return "<i>own</i>"
+
+
+class Text(str):
+    """A str subclass (an enum's value may be one): escaped like a str."""
+
+
+@pytest.mark.parametrize("value", [EVIL, Text(EVIL), 3, 1.5, None, Markup("<b>safe</b>"), Html(), ""])
+def test_html_text_is_markupsafes_escape_as_a_str(value: object) -> None:
+    got = html_text(value)
+    assert type(got) is str and got == str(escape(value))
+
+
+def page(source: str, **context: object) -> str:
+    return environment().from_string(source).render(**context)
+
+
+def test_printed_values_are_escaped_once_in_every_place_a_template_prints() -> None:
+    assert page("<p title='{{ x }}'>{{ x }}</p>", x=EVIL) == f"<p title='{ESCAPED}'>{ESCAPED}</p>"
+    assert page("{% for y in xs %}{{ y }}{% endfor %}", xs=[EVIL, EVIL]) == ESCAPED * 2
+    assert page("{% set s %}<b>{{ x }}</b>{% endset %}{{ s }}", x=EVIL) == f"<b>{ESCAPED}</b>"
+    assert page("{% macro m(y) %}<b>{{ y }}</b>{% endmacro %}{{ m(x) }}", x=EVIL) == f"<b>{ESCAPED}</b>"
+    assert page("{{ x|join(', ') }}", x=[EVIL, "a"]) == f"{ESCAPED}, a"
+    assert page("{{ 'W%s'|format(x) }}", x=EVIL) == f"W{ESCAPED}"
+    assert page("{{ x }}", x=Markup("<svg></svg>")) == "<svg></svg>"  # a chart goes in as it is
+    assert page("{% autoescape false %}{{ x }}{% endautoescape %}", x="<b>") == "<b>"
+
+
+def test_a_misspelt_name_is_still_an_error() -> None:
+    with pytest.raises(jinja2.UndefinedError):
+        page("{{ nope }}")
+    with pytest.raises(jinja2.UndefinedError):
+        page("{{ x.nope }}", x=Html())
+
+
+def test_every_template_prints_through_html_text() -> None:
+    """A Jinja2 that renamed the hook templatecode overrides would leave pages right but slow: caught here."""
+    env = environment()
+    for name in ("report/report.html", "watch/index.html", "charts/timeline.svg", "charts/cost.svg"):
+        source = (resources.files("orch") / "data" / name).read_text()
+        code = env.compile(source, name, raw=True)
+        assert "html_text(" in code and "yield escape(" not in code, name
