@@ -40,7 +40,7 @@ def html_text(value: object) -> str:
 def environment() -> jinja2.Environment:
     import jinja2  # here: every `orch` command imports the report's module, few render a page
 
-    from orch.lead.templatecode import EscapeToText
+    from orch.lead.templatecode import OrchCode
 
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("orch", "data"),
@@ -50,7 +50,7 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.code_generator_class = EscapeToText
+    env.code_generator_class = OrchCode
     env.globals["asset"] = asset
     return env
 

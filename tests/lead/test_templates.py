@@ -1,6 +1,6 @@
 """orch/lead/templates.py and templatecode.py: a printed value is escaped to text by html_text (markupsafe's
 escape without the Markup it would build), exactly as Jinja's own escape would, in every way a template can
-print one; a misspelt name is still an error."""
+print one; a misspelt name or attribute is still an error."""
 
 from __future__ import annotations
 
@@ -52,7 +52,10 @@ def test_a_misspelt_name_is_still_an_error() -> None:
     with pytest.raises(jinja2.UndefinedError):
         page("{{ nope }}")
     with pytest.raises(jinja2.UndefinedError):
+        page("{{ nope.name }}")
+    with pytest.raises(AttributeError):  # read as Python reads it (templatecode): no fallback to x["nope"]
         page("{{ x.nope }}", x=Html())
+    assert page("{{ d['k'] }} {{ d.items()|list|length }}", d={"k": EVIL}) == f"{ESCAPED} 1"
 
 
 def test_every_template_prints_through_html_text() -> None:
@@ -61,4 +64,4 @@ def test_every_template_prints_through_html_text() -> None:
     for name in ("report/report.html", "watch/index.html", "charts/timeline.svg", "charts/cost.svg"):
         source = (resources.files("orch") / "data" / name).read_text()
         code = env.compile(source, name, raw=True)
-        assert "html_text(" in code and "yield escape(" not in code, name
+        assert "html_text(" in code and "yield escape(" not in code and "environment.getattr(" not in code, name
