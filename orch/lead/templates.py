@@ -15,7 +15,17 @@ from markupsafe import Markup
 if TYPE_CHECKING:
     import jinja2
 
-_escape_inner: Callable[[str], str] = markupsafe._escape_inner  # type: ignore[attr-defined]  # escape's own (3.x)
+
+def _escape_native(text: str) -> str:
+    """markupsafe's own pure-Python escape, byte for byte (its fallback where the C speedups are missing)."""
+    return (
+        text.replace("&", "&amp;").replace(">", "&gt;").replace("<", "&lt;").replace("'", "&#39;").replace('"', "&#34;")
+    )
+
+
+# markupsafe.escape's C core, which returns a str (3.x; pinned below 4). It is not public, so a markupsafe
+# without it falls back to the same escape in Python: the same bytes, about 3x slower per value.
+_escape_inner: Callable[[str], str] = getattr(markupsafe, "_escape_inner", _escape_native)
 
 
 def asset(name: str) -> Markup:

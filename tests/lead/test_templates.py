@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from markupsafe import Markup, escape
 
+from orch.lead import templates
 from orch.lead.templates import environment, html_text
 
 pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
@@ -27,6 +28,12 @@ class Text(str):
 def test_html_text_is_markupsafes_escape_as_a_str(value: object) -> None:
     got = html_text(value)
     assert type(got) is str and got == str(escape(value))
+
+
+def test_the_fallback_escape_is_markupsafes_byte_for_byte() -> None:
+    """markupsafe's C escape is private: a markupsafe without it gets the same bytes from the fallback."""
+    assert templates._escape_native(EVIL) == ESCAPED
+    assert templates._escape_inner is not templates._escape_native, "markupsafe's fast escape is not found"
 
 
 def page(source: str, **context: object) -> str:
