@@ -60,6 +60,14 @@ def _script(*steps: dict[str, object]) -> str:
     return "```orch-script\n" + "\n".join(json.dumps(s) for s in steps) + "\n```\n"
 
 
+def _webfetch_brief(tmp_path: Path) -> Path:
+    """A brief whose one call, web_fetch, is outside the adapter's allow list: it asks."""
+    fetch: dict[str, object] = {"tool": "web_fetch", "input": {"prompt": "summarise http://127.0.0.1:9/"}}
+    brief = tmp_path / "fetch.md"
+    brief.write_text("Fetch a page.\n\n" + _script(fetch, {"reply": "done"}))
+    return brief
+
+
 def _brief(run: RunFolder, n: int) -> str:
     prose = "\n".join(f"Context line {i} for worker {n}." for i in range(1, 21))
     script = _script(
@@ -227,10 +235,7 @@ def test_permission_request_is_answered_by_the_policy(
     assert run.info().isolation is Isolation.STRICT
     message = "orch policy: no fetching" if answer == "deny" else None
     atomic_write(run.permission_policy, PermissionAnswer(answer=answer, message=message).model_dump_json())  # type: ignore[arg-type]
-    fetch = {"tool": "web_fetch", "input": {"prompt": "summarise http://127.0.0.1:9/"}}
-    brief = tmp_path / "brief.md"
-    brief.write_text("Fetch a page.\n\n" + _script(fetch, {"reply": "done"}))
-    assert orch("brief", run.name, "1", brief).exit_code == 0
+    assert orch("brief", run.name, "1", _webfetch_brief(tmp_path)).exit_code == 0
 
     def current() -> WorkerState:
         return control.status(run).workers[0].state
