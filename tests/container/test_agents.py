@@ -33,11 +33,10 @@ from orch.run.records import DockerRunInfo, Isolation, PermissionAnswer, WorkerS
 from orch.run.uids import worker_uid
 from orch.waits import wait_until
 from tests.agents.test_codex import DIALOGS as CODEX_DIALOGS
-from tests.agents.test_gemini import _script
 from tests.agents.test_gemini import _webfetch_brief as gemini_fetch_brief
 from tests.agents.test_opencode import _webfetch_brief as opencode_fetch_brief
 from tests.dockertest import BUILD_TIMEOUT, RUN_UID, events, unique
-from tests.helpers import orch, prompts
+from tests.helpers import orch, prompts, worker_brief
 
 AGENTS = ("codex", "gemini", "opencode", "aider")
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(BUILD_TIMEOUT)]
@@ -132,15 +131,7 @@ def _turn_over(run: RunFolder, n: int, since: int) -> bool:
 def _brief(run: RunFolder, n: int, kind: str) -> str:
     """A 30-line brief whose script posts to the bus (a shell call), writes the result and touches the done
     flag. Paths are the container's."""
-    outbox = f"{run_mount(run.name)}/outbox/agent-{n}"
-    steps: list[dict[str, object]] = [
-        {"bash": f"orch bus post {run.name} --as {n} 'worker {n} checked in'"},
-        {"write": f"{outbox}/result.md", "content": f"# Result of worker {n}\nall good\n"},
-        {"bash": f"touch {outbox}/done"},
-        {"reply": "Finished."},
-    ]
-    prose = "\n".join(f"Context line {i} for worker {n}." for i in range(1, 21))
-    return f"# Task for worker {n}\n\n{prose}\n\n" + _script(*steps)
+    return worker_brief(run, n, outbox=f"{run_mount(run.name)}/outbox/agent-{n}")
 
 
 def test_boots_with_no_dialog_each_worker_its_own_uid(fleet: Fleet, engine: docker.DockerClient) -> None:
