@@ -51,7 +51,6 @@ UNMIRRORED: dict[str, str] = {
     "agents/scripted_turns.py": "tests/lead/test_scripted.py (orch run in process)",
     "fleet/become.py": "tests/agents/test_aider.py, tests/container/test_egress.py (strict workers)",
     "fleet/booting.py": "every `orch up` in tests/fleet; dialogs: the agent tiers",
-    "gateway/cassette.py": "tests/gateway/test_replay.py, test_flow.py, test_faults.py",
     "gateway/portable.py": "tests/lead/test_recording.py (every corruption case, through the lead)",
     "gateway/proxy.py": "tests/gateway/test_flow.py, test_faults.py (a real gateway)",
     "gateway/server.py": "tests/gateway/test_flow.py, test_faults.py, test_process.py",
