@@ -47,7 +47,7 @@ def script(*steps: dict[str, Any], prose: str = "") -> str:
 
 
 def numbered(text: str, style: str) -> str:
-    """Text as Claude Code's Read returns it: `1\\ttext` (2.1.332) or `     1→text`."""
+    """Text as Claude Code's Read returns it: `1\\ttext` (the pinned Claude Code) or `     1→text`."""
     lines = text.split("\n")
     if style == "tab":
         return "\n".join(f"{i}\t{line}" for i, line in enumerate(lines, 1))
