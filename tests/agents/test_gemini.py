@@ -6,7 +6,7 @@ import json
 import os
 import re
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -56,7 +56,7 @@ def fleet(model: ScriptedModelServer, tmp_path: Path) -> RunFolder:
     return _up("gm", workdir)
 
 
-def _script(*steps: dict[str, object]) -> str:
+def _script(*steps: Mapping[str, object]) -> str:
     return "```orch-script\n" + "\n".join(json.dumps(s) for s in steps) + "\n```\n"
 
 

@@ -27,9 +27,8 @@ MIB = 1 << 20
 
 
 def test_caps_read_sizes_as_docker_does_and_off_means_none() -> None:
-    assert WorkerCaps(memory="512m", disk="2g", run_folder="off", pids="off") == WorkerCaps(
-        memory=512 * MIB, disk=2 << 30, run_folder=None, pids=None
-    )
+    read = WorkerCaps.model_validate({"memory": "512m", "disk": "2g", "run_folder": "off", "pids": "off"})
+    assert read == WorkerCaps(memory=512 * MIB, disk=2 << 30, run_folder=None, pids=None)
     assert WorkerCaps().pids == settings.WORKER_PIDS and WorkerCaps().disk == 1 << 30
     assert worker_caps("64", "1g", None, "off") == WorkerCaps(pids=64, memory=1 << 30, run_folder=None)
 
@@ -133,8 +132,12 @@ def test_the_watchdog_stops_a_memory_hog_and_a_disk_filler(run: RunFolder) -> No
     dog = Watchdog(run, info, [1, 2])
     try:
         found: list[Breach] = []
-        wait_until(lambda: bool(found.extend(dog.check()) or {b.cap for b in found} >= {"memory", "disk"}), 30,
-                   "the watchdog to see the hog and the filler")  # fmt: skip
+
+        def both_seen() -> bool:
+            found.extend(dog.check())
+            return {b.cap for b in found} >= {"memory", "disk"}
+
+        wait_until(both_seen, 30, "the watchdog to see the hog and the filler")
         assert {(b.worker, b.cap) for b in found} == {(1, "memory"), (2, "disk")}
         assert hog.wait(timeout=10) == -9
         assert not (run.outbox(2) / "fill.bin").exists()  # what it wrote is gone
