@@ -37,7 +37,8 @@ from orch.gateway.records import GatewayBoot, GatewayBudget, GatewayEventKind
 from orch.gateway.replay import Replayer
 from orch.gateway.wire import ChildStart, Report
 from orch.gateway.writer import Writer
-from orch.run.folder import RunFolder, atomic_write
+from orch.run.files import atomic_write
+from orch.run.folder import RunFolder
 
 log = logging.getLogger("orch.gateway")
 _WORKER_PATH = re.compile(r"^/t/([^/?]+)(/[^?]*)?(\?.*)?$")
