@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from orch.errors import UsageError
 from orch.gateway.records import Exchange
-from orch.text import shorten
+from orch.text import first_error, shorten
 
 FORMAT = "orch-recording"
 VERSION = 1
@@ -91,10 +91,7 @@ def read(path: Path) -> tuple[dict[str, Any], list[Exchange]]:
         try:
             exchanges.append(Exchange.model_validate_json(line))
         except ValidationError as exc:
-            error = exc.errors()[0]
-            where = ".".join(str(p) for p in error["loc"])
-            reason = f"{where}: {error['msg']}" if where else str(error["msg"])
-            raise _corrupt(path, f"line {number}: {shorten(reason, 160)}") from None
+            raise _corrupt(path, f"line {number}: {shorten(first_error(exc), 160)}") from None
     if not exchanges:
         raise _corrupt(path, "it holds no exchange")
     return header, exchanges
@@ -132,8 +129,7 @@ def _header(path: Path, line: str) -> dict[str, Any]:
     try:
         Where.model_validate(header)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        raise _corrupt(path, f"header: {'.'.join(str(p) for p in error['loc'])}: {error['msg']}") from None
+        raise _corrupt(path, f"header: {first_error(exc)}") from None
     return header
 
 

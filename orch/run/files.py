@@ -17,6 +17,7 @@ from typing import Generic, TypeVar
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from orch.errors import NotFoundError, OrchError, UsageError
+from orch.text import first_error
 
 
 def _staged(path: Path, data: str | bytes, mode: int) -> Path:
@@ -107,7 +108,7 @@ def read_model(path: Path, model: type[M] | TypeAdapter[M], missing: OrchError) 
     except FileNotFoundError:
         raise missing from None
     except ValidationError as exc:
-        raise UsageError(f"{path} is malformed: {exc.errors()[0]['msg']}") from None
+        raise UsageError(f"{path} is malformed: {first_error(exc)}") from None
 
 
 def read_text_input(path: Path) -> str:
