@@ -15,7 +15,7 @@ from typing import Any
 
 from orch import sse
 from orch.gateway import protocol as api
-from orch.gateway.protocol import Outcome, ProtocolBase, ToolResult, ToolUse
+from orch.gateway.protocol import Outcome, ProtocolBase, StreamBase, ToolResult, ToolUse
 from orch.gateway.records import Scheme, Tokens
 from orch.jsonsample import sample
 
@@ -123,11 +123,11 @@ def rewrite_stream(text: str, rewrite: api.Rewrite) -> str:
     return sse.joined(lines, payloads, changed)
 
 
-class _Stream:
+class _Stream(StreamBase):
     """Follows one SSE response: usage from message_start and message_delta, tool_use blocks by index."""
 
     def __init__(self) -> None:
-        self._outcome = Outcome()
+        super().__init__()
         self._open: dict[int, tuple[str, str, list[str]]] = {}
 
     def feed(self, event: dict[str, Any]) -> None:
@@ -152,9 +152,6 @@ class _Stream:
             self._outcome.usage = _tokens(event.get("usage"), self._outcome.usage)
         elif kind == "message_stop":
             self._outcome.complete = True
-
-    def outcome(self) -> Outcome:
-        return self._outcome
 
 
 class AnthropicProtocol(ProtocolBase):

@@ -24,7 +24,7 @@ from typing import Any
 
 from orch import sse
 from orch.gateway import protocol as api
-from orch.gateway.protocol import Outcome, ProtocolBase, ToolResult, ToolUse
+from orch.gateway.protocol import Outcome, ProtocolBase, StreamBase, ToolResult, ToolUse
 from orch.gateway.records import Scheme, Tokens
 from orch.jsonsample import sample
 
@@ -87,11 +87,8 @@ def _schema(body: Mapping[str, Any]) -> object:
     return (config.get("responseJsonSchema") or config.get("responseSchema")) if isinstance(config, dict) else None
 
 
-class _Stream:
+class _Stream(StreamBase):
     """Follows one SSE response: every chunk may carry parts; the last usageMetadata holds the totals."""
-
-    def __init__(self) -> None:
-        self._outcome = Outcome()
 
     def feed(self, event: dict[str, Any]) -> None:
         outcome = self._outcome
@@ -101,9 +98,6 @@ class _Stream:
         outcome.tool_uses += _calls(event)
         if _finished(event):
             outcome.complete = True
-
-    def outcome(self) -> Outcome:
-        return self._outcome
 
 
 class GeminiProtocol(ProtocolBase):

@@ -28,7 +28,7 @@ from typing import Any
 from orch import sse
 from orch.contracts import TEXT_SHELL
 from orch.gateway import protocol as api
-from orch.gateway.protocol import Outcome, ProtocolBase, ToolResult, ToolUse
+from orch.gateway.protocol import Outcome, ProtocolBase, StreamBase, ToolResult, ToolUse
 from orch.gateway.records import Tokens
 
 PATHS = ("/chat/completions", "/v1/chat/completions")
@@ -105,11 +105,11 @@ def _text(content: object) -> str:
     return ""
 
 
-class _Stream:
+class _Stream(StreamBase):
     """Follows one chat.completion.chunk stream: tool call fragments by index, the finish, the usage."""
 
     def __init__(self, text_shell: bool = False) -> None:
-        self._outcome = Outcome()
+        super().__init__()
         self._calls: dict[int, list[str]] = {}
         self._order: list[int] = []
         self._finished = False

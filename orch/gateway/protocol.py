@@ -78,6 +78,16 @@ class StreamReader(Protocol):
     def outcome(self) -> Outcome: ...
 
 
+class StreamBase:
+    """What every StreamReader shares: the Outcome its feed() fills as the stream goes."""
+
+    def __init__(self) -> None:
+        self._outcome = Outcome()
+
+    def outcome(self) -> Outcome:
+        return self._outcome
+
+
 class ApiProtocol(Protocol):
     name: str
 

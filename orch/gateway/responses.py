@@ -19,7 +19,7 @@ from typing import Any
 
 from orch import sse
 from orch.gateway import protocol as api
-from orch.gateway.protocol import Outcome, ProtocolBase, ToolResult, ToolUse
+from orch.gateway.protocol import Outcome, ProtocolBase, StreamBase, ToolResult, ToolUse
 from orch.gateway.records import Tokens
 from orch.jsonsample import sample
 
@@ -79,11 +79,11 @@ def _failed(output: object) -> bool:
     return exit_code is not None and exit_code[1] != "0"
 
 
-class _Stream:
+class _Stream(StreamBase):
     """Follows one SSE response: tool calls from output_item.done, model and usage from the final event."""
 
     def __init__(self) -> None:
-        self._outcome = Outcome()
+        super().__init__()
         self._seen: set[str] = set()
 
     def _add(self, item: object) -> None:
@@ -105,9 +105,6 @@ class _Stream:
             for item in response.get("output") or []:
                 self._add(item)
             self._outcome.complete = True
-
-    def outcome(self) -> Outcome:
-        return self._outcome
 
 
 class ResponsesProtocol(ProtocolBase):
