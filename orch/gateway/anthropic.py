@@ -17,7 +17,7 @@ from orch import sse
 from orch.gateway import protocol as api
 from orch.gateway.protocol import Outcome, ProtocolBase, StreamBase, ToolResult, ToolUse
 from orch.gateway.records import Scheme, Tokens
-from orch.jsonsample import sample
+from orch.jsonsample import sample_text
 
 OAUTH_BETA = "oauth-2025-04-20"
 _ERROR_TYPES: dict[api.ErrorKind, str] = {
@@ -221,7 +221,7 @@ class AnthropicProtocol(ProtocolBase):
                 "application/json", json.dumps({"input_tokens": max(1, len(json.dumps(body)) // 4)}), False
             )
         schema = _schema(body)
-        text = json.dumps(sample(schema, "Replayed session")) if isinstance(schema, dict) else "Replayed session"
+        text = sample_text(schema, api.REPLAY_TEXT)
         usage = dict.fromkeys(_USAGE_FIELDS, 0)
         message = {
             "id": f"msg_replay{tag}",

@@ -26,7 +26,7 @@ from orch import sse
 from orch.gateway import protocol as api
 from orch.gateway.protocol import Outcome, ProtocolBase, StreamBase, ToolResult, ToolUse
 from orch.gateway.records import Scheme, Tokens
-from orch.jsonsample import sample
+from orch.jsonsample import sample_text
 
 PATH_RE = re.compile(r"^/v1(?:beta|alpha)?/models/([^/:]+):(generateContent|streamGenerateContent|countTokens)$")
 MADE_UP_ID = re.compile(r"^.+_\d{10,}_\d+$")
@@ -197,7 +197,7 @@ class GeminiProtocol(ProtocolBase):
                 "application/json", json.dumps({"totalTokens": max(1, len(json.dumps(body)) // 4)}), False
             )
         schema = _schema(body)
-        text = json.dumps(sample(schema, "Replayed session", 1)) if isinstance(schema, dict) else "Replayed session"
+        text = sample_text(schema, api.REPLAY_TEXT, 1)
         chunk = {
             "candidates": [
                 {"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP", "index": 0}

@@ -249,13 +249,13 @@ class ChatCompletionsProtocol(ProtocolBase):
         base = {"id": f"chatcmpl-replay{tag}", "created": 0, "model": str(body.get("model") or "replay")}
         usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
         if not body.get("stream"):
-            message = {"role": "assistant", "content": "Replayed session"}
+            message = {"role": "assistant", "content": api.REPLAY_TEXT}
             whole = {**base, "object": "chat.completion", "usage": usage,
                      "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}  # fmt: skip
             return api.Synthesised("application/json", json.dumps(whole), False)
         chunk = {**base, "object": "chat.completion.chunk"}
         chunks = [
-            {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Replayed session"}}]},
+            {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": api.REPLAY_TEXT}}]},
             {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
             {**chunk, "choices": [], "usage": usage},
         ]

@@ -24,6 +24,8 @@ CallKind = Literal["messages", "count_tokens", "other"]
 ReplayKind = Literal["main", "side", "count_tokens", "other"]
 Rewrite = Callable[[str], str]
 """A text rewrite (replay: the recording's folders become this run's)."""
+REPLAY_TEXT = "Replayed session"
+"""The text of every answer replay synthesises (`synthesised`), or of its strings where a schema is asked for."""
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from orch import sse
 from orch.gateway import protocol as api
 from orch.gateway.protocol import Outcome, ProtocolBase, StreamBase, ToolResult, ToolUse
 from orch.gateway.records import Tokens
-from orch.jsonsample import sample
+from orch.jsonsample import sample_text
 
 PATHS = ("/responses", "/v1/responses")
 _ERROR_TYPES: dict[api.ErrorKind, tuple[str, str | None]] = {
@@ -169,7 +169,7 @@ class ResponsesProtocol(ProtocolBase):
         given = body.get("text")
         text_format = given.get("format") if isinstance(given, dict) else None
         schema = text_format.get("schema") if isinstance(text_format, dict) else None
-        text = json.dumps(sample(schema, "Replayed session")) if isinstance(schema, dict) else "Replayed session"
+        text = sample_text(schema, api.REPLAY_TEXT)
         item: dict[str, Any] = {
             "type": "message",
             "id": f"msg_replay{tag}",
