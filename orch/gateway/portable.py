@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import tempfile
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
@@ -25,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from orch.errors import UsageError
 from orch.gateway.records import Exchange
+from orch.run.files import atomic_stream
 from orch.text import first_error, shorten
 
 FORMAT = "orch-recording"
@@ -53,18 +52,11 @@ def write(path: Path, header: dict[str, Any], exchanges: Iterable[Exchange]) -> 
     leaves no half file. Returns the number of exchanges written."""
     path.parent.mkdir(parents=True, exist_ok=True)
     count = 0
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as gz:
-            gz.write((json.dumps(header, separators=(",", ":")) + "\n").encode())
-            for exchange in exchanges:
-                gz.write((exchange.model_dump_json() + "\n").encode())
-                count += 1
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_stream(path) as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as gz:
+        gz.write((json.dumps(header, separators=(",", ":")) + "\n").encode())
+        for exchange in exchanges:
+            gz.write((exchange.model_dump_json() + "\n").encode())
+            count += 1
     return count
 
 
