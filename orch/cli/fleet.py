@@ -65,17 +65,9 @@ def _up(
         return
     agents = parse_agents(mixed) if mixed else {}  # a mixed fleet: its size and first agent from --agents
     req = UpRequest(
-        name=name,
-        workers=len(agents) or workers,
-        agent=agents.get(1, agent),
-        workdir=workdir,
-        permission_mode=permission_mode,
-        model=model,
-        replace=replace,
-        offline=offline,
-        worker_agents=agents,
-        caps=caps or WorkerCaps(),
-    )
+        name=name, workers=len(agents) or workers, agent=agents.get(1, agent), worker_agents=agents, workdir=workdir,
+        permission_mode=permission_mode, model=model, replace=replace, offline=offline, caps=caps or WorkerCaps(),
+    )  # fmt: skip
     note = None
     if isolation is None:  # strict, here as in a container, unless an agent (or this container) cannot
         isolation, note = bwrap.default_isolation(local, {req.agent, *req.worker_agents.values()})
