@@ -50,7 +50,8 @@ from orch.fleet.tmux import TmuxServer
 from orch.run.bus import peer_uid
 from orch.run.busserver import BusServer
 from orch.run.events import Event
-from orch.run.folder import RunFolder, atomic_write
+from orch.run.files import atomic_write
+from orch.run.folder import RunFolder
 from orch.run.paths import pane_sockets_dir, sockets_dir
 from orch.run.records import ControllerEvent
 from orch.run.uids import worker_uid

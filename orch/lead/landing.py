@@ -23,7 +23,7 @@ from enum import StrEnum
 
 from orch.lead.jobs import ChangeBook, ChangeStage, ControllerState, FindingStatus, Job, JobStatus
 from orch.lead.spec import FleetSpec, Role
-from orch.lead.verification import settle
+from orch.lead.verification import least_busy, settle
 
 WRITING_ROLES = (Role.WRITER, Role.FIXER, Role.SCRIBE)
 """Roles whose jobs change the tree: each works in its own worktree and its change goes through the gate."""
@@ -58,21 +58,13 @@ def choose_reviewer(
 ) -> int | None:
     """The worker for review `job` now, or None (wait). Never a writer of the change; another kind preferred."""
     assert job.change is not None
-    candidates = review_eligible(state, job, alive)
-    if not candidates:
-        return None
     agent_models = spec.agent_models()
     writer = agent_models.get(state.change(job.change).writer)
 
-    def same_kind(n: int) -> int:
-        return int(spec.verification.prefer_other_agent and agent_models.get(n) == writer)
+    def same_kind(n: int) -> tuple[int]:
+        return (int(spec.verification.prefer_other_agent and agent_models.get(n) == writer),)
 
-    best = min(same_kind(n) for n in candidates)
-    ready = [n for n in candidates if n in free and same_kind(n) == best]
-    if not ready:
-        return None
-    load = {n: sum(1 for j in state.jobs if j.worker == n) for n in ready}
-    return min(ready, key=lambda n: (load[n], n))
+    return least_busy(state, review_eligible(state, job, alive), free, same_kind)
 
 
 def review_job_id(change: str, slot: int) -> str:

@@ -18,7 +18,8 @@ from orch.agents.aider import SESSION, interpreter
 from orch.fleet import control, launch
 from orch.run import hookwriter
 from orch.run.events import Event
-from orch.run.folder import RunFolder, atomic_write
+from orch.run.files import atomic_write
+from orch.run.folder import RunFolder
 from orch.run.records import HookEvent, Isolation, PermissionAnswer, WorkerState
 from orch.versions import AIDER_VERSION
 from orch.waits import wait_until

@@ -15,7 +15,8 @@ from orch.agents.codex import has_rollout
 from orch.fleet import control, launch
 from orch.gateway.cassette import read_exchanges
 from orch.run.events import Event
-from orch.run.folder import RunFolder, atomic_write
+from orch.run.files import atomic_write
+from orch.run.folder import RunFolder
 from orch.run.records import PermissionAnswer, WorkerState
 from orch.waits import wait_until
 from tests.helpers import demo_spec, diagnose, gateway_books, kill_agent, orch, prompts, worker_brief

@@ -15,7 +15,8 @@ from orch.gateway.records import Exchange
 from orch.gateway.replay import Replayer
 from orch.offline.modelserver import ScriptedModelServer, key_digest
 from orch.run.events import Event
-from orch.run.folder import RunFolder, atomic_write
+from orch.run.files import atomic_write
+from orch.run.folder import RunFolder
 from orch.run.records import Isolation, PermissionAnswer, WorkerState
 from orch.versions import GEMINI_CLI_VERSION
 from orch.waits import wait_until

@@ -15,7 +15,8 @@ import pytest
 from orch.agents.opencode import config_deps, has_session
 from orch.fleet import control, launch
 from orch.run.events import Event
-from orch.run.folder import RunFolder, atomic_write
+from orch.run.files import atomic_write
+from orch.run.folder import RunFolder
 from orch.run.records import PermissionAnswer, WorkerState
 from orch.versions import OPENCODE_VERSION
 from orch.waits import wait_until

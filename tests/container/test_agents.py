@@ -28,7 +28,8 @@ from orch.container.sandbox import DockerSandbox
 from orch.fleet import launch, relay
 from orch.gateway.cassette import read_exchanges
 from orch.run.events import Event
-from orch.run.folder import RunFolder, atomic_write
+from orch.run.files import atomic_write
+from orch.run.folder import RunFolder
 from orch.run.records import DockerRunInfo, Isolation, PermissionAnswer, WorkerState
 from orch.run.uids import worker_uid
 from orch.waits import wait_until

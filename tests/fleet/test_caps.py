@@ -20,9 +20,8 @@ MIB = 1 << 20
 
 
 def test_caps_read_sizes_as_docker_does_and_off_means_none() -> None:
-    assert WorkerCaps(memory="512m", disk="2g", run_folder="off", pids="off") == WorkerCaps(
-        memory=512 * MIB, disk=2 << 30, run_folder=None, pids=None
-    )
+    read = WorkerCaps.model_validate({"memory": "512m", "disk": "2g", "run_folder": "off", "pids": "off"})
+    assert read == WorkerCaps(memory=512 * MIB, disk=2 << 30, run_folder=None, pids=None)
     assert WorkerCaps().pids == settings.WORKER_PIDS and WorkerCaps().disk == 1 << 30
     assert worker_caps("64", "1g", None, "off") == WorkerCaps(pids=64, memory=1 << 30, run_folder=None)
 

@@ -12,7 +12,7 @@ from pydantic import SecretStr
 
 from orch.errors import OrchError
 from orch.gateway.process import GatewayHandle, handle_path, load_handle, save_handle, start_gateway, stop_gateway
-from orch.gateway.records import Upstream
+from orch.gateway.records import Scheme, Upstream
 from orch.offline.modelserver import ScriptedModelServer
 from tests.gateway.gw import boot_for, call, events_of, gateway, main_call
 
@@ -38,7 +38,8 @@ def test_streams_a_message_through_a_scripted_upstream(tmp_path: Path) -> None:
 
 def test_forwards_to_an_api_upstream_with_the_scheme(tmp_path: Path) -> None:
     with ScriptedModelServer() as upstream:
-        boot = boot_for(tmp_path / "run", Upstream(kind="api", url=upstream.url, scheme="x-api-key", secret="sk-real"))
+        api = Upstream(kind="api", url=upstream.url, scheme=Scheme.API_KEY, secret=SecretStr("sk-real"))
+        boot = boot_for(tmp_path / "run", api)
         (tmp_path / "run").mkdir()
         with gateway(tmp_path, boot) as gw:
             token = gw.client.mint_token(2)

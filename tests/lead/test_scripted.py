@@ -257,8 +257,8 @@ def test_a_worker_that_keeps_crashing_is_taken_out_and_its_job_fails(workdir: Pa
     run = run_spec(tmp_path, workdir, "crashes", [task("notes", script, role="scribe")], exit_code=5, workers=1,
                    limits={"restart_backoff": 0.1, "max_restarts": 1})  # fmt: skip
     state = load_state(run)
-    assert state.book(1).restarts == 1 and state.book(1).dead is not None
-    assert "restart limit (1) reached" in state.book(1).dead
+    book = state.book(1)
+    assert book.restarts == 1 and book.dead is not None and "restart limit (1) reached" in book.dead
     assert [e.worker for e in events(run, Event.WORKER_OUT)] == [1]
     assert state.job("notes").status is JobStatus.FAILED
     assert report(run)["status"] == "failed"
@@ -302,7 +302,7 @@ def test_a_killed_gateway_is_started_again_and_the_worker_carries_on(workdir: Pa
 def test_a_rate_limited_turn_is_continued(workdir: Path, tmp_path: Path) -> None:
     """The scripted model answers 429 (retry-after 1) through the gateway: the agent's turn ends on it, the
     controller waits what the gateway saw and tells the worker to continue."""
-    script = [{"bash": "ls"}, {"fail": "rate_limit", "retry_after": 1}, RESULT, DONE, reply()]
+    script: list[dict[str, Any]] = [{"bash": "ls"}, {"fail": "rate_limit", "retry_after": 1}, RESULT, DONE, reply()]
     run = run_spec(tmp_path, workdir, "limited", [task("notes", script, role="scribe")], exit_code=0, workers=1,
                    limits={"rate_limit_wait": 600})  # fmt: skip
     (waited,) = events(run, Event.RATE_LIMITED)
