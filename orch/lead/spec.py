@@ -83,6 +83,15 @@ DEFAULT_PROTECT = (
 )
 
 
+class ChangeNeed(StrEnum):
+    """Whether a writer task must end with a change (a task's `change:`)."""
+
+    REQUIRED = "required"
+    """A writer that leaves the tree as it was fails its task (its change FAILED, the run exits 4)."""
+    OPTIONAL = "optional"
+    """Leaving the tree as it was completes the task (UNCHANGED), a fixer handed confirmed findings included."""
+
+
 class Dispatch(StrEnum):
     QUEUE = "queue"
     """Free workers take the next pending task (tasks may outnumber workers)."""
@@ -138,6 +147,15 @@ class TaskSpec(Strict):
     allow: list[str] = Field(default_factory=list)
     """Writer tasks: protected paths (globs) this task may edit all the same (e.g. `tests/test_parser.py`
     for a task that adds a test)."""
+    change: ChangeNeed | None = None
+    """Writer tasks: `required` fails the task when its writer changes nothing; `optional` lets it pass. Default:
+    optional, but a fixer handed confirmed findings must change something."""
+
+    def needs_change(self, confirmed_findings: bool) -> bool:
+        """Whether leaving the tree as it was fails this writer task."""
+        if self.change is not None:
+            return self.change is ChangeNeed.REQUIRED
+        return self.role is Role.FIXER and confirmed_findings
 
 
 class RoleSpec(Strict):

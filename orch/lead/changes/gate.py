@@ -19,6 +19,7 @@ import contextlib
 import functools
 import os
 import selectors
+import shlex
 import shutil
 import signal
 import subprocess
@@ -35,6 +36,7 @@ from orch.errors import OrchError, UsageError
 from orch.fleet import bwrap as bwrap_binary
 from orch.lead.changes.records import Change, CheckResult, ChecksRecord
 from orch.lead.changes.repo import RunRepo
+from orch.lead.changes.stopper import Stopper
 from orch.lead.changes.switch import can_switch, via_tmux
 from orch.run.files import atomic_write
 from orch.run.paths import agents_dir, launch_dir, orch_home
@@ -47,6 +49,11 @@ TREE_MOUNT = "/tmp/orch-check/tree"
 NOT_FOUND = 127
 HOME_IN_SANDBOX = "/tmp/orch-check/home"
 SANDBOXES = {"bwrap": "bwrap", "uid": f"uid {checks_uid()}"}
+CHECK_PIDS = 1024
+"""Processes and threads one check may have (RLIMIT_NPROC, set inside its sandbox: a fork bomb in a change's
+code stops there and leaves the controller room to fork; the kernel never applies it to root)."""
+CHECK_NICE = 10
+"""A check's niceness: a check spinning on every core leaves the CPU to the controller, tmux and the workers first."""
 
 
 def sandbox_available() -> str | None:
@@ -114,6 +121,22 @@ rm -rf "$t"
 exit $rc"""
 
 
+def stop_uid_checks(tmux_socket: str | None) -> None:
+    """In a run's container: kill every process of the checks' uid (a check's `timeout` runs in a process group
+    of its own, which killing the wrapper's misses), from here or through the run's tmux server. Elsewhere,
+    nothing to do: a bubblewrap sandbox dies whole with its first process."""
+    if _sandbox()[0] != "uid":
+        return
+    argv = [*drop_argv(checks_uid(), checks_uid()), "kill", "-9", "-1"]
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        if can_switch(checks_uid()):
+            subprocess.run(argv, capture_output=True, timeout=30, check=False)
+        elif tmux_socket is not None:
+            tmux = shutil.which("tmux") or "tmux"
+            shell = shlex.join(argv)
+            subprocess.run([tmux, "-L", tmux_socket, "-f", "/dev/null", "run-shell", shell], timeout=30, check=False)
+
+
 def uid_argv(tree: Path, subdir: str, command: str, timeout: float) -> list[str]:
     """setpriv to the checks' uid (no groups, no capabilities, no-new-privs), a clean environment, UID_WRAPPER."""
     env = ["env", "-i", f"PATH={os.environ.get('PATH', '/usr/local/bin:/usr/bin:/bin')}", "LANG=C.UTF-8", "CI=1"]
@@ -153,7 +176,13 @@ def sandbox_argv(tree: Path, subdir: str, command: str) -> list[str]:
     }
     for key, value in env.items():
         argv += ["--setenv", key, value]
-    return [*argv, "/bin/sh", "-c", command]
+    return [*argv, *check_limits(), "/bin/sh", "-c", command]
+
+
+def check_limits() -> list[str]:
+    """The prefix a check runs under inside its sandbox: niced, and at most CHECK_PIDS processes (RLIMIT_NPROC
+    set in the sandbox's own user namespace counts only the sandbox's processes)."""
+    return ["nice", "-n", str(CHECK_NICE), "prlimit", f"--nproc={CHECK_PIDS}", "--"]
 
 
 def run_checks(
@@ -164,34 +193,57 @@ def run_checks(
     timeout: float = CHECK_TIMEOUT,
     output_bytes: int = OUTPUT_BYTES,
     tmux_socket: str | None = None,
+    stopper: Stopper | None = None,
 ) -> list[CheckResult]:
     """Run each check command (`sh -c`) in the sandbox over `tree` (a disposable copy: the checks may write
     it), from `tree/subdir`; one result per command, in order, whatever each exits with. `tmux_socket`: the
-    run's tmux server, which starts the checks' uid when this process cannot (a container's controller)."""
+    run's tmux server, which starts the checks' uid when this process cannot (a container's controller).
+    `stopper`: ChecksStopped once it is stopped (from another thread), the running check killed."""
     kind = sandbox_kind()
+    stopper = stopper or Stopper()
     if kind == "uid":
         # The checks' uid copies the tree itself: it must be able to read it.
         for folder in (tree.parent, tree):
             folder.chmod(0o755)
         if not can_switch(checks_uid()) and tmux_socket is not None:
             return [
-                _run_via_tmux(tmux_socket, command, uid_argv(tree, subdir, command, timeout), timeout, output_bytes)
+                _run_via_tmux(
+                    tmux_socket, command, uid_argv(tree, subdir, command, timeout), timeout, output_bytes, stopper
+                )
                 for command in checks
             ]
         return [
-            _run_one(command, uid_argv(tree, subdir, command, timeout), timeout, output_bytes, grace=30.0)
+            _run_one(command, uid_argv(tree, subdir, command, timeout), timeout, output_bytes, stopper, grace=30.0)
             for command in checks
         ]
-    return [_run_one(command, sandbox_argv(tree, subdir, command), timeout, output_bytes) for command in checks]
+    return [
+        _run_one(command, sandbox_argv(tree, subdir, command), timeout, output_bytes, stopper) for command in checks
+    ]
 
 
-def _run_one(command: str, argv: list[str], timeout: float, output_bytes: int, grace: float = 0.0) -> CheckResult:
+def _run_one(
+    command: str, argv: list[str], timeout: float, output_bytes: int, stopper: Stopper, grace: float = 0.0
+) -> CheckResult:
     """Run one sandboxed check, keeping its output's tail; past `timeout` (+ `grace`, for a sandbox that
     enforces the limit itself) its process group is killed."""
+    stopper.check()
     started = time.monotonic()
     proc = subprocess.Popen(
         argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
     )
+    with stopper.track(proc):
+        return _watch(proc, command, started, timeout, output_bytes, stopper, grace)
+
+
+def _watch(
+    proc: subprocess.Popen[bytes],
+    command: str,
+    started: float,
+    timeout: float,
+    output_bytes: int,
+    stopper: Stopper,
+    grace: float,
+) -> CheckResult:
     assert proc.stdout is not None
     tail = bytearray()
     total = 0
@@ -219,6 +271,7 @@ def _run_one(command: str, argv: list[str], timeout: float, output_bytes: int, g
             os.killpg(proc.pid, signal.SIGKILL)
     code = proc.wait()
     proc.stdout.close()
+    stopper.check()  # killed by a stop: no result, not a failing check
     elapsed = time.monotonic() - started
     if grace and code == 128 + signal.SIGKILL and elapsed >= timeout:  # `timeout -s KILL` inside the sandbox
         timed_out = True
@@ -232,9 +285,14 @@ def _run_one(command: str, argv: list[str], timeout: float, output_bytes: int, g
     )
 
 
-def _run_via_tmux(socket: str, command: str, argv: list[str], timeout: float, output_bytes: int) -> CheckResult:
-    """One check started by the run's tmux server; the wrapper enforces the time limit itself."""
+def _run_via_tmux(
+    socket: str, command: str, argv: list[str], timeout: float, output_bytes: int, stopper: Stopper
+) -> CheckResult:
+    """One check started by the run's tmux server; the wrapper enforces the time limit itself (a stop ends it
+    through stop_uid_checks)."""
+    stopper.check()
     ran = via_tmux(socket, argv, timeout + 30.0, output_bytes)
+    stopper.check()
     if ran.output.startswith(b"setpriv:"):  # never ran: it must not pass as a check failing on the base
         said = " ".join(ran.output.decode(errors="replace").split())[:200]
         raise UsageError(
@@ -260,6 +318,7 @@ def check_commit(
     timeout: float = CHECK_TIMEOUT,
     output_bytes: int = OUTPUT_BYTES,
     baseline: Sequence[CheckResult] = (),
+    stopper: Stopper | None = None,
 ) -> ChecksRecord:
     """Check out `commit_or_tree` into a fresh temporary folder, run the checks there, remove it; the record
     names the regressions against `baseline`."""
@@ -268,7 +327,13 @@ def check_commit(
         tree.mkdir()
         repo.checkout(commit_or_tree, tree)
         results = run_checks(
-            checks, tree, subdir=repo.subdir, timeout=timeout, output_bytes=output_bytes, tmux_socket=_socket(repo)
+            checks,
+            tree,
+            subdir=repo.subdir,
+            timeout=timeout,
+            output_bytes=output_bytes,
+            tmux_socket=_socket(repo),
+            stopper=stopper,
         )
     return ChecksRecord(
         tree=label, sandbox=SANDBOXES[sandbox_kind()], results=results, regressions=regressions(baseline, results)
@@ -312,6 +377,7 @@ def gate_checks(
     *,
     timeout: float = CHECK_TIMEOUT,
     output_bytes: int = OUTPUT_BYTES,
+    stopper: Stopper | None = None,
 ) -> ChecksRecord:
     """The checks on the change's tree (base + patch), written to changes/<job>/checks.json."""
     if change.tree is None:
@@ -324,6 +390,7 @@ def gate_checks(
         timeout=timeout,
         output_bytes=output_bytes,
         baseline=base_results,
+        stopper=stopper,
     )
     folder = repo.run.change_dir(change.job)
     folder.mkdir(parents=True, exist_ok=True)
