@@ -66,15 +66,17 @@ class CheckPool(Generic[T]):
         with self._lock:
             return self.slots - len(self._running)
 
-    def start(self, change: str, work: str, job: Callable[[Stopper], T]) -> None:
-        """Run `job(stopper)` on a thread of its own; its result comes back through `take`."""
+    def start(self, change: str, work: str, job: Callable[[Stopper], T]) -> bool:
+        """Run `job(stopper)` on a thread of its own (its result comes back through `take`); False, and nothing
+        started, when every slot is taken, the change is already running or the pool is closed."""
         self.fd  # noqa: B018 (the pipe exists before any thread may write to it)
         thread = threading.Thread(target=self._run, args=(change, work, job), name=f"orch-check-{change}", daemon=True)
         with self._lock:
-            if self._stopper.stopped or change in self._running:
-                return
+            if self._stopper.stopped or change in self._running or len(self._running) >= self.slots:
+                return False
             self._running[change] = (work, thread)
         thread.start()
+        return True
 
     def _run(self, change: str, work: str, job: Callable[[Stopper], T]) -> None:
         ended: Ended[T] | None
