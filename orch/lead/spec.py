@@ -48,7 +48,7 @@ WRITER_ROLES = (Role.WRITER, Role.FIXER, Role.SCRIBE)
 # The paths a change may not edit unless its task `allow:`s them (spec `protect:` replaces this list;
 # `protect: [+GLOB, ...]`, every entry starting with +, extends it): the tests and the checks' own
 # configuration, so a change cannot pass the checks by weakening them. Globs are matched against the
-# path from the tree's root (orch.lead.changes.gate.matches: `**` spans folders, `*` does not, a glob
+# path from the tree's root (orch.lead.changes.scope.matches: `**` spans folders, `*` does not, a glob
 # without / matches the file name at any depth).
 DEFAULT_PROTECT = (
     "tests/**",

@@ -33,6 +33,7 @@ from orch.lead.changes.records import (
     Integration,
 )
 from orch.lead.changes.repo import RunRepo
+from orch.lead.changes.scope import scope_violations
 from orch.lead.changes.stopper import Stopper
 from orch.lead.desk import Part
 from orch.lead.findings import CommandEvidence, Problem, ProblemKind, RanCommand, Verdict, VerdictReport
@@ -120,7 +121,7 @@ class Writing(Part):
             max_file_bytes=limits.max_file_bytes,
             max_files=limits.max_files,
         )
-        scope = gate.scope_violations(change, self.spec.protected(), self._allowed(job.task), repo.subdir)
+        scope = scope_violations(change, self.spec.protected(), self._allowed(job.task), repo.subdir)
         # A process the writer left behind could change the tree after the snapshot (which the change is taken
         # from, so it cannot alter this change): the attempt itself keeps the change out.
         # What it left when its job ended (stopped since), or what runs now.
@@ -178,11 +179,9 @@ class Writing(Part):
         pool = self.desk.checks
         for change_id, work in landing.to_start(self.state, pool.running(), pool.slots):
             book = self.state.change(change_id)
-            if work is Work.GATE:
-                pool.start(change_id, work, self._gate_work(book))
-            else:
-                pool.start(change_id, work, self._integration_work(book))
-            self.desk.event(Event.CHECKS_STARTED, book.writer, change=book.id, work=work.value)
+            job = self._gate_work(book) if work is Work.GATE else self._integration_work(book)
+            if pool.start(change_id, work, job):
+                self.desk.event(Event.CHECKS_STARTED, book.writer, change=book.id, work=work.value)
 
     def collect_checks(self) -> None:
         """Take in what the pool finished: a gate's checks open the change's reviews (or reject it), an

@@ -1,6 +1,6 @@
 """The gate a change passes before review and the queue: the checks, run by the controller in a fresh
 disposable sandbox (a copy of the tree, no network, no credentials, no run folder, limits on time and
-output), and the scope (no edit to a protected path the task does not allow).
+output); its other half, the scope, is orch.lead.changes.scope.
 
 The sandbox is bubblewrap where it works (on a machine): a new network namespace with nothing in it, a new
 pid namespace (killing it kills every process a check started), the filesystem read-only but for the copy
@@ -27,8 +27,6 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-
-import pathspec
 
 from orch import settings
 from orch.container.egress import read_report
@@ -156,14 +154,20 @@ def sandbox_argv(tree: Path, subdir: str, command: str) -> list[str]:
     """bwrap's argv running `sh -c command` over `tree` (seen at TREE_MOUNT, the only writable place besides
     a private /tmp): no network (an empty network namespace), its own pid namespace (all its processes die
     with it), everything else read-only, hidden_paths() and /run (sockets: Docker's, the bus's) empty, a
-    clean environment."""
+    clean environment. As root (above RLIMIT_NPROC) the check runs as the checks' uid inside the sandbox
+    (no user namespace then, or that uid would not exist in it), on a tree handed to it (`hand_over`)."""
     bwrap = str(bwrap_binary.find() or "bwrap")
-    argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/", "/"]
-    argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/run", "--tmpfs", "/var/tmp"]
+    root = os.geteuid() == 0
+    unshare = (
+        ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"] if root else []
+    )
+    argv = [bwrap, *(unshare or ["--unshare-all"]), "--die-with-parent", "--new-session"]
+    argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/run", "--tmpfs", "/var/tmp"]
     for path in hidden_paths():
         argv += ["--tmpfs", str(path)]
     # /tmp last among the tmpfs: the home folder may be under it; the tree is bound from the host's view.
-    argv += ["--tmpfs", "/tmp", "--bind", str(tree), TREE_MOUNT, "--dir", HOME_IN_SANDBOX]
+    argv += ["--perms", "1777", "--tmpfs", "/tmp", "--bind", str(tree), TREE_MOUNT]
+    argv += ["--perms", "0777", "--tmpfs", HOME_IN_SANDBOX]
     workdir = f"{TREE_MOUNT}/{subdir}" if subdir else TREE_MOUNT
     argv += ["--chdir", workdir, "--clearenv"]
     env = {
@@ -176,13 +180,24 @@ def sandbox_argv(tree: Path, subdir: str, command: str) -> list[str]:
     }
     for key, value in env.items():
         argv += ["--setenv", key, value]
-    return [*argv, *check_limits(), "/bin/sh", "-c", command]
+    drop = drop_argv(checks_uid(), checks_uid()) if root else []
+    return [*argv, *drop, *check_limits(), "/bin/sh", "-c", command]
 
 
 def check_limits() -> list[str]:
-    """The prefix a check runs under inside its sandbox: niced, and at most CHECK_PIDS processes (RLIMIT_NPROC
-    set in the sandbox's own user namespace counts only the sandbox's processes)."""
+    """The prefix a check runs under inside its sandbox: niced, and at most CHECK_PIDS processes. RLIMIT_NPROC
+    counts a uid's processes: in the sandbox's own user namespace only the check's; as root (no user namespace,
+    the checks' uid) every check of that uid on the machine together."""
     return ["nice", "-n", str(CHECK_NICE), "prlimit", f"--nproc={CHECK_PIDS}", "--"]
+
+
+def hand_over(tree: Path) -> None:
+    """As root: the tree to the checks' uid, which runs the check (orch.lead.changes.gate.sandbox_argv)."""
+    if os.geteuid() != 0:
+        return
+    for folder, dirs, files in os.walk(tree):
+        for path in [folder, *(os.path.join(folder, name) for name in dirs + files)]:
+            os.chown(path, checks_uid(), checks_uid(), follow_symlinks=False)
 
 
 def run_checks(
@@ -216,6 +231,7 @@ def run_checks(
             _run_one(command, uid_argv(tree, subdir, command, timeout), timeout, output_bytes, stopper, grace=30.0)
             for command in checks
         ]
+    hand_over(tree)
     return [
         _run_one(command, sandbox_argv(tree, subdir, command), timeout, output_bytes, stopper) for command in checks
     ]
@@ -402,34 +418,3 @@ def regressions(base: Sequence[CheckResult], now: Sequence[CheckResult]) -> list
     """Commands that passed on the base and do not pass now (a check failing on the base may keep failing)."""
     passed = {r.command for r in base if r.passed}
     return [r.command for r in now if r.command in passed and not r.passed]
-
-
-def matches(path: str, glob: str) -> bool:
-    """Whether a tree path (from the root, `/`-separated) matches a protect/allow glob, with gitignore's
-    rules (pathspec): `**` spans folders, `*` and `?` stay within one, a glob without `/` matches the name at
-    any depth, a glob with one is anchored at the root."""
-    return _spec(glob).match_file(path)
-
-
-@functools.lru_cache(maxsize=512)
-def _spec(glob: str) -> pathspec.GitIgnoreSpec:
-    return pathspec.GitIgnoreSpec.from_lines([glob])
-
-
-def scope_violations(change: Change, protect: Sequence[str], allow: Sequence[str], subdir: str = "") -> list[str]:
-    """What puts the change out of scope: the snapshot's refusals, and each protected path it edits that the
-    task does not allow (paths are matched from the tree's root and from the workdir `subdir`)."""
-    out = list(change.refused)
-    prefix = f"{subdir.strip('/')}/" if subdir else ""
-    for path in change.files:
-        names = [path] + ([path[len(prefix) :]] if prefix and path.startswith(prefix) else [])
-        hit = next((g for g in protect for name in names if matches(name, g)), None)
-        if hit is None or any(matches(name, g) for g in allow for name in names):
-            continue
-        out.append(f"{path}: protected ({hit}) and not allowed by the task")
-    return out
-
-
-def unmatched_globs(tree_files: Sequence[str], globs: Sequence[str]) -> list[str]:
-    """The globs that match no file of the base (a warning at the start, not an error)."""
-    return [g for g in globs if not any(matches(f, g) for f in tree_files)]

@@ -8,17 +8,9 @@ from pathlib import Path
 import pytest
 
 from orch.errors import UsageError
-from orch.lead.changes.gate import (
-    baseline,
-    gate_checks,
-    matches,
-    regressions,
-    run_checks,
-    sandbox_available,
-    scope_violations,
-    unmatched_globs,
-)
+from orch.lead.changes.gate import baseline, gate_checks, regressions, run_checks, sandbox_available
 from orch.lead.changes.records import Change, CheckResult
+from orch.lead.changes.scope import matches, scope_violations, unmatched_globs
 from orch.lead.changes.take import take_change
 from orch.lead.spec import DEFAULT_PROTECT
 from tests.lead.changes.gitfix import make_repo
