@@ -46,7 +46,7 @@ def _checks_ended(e: ControllerEvent, d: dict[str, Any]) -> str | None:
 
 def _change_taken(e: ControllerEvent, d: dict[str, Any]) -> str:
     gate = "; checks to run" if d.get("checking") else ""
-    gate += "" if d.get("checks_ok", True) else "; a check regressed"
+    gate += "" if d.get("checks_ok", True) else "; a check regressed"  # runs before the checks left the loop
     if d.get("scope"):
         gate += f"; out of scope: {shorten('; '.join(d['scope']), CLAIM_CHARS)}"
     kept = f"; keeps the reviews of {d['kept_reviews']}" if d.get("kept_reviews") else ""

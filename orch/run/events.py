@@ -111,7 +111,7 @@ class Event(StrEnum):
     WORKER_MOVED = "worker-moved"
     """data: job, workdir: the worker's agent restarted (new session) in the job's workdir."""
     CHANGE_TAKEN = "change-taken"
-    """data: job, task, diffstat, files, checks_ok, scope, kept_reviews."""
+    """data: job, task, diffstat, files, checking (its checks to run off the loop), scope, kept_reviews."""
     REVIEW_OPENED = "review-opened"
     REVIEW_ACCEPTED = "review-accepted"
     CHANGE_INTEGRATED = "change-integrated"
