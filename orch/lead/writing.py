@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from orch.errors import OrchError
 from orch.fleet import bwrap, launch
 from orch.lead import changesreport, landing
 from orch.lead.changes import gate, queue, take
@@ -179,7 +180,11 @@ class Writing(Part):
         pool = self.desk.checks
         for change_id, work in landing.to_start(self.state, pool.running(), pool.slots):
             book = self.state.change(change_id)
-            job = self._gate_work(book) if work is Work.GATE else self._integration_work(book)
+            try:
+                job = self._gate_work(book) if work is Work.GATE else self._integration_work(book)
+            except (OSError, ValueError, OrchError) as exc:  # its files are gone or unreadable: the change's end
+                self._end(book, ChangeStage.FAILED, f"its {work.value} checks could not start: {exc}")
+                continue
             if pool.start(change_id, work, job):
                 self.desk.event(Event.CHECKS_STARTED, book.writer, change=book.id, work=work.value)
 
