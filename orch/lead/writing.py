@@ -216,22 +216,13 @@ class Writing(Part):
                 self._end(book, ChangeStage.FAILED, f"the run ended before its checks did ({book.stage.value})")
 
     def _gate_work(self, book: ChangeBook) -> Callable[[Stopper], ChecksRecord | Integration]:
-        repo = RunRepo.open(self.run)
-        change = take.load_change(repo, book.id)
-        checks, baseline, limits = list(self.spec.checks), self.baseline(), self.spec.changes
-
-        def work(stopper: Stopper) -> ChecksRecord | Integration:
-            return gate.gate_checks(
-                repo,
-                change,
-                checks,
-                baseline,
-                timeout=limits.check_timeout,
-                output_bytes=limits.check_output_bytes,
-                stopper=stopper,
-            )
-
-        return work
+        """The gate's checks on the change's tree, as the pool runs them (what they need read here, on the loop)."""
+        repo, limits = RunRepo.open(self.run), self.spec.changes
+        change, checks, baseline = take.load_change(repo, book.id), list(self.spec.checks), self.baseline()
+        time_out, output = limits.check_timeout, limits.check_output_bytes
+        return lambda stop: gate.gate_checks(
+            repo, change, checks, baseline, timeout=time_out, output_bytes=output, stopper=stop
+        )
 
     def _gate_ended(self, book: ChangeBook, ended: Ended[ChecksRecord | Integration]) -> None:
         record = ended.value
@@ -320,26 +311,15 @@ class Writing(Part):
         self.start_checks()
 
     def _integration_work(self, book: ChangeBook) -> Callable[[Stopper], ChecksRecord | Integration]:
-        repo = RunRepo.open(self.run)
-        change = take.load_change(repo, book.id)
-        limits = self.spec.changes
-        task = self.desk.tasks[book.task]
-        checks, baseline, reviewers = list(self.spec.checks), self.baseline(), self._reviewers(book)
-
-        def work(stopper: Stopper) -> ChecksRecord | Integration:
-            return queue.integrate(
-                repo,
-                change,
-                checks,
-                baseline,
-                reviewers=reviewers,
-                task_title=task.title or task.goal.splitlines()[0],
-                timeout=limits.check_timeout,
-                output_bytes=limits.check_output_bytes,
-                stopper=stopper,
-            )
-
-        return work
+        """The change onto the integration head, the checks on the result, the branch moved (in the pool)."""
+        repo, limits, task = RunRepo.open(self.run), self.spec.changes, self.desk.tasks[book.task]
+        change, checks, baseline = take.load_change(repo, book.id), list(self.spec.checks), self.baseline()
+        reviewers, title = self._reviewers(book), task.title or task.goal.splitlines()[0]
+        time_out, output = limits.check_timeout, limits.check_output_bytes
+        return lambda stop: queue.integrate(
+            repo, change, checks, baseline, reviewers=reviewers, task_title=title, timeout=time_out,
+            output_bytes=output, stopper=stop,
+        )  # fmt: skip
 
     def _integration_ended(self, book: ChangeBook, ended: Ended[ChecksRecord | Integration]) -> None:
         result = ended.value
