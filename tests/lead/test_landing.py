@@ -8,9 +8,6 @@ from pathlib import Path
 import pytest
 
 from orch.lead import decisions, landing
-from orch.lead.changebriefs import first_added_line
-from orch.lead.changes.records import ChangeRow, ChangeStatus, RejectReason, ReviewCell
-from orch.lead.changesreport import changes_text, live_lines
 from orch.lead.findings import CommandEvidence, Verdict, VerdictReport
 from orch.lead.jobs import AcceptedReview, ChangeBook, ChangeStage, ControllerState, Job, JobStatus, WorkerBook
 from orch.lead.landing import Next
@@ -135,12 +132,6 @@ def test_a_rebase_keeps_its_reviews_only_when_the_patch_is_the_same(fingerprint:
     assert landing.reviewed_by(state, None, fingerprint) is None
 
 
-def test_first_added_line() -> None:
-    patch = "--- a/calc.py\n+++ b/calc.py\n@@ -3,3 +3,4 @@\n def f():\n-    return 1\n+\n+    return 2\n"
-    assert first_added_line(patch) == ("calc.py", 5, "return 2")
-    assert first_added_line("--- a/x\n+++ /dev/null\n@@ -1 +0,0 @@\n-gone\n") is None
-
-
 # --- the run's exit code -----------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("stages", "code"),
@@ -185,33 +176,6 @@ def test_a_spec_with_writers_stays_strict_in_a_container(tmp_path: Path) -> None
     assert decisions.isolation(spec) is Isolation.STRICT
     strict = parse_spec("workdir: .\nagent: claude\nverification: {isolation: strict}\n" + TASKS, "f.yaml", tmp_path)
     assert decisions.isolation(strict) is Isolation.STRICT
-
-
-# --- how changes are shown ---------------------------------------------------------------------
-def test_live_lines_follow_each_change() -> None:
-    state = _state()
-    (job,) = landing.new_review_jobs(state, "fix", 1)
-    job.worker, job.status = 3, JobStatus.RUNNING
-    state.jobs.append(job)
-    state.jobs.append(Job(id="fix.r1", role=Role.WRITER, task="fix", worker=1, rebase_of="fix"))
-    assert live_lines(state) == [
-        "change fix (fix, W1): review: fix.v1 running",
-        "change fix.r1 (fix, W1): writing (pending, rebase of fix)",
-    ]
-    state.change("fix").stage, state.change("fix").reason = ChangeStage.REJECTED, "scope: test_calc.py"
-    assert live_lines(state)[0] == "change fix (fix, W1): REJECTED: scope: test_calc.py"
-
-
-def test_changes_matrix_text() -> None:
-    rows = [
-        ChangeRow(task="mean", writer=1, agent="claude", status=ChangeStatus.LANDED, diffstat="1 file changed",
-                  reviews=[ReviewCell(job="mean.v1", reviewer=2, verdict="CONFIRMED")], rebases=1),
-        ChangeRow(task="cheat", writer=2, agent="codex", status=ChangeStatus.REJECTED, reason=RejectReason.SCOPE,
-                  detail="scope: test_calc.py"),
-    ]  # fmt: skip
-    text = changes_text(rows)
-    assert "mean   W1 claude  LANDED" in text and "W2 CONFIRMED" in text
-    assert "REJECTED (scope)" in text and "cheat: scope: test_calc.py" in text
 
 
 # --- the checks, off the loop ------------------------------------------------------------------
