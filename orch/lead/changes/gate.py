@@ -181,14 +181,16 @@ def sandbox_argv(tree: Path, subdir: str, command: str) -> list[str]:
     for key, value in env.items():
         argv += ["--setenv", key, value]
     drop = drop_argv(checks_uid(), checks_uid()) if root else []
-    return [*argv, *drop, *check_limits(), "/bin/sh", "-c", command]
+    return [*argv, *drop, *check_limits(command)]
 
 
-def check_limits() -> list[str]:
-    """The prefix a check runs under inside its sandbox: niced, and at most CHECK_PIDS processes. RLIMIT_NPROC
-    counts a uid's processes: in the sandbox's own user namespace only the check's; as root (no user namespace,
-    the checks' uid) every check of that uid on the machine together."""
-    return ["nice", "-n", str(CHECK_NICE), "prlimit", f"--nproc={CHECK_PIDS}", "--"]
+def check_limits(command: str) -> list[str]:
+    """What a check runs as inside its sandbox: niced, at most CHECK_PIDS processes (the shell's own `ulimit`, one
+    exec fewer than prlimit: bash spells it -u, dash -p), then the command. RLIMIT_NPROC counts a uid's
+    processes: in the sandbox's own user namespace only the check's; as root (no user namespace, the checks' uid)
+    every check of that uid on the machine together."""
+    limit = f"ulimit -u {CHECK_PIDS} 2>/dev/null || ulimit -p {CHECK_PIDS} || exit 125"
+    return ["nice", "-n", str(CHECK_NICE), "/bin/sh", "-c", f"{limit}\n{command}"]
 
 
 def hand_over(tree: Path) -> None:
