@@ -20,6 +20,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import select
 import time
 from collections.abc import Iterator
 
@@ -110,6 +111,9 @@ class Controller:
                         break
                     self.wait(notifier)
             finally:
+                # Every running check killed, on any way out (a finished run, an error, Ctrl-C); a change still
+                # being checked stays so in controller.json unless the run itself ended (finish).
+                self.review.writing.stop_checks(ended_run=decisions.finished(self.state))
                 self.watchdog.close()
                 self.over_caps()
                 if notifier is not None:
@@ -117,11 +121,15 @@ class Controller:
             return self.finish()
 
     def wait(self, notifier: Inotify | None) -> None:
+        """Until a file of the run changes, a check ends (the pool's pipe) or the next deadline."""
         timeout = decisions.wake_in(self.state, self.spec, time.time())
+        if notifier is None:  # no inotify: the deadline-bounded poll is the wait
+            timeout = min(timeout, 0.2)
+        fds = [self.desk.checks.fd] + ([notifier.fd] if notifier is not None else [])
+        with contextlib.suppress(InterruptedError):
+            select.select(fds, [], [], timeout)
         if notifier is not None:
-            notifier.wait(timeout)
-        else:  # no inotify: the deadline-bounded poll is the wait
-            time.sleep(min(timeout, 0.2))
+            notifier.wait(0)  # drain what is queued
 
     def step(self) -> None:
         panes = self.desk.server.panes_if_running()
@@ -136,6 +144,7 @@ class Controller:
             return
         if self.check_budget():
             return
+        self.review.writing.collect_checks()  # what the check pool finished (it starts what has room)
         for book in self.state.workers:
             if book.dead is None:
                 self.watch(book)

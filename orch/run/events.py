@@ -111,7 +111,7 @@ class Event(StrEnum):
     WORKER_MOVED = "worker-moved"
     """data: job, workdir: the worker's agent restarted (new session) in the job's workdir."""
     CHANGE_TAKEN = "change-taken"
-    """data: job, task, diffstat, files, checks_ok, scope, kept_reviews."""
+    """data: job, task, diffstat, files, checking (its checks to run off the loop), scope, kept_reviews."""
     REVIEW_OPENED = "review-opened"
     REVIEW_ACCEPTED = "review-accepted"
     CHANGE_INTEGRATED = "change-integrated"
@@ -119,6 +119,12 @@ class Event(StrEnum):
     CHANGE_ENDED = "change-ended"
     """data: change, task, status (LANDED, REJECTED, CONFLICT, FAILED, UNCHANGED, REBASING), reason."""
     REBASE_OPENED = "rebase-opened"
+    CHECKS_STARTED = "checks-started"
+    """data: change, work (gate, integration): the checks started off the controller's loop."""
+    CHECKS_ENDED = "checks-ended"
+    """data: change, work, regressions (gate) or result (integration), error: picked up by the loop."""
+    CHANGE_QUEUED = "change-queued"
+    """data: change, ahead: approved, in the integration queue behind `ahead` changes."""
 
     # orch.view: what a lead did from `orch watch` (the TUI or the page with --control)
     WATCH_ACTION = "watch-action"

@@ -176,3 +176,118 @@ def test_a_spec_with_writers_stays_strict_in_a_container(tmp_path: Path) -> None
     assert decisions.isolation(spec) is Isolation.STRICT
     strict = parse_spec("workdir: .\nagent: claude\nverification: {isolation: strict}\n" + TASKS, "f.yaml", tmp_path)
     assert decisions.isolation(strict) is Isolation.STRICT
+
+
+# --- the checks, off the loop ------------------------------------------------------------------
+def _books(*stages: tuple[str, ChangeStage, float | None]) -> ControllerState:
+    state = _state()
+    state.changes = [
+        ChangeBook(id=cid, task="fix", writer=1, base="b", stage=stage, queued_at=queued)
+        for cid, stage, queued in stages
+    ]
+    return state
+
+
+GATE, INTEGRATE = landing.Work.GATE, landing.Work.INTEGRATION
+QUEUE_CASES: dict[
+    str, tuple[list[tuple[str, ChangeStage, float | None]], dict[str, str], int, list[tuple[str, str]]]
+] = {
+    # (changes, running, slots, what starts now)
+    "gates-in-order-up-to-the-slots": (
+        [("a", ChangeStage.CHECKING, None), ("b", ChangeStage.CHECKING, None), ("c", ChangeStage.CHECKING, None)],
+        {},
+        2,
+        [("a", GATE), ("b", GATE)],
+    ),
+    "a-running-gate-is-not-started-again": ([("a", ChangeStage.CHECKING, None)], {"a": GATE}, 2, []),
+    "no-free-slot": (
+        [("a", ChangeStage.CHECKING, None), ("b", ChangeStage.CHECKING, None)],
+        {"a": GATE, "x": GATE},
+        2,
+        [],
+    ),
+    "the-queue-first-by-approval-then-gates": (
+        [("a", ChangeStage.CHECKING, None), ("b", ChangeStage.QUEUED, 2.0), ("c", ChangeStage.QUEUED, 1.0)],
+        {},
+        2,
+        [("c", INTEGRATE), ("a", GATE)],
+    ),
+    "one-integration-at-a-time": (
+        [("b", ChangeStage.QUEUED, 2.0), ("c", ChangeStage.QUEUED, 1.0), ("d", ChangeStage.CHECKING, None)],
+        {"c": INTEGRATE},
+        3,
+        [("d", GATE)],
+    ),
+    "other-stages-wait-for-nothing": (
+        [("a", ChangeStage.REVIEW, None), ("b", ChangeStage.LANDED, None), ("c", ChangeStage.UNCHANGED, None)],
+        {},
+        2,
+        [],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", QUEUE_CASES)
+def test_which_checks_start(case: str) -> None:
+    stages, running, slots, starts = QUEUE_CASES[case]
+    assert landing.to_start(_books(*stages), running, slots) == starts
+
+
+@pytest.mark.parametrize(
+    ("stage", "pending"),
+    [
+        (ChangeStage.CHECKING, True),
+        (ChangeStage.QUEUED, True),
+        (ChangeStage.REVIEW, False),
+        (ChangeStage.LANDED, False),
+    ],
+)
+def test_the_run_is_not_over_while_a_change_is_checked(stage: ChangeStage, pending: bool) -> None:
+    """Every job ended (the writer's included): a change still being checked or queued keeps the run going, unless
+    it was aborted (its checks are stopped, the change FAILED)."""
+    state = _books(("fix", stage, 1.0))
+    assert landing.checks_pending(state) is pending
+    assert decisions.finished(state) is not pending
+    state.aborted = "budget"
+    assert decisions.finished(state)
+
+
+@pytest.mark.parametrize(
+    ("rebase", "required", "stage", "says"),
+    [
+        (False, False, ChangeStage.UNCHANGED, "left the tree as it was"),
+        (False, True, ChangeStage.FAILED, "requires a change (change: required)"),
+        (True, False, ChangeStage.FAILED, "rebase left the worktree unchanged"),
+        (True, True, ChangeStage.FAILED, "rebase left the worktree unchanged"),
+    ],
+)
+def test_a_writer_that_changed_nothing(rebase: bool, required: bool, stage: ChangeStage, says: str) -> None:
+    got, reason = landing.unchanged(rebase, required)
+    assert got is stage and says in reason
+
+
+@pytest.mark.parametrize(
+    ("role", "change", "confirmed", "needs"),
+    [
+        ("writer", None, True, False),
+        ("writer", "required", False, True),
+        ("fixer", None, True, True),  # handed confirmed findings: it was asked for a change
+        ("fixer", None, False, False),
+        ("fixer", "optional", True, False),
+        ("scribe", "required", False, True),
+    ],
+)
+def test_which_writer_tasks_need_a_change(
+    tmp_path: Path, role: str, change: str | None, confirmed: bool, needs: bool
+) -> None:
+    line = f"  - {{id: fix, role: {role}, goal: fix it" + (f", change: {change}" if change else "") + "}\n"
+    spec = parse_spec(MIXED + "tasks:\n" + line, "f.yaml", tmp_path)
+    assert spec.tasks[0].needs_change(confirmed) is needs
+
+
+def test_a_required_change_that_failed_is_open_in_the_outcome(tmp_path: Path) -> None:
+    spec, state = _spec(tmp_path), _state()
+    state.change("fix").stage, state.change("fix").reason = landing.unchanged(False, True)
+    outcome = decisions.outcome(state, spec)
+    assert outcome.exit_code == decisions.EXIT_NOT_CONFIRMED
+    assert "change fix FAILED (the task requires a change (change: required)" in outcome.reason

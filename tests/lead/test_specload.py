@@ -25,6 +25,14 @@ pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
         (GOOD + "  - goal: x\n    worker: 9\n", "tasks[1].worker: worker 9 does not exist (the fleet has 3) (line 6)"),
         (GOOD + "  - id: Bad Id\n    goal: x\n", "tasks[1].id: string should match pattern"),
         (GOOD + "  - goal: x\n    id: t1\n", "tasks[1].id: duplicate task id 't1' (line 6)"),
+        (
+            GOOD + "  - goal: x\n    role: writer\n    change: always\n",
+            "tasks[1].change: input should be 'required' or 'optional' (line 7)",
+        ),
+        (
+            GOOD + "  - goal: x\n    change: required\n",
+            "tasks[1].change: change: is for writer, fixer and scribe tasks",
+        ),
         (GOOD.replace("workers: 3", "workers: 1"), "verification.verifiers_per_finding: 1 verifier(s) per finding"),
         (GOOD + "verification:\n  quorum: 3\n", "verification.quorum: quorum 3 is more than verifiers_per_finding"),
         (GOOD + "verification:\n  rounds: three\n", "verification.rounds: input should be 'find-verify'"),
@@ -70,6 +78,8 @@ pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
         "worker-out-of-range",
         "bad-id",
         "duplicate-id",
+        "bad-change",
+        "change-on-a-finder",
         "too-few-workers",
         "quorum",
         "rounds",

@@ -1,21 +1,29 @@
-"""The changes flow end to end on a real tmux server with orch's scripted agent (fast tier): writers in their own
-worktrees, the gate, reviewers, the integration queue, rebases, and hostile writers and reviewers.
+"""orch/lead/writing.py: the changes flow end to end on a real tmux server with orch's scripted agent (fast tier):
+writers in their own worktrees, the gate, reviewers, the integration queue, rebases, hostile writers and reviewers;
+the checks off the controller's loop (a slow check holds up no nudge or restart, a controller killed mid-check
+checks again, a hanging check times out) and `change: required`.
 
 The scripted agent runs the `$ ` lines of its brief in its cwd: the role templates below turn each task's goal
 into those lines, so a writer's lines run in the worktree the controller started it in, a reviewer's in its
 read-only checkout of base + patch. The scripted agent calls no model, so the gateway's ledger holds none of its
 commands: an honest approval cannot be shown here (the real agents' demo test does), so the tests of the gate and
-the queue run with `reviewers_per_change: 0`, and the lazy reviewer's test shows the refusal.
+the queue run with `reviewers_per_change: 0`, and the lazy reviewer's test shows the refusal. The tests of the
+checks off the loop drive the scripted agent with offline scripts through the run's gateway instead (as
+tests/lead/test_scripted.py does), so a worker can crash, idle and be nudged while a check hangs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import yaml
 
@@ -25,7 +33,11 @@ from orch.lead.jobs import ChangeStage, load_state
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import Isolation
+from orch.waits import wait_until
+from tests.helpers import SAMPLE as SAMPLE_FILES
 from tests.helpers import diagnose, orch
+from tests.lead.leadrun import DONE, RESULT, reply, write_spec
+from tests.lead.leadrun import events as leadrun_events
 
 SAMPLE = Path(__file__).parents[2] / "orch" / "data" / "demo" / "changes" / "sample"
 CHECK = "python3 -B test_calc.py"
@@ -239,3 +251,171 @@ def test_a_writer_cannot_write_outside_its_worktree(repo: Path) -> None:
     report = json.loads(run.report_json.read_text())
     assert ("write-denied", 2) in {(a["kind"], a["worker"]) for a in report["attempts"]}
     assert "write-denied" in run.report_md.read_text()
+
+
+# --- the checks off the controller's loop, and `change: required` (offline scripts through the gateway) -----------
+HOLD = "if [ -e hold.sh ]; then sh hold.sh; fi"
+"""The check: it passes on the base; a change that adds hold.sh makes it run that (a sleep a test ends)."""
+
+
+def _hold(seconds: int) -> dict[str, str]:
+    """A writer's step: a hold.sh whose sleep (a unique argv, found and killed by the test) hangs the check."""
+    return {"write": "{{workdir}}/hold.sh", "content": f"sleep {seconds}\nexit 0\n"}
+
+
+def _sleepers(seconds: int) -> list[psutil.Process]:
+    return [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", str(seconds)]]
+
+
+def _kill_sleepers(seconds: int) -> bool:
+    for proc in _sleepers(seconds):
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    return False
+
+
+def _offline_spec(tmp_path: Path, name: str, tasks: list[dict[str, Any]], **extra: Any) -> Path:
+    workdir = tmp_path / "work"
+    shutil.copytree(SAMPLE_FILES, workdir)
+    extra.setdefault("timeouts", {"job": 90, "run": 150})
+    extra.setdefault("limits", {"nudge_after": 30})
+    return write_spec(tmp_path / f"{name}.yaml", workdir, tasks, agent="scripted", checks=[HOLD], **extra)
+
+
+def _writer(tid: str, script: list[dict[str, Any]], worker: int, role: str = "writer", **more: Any) -> dict[str, Any]:
+    return {"id": tid, "role": role, "goal": f"Work on {tid}.", "worker": worker, "offline_script": script, **more}
+
+
+def _index(run: RunFolder, name: Event, nth: int = 0, **match: Any) -> int:
+    """Where the nth event `name` whose worker or data match is in events.jsonl (ordering, not timings)."""
+    found = [
+        i
+        for i, e in enumerate(leadrun_events(run))
+        if e.event == name and all((e.worker if k == "worker" else e.data.get(k)) == v for k, v in match.items())
+    ]
+    assert len(found) > nth, (name, match, found)
+    return found[nth]
+
+
+class Watcher:
+    """A thread beside `orch run`: the test's side of a run (release a worker, end a check), its error kept."""
+
+    def __init__(self, target: Any) -> None:
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(target,), daemon=True)
+        self._thread.start()
+
+    def _run(self, target: Any) -> None:
+        try:
+            target()
+        except BaseException as exc:  # re-raised in the test's thread
+            self.error = exc
+
+    def join(self) -> None:
+        self._thread.join(60)
+        if self.error is not None:
+            raise self.error
+
+
+def _ended(run: RunFolder) -> bool:
+    return run.events.exists() and any(e.event == Event.FINISHED for e in leadrun_events(run))
+
+
+def test_a_slow_check_does_not_hold_up_nudges_or_restarts(tmp_path: Path) -> None:
+    """Worker 1's change makes the check hang; while it runs, worker 2 crashes and is restarted, idles and is
+    nudged, and finishes its job: all of it before the check ends (events.jsonl's order). Then the change lands."""
+    name = "slowcheck"
+    run = RunFolder.for_name(name)
+    go, marker = run.root / "go", run.sessions(2) / "crashed-once"
+    scribe = [
+        {"bash": f"while [ ! -e {go} ]; do sleep 0.05; done"},  # starts once the check runs
+        {"bash": f"[ -e {marker} ] || {{ touch {marker}; kill -9 $PPID; }}"},
+        RESULT,
+        reply("Written."),  # idle without its done flag: nudged
+        DONE,
+        reply(),
+    ]
+    tasks = [_writer("w", [_hold(86399), RESULT, DONE, reply()], 1), _writer("notes", scribe, 2, role="scribe")]
+    spec = _offline_spec(
+        tmp_path,
+        name,
+        tasks,
+        workers=2,
+        changes={"reviewers_per_change": 0},
+        limits={"nudge_after": 0.5, "restart_backoff": 0.2},
+    )
+
+    def side() -> None:
+        try:
+            wait_until(lambda: _has(run, Event.CHECKS_STARTED, change="w"), 120, "worker 1's checks to start")
+            go.touch()
+            wait_until(lambda: _has(run, Event.JOB_ACCEPTED, job="notes"), 120, "worker 2's job, during the check")
+        finally:  # end each hold (the gate's, then the integration's) until the run is over
+            wait_until(lambda: _kill_sleepers(86399) or _ended(run), 150, "the run to end")
+
+    watcher = Watcher(side)
+    result = orch("run", spec, "--local", "--name", name, "--snapshot")
+    watcher.join()
+    assert result.exit_code == 0, result.output + diagnose(run)
+    checks_started = _index(run, Event.CHECKS_STARTED, change="w", work="gate")
+    restarted = _index(run, Event.RESTARTED_WORKER, worker=2)
+    nudged = _index(run, Event.NUDGE_SENT, worker=2)
+    accepted = _index(run, Event.JOB_ACCEPTED, job="notes")
+    checks_ended = _index(run, Event.CHECKS_ENDED, change="w", work="gate")
+    assert checks_started < restarted < nudged < accepted < checks_ended
+    assert _index(run, Event.CHECKS_STARTED, change="w", work="integration") > checks_ended
+    assert _rows(run)["w"]["status"] == ChangeStatus.LANDED and _rows(run)["notes"]["status"] == "UNCHANGED"
+
+
+def _has(run: RunFolder, name: Event, **match: Any) -> bool:
+    if not run.events.exists():
+        return False
+    return any(e.event == name and all(e.data.get(k) == v for k, v in match.items()) for e in leadrun_events(run))
+
+
+def test_a_controller_killed_mid_check_checks_again_when_resumed(tmp_path: Path) -> None:
+    """SIGKILL `orch run` while a change's checks run: the check's sandbox dies with it (no process left), its
+    books still say CHECKING, and `orch run --resume` runs the checks again (never a half result) and lands it."""
+    name = "killcheck"
+    run = RunFolder.for_name(name)
+    spec = _offline_spec(tmp_path, name, [_writer("w", [_hold(86398), RESULT, DONE, reply()], 1)], workers=1)
+    cmd = [sys.executable, "-c", "from orch.cli.main import main; main()", "run", str(spec), "--local"]
+    first = subprocess.Popen([*cmd, "--name", name, "--snapshot"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: bool(_sleepers(86398)), 120, "the change's check to hang in its sandbox")
+    finally:
+        first.kill()
+        first.wait(30)
+    wait_until(lambda: not _sleepers(86398), 30, "the check's processes to die with their controller")
+    assert load_state(run).change("w").stage is ChangeStage.CHECKING
+    watcher = Watcher(lambda: wait_until(lambda: _kill_sleepers(86398) or _ended(run), 150, "the run to end"))
+    result = orch("run", "--resume", name)
+    watcher.join()
+    assert result.exit_code == 0, result.output + diagnose(run)
+    second_life = _index(run, Event.CONTROLLER_STARTED, nth=1)
+    assert _index(run, Event.CHECKS_STARTED, nth=1, change="w", work="gate") > second_life  # started again
+    assert _index(run, Event.CHECKS_ENDED, change="w", work="gate") > second_life  # the only end: the second's
+    assert load_state(run).change("w").stage is ChangeStage.LANDED
+
+
+def test_a_hanging_check_times_out_and_a_required_change_that_never_came_fails(tmp_path: Path) -> None:
+    """A check that would hang for a day is killed at check_timeout (the change REJECTED for its checks, nothing
+    left running); a writer whose task says `change: required` and that changes nothing fails its task."""
+    name = "hangcheck"
+    run = RunFolder.for_name(name)
+    tasks = [
+        _writer("hang", [_hold(86397), RESULT, DONE, reply()], 1),
+        _writer("idle", [RESULT, DONE, reply()], 2, change="required"),
+    ]
+    spec = _offline_spec(tmp_path, name, tasks, workers=2, changes={"reviewers_per_change": 0, "check_timeout": 1})
+    result = orch("run", spec, "--local", "--name", name, "--snapshot")
+    assert result.exit_code == 4, result.output + diagnose(run)
+    rows = _rows(run)
+    assert rows["hang"]["status"] == ChangeStatus.REJECTED and rows["hang"]["reason"] == "checks", rows["hang"]
+    (check,) = rows["hang"]["checks"]
+    assert check["timed_out"] and check["exit_code"] is None
+    assert not _sleepers(86397)
+    assert rows["idle"]["status"] == ChangeStatus.FAILED
+    assert "requires a change (change: required)" in rows["idle"]["detail"]
+    reason = json.loads(run.report_json.read_text())["reason"]
+    assert "change idle FAILED (the task requires a change" in reason and "change hang REJECTED" in reason
