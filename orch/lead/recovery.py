@@ -63,7 +63,9 @@ class Recovery(Part):
         """The model gateway's supervisor died under the run (SIGKILL, the OOM killer): start it again. It
         takes back its address and the workers' tokens from its private state, so they carry on; it is
         told the budget and jobs again. Local runs only: in a container the gateway is another uid's,
-        started by the container's init (the run's uid could not start it as that uid)."""
+        started by the container's init under a keeper of that uid, which starts it again itself with the
+        same state (orch.container.gatewaykeeper); a worker restart meanwhile waits for it
+        (rungateway.ensure)."""
         info = self.desk.info
         if settings.IN_CONTAINER.get() or info.backend is not Backend.LOCAL or rungateway.lost(info) is None:
             return
