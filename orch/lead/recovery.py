@@ -80,7 +80,8 @@ class Recovery(Part):
         """The relay of the workers' sockets died under the run (orch.fleet.relay): start it again. It serves
         the same folders of sockets, which the running workers' sandboxes see at once."""
         info = self.desk.info
-        if not launch.needs_relay(info) or relay.running(self.run):
+        here = info.backend is Backend.LOCAL or settings.IN_CONTAINER.get()  # the relay runs beside tmux
+        if not here or not launch.needs_relay(info) or relay.running(self.run):
             return
         handle = rungateway.running(info)
         if handle is None:
