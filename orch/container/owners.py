@@ -145,6 +145,8 @@ def remove_as_owners(root: Path) -> None:
     without them, what another uid owns stays (OSError)."""
     me = os.geteuid()
     for uid, folder in foreign_folders(root, me):
+        if uid == 0:
+            continue  # never as root: what root made stays (the rmtree below says so)
         subprocess.run([*drop_argv(uid, uid), "find", str(folder), "-mindepth", "1", "-delete"], check=False)
         folder.rmdir()  # empty now, in a folder of this uid's (which it may not even list: 0700)
     shutil.rmtree(root)
