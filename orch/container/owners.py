@@ -99,6 +99,11 @@ def isolate_workers(run: RunFolder, info: RunInfo, uid: int, gid: int) -> None:
         if folder == home or home in folder.parents:
             folder.mkdir(exist_ok=True)
             _own(folder, uid, gid, 0o711)
+    # The folders above each worker's are the run's uid's (made here by root otherwise): it may remove the run.
+    for parent in {run.outbox(1).parent, run.sessions(1).parent, run.worktrees_dir(1).parent}:
+        if not parent.exists() or parent.stat().st_uid == 0:
+            parent.mkdir(exist_ok=True)
+            _own(parent, uid, gid, 0o755)
     for n in range(1, info.workers + 1):
         w = worker_uid(n)
         _own_tree(run.outbox(n), w, gid, 0o2775)
