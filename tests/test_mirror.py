@@ -40,7 +40,6 @@ EXCUSED: dict[str, str] = {
     "container/sandbox.py": "the Docker Sandbox: only an engine shows it, every tests/container docker module",
     "container/boot.py": "a run's container started on an engine: tests/container/test_fleet.py, test_faults.py",
     "container/mounts.py": "a container's mounts and volumes: tests/container/test_gateway.py, test_fleet.py",
-    "container/owners.py": "who owns what in a container: tests/container/test_hostile.py, test_compose.py",
     "agents/aider_watch.py": "aider's stand-in for hooks: only the real aider shows it, tests/agents/test_aider.py",
 }
 

@@ -1,17 +1,20 @@
 """The host's end of a local strict run's sandboxes: `python -m orch.fleet.relay RUN_DIR GATEWAY_URL`.
 
-One process per run (started with the fleet, stopped with it), serving two sockets per worker in a folder
-of this uid's outside the run folder (orch.run.paths.sockets_dir), each bound into that worker's sandbox
-alone (orch.fleet.bwrap):
+One process per run (started with the fleet, stopped with it), serving each worker's sockets in a folder of
+that worker's (`wN/`) inside one of this uid's outside the run folder (orch.run.paths.sockets_dir). The
+worker's folder, not each socket, is bound (read-only) into that worker's sandbox alone, at
+orch.run.paths.SANDBOX_SOCKETS (orch.fleet.bwrap): a relay started again (`ensure`, after the last one died)
+serves new sockets in the same folders, which every running sandbox sees at once. The folders stay until
+the fleet is stopped:
 
-- `bus-N.sock`: the worker's bus; every post on it is stamped as worker N (orch.run.busserver.BusServer with
-  its worker fixed): all local workers share one uid, so SO_PEERCRED could not tell them apart, but a
-  worker can only reach the socket bound into its own sandbox;
-- `gateway-N.sock`: its way to the model gateway, copied byte for byte to the gateway's loopback
+- `posts.sock` (OWN_BUS): the worker's bus; every post on it is stamped as worker N (orch.run.busserver's
+  BusServer with its worker fixed): all local workers share one uid, so SO_PEERCRED could not tell them
+  apart, but a worker can only reach the socket bound into its own sandbox;
+- `gateway.sock`: its way to the model gateway, copied byte for byte to the gateway's loopback
   address. The worker still needs its own token there; the gateway's control API wants the control key,
   which stays in the controller's handle file, outside every sandbox;
-- `pane-N.sock`: worker N's own pane, for an agent whose helper reads its screen and types into it
-  (aider's watcher, Gemini CLI's approver; bound only into such a sandbox): one JSON request line, one
+- `pane.sock`: worker N's own pane, for an agent whose helper reads its screen and types into it
+  (aider's watcher, Gemini CLI's approver; served only for such a worker): one JSON request line, one
   answer line. It can read that pane's screen, paste text into it and press Enter there, nothing else:
   the run's tmux server, which would let it type into every pane and run commands as the user, stays out
   of every sandbox.
@@ -44,6 +47,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from orch import procs
+from orch.agents.registry import get_adapter
 from orch.errors import OrchError, SandboxError
 from orch.fleet.portal import splice
 from orch.fleet.tmux import TmuxServer
@@ -52,8 +56,8 @@ from orch.run.busserver import BusServer
 from orch.run.events import Event
 from orch.run.files import atomic_write
 from orch.run.folder import RunFolder
-from orch.run.paths import pane_sockets_dir, sockets_dir
-from orch.run.records import ControllerEvent
+from orch.run.paths import OWN_BUS, pane_sockets_dir, sockets_dir
+from orch.run.records import ControllerEvent, RunInfo
 from orch.run.uids import worker_uid
 from orch.waits import wait_until
 
@@ -68,16 +72,26 @@ GATEWAY_CONNECTIONS = 64  # open gateway connections per worker: an agent's pool
 GATEWAY_REFUSAL = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 
 
+def worker_sockets(run: RunFolder, n: int) -> Path:
+    """Worker n's folder of sockets (a local strict run), bound into its sandbox at SANDBOX_SOCKETS."""
+    return sockets_dir(run.root) / f"w{n}"
+
+
 def bus_socket(run: RunFolder, n: int) -> Path:
-    return sockets_dir(run.root) / f"bus-{n}.sock"
+    return worker_sockets(run, n) / OWN_BUS
 
 
 def gateway_socket(run: RunFolder, n: int) -> Path:
-    return sockets_dir(run.root) / f"gateway-{n}.sock"
+    return worker_sockets(run, n) / "gateway.sock"
 
 
 def pane_socket(run: RunFolder, n: int) -> Path:
-    return sockets_dir(run.root) / f"pane-{n}.sock"
+    return worker_sockets(run, n) / "pane.sock"
+
+
+def pane_workers(info: RunInfo) -> list[int]:
+    """The workers whose agent reads and types into its own pane (`own_pane`): only they get a pane socket."""
+    return [n for n in range(1, info.workers + 1) if get_adapter(info.agent_of(n)).own_pane]
 
 
 def own_pane_socket(run: RunFolder, n: int) -> Path:
@@ -100,9 +114,16 @@ def _running(run: RunFolder, gateway_url: str | None = None) -> int | None:
     return pid if ours and (gateway_url is None or gateway_url in cmdline) else None
 
 
+def running(run: RunFolder) -> bool:
+    """Whether the run's relay runs."""
+    return _running(run) is not None
+
+
 def _ready(run: RunFolder, workers: int, panes_only: bool) -> bool:
-    sockets = (own_pane_socket,) if panes_only else (bus_socket, gateway_socket, pane_socket)
-    return all(each(run, n).exists() for n in range(1, workers + 1) for each in sockets)
+    if panes_only:
+        return all(own_pane_socket(run, n).exists() for n in range(1, workers + 1))
+    sockets = [each(run, n) for n in range(1, workers + 1) for each in (bus_socket, gateway_socket)]
+    return all(path.exists() for path in [*sockets, *(pane_socket(run, n) for n in pane_workers(run.info()))])
 
 
 def ensure(run: RunFolder, workers: int, gateway_url: str | None) -> None:
@@ -113,14 +134,16 @@ def ensure(run: RunFolder, workers: int, gateway_url: str | None) -> None:
     if folder.parent.stat().st_uid != os.geteuid() or folder.parent.stat().st_mode & 0o077:
         raise SandboxError(f"{folder.parent} is not this user's alone: refusing to put the workers' sockets there")
     folder.mkdir(mode=0o700, exist_ok=True)
+    if gateway_url is not None:
+        for n in range(1, workers + 1):  # before any sandbox binds it; kept across relays
+            worker_sockets(run, n).mkdir(mode=0o700, exist_ok=True)
     # A relay is kept only while its fleet's tmux server lives: after that server died (a relaunch), the old
     # relay is about to stop by itself (_until_fleet_gone), and kept, it would leave the new life's workers
     # with sockets nobody serves.
     fleet_alive = _listening(_tmux_socket(run.info().tmux_socket))
     if fleet_alive and _running(run, gateway_url) is not None and _ready(run, workers, gateway_url is None):
         return
-    stop(run)
-    folder.mkdir(mode=0o700, exist_ok=True)
+    stop(run, keep_folders=True)  # running sandboxes have them bound: the new relay serves the same ones
     log = run.logs_dir / "relay.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "orch.fleet.relay", str(run.root), gateway_url or PANES_ONLY]
@@ -135,18 +158,22 @@ def ensure(run: RunFolder, workers: int, gateway_url: str | None) -> None:
         raise SandboxError(f"the sandboxes' relay exited at start (exit {proc.returncode}): see {log}")
 
 
-def stop(run: RunFolder) -> None:
-    """Stop the run's relay (if it runs) and remove its sockets."""
+def stop(run: RunFolder, keep_folders: bool = False) -> None:
+    """Stop the run's relay (if it runs) and remove its sockets; the workers' folders of sockets too, unless
+    `keep_folders` (a relay about to start again: running sandboxes have them bound)."""
     pid = _running(run)
     if pid is not None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
         wait_until(lambda: _running(run) is None, STOP_TIMEOUT, f"the sandboxes' relay (pid {pid}) to exit")
     folder = sockets_dir(run.root)
-    for path in [*folder.glob("*"), *pane_sockets_dir(run.root).glob("pane-*/pane.sock")]:
-        path.unlink(missing_ok=True)
-    with contextlib.suppress(OSError):
-        folder.rmdir()
+    for path in [*folder.glob("*"), *folder.glob("w*/*"), *pane_sockets_dir(run.root).glob("pane-*/pane.sock")]:
+        if not path.is_dir():
+            path.unlink(missing_ok=True)
+    if not keep_folders:
+        for path in [*folder.glob("w*"), folder]:
+            with contextlib.suppress(OSError):
+                path.rmdir()
 
 
 class _Cap:
@@ -241,6 +268,7 @@ async def _serve(run: RunFolder, gateway_url: str | None) -> None:
     servers = []
     if gateway_url is not None:
         for n in range(1, workers + 1):
+            worker_sockets(run, n).mkdir(mode=0o700, exist_ok=True)
             bus.listen(bus_socket(run, n), worker=n)
         bus.start()
         parts = urlsplit(gateway_url)
@@ -252,7 +280,7 @@ async def _serve(run: RunFolder, gateway_url: str | None) -> None:
             served = functools.partial(_to_gateway, host, port, cap)
             servers.append(await asyncio.start_unix_server(served, path=str(path)))
     tmux = TmuxServer(run.info().tmux_socket)
-    for n in range(1, workers + 1):
+    for n in range(1, workers + 1) if gateway_url is None else pane_workers(run.info()):
         path = pane_socket(run, n) if gateway_url is not None else _own_pane_path(run, n)
         path.unlink(missing_ok=True)
         peers = None if gateway_url is not None else {worker_uid(n), os.geteuid()}

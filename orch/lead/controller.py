@@ -137,6 +137,7 @@ class Controller:
         if not self.desk.panes and not self.recovery.relaunch_fleet(server_running=panes is not None):
             return
         self.recovery.keep_gateway()
+        self.recovery.keep_relay()
         self.over_caps()
         now = time.time()
         if now > self.state.started + self.spec.timeouts.run:

@@ -20,6 +20,9 @@ class Event(StrEnum):
     RESTARTED = "restarted"
     KILLED = "killed"
     GATEWAY_STARTED = "gateway-started"
+    RELAY_STARTED = "relay-started"
+    """The relay of the workers' sockets (orch.fleet.relay) was found dead and started again (a worker
+    restart, the controller's look): its workers' sockets are served again in the same folders."""
     CREDENTIAL_FALLBACK = "credential-fallback"
 
     # orch.container: the run's container

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
+import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,12 +17,14 @@ from pathlib import Path
 import pytest
 
 from orch.contracts import LaunchSpec
+from orch.fleet import relay
 from orch.fleet.relay import GATEWAY_REFUSAL, PANE_CONNECTIONS, PANE_REQUEST, _Cap, _Pane, _to_gateway
 from orch.fleet.tmux import TmuxServer
 from orch.run.events import Event
 from orch.run.folder import RunFolder
+from orch.run.paths import sockets_dir
 from orch.waits import wait_until
-from tests.helpers import run_info
+from tests.helpers import orch, run_info
 
 
 @pytest.fixture
@@ -168,3 +172,41 @@ def test_a_containers_pane_socket_answers_its_own_worker_alone(server: TmuxServe
     assert refused == {"ok": False, "error": "not worker 1's"}
     (answered,) = _ask(server, run, [_line({"op": "screen"})], peers={os.geteuid()})
     assert answered["ok"] is True
+
+
+def _post_brief(run: RunFolder, n: int, text: str) -> str:
+    """An offline brief: the scripted model has worker n post `text` to the bus, then touch its done flag
+    (each step a model turn through its gateway socket, each post through its bus socket)."""
+    steps = [{"bash": f"orch bus post {run.name} {text}"}, {"bash": f"touch {run.done(n)}"}, {"reply": "Posted."}]
+    return "Post.\n\n```orch-script\n" + "\n".join(json.dumps(s) for s in steps) + "\n```\n"
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_a_dead_relay_is_started_again_by_a_worker_restart_and_serves_every_running_sandbox(tmp_path: Path) -> None:
+    """A local strict fleet whose relay died (SIGKILL): `orch restart` of worker 1 starts it again (flagged),
+    and both the restarted worker and worker 2, whose sandbox kept running, reach the gateway and post to
+    the bus through it again: each sandbox has its folder of sockets bound, not the dead sockets."""
+    work = tmp_path / "work"
+    work.mkdir()
+    assert orch("up", "rr", "-n", "2", "--agent", "scripted", "--offline", "--workdir", work, "--local").exit_code == 0
+    run = RunFolder.for_name("rr")
+    try:
+        dead = relay._running(run)
+        assert dead is not None
+        os.kill(dead, signal.SIGKILL)
+        wait_until(lambda: not relay.running(run), 10, "the relay to die")
+        assert orch("restart", "rr", "1").exit_code == 0
+        assert relay.running(run) and relay._running(run) != dead
+        started = [json.loads(line) for line in run.events.read_text().splitlines()]
+        assert [e["worker"] for e in started if e["event"] == Event.RELAY_STARTED] == [1]
+        for n in (1, 2):
+            brief = tmp_path / f"brief-{n}.md"
+            brief.write_text(_post_brief(run, n, f"back-{n}"))
+            assert orch("brief", "rr", str(n), brief).exit_code == 0
+        waited = orch("wait", "rr", "--timeout", "60")
+        assert waited.exit_code == 0, waited.output + run.log(2).read_text(errors="replace")[-2000:]
+        bus_text = run.bus.read_text()
+        assert "[W1] back-1" in bus_text and "[W2] back-2" in bus_text, bus_text
+    finally:
+        orch("kill", "rr")
+    assert not sockets_dir(run.root).exists()

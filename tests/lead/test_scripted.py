@@ -11,14 +11,18 @@ show (its dialogs, hooks, session resume, permission prompts) stays in the claud
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from orch.fleet import relay
 from orch.gateway.process import handle_path
 from orch.lead.jobs import JobStatus, load_state
 from orch.lead.spec import Role
@@ -297,6 +301,31 @@ def test_a_killed_gateway_is_started_again_and_the_worker_carries_on(workdir: Pa
     assert not events(run, Event.RESTARTED_WORKER)
     gateway_says = [json.loads(line) for line in run.model_log.read_text().splitlines()]
     assert "bad-token" not in [e["event"] for e in gateway_says]  # the worker's token lived on
+
+
+def test_a_dead_relay_is_started_again_and_the_sandboxed_worker_carries_on(workdir: Path, tmp_path: Path) -> None:
+    """Local strict: the relay of the workers' sockets is SIGKILLed mid-job (from outside: the worker's sandbox
+    cannot see it); the controller's next look starts it again (relay-started), and the worker, never
+    restarted, makes its next model calls through the same folder of sockets and finishes."""
+    run, back = RunFolder.for_name("rk"), RunFolder.for_name("rk").root / "relay-back"
+    wait = f"for i in $(seq 600); do [ -e {back} ] && break; sleep 0.1; done"  # the test's go, within a minute
+    waiting = {"bash": f"touch {run.outbox(1)}/waiting; {wait}"}
+
+    def kill_the_relay_once() -> None:
+        wait_until(lambda: (run.outbox(1) / "waiting").exists(), 60, "the worker to wait mid-job")
+        os.kill(wait_until(lambda: relay._running(run), 10, "the run's relay"), signal.SIGKILL)
+        wait_until(lambda: events(run, Event.RELAY_STARTED), 30, "the controller to start the relay again")
+        back.touch()
+
+    killer = threading.Thread(target=kill_the_relay_once, daemon=True)
+    killer.start()
+    run = run_spec(tmp_path, workdir, "rk", [task("notes", [waiting, RESULT, DONE, reply()], role="scribe")],
+                   exit_code=0, workers=1)  # fmt: skip
+    killer.join(5)
+    assert load_state(run).job("notes").status is JobStatus.DONE
+    (started,) = events(run, Event.RELAY_STARTED)
+    assert started.data["by"] == "controller"
+    assert not events(run, Event.RESTARTED_WORKER)
 
 
 def test_a_rate_limited_turn_is_continued(workdir: Path, tmp_path: Path) -> None:
