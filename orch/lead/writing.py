@@ -5,7 +5,8 @@
   worktree as its workdir. A review job gets a checkout of base + patch made by the controller, which the
   reviewer only reads, and its agent is moved there the same way; every other job moves it back.
 - At a writer's done flag: the controller takes the change from a snapshot of the worktree
-  (orch.lead.changes.take) and holds it against its scope; its checks run off the loop in the controller's
+  (orch.lead.changes.take) before the job is marked done, one save recording both (`take`, then `taken`), and
+  holds it against its scope; its checks run off the loop in the controller's
   check pool (orch.lead.changes.checkpool); when they end, the loop opens the review jobs.
 - When the reviews settle (orch.lead.landing): approved changes enter the integration queue, which the pool
   works through one change at a time; CONFLICT and CHECKS_FAILED go back to the writer as a rebase job while
