@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from orch.errors import OrchError
 from orch.lead.changes import outcome, take
 from orch.lead.changes.records import Change, ChangeRow, ChangeStatus, ChecksRecord, RejectReason, ReviewCell
 from orch.lead.changes.repo import RunRepo
@@ -114,7 +115,7 @@ def write_row(run: RunFolder, spec: FleetSpec, state: ControllerState, book: Cha
     repo = RunRepo.open(run)
     try:
         change: Change | None = take.load_change(repo, book.id)
-    except (OSError, ValueError):
+    except (OSError, ValueError, OrchError):  # never taken (orch.lead.writing.Writing.untaken)
         change = None
     try:
         checks = ChecksRecord.model_validate_json(run.change_checks(book.id).read_text())

@@ -171,7 +171,9 @@ class Controller:
         # a survivor with no round 3. Opening it again is idempotent (round 3 jobs exist afterwards).
         for finding in self.state.findings:
             self.review.advance(finding.id)
+        self.review.writing.untaken()  # a writer job done with no change (a controller before one save)
         for change in self.state.changes:  # likewise a change whose reviews settled just before the death
+            self.review.writing.write_row(change)  # its row, in case the death came between its save and it
             self.review.writing.advance(change.id)
         self.recovery.repoint_relaunched()
 

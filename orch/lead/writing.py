@@ -5,7 +5,8 @@
   worktree as its workdir. A review job gets a checkout of base + patch made by the controller, which the
   reviewer only reads, and its agent is moved there the same way; every other job moves it back.
 - At a writer's done flag: the controller takes the change from a snapshot of the worktree
-  (orch.lead.changes.take) and holds it against its scope; its checks run off the loop in the controller's
+  (orch.lead.changes.take) before the job is marked done, one save recording both (`take`, then `taken`), and
+  holds it against its scope; its checks run off the loop in the controller's
   check pool (orch.lead.changes.checkpool); when they end, the loop opens the review jobs.
 - When the reviews settle (orch.lead.landing): approved changes enter the integration queue, which the pool
   works through one change at a time; CONFLICT and CHECKS_FAILED go back to the writer as a rebase job while
@@ -29,6 +30,7 @@ from orch.lead import changesreport, landing
 from orch.lead.changes import gate, queue, take
 from orch.lead.changes.checkpool import Ended
 from orch.lead.changes.records import (
+    Change,
     CheckResult,
     ChecksRecord,
     Integration,
@@ -38,7 +40,7 @@ from orch.lead.changes.scope import scope_violations
 from orch.lead.changes.stopper import Stopper
 from orch.lead.desk import Part
 from orch.lead.findings import CommandEvidence, Problem, ProblemKind, RanCommand, Verdict, VerdictReport
-from orch.lead.jobs import AcceptedReview, ChangeBook, ChangeStage, Job
+from orch.lead.jobs import AcceptedReview, ChangeBook, ChangeStage, Job, JobStatus
 from orch.lead.landing import CHECKED, Next, Work
 from orch.lead.spec import ChangeNeed
 from orch.run.events import Event
@@ -105,8 +107,10 @@ class Writing(Part):
         self.desk.event(Event.WORKER_MOVED, n, job=job.id, workdir=str(where))
 
     # --- a writer's done -----------------------------------------------------------------------
-    def take(self, job: Job, n: int) -> None:
-        """Take the change of accepted writer job `job` and put it through the gate."""
+    def take(self, job: Job, n: int) -> tuple[ChangeBook, Change]:
+        """Take the change of writer job `job` (its output checked, not yet marked done): its files written,
+        its book added to the state, unsaved (the caller saves it with the job's acceptance, then calls
+        `taken`)."""
         assert job.task is not None and job.workdir is not None and job.base is not None
         repo = RunRepo.open(self.run)
         limits = self.spec.changes
@@ -147,13 +151,17 @@ class Writing(Part):
         elif self.spec.checks and not scope:
             book.stage = ChangeStage.CHECKING  # the pool runs them (start_checks); out of scope, none are needed
         self.state.changes.append(book)
-        self.desk.save()
+        return book, change
+
+    def taken(self, book: ChangeBook, change: Change) -> None:
+        """After the save that accepted its job: the change's row, its event, and its way through the gate."""
         self.write_row(book)
+        n, scope = book.writer, book.scope
         self.desk.event(
             Event.CHANGE_TAKEN,
             n,
-            job=job.id,
-            task=job.task,
+            job=book.id,
+            task=book.task,
             diffstat=change.diffstat,
             files=change.files,
             checking=book.stage is ChangeStage.CHECKING,
@@ -169,6 +177,32 @@ class Writing(Part):
             )
             return
         self.advance(book.id)
+
+    def untaken(self) -> None:
+        """At a resume: a writer job saved as done with no change is what a controller that saved the two apart
+        (before they became one save, in `Review.collect`) left when it died in between. Its worktree may have
+        changed since (its worker, or what it left running, kept writing), so it is not taken now: that change
+        FAILED, saying why, and nothing a writer did after its done flag can land through a resume."""
+        for job in self.state.jobs:
+            if job.role not in landing.WRITING_ROLES or job.status is not JobStatus.DONE or job.task is None:
+                continue
+            if any(c.id == job.id for c in self.state.changes):
+                continue
+            earlier = self.state.change(job.rebase_of) if job.rebase_of else None
+            book = ChangeBook(
+                id=job.id,
+                task=job.task,
+                writer=job.worker or 0,
+                base=job.base or "",
+                rebase_of=job.rebase_of,
+                rebases=earlier.rebases + 1 if earlier else 0,
+            )
+            self.state.changes.append(book)
+            reason = (
+                "its job was accepted but the controller stopped before it took the change; its worktree may "
+                "have changed since, so it was not taken at the resume"
+            )
+            self._end(book, ChangeStage.FAILED, reason)
 
     def _requires_change(self, task: str) -> bool:
         """`change: required` (a fixer's default need, with confirmed findings, is the run's outcome's to judge)."""

@@ -1,7 +1,8 @@
 """orch/lead/writing.py: the changes flow end to end on a real tmux server with orch's scripted agent (fast tier):
 writers in their own worktrees, the gate, reviewers, the integration queue, rebases, hostile writers and reviewers;
 the checks off the controller's loop (a slow check holds up no nudge or restart, a controller killed mid-check
-checks again, a hanging check times out) and `change: required`.
+checks again, a hanging check times out), `change: required`, and a controller killed around a writer's done
+flag (its change taken at the resume, or refused when a job was saved done without it).
 
 The scripted agent runs the `$ ` lines of its brief in its cwd: the role templates below turn each task's goal
 into those lines, so a writer's lines run in the worktree the controller started it in, a reviewer's in its
@@ -20,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +29,11 @@ import psutil
 import pytest
 import yaml
 
+from orch.lead import desk
 from orch.lead.changes.records import ChangeStatus
+from orch.lead.changes.repo import branch_name
 from orch.lead.demo import DEMO_AUTHOR, prepare_changes
-from orch.lead.jobs import ChangeStage, load_state
+from orch.lead.jobs import ChangeStage, ControllerState, JobStatus, load_state, save_state
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import Isolation
@@ -419,3 +423,81 @@ def test_a_hanging_check_times_out_and_a_required_change_that_never_came_fails(t
     assert "requires a change (change: required)" in rows["idle"]["detail"]
     reason = json.loads(run.report_json.read_text())["reason"]
     assert "change idle FAILED (the task requires a change" in reason and "change hang REJECTED" in reason
+
+
+def test_a_controller_killed_at_a_writers_done_flag_takes_its_change_at_the_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL `orch run` while two writers work; both then finish while no controller runs. Worker 1's job is
+    left running with its done flag there: what a controller killed anywhere before the one save that accepts a
+    writer's job and records its change leaves. `orch run --resume` collects it and lands its change. Worker 2's
+    job is saved done with no change, as a controller that saved the two apart left it when killed between them,
+    and worker 2 kept writing its worktree after that: the resume takes nothing from it (its change FAILED,
+    saying why), so no later edit lands by forcing a resume. Every controller.json the resumed controller
+    writes (each one a state a kill could leave) that has worker 1's job done has its change too."""
+    name = "killdone"
+    run = RunFolder.for_name(name)
+    go = run.root / "go"
+
+    def script(n: int, file: str) -> list[dict[str, Any]]:
+        ready = run.sessions(n) / "ready"
+        wait = {"bash": f"touch {ready}; while [ ! -e {go} ]; do sleep 0.05; done"}
+        return [wait, {"write": f"{{{{workdir}}}}/{file}", "content": f"{file}\n"}, RESULT, DONE, reply()]
+
+    tasks = [_writer("w", script(1, "notes.md"), 1), _writer("old", script(2, "late.md"), 2)]
+    workdir = tmp_path / "work"
+    shutil.copytree(SAMPLE_FILES, workdir)
+    spec = write_spec(
+        tmp_path / f"{name}.yaml",
+        workdir,
+        tasks,
+        agent="scripted",
+        workers=2,
+        changes={"reviewers_per_change": 0},
+        timeouts={"job": 90, "run": 150},
+        limits={"nudge_after": 30},
+    )
+    cmd = [sys.executable, "-c", "from orch.cli.main import main; main()", "run", str(spec), "--local"]
+    first = subprocess.Popen([*cmd, "--name", name, "--snapshot"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def both_working() -> bool:
+        if not all((run.sessions(n) / "ready").exists() for n in (1, 2)):
+            return False
+        state = load_state(run)
+        return all(state.job(j).status is JobStatus.RUNNING for j in ("w", "old"))
+
+    try:
+        wait_until(both_working, 120, "both writers to be running, waiting for the test's go")
+    finally:
+        first.kill()
+        first.wait(30)
+    state = load_state(run)
+    old = state.job("old")
+    old.status, old.ended_at, state.book(2).job = JobStatus.DONE, time.time(), None
+    save_state(run, state)
+    go.touch()
+    wait_until(lambda: run.done(1).exists() and run.done(2).exists(), 60, "both writers' done flags")
+    saved: list[tuple[JobStatus, bool]] = []
+
+    def save(folder: RunFolder, state: ControllerState) -> None:  # the real save, each state it writes noted
+        saved.append((state.job("w").status, any(c.id == "w" for c in state.changes)))
+        save_state(folder, state)
+
+    monkeypatch.setattr(desk, "save_state", save)
+    result = orch("run", "--resume", name)
+    assert result.exit_code == 4, result.output + diagnose(run)
+    second_life = _index(run, Event.CONTROLLER_STARTED, nth=1)
+    assert _index(run, Event.JOB_ACCEPTED, job="w") > second_life
+    assert _index(run, Event.CHANGE_TAKEN, job="w") > second_life
+    rows = _rows(run)
+    assert rows["w"]["status"] == ChangeStatus.LANDED, rows["w"]
+    assert rows["old"]["status"] == ChangeStatus.FAILED and "not taken at the resume" in rows["old"]["detail"]
+    assert not run.change_dir("old").exists()  # nothing of its worktree was read
+    ended = [e for e in _events(run, Event.CHANGE_ENDED) if e["data"]["change"] == "old"]
+    assert [e["data"]["status"] for e in ended] == ["FAILED"]
+    git = ["git", "--git-dir", str(run.repo_dir), "ls-tree", "-r", "--name-only", branch_name(name)]
+    landed = subprocess.run(git, capture_output=True, text=True, check=True).stdout.split()
+    assert "notes.md" in landed and "late.md" not in landed
+    assert (JobStatus.DONE, True) in saved and (JobStatus.DONE, False) not in saved, saved
+    final = load_state(run)
+    assert [c.id for c in final.changes].count("w") == 1 and final.job("w").status is JobStatus.DONE
