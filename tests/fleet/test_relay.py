@@ -1,7 +1,8 @@
 """The relay's pane socket (orch.fleet.relay `pane-N.sock`), on a real tmux server: a worker's helper
 (aider's watcher, Gemini CLI's approver, under local strict isolation) reads its own pane's screen, pastes
 into it and presses Enter there, and can do nothing else: no other pane, no other tmux command, no flood of
-connections. And a worker's gateway socket refuses a flood of connections past its cap."""
+connections, no delay to another worker's pane requests, no unlogged probe of another's pane. And a worker's
+gateway socket refuses a flood of connections past its cap."""
 
 from __future__ import annotations
 
