@@ -248,7 +248,11 @@ class _Pane:
         self.pool.shutdown(wait=False, cancel_futures=True)
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        uid = peer_uid(writer.get_extra_info("socket")) if self.peers is not None else None
+        try:
+            uid = peer_uid(writer.get_extra_info("socket")) if self.peers is not None else None
+        except OSError:  # gone already
+            writer.close()
+            return
         stranger = self.peers is not None and uid not in self.peers
         if stranger:  # before the cap: a stranger's connections count against no worker's
             self.cap.refuse(Event.PEER_REFUSED, None if uid is None else worker_of(uid), {"uid": uid, "pane": self.n})
