@@ -26,7 +26,11 @@ only the run's uid and worker N's group may enter (made by the container's init)
 but worker N's uid and the run's own.
 
 A worker holds a capped number of connections open on each of its sockets (`_Cap`, the bus's in
-BusServer): they all share this process's file descriptors.
+BusServer): they all share this process's file descriptors. A refused connection (past the cap, or on a
+pane socket from a uid not its worker's) is a controller event, at most one a minute per socket and kind, so
+no worker can flood events.jsonl. Each worker's pane requests run on a thread of that worker's alone, one
+request at a time, and a request that has not arrived whole within PANE_TIMEOUT is dropped: a worker that
+keeps its pane connections busy (half-sent or slow requests) delays its own requests, no other worker's.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ import stat
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -58,7 +63,7 @@ from orch.run.files import atomic_write
 from orch.run.folder import RunFolder
 from orch.run.paths import OWN_BUS, pane_sockets_dir, sockets_dir
 from orch.run.records import ControllerEvent, RunInfo
-from orch.run.uids import worker_uid
+from orch.run.uids import worker_of, worker_uid
 from orch.waits import wait_until
 
 START_TIMEOUT = 20.0
@@ -66,9 +71,10 @@ STOP_TIMEOUT = 10.0
 WATCH_INTERVAL = 0.5  # how often the relay looks for the run's tmux server (a connect: cheap)
 START_GRACE = 150.0  # a fleet whose tmux server never came up in this long is not coming (boot: 90 s)
 PANE_REQUEST = 1 << 20  # a pane request's line: a first prompt to paste is at most this long
-PANE_TIMEOUT = 10.0  # a pane client that sends no whole request line in this long is dropped
+PANE_TIMEOUT = 5.0  # a pane client that sends no whole request line (or reads no answer) in this long is dropped
 PANE_CONNECTIONS = 4  # open pane connections per worker: its watcher needs one at a time
 GATEWAY_CONNECTIONS = 64  # open gateway connections per worker: an agent's pool holds a few
+REFUSAL_EVENTS = 60.0  # a socket's refused connections are logged at most once this often (per kind)
 GATEWAY_REFUSAL = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 
 
@@ -178,27 +184,37 @@ def stop(run: RunFolder, keep_folders: bool = False) -> None:
 
 class _Cap:
     """Worker n's open connections on one of its sockets, at most `limit`: past it a connection is refused at
-    once and the burst flagged once (connections-capped). Every worker's bus, gateway and pane sockets share
-    this process's file descriptors: no worker may spend them."""
+    once (connections-capped). Every worker's bus, gateway and pane sockets share this process's file
+    descriptors: no worker may spend them. Each refusal goes through `refuse`, which logs it as a controller
+    event at most once per REFUSAL_EVENTS per kind: the first at once, the rest counted into the next one
+    (`refused`: how many refusals that event stands for), so opening and closing a burst of connections
+    again and again cannot flood events.jsonl."""
 
     def __init__(self, run: RunFolder, n: int, path: Path, limit: int) -> None:
         self.run, self.n, self.path, self.limit = run, n, path, limit
-        self.open, self.flagged = 0, False
+        self.open = 0
+        self._logged: dict[Event, float] = {}  # when each kind was last logged
+        self._unlogged: dict[Event, int] = {}  # refusals of each kind since
 
     def admit(self) -> bool:
         if self.open >= self.limit:
-            if not self.flagged:
-                self.flagged = True
-                data = {"open": self.limit, "socket": self.path.name}
-                self.run.log_event(ControllerEvent(event=Event.CONNECTIONS_CAPPED, worker=self.n, data=data))
+            self.refuse(Event.CONNECTIONS_CAPPED, self.n, {"open": self.limit})
             return False
         self.open += 1
         return True
 
     def release(self) -> None:
         self.open -= 1
-        if self.open == 0:
-            self.flagged = False  # a later burst is flagged again
+
+    def refuse(self, event: Event, worker: int | None, data: dict[str, object]) -> None:
+        count = self._unlogged.get(event, 0) + 1
+        last, now = self._logged.get(event), time.monotonic()
+        if last is not None and now - last < REFUSAL_EVENTS:
+            self._unlogged[event] = count
+            return
+        self._logged[event], self._unlogged[event] = now, 0
+        data = {**data, "socket": self.path.name, "refused": count}
+        self.run.log_event(ControllerEvent(event=event, worker=worker, data=data))
 
 
 async def _to_gateway(
@@ -216,22 +232,40 @@ async def _to_gateway(
 
 class _Pane:
     """Worker n's own pane, and nothing else of the run's tmux server (`pane-N.sock`). `peers`: the uids it
-    answers (a container's strict run: worker n's and the run's own), None: whoever reaches the socket."""
+    answers (a container's strict run: worker n's and the run's own), None: whoever reaches the socket.
 
-    def __init__(self, tmux: TmuxServer, n: int, cap: _Cap, peers: set[int] | None = None) -> None:
-        self.tmux, self.n, self.cap, self.peers = tmux, n, cap, peers
+    Its tmux commands run on a thread of its own, one at a time: a worker whose requests keep tmux busy
+    waits for itself, while every other worker's run on theirs (a shared pool would let one worker's held
+    requests take every thread). A request line must arrive whole, and its answer be read, within `deadline`."""
+
+    def __init__(
+        self, tmux: TmuxServer, n: int, cap: _Cap, peers: set[int] | None = None, deadline: float = PANE_TIMEOUT
+    ) -> None:
+        self.tmux, self.n, self.cap, self.peers, self.deadline = tmux, n, cap, peers, deadline
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"pane-{n}")
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        admitted = self.cap.admit()
         try:
-            if self.peers is not None and peer_uid(writer.get_extra_info("socket")) not in self.peers:
+            uid = peer_uid(writer.get_extra_info("socket")) if self.peers is not None else None
+        except OSError:  # gone already
+            writer.close()
+            return
+        stranger = self.peers is not None and uid not in self.peers
+        if stranger:  # before the cap: a stranger's connections count against no worker's
+            self.cap.refuse(Event.PEER_REFUSED, None if uid is None else worker_of(uid), {"uid": uid, "pane": self.n})
+        admitted = not stranger and self.cap.admit()
+        try:
+            if stranger:
                 answer: dict[str, object] = {"ok": False, "error": f"not worker {self.n}'s"}
             elif not admitted:
                 answer = {"ok": False, "error": f"too many open pane connections (at most {self.cap.limit})"}
             else:
-                answer = await self._answer(await asyncio.wait_for(reader.readline(), PANE_TIMEOUT))
+                answer = await self._answer(await asyncio.wait_for(reader.readline(), self.deadline))
             writer.write(json.dumps(answer).encode() + b"\n")
-            await writer.drain()
+            await asyncio.wait_for(writer.drain(), self.deadline)
         except (OSError, TimeoutError, ValueError):  # gone, silent, or a line over the limit: dropped
             pass
         finally:
@@ -249,15 +283,19 @@ class _Pane:
         if op not in ("screen", "paste", "enter") or (op == "paste" and not isinstance(text, str)):
             return {"ok": False, "error": "unknown pane request: screen, paste (with text) or enter"}
         try:
-            pane = (await asyncio.to_thread(self.tmux.pane, self.n)).pane_id
-            if op == "screen":
-                return {"ok": True, "screen": await asyncio.to_thread(self.tmux.capture, pane)}
-            if op == "paste":
-                await asyncio.to_thread(self.tmux.paste, pane, str(text))
-            else:
-                await asyncio.to_thread(self.tmux.send_keys, pane, "Enter")
+            return await asyncio.get_running_loop().run_in_executor(self.pool, self._run, op, str(text))
         except OrchError as exc:
             return {"ok": False, "error": exc.one_line()}
+
+    def _run(self, op: str, text: str) -> dict[str, object]:
+        """One request's tmux commands, on this worker's thread."""
+        pane = self.tmux.pane(self.n).pane_id
+        if op == "screen":
+            return {"ok": True, "screen": self.tmux.capture(pane)}
+        if op == "paste":
+            self.tmux.paste(pane, text)
+        else:
+            self.tmux.send_keys(pane, "Enter")
         return {"ok": True}
 
 
@@ -280,11 +318,13 @@ async def _serve(run: RunFolder, gateway_url: str | None) -> None:
             served = functools.partial(_to_gateway, host, port, cap)
             servers.append(await asyncio.start_unix_server(served, path=str(path)))
     tmux = TmuxServer(run.info().tmux_socket)
+    panes = []
     for n in range(1, workers + 1) if gateway_url is None else pane_workers(run.info()):
         path = pane_socket(run, n) if gateway_url is not None else _own_pane_path(run, n)
         path.unlink(missing_ok=True)
         peers = None if gateway_url is not None else {worker_uid(n), os.geteuid()}
         pane = _Pane(tmux, n, _Cap(run, n, path, PANE_CONNECTIONS), peers)
+        panes.append(pane)
         servers.append(await asyncio.start_unix_server(pane.serve, path=str(path), limit=PANE_REQUEST))
         if gateway_url is None:
             path.chmod(0o666)  # its folder is the gate: only worker n (and this uid) may enter it
@@ -298,6 +338,8 @@ async def _serve(run: RunFolder, gateway_url: str | None) -> None:
     watcher.cancel()
     for server in servers:
         server.close()
+    for pane in panes:
+        pane.close()
     if gateway_url is not None:
         bus.stop()
     _pid_file(run).unlink(missing_ok=True)

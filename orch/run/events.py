@@ -36,7 +36,12 @@ class Event(StrEnum):
     """A post to bus.sock that named another worker (`--as`), or came from no worker of the run."""
     CONNECTIONS_CAPPED = "connections-capped"
     """A worker held more connections open at once than its cap on one of its sockets (the bus, and locally
-    the relay's gateway and pane sockets): the excess refused, flagged once per burst."""
+    the relay's gateway and pane sockets): the excess refused, flagged once per burst (the relay's: at most
+    once a minute per socket, `refused` counting the refusals it stands for)."""
+    PEER_REFUSED = "peer-refused"
+    """A connection to a worker's own pane socket (orch.fleet.relay, a container's strict run) from a uid that
+    is neither that worker's nor the run's: a worker probing another's pane. `worker`: the prober's, when a
+    worker's uid; logged at most once a minute per socket, `refused` counting the refusals it stands for."""
     WRITE_DENIED = "write-denied"
     """The worker's tool results (the gateway's ledger) show writes the system refused it."""
     TREE_NOT_NOTED = "tree-not-noted"
