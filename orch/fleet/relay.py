@@ -62,7 +62,8 @@ from orch.run.events import Event
 from orch.run.files import atomic_write
 from orch.run.folder import RunFolder
 from orch.run.paths import OWN_BUS, pane_sockets_dir, sockets_dir
-from orch.run.records import ControllerEvent, RunInfo
+from orch.run.records import RunInfo
+from orch.run.refusals import RefusalLog
 from orch.run.uids import worker_of, worker_uid
 from orch.waits import wait_until
 
@@ -74,7 +75,6 @@ PANE_REQUEST = 1 << 20  # a pane request's line: a first prompt to paste is at m
 PANE_TIMEOUT = 5.0  # a pane client that sends no whole request line (or reads no answer) in this long is dropped
 PANE_CONNECTIONS = 4  # open pane connections per worker: its watcher needs one at a time
 GATEWAY_CONNECTIONS = 64  # open gateway connections per worker: an agent's pool holds a few
-REFUSAL_EVENTS = 60.0  # a socket's refused connections are logged at most once this often (per kind)
 GATEWAY_REFUSAL = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 
 
@@ -185,16 +185,12 @@ def stop(run: RunFolder, keep_folders: bool = False) -> None:
 class _Cap:
     """Worker n's open connections on one of its sockets, at most `limit`: past it a connection is refused at
     once (connections-capped). Every worker's bus, gateway and pane sockets share this process's file
-    descriptors: no worker may spend them. Each refusal goes through `refuse`, which logs it as a controller
-    event at most once per REFUSAL_EVENTS per kind: the first at once, the rest counted into the next one
-    (`refused`: how many refusals that event stands for), so opening and closing a burst of connections
-    again and again cannot flood events.jsonl."""
+    descriptors: no worker may spend them. Each refusal is logged through orch.run.refusals (rate-limited)."""
 
     def __init__(self, run: RunFolder, n: int, path: Path, limit: int) -> None:
         self.run, self.n, self.path, self.limit = run, n, path, limit
         self.open = 0
-        self._logged: dict[Event, float] = {}  # when each kind was last logged
-        self._unlogged: dict[Event, int] = {}  # refusals of each kind since
+        self._refusals = RefusalLog(run)
 
     def admit(self) -> bool:
         if self.open >= self.limit:
@@ -207,14 +203,7 @@ class _Cap:
         self.open -= 1
 
     def refuse(self, event: Event, worker: int | None, data: dict[str, object]) -> None:
-        count = self._unlogged.get(event, 0) + 1
-        last, now = self._logged.get(event), time.monotonic()
-        if last is not None and now - last < REFUSAL_EVENTS:
-            self._unlogged[event] = count
-            return
-        self._logged[event], self._unlogged[event] = now, 0
-        data = {**data, "socket": self.path.name, "refused": count}
-        self.run.log_event(ControllerEvent(event=event, worker=worker, data=data))
+        self._refusals.refuse(event, event, worker, {**data, "socket": self.path.name})
 
 
 async def _to_gateway(

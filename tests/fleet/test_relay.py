@@ -24,6 +24,7 @@ from orch.contracts import LaunchSpec
 from orch.fleet import relay
 from orch.fleet.relay import GATEWAY_REFUSAL, PANE_CONNECTIONS, PANE_REQUEST, _Cap, _Pane, _to_gateway
 from orch.fleet.tmux import TmuxServer
+from orch.run import refusals
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.paths import sockets_dir
@@ -298,7 +299,7 @@ def test_a_stranger_on_a_pane_socket_leaves_one_event_and_cannot_flood(
             pane, path = panes[1]
             answers = [await _request(path, _line({"op": "screen"})) for _ in range(3)]
             assert pane.cap.open == 0
-            monkeypatch.setattr(relay, "REFUSAL_EVENTS", 0.0)  # the interval passed
+            monkeypatch.setattr(refusals, "INTERVAL", 0.0)  # the interval passed
             answers.append(await _request(path, _line({"op": "screen"})))
         return answers
 
