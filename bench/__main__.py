@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     only, skip = _names(args.only), _names(args.skip)
     chosen = [n for n in BENCHES if (not only or n in only) and n not in skip]
-    available = procs.meminfo().get("MemAvailable", 0)
+    available = procs.available_memory()
     budget = parse_size(args.memory_budget) if args.memory_budget else available
     config = Config.make(args.quick, args.repeat, budget, args.profile)
     config.before = args.before
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                 break
     duration = time.monotonic() - t0
     skipped = {n: e["reason"] for n, e in results.items() if e["status"] == "skipped"}
-    machine = {**machine_at_start, "loadavg_at_end": procs.loadavg(), "memory_budget_bytes": budget}
+    machine = {**machine_at_start, "loadavg_at_end": list(os.getloadavg()), "memory_budget_bytes": budget}
     document: dict[str, Any] = {
         "schema": 1,
         "command": "python -m bench " + shlex.join(sys.argv[1:] if argv is None else argv),

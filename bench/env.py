@@ -29,6 +29,7 @@ from orch.contracts import UpRequest
 from orch.errors import OrchError, UsageError
 from orch.fleet import control, launch
 from orch.fleet.tmux import check_tmux
+from orch.procs import alive
 from orch.run.folder import RunFolder
 from orch.run.records import LocalRunInfo, RunInfo
 from orch.waits import wait_for_paths, wait_until
@@ -288,7 +289,7 @@ class BenchEnv:
                 self.live.remove(live)
             try:
                 wait_until(
-                    lambda: not any(Path(f"/proc/{p}").exists() for p in members),
+                    lambda: not any(alive(p) for p in members),  # a zombie has exited
                     EXIT_TIMEOUT,
                     "the killed fleet's processes to exit",
                     interval=0.05,

@@ -1,7 +1,7 @@
 """Memory per worker (RSS and PSS of the agent process tree under each pane) and the largest N that fits.
 
-Nothing is started here: the up, overhead and watch benchmarks sample every pane's tree from /proc
-(`procs.tree_memory`) in three situations: just booted, after a scripted task, idle for a while. RSS
+Nothing is started here: the up, overhead and watch benchmarks sample every pane's tree through orch.procs
+(psutil; `bench.procs.tree_memory`) in three situations: just booted, after a scripted task, idle for a while. RSS
 counts pages shared between agents (the Node binary, libraries) once per agent, so it overstates what
 one more worker costs; PSS splits shared pages among their sharers. The largest N uses the larger
 per-worker median RSS seen (conservative) on top of the tmux server, against the budget.

@@ -95,7 +95,7 @@ def measure(
                 workers=workers,
                 rss=[m.rss for m in mem],
                 pss=[m.pss for m in mem],
-                tmux_rss=procs.rss_bytes(tmux_pid) if tmux_pid else 0,
+                tmux_rss=procs.rss(tmux_pid) if tmux_pid else 0,
             )
         )
     finally:

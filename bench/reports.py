@@ -1,5 +1,7 @@
-"""report.sarif + report.junit.xml for a run of 1,000 findings: the time to render and write them, beside
-report.json for the same report (the ratio). No agents: the report is made in memory, as big as a large run's."""
+"""A run of 1,000 findings' reports: the time to render and write report.html, report.md, report.sarif and
+report.junit.xml, beside report.json for the same report (the ratios), and report.html side by side with the
+same template printed through Jinja2's own escape (bench/pairs.py's turns). No agents: the report is made in
+memory, as big as a large run's."""
 
 from __future__ import annotations
 
@@ -7,19 +9,27 @@ import datetime as dt
 import statistics
 import time
 from collections.abc import Callable
+from functools import cache
+
+import jinja2
+from jinja2.compiler import CodeGenerator
 
 from bench.core import Context, Result
-from bench.report import Row
+from bench.pairs import in_turn
+from bench.report import Row, Target
 from orch.lead.findings import CodeEvidence
 from orch.lead.jobs import FindingStatus
 from orch.lead.junit import render_junit
 from orch.lead.report import FindingRow, JobRow, RunReport, TaskRow, VerdictCell, WorkerRow
+from orch.lead.reportrender import HTML, html_context, render_html, render_markdown
 from orch.lead.sarif import render_sarif
+from orch.lead.templates import environment
 from orch.run.files import atomic_write
 from orch.run.folder import RunFolder
 
 FINDINGS = 1000
 TASKS = 10
+HTML_TARGET = Target("<=", 0.5, "<= 0.5 x")  # orch's escape (templatecode) still in effect: 0.2-0.3 x measured
 SAMPLES = 5  # per repeat; the repeat's figure is their median
 STATUSES = (FindingStatus.CONFIRMED, FindingStatus.REFUTED, FindingStatus.UNVERIFIED)
 
@@ -88,35 +98,53 @@ def _ms(write: Callable[[], None]) -> float:
     return (time.perf_counter() - start) * 1000
 
 
-def once(run: RunFolder, report: RunReport) -> dict[str, float]:
-    """Median of SAMPLES of each write, interleaved so that load hits them alike."""
+@cache
+def stock() -> jinja2.Environment:
+    """orch's template environment but with Jinja2's own code generator: each printed value escaped to a
+    Markup (markupsafe.escape), as report.html was rendered before orch.lead.templatecode."""
+    env = environment().overlay(cache_size=10)  # a cache of its own: orch's compiled templates are not its
+    env.code_generator_class = CodeGenerator
+    return env
 
-    def sarif() -> None:
-        atomic_write(run.report_sarif, render_sarif(report))
 
-    def junit() -> None:
-        atomic_write(run.report_junit, render_junit(report))
+def stock_html(report: RunReport) -> str:
+    return stock().get_template(HTML).render(**html_context(report))
 
-    def json() -> None:
-        atomic_write(run.report_json, report.model_dump_json(indent=2) + "\n")
 
-    times: dict[str, list[float]] = {"sarif": [], "junit": [], "json": []}
-    for _ in range(SAMPLES):
-        for key, write in (("sarif", sarif), ("junit", junit), ("json", json)):
+def once(run: RunFolder, report: RunReport, sample: int = 0) -> dict[str, float]:
+    """Median of SAMPLES of each write, interleaved so that load hits them alike; report.html and its stock
+    render in turn (the first of the two alternating by sample)."""
+    writes: dict[str, Callable[[], None]] = {
+        "sarif": lambda: atomic_write(run.report_sarif, render_sarif(report)),
+        "junit": lambda: atomic_write(run.report_junit, render_junit(report)),
+        "json": lambda: atomic_write(run.report_json, report.model_dump_json(indent=2) + "\n"),
+        "md": lambda: atomic_write(run.report_md, render_markdown(report)),
+    }
+    pair: dict[str, Callable[[], None]] = {
+        "html": lambda: atomic_write(run.report_html, render_html(report)),
+        "stock": lambda: atomic_write(run.report_html, stock_html(report)),
+    }
+    times: dict[str, list[float]] = {key: [] for key in (*writes, *pair)}
+    for n in range(SAMPLES):
+        for key, write in (*writes.items(), *((k, pair[k]) for k in in_turn(sample + n, "html", "stock"))):
             times[key].append(_ms(write))
     out = {key: statistics.median(values) for key, values in times.items()}
     out["both"] = out["sarif"] + out["junit"]
     out["ratio"] = out["both"] / out["json"] if out["json"] > 0 else 0.0
+    out["html_json"] = out["html"] / out["json"] if out["json"] > 0 else 0.0
+    out["html_stock"] = out["html"] / out["stock"] if out["stock"] > 0 else 0.0
     return out
 
 
 def run(ctx: Context) -> Result:
     run_folder = ctx.env.file_run("reports", workers=3)
     report = big_report(run_folder.name, run_folder.info().workdir)
-    tries = [once(run_folder, report) for _ in range(ctx.config.repeat)]
-    sizes = {
-        p.name: p.stat().st_size for p in (run_folder.report_sarif, run_folder.report_junit, run_folder.report_json)
-    }
+    stock_html(report)  # both compiled before the first sample
+    render_html(report)
+    tries = [once(run_folder, report, sample=r * SAMPLES) for r in range(ctx.config.repeat)]
+    files = (run_folder.report_html, run_folder.report_md, run_folder.report_sarif, run_folder.report_junit,
+             run_folder.report_json)  # fmt: skip
+    sizes = {p.name: p.stat().st_size for p in files}
     size_note = ", ".join(f"{name} {size / 1e6:.1f} MB" for name, size in sizes.items())
 
     def values(key: str) -> list[float]:
@@ -124,10 +152,15 @@ def run(ctx: Context) -> Result:
 
     label = f"{FINDINGS:,} findings"
     rows = [
-        Row("reports", f"report.sarif + report.junit.xml ({label}), written", "ms", values("both"), note=size_note),
+        Row("reports", f"report.html ({label}), written", "ms", values("html"), note=size_note),
+        Row("reports", f"report.html through Jinja2's own escape ({label})", "ms", values("stock")),
+        Row("reports", "report.html / through Jinja2's own escape", "x", values("html_stock"), HTML_TARGET),
+        Row("reports", f"report.md ({label}), written", "ms", values("md")),
+        Row("reports", f"report.sarif + report.junit.xml ({label}), written", "ms", values("both")),
         Row("reports", f"of which report.sarif ({label})", "ms", values("sarif")),
         Row("reports", f"of which report.junit.xml ({label})", "ms", values("junit")),
         Row("reports", f"report.json, the same report ({label})", "ms", values("json")),
+        Row("reports", "report.html / report.json", "x", values("html_json")),
         Row("reports", "SARIF + JUnit / report.json", "x", values("ratio")),
     ]  # fmt: skip
     return Result(rows=rows, raw={"tries": tries, "sizes": sizes, "findings": FINDINGS, "samples": SAMPLES})

@@ -45,7 +45,7 @@ def measure(env: BenchEnv, workers: int, memory: list[MemorySample], agent: str 
                 workers=workers,
                 rss=[m.rss for m in mem],
                 pss=[m.pss for m in mem],
-                tmux_rss=procs.rss_bytes(tmux_pid) if tmux_pid else 0,
+                tmux_rss=procs.rss(tmux_pid) if tmux_pid else 0,
             )
         )
         boots = _boot_offsets(live)

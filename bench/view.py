@@ -34,6 +34,7 @@ from orch.run import bus
 from orch.run.files import append_line
 from orch.run.folder import RunFolder
 from orch.run.records import RunStatus
+from orch.sse import SseParser
 from orch.waits import wait_until
 
 PAGES = 5
@@ -109,10 +110,10 @@ async def _pages(url: str, pages: int, seconds: float, pid: int) -> float:
     received = [0] * pages
 
     async def page(i: int, http: aiohttp.ClientSession) -> None:
+        parser = SseParser()
         async with http.get(stream, timeout=aiohttp.ClientTimeout(total=None)) as res:
-            async for line in res.content:
-                if line.startswith(b"data: "):
-                    received[i] += 1
+            async for chunk in res.content.iter_any():
+                received[i] += len(parser.feed(chunk))
 
     async with aiohttp.ClientSession() as http:
         tasks = [asyncio.create_task(page(i, http)) for i in range(pages)]

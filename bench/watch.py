@@ -119,7 +119,7 @@ def measure(ctx: Context) -> dict[str, Any]:
                 workers=cfg.watch_workers,
                 rss=[m.rss for m in mem],
                 pss=[m.pss for m in mem],
-                tmux_rss=procs.rss_bytes(tmux_pid) if tmux_pid else 0,
+                tmux_rss=procs.rss(tmux_pid) if tmux_pid else 0,
             )
         )
         sessions = live.sessions()

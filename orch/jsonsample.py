@@ -3,6 +3,7 @@ agent asks for structured output (a session title) that no recording or script h
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 
@@ -20,3 +21,9 @@ def sample(schema: object, text: str, number: int = 0) -> Any:
         props = props if isinstance(props, dict) else {}
         return {k: sample(v, text, number) for k, v in props.items() if isinstance(v, dict)}
     return {"string": text, "boolean": False, "integer": number, "number": number, "array": []}.get(kind)
+
+
+def sample_text(schema: object, text: str, number: int = 0) -> str:
+    """The text answering a call that asks for structured output (`schema`): the JSON of its sample; `text`
+    itself when the call asks for none."""
+    return json.dumps(sample(schema, text, number)) if isinstance(schema, dict) else text

@@ -8,6 +8,7 @@ empty list, None, False, zero) and never raises for it.
 from __future__ import annotations
 
 import os
+import platform
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,3 +193,105 @@ def load(pids: Iterable[int]) -> Load:
         tasks += threads
         memory += rss
     return Load(tasks=tasks, memory=memory)
+
+
+# --- What a process tree costs (the bench's figures): CPU, memory, wake-ups, inotify watches ------------
+MAX_TREE = 10_000
+"""Processes visited per tree walk: a bound, never reached in practice."""
+
+
+def tree(pid: int) -> list[int]:
+    """`pid` and all its descendants alive now (empty if pid is gone)."""
+    out: list[int] = []
+    todo = [pid]
+    while todo and len(out) < MAX_TREE:
+        current = todo.pop()
+        if not psutil.pid_exists(current):
+            continue
+        out.append(current)
+        todo += children(current)
+    return out
+
+
+@dataclass(frozen=True)
+class CpuTimes:
+    """Seconds of CPU: the process itself, and its children it has already reaped."""
+
+    own: float
+    reaped_children: float
+
+    @property
+    def total(self) -> float:
+        return self.own + self.reaped_children
+
+
+def cpu_times(pid: int) -> CpuTimes | None:
+    """A process's CPU seconds, None if it is gone."""
+    try:
+        t = psutil.Process(pid).cpu_times()
+    except GONE:
+        return None
+    return CpuTimes(own=t.user + t.system, reaped_children=t.children_user + t.children_system)
+
+
+def rss(pid: int) -> int:
+    """Resident bytes (0 if gone)."""
+    try:
+        return int(psutil.Process(pid).memory_info().rss)
+    except GONE:
+        return 0
+
+
+def pss(pid: int) -> int:
+    """Proportional set size: shared pages split among the processes that share them (0 if gone or not
+    ours to read: it needs the right to trace the process)."""
+    try:
+        return int(psutil.Process(pid).memory_full_info().pss)
+    except GONE:
+        return 0
+
+
+def voluntary_switches(pid: int) -> int:
+    """Times the process (all its threads: psutil's count is the first thread's alone) blocked and was woken
+    again, subprocess waits included; 0 if gone."""
+    try:
+        threads = psutil.Process(pid).threads()
+    except GONE:
+        return 0
+    total = 0
+    for thread in threads:
+        try:
+            total += psutil.Process(thread.id).num_ctx_switches().voluntary  # a thread id reads as a pid
+        except GONE:
+            continue
+    return total
+
+
+def inotify_watches(pid: int) -> set[int]:
+    """Inode numbers a process watches with inotify now, over all its fds (/proc/PID/fdinfo: psutil has
+    no call for it); empty if gone."""
+    inodes: set[int] = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fdinfo")
+    except OSError:
+        return inodes
+    for fd in fds:
+        try:
+            text = Path(f"/proc/{pid}/fdinfo/{fd}").read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if line.startswith("inotify "):
+                inodes |= {int(part[4:], 16) for part in line.split() if part.startswith("ino:")}
+    return inodes
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo: psutil has no call for it), or what platform says."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"

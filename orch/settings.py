@@ -114,6 +114,13 @@ def _whole(value: str) -> int:
         raise ValueError("expected a whole number") from None
 
 
+def _at_least_one(value: str) -> int:
+    number = _whole(value)
+    if number < 1:
+        raise ValueError("expected a whole number, at least 1")
+    return number
+
+
 def _optional_whole(value: str) -> int | None:
     return _whole(value) if value else None
 
@@ -292,6 +299,12 @@ WORKSPACE = Setting(
 )
 
 # --- internal: set by orch for its own processes ---------------------------------------------------
+CHECKS_AT_ONCE = Setting(
+    "ORCH_CHECKS_AT_ONCE",
+    "2",
+    _at_least_one,
+    "How many change checks (a gate's, an integration's) the controller runs at once, off its loop; the rest wait.",
+)
 IN_CONTAINER = Setting("ORCH_IN_CONTAINER", "0", _flag, "1 inside a run's container.", internal=True)
 AGENTS_DIR = Setting(
     "ORCH_AGENTS_DIR",

@@ -1,7 +1,8 @@
 """Server-sent events, the one place orch frames and parses them: the gateway's stream tee and replay, the
-scripted model's answers, the scripted agent's reader. Every model API streams JSON objects in `data:`
-lines; Anthropic's and OpenAI Responses' events also carry an `event:` line with the object's `type`,
-Gemini's end with CRLF, OpenAI Chat Completions' stream ends with `data: [DONE]`.
+scripted model's answers, the scripted agent's reader, `orch watch --web`'s stream to its pages. Every model
+API streams JSON objects in `data:` lines; Anthropic's and OpenAI Responses' events also carry an `event:`
+line with the object's `type`, Gemini's end with CRLF, OpenAI Chat Completions' stream ends with
+`data: [DONE]`.
 
 A recorded stream is rewritten line by line (`data_lines` / `joined`), so every line it does not change
 stays byte for byte.
@@ -10,17 +11,32 @@ stays byte for byte.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
+
+_LINE_END = re.compile("\r\n|\r|\n")  # what ends a line in an event stream (and only that)
+
+
+def message(data: str, *, event: str | None = None, end: str = "\n") -> str:
+    """One event: an `event:` line when named, `data` as one `data:` line per line of it (a line end inside
+    it would otherwise end the field, and what follows would be a field of its own), then the blank line."""
+    head = f"event: {event}{end}" if event is not None else ""
+    return head + "".join(f"data: {line}{end}" for line in _LINE_END.split(data)) + end
+
+
+def comment(text: str) -> bytes:
+    """A comment line (a keep-alive): clients ignore it, proxies see the stream is alive."""
+    return "".join(f": {line}\n" for line in _LINE_END.split(text)).encode() + b"\n"
 
 
 def frame(events: Iterable[dict[str, Any]], *, named: bool = False, crlf: bool = False, done: bool = False) -> bytes:
     """Events as a stream: `event: <type>` before each data line when `named`, CRLF line ends when `crlf`,
     a closing `data: [DONE]` when `done`."""
     end = "\r\n" if crlf else "\n"
-    parts = [(f"event: {e['type']}{end}" if named else "") + f"data: {json.dumps(e)}{end}{end}" for e in events]
+    parts = [message(json.dumps(e), event=e["type"] if named else None, end=end) for e in events]
     if done:
-        parts.append(f"data: [DONE]{end}{end}")
+        parts.append(message("[DONE]", end=end))
     return "".join(parts).encode()
 
 

@@ -16,6 +16,7 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import docker
 import docker.errors
@@ -139,7 +140,8 @@ def script_brief(run: RunFolder, n: int, extra: list[dict[str, str]] | None = No
     return f"# Task for worker {n}\n\nDo the steps.\n\n```orch-script\n{script}\n```\n"
 
 
-def events(run: RunFolder) -> list[dict[str, object]]:
+def events(run: RunFolder) -> list[dict[str, Any]]:
+    """events.jsonl as JSON (the tests index into `data`, whose shape each event picks)."""
     return [json.loads(line) for line in run.events.read_text().splitlines() if line.strip()]
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
-from collections.abc import Callable
+import signal
+from collections.abc import Callable, Iterable, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ from orch.agents.base import AgentBase
 from orch.agents.registry import get_adapter
 from orch.cli.commands import app
 from orch.run.folder import RunFolder
-from orch.run.records import ContainerInfo, DockerRunInfo, LocalRunInfo, RunInfo
+from orch.run.records import ContainerInfo, DockerRunInfo, LocalRunInfo, RunInfo, WorkerState
 from orch.waits import wait_until
 
 # The demo's sample tree and the two claims about it the tests play: pages.py really skips a page (true),
@@ -122,3 +124,63 @@ def stand_in_binaries(monkeypatch: pytest.MonkeyPatch) -> None:
 
     for setting in filter(None, map(settings.agent_bin, ADAPTERS)):
         monkeypatch.setenv(setting.name, "/bin/true")
+
+
+def orch_script(*steps: Mapping[str, object]) -> str:
+    """A fenced orch-script block: the steps the scripted model answers a brief with, one JSON line each."""
+    return "```orch-script\n" + "\n".join(json.dumps(s) for s in steps) + "\n```\n"
+
+
+def worker_brief(run: RunFolder, n: int, outbox: str | None = None, result: str = "all good\n") -> str:
+    """A brief of about 30 lines whose script posts to the bus (a shell call), writes worker n's result and
+    touches its done flag. `outbox`: the outbox's path as the agent sees it (a container's), else the run
+    folder's."""
+    where = outbox or str(run.outbox(n))
+    prose = "\n".join(f"Context line {i} for worker {n}." for i in range(1, 21))
+    script = orch_script(
+        {"bash": f"orch bus post {run.name} --as {n} 'worker {n} checked in'"},
+        {"write": f"{where}/result.md", "content": f"# Result of worker {n}\n{result}"},
+        {"bash": f"touch {where}/done"},
+        {"reply": "Finished."},
+    )
+    return f"# Task for worker {n}\n\n{prose}\n\n{script}"
+
+
+def kill_agent(run: RunFolder, n: int) -> None:
+    """SIGKILL the agent under worker n's pane (local runs) and wait until its status says so."""
+    from orch.fleet import control, launch
+
+    pid = launch.agent_pid(launch.server_for(run.info()).pane(n))
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    row = wait_until(
+        lambda: next(
+            (w for w in control.status(run).workers if w.worker == n and w.state is WorkerState.CRASHED), None
+        ),
+        15,
+        f"worker {n} to show as crashed",
+    )
+    assert row.detail and "signal 9" in row.detail, row.detail
+
+
+def user_endpoint(
+    monkeypatch: pytest.MonkeyPatch,
+    agent: str,
+    url: str,
+    key: str,
+    binary: Path | None = None,
+    clear: Iterable[str] = (),
+) -> None:
+    """The user's own endpoint for `agent` (a scripted model standing where their API or proxy would be), as
+    its credentials name it: its base URL and first credential variable set, its other credential variables
+    and `clear` (its config dir's, say) unset, and its binary (ORCH_<AGENT>_BIN) when given."""
+    adapter = get_adapter(agent)
+    credentials = adapter.credentials
+    assert credentials.base_url_env is not None, f"{agent} takes no endpoint"
+    for var in (*credentials.variables, *clear):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv(credentials.base_url_env, url)
+    monkeypatch.setenv(credentials.env[0], key)
+    if binary is not None:
+        assert isinstance(adapter, AgentBase) and adapter.facts.bin_setting is not None
+        monkeypatch.setenv(adapter.facts.bin_setting.name, str(binary))

@@ -6,6 +6,7 @@ test_hostile.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -101,3 +102,22 @@ def hostile_finder_tasks(more: Sequence[dict[str, Any]] = ()) -> list[dict[str, 
         {"id": "t1", "goal": "Determine whether mean() handles every input.", "worker": 1, "offline_script": hostile},
         {"id": "t2", "goal": "Determine whether paginate() is correct.", "worker": 2, "offline_script": honest + DONE},
     ]
+
+
+async def half_sent(
+    path: Path, count: int, start: bytes = b'{"op": "paste", "text": "never fin'
+) -> list[asyncio.Task[bytes]]:
+    """A hostile worker's `count` connections to a line-per-request socket, each holding a request begun and
+    never finished (no newline); each task ends with what the server sent back before it let go (b"": dropped
+    unanswered). The caller waits for the server to have taken them (its own count of open connections)."""
+
+    async def one() -> bytes:
+        reader, writer = await asyncio.open_unix_connection(str(path))
+        writer.write(start)
+        await writer.drain()
+        try:
+            return await reader.read()
+        finally:
+            writer.close()
+
+    return [asyncio.create_task(one()) for _ in range(count)]

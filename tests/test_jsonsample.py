@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from orch.jsonsample import sample
+from orch.jsonsample import sample, sample_text
 
 pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
 
@@ -28,3 +30,8 @@ TITLE = {"type": "object", "properties": {"title": {"type": "string"}, "n": {"ty
 )  # fmt: skip
 def test_a_sample_satisfies_the_schema(schema: object, number: int, expected: object) -> None:
     assert sample(schema, "Scripted session", number) == expected
+
+
+def test_the_text_of_an_answer_is_the_samples_json_or_the_text_when_no_schema_is_asked_for() -> None:
+    assert json.loads(sample_text(TITLE, "Replayed", 2)) == {"title": "Replayed", "n": 2}
+    assert sample_text(None, "Replayed") == sample_text("not a schema", "Replayed") == "Replayed"

@@ -27,6 +27,7 @@ RANKS = {
     "view": 8,
     "cli": 9,
 }
+BASE: tuple[str, ...]  # grows below, a line for each module added
 BASE = ("orch", "orch.errors", "orch.versions", "orch.waits", "orch.settings", "orch.text", "orch.shellparts")
 BASE += ("orch.jsonsample",)
 BASE += ("orch.procs",)

@@ -6,8 +6,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from inotify_simple import INotify, flags
 
 from orch import procs
 
@@ -18,6 +20,8 @@ def test_a_process_that_has_ended_reads_as_gone() -> None:
     assert procs.ancestry(pid) is None and procs.cmdline(pid) == [] and procs.command(pid) == ""
     assert procs.uid(pid) is None and procs.env_var(pid, "PATH") is None and procs.children(pid) == []
     assert procs.pid_namespace(pid) is None and procs.load([pid]) == procs.Load()
+    assert procs.tree(pid) == [] and procs.cpu_times(pid) is None and procs.rss(pid) == procs.pss(pid) == 0
+    assert procs.voluntary_switches(pid) == 0 and procs.inotify_watches(pid) == set()
 
 
 def test_a_live_process_reads_as_itself() -> None:
@@ -76,3 +80,34 @@ def test_the_pids_handed_out_between_two_looks(
 ) -> None:
     span = procs.reused_between(before, after, top)
     assert all(procs.in_span(p, span) for p in new) and not any(procs.in_span(p, span) for p in old)
+
+
+def test_a_trees_members_and_what_they_cost() -> None:
+    """The bench's figures: a child and its grandchild in the tree, CPU that a child spent and was reaped,
+    memory, wake-ups summed over every thread, and the inode an inotify watch holds."""
+    script = (
+        "import subprocess, sys, threading, time\n"
+        "sum(range(3_000_000)); subprocess.run(['true'])  # CPU, then a reaped child's\n"
+        "for _ in range(20): threading.Thread(target=time.sleep, args=(0.001,)).start()\n"
+        "grandchild = subprocess.Popen(['sleep', '60']); print(grandchild.pid, flush=True); time.sleep(60)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        grandchild = int(child.stdout.readline())
+        assert procs.tree(child.pid) == [child.pid, grandchild] and procs.tree(grandchild) == [grandchild]
+        times = procs.cpu_times(child.pid)
+        assert times is not None and times.own > 0 and times.total == times.own + times.reaped_children
+        assert procs.rss(child.pid) > 1 << 20 and procs.pss(child.pid) > 0
+        assert procs.voluntary_switches(child.pid) >= 1
+    finally:
+        child.kill()
+        child.wait()
+    assert procs.cpu_model()
+
+
+def test_an_inotify_watch_shows_as_the_watched_inode(tmp_path: Path) -> None:
+    with INotify() as inotify:
+        inotify.add_watch(tmp_path, flags.CREATE)
+        assert tmp_path.stat().st_ino in procs.inotify_watches(os.getpid())
+    assert tmp_path.stat().st_ino not in procs.inotify_watches(os.getpid())

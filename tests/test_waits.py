@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,10 +15,10 @@ from orch.errors import WaitTimeoutError
 from orch.waits import IN_CREATE, Inotify, read_line, wait_for_paths, wait_until, watch_file
 
 
-def _later(action: object, delay_event: threading.Event) -> threading.Thread:
+def _later(action: Callable[[], object], delay_event: threading.Event) -> threading.Thread:
     def run() -> None:
         delay_event.wait(5)
-        action()  # type: ignore[operator]
+        action()
 
     thread = threading.Thread(target=run)
     thread.start()
@@ -43,7 +44,12 @@ def test_wait_for_paths_returns_once_every_path_exists(tmp_path: Path) -> None:
     for flag in flags:
         flag.parent.mkdir()
     go = threading.Event()
-    writer = _later(lambda: [f.touch() for f in flags], go)
+
+    def touch_all() -> None:
+        for flag in flags:
+            flag.touch()
+
+    writer = _later(touch_all, go)
     go.set()
     assert wait_for_paths(flags, 10) == []
     writer.join()

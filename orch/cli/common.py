@@ -9,11 +9,10 @@ from typing import Annotated, NoReturn
 import typer
 
 from orch.container import backends
-from orch.contracts import OrchCommand, UpRequest
+from orch.contracts import OrchCommand
 from orch.errors import UsageError
 from orch.run.files import decode_text, read_text_input
 from orch.run.folder import RunFolder
-from orch.run.records import Isolation
 
 NameArg = Annotated[str, typer.Argument(help="Run name (letters, digits, . _ -; up to 64).", show_default=False)]
 WorkerArg = Annotated[int, typer.Argument(help="Worker number, from 1.", show_default=False)]
@@ -23,31 +22,6 @@ def run_folder(name: str) -> RunFolder:
     run = RunFolder.for_name(name)
     run.info()  # NotFoundError with a hint when there is no such run
     return run
-
-
-def up_request(
-    name: str,
-    workers: int,
-    agent: str,
-    workdir: Path,
-    permission_mode: str | None,
-    model: str | None,
-    offline: bool,
-    replace: bool = False,
-    isolation: Isolation = Isolation.SHARED,
-) -> UpRequest:
-    """The fleet asked for by the options `orch up` and `orch serve-run --create` share."""
-    return UpRequest(
-        name=name,
-        workers=workers,
-        agent=agent,
-        workdir=workdir,
-        permission_mode=permission_mode,
-        model=model,
-        replace=replace,
-        offline=offline,
-        isolation=isolation,
-    )
 
 
 def read_input(source: str) -> str:

@@ -17,7 +17,6 @@ from orch.cli.common import (
     at_fleet,
     read_input,
     run_folder,
-    up_request,
 )
 from orch.cli.container import (
     AllowOpt,
@@ -31,7 +30,7 @@ from orch.cli.container import (
     PidsOpt,
 )
 from orch.container.backends import sandbox_for, sandbox_for_backend
-from orch.contracts import OrchCommand
+from orch.contracts import OrchCommand, UpRequest
 from orch.errors import UsageError
 from orch.fleet import bwrap, launch, talk
 from orch.run.folder import RunFolder
@@ -64,12 +63,11 @@ def _up(
         info = sandbox_for(run_folder(name).info(), boot_timeout, docker).resume(name)
         typer.echo(f"run {info.name}: resumed ({info.backend.value}); folder {RunFolder.for_name(name).root}")
         return
-    req = up_request(name, workers, agent, workdir, permission_mode, model, offline, replace)
-    if mixed:
-        agents = parse_agents(mixed)
-        req = dataclasses.replace(req, workers=len(agents), agent=agents[1], worker_agents=agents)
-    if caps is not None:
-        req = dataclasses.replace(req, caps=caps)
+    agents = parse_agents(mixed) if mixed else {}  # a mixed fleet: its size and first agent from --agents
+    req = UpRequest(
+        name=name, workers=len(agents) or workers, agent=agents.get(1, agent), worker_agents=agents, workdir=workdir,
+        permission_mode=permission_mode, model=model, replace=replace, offline=offline, caps=caps or WorkerCaps(),
+    )  # fmt: skip
     note = None
     if isolation is None:  # strict, here as in a container, unless an agent (or this container) cannot
         isolation, note = bwrap.default_isolation(local, {req.agent, *req.worker_agents.values()})

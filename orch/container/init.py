@@ -18,9 +18,10 @@ It starts as root holding only the capabilities it needs for this (see orch.cont
    the workers' own login through) into the tmpfs home, readable by the run's uid only;
 4. compose's `lead`: has the run made from the spec by the run's uid (orch.container.compose);
 5. starts the run's model gateway (orch.gateway) as ORCH_GATEWAY_UID, never the run's uid, through
-   setpriv with no groups, no capabilities and no-new-privs; gives it `model/` in the run folder (0755:
-   the workers read it, only the gateway writes it) and saves its handle (url, pid, control key) where
-   the controller looks (orch.gateway.process.handle_path), readable by the run's uid only. The
+   setpriv with no groups, no capabilities and no-new-privs, under its keeper (orch.container.gatewaykeeper,
+   the same uid), which starts it again as it was if it dies; gives it `model/` in the run folder (0755:
+   the workers read it, only the gateway writes it) and saves its handle (url, the keeper's pid, control
+   key) where the controller looks (orch.gateway.process.handle_path), readable by the run's uid only. The
    gateway's memory and its own files are another uid's: a worker can neither read nor trace them;
 6. under strict isolation (run.json), gives each worker its own files (orch.container.owners);
 7. execs `setpriv` to become ORCH_UID:ORCH_GID with no supplementary groups, empty capability sets
@@ -79,6 +80,7 @@ from orch.run.folder import RunFolder, validate_name
 from orch.run.records import EgressMode, Isolation, RunInfo
 from orch.run.uids import SWITCH_CAPS, drop_argv
 
+KEEPER = "orch.container.gatewaykeeper"
 GATEWAY_HOME = "/tmp/orch-gateway"
 """The gateway's own directory (0700, its uid): its handle file and HOME; no other uid can enter it."""
 
@@ -134,11 +136,16 @@ def start_run_gateway(boot: InitBoot, uid: int, gid: int, gw_uid: int) -> Gatewa
         control_key=SecretStr(secrets.token_hex(24)),
         offline=boot.offline,
     )
-    prefix = [*drop_argv(gw_uid, gw_uid), "env", f"HOME={home}"]
+    # Its keeper runs it and starts it again, as this uid with the same boot line, if it dies: the controller
+    # (the run's uid) could not (orch.container.gatewaykeeper).
+    prefix = [*drop_argv(gw_uid, gw_uid), "env", f"HOME={home}", sys.executable, "-m", KEEPER, "--"]
     try:
         handle = start_gateway(gateway_boot, home / "handle.json", log, argv_prefix=prefix)
     except OrchError as exc:
         raise InitError(f"the model gateway did not start: {exc.one_line()}", code=1) from None
+    # The keeper's pid, not its supervisor's: it leads the gateway's session (start_gateway) and outlives a
+    # supervisor that dies; `_stop_gateway` stops its whole group.
+    handle = handle.model_copy(update={"pid": os.getpgid(handle.pid)})
     target = handle_path(boot.run)
     save_handle(target, handle)
     os.chown(target, uid, gid)

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
 from orch.container.layout import run_mount
 from orch.run.folder import RunFolder
 from orch.run.paths import pane_sockets_dir
 from orch.run.records import RunInfo
-from orch.run.uids import worker_uid
+from orch.run.uids import drop_argv, worker_uid
 
 
 def _own(path: Path, uid: int, gid: int, mode: int) -> None:
@@ -96,6 +99,11 @@ def isolate_workers(run: RunFolder, info: RunInfo, uid: int, gid: int) -> None:
         if folder == home or home in folder.parents:
             folder.mkdir(exist_ok=True)
             _own(folder, uid, gid, 0o711)
+    # The folders above each worker's are the run's uid's (made here by root otherwise): it may remove the run.
+    for parent in {run.outbox(1).parent, run.sessions(1).parent, run.worktrees_dir(1).parent}:
+        if not parent.exists() or parent.stat().st_uid == 0:
+            parent.mkdir(exist_ok=True)
+            _own(parent, uid, gid, 0o755)
     for n in range(1, info.workers + 1):
         w = worker_uid(n)
         _own_tree(run.outbox(n), w, gid, 0o2775)
@@ -120,3 +128,37 @@ def _folder(path: Path) -> Path:
         path.unlink()
     path.mkdir(exist_ok=True)
     return path
+
+
+def foreign_folders(root: Path, me: int) -> list[tuple[int, Path]]:
+    """The top-most folders under `root` another uid owns (`model/`: the gateway's; a worker's outbox, session
+    store, worktrees), with their owner; links are never followed."""
+    found = []
+    for top, dirs, _files in os.walk(root, followlinks=False):
+        for name in list(dirs):
+            st = os.lstat(os.path.join(top, name))
+            if stat.S_ISDIR(st.st_mode) and st.st_uid != me:
+                found.append((st.st_uid, Path(top) / name))
+                dirs.remove(name)  # emptied as its owner, below
+    return found
+
+
+def remove_as_owners(root: Path) -> None:
+    """`root` (a run folder of this uid's) gone, though other uids own folders in it: each such folder is
+    emptied as its owner (`find -delete`: links removed, never followed), then the rest removed as this uid.
+    Needs CAP_SETUID and CAP_SETGID (a container's strict run keeps them to start each pane as its worker);
+    without them, what another uid owns stays (OSError)."""
+    me = os.geteuid()
+    for uid, folder in foreign_folders(root, me):
+        if uid == 0:
+            continue  # never as root: what root made stays (the rmtree below says so)
+        subprocess.run([*drop_argv(uid, uid), "find", str(folder), "-mindepth", "1", "-delete"], check=False)
+        folder.rmdir()  # empty now, in a folder of this uid's (which it may not even list: 0700)
+    shutil.rmtree(root)
+
+
+def stop_as(uid: int, group: int) -> None:
+    """Send SIGTERM to process group `group` as `uid` (the init's gateway, under its keeper: the run's uid may
+    not signal it, but a strict run's may start a process as its uid)."""
+    kill = "import os, signal, sys; os.killpg(int(sys.argv[1]), signal.SIGTERM)"
+    subprocess.run([*drop_argv(uid, uid), sys.executable, "-c", kill, str(group)], check=False)

@@ -20,18 +20,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
 
-from orch import settings
+from orch import procs, settings
 from orch.agents.registry import get_adapter
 from orch.container.egress import read_report
 from orch.container.layout import WORKDIR
+from orch.container.owners import remove_as_owners, stop_as
 from orch.contracts import UpRequest
 from orch.errors import OrchError
 from orch.fleet import control, launch, rungateway
+from orch.gateway.process import handle_path, load_handle
 from orch.run.busserver import BusServer
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, Isolation, RunInfo, RunStatus
 from orch.run.uids import can_switch_uids, drop_argv
+from orch.waits import wait_until
 
 READY_LINE = "orch: serve-run: running"  # docker_container.wait_running waits for it on remote engines
 STOP_TIMEOUT = 10.0  # seconds the controller gets to stop on SIGTERM before the workers are stopped
@@ -129,9 +132,16 @@ def serve(
                 held = hold_serve_lock(run)
             else:
                 info = run.info()
+                # compose's new run, made by the init for this start: if it does not start, nothing stays.
+                fresh = (create is not None or drive) and info.status is RunStatus.STARTING
                 if info.isolation is Isolation.STRICT:  # before the workers: their first posts go here
                     posts = BusServer(run).start()
-                _launch(run, info, boot_timeout, resume or create is not None)
+                try:
+                    _launch(run, info, boot_timeout, resume or create is not None)
+                except OrchError:
+                    if fresh and _discard(run):
+                        print(f"orch: run {name!r} did not start: nothing of it is left", file=sys.stderr)
+                    raise
         except OrchError as exc:
             print(f"orch: error: {exc.one_line()}", file=sys.stderr, flush=True)
             return failed
@@ -197,6 +207,30 @@ def _launch(run: RunFolder, info: RunInfo, boot_timeout: float, resume: bool) ->
         info.status = RunStatus.FAILED
         run.write_info(info)
         raise
+
+
+def _discard(run: RunFolder) -> bool:
+    """A compose run whose first launch failed (the init made its folder, gave `model/` to the gateway and
+    each worker its files): removed, as a run that fails before the init hands over is. The init's gateway
+    is stopped and the other uids' folders emptied as their owners, which a strict run's uid may start
+    processes as (it keeps SETUID to start each pane as its worker); False where it may not (shared), and
+    the run stays `failed`."""
+    if not can_switch_uids() or not run.root.is_dir():
+        return False
+    with contextlib.suppress(OrchError, OSError):
+        keeper = load_handle(handle_path(run.name)).pid
+        gateway = run.model_dir.stat().st_uid
+        if gateway != os.geteuid():
+            stop_as(gateway, keeper)
+            wait_until(lambda: not procs.alive(keeper), STOP_TIMEOUT, "the run's gateway to stop")
+    try:
+        remove_as_owners(run.root)
+    except OSError as exc:
+        print(f"orch: run {run.name!r} could not be removed: {exc}", file=sys.stderr, flush=True)
+        return False
+    run.remove()  # its config dirs
+    handle_path(run.name).unlink(missing_ok=True)
+    return True
 
 
 def _log_egress(run: RunFolder) -> None:

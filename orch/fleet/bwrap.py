@@ -12,10 +12,14 @@ All local workers share the user's uid, so what keeps them apart is what each on
   its session store, its own config dir and its worktree when it has one; /tmp is its own tmpfs. The
   user's home (the agents' logins), $ORCH_HOME's gateway handles (the control key, the workers' tokens),
   the other workers' config dirs and session stores, the tmux server's socket are not there at all;
-- the bus only through its own socket, bound at the run's `bus.sock`: the relay stamps every post with
-  the worker whose socket it came in on, so no worker can post as another;
+- the bus only through its own socket (SANDBOX_SOCKETS/OWN_BUS; the run's `bus.sock` in there is it
+  too, over the controller's): the relay stamps every post with the worker whose socket it came in on, so
+  no worker can post as another;
 - for an agent whose helper reads and types into its pane (aider's watcher: `own_pane`), that one pane
-  through the relay's pane socket, bound at PANE_SOCKET: never the tmux server itself.
+  through the relay's pane socket, PANE_SOCKET: never the tmux server itself.
+
+Its sockets come in its own folder of the relay's, bound read-only at SANDBOX_SOCKETS: a relay started
+again after it died serves new sockets there, which the running sandbox sees at once.
 """
 
 from __future__ import annotations
@@ -33,16 +37,16 @@ from orch.agents.registry import get_adapter
 from orch.errors import UsageError
 from orch.gateway.process import handle_path
 from orch.run.folder import RunFolder
-from orch.run.paths import agents_dir, launch_dir
+from orch.run.paths import OWN_BUS, SANDBOX_SOCKETS, agents_dir, launch_dir
 from orch.run.records import Backend, Isolation, RunInfo
 from orch.run.uids import can_switch_uids
 
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix")
 """The system's read-only folders a sandbox sees (a symlink, as /bin is on merged-usr, stays one)."""
-GATEWAY_SOCKET = "/run/orch/gateway.sock"
-"""Where the worker's way to the gateway is bound inside its sandbox (orch.fleet.portal listens for it)."""
-PANE_SOCKET = Path("/run/orch/pane.sock")
-"""Where the relay's socket for the worker's own pane is bound inside its sandbox (aider's watcher)."""
+GATEWAY_SOCKET = str(SANDBOX_SOCKETS / "gateway.sock")
+"""The worker's way to the gateway inside its sandbox (orch.fleet.portal listens for it)."""
+PANE_SOCKET = SANDBOX_SOCKETS / "pane.sock"
+"""The relay's socket for the worker's own pane inside its sandbox (aider's watcher)."""
 PROBE_TIMEOUT = 20.0
 FIX = (
     "enable unprivileged user namespaces (sysctl -w kernel.unprivileged_userns_clone=1; on Ubuntu "
@@ -155,16 +159,14 @@ def argv(
     workdir: Path,
     cwd: Path,
     binaries: Iterable[Path],
-    bus_socket: Path,
-    gateway_socket: Path | None,
+    sockets: Path,
     home: Path | None,
-    pane_socket: Path | None = None,
 ) -> list[str]:
     """The bwrap command line (up to `--`) that puts worker n's pane in its sandbox. Binds are applied in
     order: the run folder read-only first, then tmpfs over the others' session stores, then the worker's
     own writable paths over those. `workdir`: the tree under audit (read-only); `cwd`: where the agent starts
     (a writer's worktree, writable, or the workdir). `home`: a HOME of its own (the user's is not there).
-    `pane_socket`: the relay's socket for its own pane, bound at PANE_SOCKET (only for an `own_pane` agent)."""
+    `sockets`: its folder of the relay's sockets (orch.fleet.relay.worker_sockets), bound at SANDBOX_SOCKETS."""
     args = [str(binary()), "--die-with-parent", *_namespaces(), "--cap-drop", "ALL", *_system()]
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run"]
     if Path("/sys").is_dir():
@@ -178,11 +180,9 @@ def argv(
             args += ["--tmpfs", str(hidden)]
     for path in writable(run, n):
         args += ["--bind", str(path), str(path)]
-    args += ["--bind", str(bus_socket), str(run.bus_socket)]
-    if gateway_socket is not None:
-        args += ["--bind", str(gateway_socket), GATEWAY_SOCKET]
-    if pane_socket is not None:
-        args += ["--bind", str(pane_socket), str(PANE_SOCKET)]
+    args += ["--ro-bind", str(sockets), str(SANDBOX_SOCKETS)]
+    # The controller's bus.sock (stamped by uid: every local worker's is the user's) hidden under its own.
+    args += ["--bind", str(sockets / OWN_BUS), str(run.bus_socket)]
     if home is not None:
         args += ["--setenv", "HOME", str(home)]
     return [*args, "--setenv", "TMPDIR", "/tmp", "--chdir", str(cwd), "--"]

@@ -153,9 +153,7 @@ def launch(
     if bwrap.sandboxed(info):  # the workers' bus and gateway sockets, before any worker starts
         for n in adapters:
             bwrap.prepare(run, n)
-        relay.ensure(run, info.workers, handle.url)
-    elif info.isolation is Isolation.STRICT and any(adapter.own_pane for adapter in adapters.values()):
-        relay.ensure(run, info.workers, None)  # a container's: each worker's own pane socket, no more
+    ensure_relay(run, info, handle.url)
     env = agent_environment(info)
     seen = {n: len(run.hook_events(n)) for n in range(1, info.workers + 1)}
     for n, adapter in adapters.items():
@@ -171,6 +169,24 @@ def launch(
     wait_booted(run, info, server, boot_timeout, seen)
     info.status = RunStatus.RUNNING
     run.write_info(info)
+
+
+def needs_relay(info: RunInfo) -> bool:
+    """Whether the run's workers need the relay (orch.fleet.relay): each local strict worker's bus, gateway
+    and pane sockets; in a container's strict run with an `own_pane` agent, their pane sockets."""
+    if bwrap.sandboxed(info):
+        return True
+    return info.isolation is Isolation.STRICT and any(adapter_of(info, n).own_pane for n in range(1, info.workers + 1))
+
+
+def ensure_relay(run: RunFolder, info: RunInfo, gateway_url: str) -> bool:
+    """The run's relay running if its workers need one, started again if it died: it serves the same folders
+    of sockets, which running workers see at once (orch.fleet.relay). True when it had to be started."""
+    if not needs_relay(info):
+        return False
+    was = relay.running(run)
+    relay.ensure(run, info.workers, gateway_url if bwrap.sandboxed(info) else None)
+    return not was
 
 
 # The pane runs `sh -c SUPERVISOR orch-agent ARGV...`: sh runs the agent in the foreground (it keeps the
@@ -343,9 +359,7 @@ def sandboxed_spec(
         portal = [sys.executable, "-S", portal_module.__file__, f"{address.hostname}:{address.port}"]
         portal += [bwrap.GATEWAY_SOCKET, "--"]
     sandbox = bwrap.argv(
-        run, n, Path(info.workdir), Path(spec.cwd or ctx.workdir), binaries, relay.bus_socket(run, n),
-        relay.gateway_socket(run, n) if portal else None, home,
-        relay.pane_socket(run, n) if ctx.pane_socket is not None else None,
+        run, n, Path(info.workdir), Path(spec.cwd or ctx.workdir), binaries, relay.worker_sockets(run, n), home
     )  # fmt: skip
     return LaunchSpec(argv=[*sandbox, *portal, *inner.argv], env=inner.env, cwd=inner.cwd)
 
@@ -399,6 +413,8 @@ def restart(
     previous = last_session(run, n)
     session = None if fresh else previous
     handle = rungateway.ensure(run, info)
+    if ensure_relay(run, info, handle.url):  # its sockets (and the other workers') served again
+        run.log_event(ControllerEvent(event=Event.RELAY_STARTED, worker=n, data={"by": "restart"}))
     own = rungateway.worker_env(handle, adapter, n)
     spec = _worker_spec(run, info, adapter, n, agent_environment(info), own, prompt, session, workdir)
     server.respawn(pane.pane_id, spec)

@@ -1,17 +1,20 @@
 """The host's end of a local strict run's sandboxes: `python -m orch.fleet.relay RUN_DIR GATEWAY_URL`.
 
-One process per run (started with the fleet, stopped with it), serving two sockets per worker in a folder
-of this uid's outside the run folder (orch.run.paths.sockets_dir), each bound into that worker's sandbox
-alone (orch.fleet.bwrap):
+One process per run (started with the fleet, stopped with it), serving each worker's sockets in a folder of
+that worker's (`wN/`) inside one of this uid's outside the run folder (orch.run.paths.sockets_dir). The
+worker's folder, not each socket, is bound (read-only) into that worker's sandbox alone, at
+orch.run.paths.SANDBOX_SOCKETS (orch.fleet.bwrap): a relay started again (`ensure`, after the last one died)
+serves new sockets in the same folders, which every running sandbox sees at once. The folders stay until
+the fleet is stopped:
 
-- `bus-N.sock`: the worker's bus; every post on it is stamped as worker N (orch.run.busserver.BusServer with
-  its worker fixed): all local workers share one uid, so SO_PEERCRED could not tell them apart, but a
-  worker can only reach the socket bound into its own sandbox;
-- `gateway-N.sock`: its way to the model gateway, copied byte for byte to the gateway's loopback
+- `posts.sock` (OWN_BUS): the worker's bus; every post on it is stamped as worker N (orch.run.busserver's
+  BusServer with its worker fixed): all local workers share one uid, so SO_PEERCRED could not tell them
+  apart, but a worker can only reach the socket bound into its own sandbox;
+- `gateway.sock`: its way to the model gateway, copied byte for byte to the gateway's loopback
   address. The worker still needs its own token there; the gateway's control API wants the control key,
   which stays in the controller's handle file, outside every sandbox;
-- `pane-N.sock`: worker N's own pane, for an agent whose helper reads its screen and types into it
-  (aider's watcher, Gemini CLI's approver; bound only into such a sandbox): one JSON request line, one
+- `pane.sock`: worker N's own pane, for an agent whose helper reads its screen and types into it
+  (aider's watcher, Gemini CLI's approver; served only for such a worker): one JSON request line, one
   answer line. It can read that pane's screen, paste text into it and press Enter there, nothing else:
   the run's tmux server, which would let it type into every pane and run commands as the user, stays out
   of every sandbox.
@@ -23,7 +26,11 @@ only the run's uid and worker N's group may enter (made by the container's init)
 but worker N's uid and the run's own.
 
 A worker holds a capped number of connections open on each of its sockets (`_Cap`, the bus's in
-BusServer): they all share this process's file descriptors.
+BusServer): they all share this process's file descriptors. A refused connection (past the cap, or on a
+pane socket from a uid not its worker's) is a controller event, at most one a minute per socket and kind, so
+no worker can flood events.jsonl. Each worker's pane requests run on a thread of that worker's alone, one
+request at a time, and a request that has not arrived whole within PANE_TIMEOUT is dropped: a worker that
+keeps its pane connections busy (half-sent or slow requests) delays its own requests, no other worker's.
 """
 
 from __future__ import annotations
@@ -40,20 +47,24 @@ import stat
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from orch import procs
+from orch.agents.registry import get_adapter
 from orch.errors import OrchError, SandboxError
 from orch.fleet.portal import splice
 from orch.fleet.tmux import TmuxServer
 from orch.run.bus import peer_uid
 from orch.run.busserver import BusServer
 from orch.run.events import Event
-from orch.run.folder import RunFolder, atomic_write
-from orch.run.paths import pane_sockets_dir, sockets_dir
-from orch.run.records import ControllerEvent
-from orch.run.uids import worker_uid
+from orch.run.files import atomic_write
+from orch.run.folder import RunFolder
+from orch.run.paths import OWN_BUS, pane_sockets_dir, sockets_dir
+from orch.run.records import RunInfo
+from orch.run.refusals import RefusalLog
+from orch.run.uids import worker_of, worker_uid
 from orch.waits import wait_until
 
 START_TIMEOUT = 20.0
@@ -61,22 +72,32 @@ STOP_TIMEOUT = 10.0
 WATCH_INTERVAL = 0.5  # how often the relay looks for the run's tmux server (a connect: cheap)
 START_GRACE = 150.0  # a fleet whose tmux server never came up in this long is not coming (boot: 90 s)
 PANE_REQUEST = 1 << 20  # a pane request's line: a first prompt to paste is at most this long
-PANE_TIMEOUT = 10.0  # a pane client that sends no whole request line in this long is dropped
+PANE_TIMEOUT = 5.0  # a pane client that sends no whole request line (or reads no answer) in this long is dropped
 PANE_CONNECTIONS = 4  # open pane connections per worker: its watcher needs one at a time
 GATEWAY_CONNECTIONS = 64  # open gateway connections per worker: an agent's pool holds a few
 GATEWAY_REFUSAL = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 
 
+def worker_sockets(run: RunFolder, n: int) -> Path:
+    """Worker n's folder of sockets (a local strict run), bound into its sandbox at SANDBOX_SOCKETS."""
+    return sockets_dir(run.root) / f"w{n}"
+
+
 def bus_socket(run: RunFolder, n: int) -> Path:
-    return sockets_dir(run.root) / f"bus-{n}.sock"
+    return worker_sockets(run, n) / OWN_BUS
 
 
 def gateway_socket(run: RunFolder, n: int) -> Path:
-    return sockets_dir(run.root) / f"gateway-{n}.sock"
+    return worker_sockets(run, n) / "gateway.sock"
 
 
 def pane_socket(run: RunFolder, n: int) -> Path:
-    return sockets_dir(run.root) / f"pane-{n}.sock"
+    return worker_sockets(run, n) / "pane.sock"
+
+
+def pane_workers(info: RunInfo) -> list[int]:
+    """The workers whose agent reads and types into its own pane (`own_pane`): only they get a pane socket."""
+    return [n for n in range(1, info.workers + 1) if get_adapter(info.agent_of(n)).own_pane]
 
 
 def own_pane_socket(run: RunFolder, n: int) -> Path:
@@ -99,9 +120,16 @@ def _running(run: RunFolder, gateway_url: str | None = None) -> int | None:
     return pid if ours and (gateway_url is None or gateway_url in cmdline) else None
 
 
+def running(run: RunFolder) -> bool:
+    """Whether the run's relay runs."""
+    return _running(run) is not None
+
+
 def _ready(run: RunFolder, workers: int, panes_only: bool) -> bool:
-    sockets = (own_pane_socket,) if panes_only else (bus_socket, gateway_socket, pane_socket)
-    return all(each(run, n).exists() for n in range(1, workers + 1) for each in sockets)
+    if panes_only:
+        return all(own_pane_socket(run, n).exists() for n in range(1, workers + 1))
+    sockets = [each(run, n) for n in range(1, workers + 1) for each in (bus_socket, gateway_socket)]
+    return all(path.exists() for path in [*sockets, *(pane_socket(run, n) for n in pane_workers(run.info()))])
 
 
 def ensure(run: RunFolder, workers: int, gateway_url: str | None) -> None:
@@ -112,14 +140,16 @@ def ensure(run: RunFolder, workers: int, gateway_url: str | None) -> None:
     if folder.parent.stat().st_uid != os.geteuid() or folder.parent.stat().st_mode & 0o077:
         raise SandboxError(f"{folder.parent} is not this user's alone: refusing to put the workers' sockets there")
     folder.mkdir(mode=0o700, exist_ok=True)
+    if gateway_url is not None:
+        for n in range(1, workers + 1):  # before any sandbox binds it; kept across relays
+            worker_sockets(run, n).mkdir(mode=0o700, exist_ok=True)
     # A relay is kept only while its fleet's tmux server lives: after that server died (a relaunch), the old
     # relay is about to stop by itself (_until_fleet_gone), and kept, it would leave the new life's workers
     # with sockets nobody serves.
     fleet_alive = _listening(_tmux_socket(run.info().tmux_socket))
     if fleet_alive and _running(run, gateway_url) is not None and _ready(run, workers, gateway_url is None):
         return
-    stop(run)
-    folder.mkdir(mode=0o700, exist_ok=True)
+    stop(run, keep_folders=True)  # running sandboxes have them bound: the new relay serves the same ones
     log = run.logs_dir / "relay.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "orch.fleet.relay", str(run.root), gateway_url or PANES_ONLY]
@@ -134,43 +164,46 @@ def ensure(run: RunFolder, workers: int, gateway_url: str | None) -> None:
         raise SandboxError(f"the sandboxes' relay exited at start (exit {proc.returncode}): see {log}")
 
 
-def stop(run: RunFolder) -> None:
-    """Stop the run's relay (if it runs) and remove its sockets."""
+def stop(run: RunFolder, keep_folders: bool = False) -> None:
+    """Stop the run's relay (if it runs) and remove its sockets; the workers' folders of sockets too, unless
+    `keep_folders` (a relay about to start again: running sandboxes have them bound)."""
     pid = _running(run)
     if pid is not None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
         wait_until(lambda: _running(run) is None, STOP_TIMEOUT, f"the sandboxes' relay (pid {pid}) to exit")
     folder = sockets_dir(run.root)
-    for path in [*folder.glob("*"), *pane_sockets_dir(run.root).glob("pane-*/pane.sock")]:
-        path.unlink(missing_ok=True)
-    with contextlib.suppress(OSError):
-        folder.rmdir()
+    for path in [*folder.glob("*"), *folder.glob("w*/*"), *pane_sockets_dir(run.root).glob("pane-*/pane.sock")]:
+        if not path.is_dir():
+            path.unlink(missing_ok=True)
+    if not keep_folders:
+        for path in [*folder.glob("w*"), folder]:
+            with contextlib.suppress(OSError):
+                path.rmdir()
 
 
 class _Cap:
     """Worker n's open connections on one of its sockets, at most `limit`: past it a connection is refused at
-    once and the burst flagged once (connections-capped). Every worker's bus, gateway and pane sockets share
-    this process's file descriptors: no worker may spend them."""
+    once (connections-capped). Every worker's bus, gateway and pane sockets share this process's file
+    descriptors: no worker may spend them. Each refusal is logged through orch.run.refusals (rate-limited)."""
 
     def __init__(self, run: RunFolder, n: int, path: Path, limit: int) -> None:
         self.run, self.n, self.path, self.limit = run, n, path, limit
-        self.open, self.flagged = 0, False
+        self.open = 0
+        self._refusals = RefusalLog(run)
 
     def admit(self) -> bool:
         if self.open >= self.limit:
-            if not self.flagged:
-                self.flagged = True
-                data = {"open": self.limit, "socket": self.path.name}
-                self.run.log_event(ControllerEvent(event=Event.CONNECTIONS_CAPPED, worker=self.n, data=data))
+            self.refuse(Event.CONNECTIONS_CAPPED, self.n, {"open": self.limit})
             return False
         self.open += 1
         return True
 
     def release(self) -> None:
         self.open -= 1
-        if self.open == 0:
-            self.flagged = False  # a later burst is flagged again
+
+    def refuse(self, event: Event, worker: int | None, data: dict[str, object]) -> None:
+        self._refusals.refuse(event, event, worker, {**data, "socket": self.path.name})
 
 
 async def _to_gateway(
@@ -188,22 +221,40 @@ async def _to_gateway(
 
 class _Pane:
     """Worker n's own pane, and nothing else of the run's tmux server (`pane-N.sock`). `peers`: the uids it
-    answers (a container's strict run: worker n's and the run's own), None: whoever reaches the socket."""
+    answers (a container's strict run: worker n's and the run's own), None: whoever reaches the socket.
 
-    def __init__(self, tmux: TmuxServer, n: int, cap: _Cap, peers: set[int] | None = None) -> None:
-        self.tmux, self.n, self.cap, self.peers = tmux, n, cap, peers
+    Its tmux commands run on a thread of its own, one at a time: a worker whose requests keep tmux busy
+    waits for itself, while every other worker's run on theirs (a shared pool would let one worker's held
+    requests take every thread). A request line must arrive whole, and its answer be read, within `deadline`."""
+
+    def __init__(
+        self, tmux: TmuxServer, n: int, cap: _Cap, peers: set[int] | None = None, deadline: float = PANE_TIMEOUT
+    ) -> None:
+        self.tmux, self.n, self.cap, self.peers, self.deadline = tmux, n, cap, peers, deadline
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"pane-{n}")
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        admitted = self.cap.admit()
         try:
-            if self.peers is not None and peer_uid(writer.get_extra_info("socket")) not in self.peers:
+            uid = peer_uid(writer.get_extra_info("socket")) if self.peers is not None else None
+        except OSError:  # gone already
+            writer.close()
+            return
+        stranger = self.peers is not None and uid not in self.peers
+        if stranger:  # before the cap: a stranger's connections count against no worker's
+            self.cap.refuse(Event.PEER_REFUSED, None if uid is None else worker_of(uid), {"uid": uid, "pane": self.n})
+        admitted = not stranger and self.cap.admit()
+        try:
+            if stranger:
                 answer: dict[str, object] = {"ok": False, "error": f"not worker {self.n}'s"}
             elif not admitted:
                 answer = {"ok": False, "error": f"too many open pane connections (at most {self.cap.limit})"}
             else:
-                answer = await self._answer(await asyncio.wait_for(reader.readline(), PANE_TIMEOUT))
+                answer = await self._answer(await asyncio.wait_for(reader.readline(), self.deadline))
             writer.write(json.dumps(answer).encode() + b"\n")
-            await writer.drain()
+            await asyncio.wait_for(writer.drain(), self.deadline)
         except (OSError, TimeoutError, ValueError):  # gone, silent, or a line over the limit: dropped
             pass
         finally:
@@ -221,15 +272,19 @@ class _Pane:
         if op not in ("screen", "paste", "enter") or (op == "paste" and not isinstance(text, str)):
             return {"ok": False, "error": "unknown pane request: screen, paste (with text) or enter"}
         try:
-            pane = (await asyncio.to_thread(self.tmux.pane, self.n)).pane_id
-            if op == "screen":
-                return {"ok": True, "screen": await asyncio.to_thread(self.tmux.capture, pane)}
-            if op == "paste":
-                await asyncio.to_thread(self.tmux.paste, pane, str(text))
-            else:
-                await asyncio.to_thread(self.tmux.send_keys, pane, "Enter")
+            return await asyncio.get_running_loop().run_in_executor(self.pool, self._run, op, str(text))
         except OrchError as exc:
             return {"ok": False, "error": exc.one_line()}
+
+    def _run(self, op: str, text: str) -> dict[str, object]:
+        """One request's tmux commands, on this worker's thread."""
+        pane = self.tmux.pane(self.n).pane_id
+        if op == "screen":
+            return {"ok": True, "screen": self.tmux.capture(pane)}
+        if op == "paste":
+            self.tmux.paste(pane, text)
+        else:
+            self.tmux.send_keys(pane, "Enter")
         return {"ok": True}
 
 
@@ -240,6 +295,7 @@ async def _serve(run: RunFolder, gateway_url: str | None) -> None:
     servers = []
     if gateway_url is not None:
         for n in range(1, workers + 1):
+            worker_sockets(run, n).mkdir(mode=0o700, exist_ok=True)
             bus.listen(bus_socket(run, n), worker=n)
         bus.start()
         parts = urlsplit(gateway_url)
@@ -251,11 +307,13 @@ async def _serve(run: RunFolder, gateway_url: str | None) -> None:
             served = functools.partial(_to_gateway, host, port, cap)
             servers.append(await asyncio.start_unix_server(served, path=str(path)))
     tmux = TmuxServer(run.info().tmux_socket)
-    for n in range(1, workers + 1):
+    panes = []
+    for n in range(1, workers + 1) if gateway_url is None else pane_workers(run.info()):
         path = pane_socket(run, n) if gateway_url is not None else _own_pane_path(run, n)
         path.unlink(missing_ok=True)
         peers = None if gateway_url is not None else {worker_uid(n), os.geteuid()}
         pane = _Pane(tmux, n, _Cap(run, n, path, PANE_CONNECTIONS), peers)
+        panes.append(pane)
         servers.append(await asyncio.start_unix_server(pane.serve, path=str(path), limit=PANE_REQUEST))
         if gateway_url is None:
             path.chmod(0o666)  # its folder is the gate: only worker n (and this uid) may enter it
@@ -269,6 +327,8 @@ async def _serve(run: RunFolder, gateway_url: str | None) -> None:
     watcher.cancel()
     for server in servers:
         server.close()
+    for pane in panes:
+        pane.close()
     if gateway_url is not None:
         bus.stop()
     _pid_file(run).unlink(missing_ok=True)

@@ -37,8 +37,12 @@ from orch.gateway.records import GatewayBoot, Scheme
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, RunInfo
+from orch.waits import wait_until
 
 log = logging.getLogger(__name__)
+RESTART_TIMEOUT = 60.0
+"""How long a gateway whose process lives may take to answer again (a keeper's new supervisor rebinds its
+old address: up to 15 s while the dying server child lets go, then starts its scripted model and server)."""
 
 
 def _saved(info: RunInfo) -> GatewayHandle | None:
@@ -59,6 +63,29 @@ def lost(info: RunInfo) -> GatewayHandle | None:
     starts another that resumes its address and worker tokens. None while it runs, or with none at all."""
     handle = _saved(info)
     return handle if handle is not None and not gateway_alive(handle) else None
+
+
+def _coming_back(run: RunFolder, info: RunInfo) -> GatewayHandle | None:
+    """The run's gateway that does not answer while its handle's process lives: its supervisor is starting
+    a server child again, or (in a container) the gateway's keeper is starting the gateway again as the
+    gateway's uid (orch.container.gatewaykeeper). Waited for, never replaced by a second one; None when
+    nothing of it lives. A gateway of another uid that is gone for good cannot be started here: this uid
+    may not write its `model/` (SandboxError, saying so)."""
+    handle = _saved(info)
+    if handle is None:
+        return None
+    if gateway_alive(handle):
+        what = f"the run's model gateway (pid {handle.pid}) to answer again"
+        wait_until(lambda: GatewayClient(handle).health(), RESTART_TIMEOUT, what, interval=0.2)
+        return handle
+    model = run.model_dir
+    if model.is_dir() and model.stat().st_uid != os.geteuid():
+        raise SandboxError(
+            f"run {info.name}: its model gateway (uid {model.stat().st_uid}, kept by the container's init) is "
+            "gone, and this uid may not start it as that uid",
+            hint="the run cannot reach its model any more: stop it (`orch kill`) and resume it",
+        )
+    return None
 
 
 def upstreams(info: RunInfo) -> FleetUpstreams:
@@ -91,7 +118,7 @@ def ensure(run: RunFolder, info: RunInfo) -> GatewayHandle:
     A new one after a supervisor that died takes back its address and the workers' live tokens (kept in
     the gateway's private state beside its handle), so running workers carry on. Sets `info.credential`
     (saved with run.json by the caller)."""
-    handle = running(info)
+    handle = running(info) or _coming_back(run, info)
     if handle is not None:
         _check_offline(handle, info)
         # One the container's init started: its upstreams' schemes, as the init told (none told: as it was).

@@ -18,6 +18,7 @@ from orch import settings
 from orch.errors import OrchError
 from orch.gateway.records import GatewayBoot
 from orch.gateway.supervisor import Supervisor
+from orch.text import first_error
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,9 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         boot = GatewayBoot.model_validate_json(sys.stdin.readline())
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(p) for p in error["loc"]) or "the line"
-        print(f"orch gateway: bad boot line: {where}: {error['msg']}", file=sys.stderr)
+        print(f"orch gateway: bad boot line: {first_error(exc, 'the line')}", file=sys.stderr)
         return 2
     if not boot.upstreams and boot.replay is None:
         print("orch gateway: bad boot line: needs an upstream or a replay cassette", file=sys.stderr)

@@ -15,9 +15,9 @@ from typing import Any
 
 from orch import sse
 from orch.gateway import protocol as api
-from orch.gateway.protocol import Outcome, ProtocolBase, ToolResult, ToolUse
+from orch.gateway.protocol import Outcome, ProtocolBase, StreamBase, ToolResult, ToolUse
 from orch.gateway.records import Scheme, Tokens
-from orch.jsonsample import sample
+from orch.jsonsample import sample_text
 
 OAUTH_BETA = "oauth-2025-04-20"
 _ERROR_TYPES: dict[api.ErrorKind, str] = {
@@ -123,11 +123,11 @@ def rewrite_stream(text: str, rewrite: api.Rewrite) -> str:
     return sse.joined(lines, payloads, changed)
 
 
-class _Stream:
+class _Stream(StreamBase):
     """Follows one SSE response: usage from message_start and message_delta, tool_use blocks by index."""
 
     def __init__(self) -> None:
-        self._outcome = Outcome()
+        super().__init__()
         self._open: dict[int, tuple[str, str, list[str]]] = {}
 
     def feed(self, event: dict[str, Any]) -> None:
@@ -152,9 +152,6 @@ class _Stream:
             self._outcome.usage = _tokens(event.get("usage"), self._outcome.usage)
         elif kind == "message_stop":
             self._outcome.complete = True
-
-    def outcome(self) -> Outcome:
-        return self._outcome
 
 
 class AnthropicProtocol(ProtocolBase):
@@ -224,7 +221,7 @@ class AnthropicProtocol(ProtocolBase):
                 "application/json", json.dumps({"input_tokens": max(1, len(json.dumps(body)) // 4)}), False
             )
         schema = _schema(body)
-        text = json.dumps(sample(schema, "Replayed session")) if isinstance(schema, dict) else "Replayed session"
+        text = sample_text(schema, api.REPLAY_TEXT)
         usage = dict.fromkeys(_USAGE_FIELDS, 0)
         message = {
             "id": f"msg_replay{tag}",

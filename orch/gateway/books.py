@@ -19,7 +19,8 @@ from pydantic import ValidationError
 from orch.gateway.events import EventLog
 from orch.gateway.pricing import Pricing
 from orch.gateway.records import GatewayBudget, GatewayEventKind, Tokens, UsageLine, UsageSnapshot, WorkerUsage
-from orch.run.folder import RunFolder, atomic_write
+from orch.run.files import atomic_write
+from orch.run.folder import RunFolder
 
 NO_JOB = "-"
 M = TypeVar("M", UsageSnapshot, GatewayBudget)

@@ -23,7 +23,7 @@ from orch.errors import UsageError
 from orch.gateway import portable
 from orch.gateway.records import Exchange
 from orch.run.folder import RunFolder
-from orch.text import shorten
+from orch.text import first_error, shorten
 
 GZIP_MAGIC = b"\x1f\x8b\x08"
 CHUNK = 1 << 16
@@ -100,9 +100,7 @@ def read_exchanges(path: Path) -> list[Exchange]:
             try:
                 exchanges.append(Exchange.model_validate_json(text))
             except ValidationError as exc:
-                error = exc.errors()[0]
-                where = ".".join(str(p) for p in error["loc"])
-                reason = shorten(f"{where}: {error['msg']}" if where else error["msg"], 160)
+                reason = shorten(first_error(exc), 160)
                 raise UsageError(f"corrupt exchanges file {path} line {line}: {reason}") from None
     return exchanges
 

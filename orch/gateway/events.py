@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from orch.gateway.records import GatewayEvent, GatewayEventKind
-from orch.run.folder import append_line
+from orch.run.files import append_line
 
 log = logging.getLogger("orch.gateway")
 

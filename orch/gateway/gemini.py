@@ -24,9 +24,9 @@ from typing import Any
 
 from orch import sse
 from orch.gateway import protocol as api
-from orch.gateway.protocol import Outcome, ProtocolBase, ToolResult, ToolUse
+from orch.gateway.protocol import Outcome, ProtocolBase, StreamBase, ToolResult, ToolUse
 from orch.gateway.records import Scheme, Tokens
-from orch.jsonsample import sample
+from orch.jsonsample import sample_text
 
 PATH_RE = re.compile(r"^/v1(?:beta|alpha)?/models/([^/:]+):(generateContent|streamGenerateContent|countTokens)$")
 MADE_UP_ID = re.compile(r"^.+_\d{10,}_\d+$")
@@ -87,11 +87,8 @@ def _schema(body: Mapping[str, Any]) -> object:
     return (config.get("responseJsonSchema") or config.get("responseSchema")) if isinstance(config, dict) else None
 
 
-class _Stream:
+class _Stream(StreamBase):
     """Follows one SSE response: every chunk may carry parts; the last usageMetadata holds the totals."""
-
-    def __init__(self) -> None:
-        self._outcome = Outcome()
 
     def feed(self, event: dict[str, Any]) -> None:
         outcome = self._outcome
@@ -101,9 +98,6 @@ class _Stream:
         outcome.tool_uses += _calls(event)
         if _finished(event):
             outcome.complete = True
-
-    def outcome(self) -> Outcome:
-        return self._outcome
 
 
 class GeminiProtocol(ProtocolBase):
@@ -203,7 +197,7 @@ class GeminiProtocol(ProtocolBase):
                 "application/json", json.dumps({"totalTokens": max(1, len(json.dumps(body)) // 4)}), False
             )
         schema = _schema(body)
-        text = json.dumps(sample(schema, "Replayed session", 1)) if isinstance(schema, dict) else "Replayed session"
+        text = sample_text(schema, api.REPLAY_TEXT, 1)
         chunk = {
             "candidates": [
                 {"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP", "index": 0}

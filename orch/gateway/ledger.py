@@ -14,7 +14,8 @@ from typing import Literal
 
 from orch.gateway.protocol import ToolResult, ToolUse
 from orch.gateway.records import LedgerEntry
-from orch.run.folder import RunFolder, append_line
+from orch.run.files import append_line
+from orch.run.folder import RunFolder
 
 OUTPUT_LIMIT = 2000
 Kind = Literal["tool_use", "tool_result"]

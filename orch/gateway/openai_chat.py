@@ -28,7 +28,7 @@ from typing import Any
 from orch import sse
 from orch.contracts import TEXT_SHELL
 from orch.gateway import protocol as api
-from orch.gateway.protocol import Outcome, ProtocolBase, ToolResult, ToolUse
+from orch.gateway.protocol import Outcome, ProtocolBase, StreamBase, ToolResult, ToolUse
 from orch.gateway.records import Tokens
 
 PATHS = ("/chat/completions", "/v1/chat/completions")
@@ -105,11 +105,11 @@ def _text(content: object) -> str:
     return ""
 
 
-class _Stream:
+class _Stream(StreamBase):
     """Follows one chat.completion.chunk stream: tool call fragments by index, the finish, the usage."""
 
     def __init__(self, text_shell: bool = False) -> None:
-        self._outcome = Outcome()
+        super().__init__()
         self._calls: dict[int, list[str]] = {}
         self._order: list[int] = []
         self._finished = False
@@ -249,13 +249,13 @@ class ChatCompletionsProtocol(ProtocolBase):
         base = {"id": f"chatcmpl-replay{tag}", "created": 0, "model": str(body.get("model") or "replay")}
         usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
         if not body.get("stream"):
-            message = {"role": "assistant", "content": "Replayed session"}
+            message = {"role": "assistant", "content": api.REPLAY_TEXT}
             whole = {**base, "object": "chat.completion", "usage": usage,
                      "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}  # fmt: skip
             return api.Synthesised("application/json", json.dumps(whole), False)
         chunk = {**base, "object": "chat.completion.chunk"}
         chunks = [
-            {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Replayed session"}}]},
+            {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": api.REPLAY_TEXT}}]},
             {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
             {**chunk, "choices": [], "usage": usage},
         ]

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import tempfile
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
@@ -25,7 +23,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from orch.errors import UsageError
 from orch.gateway.records import Exchange
-from orch.text import shorten
+from orch.run.files import atomic_stream
+from orch.text import first_error, shorten
 
 FORMAT = "orch-recording"
 VERSION = 1
@@ -53,18 +52,11 @@ def write(path: Path, header: dict[str, Any], exchanges: Iterable[Exchange]) -> 
     leaves no half file. Returns the number of exchanges written."""
     path.parent.mkdir(parents=True, exist_ok=True)
     count = 0
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as gz:
-            gz.write((json.dumps(header, separators=(",", ":")) + "\n").encode())
-            for exchange in exchanges:
-                gz.write((exchange.model_dump_json() + "\n").encode())
-                count += 1
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_stream(path) as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as gz:
+        gz.write((json.dumps(header, separators=(",", ":")) + "\n").encode())
+        for exchange in exchanges:
+            gz.write((exchange.model_dump_json() + "\n").encode())
+            count += 1
     return count
 
 
@@ -91,10 +83,7 @@ def read(path: Path) -> tuple[dict[str, Any], list[Exchange]]:
         try:
             exchanges.append(Exchange.model_validate_json(line))
         except ValidationError as exc:
-            error = exc.errors()[0]
-            where = ".".join(str(p) for p in error["loc"])
-            reason = f"{where}: {error['msg']}" if where else str(error["msg"])
-            raise _corrupt(path, f"line {number}: {shorten(reason, 160)}") from None
+            raise _corrupt(path, f"line {number}: {shorten(first_error(exc), 160)}") from None
     if not exchanges:
         raise _corrupt(path, "it holds no exchange")
     return header, exchanges
@@ -132,8 +121,7 @@ def _header(path: Path, line: str) -> dict[str, Any]:
     try:
         Where.model_validate(header)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        raise _corrupt(path, f"header: {'.'.join(str(p) for p in error['loc'])}: {error['msg']}") from None
+        raise _corrupt(path, f"header: {first_error(exc)}") from None
     return header
 
 

@@ -15,6 +15,7 @@ from orch import settings
 from orch.errors import UsageError
 from orch.gateway.records import Tokens
 from orch.run.records import Strict
+from orch.text import first_error
 
 SHIPPED = "orch/data/pricing.json"
 
@@ -65,9 +66,7 @@ def load_pricing(override: str | None = None) -> Pricing:
     except OSError as exc:
         raise UsageError(f"cannot read pricing file {path}: {exc.strerror}") from None
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(p) for p in error["loc"]) or "the file"
         raise UsageError(
-            f"pricing file {path} is malformed: {where}: {error['msg']}",
+            f"pricing file {path} is malformed: {first_error(exc, 'the file')}",
             hint='{"models": {"claude-sonnet-4": {"input": 3, "output": 15, "cache_write": 3.75, "cache_read": 0.3}}}',
         ) from None

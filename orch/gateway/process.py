@@ -26,7 +26,7 @@ from orch import procs, settings
 from orch.errors import NotFoundError, OrchError, UsageError
 from orch.gateway.records import GatewayBoot, GatewayBudget
 from orch.gateway.wire import boot_line
-from orch.run.folder import atomic_write
+from orch.run.files import atomic_write
 from orch.run.records import Strict
 from orch.waits import read_line, wait_until
 

@@ -24,6 +24,8 @@ CallKind = Literal["messages", "count_tokens", "other"]
 ReplayKind = Literal["main", "side", "count_tokens", "other"]
 Rewrite = Callable[[str], str]
 """A text rewrite (replay: the recording's folders become this run's)."""
+REPLAY_TEXT = "Replayed session"
+"""The text of every answer replay synthesises (`synthesised`), or of its strings where a schema is asked for."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,16 @@ class StreamReader(Protocol):
         """One parsed SSE data object, in order."""
 
     def outcome(self) -> Outcome: ...
+
+
+class StreamBase:
+    """What every StreamReader shares: the Outcome its feed() fills as the stream goes."""
+
+    def __init__(self) -> None:
+        self._outcome = Outcome()
+
+    def outcome(self) -> Outcome:
+        return self._outcome
 
 
 class ApiProtocol(Protocol):

@@ -19,9 +19,9 @@ from typing import Any
 
 from orch import sse
 from orch.gateway import protocol as api
-from orch.gateway.protocol import Outcome, ProtocolBase, ToolResult, ToolUse
+from orch.gateway.protocol import Outcome, ProtocolBase, StreamBase, ToolResult, ToolUse
 from orch.gateway.records import Tokens
-from orch.jsonsample import sample
+from orch.jsonsample import sample_text
 
 PATHS = ("/responses", "/v1/responses")
 _ERROR_TYPES: dict[api.ErrorKind, tuple[str, str | None]] = {
@@ -79,11 +79,11 @@ def _failed(output: object) -> bool:
     return exit_code is not None and exit_code[1] != "0"
 
 
-class _Stream:
+class _Stream(StreamBase):
     """Follows one SSE response: tool calls from output_item.done, model and usage from the final event."""
 
     def __init__(self) -> None:
-        self._outcome = Outcome()
+        super().__init__()
         self._seen: set[str] = set()
 
     def _add(self, item: object) -> None:
@@ -105,9 +105,6 @@ class _Stream:
             for item in response.get("output") or []:
                 self._add(item)
             self._outcome.complete = True
-
-    def outcome(self) -> Outcome:
-        return self._outcome
 
 
 class ResponsesProtocol(ProtocolBase):
@@ -172,7 +169,7 @@ class ResponsesProtocol(ProtocolBase):
         given = body.get("text")
         text_format = given.get("format") if isinstance(given, dict) else None
         schema = text_format.get("schema") if isinstance(text_format, dict) else None
-        text = json.dumps(sample(schema, "Replayed session")) if isinstance(schema, dict) else "Replayed session"
+        text = sample_text(schema, api.REPLAY_TEXT)
         item: dict[str, Any] = {
             "type": "message",
             "id": f"msg_replay{tag}",

@@ -37,7 +37,9 @@ from orch.gateway.records import GatewayBoot, GatewayBudget, GatewayEventKind
 from orch.gateway.replay import Replayer
 from orch.gateway.wire import ChildStart, Report
 from orch.gateway.writer import Writer
-from orch.run.folder import RunFolder, atomic_write
+from orch.run.files import atomic_write
+from orch.run.folder import RunFolder
+from orch.text import first_error
 
 log = logging.getLogger("orch.gateway")
 _WORKER_PATH = re.compile(r"^/t/([^/?]+)(/[^?]*)?(\?.*)?$")
@@ -108,7 +110,7 @@ class Gateway:
             try:
                 budget = GatewayBudget.model_validate_json(await request.read())
             except ValidationError as exc:
-                return _json(400, {"error": f"orch gateway: bad budget: {exc.errors()[0]['msg']}"})
+                return _json(400, {"error": f"orch gateway: bad budget: {first_error(exc)}"})
             atomic_write(self.folder.model_budget, budget.model_dump_json(indent=2) + "\n")
             self.books.set_budget(budget)
             await self.books.flush()

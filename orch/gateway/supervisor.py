@@ -41,7 +41,8 @@ from orch.gateway.pricing import load_pricing
 from orch.gateway.process import state_path
 from orch.gateway.records import GatewayBoot, GatewayEventKind
 from orch.gateway.wire import ChildStart, Report, boot_line
-from orch.run.folder import RunFolder, atomic_write
+from orch.run.files import atomic_write
+from orch.run.folder import RunFolder
 from orch.run.records import Strict
 from orch.waits import read_line
 

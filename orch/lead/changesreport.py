@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from orch.lead.changes.records import ChangeRow
-from orch.lead.jobs import ChangeStage, ControllerState
+from orch.errors import OrchError
+from orch.lead.changes import outcome, take
+from orch.lead.changes.records import Change, ChangeRow, ChangeStatus, ChecksRecord, RejectReason, ReviewCell
+from orch.lead.changes.repo import RunRepo
+from orch.lead.jobs import ChangeBook, ChangeStage, ControllerState, JobStatus
 from orch.lead.landing import WRITING_ROLES
-from orch.run.folder import RELATIVE
+from orch.lead.spec import FleetSpec
+from orch.run.folder import RELATIVE, RunFolder
 from orch.text import shorten
 
 DETAIL_CHARS = 90
@@ -101,3 +105,71 @@ def live_lines(state: ControllerState) -> list[str]:
             again = f", rebase of {job.rebase_of}" if job.rebase_of else ""
             out.append(f"change {job.id} ({job.task}, W{job.worker or '?'}): writing ({job.status.value}{again})")
     return out
+
+
+# --- report.json's rows, as the controller's books move -----------------------------------------
+def write_row(run: RunFolder, spec: FleetSpec, state: ControllerState, book: ChangeBook) -> None:
+    """report.json's row for the change's task, as it stands now (orch.lead.changes.outcome writes it)."""
+    if book.stage is ChangeStage.REBASING:
+        return  # the rebase job's change carries the task on
+    repo = RunRepo.open(run)
+    try:
+        change: Change | None = take.load_change(repo, book.id)
+    except (OSError, ValueError, OrchError):  # never taken (orch.lead.writing.Writing.untaken)
+        change = None
+    try:
+        checks = ChecksRecord.model_validate_json(run.change_checks(book.id).read_text())
+        results = checks.results
+    except (OSError, ValueError):
+        results = []
+    agent_models = spec.agent_models()
+    reviewed = book.reviewed or book.id
+    cells = [
+        ReviewCell(
+            job=r.job,
+            reviewer=r.reviewer,
+            agent=agent_models[r.reviewer][0],
+            verdict=r.report.verdict.value,
+            reason=r.report.reason,
+        )
+        for r in state.reviews
+        if r.change == reviewed
+    ]
+    cells += [
+        ReviewCell(job=j.id, reviewer=j.worker, verdict="REFUSED", reason=j.failure or "")
+        for j in state.review_jobs(reviewed)
+        if j.status is JobStatus.FAILED
+    ]
+    status, reason = ROW_STATUS[book.stage], None
+    if book.stage is ChangeStage.REJECTED and book.reason:
+        reason = RejectReason(book.reason.split(":", 1)[0])
+    row = ChangeRow(
+        task=book.task,
+        writer=book.writer,
+        agent=agent_models[book.writer][0],
+        job=book.id,
+        status=status,
+        reason=reason,
+        detail=book.reason or "",
+        diffstat=change.diffstat if change else "",
+        files=change.files if change else [],
+        checks=results,
+        reviews=cells,
+        rebases=book.rebases,
+        commit=book.commit,
+    )
+    outcome.write_row(run, row)
+
+
+ROW_STATUS = {
+    # Not landed (yet): a run that ends here did not land it.
+    ChangeStage.CHECKING: ChangeStatus.FAILED,
+    ChangeStage.REVIEW: ChangeStatus.FAILED,
+    ChangeStage.QUEUED: ChangeStatus.FAILED,
+    ChangeStage.LANDED: ChangeStatus.LANDED,
+    ChangeStage.REJECTED: ChangeStatus.REJECTED,
+    ChangeStage.CONFLICT: ChangeStatus.CONFLICT,
+    ChangeStage.FAILED: ChangeStatus.FAILED,
+    ChangeStage.UNCHANGED: ChangeStatus.UNCHANGED,
+    ChangeStage.REBASING: ChangeStatus.CONFLICT,
+}

@@ -35,8 +35,18 @@ def _assigned(e: ControllerEvent, d: dict[str, Any]) -> str:
     return f"assigned {d['job']} ({d['role']}: {stage} {d['finding']})"
 
 
+def _checks_ended(e: ControllerEvent, d: dict[str, Any]) -> str | None:
+    if d.get("error"):
+        return f"change {d['change']}: its {d['work']} checks could not run ({shorten(d['error'], CLAIM_CHARS)})"
+    if d.get("work") != "gate":
+        return None  # the integration's word is change-integrated's
+    regressed = d.get("regressions") or []
+    return f"change {d['change']}: " + (f"regressed {', '.join(regressed)}" if regressed else "its checks passed")
+
+
 def _change_taken(e: ControllerEvent, d: dict[str, Any]) -> str:
-    gate = "" if d.get("checks_ok", True) else "; a check regressed"
+    gate = "; checks to run" if d.get("checking") else ""
+    gate += "" if d.get("checks_ok", True) else "; a check regressed"  # runs before the checks left the loop
     if d.get("scope"):
         gate += f"; out of scope: {shorten('; '.join(d['scope']), CLAIM_CHARS)}"
     kept = f"; keeps the reviews of {d['kept_reviews']}" if d.get("kept_reviews") else ""
@@ -90,6 +100,9 @@ TEXTS: dict[Event, Callable[[ControllerEvent, dict[str, Any]], str | None]] = {
         + (f": {shorten(d['reason'], CLAIM_CHARS)}" if d.get("reason") else "")
     ),
     Event.REBASE_OPENED: lambda e, d: f"change {d['change']} goes back to its writer: rebase job {d['job']}",
+    Event.CHECKS_STARTED: lambda e, d: f"change {d['change']}: {d['work']} checks started",
+    Event.CHECKS_ENDED: _checks_ended,
+    Event.CHANGE_QUEUED: lambda e, d: f"change {d['change']} approved: in the integration queue ({d['ahead']} ahead)",
     Event.WATCH_ACTION: lambda e, d: (
         f"{d['action']} from orch watch ({d['by']}): {'done' if d['ok'] else 'failed'}: {shorten(d.get('said'), 120)}"
     ),

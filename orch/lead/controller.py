@@ -20,6 +20,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import select
 import time
 from collections.abc import Iterator
 
@@ -110,6 +111,9 @@ class Controller:
                         break
                     self.wait(notifier)
             finally:
+                # Every running check killed, on any way out (a finished run, an error, Ctrl-C); a change still
+                # being checked stays so in controller.json unless the run itself ended (finish).
+                self.review.writing.stop_checks(ended_run=decisions.finished(self.state))
                 self.watchdog.close()
                 self.over_caps()
                 if notifier is not None:
@@ -117,11 +121,15 @@ class Controller:
             return self.finish()
 
     def wait(self, notifier: Inotify | None) -> None:
+        """Until a file of the run changes, a check ends (the pool's pipe) or the next deadline."""
         timeout = decisions.wake_in(self.state, self.spec, time.time())
+        if notifier is None:  # no inotify: the deadline-bounded poll is the wait
+            timeout = min(timeout, 0.2)
+        fds = [self.desk.checks.fd] + ([notifier.fd] if notifier is not None else [])
+        with contextlib.suppress(InterruptedError):
+            select.select(fds, [], [], timeout)
         if notifier is not None:
-            notifier.wait(timeout)
-        else:  # no inotify: the deadline-bounded poll is the wait
-            time.sleep(min(timeout, 0.2))
+            notifier.wait(0)  # drain what is queued
 
     def step(self) -> None:
         panes = self.desk.server.panes_if_running()
@@ -129,6 +137,7 @@ class Controller:
         if not self.desk.panes and not self.recovery.relaunch_fleet(server_running=panes is not None):
             return
         self.recovery.keep_gateway()
+        self.recovery.keep_relay()
         self.over_caps()
         now = time.time()
         if now > self.state.started + self.spec.timeouts.run:
@@ -136,6 +145,7 @@ class Controller:
             return
         if self.check_budget():
             return
+        self.review.writing.collect_checks()  # what the check pool finished (it starts what has room)
         for book in self.state.workers:
             if book.dead is None:
                 self.watch(book)
@@ -161,7 +171,9 @@ class Controller:
         # a survivor with no round 3. Opening it again is idempotent (round 3 jobs exist afterwards).
         for finding in self.state.findings:
             self.review.advance(finding.id)
+        self.review.writing.untaken()  # a writer job done with no change (a controller before one save)
         for change in self.state.changes:  # likewise a change whose reviews settled just before the death
+            self.review.writing.write_row(change)  # its row, in case the death came between its save and it
             self.review.writing.advance(change.id)
         self.recovery.repoint_relaunched()
 

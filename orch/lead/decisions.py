@@ -42,8 +42,8 @@ def outcome(state: ControllerState, spec: FleetSpec) -> Outcome:
     open_ = {f: s.value for f, s in statuses.items() if s is not FindingStatus.CONFIRMED}
     # A fixer handed confirmed findings was asked for a change: leaving the tree as it was does not pass.
     confirmed = any(s is FindingStatus.CONFIRMED for s in statuses.values())
-    fixers = {j.task for j in state.jobs if j.role is Role.FIXER and j.task is not None} if confirmed else set()
-    open_ |= {f"change {task}": why for task, why in landing.unlanded(state, fixers).items()}
+    needing = {tid for tid, task in zip(spec.task_ids(), spec.tasks, strict=True) if task.needs_change(confirmed)}
+    open_ |= {f"change {task}": why for task, why in landing.unlanded(state, needing).items()}
     if open_:
         why = ", ".join(f"{f} {s}" for f, s in open_.items())
         return Outcome(exit_code=EXIT_NOT_CONFIRMED, status="not-confirmed", reason=why, findings=statuses)
@@ -52,7 +52,10 @@ def outcome(state: ControllerState, spec: FleetSpec) -> Outcome:
 
 
 def finished(state: ControllerState) -> bool:
-    return state.aborted is not None or all(j.terminal for j in state.jobs)
+    """Aborted, or every job ended and no change is still being checked or waits in the integration queue."""
+    if state.aborted is not None:
+        return True
+    return all(j.terminal for j in state.jobs) and not landing.checks_pending(state)
 
 
 def wake_in(state: ControllerState, spec: FleetSpec, now: float) -> float:

@@ -9,11 +9,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from orch import settings
 from orch.errors import DeliveryError
 from orch.fleet import launch, talk
 from orch.fleet.tmux import PaneInfo
 from orch.fleet.workerstate import derive_state
 from orch.lead import decisions
+from orch.lead.changes.checkpool import CheckPool
+from orch.lead.changes.records import ChecksRecord, Integration
 from orch.lead.gatewaylink import GatewayLink
 from orch.lead.jobs import ControllerState, Job, save_state
 from orch.lead.spec import FleetSpec
@@ -54,6 +57,10 @@ class Desk:
         stopped (orch.lead.review.Review.stop_leftovers): what a writer's gate holds against it."""
         self.gateway = GatewayLink(run)
         self._gateway_unanswered = False
+        self.checks: CheckPool[ChecksRecord | Integration] = CheckPool(
+            settings.CHECKS_AT_ONCE.get(), self.info.tmux_socket
+        )
+        """The changes' checks, off the loop (orch.lead.writing starts them and takes in what ended)."""
 
     def save(self) -> None:
         save_state(self.run, self.state)

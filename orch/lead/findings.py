@@ -27,7 +27,7 @@ from orch.run.files import UnsafeOutput, read_worker_file
 from orch.run.folder import RunFolder
 from orch.run.hookwriter import DENIED
 from orch.run.records import HookEvent, Strict
-from orch.text import shorten
+from orch.text import error_line, shorten
 
 FINDING_ID_PATTERN = r"^[A-Za-z0-9_]{1,16}$"
 MAX_FINDINGS = 50
@@ -321,10 +321,7 @@ def _load(model: type[M], path: Path, token: str) -> tuple[M | None, list[Proble
 
 def describe(exc: ValidationError, limit: int = 6) -> str:
     """Pydantic errors as `where: what; ...` for a worker to act on."""
-    parts = []
-    for err in exc.errors(include_url=False)[:limit]:
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        parts.append(f"{loc}: {err['msg']}")
+    parts = [error_line(err, "(top level)") for err in exc.errors(include_url=False)[:limit]]
     more = len(exc.errors()) - limit
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 

@@ -141,7 +141,11 @@ class Flag(Strict):
 class ChangeStage(StrEnum):
     """Where a writer job's change is: its gate, its reviews, the integration queue, or its end."""
 
+    CHECKING = "checking"
+    """Its gate's checks run off the controller's loop (or wait for a slot): a resumed controller runs them again."""
     REVIEW = "review"
+    QUEUED = "queued"
+    """Approved, in the integration queue (applied, checked and landed one at a time, off the loop)."""
     LANDED = "LANDED"
     REJECTED = "REJECTED"
     CONFLICT = "CONFLICT"
@@ -182,6 +186,8 @@ class ChangeBook(Strict):
     """The change whose reviews count for this one (itself, or the change it rebased with the same fingerprint)."""
     commit: str | None = None
     """The landed commit."""
+    queued_at: float | None = None
+    """When it entered the integration queue: the queue's order."""
     checks_ok: bool = True
     scope: list[str] = Field(default_factory=list)
     """Protected paths it edited without the task's leave."""

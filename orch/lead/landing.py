@@ -12,18 +12,24 @@ Rules (a change counts only after the project's own checks passed and another wo
 - an approved change goes to the integration queue: LANDED, or (CONFLICT, CHECKS_FAILED) back to its
   writer as a rebase job at the new head while it has rebases left (`max_rebases`), else CONFLICT / FAILED;
 - a rebased change whose patch, context lines aside, is the one reviewed keeps its reviews; else it is
-  reviewed again.
+  reviewed again;
+- the checks (a gate's, an integration's) run off the controller's loop, at most `slots` at once
+  (`to_start`): the integration queue one change at a time in the order approved, ahead of the gates; a
+  change whose checks had not ended when its controller died is checked again (CHECKING and QUEUED are saved,
+  what runs is not);
+- a writer that left the tree as it was completes its task (UNCHANGED) unless the task needs a change
+  (`change: required`): then the change FAILED (`unchanged`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
 from orch.lead.jobs import ChangeBook, ChangeStage, ControllerState, FindingStatus, Job, JobStatus
 from orch.lead.spec import FleetSpec, Role
-from orch.lead.verification import settle
+from orch.lead.verification import least_busy, settle
 
 WRITING_ROLES = (Role.WRITER, Role.FIXER, Role.SCRIBE)
 """Roles whose jobs change the tree: each works in its own worktree and its change goes through the gate."""
@@ -58,21 +64,13 @@ def choose_reviewer(
 ) -> int | None:
     """The worker for review `job` now, or None (wait). Never a writer of the change; another kind preferred."""
     assert job.change is not None
-    candidates = review_eligible(state, job, alive)
-    if not candidates:
-        return None
     agent_models = spec.agent_models()
     writer = agent_models.get(state.change(job.change).writer)
 
-    def same_kind(n: int) -> int:
-        return int(spec.verification.prefer_other_agent and agent_models.get(n) == writer)
+    def same_kind(n: int) -> tuple[int]:
+        return (int(spec.verification.prefer_other_agent and agent_models.get(n) == writer),)
 
-    best = min(same_kind(n) for n in candidates)
-    ready = [n for n in candidates if n in free and same_kind(n) == best]
-    if not ready:
-        return None
-    load = {n: sum(1 for j in state.jobs if j.worker == n) for n in ready}
-    return min(ready, key=lambda n: (load[n], n))
+    return least_busy(state, review_eligible(state, job, alive), free, same_kind)
 
 
 def review_job_id(change: str, slot: int) -> str:
@@ -168,6 +166,51 @@ def after_queue(result: str, rebases: int, max_rebases: int) -> AfterQueue:
 
 def rebase_job_id(task: str, attempt: int) -> str:
     return f"{task}.r{attempt}"
+
+
+# --- the checks, off the loop ------------------------------------------------------------------
+CHECKED = (ChangeStage.CHECKING, ChangeStage.QUEUED)
+"""Stages whose checks run (or wait for a slot) off the loop: the run is not over while a change is in one."""
+
+
+class Work(StrEnum):
+    GATE = "gate"
+    """The checks on a change's tree (base + patch), before its reviews."""
+    INTEGRATION = "integration"
+    """The change applied onto the integration head, the checks on the result, the branch moved."""
+
+
+def checks_pending(state: ControllerState) -> bool:
+    return any(c.stage in CHECKED for c in state.changes)
+
+
+def to_start(state: ControllerState, running: Mapping[str, str], slots: int) -> list[tuple[str, Work]]:
+    """What to start now with `running` under way and `slots` at most at once: the next change of the
+    integration queue (by `queued_at`; one at a time, as each lands on the last), then the gates waiting, in the
+    order their changes were taken."""
+    free = slots - len(running)
+    out: list[tuple[str, Work]] = []
+    queued = sorted((c for c in state.changes if c.stage is ChangeStage.QUEUED), key=lambda c: c.queued_at or 0.0)
+    if free > 0 and queued and Work.INTEGRATION not in running.values() and queued[0].id not in running:
+        out.append((queued[0].id, Work.INTEGRATION))
+        free -= 1
+    for change in state.changes:
+        if free <= 0:
+            break
+        if change.stage is ChangeStage.CHECKING and change.id not in running:
+            out.append((change.id, Work.GATE))
+            free -= 1
+    return out
+
+
+def unchanged(rebase: bool, required: bool) -> tuple[ChangeStage, str]:
+    """A writer job whose worktree ended as it was: a first job completed with nothing to land (UNCHANGED), unless
+    its task requires a change (FAILED); a rebase that made nothing dropped the change it was sent back with."""
+    if rebase:
+        return ChangeStage.FAILED, "the rebase left the worktree unchanged"
+    if required:
+        return ChangeStage.FAILED, "the task requires a change (change: required); the writer left the tree as it was"
+    return ChangeStage.UNCHANGED, "the writer left the tree as it was"
 
 
 # --- the run's outcome -------------------------------------------------------------------------

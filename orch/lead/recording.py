@@ -34,6 +34,7 @@ from orch.lead.jobs import Assignment, load_state
 from orch.lead.spec import FleetSpec
 from orch.run.folder import RunFolder
 from orch.run.records import Backend, Strict, utcnow
+from orch.text import first_error
 
 
 class RecordingHeader(Strict):
@@ -141,10 +142,8 @@ def read_header(path: Path) -> tuple[RecordingHeader, int]:
     try:
         header = RecordingHeader.model_validate(raw)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(p) for p in error["loc"])
         raise UsageError(
-            f"corrupt recording {path}: header: {where}: {error['msg']}",
+            f"corrupt recording {path}: header: {first_error(exc)}",
             hint="export it again with `orch record export`",
         ) from None
     if header.exchanges != len(exchanges):

@@ -12,7 +12,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 from orch import settings
 from orch.container import backends
 from orch.errors import OrchError, SandboxError
-from orch.fleet import launch, rungateway
+from orch.fleet import launch, relay, rungateway
 from orch.lead import briefs, decisions
 from orch.lead.decisions import Crash, Nudge, Retry
 from orch.lead.desk import CONTINUE, NUDGE, REPOINT, Desk, Part
@@ -63,7 +63,9 @@ class Recovery(Part):
         """The model gateway's supervisor died under the run (SIGKILL, the OOM killer): start it again. It
         takes back its address and the workers' tokens from its private state, so they carry on; it is
         told the budget and jobs again. Local runs only: in a container the gateway is another uid's,
-        started by the container's init (the run's uid could not start it as that uid)."""
+        started by the container's init under a keeper of that uid, which starts it again itself with the
+        same state (orch.container.gatewaykeeper); a worker restart meanwhile waits for it
+        (rungateway.ensure)."""
         info = self.desk.info
         if settings.IN_CONTAINER.get() or info.backend is not Backend.LOCAL or rungateway.lost(info) is None:
             return
@@ -73,6 +75,24 @@ class Recovery(Part):
             self.review.abort(f"the model gateway died and could not be started again: {exc.one_line()}")
             return
         self.desk.sync_gateway()
+
+    def keep_relay(self) -> None:
+        """The relay of the workers' sockets died under the run (orch.fleet.relay): start it again. It serves
+        the same folders of sockets, which the running workers' sandboxes see at once."""
+        info = self.desk.info
+        here = info.backend is Backend.LOCAL or settings.IN_CONTAINER.get()  # the relay runs beside tmux
+        if not here or not launch.needs_relay(info) or relay.running(self.run):
+            return
+        handle = rungateway.running(info)
+        if handle is None:
+            return  # the gateway comes first (keep_gateway); the next look starts the relay
+        try:
+            started = launch.ensure_relay(self.run, info, handle.url)
+        except OrchError as exc:
+            self.review.abort(f"the workers' relay died and could not be started again: {exc.one_line()}")
+            return
+        if started:
+            self.desk.event(Event.RELAY_STARTED, by="controller")
 
     def repoint_relaunched(self) -> None:
         for job in self.state.jobs:

@@ -28,6 +28,7 @@ from orch.lead.spec import FleetSpec
 from orch.run.events import Event
 from orch.run.folder import NAME_RE, RunFolder
 from orch.run.records import ControllerEvent
+from orch.text import first_error
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -115,7 +116,7 @@ def _read(path: Path, model: type[M], root: Path) -> M:
             f"{root} is not a recording of `orch run`: it has no {path.name}", hint="give a run folder (or a copy)"
         ) from None
     except (OSError, ValidationError, ValueError) as exc:
-        first = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        first = first_error(exc) if isinstance(exc, ValidationError) else str(exc)
         raise UsageError(f"the recording's {path} is unreadable: {first}") from None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from markupsafe import Markup
 
@@ -225,45 +225,46 @@ def charts_svg(report: RunReport) -> tuple[str, str]:
     return timeline, cost_svg(report.costs, start, end) if report.costs else ""
 
 
-class _Links(NamedTuple):
-    verdict: str
-    brief: str
-    patch: str
+class JobFile(NamedTuple):
+    """RunFolder's relative name for a job's file, as the text before and after the job id: the template
+    prints head, job, tail (a Path, or a dict of every job's links, per link was most of a big page's time)."""
+
+    head: str
+    tail: str
 
 
 _JOB = "\x00job\x00"  # a marker: where the job id goes in the name RunFolder gives its file
 
 
-def _named(path: Callable[[str], Path]) -> Callable[[str], str]:
-    """RunFolder's relative name for a job's file, as a pattern worked out once (a Path per link is most of the
-    time of a big report's page)."""
+def job_file(path: Callable[[str], Path]) -> JobFile:
     head, _, tail = path(_JOB).as_posix().partition(_JOB)
-    return lambda job: head + job + tail
+    return JobFile(head, tail)
 
 
-def _links(report: RunReport) -> dict[str, _Links]:
-    """Each job's files in the run folder, relative (report.html sits in it): RunFolder names them."""
-    verdict, brief, patch = _named(RELATIVE.verdict_file), _named(RELATIVE.job_brief), _named(RELATIVE.change_patch)
-    jobs = {j.id for j in report.jobs} | {c.job for row in report.findings for c in row.verdicts}
-    jobs |= {r.job for r in report.changes if r.job}
-    return {job: _Links(verdict(job), brief(job), patch(job)) for job in jobs}
+HTML = "report/report.html"
 
 
 def render_html(report: RunReport) -> str:
-    """report.html, from orch/data/report/report.html (Jinja2, autoescaped: a worker's text stays text). What
-    takes a function call is worked out here: a call from a template costs several times one from Python."""
+    """report.html, from orch/data/report/report.html (Jinja2, autoescaped: a worker's text stays text)."""
+    return render(HTML, **html_context(report))
+
+
+def html_context(report: RunReport) -> dict[str, Any]:
+    """What report.html's template is given. What takes a function call is worked out here: a call from a
+    template costs several times one from Python."""
     timeline, costs = charts_svg(report)
     columns = report.verifier_columns()
     matrix = [(row, [(text, _matrix_class(text)) for text in (matrix_cell(row, n) for n in columns)])
               for row in report.findings]  # fmt: skip
-    return render(
-        "report/report.html",
+    return dict(
         report=report,
         columns=columns,
         matrix=matrix,
         status_class={"passed": "CONFIRMED", "not-confirmed": "UNVERIFIED", "failed": "FAILED"}.get(report.status, ""),
         change_status=change_status,
-        links=_links(report),
+        verdict=job_file(RELATIVE.verdict_file),  # report.html sits in the run folder: links are relative
+        brief=job_file(RELATIVE.job_brief),
+        patch=job_file(RELATIVE.change_patch),
         timeline=Markup(timeline),  # rendered from orch/data/charts/, autoescaped
         costs=Markup(costs),
         notes=[n for n in (cost_note(report), evidence_note(report)) if n],

@@ -100,9 +100,17 @@ class Review(Part):
         elif job.role in WRITING_ROLES:
             problems = result_problems(self.run, n)
             if not problems:
+                # The change is taken before the job is marked done, and one save records both: a controller
+                # killed before it resumes with the job still running and its done flag still there (collected
+                # and taken again), never with the job done and its change lost.
+                self.observe(job, n)  # its leftovers stopped before the snapshot
+                self.keep_result(job, n)  # the change's summary
+                book, change = self.writing.take(job, n)
                 self.accept(job, n)
-                self.finish_job(job, n)  # archives the result: the change's summary
-                self.writing.take(job, n)
+                self.desk.save()
+                self.desk.event(Event.JOB_ACCEPTED, n, job=job.id, role=job.role.value)
+                self.run.clear_outbox(n, [self.run.result(n), self.run.done(n)])
+                self.writing.taken(book, change)
                 return
         else:
             problems = result_problems(self.run, n)
@@ -176,10 +184,14 @@ class Review(Part):
 
     def archive_result(self, job: Job, n: int) -> None:
         self.observe(job, n)
+        self.keep_result(job, n)
+        self.run.clear_outbox(n, [self.run.result(n), self.run.done(n)])
+
+    def keep_result(self, job: Job, n: int) -> None:
+        """Worker n's result, copied to the job's own file (its outbox is cleared for the next job)."""
         self.run.jobs_dir.mkdir(exist_ok=True)
         with contextlib.suppress(FileNotFoundError, UnsafeOutput):
             atomic_write(self.run.job_result(job.id), read_worker_file(self.run.result(n)))
-        self.run.clear_outbox(n, [self.run.result(n), self.run.done(n)])
 
     def add_findings(self, job: Job, n: int, findings: list[Finding]) -> None:
         assert job.task is not None

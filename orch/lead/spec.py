@@ -48,7 +48,7 @@ WRITER_ROLES = (Role.WRITER, Role.FIXER, Role.SCRIBE)
 # The paths a change may not edit unless its task `allow:`s them (spec `protect:` replaces this list;
 # `protect: [+GLOB, ...]`, every entry starting with +, extends it): the tests and the checks' own
 # configuration, so a change cannot pass the checks by weakening them. Globs are matched against the
-# path from the tree's root (orch.lead.changes.gate.matches: `**` spans folders, `*` does not, a glob
+# path from the tree's root (orch.lead.changes.scope.matches: `**` spans folders, `*` does not, a glob
 # without / matches the file name at any depth).
 DEFAULT_PROTECT = (
     "tests/**",
@@ -81,6 +81,15 @@ DEFAULT_PROTECT = (
     ".pre-commit-config.yaml",
     ".gitattributes",
 )
+
+
+class ChangeNeed(StrEnum):
+    """Whether a writer task must end with a change (a task's `change:`)."""
+
+    REQUIRED = "required"
+    """A writer that leaves the tree as it was fails its task (its change FAILED, the run exits 4)."""
+    OPTIONAL = "optional"
+    """Leaving the tree as it was completes the task (UNCHANGED), a fixer handed confirmed findings included."""
 
 
 class Dispatch(StrEnum):
@@ -138,6 +147,15 @@ class TaskSpec(Strict):
     allow: list[str] = Field(default_factory=list)
     """Writer tasks: protected paths (globs) this task may edit all the same (e.g. `tests/test_parser.py`
     for a task that adds a test)."""
+    change: ChangeNeed | None = None
+    """Writer tasks: `required` fails the task when its writer changes nothing; `optional` lets it pass. Default:
+    optional, but a fixer handed confirmed findings must change something."""
+
+    def needs_change(self, confirmed_findings: bool) -> bool:
+        """Whether leaving the tree as it was fails this writer task."""
+        if self.change is not None:
+            return self.change is ChangeNeed.REQUIRED
+        return self.role is Role.FIXER and confirmed_findings
 
 
 class RoleSpec(Strict):

@@ -165,6 +165,8 @@ def check_spec(spec: FleetSpec) -> list[Issue]:
             add(Issue(("tasks", i, "worker"), f"worker {task.worker} does not exist (the fleet has {total})"))
         if task.allow and task.role not in WRITER_ROLES:
             add(Issue(("tasks", i, "allow"), "allow: is for writer, fixer and scribe tasks (they change the tree)"))
+        if task.change is not None and task.role not in WRITER_ROLES:
+            add(Issue(("tasks", i, "change"), "change: is for writer, fixer and scribe tasks (they change the tree)"))
         if task.offline_script is not None:
             issues += _check_steps(task.offline_script, ("tasks", i, "offline_script"), PLACEHOLDERS[task.role])
     if spec.dispatch is Dispatch.PER_WORKER and len(spec.tasks) > total:

@@ -15,7 +15,7 @@ tear it apart):
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from orch.lead.findings import Verdict
 from orch.lead.jobs import ControllerState, FindingStatus, Job, JobStatus, Stance
@@ -108,12 +108,18 @@ def choose_verifier(
     state: ControllerState, spec: FleetSpec, job: Job, alive: Collection[int], free: Collection[int]
 ) -> int | None:
     """The worker for verification `job` now, or None (wait). Never the finder."""
-    candidates = eligible(state, job, alive)
-    if not candidates:
+    return least_busy(state, eligible(state, job, alive), free, lambda n: preference(state, spec, job, n))
+
+
+def least_busy(
+    state: ControllerState, candidates: Iterable[int], free: Collection[int], rank: Callable[[int], tuple[int, ...]]
+) -> int | None:
+    """Of the candidates of the best (lowest) rank, the free one with the fewest jobs so far, then the lowest
+    number; None when none of those is free: the job waits for one rather than go to a worse-ranked worker."""
+    ranks = {n: rank(n) for n in candidates}
+    if not ranks:
         return None
-    best = min(preference(state, spec, job, n) for n in candidates)
-    ready = [n for n in candidates if n in free and preference(state, spec, job, n) == best]
-    if not ready:
-        return None
+    best = min(ranks.values())
+    ready = [n for n, r in ranks.items() if r == best and n in free]
     load = {n: sum(1 for j in state.jobs if j.worker == n) for n in ready}
-    return min(ready, key=lambda n: (load[n], n))
+    return min(ready, key=lambda n: (load[n], n), default=None)

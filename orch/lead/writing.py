@@ -5,37 +5,44 @@
   worktree as its workdir. A review job gets a checkout of base + patch made by the controller, which the
   reviewer only reads, and its agent is moved there the same way; every other job moves it back.
 - At a writer's done flag: the controller takes the change from a snapshot of the worktree
-  (orch.lead.changes.take), runs the gate (checks, scope) and opens the review jobs.
-- When the reviews settle (orch.lead.landing): approved changes go through the integration queue; CONFLICT
-  and CHECKS_FAILED go back to the writer as a rebase job while it has rebases left.
+  (orch.lead.changes.take) before the job is marked done, one save recording both (`take`, then `taken`), and
+  holds it against its scope; its checks run off the loop in the controller's
+  check pool (orch.lead.changes.checkpool); when they end, the loop opens the review jobs.
+- When the reviews settle (orch.lead.landing): approved changes enter the integration queue, which the pool
+  works through one change at a time; CONFLICT and CHECKS_FAILED go back to the writer as a rebase job while
+  it has rebases left.
 
-What to do is decided in orch.lead.landing; this module does it and logs each step as an event.
+What to do is decided in orch.lead.landing; this module does it and logs each step as an event. The pool's
+threads only run checks and write their own files: every change to the controller's books happens here, on
+the loop (`collect_checks`).
 """
 
 from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+from orch.errors import OrchError
 from orch.fleet import bwrap, launch
-from orch.lead import landing
-from orch.lead.changes import gate, outcome, queue, take
+from orch.lead import changesreport, landing
+from orch.lead.changes import gate, queue, take
+from orch.lead.changes.checkpool import Ended
 from orch.lead.changes.records import (
     Change,
-    ChangeRow,
-    ChangeStatus,
     CheckResult,
     ChecksRecord,
     Integration,
-    RejectReason,
-    ReviewCell,
 )
 from orch.lead.changes.repo import RunRepo
+from orch.lead.changes.scope import scope_violations
+from orch.lead.changes.stopper import Stopper
 from orch.lead.desk import Part
 from orch.lead.findings import CommandEvidence, Problem, ProblemKind, RanCommand, Verdict, VerdictReport
 from orch.lead.jobs import AcceptedReview, ChangeBook, ChangeStage, Job, JobStatus
-from orch.lead.landing import Next
+from orch.lead.landing import CHECKED, Next, Work
+from orch.lead.spec import ChangeNeed
 from orch.run.events import Event
 from orch.run.files import UnsafeOutput, read_worker_file
 from orch.run.records import Isolation
@@ -100,8 +107,10 @@ class Writing(Part):
         self.desk.event(Event.WORKER_MOVED, n, job=job.id, workdir=str(where))
 
     # --- a writer's done -----------------------------------------------------------------------
-    def take(self, job: Job, n: int) -> None:
-        """Take the change of accepted writer job `job` and put it through the gate."""
+    def take(self, job: Job, n: int) -> tuple[ChangeBook, Change]:
+        """Take the change of writer job `job` (its output checked, not yet marked done): its files written,
+        its book added to the state, unsaved (the caller saves it with the job's acceptance, then calls
+        `taken`)."""
         assert job.task is not None and job.workdir is not None and job.base is not None
         repo = RunRepo.open(self.run)
         limits = self.spec.changes
@@ -117,18 +126,7 @@ class Writing(Part):
             max_file_bytes=limits.max_file_bytes,
             max_files=limits.max_files,
         )
-        checks_ok = True
-        if not change.refused and not change.empty and self.spec.checks:
-            record = gate.gate_checks(
-                repo,
-                change,
-                self.spec.checks,
-                self.baseline(),
-                timeout=limits.check_timeout,
-                output_bytes=limits.check_output_bytes,
-            )
-            checks_ok = not record.regressions
-        scope = gate.scope_violations(change, self.spec.protected(), self._allowed(job.task), repo.subdir)
+        scope = scope_violations(change, self.spec.protected(), self._allowed(job.task), repo.subdir)
         # A process the writer left behind could change the tree after the snapshot (which the change is taken
         # from, so it cannot alter this change): the attempt itself keeps the change out.
         # What it left when its job ended (stopped since), or what runs now.
@@ -144,37 +142,132 @@ class Writing(Part):
             rebase_of=job.rebase_of,
             rebases=earlier.rebases + 1 if earlier else 0,
             fingerprint=change.patch_id or "",
-            checks_ok=checks_ok,
             scope=scope,
         )
         book.reviewed = landing.reviewed_by(self.state, job.rebase_of, book.fingerprint) if book.fingerprint else None
         if change.empty and not change.refused:
-            # Set before the save (a resumed controller must not review it): a first job that changed nothing
-            # completed with nothing to land; a rebase that made nothing dropped the change it was sent back with.
-            book.stage, book.reason = (
-                (ChangeStage.FAILED, "the rebase left the worktree unchanged")
-                if job.rebase_of
-                else (ChangeStage.UNCHANGED, "the writer left the tree as it was")
-            )
+            # Set before the save (a resumed controller must not review it).
+            book.stage, book.reason = landing.unchanged(job.rebase_of is not None, self._requires_change(job.task))
+        elif self.spec.checks and not scope:
+            book.stage = ChangeStage.CHECKING  # the pool runs them (start_checks); out of scope, none are needed
         self.state.changes.append(book)
-        self.desk.save()
+        return book, change
+
+    def taken(self, book: ChangeBook, change: Change) -> None:
+        """After the save that accepted its job: the change's row, its event, and its way through the gate."""
         self.write_row(book)
+        n, scope = book.writer, book.scope
         self.desk.event(
             Event.CHANGE_TAKEN,
             n,
-            job=job.id,
-            task=job.task,
+            job=book.id,
+            task=book.task,
             diffstat=change.diffstat,
             files=change.files,
-            checks_ok=checks_ok,
+            checking=book.stage is ChangeStage.CHECKING,
             scope=scope,
             kept_reviews=book.reviewed,
         )
+        if book.stage is ChangeStage.CHECKING:
+            self.start_checks()
+            return
         if book.stage is not ChangeStage.REVIEW:
             self.desk.event(
                 Event.CHANGE_ENDED, n, change=book.id, task=book.task, status=book.stage.value, reason=book.reason
             )
             return
+        self.advance(book.id)
+
+    def untaken(self) -> None:
+        """At a resume: a writer job saved as done with no change is what a controller that saved the two apart
+        (before they became one save, in `Review.collect`) left when it died in between. Its worktree may have
+        changed since (its worker, or what it left running, kept writing), so it is not taken now: that change
+        FAILED, saying why, and nothing a writer did after its done flag can land through a resume."""
+        for job in self.state.jobs:
+            if job.role not in landing.WRITING_ROLES or job.status is not JobStatus.DONE or job.task is None:
+                continue
+            if any(c.id == job.id for c in self.state.changes):
+                continue
+            earlier = self.state.change(job.rebase_of) if job.rebase_of else None
+            book = ChangeBook(
+                id=job.id,
+                task=job.task,
+                writer=job.worker or 0,
+                base=job.base or "",
+                rebase_of=job.rebase_of,
+                rebases=earlier.rebases + 1 if earlier else 0,
+            )
+            self.state.changes.append(book)
+            reason = (
+                "its job was accepted but the controller stopped before it took the change; its worktree may "
+                "have changed since, so it was not taken at the resume"
+            )
+            self._end(book, ChangeStage.FAILED, reason)
+
+    def _requires_change(self, task: str) -> bool:
+        """`change: required` (a fixer's default need, with confirmed findings, is the run's outcome's to judge)."""
+        return self.desk.tasks[task].change is ChangeNeed.REQUIRED
+
+    # --- the checks, off the loop ---------------------------------------------------------------
+    def start_checks(self) -> None:
+        """Start what the pool has room for (orch.lead.landing.to_start): the queue's next change, then gates."""
+        pool = self.desk.checks
+        for change_id, work in landing.to_start(self.state, pool.running(), pool.slots):
+            book = self.state.change(change_id)
+            try:
+                job = self._gate_work(book) if work is Work.GATE else self._integration_work(book)
+            except (OSError, ValueError, OrchError) as exc:  # its files are gone or unreadable: the change's end
+                self._end(book, ChangeStage.FAILED, f"its {work.value} checks could not start: {exc}")
+                continue
+            if pool.start(change_id, work, job):
+                self.desk.event(Event.CHECKS_STARTED, book.writer, change=book.id, work=work.value)
+
+    def collect_checks(self) -> None:
+        """Take in what the pool finished: a gate's checks open the change's reviews (or reject it), an
+        integration lands the change or sends it back to its writer."""
+        for ended in self.desk.checks.take():
+            book = self.state.change(ended.change)
+            if book.stage not in CHECKED:
+                continue
+            if ended.error is not None:
+                self.desk.event(Event.CHECKS_ENDED, book.writer, change=book.id, work=ended.work, error=ended.error)
+                self._end(book, ChangeStage.FAILED, f"its {ended.work} checks could not run: {ended.error}")
+                continue
+            if ended.work == Work.GATE:
+                self._gate_ended(book, ended)
+            else:
+                self._integration_ended(book, ended)
+        self.start_checks()
+
+    def stop_checks(self, ended_run: bool) -> None:
+        """Stop the pool (every running check killed). When the run ended (not the controller alone), a change
+        still being checked or queued did not land: FAILED, saying so."""
+        self.desk.checks.close()
+        if not ended_run:
+            return  # a resumed controller checks them again
+        for book in self.state.changes:
+            if book.stage in CHECKED:
+                self._end(book, ChangeStage.FAILED, f"the run ended before its checks did ({book.stage.value})")
+
+    def _gate_work(self, book: ChangeBook) -> Callable[[Stopper], ChecksRecord | Integration]:
+        """The gate's checks on the change's tree, as the pool runs them (what they need read here, on the loop)."""
+        repo, limits = RunRepo.open(self.run), self.spec.changes
+        change, checks, baseline = take.load_change(repo, book.id), list(self.spec.checks), self.baseline()
+        time_out, output = limits.check_timeout, limits.check_output_bytes
+        return lambda stop: gate.gate_checks(
+            repo, change, checks, baseline, timeout=time_out, output_bytes=output, stopper=stop
+        )
+
+    def _gate_ended(self, book: ChangeBook, ended: Ended[ChecksRecord | Integration]) -> None:
+        record = ended.value
+        assert isinstance(record, ChecksRecord)
+        book.checks_ok = not record.regressions
+        book.stage = ChangeStage.REVIEW
+        self.desk.save()
+        self.write_row(book)
+        self.desk.event(
+            Event.CHECKS_ENDED, book.writer, change=book.id, work=ended.work, regressions=record.regressions
+        )
         self.advance(book.id)
 
     def baseline(self) -> list[CheckResult]:
@@ -235,7 +328,7 @@ class Writing(Part):
             why = landing.gate(book.scope, book.checks_ok) or "review: " + self._review_reasons(book)
             self._end(book, ChangeStage.REJECTED, why)
             return
-        self.integrate(book)
+        self.enqueue(book)
 
     def _review_reasons(self, book: ChangeBook) -> str:
         reviewed = book.reviewed or book.id
@@ -243,21 +336,29 @@ class Writing(Part):
         return "; ".join(said) or "no valid review"
 
     # --- the queue -----------------------------------------------------------------------------
-    def integrate(self, book: ChangeBook) -> None:
-        repo = RunRepo.open(self.run)
-        change = take.load_change(repo, book.id)
-        limits = self.spec.changes
-        task = self.desk.tasks[book.task]
-        result: Integration = queue.integrate(
-            repo,
-            change,
-            self.spec.checks,
-            self.baseline(),
-            reviewers=self._reviewers(book),
-            task_title=task.title or task.goal.splitlines()[0],
-            timeout=limits.check_timeout,
-            output_bytes=limits.check_output_bytes,
-        )
+    def enqueue(self, book: ChangeBook) -> None:
+        """An approved change enters the integration queue (the pool integrates it in its turn)."""
+        ahead = sum(1 for c in self.state.changes if c.stage is ChangeStage.QUEUED)
+        book.stage, book.queued_at = ChangeStage.QUEUED, time.time()
+        self.desk.save()
+        self.desk.event(Event.CHANGE_QUEUED, book.writer, change=book.id, ahead=ahead)
+        self.start_checks()
+
+    def _integration_work(self, book: ChangeBook) -> Callable[[Stopper], ChecksRecord | Integration]:
+        """The change onto the integration head, the checks on the result, the branch moved (in the pool)."""
+        repo, limits, task = RunRepo.open(self.run), self.spec.changes, self.desk.tasks[book.task]
+        change, checks, baseline = take.load_change(repo, book.id), list(self.spec.checks), self.baseline()
+        reviewers, title = self._reviewers(book), task.title or task.goal.splitlines()[0]
+        time_out, output = limits.check_timeout, limits.check_output_bytes
+        return lambda stop: queue.integrate(
+            repo, change, checks, baseline, reviewers=reviewers, task_title=title, timeout=time_out,
+            output_bytes=output, stopper=stop,
+        )  # fmt: skip
+
+    def _integration_ended(self, book: ChangeBook, ended: Ended[ChecksRecord | Integration]) -> None:
+        result = ended.value
+        assert isinstance(result, Integration)
+        self.desk.event(Event.CHECKS_ENDED, book.writer, change=book.id, work=ended.work, result=result.result.value)
         after = landing.after_queue(result.result.value, book.rebases, self.spec.changes.max_rebases)
         self.desk.event(
             Event.CHANGE_INTEGRATED, book.writer, change=book.id, result=result.result.value, detail=result.detail
@@ -307,67 +408,8 @@ class Writing(Part):
         )
 
     def write_row(self, book: ChangeBook) -> None:
-        """report.json's row for the change's task, as it stands now (orch.lead.changes.outcome)."""
-        if book.stage is ChangeStage.REBASING:
-            return  # the rebase job's change carries the task on
-        repo = RunRepo.open(self.run)
-        try:
-            change: Change | None = take.load_change(repo, book.id)
-        except (OSError, ValueError):
-            change = None
-        try:
-            checks = ChecksRecord.model_validate_json(self.run.change_checks(book.id).read_text())
-            results = checks.results
-        except (OSError, ValueError):
-            results = []
-        agent_models = self.spec.agent_models()
-        reviewed = book.reviewed or book.id
-        cells = [
-            ReviewCell(
-                job=r.job,
-                reviewer=r.reviewer,
-                agent=agent_models[r.reviewer][0],
-                verdict=r.report.verdict.value,
-                reason=r.report.reason,
-            )
-            for r in self.state.reviews
-            if r.change == reviewed
-        ]
-        cells += [
-            ReviewCell(job=j.id, reviewer=j.worker, verdict="REFUSED", reason=j.failure or "")
-            for j in self.state.review_jobs(reviewed)
-            if j.status is JobStatus.FAILED
-        ]
-        status, reason = ROW_STATUS[book.stage], None
-        if book.stage is ChangeStage.REJECTED and book.reason:
-            reason = RejectReason(book.reason.split(":", 1)[0])
-        row = ChangeRow(
-            task=book.task,
-            writer=book.writer,
-            agent=agent_models[book.writer][0],
-            job=book.id,
-            status=status,
-            reason=reason,
-            detail=book.reason or "",
-            diffstat=change.diffstat if change else "",
-            files=change.files if change else [],
-            checks=results,
-            reviews=cells,
-            rebases=book.rebases,
-            commit=book.commit,
-        )
-        outcome.write_row(self.run, row)
-
-
-ROW_STATUS = {
-    ChangeStage.REVIEW: ChangeStatus.FAILED,  # not landed (yet): a run that ends here did not land it
-    ChangeStage.LANDED: ChangeStatus.LANDED,
-    ChangeStage.REJECTED: ChangeStatus.REJECTED,
-    ChangeStage.CONFLICT: ChangeStatus.CONFLICT,
-    ChangeStage.FAILED: ChangeStatus.FAILED,
-    ChangeStage.UNCHANGED: ChangeStatus.UNCHANGED,
-    ChangeStage.REBASING: ChangeStatus.CONFLICT,
-}
+        """report.json's row for the change's task, as it stands now (orch.lead.changesreport.write_row)."""
+        changesreport.write_row(self.run, self.spec, self.state, book)
 
 
 def _read_only(tree: Path) -> None:

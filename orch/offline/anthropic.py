@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from orch.offline.reply import Reply, events_reply, json_reply, side_text, tokens
+from orch.jsonsample import sample_text
+from orch.offline.reply import SIDE_TEXT, Reply, events_reply, json_reply, tokens
 from orch.offline.script import Answer, next_answer, prompt_text
 
 PATHS = ("/v1/messages", "/v1/messages/count_tokens")
@@ -77,7 +78,7 @@ class AnthropicApi:
         else:
             schema = _schema(body)
             if not stream or not body.get("tools") or schema is not None:
-                answer = Answer("text", text=side_text(schema), step="side")  # never a script step
+                answer = Answer("text", text=sample_text(schema, SIDE_TEXT), step="side")  # never a script step
             else:
                 answer = next_answer(messages)
             reply = self._reply(answer, str(model or "scripted"), stream, input_tokens)

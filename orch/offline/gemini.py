@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 from orch import sse
-from orch.jsonsample import sample
+from orch.jsonsample import sample_text
 from orch.offline.reply import SIDE_TEXT, Reply, json_reply, stream_reply, tokens
 from orch.offline.script import Answer, Message, next_answer, prompt_text
 
@@ -138,8 +138,7 @@ def answer(path: str, body: Mapping[str, Any], raw_size: int) -> Reply:
     schema = config.get("responseJsonSchema") or config.get("responseSchema")
     stream = method == "streamGenerateContent"
     if not stream or not body.get("tools") or schema is not None:
-        text = json.dumps(sample(schema, "Scripted", 1)) if isinstance(schema, dict) else SIDE_TEXT
-        next_move = Answer("text", text=text, step="side")
+        next_move = Answer("text", text=sample_text(schema, SIDE_TEXT, 1), step="side")
     else:
         next_move = next_answer(messages(body))
     if next_move.kind == "fail":

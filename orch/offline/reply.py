@@ -11,10 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from orch import sse
-from orch.jsonsample import sample
 
 SIDE_TEXT = "Scripted session"
-"""A side call's text answer (titles and the like) when it asks for no JSON."""
+"""A side call's text answer (titles and the like) when it asks for no JSON, else the text of its strings."""
 
 
 @dataclass(frozen=True)
@@ -60,8 +59,3 @@ def stream_reply(data: bytes, step: str) -> Reply:
 
 def events_reply(events: list[dict[str, Any]], step: str, **framing: bool) -> Reply:
     return stream_reply(sse.frame(events, **framing), step)
-
-
-def side_text(schema: object, text: str = SIDE_TEXT, number: int = 0) -> str:
-    """A side call's answer: JSON fitting the schema it asks for, else a short text."""
-    return json.dumps(sample(schema, text, number)) if isinstance(schema, dict) else text

@@ -27,7 +27,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from orch.offline.reply import Reply, events_reply, json_reply, side_text, tokens
+from orch.jsonsample import sample_text
+from orch.offline.reply import SIDE_TEXT, Reply, events_reply, json_reply, tokens
 from orch.offline.script import Answer, Message, next_answer
 
 PATHS = ("/responses", "/v1/responses")
@@ -126,7 +127,7 @@ def answer(body: Mapping[str, Any]) -> Answer:
     text_format = (body.get("text") or {}).get("format") if isinstance(body.get("text"), dict) else None
     schema = text_format.get("schema") if isinstance(text_format, dict) else None
     if not body.get("tools") or schema is not None:
-        return Answer("text", text=side_text(schema or None), step="side")
+        return Answer("text", text=sample_text(schema or None, SIDE_TEXT), step="side")
     return next_answer(to_messages(body.get("input")))
 
 

@@ -26,9 +26,11 @@ from typing import TextIO
 
 from pydantic import BaseModel
 
+from orch import settings
 from orch.errors import SandboxError, UsageError
 from orch.run.files import decode_text
 from orch.run.folder import RunFolder
+from orch.run.paths import OWN_BUS, SANDBOX_SOCKETS
 from orch.run.records import BusLine
 from orch.run.uids import worker_of
 
@@ -205,6 +207,12 @@ def _connect(sock: socket.socket, path: str) -> None:
             time.sleep(0.001)  # the backlog drains in microseconds: a bounded retry, not a wait for a state
 
 
+def own_socket(run: RunFolder) -> Path:
+    """Where this process posts under strict isolation: in a local worker's sandbox its own socket of the
+    relay's (which a relay started again serves there too), else the run's bus.sock."""
+    return SANDBOX_SOCKETS / OWN_BUS if settings.SANDBOXED.get() else run.bus_socket
+
+
 def post_through_controller(run: RunFolder, worker: int | None, text: str, path: Path | None = None) -> None:
     """A post under strict isolation: to the controller (`path`, default the run's bus.sock), which
     stamps who sent it (orch.run.busserver)."""
@@ -212,7 +220,7 @@ def post_through_controller(run: RunFolder, worker: int | None, text: str, path:
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(SOCKET_TIMEOUT)
-            _connect(sock, str(path or run.bus_socket))
+            _connect(sock, str(path or own_socket(run)))
             with contextlib.suppress(BrokenPipeError):  # refused at once (a cap): its one line is there to read
                 sock.sendall(request)
             reply = sock.makefile("rb").readline(64 * 1024)

@@ -11,8 +11,8 @@ Either way `--as` can only name the sender itself. One post per connection, one 
 (orch.run.bus.PostRequest, its client `post_through_controller`). A single loop answers every writer
 in turn, so a worker that connects and sends nothing (or slowly) holds up nobody: its read times out.
 A worker holds at most PEER_CONNECTIONS open at once (per fixed socket, else per uid): past that a
-connection gets its one refusal line at once, and the burst one flagged event, so no worker can spend
-the controller's file descriptors; the controller's own uid is not capped.
+connection gets its one refusal line at once, and an event at most once a minute (orch.run.refusals), so no
+worker can spend the controller's file descriptors or flood events.jsonl; the controller's own uid is not capped.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from orch.run.bus import (
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent
+from orch.run.refusals import RefusalLog
 from orch.run.uids import worker_of
 
 BACKLOG = 256  # every worker of a big fleet posting at once must queue, not be refused
@@ -80,7 +81,7 @@ class BusServer:
         self._outgoing: list[tuple[asyncio.Transport, bytes]] = []
         self._appender = Appender(run)  # bus.md and its lock stay open: the loop writes every post
         self._per_peer: dict[tuple[str, int], int] = {}
-        self._capped: set[tuple[str, int]] = set()  # peers refused in their current burst (flagged once)
+        self._refusals = RefusalLog(run)
         if peercred:
             self.listen(run.bus_socket)
 
@@ -202,12 +203,10 @@ class BusServer:
         if peer == ("uid", self.run_uid):
             return True
         if self._per_peer.get(peer, 0) >= PEER_CONNECTIONS:
-            if peer not in self._capped:
-                self._capped.add(peer)
-                who = connection.listener.worker if peer[0] == "worker" else worker_of(peer[1])
-                data: dict[str, object] = {"uid": connection.uid, "open": PEER_CONNECTIONS}
-                data["socket"] = connection.listener.path.name
-                self.run.log_event(ControllerEvent(event=Event.CONNECTIONS_CAPPED, worker=who, data=data))
+            who = connection.listener.worker if peer[0] == "worker" else worker_of(peer[1])
+            socket_name = connection.listener.path.name
+            data: dict[str, object] = {"uid": connection.uid, "open": PEER_CONNECTIONS, "socket": socket_name}
+            self._refusals.refuse((peer, socket_name), Event.CONNECTIONS_CAPPED, who, data)
             return False
         self._per_peer[peer] = self._per_peer.get(peer, 0) + 1
         return True
@@ -218,7 +217,6 @@ class BusServer:
             self._per_peer[connection.peer] = left
         else:
             self._per_peer.pop(connection.peer, None)
-            self._capped.discard(connection.peer)  # a later burst is flagged again
 
 
 class _Connection(asyncio.Protocol):

@@ -20,6 +20,9 @@ class Event(StrEnum):
     RESTARTED = "restarted"
     KILLED = "killed"
     GATEWAY_STARTED = "gateway-started"
+    RELAY_STARTED = "relay-started"
+    """The relay of the workers' sockets (orch.fleet.relay) was found dead and started again (a worker
+    restart, the controller's look): its workers' sockets are served again in the same folders."""
     CREDENTIAL_FALLBACK = "credential-fallback"
 
     # orch.container: the run's container
@@ -33,7 +36,12 @@ class Event(StrEnum):
     """A post to bus.sock that named another worker (`--as`), or came from no worker of the run."""
     CONNECTIONS_CAPPED = "connections-capped"
     """A worker held more connections open at once than its cap on one of its sockets (the bus, and locally
-    the relay's gateway and pane sockets): the excess refused, flagged once per burst."""
+    the relay's gateway and pane sockets): the excess refused, flagged once per burst (the relay's: at most
+    once a minute per socket, `refused` counting the refusals it stands for)."""
+    PEER_REFUSED = "peer-refused"
+    """A connection to a worker's own pane socket (orch.fleet.relay, a container's strict run) from a uid that
+    is neither that worker's nor the run's: a worker probing another's pane. `worker`: the prober's, when a
+    worker's uid; logged at most once a minute per socket, `refused` counting the refusals it stands for."""
     WRITE_DENIED = "write-denied"
     """The worker's tool results (the gateway's ledger) show writes the system refused it."""
     TREE_NOT_NOTED = "tree-not-noted"
@@ -111,7 +119,7 @@ class Event(StrEnum):
     WORKER_MOVED = "worker-moved"
     """data: job, workdir: the worker's agent restarted (new session) in the job's workdir."""
     CHANGE_TAKEN = "change-taken"
-    """data: job, task, diffstat, files, checks_ok, scope, kept_reviews."""
+    """data: job, task, diffstat, files, checking (its checks to run off the loop), scope, kept_reviews."""
     REVIEW_OPENED = "review-opened"
     REVIEW_ACCEPTED = "review-accepted"
     CHANGE_INTEGRATED = "change-integrated"
@@ -119,6 +127,12 @@ class Event(StrEnum):
     CHANGE_ENDED = "change-ended"
     """data: change, task, status (LANDED, REJECTED, CONFLICT, FAILED, UNCHANGED, REBASING), reason."""
     REBASE_OPENED = "rebase-opened"
+    CHECKS_STARTED = "checks-started"
+    """data: change, work (gate, integration): the checks started off the controller's loop."""
+    CHECKS_ENDED = "checks-ended"
+    """data: change, work, regressions (gate) or result (integration), error: picked up by the loop."""
+    CHANGE_QUEUED = "change-queued"
+    """data: change, ahead: approved, in the integration queue behind `ahead` changes."""
 
     # orch.view: what a lead did from `orch watch` (the TUI or the page with --control)
     WATCH_ACTION = "watch-action"

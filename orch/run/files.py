@@ -5,34 +5,56 @@ text, and the incremental tail of an append-only JSONL file. Which files: orch.r
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import stat
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import BinaryIO, Generic, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from orch.errors import NotFoundError, OrchError, UsageError
+from orch.text import first_error
 
 
-def _staged(path: Path, data: str | bytes, mode: int) -> Path:
-    """`data` in a temp file beside `path`, on disk, not yet renamed."""
-    raw = data.encode() if isinstance(data, str) else data
+@contextlib.contextmanager
+def _staging(path: Path, mode: int) -> Iterator[tuple[BinaryIO, Path]]:
+    """A temp file beside `path` to write, and its name: on disk with `mode` once the block ends, not yet
+    renamed; removed if the block fails."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
+            yield fh, Path(tmp)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return Path(tmp)
+
+
+def _staged(path: Path, data: str | bytes, mode: int) -> Path:
+    """`data` in a temp file beside `path`, on disk, not yet renamed."""
+    with _staging(path, mode) as (fh, tmp):
+        fh.write(data.encode() if isinstance(data, str) else data)
+    return tmp
+
+
+@contextlib.contextmanager
+def atomic_stream(path: Path, mode: int = 0o644) -> Iterator[BinaryIO]:
+    """atomic_write for what is written piece by piece: readers see the old file until the block ends, then
+    the new one; a block that fails leaves the old one and no temp file."""
+    with _staging(path, mode) as (fh, tmp):
+        yield fh
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def atomic_write(path: Path, data: str | bytes, mode: int = 0o644) -> None:
@@ -107,7 +129,7 @@ def read_model(path: Path, model: type[M] | TypeAdapter[M], missing: OrchError) 
     except FileNotFoundError:
         raise missing from None
     except ValidationError as exc:
-        raise UsageError(f"{path} is malformed: {exc.errors()[0]['msg']}") from None
+        raise UsageError(f"{path} is malformed: {first_error(exc)}") from None
 
 
 def read_text_input(path: Path) -> str:

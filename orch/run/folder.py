@@ -13,14 +13,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from orch.errors import NotFoundError, UsageError
-
-# append_line, atomic_write(_all): re-exported only for modules other engineers rewrite this round
-# (orch/gateway/*, orch/lead/reportrender.py, orch/fleet/relay.py, tests/agents); once they import
-# orch.run.files, these names go.
-from orch.run.files import JsonlTail, read_model
-from orch.run.files import append_line as append_line
-from orch.run.files import atomic_write as atomic_write
-from orch.run.files import atomic_write_all as atomic_write_all
+from orch.run.files import JsonlTail, append_line, atomic_write, read_model
 from orch.run.paths import agents_dir, runs_dir
 from orch.run.records import RUN_INFO, ControllerEvent, HookEvent, RunInfo, StatusLine
 

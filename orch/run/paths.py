@@ -46,6 +46,13 @@ def sockets_dir(run_root: Path) -> Path:
     return base / hashlib.sha256(str(run_root).encode()).hexdigest()[:12]
 
 
+SANDBOX_SOCKETS = Path("/run/orch")
+"""Inside a local strict worker's sandbox: its own folder of the relay's sockets (OWN_BUS, gateway.sock,
+pane.sock), bound read-only (orch.fleet.bwrap, orch.fleet.relay)."""
+OWN_BUS = "posts.sock"
+"""A local strict worker's own bus socket in that folder: every post there is stamped as that worker."""
+
+
 def pane_sockets_dir(run_root: Path) -> Path:
     """In a run's container under strict isolation: the folder of each worker's own pane socket
     (orch.fleet.relay.own_pane_socket), which the container's init makes before any worker starts

@@ -19,6 +19,7 @@ from typing import Literal
 from aiohttp import web
 from pydantic import ValidationError
 
+from orch import sse
 from orch.errors import NotFoundError, OrchError
 from orch.lead.charts import cost_svg, timeline_svg
 from orch.lead.templates import render
@@ -195,9 +196,9 @@ class WebView:
                 try:
                     data = await asyncio.wait_for(queue.get(), KEEPALIVE)
                 except TimeoutError:
-                    await response.write(b": keepalive\n\n")
+                    await response.write(sse.comment("keepalive"))
                     continue
-                await response.write(f"data: {data}\n\n".encode())
+                await response.write(sse.message(data).encode())
 
     async def action(self, request: web.Request) -> web.Response:
         if not self.control:

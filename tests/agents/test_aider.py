@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 from pathlib import Path
 
@@ -19,11 +18,12 @@ from orch.agents.aider import SESSION, interpreter
 from orch.fleet import control, launch
 from orch.run import hookwriter
 from orch.run.events import Event
-from orch.run.folder import RunFolder, atomic_write
+from orch.run.files import atomic_write
+from orch.run.folder import RunFolder
 from orch.run.records import HookEvent, Isolation, PermissionAnswer, WorkerState
 from orch.versions import AIDER_VERSION
 from orch.waits import wait_until
-from tests.helpers import demo_spec, diagnose, gateway_books, orch, pinned_bin, prompts
+from tests.helpers import demo_spec, diagnose, gateway_books, kill_agent, orch, pinned_bin, prompts
 
 pytestmark = pytest.mark.aider
 BOOT = "120"
@@ -112,15 +112,7 @@ def test_killed_aider_shows_as_crashed_and_restarts_with_its_chat_history(tmp_pa
     assert orch("send", "adk", "1", "remember this conversation").exit_code == 0
     wait_until(lambda: any(e.hook_event_name == "Stop" for e in run.hook_events(1)), 60, "the turn to end")
     assert launch.last_session(run, 1) == SESSION
-    pid = launch.agent_pid(launch.server_for(run.info()).pane(1))
-    assert pid is not None
-    os.kill(pid, signal.SIGKILL)
-    row = wait_until(
-        lambda: next((w for w in control.status(run).workers if w.state is WorkerState.CRASHED), None),
-        15,
-        "worker 1 to show as crashed",
-    )
-    assert row.detail and "signal 9" in row.detail
+    kill_agent(run, 1)
     # Restarted with a prompt: aider has no flag for it, the watcher types it once aider is ready.
     launch.restart(run, 1, prompt="what did I ask you to remember?")
     wait_until(lambda: prompts(run, 1)[-1:] == ["what did I ask you to remember?"], 90, "the typed first prompt")

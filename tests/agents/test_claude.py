@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from orch.run.folder import RunFolder
 from orch.run.records import WorkerState
 from orch.versions import CLAUDE_CODE_VERSION
 from orch.waits import wait_until
-from tests.helpers import diagnose, orch, prompts
+from tests.helpers import diagnose, kill_agent, orch, prompts, user_endpoint, worker_brief
 
 pytestmark = pytest.mark.claude
 N = 3
@@ -28,11 +27,8 @@ N = 3
 @pytest.fixture
 def model(monkeypatch: pytest.MonkeyPatch, claude_bin: Path) -> Iterator[ScriptedModelServer]:
     with ScriptedModelServer() as server:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-orch-offline-test-key-0123456789")
-        monkeypatch.setenv("ORCH_CLAUDE_BIN", str(claude_bin))
-        for var in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CONFIG_DIR"):
-            monkeypatch.delenv(var, raising=False)
+        key = "sk-ant-orch-offline-test-key-0123456789"
+        user_endpoint(monkeypatch, "claude", server.url, key, claude_bin, clear=["CLAUDE_CONFIG_DIR"])
         yield server
 
 
@@ -43,18 +39,6 @@ def fleet3(model: ScriptedModelServer, tmp_path: Path) -> RunFolder:
     result = orch("up", "cc", "-n", str(N), "--workdir", workdir, "--local")
     assert result.exit_code == 0, result.output
     return RunFolder.for_name("cc")
-
-
-def _brief(run: RunFolder, n: int) -> str:
-    steps = [
-        {"bash": f"orch bus post {run.name} --as {n} 'worker {n} checked in'"},
-        {"write": str(run.result(n)), "content": f"# Result of worker {n}\nall good\n"},
-        {"bash": f"touch {run.done(n)}"},
-        {"reply": "Finished."},
-    ]
-    prose = "\n".join(f"Context line {i} for worker {n}." for i in range(1, 21))
-    script = "\n".join(json.dumps(s) for s in steps)
-    return f"# Task for worker {n}\n\n{prose}\n\n```orch-script\n{script}\n```\n"
 
 
 def test_workers_boot_with_no_dialog(fleet3: RunFolder) -> None:
@@ -82,7 +66,7 @@ def test_thirty_line_message_is_one_submission(fleet3: RunFolder) -> None:
 def test_briefed_workers_post_write_and_finish(fleet3: RunFolder, model: ScriptedModelServer, tmp_path: Path) -> None:
     for n in range(1, N + 1):
         brief = tmp_path / f"brief-{n}.md"
-        brief.write_text(_brief(fleet3, n))
+        brief.write_text(worker_brief(fleet3, n))
         result = orch("brief", "cc", str(n), brief)
         assert result.exit_code == 0, result.output
     waited = orch("wait", "cc", "--timeout", "60")
@@ -114,19 +98,7 @@ def test_killed_agent_shows_as_crashed_and_restarts_resumed(fleet3: RunFolder) -
     assert session is not None
     # Claude Code writes its transcript asynchronously: a kill right after the turn may beat it.
     wait_until(lambda: has_conversation(fleet3.config_dir(1), session), 30, "the session transcript")
-    server = launch.server_for(fleet3.info())
-    pid = launch.agent_pid(server.pane(1))
-    assert pid is not None
-    os.kill(pid, signal.SIGKILL)
-    row = wait_until(
-        lambda: next(
-            (w for w in control.status(fleet3).workers if w.worker == 1 and w.state is WorkerState.CRASHED),
-            None,
-        ),
-        15,
-        "worker 1 to show as crashed",
-    )
-    assert row.detail and "signal 9" in row.detail
+    kill_agent(fleet3, 1)
     # Restarted, it resumes the same Claude Code session.
     launch.restart(fleet3, 1)
     starts = wait_until(

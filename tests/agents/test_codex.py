@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,10 +15,11 @@ from orch.agents.codex import has_rollout
 from orch.fleet import control, launch
 from orch.gateway.cassette import read_exchanges
 from orch.run.events import Event
-from orch.run.folder import RunFolder, atomic_write
+from orch.run.files import atomic_write
+from orch.run.folder import RunFolder
 from orch.run.records import PermissionAnswer, WorkerState
 from orch.waits import wait_until
-from tests.helpers import demo_spec, diagnose, gateway_books, orch, prompts
+from tests.helpers import demo_spec, diagnose, gateway_books, kill_agent, orch, prompts, worker_brief
 
 pytestmark = pytest.mark.codex
 N = 2
@@ -53,15 +53,7 @@ def fleet(codex_env: None, tmp_path: Path) -> Iterator[RunFolder]:
 
 
 def _brief(run: RunFolder, n: int) -> str:
-    steps = [
-        {"bash": f"orch bus post {run.name} --as {n} 'worker {n} checked in'"},
-        {"write": str(run.result(n)), "content": f"# Result of worker {n}\nall good, 'quoted' and $dollar\n"},
-        {"bash": f"touch {run.done(n)}"},
-        {"reply": "Finished."},
-    ]
-    prose = "\n".join(f"Context line {i} for worker {n}." for i in range(1, 21))
-    script = "\n".join(json.dumps(s) for s in steps)
-    return f"# Task for worker {n}\n\n{prose}\n\n```orch-script\n{script}\n```\n"
+    return worker_brief(run, n, result="all good, 'quoted' and $dollar\n")
 
 
 def test_workers_boot_with_no_dialog(fleet: RunFolder) -> None:
@@ -121,18 +113,7 @@ def test_briefed_workers_post_write_and_finish(fleet: RunFolder, tmp_path: Path)
 def test_killed_agent_shows_as_crashed_and_restarts_resumed(fleet: RunFolder) -> None:
     session = fleet.hook_events(1)[0].session_id
     assert session is not None and has_rollout(fleet.config_dir(1), session)
-    server = launch.server_for(fleet.info())
-    pid = launch.agent_pid(server.pane(1))
-    assert pid is not None
-    os.kill(pid, signal.SIGKILL)
-    row = wait_until(
-        lambda: next(
-            (w for w in control.status(fleet).workers if w.worker == 1 and w.state is WorkerState.CRASHED), None
-        ),
-        15,
-        "worker 1 to show as crashed",
-    )
-    assert row.detail and "signal 9" in row.detail
+    kill_agent(fleet, 1)
     seen = len(fleet.hook_events(1))
     launch.restart(fleet, 1)  # no prompt: Codex resumes with orch's one-line resume prompt
     starts = wait_until(

@@ -260,7 +260,8 @@ def test_a_registered_agent_reaches_every_caller_through_the_registry() -> None:
     """The toy agent is its module plus one registry line: orch finds it, checks its modes, and the image
     build would carry it."""
     toy = get_adapter(TOY)
-    assert type(toy).__module__ == "tests.agents.toy_agent" and toy.credentials.protocols == ("openai-chat",)
+    assert isinstance(toy, AgentBase) and type(toy).__module__ == "tests.agents.toy_agent"
+    assert toy.credentials.protocols == ("openai-chat",)
     assert image_installs([TOY]) == {TOY: toy.install}
     assert TOY in image_installs(["all"])
     with pytest.raises(UsageError, match="unknown agent"):

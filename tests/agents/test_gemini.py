@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,11 +15,12 @@ from orch.gateway.records import Exchange
 from orch.gateway.replay import Replayer
 from orch.offline.modelserver import ScriptedModelServer, key_digest
 from orch.run.events import Event
-from orch.run.folder import RunFolder, atomic_write
+from orch.run.files import atomic_write
+from orch.run.folder import RunFolder
 from orch.run.records import Isolation, PermissionAnswer, WorkerState
 from orch.versions import GEMINI_CLI_VERSION
 from orch.waits import wait_until
-from tests.helpers import diagnose, gateway_books, orch, prompts
+from tests.helpers import diagnose, gateway_books, kill_agent, orch, orch_script, prompts, user_endpoint, worker_brief
 
 pytestmark = pytest.mark.gemini
 BRIEF_TOOLS = ["read_file", "run_shell_command", "write_file", "run_shell_command"]
@@ -34,11 +33,8 @@ OTHER_KEY = "AIza-orch-offline-google-api-key-9876543210"
 def model(monkeypatch: pytest.MonkeyPatch, gemini_bin: Path) -> Iterator[ScriptedModelServer]:
     """The scripted model as the user's Gemini endpoint: the run's gateway forwards to it with KEY."""
     with ScriptedModelServer() as server:
-        monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", server.url)
-        monkeypatch.setenv("GEMINI_API_KEY", KEY)
-        monkeypatch.setenv("ORCH_GEMINI_BIN", str(gemini_bin))
-        for var in ("GEMINI_CLI_HOME", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA"):
-            monkeypatch.delenv(var, raising=False)
+        clear = ("GEMINI_CLI_HOME", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA")
+        user_endpoint(monkeypatch, "gemini", server.url, KEY, gemini_bin, clear)
         monkeypatch.setenv("GOOGLE_API_KEY", OTHER_KEY)  # a second credential: no worker may see it either
         yield server
 
@@ -56,19 +52,12 @@ def fleet(model: ScriptedModelServer, tmp_path: Path) -> RunFolder:
     return _up("gm", workdir)
 
 
-def _script(*steps: dict[str, object]) -> str:
-    return "```orch-script\n" + "\n".join(json.dumps(s) for s in steps) + "\n```\n"
-
-
-def _brief(run: RunFolder, n: int) -> str:
-    prose = "\n".join(f"Context line {i} for worker {n}." for i in range(1, 21))
-    script = _script(
-        {"bash": f"orch bus post {run.name} --as {n} 'worker {n} checked in'"},
-        {"write": str(run.result(n)), "content": f"# Result of worker {n}\nall good\n"},
-        {"bash": f"touch {run.done(n)}"},
-        {"reply": "Finished."},
-    )
-    return f"# Task for worker {n}\n\n{prose}\n\n{script}"
+def _webfetch_brief(tmp_path: Path) -> Path:
+    """A brief whose one call, web_fetch, is outside the adapter's allow list: it asks."""
+    fetch: dict[str, object] = {"tool": "web_fetch", "input": {"prompt": "summarise http://127.0.0.1:9/"}}
+    brief = tmp_path / "fetch.md"
+    brief.write_text("Fetch a page.\n\n" + orch_script(fetch, {"reply": "done"}))
+    return brief
 
 
 def test_workers_boot_with_no_dialog(fleet: RunFolder) -> None:
@@ -107,7 +96,7 @@ def test_thirty_line_message_is_one_submission(fleet: RunFolder, model: Scripted
 def test_briefed_workers_post_write_and_finish(fleet: RunFolder, model: ScriptedModelServer, tmp_path: Path) -> None:
     for n in range(1, N + 1):
         brief = tmp_path / f"brief-{n}.md"
-        brief.write_text(_brief(fleet, n))
+        brief.write_text(worker_brief(fleet, n))
         result = orch("brief", "gm", str(n), brief)
         assert result.exit_code == 0, result.output
     waited = orch("wait", "gm", "--timeout", "90")
@@ -171,18 +160,7 @@ def test_killed_agent_shows_as_crashed_and_restarts_resumed(fleet: RunFolder, mo
     wait_until(lambda: control.status(fleet).workers[0].state is WorkerState.IDLE, 30, "the turn to finish")
     session = fleet.hook_events(1)[0].session_id
     assert session is not None
-    server = launch.server_for(fleet.info())
-    pid = launch.agent_pid(server.pane(1))
-    assert pid is not None
-    os.kill(pid, signal.SIGKILL)
-    row = wait_until(
-        lambda: next(
-            (w for w in control.status(fleet).workers if w.worker == 1 and w.state is WorkerState.CRASHED), None
-        ),
-        15,
-        "worker 1 to show as crashed",
-    )
-    assert row.detail and "signal 9" in row.detail
+    kill_agent(fleet, 1)
     # Restarted with its next prompt on the command line (as the lead's recovery does), it resumes the same
     # Gemini CLI session.
     launch.restart(fleet, 1, "are you back")
@@ -227,10 +205,7 @@ def test_permission_request_is_answered_by_the_policy(
     assert run.info().isolation is Isolation.STRICT
     message = "orch policy: no fetching" if answer == "deny" else None
     atomic_write(run.permission_policy, PermissionAnswer(answer=answer, message=message).model_dump_json())  # type: ignore[arg-type]
-    fetch = {"tool": "web_fetch", "input": {"prompt": "summarise http://127.0.0.1:9/"}}
-    brief = tmp_path / "brief.md"
-    brief.write_text("Fetch a page.\n\n" + _script(fetch, {"reply": "done"}))
-    assert orch("brief", run.name, "1", brief).exit_code == 0
+    assert orch("brief", run.name, "1", _webfetch_brief(tmp_path)).exit_code == 0
 
     def current() -> WorkerState:
         return control.status(run).workers[0].state
@@ -285,7 +260,9 @@ def test_offline_fleet_needs_no_credential(gemini_bin: Path, tmp_path: Path, mon
     workdir.mkdir()
     run = _up("off", workdir, 1, "--offline")
     brief = tmp_path / "brief.md"
-    brief.write_text(_script({"write": str(run.result(1)), "content": "offline\n"}, {"bash": f"touch {run.done(1)}"}))
+    brief.write_text(
+        orch_script({"write": str(run.result(1)), "content": "offline\n"}, {"bash": f"touch {run.done(1)}"})
+    )
     assert orch("brief", "off", "1", brief).exit_code == 0
     waited = orch("wait", "off", "--timeout", "60")
     assert waited.exit_code == 0, waited.output + diagnose(run)

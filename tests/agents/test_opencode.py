@@ -6,7 +6,6 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -16,11 +15,12 @@ import pytest
 from orch.agents.opencode import config_deps, has_session
 from orch.fleet import control, launch
 from orch.run.events import Event
-from orch.run.folder import RunFolder, atomic_write
+from orch.run.files import atomic_write
+from orch.run.folder import RunFolder
 from orch.run.records import PermissionAnswer, WorkerState
 from orch.versions import OPENCODE_VERSION
 from orch.waits import wait_until
-from tests.helpers import diagnose, gateway_books, orch, pinned_bin, prompts
+from tests.helpers import diagnose, gateway_books, kill_agent, orch, pinned_bin, prompts, worker_brief
 
 pytestmark = pytest.mark.opencode
 BOOT = "120"  # seconds: opencode takes 10-15 s to draw its TUI on a busy 2-core machine
@@ -53,18 +53,6 @@ def up(name: str, tmp_path: Path, workers: int = 1, *extra: str) -> RunFolder:
     return RunFolder.for_name(name)
 
 
-def _brief(run: RunFolder, n: int) -> str:
-    steps = [
-        {"bash": f"orch bus post {run.name} --as {n} 'worker {n} checked in'"},
-        {"write": str(run.result(n)), "content": f"# Result of worker {n}\nall good\n"},
-        {"bash": f"touch {run.done(n)}"},
-        {"reply": "Finished."},
-    ]
-    prose = "\n".join(f"Context line {i} for worker {n}." for i in range(1, 21))
-    script = "\n".join(json.dumps(s) for s in steps)
-    return f"# Task for worker {n}\n\n{prose}\n\n```orch-script\n{script}\n```\n"
-
-
 def test_boots_with_no_dialog_takes_one_submission_and_finishes_a_brief(tmp_path: Path) -> None:
     run = up("oc", tmp_path, 2)
     assert [w.state for w in control.status(run).workers] == [WorkerState.IDLE] * 2
@@ -87,7 +75,7 @@ def test_boots_with_no_dialog_takes_one_submission_and_finishes_a_brief(tmp_path
 
     # Shell and write tool calls: post to the bus, write the result, touch the done flag.
     brief = tmp_path / "brief-1.md"
-    brief.write_text(_brief(run, 1))
+    brief.write_text(worker_brief(run, 1))
     assert orch("brief", "oc", "1", brief).exit_code == 0
     waited = orch("wait", "oc", "--timeout", "120", "--workers", "1")
     assert waited.exit_code == 0, waited.output + diagnose(run)
@@ -110,15 +98,7 @@ def test_killed_agent_shows_as_crashed_and_restarts_resumed(tmp_path: Path) -> N
     session = launch.last_session(run, 1)
     assert session is not None and session.startswith("ses_")
     wait_until(lambda: has_session(run.config_dir(1) / "data", session), 30, "the session in opencode's database")
-    pid = launch.agent_pid(launch.server_for(run.info()).pane(1))
-    assert pid is not None
-    os.kill(pid, signal.SIGKILL)
-    row = wait_until(
-        lambda: next((w for w in control.status(run).workers if w.state is WorkerState.CRASHED), None),
-        15,
-        "worker 1 to show as crashed",
-    )
-    assert row.detail and "signal 9" in row.detail
+    kill_agent(run, 1)
     launch.restart(run, 1)
     starts = wait_until(
         lambda: [e for e in run.hook_events(1) if e.hook_event_name == "SessionStart"][1:], 60, "the resumed start"

@@ -7,14 +7,15 @@ seeded by the worker itself: what `orch run` uses in a container) is shared by t
 no dialog on a brand-new workdir (and, for aider and Gemini CLI, each worker's pane socket its own alone), a
 30-line message as one submission, a brief's shell and write tool calls
 (bus post, result, done flag), a killed agent shown as crashed and restarted with its session. Then a
-strict fleet of one meets the run's permission policy.
+strict fleet of one meets the run's deny policy. The suite is the same for every agent: a case only one
+agent has is in its own module (test_agent_gemini.py).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +28,16 @@ from orch.container.sandbox import DockerSandbox
 from orch.fleet import launch, relay
 from orch.gateway.cassette import read_exchanges
 from orch.run.events import Event
-from orch.run.folder import RunFolder, atomic_write
+from orch.run.files import atomic_write
+from orch.run.folder import RunFolder
 from orch.run.records import DockerRunInfo, Isolation, PermissionAnswer, WorkerState
 from orch.run.uids import worker_uid
 from orch.waits import wait_until
 from tests.agents.test_codex import DIALOGS as CODEX_DIALOGS
-from tests.agents.test_gemini import _script
-from tests.agents.test_opencode import _webfetch_brief
+from tests.agents.test_gemini import _webfetch_brief as gemini_fetch_brief
+from tests.agents.test_opencode import _webfetch_brief as opencode_fetch_brief
 from tests.dockertest import BUILD_TIMEOUT, RUN_UID, events, unique
-from tests.helpers import orch, prompts
+from tests.helpers import orch, prompts, worker_brief
 
 AGENTS = ("codex", "gemini", "opencode", "aider")
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(BUILD_TIMEOUT)]
@@ -48,8 +50,8 @@ DIALOGS = {
     "opencode": ("Connect a provider", "Zen"),
     "aider": ("(Y)es/(N)o", "raw.githubusercontent"),
 }
-# Agents whose tool calls stop at orch's permission policy in a container.
-ASKS = {"gemini", "opencode"}
+# Agents whose tool calls stop at orch's permission policy in a container: a brief with a call that asks.
+ASKS: dict[str, Callable[[Path], Path]] = {"gemini": gemini_fetch_brief, "opencode": opencode_fetch_brief}
 
 
 def _marked(kind: str) -> Any:
@@ -130,15 +132,7 @@ def _turn_over(run: RunFolder, n: int, since: int) -> bool:
 def _brief(run: RunFolder, n: int, kind: str) -> str:
     """A 30-line brief whose script posts to the bus (a shell call), writes the result and touches the done
     flag. Paths are the container's."""
-    outbox = f"{run_mount(run.name)}/outbox/agent-{n}"
-    steps: list[dict[str, object]] = [
-        {"bash": f"orch bus post {run.name} --as {n} 'worker {n} checked in'"},
-        {"write": f"{outbox}/result.md", "content": f"# Result of worker {n}\nall good\n"},
-        {"bash": f"touch {outbox}/done"},
-        {"reply": "Finished."},
-    ]
-    prose = "\n".join(f"Context line {i} for worker {n}." for i in range(1, 21))
-    return f"# Task for worker {n}\n\n{prose}\n\n" + _script(*steps)
+    return worker_brief(run, n, outbox=f"{run_mount(run.name)}/outbox/agent-{n}")
 
 
 def test_boots_with_no_dialog_each_worker_its_own_uid(fleet: Fleet, engine: docker.DockerClient) -> None:
@@ -294,21 +288,9 @@ def test_killed_agent_shows_as_crashed_and_restarts_resumed(fleet: Fleet, engine
     assert asked and any("heliotrope" in body for body in asked), asked
 
 
-# Each agent's call under a deny policy; Gemini's under allow too: its approver presses Allow on the dialog
-# through the pane socket of its own (the tmux server is out of a strict worker's reach).
-POLICIES = [*((kind, "deny") for kind in AGENTS), ("gemini", "allow")]
-
-
-@pytest.mark.parametrize(
-    ("kind", "answer"), [pytest.param(k, a, marks=getattr(pytest.mark, k), id=f"{k}-{a}") for k, a in POLICIES]
-)
-def test_permission_request_is_answered_by_the_policy(
-    kind: str, answer: str, image: str, engine: docker.DockerClient, names: list[str], tmp_path: Path
-) -> None:
-    """The run's policy (`orch run`'s `permissions`) denies a call that asks, with no dialog left on screen,
-    or allows it (Gemini's approver presses Allow through its own pane socket), under strict isolation (the
-    default). Codex in a container runs with full access (its bubblewrap sandbox cannot start there) and aider
-    never asks (--yes-always): for them nothing may reach a dialog, and the brief still finishes."""
+def policy_run(kind: str, answer: str, names: list[str], tmp_path: Path) -> RunFolder:
+    """A strict fleet of one `kind` worker under the run's policy `answer`, briefed with a call that asks (the
+    agents in ASKS) or else with _brief's, to the end of its turn; the run's events checked by the caller."""
     name = unique(f"pm{kind[:2]}{answer[0]}")
     names.append(name)
     run = _up(kind, name, _container_workdir(tmp_path / "w"), 1)
@@ -317,26 +299,31 @@ def test_permission_request_is_answered_by_the_policy(
     policy = PermissionAnswer(answer=answer, message=message)  # type: ignore[arg-type]
     atomic_write(run.permission_policy, policy.model_dump_json())
     if kind in ASKS:
-        if kind == "gemini":
-            brief = tmp_path / "fetch.md"
-            fetch: dict[str, object] = {"tool": "web_fetch", "input": {"prompt": "summarise http://127.0.0.1:9/"}}
-            brief.write_text("Fetch a page.\n\n" + _script(fetch, {"reply": "done"}))
-        else:
-            brief = _webfetch_brief(tmp_path)
+        brief = ASKS[kind](tmp_path)
     else:
         brief = tmp_path / "brief.md"
         brief.write_text(_brief(run, 1, kind))
     assert orch("brief", name, "1", brief).exit_code == 0
     wait_until(lambda: _turn_over(run, 1, 0), 120, "the worker's turn to end")
     wait_until(lambda: _status(run, 1) is WorkerState.IDLE, 60, "the worker to be idle")
+    return run
+
+
+@pytest.mark.parametrize("kind", [_marked(kind) for kind in AGENTS])
+def test_permission_request_is_denied_by_the_policy(
+    kind: str, image: str, engine: docker.DockerClient, names: list[str], tmp_path: Path
+) -> None:
+    """The run's deny policy (`orch run`'s `permissions`) answers a call that asks, with no dialog left on
+    screen, under strict isolation (the default). Codex in a container runs with full access (its bubblewrap
+    sandbox cannot start there) and aider never asks (--yes-always): for them nothing may reach a dialog, and
+    the brief still finishes. (Gemini's approver pressing Allow: test_agent_gemini.py.)"""
+    run = policy_run(kind, "deny", names, tmp_path)
     asked = [e for e in run.hook_events(1) if e.hook_event_name == "PermissionRequest"]
     if kind in ASKS:
-        assert [e.orch_decision for e in asked] == [answer], asked
+        assert [e.orch_decision for e in asked] == ["deny"], asked
         assert asked[0].tool_name in ("web_fetch", "webfetch")
     else:
         assert asked == []
         assert run.result(1).read_text() == "# Result of worker 1\nall good\n" and run.done(1).exists()
-    if answer == "allow":  # the call ran (and failed: nothing listens there)
-        assert any(e.hook_event_name == "PostToolUse" and e.tool_name == "web_fetch" for e in run.hook_events(1))
-    assert "Allow once" not in orch("read", name, "1").output
-    assert orch("kill", name).exit_code == 0
+    assert "Allow once" not in orch("read", run.name, "1").output
+    assert orch("kill", run.name).exit_code == 0

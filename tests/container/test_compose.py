@@ -59,10 +59,11 @@ class Project:
     name: str
     engine: docker.DockerClient
 
-    def start(self, container_name: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        """`run` in the foreground: for a container that must refuse to start."""
+    def start(self, container_name: str, *options: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        """`run` in the foreground: for a container that must refuse to start. `options`: `run`'s own."""
         env = {**os.environ, "ORCH_RUN": RUN, "ORCH_EGRESS": "none", "ORCH_UID": str(UID), **extra}
-        cmd = [*self.cli, "-f", str(COMPOSE_FILE), "-p", self.name, "run", "--rm", "--name", container_name, "fleet"]
+        cmd = [*self.cli, "-f", str(COMPOSE_FILE), "-p", self.name, "run", "--rm", "--name", container_name]
+        cmd += [*options, "fleet"]
         return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
 
     def run(self, container_name: str, **extra: str) -> Container:
@@ -495,7 +496,9 @@ def test_compose_lead_lands_a_writers_change(project: Project, tmp_path: Path) -
 
 def test_compose_fleet_that_fails_its_first_start_leaves_nothing(project: Project, tmp_path: Path) -> None:
     """compose's `fleet` whose first start fails after the init made the run's folder and started its
-    gateway (a fleet it cannot plan): exit 2 in one line, and no run folder left on the volume."""
+    gateway (a fleet it cannot plan): exit 2 in one line, and no run folder left on the volume. Then one
+    that fails after the init handed over to serve-run (its agent's binary is not there): exit 1, and no
+    run folder left either, though `model/` was the gateway's and each worker's files its own."""
     runs = tmp_path / "runs"
     runs.mkdir()
     os.chown(runs, UID, UID)
@@ -504,4 +507,11 @@ def test_compose_fleet_that_fails_its_first_start_leaves_nothing(project: Projec
     assert done.returncode == 2, out
     assert "model gateway at" in out, out  # it did get that far
     assert [x for x in out.splitlines() if x.startswith("orch-init: ") and "egress" not in x and "gateway" not in x]
+    assert list(runs.iterdir()) == [], list(runs.rglob("*"))
+
+    no_agent = ("-e", "ORCH_CLAUDE_BIN=/nonexistent")
+    done = project.start(f"{project.name}-g", *no_agent, ORCH_RUNS=str(runs), ORCH_OFFLINE="1")
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    assert "model gateway at" in out and "nothing of it is left" in out, out
     assert list(runs.iterdir()) == [], list(runs.rglob("*"))

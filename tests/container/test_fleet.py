@@ -241,6 +241,7 @@ def test_credentials_file_is_mounted_read_only_and_never_copied_out(
     assert result.exit_code == 0, result.output
     run = RunFolder.for_name(name)
     info = run.info()
+    assert isinstance(info, DockerRunInfo)
     code, out = DockerSandbox().run_as_user(
         info,
         ["sh", "-c", "stat -c '%u %a' $HOME/.claude/.credentials.json; cat $HOME/.claude/.credentials.json; echo;"
@@ -254,7 +255,7 @@ def test_credentials_file_is_mounted_read_only_and_never_copied_out(
         m
         for m in docker.from_env().containers.get(info.container.id).attrs["Mounts"]
         if "credentials" in m["Destination"]
-    ]  # type: ignore[union-attr]
+    ]
     assert mount["RW"] is False and mount["Source"] == str(config / ".credentials.json")
     assert secret not in "\n".join(lines[3:])  # not in the environment
     assert orch("kill", name).exit_code == 0

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import secrets
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import docker
 import pytest
+from docker.models.containers import Container
 
-from orch import settings
+from orch import procs, settings
 from orch.container import mounts
 from orch.container.image import build_image, image_is_current
 from orch.container.init import GATEWAY_HOME
@@ -300,3 +303,73 @@ def test_a_fleet_across_model_apis_without_one_key_creates_no_container(
     assert len(result.output.strip().splitlines()) == 1
     assert not RunFolder.for_name(name).root.exists()
     assert not engine.containers.list(all=True, filters={"name": f"orch-{name}"})
+
+
+# Run as the run's uid: mint worker 7's token (`mint`), or (`call TOKEN`) wait for the gateway to answer and
+# make one Messages call with that token, then have it settle (usage and recording written).
+AGAIN = """
+import json, sys, time, urllib.request
+from orch.gateway.process import GatewayClient, handle_path, load_handle
+from orch.waits import wait_until
+client = GatewayClient(load_handle(handle_path(sys.argv[1])))
+if sys.argv[2] == "mint":
+    print("token", client.mint_token(7)); sys.exit()
+wait_until(client.health, 60, "the gateway to answer")
+body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]})
+url = client.handle.url + "/t/" + sys.argv[3] + "/v1/messages"
+req = urllib.request.Request(url, data=body.encode(), headers={"content-type": "application/json"})
+with urllib.request.urlopen(req, timeout=20) as r:
+    print("status", r.status)
+client.settle()
+"""
+
+
+def _gateway_processes(container: Container) -> dict[int, tuple[int, list[str]]]:
+    """The container's gateway processes (host pid: uid, argv), read on the engine's machine."""
+    top = container.top()
+    found = {}
+    for row in top["Processes"]:
+        pid = int(row[top["Titles"].index("PID")])
+        argv, uid = procs.cmdline(pid), procs.uid(pid)
+        if any(a.startswith("orch.gateway") for a in argv) and uid is not None:  # keeper, supervisor, server
+            found[pid] = (uid, argv)
+    return found
+
+
+def test_a_killed_gateway_comes_back_as_its_uid_and_records_the_next_call(
+    image: str, names: list[str], workdir: Path, engine: docker.DockerClient
+) -> None:
+    """The gateway's supervisor SIGKILLed (as the OOM killer would): its keeper starts it again as the
+    gateway's uid, a worker restart meanwhile waits for it instead of starting one as the run's uid, and
+    the next call with the token of before is answered, recorded and counted in `model/`."""
+    name = new_name(names, "gk")
+    result = orch("up", name, "--isolation", "shared", "--agent", "scripted", "--offline", "--workdir", workdir)
+    assert result.exit_code == 0, result.output
+    run = RunFolder.for_name(name)
+    info = run.info()
+    assert isinstance(info, DockerRunInfo)
+    sandbox = DockerSandbox()
+    code, out = sandbox.run_as_user(info, ["python3", "-c", AGAIN, name, "mint"])
+    assert code == 0 and out.startswith("token "), out
+    token = out.split()[1]
+    code, out = sandbox.run_as_user(info, ["python3", "-c", AGAIN, name, "call", token])
+    assert code == 0 and "status 200" in out, out
+
+    container = engine.containers.get(info.container.id)
+    before = _gateway_processes(container)
+    (supervisor,) = [pid for pid, (_, argv) in before.items() if argv[1:3] == ["-m", "orch.gateway"]]
+    assert before[supervisor][0] == GATEWAY_UID
+    os.kill(supervisor, signal.SIGKILL)
+    assert orch("restart", name, "1").exit_code == 0  # its `ensure` waits for the gateway, starts none
+    code, out = sandbox.run_as_user(info, ["python3", "-c", AGAIN, name, "call", token])
+    assert code == 0 and "status 200" in out, out
+
+    after = _gateway_processes(container)
+    assert supervisor not in after and after, after
+    assert {uid for uid, _ in after.values()} == {GATEWAY_UID}, after  # none of the run's uid
+    usage = json.loads(run.model_usage.read_text())
+    assert usage["workers"]["7"]["requests"] == 2, usage
+    lines = [json.loads(line) for line in run.model_log.read_text().splitlines()]
+    assert [e for e in lines if e["event"] == "started" and e["data"].get("resumed")], lines
+    assert {p.stat().st_uid for p in [run.model_dir, *run.model_dir.rglob("*")]} == {GATEWAY_UID}
+    assert orch("kill", name).exit_code == 0

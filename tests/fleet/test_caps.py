@@ -1,35 +1,27 @@
-"""Per-worker caps (orch.fleet.caps): the pane's limits, the decisions, and the watchdog and the stopping
-of leftovers on real processes of this machine."""
+"""Per-worker caps (orch.fleet.caps): the pane's limits and the decisions (the watchdog that acts on them:
+test_watchdog.py; the stopping of leftovers: test_stopping.py)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from orch import settings
 from orch.cli.fleet import worker_caps
 from orch.errors import UsageError
-from orch.fleet import caps, stopping
+from orch.fleet import caps
 from orch.fleet.caps import Breach, Usage, breaches, container_pids, limit_argv
-from orch.fleet.watchdog import Watchdog
-from orch.fleet.workerprocs import WorkerProcesses, processes_by_worker
-from orch.run.folder import RunFolder
 from orch.run.records import WorkerCaps
-from orch.waits import wait_until
-from tests.helpers import run_info
 
 MIB = 1 << 20
 
 
 def test_caps_read_sizes_as_docker_does_and_off_means_none() -> None:
-    assert WorkerCaps(memory="512m", disk="2g", run_folder="off", pids="off") == WorkerCaps(
-        memory=512 * MIB, disk=2 << 30, run_folder=None, pids=None
-    )
+    read = WorkerCaps.model_validate({"memory": "512m", "disk": "2g", "run_folder": "off", "pids": "off"})
+    assert read == WorkerCaps(memory=512 * MIB, disk=2 << 30, run_folder=None, pids=None)
     assert WorkerCaps().pids == settings.WORKER_PIDS and WorkerCaps().disk == 1 << 30
     assert worker_caps("64", "1g", None, "off") == WorkerCaps(pids=64, memory=1 << 30, run_folder=None)
 
@@ -106,59 +98,3 @@ def test_breaches(usage: dict[int, Usage], folder: int | None, expected: list[Br
 def test_breach_reasons_say_which_cap() -> None:
     assert "processes and threads 70 (cap 64)" in Breach(1, "pids", 70, 64).reason()
     assert "the run folder's size" in Breach(1, "run-folder", 5, 4).reason()
-
-
-@pytest.fixture
-def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunFolder]:
-    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
-    folder = RunFolder.for_name("capped")
-    caps = WorkerCaps(pids=40, memory=64 * MIB, disk=4 * MIB, run_folder=64 * MIB)
-    info = run_info("capped", workers=2, workdir=str(tmp_path)).model_copy(update={"caps": caps})
-    folder.create(info)
-    yield folder
-
-
-def _as_worker(run: RunFolder, n: int, code: str) -> subprocess.Popen[bytes]:
-    """A process of worker n as shared isolation knows it: it inherits its supervisor's state file."""
-    env = {**os.environ, settings.STATE_FILE.name: str(run.state(n))}
-    return subprocess.Popen([sys.executable, "-c", code], env=env, start_new_session=True)
-
-
-def test_the_watchdog_stops_a_memory_hog_and_a_disk_filler(run: RunFolder) -> None:
-    info = run.info()
-    hog = _as_worker(run, 1, "import time; b = bytearray(128 << 20); b[::4096] = b'x' * len(b[::4096]); time.sleep(60)")
-    filler = _as_worker(run, 2, "import time; time.sleep(60)")
-    run.outbox(2).mkdir(parents=True, exist_ok=True)
-    (run.outbox(2) / "fill.bin").write_bytes(os.urandom(8 * MIB))
-    dog = Watchdog(run, info, [1, 2])
-    try:
-        found: list[Breach] = []
-        wait_until(lambda: bool(found.extend(dog.check()) or {b.cap for b in found} >= {"memory", "disk"}), 30,
-                   "the watchdog to see the hog and the filler")  # fmt: skip
-        assert {(b.worker, b.cap) for b in found} == {(1, "memory"), (2, "disk")}
-        assert hog.wait(timeout=10) == -9
-        assert not (run.outbox(2) / "fill.bin").exists()  # what it wrote is gone
-        taken = dog.take()
-        killed = {b.worker: pids for b, pids in taken}
-        assert set(killed) == {1, 2} and hog.pid in killed[1] and filler.pid in killed[2]
-    finally:
-        for proc in (hog, filler):
-            proc.kill()
-            proc.wait()
-
-
-def test_a_process_bomb_is_stopped_even_as_it_respawns(run: RunFolder) -> None:
-    """A stray that keeps forking (bounded, so as not to harm the machine) and ignores SIGTERM: frozen and
-    killed round by round until none is left."""
-    bomb = _as_worker(
-        run,
-        1,
-        "import os, signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-        "for _ in range(6):\n    os.fork()\n    time.sleep(0.05)\ntime.sleep(120)",
-    )
-    info = run.info()
-    wait_until(lambda: len(processes_by_worker(run, info, [1])[1]) >= 32, 20, "the bomb to spread")
-    watcher = WorkerProcesses(run, info, [1])
-    stopped = stopping.stop(info, 1, lambda: watcher.look()[1], grace=0.3)
-    assert stopped.survived == [] and len(stopped.killed) >= 32
-    assert bomb.wait(timeout=10) != 0

@@ -1,26 +1,36 @@
 """The relay's pane socket (orch.fleet.relay `pane-N.sock`), on a real tmux server: a worker's helper
 (aider's watcher, Gemini CLI's approver, under local strict isolation) reads its own pane's screen, pastes
 into it and presses Enter there, and can do nothing else: no other pane, no other tmux command, no flood of
-connections. And a worker's gateway socket refuses a flood of connections past its cap."""
+connections, no delay to another worker's pane requests, no unlogged probe of another's pane. And a worker's
+gateway socket refuses a flood of connections past its cap."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import shutil
+import signal
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from orch.contracts import LaunchSpec
+from orch.fleet import relay
 from orch.fleet.relay import GATEWAY_REFUSAL, PANE_CONNECTIONS, PANE_REQUEST, _Cap, _Pane, _to_gateway
 from orch.fleet.tmux import TmuxServer
+from orch.run import refusals
 from orch.run.events import Event
 from orch.run.folder import RunFolder
+from orch.run.paths import sockets_dir
 from orch.waits import wait_until
-from tests.helpers import run_info
+from tests.helpers import orch, run_info
+from tests.hostile import half_sent
 
 
 @pytest.fixture
@@ -31,8 +41,12 @@ def run(tmp_path: Path) -> RunFolder:
 
 
 def _capped(run: RunFolder) -> list[tuple[int, str]]:
-    lines = [json.loads(line) for line in run.events.read_text().splitlines()]
-    return [(e["worker"], e["data"]["socket"]) for e in lines if e["event"] == Event.CONNECTIONS_CAPPED]
+    return [(e["worker"], e["data"]["socket"]) for e in _events(run, Event.CONNECTIONS_CAPPED)]
+
+
+def _events(run: RunFolder, event: Event) -> list[dict[str, Any]]:
+    lines = [json.loads(line) for line in run.events.read_text().splitlines()] if run.events.exists() else []
+    return [e for e in lines if e["event"] == event]
 
 
 @pytest.fixture
@@ -79,7 +93,7 @@ def _ask(
     return asyncio.run(go())
 
 
-def _line(request: dict[str, object]) -> bytes:
+def _line(request: Mapping[str, object]) -> bytes:
     return json.dumps(request).encode() + b"\n"
 
 
@@ -168,3 +182,187 @@ def test_a_containers_pane_socket_answers_its_own_worker_alone(server: TmuxServe
     assert refused == {"ok": False, "error": "not worker 1's"}
     (answered,) = _ask(server, run, [_line({"op": "screen"})], peers={os.geteuid()})
     assert answered["ok"] is True
+
+
+HALF_SENT_DEADLINE = 3.0  # the test's pane deadline: long past what answering takes, short for the suite
+
+
+@asynccontextmanager
+async def _panes(
+    server: TmuxServer, run: RunFolder, peers: set[int] | None = None
+) -> AsyncIterator[dict[int, tuple[_Pane, Path]]]:
+    """Workers 1's and 2's pane sockets, served as the relay serves them (answering only `peers`, when given)."""
+    served: dict[int, tuple[_Pane, Path]] = {}
+    listening = []
+    for n in (1, 2):
+        path = Path(f"/tmp/orch-pane-test-{uuid.uuid4().hex[:8]}.sock")
+        pane = _Pane(server, n, _Cap(run, n, path, PANE_CONNECTIONS), peers, deadline=HALF_SENT_DEADLINE)
+        listening.append(await asyncio.start_unix_server(pane.serve, path=str(path), limit=PANE_REQUEST))
+        served[n] = (pane, path)
+    try:
+        yield served
+    finally:
+        for each in listening:
+            each.close()
+        for pane, path in served.values():
+            pane.close()
+            path.unlink(missing_ok=True)
+
+
+async def _request(path: Path, request: bytes) -> dict[str, object]:
+    reader, writer = await asyncio.open_unix_connection(str(path))
+    try:
+        writer.write(request)
+        await writer.drain()
+        line = await asyncio.wait_for(reader.readline(), 30)
+    finally:
+        writer.close()
+    return json.loads(line) if line else {}
+
+
+async def _until(check: Callable[[], bool], what: str) -> None:
+    deadline = asyncio.get_running_loop().time() + 10
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, f"never: {what}"
+        await asyncio.sleep(0.01)
+
+
+def test_a_worker_holding_its_pane_connections_half_sent_delays_no_other_worker(
+    server: TmuxServer, run: RunFolder
+) -> None:
+    """Worker 1 holds every pane connection it may open, each a request begun and never finished: its next is
+    refused (the cap), worker 2's screen, paste and Enter are answered while all four are still held (before the
+    relay has let go of any), and the half-sent ones are then dropped unanswered at the deadline."""
+
+    async def go() -> tuple[list[str], list[dict[str, object]], list[bytes]]:
+        order: list[str] = []
+        async with _panes(server, run) as panes:
+            (one, one_path), (_, two_path) = panes[1], panes[2]
+            held = await half_sent(one_path, PANE_CONNECTIONS)
+            for task in held:
+                task.add_done_callback(lambda _: order.append("dropped"))
+            await _until(lambda: one.cap.open == PANE_CONNECTIONS, "the relay took worker 1's held connections")
+            answers = [await _request(one_path, _line({"op": "screen"}))]
+            for request in ({"op": "screen"}, {"op": "paste", "text": "from-two"}, {"op": "enter"}):
+                answers.append(await _request(two_path, _line(request)))
+                order.append("two")
+            dropped = await asyncio.wait_for(asyncio.gather(*held), 30)
+            await _until(lambda: one.cap.open == 0, "the relay let go of the dropped connections")
+        return order, answers, dropped
+
+    order, answers, dropped = asyncio.run(go())
+    assert order == ["two"] * 3 + ["dropped"] * PANE_CONNECTIONS
+    assert answers[0]["ok"] is False and "too many open pane connections" in str(answers[0]["error"])
+    assert answers[1]["ok"] is True and answers[2:] == [{"ok": True}, {"ok": True}]
+    assert dropped == [b""] * PANE_CONNECTIONS  # no answer: no half request was taken as a whole one
+    assert "from-two" in server.capture(server.panes()[2].pane_id)
+    assert "never fin" not in server.capture(server.panes()[1].pane_id)
+    assert [worker for worker, _ in _capped(run)] == [1]  # worker 1's refused fifth
+
+
+def test_a_worker_whose_pane_requests_keep_tmux_busy_delays_only_itself(server: TmuxServer, run: RunFolder) -> None:
+    """Worker 1's pane thread is taken by a request that does not return (a gate stands for a tmux command
+    that works hard): worker 1's next request waits behind it, worker 2's are answered meanwhile, on a thread of
+    its own; once worker 1's returns, its waiting request is answered too."""
+
+    async def go() -> tuple[list[str], dict[str, object]]:
+        order: list[str] = []
+        gate = threading.Event()
+        async with _panes(server, run) as panes:
+            (one, one_path), (_, two_path) = panes[1], panes[2]
+            stuck = one.pool.submit(gate.wait, 30)
+            waiting = asyncio.create_task(_request(one_path, _line({"op": "screen"})))
+            waiting.add_done_callback(lambda _: order.append("one"))
+            await _until(lambda: one.cap.open == 1, "the relay took worker 1's request")
+            for request in ({"op": "screen"}, {"op": "paste", "text": "two-meanwhile"}):
+                assert (await _request(two_path, _line(request)))["ok"] is True
+                order.append("two")
+            gate.set()
+            answer = await asyncio.wait_for(waiting, 30)
+            assert stuck.result(timeout=30) is True
+        return order, answer
+
+    order, answer = asyncio.run(go())
+    assert order == ["two", "two", "one"] and answer["ok"] is True
+
+
+def test_a_stranger_on_a_pane_socket_leaves_one_event_and_cannot_flood(
+    server: TmuxServer, run: RunFolder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Connections to worker 1's pane socket from a uid that is not its worker's: each refused, none counted
+    against worker 1's cap, and the lot logged as one event (`peer-refused`); once the interval has passed, the
+    next is logged with the count of those it stands for. A burst past the cap, again and again: one event."""
+    stranger = os.geteuid()  # the test's uid, not among the uids the socket answers
+
+    async def go() -> list[dict[str, object]]:
+        async with _panes(server, run, peers={stranger + 1}) as panes:
+            pane, path = panes[1]
+            answers = [await _request(path, _line({"op": "screen"})) for _ in range(3)]
+            assert pane.cap.open == 0
+            monkeypatch.setattr(refusals, "INTERVAL", 0.0)  # the interval passed
+            answers.append(await _request(path, _line({"op": "screen"})))
+        return answers
+
+    answers = asyncio.run(go())
+    assert answers == [{"ok": False, "error": "not worker 1's"}] * 4
+    events = _events(run, Event.PEER_REFUSED)
+    assert [(e["data"]["uid"], e["data"]["pane"], e["data"]["refused"]) for e in events] == [
+        (stranger, 1, 1),
+        (stranger, 1, 3),
+    ]
+    assert events[0]["data"]["socket"].startswith("orch-pane-test-")
+
+
+def test_bursts_past_the_pane_cap_again_and_again_leave_one_event(server: TmuxServer, run: RunFolder) -> None:
+    async def go() -> None:
+        async with _panes(server, run) as panes:
+            pane, path = panes[1]
+            for _ in range(3):  # fill the cap, be refused, let go: a new burst each time
+                held = [await asyncio.open_unix_connection(str(path)) for _ in range(PANE_CONNECTIONS)]
+                await _until(lambda: pane.cap.open == PANE_CONNECTIONS, "the relay took the held connections")
+                assert (await _request(path, _line({"op": "screen"})))["ok"] is False
+                for _, writer in held:
+                    writer.close()
+                await _until(lambda: pane.cap.open == 0, "the relay let go of the held connections")
+
+    asyncio.run(go())
+    ((worker, _),) = _capped(run)
+    assert worker == 1
+
+
+def _post_brief(run: RunFolder, n: int, text: str) -> str:
+    """An offline brief: the scripted model has worker n post `text` to the bus, then touch its done flag
+    (each step a model turn through its gateway socket, each post through its bus socket)."""
+    steps = [{"bash": f"orch bus post {run.name} {text}"}, {"bash": f"touch {run.done(n)}"}, {"reply": "Posted."}]
+    return "Post.\n\n```orch-script\n" + "\n".join(json.dumps(s) for s in steps) + "\n```\n"
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_a_dead_relay_is_started_again_by_a_worker_restart_and_serves_every_running_sandbox(tmp_path: Path) -> None:
+    """A local strict fleet whose relay died (SIGKILL): `orch restart` of worker 1 starts it again (flagged),
+    and both the restarted worker and worker 2, whose sandbox kept running, reach the gateway and post to
+    the bus through it again: each sandbox has its folder of sockets bound, not the dead sockets."""
+    work = tmp_path / "work"
+    work.mkdir()
+    assert orch("up", "rr", "-n", "2", "--agent", "scripted", "--offline", "--workdir", work, "--local").exit_code == 0
+    run = RunFolder.for_name("rr")
+    try:
+        dead = relay._running(run)
+        assert dead is not None
+        os.kill(dead, signal.SIGKILL)
+        wait_until(lambda: not relay.running(run), 10, "the relay to die")
+        assert orch("restart", "rr", "1").exit_code == 0
+        assert relay.running(run) and relay._running(run) != dead
+        started = [json.loads(line) for line in run.events.read_text().splitlines()]
+        assert [e["worker"] for e in started if e["event"] == Event.RELAY_STARTED] == [1]
+        for n in (1, 2):
+            brief = tmp_path / f"brief-{n}.md"
+            brief.write_text(_post_brief(run, n, f"back-{n}"))
+            assert orch("brief", "rr", str(n), brief).exit_code == 0
+        waited = orch("wait", "rr", "--timeout", "60")
+        assert waited.exit_code == 0, waited.output + run.log(2).read_text(errors="replace")[-2000:]
+        bus_text = run.bus.read_text()
+        assert "[W1] back-1" in bus_text and "[W2] back-2" in bus_text, bus_text
+    finally:
+        orch("kill", "rr")
+    assert not sockets_dir(run.root).exists()

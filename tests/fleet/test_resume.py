@@ -33,11 +33,14 @@ def test_local_resume_relaunches_on_the_same_folder(tmp_path: Path) -> None:
 
 
 # A process of the first life that outlives its tmux server, as Claude Code does while it runs its
-# SessionEnd hook after SIGHUP. Once the test starts the resume (the gate), it writes that SessionEnd
-# as soon as a second life has started, or after 3 s if that life waits for it.
+# SessionEnd hook after SIGHUP. It says it runs (past setsid: the tmux server's SIGHUP no longer reaches
+# it); once the test starts the resume (the gate), it writes that SessionEnd as soon as a second life has
+# started, or after 3 s if that life waits for it.
 LINGERER = """
 import sys
 from pathlib import Path
+
+Path(sys.argv[2]).touch()
 
 from orch.errors import WaitTimeoutError
 from orch.run.folder import RunFolder
@@ -66,10 +69,12 @@ def test_resume_waits_for_the_dead_fleets_agents(tmp_path: Path) -> None:
     run = RunFolder.for_name("ll")
     lingerer = tmp_path / "linger.py"
     lingerer.write_text(LINGERER)
-    gate = tmp_path / "resuming"
-    command = f"$ setsid {sys.executable} {lingerer} {gate} >/dev/null 2>&1 &"
+    gate, running = tmp_path / "resuming", tmp_path / "lingering"
+    command = f"$ setsid {sys.executable} {lingerer} {gate} {running} >/dev/null 2>&1 &"
     assert orch("send", "ll", "1", command).exit_code == 0
-    wait_until(lambda: any(e.hook_event_name == "PostToolUse" for e in run.hook_events(1)), 20, "the lingerer")
+    # Not the tool call's PostToolUse: the backgrounded child may not have left the pane's session yet
+    # (under load), and the server's death would take it along.
+    wait_until(running.exists, 20, "the lingerer to run in its own session")
     launch.server_for(run.info()).kill()
     gate.touch()
     assert orch("up", "ll", "--resume").exit_code == 0

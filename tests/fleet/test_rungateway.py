@@ -22,7 +22,7 @@ from orch.gateway.process import GatewayClient, handle_path, load_handle
 from orch.offline.modelserver import ScriptedModelServer, key_digest
 from orch.run.folder import RunFolder
 from orch.waits import wait_until
-from tests.helpers import orch
+from tests.helpers import orch, orch_script, user_endpoint
 
 pytestmark = pytest.mark.claude
 SECRET = "sk-ant-api03-orch-test-SECRET-d41d8cd98f00b204e9800998ecf8427e"
@@ -32,17 +32,13 @@ SECRET = "sk-ant-api03-orch-test-SECRET-d41d8cd98f00b204e9800998ecf8427e"
 def upstream(monkeypatch: pytest.MonkeyPatch, claude_bin: Path) -> Iterator[ScriptedModelServer]:
     """The user's endpoint (their own proxy, say): a scripted model that records whose key came."""
     with ScriptedModelServer() as server:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
-        monkeypatch.setenv("ORCH_CLAUDE_BIN", str(claude_bin))
-        for var in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CONFIG_DIR"):
-            monkeypatch.delenv(var, raising=False)
+        user_endpoint(monkeypatch, "claude", server.url, SECRET, claude_bin, clear=["CLAUDE_CONFIG_DIR"])
         yield server
 
 
 def _brief(run: RunFolder, n: int) -> str:
     steps = [{"bash": f"env > {run.outbox(n)}/env.txt"}, {"bash": f"touch {run.done(n)}"}, {"reply": "Finished."}]
-    return "Dump the environment.\n\n```orch-script\n" + "\n".join(json.dumps(s) for s in steps) + "\n```\n"
+    return "Dump the environment.\n\n" + orch_script(*steps)
 
 
 def _post(url: str, headers: dict[str, str]) -> int:

@@ -90,4 +90,5 @@ def test_budget_refusals_are_announced_once(tmp_path: Path) -> None:
     kinds = [(e["worker"], e["data"]["scope"]) for e in events_of(folder) if e["event"] == "budget-exceeded"]
     assert kinds == [(1, "worker"), (2, "fleet"), (2, "worker")]  # 20k tokens: over its own cap too
     books.set_budget(GatewayBudget())  # caps lifted: served again
-    assert books.refusal(1) is None and books.usage.refused is None and books.usage.workers[1].refused is None
+    usage = books.usage  # read afresh: mypy keeps the narrowing of books.usage.refused across the call
+    assert books.refusal(1) is None and usage.refused is None and usage.workers[1].refused is None

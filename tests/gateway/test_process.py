@@ -14,7 +14,7 @@ from pydantic import SecretStr
 from orch import procs
 from orch.errors import OrchError
 from orch.gateway.process import GatewayHandle, handle_path, load_handle, save_handle, start_gateway, stop_gateway
-from orch.gateway.records import Upstream
+from orch.gateway.records import Scheme, Upstream
 from orch.offline.modelserver import ScriptedModelServer
 from orch.waits import wait_until
 from tests.gateway.gw import boot_for, call, events_of, gateway, main_call
@@ -55,7 +55,8 @@ def test_the_scripted_model_holds_its_socket_alone(tmp_path: Path) -> None:
 
 def test_forwards_to_an_api_upstream_with_the_scheme(tmp_path: Path) -> None:
     with ScriptedModelServer() as upstream:
-        boot = boot_for(tmp_path / "run", Upstream(kind="api", url=upstream.url, scheme="x-api-key", secret="sk-real"))
+        api = Upstream(kind="api", url=upstream.url, scheme=Scheme.API_KEY, secret=SecretStr("sk-real"))
+        boot = boot_for(tmp_path / "run", api)
         (tmp_path / "run").mkdir()
         with gateway(tmp_path, boot) as gw:
             token = gw.client.mint_token(2)

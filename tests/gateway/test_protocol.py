@@ -1,95 +1,72 @@
-"""The Anthropic protocol module and the SSE tee: pure, table-driven."""
+"""What the model APIs share (orch/gateway/protocol.py): token counts a worker's upstream cannot inflate with
+garbage, OpenAI's cached input kept apart, the user's credential presented (or a worker's own auth passed
+through only where the scheme says), and replay's rewrite of every string in a JSON value."""
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
 import pytest
 
-from orch.gateway.anthropic import OAUTH_BETA, AnthropicProtocol
+from orch.gateway.protocol import CallKind, ProtocolBase, cached_apart, count, rewrite_json, rewrite_value
 from orch.gateway.records import Scheme, Tokens
-from orch.sse import SseParser, split_events
 
-pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
-
-PROTOCOL = AnthropicProtocol()
-
-
-def _sse(*events: dict[str, object]) -> bytes:
-    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
-
-
-STREAM = _sse(
-    {"type": "message_start", "message": {"model": "claude-sonnet-4-5", "usage": {"input_tokens": 10,
-     "cache_read_input_tokens": 5, "output_tokens": 1}}},
-    {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-    {"type": "content_block_stop", "index": 0},
-    {"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "Bash",
-     "input": {}}},
-    {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": '{"comm'}},
-    {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": 'and": "ls"}'}},
-    {"type": "content_block_stop", "index": 1},
-    {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 42}},
-    {"type": "message_stop"},
-)  # fmt: skip
-
-
-@pytest.mark.parametrize("size", [1, 7, 64, len(STREAM)])
-def test_stream_usage_and_tool_calls_whatever_the_chunking(size: int) -> None:
-    parser, reader = SseParser(), PROTOCOL.stream_reader({})
-    for i in range(0, len(STREAM), size):
-        for event in parser.feed(STREAM[i : i + size]):
-            reader.feed(event)
-    outcome = reader.outcome()
-    assert outcome.complete and outcome.model == "claude-sonnet-4-5"
-    assert outcome.usage == Tokens(input_tokens=10, output_tokens=42, cache_read_input_tokens=5)
-    assert [(t.id, t.name, t.input) for t in outcome.tool_uses] == [("toolu_1", "Bash", {"command": "ls"})]
-
-
-def test_a_cut_stream_is_incomplete() -> None:
-    parser, reader = SseParser(), PROTOCOL.stream_reader({})
-    for event in parser.feed(STREAM[: len(STREAM) // 2]):
-        reader.feed(event)
-    assert not reader.outcome().complete
-
-
-def test_crlf_events_and_split_events() -> None:
-    assert SseParser().feed(b'data: {"type": "ping"}\r\n\r\n') == [{"type": "ping"}]
-    assert split_events("a\n\nb\n\n") == ["a\n\n", "b\n\n"]
-
-
-def test_json_body_outcome_and_tool_results() -> None:
-    body = {"model": "m", "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {"p": 1}}],
-            "usage": {"input_tokens": 3, "output_tokens": 4}}  # fmt: skip
-    outcome = PROTOCOL.response_outcome(body)
-    assert outcome.usage == Tokens(input_tokens=3, output_tokens=4) and outcome.tool_uses[0].name == "Read"
-    request = {"messages": [
-        {"role": "user", "content": "hi"},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "is_error": True,
-                                       "content": [{"type": "text", "text": "boom"}]},
-                                      {"type": "tool_result", "tool_use_id": "t2", "content": "ok"}]},
-    ]}  # fmt: skip
-    results = PROTOCOL.tool_results(request)
-    assert [(r.tool_use_id, r.is_error, r.text) for r in results] == [("t1", True, "boom"), ("t2", False, "ok")]
+pytestmark = pytest.mark.pure  # starts nothing
 
 
 @pytest.mark.parametrize(
-    ("scheme", "incoming", "expected"),
-    [
-        (Scheme.API_KEY, {}, {"x-api-key": "S"}),
-        (Scheme.BEARER, {}, {"authorization": "Bearer S"}),
-        (Scheme.OAUTH, {"anthropic-beta": "a,b"}, {"authorization": "Bearer S", "anthropic-beta": f"a,b,{OAUTH_BETA}"}),
-        (Scheme.OAUTH, {}, {"authorization": "Bearer S", "anthropic-beta": OAUTH_BETA}),
-        (Scheme.PASSTHROUGH, {"x-api-key": "W", "anthropic-beta": "a"}, {"x-api-key": "W"}),
-        (Scheme.NONE, {"x-api-key": "W"}, {}),
-    ],
+    ("value", "expected"),
+    [(3, 3), (0, 0), (-5, 0), (True, 0), (2.5, 0), ("7", 0), (None, 0), ([1], 0)],
+    ids=["int", "zero", "negative", "bool", "float", "string", "none", "list"],
 )
-def test_upstream_auth(scheme: Scheme, incoming: dict[str, str], expected: dict[str, str]) -> None:
-    assert PROTOCOL.upstream_auth(scheme, "S", incoming) == expected
+def test_count_takes_only_non_negative_ints(value: object, expected: int) -> None:
+    assert count(value) == expected
 
 
-def test_kinds_and_errors() -> None:
-    assert PROTOCOL.kind("POST", "/v1/messages") == "messages"
-    assert PROTOCOL.kind("POST", "/v1/messages/count_tokens") == "count_tokens"
-    assert PROTOCOL.kind("GET", "/v1/models") == "other" and not PROTOCOL.billable("GET", "/v1/models")
-    assert PROTOCOL.error_body("upstream", "x") == {"type": "error", "error": {"type": "api_error", "message": "x"}}
+CACHED: dict[str, tuple[object, Tokens | None]] = {
+    "not-a-dict": ("usage", None),
+    "no-details": ({"input_tokens": 10, "output_tokens": 2}, Tokens(input_tokens=10, output_tokens=2)),
+    "cached-apart": (
+        {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 4}, "output_tokens": 2},
+        Tokens(input_tokens=6, output_tokens=2, cache_read_input_tokens=4),
+    ),
+    # An upstream (or a lying proxy) claiming more cached than total input: never negative input.
+    "more-cached-than-total": (
+        {"input_tokens": 3, "input_tokens_details": {"cached_tokens": 9}, "output_tokens": 1},
+        Tokens(input_tokens=0, output_tokens=1, cache_read_input_tokens=3),
+    ),
+    "garbage-counts": (
+        {"input_tokens": "lots", "input_tokens_details": "x", "output_tokens": -1},
+        Tokens(input_tokens=0, output_tokens=0, cache_read_input_tokens=0),
+    ),
+}
+
+
+@pytest.mark.parametrize(("usage", "expected"), CACHED.values(), ids=CACHED.keys())
+def test_cached_input_is_kept_apart(usage: object, expected: Tokens | None) -> None:
+    assert cached_apart(usage, "input_tokens", "output_tokens") == expected
+
+
+class _Api(ProtocolBase):
+    auth_headers = frozenset({"authorization"})
+
+    def kind(self, method: str, path: str) -> CallKind:
+        return "messages" if path == "/v1/messages" else "other"
+
+
+def test_the_user_credential_is_presented_and_a_workers_auth_passed_only_under_passthrough() -> None:
+    api, incoming = _Api(), {"authorization": "Bearer worker-token", "x-other": "1"}
+    assert api.upstream_auth(Scheme.BEARER, "sk-user", incoming) == {"authorization": "Bearer sk-user"}
+    assert api.upstream_auth(Scheme.NONE, "sk-user", incoming) == {}
+    assert api.upstream_auth(Scheme.PASSTHROUGH, "", incoming) == {"authorization": "Bearer worker-token"}
+    assert api.billable("POST", "/v1/messages") and not api.billable("GET", "/v1/models")
+    assert api.model({"model": "m"}) == "m" and api.model({"model": ["m"]}) is None
+    assert api.upstream_body({}, b"raw") == b"raw"
+
+
+def test_rewrite_reaches_every_string_and_reports_no_change_as_none() -> None:
+    value: Any = {"a": ["/old/x", {"b": "/old/y"}], "n": 1}
+    assert rewrite_value(value, lambda s: s.replace("/old", "/new")) == {"a": ["/new/x", {"b": "/new/y"}], "n": 1}
+    assert rewrite_json('{"p": "/old/x"}', lambda s: s.replace("/old", "/new")) == '{"p": "/new/x"}'
+    assert rewrite_json('{"p": "/else"}', lambda s: s.replace("/old", "/new")) is None  # nothing changed
+    assert rewrite_json("not json", str.upper) is None

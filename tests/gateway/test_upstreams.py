@@ -6,50 +6,25 @@ replays."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pydantic import SecretStr
 
-from orch.contracts import Credentials
-from orch.errors import OrchError, UsageError
+from orch.errors import OrchError
 from orch.gateway.cassette import read_exchanges
 from orch.gateway.credential import fleet_upstreams
 from orch.gateway.process import GatewayClient, start_gateway
-from orch.gateway.records import GatewayBudget, Scheme, Upstream
+from orch.gateway.records import GatewayBudget, Upstream
 from orch.offline.modelserver import ScriptedModelServer, key_digest
 from orch.waits import wait_until
 from tests.gateway.gw import boot_for, call, events_of, gateway, main_call, settled, usage_of
+from tests.gateway.test_credential import ANTHROPIC_KEY, CLAUDE, CODEX, OPENAI_KEY
 from tests.gateway.test_responses import _responses_call
 
-ANTHROPIC_KEY = "sk-ant-api03-orch-test-ANTHROPIC-0f1e2d3c4b5a69788796a5b4c3d2e1f0"
-OPENAI_KEY = "sk-proj-orch-test-OPENAI-a1b2c3d4e5f60718293a4b5c6d7e8f90"
 SCRIPT = '```orch-script\n{"bash": "echo hi"}\n{"reply": "Finished."}\n```'
-CLAUDE = Credentials(
-    env=("ANTHROPIC_API_KEY",),
-    base_url_env="ANTHROPIC_BASE_URL",
-    api_url="https://api.anthropic.com",
-    schemes=(("ANTHROPIC_API_KEY", "x-api-key"),),
-    protocols=("anthropic",),
-)
-CODEX = Credentials(
-    env=("OPENAI_API_KEY",),
-    base_url_env="OPENAI_BASE_URL",
-    api_url="https://api.openai.com/v1",
-    schemes=(("OPENAI_API_KEY", "bearer"),),
-    protocols=("openai-responses",),
-)
-OPENCODE = Credentials(
-    env=("OPENAI_API_KEY",),
-    base_url_env="OPENAI_BASE_URL",
-    api_url="https://api.openai.com/v1",
-    schemes=(("OPENAI_API_KEY", "bearer"),),
-    protocols=("openai-chat",),
-)
 
 
 @pytest.fixture
@@ -66,28 +41,6 @@ def _upstreams(anthropic: ScriptedModelServer, openai: ScriptedModelServer) -> l
         "OPENAI_BASE_URL": openai.url,
     }
     return list(fleet_upstreams({"claude": CLAUDE, "codex": CODEX}, env, offline=False).upstreams)
-
-
-def test_a_fleet_across_model_apis_gets_one_upstream_each_and_shares_one_per_credential() -> None:
-    env = {"ANTHROPIC_API_KEY": ANTHROPIC_KEY, "OPENAI_API_KEY": OPENAI_KEY}
-    found = fleet_upstreams({"claude": CLAUDE, "codex": CODEX, "opencode": OPENCODE}, env, offline=False)
-    assert [(u.name, u.url, u.scheme, u.protocols) for u in found.upstreams] == [
-        ("claude", "https://api.anthropic.com", Scheme.API_KEY, ["anthropic"]),
-        ("codex+opencode", "https://api.openai.com/v1", Scheme.BEARER, ["openai-responses", "openai-chat"]),
-    ]
-    assert found.variables == {"claude": "ANTHROPIC_API_KEY", "codex+opencode": "OPENAI_API_KEY"}
-    assert found.schemes == "x-api-key,bearer" and found.warning is None and found.login_file is None
-    # Offline: the scripted model for all; one model API: today's single upstream (and its fallbacks).
-    assert [u.kind for u in fleet_upstreams({"claude": CLAUDE, "codex": CODEX}, {}, offline=True).upstreams] == [
-        "scripted"
-    ]
-    alone = fleet_upstreams({"codex": CODEX}, {}, offline=False)
-    assert alone.scheme is Scheme.NONE and alone.warning is not None
-    # Across model APIs, a missing credential is refused up front, naming the variable(s).
-    with pytest.raises(UsageError) as refused:
-        fleet_upstreams({"claude": CLAUDE, "codex": CODEX}, {"ANTHROPIC_API_KEY": ANTHROPIC_KEY}, offline=False)
-    assert "codex: OPENAI_API_KEY" in refused.value.message and "claude" not in refused.value.message
-    assert "\n" not in refused.value.one_line()
 
 
 def test_each_worker_reaches_its_own_upstream_with_its_key_only(
@@ -187,45 +140,3 @@ def test_a_recorded_mixed_run_replays(servers: tuple[ScriptedModelServer, Script
         assert answer.status == 200 and answer.body == second.body
         usage = usage_of(settled(rp))
         assert not usage["billed"] and {usage["workers"][w]["requests"] for w in ("1", "2")} == {1}
-
-
-def test_boot_line_carries_every_secret_and_dumps_none(tmp_path: Path) -> None:
-    from orch.gateway.wire import boot_line
-
-    ups = [
-        Upstream(url="http://a", scheme=Scheme.API_KEY, secret=SecretStr(ANTHROPIC_KEY), agents=["claude"]),
-        Upstream(url="http://b", scheme=Scheme.BEARER, secret=SecretStr(OPENAI_KEY), agents=["codex"]),
-    ]
-    boot = boot_for(tmp_path, None).model_copy(update={"upstreams": ups})
-    line = json.loads(boot_line(boot))
-    assert [u["secret"] for u in line["upstreams"]] == [ANTHROPIC_KEY, OPENAI_KEY]
-    assert ANTHROPIC_KEY not in boot.model_dump_json() and OPENAI_KEY not in repr(boot)
-
-
-def test_doctor_lists_each_credential_the_gateway_would_hold_for_a_fleet(monkeypatch: pytest.MonkeyPatch) -> None:
-    from orch.cli.doctor import upstream_checks
-    from tests.helpers import orch, stand_in_binaries
-
-    stand_in_binaries(monkeypatch)  # the agents' own lines are not this test's
-
-    for var in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
-    result = orch("doctor", "--agents", "claude:2,codex:1")
-    lines = [line for line in result.output.splitlines() if "upstream" in line]
-    assert lines == [
-        "ok upstream       claude -> http://127.0.0.1:9 (anthropic): ANTHROPIC_API_KEY, sent as x-api-key",
-        "!! upstream       codex -> https://api.openai.com/v1 (openai-responses): no credential (OPENAI_API_KEY unset)",
-    ]
-    assert result.exit_code == 1 and ANTHROPIC_KEY not in result.output
-    # Without a fleet: every model API, a missing credential only a note.
-    assert all(check.optional for check in upstream_checks(None) if not check.ok)
-    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
-    checks = upstream_checks(["claude", "codex", "opencode"])
-    assert all(check.ok for check in checks) and OPENAI_KEY not in repr(checks)
-    assert checks[1].detail == (
-        "codex+opencode -> https://api.openai.com/v1 (openai-responses, openai-chat): OPENAI_API_KEY, sent as bearer"
-    )
-    bad = orch("doctor", "--agents", "nope:1")
-    assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1

@@ -28,7 +28,7 @@ from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.view.snapshot import Snapshot
 from orch.waits import wait_until
-from tests.helpers import MEAN_QUOTE, MEAN_REPRO, SAMPLE, orch, prompts
+from tests.helpers import MEAN_QUOTE, MEAN_REPRO, SAMPLE, orch, prompts, user_endpoint
 from tests.lead.changes.gitfix import user_repo
 from tests.lead.ciformats import junit, valid_sarif
 from tests.lead.leadrun import (
@@ -132,11 +132,8 @@ def test_demo_live_sends_the_same_fleet_to_the_users_api(claude_bin: Path, monke
     the user's endpoint and key to the workers, start no scripted model of its own, and brief the same
     tasks with no script in them. (The server has no script, so the workers cannot finish: stopped early.)"""
     with ScriptedModelServer() as api:
-        monkeypatch.setenv("ORCH_CLAUDE_BIN", str(claude_bin))
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-api03-orch-live-test-0123456789")
-        for var in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CONFIG_DIR"):
-            monkeypatch.delenv(var, raising=False)
+        key = "sk-ant-api03-orch-live-test-0123456789"
+        user_endpoint(monkeypatch, "claude", api.url, key, claude_bin, clear=["CLAUDE_CONFIG_DIR"])
         cmd = [
             sys.executable,
             "-c",

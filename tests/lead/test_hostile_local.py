@@ -103,7 +103,7 @@ def test_a_hostile_finder_cannot_get_its_false_finding_confirmed_locally(offline
     assert left and any("forger.py" in cmd for cmd in left[0]["data"]["processes"].values())
     assert not any("bwrap" in cmd for e in left for cmd in e["data"]["processes"].values())  # its sandbox: not
     capped = [e for e in lines if e["event"] == Event.CONNECTIONS_CAPPED.value]
-    assert capped and {(e["worker"], e["data"]["socket"]) for e in capped} == {(1, "bus-1.sock")}
+    assert capped and {(e["worker"], e["data"]["socket"]) for e in capped} == {(1, "posts.sock")}
     assert int((run.outbox(1) / "refused").read_text()) > 0  # the excess refused at once, one line each
     kinds = {(a["kind"], a["worker"]) for a in report["attempts"]}
     assert {("bus-post-refused", 1), ("leftover-processes", 1), ("connections-capped", 1)} <= kinds

@@ -38,7 +38,8 @@ def test_one_testcase_per_task_job_and_per_finding() -> None:
     assert list(suites) == ["tasks", "verification"]
     tasks, verification = suites["tasks"], suites["verification"]
     assert (tasks.tests, tasks.failures) == (2, 0) and (verification.tests, verification.failures) == (3, 2)
-    assert {p.name: p.value for p in tasks.properties()} == {
+    properties = tasks.properties()  # type: ignore[no-untyped-call]  # junitparser leaves it unannotated
+    assert {p.name: p.value for p in properties} == {
         "run": "mixed",
         "status": "not-confirmed",
         "report": "report.html",

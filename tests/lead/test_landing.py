@@ -8,9 +8,6 @@ from pathlib import Path
 import pytest
 
 from orch.lead import decisions, landing
-from orch.lead.changebriefs import first_added_line
-from orch.lead.changes.records import ChangeRow, ChangeStatus, RejectReason, ReviewCell
-from orch.lead.changesreport import changes_text, live_lines
 from orch.lead.findings import CommandEvidence, Verdict, VerdictReport
 from orch.lead.jobs import AcceptedReview, ChangeBook, ChangeStage, ControllerState, Job, JobStatus, WorkerBook
 from orch.lead.landing import Next
@@ -135,12 +132,6 @@ def test_a_rebase_keeps_its_reviews_only_when_the_patch_is_the_same(fingerprint:
     assert landing.reviewed_by(state, None, fingerprint) is None
 
 
-def test_first_added_line() -> None:
-    patch = "--- a/calc.py\n+++ b/calc.py\n@@ -3,3 +3,4 @@\n def f():\n-    return 1\n+\n+    return 2\n"
-    assert first_added_line(patch) == ("calc.py", 5, "return 2")
-    assert first_added_line("--- a/x\n+++ /dev/null\n@@ -1 +0,0 @@\n-gone\n") is None
-
-
 # --- the run's exit code -----------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("stages", "code"),
@@ -187,28 +178,116 @@ def test_a_spec_with_writers_stays_strict_in_a_container(tmp_path: Path) -> None
     assert decisions.isolation(strict) is Isolation.STRICT
 
 
-# --- how changes are shown ---------------------------------------------------------------------
-def test_live_lines_follow_each_change() -> None:
+# --- the checks, off the loop ------------------------------------------------------------------
+def _books(*stages: tuple[str, ChangeStage, float | None]) -> ControllerState:
     state = _state()
-    (job,) = landing.new_review_jobs(state, "fix", 1)
-    job.worker, job.status = 3, JobStatus.RUNNING
-    state.jobs.append(job)
-    state.jobs.append(Job(id="fix.r1", role=Role.WRITER, task="fix", worker=1, rebase_of="fix"))
-    assert live_lines(state) == [
-        "change fix (fix, W1): review: fix.v1 running",
-        "change fix.r1 (fix, W1): writing (pending, rebase of fix)",
+    state.changes = [
+        ChangeBook(id=cid, task="fix", writer=1, base="b", stage=stage, queued_at=queued)
+        for cid, stage, queued in stages
     ]
-    state.change("fix").stage, state.change("fix").reason = ChangeStage.REJECTED, "scope: test_calc.py"
-    assert live_lines(state)[0] == "change fix (fix, W1): REJECTED: scope: test_calc.py"
+    return state
 
 
-def test_changes_matrix_text() -> None:
-    rows = [
-        ChangeRow(task="mean", writer=1, agent="claude", status=ChangeStatus.LANDED, diffstat="1 file changed",
-                  reviews=[ReviewCell(job="mean.v1", reviewer=2, verdict="CONFIRMED")], rebases=1),
-        ChangeRow(task="cheat", writer=2, agent="codex", status=ChangeStatus.REJECTED, reason=RejectReason.SCOPE,
-                  detail="scope: test_calc.py"),
-    ]  # fmt: skip
-    text = changes_text(rows)
-    assert "mean   W1 claude  LANDED" in text and "W2 CONFIRMED" in text
-    assert "REJECTED (scope)" in text and "cheat: scope: test_calc.py" in text
+GATE, INTEGRATE = landing.Work.GATE, landing.Work.INTEGRATION
+QUEUE_CASES: dict[
+    str, tuple[list[tuple[str, ChangeStage, float | None]], dict[str, str], int, list[tuple[str, str]]]
+] = {
+    # (changes, running, slots, what starts now)
+    "gates-in-order-up-to-the-slots": (
+        [("a", ChangeStage.CHECKING, None), ("b", ChangeStage.CHECKING, None), ("c", ChangeStage.CHECKING, None)],
+        {},
+        2,
+        [("a", GATE), ("b", GATE)],
+    ),
+    "a-running-gate-is-not-started-again": ([("a", ChangeStage.CHECKING, None)], {"a": GATE}, 2, []),
+    "no-free-slot": (
+        [("a", ChangeStage.CHECKING, None), ("b", ChangeStage.CHECKING, None)],
+        {"a": GATE, "x": GATE},
+        2,
+        [],
+    ),
+    "the-queue-first-by-approval-then-gates": (
+        [("a", ChangeStage.CHECKING, None), ("b", ChangeStage.QUEUED, 2.0), ("c", ChangeStage.QUEUED, 1.0)],
+        {},
+        2,
+        [("c", INTEGRATE), ("a", GATE)],
+    ),
+    "one-integration-at-a-time": (
+        [("b", ChangeStage.QUEUED, 2.0), ("c", ChangeStage.QUEUED, 1.0), ("d", ChangeStage.CHECKING, None)],
+        {"c": INTEGRATE},
+        3,
+        [("d", GATE)],
+    ),
+    "other-stages-wait-for-nothing": (
+        [("a", ChangeStage.REVIEW, None), ("b", ChangeStage.LANDED, None), ("c", ChangeStage.UNCHANGED, None)],
+        {},
+        2,
+        [],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", QUEUE_CASES)
+def test_which_checks_start(case: str) -> None:
+    stages, running, slots, starts = QUEUE_CASES[case]
+    assert landing.to_start(_books(*stages), running, slots) == starts
+
+
+@pytest.mark.parametrize(
+    ("stage", "pending"),
+    [
+        (ChangeStage.CHECKING, True),
+        (ChangeStage.QUEUED, True),
+        (ChangeStage.REVIEW, False),
+        (ChangeStage.LANDED, False),
+    ],
+)
+def test_the_run_is_not_over_while_a_change_is_checked(stage: ChangeStage, pending: bool) -> None:
+    """Every job ended (the writer's included): a change still being checked or queued keeps the run going, unless
+    it was aborted (its checks are stopped, the change FAILED)."""
+    state = _books(("fix", stage, 1.0))
+    assert landing.checks_pending(state) is pending
+    assert decisions.finished(state) is not pending
+    state.aborted = "budget"
+    assert decisions.finished(state)
+
+
+@pytest.mark.parametrize(
+    ("rebase", "required", "stage", "says"),
+    [
+        (False, False, ChangeStage.UNCHANGED, "left the tree as it was"),
+        (False, True, ChangeStage.FAILED, "requires a change (change: required)"),
+        (True, False, ChangeStage.FAILED, "rebase left the worktree unchanged"),
+        (True, True, ChangeStage.FAILED, "rebase left the worktree unchanged"),
+    ],
+)
+def test_a_writer_that_changed_nothing(rebase: bool, required: bool, stage: ChangeStage, says: str) -> None:
+    got, reason = landing.unchanged(rebase, required)
+    assert got is stage and says in reason
+
+
+@pytest.mark.parametrize(
+    ("role", "change", "confirmed", "needs"),
+    [
+        ("writer", None, True, False),
+        ("writer", "required", False, True),
+        ("fixer", None, True, True),  # handed confirmed findings: it was asked for a change
+        ("fixer", None, False, False),
+        ("fixer", "optional", True, False),
+        ("scribe", "required", False, True),
+    ],
+)
+def test_which_writer_tasks_need_a_change(
+    tmp_path: Path, role: str, change: str | None, confirmed: bool, needs: bool
+) -> None:
+    line = f"  - {{id: fix, role: {role}, goal: fix it" + (f", change: {change}" if change else "") + "}\n"
+    spec = parse_spec(MIXED + "tasks:\n" + line, "f.yaml", tmp_path)
+    assert spec.tasks[0].needs_change(confirmed) is needs
+
+
+def test_a_required_change_that_failed_is_open_in_the_outcome(tmp_path: Path) -> None:
+    spec, state = _spec(tmp_path), _state()
+    state.change("fix").stage, state.change("fix").reason = landing.unchanged(False, True)
+    outcome = decisions.outcome(state, spec)
+    assert outcome.exit_code == decisions.EXIT_NOT_CONFIRMED
+    assert "change fix FAILED (the task requires a change (change: required)" in outcome.reason

@@ -20,7 +20,7 @@ from orch.gateway.process import GatewayClient, handle_path, load_handle
 from orch.offline.modelserver import ScriptedModelServer, key_digest
 from orch.run.folder import RunFolder
 from orch.waits import wait_until
-from tests.helpers import orch
+from tests.helpers import orch, user_endpoint
 
 pytestmark = [pytest.mark.claude, pytest.mark.codex]
 
@@ -41,12 +41,8 @@ def upstreams(
 ) -> Iterator[tuple[ScriptedModelServer, ScriptedModelServer]]:
     """The user's two model APIs: orch's scripted model twice on loopback, each with its own fake key."""
     with ScriptedModelServer() as anthropic, ScriptedModelServer() as openai:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", anthropic.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
-        monkeypatch.setenv("OPENAI_BASE_URL", openai.url)
-        monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
-        for var in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CONFIG_DIR"):
-            monkeypatch.delenv(var, raising=False)
+        user_endpoint(monkeypatch, "claude", anthropic.url, ANTHROPIC_KEY, clear=["CLAUDE_CONFIG_DIR"])
+        user_endpoint(monkeypatch, "codex", openai.url, OPENAI_KEY)
         yield anthropic, openai
 
 

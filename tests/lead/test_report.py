@@ -3,19 +3,29 @@ has one, else the status lines; and what it says about billing and the evidence 
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 import pytest
 
 from orch.errors import UsageError
 from orch.gateway.records import UsageLine, UsageSnapshot, WorkerUsage
 from orch.lead.controller import initial_state, write_spec
-from orch.lead.jobs import ControllerState, load_state
+from orch.lead.findings import Verdict
+from orch.lead.jobs import ControllerState, JobStatus, Stance, load_state
 from orch.lead.report import build_report
-from orch.lead.reportrender import cost_line, render_html, render_markdown, write_reports
+from orch.lead.reportrender import cost_line, matrix_text, render_html, render_markdown, write_reports
 from orch.lead.spec import FleetSpec, TaskSpec
+from orch.lead.specload import parse_spec
+from orch.lead.verification import new_verification_jobs
 from orch.run.folder import RunFolder
 from tests.helpers import orch, run_info
 from tests.lead.ciformats import SPEC as CI_SPEC
 from tests.lead.ciformats import run_with, valid_sarif
+from tests.lead.specs import GOOD
+from tests.lead.test_findings import bare_run_folder
+from tests.lead.test_verification import accepted_verdict, state_with_finding
 
 pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
 
@@ -150,3 +160,34 @@ def test_the_reports_are_written_all_or_none() -> None:
     assert result.exit_code == 0, result.output
     assert "report.sarif" in result.output and "report.junit.xml" in result.output
     assert valid_sarif(run.report_sarif)["runs"][0]["results"] == []
+
+
+def test_report_matrix_and_single_file_html(tmp_path: Path, spec_dir: Path) -> None:
+    spec: FleetSpec = parse_spec(GOOD, "f.yaml", spec_dir)
+    run = bare_run_folder(tmp_path)
+    (run.root / "run.json").write_text(
+        json.dumps(
+            {
+                "name": "run",
+                "backend": "local",
+                "agent": "claude",
+                "workers": 3,
+                "workdir": str(spec_dir),
+                "permission_mode": "acceptEdits",
+                "tmux_socket": "orch-run",
+                "orch_version": "0",
+            }
+        )
+    )
+    state = state_with_finding(1, 3)
+    (job,) = new_verification_jobs(state, "t1-F1", 2, Stance.VERIFY, 1)
+    job.status, job.worker, job.sent_at, job.ended_at = JobStatus.DONE, 3, 1.0, 3.0
+    state.jobs.append(job)
+    state.verdicts.append(accepted_verdict(job, Verdict.REFUTED))
+    report = build_report(run, spec, state)
+    text = matrix_text(report)
+    assert "finder" in text and "REFUTED" in text
+    page = render_html(report)
+    assert "<table>" in page and "<style>" in page and "logs/agent-3.log" in page
+    assert not re.search(r"""(src|href)=['"]?(https?:)?//""", page), "external asset in report.html"
+    assert "Nothing was billed" not in page  # a run on the real model: its costs are real

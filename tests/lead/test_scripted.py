@@ -11,14 +11,18 @@ show (its dialogs, hooks, session resume, permission prompts) stays in the claud
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from orch.fleet import relay
 from orch.gateway.process import handle_path
 from orch.lead.jobs import JobStatus, load_state
 from orch.lead.spec import Role
@@ -257,8 +261,8 @@ def test_a_worker_that_keeps_crashing_is_taken_out_and_its_job_fails(workdir: Pa
     run = run_spec(tmp_path, workdir, "crashes", [task("notes", script, role="scribe")], exit_code=5, workers=1,
                    limits={"restart_backoff": 0.1, "max_restarts": 1})  # fmt: skip
     state = load_state(run)
-    assert state.book(1).restarts == 1 and state.book(1).dead is not None
-    assert "restart limit (1) reached" in state.book(1).dead
+    book = state.book(1)
+    assert book.restarts == 1 and book.dead is not None and "restart limit (1) reached" in book.dead
     assert [e.worker for e in events(run, Event.WORKER_OUT)] == [1]
     assert state.job("notes").status is JobStatus.FAILED
     assert report(run)["status"] == "failed"
@@ -299,10 +303,35 @@ def test_a_killed_gateway_is_started_again_and_the_worker_carries_on(workdir: Pa
     assert "bad-token" not in [e["event"] for e in gateway_says]  # the worker's token lived on
 
 
+def test_a_dead_relay_is_started_again_and_the_sandboxed_worker_carries_on(workdir: Path, tmp_path: Path) -> None:
+    """Local strict: the relay of the workers' sockets is SIGKILLed mid-job (from outside: the worker's sandbox
+    cannot see it); the controller's next look starts it again (relay-started), and the worker, never
+    restarted, makes its next model calls through the same folder of sockets and finishes."""
+    run, back = RunFolder.for_name("rk"), RunFolder.for_name("rk").root / "relay-back"
+    wait = f"for i in $(seq 600); do [ -e {back} ] && break; sleep 0.1; done"  # the test's go, within a minute
+    waiting = {"bash": f"touch {run.outbox(1)}/waiting; {wait}"}
+
+    def kill_the_relay_once() -> None:
+        wait_until(lambda: (run.outbox(1) / "waiting").exists(), 60, "the worker to wait mid-job")
+        os.kill(wait_until(lambda: relay._running(run), 10, "the run's relay"), signal.SIGKILL)
+        wait_until(lambda: events(run, Event.RELAY_STARTED), 30, "the controller to start the relay again")
+        back.touch()
+
+    killer = threading.Thread(target=kill_the_relay_once, daemon=True)
+    killer.start()
+    run = run_spec(tmp_path, workdir, "rk", [task("notes", [waiting, RESULT, DONE, reply()], role="scribe")],
+                   exit_code=0, workers=1)  # fmt: skip
+    killer.join(5)
+    assert load_state(run).job("notes").status is JobStatus.DONE
+    (started,) = events(run, Event.RELAY_STARTED)
+    assert started.data["by"] == "controller"
+    assert not events(run, Event.RESTARTED_WORKER)
+
+
 def test_a_rate_limited_turn_is_continued(workdir: Path, tmp_path: Path) -> None:
     """The scripted model answers 429 (retry-after 1) through the gateway: the agent's turn ends on it, the
     controller waits what the gateway saw and tells the worker to continue."""
-    script = [{"bash": "ls"}, {"fail": "rate_limit", "retry_after": 1}, RESULT, DONE, reply()]
+    script: list[dict[str, Any]] = [{"bash": "ls"}, {"fail": "rate_limit", "retry_after": 1}, RESULT, DONE, reply()]
     run = run_spec(tmp_path, workdir, "limited", [task("notes", script, role="scribe")], exit_code=0, workers=1,
                    limits={"rate_limit_wait": 600})  # fmt: skip
     (waited,) = events(run, Event.RATE_LIMITED)

@@ -8,6 +8,7 @@ import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ GEMINI = ("dialect", json.dumps(dataclasses.asdict(HOOK_DIALECT)))
 REQUEST = {"hook_event_name": "PermissionRequest", "tool_name": "WebFetch", "tool_input": {"url": "http://x/"}}
 
 
-def hook(payload: dict[str, object] | str, *args: str | Path) -> subprocess.CompletedProcess[str]:
+def hook(payload: Mapping[str, object] | str, *args: str | Path) -> subprocess.CompletedProcess[str]:
     text = payload if isinstance(payload, str) else json.dumps(payload)
     cmd = [sys.executable, "-S", orch.run.hookwriter.__file__, *map(str, args)]
     return subprocess.run(cmd, input=text, capture_output=True, text=True, timeout=30, check=False)

@@ -14,6 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from orch.lead.jobs import load_state, save_state
 from orch.run import bus
 from orch.run.folder import RunFolder
+from orch.sse import SseParser
 from orch.view.web import WebView
 from tests.view.fakerun import lead_run
 
@@ -61,3 +62,23 @@ def test_the_page_is_orchs_alone_and_workers_text_comes_as_data() -> None:
     assert EVIL in [e.get("data-job") for e in timeline.iter()]
     assert not any(name.startswith("on") for e in timeline.iter() for name in e.attrib)
     assert "<script" not in data["timeline"] and "<script" not in data["costs"]
+
+
+def test_the_event_stream_carries_the_snapshot_whole() -> None:
+    """The stream's first event (framed by orch.sse) is the snapshot the page would fetch, a worker's markup
+    inside it included, parsed as an SSE client parses it (orch.sse's tests: line ends in the data)."""
+    run = hostile_run()
+
+    async def get() -> tuple[list[dict[str, Any]], dict[str, Any], str]:
+        async with TestClient(TestServer(WebView(run, False, TOKEN).app())) as client:
+            snap = await (await client.get(f"/api/snapshot?t={TOKEN}&run={run.name}")).json()
+            res = await client.get(f"/api/events?t={TOKEN}&run={run.name}")
+            parser, events = SseParser(), list[dict[str, Any]]()
+            while not events:
+                events = parser.feed(await res.content.readany())
+            res.close()
+            return events, snap, res.headers["Content-Type"]
+
+    events, snap, kind = asyncio.run(get())
+    assert kind == "text/event-stream" and events == [snap]
+    assert EVIL in [line["text"] for line in events[0]["snapshot"]["bus"]]

@@ -1,6 +1,6 @@
 """The gate a change passes before review and the queue: the checks, run by the controller in a fresh
 disposable sandbox (a copy of the tree, no network, no credentials, no run folder, limits on time and
-output), and the scope (no edit to a protected path the task does not allow).
+output); its other half, the scope, is orch.lead.changes.scope.
 
 The sandbox is bubblewrap where it works (on a machine): a new network namespace with nothing in it, a new
 pid namespace (killing it kills every process a check started), the filesystem read-only but for the copy
@@ -19,6 +19,7 @@ import contextlib
 import functools
 import os
 import selectors
+import shlex
 import shutil
 import signal
 import subprocess
@@ -27,14 +28,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import pathspec
-
 from orch import settings
 from orch.container.egress import read_report
 from orch.errors import OrchError, UsageError
 from orch.fleet import bwrap as bwrap_binary
 from orch.lead.changes.records import Change, CheckResult, ChecksRecord
 from orch.lead.changes.repo import RunRepo
+from orch.lead.changes.stopper import Stopper
 from orch.lead.changes.switch import can_switch, via_tmux
 from orch.run.files import atomic_write
 from orch.run.paths import agents_dir, launch_dir, orch_home
@@ -47,6 +47,11 @@ TREE_MOUNT = "/tmp/orch-check/tree"
 NOT_FOUND = 127
 HOME_IN_SANDBOX = "/tmp/orch-check/home"
 SANDBOXES = {"bwrap": "bwrap", "uid": f"uid {checks_uid()}"}
+CHECK_PIDS = 1024
+"""Processes and threads one check may have (RLIMIT_NPROC, set inside its sandbox: a fork bomb in a change's
+code stops there and leaves the controller room to fork; the kernel never applies it to root)."""
+CHECK_NICE = 10
+"""A check's niceness: a check spinning on every core leaves the CPU to the controller, tmux and the workers first."""
 
 
 def sandbox_available() -> str | None:
@@ -114,6 +119,22 @@ rm -rf "$t"
 exit $rc"""
 
 
+def stop_uid_checks(tmux_socket: str | None) -> None:
+    """In a run's container: kill every process of the checks' uid (a check's `timeout` runs in a process group
+    of its own, which killing the wrapper's misses), from here or through the run's tmux server. Elsewhere,
+    nothing to do: a bubblewrap sandbox dies whole with its first process."""
+    if _sandbox()[0] != "uid":
+        return
+    argv = [*drop_argv(checks_uid(), checks_uid()), "kill", "-9", "-1"]
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        if can_switch(checks_uid()):
+            subprocess.run(argv, capture_output=True, timeout=30, check=False)
+        elif tmux_socket is not None:
+            tmux = shutil.which("tmux") or "tmux"
+            shell = shlex.join(argv)
+            subprocess.run([tmux, "-L", tmux_socket, "-f", "/dev/null", "run-shell", shell], timeout=30, check=False)
+
+
 def uid_argv(tree: Path, subdir: str, command: str, timeout: float) -> list[str]:
     """setpriv to the checks' uid (no groups, no capabilities, no-new-privs), a clean environment, UID_WRAPPER."""
     env = ["env", "-i", f"PATH={os.environ.get('PATH', '/usr/local/bin:/usr/bin:/bin')}", "LANG=C.UTF-8", "CI=1"]
@@ -133,14 +154,20 @@ def sandbox_argv(tree: Path, subdir: str, command: str) -> list[str]:
     """bwrap's argv running `sh -c command` over `tree` (seen at TREE_MOUNT, the only writable place besides
     a private /tmp): no network (an empty network namespace), its own pid namespace (all its processes die
     with it), everything else read-only, hidden_paths() and /run (sockets: Docker's, the bus's) empty, a
-    clean environment."""
+    clean environment. As root (above RLIMIT_NPROC) the check runs as the checks' uid inside the sandbox
+    (no user namespace then, or that uid would not exist in it), on a tree handed to it (`hand_over`)."""
     bwrap = str(bwrap_binary.find() or "bwrap")
-    argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/", "/"]
-    argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/run", "--tmpfs", "/var/tmp"]
+    root = os.geteuid() == 0
+    unshare = (
+        ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"] if root else []
+    )
+    argv = [bwrap, *(unshare or ["--unshare-all"]), "--die-with-parent", "--new-session"]
+    argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/run", "--tmpfs", "/var/tmp"]
     for path in hidden_paths():
         argv += ["--tmpfs", str(path)]
     # /tmp last among the tmpfs: the home folder may be under it; the tree is bound from the host's view.
-    argv += ["--tmpfs", "/tmp", "--bind", str(tree), TREE_MOUNT, "--dir", HOME_IN_SANDBOX]
+    argv += ["--perms", "1777", "--tmpfs", "/tmp", "--bind", str(tree), TREE_MOUNT]
+    argv += ["--perms", "0777", "--tmpfs", HOME_IN_SANDBOX]
     workdir = f"{TREE_MOUNT}/{subdir}" if subdir else TREE_MOUNT
     argv += ["--chdir", workdir, "--clearenv"]
     env = {
@@ -153,7 +180,26 @@ def sandbox_argv(tree: Path, subdir: str, command: str) -> list[str]:
     }
     for key, value in env.items():
         argv += ["--setenv", key, value]
-    return [*argv, "/bin/sh", "-c", command]
+    drop = drop_argv(checks_uid(), checks_uid()) if root else []
+    return [*argv, *drop, *check_limits(command)]
+
+
+def check_limits(command: str) -> list[str]:
+    """What a check runs as inside its sandbox: niced, at most CHECK_PIDS processes (the shell's own `ulimit`, one
+    exec fewer than prlimit: bash spells it -u, dash -p), then the command. RLIMIT_NPROC counts a uid's
+    processes: in the sandbox's own user namespace only the check's; as root (no user namespace, the checks' uid)
+    every check of that uid on the machine together."""
+    limit = f"ulimit -u {CHECK_PIDS} 2>/dev/null || ulimit -p {CHECK_PIDS} || exit 125"
+    return ["nice", "-n", str(CHECK_NICE), "/bin/sh", "-c", f"{limit}\n{command}"]
+
+
+def hand_over(tree: Path) -> None:
+    """As root: the tree to the checks' uid, which runs the check (orch.lead.changes.gate.sandbox_argv)."""
+    if os.geteuid() != 0:
+        return
+    for folder, dirs, files in os.walk(tree):
+        for path in [folder, *(os.path.join(folder, name) for name in dirs + files)]:
+            os.chown(path, checks_uid(), checks_uid(), follow_symlinks=False)
 
 
 def run_checks(
@@ -164,34 +210,58 @@ def run_checks(
     timeout: float = CHECK_TIMEOUT,
     output_bytes: int = OUTPUT_BYTES,
     tmux_socket: str | None = None,
+    stopper: Stopper | None = None,
 ) -> list[CheckResult]:
     """Run each check command (`sh -c`) in the sandbox over `tree` (a disposable copy: the checks may write
     it), from `tree/subdir`; one result per command, in order, whatever each exits with. `tmux_socket`: the
-    run's tmux server, which starts the checks' uid when this process cannot (a container's controller)."""
+    run's tmux server, which starts the checks' uid when this process cannot (a container's controller).
+    `stopper`: ChecksStopped once it is stopped (from another thread), the running check killed."""
     kind = sandbox_kind()
+    stopper = stopper or Stopper()
     if kind == "uid":
         # The checks' uid copies the tree itself: it must be able to read it.
         for folder in (tree.parent, tree):
             folder.chmod(0o755)
         if not can_switch(checks_uid()) and tmux_socket is not None:
             return [
-                _run_via_tmux(tmux_socket, command, uid_argv(tree, subdir, command, timeout), timeout, output_bytes)
+                _run_via_tmux(
+                    tmux_socket, command, uid_argv(tree, subdir, command, timeout), timeout, output_bytes, stopper
+                )
                 for command in checks
             ]
         return [
-            _run_one(command, uid_argv(tree, subdir, command, timeout), timeout, output_bytes, grace=30.0)
+            _run_one(command, uid_argv(tree, subdir, command, timeout), timeout, output_bytes, stopper, grace=30.0)
             for command in checks
         ]
-    return [_run_one(command, sandbox_argv(tree, subdir, command), timeout, output_bytes) for command in checks]
+    hand_over(tree)
+    return [
+        _run_one(command, sandbox_argv(tree, subdir, command), timeout, output_bytes, stopper) for command in checks
+    ]
 
 
-def _run_one(command: str, argv: list[str], timeout: float, output_bytes: int, grace: float = 0.0) -> CheckResult:
+def _run_one(
+    command: str, argv: list[str], timeout: float, output_bytes: int, stopper: Stopper, grace: float = 0.0
+) -> CheckResult:
     """Run one sandboxed check, keeping its output's tail; past `timeout` (+ `grace`, for a sandbox that
     enforces the limit itself) its process group is killed."""
+    stopper.check()
     started = time.monotonic()
     proc = subprocess.Popen(
         argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
     )
+    with stopper.track(proc):
+        return _watch(proc, command, started, timeout, output_bytes, stopper, grace)
+
+
+def _watch(
+    proc: subprocess.Popen[bytes],
+    command: str,
+    started: float,
+    timeout: float,
+    output_bytes: int,
+    stopper: Stopper,
+    grace: float,
+) -> CheckResult:
     assert proc.stdout is not None
     tail = bytearray()
     total = 0
@@ -219,6 +289,7 @@ def _run_one(command: str, argv: list[str], timeout: float, output_bytes: int, g
             os.killpg(proc.pid, signal.SIGKILL)
     code = proc.wait()
     proc.stdout.close()
+    stopper.check()  # killed by a stop: no result, not a failing check
     elapsed = time.monotonic() - started
     if grace and code == 128 + signal.SIGKILL and elapsed >= timeout:  # `timeout -s KILL` inside the sandbox
         timed_out = True
@@ -232,9 +303,14 @@ def _run_one(command: str, argv: list[str], timeout: float, output_bytes: int, g
     )
 
 
-def _run_via_tmux(socket: str, command: str, argv: list[str], timeout: float, output_bytes: int) -> CheckResult:
-    """One check started by the run's tmux server; the wrapper enforces the time limit itself."""
+def _run_via_tmux(
+    socket: str, command: str, argv: list[str], timeout: float, output_bytes: int, stopper: Stopper
+) -> CheckResult:
+    """One check started by the run's tmux server; the wrapper enforces the time limit itself (a stop ends it
+    through stop_uid_checks)."""
+    stopper.check()
     ran = via_tmux(socket, argv, timeout + 30.0, output_bytes)
+    stopper.check()
     if ran.output.startswith(b"setpriv:"):  # never ran: it must not pass as a check failing on the base
         said = " ".join(ran.output.decode(errors="replace").split())[:200]
         raise UsageError(
@@ -260,6 +336,7 @@ def check_commit(
     timeout: float = CHECK_TIMEOUT,
     output_bytes: int = OUTPUT_BYTES,
     baseline: Sequence[CheckResult] = (),
+    stopper: Stopper | None = None,
 ) -> ChecksRecord:
     """Check out `commit_or_tree` into a fresh temporary folder, run the checks there, remove it; the record
     names the regressions against `baseline`."""
@@ -268,7 +345,13 @@ def check_commit(
         tree.mkdir()
         repo.checkout(commit_or_tree, tree)
         results = run_checks(
-            checks, tree, subdir=repo.subdir, timeout=timeout, output_bytes=output_bytes, tmux_socket=_socket(repo)
+            checks,
+            tree,
+            subdir=repo.subdir,
+            timeout=timeout,
+            output_bytes=output_bytes,
+            tmux_socket=_socket(repo),
+            stopper=stopper,
         )
     return ChecksRecord(
         tree=label, sandbox=SANDBOXES[sandbox_kind()], results=results, regressions=regressions(baseline, results)
@@ -312,6 +395,7 @@ def gate_checks(
     *,
     timeout: float = CHECK_TIMEOUT,
     output_bytes: int = OUTPUT_BYTES,
+    stopper: Stopper | None = None,
 ) -> ChecksRecord:
     """The checks on the change's tree (base + patch), written to changes/<job>/checks.json."""
     if change.tree is None:
@@ -324,6 +408,7 @@ def gate_checks(
         timeout=timeout,
         output_bytes=output_bytes,
         baseline=base_results,
+        stopper=stopper,
     )
     folder = repo.run.change_dir(change.job)
     folder.mkdir(parents=True, exist_ok=True)
@@ -335,34 +420,3 @@ def regressions(base: Sequence[CheckResult], now: Sequence[CheckResult]) -> list
     """Commands that passed on the base and do not pass now (a check failing on the base may keep failing)."""
     passed = {r.command for r in base if r.passed}
     return [r.command for r in now if r.command in passed and not r.passed]
-
-
-def matches(path: str, glob: str) -> bool:
-    """Whether a tree path (from the root, `/`-separated) matches a protect/allow glob, with gitignore's
-    rules (pathspec): `**` spans folders, `*` and `?` stay within one, a glob without `/` matches the name at
-    any depth, a glob with one is anchored at the root."""
-    return _spec(glob).match_file(path)
-
-
-@functools.lru_cache(maxsize=512)
-def _spec(glob: str) -> pathspec.GitIgnoreSpec:
-    return pathspec.GitIgnoreSpec.from_lines([glob])
-
-
-def scope_violations(change: Change, protect: Sequence[str], allow: Sequence[str], subdir: str = "") -> list[str]:
-    """What puts the change out of scope: the snapshot's refusals, and each protected path it edits that the
-    task does not allow (paths are matched from the tree's root and from the workdir `subdir`)."""
-    out = list(change.refused)
-    prefix = f"{subdir.strip('/')}/" if subdir else ""
-    for path in change.files:
-        names = [path] + ([path[len(prefix) :]] if prefix and path.startswith(prefix) else [])
-        hit = next((g for g in protect for name in names if matches(name, g)), None)
-        if hit is None or any(matches(name, g) for g in allow for name in names):
-            continue
-        out.append(f"{path}: protected ({hit}) and not allowed by the task")
-    return out
-
-
-def unmatched_globs(tree_files: Sequence[str], globs: Sequence[str]) -> list[str]:
-    """The globs that match no file of the base (a warning at the start, not an error)."""
-    return [g for g in globs if not any(matches(f, g) for f in tree_files)]

@@ -17,6 +17,7 @@ from orch.lead.changes.gate import CHECK_TIMEOUT, OUTPUT_BYTES, check_commit
 from orch.lead.changes.gitcmd import git, out, patch_id
 from orch.lead.changes.records import Change, CheckResult, Integration, IntegrationResult
 from orch.lead.changes.repo import RunRepo
+from orch.lead.changes.stopper import Stopper
 from orch.lead.changes.take import patch_path
 from orch.run.files import append_line, atomic_write
 
@@ -31,11 +32,16 @@ def integrate(
     task_title: str = "",
     timeout: float = CHECK_TIMEOUT,
     output_bytes: int = OUTPUT_BYTES,
+    stopper: Stopper | None = None,
 ) -> Integration:
     """Apply changes/<job>/patch.diff onto the integration head (three-way, in a private index: no worktree),
     run the checks on the result, and on success move `orch/<run>` to a new commit. `reviewers`: who approved
-    it, as `agent-2 (codex)`. The attempt is appended to changes/queue.jsonl."""
+    it, as `agent-2 (codex)`. The attempt is appended to changes/queue.jsonl. A change already on the branch
+    (a controller killed between the branch's move and its books' save) is LANDED as it is, not applied again."""
     head = repo.head()
+    landed = landed_commit(repo, change.job)
+    if landed is not None:
+        return _log(repo, Integration(job=change.job, result=IntegrationResult.LANDED, head=head, commit=landed))
     patch = patch_path(repo, change.job).read_bytes()
     if not patch.strip() or change.tree is None:
         raise ValueError(f"change {change.job} is empty: nothing to integrate")
@@ -52,6 +58,7 @@ def integrate(
             timeout=timeout,
             output_bytes=output_bytes,
             baseline=baseline,
+            stopper=stopper,
         )
         results = record.results
         atomic_write(repo.run.change_integrated_checks(change.job), record.model_dump_json(indent=2) + "\n")
@@ -71,6 +78,19 @@ def integrate(
     return _log(
         repo, Integration(job=change.job, result=IntegrationResult.LANDED, head=head, commit=commit, checks=results)
     )
+
+
+def landed_commit(repo: RunRepo, job: str) -> str | None:
+    """The commit on `orch/<run>` that landed change `job`, read from its Orch-Job trailer (git parses only the
+    message's last paragraph as trailers, which orch writes after the writer's summary: a summary cannot fake
+    one), or None."""
+    trailers = "--format=%H %(trailers:key=Orch-Job,valueonly,separator=%x20)"
+    listing = out(repo.git_dir, "log", trailers, f"{repo.base}..{repo.head()}")
+    for line in listing.splitlines():
+        commit, _, jobs = line.partition(" ")
+        if job in jobs.split():
+            return commit
+    return None
 
 
 def merged_tree(repo: RunRepo, change: Change, head: str, patch: bytes) -> tuple[str | None, str]:

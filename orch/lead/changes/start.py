@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orch.errors import NotFoundError, UsageError
-from orch.lead.changes.gate import baseline, check_commit, refuse_missing, sandbox_available, unmatched_globs
+from orch.lead.changes.gate import baseline, check_commit, refuse_missing, sandbox_available
 from orch.lead.changes.records import ChecksRecord, RepoInfo
 from orch.lead.changes.repo import BaseChoice, RunRepo, build, choose_base, init_bare
+from orch.lead.changes.scope import unmatched_globs
 from orch.lead.spec import FleetSpec
 from orch.run.files import atomic_write, read_model
 from orch.run.folder import RunFolder

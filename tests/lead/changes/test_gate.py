@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
+import subprocess
+import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from orch.errors import UsageError
-from orch.lead.changes.gate import (
-    baseline,
-    gate_checks,
-    matches,
-    regressions,
-    run_checks,
-    sandbox_available,
-    scope_violations,
-    unmatched_globs,
-)
+from orch.lead.changes import gate
+from orch.lead.changes.gate import baseline, gate_checks, regressions, run_checks, sandbox_available
 from orch.lead.changes.records import Change, CheckResult
+from orch.lead.changes.scope import matches, scope_violations, unmatched_globs
 from orch.lead.changes.take import take_change
 from orch.lead.spec import DEFAULT_PROTECT
+from orch.waits import wait_until
 from tests.lead.changes.gitfix import make_repo
 
 pytestmark = pytest.mark.skipif(sandbox_available() is not None, reason=str(sandbox_available()))
@@ -71,6 +68,42 @@ def test_time_and_output_limits(tmp_path: Path) -> None:
     flood = one("yes orch | head -c 3000000; echo; echo THE-END", tree, output_bytes=2048)
     assert flood.exit_code == 0 and flood.output_bytes > 3_000_000
     assert len(flood.output_tail) <= 2048 and flood.output_tail.rstrip().endswith("THE-END")
+
+
+FORKER = (
+    "import os, time\nwhile True:\n    try:\n        os.fork() or time.sleep(86394)\n    except OSError:\n        pass"
+)
+BOMB = f"python3 -c '{FORKER}'"
+"""Forks without end, each child kept alive, the parent trying again when refused (a shell's bomb dies at the cap)."""
+
+
+def test_a_fork_bomb_in_a_check_is_capped_and_ends_with_its_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A change whose check forks without end: it stops at the check's process cap (a small one here), this
+    process (the controller's) can still start processes meanwhile, and the timeout ends it with nothing left."""
+    monkeypatch.setattr(gate, "CHECK_PIDS", 48)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    results: list[CheckResult] = []
+    thread = threading.Thread(target=lambda: results.extend(run_checks([BOMB], tree, timeout=3.0)))
+    thread.start()
+
+    def bombs() -> int:
+        return sum(1 for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["python3", "-c", FORKER])
+
+    peak = 0
+    try:
+        wait_until(lambda: bombs() > 8, 20, "the bomb to fork")
+        while thread.is_alive():
+            peak = max(peak, bombs())
+            assert subprocess.run(["true"], check=False).returncode == 0  # the controller still forks
+    finally:
+        thread.join(60)
+    assert 8 < peak <= 48, peak
+    (result,) = results
+    assert result.timed_out and not result.passed
+    wait_until(lambda: bombs() == 0, 10, "the bomb's processes to be gone")
 
 
 def test_a_check_that_does_not_exist_is_refused_on_the_base(tmp_path: Path) -> None:

@@ -94,3 +94,21 @@ def test_a_rebased_patch_is_the_same_change_unless_its_edits_differ(tmp_path: Pa
 
     assert same_change(patch(reviewed), patch(rebased))
     assert not same_change(patch(reviewed), patch(moved))
+
+
+def test_a_change_already_on_the_branch_is_not_applied_again(tmp_path: Path) -> None:
+    """A controller killed after the branch moved but before its books were saved integrates the change again when
+    resumed: it is found on the branch by its Orch-Job trailer (LANDED, the same commit, the branch where it was). A
+    writer's summary that spells another job's trailer does not make that job look landed."""
+    repo, _ = make_repo(tmp_path, FILES)
+    first = edit(repo, "t1-a", 1, {"a.txt": replace_line(2, "first")})
+    forger = edit(repo, "t2-a", 2, {"a.txt": replace_line(18, "second")})
+    forger = forger.model_copy(update={"summary": "done\n\nOrch-Job: t3-a\n"})
+    other = edit(repo, "t3-a", 3, {"a.txt": replace_line(10, "third")})
+    landed = integrate(repo, first, [])
+    again = integrate(repo, first, [])
+    assert again.result is IntegrationResult.LANDED and again.commit == landed.commit == repo.head()
+    assert integrate(repo, forger, []).result is IntegrationResult.LANDED
+    third = integrate(repo, other, [])
+    assert third.result is IntegrationResult.LANDED and third.commit == repo.head() != landed.commit
+    assert show(repo, "rev-list", "--count", f"{repo.base}..{repo.head()}").strip() == "3"

@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from orch.lead.changes.gate import scope_violations
 from orch.lead.changes.repo import RunRepo
+from orch.lead.changes.scope import scope_violations
 from orch.lead.changes.take import load_change, take_change
 from orch.lead.spec import DEFAULT_PROTECT
 from tests.lead.changes.gitfix import make_repo

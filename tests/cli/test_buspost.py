@@ -46,7 +46,7 @@ def runs(tmp_path: Path) -> None:
     )
     # A run whose folder lives on a remote engine that does not answer: posting must go there, and fail.
     far = ContainerInfo(
-        name="orch-far", image="i", host_run_dir="v", remote=True, docker_host="unix:///nonexistent.sock"
+        name="orch-far", image="i", host_run_dir="v", on_remote_engine=True, docker_host="unix:///nonexistent.sock"
     )
     RunFolder.for_name("far").create(run_info("far", workers=2, container=far))
     broken = RunFolder.for_name("broken")
@@ -118,9 +118,13 @@ TYPER_ONLY = [
 ]
 
 
+Answer = tuple[int, str, str, list[tuple[str, str]]]
+"""Exit code, stdout, stderr and the lines posted."""
+
+
 def _both(
     args: list[str], tmp_path: Path, in_container: bool = False, stdin: bytes = b""
-) -> tuple[tuple[object, ...], tuple[object, ...], set[str]]:
+) -> tuple[Answer, Answer, set[str]]:
     """Run ARGS through main and through typer: (code, out, err, lines) of each, and main's modules."""
     modules = tmp_path / "modules.txt"
     env = {**os.environ, "ORCH_TEST_MODULES": str(modules), "COLUMNS": "100"}

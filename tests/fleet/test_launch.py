@@ -1,0 +1,53 @@
+"""Launching a fleet on a real tmux server, with orch's own scripted agent in the panes: `orch up` (its
+private server, its windows, a name taken), a worker restarted."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from orch.fleet import control, launch
+from orch.run.folder import RunFolder
+from orch.run.records import WorkerState
+from orch.waits import wait_until
+from tests.helpers import orch, prompts
+
+
+def test_up_creates_folder_private_server_and_idle_workers(run3: RunFolder) -> None:
+    info = run3.info()
+    assert info.workers == 3 and info.status.value == "running"
+    for sub in ("bus.md", "state", "logs", "findings", "verdicts", "events.jsonl"):
+        assert (run3.root / sub).exists(), sub
+    view = control.status(run3)
+    assert [w.state for w in view.workers] == [WorkerState.IDLE] * 3
+    assert len({w.pane_id for w in view.workers}) == 3
+    # Never the user's default tmux server.
+    assert launch.server_for(info).socket_name == "orch-r3"
+
+
+def test_up_refuses_existing_run_unless_replace(run3: RunFolder, workdir: Path) -> None:
+    again = orch("up", "r3", "-n", "1", "--agent", "scripted", "--workdir", workdir, "--local")
+    assert again.exit_code == 2 and "already exists" in again.output
+    replaced = orch("up", "r3", "-n", "1", "--agent", "scripted", "--workdir", workdir, "--local", "--replace")
+    assert replaced.exit_code == 0, replaced.output
+    assert RunFolder.for_name("r3").info().workers == 1
+
+
+def test_eight_workers_use_two_windows(workdir: Path) -> None:
+    assert orch("up", "r8", "-n", "8", "--agent", "scripted", "--workdir", workdir, "--local").exit_code == 0
+    panes = launch.server_for(RunFolder.for_name("r8").info()).panes()
+    assert sorted(panes) == list(range(1, 9))
+    assert len({p.window for p in panes.values()}) == 2
+
+
+def test_restart_brings_a_crashed_worker_back(run3: RunFolder) -> None:
+    server = launch.server_for(run3.info())
+    pid = launch.agent_pid(server.pane(2))
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: control.status(run3).workers[1].state is WorkerState.CRASHED, 10, "worker 2 to crash")
+    launch.restart(run3, 2)
+    wait_until(lambda: control.status(run3).workers[1].state is WorkerState.IDLE, 10, "worker 2 to come back")
+    assert orch("send", "r3", "2", "after restart").exit_code == 0
+    assert prompts(run3, 2)[-1] == "after restart"

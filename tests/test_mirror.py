@@ -1,0 +1,122 @@
+"""Tests mirror the packages (CONTRIBUTING.md): every module in orch/ with logic, over LIMIT lines of code,
+has its test module at the mirrored path, `tests/<pkg>/test_<module>.py` for `orch/<pkg>/<module>.py` (or
+`test_<module>_<aspect>.py`, one aspect of it: tests/run/test_folder_names.py).
+
+A module may go without one only with a line in EXCUSED saying why (pure data, thin glue whose behaviour
+another named test shows). UNMIRRORED is the debt left when this check was written: it may only shrink, and a
+module in it that gains its test module fails the check until its line goes."""
+
+from __future__ import annotations
+
+import functools
+import io
+import tokenize
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.pure  # reads sources only
+
+REPO = Path(__file__).resolve().parents[1]
+ORCH = REPO / "orch"
+LIMIT = 60  # lines of code: no blank line, comment or docstring
+
+# orch/<path> -> why it has no test module of its own: data, or glue whose behaviour the named tests show.
+EXCUSED: dict[str, str] = {
+    "contracts.py": "the architecture's Protocols and dataclasses: tests/agents/test_contract.py runs them",
+    "run/events.py": "the Event names, data: every producer's and consumer's test uses the members",
+    "gateway/records.py": "the gateway's pydantic records, data: every tests/gateway module reads them",
+    "lead/jobs.py": "the controller's books as pydantic records, data: tests/lead/test_decisions.py and others",
+    "lead/sarifmodel.py": "the SARIF subset as pydantic models, data: tests/lead/test_sarif.py checks the schema",
+    "lead/changes/records.py": "the changes' records, data: tests/lead/changes/test_gate.py, test_queue.py",
+    "cli/container.py": "typer glue over orch/container: tests/cli/test_commands.py and the docker tier",
+    "cli/fleet.py": "typer glue over orch/fleet: tests/cli/test_commands.py, tests/cli/test_bad_input.py",
+    "cli/lead.py": "typer glue over orch/lead: tests/cli/test_bad_input.py, tests/lead/test_scripted.py",
+    "cli/runs.py": "typer glue over the sandboxes: tests/cli/test_commands.py",
+    "cli/watch.py": "typer glue over orch/view: tests/view/test_plain.py, tests/view/test_tui.py",
+    "lead/controller.py": "the loop: tests/lead/test_scripted.py runs it end to end in the fast tier",
+    "lead/desk.py": "what the controller's parts share: tests/lead/test_dispatch.py, test_review.py use it",
+    "lead/recovery.py": "nudges and restarts as effects (their decisions: test_decisions.py): test_scripted.py",
+    "container/sandbox.py": "the Docker Sandbox: only an engine shows it, every tests/container docker module",
+    "container/boot.py": "a run's container started on an engine: tests/container/test_fleet.py, test_faults.py",
+    "container/mounts.py": "a container's mounts and volumes: tests/container/test_gateway.py, test_fleet.py",
+    "agents/aider_watch.py": "aider's stand-in for hooks: only the real aider shows it, tests/agents/test_aider.py",
+}
+
+# orch/<path> -> where its tests are now: modules with logic and no mirrored test module yet (the debt when
+# this check was written). Only ever remove a line: move those tests, or write them, at the mirrored path.
+UNMIRRORED: dict[str, str] = {
+    "agents/scripted_agent.py": "every fast fleet test runs it: tests/fleet/test_launch.py, test_tmux.py",
+    "agents/scripted_turns.py": "tests/lead/test_scripted.py (orch run in process)",
+    "fleet/become.py": "tests/agents/test_aider.py, tests/container/test_egress.py (strict workers)",
+    "fleet/booting.py": "every `orch up` in tests/fleet; dialogs: the agent tiers",
+    "gateway/portable.py": "tests/lead/test_recording.py (every corruption case, through the lead)",
+    "gateway/proxy.py": "tests/gateway/test_flow.py, test_faults.py (a real gateway)",
+    "gateway/server.py": "tests/gateway/test_flow.py, test_faults.py, test_process.py",
+    "gateway/writer.py": "tests/gateway/test_flow.py, test_books.py",
+    "lead/changes/gitcmd.py": "tests/lead/changes/test_repo.py, test_take.py",
+    "lead/changes/start.py": "tests/lead/changes/test_cli.py",
+    "offline/anthropic.py": "tests/offline/test_modelserver.py, tests/gateway/test_protocols.py",
+    "offline/chat.py": "tests/gateway/test_openai_chat.py, tests/gateway/test_protocols.py",
+    "view/widgets.py": "tests/view/test_tui.py",
+}
+# Modules another engineer gives their test module this round: neither required nor listed until it lands.
+ELSEWHERE: set[str] = set()
+
+
+def code_lines(path: Path) -> int:
+    """Lines holding code: blank lines, comments and docstrings (a string that is a whole statement) aside."""
+    lines: set[int] = set()
+    starts = {tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.DEDENT}
+    previous: int | None = None
+    for token in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
+        skip = {tokenize.COMMENT, tokenize.ENDMARKER, *starts}
+        if token.type in skip:
+            previous = token.type if token.type in starts else previous
+            continue
+        if not (token.type == tokenize.STRING and (previous is None or previous in starts)):
+            lines.update(range(token.start[0], token.end[0] + 1))
+        previous = token.type
+    return len(lines)
+
+
+@functools.cache
+def modules() -> tuple[str, ...]:
+    """orch/'s modules with logic, relative to orch/ (package markers, entry points and orch/data aside)."""
+    out = []
+    for path in sorted(ORCH.rglob("*.py")):
+        relative = path.relative_to(ORCH)
+        if relative.parts[0] == "data" or path.name in ("__init__.py", "__main__.py"):
+            continue
+        if code_lines(path) > LIMIT:
+            out.append(relative.as_posix())
+    return tuple(out)
+
+
+def mirrored(module: str) -> bool:
+    relative = Path(module)
+    folder = REPO / "tests" / relative.parent
+    return (folder / f"test_{relative.name}").is_file() or any(folder.glob(f"test_{relative.stem}_*.py"))
+
+
+def test_every_module_with_logic_has_its_test_module() -> None:
+    listed = {*EXCUSED, *UNMIRRORED, *ELSEWHERE}
+    missing = [m for m in modules() if not mirrored(m) and m not in listed]
+    assert not missing, "give these a test module at the mirrored path (tests/<pkg>/test_<module>.py):\n" + "\n".join(
+        f"orch/{m}" for m in missing
+    )
+
+
+def test_the_lists_are_true() -> None:
+    """A module excused or owed must still be one with logic and still lack its tests: the lists stay short."""
+    wanted = set(modules())
+    stale = [f"{m}: not a module over {LIMIT} lines of code" for m in sorted({*EXCUSED, *UNMIRRORED} - wanted)]
+    stale += [f"{m}: has its test module now, drop its line" for m in sorted({*EXCUSED, *UNMIRRORED}) if mirrored(m)]
+    assert not stale, "\n".join(stale)
+
+
+def test_code_lines_leaves_out_docstrings_comments_and_blank_lines(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text('"""A docstring\nof two lines."""\n\n# a comment\nX = "a string"\n\n\ndef f() -> str:\n'
+                      '    """Its docstring."""\n    return """a\nvalue"""\n')  # fmt: skip
+    assert code_lines(source) == 4  # X, def, and the return's two lines
