@@ -137,7 +137,8 @@ def _is_our_gateway(pid: int) -> bool:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return False
-    return state != "Z" and b"orch.gateway" in cmdline
+    # A container's handle holds the gateway's keeper (orch.container.gatewaykeeper), which outlives supervisors.
+    return state != "Z" and (b"orch.gateway" in cmdline or b"orch.container.gatewaykeeper" in cmdline)
 
 
 def _exited(pid: int) -> bool:

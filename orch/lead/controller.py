@@ -137,6 +137,8 @@ class Controller:
         if not self.desk.panes and not self.recovery.relaunch_fleet(server_running=panes is not None):
             return
         self.recovery.keep_gateway()
+        if self.state.aborted is not None:
+            return  # the gateway is gone for good
         self.recovery.keep_relay()
         self.over_caps()
         now = time.time()
