@@ -12,7 +12,8 @@ write `model/` nor hold the credential; only a process of the gateway's uid that
 line can start the gateway again as it was. This one holds nothing the gateway does not (the same uid,
 the same line in memory), takes no input from anyone (no socket, no file but the handle it looks for),
 and a worker can neither signal it nor read its memory (another uid). The controller only waits for the
-gateway to answer again (orch.fleet.rungateway.ensure).
+gateway to answer again (orch.fleet.rungateway.ensure), and ends the run when this keeper is gone too and the
+gateway no longer answers (orch.fleet.rungateway.gone_for_good: the OOM killer took both).
 
 - A first supervisor that exits before it wrote its handle (a failed start) ends the keeper with its exit
   code: the init reports it as before.
