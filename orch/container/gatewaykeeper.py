@@ -12,7 +12,8 @@ write `model/` nor hold the credential; only a process of the gateway's uid that
 line can start the gateway again as it was. This one holds nothing the gateway does not (the same uid,
 the same line in memory), takes no input from anyone (no socket, no file but the handle it looks for),
 and a worker can neither signal it nor read its memory (another uid). The controller only waits for the
-gateway to answer again (orch.fleet.rungateway.ensure).
+gateway to answer again (orch.fleet.rungateway.ensure), and ends the run when this keeper is gone too and the
+gateway no longer answers (orch.fleet.rungateway.gone_for_good: the OOM killer took both).
 
 - A first supervisor that exits before it wrote its handle (a failed start) ends the keeper with its exit
   code: the init reports it as before.
@@ -26,6 +27,7 @@ Standard library only: it stays small (the OOM killer picks the largest processe
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -56,9 +58,19 @@ def _served(handle: Path | None, pid: int) -> bool:
         return False
 
 
+def _ready_fd(argv: list[str]) -> tuple[list[str], int | None]:
+    """The gateway's argv without its `--ready-fd N`, and N: the pipe its starter waits on (orch.gateway.process)."""
+    if "--ready-fd" in argv and argv.index("--ready-fd") + 1 < len(argv):
+        at = argv.index("--ready-fd")
+        return argv[:at] + argv[at + 2 :], int(argv[at + 1])
+    return argv, None
+
+
 class Keeper:
     def __init__(self, argv: list[str], line: bytes) -> None:
         self.argv, self.line, self.handle = argv, line, _handle(argv)
+        self.later_argv, self.ready_fd = _ready_fd(argv)
+        """The first supervisor gets the starter's ready pipe; one started again has no starter waiting."""
         self.stopping = threading.Event()
         self.child: subprocess.Popen[bytes] | None = None
 
@@ -70,7 +82,11 @@ class Keeper:
     def life(self) -> tuple[int, bool, float]:
         """One supervisor from start to exit: (exit code, it had served, how long it lived)."""
         born = time.monotonic()
-        self.child = subprocess.Popen(self.argv, stdin=subprocess.PIPE)
+        fds = () if self.ready_fd is None else (self.ready_fd,)
+        self.child = subprocess.Popen(self.argv, stdin=subprocess.PIPE, pass_fds=fds)
+        if self.ready_fd is not None:  # the supervisor holds it alone now: its starter sees EOF if it dies
+            os.close(self.ready_fd)
+            self.argv, self.ready_fd = self.later_argv, None
         assert self.child.stdin is not None
         try:
             self.child.stdin.write(self.line)

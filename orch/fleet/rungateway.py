@@ -65,6 +65,20 @@ def lost(info: RunInfo) -> GatewayHandle | None:
     return handle if handle is not None and not gateway_alive(handle) else None
 
 
+def gone_for_good(info: RunInfo) -> str | None:
+    """In a container: why the run's gateway can never answer again (its keeper, whose pid the handle holds,
+    is gone and nothing of the gateway answers: the OOM killer took both), else None. Nothing else may start
+    it again as the gateway's uid with its credentials (orch.container.gatewaykeeper). A keeper alone gone
+    leaves a gateway that still answers: the run carries on (unkept) until it stops answering too."""
+    handle = lost(info)
+    if handle is None or GatewayClient(handle).health():
+        return None
+    return (
+        f"the model gateway and its keeper (pid {handle.pid}) died (the OOM killer?): nothing in the run's "
+        "container may start the gateway again as its uid"
+    )
+
+
 def _coming_back(run: RunFolder, info: RunInfo) -> GatewayHandle | None:
     """The run's gateway that does not answer while its handle's process lives: its supervisor is starting
     a server child again, or (in a container) the gateway's keeper is starting the gateway again as the

@@ -137,8 +137,10 @@ def load_handle(path: Path) -> GatewayHandle:
 
 
 def _is_our_gateway(pid: int) -> bool:
-    """It runs (not a zombie) `python -m orch.gateway`."""
-    return "orch.gateway" in procs.cmdline(pid) and procs.alive(pid)
+    """It runs (not a zombie) `python -m orch.gateway`, or a container's gateway keeper: a container's handle
+    holds the keeper (orch.container.gatewaykeeper), which outlives supervisors."""
+    argv = procs.cmdline(pid)
+    return ("orch.gateway" in argv or "orch.container.gatewaykeeper" in argv) and procs.alive(pid)
 
 
 def stop_gateway(handle_path: Path) -> bool:

@@ -137,6 +137,8 @@ class Controller:
         if not self.desk.panes and not self.recovery.relaunch_fleet(server_running=panes is not None):
             return
         self.recovery.keep_gateway()
+        if self.state.aborted is not None:
+            return  # the gateway is gone for good
         self.recovery.keep_relay()
         self.over_caps()
         now = time.time()
@@ -160,6 +162,7 @@ class Controller:
                 f"the workers of run {self.run.name!r} are gone (tmux server not running)",
                 hint=f"`orch up {self.run.name} --resume` brings them back",
             )
+        self.review.writing.stop_leftover_checks()  # before any check starts (the base's, a gate's)
         for book in self.state.workers:
             ended = [j for j in self.state.jobs if j.worker == book.n and j.ended_at is not None]
             if book.job is None and ended and self.run.done(book.n).exists():

@@ -62,12 +62,19 @@ class Recovery(Part):
     def keep_gateway(self) -> None:
         """The model gateway's supervisor died under the run (SIGKILL, the OOM killer): start it again. It
         takes back its address and the workers' tokens from its private state, so they carry on; it is
-        told the budget and jobs again. Local runs only: in a container the gateway is another uid's,
-        started by the container's init under a keeper of that uid, which starts it again itself with the
-        same state (orch.container.gatewaykeeper); a worker restart meanwhile waits for it
-        (rungateway.ensure)."""
+        told the budget and jobs again. In a container the gateway is another uid's, started by the
+        container's init under a keeper of that uid, which starts it again itself with the same state
+        (orch.container.gatewaykeeper; a worker restart meanwhile waits for it: rungateway.ensure). Only
+        its keeper could: the controller holds neither that uid nor the credentials. So a container's
+        gateway whose keeper is gone too (the OOM killer took both) ends the run at once, saying so,
+        rather than letting every job fail on a model that never answers."""
         info = self.desk.info
-        if settings.IN_CONTAINER.get() or info.backend is not Backend.LOCAL or rungateway.lost(info) is None:
+        if settings.IN_CONTAINER.get():
+            gone = rungateway.gone_for_good(info)
+            if gone is not None:
+                self.review.abort(gone)
+            return
+        if info.backend is not Backend.LOCAL or rungateway.lost(info) is None:
             return
         try:
             rungateway.ensure(self.run, info)

@@ -239,6 +239,12 @@ class Writing(Part):
                 self._integration_ended(book, ended)
         self.start_checks()
 
+    def stop_leftover_checks(self) -> None:
+        """On (re)start, before any check: a killed controller's checks still running (a container's checks' uid,
+        which its death does not reach) killed, so a check never runs twice side by side."""
+        if self.spec.checks and (left := gate.stop_leftover_checks(self.desk.info.tmux_socket)):
+            self.desk.event(Event.CHECKS_LEFTOVER_STOPPED, pids=left)
+
     def stop_checks(self, ended_run: bool) -> None:
         """Stop the pool (every running check killed). When the run ended (not the controller alone), a change
         still being checked or queued did not land: FAILED, saying so."""

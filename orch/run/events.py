@@ -131,6 +131,8 @@ class Event(StrEnum):
     """data: change, work (gate, integration): the checks started off the controller's loop."""
     CHECKS_ENDED = "checks-ended"
     """data: change, work, regressions (gate) or result (integration), error: picked up by the loop."""
+    CHECKS_LEFTOVER_STOPPED = "checks-leftover-stopped"
+    """data: pids: a killed controller's checks still running as the checks' uid (a container), killed at the start."""
     CHANGE_QUEUED = "change-queued"
     """data: change, ahead: approved, in the integration queue behind `ahead` changes."""
 

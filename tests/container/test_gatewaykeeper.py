@@ -1,7 +1,8 @@
 """The gateway's keeper (a container run's gateway is started under it), run here with the real gateway and
 the scripted model: a supervisor SIGKILLed is started again with the same boot line, on the same address,
 with the workers' tokens, the budget and the books it had; a first start that fails ends the keeper with its
-exit code; SIGTERM stops both cleanly. (In a real container, as the gateway's uid: tests/container/test_gateway.py.)"""
+exit code; SIGTERM stops both cleanly; the keeper and its gateway both killed end the run at once.
+(In a real container, as the gateway's uid: tests/container/test_gateway.py.)"""
 
 from __future__ import annotations
 
@@ -18,11 +19,24 @@ import pytest
 from orch import procs
 from orch.container.init import KEEPER
 from orch.errors import OrchError
-from orch.gateway.process import GatewayHandle, load_handle, start_gateway, state_path
+from orch.gateway.process import (
+    GatewayClient,
+    GatewayHandle,
+    handle_path,
+    load_handle,
+    save_handle,
+    start_gateway,
+    state_path,
+)
 from orch.gateway.records import GatewayBudget, read_usage
+from orch.lead import decisions
+from orch.lead.decisions import EXIT_FAILED
+from orch.lead.jobs import JobStatus
+from orch.lead.recovery import Recovery
 from orch.run.folder import RunFolder
 from orch.waits import wait_until
 from tests.gateway.gw import Running, boot_for, call, events_of, main_call
+from tests.lead.desks import Parts, parts
 
 PREFIX = [sys.executable, "-m", KEEPER, "--"]
 
@@ -93,3 +107,39 @@ def test_a_first_start_that_fails_ends_the_keeper_with_its_code(tmp_path: Path) 
         start_gateway(boot, tmp_path / "handle.json", tmp_path / "gateway.log", argv_prefix=PREFIX)
     with pytest.raises(OrchError):
         load_handle(tmp_path / "handle.json")
+
+
+def _aborted(run: Parts) -> str | None:
+    return run.state.aborted  # read again after each look (a narrowed attribute would not be)
+
+
+def test_keeper_and_gateway_both_killed_end_the_run_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The OOM killer taking the keeper with its gateway: nothing in a container may start the gateway again as
+    its uid, so the controller's next look aborts the run saying why (not its jobs one by one, much later)."""
+    monkeypatch.setenv("ORCH_IN_CONTAINER", "1")
+    run = parts(tmp_path)
+    recovery = Recovery(run.desk, run.review, run.dispatch)
+    boot = boot_for(run.run.root)
+    handle = start_gateway(boot, tmp_path / "handle.json", tmp_path / "gateway.log", argv_prefix=PREFIX)
+    keeper = os.getpgid(handle.pid)
+    # Where the container's init saves it: the keeper's pid (orch.container.init).
+    save_handle(handle_path("r"), handle.model_copy(update={"pid": keeper}))
+    try:
+        recovery.keep_gateway()
+        assert _aborted(run) is None  # kept and answering
+
+        os.kill(keeper, signal.SIGKILL)  # the keeper alone: its gateway still answers, the run goes on
+        wait_until(lambda: not procs.alive(keeper), 20, "the keeper to die")
+        recovery.keep_gateway()
+        assert _aborted(run) is None
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(keeper, signal.SIGKILL)  # then everything of the gateway's
+    wait_until(lambda: not GatewayClient(handle).health(), 30, "the gateway to stop answering")
+    recovery.keep_gateway()
+    reason = _aborted(run)
+    assert reason is not None and "the model gateway and its keeper" in reason
+    assert [e["data"]["reason"] for e in run.events("aborted")] == [run.state.aborted]
+    assert all(job.status is JobStatus.CANCELLED for job in run.state.jobs)
+    done = decisions.outcome(run.state, run.desk.spec)  # report.json's
+    assert (done.exit_code, done.reason) == (EXIT_FAILED, run.state.aborted)

@@ -6,7 +6,9 @@ writes a byte to); the work itself returns a value and writes only its own files
 log, the branch's compare-and-swap): every decision and every save of the controller's books stays on the
 loop. `close` stops it all: the running checks' sandboxes are killed (orch.lead.changes.gate.Stopper) and
 nothing ends afterwards. A controller killed outright takes its checks with it (bubblewrap's
---die-with-parent); its books still say the change is being checked, so a resumed controller runs it again.
+--die-with-parent; in a container, a resumed controller kills what its checks' uid left first:
+orch.lead.changes.gate.stop_leftover_checks); its books still say the change is being checked, so a resumed
+controller runs it again.
 """
 
 from __future__ import annotations

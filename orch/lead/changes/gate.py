@@ -28,7 +28,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from orch import settings
+from orch import procs, settings
 from orch.container.egress import read_report
 from orch.errors import OrchError, UsageError
 from orch.fleet import bwrap as bwrap_binary
@@ -123,8 +123,27 @@ def stop_uid_checks(tmux_socket: str | None) -> None:
     """In a run's container: kill every process of the checks' uid (a check's `timeout` runs in a process group
     of its own, which killing the wrapper's misses), from here or through the run's tmux server. Elsewhere,
     nothing to do: a bubblewrap sandbox dies whole with its first process."""
+    if _sandbox()[0] == "uid":
+        kill_checks_uid(tmux_socket)
+
+
+def stop_leftover_checks(tmux_socket: str | None) -> list[int]:
+    """At a controller's start, before it runs any check: in a run's container, the processes a controller killed
+    outright left running as the checks' uid (its checks went on to their timeout beside the ones a resumed
+    controller starts again), killed; their pids. Only this run's: a run has its container (its own pid
+    namespace) and the checks' uid there; and only that uid's: `kill -1` as an unprivileged uid signals no
+    other uid's process (not the workers', the controller's, the gateway's)."""
     if _sandbox()[0] != "uid":
-        return
+        return []
+    left = sorted(pid for pid in procs.of_uids({checks_uid()}) if procs.alive(pid))
+    if left:
+        kill_checks_uid(tmux_socket)
+    return left
+
+
+def kill_checks_uid(tmux_socket: str | None) -> None:
+    """`kill -9 -1` as the checks' uid (no capability, no-new-privs: it reaches that uid's processes alone), run
+    from here when this process may switch uid, else by the run's tmux server (which keeps SETUID)."""
     argv = [*drop_argv(checks_uid(), checks_uid()), "kill", "-9", "-1"]
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         if can_switch(checks_uid()):

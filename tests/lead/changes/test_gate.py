@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
+from orch import procs
 from orch.errors import UsageError
 from orch.lead.changes import gate
 from orch.lead.changes.gate import baseline, gate_checks, regressions, run_checks, sandbox_available
@@ -17,8 +20,11 @@ from orch.lead.changes.records import Change, CheckResult
 from orch.lead.changes.scope import matches, scope_violations, unmatched_globs
 from orch.lead.changes.take import take_change
 from orch.lead.spec import DEFAULT_PROTECT
+from orch.procs import of_uids
+from orch.run.uids import checks_uid, drop_argv, worker_uid
 from orch.waits import wait_until
 from tests.lead.changes.gitfix import make_repo
+from tests.lead.desks import parts
 
 pytestmark = pytest.mark.skipif(sandbox_available() is not None, reason=str(sandbox_available()))
 
@@ -176,3 +182,62 @@ def test_scope() -> None:
         "pkg/tests/t.py: protected (tests/**) and not allowed by the task"
     ]
     assert unmatched_globs(["calc.py", "tests/test_calc.py"], ["tests/**", "nothing/**"]) == ["nothing/**"]
+
+
+@pytest.fixture
+def uid_checks(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
+    """The uid sandbox's path (a run's container) taken here, as root: the checks', a worker's and the run's
+    processes, each a `sleep` in a session of its own (as a check's `timeout` is), on uids of this test alone."""
+    if os.geteuid() != 0:
+        pytest.skip("starting processes as other uids needs root")
+    base = 3_000_000 + (os.getpid() % 10_000) * 100  # uids no other test process uses
+    monkeypatch.setenv("ORCH_WORKER_UID_BASE", str(base))
+    monkeypatch.setattr(gate, "_sandbox", lambda: ("uid", None))  # what a container's probe finds
+    owners = {"checks": checks_uid(), "worker": worker_uid(1), "run": os.getuid()}
+    started = {
+        who: subprocess.Popen([*drop_argv(uid, uid), "sleep", "600"], start_new_session=True)
+        for who, uid in owners.items()
+    }
+    wait_until(lambda: set(of_uids(set(owners.values())).values()) == set(owners.values()), 20, "all to start")
+    try:
+        yield {who: proc.pid for who, proc in started.items()}
+    finally:
+        for proc in started.values():
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("through_tmux", [False, True])
+def test_a_killed_controllers_leftover_check_is_stopped_and_nothing_else(
+    uid_checks: dict[str, int], through_tmux: bool, monkeypatch: pytest.MonkeyPatch, tmux_tmpdir: Path
+) -> None:
+    socket = None
+    if through_tmux:  # a container's controller holds no capability: the run's tmux server kills for it
+        monkeypatch.setattr(gate, "can_switch", lambda uid: False)
+        socket = "ctrchecks"
+        subprocess.run(["tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "sleep 600"], check=True)
+    try:
+        assert gate.stop_leftover_checks(socket) == [uid_checks["checks"]]
+        wait_until(lambda: not procs.alive(uid_checks["checks"]), 20, "the leftover check to die")
+        assert procs.alive(uid_checks["worker"]) and procs.alive(uid_checks["run"])  # no other uid's process
+        assert gate.stop_leftover_checks(socket) == []  # nothing left: nothing to do
+    finally:
+        if socket is not None:
+            subprocess.run(["tmux", "-L", socket, "kill-server"], check=False)
+
+
+def test_no_leftover_check_is_looked_for_under_bubblewrap(
+    uid_checks: dict[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gate, "_sandbox", lambda: ("bwrap", None))  # a machine's run: its sandboxes die whole
+    assert gate.stop_leftover_checks(None) == []
+    assert procs.alive(uid_checks["checks"])
+
+
+def test_a_starting_controller_stops_leftover_checks_and_says_so(uid_checks: dict[str, int], tmp_path: Path) -> None:
+    """What the controller does on (re)start, before any check (orch.lead.controller.Controller.reconcile)."""
+    run = parts(tmp_path, checks=["true"])
+    run.review.writing.stop_leftover_checks()
+    wait_until(lambda: not procs.alive(uid_checks["checks"]), 20, "the leftover check to die")
+    assert [e["data"]["pids"] for e in run.events("checks-leftover-stopped")] == [[uid_checks["checks"]]]
+    assert procs.alive(uid_checks["worker"])
