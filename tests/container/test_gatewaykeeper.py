@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from orch import procs
+from orch.container.gatewaykeeper import _ready_fd
 from orch.container.init import KEEPER
 from orch.errors import OrchError
 from orch.gateway.process import (
@@ -143,3 +144,11 @@ def test_keeper_and_gateway_both_killed_end_the_run_at_once(tmp_path: Path, monk
     assert all(job.status is JobStatus.CANCELLED for job in run.state.jobs)
     done = decisions.outcome(run.state, run.desk.spec)  # report.json's
     assert (done.exit_code, done.reason) == (EXIT_FAILED, run.state.aborted)
+
+
+def test_the_first_supervisor_alone_gets_its_starters_ready_pipe() -> None:
+    """start_gateway waits on a pipe (`--ready-fd`): the keeper hands it to its first supervisor and closes its own
+    copy, so the starter sees EOF if that supervisor dies; one started again has no starter waiting."""
+    argv = [sys.executable, "-m", "orch.gateway", "--handle", "h.json", "--ready-fd", "7"]
+    assert _ready_fd(argv) == (argv[:5], 7)
+    assert _ready_fd(argv[:5]) == (argv[:5], None)
