@@ -199,6 +199,9 @@ class LocalRunInfo(RunInfoBase):
     """A run whose tmux server is on the machine that started it (`orch up --local`, or made inside a container)."""
 
     backend: Literal[Backend.LOCAL] = Backend.LOCAL
+    egress_allow: list[str] | None = None
+    """Strict isolation: the `host:port` names its workers may CONNECT to through the relay's proxy
+    (`--egress allowlist`, orch.fleet.egressproxy); None: no network but the gateway (`--egress none`)."""
 
     @model_validator(mode="before")
     @classmethod
