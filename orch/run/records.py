@@ -225,7 +225,7 @@ class DockerRunInfo(RunInfoBase):
     @classmethod
     def of(cls, info: RunInfoBase, container: ContainerInfo) -> DockerRunInfo:
         """`info` (a planned run, or one read from a remote engine) with this container record."""
-        return cls(**{**info.model_dump(exclude={"backend", "container"}), "container": container})
+        return cls(**{**info.model_dump(exclude={"backend", "container", "egress_allow"}), "container": container})
 
 
 RunInfo: TypeAlias = Annotated[LocalRunInfo | DockerRunInfo, Field(discriminator="backend")]
