@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from orch.fleet import launch, relay
+from orch.fleet.egressproxy import allowlist_of
 from orch.gateway.process import handle_path, load_handle, state_path
 from orch.run.events import Event
 from orch.run.folder import RunFolder
@@ -66,7 +67,7 @@ def test_a_strict_worker_sees_only_its_own_processes_files_and_sockets(strict: R
     run = strict
     info = run.info()
     assert info.isolation is Isolation.STRICT
-    assert info.egress_allow is None and not relay.egress_socket(run, 1).exists()  # --egress none: no proxy
+    assert allowlist_of(info) is None and not relay.egress_socket(run, 1).exists()  # --egress none: no proxy
     handle = load_handle(handle_path(run.name))
     home = Path(os.environ["HOME"])
     other = run.config_dir(2)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from orch.fleet import relay
-from orch.fleet.egressproxy import EgressProxy, Streams
+from orch.fleet.egressproxy import EgressProxy, Streams, allowlist_of
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from tests.helpers import orch
@@ -104,7 +104,7 @@ def _serve_own_proxy(run: RunFolder, n: int) -> tuple[asyncio.AbstractEventLoop,
 
         path = relay.egress_socket(run, n)
         path.unlink()
-        proxy = EgressProxy(run, n, run.info().egress_allow or [], relay._Cap(run, n, path, 4), resolve, connect)
+        proxy = EgressProxy(run, n, allowlist_of(run.info()) or [], relay._Cap(run, n, path, 4), resolve, connect)
         await asyncio.start_unix_server(proxy.serve, path=str(path))
 
     asyncio.run_coroutine_threadsafe(start(), loop).result(10)
@@ -115,7 +115,7 @@ def test_a_strict_worker_reaches_listed_names_only_through_its_own_proxy(
     fleet: tuple[RunFolder, int], tmp_path: Path
 ) -> None:
     run, port = fleet
-    assert run.info().egress_allow == ["pkg.test:443", f"localhost:{port}"]
+    assert allowlist_of(run.info()) == ["pkg.test:443", f"localhost:{port}"]
     assert relay.egress_socket(run, 1).exists() and relay.egress_socket(run, 2).exists()
     other = relay.egress_socket(run, 2)
     loop, dialed = _serve_own_proxy(run, 1)
