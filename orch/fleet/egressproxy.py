@@ -12,8 +12,10 @@ point (`proxy_env`). For each CONNECT the relay, on the host:
 - connects to the address it checked (never resolving again), answers `200` and copies bytes both ways.
 
 Only CONNECT: the traffic is TLS end to end (pip, npm, git over HTTPS); a plain-HTTP request is refused.
-Each refusal answers `403` with the reason and is a controller event (`egress-refused`), rate-limited per
-worker and reason (orch.run.refusals). A worker's open tunnels are capped like its gateway connections.
+Each refusal answers `403` (`405` for plain HTTP) with the reason and is a controller event (`egress-refused`),
+rate-limited per worker and reason (orch.run.refusals); a listed name that does not resolve or answer is a
+`502`, no event. An agent's own chatter to its vendor (an update check) is refused like any other name. A worker's open
+tunnels are capped like its gateway connections.
 """
 
 from __future__ import annotations
@@ -114,6 +116,9 @@ class EgressProxy:
             try:
                 upstream = await self._open(reader)
             except Refused as refused:
+                if refused.status == 502:  # a listed name that did not resolve or answer: no policy refused it
+                    await self._answer(writer, refused.status, f"{refused.reason}: {refused}")
+                    return
                 self._refusals.refuse(
                     (self.n, refused.reason),
                     Event.EGRESS_REFUSED,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -38,7 +39,8 @@ def _refusals(run: RunFolder) -> list[dict[str, Any]]:
 
 @asynccontextmanager
 async def _proxy(run: RunFolder, path: Path, limit: int = 4) -> AsyncIterator[list[tuple[str, int]]]:
-    """Worker 1's proxy at `path` over pkg.test:443 and localhost:443; yields the addresses it dialed."""
+    """Worker 1's proxy at `path` over pkg.test, localhost and gone.test (which does not resolve), each on
+    443; yields the addresses it dialed."""
 
     async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while data := await reader.read(1024):
@@ -50,6 +52,8 @@ async def _proxy(run: RunFolder, path: Path, limit: int = 4) -> AsyncIterator[li
     dialed: list[tuple[str, int]] = []
 
     async def resolve(host: str, port: int) -> list[str]:
+        if host == "gone.test":
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
         return [PUBLIC] if host == "pkg.test" else await system_resolve(host, port)
 
     async def connect(address: str, wanted: int) -> Streams:
@@ -57,7 +61,7 @@ async def _proxy(run: RunFolder, path: Path, limit: int = 4) -> AsyncIterator[li
         return await asyncio.open_connection("127.0.0.1", port)
 
     cap = _Cap(run, 1, path, limit)
-    proxy = EgressProxy(run, 1, ["pkg.test:443", "localhost:443"], cap, resolve, connect)
+    proxy = EgressProxy(run, 1, ["pkg.test:443", "localhost:443", "gone.test:443"], cap, resolve, connect)
     server = await asyncio.start_unix_server(proxy.serve, path=str(path))
     try:
         yield dialed
@@ -95,6 +99,7 @@ def test_a_listed_name_goes_through_and_everything_else_is_refused_with_an_event
                 "ip6": b"CONNECT [::1]:443 HTTP/1.1\r\n\r\n",
                 "loopback": b"CONNECT localhost:443 HTTP/1.1\r\n\r\n",
                 "plain": b"GET http://pkg.test/ HTTP/1.1\r\nHost: pkg.test\r\n\r\n",
+                "gone": b"CONNECT gone.test:443 HTTP/1.1\r\n\r\n",
             }.items():
                 seen[name], _, writer = await _connect(path, head)
                 writer.close()
@@ -107,6 +112,7 @@ def test_a_listed_name_goes_through_and_everything_else_is_refused_with_an_event
     seen = asyncio.run(go())
     assert all(b" 403 " in seen[k] for k in ("unlisted", "other-port", "ip", "ip6", "loopback")), seen
     assert b" 405 " in seen["plain"]
+    assert b" 502 " in seen["gone"]  # listed, but not resolving: no policy refused it, no event
     reasons = [(e["worker"], e["data"]["reason"]) for e in _refusals(run)]
     # one event per reason (the second unlisted name is counted, not logged: rate-limited)
     assert sorted(reasons) == sorted(
