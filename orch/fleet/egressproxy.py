@@ -14,8 +14,8 @@ point (`proxy_env`). For each CONNECT the relay, on the host:
 Only CONNECT: the traffic is TLS end to end (pip, npm, git over HTTPS); a plain-HTTP request is refused.
 Each refusal answers `403` (`405` for plain HTTP) with the reason and is a controller event (`egress-refused`),
 rate-limited per worker and reason (orch.run.refusals); a listed name that does not resolve or answer is a
-`502`, no event. An agent's own chatter to its vendor (an update check) is refused like any other name. A worker's open
-tunnels are capped like its gateway connections.
+`502`, no event. An agent's own chatter to its vendor (an update check) is refused like any other name.
+A worker's open tunnels are capped like its gateway connections, and its lookups run on threads of its own.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 from urllib.parse import urlsplit
 
@@ -41,9 +42,10 @@ EGRESS_CONNECTIONS = 32  # open tunnels per worker: a package manager's pool hol
 HEAD_LIMIT = 8192  # a CONNECT request's head
 HEAD_TIMEOUT = 10.0  # a client that sends no whole head in this long is dropped
 DIAL_TIMEOUT = 15.0  # resolving and connecting, each
+LOOKUP_THREADS = 2  # a worker's lookups at once (each proxy its own threads)
 
 Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
-Resolve = Callable[[str, int], Awaitable[list[str]]]
+Lookup = Callable[[str, int], list[str]]
 Connect = Callable[[str, int], Awaitable[Streams]]
 
 
@@ -65,9 +67,9 @@ def proxy_env(port: int) -> dict[str, str]:
     return {**env, "NO_PROXY": "127.0.0.1,localhost,::1", "no_proxy": "127.0.0.1,localhost,::1"}
 
 
-async def system_resolve(host: str, port: int) -> list[str]:
-    """The host's resolver: every address of `host`."""
-    found = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+def system_lookup(host: str, port: int) -> list[str]:
+    """The host's resolver: every address of `host` (blocking: run on the worker's own threads)."""
+    found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     return list(dict.fromkeys(str(sockaddr[0]) for *_, sockaddr in found))
 
 
@@ -92,8 +94,10 @@ class Admits(Protocol):
 
 
 class EgressProxy:
-    """Worker n's CONNECT proxy over `allowlist`. `resolve` and `connect`: the host's resolver and TCP (a test
-    gives its own, to reach a server of its own through a name it controls)."""
+    """Worker n's CONNECT proxy over `allowlist`. `lookup` and `connect`: the host's resolver and TCP (a test
+    gives its own, to reach a server of its own through a name it controls). Its lookups run on threads of
+    its own, LOOKUP_THREADS: a worker whose lookups hang (a listed name's slow DNS) waits for itself, while
+    every other worker's run on theirs (the loop's shared pool would let one worker take every thread)."""
 
     def __init__(
         self,
@@ -101,12 +105,16 @@ class EgressProxy:
         n: int,
         allowlist: list[str],
         cap: Admits,
-        resolve: Resolve = system_resolve,
+        lookup: Lookup = system_lookup,
         connect: Connect = tcp_connect,
     ) -> None:
         self.run, self.n, self.allowlist, self.cap = run, n, list(allowlist), cap
-        self.resolve, self.connect = resolve, connect
+        self.lookup, self.connect = lookup, connect
         self._refusals = RefusalLog(run)
+        self.pool = ThreadPoolExecutor(max_workers=LOOKUP_THREADS, thread_name_prefix=f"egress-{n}")
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if not self.cap.admit():
@@ -150,7 +158,8 @@ class EgressProxy:
         if not allows(self.allowlist, host, port):
             raise Refused(403, "not-listed", f"{host}:{port} is not on the run's egress allowlist")
         try:
-            addresses = await asyncio.wait_for(self.resolve(host, port), DIAL_TIMEOUT)
+            looked = asyncio.get_running_loop().run_in_executor(self.pool, self.lookup, host, port)
+            addresses = await asyncio.wait_for(looked, DIAL_TIMEOUT)
         except (OSError, TimeoutError) as exc:
             raise Refused(502, "unresolved", f"{host}: {exc}") from None
         private = [a for a in addresses if not public(a)]

@@ -300,34 +300,35 @@ class _Pane:
 
 
 async def _egress(
-    run: RunFolder, workers: int, resolve: egressproxy.Resolve, connect: egressproxy.Connect
-) -> list[asyncio.Server]:
+    run: RunFolder, workers: int, lookup: egressproxy.Lookup, connect: egressproxy.Connect
+) -> list[tuple[asyncio.Server, egressproxy.EgressProxy]]:
     """Each worker's CONNECT proxy, when the run allows egress (none otherwise: no socket, no network)."""
     allowlist = egressproxy.allowlist_of(run.info())
     if allowlist is None:
         return []
-    servers = []
+    served = []
     for n in range(1, workers + 1):
         path = egress_socket(run, n)
         path.unlink(missing_ok=True)
-        proxy = egressproxy.EgressProxy(
-            run, n, allowlist, _Cap(run, n, path, egressproxy.EGRESS_CONNECTIONS), resolve, connect
-        )
-        servers.append(await asyncio.start_unix_server(proxy.serve, path=str(path), limit=egressproxy.HEAD_LIMIT))
-    return servers
+        cap = _Cap(run, n, path, egressproxy.EGRESS_CONNECTIONS)
+        proxy = egressproxy.EgressProxy(run, n, allowlist, cap, lookup, connect)
+        server = await asyncio.start_unix_server(proxy.serve, path=str(path), limit=egressproxy.HEAD_LIMIT)
+        served.append((server, proxy))
+    return served
 
 
 async def _serve(
     run: RunFolder,
     gateway_url: str | None,
-    resolve: egressproxy.Resolve = egressproxy.system_resolve,
+    lookup: egressproxy.Lookup = egressproxy.system_lookup,
     connect: egressproxy.Connect = egressproxy.tcp_connect,
 ) -> None:
     """Serve the run's sockets until stopped; no `gateway_url`: the pane sockets of a container's strict run.
-    `resolve`, `connect`: the egress proxies' (the host's own but in a test that serves its own names)."""
+    `lookup`, `connect`: the egress proxies' (the host's own but in a test that serves its own names)."""
     workers = run.info().workers
     bus = BusServer(run, peercred=False)  # the controller serves bus.sock; here each worker's own socket
     servers = []
+    proxies: list[tuple[asyncio.Server, egressproxy.EgressProxy]] = []
     if gateway_url is not None:
         for n in range(1, workers + 1):
             worker_sockets(run, n).mkdir(mode=0o700, exist_ok=True)
@@ -341,7 +342,8 @@ async def _serve(
             cap = _Cap(run, n, path, GATEWAY_CONNECTIONS)
             served = functools.partial(_to_gateway, host, port, cap)
             servers.append(await asyncio.start_unix_server(served, path=str(path)))
-        servers += await _egress(run, workers, resolve, connect)
+        proxies = await _egress(run, workers, lookup, connect)
+        servers += [server for server, _ in proxies]
     tmux = TmuxServer(run.info().tmux_socket)
     panes = []
     for n in range(1, workers + 1) if gateway_url is None else pane_workers(run.info()):
@@ -365,6 +367,8 @@ async def _serve(
         server.close()
     for pane in panes:
         pane.close()
+    for _, proxy in proxies:
+        proxy.close()
     if gateway_url is not None:
         bus.stop()
     _pid_file(run).unlink(missing_ok=True)

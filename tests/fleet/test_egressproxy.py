@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from orch.fleet.egressproxy import EgressProxy, Streams, system_resolve
+from orch.fleet.egressproxy import EgressProxy, Streams, system_lookup
 from orch.fleet.relay import _Cap
 from orch.run.events import Event
 from orch.run.folder import RunFolder
@@ -38,35 +39,43 @@ def _refusals(run: RunFolder) -> list[dict[str, Any]]:
 
 
 @asynccontextmanager
-async def _proxy(run: RunFolder, path: Path, limit: int = 4) -> AsyncIterator[list[tuple[str, int]]]:
-    """Worker 1's proxy at `path` over pkg.test, localhost and gone.test (which does not resolve), each on
-    443; yields the addresses it dialed."""
+async def _proxy(
+    run: RunFolder, path: Path, limit: int = 4, n: int = 1, hang: threading.Event | None = None
+) -> AsyncIterator[list[tuple[str, int]]]:
+    """Worker n's proxy at `path` over pkg.test, localhost, gone.test (which does not resolve) and slow.test
+    (whose lookup hangs until `hang` is set), each on 443; yields the addresses it dialed."""
 
     async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while data := await reader.read(1024):
             writer.write(data)
         writer.close()
 
+    hang = hang or threading.Event()
     upstream = await asyncio.start_server(echo, "127.0.0.1", 0)
     port = upstream.sockets[0].getsockname()[1]
     dialed: list[tuple[str, int]] = []
 
-    async def resolve(host: str, port: int) -> list[str]:
+    def lookup(host: str, port: int) -> list[str]:
         if host == "gone.test":
             raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-        return [PUBLIC] if host == "pkg.test" else await system_resolve(host, port)
+        if host == "slow.test":
+            hang.wait(30)  # a listed name whose DNS does not answer
+        return [PUBLIC] if host in ("pkg.test", "slow.test") else system_lookup(host, port)
 
     async def connect(address: str, wanted: int) -> Streams:
         dialed.append((address, wanted))
         return await asyncio.open_connection("127.0.0.1", port)
 
-    cap = _Cap(run, 1, path, limit)
-    proxy = EgressProxy(run, 1, ["pkg.test:443", "localhost:443", "gone.test:443"], cap, resolve, connect)
+    cap = _Cap(run, n, path, limit)
+    listed = ["pkg.test:443", "localhost:443", "gone.test:443", "slow.test:443"]
+    proxy = EgressProxy(run, n, listed, cap, lookup, connect)
     server = await asyncio.start_unix_server(proxy.serve, path=str(path))
     try:
         yield dialed
     finally:
+        hang.set()
         server.close()
+        proxy.close()
         upstream.close()
 
 
@@ -137,3 +146,24 @@ def test_tunnels_past_the_cap_are_refused(run: RunFolder, tmp_path: Path) -> Non
     assert b" 503 " in asyncio.run(go())
     lines = [json.loads(line) for line in run.events.read_text().splitlines()]
     assert [e["data"]["socket"] for e in lines if e["event"] == Event.CONNECTIONS_CAPPED] == ["egress.sock"]
+
+
+def test_a_worker_whose_lookups_hang_delays_no_other_worker(run: RunFolder, tmp_path: Path) -> None:
+    """Worker 1 keeps more lookups of a listed name hanging than the loop's shared pool has threads; worker
+    2's CONNECT still goes through at once: each proxy looks names up on threads of its own."""
+    one, two = tmp_path / "one.sock", tmp_path / "two.sock"
+    hang = threading.Event()
+
+    async def go() -> bytes:
+        async with _proxy(run, one, limit=16, hang=hang), _proxy(run, two, n=2):
+            stuck = [await asyncio.open_unix_connection(str(one)) for _ in range(12)]
+            for _, writer in stuck:
+                writer.write(b"CONNECT slow.test:443 HTTP/1.1\r\n\r\n")
+            await asyncio.sleep(0)
+            status, _, writer = await asyncio.wait_for(_connect(two, b"CONNECT pkg.test:443 HTTP/1.1\r\n\r\n"), 5)
+            writer.close()
+            for _, w in stuck:
+                w.close()
+            return status
+
+    assert b" 200 " in asyncio.run(go())

@@ -95,7 +95,7 @@ def _serve_own_proxy(run: RunFolder, n: int) -> tuple[asyncio.AbstractEventLoop,
 
         upstream = await asyncio.start_server(echo, "127.0.0.1", 0)
 
-        async def resolve(host: str, port: int) -> list[str]:
+        def lookup(host: str, port: int) -> list[str]:
             return [PUBLIC] if host == "pkg.test" else []
 
         async def connect(address: str, port: int) -> Streams:
@@ -104,7 +104,7 @@ def _serve_own_proxy(run: RunFolder, n: int) -> tuple[asyncio.AbstractEventLoop,
 
         path = relay.egress_socket(run, n)
         path.unlink()
-        proxy = EgressProxy(run, n, allowlist_of(run.info()) or [], relay._Cap(run, n, path, 4), resolve, connect)
+        proxy = EgressProxy(run, n, allowlist_of(run.info()) or [], relay._Cap(run, n, path, 4), lookup, connect)
         await asyncio.start_unix_server(proxy.serve, path=str(path))
 
     asyncio.run_coroutine_threadsafe(start(), loop).result(10)
