@@ -151,7 +151,7 @@ class EgressProxy:
             raise Refused(405, "not-connect", f"{method} {target}: only CONNECT (HTTPS) goes out")
         parts = urlsplit(f"//{target}")
         host, port = parts.hostname or "", parts.port
-        if not host or port is None:
+        if not host or port is None or parts.netloc != target or "@" in target:  # host:port, nothing more
             raise Refused(400, "bad-target", target)
         if is_ip(host):
             raise Refused(403, "ip-literal", f"{target}: name a listed host, not an address")

@@ -105,6 +105,8 @@ def test_a_listed_name_goes_through_and_everything_else_is_refused_with_an_event
                 "unlisted": b"CONNECT evil.test:443 HTTP/1.1\r\n\r\n",
                 "other-port": b"CONNECT pkg.test:22 HTTP/1.1\r\n\r\n",
                 "ip": b"CONNECT 93.184.216.34:443 HTTP/1.1\r\n\r\n",
+                "userinfo": b"CONNECT evil.test@pkg.test:443 HTTP/1.1\r\n\r\n",
+                "fragment": b"CONNECT pkg.test:443#x HTTP/1.1\r\n\r\n",
                 "ip6": b"CONNECT [::1]:443 HTTP/1.1\r\n\r\n",
                 "loopback": b"CONNECT localhost:443 HTTP/1.1\r\n\r\n",
                 "plain": b"GET http://pkg.test/ HTTP/1.1\r\nHost: pkg.test\r\n\r\n",
@@ -121,11 +123,12 @@ def test_a_listed_name_goes_through_and_everything_else_is_refused_with_an_event
     seen = asyncio.run(go())
     assert all(b" 403 " in seen[k] for k in ("unlisted", "other-port", "ip", "ip6", "loopback")), seen
     assert b" 405 " in seen["plain"]
+    assert b" 400 " in seen["userinfo"] and b" 400 " in seen["fragment"]  # host:port and nothing else
     assert b" 502 " in seen["gone"]  # listed, but not resolving: no policy refused it, no event
     reasons = [(e["worker"], e["data"]["reason"]) for e in _refusals(run)]
     # one event per reason (the second unlisted name is counted, not logged: rate-limited)
     assert sorted(reasons) == sorted(
-        [(1, "not-listed"), (1, "ip-literal"), (1, "private-address"), (1, "not-connect")]
+        [(1, "not-listed"), (1, "ip-literal"), (1, "private-address"), (1, "not-connect"), (1, "bad-target")]
     ), reasons
     loopback = next(e for e in _refusals(run) if e["data"]["reason"] == "private-address")
     assert "127.0.0.1" in loopback["data"]["target"] or "::1" in loopback["data"]["target"]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from orch.fleet import relay
+from orch.fleet import portal, relay
 from orch.fleet.egressproxy import EgressProxy, Streams, allowlist_of
 from orch.run.events import Event
 from orch.run.folder import RunFolder
@@ -156,3 +156,10 @@ def test_a_strict_worker_reaches_listed_names_only_through_its_own_proxy(
     lines = [json.loads(line) for line in run.events.read_text().splitlines()]
     reasons = {(e["worker"], e["data"]["reason"]) for e in lines if e["event"] == Event.EGRESS_REFUSED}
     assert reasons == {(2, "private-address"), (2, "not-listed"), (2, "ip-literal")}, reasons
+
+
+@pytest.mark.parametrize(
+    "argv", [[], ["127.0.0.1:1", "--"], ["127.0.0.1:1", "--", "true"][1:], ["127.0.0.1:1", "/s", "x:2", "--", "true"]]
+)
+def test_the_portal_refuses_a_bad_command_line(argv: list[str]) -> None:
+    assert portal.main(argv) == 2
