@@ -326,6 +326,8 @@ class UpRequest:
     """STRICT: each worker its own uid and outbox, the workdir read-only (the container backend only)."""
     caps: WorkerCaps = field(default_factory=WorkerCaps)
     """Per-worker caps on processes, memory and disk, and the run folder's (orch.fleet.caps)."""
+    egress_allow: list[str] | None = None
+    """A local strict run's egress allowlist (`host:port`, orch.allowlist.local_allowlist); None: no network."""
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ BASE: tuple[str, ...]  # grows below, a line for each module added
 BASE = ("orch", "orch.errors", "orch.versions", "orch.waits", "orch.settings", "orch.text", "orch.shellparts")
 BASE += ("orch.jsonsample",)
 BASE += ("orch.procs",)
+BASE += ("orch.allowlist",)
 
 
 def layer_of(module: str) -> str:

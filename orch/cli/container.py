@@ -39,15 +39,17 @@ CopyOpt = Annotated[
     bool, typer.Option("--copy", help="Give the workers a disposable copy of the workdir (removed on kill).")
 ]
 EgressOpt = Annotated[
-    EgressMode,
+    EgressMode | None,
     typer.Option(
         "--egress",
-        help="Network egress: allowlist (model API, npm, PyPI, GitHub, --allow), none (loopback), or open.",
+        help="Network egress: allowlist (model API, npm, PyPI, GitHub, --allow), none (loopback), or open. "
+        "Default: allowlist in a container; with --local none (allowlist: a CONNECT proxy per worker).",
         case_sensitive=False,
     ),
 ]
 AllowOpt = Annotated[
-    list[str] | None, typer.Option("--allow", help="Add a host, IP or CIDR to the egress allowlist (repeatable).")
+    list[str] | None,
+    typer.Option("--allow", help="Add a host, IP or CIDR to the egress allowlist (repeatable; --local: HOST[:PORT])."),
 ]
 MemoryOpt = Annotated[str, typer.Option("--memory", help="Container memory limit, e.g. 4g (no swap beyond it).")]
 CpusOpt = Annotated[float | None, typer.Option("--cpus", help="CPU limit (default: 2, or fewer if fewer).")]

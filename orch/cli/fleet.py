@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -11,6 +12,7 @@ import typer
 from pydantic import ValidationError
 
 from orch.agents.registry import DEFAULT_AGENT, get_adapter
+from orch.allowlist import local_allowlist
 from orch.cli.common import (
     NameArg,
     WorkerArg,
@@ -57,6 +59,7 @@ def _up(
     isolation: Isolation | None = None,
     mixed: str | None = None,
     caps: WorkerCaps | None = None,
+    egress_allow: list[str] | None = None,
 ) -> None:
     docker = (container or ContainerOpts()).settings(boot_timeout)
     if resume:
@@ -67,6 +70,7 @@ def _up(
     req = UpRequest(
         name=name, workers=len(agents) or workers, agent=agents.get(1, agent), worker_agents=agents, workdir=workdir,
         permission_mode=permission_mode, model=model, replace=replace, offline=offline, caps=caps or WorkerCaps(),
+        egress_allow=egress_allow,
     )  # fmt: skip
     note = None
     if isolation is None:  # strict, here as in a container, unless an agent (or this container) cannot
@@ -152,7 +156,7 @@ def up(
         typer.Option("--resume", help="Relaunch a run whose container or tmux died, on its folder (as started)."),
     ] = False,
     copy: CopyOpt = False,
-    egress: EgressOpt = EgressMode.ALLOWLIST,
+    egress: EgressOpt = None,
     allow: AllowOpt = None,
     memory: MemoryOpt = CONTAINER_MEMORY,
     cpus: CpusOpt = None,
@@ -178,17 +182,33 @@ def up(
     run_folder_max: RunFolderMaxOpt = None,
 ) -> None:
     """Start a run: one container (or, with --local, a tmux server here) with one agent per pane."""
-    if local and (egress is not EgressMode.ALLOWLIST or allow):
-        raise UsageError(  # said, not ignored: a user who asked for a host would otherwise find it unreachable
-            "--egress and --allow apply to a container run: locally a strict worker has no network at all, a "
-            "shared one reaches what this machine does (SECURITY.md)"
-        )
-    box = ContainerOpts(copy, egress, allow or [], memory, cpus, pids, network, image)
+    egress_allow = local_egress(egress, allow or []) if local else None
+    box = ContainerOpts(copy, egress or EgressMode.ALLOWLIST, allow or [], memory, cpus, pids, network, image)
     limits = worker_caps(pids_per_worker, memory_per_worker, disk_per_worker, run_folder_max)
     _up(
         name, workers, agent, workdir, local, permission_mode, model, replace, boot_timeout,
         offline=offline, container=box, resume=resume, isolation=isolation, mixed=agents, caps=limits,
+        egress_allow=egress_allow,
     )  # fmt: skip
+
+
+def local_egress(egress: EgressMode | None, allow: list[str]) -> list[str] | None:
+    """A local run's egress: None (no network but the gateway: `--egress none`, the default), or the
+    allowlist its workers' proxies take (`--egress allowlist`, orch.allowlist). Bad input is one line."""
+    if egress is EgressMode.OPEN:
+        raise UsageError(  # a sandbox has no network of its own to open: only the host's, shared, would do
+            "--egress open is not offered locally: a strict worker's sandbox reaches the network only through "
+            "its allowlist proxy",
+            hint="use --egress allowlist --allow HOST[:PORT], or --isolation shared (reaches what this machine does)",
+        )
+    if egress is not EgressMode.ALLOWLIST:
+        if allow:
+            raise UsageError("--allow needs --egress allowlist locally", hint="add --egress allowlist")
+        return None
+    try:
+        return local_allowlist(os.environ, allow)
+    except ValueError as exc:
+        raise UsageError(f"--allow: {exc}", hint="give host names, each with :PORT when not 443") from None
 
 
 def worker_caps(pids: str | None, memory: str | None, disk: str | None, folder: str | None) -> WorkerCaps:

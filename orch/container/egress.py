@@ -20,8 +20,9 @@ every UDP query to port 53 goes to orch.container.dns on loopback, which answers
 at boot, with the addresses the firewall allows, and TCP to port 53 is rejected.
 
 This module runs inside the container as root: it imports only the standard library, orch.settings,
-orch.container.dns, orch.container.egresscheck (the self-test), orch.run.records and orch.run.uids (the
-agent's Credentials, which name its model API, come from the caller).
+orch.allowlist (the `--allow` entries, shared with a local run's proxy), orch.container.dns,
+orch.container.egresscheck (the self-test), orch.run.records and orch.run.uids (the agent's Credentials,
+which name its model API, come from the caller).
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from orch import settings
+from orch.allowlist import DEFAULT_HOSTS as DEFAULT_HOSTS
+from orch.allowlist import default_hosts, normalize_entry
 from orch.container.dns import table as dns_table
 from orch.container.egresscheck import PROBE_ADDRESS, probe_as, probe_blocked, probe_dns
 from orch.container.egresscheck import EgressError as EgressError
@@ -50,17 +52,6 @@ from orch.run.uids import checks_uid, drop_argv
 if TYPE_CHECKING:
     from orch.contracts import Credentials
 
-# The npm and PyPI registries and GitHub: what workers need to install packages and fetch code.
-DEFAULT_HOSTS = (
-    "registry.npmjs.org",
-    "pypi.org",
-    "files.pythonhosted.org",
-    "github.com",
-    "api.github.com",
-    "codeload.github.com",
-    "objects.githubusercontent.com",
-    "raw.githubusercontent.com",
-)
 IPSET = "orch-allow"
 REPORT_PATH = Path("/tmp/orch-egress.json")
 DNS_PORT = 53535
@@ -101,12 +92,6 @@ def model_api_hosts(env: Mapping[str, str], credentials: Credentials) -> list[st
     return [credentials.api_host] if credentials.api_host else []
 
 
-def default_hosts(env: Mapping[str, str]) -> list[str]:
-    if settings.DEFAULT_ALLOW.is_set(env):  # set but empty: no default hosts
-        return settings.DEFAULT_ALLOW.get(env)
-    return list(DEFAULT_HOSTS)
-
-
 def allowlist_for(
     env: Mapping[str, str], offline: bool, extra: Iterable[str], credentials: Credentials, model_api: bool = True
 ) -> list[str]:
@@ -116,21 +101,6 @@ def allowlist_for(
     api = model_api_hosts(env, credentials) if model_api and not offline else []
     hosts = api + default_hosts(env) + [normalize_entry(e) for e in extra]
     return list(dict.fromkeys(hosts))
-
-
-def normalize_entry(entry: str) -> str:
-    """`--allow` takes a host name, an IP or a CIDR; a URL or host:port is cut down to its host."""
-    text = entry.strip()
-    if not text:
-        raise ValueError("empty --allow entry")
-    try:
-        return str(ipaddress.ip_network(text, strict=False))
-    except ValueError:
-        pass
-    host = urlsplit(text if "//" in text else f"//{text}").hostname
-    if not host or any(c in host for c in " /\\;$`'\""):
-        raise ValueError(f"not a host name, IP or CIDR: {entry!r}")
-    return host
 
 
 # --- inside the container, as root ---------------------------------------------------------------

@@ -6,7 +6,8 @@ All local workers share the user's uid, so what keeps them apart is what each on
   environment, nor another worker's);
 - no network (`--unshare-net`): it reaches the model only through the gateway, by a socket bound into
   its sandbox alone (orch.fleet.relay on the host, orch.fleet.portal inside, listening on the
-  gateway's own loopback address, so the worker's base URL is unchanged);
+  gateway's own loopback address, so the worker's base URL is unchanged); with `--egress allowlist`,
+  the listed names too, through the relay's CONNECT proxy on a socket beside it (orch.fleet.egressproxy);
 - a file system made of the system's read-only folders, Python and orch, the agents' installs, the
   workdir and the run folder read-only, and writable only `writable(run, n)`: its outbox, its hook log,
   its session store, its own config dir and its worktree when it has one; /tmp is its own tmpfs. The
@@ -45,6 +46,8 @@ SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"
 """The system's read-only folders a sandbox sees (a symlink, as /bin is on merged-usr, stays one)."""
 GATEWAY_SOCKET = str(SANDBOX_SOCKETS / "gateway.sock")
 """The worker's way to the gateway inside its sandbox (orch.fleet.portal listens for it)."""
+EGRESS_SOCKET = str(SANDBOX_SOCKETS / "egress.sock")
+"""The worker's CONNECT proxy inside its sandbox, when its run allows egress (orch.fleet.egressproxy)."""
 PANE_SOCKET = SANDBOX_SOCKETS / "pane.sock"
 """The relay's socket for the worker's own pane inside its sandbox (aider's watcher)."""
 PROBE_TIMEOUT = 20.0

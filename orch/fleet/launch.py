@@ -15,7 +15,7 @@ from orch import __version__, procs, settings
 from orch.agents.registry import check_permission_mode, get_adapter
 from orch.contracts import AgentAdapter, LaunchSpec, UpRequest, WorkerContext
 from orch.errors import SandboxError, UsageError, WaitTimeoutError
-from orch.fleet import bwrap, caps, relay, rungateway, stopping
+from orch.fleet import bwrap, caps, egressproxy, relay, rungateway, stopping
 from orch.fleet import portal as portal_module
 from orch.fleet.become import OPEN_BUNDLE, LaunchBundle
 from orch.fleet.booting import wait_booted
@@ -66,6 +66,12 @@ def plan(req: UpRequest) -> tuple[AgentAdapter, LocalRunInfo]:
             )
         mode = req.permission_mode or other.default_permission_mode
         check_permission_mode(other, mode)
+    if req.egress_allow is not None and (req.isolation is not Isolation.STRICT or settings.IN_CONTAINER.get()):
+        raise UsageError(  # a shared worker reaches what this machine does: an allowlist would promise nothing
+            "--egress allowlist applies to a strict local run (each worker in its sandbox, its network the relay's "
+            "proxy)",
+            hint="drop --egress/--allow, or run with --isolation strict",
+        )
     info = LocalRunInfo(
         name=req.name,
         agent=adapter.name,
@@ -79,6 +85,7 @@ def plan(req: UpRequest) -> tuple[AgentAdapter, LocalRunInfo]:
         replay=str(req.replay.resolve()) if req.replay else None,
         isolation=req.isolation,
         caps=req.caps,
+        egress_allow=req.egress_allow,
         tmux_socket=socket_name(req.name),
         orch_version=__version__,
     )
@@ -352,16 +359,19 @@ def sandboxed_spec(
     if home is not None:
         home.mkdir(mode=0o700, exist_ok=True)
     url = next((v for k, v in own.items() if adapter.gateway is not None and k == adapter.gateway.base_url_env), None)
-    portal = []
-    if url is not None:
-        address = urlsplit(url)
-        # As a bare script without site (standard library only): it starts before every agent.
-        portal = [sys.executable, "-S", portal_module.__file__, f"{address.hostname}:{address.port}"]
-        portal += [bwrap.GATEWAY_SOCKET, "--"]
+    address = urlsplit(url) if url is not None else None
+    env = inner.env
+    ports = [f"{address.hostname}:{address.port}", bwrap.GATEWAY_SOCKET] if address is not None else []
+    if egressproxy.allowlist_of(info) is not None:  # its way out: the relay's proxy, on a port of its loopback
+        port = egressproxy.proxy_port(address.port if address is not None else None)
+        ports += [f"127.0.0.1:{port}", bwrap.EGRESS_SOCKET]
+        env = {**env, **egressproxy.proxy_env(port)}
+    # As a bare script without site (standard library only): it starts before every agent.
+    portal = [sys.executable, "-S", portal_module.__file__, *ports, "--"] if ports else []
     sandbox = bwrap.argv(
         run, n, Path(info.workdir), Path(spec.cwd or ctx.workdir), binaries, relay.worker_sockets(run, n), home
     )  # fmt: skip
-    return LaunchSpec(argv=[*sandbox, *portal, *inner.argv], env=inner.env, cwd=inner.cwd)
+    return LaunchSpec(argv=[*sandbox, *portal, *inner.argv], env=env, cwd=inner.cwd)
 
 
 def strict_spec(run: RunFolder, adapter: AgentAdapter, ctx: WorkerContext, own: dict[str, str]) -> LaunchSpec:

@@ -1,8 +1,9 @@
-"""A sandboxed worker's first process: `python -S portal.py HOST:PORT SOCKET -- ARGV...`.
+"""A sandboxed worker's first process: `python -S portal.py HOST:PORT SOCKET [HOST:PORT SOCKET]... -- ARGV...`.
 
 Inside a local strict sandbox (orch.fleet.bwrap) there is no network: this listens on the gateway's own
 loopback address, so the worker's base URL stays as it is, and copies every connection to SOCKET, the
-worker's own way to the gateway (orch.fleet.relay on the host). The listener is bound before ARGV starts,
+worker's own way to the gateway (orch.fleet.relay on the host); a second pair, when the run allows egress,
+is its proxy's port and socket (orch.fleet.egressproxy). The listener is bound before ARGV starts,
 then served by a child in a session of its own (a Ctrl-C for the agent does not reach it), and ARGV
 replaces this process. Standard library only: it starts before every agent.
 """
@@ -14,7 +15,7 @@ import contextlib
 import os
 import socket
 import sys
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 CHUNK = 1 << 16
 
@@ -47,27 +48,35 @@ async def splice(
     await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
 
 
-async def _serve(listener: socket.socket, target: str) -> None:
-    async def one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await splice(asyncio.open_unix_connection(target), reader, writer)
+async def _serve(listeners: list[tuple[socket.socket, str]]) -> None:
+    def one(target: str) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
+        async def copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await splice(asyncio.open_unix_connection(target), reader, writer)
 
-    server = await asyncio.start_server(one, sock=listener)
-    await server.serve_forever()
+        return copy
+
+    servers = [await asyncio.start_server(one(target), sock=listener) for listener, target in listeners]
+    await asyncio.gather(*(server.serve_forever() for server in servers))
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 4 or argv[2] != "--" or ":" not in argv[0]:
-        print("usage: portal.py HOST:PORT SOCKET -- ARGV...", file=sys.stderr)
+    pairs = argv[: argv.index("--")] if "--" in argv else []
+    command = argv[len(pairs) + 1 :]
+    if not pairs or len(pairs) % 2 or not command or not all(":" in a for a in pairs[::2]):
+        print("usage: portal.py HOST:PORT SOCKET [HOST:PORT SOCKET]... -- ARGV...", file=sys.stderr)
         return 2
-    host, _, port = argv[0].rpartition(":")
-    listener = socket.create_server((host, int(port)), reuse_port=False)
+    listeners = []
+    for address, target in zip(pairs[::2], pairs[1::2], strict=True):
+        host, _, port = address.rpartition(":")
+        listeners.append((socket.create_server((host, int(port)), reuse_port=False), target))
     if os.fork() == 0:
         os.setsid()
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(_serve(listener, argv[1]))
+            asyncio.run(_serve(listeners))
         os._exit(0)
-    listener.close()
-    os.execvp(argv[3], argv[3:])
+    for listener, _ in listeners:
+        listener.close()
+    os.execvp(command[0], command)
 
 
 if __name__ == "__main__":

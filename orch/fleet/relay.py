@@ -13,6 +13,8 @@ the fleet is stopped:
 - `gateway.sock`: its way to the model gateway, copied byte for byte to the gateway's loopback
   address. The worker still needs its own token there; the gateway's control API wants the control key,
   which stays in the controller's handle file, outside every sandbox;
+- `egress.sock`, only when the run allows egress (`--egress allowlist`): the worker's HTTP CONNECT proxy to
+  the names on the run's allowlist, and nothing else (orch.fleet.egressproxy); capped as the gateway's;
 - `pane.sock`: worker N's own pane, for an agent whose helper reads its screen and types into it
   (aider's watcher, Gemini CLI's approver; served only for such a worker): one JSON request line, one
   answer line. It can read that pane's screen, paste text into it and press Enter there, nothing else:
@@ -54,6 +56,7 @@ from urllib.parse import urlsplit
 from orch import procs
 from orch.agents.registry import get_adapter
 from orch.errors import OrchError, SandboxError
+from orch.fleet import egressproxy
 from orch.fleet.portal import splice
 from orch.fleet.tmux import TmuxServer
 from orch.run.bus import peer_uid
@@ -89,6 +92,11 @@ def bus_socket(run: RunFolder, n: int) -> Path:
 
 def gateway_socket(run: RunFolder, n: int) -> Path:
     return worker_sockets(run, n) / "gateway.sock"
+
+
+def egress_socket(run: RunFolder, n: int) -> Path:
+    """Worker n's CONNECT proxy (served only when its run allows egress: orch.fleet.egressproxy)."""
+    return worker_sockets(run, n) / egressproxy.SOCKET
 
 
 def pane_socket(run: RunFolder, n: int) -> Path:
@@ -128,7 +136,10 @@ def running(run: RunFolder) -> bool:
 def _ready(run: RunFolder, workers: int, panes_only: bool) -> bool:
     if panes_only:
         return all(own_pane_socket(run, n).exists() for n in range(1, workers + 1))
-    sockets = [each(run, n) for n in range(1, workers + 1) for each in (bus_socket, gateway_socket)]
+    kinds = (bus_socket, gateway_socket) + (
+        (egress_socket,) if egressproxy.allowlist_of(run.info()) is not None else ()
+    )
+    sockets = [each(run, n) for n in range(1, workers + 1) for each in kinds]
     return all(path.exists() for path in [*sockets, *(pane_socket(run, n) for n in pane_workers(run.info()))])
 
 
@@ -288,11 +299,36 @@ class _Pane:
         return {"ok": True}
 
 
-async def _serve(run: RunFolder, gateway_url: str | None) -> None:
-    """Serve the run's sockets until stopped; no `gateway_url`: the pane sockets of a container's strict run."""
+async def _egress(
+    run: RunFolder, workers: int, lookup: egressproxy.Lookup, connect: egressproxy.Connect
+) -> list[tuple[asyncio.Server, egressproxy.EgressProxy]]:
+    """Each worker's CONNECT proxy, when the run allows egress (none otherwise: no socket, no network)."""
+    allowlist = egressproxy.allowlist_of(run.info())
+    if allowlist is None:
+        return []
+    served = []
+    for n in range(1, workers + 1):
+        path = egress_socket(run, n)
+        path.unlink(missing_ok=True)
+        cap = _Cap(run, n, path, egressproxy.EGRESS_CONNECTIONS)
+        proxy = egressproxy.EgressProxy(run, n, allowlist, cap, lookup, connect)
+        server = await asyncio.start_unix_server(proxy.serve, path=str(path), limit=egressproxy.HEAD_LIMIT)
+        served.append((server, proxy))
+    return served
+
+
+async def _serve(
+    run: RunFolder,
+    gateway_url: str | None,
+    lookup: egressproxy.Lookup = egressproxy.system_lookup,
+    connect: egressproxy.Connect = egressproxy.tcp_connect,
+) -> None:
+    """Serve the run's sockets until stopped; no `gateway_url`: the pane sockets of a container's strict run.
+    `lookup`, `connect`: the egress proxies' (the host's own but in a test that serves its own names)."""
     workers = run.info().workers
     bus = BusServer(run, peercred=False)  # the controller serves bus.sock; here each worker's own socket
     servers = []
+    proxies: list[tuple[asyncio.Server, egressproxy.EgressProxy]] = []
     if gateway_url is not None:
         for n in range(1, workers + 1):
             worker_sockets(run, n).mkdir(mode=0o700, exist_ok=True)
@@ -306,6 +342,8 @@ async def _serve(run: RunFolder, gateway_url: str | None) -> None:
             cap = _Cap(run, n, path, GATEWAY_CONNECTIONS)
             served = functools.partial(_to_gateway, host, port, cap)
             servers.append(await asyncio.start_unix_server(served, path=str(path)))
+        proxies = await _egress(run, workers, lookup, connect)
+        servers += [server for server, _ in proxies]
     tmux = TmuxServer(run.info().tmux_socket)
     panes = []
     for n in range(1, workers + 1) if gateway_url is None else pane_workers(run.info()):
@@ -329,6 +367,8 @@ async def _serve(run: RunFolder, gateway_url: str | None) -> None:
         server.close()
     for pane in panes:
         pane.close()
+    for _, proxy in proxies:
+        proxy.close()
     if gateway_url is not None:
         bus.stop()
     _pid_file(run).unlink(missing_ok=True)

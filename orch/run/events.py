@@ -42,6 +42,9 @@ class Event(StrEnum):
     """A connection to a worker's own pane socket (orch.fleet.relay, a container's strict run) from a uid that
     is neither that worker's nor the run's: a worker probing another's pane. `worker`: the prober's, when a
     worker's uid; logged at most once a minute per socket, `refused` counting the refusals it stands for."""
+    EGRESS_REFUSED = "egress-refused"
+    """A local strict worker's CONNECT refused by its proxy (orch.fleet.egressproxy): data reason (not-listed,
+    ip-literal, private-address, not-connect, ...) and target; at most once a minute per worker and reason."""
     WRITE_DENIED = "write-denied"
     """The worker's tool results (the gateway's ledger) show writes the system refused it."""
     TREE_NOT_NOTED = "tree-not-noted"

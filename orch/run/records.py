@@ -201,6 +201,9 @@ class LocalRunInfo(RunInfoBase):
     """A run whose tmux server is on the machine that started it (`orch up --local`, or made inside a container)."""
 
     backend: Literal[Backend.LOCAL] = Backend.LOCAL
+    egress_allow: list[str] | None = None
+    """Strict isolation: the `host:port` names its workers may CONNECT to through the relay's proxy
+    (`--egress allowlist`, orch.fleet.egressproxy); None: no network but the gateway (`--egress none`)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -224,7 +227,7 @@ class DockerRunInfo(RunInfoBase):
     @classmethod
     def of(cls, info: RunInfoBase, container: ContainerInfo) -> DockerRunInfo:
         """`info` (a planned run, or one read from a remote engine) with this container record."""
-        return cls(**{**info.model_dump(exclude={"backend", "container"}), "container": container})
+        return cls(**{**info.model_dump(exclude={"backend", "container", "egress_allow"}), "container": container})
 
 
 RunInfo: TypeAlias = Annotated[LocalRunInfo | DockerRunInfo, Field(discriminator="backend")]

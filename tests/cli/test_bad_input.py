@@ -41,8 +41,11 @@ def _nothing_left(name: str) -> None:
         ("ok", ["-n", "65"], "out of range"),
         ("ok", ["--agent", "nope"], "unknown agent 'nope' (available: "),
         ("ok", ["--permission-mode", "yolo"], "unknown permission mode"),
-        ("ok", ["--egress", "open"], "--egress and --allow apply to a container run"),
-        ("ok", ["--allow", "example.com"], "--egress and --allow apply to a container run"),
+        ("ok", ["--egress", "open"], "--egress open is not offered locally"),
+        ("ok", ["--allow", "example.com"], "--allow needs --egress allowlist locally"),
+        ("ok", ["--egress", "allowlist", "--allow", "10.0.0.1"], "locally --allow takes host names"),
+        ("ok", ["--egress", "allowlist", "--allow", "pypi.org:x"], "not a port"),
+        ("ok", ["--egress", "allowlist", "--isolation", "shared"], "applies to a strict local run"),
     ],
     ids=[
         "dotdot",
@@ -54,8 +57,11 @@ def _nothing_left(name: str) -> None:
         "too-many",
         "agent",
         "mode",
-        "local-egress",
-        "local-allow",
+        "local-egress-open",
+        "local-allow-without-allowlist",
+        "local-allow-ip",
+        "local-allow-bad-port",
+        "local-allowlist-shared",
     ],
 )
 def test_up_rejects_bad_arguments(workdir: Path, name: str, extra: list[str], message: str) -> None:

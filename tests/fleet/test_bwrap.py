@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from orch.fleet import launch, relay
+from orch.fleet.egressproxy import allowlist_of
 from orch.gateway.process import handle_path, load_handle, state_path
 from orch.run.events import Event
 from orch.run.folder import RunFolder
@@ -66,6 +67,7 @@ def test_a_strict_worker_sees_only_its_own_processes_files_and_sockets(strict: R
     run = strict
     info = run.info()
     assert info.isolation is Isolation.STRICT
+    assert allowlist_of(info) is None and not relay.egress_socket(run, 1).exists()  # --egress none: no proxy
     handle = load_handle(handle_path(run.name))
     home = Path(os.environ["HOME"])
     other = run.config_dir(2)
@@ -100,7 +102,8 @@ def test_a_strict_worker_sees_only_its_own_processes_files_and_sockets(strict: R
                 # the bus: as itself, yes; as another, refused
                 f"orch bus post {run.name} --as 2 forged-post 2>/dev/null && echo POSTED-AS-2",
                 f"orch bus post {run.name} own-post && echo SELF-POST-OK",
-                # the network: none but the gateway; the gateway's control API wants a key it has not
+                # the network: none but the gateway (no proxy either); the control API wants a key it has not
+                "env | grep -qi '^https\\?_proxy=' && echo PROXY-VARS-SET",
                 f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 2)' 2>/dev/null "
                 "&& echo HOST-LOOPBACK-REACHED",
                 f'python3 -c \'import urllib.request as u; u.urlopen(u.Request("{handle.url}/_orch/tokens/2", '
