@@ -44,3 +44,9 @@ def test_the_default_hosts_are_the_containers() -> None:
 )  # fmt: skip
 def test_only_a_global_address_is_reached(address: str, ok: bool) -> None:
     assert public(address) is ok
+
+
+@pytest.mark.parametrize("bad", ["", "bad host", "a;b", "$(x)", "host`x`"])
+def test_allow_entries_are_checked(bad: str) -> None:
+    with pytest.raises(ValueError):
+        normalize_entry(bad)

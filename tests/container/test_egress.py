@@ -20,7 +20,8 @@ import docker.errors
 import pytest
 
 from orch import settings
-from orch.container import egress, egresscheck
+from orch.allowlist import normalize_entry
+from orch.container import egresscheck
 from orch.container.layout import LABEL_MANAGED
 from orch.container.sandbox import DockerSandbox
 from orch.run.events import Event
@@ -144,7 +145,7 @@ def test_egress_modes(
         assert str(report["selftest"]).startswith("blocked 192.0.2.1")
     if mode == "allowlist":
         # --allow (an IP becomes a /32 network); ANTHROPIC_BASE_URL's host is open to the gateway's uid only
-        assert set(report["allowed"]) == {egress.normalize_entry(allow)}
+        assert set(report["allowed"]) == {normalize_entry(allow)}
         assert set(report["gateway"]) == {net.model} and str(report["gateway_selftest"]).startswith("blocked")
     assert orch("kill", name).exit_code == 0
 

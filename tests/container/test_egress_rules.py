@@ -31,12 +31,6 @@ def test_allowlist_defaults_model_host_and_extras(monkeypatch: pytest.MonkeyPatc
     assert egress.allowlist_for({}, False, [], Credentials(env=()))[0] == "registry.npmjs.org"
 
 
-@pytest.mark.parametrize("bad", ["", "bad host", "a;b", "$(x)", "host`x`"])
-def test_allow_entries_are_checked(bad: str) -> None:
-    with pytest.raises(ValueError):
-        egress.normalize_entry(bad)
-
-
 def test_names_that_do_not_resolve_are_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
     def fake(host: str, *args: Any) -> list[tuple[Any, ...]]:
         if host == "gone.example":
