@@ -84,15 +84,16 @@ class Watchdog:
             usage[n] = Usage(tasks=load.tasks, memory=load.memory, disk=self._disk.get(n, 0), spawned=new)
         found = breaches(self.info.caps, usage, self._folder)
         for breach in found:
-            killed = self.stop_worker(breach, found_procs[breach.worker])
-            with self._lock:
-                self._found.append((breach, killed))
+            pids = found_procs[breach.worker]
+            with self._lock:  # before the kill: the controller must know it for a cap's before it sees the crash
+                self._found.append((breach, sorted(pids)))
+            self.stop_worker(breach, pids)
             if breach.cap in ("disk", "run-folder"):
                 self._disk[breach.worker] = 0
                 self._folder = None  # walked again on the next look that walks
         return found
 
-    def stop_worker(self, breach: Breach, pids: set[int]) -> list[int]:
+    def stop_worker(self, breach: Breach, pids: set[int]) -> None:
         n = breach.worker
         clear = self.run.outbox(n) if breach.cap in ("disk", "run-folder") else None
         if own_uids(self.info):
@@ -103,4 +104,3 @@ class Watchdog:
             signal_worker(self.info, n, "STOP,KILL", pids)
             if clear is not None:
                 remove_contents(clear)
-        return sorted(pids)

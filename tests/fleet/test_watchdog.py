@@ -63,3 +63,27 @@ def test_the_watchdog_stops_a_memory_hog_and_a_disk_filler(run: RunFolder) -> No
         for proc in (hog, filler):
             proc.kill()
             proc.wait()
+
+
+def test_a_breach_is_there_to_take_before_its_worker_dies(run: RunFolder) -> None:
+    """The controller may see the killed agent's crash before it takes the breach: were the breach recorded
+    after the kill, it would restart the agent back onto the job that broke the cap (seen in a container run:
+    the disk filler's brief ran again after its job had failed)."""
+    filler = as_worker(run, 2, "import time; time.sleep(60)")
+    run.outbox(2).mkdir(parents=True, exist_ok=True)
+    (run.outbox(2) / "fill.bin").write_bytes(os.urandom(8 * MIB))
+    recorded_at_kill: list[int] = []
+
+    class Recording(Watchdog):
+        def stop_worker(self, breach: Breach, pids: set[int]) -> None:
+            recorded_at_kill.extend(b.worker for b, _ in self._found)
+            super().stop_worker(breach, pids)
+
+    dog = Recording(run, run.info(), [1, 2])
+    try:
+        wait_until(lambda: dog.check(), 30, "the watchdog to see the filler")
+        assert recorded_at_kill == [2]
+        assert filler.wait(timeout=10) == -9
+    finally:
+        filler.kill()
+        filler.wait()
