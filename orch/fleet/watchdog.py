@@ -33,6 +33,7 @@ class Watchdog:
         self.run, self.info, self.workers = run, info, workers
         self.processes = WorkerProcesses(run, info, workers)
         self._found: list[tuple[Breach, list[int]]] = []
+        self._stopping: set[int] = set()  # workers being stopped right now
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -55,6 +56,12 @@ class Watchdog:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+
+    def stopping(self, n: int) -> bool:
+        """Whether worker n is being stopped past a cap, or was and the controller has not taken it yet: a
+        crash it sees now is the watchdog's kill, to be handled after over_caps() has failed its job."""
+        with self._lock:
+            return n in self._stopping or any(breach.worker == n for breach, _ in self._found)
 
     def take(self) -> list[tuple[Breach, list[int]]]:
         """The breaches found since the last call, each with the pids killed."""
@@ -85,9 +92,14 @@ class Watchdog:
         found = breaches(self.info.caps, usage, self._folder)
         for breach in found:
             pids = found_procs[breach.worker]
-            with self._lock:  # before the kill: the controller must know it for a cap's before it sees the crash
-                self._found.append((breach, sorted(pids)))
-            self.stop_worker(breach, pids)
+            with self._lock:  # before the kill: the controller must not restart it onto its job meanwhile
+                self._stopping.add(breach.worker)
+            try:
+                self.stop_worker(breach, pids)
+            finally:  # after the kill: what the controller does about it (as the worker) comes after it
+                with self._lock:
+                    self._found.append((breach, sorted(pids)))
+                    self._stopping.discard(breach.worker)
             if breach.cap in ("disk", "run-folder"):
                 self._disk[breach.worker] = 0
                 self._folder = None  # walked again on the next look that walks

@@ -190,10 +190,8 @@ class Controller:
             job, state, detail, last, self.run.done(n).exists(), now, self.spec.timeouts.job, FATAL_ERRORS
         )
         if step is Watch.ENDED:
-            # The caps watchdog may have killed it since over_caps() looked: its job fails first, so the
-            # restarted agent is not pointed back at the job that broke a cap.
-            self.over_caps()
-            job = self.state.job(book.job) if book.job else None
+            if self.watchdog.stopping(n):  # its cap's kill: over_caps() fails its job first, then it restarts
+                return  # (not pointed back at the job that broke a cap); no helper of ours meets the kill
             self.recovery.handle_crash(book, job, detail or state.value)
             return
         if job is None or step is Watch.NOTHING:

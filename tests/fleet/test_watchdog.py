@@ -65,25 +65,28 @@ def test_the_watchdog_stops_a_memory_hog_and_a_disk_filler(run: RunFolder) -> No
             proc.wait()
 
 
-def test_a_breach_is_there_to_take_before_its_worker_dies(run: RunFolder) -> None:
-    """The controller may see the killed agent's crash before it takes the breach: were the breach recorded
-    after the kill, it would restart the agent back onto the job that broke the cap (seen in a container run:
-    the disk filler's brief ran again after its job had failed)."""
+def test_a_worker_is_marked_stopping_from_before_its_kill_until_the_breach_is_taken(run: RunFolder) -> None:
+    """The controller may see the killed agent's crash before it takes the breach: it must not restart the
+    agent back onto the job that broke the cap meanwhile (seen in a container run: the disk filler's brief ran
+    again after its job had failed), and it takes the breach only once the kill is over (its own helpers, run
+    as the worker, would meet the kill of every process of that uid)."""
     filler = as_worker(run, 2, "import time; time.sleep(60)")
     run.outbox(2).mkdir(parents=True, exist_ok=True)
     (run.outbox(2) / "fill.bin").write_bytes(os.urandom(8 * MIB))
-    recorded_at_kill: list[int] = []
+    at_kill: list[tuple[bool, list[int]]] = []
 
     class Recording(Watchdog):
         def stop_worker(self, breach: Breach, pids: set[int]) -> None:
-            recorded_at_kill.extend(b.worker for b, _ in self._found)
+            at_kill.append((self.stopping(breach.worker), [b.worker for b, _ in self.take()]))
             super().stop_worker(breach, pids)
 
     dog = Recording(run, run.info(), [1, 2])
     try:
         wait_until(lambda: dog.check(), 30, "the watchdog to see the filler")
-        assert recorded_at_kill == [2]
+        assert at_kill == [(True, [])]  # stopping, and nothing to take yet
         assert filler.wait(timeout=10) == -9
+        assert dog.stopping(2) and not dog.stopping(1)  # until the controller takes it
+        assert [b.worker for b, _ in dog.take()] == [2] and not dog.stopping(2)
     finally:
         filler.kill()
         filler.wait()
