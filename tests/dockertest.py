@@ -34,6 +34,7 @@ from orch.run.folder import RunFolder
 from orch.run.records import DockerRunInfo
 from orch.versions import CLAUDE_CODE_VERSION
 from orch.waits import wait_until
+from tests.helpers import run_events
 
 BASE = os.environ.get("ORCH_BASE_IMAGE") or "orch-base:bookworm"
 CA_BUNDLE = Path(os.environ["ORCH_CA_BUNDLE"]) if os.environ.get("ORCH_CA_BUNDLE") else None
@@ -142,7 +143,7 @@ def script_brief(run: RunFolder, n: int, extra: list[dict[str, str]] | None = No
 
 def events(run: RunFolder) -> list[dict[str, Any]]:
     """events.jsonl as JSON (the tests index into `data`, whose shape each event picks)."""
-    return [json.loads(line) for line in run.events.read_text().splitlines() if line.strip()]
+    return run_events(run)
 
 
 def nothing_left(engine: docker.DockerClient, name: str) -> None:

@@ -17,6 +17,7 @@ from typer.testing import CliRunner, Result
 from orch.agents.base import AgentBase
 from orch.agents.registry import get_adapter
 from orch.cli.commands import app
+from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ContainerInfo, DockerRunInfo, LocalRunInfo, RunInfo, WorkerState
 from orch.waits import wait_until
@@ -184,3 +185,11 @@ def user_endpoint(
     if binary is not None:
         assert isinstance(adapter, AgentBase) and adapter.facts.bin_setting is not None
         monkeypatch.setenv(adapter.facts.bin_setting.name, str(binary))
+
+
+def run_events(run: RunFolder, name: Event | str | None = None) -> list[dict[str, Any]]:
+    """events.jsonl as JSON (of one name), in order: the tests index into `data`, whose shape each event
+    picks; nothing before the run logged any."""
+    text = run.events.read_text() if run.events.exists() else ""
+    lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+    return [e for e in lines if name is None or e["event"] == name]

@@ -21,7 +21,7 @@ from orch.fleet.egressproxy import EgressProxy, Streams, system_lookup
 from orch.fleet.relay import _Cap
 from orch.run.events import Event
 from orch.run.folder import RunFolder
-from tests.helpers import run_info
+from tests.helpers import run_events, run_info
 
 PUBLIC = "93.184.216.34"  # what the test's resolver says pkg.test is: a global address, dialed to the test's server
 
@@ -34,8 +34,7 @@ def run(tmp_path: Path) -> RunFolder:
 
 
 def _refusals(run: RunFolder) -> list[dict[str, Any]]:
-    lines = [json.loads(line) for line in run.events.read_text().splitlines()] if run.events.exists() else []
-    return [e for e in lines if e["event"] == Event.EGRESS_REFUSED]
+    return run_events(run, Event.EGRESS_REFUSED)
 
 
 @asynccontextmanager

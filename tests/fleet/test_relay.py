@@ -16,7 +16,6 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -29,7 +28,7 @@ from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.paths import sockets_dir
 from orch.waits import wait_until
-from tests.helpers import orch, run_info
+from tests.helpers import orch, run_events, run_info
 from tests.hostile import half_sent
 
 
@@ -41,12 +40,7 @@ def run(tmp_path: Path) -> RunFolder:
 
 
 def _capped(run: RunFolder) -> list[tuple[int, str]]:
-    return [(e["worker"], e["data"]["socket"]) for e in _events(run, Event.CONNECTIONS_CAPPED)]
-
-
-def _events(run: RunFolder, event: Event) -> list[dict[str, Any]]:
-    lines = [json.loads(line) for line in run.events.read_text().splitlines()] if run.events.exists() else []
-    return [e for e in lines if e["event"] == event]
+    return [(e["worker"], e["data"]["socket"]) for e in run_events(run, Event.CONNECTIONS_CAPPED)]
 
 
 @pytest.fixture
@@ -305,7 +299,7 @@ def test_a_stranger_on_a_pane_socket_leaves_one_event_and_cannot_flood(
 
     answers = asyncio.run(go())
     assert answers == [{"ok": False, "error": "not worker 1's"}] * 4
-    events = _events(run, Event.PEER_REFUSED)
+    events = run_events(run, Event.PEER_REFUSED)
     assert [(e["data"]["uid"], e["data"]["pane"], e["data"]["refused"]) for e in events] == [
         (stranger, 1, 1),
         (stranger, 1, 3),

@@ -39,7 +39,7 @@ from orch.run.folder import RunFolder
 from orch.run.records import Isolation
 from orch.waits import wait_until
 from tests.helpers import SAMPLE as SAMPLE_FILES
-from tests.helpers import diagnose, orch
+from tests.helpers import diagnose, orch, run_events
 from tests.lead.leadrun import DONE, RESULT, reply, write_spec
 from tests.lead.leadrun import events as leadrun_events
 
@@ -114,11 +114,6 @@ def _rows(run: RunFolder) -> dict[str, dict[str, Any]]:
     return {row["task"]: row for row in report["changes"]}
 
 
-def _events(run: RunFolder, name: Event) -> list[dict[str, Any]]:
-    lines = [json.loads(line) for line in run.events.read_text().splitlines() if line.strip()]
-    return [e for e in lines if e["event"] == name.value]
-
-
 def test_honest_lands_scope_and_leftover_process_are_refused(repo: Path) -> None:
     """Three writers at once: the honest fix lands; the
     test-editing "fix" is REJECTED (scope) with no review asked; the writer that leaves a process to edit its
@@ -140,7 +135,7 @@ def test_honest_lands_scope_and_leftover_process_are_refused(repo: Path) -> None
     assert rows["lurk"]["status"] == ChangeStatus.REJECTED and "process" in rows["lurk"]["detail"]
     assert "evil" not in (run.change_dir("lurk") / "patch.diff").read_text()
     # Each writer worked in its own worktree, its agent started there.
-    moved = {e["worker"]: e["data"]["workdir"] for e in _events(run, Event.WORKER_MOVED) if e["data"]["job"] in rows}
+    moved = {e["worker"]: e["data"]["workdir"] for e in run_events(run, Event.WORKER_MOVED) if e["data"]["job"] in rows}
     assert moved == {n: str(run.worktrees_dir(n) / job) for n, job in ((1, "mean"), (2, "cheat"), (3, "lurk"))}
     assert json.loads(run.report_json.read_text())["exit_code"] == 4  # two writer tasks did not land
     landed = subprocess.run(
@@ -157,7 +152,7 @@ def test_a_reviewer_that_ran_nothing_is_refused(repo: Path) -> None:
     row = _rows(run)["mean"]
     assert row["status"] == ChangeStatus.REJECTED and row["reason"] == "review", row
     assert any(cell["verdict"] == "REFUSED" for cell in row["reviews"])
-    problems = [p for e in _events(run, Event.OUTPUT_REJECTED) for p in e["data"]["problems"]]
+    problems = [p for e in run_events(run, Event.OUTPUT_REJECTED) for p in e["data"]["problems"]]
     assert any("approval needs a command" in p["detail"] for p in problems)
 
 
@@ -178,7 +173,7 @@ def test_two_changes_to_one_line_land_one_after_the_other(repo: Path) -> None:
     state = load_state(run)
     rebased = next(c for c in state.changes if c.rebase_of is not None)
     assert rebased.stage is ChangeStage.LANDED
-    assert any(e["data"]["workdir"].endswith(rebased.id) for e in _events(run, Event.WORKER_MOVED))
+    assert any(e["data"]["workdir"].endswith(rebased.id) for e in run_events(run, Event.WORKER_MOVED))
     assert json.loads(run.report_json.read_text())["exit_code"] == 0
     landed = subprocess.run(
         ["git", "--git-dir", str(run.repo_dir), "show", f"orch/{run.name}:calc.py"], capture_output=True, text=True
@@ -248,7 +243,7 @@ def test_a_writer_cannot_write_outside_its_worktree(repo: Path) -> None:
     for task in rows:
         assert "evil" not in (run.change_dir(task) / "patch.diff").read_text()
     # Each attempt was refused by the sandbox, and the report shows it.
-    flagged = [e for e in _events(run, Event.WRITE_DENIED) if e["worker"] == 2]
+    flagged = [e for e in run_events(run, Event.WRITE_DENIED) if e["worker"] == 2]
     denied = [c for e in flagged for c in e["data"]["commands"]]
     for what, line in OUTSIDE.items():
         assert any(line.replace("{{run_dir}}", root) in c for c in denied), (what, denied)
@@ -493,7 +488,7 @@ def test_a_controller_killed_at_a_writers_done_flag_takes_its_change_at_the_resu
     assert rows["w"]["status"] == ChangeStatus.LANDED, rows["w"]
     assert rows["old"]["status"] == ChangeStatus.FAILED and "not taken at the resume" in rows["old"]["detail"]
     assert not run.change_dir("old").exists()  # nothing of its worktree was read
-    ended = [e for e in _events(run, Event.CHANGE_ENDED) if e["data"]["change"] == "old"]
+    ended = [e for e in run_events(run, Event.CHANGE_ENDED) if e["data"]["change"] == "old"]
     assert [e["data"]["status"] for e in ended] == ["FAILED"]
     git = ["git", "--git-dir", str(run.repo_dir), "ls-tree", "-r", "--name-only", branch_name(name)]
     landed = subprocess.run(git, capture_output=True, text=True, check=True).stdout.split()

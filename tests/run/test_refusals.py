@@ -3,25 +3,20 @@ event counting the refusals it stands for."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from orch.run import refusals
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.refusals import RefusalLog
+from tests.helpers import run_events
 
 pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
 
 
 def _logged(run: RunFolder) -> list[tuple[int | None, object, object]]:
-    events = [json.loads(line) for line in run.events.read_text().splitlines()]
-    return [
-        (e["worker"], e["data"]["socket"], e["data"]["refused"])
-        for e in events
-        if e["event"] == Event.CONNECTIONS_CAPPED
-    ]
+    events = run_events(run, Event.CONNECTIONS_CAPPED)
+    return [(e["worker"], e["data"]["socket"], e["data"]["refused"]) for e in events]
 
 
 def test_a_flood_of_refusals_is_one_event_until_the_interval_passes(
