@@ -15,6 +15,7 @@ from orch.fleet import launch, talk
 from orch.fleet.tmux import PaneInfo
 from orch.fleet.workerstate import derive_state
 from orch.lead import decisions
+from orch.lead.changes import gate
 from orch.lead.changes.checkpool import CheckPool
 from orch.lead.changes.records import ChecksRecord, Integration
 from orch.lead.gatewaylink import GatewayLink
@@ -57,8 +58,9 @@ class Desk:
         stopped (orch.lead.review.Review.stop_leftovers): what a writer's gate holds against it."""
         self.gateway = GatewayLink(run)
         self._gateway_unanswered = False
+        at_once = settings.CHECKS_AT_ONCE.get()
         self.checks: CheckPool[ChecksRecord | Integration] = CheckPool(
-            settings.CHECKS_AT_ONCE.get(), self.info.tmux_socket
+            gate.slots(at_once) if spec.checks and spec.writer_tasks() else at_once, self.info.tmux_socket
         )
         """The changes' checks, off the loop (orch.lead.writing starts them and takes in what ended)."""
 

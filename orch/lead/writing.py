@@ -42,7 +42,6 @@ from orch.lead.desk import Part
 from orch.lead.findings import CommandEvidence, Problem, ProblemKind, RanCommand, Verdict, VerdictReport
 from orch.lead.jobs import AcceptedReview, ChangeBook, ChangeStage, Job, JobStatus
 from orch.lead.landing import CHECKED, Next, Work
-from orch.lead.spec import ChangeNeed
 from orch.run.events import Event
 from orch.run.files import UnsafeOutput, read_worker_file
 from orch.run.records import Isolation
@@ -206,7 +205,7 @@ class Writing(Part):
 
     def _requires_change(self, task: str) -> bool:
         """`change: required` (a fixer's default need, with confirmed findings, is the run's outcome's to judge)."""
-        return self.desk.tasks[task].change is ChangeNeed.REQUIRED
+        return self.desk.tasks[task].needs_change(confirmed_findings=False)
 
     # --- the checks, off the loop ---------------------------------------------------------------
     def start_checks(self) -> None:

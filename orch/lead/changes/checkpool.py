@@ -44,7 +44,8 @@ class Ended(Generic[T]):
 class CheckPool(Generic[T]):
     def __init__(self, slots: int, tmux_socket: str | None = None) -> None:
         self.slots = max(1, slots)
-        self._stopper = Stopper(lambda: stop_uid_checks(tmux_socket))
+        self._started = False  # a pool that never ran a check has none to kill (and need not probe for them)
+        self._stopper = Stopper(lambda: stop_uid_checks(tmux_socket) if self._started else None)
         self._lock = threading.Lock()
         self._running: dict[str, tuple[str, threading.Thread]] = {}
         self._ended: list[Ended[T]] = []
@@ -77,6 +78,7 @@ class CheckPool(Generic[T]):
             if self._stopper.stopped or change in self._running or len(self._running) >= self.slots:
                 return False
             self._running[change] = (work, thread)
+            self._started = True
         thread.start()
         return True
 

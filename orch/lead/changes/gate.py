@@ -119,6 +119,12 @@ rm -rf "$t"
 exit $rc"""
 
 
+def slots(wanted: int) -> int:
+    """How many checks may run at once: in a run's container every check runs as the one checks' uid and its
+    wrapper ends by killing every process of that uid (UID_WRAPPER), so there one at a time."""
+    return 1 if sandbox_kind() == "uid" else max(1, wanted)
+
+
 def stop_uid_checks(tmux_socket: str | None) -> None:
     """In a run's container: kill every process of the checks' uid (a check's `timeout` runs in a process group
     of its own, which killing the wrapper's misses), from here or through the run's tmux server. Elsewhere,

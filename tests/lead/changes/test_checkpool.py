@@ -10,6 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from orch.lead.changes import checkpool, gate
 from orch.lead.changes.checkpool import CheckPool, Ended
 from orch.lead.changes.gate import run_checks, sandbox_available
 from orch.lead.changes.records import CheckResult
@@ -85,3 +86,26 @@ def test_close_kills_a_running_check_and_nothing_ends_after(tmp_path: Path) -> N
     assert pool.running() == {}
     wait_until(lambda: not _sleepers(hang), 10, "the check's processes to be gone")
     assert pool.take() == []
+
+
+def test_checks_run_one_at_a_time_where_they_share_the_checks_uid(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a container every check is the one checks' uid, and each check's end kills that uid's processes: a
+    second check beside it would be killed mid-run and read as failing."""
+    monkeypatch.setattr(gate, "_sandbox", lambda: ("uid", None))
+    assert gate.slots(4) == 1
+    monkeypatch.setattr(gate, "_sandbox", lambda: ("bwrap", None))
+    assert gate.slots(4) == 4 and gate.slots(0) == 1
+
+
+def test_a_pool_that_never_ran_a_check_kills_nothing_when_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every run closes its pool: one with no checks (most runs) has no checks' uid to kill, nor a sandbox to
+    probe for it."""
+    killed: list[str | None] = []
+    monkeypatch.setattr(checkpool, "stop_uid_checks", killed.append)
+    CheckPool[int](2, "sock").close()
+    assert killed == []
+    pool = CheckPool[int](2, "sock")
+    assert pool.start("a", "gate", lambda stopper: 1)
+    wait_until(lambda: pool.take(), 10, "the check to end")
+    pool.close()
+    assert killed == ["sock"]
