@@ -96,6 +96,16 @@ def public(address: str) -> bool:
         ip = ipaddress.ip_address(address.split("%")[0])
     except ValueError:
         return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        elif any(ip in net for net in _EMBEDS_IPV4):  # an IPv4 address inside: a gateway may reach the LAN by it
+            return False
     return ip.is_global and not ip.is_multicast
+
+
+# IPv6 ranges that carry an IPv4 address a translator or relay may forward to (NAT64, 6to4, Teredo, the old
+# IPv4-compatible form): never taken, whatever the IPv4 address inside.
+_EMBEDS_IPV4 = tuple(
+    ipaddress.IPv6Network(net) for net in ("64:ff9b::/96", "64:ff9b:1::/48", "2002::/16", "2001::/32", "::/96")
+)

@@ -40,7 +40,8 @@ def test_the_default_hosts_are_the_containers() -> None:
     [("93.184.216.34", True), ("2606:4700::1111", True), ("127.0.0.1", False), ("10.1.2.3", False),
      ("192.168.0.1", False), ("169.254.169.254", False), ("100.64.0.1", False), ("::1", False),
      ("fe80::1%eth0", False), ("::ffff:127.0.0.1", False), ("0.0.0.0", False), ("224.0.0.1", False),
-     ("fc00::1", False), ("nonsense", False)],
+     ("fc00::1", False), ("nonsense", False), ("64:ff9b::a00:1", False), ("64:ff9b::7f00:1", False),
+     ("2002:7f00:1::1", False), ("::127.0.0.1", False), ("2001:0:4136:e378:8000:63bf:3fff:fdd2", False)],
 )  # fmt: skip
 def test_only_a_global_address_is_reached(address: str, ok: bool) -> None:
     assert public(address) is ok

@@ -35,3 +35,15 @@ def test_a_sample_satisfies_the_schema(schema: object, number: int, expected: ob
 def test_the_text_of_an_answer_is_the_samples_json_or_the_text_when_no_schema_is_asked_for() -> None:
     assert json.loads(sample_text(TITLE, "Replayed", 2)) == {"title": "Replayed", "n": 2}
     assert sample_text(None, "Replayed") == sample_text("not a schema", "Replayed") == "Replayed"
+
+
+def test_a_schema_nested_past_the_depth_is_cut_not_a_recursion_error() -> None:
+    """The schema is a worker's: nested 5,000 deep (parsed fine by json) it still gets an answer."""
+    schema: dict[str, object] = {"type": "string"}
+    for _ in range(5000):
+        schema = {"type": "object", "properties": {"x": schema}}
+    depth, got = 0, sample(schema, "t")
+    while isinstance(got, dict):
+        depth, got = depth + 1, got["x"]
+    assert got is None and depth == 33
+    assert sample_text(schema, "t").startswith('{"x": {"x":')
