@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from orch.allowlist import DEFAULT_HOSTS as DEFAULT_HOSTS
 from orch.allowlist import default_hosts, normalize_entry
 from orch.container.dns import table as dns_table
 from orch.container.egresscheck import PROBE_ADDRESS, probe_as, probe_blocked, probe_dns

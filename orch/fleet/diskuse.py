@@ -33,7 +33,9 @@ def measure_disk(run: RunFolder, info: RunInfo, workers: Iterable[int]) -> tuple
     transcripts = {str(run.log(n)): n for n in wanted}
     total = 0
     seen: set[tuple[int, int]] = set()
-    roots = [run.root] + ([Path("/tmp"), Path(os.environ.get("HOME", "/"))] if strict and in_container() else [])
+    roots = [run.root] + (
+        [Path("/tmp"), Path(os.environ.get("HOME", "/"))] if strict and settings.IN_CONTAINER.get() else []
+    )
     for root in roots:
         for counted, (path, st_uid, size) in enumerate(_walk(root, seen), 1):
             if root == run.root:
@@ -50,10 +52,6 @@ def measure_disk(run: RunFolder, info: RunInfo, workers: Iterable[int]) -> tuple
             if counted >= MAX_FILES:
                 break
     return per, total
-
-
-def in_container() -> bool:
-    return settings.IN_CONTAINER.get()
 
 
 def _walk(root: Path, seen: set[tuple[int, int]]) -> Iterable[tuple[str, int, int]]:

@@ -10,10 +10,10 @@ import logging
 import threading
 from pathlib import Path
 
-from orch import procs
+from orch import procs, settings
 from orch.errors import SandboxError
 from orch.fleet.caps import WATCH_INTERVAL, Breach, Usage, breaches, own_uids
-from orch.fleet.diskuse import in_container, measure_disk
+from orch.fleet.diskuse import measure_disk
 from orch.fleet.stopping import remove_contents, signal_worker
 from orch.fleet.workerprocs import WorkerProcesses
 from orch.run.folder import RunFolder
@@ -110,7 +110,7 @@ class Watchdog:
         clear = self.run.outbox(n) if breach.cap in ("disk", "run-folder") else None
         if own_uids(self.info):
             signal_worker(self.info, n, "STOP,KILL", None, clear)  # kill(-1) as the worker: every process
-            if clear is not None and in_container():  # its own files in /tmp too (sticky: only its own)
+            if clear is not None and settings.IN_CONTAINER.get():  # its own files in /tmp too (sticky: only its own)
                 signal_worker(self.info, n, "CONT", [], Path("/tmp"))
         else:
             signal_worker(self.info, n, "STOP,KILL", pids)
