@@ -303,7 +303,8 @@ CHECKS_AT_ONCE = Setting(
     "ORCH_CHECKS_AT_ONCE",
     "2",
     _at_least_one,
-    "How many change checks (a gate's, an integration's) the controller runs at once, off its loop; the rest wait.",
+    "How many change checks (a gate's, an integration's) the controller runs at once, off its loop; the rest wait. "
+    "In a container one at a time: every check runs as the one checks' uid, whose processes each check's end kills.",
 )
 IN_CONTAINER = Setting("ORCH_IN_CONTAINER", "0", _flag, "1 inside a run's container.", internal=True)
 AGENTS_DIR = Setting(
