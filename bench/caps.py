@@ -193,7 +193,8 @@ def _every_environ(run: RunFolder, workers: list[int]) -> dict[int, set[int]]:
     marks = {str(run.state(n)): n for n in workers}
     found: dict[int, set[int]] = {n: set() for n in workers}
     for pid in procs.pids():
-        n = marks.get(procs.env_var(pid, settings.STATE_FILE.name) or "")
+        mark = procs.env_var(pid, settings.STATE_FILE.name)
+        n = marks.get(mark) if isinstance(mark, str) else None
         if n is not None:
             found[n].add(pid)
     return found

@@ -7,11 +7,13 @@ empty list, None, False, zero) and never raises for it.
 
 from __future__ import annotations
 
+import enum
 import os
 import platform
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import psutil
 
@@ -20,6 +22,18 @@ GONE = (psutil.Error, OSError, ValueError)
 AccessDenied, or the OSError beneath): it reads as gone."""
 MAX_DEPTH = 256
 """Ancestors followed at most (a chain is far shorter; the bound keeps a broken one finite)."""
+
+
+class Unsettled(enum.Enum):
+    NOT_YET = "not yet"
+
+
+NOT_YET = Unsettled.NOT_YET
+"""What a process's environment reads as in the instant inside its execve (`settled`): look again."""
+FLAGS_FIELD, ENV_END_FIELD = 9, 51
+"""/proc/PID/stat's flags and env_end, counted from 1 as proc(5) does."""
+PF_KTHREAD = 0x00200000
+"""A kernel thread: it has no memory of its own, so no environment to wait for."""
 
 
 def pids() -> list[int]:
@@ -76,8 +90,21 @@ def uid_tasks(owner: int) -> int:
     return total
 
 
+def settled(pid: int) -> bool:
+    """Whether a process's argument and environment areas are set; False if it is gone or not ours to read
+    (the kernel shows it none of these fields). A parent's Popen returns as soon as the exec closes the
+    child's close-on-exec pipe, which the kernel does early in execve, before it lays out the new program's
+    stack: until then /proc/PID/environ and cmdline read empty (seen for a third of fresh children on a
+    loaded machine), and the kernel's env_end is still 0."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()  # fields[0] is field 3
+        return int(fields[ENV_END_FIELD - 3]) != 0 or bool(int(fields[FLAGS_FIELD - 3]) & PF_KTHREAD)
+    except (OSError, IndexError, ValueError):
+        return False
+
+
 def cmdline(pid: int) -> list[str]:
-    """A process's argv; empty if it is gone or a zombie."""
+    """A process's argv; empty if it is gone or a zombie (or inside its exec: `settled`)."""
     try:
         return psutil.Process(pid).cmdline()
     except GONE:
@@ -88,12 +115,17 @@ def command(pid: int) -> str:
     return " ".join(cmdline(pid)).strip()
 
 
-def env_var(pid: int, name: str) -> str | None:
-    """A variable of the environment a process was exec'd with; None if unset or the process is gone."""
+def env_var(pid: int, name: str) -> str | Literal[Unsettled.NOT_YET] | None:
+    """A variable of the environment a process was exec'd with; None if unset or the process is gone, NOT_YET
+    while its exec has not set its environment (`settled`): not known yet, look again."""
+    ready = settled(pid)  # first: once settled, what environ reads is the exec's
     try:
-        return psutil.Process(pid).environ().get(name)
-    except GONE:
+        env = psutil.Process(pid).environ()
+    except GONE:  # a process not ours to read (its env_end reads 0 too) is refused here
         return None
+    if ready or env:
+        return env.get(name)
+    return NOT_YET if alive(pid) else None
 
 
 def children(pid: int) -> list[int]:

@@ -12,6 +12,7 @@ import pytest
 from inotify_simple import INotify, flags
 
 from orch import procs
+from orch.waits import wait_until
 
 
 def test_a_process_that_has_ended_reads_as_gone() -> None:
@@ -30,6 +31,7 @@ def test_a_live_process_reads_as_itself() -> None:
     )
     try:
         assert procs.ancestry(child.pid)[:2] == [child.pid, os.getpid()]  # type: ignore[index]
+        wait_until(lambda: procs.settled(child.pid), 10, "the child's exec to set its environment")
         assert procs.env_var(child.pid, "ORCH_PROCS_TEST") == "yes"
         assert child.pid in procs.children(os.getpid()) and procs.uid(child.pid) == os.getuid()
         assert procs.cmdline(child.pid)[-1] == "import time; time.sleep(60)"
@@ -40,6 +42,28 @@ def test_a_live_process_reads_as_itself() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_fresh_child_environment_is_its_own_or_not_yet_never_unset() -> None:
+    """Popen returns inside the child's execve, before the kernel has laid out its environment: a read then
+    must say "not yet", never "unset" (the caps watchdog would take the process for nobody's)."""
+    seen = set()
+    for _ in range(40):
+        child = subprocess.Popen([sys.executable, "-S", "-c", "0"], env={"ORCH_PROCS_TEST": "yes"})
+        try:
+            seen.add(procs.env_var(child.pid, "ORCH_PROCS_TEST"))
+        finally:
+            child.wait()
+    assert seen <= {"yes", procs.NOT_YET, None}  # None only once it has ended: the read came too late
+    assert "yes" in seen or procs.NOT_YET in seen
+
+
+KTHREADD = Path("/proc/2/comm")
+
+
+@pytest.mark.skipif(not KTHREADD.is_file() or KTHREADD.read_text() != "kthreadd\n", reason="a pid namespace of its own")
+def test_a_kernel_thread_is_settled() -> None:
+    assert procs.settled(2) and procs.env_var(2, "PATH") is None  # kthreadd has no environment to wait for
 
 
 def test_a_zombie_has_no_ancestry() -> None:

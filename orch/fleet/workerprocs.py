@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable
+from typing import Literal
 
 from orch import procs, settings
 from orch.fleet import bwrap
@@ -76,9 +77,12 @@ class WorkerProcesses:
         for pid in live:
             known = pid in self._owner and not procs.in_span(pid, span)
             if not known or self._young.get(pid, 0.0) > now:
-                owner[pid] = self._classify(pid)
+                worker = self._classify(pid)
+                owner[pid] = None if worker is procs.NOT_YET else worker
                 self.read += 1
-                if owner[pid] is None:
+                if worker is procs.NOT_YET:
+                    young[pid] = now + YOUNG_S  # inside its exec: its environment is not there to read yet
+                elif worker is None:
                     until = self._young.get(pid) if known else (procs.started(pid) or 0.0) + YOUNG_S
                     if until is not None and until > now:
                         young[pid] = until
@@ -91,7 +95,7 @@ class WorkerProcesses:
                 found[n].add(pid)
         return found
 
-    def _classify(self, pid: int) -> int | None:
+    def _classify(self, pid: int) -> int | Literal[procs.Unsettled.NOT_YET] | None:
         if self.by_uid:
             uid = procs.uid(pid)
             n = worker_of(uid) if uid is not None else None
@@ -99,7 +103,7 @@ class WorkerProcesses:
         if self.by_namespace:
             return self._sandbox_worker(pid)
         mark = procs.env_var(pid, settings.STATE_FILE.name)
-        return self._marks.get(mark) if mark is not None else None
+        return mark if mark is procs.NOT_YET else self._marks.get(mark) if mark is not None else None
 
     def _sandbox_worker(self, pid: int) -> int | None:
         """The worker whose sandbox pid runs in: its namespace's, found once per namespace by walking up to

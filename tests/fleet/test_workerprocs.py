@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -65,7 +66,7 @@ def test_shared_isolation_reads_each_process_once(
     # A later look reads again only what is new or still young, never what it already knows to be old.
     known, classify, read = set(watcher._owner), watcher._classify, []
 
-    def counted(pid: int) -> int | None:
+    def counted(pid: int) -> int | Literal[procs.Unsettled.NOT_YET] | None:
         read.append(pid)
         return classify(pid)
 
