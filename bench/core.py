@@ -26,6 +26,9 @@ class Config:
     bus_posts: int
     memory_budget: int
     profile: bool
+    roles_workers: tuple[int, ...] = (1, 4, 16, 32, 64)
+    """`roles`: the fleet sizes (each skipped with the reason when the memory does not allow it)."""
+    roles_idle_seconds: float = 60.0
     before: str | None = None
     """`--before REV`: also measure orch's sources at this git revision, side by side (bench/starts.py)."""
 
@@ -48,6 +51,8 @@ class Config:
                 bus_posts=100,
                 memory_budget=memory_budget,
                 profile=profile,
+                roles_workers=(1, 2),
+                roles_idle_seconds=5.0,
             )
         return cls(
             quick=False,

@@ -7,9 +7,11 @@ empty list, None, False, zero) and never raises for it.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
 import platform
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -327,3 +329,46 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One live process at one moment: its parent, names, CPU so far, and each thread's (the bench's
+    per-process accounting, bench/cpuwindow.py)."""
+
+    ppid: int
+    comm: str
+    argv: list[str]
+    started: float
+    cpu: float
+    """User plus system seconds of the whole process, its ended threads included."""
+    threads: dict[int, tuple[str, float]]
+    """tid -> (the thread's name, as `name_thread` set it; its CPU seconds)."""
+
+
+def snapshot(pid: int) -> Snapshot | None:
+    """A live process as it is now; None if it is gone or a zombie."""
+    try:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return None
+            times = proc.cpu_times()
+            seen = Snapshot(proc.ppid(), proc.name(), proc.cmdline(), proc.create_time(), times.user + times.system, {})
+            threads = proc.threads()
+    except GONE:
+        return None
+    for thread in threads:
+        try:
+            name = Path(f"/proc/{pid}/task/{thread.id}/comm").read_text().strip()
+        except OSError:
+            continue
+        seen.threads[thread.id] = (name, thread.user_time + thread.system_time)
+    return seen
+
+
+def name_thread(name: str) -> None:
+    """Give the calling thread `name` where the system shows it (ps -L, top -H, the kernel's accounting):
+    Python 3.11 names threads for itself alone. Best effort: a name is an aid, never a need."""
+    with contextlib.suppress(OSError):
+        Path(f"/proc/self/task/{threading.get_native_id()}/comm").write_text(name[:15])

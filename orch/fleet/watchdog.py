@@ -70,6 +70,7 @@ class Watchdog:
         return found
 
     def _loop(self) -> None:
+        procs.name_thread("orch-watchdog")  # so top -H and the kernel's accounting tell it from its controller
         looks = 0
         while not self._stop.wait(WATCH_INTERVAL):
             try:
