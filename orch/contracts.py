@@ -51,6 +51,9 @@ class WorkerContext:
     folder only its uid may enter) through which a
     helper beside it reads its own pane's screen and types into that pane alone (orch.fleet.relay); the run's
     tmux server is not there. None: the helper uses the tmux server ($TMUX), as under shared isolation."""
+    hook_url: str | None = None
+    """For an agent with `http_hooks` in a local strict sandbox: its hooks post to this URL with the event's
+    name appended (its relay logs them, orch.fleet.httphooks). None: its hooks run the hook writer."""
 
 
 @dataclass(frozen=True)
@@ -265,6 +268,11 @@ class AgentAdapter(Protocol):
     def own_pane(self) -> bool:
         """Whether a helper in its pane reads the pane's screen and types into it (aider's watcher): under
         strict isolation it gets `WorkerContext.pane_socket`, its own pane alone."""
+        ...
+
+    @property
+    def http_hooks(self) -> bool:
+        """Whether it posts its hooks over HTTP when given `WorkerContext.hook_url`."""
         ...
 
     def can_run_strict(self) -> bool:

@@ -111,6 +111,9 @@ class AgentFacts:
     own_pane: bool = False
     """A helper in its pane reads the pane's screen and types into it (aider's watcher, Gemini's approver):
     under strict isolation through the relay's socket for its own pane alone (orch.fleet.relay)."""
+    http_hooks: bool = False
+    """It can send its hooks as HTTP requests (Claude Code's `type: http`): in a local strict sandbox it
+    does, to `WorkerContext.hook_url` (orch.fleet.httphooks), instead of starting the hook writer per event."""
     dialogs: tuple[Dialog, ...] = ()
     """Fallback only: what it may still show although the seeded config dir prevents it."""
     deaf_screens: tuple[str, ...] = ()
@@ -223,6 +226,10 @@ class AgentBase:
     @property
     def own_pane(self) -> bool:
         return self.facts.own_pane
+
+    @property
+    def http_hooks(self) -> bool:
+        return self.facts.http_hooks
 
     def can_run_strict(self) -> bool:
         return self.facts.strict_isolation or self.facts.own_pane

@@ -50,6 +50,8 @@ EGRESS_SOCKET = str(SANDBOX_SOCKETS / "egress.sock")
 """The worker's CONNECT proxy inside its sandbox, when its run allows egress (orch.fleet.egressproxy)."""
 PANE_SOCKET = SANDBOX_SOCKETS / "pane.sock"
 """The relay's socket for the worker's own pane inside its sandbox (aider's watcher)."""
+HOOKS_SOCKET = str(SANDBOX_SOCKETS / "hooks.sock")
+"""The worker's hooks over HTTP inside its sandbox, for an agent with `http_hooks` (orch.fleet.httphooks)."""
 PROBE_TIMEOUT = 20.0
 FIX = (
     "enable unprivileged user namespaces (sysctl -w kernel.unprivileged_userns_clone=1; on Ubuntu "

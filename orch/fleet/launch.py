@@ -15,7 +15,7 @@ from orch import __version__, procs, settings
 from orch.agents.registry import check_permission_mode, get_adapter
 from orch.contracts import AgentAdapter, LaunchSpec, UpRequest, WorkerContext
 from orch.errors import SandboxError, UsageError, WaitTimeoutError
-from orch.fleet import bwrap, caps, egressproxy, relay, rungateway, stopping
+from orch.fleet import bwrap, caps, egressproxy, httphooks, relay, rungateway, stopping
 from orch.fleet import portal as portal_module
 from orch.fleet.become import OPEN_BUNDLE, LaunchBundle
 from orch.fleet.booting import wait_booted
@@ -320,6 +320,7 @@ def _worker_spec(
         resume_session=resume,
         login_file=rungateway.login_file(info, adapter),
         pane_socket=_pane_socket(run, info, adapter, n),
+        hook_url=httphooks.URL if bwrap.sandboxed(info) and adapter.http_hooks else None,
     )
     if bwrap.sandboxed(info):
         return sandboxed_spec(run, info, adapter, context, own)
@@ -366,6 +367,8 @@ def sandboxed_spec(
         port = egressproxy.proxy_port(address.port if address is not None else None)
         ports += [f"127.0.0.1:{port}", bwrap.EGRESS_SOCKET]
         env = {**env, **egressproxy.proxy_env(port)}
+    if ctx.hook_url is not None:  # its hooks, posted to its relay (orch.fleet.httphooks)
+        ports += [f"127.0.0.1:{httphooks.HOOK_PORT}", bwrap.HOOKS_SOCKET]
     # As a bare script without site (standard library only): it starts before every agent.
     portal = [sys.executable, "-S", portal_module.__file__, *ports, "--"] if ports else []
     sandbox = bwrap.argv(

@@ -13,6 +13,9 @@ the fleet is stopped:
 - `gateway.sock`: its way to the model gateway, copied byte for byte to the gateway's loopback
   address. The worker still needs its own token there; the gateway's control API wants the control key,
   which stays in the controller's handle file, outside every sandbox;
+- `hooks.sock`: its hooks over HTTP, for an agent that sends them so (Claude Code: orch.fleet.httphooks),
+  logged to its own hook log only, as the hook writer logs them; its portal listens for them on the
+  sandbox's loopback;
 - `egress.sock`, only when the run allows egress (`--egress allowlist`): the worker's HTTP CONNECT proxy to
   the names on the run's allowlist, and nothing else (orch.fleet.egressproxy); capped as the gateway's;
 - `pane.sock`: worker N's own pane, for an agent whose helper reads its screen and types into it
@@ -56,7 +59,7 @@ from urllib.parse import urlsplit
 from orch import procs
 from orch.agents.registry import get_adapter
 from orch.errors import OrchError, SandboxError
-from orch.fleet import egressproxy
+from orch.fleet import egressproxy, httphooks
 from orch.fleet.portal import splice
 from orch.fleet.tmux import TmuxServer
 from orch.run.bus import peer_uid
@@ -99,6 +102,11 @@ def egress_socket(run: RunFolder, n: int) -> Path:
     return worker_sockets(run, n) / egressproxy.SOCKET
 
 
+def hooks_socket(run: RunFolder, n: int) -> Path:
+    """Worker n's hooks over HTTP (orch.fleet.httphooks), for an agent that sends them so."""
+    return worker_sockets(run, n) / "hooks.sock"
+
+
 def pane_socket(run: RunFolder, n: int) -> Path:
     return worker_sockets(run, n) / "pane.sock"
 
@@ -136,7 +144,7 @@ def running(run: RunFolder) -> bool:
 def _ready(run: RunFolder, workers: int, panes_only: bool) -> bool:
     if panes_only:
         return all(own_pane_socket(run, n).exists() for n in range(1, workers + 1))
-    kinds = (bus_socket, gateway_socket) + (
+    kinds = (bus_socket, gateway_socket, hooks_socket) + (
         (egress_socket,) if egressproxy.allowlist_of(run.info()) is not None else ()
     )
     sockets = [each(run, n) for n in range(1, workers + 1) for each in kinds]
@@ -342,6 +350,11 @@ async def _serve(
             cap = _Cap(run, n, path, GATEWAY_CONNECTIONS)
             served = functools.partial(_to_gateway, host, port, cap)
             servers.append(await asyncio.start_unix_server(served, path=str(path)))
+            hooks = hooks_socket(run, n)
+            hooks.unlink(missing_ok=True)
+            cap = _Cap(run, n, hooks, httphooks.CONNECTIONS)
+            writer = httphooks.HookServer(str(run.state(n)), str(run.permission_policy), cap)
+            servers.append(await asyncio.start_unix_server(writer.serve, path=str(hooks), limit=httphooks.HEAD_LIMIT))
         proxies = await _egress(run, workers, lookup, connect)
         servers += [server for server, _ in proxies]
     tmux = TmuxServer(run.info().tmux_socket)

@@ -5,6 +5,7 @@ This is the only module that knows the file names inside a run folder; everythin
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections.abc import Sequence
@@ -407,9 +408,15 @@ class RunFolder:
         return events[-1] if events else None
 
     def status_line_info(self, n: int) -> StatusLine | None:
+        """Worker n's latest status line: Claude Code's payload as its status command saved it (its time the
+        file's), or a record in StatusLine's own shape."""
+        path = self.status_line(n)
         try:
-            return StatusLine.model_validate_json(self.status_line(n).read_text())
-        except (OSError, ValidationError):
+            data = json.loads(path.read_bytes())
+            if isinstance(data, dict) and "ts" not in data:
+                data = StatusLine.fields_of(data, path.stat().st_mtime)
+            return StatusLine.model_validate(data)
+        except (OSError, ValueError, ValidationError):
             return None
 
     def log_event(self, event: ControllerEvent) -> None:

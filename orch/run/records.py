@@ -285,6 +285,21 @@ class StatusLine(BaseModel):
     duration_ms: int | None = None
     context_used_percent: float | None = None
 
+    @staticmethod
+    def fields_of(payload: dict[str, Any], ts: float) -> dict[str, Any]:
+        """These fields from Claude Code's own status-line payload, as its status command saves it whole
+        (orch.agents.claude: a shell's copy, no Python per refresh); `ts`: when it was saved."""
+        cost, window = payload.get("cost"), payload.get("context_window")
+        cost = cost if isinstance(cost, dict) else {}
+        window = window if isinstance(window, dict) else {}
+        return {
+            "ts": ts,
+            "session_id": payload.get("session_id"),
+            "cost_usd": cost.get("total_cost_usd"),
+            "duration_ms": cost.get("total_duration_ms"),
+            "context_used_percent": window.get("used_percentage"),
+        }
+
 
 class BusLine(Strict):
     """One bus message. On disk: `<ISO timestamp> [W3] text`, one line, newlines escaped."""
