@@ -17,13 +17,13 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
+from orch.jobs.findings import CodeEvidence, Finding, Problem
+from orch.jobs.state import AcceptedFinding, ControllerState, Job, Stance
 from orch.lead import verdictwriter
-from orch.lead.findings import CodeEvidence, Finding, Problem
-from orch.lead.jobs import AcceptedFinding, ControllerState, Job, Stance
-from orch.lead.placeholders import render, render_steps, script_block
-from orch.lead.spec import FleetSpec, Role, ScriptStep, TaskSpec
 from orch.run import workerprotocol
 from orch.run.folder import RunFolder
+from orch.spec.model import FleetSpec, Role, ScriptStep, TaskSpec
+from orch.spec.placeholders import render, render_steps, script_block
 
 STANCES = {
     Stance.VERIFY: (
