@@ -1,6 +1,6 @@
 """Briefs and messages the controller sends: neutral, explicit about where results go, never a lie.
 
-A brief is the role's template filled in for one job (orch.fleet.brief then appends the worker
+A brief is the role's template filled in for one job (orch.fleet.talk.brief then appends the worker
 protocol: result file, done flag, bus, autonomy). Offline runs append an orch-script block: the
 scripted model makes the real agent execute those steps. For verification jobs the offline steps are
 generated here: the worker greps the cited quote and runs the finding's `reproduce` command, and

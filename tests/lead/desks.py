@@ -1,5 +1,6 @@
 """A controller's parts on a run folder made without starting anything: no tmux server, no agent, no gateway.
-What tests/lead/test_dispatch.py and test_review.py drive in process (the loop itself: test_scripted.py)."""
+What tests/lead/test_dispatch.py and test_acceptance.py drive in process (the loop itself:
+tests/scenarios/test_scripted.py)."""
 
 from __future__ import annotations
 

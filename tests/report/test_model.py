@@ -1,4 +1,4 @@
-"""The report's tokens and cost (orch.report.model, reportrender): from the gateway's usage.json when the run
+"""The report's tokens and cost (orch.report.model, orch.report.render): from the gateway's usage.json when the run
 has one, else the status lines; and what it says about billing and the evidence source."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The fleet spec (orch/spec/model.py): its defaults, the worker count it needs, per-worker agents and models.
-Loading it with located errors: test_specload.py."""
+Loading it with located errors: test_load.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Replay matching (orch/gateway/recording/replay.py); the recording format: test_cassette.py.
+"""Replay matching (orch/gateway/recording/replay.py); the recording format: test_exchanges.py.
 
 The request bodies are real (tests/gateway/recording/data/claude-replay.json): Claude Code run against orch's
 scripted model (trimmed: long system prompts, tool schemas and reminder texts cut), each built for the place
