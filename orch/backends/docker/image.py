@@ -32,7 +32,7 @@ from orch.errors import OrchError, SandboxError, UsageError
 from orch.text import shorten
 from orch.versions import NODE_VERSION
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 DOCKER_DIR = REPO_ROOT / "docker"
 CONTEXT_CA_NAME = "ca-bundle.crt"
 # Seconds the client waits for the next chunk of build output; a quiet npm install can take minutes.

@@ -44,7 +44,7 @@ from tests.helpers import diagnose, orch, run_events
 from tests.lead.leadrun import DONE, RESULT, reply, write_spec
 from tests.lead.leadrun import events as leadrun_events
 
-SAMPLE = Path(__file__).parents[2] / "orch" / "data" / "demo" / "changes" / "sample"
+SAMPLE = Path(__file__).parents[3] / "orch" / "data" / "demo" / "changes" / "sample"
 CHECK = "python3 -B test_calc.py"
 MEAN_FIX = "$ sed -i 's|return sum(values) / len(values)|return sum(values) / len(values) if values else 0.0|' calc.py"
 NOTE = "$ sed -i '/return sum(values)/ s|$|  # the arithmetic mean|' calc.py"
