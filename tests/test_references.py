@@ -1,6 +1,7 @@
-"""Every `orch.x.y` a reader is pointed at exists: in docstrings and comments (orch/, bench/, tests/), and in
-CONTRIBUTING.md, README.md, SECURITY.md and docs/, each dotted name resolves to a module or to an attribute of
-one (a class, a function, a constant, a field). A module that moves without its references fails here."""
+"""Every `orch.x.y` a reader is pointed at exists: in docstrings and comments (orch/, bench/, tests/), in
+orch/data's templates and scripts, and in CONTRIBUTING.md, README.md, SECURITY.md and docs/, each dotted name
+resolves to a module or to an attribute of one (a class, a function, a constant, a field). A module that moves
+without its references fails here."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ NOT_MODULES = {
 
 
 def prose(path: Path) -> str:
-    """A Python file's docstrings and comments; a page's whole text."""
+    """A Python file's docstrings and comments; a page's or a template's whole text."""
     text = path.read_text(encoding="utf-8")
     if path.suffix != ".py":
         return text
@@ -65,7 +66,8 @@ def resolves(name: str) -> bool:
 
 def sources() -> list[Path]:
     found = [p for root in ("orch", "bench", "tests") for p in sorted((REPO / root).rglob("*.py"))]
-    return [p for p in found if "data" not in p.relative_to(REPO).parts[1:2]] + DOCS
+    assets = [p for p in sorted((REPO / "orch" / "data").rglob("*")) if p.suffix in (".html", ".js", ".svg")]
+    return [p for p in found if "data" not in p.relative_to(REPO).parts[1:2]] + DOCS + assets
 
 
 def test_every_dotted_reference_resolves() -> None:
@@ -79,4 +81,4 @@ def test_every_dotted_reference_resolves() -> None:
 
 def test_a_moved_module_is_caught() -> None:
     assert resolves("orch.run.folder.RunFolder") and resolves("orch.run.records.RunInfo")
-    assert not resolves("orch.lead.spec") and not resolves("orch.run.folder.NoSuchThing")
+    assert not resolves("orch.spec.model") and not resolves("orch.run.folder.NoSuchThing")

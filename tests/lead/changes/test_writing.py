@@ -11,7 +11,7 @@ read-only checkout of base + patch. The scripted agent calls no model, so the ga
 commands: an honest approval cannot be shown here (the real agents' demo test does), so the tests of the gate and
 the queue run with `reviewers_per_change: 0`, and the lazy reviewer's test shows the refusal. The tests of the
 checks off the loop drive the scripted agent with offline scripts through the run's gateway instead (as
-tests/lead/test_scripted.py does), so a worker can crash, idle and be nudged while a check hangs.
+tests/scenarios/test_scripted.py does), so a worker can crash, idle and be nudged while a check hangs.
 """
 
 from __future__ import annotations
