@@ -81,4 +81,4 @@ def test_every_dotted_reference_resolves() -> None:
 
 def test_a_moved_module_is_caught() -> None:
     assert resolves("orch.run.folder.RunFolder") and resolves("orch.run.records.RunInfo")
-    assert not resolves("orch.spec.model") and not resolves("orch.run.folder.NoSuchThing")
+    assert not resolves("orch.nowhere.spec") and not resolves("orch.run.folder.NoSuchThing")
