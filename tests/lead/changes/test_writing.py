@@ -119,7 +119,9 @@ def test_honest_lands_scope_and_leftover_process_are_refused(repo: Path) -> None
     """Three writers at once: the honest fix lands; the
     test-editing "fix" is REJECTED (scope) with no review asked; the writer that leaves a process to edit its
     worktree after its done flag is REJECTED, and its change was taken from the snapshot (no late edit in it)."""
-    lurker = f"{CLAMP}\n$ (sleep 2; echo 'evil = 1' >> calc.py) </dev/null >/dev/null 2>&1 &"
+    # The lurker outlives the take by far (a loaded machine may take seconds to get there): it is still running
+    # then, so it is found, and stopped before its edit, which would only land in the worktree, never the change.
+    lurker = f"{CLAMP}\n$ (sleep 60; echo 'evil = 1' >> calc.py) </dev/null >/dev/null 2>&1 &"
     run = _run(
         repo,
         "chg-hostile",
