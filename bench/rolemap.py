@@ -2,7 +2,7 @@
 command name and its parents', as the kernel's exit record gives them (bench/cpuwindow.py).
 
 A process's CPU goes to the program it ran last: the portal's start is its supervising shell's, since the
-portal execs it (orch.fleet.portal); what a process ran before an exec has no record of its own.
+portal execs it (orch.backends.local.portal); what a process ran before an exec has no record of its own.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ HOOK_COMMS = {"orch-hook", "orch-approve"}
 """What orch's hook writer names itself (orch/run/hookwriter.py)."""
 WATCHDOG_THREAD = "orch-watchdog"
 PYTHONS = ("python3", "python3.11", "python")
-MODULES = {"orch.offline.modelserver": MODEL, "orch.fleet.relay": RELAY, "portal.py": PORTALS}
+MODULES = {"orch.offline.modelserver": MODEL, "orch.backends.local.relay": RELAY, "portal.py": PORTALS}
 
 
 def _module(argv: tuple[str, ...]) -> str:

@@ -34,10 +34,10 @@ from bench import procs, rolemap
 from bench.core import Context, Result
 from bench.cpuwindow import Mark, Span, Tracker, cgroup2_root
 from bench.env import BenchEnv, BenchError, orch_cli, python_env
-from bench.report import Row, Target
+from bench.table import Row, Target
 from bench.taskstats import Listener
+from orch.backends.local import bwrap
 from orch.errors import OrchError
-from orch.fleet import bwrap
 from orch.run.folder import RunFolder
 from orch.waits import wait_until
 

@@ -45,7 +45,7 @@ def slim(payload: dict[str, Any]) -> dict[str, Any]:
     for key, value in payload.items():
         if key == "tool_response" and DENIED.search(json.dumps(value)):
             # The result itself is dropped (big), but a refusal is kept: with no model behind the agent (orch's
-            # scripted agent) the hook log is the only place the controller sees it (orch.lead.findings).
+            # scripted agent) the hook log is the only place the controller sees it (orch.jobs.findings).
             out["tool_denied"] = True
         if key in DROPPED:
             continue
@@ -130,7 +130,7 @@ MAX_SCREEN = 1 << 20
 
 
 def pane_request(socket_path: str, request: dict[str, str]) -> dict[str, Any]:
-    """One request on the relay's socket for this worker's own pane (orch.fleet.relay): `{"op": "screen"}`,
+    """One request on the relay's socket for this worker's own pane (orch.backends.local.relay): `{"op": "screen"}`,
     `{"op": "paste", "text": ...}` or `{"op": "enter"}`; its answer, `{}` when it is gone or refused."""
     import socket
 
@@ -221,7 +221,7 @@ def dialect_event(
 def log_event(payload: dict[str, Any], state_file: str, policy_file: str | None) -> dict[str, Any] | None:
     """Log one of Claude Code's hook events; the hook's answer, if any: a PermissionRequest answered from the
     run's policy file (`policy_file`: only its PermissionRequest hook is given one). The relay's HTTP hooks
-    (orch.fleet.httphooks) log and answer through here too."""
+    (orch.backends.local.httphooks) log and answer through here too."""
     decision = None
     if policy_file is not None and payload.get("hook_event_name") == "PermissionRequest":
         decision = permission_answer(policy_file)
