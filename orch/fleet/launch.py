@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from orch import __version__, procs, settings
 from orch.agents.registry import check_permission_mode, get_adapter
-from orch.backends.local import bwrap, egressproxy, httphooks, relay
+from orch.backends.local import bwrap, egressproxy, relay
 from orch.backends.local import portal as portal_module
 from orch.contracts import AgentAdapter, LaunchSpec, UpRequest, WorkerContext
 from orch.errors import SandboxError, UsageError, WaitTimeoutError
@@ -321,7 +321,7 @@ def _worker_spec(
         resume_session=resume,
         login_file=rungateway.login_file(info, adapter),
         pane_socket=_pane_socket(run, info, adapter, n),
-        hook_url=httphooks.URL if bwrap.sandboxed(info) and adapter.http_hooks else None,
+        hook_url=bwrap.HOOK_URL if bwrap.sandboxed(info) and adapter.http_hooks else None,
     )
     if bwrap.sandboxed(info):
         return sandboxed_spec(run, info, adapter, context, own)
@@ -369,7 +369,7 @@ def sandboxed_spec(
         ports += [f"127.0.0.1:{port}", bwrap.EGRESS_SOCKET]
         env = {**env, **egressproxy.proxy_env(port)}
     if ctx.hook_url is not None:  # its hooks, posted to its relay (orch.backends.local.httphooks)
-        ports += [f"127.0.0.1:{httphooks.HOOK_PORT}", bwrap.HOOKS_SOCKET]
+        ports += [f"127.0.0.1:{bwrap.HOOK_PORT}", bwrap.HOOKS_SOCKET]
     # As a bare script without site (standard library only): it starts before every agent.
     portal = [sys.executable, "-S", portal_module.__file__, *ports, "--"] if ports else []
     sandbox = bwrap.argv(

@@ -4,7 +4,7 @@ Claude Code can send a hook event as an HTTP POST instead of running a command (
 event's JSON as the body, the hook's JSON answer as the response). A command hook is a shell and a Python
 start per event, some ten a model turn, which cost a worker more CPU than the agent's own turn loop (bench
 `roles`); a POST to a process that is running anyway costs a fraction of a millisecond. Inside its sandbox
-the worker's portal listens on HOOK_PORT of its own loopback (orch.backends.local.portal) and copies each connection
+the worker's portal listens on bwrap.HOOK_PORT of its own loopback (orch.backends.local.portal) and copies each connection
 to its `hooks.sock` here, bound into that sandbox alone: every event that arrives on it is worker n's, and
 is logged to worker n's hook log only, as the hook writer logs it (orch.run.hookwriter.log_event: the same
 slimming, the same answer to a PermissionRequest from the run's policy).
@@ -24,8 +24,6 @@ from typing import Any, Protocol
 
 from orch.run.hookwriter import log_event
 
-HOOK_PORT = 9127
-"""Where the hooks listen on the sandbox's own loopback (its network namespace is its own: any free port)."""
 PATH = "/hook/"
 HEAD_LIMIT = 16 << 10
 BODY_LIMIT = 4 << 20
@@ -41,10 +39,6 @@ class Cap(Protocol):
 
     def admit(self) -> bool: ...
     def release(self) -> None: ...
-
-
-URL = f"http://127.0.0.1:{HOOK_PORT}{PATH}"
-"""A sandboxed worker's hooks post to this URL with the event's name appended (WorkerContext.hook_url)."""
 
 
 def _response(code: int, body: dict[str, Any] | None = None) -> bytes:
