@@ -21,7 +21,7 @@ from orch.fleet import caps, rungateway, stopping
 from orch.fleet.become import OPEN_BUNDLE, LaunchBundle
 from orch.fleet.booting import wait_booted
 from orch.fleet.tmux import PaneInfo, TmuxServer, check_tmux
-from orch.fleet.workerprocs import processes_by_worker
+from orch.fleet.workerprocs import WorkerProcesses, processes_by_worker
 from orch.fleet.workerstate import EXIT_EVENT
 from orch.run.events import Event
 from orch.run.files import atomic_write
@@ -163,11 +163,12 @@ def launch(
             bwrap.prepare(run, n)
     ensure_relay(run, info, handle.url)
     env = agent_environment(info)
+    limits = shared_limits(info)  # once: it reads every process of the machine
     seen = {n: len(run.hook_events(n)) for n in range(1, info.workers + 1)}
     for n, adapter in adapters.items():
         session = last_session(run, n) if resume else None
         own = rungateway.worker_env(handle, adapter, n)
-        spec = _worker_spec(run, info, adapter, n, env, own, prompts.get(n), session)
+        spec = _worker_spec(run, info, adapter, n, env, own, prompts.get(n), session, limits=limits)
         pane_id = server.start(f"orch-{info.name}", spec, n, env) if n == 1 else server.add_pane(spec, n)
         try:
             server.pipe_to(pane_id, run.log(n))
@@ -223,9 +224,13 @@ def _processes_of(run: RunFolder, workers: Iterable[int]) -> set[int]:
     return set().union(*found.values()) if found else set()
 
 
-def stray_processes(run: RunFolder, n: int, pane: PaneInfo | None) -> dict[int, str]:
+def stray_processes(
+    run: RunFolder, n: int, pane: PaneInfo | None, looker: WorkerProcesses | None = None
+) -> dict[int, str]:
     """Worker n's processes outside its agent's process tree (pid: command line): what it left running,
-    in the background or detached, to act later. One that exits meanwhile, or is a zombie, is not."""
+    in the background or detached, to act later. One that exits meanwhile, or is a zombie, is not.
+    `looker`: the caller's look at the workers' processes, kept between calls (a fresh one reads every
+    process of the machine: the controller's costliest step at 64 workers, bench/README.md)."""
     root = pane.pid if pane is not None else None
     sandbox: set[int] = set()
     if root is not None and bwrap.sandboxed(run.info()):
@@ -234,7 +239,7 @@ def stray_processes(run: RunFolder, n: int, pane: PaneInfo | None) -> dict[int, 
         pane_pid, root = root, _supervisor_under(root)
         sandbox = set((procs.ancestry(root) or []) if root is not None else [pane_pid]) - {root}
     strays = {}
-    for pid in _processes_of(run, [n]):
+    for pid in looker.look([n])[n] if looker is not None else _processes_of(run, [n]):
         chain = procs.ancestry(pid)
         command = procs.command(pid)
         if chain is not None and command and pid not in sandbox and (root is None or root not in chain):
@@ -253,10 +258,12 @@ def _supervisor_under(pid: int) -> int | None:
     return None
 
 
-def stop_strays(run: RunFolder, n: int, pane: PaneInfo | None) -> stopping.Stopped:
+def stop_strays(
+    run: RunFolder, n: int, pane: PaneInfo | None, looker: WorkerProcesses | None = None
+) -> stopping.Stopped:
     """Stop worker n's stray processes (SIGTERM, then SIGKILL past a deadline): nothing one job left
     running may act during the next."""
-    return stopping.stop(run.info(), n, lambda: set(stray_processes(run, n, pane)))
+    return stopping.stop(run.info(), n, lambda: set(stray_processes(run, n, pane, looker)))
 
 
 def wait_workers_gone(run: RunFolder, workers: int) -> None:
@@ -304,10 +311,12 @@ def _worker_spec(
     prompt: str | None,
     resume: str | None,
     workdir: Path | None = None,
+    limits: list[str] | None = None,
 ) -> LaunchSpec:
     """Seed worker n's config dir and return its launch spec, wrapped by the exit-status supervisor.
     `own`: the worker's own variables (its gateway URL and token), set in its pane only. `workdir`: where its
-    agent starts (default: the run's workdir; a writer's worktree, a reviewer's checkout)."""
+    agent starts (default: the run's workdir; a writer's worktree, a reviewer's checkout). `limits`: its caps'
+    prefix when the caller has it (`shared_limits`: one for the whole fleet)."""
     context = WorkerContext(
         run=run,
         worker=n,
@@ -323,12 +332,12 @@ def _worker_spec(
         pane_socket=_pane_socket(run, info, adapter, n),
         hook_url=bwrap.HOOK_URL if bwrap.sandboxed(info) and adapter.http_hooks else None,
     )
-    if bwrap.sandboxed(info):
-        return sandboxed_spec(run, info, adapter, context, own)
-    if info.isolation is Isolation.STRICT:
+    if info.isolation is Isolation.STRICT and not bwrap.sandboxed(info):
         return strict_spec(run, adapter, context, own)
+    limits = shared_limits(info) if limits is None else limits
+    if bwrap.sandboxed(info):
+        return sandboxed_spec(run, info, adapter, context, own, limits)
     spec = adapter.prepare(context)
-    limits = caps.limit_argv(info.caps, caps.own_uids(info), info.workers)
     return supervised(LaunchSpec(argv=[*limits, *spec.argv], env={**spec.env, **own}, cwd=spec.cwd), run, n)
 
 
@@ -340,8 +349,14 @@ def _pane_socket(run: RunFolder, info: RunInfo, adapter: AgentAdapter, n: int) -
     return bwrap.PANE_SOCKET if bwrap.sandboxed(info) else relay.own_pane_socket(run, n)
 
 
+def shared_limits(info: RunInfo) -> list[str]:
+    """The caps' prefix of a worker sharing the user's uid (sandboxed or not): the same for every worker of
+    the fleet, and it reads every process of the machine (the uid's tasks): made once per launch."""
+    return caps.limit_argv(info.caps, caps.own_uids(info), info.workers)
+
+
 def sandboxed_spec(
-    run: RunFolder, info: RunInfo, adapter: AgentAdapter, ctx: WorkerContext, own: dict[str, str]
+    run: RunFolder, info: RunInfo, adapter: AgentAdapter, ctx: WorkerContext, own: dict[str, str], limits: list[str]
 ) -> LaunchSpec:
     """Worker n's pane under local strict isolation: seeded here as under shared isolation, then run in a
     bubblewrap sandbox of its own (orch.backends.local.bwrap), its portal to the gateway first when it uses one."""
@@ -353,7 +368,6 @@ def sandboxed_spec(
         )
     spec = adapter.prepare(ctx)
     own = {**own, settings.SANDBOXED.name: "1"}
-    limits = caps.limit_argv(info.caps, False, info.workers)  # its uid is the user's: the watchdog's caps too
     inner = supervised(LaunchSpec(argv=[*limits, *spec.argv], env={**spec.env, **own}, cwd=spec.cwd), run, ctx.worker)
     n = ctx.worker
     binaries = [get_adapter(agent).binary() for agent in info.agents()]

@@ -61,8 +61,8 @@ class WorkerProcesses:
         self.read = 0
         """Processes read (classified) so far: what the cache saves shows here."""
 
-    def look(self) -> dict[int, set[int]]:
-        """Each worker's processes now."""
+    def look(self, workers: Iterable[int] | None = None) -> dict[int, set[int]]:
+        """Each worker's processes now (of `workers` only, when given: the others are still kept)."""
         before = self._last
         live = procs.pids()
         after = procs.last_pid()  # read after listing: a pid handed out meanwhile is in (before, after]
@@ -89,9 +89,9 @@ class WorkerProcesses:
             else:
                 owner[pid] = self._owner[pid]
         self._owner, self._young, self._last = owner, young, after
-        found: dict[int, set[int]] = {n: set() for n in self.workers}
+        found: dict[int, set[int]] = {n: set() for n in (self.workers if workers is None else workers)}
         for pid, n in owner.items():
-            if n is not None and procs.alive(pid):  # a zombie has ended: nothing to stop or measure
+            if n in found and procs.alive(pid):  # a zombie has ended: nothing to stop or measure
                 found[n].add(pid)
         return found
 

@@ -4,16 +4,18 @@ Claude Code can send a hook event as an HTTP POST instead of running a command (
 event's JSON as the body, the hook's JSON answer as the response). A command hook is a shell and a Python
 start per event, some ten a model turn, which cost a worker more CPU than the agent's own turn loop (bench
 `roles`); a POST to a process that is running anyway costs a fraction of a millisecond. Inside its sandbox
-the worker's portal listens on bwrap.HOOK_PORT of its own loopback (orch.backends.local.portal) and copies each connection
-to its `hooks.sock` here, bound into that sandbox alone: every event that arrives on it is worker n's, and
-is logged to worker n's hook log only, as the hook writer logs it (orch.run.hookwriter.log_event: the same
-slimming, the same answer to a PermissionRequest from the run's policy).
+the worker's portal listens on bwrap.HOOK_PORT of its own loopback (orch.backends.local.portal) and copies
+each connection to its `hooks.sock` here, bound into that sandbox alone: every event that arrives on it is
+worker n's, and is logged to worker n's hook log only, as the hook writer logs it
+(orch.run.hookwriter.log_event: the same slimming, the same answer to a PermissionRequest from the run's
+policy).
 
-A request is `POST /hook HTTP/1.1` with a Content-Length body; the answer `200` with a JSON body, and the
-connection is closed. The parsing is this narrow on purpose (aiohttp's parser would cost the relay's start
-more than the relay itself): a request line and headers within HEAD_LIMIT, a body within BODY_LIMIT, the
-whole request within TIMEOUT, at most CONNECTIONS open per worker. Anything else is answered 400, 411 or 413
-and closed; an event whose body was too big is still logged, with its name from the path, as `oversized`.
+A request is `POST /hook/EVENT HTTP/1.1` with a Content-Length body; the answer `200` with a JSON body, and
+the connection is closed. The parsing is this narrow on purpose (aiohttp's parser would cost the relay's
+start more than the relay itself): a request line and headers within HEAD_LIMIT, a body within BODY_LIMIT,
+the whole request within TIMEOUT, at most CONNECTIONS open per worker. Anything else is answered 400, 411
+or 413 and closed; an event whose body was too big is still logged, with its name from the path, as
+`oversized`.
 """
 
 from __future__ import annotations

@@ -131,7 +131,9 @@ class Writing(Part):
         # A process the writer left behind could change the tree after the snapshot (which the change is taken
         # from, so it cannot alter this change): the attempt itself keeps the change out.
         # What it left when its job ended (stopped since), or what runs now.
-        strays = self.desk.strays.get(n) or launch.stray_processes(self.run, n, self.desk.panes.get(n))
+        strays = self.desk.strays.get(n) or launch.stray_processes(
+            self.run, n, self.desk.panes.get(n), self.desk.processes
+        )
         if strays:
             scope.append(f"{len(strays)} process(es) left running after the done flag: " + ", ".join(strays.values()))
         earlier = self.state.change(job.rebase_of) if job.rebase_of else None
