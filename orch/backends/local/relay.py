@@ -71,7 +71,7 @@ from orch.run.paths import OWN_BUS, pane_sockets_dir, sockets_dir
 from orch.run.records import RunInfo
 from orch.run.refusals import RefusalLog
 from orch.run.uids import worker_of, worker_uid
-from orch.waits import wait_until
+from orch.waits import read_line, wait_until
 
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 10.0
@@ -171,16 +171,21 @@ def ensure(run: RunFolder, workers: int, gateway_url: str | None) -> None:
     stop(run, keep_folders=True)  # running sandboxes have them bound: the new relay serves the same ones
     log = run.logs_dir / "relay.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "orch.backends.local.relay", str(run.root), gateway_url or PANES_ONLY]
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
-    wait_until(
-        lambda: (_running(run) is not None and _ready(run, workers, gateway_url is None)) or proc.poll() is not None,
-        START_TIMEOUT,
-        "the sandboxes' relay to listen",
-    )
-    if proc.poll() is not None:
-        raise SandboxError(f"the sandboxes' relay exited at start (exit {proc.returncode}): see {log}")
+    read_fd, write_fd = os.pipe()  # it says `ready` on this pipe once every socket listens: nothing is polled
+    argv = [sys.executable, "-m", "orch.backends.local.relay", str(run.root), gateway_url or PANES_ONLY, str(write_fd)]
+    try:
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, pass_fds=(write_fd,)
+            )
+    finally:
+        os.close(write_fd)  # the relay holds the only write end: EOF means it is gone
+    try:
+        said = read_line(read_fd, START_TIMEOUT, "the sandboxes' relay to listen")
+    finally:
+        os.close(read_fd)
+    if not said or not _ready(run, workers, gateway_url is None):
+        raise SandboxError(f"the sandboxes' relay exited at start (exit {proc.wait()}): see {log}")
 
 
 def stop(run: RunFolder, keep_folders: bool = False) -> None:
@@ -330,9 +335,11 @@ async def _serve(
     gateway_url: str | None,
     lookup: egressproxy.Lookup = egressproxy.system_lookup,
     connect: egressproxy.Connect = egressproxy.tcp_connect,
+    ready_fd: int | None = None,
 ) -> None:
     """Serve the run's sockets until stopped; no `gateway_url`: the pane sockets of a container's strict run.
-    `lookup`, `connect`: the egress proxies' (the host's own but in a test that serves its own names)."""
+    `lookup`, `connect`: the egress proxies' (the host's own but in a test that serves its own names).
+    `ready_fd`: a pipe to say `ready` on once every socket listens (`ensure` waits for it)."""
     workers = run.info().workers
     bus = BusServer(run, peercred=False)  # the controller serves bus.sock; here each worker's own socket
     servers = []
@@ -369,6 +376,10 @@ async def _serve(
         if gateway_url is None:
             path.chmod(0o666)  # its folder is the gate: only worker n (and this uid) may enter it
     atomic_write(_pid_file(run), str(os.getpid()), mode=0o600)
+    if ready_fd is not None:
+        with contextlib.suppress(OSError):  # its starter gone meanwhile: serve all the same
+            os.write(ready_fd, b"ready\n")
+        os.close(ready_fd)
     stopped = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -432,14 +443,18 @@ PANES_ONLY = "--panes"
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print(f"usage: python -m orch.backends.local.relay RUN_DIR (GATEWAY_URL | {PANES_ONLY})", file=sys.stderr)
+    if len(argv) not in (2, 3) or (len(argv) == 3 and not argv[2].isdigit()):
+        print(
+            f"usage: python -m orch.backends.local.relay RUN_DIR (GATEWAY_URL | {PANES_ONLY}) [READY_FD]",
+            file=sys.stderr,
+        )
         return 2
     # Every worker's sockets share this process's descriptors (each capped above): take all the system allows.
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    asyncio.run(_serve(RunFolder(Path(argv[0])), None if argv[1] == PANES_ONLY else argv[1]))
+    ready = int(argv[2]) if len(argv) == 3 else None
+    asyncio.run(_serve(RunFolder(Path(argv[0])), None if argv[1] == PANES_ONLY else argv[1], ready_fd=ready))
     return 0
 
 
