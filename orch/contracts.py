@@ -308,6 +308,11 @@ class AgentAdapter(Protocol):
         """True if `screen` shows its input box with nothing typed (False: it has text, or no way to tell)."""
         ...
 
+    @property
+    def paste_window(self) -> float:
+        """Seconds after a paste shows in which its TUI takes Enter as a new line (orch.fleet.talk waits)."""
+        ...
+
 
 @dataclass(frozen=True)
 class UpRequest:

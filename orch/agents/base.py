@@ -122,6 +122,9 @@ class AgentFacts:
     empty_draft: str = ""
     """A (multi-line) regex of its input box with nothing typed: a paste after which it still shows was dropped
     and is pasted again (orch.fleet.talk). Empty: no way to tell."""
+    paste_window: float = 0.0
+    """Seconds after a paste shows in its input box during which its TUI takes Enter as a new line, not a
+    submission (a timer of its own that nothing on screen shows): a send waits them out before its Enter."""
     command: str = ""
     """Its executable's name on PATH (default: `name`)."""
     cache: str = ""
@@ -278,6 +281,10 @@ class AgentBase:
 
     def takes_input(self, screen: str) -> bool:
         return not any(re.search(pattern, screen, re.MULTILINE) for pattern in self.facts.deaf_screens)
+
+    @property
+    def paste_window(self) -> float:
+        return self.facts.paste_window
 
     def draft_empty(self, screen: str) -> bool:
         pattern = self.facts.empty_draft

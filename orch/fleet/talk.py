@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -79,6 +80,8 @@ def send(run: RunFolder, n: int, text: str, ack_timeout: float = ACK_TIMEOUT) ->
                 continue
             log.info("paste to worker %s did not show; sending Enter anyway", n)
             break
+    if adapter.paste_window:  # the agent's own timer after a paste, which no screen or hook shows ending
+        time.sleep(adapter.paste_window)
     for attempt in range(1, ENTER_ATTEMPTS + 1):
         server.send_keys(pane.pane_id, "Enter")
         try:
