@@ -29,6 +29,8 @@ class Config:
     roles_workers: tuple[int, ...] = (1, 4, 16, 32, 64)
     """`roles`: the fleet sizes (each skipped with the reason when the memory does not allow it)."""
     roles_idle_seconds: float = 60.0
+    view_workers: tuple[int, ...] = (16, 64)
+    """`view`: busy workers `orch watch` shows (64: the most a run may have, orch.run.folder.MAX_WORKERS)."""
     before: str | None = None
     """`--before REV`: also measure orch's sources at this git revision, side by side (bench/starts.py)."""
 
@@ -53,6 +55,7 @@ class Config:
                 profile=profile,
                 roles_workers=(1, 2),
                 roles_idle_seconds=5.0,
+                view_workers=(2,),
             )
         return cls(
             quick=False,
