@@ -49,7 +49,8 @@ MIB = 1 << 20
 RESERVE = 2 << 30
 """Memory left to the machine when deciding whether N workers fit."""
 WORKER_GUESS = 300 * MIB
-"""A Claude Code worker's memory until one N has been measured (bench/README.md: ~220-270 MiB)."""
+"""A Claude Code worker's memory until one N has been measured (bench/README.md: RSS ~220-270 MiB, of which
+the binary's pages are shared: PSS ~120 MiB)."""
 TURNS_PER_WORKER = 3
 STOP_TIMEOUT = 60.0
 
@@ -207,6 +208,7 @@ def measure(env: BenchEnv, workers: int, idle_seconds: float) -> dict[str, Any]:
             raise BenchError(f"orch {args[0]} exited {done.returncode}; see {log.name}")
 
     boot = 120 + 8 * workers
+    available = procs.available_memory()
     try:
         mark()
         if controller:
@@ -225,7 +227,8 @@ def measure(env: BenchEnv, workers: int, idle_seconds: float) -> dict[str, Any]:
         turns = 60 + 2 * workers
         wait_until(lambda: running() or watch.settled(), turns, "every worker to end its turns", interval=0.1)
         mark()
-        memory = [procs.tree_memory(pid).rss for pid in _agent_pids(tracker)]
+        memory = [procs.tree_memory(pid) for pid in _agent_pids(tracker)]
+        taken = available - procs.available_memory()  # what the fleet took from the machine, shared pages once
         time.sleep(idle_seconds)  # the idle window: nothing to wait for, by design
         running()
         mark()
@@ -241,7 +244,9 @@ def measure(env: BenchEnv, workers: int, idle_seconds: float) -> dict[str, Any]:
         "controller": controller,
         "windows": windows,
         "turns": watch.turns,
-        "rss_per_worker": (sum(memory) / len(memory)) if memory else None,
+        "rss_per_worker": (sum(m.rss for m in memory) / len(memory)) if memory else None,
+        "pss_per_worker": (sum(m.pss for m in memory) / len(memory)) if memory else None,
+        "memory_per_worker": taken / workers,
         "leftover_processes": leftovers,
     }
 
@@ -300,8 +305,9 @@ def run(ctx: Context) -> Result:
         for _ in range(cfg.repeat):
             got = measure(ctx.env, n, cfg.roles_idle_seconds)
             tries.append(got)
-            if got["rss_per_worker"]:
-                per_worker = max(WORKER_GUESS // 2, int(got["rss_per_worker"] * 1.2))
+            # The next N's need: what this fleet took from MemAvailable per worker (its agents' shared pages once,
+            # its own fixed part spread), never less than its agents' proportional share.
+            per_worker = int(max(got["memory_per_worker"], got["pss_per_worker"] or 0) * 1.2) or per_worker
     return Result(rows=rows(tries, skipped, cfg.roles_idle_seconds), raw={"tries": tries, "skipped": skipped})
 
 
@@ -344,6 +350,13 @@ def rows(tries: list[dict[str, Any]], skipped: dict[int, str], idle_seconds: flo
                 [_orch(w) / w["seconds"] * 100 for w in idle],
             ),
             Row("roles", f"N={n}: attributed / cgroup total (all windows)", "x", [_coverage(t) for t in mine]),
+            Row(
+                "roles",
+                f"N={n}: memory per worker, taken from MemAvailable",
+                "MiB",
+                [t["memory_per_worker"] / MIB for t in mine if "memory_per_worker" in t],
+                note="the fleet's drop in MemAvailable over N (shared pages once); PSS of each agent beside it",
+            ),
         ]
         per_worker_cost[n] = [_watching(w) / n for w in idle]
     if len(sizes) > 1:
