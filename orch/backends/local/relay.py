@@ -59,7 +59,7 @@ from urllib.parse import urlsplit
 from orch import procs
 from orch.agents.registry import get_adapter
 from orch.backends.local import egressproxy, httphooks
-from orch.backends.local.portal import splice
+from orch.backends.local.splice import splice
 from orch.errors import OrchError, SandboxError
 from orch.fleet.tmux import TmuxServer
 from orch.run.bus import peer_uid
