@@ -86,10 +86,12 @@ class Watchdog:
             self._disk, self._folder = measure_disk(self.run, self.info, self.workers)
         usage = {}
         seen, self._seen = self._seen, found_procs
+        each = self.processes.usage  # the look's own reads of them: none again here
         for n in self.workers:
-            load = procs.load(found_procs[n])
+            tasks = sum(each[pid].tasks for pid in found_procs[n])
+            memory = sum(each[pid].memory for pid in found_procs[n])
             new = len(found_procs[n] - seen[n]) if seen is not None else 0  # the first look has nothing to compare
-            usage[n] = Usage(tasks=load.tasks, memory=load.memory, disk=self._disk.get(n, 0), spawned=new)
+            usage[n] = Usage(tasks=tasks, memory=memory, disk=self._disk.get(n, 0), spawned=new)
         found = breaches(self.info.caps, usage, self._folder)
         for breach in found:
             pids = found_procs[breach.worker]

@@ -60,6 +60,8 @@ class WorkerProcesses:
         self._bwrap = {"bwrap", *([found.name] if found is not None else [])}
         self.read = 0
         """Processes read (classified) so far: what the cache saves shows here."""
+        self.usage: dict[int, procs.Load] = {}
+        """The last look's workers' processes: each one's tasks and memory (the watchdog measures with them)."""
 
     def look(self, workers: Iterable[int] | None = None) -> dict[int, set[int]]:
         """Each worker's processes now (of `workers` only, when given: the others are still kept)."""
@@ -90,8 +92,10 @@ class WorkerProcesses:
                 owner[pid] = self._owner[pid]
         self._owner, self._young, self._last = owner, young, after
         found: dict[int, set[int]] = {n: set() for n in (self.workers if workers is None else workers)}
+        # One read of each: whether it lives (a zombie has ended: nothing to stop or measure), and what it uses.
+        self.usage = procs.usage(pid for pid, n in owner.items() if n in found)
         for pid, n in owner.items():
-            if n in found and procs.alive(pid):  # a zombie has ended: nothing to stop or measure
+            if n in found and pid in self.usage:
                 found[n].add(pid)
         return found
 
