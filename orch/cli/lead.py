@@ -13,6 +13,7 @@ import typer
 
 from orch import settings
 from orch.cli.common import NameArg, run_folder
+from orch.cli.notify import NotifyOpt, hosted
 from orch.container.backends import folder_is_here, in_container
 from orch.errors import OrchError, UsageError
 from orch.fleet import rungateway
@@ -30,6 +31,7 @@ from orch.lead.reportrender import cost_line, matrix_text, write_reports
 from orch.lead.spec import example_spec
 from orch.lead.specload import SpecError, load_spec
 from orch.lead.summary import summary
+from orch.notify import config
 from orch.run.folder import RunFolder
 from orch.run.records import Backend, Isolation
 from orch.view.statusbar import RunBar
@@ -74,16 +76,18 @@ def _print_result(result: runner.RunResult) -> None:
     typer.echo(f"report: {result.run.report_html}  ({also(result.run)} in {result.run.root})")
 
 
-def _drive(run: RunFolder, commentary: bool = True) -> runner.RunResult:
+def _drive(run: RunFolder, commentary: bool = True, notify: list[str] | None = None) -> runner.RunResult:
     """Drive the run to its end; meanwhile, unless `commentary` is off, print the controller's actions as
     they happen (stderr: stdout is the result), read from events.jsonl here, or for a run folder on another
-    machine, streamed back from the controller there."""
+    machine, streamed back from the controller there. A person is told when the run needs them, and of its
+    end (orch.cli.notify.hosted: `notify` adds to the config file's and the spec's channels)."""
     shown = commentary and folder_is_here(run.info())
     # On a terminal, a status bar stays under the commentary (jobs, findings, cost, time left, workers).
     bar = RunBar(run, sys.stderr) if shown and sys.stderr.isatty() else None
     echo = bar.echo if bar is not None else lambda line: typer.echo(line, err=True)
+    terminal = (bar.bar.raw if bar is not None else _write_stderr) if sys.stderr.isatty() else None
     try:
-        with Commentary(run, echo) if shown else contextlib.nullcontext():
+        with hosted(run, notify, terminal), Commentary(run, echo) if shown else contextlib.nullcontext():
             return runner.drive(run, commentary)
     except KeyboardInterrupt:
         typer.echo(
@@ -95,6 +99,11 @@ def _drive(run: RunFolder, commentary: bool = True) -> runner.RunResult:
     finally:
         if bar is not None:
             bar.close()
+
+
+def _write_stderr(text: str) -> None:
+    sys.stderr.write(text)
+    sys.stderr.flush()
 
 
 def _start(
@@ -251,10 +260,13 @@ def run_(
             "--prepare", hidden=True, help="In a container: make the run and stop (compose's lead: the init's step)."
         ),
     ] = False,
+    notify: NotifyOpt = None,
 ) -> None:
     """Run a fleet spec to completion: spawn, brief, monitor, verify findings, report, tear down."""
     if (spec is None) == (resume is None):
         raise UsageError("give a fleet spec or --resume NAME (not both)", hint="orch run fleet.yaml")
+    if notify:
+        config.merge(None, None, notify)  # a bad --notify is one line before anything starts
     if resume is not None:
         if replay is not None:
             raise UsageError(
@@ -270,7 +282,7 @@ def run_(
         run = _start(spec, name, backend, replace, copy, replay, say=say, base=base, snapshot=snapshot, prepare=prepare)
         if prepare:
             raise typer.Exit(0)
-    result = _drive(run, commentary=not (no_commentary or quiet))
+    result = _drive(run, commentary=not (no_commentary or quiet), notify=notify)
     if as_json:
         line = summary(result.run, result.exit_code, result.report, result.stopped)
         typer.echo(json.dumps(line, separators=(",", ":")))
