@@ -7,7 +7,7 @@
   const run = params.get("run");
   const $ = (id) => document.getElementById(id);
   const q = (path) => `${path}?t=${encodeURIComponent(token)}${run ? `&run=${encodeURIComponent(run)}` : ""}`;
-  let latest = null;
+  let latest = null, shownHash = false;
 
   function el(tag, cls, text) {
     const node = document.createElement(tag);
@@ -54,6 +54,7 @@
   function tile(w, snap, control) {
     const card = el("article", `tile s-${w.state}`);
     card.dataset.worker = w.n;
+    card.id = `w${w.n}`;
     const who = el("div", "who", `W${w.n} `);
     who.append(el("span", "model", w.model || w.agent));
     card.append(who);
@@ -102,6 +103,36 @@
     }));
   }
 
+  // What needs a person (orch.notify's notices still open), newest first; a click shows that worker's tile
+  // (the link is the page's own #wN: a notification's URL ends the same way).
+  const REASONS = {
+    "permission": "waits on a permission", "question": "waits on a question", "crashed": "crashed",
+    "over-cap": "broke a cap", "change-refused": "a change will not land", "budget-warning": "80% of a budget spent",
+    "budget-spent": "budget spent", "rate-limited": "held by a rate limit", "run-ended": "run ended",
+  };
+  function needs(snap) {
+    const list = $("needs");
+    $("needs-box").hidden = !snap.needs.length;
+    document.title = snap.needs.length ? `(${snap.needs.length}) orch watch` : "orch watch";
+    list.replaceChildren(...snap.needs.map((need) => {
+      const item = el("li", "need");
+      const who = need.worker != null ? `W${need.worker} ` : "";
+      const head = el("a", "", `${clock(need.ts)} ${who}${REASONS[need.reason] || need.reason}`);
+      head.href = need.worker != null ? `#w${need.worker}` : "#tiles";
+      head.addEventListener("click", () => show(need.worker));
+      item.append(head, need.text ? `: ${need.text}` : "", el("div", "action", need.action));
+      return item;
+    }));
+  }
+
+  function show(worker) {
+    const card = worker != null ? document.getElementById(`w${worker}`) : null;
+    if (!card) return;
+    card.scrollIntoView({ block: "center" });
+    card.classList.add("flash");
+    setTimeout(() => card.classList.remove("flash"), 2000);
+  }
+
   function bus(snap) {
     const needle = $("filter").value.toLowerCase(), list = $("bus");
     list.replaceChildren(...snap.bus
@@ -119,6 +150,8 @@
     $("banner").textContent = snap.gone ? "The run folder vanished: showing the last that was seen." : "";
     progress(snap);
     $("tiles").replaceChildren(...snap.workers.map((w) => tile(w, snap, data.control)));
+    needs(snap);
+    if (!shownHash && location.hash.startsWith("#w")) { shownHash = true; show(location.hash.slice(2)); }
     matrix(snap);
     changes(snap);
     $("commentary").replaceChildren(...snap.commentary.map((c) => el("li", "", c.text)));
