@@ -170,7 +170,9 @@ def waits_on(event: HookEvent) -> str:
         what = extra.get("message") or extra.get("details") or ""
     if not isinstance(what, str):
         what = json.dumps(what, ensure_ascii=False)
-    tool = event.tool_name or "a tool"
+    tool = event.tool_name
+    if tool is None:
+        return what or "a tool"
     return f"{tool}: {what}" if what else tool
 
 

@@ -8,7 +8,9 @@ terminal that runs escape sequences, on a desktop whose notifications take marku
   JWTs, `token=...` and `?t=...` (the web view's token), long mixed-case strings, and every exact value
   given as a known secret (the notifier's credential variables, its own webhook URLs);
 - defangs links (`https[:]//`, `www[.]`, `host[.]com/`) so no chat or terminal makes them clickable, and
-  mentions (`@here`, `<!channel>`, `<@U1>`: every `@` becomes a fullwidth `＠`);
+  mentions (`@here`, `<@U1>`: every `@` becomes a fullwidth `＠`);
+- leaves no markup: `<` and `>` become `‹` and `›` (HTML, Slack's `<!channel>` and `<url|label>`), and a
+  Markdown link's `](` is broken apart;
 - makes it one line and cuts it (after redacting: a cut never leaves half a key in the clear).
 Each medium then escapes its own markup: `slack`, `discord`, `markup` (notify-send's body),
 `osc_field` (a field of a terminal's OSC sequence).
@@ -39,7 +41,7 @@ _KEYS = re.compile(
             r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{4,}",  # JWTs
             r"\b[0-9a-fA-F]{32,}\b",  # long hex
             # long strings mixing upper case, lower case and digits (base64 or urlsafe keys)
-            r"(?=[A-Za-z0-9_+/=-]*[0-9])(?=[A-Za-z0-9_+/=-]*[a-z])(?=[A-Za-z0-9_+/=-]*[A-Z])[A-Za-z0-9_+/=-]{24,}",
+            r"(?=[A-Za-z0-9_+/-]*[0-9])(?=[A-Za-z0-9_+/-]*[a-z])(?=[A-Za-z0-9_+/-]*[A-Z])[A-Za-z0-9_+/-]{24,}={0,2}",
         ]
     )
 )
@@ -78,10 +80,16 @@ def defang(text: str) -> str:
     return text.replace("@", "＠")
 
 
+def unmarked(text: str) -> str:
+    """No markup of any medium: angle brackets (HTML, Slack's `<!channel>` and `<url|label>`) become guillemets,
+    and a Markdown link's `](` is broken apart."""
+    return text.replace("<", "‹").replace(">", "›").replace("](", "] (")
+
+
 def plain(text: object, limit: int, secrets: Iterable[str] = ()) -> str:
     """Worker-written text as every channel may show it: printable, redacted, defanged, one line, cut."""
     raw = printable(str(text)[:MAX_INPUT])
-    return shorten(_SPACES.sub(" ", defang(redact(raw, secrets))).strip(), limit)
+    return shorten(_SPACES.sub(" ", unmarked(defang(redact(raw, secrets)))).strip(), limit)
 
 
 def slack(text: str) -> str:

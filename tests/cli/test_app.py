@@ -25,7 +25,7 @@ COMMANDS = [
     *("doctor", "model-server"),  # orch.cli.tools
     *("run", "demo", "report", "apply"),  # orch.cli.lead
     *("reap", "pull"),  # orch.cli.container
-    *("spec", "skill", "image", "bus", "record"),  # the named groups
+    *("spec", "skill", "image", "bus", "record", "notify"),  # the named groups
 ]
 SUBCOMMANDS = {
     "spec": ["check", "init"],
@@ -33,6 +33,7 @@ SUBCOMMANDS = {
     "image": ["build"],
     "bus": ["post", "tail"],
     "record": ["export"],
+    "notify": ["mute", "unmute", "test"],
 }
 
 
