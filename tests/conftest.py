@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -10,6 +11,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from orch.gateway.process import stop_gateway
@@ -46,10 +48,26 @@ def pure_guard(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
 def orch_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     home = tmp_path / "orch-home"
     monkeypatch.setenv("ORCH_HOME", str(home))
+    # The user's notification defaults (~/.config/orch/config.toml) and desktop never reach a test's runs.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
     yield home
     # A run's gateway is a detached process (it outlives `orch up` by design): stop the test's ones.
     for handle in (home / "gateways").glob("*.json"):
         stop_gateway(handle)
+    stop_notifiers(home)
+
+
+def stop_notifiers(home: Path) -> None:
+    """An `orch up` run's notifier ends with its run; one whose run the test left running is stopped here."""
+    for lock in (home / "runs").glob("*/.notify.lock"):
+        text = lock.read_text().strip()
+        with contextlib.suppress(psutil.Error, ValueError):
+            proc = psutil.Process(int(text))
+            if "follow" in proc.cmdline():
+                proc.terminate()
+                proc.wait(10)
 
 
 @pytest.fixture(autouse=True)

@@ -70,9 +70,7 @@ def hosted(run: RunFolder, flags: list[str] | None, write: Callable[[str], None]
 def start_detached(run: RunFolder, cfg: NotifyConfig, since: float) -> int | None:
     """`orch up`'s notifier, a process of its own (it outlives `orch up`; it ends with the run): its pid, or
     None when nothing a detached process delivers was asked for."""
-    info = run.info()
-    ttys = info.backend is Backend.LOCAL and cfg.terminal  # a container's tmux clients are the container's
-    if not (cfg.detached() or ttys) or not folder_is_here(info):
+    if not cfg.detached() or not folder_is_here(run.info()):
         return None
     log = run.logs_dir / "notify.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -112,6 +110,7 @@ def follow_(
     os.ftruncate(fd, 0)
     os.write(fd, str(os.getpid()).encode())
     info = run.info()
+    # A container's tmux clients are the container's terminals: this process cannot reach them.
     ttys = launch.server_for(info).client_ttys if info.backend is Backend.LOCAL else None
     notifier = Notifier(run, cfg, send.channels(cfg, os.environ, ttys=ttys), since=since)
     signal.signal(signal.SIGTERM, lambda *_: notifier.stop())

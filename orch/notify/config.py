@@ -99,8 +99,9 @@ def check_url(value: str) -> None:
 class NotifyConfig(Strict):
     """Where a run's notifications go (the spec's `notify:`, the user file's `[notify]`)."""
 
-    terminal: bool = True
-    """Bell and OSC 9/777 on the terminal of `orch run` and `orch watch` (and the run's attached tmux clients)."""
+    terminal: bool | None = None
+    """Bell and OSC 9/777: unset, on the terminal of `orch run` and `orch watch`; true, also on the terminals
+    attached to an `orch up` run's tmux (`orch attach`), which starts its notifier; false: nowhere."""
     desktop: bool | None = None
     """notify-send; unset: where a desktop session exists (DISPLAY or WAYLAND_DISPLAY) and notify-send is installed."""
     webhooks: list[Webhook] = Field(default_factory=list)
@@ -128,8 +129,8 @@ class NotifyConfig(Strict):
         return not self.off and (self.reasons is None or reason in self.reasons)
 
     def detached(self) -> bool:
-        """Something a process with no terminal of its own delivers (`orch up`'s notifier)."""
-        return not self.off and bool(self.webhooks or self.command or self.desktop)
+        """Something asked for that a process with no terminal of its own delivers (`orch up`'s notifier)."""
+        return not self.off and bool(self.webhooks or self.command or self.desktop or self.terminal)
 
 
 def spec_problems(config: NotifyConfig) -> list[str]:

@@ -242,12 +242,12 @@ def channels(
     ttys: Callable[[], list[str]] | None = None,
 ) -> list[Channel]:
     """The channels `config` asks for that this process can deliver: its terminal (`write`, when it has
-    one), the run's attached tmux clients (`ttys`), the desktop, webhooks (UsageError: a variable unset), the
-    command."""
+    one), the run's attached tmux clients (`ttys`, when asked), the desktop, webhooks (UsageError: a variable
+    unset), the command."""
     if config.off:
         return []
     found: list[Channel] = []
-    if config.terminal and write is not None:
+    if config.terminal is not False and write is not None:
         found.append(Terminal(write, tmux=bool(env.get("TMUX"))))
     if config.terminal and ttys is not None:
         found.append(Ttys(ttys))

@@ -21,7 +21,7 @@ SLACK = "https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXX"
     ("flag", "expected"),
     [
         ("off", NotifyConfig(off=True)),
-        ("terminal", NotifyConfig(terminal=True)),
+        ("terminal", NotifyConfig(terminal=True)),  # an `orch up` run's attached clients too
         ("desktop", NotifyConfig(desktop=True)),
         ("http://127.0.0.1:9/hook", NotifyConfig(webhooks=[Webhook(url="http://127.0.0.1:9/hook")])),
         (SLACK, NotifyConfig(webhooks=[Webhook(url=SLACK, format=WebhookFormat.SLACK)])),
