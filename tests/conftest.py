@@ -16,6 +16,7 @@ import pytest
 
 from orch.gateway.process import stop_gateway
 from tests.helpers import pinned_bin
+from tests.notify.receiver import Receiver, serve
 
 # The docker tests' fixtures (engine, image, names, workdir) live in tests/dockertest.py.
 pytest_plugins = ["tests.dockertest"]
@@ -96,3 +97,9 @@ def codex_bin() -> Path:
 @pytest.fixture(scope="session")
 def gemini_bin() -> Path:
     return pinned_bin("gemini")
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A webhook receiver on loopback (tests/notify/receiver.py)."""
+    yield from serve()

@@ -100,6 +100,10 @@ def test_help_table_says_what_each_command_says() -> None:
         ["bus", "tail", "ghost"],
         ["bus", "post", "ghost", "hi"],
         ["record", "export", "ghost", "-o", "out.gz"],
+        ["notify", "mute", "ghost"],
+        ["notify", "unmute", "ghost"],
+        ["notify", "test", "ghost"],
+        ["attach", "ghost", "2"],
     ],
     ids=lambda args: " ".join(args[: args.index("ghost")]),
 )
