@@ -122,6 +122,7 @@ class NeedsList(OptionList):
         super().__init__(id="needs")
         self.needs: list[Notice] = []
         self.border_title = "needs you"
+        self.display = False
 
     def show(self, needs: list[Notice]) -> None:
         if needs == self.needs:
