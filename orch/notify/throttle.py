@@ -20,13 +20,16 @@ DEDUPE = 600.0
 
 @dataclass
 class _Bucket:
-    tokens: float = BURST
-    at: float = 0.0
+    tokens: float
+    at: float
     held: int = 0
 
 
 @dataclass
 class Throttle:
+    burst: float = BURST
+    refill: float = REFILL
+    """Seconds per notice once the burst is spent (bench/notify.py sets both out of its way)."""
     buckets: dict[Reason, _Bucket] = field(default_factory=dict)
     sent: dict[str, float] = field(default_factory=dict)
 
@@ -34,11 +37,11 @@ class Throttle:
         """The notice to send (with the count held back before it), or None: dropped or held back."""
         if notice.reason is Reason.RUN_ENDED:
             return notice
-        bucket = self.buckets.setdefault(notice.reason, _Bucket(at=now))
+        bucket = self.buckets.setdefault(notice.reason, _Bucket(self.burst, now))
         last = self.sent.get(notice.key)
         if last is not None and now - last < DEDUPE:
             return None
-        bucket.tokens = min(BURST, bucket.tokens + (now - bucket.at) / REFILL)
+        bucket.tokens = min(self.burst, bucket.tokens + (now - bucket.at) / self.refill)
         bucket.at = now
         if bucket.tokens < 1:
             bucket.held += 1
