@@ -114,9 +114,12 @@ def terminal(arrivals: Arrivals) -> Iterator[Callable[[str], None]]:
                 arrivals.seen(int(found.group(1)))
             seen = seen[-4096:]
 
+    def write(text: str) -> None:
+        os.write(slave, text.encode())
+
     threading.Thread(target=read, daemon=True).start()
     try:
-        yield lambda text: os.write(slave, text.encode()) and None
+        yield write
     finally:
         os.close(slave)
         os.close(master)
@@ -124,7 +127,11 @@ def terminal(arrivals: Arrivals) -> Iterator[Callable[[str], None]]:
 
 def fire_hook(run: RunFolder, sample: int) -> float:
     """The real hook program appends a prompt no policy answers; the time it stamped on the line."""
-    payload = {"hook_event_name": "PermissionRequest", "tool_name": "Bash", "tool_input": {"command": f"sample {sample}"}}
+    payload = {
+        "hook_event_name": "PermissionRequest",
+        "tool_name": "Bash",
+        "tool_input": {"command": f"sample {sample}"},
+    }
     argv = [sys.executable, "-S", str(Path(hookwriter.__file__).resolve()), "event", str(run.state(1))]
     subprocess.run(argv, input=json.dumps(payload).encode(), check=True)
     return run.hook_events(1)[-1].ts

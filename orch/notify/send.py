@@ -184,6 +184,8 @@ class Sender:
         self._idle = threading.Condition()
         self._thread = threading.Thread(target=self._loop.run_forever, name="orch-notify-send", daemon=True)
         self._thread.start()
+        if any(isinstance(c, Post) for c in channels):  # aiohttp imported now, not on the first notice's path
+            asyncio.run_coroutine_threadsafe(self.session(), self._loop)
 
     def send(self, notice: Notice) -> None:
         if not self.channels:

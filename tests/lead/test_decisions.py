@@ -483,8 +483,12 @@ WARNINGS: dict[str, tuple[dict[str, Any], dict[int, decisions.Spend], set[str], 
     "under-80": ({"max_cost_usd": 1.0}, {1: S(0.3), 2: S(0.49)}, set(), []),
     "fleet-at-80": ({"max_cost_usd": 1.0}, {1: S(0.3), 2: S(0.5)}, set(), ["fleet:max_cost_usd"]),
     "once": ({"max_cost_usd": 1.0}, {1: S(0.9)}, {"fleet:max_cost_usd"}, []),
-    "worker-tokens": ({"max_tokens_per_worker": 100}, {1: S(tokens=85), 2: S(tokens=10)}, set(),
-                      ["1:max_tokens_per_worker"]),  # fmt: skip
+    "worker-tokens": (
+        {"max_tokens_per_worker": 100},
+        {1: S(tokens=85), 2: S(tokens=10)},
+        set(),
+        ["1:max_tokens_per_worker"],
+    ),
     "each-cap": (
         {"max_tokens": 100, "max_cost_per_worker_usd": 1.0},
         {1: S(0.8, 50), 2: S(0.1, 40)},

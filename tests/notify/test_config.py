@@ -25,8 +25,14 @@ SLACK = "https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXX"
         ("desktop", NotifyConfig(desktop=True)),
         ("http://127.0.0.1:9/hook", NotifyConfig(webhooks=[Webhook(url="http://127.0.0.1:9/hook")])),
         (SLACK, NotifyConfig(webhooks=[Webhook(url=SLACK, format=WebhookFormat.SLACK)])),
-        ("https://ntfy.sh/my-topic", NotifyConfig(webhooks=[Webhook(url="https://ntfy.sh/my-topic", format="ntfy")])),
-        ("discord:https://chat.example/api/w", NotifyConfig(webhooks=[Webhook(url="https://chat.example/api/w", format="discord")])),
+        (
+            "https://ntfy.sh/my-topic",
+            NotifyConfig(webhooks=[Webhook(url="https://ntfy.sh/my-topic", format=WebhookFormat.NTFY)]),
+        ),
+        (
+            "discord:https://chat.example/api/w",
+            NotifyConfig(webhooks=[Webhook(url="https://chat.example/api/w", format=WebhookFormat.DISCORD)]),
+        ),
         ("command:notify-me --urgent 'a b'", NotifyConfig(command=["notify-me", "--urgent", "a b"])),
     ],
 )
@@ -50,7 +56,7 @@ def test_a_bad_flag_is_one_line(flag: str, said: str) -> None:
 
 
 def test_the_spec_wins_field_by_field_and_flags_add() -> None:
-    user = NotifyConfig(desktop=True, webhooks=[Webhook(url=SLACK, format="slack")], rate_limit_after=60)
+    user = NotifyConfig(desktop=True, webhooks=[Webhook(url=SLACK, format=WebhookFormat.SLACK)], rate_limit_after=60)
     spec = NotifyConfig.model_validate({"reasons": ["permission", "run-ended"], "desktop": False})
     merged = config.merge(user, spec, ["https://ntfy.sh/t", "command:notify-me"])
     assert merged.desktop is False and merged.rate_limit_after == 60
@@ -63,7 +69,7 @@ def test_the_spec_wins_field_by_field_and_flags_add() -> None:
 def test_a_spec_names_a_webhook_only_by_variable() -> None:
     """A spec is saved in its run folder, where the workers can read it: a URL there is a leaked secret."""
     base = {"tasks": [{"goal": "look"}]}
-    with pytest.raises(ValueError, match="webhooks.0.url: a spec is saved where its workers can read it"):
+    with pytest.raises(ValueError, match=r"webhooks\.0\.url: a spec is saved where its workers can read it"):
         FleetSpec.model_validate({**base, "notify": {"webhooks": [{"url": SLACK}]}})
     spec = FleetSpec.model_validate({**base, "notify": {"webhooks": [{"url": "${SLACK_HOOK}", "format": "slack"}]}})
     (hook,) = spec.notify.webhooks
@@ -75,7 +81,7 @@ def test_a_spec_names_a_webhook_only_by_variable() -> None:
 
 
 def test_a_label_never_says_the_url() -> None:
-    assert Webhook(url=SLACK, format="slack").label() == "slack webhook at hooks.slack.com"
+    assert Webhook(url=SLACK, format=WebhookFormat.SLACK).label() == "slack webhook at hooks.slack.com"
 
 
 def test_a_link_has_no_token() -> None:
@@ -89,9 +95,11 @@ def test_the_user_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = config.config_path()
     assert path == tmp_path / "orch" / "config.toml" and config.load_user() is None  # no file: no defaults
     path.parent.mkdir()
-    path.write_text('[other]\nx = 1\n')
+    path.write_text("[other]\nx = 1\n")
     assert config.load_user() is None  # no [notify] table
-    path.write_text(f'[notify]\ndesktop = false\ncommand = ["notify-me"]\n[[notify.webhooks]]\nurl = "{SLACK}"\nformat = "slack"\n')
+    path.write_text(
+        f'[notify]\ndesktop = false\ncommand = ["notify-me"]\n[[notify.webhooks]]\nurl = "{SLACK}"\nformat = "slack"\n'
+    )
     path.chmod(0o600)
     loaded = config.load_user()
     assert loaded is not None and loaded.command == ["notify-me"] and loaded.webhooks[0].url == SLACK
@@ -101,7 +109,10 @@ def test_the_user_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ("text", "said"),
     [
         ("[notify\n", "config.toml: Expected ']'"),
-        ("[notify]\nwebhooks = [{url = 'ftp://x'}]\n", "config.toml: notify.webhooks.0.url: Value error, expected an http"),
+        (
+            "[notify]\nwebhooks = [{url = 'ftp://x'}]\n",
+            "config.toml: notify.webhooks.0.url: Value error, expected an http",
+        ),
         ("[notify]\nloud = true\n", "config.toml: notify.loud: Extra inputs are not permitted"),
         ("[notify]\nreasons = ['everything']\n", "config.toml: notify.reasons.0: Input should be"),
     ],

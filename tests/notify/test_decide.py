@@ -88,7 +88,7 @@ def test_routine_progress_and_answered_prompts_are_never_a_notice(record: HookEv
          Reason.QUESTION, "Pick a branch"),
         (hook("PermissionRequest", tool_name="WebFetch", tool_input={"url": "http://x.example/a", "prompt": "sum"}),
          Reason.PERMISSION, "WebFetch: http[:]//x[.]example/a"),
-        (hook("Notification", notification_type="permission_prompt", message="Allow shell?", agent_event="Notification"),
+        (hook("Notification", notification_type="permission_prompt", message="Allow shell?", agent_event="Gemini"),
          Reason.PERMISSION, "Allow shell?"),
         (hook("PermissionRequest", tool_name="Edit", tool_input='{"file_path": "a.py", "old'),
          Reason.PERMISSION, 'Edit: {"file_path": "a.py", "old'),
@@ -108,7 +108,14 @@ def test_a_hostile_wait_reaches_no_one_as_written() -> None:
 
 def test_the_notifiers_secrets_are_redacted() -> None:
     d = decider(secrets=["hooks.slack.com/services/T0/B0/sekrit-path"])
-    notice = d.hook(1, hook("PermissionRequest", tool_name="Bash", tool_input={"command": "curl hooks.slack.com/services/T0/B0/sekrit-path"}))
+    notice = d.hook(
+        1,
+        hook(
+            "PermissionRequest",
+            tool_name="Bash",
+            tool_input={"command": "curl hooks.slack.com/services/T0/B0/sekrit-path"},
+        ),
+    )
     assert notice is not None and "sekrit" not in notice.text
 
 

@@ -57,7 +57,10 @@ def test_ordinary_text_is_not_redacted(kept: str) -> None:
 
 
 def test_a_known_secret_goes_whole_even_when_short_of_a_pattern() -> None:
-    assert escape.redact("post to hooks/T000/B000/XXXXsecret now", ["XXXXsecret"]) == "post to hooks/T000/B000/[redacted] now"
+    assert (
+        escape.redact("post to hooks/T000/B000/XXXXsecret now", ["XXXXsecret"])
+        == "post to hooks/T000/B000/[redacted] now"
+    )
     assert escape.redact("short abc", ["abc"]) == "short abc"  # too short to be a secret: left alone
 
 

@@ -42,7 +42,9 @@ def ask(run: RunFolder, n: int, command: str) -> float:
     return ts
 
 
-def test_a_prompt_left_to_a_person_is_posted_within_a_second(run: RunFolder, receiver: Receiver, notifier: Notifier) -> None:
+def test_a_prompt_left_to_a_person_is_posted_within_a_second(
+    run: RunFolder, receiver: Receiver, notifier: Notifier
+) -> None:
     asked = ask(run, 2, HOSTILE)
     (post,) = receiver.wait_for(1)
     assert post.at - asked < 1.0
@@ -51,7 +53,9 @@ def test_a_prompt_left_to_a_person_is_posted_within_a_second(run: RunFolder, rec
     assert body["action"] == "orch attach nt 2 --write" and carries(post.body.decode()) == []
     wait_until(lambda: run_events(run, Event.NOTIFIED), 5, "the delivery in events.jsonl")
     (told,) = run_events(run, Event.NOTIFIED)
-    assert told["worker"] == 2 and told["data"]["channels"] == ["json webhook at 127.0.0.1"] and told["data"]["late"] < 1
+    assert (
+        told["worker"] == 2 and told["data"]["channels"] == ["json webhook at 127.0.0.1"] and told["data"]["late"] < 1
+    )
 
 
 def test_the_past_is_not_sent_and_a_flood_is_held_back(run: RunFolder, receiver: Receiver) -> None:
@@ -89,7 +93,9 @@ def test_the_runs_end_is_sent_before_close_returns(run: RunFolder, receiver: Rec
     assert post.json()["action"] == f"open {run.report_html}" and notifier.ended
 
 
-def test_a_rate_limit_holding_the_fleet_wakes_it_at_its_deadline(run: RunFolder, receiver: Receiver, notifier: Notifier) -> None:
+def test_a_rate_limit_holding_the_fleet_wakes_it_at_its_deadline(
+    run: RunFolder, receiver: Receiver, notifier: Notifier
+) -> None:
     limited = time.time()
     hook(run, 1, "StopFailure", ts=limited, error="rate_limit")
     (post,) = receiver.wait_for(1)

@@ -12,7 +12,7 @@ import pytest
 
 from orch.errors import UsageError
 from orch.notify import send
-from orch.notify.config import NotifyConfig, Webhook
+from orch.notify.config import NotifyConfig, Webhook, WebhookFormat
 from orch.notify.notice import Notice, Reason
 from orch.notify.send import ATTEMPTS, Delivery, Sender
 from tests.notify.receiver import Receiver
@@ -31,7 +31,7 @@ def deliver(channels: list[send.Channel], timeout: float = 30.0) -> Delivery:
 
 
 def test_each_format_posts_its_body(receiver: Receiver) -> None:
-    hooks = [Webhook(url=receiver.url(fmt), format=fmt) for fmt in ("json", "slack", "discord", "ntfy")]
+    hooks = [Webhook(url=receiver.url(fmt.value), format=fmt) for fmt in WebhookFormat]
     delivery = deliver(send.channels(NotifyConfig(webhooks=hooks), {}))
     assert not delivery.failed and len(delivery.delivered) == 4
     by_path = {p.path: p for p in receiver.posts}

@@ -16,8 +16,8 @@ import pytest
 from textual.pilot import Pilot
 
 from orch.errors import NotFoundError
-from orch.notify.follow import mute
 from orch.fleet import launch
+from orch.notify.follow import mute
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, RunStatus
@@ -26,8 +26,8 @@ from orch.view.tui import FleetScreen, WatchApp, run_tui
 from orch.view.widgets import NeedsList, PaneScreen, Tile, need_text
 from orch.waits import wait_until
 from tests.helpers import orch, prompts
-from tests.view.browser import ARTIFACTS
 from tests.notify.hostile import HOSTILE, carries
+from tests.view.browser import ARTIFACTS
 from tests.view.fakerun import hook, lead_run
 
 DEADLINE = 30.0
@@ -211,7 +211,7 @@ def test_a_need_is_listed_once_rung_and_opens_its_workers_screen(orch_home: Path
         async with app.run_test(size=(160, 45)) as pilot:
             await until(pilot, lambda: isinstance(app.screen, FleetScreen), "the fleet screen")
             needs = app.screen.query_one(NeedsList)
-            assert not needs.display
+            assert not needs.needs and needs.styles.display == "none"
             hook(run, 2, "PermissionRequest", tool_name="Bash", tool_input=json.dumps({"command": HOSTILE}))
             await until(pilot, lambda: len(needs.needs) == 1, "the need in the list")
             shown = need_text(needs.needs[0]).plain
