@@ -22,6 +22,7 @@ from textual.widgets import DataTable, Footer, Input, Label, OptionList, Static
 
 from orch.container.backends import sandbox_for
 from orch.errors import NotFoundError, OrchError
+from orch.notify.notice import Notice
 from orch.run.folder import RunFolder, list_runs
 from orch.view import plain
 from orch.view.actions import Action, Outcome, orch_argv, perform
@@ -111,8 +112,9 @@ class FleetScreen(Screen[None]):
         self._mini_stop = threading.Event()
         self._wake = Wakeup(run)
         self._opened = time.time()
-        self._rung: set[str] = set()
-        """Needs already rung for: each new one while watched rings once (unless the run is muted)."""
+        self._seen_needs: set[str] = set()
+        self.rang: list[Notice] = []
+        """The needs rung for: each new one while watched rings once, unless the run is muted."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="progress")
@@ -256,9 +258,12 @@ class FleetScreen(Screen[None]):
 
     def _ring(self, snap: Snapshot) -> None:
         for need in snap.needs:
-            if need.key not in self._rung and need.ts >= self._opened and not snap.muted:
+            if need.key in self._seen_needs:
+                continue
+            self._seen_needs.add(need.key)
+            if need.ts >= self._opened and not snap.muted:
                 ring(self.app, need)
-            self._rung.add(need.key)
+                self.rang.append(need)
 
     def action_jump(self) -> None:
         """The newest need that is a worker's: its screen."""
