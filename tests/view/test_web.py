@@ -214,11 +214,11 @@ def test_the_needs_list_and_its_link_to_a_worker(orch_home: Path, tmp_path: Path
             assert await page.evaluate("document.querySelectorAll('#needs b, #needs img, #needs script').length") == 0
             assert await page.evaluate("document.title") == "(1) orch watch"
             await page.evaluate("document.querySelector('#needs a').click()")
-            await page.until("document.getElementById('w2').classList.contains('flash')", "W2's tile shown")
+            await page.until("document.body.dataset.shown === '2'", "W2's tile shown")  # (flashed for 2 s)
             hook(run, 2, "PreToolUse", tool_name="Bash")  # answered: off the list
             await page.until("document.getElementById('needs-box').hidden", "the list to empty")
             assert await page.evaluate("document.title") == "orch watch"
             linked = await browser.open(web.url + "#w3")  # a notification's link: the worker's tile at once
-            await linked.until("document.getElementById('w3')?.classList.contains('flash')", "W3's tile shown")
+            await linked.until("document.body.dataset.shown === '3'", "W3's tile shown")
 
     asyncio.run(drive())

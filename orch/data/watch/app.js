@@ -129,6 +129,7 @@
     const card = worker != null ? document.getElementById(`w${worker}`) : null;
     if (!card) return;
     card.scrollIntoView({ block: "center" });
+    document.body.dataset.shown = String(worker);
     card.classList.add("flash");
     setTimeout(() => card.classList.remove("flash"), 2000);
   }
