@@ -30,7 +30,7 @@ from aiohttp import web
 
 from bench.core import Context, Result
 from bench.env import BenchError
-from bench.report import Row, Target, percentile
+from bench.table import Row, Target, percentile
 from orch.notify import send
 from orch.notify.config import NotifyConfig, Webhook
 from orch.notify.follow import Notifier

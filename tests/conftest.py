@@ -100,6 +100,13 @@ def gemini_bin() -> Path:
 
 
 @pytest.fixture
+def spec_dir(tmp_path: Path) -> Path:
+    """A folder for a fleet spec, with the `src/` its workdir names (tests/spec, tests/jobs, tests/report)."""
+    (tmp_path / "src").mkdir()
+    return tmp_path
+
+
+@pytest.fixture
 def receiver() -> Iterator[Receiver]:
     """A webhook receiver on loopback (tests/notify/receiver.py)."""
     yield from serve()

@@ -16,8 +16,8 @@ from typing import Annotated
 
 import typer
 
+from orch.backends.registry import folder_is_here
 from orch.cli.common import NameArg, run_folder
-from orch.container.backends import folder_is_here
 from orch.errors import OrchError, UsageError
 from orch.fleet import launch
 from orch.lead.controller import read_spec

@@ -36,7 +36,7 @@ QUESTION_TOOLS = ("AskUserQuestion", "question")
 QUESTION_NOTICES = ("elicitation_dialog",)
 """Notifications of a question on screen (an MCP server's elicitation)."""
 REFUSED_CHANGES = ("REJECTED", "CONFLICT", "FAILED")
-"""A change's ends that mean it will not land (orch.lead.jobs.ChangeStage; CONFLICT only after its last rebase)."""
+"""A change's ends that mean it will not land (orch.jobs.state.ChangeStage; CONFLICT only after its last rebase)."""
 INPUT_KEYS = ("command", "file_path", "path", "url", "pattern", "query", "prompt", "description")
 """The part of a tool's input that says what it is for, in this order."""
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from orch.errors import UsageError
-from orch.lead.spec import FleetSpec
 from orch.notify import config
 from orch.notify.config import NotifyConfig, Webhook, WebhookFormat
 from orch.notify.notice import Reason
+from orch.spec.model import FleetSpec
 
 pytestmark = pytest.mark.pure
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from orch.fleet.workerstate import RETRYABLE_ERRORS
-from orch.lead.jobs import ChangeStage
+from orch.jobs.state import ChangeStage
 from orch.notify.decide import RATE_ERRORS, REFUSED_CHANGES, Decider
 from orch.notify.notice import TEXT_CHARS, Notice, Reason
 from orch.run.events import Event
