@@ -36,7 +36,7 @@ from orch.cli.container import (
 )
 from orch.cli.notify import NotifyOpt, effective, start_detached
 from orch.contracts import OrchCommand, UpRequest
-from orch.errors import UsageError
+from orch.errors import SandboxError, UsageError, WaitTimeoutError
 from orch.fleet import launch, talk
 from orch.notify.config import NotifyConfig
 from orch.run.folder import RunFolder
@@ -100,7 +100,11 @@ def _up(
 
 def _notifier(run: RunFolder, told: NotifyConfig, since: float) -> None:
     """The run's notifier (a process of its own), when something it delivers was asked for."""
-    pid = start_detached(run, told, since)
+    try:
+        pid = start_detached(run, told, since)
+    except (SandboxError, WaitTimeoutError) as exc:  # the fleet is up and usable: say what is missing
+        typer.echo(f"orch: warning: run {run.name}: no notifications: {exc.one_line()}", err=True)
+        return
     if pid is not None:
         typer.echo(f"run {run.name}: notifier started (pid {pid}); `orch notify mute {run.name}` silences it")
 

@@ -14,7 +14,7 @@ import typer
 from orch import settings
 from orch.backends.registry import folder_is_here, in_container
 from orch.cli.common import NameArg, run_folder
-from orch.cli.notify import NotifyOpt, hosted
+from orch.cli.notify import NotifyOpt, effective, hosted
 from orch.entry import demo as demo_mod
 from orch.entry import runner, skill
 from orch.errors import OrchError, UsageError
@@ -25,7 +25,6 @@ from orch.lead.changes import apply as changes_apply
 from orch.lead.changes import start as changes_start
 from orch.lead.controller import read_spec
 from orch.lead.decisions import EXIT_FAILED
-from orch.notify import config
 from orch.recording import transfer as recording
 from orch.report.changes import changes_text
 from orch.report.commentary import Commentary
@@ -119,9 +118,12 @@ def _start(
     base: str | None = None,
     snapshot: bool = False,
     prepare: bool = False,
+    notify: list[str] | None = None,
 ) -> RunFolder:
-    """`prepare` (compose's lead, run by the container's init): make the run, start no worker."""
+    """`prepare` (compose's lead, run by the container's init): make the run, start no worker. `notify`: the
+    `--notify` flags, checked with the spec's `notify:` and the user's file before anything is made."""
     spec = load_spec(spec_path)
+    effective(spec.notify, notify)
     if (base is not None or snapshot) and not spec.writer_tasks():
         raise UsageError("--base and --snapshot are for specs with writer tasks", hint="drop them")
     # A recording (a run, or an exported file) is checked before anything is made.
@@ -267,8 +269,6 @@ def run_(
     """Run a fleet spec to completion: spawn, brief, monitor, verify findings, report, tear down."""
     if (spec is None) == (resume is None):
         raise UsageError("give a fleet spec or --resume NAME (not both)", hint="orch run fleet.yaml")
-    if notify:
-        config.merge(None, None, notify)  # a bad --notify is one line before anything starts
     if resume is not None:
         if replay is not None:
             raise UsageError(
@@ -281,7 +281,10 @@ def run_(
         if prepare and (not in_container() or replay is not None or replace):
             raise UsageError("--prepare is the container init's step (compose's lead)", hint="drop it")
         say = _say(quiet, as_json)
-        run = _start(spec, name, backend, replace, copy, replay, say=say, base=base, snapshot=snapshot, prepare=prepare)
+        run = _start(
+            spec, name, backend, replace, copy, replay, say=say, base=base, snapshot=snapshot, prepare=prepare,
+            notify=notify,
+        )  # fmt: skip
         if prepare:
             raise typer.Exit(0)
     result = _drive(run, commentary=not (no_commentary or quiet), notify=notify)

@@ -18,7 +18,7 @@ import typer
 
 from orch.backends.registry import folder_is_here
 from orch.cli.common import NameArg, run_folder
-from orch.errors import OrchError, UsageError
+from orch.errors import OrchError, SandboxError, UsageError
 from orch.fleet import launch
 from orch.lead.controller import read_spec
 from orch.notify import config, follow, send
@@ -84,7 +84,7 @@ def start_detached(run: RunFolder, cfg: NotifyConfig, since: float) -> int | Non
     proc.stdin.close()
     wait_until(lambda: holder(run) == proc.pid or proc.poll() is not None, START_TIMEOUT, "the run's notifier")
     if proc.poll() is not None:
-        raise UsageError(f"the run's notifier exited at start (exit {proc.returncode})", hint=f"see {log}")
+        raise SandboxError(f"the run's notifier exited at start (exit {proc.returncode}): see {log}")
     return proc.pid
 
 

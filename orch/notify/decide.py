@@ -37,6 +37,9 @@ QUESTION_NOTICES = ("elicitation_dialog",)
 """Notifications of a question on screen (an MCP server's elicitation)."""
 REFUSED_CHANGES = ("REJECTED", "CONFLICT", "FAILED")
 """A change's ends that mean it will not land (orch.jobs.state.ChangeStage; CONFLICT only after its last rebase)."""
+STOPPED = (0, 128 + 1, 128 + 2, 128 + 15)
+"""Exit statuses that are no crash: a clean exit, a hangup (`orch kill` ends the tmux server), an interrupt
+(Ctrl-C in an attached pane), a terminate."""
 INPUT_KEYS = ("command", "file_path", "path", "url", "pattern", "query", "prompt", "description")
 """The part of a tool's input that says what it is for, in this order."""
 
@@ -79,7 +82,7 @@ class Decider:
             self._rate_limited(event.ts, f"W{n}: {event.error}")
         elif event.hook_event_name in ANSWERED and self._rate_since is not None:
             self._rate_over()
-        if not self.controlled and event.hook_event_name == "ProcessExit" and event.status != 0:
+        if not self.controlled and event.hook_event_name == "ProcessExit" and event.status not in STOPPED:
             return self._open(self._notice(Reason.CRASHED, event.ts, exit_text(event.status), n))
         return None
 

@@ -47,3 +47,16 @@ def test_a_test_with_nowhere_to_send_or_a_failing_channel_says_so() -> None:
 def test_attach_checks_its_worker(run: RunFolder) -> None:
     result = orch("attach", "nc", "3")
     assert result.exit_code == 2 and "worker 3 is out of range for run 'nc'" in result.output
+
+
+def test_a_webhook_whose_variable_is_unset_starts_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NOT_SET_HOOK", raising=False)
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(
+        "workdir: .\nagent: scripted\noffline: true\nworkers: 2\ntasks: [{goal: look}]\n"
+        "notify: {webhooks: [{url: '${NOT_SET_HOOK}'}]}\n"
+    )
+    result = orch("run", spec, "--local", "--name", "nohook")
+    assert result.exit_code == 2, result.output
+    assert result.output.splitlines()[-1].startswith("orch: error: notify: webhook variable NOT_SET_HOOK is not set")
+    assert not RunFolder.for_name("nohook").exists()

@@ -163,7 +163,8 @@ def test_other_controller_events_are_not(record: ControllerEvent) -> None:
 def test_a_crash_is_a_notice_only_where_no_controller_restarts_it() -> None:
     notice = decider(controlled=False).hook(1, hook("ProcessExit", status=137))
     assert notice is not None and notice.reason is Reason.CRASHED and notice.text == "its agent was killed by signal 9"
-    assert decider(controlled=False).hook(1, hook("ProcessExit", status=0)) is None
+    for stopped in (0, 129, 130, 143):  # a clean exit, `orch kill`'s hangup, Ctrl-C, a terminate
+        assert decider(controlled=False).hook(1, hook("ProcessExit", status=stopped)) is None
 
 
 def test_a_rate_limit_that_holds_the_fleet() -> None:

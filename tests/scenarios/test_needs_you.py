@@ -140,6 +140,7 @@ def test_orch_up_has_a_notifier_of_its_own_that_rings_attached_clients(tmp_path:
     notifier = psutil.Process(int(run.notify_lock.read_text()))
     assert orch("kill", "ups").exit_code == 0
     notifier.wait(15)  # it ends with its run (it is this test's child: waited for, not left a zombie)
+    assert len(receiver.posts) == 1  # the kill is no crash
 
 
 def test_orch_up_without_a_channel_starts_no_notifier() -> None:
