@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import socket
@@ -11,10 +10,10 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 
 from orch.gateway.process import stop_gateway
+from orch.run.folder import RunFolder
 from tests.helpers import pinned_bin
 from tests.notify.receiver import Receiver, serve
 
@@ -62,13 +61,12 @@ def orch_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
 
 def stop_notifiers(home: Path) -> None:
     """An `orch up` run's notifier ends with its run; one whose run the test left running is stopped here."""
-    for lock in (home / "runs").glob("*/.notify.lock"):
-        text = lock.read_text().strip()
-        with contextlib.suppress(psutil.Error, ValueError):
-            proc = psutil.Process(int(text))
-            if "follow" in proc.cmdline():
-                proc.terminate()
-                proc.wait(10)
+    locks = list((home / "runs").glob("*/.notify.lock"))
+    if locks:
+        from orch.cli.notify import stop_detached  # here: the CLI's imports are for the tests that need them
+
+        for lock in locks:
+            stop_detached(RunFolder(lock.parent))
 
 
 @pytest.fixture(autouse=True)

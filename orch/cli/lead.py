@@ -123,7 +123,8 @@ def _start(
     """`prepare` (compose's lead, run by the container's init): make the run, start no worker. `notify`: the
     `--notify` flags, checked with the spec's `notify:` and the user's file before anything is made."""
     spec = load_spec(spec_path)
-    effective(spec.notify, notify)
+    if not in_container():  # the host's `orch run` notifies (orch.cli.notify.hosted); compose's lead: none
+        effective(spec.notify, notify)
     if (base is not None or snapshot) and not spec.writer_tasks():
         raise UsageError("--base and --snapshot are for specs with writer tasks", hint="drop them")
     # A recording (a run, or an exported file) is checked before anything is made.

@@ -16,7 +16,8 @@ from typing import Annotated
 
 import typer
 
-from orch.backends.registry import folder_is_here
+from orch import procs
+from orch.backends.registry import folder_is_here, in_container
 from orch.cli.common import NameArg, run_folder
 from orch.errors import OrchError, SandboxError, UsageError
 from orch.fleet import launch
@@ -53,9 +54,10 @@ def effective(spec: NotifyConfig | None, flags: list[str] | None) -> NotifyConfi
 
 @contextlib.contextmanager
 def hosted(run: RunFolder, flags: list[str] | None, write: Callable[[str], None] | None) -> Iterator[None]:
-    """`orch run`'s notifier while its controller drives the run; its close sends the run's end. A run folder
-    on a remote engine is not here to follow: nothing is sent."""
-    if not folder_is_here(run.info()):
+    """`orch run`'s notifier while its controller drives the run; its close sends the run's end. None in a run's
+    container (the controller the host's `orch run` forwards there: the host's notifier follows the folder; its
+    egress reaches no webhook), nor for a run folder on a remote engine (not here to follow)."""
+    if in_container() or not folder_is_here(run.info()):
         yield
         return
     try:
@@ -72,6 +74,7 @@ def start_detached(run: RunFolder, cfg: NotifyConfig, since: float) -> int | Non
     None when nothing a detached process delivers was asked for."""
     if not cfg.detached() or not folder_is_here(run.info()):
         return None
+    stop_detached(run)  # an earlier one (`orch up --resume`): this config replaces its
     log = run.logs_dir / "notify.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-c", "from orch.cli.main import main; main()", "notify", "follow", run.name]
@@ -95,6 +98,16 @@ def holder(run: RunFolder) -> int | None:
     except OSError:
         return None
     return int(text) if text.isdigit() else None
+
+
+def stop_detached(run: RunFolder) -> None:
+    """End the run's detached notifier, if one runs (it ends by itself with its run)."""
+    pid = holder(run)
+    if pid is None or procs.cmdline(pid)[-4:-2] != ["follow", run.name]:  # gone, or the pid is another's now
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    wait_until(lambda: holder(run) != pid or not procs.alive(pid), START_TIMEOUT, "the run's earlier notifier to end")
 
 
 @app.command("follow", hidden=True)
@@ -150,7 +163,8 @@ def test_(
     notify: NotifyOpt = None,
 ) -> None:
     """Send one notice through every channel your config file (and the flags, and a run's spec) names."""
-    spec = read_spec(run_folder(name)).notify if name and run_folder(name).fleet_spec.exists() else None
+    run = run_folder(name) if name else None
+    spec = read_spec(run).notify if run is not None and run.fleet_spec.exists() else None
     cfg = effective(spec, notify)
     write = _stderr if sys.stderr.isatty() else None
     channels = send.channels(cfg, os.environ, write=write)

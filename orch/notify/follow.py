@@ -110,7 +110,8 @@ class Notifier:
         """Look, then wait for a change (or the rate limit's deadline), until closed (or, `until_ended`,
         the run ended or its folder went)."""
         while not self._stop.is_set():
-            self.look()
+            with contextlib.suppress(OSError):  # the folder going away meanwhile: `_replaced` says so
+                self.look()
             if until_ended and (self.ended or self._replaced()):
                 return
             due = self.decider.next_due()

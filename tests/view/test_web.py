@@ -207,7 +207,7 @@ def test_the_needs_list_and_its_link_to_a_worker(orch_home: Path, tmp_path: Path
             hook(run, 2, "PermissionRequest", tool_name="Bash", tool_input=json.dumps({"command": HOSTILE}))
             await page.until("!document.getElementById('needs-box').hidden", "the needs list")
             shown = await page.evaluate("document.getElementById('needs').textContent")
-            assert "W2 waits on a permission: Bash:" in shown and "orch attach lr 2 --write" in shown
+            assert "W2 permission: Bash:" in shown and "orch attach lr 2 --write" in shown
             assert carries(shown) == []
             assert await page.evaluate("document.querySelectorAll('#needs a').length") == 1
             assert await page.evaluate("document.querySelector('#needs a').getAttribute('href')") == "#w2"

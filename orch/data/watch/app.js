@@ -103,13 +103,8 @@
     }));
   }
 
-  // What needs a person (orch.notify's notices still open), newest first; a click shows that worker's tile
-  // (the link is the page's own #wN: a notification's URL ends the same way).
-  const REASONS = {
-    "permission": "waits on a permission", "question": "waits on a question", "crashed": "crashed",
-    "over-cap": "broke a cap", "change-refused": "a change will not land", "budget-warning": "80% of a budget spent",
-    "budget-spent": "budget spent", "rate-limited": "held by a rate limit", "run-ended": "run ended",
-  };
+  // What needs a person (orch.notify's notices still open), newest first, each with its reason class
+  // (docs/notify.md); a click shows that worker's tile (the page's own #wN: a notification's URL ends so).
   function needs(snap) {
     const list = $("needs");
     $("needs-box").hidden = !snap.needs.length;
@@ -117,7 +112,7 @@
     list.replaceChildren(...snap.needs.map((need) => {
       const item = el("li", "need");
       const who = need.worker != null ? `W${need.worker} ` : "";
-      const head = el("a", "", `${clock(need.ts)} ${who}${REASONS[need.reason] || need.reason}`);
+      const head = el("a", "", `${clock(need.ts)} ${who}${need.reason}`);
       head.href = need.worker != null ? `#w${need.worker}` : "#tiles";
       head.addEventListener("click", () => show(need.worker));
       item.append(head, need.text ? `: ${need.text}` : "", el("div", "action", need.action));
