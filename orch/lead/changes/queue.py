@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from orch.lead.changes import links
 from orch.lead.changes.gate import CHECK_TIMEOUT, OUTPUT_BYTES, check_commit
 from orch.lead.changes.gitcmd import git, out, patch_id
 from orch.lead.changes.records import Change, CheckResult, Integration, IntegrationResult
@@ -46,6 +47,8 @@ def integrate(
     if not patch.strip() or change.tree is None:
         raise ValueError(f"change {change.job} is empty: nothing to integrate")
     tree, conflict = merged_tree(repo, change, head, patch)
+    if tree is not None and tree != change.tree and (led_out := links.problems(repo, tree, head)):
+        tree, conflict = None, "once integrated, " + "; ".join(led_out)  # a rebase takes it again, and judges it
     if tree is None:
         return _log(repo, Integration(job=change.job, result=IntegrationResult.CONFLICT, head=head, detail=conflict))
     results: list[CheckResult] = []
