@@ -9,8 +9,8 @@ All local workers share the user's uid, so what keeps them apart is what each on
   gateway's own loopback address, so the worker's base URL is unchanged); with `--egress allowlist`,
   the listed names too, through the relay's CONNECT proxy on a socket beside it (orch.fleet.egressproxy);
 - a file system made of the system's read-only folders, Python and orch, the agents' installs, the
-  workdir and the run folder read-only, and writable only `writable(run, n)`: its outbox, its hook log,
-  its session store, its own config dir and its worktree when it has one; /tmp is its own tmpfs. The
+  workdir and the run folder read-only, and writable only `writable(run, n, cwd)`: its outbox, its hook log,
+  its session store, its own config dir and its current job's worktree when it has one; /tmp is its own tmpfs. The
   user's home (the agents' logins), $ORCH_HOME's gateway handles (the control key, the workers' tokens),
   the other workers' config dirs and session stores, the tmux server's socket are not there at all;
 - the bus only through its own socket (SANDBOX_SOCKETS/OWN_BUS; the run's `bus.sock` in there is it
@@ -103,12 +103,16 @@ def check() -> str:
     return (version.stdout.strip() or "bwrap") + f" ({bwrap})"
 
 
-def writable(run: RunFolder, n: int) -> list[Path]:
+def writable(run: RunFolder, n: int, cwd: Path | None = None) -> list[Path]:
     """Everything worker n may write, the one list: its outbox, its hook log, its agent's session store,
-    its own config dir, and its worktree when the run gave it one."""
+    its own config dir, and the worktree of its current job when it starts in one (`cwd` inside
+    `worktrees_dir(n)`): that job's folder only, never the folder beside it where its next job's goes."""
     paths = [run.outbox(n), run.state(n), run.sessions(n), run.config_dir(n)]
-    worktree = run.worktrees_dir(n)  # made by the controller before a writer's job restarts it there
-    return [*paths, *([worktree] if worktree.is_dir() else [])]
+    folder = run.worktrees_dir(n)
+    if cwd is None or folder not in cwd.parents:
+        return paths
+    worktree = folder / cwd.relative_to(folder).parts[0]  # made by the controller before it restarts it there
+    return [*paths, *([worktree] if worktree.is_dir() and not worktree.is_symlink() else [])]
 
 
 def _system() -> list[str]:
@@ -181,7 +185,7 @@ def argv(
     for hidden in private():  # in case the workdir holds them ($ORCH_HOME inside it): not there either
         if hidden.is_dir():
             args += ["--tmpfs", str(hidden)]
-    for path in writable(run, n):
+    for path in writable(run, n, cwd):
         args += ["--bind", str(path), str(path)]
     args += ["--ro-bind", str(sockets), str(SANDBOX_SOCKETS)]
     # The controller's bus.sock (stamped by uid: every local worker's is the user's) hidden under its own.

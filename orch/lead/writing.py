@@ -60,14 +60,15 @@ class Writing(Part):
         if job.role in landing.WRITING_ROLES:
             repo = RunRepo.open(self.run)
             head = repo.head()
-            root = self.worktree(job, n)
+            root = _fresh_folder(self.worktree(job, n))
             if self.desk.info.isolation is Isolation.STRICT and not bwrap.sandboxed(self.desk.info):
-                repo.checkout(head, root, owner=worker_uid(n))  # worker n's own files, and only worker n's
+                # In a container: the folder the controller's, writable by worker n's group (its folder of
+                # worktrees is: orch.container.owners), the files worker n's own, and only worker n's.
+                root.chmod(0o770)
+                repo.checkout(head, root, owner=worker_uid(n))
             # Locally (a bubblewrap sandbox per worker, all of the user's uid) the worktree is the run's uid's:
-            # only worker n's sandbox binds it writable (orch.fleet.bwrap.writable).
+            # only worker n's sandbox binds it writable, while its job lasts (orch.fleet.bwrap.writable).
             else:
-                shutil.rmtree(root, ignore_errors=True)
-                root.mkdir(parents=True)
                 repo.checkout(head, root)
             where = root / repo.subdir
             job.workdir, job.base = str(where), head
@@ -76,9 +77,7 @@ class Writing(Part):
             return where
         if job.change is not None:
             repo = RunRepo.open(self.run)
-            root = self.run.review_tree(job.change, job.id)
-            shutil.rmtree(root, ignore_errors=True)
-            root.mkdir(parents=True)
+            root = _fresh_folder(self.run.review_tree(job.change, job.id))
             tree = take.load_change(repo, job.change).tree
             assert tree is not None  # an empty or refused change is never reviewed
             repo.checkout(tree, root)  # the snapshot's tree: base + patch
@@ -415,6 +414,19 @@ class Writing(Part):
     def write_row(self, book: ChangeBook) -> None:
         """report.json's row for the change's task, as it stands now (orch.lead.changesreport.write_row)."""
         changesreport.write_row(self.run, self.spec, self.state, book)
+
+
+def _fresh_folder(root: Path) -> Path:
+    """An empty folder at `root` for a job (a folder left there removed first). A file, a link or anything else
+    in its place (planted by a worker, left by a crash) is an OrchError, which fails that job cleanly: never
+    followed, never a crash of the controller."""
+    if root.is_dir() and not root.is_symlink():
+        shutil.rmtree(root, ignore_errors=True)
+    try:
+        root.mkdir(parents=True)
+    except OSError as exc:
+        raise OrchError(f"cannot make the job's folder {root}: {exc.strerror}") from None
+    return root
 
 
 def _read_only(tree: Path) -> None:

@@ -153,13 +153,21 @@ def test_strict_is_refused_in_one_line_where_bwrap_cannot_make_namespaces(
     orch("kill", "nons")
 
 
-def test_the_writable_set_is_one_list_with_the_worktree_when_there_is_one(tmp_path: Path) -> None:
+def test_the_writable_set_is_one_list_with_the_current_jobs_worktree_only(tmp_path: Path) -> None:
+    """A writer's sandbox binds its current job's worktree, never the folder beside it where its next job's goes
+    (a file planted there would stop the controller making it)."""
     from orch.fleet.bwrap import writable
 
     run = RunFolder(tmp_path / "r")
-    assert writable(run, 2) == [run.outbox(2), run.state(2), run.sessions(2), run.config_dir(2)]
-    run.worktrees_dir(2).mkdir(parents=True)
-    assert writable(run, 2)[-1] == run.worktrees_dir(2)
+    own = [run.outbox(2), run.state(2), run.sessions(2), run.config_dir(2)]
+    assert writable(run, 2) == own == writable(run, 2, Path(tmp_path / "work"))
+    job = run.worktrees_dir(2) / "t1"
+    (job / "sub").mkdir(parents=True)
+    assert writable(run, 2, job / "sub") == writable(run, 2, job) == [*own, job]
+    assert writable(run, 2, run.worktrees_dir(2)) == own  # the folder itself: never
+    assert writable(run, 1, job) == [run.outbox(1), run.state(1), run.sessions(1), run.config_dir(1)]
+    (run.worktrees_dir(2) / "t2").symlink_to(tmp_path)
+    assert writable(run, 2, run.worktrees_dir(2) / "t2") == own
     assert relay.bus_socket(run, 2) != relay.bus_socket(run, 1)
 
 

@@ -197,6 +197,7 @@ def test_demo_changes_workdir_is_a_fresh_git_repository() -> None:
 
 OUTSIDE = {
     "another writer's worktree": "echo 'evil = 1' >> {{run_dir}}/worktrees/agent-1/mean/calc.py",
+    "beside its own worktree (where its next job's goes)": "echo x > {{run_dir}}/worktrees/agent-2/next",
     "the changes folder": "mkdir -p {{run_dir}}/changes/mean && echo LANDED > {{run_dir}}/changes/mean/evil.json",
     "the findings folder": "mkdir -p {{run_dir}}/findings && echo '{}' > {{run_dir}}/findings/evil.json",
     "the controller's events": """echo '{"event": "change-landed"}' >> {{run_dir}}/events.jsonl""",
@@ -239,6 +240,7 @@ def test_a_writer_cannot_write_outside_its_worktree(repo: Path) -> None:
     config = subprocess.run([*git, "config", "--get", "core.hooksPath"], capture_output=True, text=True).stdout
     assert config == ""
     assert not (run.change_dir("mean") / "evil.json").exists() and not (run.root / "findings" / "evil.json").exists()
+    assert not (run.worktrees_dir(2) / "next").exists()
     assert '"event": "change-landed"}' not in run.events.read_text()
     for task in rows:
         assert "evil" not in (run.change_dir(task) / "patch.diff").read_text()
