@@ -94,9 +94,12 @@ def test_a_file_where_a_writers_worktree_goes_fails_that_job_cleanly(tmp_path: P
     where = p.run.worktrees_dir(1) / job.id
     aside = tmp_path / "aside"
     aside.mkdir()
-    {"file": lambda: where.write_text("x"), "link": lambda: where.symlink_to(aside), "fifo": lambda: os.mkfifo(where)}[
-        planted
-    ]()
+    if planted == "file":
+        where.write_text("x")
+    elif planted == "link":
+        where.symlink_to(aside)
+    else:
+        os.mkfifo(where)
     p.dispatch.assign(job, 1)
     assert p.dispatch.move(job, 1) is False
     assert job.status is JobStatus.FAILED and "cannot make the job's folder" in (job.failure or ""), job
