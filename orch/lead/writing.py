@@ -19,6 +19,7 @@ the loop (`collect_checks`).
 
 from __future__ import annotations
 
+import functools
 import shutil
 import time
 from collections.abc import Callable
@@ -29,6 +30,8 @@ from orch.fleet import bwrap, launch
 from orch.lead import changesreport, landing
 from orch.lead.changes import gate, queue, take
 from orch.lead.changes.checkpool import Ended
+from orch.lead.changes.checkwatch import CheckLimits
+from orch.lead.changes.grading import Grading
 from orch.lead.changes.records import (
     Change,
     CheckResult,
@@ -124,7 +127,7 @@ class Writing(Part):
             max_file_bytes=limits.max_file_bytes,
             max_files=limits.max_files,
         )
-        scope = scope_violations(change, self.spec.protected(), self._allowed(job.task), repo.subdir)
+        scope = scope_violations(change, self.grading, self._allowed(job.task))
         # A process the writer left behind could change the tree after the snapshot (which the change is taken
         # from, so it cannot alter this change): the attempt itself keeps the change out.
         # What it left when its job ended (stopped since), or what runs now.
@@ -255,12 +258,11 @@ class Writing(Part):
 
     def _gate_work(self, book: ChangeBook) -> Callable[[Stopper], ChecksRecord | Integration]:
         """The gate's checks on the change's tree, as the pool runs them (what they need read here, on the loop)."""
-        repo, limits = RunRepo.open(self.run), self.spec.changes
+        repo, limits, grading = RunRepo.open(self.run), CheckLimits.of(self.spec), self.grading
         change, checks, baseline = take.load_change(repo, book.id), list(self.spec.checks), self.baseline()
-        time_out, output = limits.check_timeout, limits.check_output_bytes
         return lambda stop: gate.gate_checks(
-            repo, change, checks, baseline, timeout=time_out, output_bytes=output, stopper=stop
-        )
+            repo, change, checks, baseline, limits=limits, grading=grading, stopper=stop
+        )  # fmt: skip
 
     def _gate_ended(self, book: ChangeBook, ended: Ended[ChecksRecord | Integration]) -> None:
         record = ended.value
@@ -287,6 +289,12 @@ class Writing(Part):
             return read_worker_file(path).decode(errors="replace")[:SUMMARY_CHARS]
         except (FileNotFoundError, UnsafeOutput, OSError):
             return ""
+
+    @functools.cached_property
+    def grading(self) -> Grading:
+        """What grades a change in this run (orch.lead.changes.grading): the protected globs in force and the base's
+        files the checks name, read once."""
+        return Grading.of(RunRepo.open(self.run), self.spec.protected(), self.spec.checks)
 
     def _allowed(self, task: str) -> list[str]:
         return list(self.desk.tasks[task].allow)
@@ -350,13 +358,12 @@ class Writing(Part):
 
     def _integration_work(self, book: ChangeBook) -> Callable[[Stopper], ChecksRecord | Integration]:
         """The change onto the integration head, the checks on the result, the branch moved (in the pool)."""
-        repo, limits, task = RunRepo.open(self.run), self.spec.changes, self.desk.tasks[book.task]
+        repo, limits, task = RunRepo.open(self.run), CheckLimits.of(self.spec), self.desk.tasks[book.task]
         change, checks, baseline = take.load_change(repo, book.id), list(self.spec.checks), self.baseline()
-        reviewers, title = self._reviewers(book), task.title or task.goal.splitlines()[0]
-        time_out, output = limits.check_timeout, limits.check_output_bytes
+        reviewers, title, grading = self._reviewers(book), task.title or task.goal.splitlines()[0], self.grading
         return lambda stop: queue.integrate(
-            repo, change, checks, baseline, reviewers=reviewers, task_title=title, timeout=time_out,
-            output_bytes=output, stopper=stop,
+            repo, change, checks, baseline, reviewers=reviewers, task_title=title, limits=limits, grading=grading,
+            stopper=stop,
         )  # fmt: skip
 
     def _integration_ended(self, book: ChangeBook, ended: Ended[ChecksRecord | Integration]) -> None:

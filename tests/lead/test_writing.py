@@ -40,6 +40,7 @@ from orch.run.records import Isolation
 from orch.waits import wait_until
 from tests.helpers import SAMPLE as SAMPLE_FILES
 from tests.helpers import diagnose, orch, run_events
+from tests.lead.changes.gitfix import BROKEN_MEAN, RUNNER_CHECKS, SELF_GRADING, runner_project
 from tests.lead.leadrun import DONE, RESULT, reply, write_spec
 from tests.lead.leadrun import events as leadrun_events
 
@@ -498,3 +499,39 @@ def test_a_controller_killed_at_a_writers_done_flag_takes_its_change_at_the_resu
     assert (JobStatus.DONE, True) in saved and (JobStatus.DONE, False) not in saved, saved
     final = load_state(run)
     assert [c.id for c in final.changes].count("w") == 1 and final.job("w").status is JobStatus.DONE
+
+
+def _writes(files: dict[str, str]) -> list[dict[str, Any]]:
+    return [{"write": f"{{{{workdir}}}}/{name}", "content": text} for name, text in files.items()]
+
+
+def test_a_change_cannot_grade_itself(tmp_path: Path) -> None:
+    """A project checked by unittest, pytest and a shell script. A writer breaks `mean` and makes each check
+    pass anyway (a testx.py unittest discovers, a conftest.py that turns failures into passes, the check's own
+    script rewritten), with a task that allows it every path: the checks run with the base's versions of those
+    files, fail, and the change is REJECTED (checks); the honest fix beside it lands. (Without the allowance
+    those paths are out of scope: tests/lead/changes/test_gate.py::test_scope.)"""
+    name = "selfgrade"
+    workdir = runner_project(tmp_path / "work")
+    fixed = "def mean(v):\n    return sum(v) / len(v) if v else 0.0\n"
+    tasks = [
+        _writer("mean", [*_writes({"calc.py": fixed}), RESULT, DONE, reply()], 1),
+        _writer("grade", [*_writes({"calc.py": BROKEN_MEAN, **SELF_GRADING}), RESULT, DONE, reply()], 2, allow=["**"]),
+    ]
+    spec = write_spec(
+        tmp_path / f"{name}.yaml",
+        workdir,
+        tasks,
+        agent="scripted",
+        workers=2,
+        checks=RUNNER_CHECKS,
+        changes={"reviewers_per_change": 0},
+        timeouts={"job": 90, "run": 150},
+    )
+    result = orch("run", spec, "--local", "--name", name)
+    run = RunFolder.for_name(name)
+    assert result.exit_code == 4, result.output + diagnose(run)
+    rows = _rows(run)
+    assert rows["mean"]["status"] == ChangeStatus.LANDED, rows["mean"]
+    assert rows["grade"]["status"] == ChangeStatus.REJECTED and rows["grade"]["reason"] == "checks", rows["grade"]
+    assert not any(c["exit_code"] == 0 for c in rows["grade"]["checks"]), rows["grade"]["checks"]
