@@ -10,7 +10,8 @@ All local workers share the user's uid, so what keeps them apart is what each on
   the listed names too, through the relay's CONNECT proxy on a socket beside it (orch.fleet.egressproxy);
 - a file system made of the system's read-only folders, Python and orch, the agents' installs, the
   workdir and the run folder read-only, and writable only `writable(run, n, cwd)`: its outbox, its hook log,
-  its session store, its own config dir and its current job's worktree when it has one; /tmp is its own tmpfs. The
+  its session store, its own config dir and its current job's worktree when it has one; /tmp, /dev/shm and /run
+  are its own tmpfs, each the size of its disk cap (TMPFS), and the rest of /dev read-only. The
   user's home (the agents' logins), $ORCH_HOME's gateway handles (the control key, the workers' tokens),
   the other workers' config dirs and session stores, the tmux server's socket are not there at all;
 - the bus only through its own socket (SANDBOX_SOCKETS/OWN_BUS; the run's `bus.sock` in there is it
@@ -50,6 +51,9 @@ EGRESS_SOCKET = str(SANDBOX_SOCKETS / "egress.sock")
 """The worker's CONNECT proxy inside its sandbox, when its run allows egress (orch.fleet.egressproxy)."""
 PANE_SOCKET = SANDBOX_SOCKETS / "pane.sock"
 """The relay's socket for the worker's own pane inside its sandbox (aider's watcher)."""
+TMPFS = ("/tmp", "/dev/shm", "/run")
+"""A sandbox's own tmpfs, each sized at the worker's disk cap: what it writes there is memory, and counts as
+bytes it wrote (orch.fleet.diskuse)."""
 PROBE_TIMEOUT = 20.0
 FIX = (
     "enable unprivileged user namespaces (sysctl -w kernel.unprivileged_userns_clone=1; on Ubuntu "
@@ -168,14 +172,19 @@ def argv(
     binaries: Iterable[Path],
     sockets: Path,
     home: Path | None,
+    space: int | None = None,
 ) -> list[str]:
     """The bwrap command line (up to `--`) that puts worker n's pane in its sandbox. Binds are applied in
     order: the run folder read-only first, then tmpfs over the others' session stores, then the worker's
     own writable paths over those. `workdir`: the tree under audit (read-only); `cwd`: where the agent starts
     (a writer's worktree, writable, or the workdir). `home`: a HOME of its own (the user's is not there).
-    `sockets`: its folder of the relay's sockets (orch.fleet.relay.worker_sockets), bound at SANDBOX_SOCKETS."""
+    `sockets`: its folder of the relay's sockets (orch.fleet.relay.worker_sockets), bound at SANDBOX_SOCKETS.
+    `space`: the size of each of its own tmpfs (TMPFS: its disk cap; None: no size)."""
     args = [str(binary()), "--die-with-parent", *_namespaces(), "--cap-drop", "ALL", *_system()]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run"]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    for place in TMPFS:  # memory: each the size of its disk cap (the kernel's bound), measured as what it wrote
+        args += [*(["--size", str(space)] if space is not None else []), "--tmpfs", place]
+    args += ["--remount-ro", "/dev"]  # the rest of bwrap's /dev: a tmpfs of no size, else
     if Path("/sys").is_dir():
         args += ["--ro-bind", "/sys", "/sys"]  # what runtimes read for CPU and memory limits
     for path in readable(binaries):

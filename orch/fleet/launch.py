@@ -371,9 +371,8 @@ def sandboxed_spec(
         env = {**env, **egressproxy.proxy_env(port)}
     # As a bare script without site (standard library only): it starts before every agent.
     portal = [sys.executable, "-S", portal_module.__file__, *ports, "--"] if ports else []
-    sandbox = bwrap.argv(
-        run, n, Path(info.workdir), Path(spec.cwd or ctx.workdir), binaries, relay.worker_sockets(run, n), home
-    )  # fmt: skip
+    cwd, sockets = Path(spec.cwd or ctx.workdir), relay.worker_sockets(run, n)
+    sandbox = bwrap.argv(run, n, Path(info.workdir), cwd, binaries, sockets, home, info.caps.disk)
     return LaunchSpec(argv=[*sandbox, *portal, *inner.argv], env=env, cwd=inner.cwd)
 
 

@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from orch.fleet import launch, relay
+from orch.fleet.diskuse import measure_disk
 from orch.fleet.egressproxy import allowlist_of
+from orch.fleet.workerprocs import WorkerProcesses
 from orch.gateway.process import handle_path, load_handle, state_path
 from orch.run.events import Event
 from orch.run.folder import RunFolder
@@ -108,6 +110,11 @@ def test_a_strict_worker_sees_only_its_own_processes_files_and_sockets(strict: R
                 "&& echo HOST-LOOPBACK-REACHED",
                 f'python3 -c \'import urllib.request as u; u.urlopen(u.Request("{handle.url}/_orch/tokens/2", '
                 "data=b\"{}\"), timeout=5)' 2>&1 | grep -o 'HTTP Error [0-9]*' | tr ' ' -",
+                # memory as files: its own tmpfs, each the size of its disk cap, counted as what it wrote; /dev
+                # itself (a tmpfs of no size) read-only
+                "for m in /tmp /dev/shm /run; do echo SIZE=$(df -B1 --output=size $m | tail -1); done",
+                "touch /dev/evil 2>/dev/null && echo DEV-WRITTEN",
+                "head -c 8M /dev/zero > /tmp/fill && echo TMP-FILL-OK",
             ],
             tmp_path,
         )
@@ -122,6 +129,9 @@ def test_a_strict_worker_sees_only_its_own_processes_files_and_sockets(strict: R
     refused = [e for e in lines if e["event"] == Event.BUS_POST_REFUSED.value]
     assert refused and refused[0]["worker"] == 1 and refused[0]["data"]["claimed"] == 2
     assert not (run.outbox(2) / "forged").exists()
+    assert [w for w in seen if w.startswith("SIZE=")] == [f"SIZE={info.caps.disk}"] * 3
+    written = measure_disk(run, info, [1, 2], WorkerProcesses(run, info, [1, 2]).look()).written
+    assert written[1] >= 8 << 20 > written[2], written  # its /tmp's bytes are its own
 
 
 def test_strict_is_refused_in_one_line_where_bwrap_cannot_make_namespaces(
