@@ -209,6 +209,10 @@ OUTSIDE = {
     "the run's config": "git --git-dir={{run_dir}}/repo.git config core.hooksPath /tmp",
 }
 """What a hostile writer tries beyond its worktree (each `$ ` line a shell call of its own)."""
+LINKS = (
+    "$ mkdir -p sub && ln -s .. sub/up && ln -s sub/up/.. escape && ln -s l2 l1 && ln -s l1 l2 && ln -s .git/config g"
+)
+"""Links in its own worktree whose text each stays inside: `escape` leads out (through `sub/up`)."""
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
@@ -218,6 +222,7 @@ def test_a_writer_cannot_write_outside_its_worktree(repo: Path) -> None:
     report; the honest writer beside it lands."""
     root = str(RunFolder.for_name("chg-outside").root)  # a goal is not a template: the run's folder, spelled out
     attempts = "\n".join(f"$ {line.replace('{{run_dir}}', root)}" for line in OUTSIDE.values())
+    attempts += f"\n{LINKS}"
     run = _run(
         repo,
         "chg-outside",
@@ -229,6 +234,10 @@ def test_a_writer_cannot_write_outside_its_worktree(repo: Path) -> None:
     assert run.info().isolation is Isolation.STRICT
     rows = _rows(run)
     assert rows["mean"]["status"] == ChangeStatus.LANDED, rows
+    # Links that each look inside but lead out (or loop, or into .git): its change is refused, never applied.
+    assert rows["clamp"]["status"] == ChangeStatus.REJECTED and rows["clamp"]["reason"] == "scope", rows["clamp"]
+    for refused in ("escape: a link out of the tree", "l1: a chain of links that never ends", "g: a link into git"):
+        assert refused in rows["clamp"]["detail"], rows["clamp"]["detail"]
     git = ["git", "--git-dir", str(run.repo_dir)]
     landed = subprocess.run([*git, "show", f"orch/{run.name}:calc.py"], capture_output=True, text=True).stdout
     assert "if values else 0.0" in landed and "evil" not in landed
