@@ -145,10 +145,7 @@ def run_one(
     )
     meter, kill = uid or (sandbox_meter(proc.pid), None)
     with stopper.track(proc):
-        result = _watch(proc, command, started, limits, stopper, meter, 30.0 if uid else 0.0)
-    if kill is not None and (result.stopped or result.timed_out):
-        kill()
-    return result
+        return _watch(proc, command, started, limits, stopper, meter, kill)
 
 
 def _watch(
@@ -158,7 +155,7 @@ def _watch(
     limits: CheckLimits,
     stopper: Stopper,
     meter: Meter,
-    grace: float,
+    kill: Callable[[], None] | None,
 ) -> CheckResult:
     assert proc.stdout is not None
     tail = bytearray()
@@ -167,6 +164,7 @@ def _watch(
     over: str | None = None
     fd = proc.stdout.fileno()
     os.set_blocking(fd, False)
+    grace = 30.0 if kill is not None else 0.0  # the uid's wrapper enforces the time limit itself
     next_look = started + WATCH_INTERVAL
     with selectors.DefaultSelector() as sel:
         sel.register(fd, selectors.EVENT_READ)
@@ -190,8 +188,10 @@ def _watch(
             if len(tail) > limits.output_bytes:  # only the tail is kept: a flood costs no memory
                 del tail[: len(tail) - limits.output_bytes]
     if timed_out or over:
-        with contextlib.suppress(ProcessLookupError):
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # the checks' uid's: `kill` reaches it
             os.killpg(proc.pid, signal.SIGKILL)
+        if kill is not None:
+            kill()
     code = proc.wait()
     proc.stdout.close()
     stopper.check()  # killed by a stop: no result, not a failing check

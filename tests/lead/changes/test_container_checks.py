@@ -54,7 +54,7 @@ INNER = textwrap.dedent(
         f"touch {tree}/c.txt",
         "(sleep 600 &) ; sleep 600 & echo started",
         "sleep 100",
-        "PY -c 'import time; b = b\"x\" * (100 << 20); time.sleep(60)'",
+        "PY -c 'import time; b = bytes(100 << 20) + bytes(1); time.sleep(60)'",
         "head -c 12M /dev/zero > a && head -c 12M /dev/zero > b && sleep 60",
     ]
     results = run_checks(checks, tree, limits=CheckLimits(timeout=3, memory=48 << 20, disk=16 << 20))
