@@ -14,7 +14,8 @@ hundred thousand never stops another's (or its own big files') being measured: t
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+import stat
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -103,20 +104,34 @@ def _walk(
         if mine and not descend(folder, owner):
             continue
         try:
-            with os.scandir(folder) as entries:
-                for entry in entries:
-                    try:
-                        st = entry.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    key = (st.st_dev, st.st_ino)
-                    if key in seen:
-                        continue
-                    seen.add(key)
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append((entry.path, st.st_uid))
-                    yield entry.path, st.st_uid, st.st_blocks * 512
-                    if mine and not descend(folder, owner):
-                        break
+            for entry in _entries(folder):
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                key = (st.st_dev, st.st_ino)
+                if key in seen:
+                    continue
+                seen.add(key)
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((entry.path, st.st_uid))
+                yield entry.path, st.st_uid, st.st_blocks * 512
+                if mine and not descend(folder, owner):
+                    break
         except OSError:
             continue
+
+
+def _entries(folder: str) -> Iterator[os.DirEntry[str]]:
+    """A folder's entries, read as they come; a folder of this uid's that its owner may not read (a worker sharing
+    the uid made it so, to hide what it holds) is made readable to it first."""
+    try:
+        found = os.scandir(folder)
+    except PermissionError:
+        st = os.lstat(folder)
+        if st.st_uid != os.geteuid() or not stat.S_ISDIR(st.st_mode):
+            raise
+        os.chmod(folder, st.st_mode | stat.S_IRUSR | stat.S_IXUSR)
+        found = os.scandir(folder)
+    with found:
+        yield from found

@@ -455,7 +455,7 @@ def test_compose_lead_lands_a_writers_change(project: Project, tmp_path: Path) -
     put anything beside its worktree (where its next job's goes: the folder is the controller's). A second
     writer's links, each looking inside, lead out of the tree: its change is refused."""
     fix = "cd {{workdir}} && sed -i 's|start = page \\* size|start = (page - 1) * size|' pages.py"
-    probe = "p={{run_dir}}/outbox/agent-{{worker}}/probe.txt; stat -c %u {{workdir}} > $p; id -u >> $p"
+    probe = "p={{run_dir}}/outbox/agent-{{worker}}/probe.txt; stat -c %u {{workdir}}/pages.py > $p; id -u >> $p"
     beside = "touch {{run_dir}}/worktrees/agent-{{worker}}/next 2>/dev/null && echo PLANTED >> $p"
     chain = "cd {{workdir}} && mkdir sub && ln -s .. sub/up && ln -s sub/up/.. escape"
     spec = {
@@ -508,7 +508,7 @@ def test_compose_lead_lands_a_writers_change(project: Project, tmp_path: Path) -
     assert rows["fix"]["status"] == "LANDED" and rows["links"]["status"] == "REJECTED", report["changes"]
     assert "escape: a link out of the tree" in rows["links"]["detail"], rows["links"]
     owner, writer = (runs / "w" / "outbox" / "agent-1" / "probe.txt").read_text().split()  # and no PLANTED
-    assert owner == writer == str(worker_uid(1))  # its worktree its own, written as its own uid
+    assert owner == writer == str(worker_uid(1))  # its worktree's files its own, written as its own uid
     assert not (runs / "w" / "worktrees" / "agent-1" / "next").exists()
     assert "start = page * size" in (workspace / "pages.py").read_text()  # the workspace itself untouched
 

@@ -164,9 +164,8 @@ def kill_checks_uid(tmux_socket: str | None, clear: bool = False) -> None:
     """`kill -9 -1` as the checks' uid (no capability, no-new-privs: it reaches that uid's processes alone), run
     from here when this process may switch uid, else by the run's tmux server (which keeps SETUID). `clear`: then
     its files in /tmp and /dev/shm removed too (a check killed past a cap, or its wrapper with it, left them)."""
-    script = "kill -9 -1" + (
-        f"; find {' '.join(map(str, UID_AREAS))} -xdev -user {checks_uid()} -delete" if clear else ""
-    )
+    areas = " ".join(map(str, UID_AREAS))  # quietly: through the run's tmux server, output would show in a pane
+    script = "kill -9 -1" + (f"; find {areas} -xdev -user {checks_uid()} -delete 2>/dev/null; true" if clear else "")
     argv = [*drop_argv(checks_uid(), checks_uid()), "sh", "-c", script]
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         if can_switch(checks_uid()):
