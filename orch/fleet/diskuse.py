@@ -1,7 +1,7 @@
 """What each worker wrote, and the run folder's size: the caps watchdog's walk (orch.fleet.watchdog).
 
 Everything a worker writes counts as its bytes written, wherever it is: its files in the run folder (and, with
-a uid each, in the container's tmpfs /tmp and home, told by their owner), what its local sandbox's own tmpfs
+a uid each, in the container's tmpfs /tmp, /dev/shm and home, told by their owner), what its local sandbox's own tmpfs
 hold (orch.fleet.bwrap.TMPFS: memory, read through a process of its sandbox), and the files its processes hold
 open with no name any more (a memfd, a deleted file: orch.procs.held_files).
 
@@ -64,7 +64,9 @@ def measure_disk(
 
     seen: set[tuple[int, int]] = set()
     roots = [run.root] + (
-        [Path("/tmp"), Path(os.environ.get("HOME", "/"))] if strict and settings.IN_CONTAINER.get() else []
+        [Path("/tmp"), Path("/dev/shm"), Path(os.environ.get("HOME", "/"))]
+        if strict and settings.IN_CONTAINER.get()
+        else []
     )
     for root in roots:
         for path, owner, size in _walk(root, seen, lambda path, owner: whose(path, owner) not in look.over):
