@@ -1,9 +1,9 @@
 """What each worker wrote, and the run folder's size: the caps watchdog's walk (orch.fleet.watchdog).
 
 Everything a worker writes counts as its bytes written, wherever it is: its files in the run folder (and, with
-a uid each, in the container's tmpfs /tmp, /dev/shm and home, told by their owner), what its local sandbox's own tmpfs
-hold (orch.fleet.bwrap.TMPFS: memory, read through a process of its sandbox), and the files its processes hold
-open with no name any more (a memfd, a deleted file: orch.procs.held_files).
+a uid each, in the container's tmpfs /tmp, /dev/shm and home, told by their owner), what its local sandbox's
+own tmpfs hold (orch.run.paths.SANDBOX_TMPFS: memory, read through a process of its sandbox), and the files its
+processes hold open with no name any more (a memfd, a deleted file: orch.procs.held_files).
 
 The walk's own work is bounded per worker, never across workers: past MAX_FILES files a worker is over its
 disk cap by that alone (`files`), and the walk goes no further into what is its. So a worker making files by the
@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orch import procs, settings
-from orch.fleet.bwrap import TMPFS, sandboxed
 from orch.fleet.caps import MAX_FILES, own_uids
 from orch.run.folder import RunFolder
+from orch.run.paths import SANDBOX_TMPFS
 from orch.run.records import RunInfo
 from orch.run.uids import worker_of
 
@@ -80,16 +80,16 @@ def measure_disk(
                     look.over.add(n)
     for n, pids in (processes or {}).items():
         if n in look.written:
-            look.written[n] += _memory_backed(pids, sandboxed(info))
+            look.written[n] += _memory_backed(pids)
     return look
 
 
-def _memory_backed(pids: set[int], sandbox: bool) -> int:
-    """What a worker's processes hold in memory as files: its sandbox's own tmpfs (read through a process inside
-    it), and the unnamed files they keep open elsewhere."""
+def _memory_backed(pids: set[int]) -> int:
+    """What a worker's processes hold in memory as files: its local sandbox's own tmpfs (read through a process
+    in its mount namespace: a worker with none shares the controller's), and the unnamed files they keep open."""
     outside = procs.mount_namespace(os.getpid())
-    inside = next((p for p in pids if procs.mount_namespace(p) not in (None, outside)), None) if sandbox else None
-    used, devices = procs.mounts_used(inside, TMPFS) if inside is not None else (0, set())
+    inside = next((p for p in pids if procs.mount_namespace(p) not in (None, outside)), None)
+    used, devices = procs.mounts_used(inside, SANDBOX_TMPFS) if inside is not None else (0, set())
     return used + procs.held_files(pids, devices)
 
 

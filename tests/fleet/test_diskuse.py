@@ -1,6 +1,6 @@
 """What each worker wrote (orch/fleet/diskuse.py), on real files and processes of this machine: the walk's limit is
 each worker's, and memory a worker holds as files with no name counts (a local sandbox's own tmpfs:
-tests/fleet/test_bwrap.py)."""
+tests/backends/local/test_bwrap.py)."""
 
 from __future__ import annotations
 

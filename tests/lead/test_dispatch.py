@@ -1,7 +1,7 @@
 """Handing out jobs (orch/lead/dispatch.py) in process, on a run folder with no tmux server: a worker never
 verifies its own finding even if the choice were wrong, it starts a job with nothing an earlier one (or it
 itself) left in its outbox, and a brief caught mid-send is settled from the worker's hooks. Dispatch end to end
-(decisions.pick, briefs delivered): tests/lead/test_scripted.py."""
+(decisions.pick, briefs delivered): tests/scenarios/test_scripted.py."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from orch.jobs.findings import Finding, Severity
+from orch.jobs.state import AcceptedFinding, Job, JobStatus, Stance
 from orch.lead.changes.repo import RunRepo
-from orch.lead.findings import Finding, Severity
-from orch.lead.jobs import AcceptedFinding, Job, JobStatus, Stance
-from orch.lead.spec import Role, TaskSpec
 from orch.run.events import Event
+from orch.spec.model import Role, TaskSpec
 from tests.lead.changes.gitfix import user_repo
 from tests.lead.desks import Parts, parts
 
@@ -85,7 +85,7 @@ def test_a_brief_the_hooks_show_arrived_is_running_and_archived(desk: Parts) -> 
 @pytest.mark.parametrize("planted", ["file", "link", "fifo"])
 def test_a_file_where_a_writers_worktree_goes_fails_that_job_cleanly(tmp_path: Path, planted: str) -> None:
     """Something in the place of the next job's worktree (its writer's sandbox cannot put it there any more:
-    tests/fleet/test_bwrap.py; a crash, an older run) fails that job with one line; the controller goes on and
+    tests/backends/local/test_bwrap.py; a crash, an older run) fails that job with one line; the controller goes on and
     nothing is followed (it once died with FileExistsError and no report)."""
     p = parts(tmp_path, workers=2, tasks=[TaskSpec(goal="g", role=Role.WRITER)])
     user_repo(p.desk.workdir, {})

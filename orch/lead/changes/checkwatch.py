@@ -27,11 +27,11 @@ from pathlib import Path
 
 from orch import procs
 from orch.errors import UsageError
-from orch.lead.changes.records import CheckResult
+from orch.jobs.changes import CheckResult
 from orch.lead.changes.stopper import Stopper
 from orch.lead.changes.switch import via_tmux
-from orch.lead.spec import FleetSpec
 from orch.run.records import WorkerCaps
+from orch.spec.model import FleetSpec
 
 CHECK_TIMEOUT = 600.0
 OUTPUT_BYTES = 64 << 10

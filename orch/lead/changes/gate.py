@@ -28,9 +28,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from orch import procs, settings
+from orch.backends.local import bwrap as bwrap_binary
 from orch.container.egress import read_report
 from orch.errors import OrchError, UsageError
-from orch.fleet import bwrap as bwrap_binary
+from orch.jobs.changes import Change, CheckResult, ChecksRecord
 from orch.lead.changes import checkuids
 from orch.lead.changes.checkwatch import (
     DEFAULT_LIMITS,
@@ -42,7 +43,6 @@ from orch.lead.changes.checkwatch import (
     uid_meter,
 )
 from orch.lead.changes.grading import Grading, graded_tree
-from orch.lead.changes.records import Change, CheckResult, ChecksRecord
 from orch.lead.changes.repo import RunRepo
 from orch.lead.changes.stopper import Stopper
 from orch.lead.changes.switch import can_switch

@@ -2,7 +2,7 @@
 
 The *grading paths* of a run are what decides its checks' verdict beyond the code under test: the protected
 globs in force (the spec's `protect:`, by default the tests, every file a test runner discovers or imports by
-convention and the runners' configuration: orch.lead.spec.DEFAULT_PROTECT) and the files the check commands
+convention and the runners' configuration: orch.spec.model.DEFAULT_PROTECT) and the files the check commands
 name (`sh ci/check.sh`, `python3 -B test_calc.py`: a word of a command that is a file of the base).
 
 Two rules hold them, one at each end:

@@ -13,12 +13,12 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from orch.jobs.changes import Change, CheckResult, Integration, IntegrationResult
 from orch.lead.changes import links
 from orch.lead.changes.checkwatch import DEFAULT_LIMITS, CheckLimits
 from orch.lead.changes.gate import check_commit
 from orch.lead.changes.gitcmd import git, out, patch_id
 from orch.lead.changes.grading import Grading
-from orch.lead.changes.records import Change, CheckResult, Integration, IntegrationResult
 from orch.lead.changes.repo import RunRepo
 from orch.lead.changes.stopper import Stopper
 from orch.lead.changes.take import patch_path

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orch.errors import NotFoundError, OrchError, UsageError
+from orch.jobs.changes import RepoInfo
 from orch.lead.changes.gitcmd import NEUTRAL_ATTRIBUTES, git, out
-from orch.lead.changes.records import RepoInfo
 from orch.lead.changes.switch import can_switch, via_tmux
 from orch.run.files import atomic_write, read_model
 from orch.run.folder import RunFolder
@@ -229,7 +229,7 @@ class RunRepo:
         conversion (the bytes as committed).
 
         `owner` (strict isolation: a worker's uid): the files become that uid's, so only that worker may write
-        them; `dest` is the controller's, writable by the worker's group (orch.lead.writing). The controller
+        them; `dest` is the controller's, writable by the worker's group (orch.lead.changes.writing). The controller
         checks out into a private folder and the worker's uid copies what it holds into place (setpriv, no
         capabilities): the controller holds no CHOWN, and never writes into a folder a worker owns."""
         if owner is not None and owner != os.getuid():

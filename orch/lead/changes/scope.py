@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from orch.jobs.changes import Change
 from orch.lead.changes.grading import Grading, matches
-from orch.lead.changes.records import Change
 
 
 def scope_violations(change: Change, rules: Grading | Sequence[str], allow: Sequence[str]) -> list[str]:

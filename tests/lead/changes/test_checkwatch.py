@@ -17,10 +17,10 @@ import pytest
 
 from orch import procs
 from orch.errors import UsageError
+from orch.jobs.changes import CheckResult
 from orch.lead.changes import gate
 from orch.lead.changes.checkwatch import CheckLimits, owned
 from orch.lead.changes.gate import baseline, run_checks, sandbox_available
-from orch.lead.changes.records import CheckResult
 from orch.run.uids import checks_uid
 from orch.waits import wait_until
 from tests.lead.changes.gitfix import make_repo

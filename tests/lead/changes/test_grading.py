@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from orch.jobs.changes import Change
 from orch.lead.changes.gate import baseline, gate_checks, sandbox_available
 from orch.lead.changes.grading import Grading, check_scripts, graded_tree
-from orch.lead.changes.records import Change
 from orch.lead.changes.repo import RunRepo
 from orch.lead.changes.take import take_change
-from orch.lead.spec import DEFAULT_PROTECT
+from orch.spec.model import DEFAULT_PROTECT
 from tests.lead.changes.gitfix import (
     BROKEN_MEAN,
     RUNNER_CHECKS,

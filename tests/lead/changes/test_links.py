@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from orch.jobs.changes import IntegrationResult
 from orch.lead.changes.links import judge, problems
 from orch.lead.changes.queue import integrate
-from orch.lead.changes.records import IntegrationResult
 from orch.lead.changes.repo import RunRepo
 from orch.lead.changes.take import take_change
 from tests.helpers import orch

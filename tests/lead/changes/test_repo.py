@@ -145,7 +145,7 @@ def _checkout_as_worker(tmp_path: Path) -> None:
     parent.chmod(0o2750)
     dest = parent / "t1-a"
     dest.mkdir()
-    dest.chmod(0o770)  # as orch.lead.writing makes it
+    dest.chmod(0o770)  # as orch.lead.changes.writing makes it
     repo.checkout(repo.base, dest, owner=worker)
     assert {p.stat().st_uid for p in dest.rglob("*")} == {worker} and dest.stat().st_uid == os.getuid()
     assert (dest / "calc.py").read_text().startswith("def add")
