@@ -99,9 +99,10 @@ def vendor_pytest(dest: Path) -> None:
             shutil.copy(site / name, dest / name)
 
 
-def runner_project(root: Path) -> Path:
-    """A project whose tests unittest, pytest and a shell script each run, with pytest vendored."""
-    vendor_pytest(root / "vendor")
+def runner_project(root: Path, with_pytest: bool = True) -> Path:
+    """A project whose tests unittest, pytest (vendored, `with_pytest`) and a shell script each run."""
+    if with_pytest:
+        vendor_pytest(root / "vendor")
     test = (
         "import unittest\n\nfrom calc import mean\n\n\nclass TestMean(unittest.TestCase):\n"
         "    def test_mean(self):\n        self.assertEqual(mean([1, 2, 3]), 2)\n"

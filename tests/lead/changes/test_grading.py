@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from orch.jobs.changes import Change
-from orch.lead.changes.gate import baseline, gate_checks, sandbox_available
+from orch.lead.changes.gate import gate_checks, sandbox_available
 from orch.lead.changes.grading import Grading, check_scripts, graded_tree
 from orch.lead.changes.repo import RunRepo
 from orch.lead.changes.take import take_change
@@ -96,18 +96,15 @@ def test_the_checks_tree_takes_every_grading_path_from_the_base(tmp_path: Path) 
 def test_a_change_that_grades_itself_fails_unittest_pytest_and_a_script_check(tmp_path: Path) -> None:
     user = runner_project(tmp_path / "user")
     repo = RunRepo.create(run_folder("r1", workdir=user), user, None, False)
-    base = baseline(repo, RUNNER_CHECKS).results
-    assert [r.passed for r in base] == [True, True, True], [r.output_tail for r in base]
     rules = Grading.of(repo, DEFAULT_PROTECT, RUNNER_CHECKS)
     assert rules.scripts == {"check.sh"}
     cheat = _change(repo, "t1-a", {"calc.py": BROKEN_MEAN, **SELF_GRADING})
-    honest = _change(repo, "t2-a", {"calc.py": "def mean(v):\n    return sum(v) / len(v) if v else 0.0\n"})
-    fooled = gate_checks(repo, cheat, RUNNER_CHECKS, base)  # what it was after: every check passes
+    fooled = gate_checks(repo, cheat, RUNNER_CHECKS, [])  # what it was after: every check passes
     assert [r.passed for r in fooled.results] == [True, True, True], [r.output_tail for r in fooled.results]
-    graded = gate_checks(repo, cheat, RUNNER_CHECKS, base, grading=rules)
-    assert [r.passed for r in graded.results] == [False, False, False], [r.output_tail for r in graded.results]
-    assert graded.regressions == RUNNER_CHECKS
-    assert not gate_checks(repo, honest, RUNNER_CHECKS, base, grading=rules).regressions
+    graded = gate_checks(repo, cheat, RUNNER_CHECKS, [], grading=rules)
+    unittest, pytest_, script = graded.results  # each fails on the broken `mean` itself
+    assert "AssertionError: 0 != 2" in unittest.output_tail and "AssertionError: 0 != 2" in script.output_tail
+    assert "1 failed" in pytest_.output_tail and not any(r.passed for r in graded.results), graded.results
 
 
 def test_a_user_repository_with_a_newline_in_a_folder_name_is_graded_like_any(tmp_path: Path) -> None:

@@ -41,7 +41,7 @@ from orch.run.records import Isolation
 from orch.waits import wait_until
 from tests.helpers import SAMPLE as SAMPLE_FILES
 from tests.helpers import diagnose, orch, run_events
-from tests.lead.changes.gitfix import BROKEN_MEAN, RUNNER_CHECKS, SELF_GRADING, runner_project
+from tests.lead.changes.gitfix import BROKEN_MEAN, PYTEST, RUNNER_CHECKS, SELF_GRADING, runner_project
 from tests.lead.leadrun import DONE, RESULT, reply, write_spec
 from tests.lead.leadrun import events as leadrun_events
 
@@ -518,17 +518,18 @@ def _writes(files: dict[str, str]) -> list[dict[str, Any]]:
 
 
 def test_a_change_cannot_grade_itself(tmp_path: Path) -> None:
-    """A project checked by unittest, pytest and a shell script. A writer breaks `mean` and makes each check
-    pass anyway (a testx.py unittest discovers, a conftest.py that turns failures into passes, the check's own
-    script rewritten), with a task that allows it every path: the checks run with the base's versions of those
-    files, fail, and the change is REJECTED (checks); the honest fix beside it lands. (Without the allowance
-    those paths are out of scope: tests/lead/changes/test_gate.py::test_scope.)"""
+    """A project checked by unittest and a shell script. A writer breaks `mean` and makes each check pass anyway
+    (a testx.py unittest discovers, the check's own script rewritten), with a task that allows it every path:
+    the checks run with the base's versions of those files, fail, and the change is REJECTED (checks); the
+    honest fix beside it lands. (Without the allowance those paths are out of scope:
+    tests/lead/changes/test_gate.py::test_scope; pytest's conftest: tests/lead/changes/test_grading.py.)"""
     name = "selfgrade"
-    workdir = runner_project(tmp_path / "work")
+    workdir = runner_project(tmp_path / "work", with_pytest=False)  # pytest's own case: test_grading.py
     fixed = "def mean(v):\n    return sum(v) / len(v) if v else 0.0\n"
+    cheats = {name: text for name, text in SELF_GRADING.items() if name != "conftest.py"}
     tasks = [
         _writer("mean", [*_writes({"calc.py": fixed}), RESULT, DONE, reply()], 1),
-        _writer("grade", [*_writes({"calc.py": BROKEN_MEAN, **SELF_GRADING}), RESULT, DONE, reply()], 2, allow=["**"]),
+        _writer("grade", [*_writes({"calc.py": BROKEN_MEAN, **cheats}), RESULT, DONE, reply()], 2, allow=["**"]),
     ]
     spec = write_spec(
         tmp_path / f"{name}.yaml",
@@ -536,7 +537,7 @@ def test_a_change_cannot_grade_itself(tmp_path: Path) -> None:
         tasks,
         agent="scripted",
         workers=2,
-        checks=RUNNER_CHECKS,
+        checks=[c for c in RUNNER_CHECKS if c != PYTEST],
         changes={"reviewers_per_change": 0},
         timeouts={"job": 90, "run": 150},
     )
