@@ -30,6 +30,7 @@ from bench import (
     isolation,
     memory,
     notice,
+    notify,
     overhead,
     procs,
     reports,
@@ -65,6 +66,7 @@ BENCHES: dict[str, tuple[Callable[[Context], Result], bool]] = {
     "gate": (gate.run, False),  # issue 22: the gate's overhead over an ungated run of the same writers
     "starts": (starts.run, False),  # an `orch bus post` process, a run gateway's start (--before REV: side by side)
     "roles": (roles.run, True),  # issue 35: a fleet's CPU by process and role, N = 1 to 64 (the kernel's accounting)
+    "notify": (notify.run, False),  # issue 34: a hook or a controller event -> the webhook posted, the terminal rung
 }
 MEASUREMENT_ERRORS = (OrchError, BenchError, OSError, TimeoutError)
 

@@ -332,12 +332,15 @@ def _worker_spec(
         pane_socket=_pane_socket(run, info, adapter, n),
         hook_url=bwrap.HOOK_URL if bwrap.sandboxed(info) and adapter.http_hooks else None,
     )
-    if info.isolation is Isolation.STRICT and not bwrap.sandboxed(info):
-        return strict_spec(run, adapter, context, own)
-    limits = shared_limits(info) if limits is None else limits
-    if bwrap.sandboxed(info):
-        return sandboxed_spec(run, info, adapter, context, own, limits)
-    spec = adapter.prepare(context)
+    try:
+        if info.isolation is Isolation.STRICT and not bwrap.sandboxed(info):
+            return strict_spec(run, adapter, context, own)
+        limits = shared_limits(info) if limits is None else limits
+        if bwrap.sandboxed(info):
+            return sandboxed_spec(run, info, adapter, context, own, limits)
+        spec = adapter.prepare(context)
+    except OSError as exc:  # its config dir is the worker's to write: a file where a folder goes fails this start
+        raise SandboxError(f"worker {n}'s config dir cannot be prepared: {exc}") from None
     return supervised(LaunchSpec(argv=[*limits, *spec.argv], env={**spec.env, **own}, cwd=spec.cwd), run, n)
 
 
@@ -386,9 +389,8 @@ def sandboxed_spec(
         ports += [f"127.0.0.1:{bwrap.HOOK_PORT}", bwrap.HOOKS_SOCKET]
     # As a bare script without site (standard library only): it starts before every agent.
     portal = [sys.executable, "-S", portal_module.__file__, *ports, "--"] if ports else []
-    sandbox = bwrap.argv(
-        run, n, Path(info.workdir), Path(spec.cwd or ctx.workdir), binaries, relay.worker_sockets(run, n), home
-    )  # fmt: skip
+    cwd, sockets = Path(spec.cwd or ctx.workdir), relay.worker_sockets(run, n)
+    sandbox = bwrap.argv(run, n, Path(info.workdir), cwd, binaries, sockets, home, info.caps.disk)
     return LaunchSpec(argv=[*sandbox, *portal, *inner.argv], env=env, cwd=inner.cwd)
 
 

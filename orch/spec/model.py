@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from orch import settings
+from orch.notify.config import NotifyConfig, spec_problems
 from orch.offline.script import TOOLS as SCRIPT_TOOLS
 from orch.run.folder import MAX_WORKERS, NAME_RE
 from orch.run.records import Count, Isolation, Size, Strict, WorkerCaps, byte_size
@@ -45,17 +46,19 @@ TASK_ROLES = (Role.FINDER, Role.WRITER, Role.FIXER, Role.SCRIBE)
 WRITER_ROLES = (Role.WRITER, Role.FIXER, Role.SCRIBE)
 """Roles whose jobs change the tree: each gets a worktree, and its change goes through the gate."""
 
-# The paths a change may not edit unless its task `allow:`s them (spec `protect:` replaces this list;
-# `protect: [+GLOB, ...]`, every entry starting with +, extends it): the tests and the checks' own
-# configuration, so a change cannot pass the checks by weakening them. Globs are matched against the
-# path from the tree's root (orch.lead.changes.scope.matches: `**` spans folders, `*` does not, a glob
-# without / matches the file name at any depth).
+# The paths a change may not edit unless its task `allow:`s them, and that the checks always take from the base
+# (orch.lead.changes.grading; spec `protect:` replaces this list, `protect: [+GLOB, ...]`, every entry starting
+# with +, extends it): the tests, what test runners discover or import by convention (unittest's `test*.py`,
+# pytest's `conftest.py`, Python's `sitecustomize.py`) and the runners' configuration, so a change cannot
+# pass the checks by weakening them. Globs are matched against the path from the tree's root
+# (orch.lead.changes.grading.matches: `**` spans folders, `*` does not, a glob without / matches the file name
+# at any depth).
 DEFAULT_PROTECT = (
     "tests/**",
     "test/**",
     "**/tests/**",
     "**/test/**",
-    "test_*.py",
+    "test*.py",
     "*_test.py",
     "*_test.go",
     "*.test.js",
@@ -63,7 +66,12 @@ DEFAULT_PROTECT = (
     "*.spec.js",
     "*.spec.ts",
     "conftest.py",
+    "sitecustomize.py",
+    "usercustomize.py",
     "pytest.ini",
+    ".pytest.ini",
+    "pytest.toml",
+    ".pytest.toml",
     "pyproject.toml",
     "setup.cfg",
     "setup.py",
@@ -301,8 +309,18 @@ class FleetSpec(Strict):
     """Drive the agents with orch's scripted model server (no credentials; steps from offline_script)."""
     teardown: bool = True
     """Stop the fleet when the run ends (its folder, transcripts and report stay)."""
+    notify: NotifyConfig = Field(default_factory=NotifyConfig)
+    """Who hears when the run needs a person, over the user's config file (docs/notify.md); webhooks as ${VAR}."""
 
-    @field_validator("roles", "verification", "timeouts", "limits", "budget", "changes", mode="before")
+    @field_validator("notify")
+    @classmethod
+    def _no_webhook_url(cls, value: NotifyConfig) -> NotifyConfig:
+        problems = spec_problems(value)
+        if problems:
+            raise ValueError(problems[0])
+        return value
+
+    @field_validator("roles", "verification", "timeouts", "limits", "budget", "changes", "notify", mode="before")
     @classmethod
     def _empty_section_is_default(cls, value: Any) -> Any:
         """A section whose keys are all commented out is null in YAML: take the defaults."""
