@@ -45,7 +45,12 @@ HOOK_COMMS = {"orch-hook", "orch-approve"}
 """What orch's hook writer names itself (orch/run/hookwriter.py)."""
 WATCHDOG_THREAD = "orch-watchdog"
 PYTHONS = ("python3", "python3.11", "python")
-MODULES = {"orch.offline.modelserver": MODEL, "orch.backends.local.relay": RELAY, "portal.py": PORTALS}
+MODULES = {
+    "orch.offline.modelserver": MODEL,
+    "orch.backends.local.relay": RELAY,
+    "orch.fleet.relay": RELAY,  # its name before the rooms moves (`--before` an older revision)
+    "portal.py": PORTALS,
+}
 
 
 def _module(argv: tuple[str, ...]) -> str:

@@ -34,6 +34,8 @@ from bench import procs, rolemap
 from bench.core import Context, Result
 from bench.cpuwindow import Mark, Span, Tracker, cgroup2_root
 from bench.env import BenchEnv, BenchError, orch_cli, python_env
+from bench.pairs import in_turn, ratios
+from bench.starts import sources_at
 from bench.table import Row, Target
 from bench.taskstats import Listener
 from orch.backends.local import bwrap
@@ -179,10 +181,12 @@ def brief_text(name: str, n: int) -> str:
     return f"# Bench task\n\n```orch-script\n{script}\n```\n"
 
 
-def measure(env: BenchEnv, workers: int, idle_seconds: float) -> dict[str, Any]:
+def measure(env: BenchEnv, workers: int, idle_seconds: float, tree: Path | None = None) -> dict[str, Any]:
     """One fleet of `workers` through the three windows (see the module's docstring). `orch run` refuses a
-    fleet of one finder (no one to verify it): N = 1 is `orch up` and `orch brief` instead, no controller."""
-    name = env.name(f"roles{workers}")
+    fleet of one finder (no one to verify it): N = 1 is `orch up` and `orch brief` instead, no controller.
+    `tree`: orch's sources at another revision, first on every process's PYTHONPATH (`--before`)."""
+    name = env.name(f"roles{workers}{'b' if tree else ''}")
+    cli_env = python_env() if tree is None else {**os.environ, "PYTHONPATH": str(tree)}
     controller = workers > 1
     tracker = Tracker(f"ob-{name}-{os.getpid()}")
     tracker.start()
@@ -203,7 +207,9 @@ def measure(env: BenchEnv, workers: int, idle_seconds: float) -> dict[str, Any]:
 
     def cli(*args: str, stdin: str = "") -> None:
         argv = tracker.cgroup.argv(orch_cli(*args))
-        done = subprocess.run(argv, input=stdin.encode(), stdout=log, stderr=log, env=python_env(), check=False)
+        done = subprocess.run(
+            argv, input=stdin.encode(), stdout=log, stderr=log, env=cli_env, cwd=env.root, check=False
+        )
         if done.returncode != 0:
             raise BenchError(f"orch {args[0]} exited {done.returncode}; see {log.name}")
 
@@ -215,7 +221,8 @@ def measure(env: BenchEnv, workers: int, idle_seconds: float) -> dict[str, Any]:
             spec = env.root / f"{name}.yaml"
             spec.write_text(spec_text(name, env.workdir(name), workers))
             argv = tracker.cgroup.argv(orch_cli("run", str(spec), "--local", "--name", name))
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=python_env())
+            # Not in this repository: a `python -m` it starts would import the tree here before PYTHONPATH's.
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=cli_env, cwd=env.root)
             wait_until(lambda: running() or watch.first_brief(), boot + 60, "the first brief", interval=0.05)
         else:
             workdir = str(env.workdir(name))
@@ -233,7 +240,7 @@ def measure(env: BenchEnv, workers: int, idle_seconds: float) -> dict[str, Any]:
         running()
         mark()
     finally:
-        leftovers = _stop(env, tracker, proc, name)
+        leftovers = _stop(tracker, proc, name, cli_env)
         log.close()
         tracker.stop()
     windows = {}
@@ -241,6 +248,7 @@ def measure(env: BenchEnv, workers: int, idle_seconds: float) -> dict[str, Any]:
         windows[key] = _window(tracker.span(a[0], b[0]), b[1] - a[1], b[2] - a[2])
     return {
         "workers": workers,
+        "tree": "now" if tree is None else "before",
         "controller": controller,
         "windows": windows,
         "turns": watch.turns,
@@ -255,7 +263,7 @@ def _agent_pids(tracker: Tracker) -> list[int]:
     return [p for p in tracker.cgroup.pids() if (seen := procs.snapshot(p)) is not None and seen.comm == "claude"]
 
 
-def _stop(env: BenchEnv, tracker: Tracker, proc: subprocess.Popen[bytes] | None, name: str) -> int:
+def _stop(tracker: Tracker, proc: subprocess.Popen[bytes] | None, name: str, env: dict[str, str]) -> int:
     """Stop the controller (SIGINT: the fleet stays), kill the fleet, then whatever is left in the cgroup:
     how many processes that was."""
     if proc is not None and proc.poll() is None:
@@ -265,7 +273,7 @@ def _stop(env: BenchEnv, tracker: Tracker, proc: subprocess.Popen[bytes] | None,
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(STOP_TIMEOUT)
-    subprocess.run(orch_cli("kill", name), capture_output=True, env=python_env(), timeout=120, check=False)
+    subprocess.run(orch_cli("kill", name), capture_output=True, env=env, timeout=120, check=False)
     try:
         wait_until(lambda: not tracker.cgroup.pids(), 20.0, "the killed fleet's processes to exit", interval=0.1)
         return 0
@@ -294,6 +302,7 @@ def run(ctx: Context) -> Result:
     tries: list[dict[str, Any]] = []
     skipped: dict[int, str] = {}
     per_worker = WORKER_GUESS
+    before = sources_at(cfg.before, ctx.env.root / "before") if cfg.before else None
     for n in cfg.roles_workers:
         available = procs.available_memory() - RESERVE
         if n * per_worker > available:
@@ -302,13 +311,18 @@ def run(ctx: Context) -> Result:
                 f"{available / (1 << 30):.1f} GiB available beyond a 2 GiB reserve"
             )
             continue
-        for _ in range(cfg.repeat):
-            got = measure(ctx.env, n, cfg.roles_idle_seconds)
-            tries.append(got)
-            # The next N's need: what this fleet took from MemAvailable per worker (its agents' shared pages once,
-            # its own fixed part spread), never less than its agents' proportional share.
-            per_worker = int(max(got["memory_per_worker"], got["pss_per_worker"] or 0) * 1.2) or per_worker
-    return Result(rows=rows(tries, skipped, cfg.roles_idle_seconds), raw={"tries": tries, "skipped": skipped})
+        for repeat in range(cfg.repeat):
+            for label in in_turn(repeat, "now", "before") if before is not None else ("now",):
+                got = measure(ctx.env, n, cfg.roles_idle_seconds, before if label == "before" else None)
+                tries.append(got)
+                # The next N's need: what this fleet took from MemAvailable per worker (its agents' shared pages
+                # once, its own fixed part spread), never less than its agents' proportional share.
+                per_worker = int(max(got["memory_per_worker"], got["pss_per_worker"] or 0) * 1.2) or per_worker
+    now = [t for t in tries if t.get("tree", "now") == "now"]
+    out = rows(now, skipped, cfg.roles_idle_seconds)
+    if before is not None:
+        out += before_rows(now, [t for t in tries if t.get("tree") == "before"], cfg.before or "")
+    return Result(rows=out, raw={"tries": tries, "skipped": skipped, "before": cfg.before})
 
 
 def rows(tries: list[dict[str, Any]], skipped: dict[int, str], idle_seconds: float) -> list[Row]:
@@ -379,6 +393,27 @@ def rows(tries: list[dict[str, Any]], skipped: dict[int, str], idle_seconds: flo
     return out
 
 
+def before_rows(now: list[dict[str, Any]], before: list[dict[str, Any]], rev: str) -> list[Row]:
+    """orch's CPU, now against `rev`, each N's runs paired in turn: in `up`, per model turn, idle."""
+    out = []
+    for n in sorted({t["workers"] for t in before}):
+        mine = [t for t in now if t["workers"] == n]
+        theirs = [t for t in before if t["workers"] == n]
+        for key, what in (("up", "in up"), ("turn", "per model turn"), ("idle", "idle")):
+
+            def cost(t: dict[str, Any], key: str = key) -> float:
+                spent = _orch(t["windows"][key])
+                return spent / t["turns"] if key == "turn" and t["turns"] else spent
+
+            was, got = [cost(t) for t in theirs], [cost(t) for t in mine]
+            out.append(Row("roles", f"N={n}: orch's CPU {what}, at {rev}", "s", was))
+            out.append(Row("roles", f"N={n}: orch's CPU {what}, now / {rev}", "x", ratios(got, was)))
+        for key in ("up", "turn"):
+            shares = [t["windows"][key]["orch_share"] * 100 for t in theirs]
+            out.append(Row("roles", f"N={n}: {key}, orch's share at {rev}", "%", shares))
+    return out
+
+
 def _ratios(mine: list[float], theirs: list[float]) -> list[float]:
     return [a / b for a, b in zip(mine, theirs, strict=True) if b]
 
@@ -397,9 +432,10 @@ def _coverage(got: dict[str, Any]) -> float:
     return sum(w["attributed_s"] for w in windows) / cgroup if cgroup else 1.0
 
 
-def table(tries: list[dict[str, Any]], window: str) -> str:
+def table(tries: list[dict[str, Any]], window: str, tree: str = "now") -> str:
     """The attribution table of one window (Markdown): CPU seconds by role (rows) and N (columns), the
-    median over repeats, then processes started and orch's share."""
+    median over repeats, then processes started and orch's share; `tree`: now, or the `--before` revision's."""
+    tries = [t for t in tries if t.get("tree", "now") == tree]
     sizes = sorted({t["workers"] for t in tries})
 
     def median(values: list[float]) -> float:
@@ -425,6 +461,8 @@ if __name__ == "__main__":  # `python -m bench.roles RESULTS.json`: the attribut
     import sys
 
     data = json.loads(Path(sys.argv[1]).read_text())
-    raw = data["benches"]["roles"]["raw"]["tries"]
-    for key in WINDOWS:
-        print(f"\n### {key}\n\n{table(raw, key)}")
+    raw = data["benches"]["roles"]["raw"]
+    for tree in ("now", "before") if raw.get("before") else ("now",):
+        for key in WINDOWS:
+            title = key if tree == "now" else f"{key}, at {raw['before']}"
+            print(f"\n### {title}\n\n{table(raw['tries'], key, tree)}")
