@@ -124,7 +124,8 @@ class AgentFacts:
     and is pasted again (orch.fleet.talk). Empty: no way to tell."""
     paste_window: float = 0.0
     """Seconds after a paste shows in its input box during which its TUI takes Enter as a new line, not a
-    submission (a timer of its own that nothing on screen shows): a send waits them out before its Enter."""
+    submission (a timer of its own that nothing on screen shows): a send waits them out before its Enter, and
+    presses Enter again soon if it went unanswered (such a TUI must ignore an Enter on an empty prompt)."""
     command: str = ""
     """Its executable's name on PATH (default: `name`)."""
     cache: str = ""
