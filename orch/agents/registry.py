@@ -13,11 +13,11 @@ from orch.versions import DEFAULT_AGENT as DEFAULT_AGENT
 
 ADAPTERS: dict[str, str | AgentAdapter] = {
     "claude": "orch.agents.claude:ClaudeAdapter",
-    "codex": "orch.agents.codex:CodexAdapter",
+    "codex": "orch.agents.codex.adapter:CodexAdapter",
     "gemini": "orch.agents.gemini:GeminiAdapter",
     "opencode": "orch.agents.opencode:OpencodeAdapter",
-    "aider": "orch.agents.aider:AiderAdapter",
-    "scripted": "orch.agents.scripted:ScriptedAdapter",
+    "aider": "orch.agents.aider.adapter:AiderAdapter",
+    "scripted": "orch.agents.scripted.adapter:ScriptedAdapter",
 }
 """Every agent by name: `module:Class` (imported on first use, so a run of one kind never loads the others'
 modules), or an adapter itself (a test's toy agent). Adding an agent is one line here."""

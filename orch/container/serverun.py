@@ -29,9 +29,9 @@ from orch.contracts import UpRequest
 from orch.errors import OrchError
 from orch.fleet import control, launch, rungateway
 from orch.gateway.process import handle_path, load_handle
-from orch.run.busserver import BusServer
 from orch.run.events import Event
 from orch.run.folder import RunFolder
+from orch.run.listeners import BusServer
 from orch.run.records import ControllerEvent, Isolation, RunInfo, RunStatus
 from orch.run.uids import can_switch_uids, drop_argv
 from orch.waits import wait_until

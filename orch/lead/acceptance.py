@@ -31,8 +31,7 @@ from orch.jobs.verification import (
     needs_confirm_round,
     new_verification_jobs,
 )
-from orch.lead import baseline as tree
-from orch.lead import briefs, decisions
+from orch.lead import briefs, decisions, treecheck
 from orch.lead.base import CORRECTION, Desk, Part
 from orch.lead.changes.decisions import WRITING_ROLES
 from orch.lead.changes.writing import Writing
@@ -126,7 +125,7 @@ class Review(Part):
         since the run began."""
         if self.desk.info.isolation is Isolation.STRICT:  # writers write their own worktrees, never this tree
             return []
-        edited = tree.changed(self.run, self.desk.workdir)
+        edited = treecheck.changed(self.run, self.desk.workdir)
         if not edited:
             return []
         detail = (

@@ -176,7 +176,9 @@ def _imports(path: Path) -> set[str]:
 
 def test_adapters_are_reached_only_through_the_registry() -> None:
     adapter_modules = {
-        f"orch.agents.{p.stem}" for p in (PACKAGE / "agents").glob("*.py") if p.stem not in ("__init__", "registry")
+        ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts)
+        for p in (PACKAGE / "agents").rglob("*.py")
+        if p.stem not in ("__init__", "registry")
     }
     offenders = {
         f"{path.relative_to(PACKAGE.parent)}: {name}"

@@ -21,7 +21,7 @@ from orch.fleet.tmux import PaneInfo, TmuxServer, check_tmux
 from orch.waits import wait_until
 
 TIMEOUT = 20.0
-AGENT = [sys.executable, "-m", "orch.agents.scripted_agent"]
+AGENT = [sys.executable, "-m", "orch.agents.scripted.tui"]
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ from orch.run.folder import RunFolder
 from orch.run.records import DockerRunInfo, Isolation, PermissionAnswer, WorkerState
 from orch.run.uids import worker_uid
 from orch.waits import wait_until
-from tests.agents.test_codex import DIALOGS as CODEX_DIALOGS
+from tests.agents.codex.test_adapter import DIALOGS as CODEX_DIALOGS
 from tests.agents.test_gemini import _webfetch_brief as gemini_fetch_brief
 from tests.agents.test_opencode import _webfetch_brief as opencode_fetch_brief
 from tests.dockertest import BUILD_TIMEOUT, RUN_UID, events, unique

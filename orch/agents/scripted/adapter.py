@@ -40,7 +40,7 @@ class ScriptedAdapter(AgentBase):
 
     def launch(self, ctx: WorkerContext) -> LaunchSpec:
         ctx.config_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        argv = [sys.executable, "-m", "orch.agents.scripted_agent"]
+        argv = [sys.executable, "-m", "orch.agents.scripted.tui"]
         gateway = self.gateway
         if gateway is not None and _model_run(ctx):  # its prompts go to the scripted model, through the run's gateway
             argv += ["--model", gateway.base_url_env, gateway.key_env]
