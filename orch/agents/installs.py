@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 
-from orch.agents.base import AgentBase
 from orch.agents.registry import ADAPTERS, ALL_AGENTS, get_adapter
 from orch.errors import UsageError
 
@@ -20,13 +19,10 @@ def plan(kinds: str) -> list[str]:
     names = list(ADAPTERS) if kinds == ALL_AGENTS else [k for k in kinds.split(",") if k]
     lines = []
     for name in names:
-        adapter = get_adapter(name)
-        install = adapter.install
+        facts = get_adapter(name).facts
+        install = facts.install
         if install is None:
             continue
-        if not isinstance(adapter, AgentBase):
-            raise UsageError(f"agent {name!r} states no facts to install it from")
-        facts = adapter.facts
         how = "pip" if install.pip_command else "npm"
         command = install.pip_command or facts.command or facts.name
         fields = (how, str(facts.cache_root), install.spec(), command, install.config_npm or NONE)

@@ -3,11 +3,10 @@
 Never the user's default server: every command runs as `tmux -L SOCKET -f /dev/null`, so neither the
 user's sessions nor their ~/.tmux.conf are involved. `TMUX_TMPDIR` is honoured (tests set it).
 
-libtmux holds the server, and its command API and objects make the calls, one client call each; the status
-loop reads every pane in one `list-panes` with formats (libtmux's `server.panes` would read each pane's worker
-tag with a `show-options` call of its own). Three kinds of call libtmux cannot make go to tmux directly: those
-that need the client's process environment (the server's start, which is how secrets reach the panes, and a
-new pane, which tmux gives the client's PATH) or its stdin (a buffer's text).
+libtmux holds the server; its command API and objects make the calls, one client call each. The status loop
+reads every pane in one `list-panes` with formats (libtmux's `server.panes` would call `show-options` per pane
+for its worker tag). Calls that need the client's process environment (the server's start: how secrets reach
+the panes; a new pane, which gets the client's PATH) or stdin (a buffer's text) go to tmux directly.
 
 Agents are launched with their argv passed to tmux as separate arguments: tmux then execs them
 directly (no shell, no quoting, no line-length limit). Secrets reach panes through the tmux server's
@@ -294,11 +293,10 @@ class TmuxServer:
     def kill(self) -> None:
         """Stop the server and every pane in it; fine if it is already gone. Returns once it is gone,
         so a new server can start on the same socket right away."""
-        from libtmux.exc import LibTmuxException
-
         try:
-            err = " ".join(self.server.cmd("kill-server").stderr)
-        except (UsageError, OSError, LibTmuxException):  # no tmux: no server either
+            with self._errors("kill-server"):
+                err = " ".join(self.server.cmd("kill-server").stderr)
+        except (UsageError, SandboxError):  # no tmux: no server either
             return
         self._session = None
         try:
@@ -315,11 +313,10 @@ class TmuxServer:
     def client_ttys(self) -> list[str]:
         """The terminals attached to this server (`orch attach`): where a run's notifier rings. None attached,
         or no server: []."""
-        from libtmux.exc import LibTmuxException
-
         try:
-            proc = self.server.cmd("list-clients", "-F", "#{client_tty}")
-        except (UsageError, OSError, LibTmuxException):  # no tmux: no server either
+            with self._errors("list-clients"):
+                proc = self.server.cmd("list-clients", "-F", "#{client_tty}")
+        except (UsageError, SandboxError):  # no tmux: no server either
             return []
         return [line for line in proc.stdout if line.startswith("/dev/")] if proc.returncode == 0 else []
 

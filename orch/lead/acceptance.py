@@ -138,7 +138,7 @@ class Review(Part):
         """The shell commands worker n ran on the job: from the gateway's ledger, which workers cannot write; a run
         without a gateway has only the worker's own hook log (the report says so)."""
         since = job.sent_at or 0.0
-        shell = launch.adapter_of(self.desk.info, n).shell  # the tool its agent runs shell with
+        shell = launch.adapter_of(self.desk.info, n).facts.shell  # the tool its agent runs shell with
         if has_gateway(self.run):
             return ledger_commands(self.desk.gateway.ledger(), n, job.id, since, shell)
         return hook_commands(self.run.hook_events(n), since, shell)
@@ -159,7 +159,7 @@ class Review(Part):
     def observe(self, job: Job, n: int) -> None:
         """What worker n did beyond its outbox during `job`, logged where the report shows it: writes the
         system refused it (its tool results in the gateway's ledger) and processes it left running."""
-        shell, since = launch.adapter_of(self.desk.info, n).shell, job.sent_at or 0.0
+        shell, since = launch.adapter_of(self.desk.info, n).facts.shell, job.sent_at or 0.0
         denied = denied_writes(self.desk.gateway.ledger(), n, job.id, since, shell) if has_gateway(self.run) else []
         # Its hook log adds what its agent's own results showed refused (an agent with no model has no ledger).
         denied += [c for c in hook_denied_writes(self.run.hook_events(n), since, shell) if c not in denied]

@@ -119,7 +119,7 @@ def current_versions(spec: FleetSpec, backend: Backend) -> dict[str, str | None]
     out: dict[str, str | None] = {}
     for agent in agents:
         adapter = get_adapter(agent)
-        pinned = adapter.install.version if adapter.install is not None else None
+        pinned = adapter.facts.install.version if adapter.facts.install is not None else None
         out[agent] = pinned if backend is Backend.DOCKER and pinned else adapter.version()
     return out
 

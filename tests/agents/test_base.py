@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from orch.agents.base import CACHE, AgentFacts, SessionArgs
 from orch.agents.credentials import gateway_env, openai_key
 from orch.agents.registry import get_adapter
-from orch.contracts import Credentials, ImageInstall
+from orch.contracts import CACHE, AgentFacts, Credentials, ImageInstall, SessionArgs
 from orch.errors import UsageError
 from tests.agents.toy_agent import FACTS as TOY
 from tests.agents.toy_agent import ToyAdapter

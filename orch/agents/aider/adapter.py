@@ -24,9 +24,18 @@ import sys
 from pathlib import Path
 
 from orch.agents.aider import confirm, watch
-from orch.agents.base import HOOKWRITER, AgentBase, AgentFacts
+from orch.agents.base import HOOKWRITER, AgentBase
 from orch.agents.credentials import gateway_env, openai_key
-from orch.contracts import TEXT_SHELL, Dialog, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
+from orch.contracts import (
+    TEXT_SHELL,
+    AgentFacts,
+    Dialog,
+    ImageInstall,
+    LaunchSpec,
+    SessionStore,
+    ShellTool,
+    WorkerContext,
+)
 from orch.errors import UsageError
 from orch.run.folder import RunFolder
 from orch.versions import AIDER_PACKAGE, AIDER_VERSION

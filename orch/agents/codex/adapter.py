@@ -32,11 +32,20 @@ from typing import Any
 import tomli_w
 
 from orch import settings
-from orch.agents.base import HOOKWRITER, AgentBase, AgentFacts, SessionArgs, hook_command
+from orch.agents.base import HOOKWRITER, AgentBase, hook_command
 from orch.agents.binaries import version_of
 from orch.agents.codex import watch
 from orch.agents.credentials import gateway_env, openai_key
-from orch.contracts import Dialog, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
+from orch.contracts import (
+    AgentFacts,
+    Dialog,
+    ImageInstall,
+    LaunchSpec,
+    SessionArgs,
+    SessionStore,
+    ShellTool,
+    WorkerContext,
+)
 from orch.errors import OrchError, UsageError
 from orch.run.folder import RunFolder
 from orch.versions import CODEX_PACKAGE, CODEX_VERSION

@@ -105,7 +105,7 @@ def pane_socket(run: RunFolder, n: int) -> Path:
 
 def pane_workers(info: RunInfo) -> list[int]:
     """The workers whose agent reads and types into its own pane (`own_pane`): only they get a pane socket."""
-    return [n for n in range(1, info.workers + 1) if get_adapter(info.agent_of(n)).own_pane]
+    return [n for n in range(1, info.workers + 1) if get_adapter(info.agent_of(n)).facts.own_pane]
 
 
 def own_pane_socket(run: RunFolder, n: int) -> Path:
