@@ -25,7 +25,7 @@ from orch.lead.changes import apply as changes_apply
 from orch.lead.changes import start as changes_start
 from orch.lead.controller import read_spec
 from orch.lead.decisions import EXIT_FAILED
-from orch.recording import transfer as recording
+from orch.recording import transfer
 from orch.report.changes import changes_text
 from orch.report.commentary import Commentary
 from orch.report.model import ISOLATION_NOTES, RunReport
@@ -128,7 +128,7 @@ def _start(
     if (base is not None or snapshot) and not spec.writer_tasks():
         raise UsageError("--base and --snapshot are for specs with writer tasks", hint="drop them")
     # A recording (a run, or an exported file) is checked before anything is made.
-    cassette = recording.cassette(replay, spec, backend) if replay is not None else None
+    cassette = transfer.cassette(replay, spec, backend) if replay is not None else None
     run_name = runner.run_name(spec, spec_path, name, replay=cassette is not None)
     source = f", replaying {cassette.root}" if cassette else ""
     # A strict spec that cannot be had stops here, before anything (the init gives a prepared run its uids).
