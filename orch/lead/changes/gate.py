@@ -191,7 +191,10 @@ def sandbox_argv(tree: Path, subdir: str, command: str) -> list[str]:
     for path in hidden_paths():
         argv += ["--tmpfs", str(path)]
     # /tmp last among the tmpfs: the home folder may be under it; the tree is bound from the host's view.
-    argv += ["--perms", "1777", "--tmpfs", "/tmp", "--bind", str(tree), TREE_MOUNT]
+    # The tree's parent made searchable first: bwrap would make it 0700, and a check run as the checks' uid (as
+    # root) could then not reach its own tree by path (`os.getcwd()` then stat: unittest, pytest).
+    argv += ["--perms", "1777", "--tmpfs", "/tmp", "--perms", "0755", "--dir", str(Path(TREE_MOUNT).parent)]
+    argv += ["--bind", str(tree), TREE_MOUNT]
     argv += ["--perms", "0777", "--tmpfs", HOME_IN_SANDBOX]
     workdir = f"{TREE_MOUNT}/{subdir}" if subdir else TREE_MOUNT
     argv += ["--chdir", workdir, "--clearenv"]
