@@ -350,6 +350,11 @@ class OrchCommand:
 class Sandbox(Protocol):
     """Where a run's tmux server lives, as seen from this process: this machine or the run's container."""
 
+    def check(self, request: UpRequest) -> None:
+        """Refuse, as `up` would (a UsageError), what `up` cannot start, without making anything: `orch spec
+        check` and `orch run` ask it before a run exists."""
+        ...
+
     def up(self, request: UpRequest) -> RunInfo:
         """Create the run and its fleet; return once the workers booted (nothing is left behind on failure)."""
         ...

@@ -1,4 +1,5 @@
-"""orch.settings: every ORCH_* variable declared once, read only there, bad values one line, docs/settings.md in step."""
+"""orch.settings: every ORCH_* variable declared once, read only there, bad values one line, docs/settings.md in
+step."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ def doctor(
     ] = None,
 ) -> None:
     """Check tmux, agent CLIs, the Docker engine and credentials; print the fix for what is missing."""
-    from orch.cli.fleet import parse_agents
+    from orch.cli.common import parse_agents
 
     fleet = list(dict.fromkeys(parse_agents(agents).values())) if agents else None
     checks = run_checks(fleet)

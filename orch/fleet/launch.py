@@ -103,11 +103,9 @@ def mode_of(info: RunInfo, adapter: AgentAdapter) -> str:
     return info.permission_mode if info.permission_mode in adapter.permission_modes else adapter.default_permission_mode
 
 
-def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
-    """Create the run folder and a private tmux server with one agent per pane; wait until booted.
-
-    On any failure nothing is left behind: no tmux server, no run folder, no config dirs.
-    """
+def check(req: UpRequest) -> LocalRunInfo:
+    """Everything `up` refuses, checked without making anything: the request, the credentials, the agents'
+    binaries, tmux, bubblewrap for a strict run, and a run of that name (unless `req.replace`)."""
     _, info = plan(req)
     rungateway.upstreams(info)  # a fleet across model APIs lacking one's credential: refused, nothing made
     for agent in info.agents():
@@ -116,10 +114,20 @@ def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
     if bwrap.sandboxed(info):
         bwrap.check()  # no bubblewrap or no user namespaces: refused in one line, before anything is made
     run = RunFolder.for_name(req.name)
+    if not req.replace and ((run.root.exists() and not run.only_gateway()) or server_for(info).alive()):
+        raise UsageError(f"run {req.name!r} already exists", hint=f"use --replace, or `orch kill {req.name}`")
+    return info
+
+
+def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
+    """Create the run folder and a private tmux server with one agent per pane; wait until booted.
+
+    On any failure nothing is left behind: no tmux server, no run folder, no config dirs.
+    """
+    info = check(req)
+    run = RunFolder.for_name(req.name)
     server = server_for(info)
-    if (run.root.exists() and not run.only_gateway()) or server.alive():
-        if not req.replace:
-            raise UsageError(f"run {req.name!r} already exists", hint=f"use --replace, or `orch kill {req.name}`")
+    if (run.root.exists() and not run.only_gateway()) or server.alive():  # --replace: `check` refused it otherwise
         server.kill()
         rungateway.stop(req.name)
         relay.stop(run)

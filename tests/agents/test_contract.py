@@ -287,7 +287,8 @@ def test_the_setup_installs_every_agent_from_its_facts_and_refuses_an_unknown_on
 
 @pytest.mark.parametrize("name", [n for n in NAMES if n != "scripted"])
 def test_each_agent_with_a_binary_has_its_bin_setting(name: str) -> None:
-    """ORCH_<NAME>_BIN is found by the agent's name; its docs/settings.md default names the folder `orch setup` installs to."""
+    """ORCH_<NAME>_BIN is found by the agent's name; its default in docs/settings.md names the folder `orch setup`
+    installs to."""
     adapter = get_adapter(name)
     assert isinstance(adapter, AgentBase)
     setting = adapter.facts.bin_setting

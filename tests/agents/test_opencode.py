@@ -77,7 +77,7 @@ def test_boots_with_no_dialog_takes_one_submission_and_finishes_a_brief(tmp_path
     brief = tmp_path / "brief-1.md"
     brief.write_text(worker_brief(run, 1))
     assert orch("brief", "oc", "1", brief).exit_code == 0
-    waited = orch("wait", "oc", "--timeout", "120", "--workers", "1")
+    waited = orch("wait", "oc", "--timeout", "120", "--only", "1")
     assert waited.exit_code == 0, waited.output + diagnose(run)
     assert "[W1] worker 1 checked in" in run.bus.read_text()
     assert "all good" in run.result(1).read_text()

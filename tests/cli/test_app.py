@@ -28,7 +28,7 @@ COMMANDS = [
     *("spec", "skill", "image", "bus", "record"),  # the named groups
 ]
 SUBCOMMANDS = {
-    "spec": ["check", "init"],
+    "spec": ["check", "init", "schema"],
     "skill": ["install"],
     "image": ["build"],
     "bus": ["post", "tail"],
