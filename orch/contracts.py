@@ -195,6 +195,9 @@ class ImageInstall:
     config_npm: str | None = None
     """An npm package (`name@version`) the agent would install into its config dir at run time unless it is
     there: the image installs it once (/opt/agents/config-deps) for the adapter to link (opencode's plugins)."""
+    size_mb: int = 0
+    """About how many MB the pinned version takes installed (`du -sm` of what `orch setup` made): `orch setup`
+    says it before it starts, and its bar measures against it."""
 
     def build_args(self, version: str | None = None) -> dict[str, str]:
         return {f"{self.build_arg}_PACKAGE": self.package, f"{self.build_arg}_VERSION": version or self.version}

@@ -66,6 +66,11 @@ COMMANDS: dict[str, Entry] = {
         None,
         "Check tmux, agent CLIs, the Docker engine and credentials; print the fix for what is missing.",
     ),
+    "setup": Entry(
+        "orch.cli.tools",
+        None,
+        "Install the agent CLIs a job needs into orch's cache ($XDG_CACHE_HOME/orch), checking this machine first.",
+    ),
     "model-server": Entry(
         "orch.cli.tools", None, "Serve the scripted Messages API (offline demo, tests, dry runs) until interrupted."
     ),

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 
+from orch import prereqs
 from orch.agents.registry import ADAPTERS, get_adapter
 from orch.contracts import Check
 from orch.errors import OrchError
-from orch.fleet import bwrap
 from orch.fleet.tmux import check_tmux
 from orch.gateway.credential import fleet_upstreams
 from orch.gateway.records import Scheme
@@ -25,7 +25,7 @@ def _tmux() -> Check:
 def _bwrap() -> Check:
     """Local strict isolation (the default of a local run): bubblewrap, and the namespaces it needs."""
     try:
-        return Check("bubblewrap", True, bwrap.check())
+        return Check("bubblewrap", True, prereqs.bwrap_works())
     except OrchError as exc:
         return Check("bubblewrap", False, exc.message, exc.hint)
 

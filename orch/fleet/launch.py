@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from orch import __version__, procs, settings
+from orch import __version__, prereqs, procs, settings
 from orch.agents.registry import check_permission_mode, get_adapter
 from orch.contracts import AgentAdapter, LaunchSpec, UpRequest, WorkerContext
 from orch.errors import SandboxError, UsageError, WaitTimeoutError
@@ -112,7 +112,7 @@ def check(req: UpRequest) -> LocalRunInfo:
         get_adapter(agent).binary()
     check_tmux()
     if bwrap.sandboxed(info):
-        bwrap.check()  # no bubblewrap or no user namespaces: refused in one line, before anything is made
+        prereqs.bwrap_works()  # no bubblewrap or no user namespaces: refused in one line, before anything is made
     run = RunFolder.for_name(req.name)
     if not req.replace and ((run.root.exists() and not run.only_gateway()) or server_for(info).alive()):
         raise UsageError(f"run {req.name!r} already exists", hint=f"use --replace, or `orch kill {req.name}`")

@@ -28,10 +28,10 @@ BOOT = "120"  # seconds: opencode takes 10-15 s to draw its TUI on a busy 2-core
 
 @pytest.fixture(autouse=True)
 def opencode_bin(monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The pinned opencode installed by scripts/setup.sh (or ORCH_OPENCODE_BIN), with its plugin package."""
+    """The pinned opencode installed by `orch setup` (or ORCH_OPENCODE_BIN), with its plugin package."""
     path = pinned_bin("opencode")
     if not config_deps(path).is_dir():
-        pytest.fail(f"opencode's plugin package not found beside {path}: run scripts/setup.sh")
+        pytest.fail(f"opencode's plugin package not found beside {path}: run orch setup --agents opencode")
     monkeypatch.setenv("ORCH_OPENCODE_BIN", str(path))
     for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENCODE_CONFIG_DIR", "OPENCODE_CONFIG_CONTENT"):
         monkeypatch.delenv(var, raising=False)

@@ -28,10 +28,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from orch import procs, settings
+from orch import prereqs, procs, settings
 from orch.container.egress import read_report
 from orch.errors import OrchError, UsageError
-from orch.fleet import bwrap as bwrap_binary
 from orch.lead.changes.records import Change, CheckResult, ChecksRecord
 from orch.lead.changes.repo import RunRepo
 from orch.lead.changes.stopper import Stopper
@@ -81,7 +80,7 @@ def _sandbox() -> tuple[str | None, str | None]:
 
 
 def _bwrap_works() -> str | None:
-    if bwrap_binary.find() is None:
+    if prereqs.bwrap_path() is None:
         return "the checks run sandboxed with bubblewrap, which is not installed (apt-get install bubblewrap)"
     with tempfile.TemporaryDirectory(prefix="orch-check-") as tmp:
         try:
@@ -181,7 +180,7 @@ def sandbox_argv(tree: Path, subdir: str, command: str) -> list[str]:
     with it), everything else read-only, hidden_paths() and /run (sockets: Docker's, the bus's) empty, a
     clean environment. As root (above RLIMIT_NPROC) the check runs as the checks' uid inside the sandbox
     (no user namespace then, or that uid would not exist in it), on a tree handed to it (`hand_over`)."""
-    bwrap = str(bwrap_binary.find() or "bwrap")
+    bwrap = str(prereqs.bwrap_path() or "bwrap")
     root = os.geteuid() == 0
     unshare = (
         ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"] if root else []
