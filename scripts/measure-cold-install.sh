@@ -13,10 +13,11 @@ export XDG_CACHE_HOME="$work/xdg" ORCH_HOME="$work/orch-home"
 cd "$work/orch"
 mb() { du -sm "$1" 2>/dev/null | cut -f1 || echo 0; }
 step() {  # step NAME CACHE COMMAND...: its seconds and what its cache grew by
-  local name=$1 cache=$2 before after start
+  local name=$1 cache=$2 before after start log
   shift 2
+  log="$work/step-$(echo "$name" | tr -c 'a-z0-9' '-').log"
   before=$(mb "$cache"); start=$(date +%s)
-  "$@" >"$work/$name.log" 2>&1 || { echo "measure: $name failed; its log:" >&2; tail -20 "$work/$name.log" >&2; exit 1; }
+  "$@" >"$log" 2>&1 || { echo "measure: $name failed; its log:" >&2; tail -20 "$log" >&2; exit 1; }
   after=$(mb "$cache")
   printf '| %s | %s MB | %s |\n' "$name" "$((after - before))" "$(($(date +%s) - start))"
 }
