@@ -24,9 +24,10 @@ from orch.versions import TMUX_MIN_VERSION
 PYTHON_MIN = (3, 11)
 NODE_MIN = 20
 PROBE_TIMEOUT = 20.0
+SHARED = "or run shared: `orch up --isolation shared`, a spec's `verification.isolation: shared`"
 USERNS_FIX = (
     "enable unprivileged user namespaces (sysctl -w kernel.unprivileged_userns_clone=1; on Ubuntu "
-    "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0), or run with --isolation shared"
+    f"sysctl -w kernel.apparmor_restrict_unprivileged_userns=0), {SHARED}"
 )
 TMUX_FIX = f"apt-get install tmux (version {'.'.join(map(str, TMUX_MIN_VERSION))} or newer)"
 
@@ -84,7 +85,7 @@ def bwrap_binary() -> Path:
     if found is None:
         raise UsageError(
             "strict isolation on this machine needs bubblewrap, which is not installed",
-            hint=f"apt-get install bubblewrap (or set {settings.BWRAP.name}), or run with --isolation shared",
+            hint=f"apt-get install bubblewrap (or set {settings.BWRAP.name}), {SHARED}",
         )
     return found
 
