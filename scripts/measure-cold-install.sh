@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Measure the quick start's cold install (docs/install.md's table): a fresh clone of this checkout with empty
 # pip and npm caches and an empty agent cache and ORCH_HOME, then scripts/setup.sh, `orch setup --agents
-# claude` and the offline demo, each timed; what was downloaded is what the fresh caches hold afterwards.
-# It downloads orch's dependencies from PyPI and Claude Code from npm (about 200 MB). Not run by CI.
+# claude` and the offline demo, each timed; what was downloaded is what the fresh npm cache holds afterwards,
+# and for PyPI the wheels `pip download` fetches for orch (a machine with a local wheel mirror, as ours,
+# downloads none of them, but a cold one all). It downloads orch's dependencies from PyPI and Claude Code
+# from npm (about 250 MB). Not run by CI.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 work=$(mktemp -d /tmp/orch-cold-XXXXXX)
@@ -23,7 +25,7 @@ step() {  # step NAME CACHE COMMAND...: its seconds and what its cache grew by
 }
 echo "| step | downloaded | seconds |"
 echo "|---|---|---|"
-step "scripts/setup.sh" "$PIP_CACHE_DIR" scripts/setup.sh
+step "scripts/setup.sh" "$work/wheels" sh -c 'scripts/setup.sh && .venv/bin/pip download --quiet -d "$0" .' "$work/wheels"
 step "orch setup --agents claude" "$npm_config_cache" .venv/bin/orch setup --agents claude
 step "orch demo --local" "$work/none" .venv/bin/orch demo --local
 echo "measured $(date -u +%Y-%m-%d) on $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
