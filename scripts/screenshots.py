@@ -22,7 +22,7 @@ sys.path.insert(0, str(REPO))  # tests.view.browser: the DevTools client the web
 
 from textual.widgets import Static  # noqa: E402
 
-from orch.lead.demo import CHANGES_NAME  # noqa: E402
+from orch.entry.demo import CHANGES_NAME  # noqa: E402
 from orch.run.folder import RunFolder  # noqa: E402
 from orch.view.tui import FleetScreen, WatchApp  # noqa: E402
 from tests.view.browser import chromium  # noqa: E402

@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from orch.backends.registry import folder_is_here, in_container
 from orch.cli.common import (
     BaseOpt,
     LocalOpt,
@@ -25,20 +26,19 @@ from orch.cli.common import (
     SnapshotOpt,
     run_folder,
 )
-from orch.container.backends import folder_is_here, in_container
+from orch.entry import demo as demo_mod
+from orch.entry import runner, skill
+from orch.entry.preflight import STARTING_NOTES, preflight
 from orch.errors import OrchError, UsageError
-from orch.lead import demo as demo_mod
-from orch.lead import runner, skill
+from orch.jobs.state import load_state
 from orch.lead.changes import apply as changes_apply
-from orch.lead.changesreport import changes_text
-from orch.lead.commentary import Commentary
 from orch.lead.controller import read_spec
 from orch.lead.decisions import EXIT_FAILED
-from orch.lead.jobs import load_state
-from orch.lead.preflight import STARTING_NOTES, preflight
-from orch.lead.report import RunReport
-from orch.lead.reportrender import cost_line, matrix_text, write_reports
-from orch.lead.summary import summary
+from orch.report.changes import changes_text
+from orch.report.commentary import Commentary
+from orch.report.model import RunReport
+from orch.report.render import cost_line, matrix_text, write_reports
+from orch.report.summary import summary
 from orch.run.folder import RunFolder
 from orch.run.records import Backend, Isolation
 from orch.view.statusbar import RunBar

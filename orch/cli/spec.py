@@ -1,4 +1,4 @@
-"""`orch spec check|init|schema`: fleet specs (orch.lead.spec), checked exactly as `orch run` checks them."""
+"""`orch spec check|init|schema`: fleet specs (orch.spec.model), checked exactly as `orch run` checks them."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ SpecArg = Annotated[Path, typer.Argument(help="The fleet spec (YAML).", show_def
 
 
 def schema_file() -> Path:
-    """The JSON Schema shipped with orch (orch/data/fleet.schema.json: tests/lead/test_specdoc.py keeps it equal
+    """The JSON Schema shipped with orch (orch/data/fleet.schema.json: tests/spec/test_reference.py keeps it equal
     to what the models make), where `spec init`'s first line points editors."""
     return Path(str(resources.files("orch") / "data" / "fleet.schema.json"))
 
@@ -43,10 +43,10 @@ def check(
     Every problem of the spec itself is listed with its location; then the run's own checks, each refusal one
     line: the recording, the credentials, the agents, tmux, bubblewrap or the image, a run of that name, and
     for writers the repository and the spec's checks, run once on the base."""
-    from orch.container.backends import in_container
-    from orch.lead.preflight import preflight
-    from orch.lead.specload import SpecError
+    from orch.backends.registry import in_container
+    from orch.entry.preflight import preflight
     from orch.run.records import Backend
+    from orch.spec.load import SpecError
 
     backend = Backend.LOCAL if local or in_container() else Backend.DOCKER
     try:
@@ -69,7 +69,7 @@ def init(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Write a commented example fleet spec (its first line points editors at orch's JSON Schema)."""
-    from orch.lead.spec import example_spec
+    from orch.spec.model import example_spec
 
     if file.exists() and not force:
         raise UsageError(f"{file} exists", hint="pass --force to overwrite it, or give another path")
@@ -80,6 +80,6 @@ def init(
 @app.command()
 def schema() -> None:
     """Print the JSON Schema of a fleet spec (every key, its type, default and meaning), for editors and tools."""
-    from orch.lead.specdoc import schema_text
+    from orch.spec.reference import schema_text
 
     typer.echo(schema_text(), nl=False)

@@ -86,7 +86,7 @@ def setup(
 
 def spec_agents(path: Path) -> list[str]:
     """The agents a fleet spec's workers run; its every problem listed with its line (exit 2) when it has any."""
-    from orch.lead.specload import SpecError, load_spec
+    from orch.spec.load import SpecError, load_spec
 
     try:
         return list(dict.fromkeys(group.agent for group in load_spec(path).groups()))
@@ -117,8 +117,8 @@ def _install(item: Install, needed: bool) -> None:
 def _image(names: list[str]) -> None:
     """The worker image carrying these agents, built unless the one there is current."""
     from orch import settings
+    from orch.backends.docker.image import carries_current
     from orch.cli.container import image_build
-    from orch.container.image import carries_current
 
     tag, base = settings.IMAGE.get(), settings.BASE_IMAGE.get()
     if carries_current(tag, base, names):

@@ -1,4 +1,4 @@
-"""`orch spec schema` prints the schema orch ships (tests/lead/test_specdoc.py: made from the models)."""
+"""`orch spec schema` prints the schema orch ships (tests/spec/test_reference.py: made from the models)."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from orch import prereqs, procs, settings
 from orch.container.egress import read_report
 from orch.errors import OrchError, UsageError
-from orch.lead.changes.records import Change, CheckResult, ChecksRecord
+from orch.jobs.changes import Change, CheckResult, ChecksRecord
 from orch.lead.changes.repo import RunRepo
 from orch.lead.changes.stopper import Stopper
 from orch.lead.changes.switch import can_switch, via_tmux
