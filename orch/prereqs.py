@@ -29,7 +29,7 @@ USERNS_FIX = (
     "enable unprivileged user namespaces (sysctl -w kernel.unprivileged_userns_clone=1; on Ubuntu "
     f"sysctl -w kernel.apparmor_restrict_unprivileged_userns=0), {SHARED}"
 )
-TMUX_FIX = f"apt-get install tmux (version {'.'.join(map(str, TMUX_MIN_VERSION))} or newer)"
+TMUX_FIX = "apt-get install tmux"
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from orch.waits import wait_until
 
 log = logging.getLogger(__name__)
 
-INSTALL_HINT = "apt-get install tmux"
+INSTALL_HINT = prereqs.TMUX_FIX
 PANES_PER_WINDOW = 6
 WINDOW_SIZE = (240, 70)  # large, so six tiled TUIs still get ~80x23 each
 HISTORY_LIMIT = 50_000
