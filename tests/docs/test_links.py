@@ -45,3 +45,25 @@ def test_every_link_resolves(page: Path) -> None:
         elif anchor and file.suffix == ".md" and anchor not in anchors(file):
             broken.append(f"{target}: no heading #{anchor} in {file.relative_to(REPO)}")
     assert not broken, f"{page.relative_to(REPO)}:\n" + "\n".join(broken)
+
+
+PATH = re.compile(r"(?<![\w/.$~-])((?:orch/[\w-]+|scripts|docs|bench|docker|\.ci)/[\w./-]*[\w/]|orch/[\w-]+\.py)")
+"""orch's own paths: in a folder of orch/ (`orch/<run>` alone is a branch), scripts, docs... (`tests/...` in a
+guide is the user's project)."""
+PATTERNS = ("NEW", "agent-", "NAME")
+"""Paths that stand for others: an agent to add, a worker's number, a run's name."""
+
+
+def named_paths(text: str) -> set[str]:
+    """orch's paths in a text, but those a glob or placeholder goes on from (`opencode-*.js`, `runs/<name>`)."""
+    return {m[1].rstrip("/.") for m in PATH.finditer(text) if text[m.end() : m.end() + 2] not in ("-*", "*", "<")
+            and text[m.end() : m.end() + 1] not in ("*", "<")}  # fmt: skip
+
+
+@pytest.mark.parametrize("page", pages(), ids=lambda p: str(p.relative_to(REPO)))
+def test_every_repository_path_the_page_names_exists(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    named = {p for code in re.findall(r"`([^`]+)`", text) for p in named_paths(code)}
+    named |= named_paths(LINK.sub("", FENCE.sub("", text)))
+    missing = sorted(p for p in named if not any(x in p for x in PATTERNS) and not (REPO / p).exists())
+    assert not missing, f"{page.relative_to(REPO)} names paths that do not exist: {missing}"
