@@ -22,7 +22,9 @@ from orch.errors import UsageError
 from orch.versions import TMUX_MIN_VERSION
 
 PYTHON_MIN = (3, 11)
-NODE_MIN = 20
+NODE_MIN = 18
+"""What npm needs to install the agents (Debian 12's is 18); Gemini CLI itself asks for 20+ when it runs
+(docs/agents/gemini.md), which the worker image brings along."""
 PROBE_TIMEOUT = 20.0
 SHARED = "or run shared: `orch up --isolation shared`, a spec's `verification.isolation: shared`"
 USERNS_FIX = (
@@ -126,7 +128,7 @@ def python() -> list[Missing]:
 
 
 def node() -> list[Missing]:
-    """npm and a Node.js new enough for the agents installed from npm."""
+    """npm, and a Node.js it can install the agents with."""
     if shutil.which("npm") is None:
         return [Missing("npm is not installed (agent CLIs come from npm)", f"apt-get install npm (Node {NODE_MIN}+)")]
     done = _run(["node", "--version"])

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 command -v python3 >/dev/null 2>&1 || { echo "setup: python3 is missing (apt-get install python3 python3-venv)" >&2; exit 2; }
 # The standard library alone, from this tree: Python 3.11+ and venv, tmux, bubblewrap and user namespaces,
-# git, npm with Node 20+ (the agent CLIs). Each missing piece is one line with its fix.
+# git, npm (the agent CLIs). Each missing piece is one line with its fix.
 if ! PYTHONPATH="$PWD" python3 -S -m orch.prereqs "$@"; then
   echo "setup: nothing was installed; fix the above, then run scripts/setup.sh again" >&2
   exit 2
