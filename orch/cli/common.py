@@ -28,8 +28,9 @@ OfflineOpt = Annotated[
         help="Drive the agents with orch's scripted model (no model API, nothing billed), or the real one.",
     ),
 ]
-RunCopyOpt = Annotated[
-    bool, typer.Option("--copy", help="Container runs: give the workers a disposable copy of the workdir.")
+CopyOpt = Annotated[
+    bool,
+    typer.Option("--copy", help="Container runs: give the workers a disposable copy of the workdir (removed on kill)."),
 ]
 ReplayOpt = Annotated[
     str | None,

@@ -35,9 +35,6 @@ from orch.view.statusbar import BuildProgress
 if TYPE_CHECKING:
     from orch.backends.docker.sandbox import DockerSettings
 
-CopyOpt = Annotated[
-    bool, typer.Option("--copy", help="Give the workers a disposable copy of the workdir (removed on kill).")
-]
 EgressOpt = Annotated[
     EgressMode | None,
     typer.Option(

@@ -16,6 +16,7 @@ from orch.allowlist import local_allowlist
 from orch.backends.local import bwrap
 from orch.backends.registry import sandbox_for, sandbox_for_backend
 from orch.cli.common import (
+    CopyOpt,
     LocalOpt,
     NameArg,
     OfflineOpt,
@@ -30,7 +31,6 @@ from orch.cli.common import (
 from orch.cli.container import (
     AllowOpt,
     ContainerOpts,
-    CopyOpt,
     CpusOpt,
     EgressOpt,
     ImageOpt,

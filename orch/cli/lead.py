@@ -15,13 +15,13 @@ import typer
 from orch.backends.registry import folder_is_here, in_container
 from orch.cli.common import (
     BaseOpt,
+    CopyOpt,
     LocalOpt,
     NameArg,
     OfflineOpt,
     PrepareOpt,
     ReplaceOpt,
     ReplayOpt,
-    RunCopyOpt,
     RunNameOpt,
     SnapshotOpt,
     run_folder,
@@ -166,7 +166,7 @@ def run_(
         typer.Option("--resume", help="Continue the named run from its folder (after the controller died)."),
     ] = False,
     replace: ReplaceOpt = False,
-    copy: RunCopyOpt = False,
+    copy: CopyOpt = False,
     replay: ReplayOpt = None,
     base: BaseOpt = None,
     snapshot: SnapshotOpt = False,

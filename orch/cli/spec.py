@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from orch.cli.common import BaseOpt, LocalOpt, PrepareOpt, ReplaceOpt, ReplayOpt, RunCopyOpt, RunNameOpt, SnapshotOpt
+from orch.cli.common import BaseOpt, CopyOpt, LocalOpt, PrepareOpt, ReplaceOpt, ReplayOpt, RunNameOpt, SnapshotOpt
 from orch.errors import UsageError
 
 app = typer.Typer(no_args_is_help=True)  # `orch spec`, joined by orch.cli.commands
@@ -32,7 +32,7 @@ def check(
     local: LocalOpt = False,
     name: RunNameOpt = None,
     replace: ReplaceOpt = False,
-    copy: RunCopyOpt = False,
+    copy: CopyOpt = False,
     replay: ReplayOpt = None,
     base: BaseOpt = None,
     snapshot: SnapshotOpt = False,
