@@ -1,6 +1,7 @@
-"""`orch setup`'s installs (orch.agents.installs) with the real npm and pip on local packages (no registry):
-into orch's agent cache, an agent there left alone, a failed install leaving nothing, a chosen binary
-respected, and the size on disk as du counts it."""
+"""`orch setup`'s installs (orch.agents.installs) with the real npm on local packages (no registry): into orch's
+agent cache, an agent there left alone, a failed install leaving nothing, a chosen binary respected, and the
+size on disk as du counts it. A venv's install (aider) is made by every scripts/test.sh (`orch setup --agents
+all`): a venv here would cost half a minute of the fast tier."""
 
 from __future__ import annotations
 
@@ -67,13 +68,6 @@ def test_a_failed_install_leaves_nothing_and_says_the_installers_last_words(cach
     assert "npm install" in caught.value.message and "failed" in caught.value.message
     assert "\n" not in caught.value.one_line()
     assert not item.prefix.exists()  # the next `orch setup` starts it afresh
-
-
-def test_a_pip_agent_gets_a_venv_of_its_own_and_a_failure_removes_it(cache: Path) -> None:
-    item = dataclasses.replace(TOY, pip=True, prefix=cache / "py" / "1", spec=str(cache / "no-such.whl"))
-    with pytest.raises(OrchError, match="pip install"):
-        installs.install(item)
-    assert not item.prefix.exists()
 
 
 def test_a_binary_the_user_chose_is_not_installed_over(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
