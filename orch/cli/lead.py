@@ -26,6 +26,7 @@ from orch.cli.common import (
     SnapshotOpt,
     run_folder,
 )
+from orch.cli.notify import NotifyOpt, effective, hosted
 from orch.entry import demo as demo_mod
 from orch.entry import runner, skill
 from orch.entry.preflight import STARTING_NOTES, preflight
@@ -41,6 +42,7 @@ from orch.report.render import cost_line, matrix_text, write_reports
 from orch.report.summary import summary
 from orch.run.folder import RunFolder
 from orch.run.records import Backend, Isolation
+from orch.spec.model import FleetSpec
 from orch.view.statusbar import RunBar
 
 EXIT_CODES = (
@@ -82,16 +84,18 @@ def _print_result(result: runner.RunResult) -> None:
     typer.echo(f"report: {result.run.report_html}  ({also(result.run)} in {result.run.root})")
 
 
-def _drive(run: RunFolder, commentary: bool = True) -> runner.RunResult:
+def _drive(run: RunFolder, commentary: bool = True, notify: list[str] | None = None) -> runner.RunResult:
     """Drive the run to its end; meanwhile, unless `commentary` is off, print the controller's actions as
     they happen (stderr: stdout is the result), read from events.jsonl here, or for a run folder on another
-    machine, streamed back from the controller there."""
+    machine, streamed back from the controller there. A person is told when the run needs them, and of its
+    end (orch.cli.notify.hosted: `notify` adds to the config file's and the spec's channels)."""
     shown = commentary and folder_is_here(run.info())
     # On a terminal, a status bar stays under the commentary (jobs, findings, cost, time left, workers).
     bar = RunBar(run, sys.stderr) if shown and sys.stderr.isatty() else None
     echo = bar.echo if bar is not None else lambda line: typer.echo(line, err=True)
+    terminal = (bar.bar.raw if bar is not None else _write_stderr) if sys.stderr.isatty() else None
     try:
-        with Commentary(run, echo) if shown else contextlib.nullcontext():
+        with hosted(run, notify, terminal), Commentary(run, echo) if shown else contextlib.nullcontext():
             return runner.drive(run, commentary)
     except KeyboardInterrupt:
         typer.echo(
@@ -105,6 +109,17 @@ def _drive(run: RunFolder, commentary: bool = True) -> runner.RunResult:
             bar.close()
 
 
+def _write_stderr(text: str) -> None:
+    sys.stderr.write(text)
+    sys.stderr.flush()
+
+
+def notices(flags: list[str] | None) -> Callable[[FleetSpec], object]:
+    """The notifications check `orch run` makes before anything (orch.cli.notify.effective): the user's file,
+    the spec's `notify:` and the `--notify` flags; none in a run's container (the host's `orch run` notifies)."""
+    return lambda spec: None if in_container() else effective(spec.notify, flags)
+
+
 def _start(
     spec_path: Path,
     name: str | None,
@@ -116,9 +131,11 @@ def _start(
     base: str | None = None,
     snapshot: bool = False,
     prepare: bool = False,
+    notify: list[str] | None = None,
 ) -> RunFolder:
-    """`prepare` (compose's lead, run by the container's init): make the run, start no worker."""
-    found = preflight(spec_path, name, backend, replace, copy, replay, base, snapshot, prepare)
+    """`prepare` (compose's lead, run by the container's init): make the run, start no worker. `notify`: the
+    `--notify` flags, checked with the spec's `notify:` and the user's file before anything is made."""
+    found = preflight(spec_path, name, backend, replace, copy, replay, base, snapshot, prepare, notices(notify))
     try:
         for warning in found.warnings:
             typer.echo(f"orch: warning: {warning}", err=True)
@@ -187,6 +204,7 @@ def run_(
         bool, typer.Option("--no-commentary", hidden=True, help="Print no commentary (the host does).")
     ] = False,
     prepare: PrepareOpt = False,
+    notify: NotifyOpt = None,
 ) -> None:
     """Run a fleet spec to completion: spawn, brief, monitor, verify findings, report, tear down."""
     if spec is None:
@@ -205,10 +223,13 @@ def run_(
             raise UsageError("--prepare is the container init's step (compose's lead)", hint="drop it")
         say = _say(quiet, as_json)
         path = Path(spec)
-        run = _start(path, name, backend, replace, copy, replay, say=say, base=base, snapshot=snapshot, prepare=prepare)
+        run = _start(
+            path, name, backend, replace, copy, replay, say=say, base=base, snapshot=snapshot, prepare=prepare,
+            notify=notify,
+        )  # fmt: skip
         if prepare:
             raise typer.Exit(0)
-    result = _drive(run, commentary=not (no_commentary or quiet))
+    result = _drive(run, commentary=not (no_commentary or quiet), notify=notify)
     if as_json:
         line = summary(result.run, result.exit_code, result.report, result.stopped)
         typer.echo(json.dumps(line, separators=(",", ":")))

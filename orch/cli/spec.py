@@ -44,13 +44,14 @@ def check(
     line: the recording, the credentials, the agents, tmux, bubblewrap or the image, a run of that name, and
     for writers the repository and the spec's checks, run once on the base."""
     from orch.backends.registry import in_container
+    from orch.cli.lead import notices
     from orch.entry.preflight import preflight
     from orch.run.records import Backend
     from orch.spec.load import SpecError
 
     backend = Backend.LOCAL if local or in_container() else Backend.DOCKER
     try:
-        found = preflight(file, name, backend, replace, copy, replay, base, snapshot, prepare=prepare)
+        found = preflight(file, name, backend, replace, copy, replay, base, snapshot, prepare, notices(None))
     except SpecError as exc:
         for issue in exc.issues:
             typer.echo(f"{file}: {issue}", err=True)

@@ -5,6 +5,7 @@ with writers its repository and the checks on the base. Each refusal is one line
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,10 +105,14 @@ def preflight(
     base: str | None = None,
     snapshot: bool = False,
     prepare: bool = False,
+    also: Callable[[FleetSpec], object] | None = None,
 ) -> Preflight:
     """Every check `orch run` makes before it creates anything. `prepare` (compose's lead, run by the
-    container's init): the run is made there without starting a sandbox, so the sandbox's own checks wait."""
+    container's init): the run is made there without starting a sandbox, so the sandbox's own checks wait.
+    `also`: a check of the spec from above this layer (the CLI's notifications), made right after loading it."""
     spec = load_spec(spec_path)
+    if also is not None:
+        also(spec)
     if (base is not None or snapshot) and not spec.writer_tasks():
         raise UsageError("--base and --snapshot are for specs with writer tasks", hint="drop them")
     # A recording (a run, or an exported file) is checked before anything is made.

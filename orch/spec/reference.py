@@ -41,6 +41,8 @@ SECTIONS: dict[str, str] = {
     "limits": "Limits",
     "budget": "Budget",
     "changes": "ChangesSpec",
+    "notify": "NotifyConfig",
+    "notify.webhooks[]": "Webhook",
 }
 """The reference's sections, in its order: where the keys sit in a spec -> the model that holds them."""
 
@@ -91,9 +93,19 @@ def schema() -> dict[str, Any]:
     return copy.deepcopy(_schema())
 
 
+def _sections() -> tuple[str, ...]:
+    """The top-level keys whose value may be null, taken as their defaults (FleetSpec's validator says which)."""
+    return FleetSpec.__pydantic_decorators__.field_validators["_empty_section_is_default"].info.fields
+
+
 @functools.cache
 def _schema() -> dict[str, Any]:
     out = FleetSpec.model_json_schema()
+    # A section whose keys are all commented out is null in YAML, and takes its defaults.
+    for name in _sections():
+        prop = out["properties"][name]
+        prop["anyOf"] = [{key: prop.pop(key) for key in ("$ref", "type", "additionalProperties", "propertyNames")
+                          if key in prop}, {"type": "null"}]  # fmt: skip
     defs = out.get("$defs", {})
     for name, kind in models().items():
         target = out if kind is FleetSpec else defs.get(name)
@@ -191,7 +203,8 @@ def rows(section: str) -> Iterator[str]:
     assert issubclass(kind, BaseModel)
     for key, prop in model["properties"].items():
         meaning = _cell(prop.get("description", ""))
-        shown = _cell(_type(prop, defs))
+        # A section may be left empty (null) for its defaults, which its default says: its type is its mapping.
+        shown = _cell(_type(prop["anyOf"][0] if key in _sections() else prop, defs))
         yield f"| `{key}` | {shown} | {_default(kind.model_fields[key], prop)} | {meaning} |"
 
 
