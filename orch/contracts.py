@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from urllib.parse import urlsplit
 
 from orch import settings
 from orch.run.folder import RunFolder
+from orch.run.paths import agent_cache
 from orch.run.records import Isolation, RunInfo, RunStatusView, WorkerCaps
 
 
@@ -197,6 +197,9 @@ class ImageInstall:
     config_npm: str | None = None
     """An npm package (`name@version`) the agent would install into its config dir at run time unless it is
     there: the image installs it once (/opt/agents/config-deps) for the adapter to link (opencode's plugins)."""
+    size_mb: int = 0
+    """About how many MB the pinned version takes installed (`du -sm` of what `orch setup` made): `orch setup`
+    says it before it starts, and its bar measures against it."""
 
     def build_args(self, version: str | None = None) -> dict[str, str]:
         return {f"{self.build_arg}_PACKAGE": self.package, f"{self.build_arg}_VERSION": version or self.version}
@@ -219,28 +222,11 @@ class Check:
 
 NO_CREDENTIALS = Credentials(env=())
 VERSION_TIMEOUT = 30.0  # seconds an agent's `--version` may take
-CACHE = Path.home() / ".cache" / "orch"  # where scripts/setup.sh installs each pinned agent CLI: <cache>/<version>/
-
-
-@dataclass(frozen=True)
-class SessionArgs:
-    """How the agent's command line resumes a session it kept, or names a new one."""
-
-    resume: tuple[str, ...] = ("--resume",)
-    """Put before the session id to resume it (Codex: its `resume` subcommand)."""
-    new: tuple[str, ...] = ()
-    """Put before a fresh id for a new session; empty: the agent names its sessions itself."""
-
-    def argv(self, resume: str | None) -> list[str]:
-        if resume:
-            return [*self.resume, resume]
-        return [*self.new, str(uuid.uuid4())] if self.new else []
 
 
 @dataclass(frozen=True)
 class AgentFacts:
-    """Everything orch knows about one agent CLI that is a plain fact (no behaviour): an AgentAdapter's `facts`,
-    what its callers and the shared behaviour (orch.agents.base.AgentBase) read."""
+    """What orch knows of one agent CLI as plain facts: an AgentAdapter's `facts` (behaviour: orch.agents.base)."""
 
     name: str
     title: str
@@ -273,7 +259,8 @@ class AgentFacts:
     command: str = ""
     """Its executable's name on PATH (default: `name`)."""
     cache: str = ""
-    """Its folder under ~/.cache/orch where scripts/setup.sh installs the pinned copy (default: `name`)."""
+    """Its folder in orch's agent cache (orch.run.paths.agent_cache) where `orch setup` installs the pinned copy
+    (default: `name`)."""
     install_hint: str = ""
     """How to install it (default: from `install`, as npm or pip would)."""
     version_last: bool = False
@@ -285,7 +272,10 @@ class AgentFacts:
     """Its doctor line is not a failure when it is missing (a machine may run other agents only)."""
     credentials_check: str = ""
     """The name of its credentials line in `orch doctor` (default: `<name>-credentials`)."""
-    session_args: SessionArgs = SessionArgs()
+    resume_args: tuple[str, ...] = ("--resume",)
+    """Put before a kept session's id to resume it (Codex: its `resume` subcommand)."""
+    new_session_args: tuple[str, ...] = ()
+    """Put before a fresh id for a new session; empty: the agent names its sessions itself."""
 
     @property
     def gateway(self) -> GatewayEnv | None:
@@ -301,12 +291,12 @@ class AgentFacts:
 
     @property
     def cache_root(self) -> Path:
-        """Where scripts/setup.sh installs the pinned copy: an npm prefix, or a venv (`<cache>/<version>`)."""
-        return CACHE / (self.cache or self.name) / (self.install.version if self.install else "")
+        """Where `orch setup` installs the pinned copy: an npm prefix, or a venv (`<cache>/<version>`)."""
+        return agent_cache() / (self.cache or self.name) / (self.install.version if self.install else "")
 
     @property
     def cache_bin(self) -> Path:
-        """The pinned copy scripts/setup.sh installs: npm's `node_modules/.bin/`, or a venv's `bin/`."""
+        """The pinned copy `orch setup` installs: npm's `node_modules/.bin/`, or a venv's `bin/`."""
         pip = self.install is not None and self.install.pip_command is not None
         root = self.cache_root
         return (root / "bin" if pip else root / "node_modules" / ".bin") / (self.command or self.name)
@@ -315,9 +305,7 @@ class AgentFacts:
     def how_to_install(self) -> str:
         if self.install_hint or self.install is None:
             return self.install_hint
-        if self.install.pip_command:
-            return f"scripts/setup.sh, or pip install {self.install.spec()} in a venv of its own"
-        return f"npm install -g {self.install.spec()}"
+        return f"orch setup --agents {self.name}"
 
 
 @runtime_checkable
@@ -407,6 +395,11 @@ class OrchCommand:
 
 class Sandbox(Protocol):
     """Where a run's tmux server lives, as seen from this process: this machine or the run's container."""
+
+    def check(self, request: UpRequest) -> None:
+        """Refuse, as `up` would (a UsageError), what `up` cannot start, without making anything: `orch spec
+        check` and `orch run` ask it before a run exists."""
+        ...
 
     def up(self, request: UpRequest) -> RunInfo:
         """Create the run and its fleet; return once the workers booted (nothing is left behind on failure)."""

@@ -10,6 +10,7 @@ import json
 import re
 import shlex
 import sys
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,7 +101,9 @@ class AgentBase:
 
     def session_argv(self, resume: str | None) -> list[str]:
         """The argv that resumes `resume` (a session the agent kept: the caller checked) or starts afresh."""
-        return self.facts.session_args.argv(resume)
+        if resume:
+            return [*self.facts.resume_args, resume]
+        return [*self.facts.new_session_args, str(uuid.uuid4())] if self.facts.new_session_args else []
 
     def worker_env(self, ctx: WorkerContext) -> dict[str, str]:
         """The variables every worker's agent gets from orch: which run and which worker it is."""

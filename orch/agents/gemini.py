@@ -18,7 +18,6 @@ from orch.contracts import (
     Dialog,
     ImageInstall,
     LaunchSpec,
-    SessionArgs,
     SessionStore,
     ShellTool,
     WorkerContext,
@@ -63,7 +62,9 @@ FACTS = AgentFacts(
     shell=ShellTool("run_shell_command", "command"),
     # Chats live in <GEMINI_CLI_HOME>/.gemini/tmp/<project>/chats/session-<time>-<id[:8]>.jsonl; --resume reads them.
     sessions=SessionStore(subdir=".gemini/tmp"),
-    install=ImageInstall(package=GEMINI_CLI_PACKAGE, version=GEMINI_CLI_VERSION, build_arg="GEMINI_CLI", node=True),
+    install=ImageInstall(
+        package=GEMINI_CLI_PACKAGE, version=GEMINI_CLI_VERSION, build_arg="GEMINI_CLI", node=True, size_mb=100
+    ),
     limits=(
         "hooks cannot approve a tool call: under `approve` orch presses Allow on its dialog",
         "a resumed session's first prompt is answered without the old history",
@@ -83,12 +84,11 @@ FACTS = AgentFacts(
     empty_draft=r"^\s*>\s+Type your message or @path/to/file\s*$",
     cache="gemini-cli",
     version_env=QUIET_ENV,
-    session_args=SessionArgs(resume=("--resume",), new=("--session-id",)),
+    new_session_args=("--session-id",),
     # Its hook writer's approver reads the dialog and presses Allow: in a local sandbox through the relay.
     own_pane=True,
 )
 GATEWAY = gateway_env(FACTS.credentials)
-CACHE_BIN = FACTS.cache_bin
 
 # Gemini CLI's policy engine (user tier): the tools a worker needs run without a prompt, shell redirection
 # included (it would otherwise downgrade an allowed command to a prompt); the destructive few are refused.

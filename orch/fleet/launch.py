@@ -1,5 +1,4 @@
-"""Starting a fleet on this machine's tmux server (the host, or inside the run's container): plan, boot,
-answer dialogs, restart a worker."""
+"""A fleet started on this machine's tmux (the host, or the run's container): plan, boot, dialogs, restarts."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from orch import __version__, procs, settings
+from orch import __version__, prereqs, procs, settings
 from orch.agents.registry import check_permission_mode, get_adapter
 from orch.backends.local import bwrap, egressproxy, relay
 from orch.backends.local import portal as portal_module
@@ -99,10 +98,25 @@ def adapter_of(info: RunInfo, n: int) -> AgentAdapter:
 
 
 def mode_of(info: RunInfo, adapter: AgentAdapter) -> str:
-    """The permission mode a worker of this kind runs with: the run's, or (a mixed fleet whose run mode is
-    another kind's default) its own kind's default."""
+    """A worker's permission mode: the run's, or its own kind's default (a mixed fleet's run mode may be another's)."""
     facts = adapter.facts
     return info.permission_mode if info.permission_mode in facts.permission_modes else facts.default_permission_mode
+
+
+def check(req: UpRequest) -> LocalRunInfo:
+    """Everything `up` refuses, checked without making anything: the request, the credentials, the agents'
+    binaries, tmux, bubblewrap for a strict run, and a run of that name (unless `req.replace`)."""
+    _, info = plan(req)
+    rungateway.upstreams(info)  # a fleet across model APIs lacking one's credential: refused, nothing made
+    for agent in info.agents():
+        get_adapter(agent).binary()
+    check_tmux()
+    if bwrap.sandboxed(info):
+        prereqs.bwrap_works()  # no bubblewrap or no user namespaces: refused in one line, before anything is made
+    run = RunFolder.for_name(req.name)
+    if not req.replace and ((run.root.exists() and not run.only_gateway()) or server_for(info).alive()):
+        raise UsageError(f"run {req.name!r} already exists", hint=f"use --replace, or `orch kill {req.name}`")
+    return info
 
 
 def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
@@ -110,18 +124,10 @@ def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
 
     On any failure nothing is left behind: no tmux server, no run folder, no config dirs.
     """
-    _, info = plan(req)
-    rungateway.upstreams(info)  # a fleet across model APIs lacking one's credential: refused, nothing made
-    for agent in info.agents():
-        get_adapter(agent).binary()
-    check_tmux()
-    if bwrap.sandboxed(info):
-        bwrap.check()  # no bubblewrap or no user namespaces: refused in one line, before anything is made
+    info = check(req)
     run = RunFolder.for_name(req.name)
     server = server_for(info)
-    if (run.root.exists() and not run.only_gateway()) or server.alive():
-        if not req.replace:
-            raise UsageError(f"run {req.name!r} already exists", hint=f"use --replace, or `orch kill {req.name}`")
+    if (run.root.exists() and not run.only_gateway()) or server.alive():  # --replace: `check` refused it otherwise
         server.kill()
         rungateway.stop(req.name)
         relay.stop(run)
@@ -214,8 +220,7 @@ def supervised(spec: LaunchSpec, run: RunFolder, n: int) -> LaunchSpec:
 
 
 def worker_processes(run: RunFolder, workers: int) -> list[int]:
-    """Processes of the run's workers still alive on this machine: the agents, the hooks they run and
-    their tool calls, and whatever they left running."""
+    """The run's workers' live processes here: agents, their hooks and tool calls, and what they left running."""
     return sorted(_processes_of(run, range(1, workers + 1)))
 
 
