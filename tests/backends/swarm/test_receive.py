@@ -117,7 +117,9 @@ def test_a_torn_or_foreign_pass_changes_nothing(run: Path, tmp_path: Path) -> No
     ],
     ids=["dotdot", "absolute", "inner-dotdot", "empty-part", "link-up", "link-absolute"],
 )
-def test_a_hostile_member_is_refused_and_writes_nothing_outside(tmp_path: Path, member: tuple[tarfile.TarInfo, bytes]) -> None:
+def test_a_hostile_member_is_refused_and_writes_nothing_outside(
+    tmp_path: Path, member: tuple[tarfile.TarInfo, bytes]
+) -> None:
     copy = tmp_path / "nest" / "copy"
     done = apply_pass(copy, _pass([member]))
     assert done.refused == [member[0].name] and not done.changed
@@ -145,7 +147,7 @@ def test_a_restored_copy_sends_only_what_changes_after(run: Path, tmp_path: Path
     apply_pass(copy, make_pass(run, {}, life=1)[0])
     base = baseline_of(copy)
     (copy / "new.txt").write_text("n")
-    out, _, count = make_pass(copy, base, life=2)
+    _, _, count = make_pass(copy, base, life=2)
     assert count == 1
 
 
