@@ -37,6 +37,7 @@ from orch.backends.swarm.receive import apply_pass
 from orch.container.layout import WORKDIR, run_mount
 from orch.errors import WaitTimeoutError
 from orch.run.folder import RunFolder, validate_name
+from orch.run.uids import READ_ALL
 from orch.waits import wait_until
 
 BASELINE = Path("/tmp/orch-sync/baseline.json")
@@ -45,7 +46,6 @@ TIMEOUT = 30.0
 """Seconds one request to the collector may take."""
 LAST_PASS_TIMEOUT = 60.0
 """Seconds the last pass may take to get through once the run ended."""
-READ_ALL = "dac_read_search"
 
 
 class Fenced(Exception):
