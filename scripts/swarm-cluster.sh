@@ -158,11 +158,21 @@ case "${1:-}" in
         image="${2:?usage: swarm-cluster.sh load IMAGE}"
         docker image inspect "$image" >/dev/null || die "this machine's engine has no image $image"
         id="$(docker image inspect --format '{{.Id}}' "$image")"
+        stale=()
         for node in "${nodes[@]}"; do
-            if [[ "$(on "$node" image inspect --format '{{.Id}}' "$image" 2>/dev/null)" != "$id" ]]; then
-                docker save "$image" | on "$node" load -q
-            fi
+            [[ "$(on "$node" image inspect --format '{{.Id}}' "$image" 2>/dev/null)" == "$id" ]] || stale+=("$node")
         done
+        ((${#stale[@]})) || exit 0
+        # Saved once, loaded into the nodes side by side; their engines keep the layers they have.
+        archive="$(mktemp "${TMPDIR:-/tmp}/orch-swarm-image.XXXXXX")"
+        trap 'rm -f "$archive"' EXIT
+        docker save "$image" >"$archive"
+        pids=()
+        for node in "${stale[@]}"; do
+            { on "$node" load -q -i "$archive" >/dev/null && on "$node" image prune -f >/dev/null; } &
+            pids+=($!)
+        done
+        for pid in "${pids[@]}"; do wait "$pid" || die "loading $image into a node failed"; done
         ;;
     down)
         for node in "${nodes[@]}"; do engine_down "$node"; done

@@ -46,7 +46,7 @@ def _mount(info: DockerRunInfo, target: str, source: str, read_only: bool = Fals
 # --- on this machine (local engine) ----------------------------------------------------------------
 def make_run_folder(run: RunFolder, info: DockerRunInfo, recording: Path | None = None) -> None:
     """A new run folder on this machine, with the exported `recording` the run replays (if any)."""
-    _seed(run, info, recording)
+    seed_folder(run, info, recording)
     uid, gid = uid_gid(info.container)
     if os.getuid() == 0 and uid != 0:
         _chown_tree(run.root, uid, gid)
@@ -130,7 +130,7 @@ def upload(container: Container, info: DockerRunInfo, host_workdir: Path, record
     uid, gid = uid_gid(info.container)
     with tempfile.TemporaryDirectory(prefix="orch-upload-") as tmp:
         staged = RunFolder(Path(tmp) / info.name)
-        _seed(staged, info, recording)
+        seed_folder(staged, info, recording)
         put_tree(container, run_mount(info.name), staged.root, uid, gid)
     if info.isolation is Isolation.STRICT:  # the run's container mounts the workspace read-only
         _upload_workspace(container, info, host_workdir, uid, gid)
@@ -199,7 +199,7 @@ def pull(client: docker.DockerClient, info: DockerRunInfo, source: Container | N
 
 
 # --- helpers ---------------------------------------------------------------------------------------
-def _seed(run: RunFolder, info: DockerRunInfo, recording: Path | None) -> None:
+def seed_folder(run: RunFolder, info: DockerRunInfo, recording: Path | None) -> None:
     """A new run folder. Files the container appends to must exist before the host (maybe root) ever touches them.
 
     `recording` (a replay of an exported file): copied into the gateway's `model/`, read-only; the

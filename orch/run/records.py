@@ -128,6 +128,8 @@ class SwarmInfo(Strict):
     manager_node: str = ""
     """That engine's node id: the collector runs there, so the user's side reaches it through that engine."""
     image: str
+    workdir: str = ""
+    """The workdir the user named, on this side (its copy went to the run's collector)."""
     options: ContainerOptions = Field(default_factory=ContainerOptions)
     constraints: list[str] = Field(default_factory=list)
     """Swarm placement constraints (`node.labels.zone==eu`), the spec's or `--constraint`'s."""
@@ -267,7 +269,7 @@ class DockerRunInfo(RunInfoBase):
     @classmethod
     def of(cls, info: RunInfoBase, container: ContainerInfo) -> DockerRunInfo:
         """`info` (a planned run, or one read from a remote engine) with this container record."""
-        return cls(**{**info.model_dump(exclude={"backend", "container", "egress_allow"}), "container": container})
+        return cls(**{**info.model_dump(exclude={"backend", "container", "egress_allow", "swarm"}), "container": container})
 
 
 class SwarmRunInfo(RunInfoBase):

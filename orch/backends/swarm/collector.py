@@ -31,12 +31,14 @@ from typing import IO
 from aiohttp import web
 
 from orch import settings
+from orch.backends.swarm.names import COLLECTOR_PORT
 from orch.backends.swarm.passes import PassError, make_pass
 from orch.backends.swarm.receive import apply_pass
 from orch.run.files import atomic_write
-from orch.run.uids import drop_argv
+from orch.run.uids import drop_argv, no_new_privs
 
-PORT = 7450
+READY_LINE = "orch-collector: ready"
+"""Printed once its volume's folders exist: the user's side may put the run's first folder there."""
 MAX_PASS = 8 << 30
 """The largest pass taken (a run folder that writes more between two passes is cut off, said in one line)."""
 CHUNK = 1 << 20
@@ -202,7 +204,7 @@ def app(home: Home, life: int, token: str) -> web.Application:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m orch.backends.swarm.collector")
     parser.add_argument("--life", type=int, required=True)
-    parser.add_argument("--port", type=int, default=PORT)
+    parser.add_argument("--port", type=int, default=COLLECTOR_PORT)
     parser.add_argument("--home", type=Path, default=Path(settings.SWARM_HOME.get()))
     parser.add_argument("--token-file", type=Path, default=Path(settings.SWARM_TOKEN_FILE.get()))
     args = parser.parse_args(argv)
@@ -211,10 +213,12 @@ def main(argv: list[str] | None = None) -> int:
         os.chown(args.home, uid, gid)
         os.execvp("setpriv", [*drop_argv(uid, gid), sys.executable, "-m", __spec__.name, *(argv or sys.argv[1:])])
     token = args.token_file.read_text().strip()
-    print(f"orch-collector: life {args.life} on port {args.port}", flush=True)
-    web.run_app(app(Home(args.home), args.life, token), port=args.port, print=None, access_log=None)
+    application = app(Home(args.home), args.life, token)  # its folders made, its log caught up
+    print(f"{READY_LINE}: life {args.life} on port {args.port}", flush=True)
+    web.run_app(application, port=args.port, print=None, access_log=None)
     return 0
 
 
 if __name__ == "__main__":
+    no_new_privs()  # first, as `--security-opt no-new-privileges` would where the engine cannot (Swarm 20.10)
     sys.exit(main())

@@ -39,7 +39,7 @@ def home_volume(name: str) -> str:
 
 def secret_name(name: str, what: str, life: int) -> str:
     """A secret of one life (Swarm secrets cannot change: each life has its own)."""
-    return f"orch-{name}-{what}-{life}"
+    return f"orch-{name}-{what.removeprefix('orch-')}-{life}"
 
 
 def swarm_labels(name: str, role: str, life: int | None = None) -> dict[str, str]:

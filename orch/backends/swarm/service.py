@@ -18,6 +18,7 @@ import requests.exceptions
 from docker.models.containers import Container
 
 from orch.backends.swarm import spec
+from orch.backends.swarm.collector import READY_LINE
 from orch.backends.swarm.names import (
     ROLE_NETWORK,
     ROLE_RUN,
@@ -78,6 +79,26 @@ def make_secret(client: docker.DockerClient, name: str, what: str, life: int, da
     return str(created["ID"])
 
 
+def secret_id(client: docker.DockerClient, name: str, what: str, life: int) -> str:
+    found = swarm_api(client).secrets(filters={"name": secret_name(name, what, life)})
+    if not found:
+        raise SandboxError(f"run {name}: its secret {secret_name(name, what, life)} is gone", hint=f"orch kill {name}")
+    return str(found[0]["ID"])
+
+
+def network_id(client: docker.DockerClient, name: str) -> str:
+    try:
+        return str(swarm_api(client).inspect_network(network_name(name))["Id"])
+    except docker.errors.NotFound:
+        raise SandboxError(f"run {name}: its network {network_name(name)} is gone", hint=f"orch kill {name}") from None
+
+
+def exists(client: docker.DockerClient, name: str) -> bool:
+    """Whether anything of run `name` is on the cluster (a service of it, or its network)."""
+    filters = {"label": f"{LABEL_RUN}={name}"}
+    return bool(swarm_api(client).services(filters=filters) or swarm_api(client).networks(filters=filters))
+
+
 def new_token() -> bytes:
     return secrets.token_urlsafe(32).encode()
 
@@ -105,7 +126,8 @@ def collector_container(client: docker.DockerClient, name: str, timeout: float =
 
     def running() -> Container | None:
         found = client.containers.list(filters=filters)
-        return found[0] if found else None
+        ready = found and READY_LINE in found[0].logs(stdout=True, stderr=False).decode(errors="replace")
+        return found[0] if ready else None
 
     try:
         return wait_until(running, timeout, f"the collector of run {name} to run on the manager", interval=0.3)
@@ -131,7 +153,7 @@ def task_of(client: docker.DockerClient, service: str) -> TaskView | None:
     """The service's newest task (None: none yet, or the service is gone)."""
     try:
         tasks = swarm_api(client).tasks(filters={"service": service})
-    except docker.errors.NotFound:
+    except docker.errors.NotFound:  # the service is gone, and its tasks with it
         return None
     if not tasks:
         return None
@@ -145,6 +167,15 @@ def task_of(client: docker.DockerClient, service: str) -> TaskView | None:
         str(status.get("Err") or status.get("Message") or ""),
         int(exit_code) if exit_code is not None else None,
     )
+
+
+def task_of_any(client: docker.DockerClient, services: list[str]) -> TaskView | None:
+    """A task still left of any of these services (None: all gone)."""
+    for sid in services:
+        task = task_of(client, sid)
+        if task is not None:
+            return task
+    return None
 
 
 def task_error(client: docker.DockerClient, service: str) -> str:
@@ -218,7 +249,7 @@ def remove_run(client: docker.DockerClient, name: str, timeout: float = GONE_TIM
         remove_service(client, service["ID"])
 
     def tasks_gone() -> bool:
-        return not any(swarm_api(client).tasks(filters={"service": s["ID"]}) for s in services)
+        return task_of_any(client, [s["ID"] for s in services]) is None
 
     with contextlib.suppress(WaitTimeoutError):
         wait_until(tasks_gone, timeout, f"the tasks of run {name} to go from their nodes", interval=0.3)

@@ -11,6 +11,7 @@ the rest. It is a replicated service of one task that is never restarted (not a 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,7 @@ from orch.backends.swarm.names import (
     SYNC_SECRET,
     collector_name,
     home_volume,
+    secret_name,
     service_name,
     swarm_labels,
 )
@@ -71,6 +73,8 @@ class Task:
     """What the task runs once home is restored: `orch serve-run NAME ...`."""
     constraints: list[str]
     """The run's own constraints and, with a per-node cap, the nodes that are full."""
+    prompts: dict[int, str]
+    """The workers' first prompts (a first life's, as `orch up --prompt` gives them)."""
 
 
 def uid_gid(swarm: SwarmInfo) -> tuple[int, int]:
@@ -110,10 +114,16 @@ def run_service(info: RunInfoBase, swarm: SwarmInfo, task: Task) -> dict[str, An
         settings.SWARM_TOKEN_FILE.name: f"/run/secrets/{SYNC_SECRET}",
         settings.SWARM_SYNC_INTERVAL.name: f"{settings.SWARM_SYNC_INTERVAL.get():g}",
     }
+    if task.prompts:
+        env[settings.PROMPTS.name] = json.dumps({str(n): text for n, text in task.prompts.items()})
     gateway_uid = str(settings.GATEWAY_UID.get())
     secrets = [
-        SecretReference(task.boot_secret, task.boot_secret, BOOT_SECRET, gateway_uid, gateway_uid, 0o400),
-        SecretReference(task.sync_secret, task.sync_secret, SYNC_SECRET, str(uid), str(gid), 0o400),
+        SecretReference(
+            task.boot_secret, secret_name(name, BOOT_SECRET, task.life), BOOT_SECRET, gateway_uid, gateway_uid, 0o400
+        ),
+        SecretReference(
+            task.sync_secret, secret_name(name, SYNC_SECRET, task.life), SYNC_SECRET, str(uid), str(gid), 0o400
+        ),
     ]
     mine = swarm_labels(name, ROLE_RUN, task.life)  # anonymous volumes: removed with the task's container
     mounts = [
@@ -173,7 +183,9 @@ def collector_service(info: RunInfoBase, swarm: SwarmInfo, life: int, sync_secre
             Mount(HOME_MOUNT, home_volume(name), type="volume", labels=swarm_labels(name, ROLE_HOME)),
             _tmpfs("/tmp", 0o1777),
         ],
-        secrets=[SecretReference(sync_secret, sync_secret, SYNC_SECRET, str(uid), str(gid), 0o400)],
+        secrets=[
+            SecretReference(sync_secret, secret_name(name, SYNC_SECRET, life), SYNC_SECRET, str(uid), str(gid), 0o400)
+        ],
         read_only=True,
         cap_add=[f"CAP_{cap}" for cap in COLLECTOR_CAPS],
         cap_drop=["ALL"],
