@@ -32,7 +32,6 @@ from orch.contracts import OrchCommand, UpRequest
 from orch.errors import DeliveryError, OrchError, UsageError, WaitTimeoutError
 from orch.fleet import control, launch
 from orch.gateway.credential import FleetUpstreams
-from orch.lead.decisions import EXIT_FAILED
 from orch.run.folder import RunFolder
 from orch.run.records import (
     ContainerInfo,
@@ -99,7 +98,8 @@ class SwarmSandbox:
         except ValueError as exc:
             raise UsageError(str(exc), hint="--allow takes a host name, an IP address or a CIDR") from None
         boot.check_image(client, self.settings.image, address)
-        missing = set(planned.agents()) - carried_agents(client.images.get(self.settings.image))
+        image = client.images.get(self.settings.image)
+        missing = set(planned.agents()) - carried_agents(image)
         if missing:
             raise UsageError(
                 f"image {self.settings.image} does not carry agent {', '.join(sorted(missing))}",
@@ -116,7 +116,7 @@ class SwarmSandbox:
         swarm = SwarmInfo(
             manager=None if address == DEFAULT_ENGINE else address,
             manager_node=manager,
-            image=self.settings.image,
+            image=task_image(self.settings.image, str(image.id)),
             workdir=str(planned.workdir),
             options=opts.model_copy(update={"allow": allow if opts.egress is EgressMode.ALLOWLIST else []}),
             constraints=list(self.settings.constraints),
@@ -132,7 +132,7 @@ class SwarmSandbox:
             network = service.make_network(client, request.name, swarm.options.egress)
             sync = service.make_secret(client, request.name, SYNC_SECRET, 1, service.new_token())
             service.create_service(client, spec.collector_service(info, swarm, 1, sync, network))
-            collector = service.collector_container(client, request.name)
+            collector = service.collector_container(client, request.name, 1)
             mounts.seed_folder(run, task_info, recording)
             home.seed(collector, run, info, Path(planned.workdir))
             run.write_info(info)
@@ -159,6 +159,7 @@ class SwarmSandbox:
         else:  # a new token, and the collector takes passes from this life alone
             sync = service.make_secret(client, info.name, SYNC_SECRET, life, service.new_token())
             service.update_collector(client, info, swarm, life, sync)
+            service.collector_container(client, info.name, life)
         command = spec.serve_command(info.name, self.settings.boot_timeout, self.settings.drive, resume=life > 1)
         constraints = [*swarm.constraints, *service.full_nodes(client, swarm.per_node)]
         task = spec.Task(
@@ -352,6 +353,14 @@ def task_record(info: RunInfoBase, swarm: SwarmInfo) -> DockerRunInfo:
     task_info = DockerRunInfo.of(info, container)
     task_info.workdir = WORKDIR
     return task_info
+
+
+def task_image(name: str, image_id: str) -> str:
+    """What the run's tasks run: an image from a registry by its name (each node pulls it), a local one by
+    its id, which no node ever tries to pull (from Docker Hub): it must have been loaded there."""
+    first = name.split("/", 1)[0]
+    from_registry = "/" in name and ("." in first or ":" in first or first == "localhost")
+    return name if from_registry else image_id
 
 
 def _recording(request: UpRequest) -> Path | None:

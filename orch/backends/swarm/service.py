@@ -116,18 +116,22 @@ def update_collector(client: docker.DockerClient, info: RunInfoBase, swarm: Swar
     service = swarm_api(client).inspect_service(collector_name(info.name))
     network = service["Spec"]["TaskTemplate"]["Networks"][0]["Target"]
     args = spec.collector_service(info, swarm, life, sync, network)
-    args.pop("endpoint_spec")
     swarm_api(client).update_service(service["ID"], service["Version"]["Index"], **args)
 
 
-def collector_container(client: docker.DockerClient, name: str, timeout: float = RUNNING_TIMEOUT) -> Container:
-    """The collector's running container, on this manager (as the spec places it)."""
+def collector_container(
+    client: docker.DockerClient, name: str, life: int | None = None, timeout: float = RUNNING_TIMEOUT
+) -> Container:
+    """The collector's running container, on this manager (as the spec places it); with `life`, once it
+    takes that life's passes."""
     filters: dict[str, Any] = {"label": f"com.docker.swarm.service.name={collector_name(name)}", "status": "running"}
+    ready = READY_LINE if life is None else f"{READY_LINE}: life {life} "
 
     def running() -> Container | None:
-        found = client.containers.list(filters=filters)
-        ready = found and READY_LINE in found[0].logs(stdout=True, stderr=False).decode(errors="replace")
-        return found[0] if ready else None
+        for found in client.containers.list(filters=filters):
+            if ready in found.logs(stdout=True, stderr=False).decode(errors="replace"):
+                return found
+        return None
 
     try:
         return wait_until(running, timeout, f"the collector of run {name} to run on the manager", interval=0.3)

@@ -15,6 +15,7 @@ init as a container the host started would.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import stat
@@ -39,16 +40,21 @@ class TaskError(Exception):
 
 
 def find_collector(name: str, timeout: float = FIND_TIMEOUT) -> str:
-    """The collector's address on the run's network, as Swarm's DNS (127.0.0.11) gives it."""
+    """The collector's address on the run's network that answers: Swarm's DNS (127.0.0.11) may still give
+    the address of the task a new life's collector replaced."""
 
-    def lookup() -> str | None:
+    def answering() -> str | None:
         try:
-            return str(socket.getaddrinfo(collector_name(name), None, socket.AF_INET)[0][4][0])
-        except (OSError, IndexError):
+            found = socket.getaddrinfo(collector_name(name), COLLECTOR_PORT, socket.AF_INET, socket.SOCK_STREAM)
+        except OSError:
             return None
+        for address in {str(entry[4][0]) for entry in found}:
+            with contextlib.suppress(OSError), socket.create_connection((address, COLLECTOR_PORT), timeout=2.0):
+                return address
+        return None
 
     try:
-        return wait_until(lookup, timeout, f"the collector {collector_name(name)} on the run's network")
+        return wait_until(answering, timeout, f"the collector {collector_name(name)} on the run's network")
     except WaitTimeoutError as exc:
         raise TaskError(str(exc)) from None
 
