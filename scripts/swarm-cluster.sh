@@ -7,6 +7,7 @@
 #
 #   scripts/swarm-cluster.sh up          start it (idempotent); prints the manager's DOCKER_HOST
 #   scripts/swarm-cluster.sh env         the manager's DOCKER_HOST line (eval "$(scripts/swarm-cluster.sh env)")
+#   scripts/swarm-cluster.sh status      exit 0 when its three nodes are up and ready
 #   scripts/swarm-cluster.sh cut NODE    take NODE's link down (w1, w2): the swarm loses it
 #   scripts/swarm-cluster.sh heal NODE   bring it back
 #   scripts/swarm-cluster.sh load IMAGE  copy IMAGE from this machine's engine into every node's engine
@@ -148,6 +149,9 @@ case "${1:-}" in
         ;;
     env)
         echo "export DOCKER_HOST=unix://$(sock mgr)"
+        ;;
+    status)
+        [[ "$(on mgr info --format '{{.Swarm.LocalNodeState}}' 2>/dev/null)" == active ]] && ready_nodes 3
         ;;
     cut | heal)
         node="${2:-}"

@@ -182,7 +182,8 @@ class SwarmSandbox:
             info = self.pull_info(info)
             if info.swarm.lost is not None:
                 raise DeliveryError(f"run {info.name}: {info.swarm.lost}", hint=f"orch up {info.name} --resume")
-            return info if info.status is RunStatus.RUNNING else None
+            life = info.swarm.life
+            return info if info.status is RunStatus.RUNNING or (life is not None and life.ended) else None
 
         timeout = self.settings.boot_timeout + START_MARGIN
         try:
@@ -251,11 +252,12 @@ class SwarmSandbox:
             with self.pulling(boxed):
                 return command.run_here()
         life = boxed.swarm.life
-        node = life.node if life is not None else "?"
+        node = life.node if life is not None and life.node else "its node"
         raise DeliveryError(
-            f"run {boxed.name} runs on swarm node {node}: `orch {command.args[0]}` needs its workers' screens, which "
-            "the manager cannot reach",
-            hint=f"on that node: docker exec -it -u {boxed.swarm.user} {service_name(boxed.name)}.1.<task> orch {' '.join(command.args)}",
+            f"run {boxed.name} runs on swarm node {node}: `orch {command.args[0]}` needs its workers' screens, "
+            "which the manager cannot reach",
+            hint=f"on {node}: docker exec -it -u {boxed.swarm.user} $(docker ps -q -f label=orch.run={boxed.name}) "
+            f"orch {' '.join(command.args)}",
         )
 
     def _follow(self, info: SwarmRunInfo) -> int:

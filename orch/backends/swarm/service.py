@@ -208,7 +208,8 @@ def lost(client: docker.DockerClient, service: str) -> str | None:
                 message = (node.get("Status") or {}).get("Message") or state
                 return f"node {where} is {state}: {message}"
     if task.state == "rejected":
-        return f"node {where} rejected the task: {task.error}"
+        load = "; load the image there (docker save IMAGE | docker load)" if "No such image" in task.error else ""
+        return f"node {where} rejected the task: {task.error}{load}"
     if task.state == "failed":
         code = f" (exit {task.exit_code})" if task.exit_code is not None else ""
         return f"its task failed on node {where}{code}: {task.error}"
