@@ -13,6 +13,7 @@ says which node runs the run: Swarm's manager offers no way into a task on anoth
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import os
 import threading
@@ -56,6 +57,10 @@ FOLLOW_TIMEOUT = 7 * 24 * 3600.0
 START_MARGIN = 120.0
 """Seconds on top of the boot timeout for a task to start: placement, the restore, the firewall."""
 FOLDER_COMMANDS = ("wait", "bus", "run")
+PLACING = threading.Lock()
+"""Held while a run's task is placed: runs started side by side count each other's tasks."""
+AT_ONCE = 4
+"""Runs `up_many` starts side by side."""
 """Commands that only read (or wait on) the run folder: they run here while this copy is pulled."""
 
 
@@ -161,13 +166,13 @@ class SwarmSandbox:
             service.update_collector(client, info, swarm, life, sync)
             service.collector_container(client, info.name, life)
         command = spec.serve_command(info.name, self.settings.boot_timeout, self.settings.drive, resume=life > 1)
-        constraints = [*swarm.constraints, *service.full_nodes(client, swarm.per_node)]
-        task = spec.Task(
-            life, boot_secret, sync, service.network_id(client, info.name), command, constraints, prompts or {}
-        )
-        swarm.lives.append(
-            SwarmLife(life=life, service=service.create_service(client, spec.run_service(info, swarm, task)))
-        )
+        network = service.network_id(client, info.name)
+        with PLACING:  # the nodes' counts hold until this run's task has its node (a per-node cap stays exact)
+            constraints = [*swarm.constraints, *service.full_nodes(client, swarm.per_node)]
+            task = spec.Task(life, boot_secret, sync, network, command, constraints, prompts or {})
+            sid = service.create_service(client, spec.run_service(info, swarm, task))
+            node = service.placed(client, sid)
+        swarm.lives.append(SwarmLife(life=life, service=sid, node=node))
         swarm.lost = None
         info.status = RunStatus.STARTING
         run.write_info(info)
@@ -192,6 +197,19 @@ class SwarmSandbox:
             raise WaitTimeoutError(
                 f"run {info.name}: workers not running within {timeout:g}s", hint=f"orch kill {info.name}"
             ) from None
+
+    def up_many(self, requests: Sequence[UpRequest]) -> list[RunInfo | OrchError]:
+        """Several runs at once (one spec over several workdirs, or several specs), each placed by Swarm as
+        it starts: each one's record, or why it did not start (the others start anyway)."""
+
+        def one(request: UpRequest) -> RunInfo | OrchError:
+            try:
+                return SwarmSandbox(self.settings).up(request)
+            except OrchError as exc:
+                return exc
+
+        with concurrent.futures.ThreadPoolExecutor(AT_ONCE) as pool:
+            return list(pool.map(one, requests))
 
     # --- the folder ---------------------------------------------------------------------------------
     def pull_info(self, info: SwarmRunInfo, watch: bool = True) -> SwarmRunInfo:

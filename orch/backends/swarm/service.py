@@ -39,6 +39,8 @@ GONE_TIMEOUT = 60.0
 """Seconds a removed service's task gets to go from its node before the network it used is removed."""
 RUNNING_TIMEOUT = 120.0
 """Seconds the collector gets to start on the manager (its image is there: orch checked)."""
+PLACE_TIMEOUT = 10.0
+"""Seconds Swarm gets to give a new task its node while other runs wait to be placed."""
 TASK_DONE = ("complete", "failed", "shutdown", "rejected", "orphaned", "remove")
 NODE_GONE = ("down", "disconnected", "unknown")
 
@@ -171,6 +173,20 @@ def task_of(client: docker.DockerClient, service: str) -> TaskView | None:
         str(status.get("Err") or status.get("Message") or ""),
         int(exit_code) if exit_code is not None else None,
     )
+
+
+def placed(client: docker.DockerClient, service: str, timeout: float = PLACE_TIMEOUT) -> str:
+    """The hostname of the node Swarm placed the service's task on ("" when none fits yet: the task waits,
+    and `lost` or the wait for its workers says why)."""
+
+    def node() -> str | None:
+        task = task_of(client, service)
+        return task.node_id if task is not None and task.node_id else None
+
+    try:
+        return node_name(client, wait_until(node, timeout, "Swarm to place the run's task", interval=0.2))
+    except WaitTimeoutError:
+        return ""
 
 
 def task_of_any(client: docker.DockerClient, services: list[str]) -> TaskView | None:
