@@ -361,25 +361,11 @@ BOOT_FILE = Setting(
     "A file holding the init's boot line instead of stdin (a swarm task's secret, readable by the gateway's uid).",
     internal=True,
 )
-SWARM_HOME = Setting(
-    "ORCH_SWARM_HOME",
-    "/collector",
-    _text,
-    "A swarm run's collector: its volume (orch.backends.swarm.collector).",
-    internal=True,
-)
 SWARM_COLLECTOR = Setting(
     "ORCH_SWARM_COLLECTOR",
     "",
     _optional,
     "A swarm task: its run's collector, `address:port` (open to the run's uid alone, which syncs the run home).",
-    internal=True,
-)
-SWARM_TOKEN_FILE = Setting(
-    "ORCH_SWARM_TOKEN_FILE",
-    "/run/secrets/orch-sync",
-    _text,
-    "A swarm run's sync token for this life (a secret the run's uid alone reads, in the task and the collector).",
     internal=True,
 )
 SWARM_LIFE = Setting(

@@ -23,9 +23,10 @@ RANKS = {
     "gateway": 4,
     "fleet": 5,
     "container": 6,
-    "lead": 7,
-    "view": 8,
-    "cli": 9,
+    "backends": 7,
+    "lead": 8,
+    "view": 9,
+    "cli": 10,
 }
 BASE: tuple[str, ...]  # grows below, a line for each module added
 BASE = ("orch", "orch.errors", "orch.versions", "orch.waits", "orch.settings", "orch.text", "orch.shellparts")

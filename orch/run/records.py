@@ -269,7 +269,9 @@ class DockerRunInfo(RunInfoBase):
     @classmethod
     def of(cls, info: RunInfoBase, container: ContainerInfo) -> DockerRunInfo:
         """`info` (a planned run, or one read from a remote engine) with this container record."""
-        return cls(**{**info.model_dump(exclude={"backend", "container", "egress_allow", "swarm"}), "container": container})
+        return cls(
+            **{**info.model_dump(exclude={"backend", "container", "egress_allow", "swarm"}), "container": container}
+        )
 
 
 class SwarmRunInfo(RunInfoBase):

@@ -31,7 +31,7 @@ from typing import IO
 from aiohttp import web
 
 from orch import settings
-from orch.backends.swarm.names import COLLECTOR_PORT
+from orch.backends.swarm.names import COLLECTOR_PORT, HOME_MOUNT, SYNC_SECRET
 from orch.backends.swarm.passes import PassError, make_pass
 from orch.backends.swarm.receive import apply_pass
 from orch.run.files import atomic_write
@@ -205,8 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m orch.backends.swarm.collector")
     parser.add_argument("--life", type=int, required=True)
     parser.add_argument("--port", type=int, default=COLLECTOR_PORT)
-    parser.add_argument("--home", type=Path, default=Path(settings.SWARM_HOME.get()))
-    parser.add_argument("--token-file", type=Path, default=Path(settings.SWARM_TOKEN_FILE.get()))
+    parser.add_argument("--home", type=Path, default=Path(HOME_MOUNT))
+    parser.add_argument("--token-file", type=Path, default=Path(f"/run/secrets/{SYNC_SECRET}"))
     args = parser.parse_args(argv)
     uid, gid = settings.UID.get(), settings.GID.get()
     if os.geteuid() == 0 and uid and gid:  # root only to give the volume to the run's uid; then none of it

@@ -13,6 +13,7 @@ import io
 import json
 import tarfile
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -58,24 +59,33 @@ def push(container: Container, info: SwarmRunInfo, files: list[Path]) -> None:
     put_paths(container, str(HOME.run), files, uid, gid)
 
 
-def pull(container: Container, run: RunFolder, info: SwarmRunInfo) -> Pulled:
+Reader = Callable[[Path], IO[bytes]]
+"""One file of the collector's volume, by its path there (empty when it has none)."""
+
+
+def pull(read: Reader, run: RunFolder, info: SwarmRunInfo) -> Pulled:
     """The collector's passes this copy has not taken yet, applied in order; run.json merged."""
-    state = json.loads(_file(container, HOME.state).read() or b"{}")
+    state = json.loads(read(HOME.state).read() or b"{}")
     seq, last = info.swarm.seq, int(state.get("seq", 0))
     merged = info
     for number in range(seq + 1, last + 1):
-        body = _file(container, HOME.pass_file(number))
+        body = read(HOME.pass_file(number))
         done = apply_pass(run.root, body, divert=lambda rel: rel == run.run_json.name)
         if run.run_json.name in done.changed:
             merged = _merge(_member(body, run.run_json.name), merged)
         for rel in done.stale:  # this copy's file differs from the collector's: take the collector's whole
-            _replace(run.root / rel, _file(container, HOME.run / rel))
+            _replace(run.root / rel, read(HOME.run / rel))
         merged.swarm.seq = number
     run.write_info(merged)
     ended = state.get("ended") or {}
     life = merged.swarm.life
     code = int(ended["code"]) if life is not None and ended.get("life") == life.life else None
     return Pulled(merged, last - seq, code)
+
+
+def reader(container: Container) -> Reader:
+    """The collector's files, read through the manager's engine (its container is on the manager)."""
+    return lambda path: _file(container, path)
 
 
 def _merge(task_json: bytes, local: SwarmRunInfo) -> SwarmRunInfo:

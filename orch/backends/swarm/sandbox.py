@@ -216,7 +216,7 @@ class SwarmSandbox:
         """This side's copy brought up to the collector's; the run's record as it now is: the node of its
         life, how that life ended, or (`watch`) why it was lost, with its node."""
         client, run = self.client(info), RunFolder.for_name(info.name)
-        pulled = home.pull(service.collector_container(client, info.name), run, info)
+        pulled = home.pull(home.reader(service.collector_container(client, info.name)), run, info)
         info = pulled.info
         life = info.swarm.life
         if life is not None and life.ended is None:

@@ -111,7 +111,6 @@ def run_service(info: RunInfoBase, swarm: SwarmInfo, task: Task) -> dict[str, An
         settings.BOOT_FILE.name: f"/run/secrets/{BOOT_SECRET}",
         settings.GATEWAY_UID.name: str(settings.GATEWAY_UID.get()),
         settings.SWARM_LIFE.name: str(task.life),
-        settings.SWARM_TOKEN_FILE.name: f"/run/secrets/{SYNC_SECRET}",
         settings.SWARM_SYNC_INTERVAL.name: f"{settings.SWARM_SYNC_INTERVAL.get():g}",
     }
     if task.prompts:
@@ -176,7 +175,7 @@ def collector_service(info: RunInfoBase, swarm: SwarmInfo, life: int, sync_secre
     container = ContainerSpec(
         swarm.image,
         command=[PYTHON, "-m", "orch.backends.swarm.collector", "--life", str(life), "--port", str(COLLECTOR_PORT)],
-        env=[f"{settings.UID.name}={uid}", f"{settings.GID.name}={gid}", f"{settings.SWARM_HOME.name}={HOME_MOUNT}"],
+        env=[f"{settings.UID.name}={uid}", f"{settings.GID.name}={gid}"],
         user="0:0",
         labels=swarm_labels(name, ROLE_COLLECTOR, life),
         mounts=[

@@ -32,6 +32,7 @@ from types import FrameType
 from typing import IO
 
 from orch import settings
+from orch.backends.swarm.names import SYNC_SECRET
 from orch.backends.swarm.passes import Baseline, PassError, Seen, baseline_of, make_pass
 from orch.backends.swarm.receive import apply_pass
 from orch.container.layout import WORKDIR, run_mount
@@ -64,7 +65,7 @@ class Link:
         target = settings.SWARM_COLLECTOR.get()
         if not target:
             raise SystemExit(f"orch-sync: {settings.SWARM_COLLECTOR.name} is not set")
-        token = Path(settings.SWARM_TOKEN_FILE.get()).read_text().strip()
+        token = Path(f"/run/secrets/{SYNC_SECRET}").read_text().strip()
         return cls(target, token, settings.SWARM_LIFE.get())
 
     def request(self, method: str, path: str, body: IO[bytes] | None = None) -> http.client.HTTPResponse:
