@@ -18,15 +18,15 @@ from pathlib import Path
 import docker
 import pytest
 
+from orch.backends.docker.image import build_image, image_is_current
 from orch.backends.swarm import service
 from orch.backends.swarm.sandbox import SwarmSandbox, SwarmSettings
-from orch.container.image import build_image, image_is_current
+from orch.entry import demo
+from orch.entry.runner import up_request
 from orch.errors import SandboxError, UsageError
-from orch.lead import demo
+from orch.jobs.state import FindingStatus, save_state
 from orch.lead.controller import initial_state, write_spec
-from orch.lead.jobs import FindingStatus, save_state
-from orch.lead.report import load_report
-from orch.lead.runner import up_request
+from orch.report.model import load_report
 from orch.run.folder import RunFolder
 from orch.run.records import Backend, ContainerOptions, EgressMode
 from orch.versions import CLAUDE_CODE_VERSION
@@ -120,7 +120,6 @@ def manager(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> Cluster:
     """DOCKER_HOST names the cluster's manager, as for a user whose manager is another machine's engine."""
     monkeypatch.setenv("DOCKER_HOST", cluster.manager)
     return cluster
-
 
 
 def demo_run(name: str, image: str, constraints: list[str]) -> tuple[SwarmSandbox, RunFolder]:

@@ -21,12 +21,12 @@ from typing import IO
 import docker.errors
 from docker.models.containers import Container
 
+from orch.backends.docker.engine import explain
+from orch.backends.docker.mounts import put_paths, put_tree
 from orch.backends.swarm.collector import Home
 from orch.backends.swarm.names import HOME_MOUNT
 from orch.backends.swarm.receive import apply_pass
 from orch.backends.swarm.spec import uid_gid
-from orch.container.engine import explain
-from orch.container.mounts import put_paths, put_tree
 from orch.errors import SandboxError
 from orch.run.folder import RunFolder
 from orch.run.records import RUN_INFO, RunStatus, SwarmRunInfo

@@ -23,11 +23,12 @@ from pathlib import Path
 
 import docker
 
+from orch.backends.docker import boot, mounts
+from orch.backends.docker.engine import DEFAULT_ENGINE, docker_client, engine_address
+from orch.backends.docker.image import carried_agents
 from orch.backends.swarm import home, service, spec
 from orch.backends.swarm.names import BOOT_SECRET, SYNC_SECRET, service_name
-from orch.container import boot, egress, mounts
-from orch.container.engine import DEFAULT_ENGINE, docker_client, engine_address
-from orch.container.image import carried_agents
+from orch.container import egress
 from orch.container.layout import ROOT_HOST_UID, WORKDIR, run_mount
 from orch.contracts import OrchCommand, UpRequest
 from orch.errors import DeliveryError, OrchError, UsageError, WaitTimeoutError

@@ -17,6 +17,7 @@ import docker.errors
 import requests.exceptions
 from docker.models.containers import Container
 
+from orch.backends.docker.engine import explain
 from orch.backends.swarm import spec
 from orch.backends.swarm.collector import READY_LINE
 from orch.backends.swarm.names import (
@@ -28,7 +29,6 @@ from orch.backends.swarm.names import (
     secret_name,
     swarm_labels,
 )
-from orch.container.engine import explain
 from orch.container.layout import LABEL_MANAGED, LABEL_ROLE, LABEL_RUN
 from orch.errors import SandboxError, UsageError, WaitTimeoutError
 from orch.run.records import EgressMode, RunInfoBase, SwarmInfo

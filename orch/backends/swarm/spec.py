@@ -1,7 +1,7 @@
 """The Swarm service specs of a run and of its collector, decided here from the run's record alone (pure: the
 engine is asked nothing), so every option a run's task gets is read in one place.
 
-A run's task is hardened as the container backend's container is (orch.container.boot.create): root only for
+A run's task is hardened as the container backend's container is (orch.backends.docker.boot.create): root only for
 its init, no capability but the init's, a read-only root, tmpfs /tmp and home, the pids, memory and CPU
 limits, the firewall applied inside. What Swarm 20.10 cannot set on a service (`no-new-privileges`, a seccomp
 profile, swap, tmpfs `exec`) the init does itself where it can (no_new_privs first), and `cluster.GAPS` says
@@ -28,6 +28,7 @@ from docker.types import (
 )
 
 from orch import settings
+from orch.backends.docker.boot import FIREWALL_CAPS, INIT_CAPS, TMPFS_SIZE
 from orch.backends.swarm.names import (
     BOOT_SECRET,
     COLLECTOR_PORT,
@@ -42,7 +43,6 @@ from orch.backends.swarm.names import (
     service_name,
     swarm_labels,
 )
-from orch.container.boot import FIREWALL_CAPS, INIT_CAPS, TMPFS_SIZE
 from orch.container.layout import AGENTS_DIR, HOME, PYTHON, TINI, WORKDIR, run_mount
 from orch.fleet.caps import container_pids
 from orch.run.records import EgressMode, RunInfoBase, SwarmInfo

@@ -15,8 +15,8 @@ from orch.backends.swarm.sandbox import SwarmSandbox, SwarmSettings
 from orch.backends.swarm.service import swarm_api
 from orch.container.layout import PYTHON
 from orch.contracts import OrchCommand, UpRequest
+from orch.entry.demo import EXPECTED
 from orch.errors import DeliveryError
-from orch.lead.demo import EXPECTED
 from orch.run.folder import RunFolder
 from orch.run.records import ContainerOptions, EgressMode, Isolation, RunStatus, SwarmRunInfo
 from orch.run.uids import worker_uid

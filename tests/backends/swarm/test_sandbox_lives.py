@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from orch.contracts import OrchCommand
-from orch.lead.demo import EXPECTED
+from orch.entry.demo import EXPECTED
 from orch.run.records import RunStatus, SwarmRunInfo
 from orch.waits import wait_until
 from tests.dockertest import unique

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from orch import settings
+from orch.backends.docker.boot import FIREWALL_CAPS, INIT_CAPS
 from orch.backends.swarm import spec
 from orch.backends.swarm.names import BOOT_SECRET, SYNC_SECRET
-from orch.container.boot import FIREWALL_CAPS, INIT_CAPS
 from orch.run.records import ContainerOptions, EgressMode, LocalRunInfo, SwarmInfo, WorkerCaps
 
 pytestmark = pytest.mark.pure
