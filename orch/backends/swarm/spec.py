@@ -156,7 +156,7 @@ def run_service(info: RunInfoBase, swarm: SwarmInfo, task: Task) -> dict[str, An
         resources=resources,
         restart_policy=RestartPolicy(condition="none"),
         placement=Placement(constraints=task.constraints),
-        networks=[task.network],
+        networks=[task.network, *([opts.network] if opts.network else [])],  # `--network`: one more to join
     )
     return {
         "task_template": template,
