@@ -34,6 +34,7 @@ from bench import (
     procs,
     reports,
     starts,
+    swarm,
     up,
     view,
     watch,
@@ -63,6 +64,7 @@ BENCHES: dict[str, tuple[Callable[[Context], Result], bool]] = {
     "caps": (caps.run, True),  # the per-worker caps: limits on against off, and the watchdog's cost
     "gate": (gate.run, False),  # issue 22: the gate's overhead over an ungated run of the same writers
     "starts": (starts.run, False),  # an `orch bus post` process, a run gateway's start (--before REV: side by side)
+    "swarm": (swarm.run, False),  # issue 33, on scripts/swarm-cluster.sh's swarm (root): starts, spread, the sync
 }
 MEASUREMENT_ERRORS = (OrchError, BenchError, OSError, TimeoutError)
 
