@@ -58,11 +58,11 @@ FOLLOW_TIMEOUT = 7 * 24 * 3600.0
 START_MARGIN = 120.0
 """Seconds on top of the boot timeout for a task to start: placement, the restore, the firewall."""
 FOLDER_COMMANDS = ("wait", "bus", "run")
+"""Commands that only read (or wait on) the run folder: they run here while this copy is pulled."""
 PLACING = threading.Lock()
 """Held while a run's task is placed: runs started side by side count each other's tasks."""
 AT_ONCE = 4
 """Runs `up_many` starts side by side."""
-"""Commands that only read (or wait on) the run folder: they run here while this copy is pulled."""
 
 
 @dataclass(frozen=True)
