@@ -175,7 +175,8 @@ def collector_service(info: RunInfoBase, swarm: SwarmInfo, life: int, sync_secre
     container = ContainerSpec(
         swarm.image,
         command=[PYTHON, "-m", "orch.backends.swarm.collector", "--life", str(life), "--port", str(COLLECTOR_PORT)],
-        env=[f"{settings.UID.name}={uid}", f"{settings.GID.name}={gid}"],
+        # A whole folder served to a new task is staged in the volume, not in the tmpfs /tmp (memory).
+        env=[f"{settings.UID.name}={uid}", f"{settings.GID.name}={gid}", f"TMPDIR={HOME_MOUNT}/tmp"],
         user="0:0",
         labels=swarm_labels(name, ROLE_COLLECTOR, life),
         mounts=[
