@@ -36,6 +36,7 @@ from bench import (
     reports,
     roles,
     starts,
+    swarm,
     up,
     view,
     watch,
@@ -67,6 +68,7 @@ BENCHES: dict[str, tuple[Callable[[Context], Result], bool]] = {
     "starts": (starts.run, False),  # an `orch bus post` process, a run gateway's start (--before REV: side by side)
     "roles": (roles.run, True),  # issue 35: a fleet's CPU by process and role, N = 1 to 64 (the kernel's accounting)
     "notify": (notify.run, False),  # issue 34: a hook or a controller event -> the webhook posted, the terminal rung
+    "swarm": (swarm.run, False),  # issue 33, on scripts/swarm-cluster.sh's swarm (root): starts, spread, the sync
 }
 MEASUREMENT_ERRORS = (OrchError, BenchError, OSError, TimeoutError)
 

@@ -49,6 +49,7 @@ BASE = ("orch", "orch.errors", "orch.versions", "orch.waits", "orch.settings", "
 BASE += ("orch.jsonsample",)
 BASE += ("orch.procs",)
 BASE += ("orch.allowlist",)
+BASE += ("orch.prereqs",)
 
 
 def layer_of(module: str) -> str:

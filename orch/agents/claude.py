@@ -11,9 +11,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from orch.agents.base import AgentBase, AgentFacts, SessionArgs, hook_command, write_config
+from orch.agents.base import AgentBase, hook_command, write_config
 from orch.agents.credentials import anthropic_key, gateway_env
-from orch.contracts import Dialog, ImageInstall, LaunchSpec, LoginFile, SessionStore, ShellTool, WorkerContext
+from orch.contracts import (
+    AgentFacts,
+    Dialog,
+    ImageInstall,
+    LaunchSpec,
+    LoginFile,
+    SessionStore,
+    ShellTool,
+    WorkerContext,
+)
 from orch.run.folder import RunFolder
 from orch.versions import CLAUDE_CODE_PACKAGE, CLAUDE_CODE_VERSION
 
@@ -50,7 +59,9 @@ FACTS = AgentFacts(
     shell=SHELL,
     # Transcripts live in <config dir>/projects/<mangled cwd>/<session>.jsonl; `--resume` reads them.
     sessions=SessionStore(subdir="projects"),
-    install=ImageInstall(package=CLAUDE_CODE_PACKAGE, version=CLAUDE_CODE_VERSION, build_arg="CLAUDE_CODE"),
+    install=ImageInstall(
+        package=CLAUDE_CODE_PACKAGE, version=CLAUDE_CODE_VERSION, build_arg="CLAUDE_CODE", size_mb=385
+    ),
     # Fallback only: seeding the config dir prevents these. In the pinned version the "No / exit" option is
     # selected by default, so a blind Enter would make the worker exit.
     dialogs=(
@@ -61,13 +72,12 @@ FACTS = AgentFacts(
     cache="claude-code",
     doctor_optional=False,
     credentials_check="credentials",
-    session_args=SessionArgs(resume=("--resume",), new=("--session-id",)),
+    new_session_args=("--session-id",),
     http_hooks=True,
 )
 CREDENTIAL_ENV = CREDENTIALS.env
 """Its credential variables (bench/ reads them)."""
 GATEWAY = gateway_env(CREDENTIALS)
-CACHE_BIN = FACTS.cache_bin
 
 # The default lets a worker edit files and run commands without prompts (an unattended worker cannot
 # answer one), while refusing the destructive few. The container backend is the real boundary.

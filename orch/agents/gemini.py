@@ -11,9 +11,17 @@ from typing import Any
 
 import tomli_w
 
-from orch.agents.base import AgentBase, AgentFacts, HookDialect, SessionArgs, write_config
+from orch.agents.base import AgentBase, HookDialect, write_config
 from orch.agents.credentials import gateway_env, gemini_key
-from orch.contracts import Dialog, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
+from orch.contracts import (
+    AgentFacts,
+    Dialog,
+    ImageInstall,
+    LaunchSpec,
+    SessionStore,
+    ShellTool,
+    WorkerContext,
+)
 from orch.versions import GEMINI_CLI_PACKAGE, GEMINI_CLI_VERSION
 
 QUIET_ENV = {
@@ -54,7 +62,9 @@ FACTS = AgentFacts(
     shell=ShellTool("run_shell_command", "command"),
     # Chats live in <GEMINI_CLI_HOME>/.gemini/tmp/<project>/chats/session-<time>-<id[:8]>.jsonl; --resume reads them.
     sessions=SessionStore(subdir=".gemini/tmp"),
-    install=ImageInstall(package=GEMINI_CLI_PACKAGE, version=GEMINI_CLI_VERSION, build_arg="GEMINI_CLI", node=True),
+    install=ImageInstall(
+        package=GEMINI_CLI_PACKAGE, version=GEMINI_CLI_VERSION, build_arg="GEMINI_CLI", node=True, size_mb=100
+    ),
     limits=(
         "hooks cannot approve a tool call: under `approve` orch presses Allow on its dialog",
         "a resumed session's first prompt is answered without the old history",
@@ -79,13 +89,11 @@ FACTS = AgentFacts(
     paste_window=0.15,
     cache="gemini-cli",
     version_env=QUIET_ENV,
-    session_args=SessionArgs(resume=("--resume",), new=("--session-id",)),
-    hook_dialect=HOOK_DIALECT,
+    new_session_args=("--session-id",),
     # Its hook writer's approver reads the dialog and presses Allow: in a local sandbox through the relay.
     own_pane=True,
 )
 GATEWAY = gateway_env(FACTS.credentials)
-CACHE_BIN = FACTS.cache_bin
 
 # Gemini CLI's policy engine (user tier): the tools a worker needs run without a prompt, shell redirection
 # included (it would otherwise downgrade an allowed command to a prompt); the destructive few are refused.

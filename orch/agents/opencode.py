@@ -22,9 +22,17 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from orch.agents.base import HOOKWRITER, AgentBase, AgentFacts, SessionArgs
+from orch.agents.base import HOOKWRITER, AgentBase
 from orch.agents.credentials import gateway_env, openai_key
-from orch.contracts import Check, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
+from orch.contracts import (
+    AgentFacts,
+    Check,
+    ImageInstall,
+    LaunchSpec,
+    SessionStore,
+    ShellTool,
+    WorkerContext,
+)
 from orch.errors import UsageError
 from orch.run.folder import RunFolder
 from orch.versions import OPENCODE_PACKAGE, OPENCODE_PLUGIN_PACKAGE, OPENCODE_VERSION
@@ -44,22 +52,19 @@ FACTS = AgentFacts(
         version=OPENCODE_VERSION,
         build_arg="OPENCODE",
         config_npm=f"{OPENCODE_PLUGIN_PACKAGE}@{OPENCODE_VERSION}",
+        size_mb=420,
     ),
-    install_hint=f"scripts/setup.sh, or npm install -g {OPENCODE_PACKAGE}@{OPENCODE_VERSION}",
-    session_args=SessionArgs(resume=("--session",)),
+    resume_args=("--session",),
 )
 GATEWAY = gateway_env(FACTS.credentials)
-CACHE_BIN = FACTS.cache_bin
-CACHE = CACHE_BIN.parent.parent.parent
-CONFIG_DEPS = CACHE / "config-deps"
-"""`npm install @opencode-ai/plugin@<version>` done once by scripts/setup.sh: linked into each config dir."""
 
 
 def config_deps(binary: Path) -> Path:
-    """The pinned plugin package beside the npm prefix opencode was installed into (`<prefix>/node_modules/
-    .bin/opencode`): setup.sh's cache, or the worker image's /opt/agents; else setup.sh's cache."""
+    """The pinned plugin package (`npm install @opencode-ai/plugin@<version>`, done once: linked into each config
+    dir) beside the npm prefix opencode was installed into (`<prefix>/node_modules/.bin/opencode`): `orch
+    setup`'s cache, or the worker image's /opt/agents; else `orch setup`'s cache."""
     beside = binary.parent.parent.parent / "config-deps"
-    return beside if (beside / "node_modules").is_dir() else CONFIG_DEPS
+    return beside if (beside / "node_modules").is_dir() else FACTS.cache_root / "config-deps"
 
 
 PROVIDER = "orch"
@@ -202,7 +207,7 @@ class OpencodeAdapter(AgentBase):
             "opencode-support",
             True,
             "state from its plugin events (session status, tools, permission asked); sessions resume with "
-            "--session; permission modes: " + ", ".join(self.permission_modes),
+            "--session; permission modes: " + ", ".join(self.facts.permission_modes),
             optional=True,
         )
         return (*super().doctor(), facts)

@@ -83,8 +83,8 @@ def send(run: RunFolder, n: int, text: str, ack_timeout: float = ACK_TIMEOUT) ->
             log.info("paste to worker %s did not show; sending Enter anyway", n)
             break
     waits = [ack_timeout * 2**k for k in range(ENTER_ATTEMPTS)]
-    if adapter.paste_window:  # the agent's own timer after a paste, which no screen or hook shows ending
-        time.sleep(adapter.paste_window)
+    if adapter.facts.paste_window:  # the agent's own timer after a paste, which no screen or hook shows ending
+        time.sleep(adapter.facts.paste_window)
         # A cold or loaded TUI can still take the Enter inside its window (Gemini CLI's first brief after its
         # boot, seen at load 15): pressed again soon, not after the acknowledgement's 2 s. Such an agent
         # ignores an Enter on an empty prompt, so a second Enter after a taken one does nothing.
