@@ -38,7 +38,7 @@ from bench.pairs import in_turn, ratios
 from bench.starts import sources_at
 from bench.table import Row, Target
 from bench.taskstats import Listener
-from orch.backends.local import bwrap
+from orch import prereqs
 from orch.errors import OrchError
 from orch.run.folder import RunFolder
 from orch.waits import wait_until
@@ -286,7 +286,7 @@ def _stop(tracker: Tracker, proc: subprocess.Popen[bytes] | None, name: str, env
 def why_not() -> str | None:
     """Why this machine cannot run the benchmark, or None."""
     try:
-        bwrap.check()
+        prereqs.bwrap_works()
     except OrchError as exc:
         return exc.one_line()
     if cgroup2_root() is None:

@@ -263,9 +263,8 @@ class AgentFacts:
     """A (multi-line) regex of its input box with nothing typed: a paste after which it still shows was dropped
     and is pasted again (orch.fleet.talk). Empty: no way to tell."""
     paste_window: float = 0.0
-    """Seconds after a paste shows in its input box during which its TUI takes Enter as a new line (its own
-    timer, which no screen shows): a send waits them out, and presses Enter again if it went unanswered
-    (such a TUI must ignore an Enter on an empty prompt; orch.fleet.talk)."""
+    """Seconds after a paste shows during which its TUI takes Enter as a new line (a timer no screen shows):
+    orch.fleet.talk waits them out, then presses Enter again if unanswered (so it must ignore an empty Enter)."""
     command: str = ""
     """Its executable's name on PATH (default: `name`)."""
     cache: str = ""

@@ -12,8 +12,9 @@ from collections.abc import Iterable
 from orch.backends.local import relay
 from orch.errors import WaitTimeoutError
 from orch.fleet import rungateway
-from orch.fleet.launch import server_for, worker_processes
+from orch.fleet.launch import server_for
 from orch.fleet.tmux import PaneInfo
+from orch.fleet.workerprocs import worker_processes
 from orch.fleet.workerstate import derive_state
 from orch.gateway.modeldir import UsageSnapshot, read_usage
 from orch.run import bus

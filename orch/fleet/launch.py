@@ -6,7 +6,6 @@ import logging
 import os
 import sys
 import uuid
-from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -16,12 +15,12 @@ from orch.backends.local import bwrap, egressproxy, relay
 from orch.backends.local import portal as portal_module
 from orch.contracts import AgentAdapter, LaunchSpec, UpRequest, WorkerContext
 from orch.errors import SandboxError, UsageError, WaitTimeoutError
-from orch.fleet import caps, rungateway, stopping
+from orch.fleet import caps, rungateway
 from orch.fleet.become import OPEN_BUNDLE, LaunchBundle
 from orch.fleet.booting import wait_booted
 from orch.fleet.tmux import PaneInfo, TmuxServer, check_tmux
-from orch.fleet.workerprocs import WorkerProcesses, processes_by_worker
-from orch.fleet.workerstate import EXIT_EVENT
+from orch.fleet.workerprocs import supervisor_under, worker_processes
+from orch.fleet.workerstate import SUPERVISOR
 from orch.run.events import Event
 from orch.run.files import atomic_write
 from orch.run.folder import RunFolder, validate_name, validate_worker_count
@@ -207,71 +206,9 @@ def ensure_relay(run: RunFolder, info: RunInfo, gateway_url: str) -> bool:
     return not was
 
 
-# The pane runs `sh -c SUPERVISOR orch-agent ARGV...`: sh runs the agent in the foreground (it keeps the
-# terminal) and records how it ended, because tmux does not always reap a killed pane process.
-SUPERVISOR = (
-    '"$@"; s=$?; printf \'{"ts": %s, "hook_event_name": "%s", "status": %s}\\n\' '
-    '"$(date +%s.%N)" "' + EXIT_EVENT + '" "$s" >> "$ORCH_STATE_FILE"; exit "$s"'
-)
-
-
 def supervised(spec: LaunchSpec, run: RunFolder, n: int) -> LaunchSpec:
     env = {**spec.env, settings.STATE_FILE.name: str(run.state(n))}
     return LaunchSpec(argv=["sh", "-c", SUPERVISOR, "orch-agent", *spec.argv], env=env, cwd=spec.cwd)
-
-
-def worker_processes(run: RunFolder, workers: int) -> list[int]:
-    """The run's workers' live processes here: agents, their hooks and tool calls, and what they left running."""
-    return sorted(_processes_of(run, range(1, workers + 1)))
-
-
-def _processes_of(run: RunFolder, workers: Iterable[int]) -> set[int]:
-    """Every process of these workers: of their uids in a container under strict isolation, of their
-    sandboxes locally, else those that inherit their supervisors' state-file variable (orch.fleet.workerprocs)."""
-    found = processes_by_worker(run, run.info(), workers)
-    return set().union(*found.values()) if found else set()
-
-
-def stray_processes(
-    run: RunFolder, n: int, pane: PaneInfo | None, looker: WorkerProcesses | None = None
-) -> dict[int, str]:
-    """Worker n's processes outside its agent's process tree (pid: command line): what it left running,
-    in the background or detached, to act later. One that exits meanwhile, or is a zombie, is not.
-    `looker`: the caller's look at the workers' processes, kept between calls (a fresh one reads every
-    process of the machine: the controller's costliest step at 64 workers, bench/README.md)."""
-    root = pane.pid if pane is not None else None
-    sandbox: set[int] = set()
-    if root is not None and bwrap.sandboxed(run.info()):
-        # In its sandbox an orphan is adopted by the sandbox's init, itself under the pane: the agent's
-        # tree is the supervisor's, below bwrap and its init (which are the sandbox, not strays).
-        pane_pid, root = root, _supervisor_under(root)
-        sandbox = set((procs.ancestry(root) or []) if root is not None else [pane_pid]) - {root}
-    strays = {}
-    for pid in looker.look([n])[n] if looker is not None else _processes_of(run, [n]):
-        chain = procs.ancestry(pid)
-        command = procs.command(pid)
-        if chain is not None and command and pid not in sandbox and (root is None or root not in chain):
-            strays[pid] = command
-    return strays
-
-
-def _supervisor_under(pid: int) -> int | None:
-    """The supervising shell (SUPERVISOR) among pid's first descendants, None if there is none (gone)."""
-    level = [pid]
-    for _ in range(4):
-        for each in level:
-            if procs.cmdline(each)[2:3] == [SUPERVISOR]:
-                return each
-        level = [child for each in level for child in procs.children(each)]
-    return None
-
-
-def stop_strays(
-    run: RunFolder, n: int, pane: PaneInfo | None, looker: WorkerProcesses | None = None
-) -> stopping.Stopped:
-    """Stop worker n's stray processes (SIGTERM, then SIGKILL past a deadline): nothing one job left
-    running may act during the next."""
-    return stopping.stop(run.info(), n, lambda: set(stray_processes(run, n, pane, looker)))
 
 
 def wait_workers_gone(run: RunFolder, workers: int) -> None:
@@ -289,7 +226,7 @@ def agent_pid(pane: PaneInfo) -> int | None:
     its init; beside the worker's portal to the gateway)."""
     if pane.pid is None:
         return None
-    supervisor = _supervisor_under(pane.pid) or pane.pid
+    supervisor = supervisor_under(pane.pid) or pane.pid
     agents = [c for c in procs.children(supervisor) if portal_module.__file__ not in procs.cmdline(c)]
     return agents[0] if agents else None
 

@@ -1,4 +1,5 @@
-"""Which live processes are which worker's, kept from one look to the next so that a look is cheap.
+"""Which live processes are which worker's, kept from one look to the next so that a look is cheap; of
+those, a worker's strays (what it left running outside its agent's process tree).
 
 How a process is told apart depends on the run's isolation:
 
@@ -26,7 +27,10 @@ from typing import Literal
 
 from orch import prereqs, procs, settings
 from orch.backends.local import bwrap
+from orch.fleet import stopping
 from orch.fleet.caps import own_uids
+from orch.fleet.tmux import PaneInfo
+from orch.fleet.workerstate import SUPERVISOR
 from orch.run.folder import RunFolder
 from orch.run.records import RunInfo
 from orch.run.uids import worker_of
@@ -145,3 +149,57 @@ class WorkerProcesses:
 def processes_by_worker(run: RunFolder, info: RunInfo, workers: Iterable[int]) -> dict[int, set[int]]:
     """Each worker's live processes, read now (one look, nothing kept)."""
     return WorkerProcesses(run, info, workers).look()
+
+
+def worker_processes(run: RunFolder, workers: int) -> list[int]:
+    """The run's workers' live processes here: agents, their hooks and tool calls, and what they left running."""
+    return sorted(_processes_of(run, range(1, workers + 1)))
+
+
+def _processes_of(run: RunFolder, workers: Iterable[int]) -> set[int]:
+    """Every process of these workers: of their uids in a container under strict isolation, of their
+    sandboxes locally, else those that inherit their supervisors' state-file variable."""
+    found = processes_by_worker(run, run.info(), workers)
+    return set().union(*found.values()) if found else set()
+
+
+def stray_processes(
+    run: RunFolder, n: int, pane: PaneInfo | None, looker: WorkerProcesses | None = None
+) -> dict[int, str]:
+    """Worker n's processes outside its agent's process tree (pid: command line): what it left running,
+    in the background or detached, to act later. One that exits meanwhile, or is a zombie, is not.
+    `looker`: the caller's look at the workers' processes, kept between calls (a fresh one reads every
+    process of the machine: the controller's costliest step at 64 workers, bench/README.md)."""
+    root = pane.pid if pane is not None else None
+    sandbox: set[int] = set()
+    if root is not None and bwrap.sandboxed(run.info()):
+        # In its sandbox an orphan is adopted by the sandbox's init, itself under the pane: the agent's
+        # tree is the supervisor's, below bwrap and its init (which are the sandbox, not strays).
+        pane_pid, root = root, supervisor_under(root)
+        sandbox = set((procs.ancestry(root) or []) if root is not None else [pane_pid]) - {root}
+    strays = {}
+    for pid in looker.look([n])[n] if looker is not None else _processes_of(run, [n]):
+        chain = procs.ancestry(pid)
+        command = procs.command(pid)
+        if chain is not None and command and pid not in sandbox and (root is None or root not in chain):
+            strays[pid] = command
+    return strays
+
+
+def supervisor_under(pid: int) -> int | None:
+    """The supervising shell (SUPERVISOR) among pid's first descendants, None if there is none (gone)."""
+    level = [pid]
+    for _ in range(4):
+        for each in level:
+            if procs.cmdline(each)[2:3] == [SUPERVISOR]:
+                return each
+        level = [child for each in level for child in procs.children(each)]
+    return None
+
+
+def stop_strays(
+    run: RunFolder, n: int, pane: PaneInfo | None, looker: WorkerProcesses | None = None
+) -> stopping.Stopped:
+    """Stop worker n's stray processes (SIGTERM, then SIGKILL past a deadline): nothing one job left
+    running may act during the next."""
+    return stopping.stop(run.info(), n, lambda: set(stray_processes(run, n, pane, looker)))

@@ -1,7 +1,7 @@
 """A worker's `orch bus post` under strict isolation, with the standard library's C parts alone.
 
 A worker posts many times, each post a process of its own, and the relay or controller stamps and checks
-every post anyway (orch.run.busserver): the worker's side has only to send it. Importing pydantic and the
+every post anyway (orch.run.listeners): the worker's side has only to send it. Importing pydantic and the
 run's records for that was nine tenths of a post (bench/README.md, "Where a fleet's CPU goes"), so a post
 from inside a run's sandbox (ORCH_SANDBOXED: its own socket of the relay's) or from a worker that may not
 write bus.md (a container's strict run: the run's bus.sock) is sent from here, before orch.cli.main

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from orch.fleet import launch, rungateway
+from orch.fleet import launch, rungateway, workerprocs
 from orch.gateway.process import GatewayClient, handle_path, load_handle
 from orch.offline.modelserver import ScriptedModelServer, key_digest
 from orch.run.folder import RunFolder
@@ -73,7 +73,7 @@ def test_workers_hold_tokens_and_only_the_gateway_holds_the_key(upstream: Script
         assert env["ANTHROPIC_BASE_URL"].endswith(tokens[n])
     assert tokens[1] != tokens[2]
     # Every process of the fleet (agents, hooks, tool calls) and the tmux server: no secret.
-    for pid in launch.worker_processes(run, 2):
+    for pid in workerprocs.worker_processes(run, 2):
         with contextlib.suppress(ProcessLookupError, FileNotFoundError):  # a hook that exited meanwhile
             assert SECRET.encode() not in Path(f"/proc/{pid}/environ").read_bytes()
     tmux_env = subprocess.run(

@@ -15,8 +15,8 @@ import pytest
 
 from orch.errors import OrchError
 from orch.run import bus, workerpost
-from orch.run.busserver import BusServer
 from orch.run.folder import RunFolder
+from orch.run.listeners import BusServer
 from tests.helpers import run_info
 
 

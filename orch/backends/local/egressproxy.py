@@ -86,7 +86,7 @@ class Refused(Exception):
 
 
 class Admits(Protocol):
-    """What the proxy needs of a cap on open connections (orch.backends.local.relay's `_Cap`)."""
+    """What the proxy needs of a cap on open connections (orch.backends.local.connections)."""
 
     def admit(self) -> bool: ...
 

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Protocol
+from typing import Any
 
+from orch.backends.local.connections import ConnectionCap
 from orch.run.hookwriter import log_event
 
 PATH = "/hook/"
@@ -34,13 +35,6 @@ logged without its body, so one worker cannot make the relay parse megabytes for
 TIMEOUT = 10.0
 CONNECTIONS = 8
 STATUS = {200: "OK", 400: "Bad Request", 411: "Length Required", 413: "Content Too Large", 503: "Busy"}
-
-
-class Cap(Protocol):
-    """The relay's per-worker connection cap (orch.backends.local.relay._Cap)."""
-
-    def admit(self) -> bool: ...
-    def release(self) -> None: ...
 
 
 def _response(code: int, body: dict[str, Any] | None = None) -> bytes:
@@ -88,7 +82,7 @@ def parse_head(head: bytes) -> Request | int:
 class HookServer:
     """Worker n's hooks socket: each request logged to its hook log, its answer sent back."""
 
-    def __init__(self, state_file: str, policy_file: str, cap: Cap) -> None:
+    def __init__(self, state_file: str, policy_file: str, cap: ConnectionCap) -> None:
         self.state_file, self.policy_file, self.cap = state_file, policy_file, cap
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

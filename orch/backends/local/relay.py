@@ -30,11 +30,11 @@ and the gateway directly. Worker N's is `pane-N/pane.sock` in orch.run.paths.pan
 only the run's uid and worker N's group may enter (made by the container's init), and it answers no peer
 but worker N's uid and the run's own.
 
-A worker holds a capped number of connections open on each of its sockets (`_Cap`, the bus's in
-BusServer): they all share this process's file descriptors. A refused connection (past the cap, or on a
-pane socket from a uid not its worker's) is a controller event, at most one a minute per socket and kind, so
-no worker can flood events.jsonl. Each worker's pane requests run on a thread of that worker's alone, one
-request at a time, and a request that has not arrived whole within PANE_TIMEOUT is dropped: a worker that
+A worker holds a capped number of connections open on each of its sockets (orch.backends.local.connections;
+the bus's in BusServer): they all share this process's file descriptors. A refused connection (past the cap,
+or on a pane socket from a uid not its worker's) is a controller event, at most one a minute per socket and
+kind, so no worker can flood events.jsonl. Each worker's pane requests run on a thread of that worker's alone,
+one request at a time, and a request that has not arrived whole within PANE_TIMEOUT is dropped: a worker that
 keeps its pane connections busy (half-sent or slow requests) delays its own requests, no other worker's.
 """
 
@@ -59,6 +59,7 @@ from urllib.parse import urlsplit
 from orch import procs
 from orch.agents.registry import get_adapter
 from orch.backends.local import egressproxy, httphooks
+from orch.backends.local.connections import ConnectionCap
 from orch.backends.local.splice import splice
 from orch.errors import OrchError, SandboxError
 from orch.fleet.tmux import TmuxServer
@@ -69,7 +70,6 @@ from orch.run.folder import RunFolder
 from orch.run.listeners import BusServer
 from orch.run.paths import OWN_BUS, pane_sockets_dir, sockets_dir
 from orch.run.records import RunInfo
-from orch.run.refusals import RefusalLog
 from orch.run.uids import worker_of, worker_uid
 from orch.waits import read_line, wait_until
 
@@ -206,32 +206,8 @@ def stop(run: RunFolder, keep_folders: bool = False) -> None:
                 path.rmdir()
 
 
-class _Cap:
-    """Worker n's open connections on one of its sockets, at most `limit`: past it a connection is refused at
-    once (connections-capped). Every worker's bus, gateway and pane sockets share this process's file
-    descriptors: no worker may spend them. Each refusal is logged through orch.run.refusals (rate-limited)."""
-
-    def __init__(self, run: RunFolder, n: int, path: Path, limit: int) -> None:
-        self.run, self.n, self.path, self.limit = run, n, path, limit
-        self.open = 0
-        self._refusals = RefusalLog(run)
-
-    def admit(self) -> bool:
-        if self.open >= self.limit:
-            self.refuse(Event.CONNECTIONS_CAPPED, self.n, {"open": self.limit})
-            return False
-        self.open += 1
-        return True
-
-    def release(self) -> None:
-        self.open -= 1
-
-    def refuse(self, event: Event, worker: int | None, data: dict[str, object]) -> None:
-        self._refusals.refuse(event, event, worker, {**data, "socket": self.path.name})
-
-
 async def _to_gateway(
-    host: str, port: int, cap: _Cap, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    host: str, port: int, cap: ConnectionCap, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
 ) -> None:
     if not cap.admit():
         writer.write(GATEWAY_REFUSAL)
@@ -252,7 +228,12 @@ class _Pane:
     requests take every thread). A request line must arrive whole, and its answer be read, within `deadline`."""
 
     def __init__(
-        self, tmux: TmuxServer, n: int, cap: _Cap, peers: set[int] | None = None, deadline: float = PANE_TIMEOUT
+        self,
+        tmux: TmuxServer,
+        n: int,
+        cap: ConnectionCap,
+        peers: set[int] | None = None,
+        deadline: float = PANE_TIMEOUT,
     ) -> None:
         self.tmux, self.n, self.cap, self.peers, self.deadline = tmux, n, cap, peers, deadline
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"pane-{n}")
@@ -323,7 +304,7 @@ async def _egress(
     for n in range(1, workers + 1):
         path = egress_socket(run, n)
         path.unlink(missing_ok=True)
-        cap = _Cap(run, n, path, egressproxy.EGRESS_CONNECTIONS)
+        cap = ConnectionCap(run, n, path, egressproxy.EGRESS_CONNECTIONS)
         proxy = egressproxy.EgressProxy(run, n, allowlist, cap, lookup, connect)
         server = await asyncio.start_unix_server(proxy.serve, path=str(path), limit=egressproxy.HEAD_LIMIT)
         served.append((server, proxy))
@@ -354,12 +335,12 @@ async def _serve(
         for n in range(1, workers + 1):
             path = gateway_socket(run, n)
             path.unlink(missing_ok=True)
-            cap = _Cap(run, n, path, GATEWAY_CONNECTIONS)
+            cap = ConnectionCap(run, n, path, GATEWAY_CONNECTIONS)
             served = functools.partial(_to_gateway, host, port, cap)
             servers.append(await asyncio.start_unix_server(served, path=str(path)))
             hooks = hooks_socket(run, n)
             hooks.unlink(missing_ok=True)
-            cap = _Cap(run, n, hooks, httphooks.CONNECTIONS)
+            cap = ConnectionCap(run, n, hooks, httphooks.CONNECTIONS)
             writer = httphooks.HookServer(str(run.state(n)), str(run.permission_policy), cap)
             servers.append(await asyncio.start_unix_server(writer.serve, path=str(hooks), limit=httphooks.HEAD_LIMIT))
         proxies = await _egress(run, workers, lookup, connect)
@@ -370,7 +351,7 @@ async def _serve(
         path = pane_socket(run, n) if gateway_url is not None else _own_pane_path(run, n)
         path.unlink(missing_ok=True)
         peers = None if gateway_url is not None else {worker_uid(n), os.geteuid()}
-        pane = _Pane(tmux, n, _Cap(run, n, path, PANE_CONNECTIONS), peers)
+        pane = _Pane(tmux, n, ConnectionCap(run, n, path, PANE_CONNECTIONS), peers)
         panes.append(pane)
         servers.append(await asyncio.start_unix_server(pane.serve, path=str(path), limit=PANE_REQUEST))
         if gateway_url is None:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from orch.backends.local import bwrap
 from orch.errors import OrchError
-from orch.fleet import launch
+from orch.fleet import launch, workerprocs
 from orch.jobs.changes import (
     Change,
     CheckResult,
@@ -131,7 +131,7 @@ class Writing(Part):
         # A process the writer left behind could change the tree after the snapshot (which the change is taken
         # from, so it cannot alter this change): the attempt itself keeps the change out.
         # What it left when its job ended (stopped since), or what runs now.
-        strays = self.desk.strays.get(n) or launch.stray_processes(
+        strays = self.desk.strays.get(n) or workerprocs.stray_processes(
             self.run, n, self.desk.panes.get(n), self.desk.processes
         )
         if strays:

@@ -16,7 +16,7 @@ import pytest
 
 from orch.backends.local import relay
 from orch.backends.local.egressproxy import allowlist_of
-from orch.fleet import launch
+from orch.fleet import launch, workerprocs
 from orch.fleet.diskuse import measure_disk
 from orch.fleet.workerprocs import WorkerProcesses
 from orch.gateway.process import handle_path, load_handle, state_path
@@ -222,12 +222,12 @@ def test_orch_home_inside_the_workdir_still_hides_the_gateways_state(
         assert seen == ["WORKDIR-OK"], seen
         # Its sandbox (bwrap, its init) and its agent's tree are not strays; what it leaves running is.
         pane = launch.server_for(run.info()).pane(1)
-        assert launch.stray_processes(run, 1, pane) == {}
+        assert workerprocs.stray_processes(run, 1, pane) == {}
         assert orch("send", run.name, "1", "$ setsid nohup sleep 300 >/dev/null 2>&1 &").exit_code == 0
 
         def leftover() -> dict[int, str] | None:
             # setsid and nohup exec into sleep under one pid: wait for the last of them, not the first seen.
-            strays = launch.stray_processes(run, 1, pane)
+            strays = workerprocs.stray_processes(run, 1, pane)
             return strays if "sleep 300" in strays.values() else None
 
         strays = wait_until(leftover, 20, "the worker's leftover sleep")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from orch.backends.local import httphooks
-from orch.backends.local.relay import _Cap
+from orch.backends.local.connections import ConnectionCap
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from tests.helpers import run_events, run_info
@@ -30,7 +30,7 @@ def _serve(run: RunFolder, path: Path, talk: Callable[[], Awaitable[list[bytes]]
     """Serve worker 1's hooks on `path` while `talk` runs; what it got back, once every connection ended."""
 
     async def main() -> list[bytes]:
-        cap = _Cap(run, 1, path, httphooks.CONNECTIONS)
+        cap = ConnectionCap(run, 1, path, httphooks.CONNECTIONS)
         hooks = httphooks.HookServer(str(run.state(1)), str(run.permission_policy), cap)
         server = await asyncio.start_unix_server(hooks.serve, path=str(path), limit=httphooks.HEAD_LIMIT)
         try:

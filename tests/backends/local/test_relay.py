@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from orch.backends.local import relay
-from orch.backends.local.relay import GATEWAY_REFUSAL, PANE_CONNECTIONS, PANE_REQUEST, _Cap, _Pane, _to_gateway
+from orch.backends.local.connections import ConnectionCap
+from orch.backends.local.relay import GATEWAY_REFUSAL, PANE_CONNECTIONS, PANE_REQUEST, _Pane, _to_gateway
 from orch.contracts import LaunchSpec
 from orch.fleet.tmux import TmuxServer
 from orch.run import refusals
@@ -61,7 +62,7 @@ def _ask(
 
     async def go() -> list[dict[str, object]]:
         path = Path(f"/tmp/orch-pane-test-{uuid.uuid4().hex[:8]}.sock")
-        pane = _Pane(server, 1, _Cap(run, 1, path, PANE_CONNECTIONS), peers)
+        pane = _Pane(server, 1, ConnectionCap(run, 1, path, PANE_CONNECTIONS), peers)
         listening = await asyncio.start_unix_server(pane.serve, path=str(path), limit=PANE_REQUEST)
         held = [await asyncio.open_unix_connection(str(path)) for _ in range(hold)]
         deadline = asyncio.get_running_loop().time() + 10
@@ -137,7 +138,7 @@ def test_a_flood_of_gateway_connections_is_refused_past_the_cap(run: RunFolder) 
         upstream = await asyncio.start_server(echo, "127.0.0.1", 0)
         port = upstream.sockets[0].getsockname()[1]
         path = Path(f"/tmp/orch-gw-test-{uuid.uuid4().hex[:8]}.sock")
-        cap = _Cap(run, 2, path, 3)
+        cap = ConnectionCap(run, 2, path, 3)
         listening = await asyncio.start_unix_server(lambda r, w: _to_gateway("127.0.0.1", port, cap, r, w), str(path))
         try:
             held = [await asyncio.open_unix_connection(str(path)) for _ in range(3)]
@@ -190,7 +191,7 @@ async def _panes(
     listening = []
     for n in (1, 2):
         path = Path(f"/tmp/orch-pane-test-{uuid.uuid4().hex[:8]}.sock")
-        pane = _Pane(server, n, _Cap(run, n, path, PANE_CONNECTIONS), peers, deadline=HALF_SENT_DEADLINE)
+        pane = _Pane(server, n, ConnectionCap(run, n, path, PANE_CONNECTIONS), peers, deadline=HALF_SENT_DEADLINE)
         listening.append(await asyncio.start_unix_server(pane.serve, path=str(path), limit=PANE_REQUEST))
         served[n] = (pane, path)
     try:
