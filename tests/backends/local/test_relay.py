@@ -111,7 +111,9 @@ def test_a_pane_socket_reaches_its_own_pane_only(server: TmuxServer, run: RunFol
     )
     assert answers[0] == {"ok": True} and answers[1] == {"ok": True} and answers[2] == {"ok": True}
     assert [a["ok"] for a in answers[3:6]] == [False, False, False] and answers[6] == {}
-    wait_until(lambda: "typed-by-one" in server.capture(panes[1].pane_id), 10, "the paste in pane 1")
+    # Both pastes are drawn by the pane's shell after tmux answered: wait for the screen to show them.
+    shown = ("typed-by-one", "aimed-at-two")
+    wait_until(lambda: all(t in server.capture(panes[1].pane_id) for t in shown), 10, "both pastes in pane 1")
     (screen,) = _ask(server, run, [_line({"op": "screen"})])
     assert "typed-by-one" in str(screen["screen"]) and "aimed-at-two" in str(screen["screen"])
     assert "typed-by-one" not in server.capture(other) and "aimed-at-two" not in server.capture(other)
