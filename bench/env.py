@@ -25,6 +25,8 @@ from orch import __version__
 from orch.agents.claude import CACHE_BIN, CREDENTIAL_ENV
 from orch.agents.gemini import CACHE_BIN as GEMINI_CACHE_BIN
 from orch.agents.registry import get_adapter
+from orch.backends.local.backend import LocalSettings
+from orch.backends.local.sandbox import LocalSandbox
 from orch.contracts import UpRequest
 from orch.errors import OrchError, UsageError
 from orch.fleet import control, launch
@@ -270,7 +272,7 @@ class BenchEnv:
         name = self.name(prefix)
         req = UpRequest(name=name, workers=workers, agent=agent, workdir=self.workdir(name))
         start = time.monotonic()
-        info = launch.up(req, boot_timeout=BOOT_TIMEOUT)
+        info = LocalSandbox(LocalSettings(boot_timeout=BOOT_TIMEOUT)).up(req)
         live = Fleet(RunFolder.for_name(name), info, time.monotonic() - start)
         self.live.append(live)
         return live

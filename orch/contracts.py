@@ -326,8 +326,6 @@ class UpRequest:
     """STRICT: each worker its own uid and outbox, the workdir read-only (the container backend only)."""
     caps: WorkerCaps = field(default_factory=WorkerCaps)
     """Per-worker caps on processes, memory and disk, and the run folder's (orch.fleet.caps)."""
-    egress_allow: list[str] | None = None
-    """A local strict run's egress allowlist (`host:port`, orch.allowlist.local_allowlist); None: no network."""
 
 
 @dataclass(frozen=True)
@@ -347,6 +345,7 @@ class OrchCommand:
         return self.here() or 0
 
 
+@runtime_checkable
 class Sandbox(Protocol):
     """Where a run's tmux server lives, as seen from this process: this machine or the run's container."""
 

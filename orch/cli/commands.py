@@ -62,7 +62,8 @@ COMMANDS: dict[str, Entry] = {
     "doctor": Entry(
         "orch.cli.tools",
         None,
-        "Check tmux, agent CLIs, the Docker engine and credentials; print the fix for what is missing.",
+        "Check each backend (tmux, bubblewrap, the Docker engine...), agent CLIs and credentials; print the fix for "
+        "what is missing.",
     ),
     "model-server": Entry(
         "orch.cli.tools", None, "Serve the scripted Messages API (offline demo, tests, dry runs) until interrupted."

@@ -16,6 +16,16 @@ from orch.run.folder import RunFolder
 
 NameArg = Annotated[str, typer.Argument(help="Run name (letters, digits, . _ -; up to 64).", show_default=False)]
 WorkerArg = Annotated[int, typer.Argument(help="Worker number, from 1.", show_default=False)]
+LocalOpt = Annotated[bool, typer.Option("--local", help="Run tmux on this machine: --backend local.")]
+BackendOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--backend",
+        help=f"Where the run lives: {', '.join(backends.names())} (default: {backends.DEFAULT}; inside a run's "
+        "container, local). `orch doctor` lists what each needs.",
+        show_default=False,
+    ),
+]
 
 
 def run_folder(name: str) -> RunFolder:

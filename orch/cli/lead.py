@@ -12,8 +12,9 @@ from typing import Annotated
 import typer
 
 from orch import settings
-from orch.backends.registry import folder_is_here, in_container
-from orch.cli.common import NameArg, run_folder
+from orch.backends import registry as backends
+from orch.backends.base import Backend, UpOptions
+from orch.cli.common import BackendOpt, LocalOpt, NameArg, run_folder
 from orch.entry import demo as demo_mod
 from orch.entry import runner, skill
 from orch.errors import OrchError, UsageError
@@ -31,7 +32,7 @@ from orch.report.model import ISOLATION_NOTES, RunReport
 from orch.report.render import cost_line, matrix_text, write_reports
 from orch.report.summary import summary
 from orch.run.folder import RunFolder
-from orch.run.records import Backend, Isolation
+from orch.run.records import Isolation
 from orch.spec.load import SpecError, load_spec
 from orch.spec.model import example_spec
 from orch.view.statusbar import RunBar
@@ -80,7 +81,7 @@ def _drive(run: RunFolder, commentary: bool = True) -> runner.RunResult:
     """Drive the run to its end; meanwhile, unless `commentary` is off, print the controller's actions as
     they happen (stderr: stdout is the result), read from events.jsonl here, or for a run folder on another
     machine, streamed back from the controller there."""
-    shown = commentary and folder_is_here(run.info())
+    shown = commentary and backends.folder_is_here(run.info())
     # On a terminal, a status bar stays under the commentary (jobs, findings, cost, time left, workers).
     bar = RunBar(run, sys.stderr) if shown and sys.stderr.isatty() else None
     echo = bar.echo if bar is not None else lambda line: typer.echo(line, err=True)
@@ -115,24 +116,25 @@ def _start(
     spec = load_spec(spec_path)
     if (base is not None or snapshot) and not spec.writer_tasks():
         raise UsageError("--base and --snapshot are for specs with writer tasks", hint="drop them")
+    settings = backend.settings(UpOptions(boot_timeout=spec.timeouts.boot, copy=copy))  # bad ones: one line
     # A recording (a run, or an exported file) is checked before anything is made.
-    cassette = recording.cassette(replay, spec, backend) if replay is not None else None
+    cassette = recording.cassette(replay, spec, backend.pinned_agents) if replay is not None else None
     run_name = runner.run_name(spec, spec_path, name, replay=cassette is not None)
     source = f", replaying {cassette.root}" if cassette else ""
     # A strict spec that cannot be had stops here, before anything (the init gives a prepared run its uids).
-    isolation = decisions.isolation(spec, prepare or runner.strict_possible(backend))
+    isolation = decisions.isolation(spec, prepare or backend.strict_possible())
     # A live fleet across model APIs without a credential of one of them: here too, before anything.
     rungateway.fleet_credentials([group.agent for group in spec.groups()], spec.offline or cassette is not None)
     say(
         f"run {run_name}: starting {spec.worker_count()} worker(s) for {len(spec.tasks)} task(s) "
-        f"({backend.value}{source})"
+        f"({backend.name}{source})"
     )
     say(f"isolation {ISOLATION_NOTES[isolation]}")
     if isolation is Isolation.SHARED:
         typer.echo(f"run {run_name}: isolation shared: the workers share one uid (see the report)", err=True)
     # A run with writers: its repository and base checks, made (or refused in one line) before the run exists.
     prepared = (
-        changes_start.prepare(spec, run_name, base, snapshot, backend, defer_checks=prepare)
+        changes_start.prepare(spec, run_name, base, snapshot, checks_here=backend.checks_at_start and not prepare)
         if spec.writer_tasks()
         else None
     )
@@ -141,7 +143,7 @@ def _start(
     try:
         if prepare:
             return runner.create(spec, run_name, prepared)
-        return runner.start(spec, run_name, backend, replace, copy, cassette, prepared)
+        return runner.start(spec, run_name, backend, settings, replace, cassette, prepared)
     except UsageError:
         raise
     except OrchError as exc:
@@ -200,7 +202,8 @@ def install(
 def run_(
     spec: Annotated[Path | None, typer.Argument(help="The fleet spec (YAML).", show_default=False)] = None,
     name: Annotated[str | None, typer.Option("--name", help="Run name (default: the spec's name or file).")] = None,
-    local: Annotated[bool, typer.Option("--local", help="Run tmux on this machine instead of a container.")] = False,
+    local: LocalOpt = False,
+    backend: BackendOpt = None,
     resume: Annotated[
         str | None, typer.Option("--resume", help="Continue run NAME from its folder (after the controller died).")
     ] = None,
@@ -265,11 +268,11 @@ def run_(
         run = run_folder(resume)
     else:
         assert spec is not None
-        backend = Backend.LOCAL if local or in_container() else Backend.DOCKER
-        if prepare and (not in_container() or replay is not None or replace):
+        where = backends.chosen(backend, local)
+        if prepare and (not backends.here().container or replay is not None or replace):
             raise UsageError("--prepare is the container init's step (compose's lead)", hint="drop it")
         say = _say(quiet, as_json)
-        run = _start(spec, name, backend, replace, copy, replay, say=say, base=base, snapshot=snapshot, prepare=prepare)
+        run = _start(spec, name, where, replace, copy, replay, say=say, base=base, snapshot=snapshot, prepare=prepare)
         if prepare:
             raise typer.Exit(0)
     result = _drive(run, commentary=not (no_commentary or quiet))
@@ -291,7 +294,8 @@ def _say(quiet: bool, as_json: bool) -> Callable[[str], None]:
 @app.command(epilog=EXIT_CODES)
 def demo(
     live: Annotated[bool, typer.Option("--live", help="Use the real model (needs credentials).")] = False,
-    local: Annotated[bool, typer.Option("--local", help="Run on this machine instead of a container.")] = False,
+    local: LocalOpt = False,
+    backend: BackendOpt = None,
     name: Annotated[str, typer.Option("--name", help="Run name.")] = demo_mod.DEMO_NAME,
     mixed: Annotated[
         bool, typer.Option("--mixed", help=f"Workers {' + '.join(demo_mod.MIXED)}: findings verified across kinds.")
@@ -311,12 +315,13 @@ def demo(
     """
     if changes and mixed:
         raise UsageError("--changes and --mixed are two different demos", hint="pick one")
+    where = backends.chosen(backend, local) if local or backend is not None else None
     if changes:
-        _demo_changes(local, live, demo_mod.CHANGES_NAME if name == demo_mod.DEMO_NAME else name)
+        _demo_changes(where, live, demo_mod.CHANGES_NAME if name == demo_mod.DEMO_NAME else name)
         return
     who = " + ".join(demo_mod.MIXED) if mixed else "3 Claude Code"
     _run_demo(
-        demo_mod.plan(local, live, name, mixed),
+        demo_mod.plan(where, live, name, mixed),
         name,
         live,
         f"{who} workers on",
@@ -327,10 +332,10 @@ def demo(
     )
 
 
-def _demo_changes(local: bool, live: bool, name: str) -> None:
+def _demo_changes(where: Backend | None, live: bool, name: str) -> None:
     """`orch demo --changes`: the run, then the matrix of changes and the `orch apply` command."""
     _run_demo(
-        demo_mod.plan(local, live, name, changes=True),
+        demo_mod.plan(where, live, name, changes=True),
         name,
         live,
         "Claude Code + Codex writers on the git repository",
@@ -356,8 +361,8 @@ def _run_demo(
         typer.echo(f"orch demo: {plan.notice}")
     mode = "the real model" if live else "the scripted model (offline, no credentials)"
     typer.echo(f"orch demo: {who} {plan.spec.workdir}, driven by {mode}")
-    # In a container the workers get a disposable copy of the sample (owned by the container's user).
-    run = _start(plan.spec_path, name, plan.backend, replace=True, copy=plan.backend is Backend.DOCKER)
+    # Where it can, the backend gives the workers a disposable copy of the sample (a container's: its user's).
+    run = _start(plan.spec_path, name, plan.backend, replace=True, copy=True)
     result = _drive(run)
     _print_result(result)
     if result.report is not None and result.report.changes:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orch.backends import registry as backends
+from orch.backends.base import Backend, BackendSettings
 from orch.contracts import OrchCommand, UpRequest
 from orch.errors import OrchError, UsageError
 from orch.fleet import launch
@@ -24,10 +25,9 @@ from orch.lead.controller import Controller, initial_state, read_spec, write_spe
 from orch.lead.decisions import EXIT_FAILED
 from orch.recording.plan import Cassette
 from orch.report.model import RunReport, load_report
-from orch.run import uids
 from orch.run.events import Event
 from orch.run.folder import RunFolder, validate_name
-from orch.run.records import Backend, ContainerOptions, ControllerEvent
+from orch.run.records import ControllerEvent
 from orch.spec.model import FleetSpec
 
 
@@ -41,14 +41,9 @@ class RunResult:
 
 
 def up_request(
-    spec: FleetSpec,
-    name: str,
-    replace: bool = False,
-    replay: Path | None = None,
-    backend: Backend = Backend.LOCAL,
-    strict_ok: bool | None = None,
+    spec: FleetSpec, name: str, strict_ok: bool, replace: bool = False, replay: Path | None = None
 ) -> UpRequest:
-    """`strict_ok`: whether strict isolation can be had (None: `strict_possible(backend)`)."""
+    """`strict_ok`: whether strict isolation can be had (the backend's `strict_possible`)."""
     agent_models = spec.agent_models()
     models = {model for _, model in agent_models.values()}
     # One model for all: the run's model. Several: each worker names its own (None: the agent's default).
@@ -67,31 +62,23 @@ def up_request(
         offline=spec.offline,
         worker_models=per_worker,
         replay=replay,
-        isolation=decisions.isolation(spec, strict_possible(backend) if strict_ok is None else strict_ok),
+        isolation=decisions.isolation(spec, strict_ok),
         caps=spec.limits.caps(),
     )
-
-
-def strict_possible(backend: Backend) -> bool:
-    """Whether this controller can give each worker a uid or sandbox of its own: from the host always (a
-    run's container is prepared by its init; locally bubblewrap), inside a container only with CAP_SETUID
-    (an `orch run` in a container started without it runs shared; compose's `lead` has the init prepare
-    its run instead: `orch run --prepare`, `create`)."""
-    return backend is Backend.DOCKER or not backends.in_container() or uids.can_switch_uids()
 
 
 def start(
     spec: FleetSpec,
     name: str,
     backend: Backend,
+    settings: BackendSettings,
     replace: bool = False,
-    copy: bool = False,
     cassette: Cassette | None = None,
     prepared: Prepared | None = None,
 ) -> RunFolder:
-    """Create the run (workers booted), its saved spec and the controller's initial state.
+    """Create the run (workers booted) on `backend` with its `settings`, its saved spec and the controller's
+    initial state.
 
-    `copy` (container runs): the workers get a disposable copy of the workdir, never the original.
     `cassette` (orch.recording.plan, checked by the caller): the run's gateway answers from that recording.
     `prepared` (a spec with writers; orch.lead.changes.start.prepare): the run's repository and base checks,
     moved into the run folder once it exists.
@@ -99,11 +86,8 @@ def start(
     validate_name(name)
     if cassette is not None and RunFolder.for_name(name).root.resolve() == cassette.root.resolve():
         raise UsageError(f"run {name!r} is the recording being replayed", hint="give the replay another --name")
-    from orch.backends.docker.sandbox import DockerSettings
-
-    docker = DockerSettings(options=ContainerOptions(copy_workdir=copy), boot_timeout=spec.timeouts.boot)
-    box = backends.sandbox_for_backend(backend, spec.timeouts.boot, docker)
-    info = box.up(up_request(spec, name, replace, cassette.root if cassette else None, backend))
+    box = backends.start_sandbox(backend, settings=settings)
+    info = box.up(up_request(spec, name, backend.strict_possible(), replace, cassette.root if cassette else None))
     run = RunFolder.for_name(name)
     write_spec(run, spec)
     save_state(run, initial_state(run, spec, cassette))

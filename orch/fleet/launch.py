@@ -67,12 +67,6 @@ def plan(req: UpRequest) -> tuple[AgentAdapter, LocalRunInfo]:
             )
         mode = req.permission_mode or other.default_permission_mode
         check_permission_mode(other, mode)
-    if req.egress_allow is not None and (req.isolation is not Isolation.STRICT or settings.IN_CONTAINER.get()):
-        raise UsageError(  # a shared worker reaches what this machine does: an allowlist would promise nothing
-            "--egress allowlist applies to a strict local run (each worker in its sandbox, its network the relay's "
-            "proxy)",
-            hint="drop --egress/--allow, or run with --isolation strict",
-        )
     info = LocalRunInfo(
         name=req.name,
         agent=adapter.name,
@@ -86,7 +80,6 @@ def plan(req: UpRequest) -> tuple[AgentAdapter, LocalRunInfo]:
         replay=str(req.replay.resolve()) if req.replay else None,
         isolation=req.isolation,
         caps=req.caps,
-        egress_allow=req.egress_allow,
         tmux_socket=socket_name(req.name),
         orch_version=__version__,
     )
@@ -104,12 +97,12 @@ def mode_of(info: RunInfo, adapter: AgentAdapter) -> str:
     return info.permission_mode if info.permission_mode in adapter.permission_modes else adapter.default_permission_mode
 
 
-def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
-    """Create the run folder and a private tmux server with one agent per pane; wait until booted.
+def up(req: UpRequest, info: RunInfo, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
+    """Create the run folder of `info` (planned from `req` by `plan`, as its backend's record) and a private tmux
+    server with one agent per pane; wait until booted.
 
     On any failure nothing is left behind: no tmux server, no run folder, no config dirs.
     """
-    _, info = plan(req)
     rungateway.upstreams(info)  # a fleet across model APIs lacking one's credential: refused, nothing made
     for agent in info.agents():
         get_adapter(agent).binary()

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
+from collections.abc import Callable
 from enum import StrEnum
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, Self, TypeAlias, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from orch import settings
 from orch.run.events import Event
@@ -24,11 +26,6 @@ class Strict(BaseModel):
     at import, a sixth of the start of every `orch` process (bench/README.md, "Process starts")."""
 
     model_config = ConfigDict(extra="forbid")
-
-
-class Backend(StrEnum):
-    LOCAL = "local"
-    DOCKER = "docker"
 
 
 class Isolation(StrEnum):
@@ -147,10 +144,13 @@ class WorkerCaps(Strict):
 
 
 class RunInfoBase(Strict):
-    """`run.json`: what was asked for, and where it runs. A run is a `LocalRunInfo` or a `DockerRunInfo`."""
+    """`run.json`: what was asked for, and where it runs. Each backend has its variant of it, named by `backend`
+    (orch.backends.registry): `LocalRunInfo`, `DockerRunInfo`, or one a backend's own package defines; a
+    variant holds that backend's settings and nothing of another's (`RUN_RECORDS`)."""
 
     name: str
-    backend: Backend
+    backend: str
+    """The backend's registered name (orch.backends.registry.BACKENDS)."""
     agent: str
     workers: int
     workdir: str
@@ -181,7 +181,14 @@ class RunInfoBase(Strict):
     @property
     def where(self) -> str:
         """Where its fleet runs, for messages."""
-        return self.backend.value
+        return self.backend
+
+    @classmethod
+    def of(cls, info: RunInfoBase, **own: Any) -> Self:
+        """`info`'s fields every run has (a planned run, or one read elsewhere) as this variant, with its own
+        fields `own` (a container run's `container`): nothing of another variant's comes along."""
+        common = info.model_dump(include=set(RunInfoBase.model_fields) - {"backend"})
+        return cls(**common, **own)
 
     def agent_of(self, n: int) -> str:
         """Worker n's agent."""
@@ -200,7 +207,7 @@ class RunInfoBase(Strict):
 class LocalRunInfo(RunInfoBase):
     """A run whose tmux server is on the machine that started it (`orch up --local`, or made inside a container)."""
 
-    backend: Literal[Backend.LOCAL] = Backend.LOCAL
+    backend: Literal["local"] = "local"
     egress_allow: list[str] | None = None
     """Strict isolation: the `host:port` names its workers may CONNECT to through the relay's proxy
     (`--egress allowlist`, orch.backends.local.egressproxy); None: no network but the gateway (`--egress none`)."""
@@ -217,21 +224,62 @@ class LocalRunInfo(RunInfoBase):
 class DockerRunInfo(RunInfoBase):
     """A run in its own container."""
 
-    backend: Literal[Backend.DOCKER] = Backend.DOCKER
+    backend: Literal["docker"] = "docker"
     container: ContainerInfo
 
     @property
     def where(self) -> str:
         return f"container {self.container.name}"
 
-    @classmethod
-    def of(cls, info: RunInfoBase, container: ContainerInfo) -> DockerRunInfo:
-        """`info` (a planned run, or one read from a remote engine) with this container record."""
-        return cls(**{**info.model_dump(exclude={"backend", "container", "egress_allow"}), "container": container})
+
+RunInfo: TypeAlias = RunInfoBase
+"""A run's record: the variant of its backend."""
+
+RUN_RECORDS: dict[str, type[RunInfoBase]] = {"local": LocalRunInfo, "docker": DockerRunInfo}
+"""Each backend's variant of run.json, by the backend's name. The built-in backends' are here because code of
+every layer reads them (a run's container reads its `DockerRunInfo` before any backend code runs); a backend
+whose package holds its own variant adds it when the registry loads it (orch.backends.registry)."""
+RECORD_FINDERS: list[Callable[[str], None]] = []
+"""Called with a backend's name that RUN_RECORDS lacks: orch.backends.registry loads that backend (its package
+adds its variant), so a run.json of any registered backend reads in a process that never loaded it."""
 
 
-RunInfo: TypeAlias = Annotated[LocalRunInfo | DockerRunInfo, Field(discriminator="backend")]
-RUN_INFO: TypeAdapter[RunInfo] = TypeAdapter(RunInfo)
+class RunRecords:
+    """Reads run.json into the variant of its backend: a pydantic union discriminated on `backend` over
+    RUN_RECORDS as it is when read (a backend loaded later adds its variant), each variant strict."""
+
+    def __init__(self) -> None:
+        self._made: tuple[tuple[type[RunInfoBase], ...], TypeAdapter[RunInfoBase]] | None = None
+
+    def adapter(self) -> TypeAdapter[RunInfoBase]:
+        variants = tuple(RUN_RECORDS.values())
+        if self._made is None or self._made[0] != variants:
+            union: Any = Union[variants]  # noqa: UP007 (a union of the variants registered now)
+            self._made = (variants, TypeAdapter(Annotated[union, Field(discriminator="backend")]))
+        return self._made[1]
+
+    def validate_json(self, text: str | bytes) -> RunInfoBase:
+        try:
+            return self.adapter().validate_json(text)
+        except ValidationError as exc:
+            name = _backend_named(text)
+            if name is None or name in RUN_RECORDS or exc.errors()[0]["type"] != "union_tag_invalid":
+                raise
+            for find in RECORD_FINDERS:
+                find(name)
+            return self.adapter().validate_json(text)  # still unknown: pydantic's error names the backends there are
+
+
+def _backend_named(text: str | bytes) -> str | None:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    name = data.get("backend") if isinstance(data, dict) else None
+    return name if isinstance(name, str) else None
+
+
+RUN_INFO = RunRecords()
 """Reads run.json into the record of its backend."""
 
 
@@ -314,7 +362,7 @@ class WorkerStatus(Strict):
 
 class RunStatusView(Strict):
     name: str
-    backend: Backend
+    backend: str
     agent: str
     status: RunStatus
     alive: bool

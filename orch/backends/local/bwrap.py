@@ -34,13 +34,11 @@ from pathlib import Path
 
 import orch
 from orch import settings
-from orch.agents.registry import get_adapter
 from orch.errors import UsageError
 from orch.gateway.process import handle_path
 from orch.run.folder import RunFolder
 from orch.run.paths import OWN_BUS, SANDBOX_SOCKETS, agents_dir, launch_dir
-from orch.run.records import Backend, Isolation, RunInfo
-from orch.run.uids import can_switch_uids
+from orch.run.records import Isolation, LocalRunInfo, RunInfo
 
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix")
 """The system's read-only folders a sandbox sees (a symlink, as /bin is on merged-usr, stays one)."""
@@ -60,7 +58,7 @@ FIX = (
 def sandboxed(info: RunInfo) -> bool:
     """Whether this run's workers run in bubblewrap: strict isolation on this machine's tmux (in a run's
     container, each worker has a uid of its own instead)."""
-    return info.isolation is Isolation.STRICT and info.backend is Backend.LOCAL and not settings.IN_CONTAINER.get()
+    return info.isolation is Isolation.STRICT and isinstance(info, LocalRunInfo) and not settings.IN_CONTAINER.get()
 
 
 def find() -> Path | None:
@@ -201,33 +199,3 @@ def prepare(run: RunFolder, n: int) -> None:
     run.state(n).touch()
     if not run.bus_socket.exists():
         run.bus_socket.touch()  # the mount point of each worker's own bus socket
-
-
-SHARED_NOTE = (
-    "isolation shared: the workers share your uid and can read and write each other's files, the bus and "
-    "the tree, and read your own files"
-)
-SHARED_NOTE_CONTAINER = (
-    "isolation shared: the workers share the run's uid in its container and can read and write each other's "
-    "files, the bus and the tree"
-)
-
-
-def shared_note(local: bool) -> str:
-    """What a run that ends up shared prints: on this machine or in its container."""
-    return SHARED_NOTE if local else SHARED_NOTE_CONTAINER
-
-
-def default_isolation(local: bool, kinds: Iterable[str]) -> tuple[Isolation, str | None]:
-    """`orch up`'s isolation when none is asked: strict, on this machine (a bubblewrap sandbox per worker)
-    as in a run's container (a uid per worker), unless an agent of the fleet cannot run strict, or
-    this process is itself in a container it cannot give workers uids in (started without CAP_SETUID: a
-    `docker exec` into compose's container). With the one-line note a run that ends up shared prints."""
-    unable = sorted({kind for kind in kinds if not get_adapter(kind).can_run_strict()})
-    if unable:
-        why = f"{', '.join(unable)} cannot run strict"
-        return Isolation.SHARED, f"{shared_note(local)}: {why}"
-    if settings.IN_CONTAINER.get() and not can_switch_uids():
-        why = "this container gives its processes no way to start workers as uids of their own (no CAP_SETUID)"
-        return Isolation.SHARED, f"{shared_note(True)}: {why}"
-    return Isolation.STRICT, None

@@ -10,21 +10,33 @@ import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 
+from orch.backends.base import in_container
+from orch.backends.local.backend import LocalSettings
 from orch.contracts import OrchCommand, UpRequest
 from orch.errors import OrchError, UsageError
 from orch.fleet import control, launch
 from orch.run.folder import RunFolder
-from orch.run.records import RunInfo, RunStatus, RunStatusView
+from orch.run.records import Isolation, RunInfo, RunStatus, RunStatusView
 
 
 class LocalSandbox:
     """`Sandbox` of the fleets whose tmux server this process can reach."""
 
-    def __init__(self, boot_timeout: float = launch.BOOT_TIMEOUT) -> None:
-        self.boot_timeout = boot_timeout
+    def __init__(self, settings: LocalSettings | None = None) -> None:
+        self.settings = settings or LocalSettings()
+        self.boot_timeout = self.settings.boot_timeout or launch.BOOT_TIMEOUT
 
     def up(self, request: UpRequest) -> RunInfo:
-        return launch.up(request, self.boot_timeout)
+        allow = self.settings.egress_allow
+        if allow is not None and (request.isolation is not Isolation.STRICT or in_container()):
+            raise UsageError(  # a shared worker reaches what this machine does: an allowlist would promise nothing
+                "--egress allowlist applies to a strict local run (each worker in its sandbox, its network the "
+                "relay's proxy)",
+                hint="drop --egress/--allow, or run with --isolation strict",
+            )
+        _, info = launch.plan(request)
+        info.egress_allow = allow
+        return launch.up(request, info, self.boot_timeout)
 
     def resume(self, name: str) -> RunInfo:
         run = RunFolder.for_name(name)

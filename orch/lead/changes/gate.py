@@ -28,7 +28,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from orch import procs, settings
+from orch import procs
+from orch.backends import registry as backends
 from orch.backends.local import bwrap as bwrap_binary
 from orch.container.egress import read_report
 from orch.errors import OrchError, UsageError
@@ -72,7 +73,7 @@ def _sandbox() -> tuple[str | None, str | None]:
     bwrap = _bwrap_works()
     if bwrap is None:
         return "bwrap", None
-    if not settings.IN_CONTAINER.get():
+    if not backends.here().checks_uid:
         return None, bwrap
     uid = _uid_works()
     if uid is None:

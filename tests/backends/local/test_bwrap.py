@@ -164,21 +164,6 @@ def test_the_writable_set_is_one_list_with_the_worktree_when_there_is_one(tmp_pa
     assert relay.bus_socket(run, 2) != relay.bus_socket(run, 1)
 
 
-def test_up_defaults_to_strict_here_and_in_a_container(monkeypatch: pytest.MonkeyPatch) -> None:
-    from orch.backends.local import bwrap
-    from orch.backends.local.bwrap import default_isolation
-
-    assert default_isolation(True, ["claude", "codex"]) == (Isolation.STRICT, None)
-    assert default_isolation(True, ["claude", "aider"]) == (Isolation.STRICT, None)  # its pane through the relay
-    assert default_isolation(False, ["claude"]) == (Isolation.STRICT, None)  # a container run: strict too
-    assert default_isolation(False, ["aider"]) == (Isolation.STRICT, None)  # its pane socket: a folder of its own
-    # `orch up` run inside a container that cannot start processes as other uids: shared, and it says why.
-    monkeypatch.setenv("ORCH_IN_CONTAINER", "1")
-    monkeypatch.setattr(bwrap, "can_switch_uids", lambda: False)
-    isolation, note = default_isolation(True, ["claude"])
-    assert isolation is Isolation.SHARED and note and "no CAP_SETUID" in note
-
-
 def test_orch_home_inside_the_workdir_still_hides_the_gateways_state(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
