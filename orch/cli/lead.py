@@ -315,7 +315,7 @@ def demo(
     """
     if changes and mixed:
         raise UsageError("--changes and --mixed are two different demos", hint="pick one")
-    where = backends.chosen(backend, local) if local or backend is not None else None
+    where = backends.chosen(backend, local) if local or backend else None
     if changes:
         _demo_changes(where, live, demo_mod.CHANGES_NAME if name == demo_mod.DEMO_NAME else name)
         return
