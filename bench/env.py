@@ -27,6 +27,7 @@ from orch.agents.gemini import CACHE_BIN as GEMINI_CACHE_BIN
 from orch.agents.registry import get_adapter
 from orch.backends.local.backend import LocalSettings
 from orch.backends.local.sandbox import LocalSandbox
+from orch.backends.registry import confinement_of
 from orch.contracts import UpRequest
 from orch.errors import OrchError, UsageError
 from orch.fleet import control, launch
@@ -285,7 +286,7 @@ class BenchEnv:
         except OrchError:
             members = []
         try:
-            control.kill(live.run)
+            control.kill(live.run, confinement_of(live.run.info()))
         finally:
             if live in self.live:
                 self.live.remove(live)

@@ -51,6 +51,9 @@ class WorkerContext:
     folder only its uid may enter) through which a
     helper beside it reads its own pane's screen and types into that pane alone (orch.backends.local.relay); the run's
     tmux server is not there. None: the helper uses the tmux server ($TMUX), as under shared isolation."""
+    boxed: bool = False
+    """orch's boundary encloses the worker (a run's container, or its own bubblewrap sandbox: its confinement's
+    `boxed`): an agent's own sandbox cannot make its namespaces there, and is off (Codex's)."""
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from orch.run.records import RECORD_FINDERS, RUN_RECORDS, RunInfo
 if TYPE_CHECKING:
     from orch.backends.base import Backend, BackendSettings, UpOptions
     from orch.contracts import OrchCommand, Sandbox
+    from orch.fleet.confinement import Confinement
 
 # The backends' modules are imported when one is asked for: `orch bus post`, run by workers many times, comes
 # through here only for folder_is_here and must not pay for tmux, docker, the fleet code or the contracts.
@@ -66,6 +67,11 @@ def names() -> list[str]:
 def backend_of(info: RunInfo) -> Backend:
     """The backend a run lives on."""
     return get_backend(info.backend)
+
+
+def confinement_of(info: RunInfo) -> Confinement:
+    """How the run's workers are kept apart, as its backend says, for its fleet in this process."""
+    return backend_of(info).confinement(info)
 
 
 def here() -> Backend:

@@ -157,7 +157,8 @@ def serve_run(
 
         boot_timeout, failed = read_spec(run_folder(name)).timeouts.boot, EXIT_FAILED
     req = compose_request(name, workers, agent, workdir, permission_mode, model, offline) if create else None
-    raise typer.Exit(serve(name, boot_timeout, resume, req, drive=drive, failed=failed))
+    confine = backends.confinement_of
+    raise typer.Exit(serve(name, boot_timeout, resume, confine, req, drive=drive, failed=failed))
 
 
 @app.command()

@@ -268,7 +268,7 @@ def restart(name: NameArg, worker: WorkerArg) -> None:
 
     def here() -> None:
         run.check_worker(worker)
-        launch.restart(run, worker, boot_timeout=launch.BOOT_TIMEOUT)
+        launch.restart(run, worker, backends.confinement_of(run.info()), boot_timeout=launch.BOOT_TIMEOUT)
         typer.echo(f"restarted worker {worker}")
 
     at_fleet(run, OrchCommand(["restart", name, str(worker)], here))

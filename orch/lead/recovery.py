@@ -10,7 +10,6 @@ from pathlib import Path
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from orch.backends import registry as backends
-from orch.backends.local import relay
 from orch.errors import OrchError, SandboxError
 from orch.fleet import launch, rungateway
 from orch.jobs.state import Job, JobStatus, WorkerBook
@@ -86,14 +85,14 @@ class Recovery(Part):
     def keep_relay(self) -> None:
         """The relay of the workers' sockets died under the run (orch.backends.local.relay): start it again. It serves
         the same folders of sockets, which the running workers' sandboxes see at once."""
-        info = self.desk.info  # the relay runs beside tmux, where this controller does
-        if not launch.needs_relay(info) or relay.running(self.run):
+        info, confinement = self.desk.info, self.desk.confinement  # the relay runs beside tmux, as this controller
+        if not confinement.needs_relay(info) or confinement.relay_running(self.run):
             return
         handle = rungateway.running(info)
         if handle is None:
             return  # the gateway comes first (keep_gateway); the next look starts the relay
         try:
-            started = launch.ensure_relay(self.run, info, handle.url)
+            started = confinement.ensure_relay(self.run, info, handle.url)
         except OrchError as exc:
             self.review.abort(f"the workers' relay died and could not be started again: {exc.one_line()}")
             return
@@ -147,7 +146,8 @@ class Recovery(Part):
                 reraise=True,
             ):
                 with attempt:
-                    launch.restart(self.run, n, prompt, workdir=Path(book.cwd) if book.cwd else None)
+                    where = Path(book.cwd) if book.cwd else None
+                    launch.restart(self.run, n, self.desk.confinement, prompt, workdir=where)
         except OrchError as exc:
             book.dead = f"restart failed: {exc.one_line()}"
             self.desk.event(Event.WORKER_OUT, n, reason=book.dead)

@@ -15,8 +15,9 @@ from pydantic import BaseModel, ValidationError
 
 from orch.backends import registry as backends
 from orch.backends.base import Backend, BackendSettings, UpOptions
+from orch.backends.registry import confinement_of
 from orch.contracts import Sandbox
-from orch.errors import UsageError
+from orch.errors import SandboxError, UsageError
 from orch.fleet import control
 from orch.run.folder import RunFolder
 from orch.run.records import RUN_RECORDS, ContainerInfo, Isolation, RunInfoBase, RunStatus
@@ -87,6 +88,12 @@ def test_its_run_json_reads_back_as_its_variant(name: str) -> None:
     run = RunFolder.for_name(name)
     run.create(info)
     assert type(run.info()) is record and run.info() == info
+    try:  # how its workers are kept apart where its tmux server runs, if that is this process
+        confinement = backends.confinement_of(info)
+    except SandboxError:
+        assert not backends.get_backend(name).folder_is_here(info) or backends.get_backend(name).container
+    else:
+        assert confinement.name in ("shared", "bubblewrap", "own-uid") and not confinement.own_uids
     stray = "motto" if name != TOY else "egress_allow"
     run.run_json.write_text(json.dumps({**json.loads(run.run_json.read_text()), stray: None}))
     with pytest.raises(UsageError, match="is malformed"):
@@ -148,7 +155,7 @@ def test_the_toy_backend_runs_a_fleet_from_the_command_line(tmp_path: Path, monk
         strict = orch("up", "toy2", "--backend", "toy", "--agent", "scripted", "--isolation", "strict")
         assert strict.exit_code == 2 and "the toy backend offers no strict isolation" in strict.output
     finally:
-        control.kill(run)
+        control.kill(run, confinement_of(info))
     assert run.info().status is RunStatus.STOPPED
     unknown = orch("up", "x", "--backend", "nope", "--agent", "scripted")
     assert unknown.exit_code == 2 and "unknown backend 'nope' (available: " in unknown.output

@@ -14,6 +14,7 @@ from orch.backends.local.sandbox import LocalSandbox
 from orch.contracts import Check, UpRequest
 from orch.errors import UsageError
 from orch.fleet import launch
+from orch.fleet.confinement import Confinement, Shared
 from orch.run.records import Isolation, RunInfo, RunInfoBase
 
 
@@ -40,7 +41,7 @@ class ToySandbox(LocalSandbox):
         if request.isolation is not Isolation.SHARED:
             raise UsageError("the toy backend offers no strict isolation", hint="run it with --isolation shared")
         _, planned = launch.plan(request)
-        return launch.up(request, ToyRunInfo.of(planned, motto=self.motto), self.boot_timeout)
+        return launch.up(request, ToyRunInfo.of(planned, motto=self.motto), Shared(), self.boot_timeout)
 
 
 class ToyBackend(Backend):
@@ -60,6 +61,9 @@ class ToyBackend(Backend):
 
     def doctor(self) -> list[Check]:
         return [Check("toy", True, "nothing to install")]
+
+    def confinement(self, info: RunInfo) -> Confinement:
+        return Shared()
 
     def strict_possible(self) -> bool:
         return False

@@ -18,6 +18,7 @@ from orch.settings import BASE_IMAGE, CONTAINER_CPUS, IMAGE
 
 if TYPE_CHECKING:
     from orch.contracts import Check, Sandbox
+    from orch.fleet.confinement import Confinement
 
 
 def default_image() -> str:
@@ -71,6 +72,12 @@ class DockerBackend(Backend):
 
     def shared_note(self) -> str:
         return SHARED_NOTE_CONTAINER
+
+    def confinement(self, info: RunInfo) -> Confinement:
+        """Inside the run's container, where its fleet is local: a uid per worker, or one shared, boxed in it."""
+        if not in_container():
+            return super().confinement(info)
+        return LocalBackend().confinement(info)
 
     def doctor(self) -> list[Check]:
         from orch.contracts import Check

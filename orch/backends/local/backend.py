@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING, Literal
 from orch.allowlist import local_allowlist
 from orch.backends.base import Backend, BackendSettings, UpOptions, in_container
 from orch.errors import OrchError, UsageError
-from orch.run.records import EgressMode, Isolation, LocalRunInfo
+from orch.run.records import EgressMode, Isolation, LocalRunInfo, RunInfo
 from orch.run.uids import can_switch_uids
 from orch.versions import TMUX_MIN_VERSION
 
 if TYPE_CHECKING:
     from orch.backends.local.sandbox import LocalSandbox
     from orch.contracts import Check
+    from orch.fleet.confinement import Confinement
 
 SHARED_NOTE = (
     "isolation shared: the workers share your uid and can read and write each other's files, the bus and "
@@ -73,6 +74,11 @@ class LocalBackend(Backend):
         except OrchError as exc:
             sandbox = Check("bubblewrap", False, exc.message, exc.hint)
         return [tmux, sandbox]
+
+    def confinement(self, info: RunInfo) -> Confinement:
+        from orch.backends.local.confinement import choose
+
+        return choose(info)
 
     def strict_possible(self) -> bool:
         """From a host always (bubblewrap); inside a container only with CAP_SETUID (an `orch run` in a container

@@ -34,12 +34,11 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import orch
-from orch import settings
+from orch import procs, settings
 from orch.errors import UsageError
 from orch.gateway.process import handle_path
 from orch.run.folder import RunFolder
 from orch.run.paths import OWN_BUS, SANDBOX_SOCKETS, SANDBOX_TMPFS, agents_dir, launch_dir
-from orch.run.records import Isolation, LocalRunInfo, RunInfo
 
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix")
 """The system's read-only folders a sandbox sees (a symlink, as /bin is on merged-usr, stays one)."""
@@ -54,12 +53,6 @@ FIX = (
     "enable unprivileged user namespaces (sysctl -w kernel.unprivileged_userns_clone=1; on Ubuntu "
     "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0), or run with --isolation shared"
 )
-
-
-def sandboxed(info: RunInfo) -> bool:
-    """Whether this run's workers run in bubblewrap: strict isolation on this machine's tmux (in a run's
-    container, each worker has a uid of its own instead)."""
-    return info.isolation is Isolation.STRICT and isinstance(info, LocalRunInfo) and not settings.IN_CONTAINER.get()
 
 
 def find() -> Path | None:
@@ -208,3 +201,55 @@ def prepare(run: RunFolder, n: int) -> None:
     run.state(n).touch()
     if not run.bus_socket.exists():
         run.bus_socket.touch()  # the mount point of each worker's own bus socket
+
+
+class ByNamespace:
+    """Attribution in bubblewrap sandboxes: a process is the worker's whose sandbox's pid namespace it runs in,
+    which it can never leave; a namespace belongs to the worker whose bwrap (its parent outside, a process no
+    worker can start or change) binds that worker's outbox. Each namespace is found once, kept while its bwrap
+    lives."""
+
+    def __init__(self, outboxes: dict[str, int]) -> None:
+        self._outboxes = outboxes
+        self._host = procs.pid_namespace(os.getpid())
+        self._sandboxes: dict[int, tuple[int | None, int]] = {}
+        """pid namespace: (its worker, or None for another's sandbox; the bwrap process outside that made it)."""
+        found = find()
+        self._bwrap = {"bwrap", *([found.name] if found is not None else [])}
+
+    def forget(self, alive: set[int], span: range | tuple[range, range] | None) -> None:
+        for ns, (_, outer) in list(self._sandboxes.items()):
+            if outer not in alive or procs.in_span(outer, span):
+                del self._sandboxes[ns]  # its bwrap is gone: the namespace's inode may be handed out again
+
+    def owner(self, pid: int) -> int | None:
+        """The worker whose sandbox pid runs in: its namespace's, found once per namespace by walking up to the
+        first ancestor outside every worker's sandbox (a sandbox inside a sandbox, as Codex makes its own, is its
+        worker's too)."""
+        ns = procs.pid_namespace(pid)
+        if ns is None or ns == self._host:
+            return None
+        if ns in self._sandboxes:
+            return self._sandboxes[ns][0]
+        chain = procs.ancestry(pid) or []
+        for parent in chain[1:]:
+            outer = procs.pid_namespace(parent)
+            if outer in self._sandboxes:
+                self._sandboxes[ns] = (self._sandboxes[outer][0], self._sandboxes[outer][1])
+                return self._sandboxes[ns][0]
+            if outer == self._host:
+                n = self._bwrap_worker(parent)
+                self._sandboxes[ns] = (n, parent)
+                return n
+        return None
+
+    def _bwrap_worker(self, pid: int) -> int | None:
+        """The worker whose sandbox this bwrap process (outside every sandbox) made: the one whose outbox it
+        binds writable."""
+        argv = procs.cmdline(pid)
+        if not argv or os.path.basename(argv[0]) not in self._bwrap:
+            return None
+        for i, arg in enumerate(argv[:-2]):
+            if arg == "--bind" and argv[i + 1] == argv[i + 2] and argv[i + 1] in self._outboxes:
+                return self._outboxes[argv[i + 1]]
+        return None

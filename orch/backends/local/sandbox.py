@@ -10,6 +10,7 @@ import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 
+from orch.backends import registry
 from orch.backends.base import in_container
 from orch.backends.local.backend import LocalSettings
 from orch.contracts import OrchCommand, UpRequest
@@ -36,7 +37,7 @@ class LocalSandbox:
             )
         _, info = launch.plan(request)
         info.egress_allow = allow
-        return launch.up(request, info, self.boot_timeout)
+        return launch.up(request, info, registry.confinement_of(info), self.boot_timeout)
 
     def resume(self, name: str) -> RunInfo:
         run = RunFolder.for_name(name)
@@ -45,7 +46,7 @@ class LocalSandbox:
             raise UsageError(f"run {name!r} is still running", hint=f"orch kill {name} first to restart it")
         info.status = RunStatus.STARTING
         run.write_info(info)
-        launch.launch(run, info, {}, self.boot_timeout, resume=True)
+        launch.launch(run, info, registry.confinement_of(info), {}, self.boot_timeout, resume=True)
         return run.info()
 
     def forward(self, info: RunInfo, command: OrchCommand) -> int:
@@ -79,4 +80,4 @@ class LocalSandbox:
         return out
 
     def kill(self, info: RunInfo) -> None:
-        control.kill(RunFolder.for_name(info.name))
+        control.kill(RunFolder.for_name(info.name), registry.confinement_of(info))
