@@ -212,7 +212,7 @@ def wait_workers_gone(run: RunFolder, workers: int, confinement: Confinement) ->
         log.warning("run %s: processes of its previous fleet still run: %s", run.name, left)
 
 
-ORCH_DIR = str(Path(orch.__file__).resolve().parent)
+PACKAGE_DIR = str(Path(orch.__file__).resolve().parent)
 
 
 def agent_pid(pane: PaneInfo) -> int | None:
@@ -226,7 +226,7 @@ def agent_pid(pane: PaneInfo) -> int | None:
 
 
 def _orch_script(argv: list[str]) -> bool:
-    return len(argv) > 2 and argv[1] == "-S" and argv[2].startswith(ORCH_DIR)
+    return len(argv) > 2 and argv[1] == "-S" and argv[2].startswith(PACKAGE_DIR)
 
 
 def agent_environment(info: RunInfo) -> dict[str, str]:
