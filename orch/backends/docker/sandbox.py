@@ -74,7 +74,8 @@ class DockerSandbox:
 
     def __init__(self, settings: DockerSettings | None = None) -> None:
         self.settings = settings or DockerSettings()
-        self.boot_timeout = self.settings.boot_timeout or launch.BOOT_TIMEOUT
+        timeout = self.settings.boot_timeout
+        self.boot_timeout = launch.BOOT_TIMEOUT if timeout is None else timeout
         self._clients: dict[str | None, docker.DockerClient] = {}
 
     # --- engines ---------------------------------------------------------------------------------

@@ -25,7 +25,8 @@ class LocalSandbox:
 
     def __init__(self, settings: LocalSettings | None = None) -> None:
         self.settings = settings or LocalSettings()
-        self.boot_timeout = self.settings.boot_timeout or launch.BOOT_TIMEOUT
+        timeout = self.settings.boot_timeout
+        self.boot_timeout = launch.BOOT_TIMEOUT if timeout is None else timeout
 
     def up(self, request: UpRequest) -> RunInfo:
         allow = self.settings.egress_allow

@@ -34,6 +34,8 @@ def test_its_settings_are_the_container_options(monkeypatch: pytest.MonkeyPatch)
 def test_its_sandbox_is_the_container_s_from_the_host_and_local_inside(monkeypatch: pytest.MonkeyPatch) -> None:
     sandbox = BACKEND.sandbox(BACKEND.settings(UpOptions(boot_timeout=7)))
     assert isinstance(sandbox, DockerSandbox) and sandbox.boot_timeout == 7
+    now = BACKEND.sandbox(BACKEND.settings(UpOptions(boot_timeout=0)))  # no wait at all: not the default
+    assert isinstance(now, DockerSandbox) and now.boot_timeout == 0
     monkeypatch.setenv("ORCH_IN_CONTAINER", "1")
     inside = BACKEND.sandbox(BACKEND.settings(UpOptions(boot_timeout=7)))
     assert isinstance(inside, LocalSandbox) and inside.boot_timeout == 7
