@@ -21,6 +21,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING, ClassVar
 
 from orch.errors import SandboxError
@@ -39,6 +40,16 @@ def in_container() -> bool:
     """True inside a run's container (its controller and tmux live there): the backends' own question, never
     asked outside orch/backends/ (the others ask `registry.here()` and the run's backend)."""
     return IN_CONTAINER.get()
+
+
+class ChecksSandbox(StrEnum):
+    """Where a change's checks may run (orch.lead.changes.gate runs them there)."""
+
+    BWRAP = "bwrap"
+    """A bubblewrap sandbox of its own: no network, its own pid namespace, the file system read-only but its tmpfs."""
+    OWN_UID = "uid"
+    """In a run's container, where bubblewrap cannot make its namespaces: a uid of their own that the container's
+    firewall cuts off the network (orch.run.uids.checks_uid)."""
 
 
 @dataclass(frozen=True)
@@ -90,10 +101,9 @@ class Backend(ABC):
     container: ClassVar[bool] = False
     """Each of its runs lives in a container of its own, whose processes run orch too (`orch serve-run`, the
     controller): inside one, `registry.here()` is this backend."""
-    checks_uid: ClassVar[bool] = False
-    """Where a controller runs in it (`registry.here()`): a change's checks may run as a uid of their own that its
-    firewall cuts off the network (orch.run.uids.checks_uid) where bubblewrap cannot make its namespaces (Docker's
-    seccomp profile). False: bubblewrap or nothing (orch.lead.changes.gate)."""
+    checks: ClassVar[tuple[ChecksSandbox, ...]] = (ChecksSandbox.BWRAP,)
+    """Where a controller runs in it (`registry.here()`): the sandboxes a change's checks may run in, the first that
+    works here taken (orch.lead.changes.gate); none working: a run with checks is refused in one line."""
     gateway_keeper: ClassVar[bool] = False
     """Where a controller runs in it (`registry.here()`): the run's gateway is another uid's, started by the
     init under a keeper of that uid (orch.container.gatewaykeeper), which starts it again; the controller

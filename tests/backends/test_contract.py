@@ -14,7 +14,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from orch.backends import registry as backends
-from orch.backends.base import Backend, BackendSettings, UpOptions
+from orch.backends.base import Backend, BackendSettings, ChecksSandbox, UpOptions
 from orch.backends.registry import confinement_of
 from orch.contracts import Sandbox
 from orch.errors import SandboxError, UsageError
@@ -50,8 +50,9 @@ def test_backend_keeps_the_contract(name: str) -> None:
     assert backend.title and backend.about and backend.shared_note()
     assert issubclass(backend.record, RunInfoBase) and _literal(backend.record) == name
     assert backend.record.model_config.get("extra") == "forbid"
-    for fact in ("pinned_agents", "checks_at_start", "container", "checks_uid", "gateway_keeper"):
+    for fact in ("pinned_agents", "checks_at_start", "container", "gateway_keeper"):
         assert isinstance(getattr(backend, fact), bool), fact
+    assert backend.checks and all(kind in ChecksSandbox for kind in backend.checks)
     assert isinstance(backend.strict_possible(), bool)
     isolation, note = backend.default_isolation(["scripted"])
     assert isolation in Isolation and (note is None or isinstance(note, str))
@@ -131,7 +132,8 @@ def test_the_registry_names_what_there_is() -> None:
 def test_inside_a_run_container_every_fleet_is_local(monkeypatch: pytest.MonkeyPatch) -> None:
     assert backends.here().name == "local" and not backends.here().gateway_keeper
     monkeypatch.setenv("ORCH_IN_CONTAINER", "1")
-    assert backends.here().container and backends.here().gateway_keeper and backends.here().checks_uid
+    assert backends.here().container and backends.here().gateway_keeper
+    assert backends.here().checks == (ChecksSandbox.BWRAP, ChecksSandbox.OWN_UID)  # bubblewrap, else the checks' uid
     assert backends.chosen(None).name == "local"
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
-from orch.backends.base import Backend, BackendSettings, UpOptions, in_container
+from orch.backends.base import Backend, BackendSettings, ChecksSandbox, UpOptions, in_container
 from orch.backends.local.backend import SHARED_NOTE_CONTAINER, LocalBackend, LocalSettings
 from orch.errors import OrchError, UsageError
 from orch.run.records import ContainerOptions, DockerRunInfo, EgressMode, RunInfo
@@ -40,7 +40,7 @@ class DockerBackend(Backend):
     record = DockerRunInfo
     pinned_agents = True  # the worker image's
     checks_at_start = False  # the run's controller runs them in its container (the checks' uid there)
-    checks_uid = True  # its firewall cuts the checks' uid off (orch.container.egress)
+    checks = (ChecksSandbox.BWRAP, ChecksSandbox.OWN_UID)  # bwrap fails there: its firewall cuts the uid off
     gateway_keeper = True  # the init's keeper, as the gateway's uid (orch.container.gatewaykeeper)
     container = True
 

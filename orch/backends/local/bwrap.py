@@ -79,11 +79,49 @@ def _namespaces() -> list[str]:
     return [*user, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
 
 
+class Bwrap:
+    """The one bubblewrap command line orch writes: a worker's sandbox (`argv`) and a change's checks' sandbox
+    (orch.lead.changes.gate) are each a series of these steps, which bwrap applies in order. Every sandbox gets
+    namespaces of its own (pid, network, ipc, uts, cgroup; a user namespace unless root) and dies with its
+    parent."""
+
+    def __init__(self, binary: Path | str) -> None:
+        self.args: list[str] = [str(binary), *_namespaces(), "--die-with-parent"]
+
+    def add(self, *args: str) -> Bwrap:
+        self.args += args
+        return self
+
+    def ro(self, source: Path | str, dest: Path | str | None = None) -> Bwrap:
+        """`source` read-only at `dest` (default: the same path)."""
+        return self.add("--ro-bind", str(source), str(source if dest is None else dest))
+
+    def bind(self, source: Path | str, dest: Path | str | None = None) -> Bwrap:
+        """`source` writable at `dest` (default: the same path)."""
+        return self.add("--bind", str(source), str(source if dest is None else dest))
+
+    def tmpfs(self, path: Path | str, size: int | None = None, perms: str | None = None) -> Bwrap:
+        """An empty tmpfs at `path`, of at most `size` bytes (None: no size), with `perms` (octal)."""
+        sized = ["--size", str(size)] if size is not None else []
+        return self.add(*sized, *(["--perms", perms] if perms else []), "--tmpfs", str(path))
+
+    def remount_ro(self, path: Path | str) -> Bwrap:
+        return self.add("--remount-ro", str(path))
+
+    def dir(self, path: Path | str, perms: str | None = None) -> Bwrap:
+        return self.add(*(["--perms", perms] if perms else []), "--dir", str(path))
+
+    def setenv(self, env: dict[str, str]) -> Bwrap:
+        for key, value in env.items():
+            self.add("--setenv", key, value)
+        return self
+
+
 def check() -> str:
     """Refuse strict isolation where bubblewrap cannot make its namespaces, in one line saying why and
     how to fix it; the bwrap used, as its version line says (`orch doctor`)."""
     bwrap = binary()
-    probe = [str(bwrap), *_namespaces(), "--ro-bind", "/", "/", "--proc", "/proc", "--", "true"]
+    probe = [*Bwrap(bwrap).ro("/").add("--proc", "/proc").args, "--", "true"]
     try:
         done = subprocess.run(probe, capture_output=True, text=True, timeout=PROBE_TIMEOUT, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -168,28 +206,25 @@ def argv(
     (a writer's worktree, writable, or the workdir). `home`: a HOME of its own (the user's is not there).
     `sockets`: its folder of the relay's sockets (orch.backends.local.relay.worker_sockets), bound at
     SANDBOX_SOCKETS. `space`: the size of each of its own tmpfs (SANDBOX_TMPFS: its disk cap; None: no size)."""
-    args = [str(binary()), "--die-with-parent", *_namespaces(), "--cap-drop", "ALL", *_system()]
-    args += ["--proc", "/proc", "--dev", "/dev"]
+    box = Bwrap(binary()).add("--cap-drop", "ALL", *_system(), "--proc", "/proc", "--dev", "/dev")
     for place in SANDBOX_TMPFS:  # memory: each the size of its disk cap (the kernel's bound), measured as what it wrote
-        args += [*(["--size", str(space)] if space is not None else []), "--tmpfs", place]
-    args += ["--remount-ro", "/dev"]  # the rest of bwrap's /dev: a tmpfs of no size, else
+        box.tmpfs(place, space)
+    box.remount_ro("/dev")  # the rest of bwrap's /dev: a tmpfs of no size, else
     if Path("/sys").is_dir():
-        args += ["--ro-bind", "/sys", "/sys"]  # what runtimes read for CPU and memory limits
+        box.ro("/sys")  # what runtimes read for CPU and memory limits
     for path in readable(binaries):
-        args += ["--ro-bind", str(path), str(path)]
-    args += ["--ro-bind", str(workdir), str(workdir), "--ro-bind", str(run.root), str(run.root)]
-    args += ["--tmpfs", str(run.sessions_dir)]  # the others' transcripts: not there
+        box.ro(path)
+    box.ro(workdir).ro(run.root).tmpfs(run.sessions_dir)  # the others' transcripts: not there
     for hidden in private():  # in case the workdir holds them ($ORCH_HOME inside it): not there either
         if hidden.is_dir():
-            args += ["--tmpfs", str(hidden)]
+            box.tmpfs(hidden)
     for path in writable(run, n, cwd):
-        args += ["--bind", str(path), str(path)]
-    args += ["--ro-bind", str(sockets), str(SANDBOX_SOCKETS)]
+        box.bind(path)
+    box.ro(sockets, SANDBOX_SOCKETS)
     # The controller's bus.sock (stamped by uid: every local worker's is the user's) hidden under its own.
-    args += ["--bind", str(sockets / OWN_BUS), str(run.bus_socket)]
-    if home is not None:
-        args += ["--setenv", "HOME", str(home)]
-    return [*args, "--setenv", "TMPDIR", "/tmp", "--chdir", str(cwd), "--"]
+    box.bind(sockets / OWN_BUS, run.bus_socket)
+    box.setenv({"HOME": str(home)} if home is not None else {})
+    return [*box.setenv({"TMPDIR": "/tmp"}).add("--chdir", str(cwd)).args, "--"]
 
 
 def prepare(run: RunFolder, n: int) -> None:

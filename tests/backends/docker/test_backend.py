@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from orch.backends.base import UpOptions
+from orch.backends.base import ChecksSandbox, UpOptions
 from orch.backends.docker.backend import DockerBackend, DockerSettings
 from orch.backends.docker.sandbox import DockerSandbox
 from orch.backends.local.sandbox import LocalSandbox
@@ -51,6 +51,6 @@ def test_a_remote_engine_s_run_folder_is_a_copy_here(monkeypatch: pytest.MonkeyP
 
 def test_its_facts() -> None:
     assert BACKEND.pinned_agents and not BACKEND.checks_at_start and BACKEND.container
-    assert BACKEND.gateway_keeper and BACKEND.checks_uid and BACKEND.strict_possible()
+    assert BACKEND.gateway_keeper and ChecksSandbox.OWN_UID in BACKEND.checks and BACKEND.strict_possible()
     assert BACKEND.default_isolation(["claude"]) == (Isolation.STRICT, None)
     assert "container" in BACKEND.shared_note()
