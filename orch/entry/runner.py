@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orch.backends import registry as backends
-from orch.backends.base import Backend, BackendSettings
-from orch.contracts import OrchCommand, UpRequest
+from orch.backends.base import Backend, UpOptions
+from orch.contracts import OrchCommand, Sandbox, UpRequest
 from orch.errors import OrchError, UsageError
 from orch.fleet import launch
 from orch.jobs.state import load_state, save_state
@@ -67,18 +67,25 @@ def up_request(
     )
 
 
+def sandbox(spec: FleetSpec, backend: Backend, copy: bool = False) -> Sandbox:
+    """The sandbox a spec's run gets on `backend`, with its settings; `copy`: a disposable copy of the workdir,
+    where the backend gives one (a container run)."""
+    settings = backend.settings(UpOptions(boot_timeout=spec.timeouts.boot, copy=copy))
+    return backends.start_sandbox(backend, settings=settings)
+
+
 def start(
     spec: FleetSpec,
     name: str,
     backend: Backend,
-    settings: BackendSettings,
     replace: bool = False,
+    copy: bool = False,
     cassette: Cassette | None = None,
     prepared: Prepared | None = None,
 ) -> RunFolder:
-    """Create the run (workers booted) on `backend` with its `settings`, its saved spec and the controller's
-    initial state.
+    """Create the run (workers booted), its saved spec and the controller's initial state.
 
+    `copy` (a backend that gives one: a container run's): the workers get a disposable copy of the workdir.
     `cassette` (orch.recording.plan, checked by the caller): the run's gateway answers from that recording.
     `prepared` (a spec with writers; orch.lead.changes.start.prepare): the run's repository and base checks,
     moved into the run folder once it exists.
@@ -86,7 +93,7 @@ def start(
     validate_name(name)
     if cassette is not None and RunFolder.for_name(name).root.resolve() == cassette.root.resolve():
         raise UsageError(f"run {name!r} is the recording being replayed", hint="give the replay another --name")
-    box = backends.start_sandbox(backend, settings=settings)
+    box = sandbox(spec, backend, copy)
     info = box.up(up_request(spec, name, backend.strict_possible(), replace, cassette.root if cassette else None))
     run = RunFolder.for_name(name)
     write_spec(run, spec)

@@ -92,22 +92,30 @@ def mode_of(info: RunInfo, adapter: AgentAdapter) -> str:
     return info.permission_mode if info.permission_mode in adapter.permission_modes else adapter.default_permission_mode
 
 
+def check(req: UpRequest, info: RunInfo, confinement: Confinement) -> None:
+    """Everything `up` refuses, checked without making anything: the credentials, the agents' binaries, tmux,
+    what the confinement needs (bubblewrap for a sandbox), and a run of that name (unless `req.replace`).
+    `info`: planned from `req` (`plan`, which refused a bad request), as its backend's record."""
+    rungateway.upstreams(info)  # a fleet across model APIs lacking one's credential: refused, nothing made
+    for agent in info.agents():
+        get_adapter(agent).binary()
+    check_tmux()
+    confinement.check(info)  # no bubblewrap or no user namespaces: refused in one line, before anything is made
+    run = RunFolder.for_name(req.name)
+    if not req.replace and ((run.root.exists() and not run.only_gateway()) or server_for(info).alive()):
+        raise UsageError(f"run {req.name!r} already exists", hint=f"use --replace, or `orch kill {req.name}`")
+
+
 def up(req: UpRequest, info: RunInfo, confinement: Confinement, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
     """Create the run folder of `info` (planned from `req` by `plan`, as its backend's record) and a private tmux
     server with one agent per pane, confined by `confinement`; wait until booted.
 
     On any failure nothing is left behind: no tmux server, no run folder, no config dirs.
     """
-    rungateway.upstreams(info)  # a fleet across model APIs lacking one's credential: refused, nothing made
-    for agent in info.agents():
-        get_adapter(agent).binary()
-    check_tmux()
-    confinement.check(info)  # bubblewrap missing, say: refused in one line, before anything is made
+    check(req, info, confinement)
     run = RunFolder.for_name(req.name)
     server = server_for(info)
-    if (run.root.exists() and not run.only_gateway()) or server.alive():
-        if not req.replace:
-            raise UsageError(f"run {req.name!r} already exists", hint=f"use --replace, or `orch kill {req.name}`")
+    if (run.root.exists() and not run.only_gateway()) or server.alive():  # --replace: `check` refused it otherwise
         server.kill()
         rungateway.stop(req.name)
         confinement.stop(run)

@@ -37,11 +37,17 @@ class ToySandbox(LocalSandbox):
         super().__init__(LocalSettings(boot_timeout=settings.boot_timeout))
         self.motto = settings.motto
 
+    def check(self, request: UpRequest) -> None:
+        launch.check(request, self._toy(request), Shared())
+
     def up(self, request: UpRequest) -> RunInfo:
+        return launch.up(request, self._toy(request), Shared(), self.boot_timeout)
+
+    def _toy(self, request: UpRequest) -> ToyRunInfo:
         if request.isolation is not Isolation.SHARED:
             raise UsageError("the toy backend offers no strict isolation", hint="run it with --isolation shared")
         _, planned = launch.plan(request)
-        return launch.up(request, ToyRunInfo.of(planned, motto=self.motto), Shared(), self.boot_timeout)
+        return ToyRunInfo.of(planned, motto=self.motto)
 
 
 class ToyBackend(Backend):

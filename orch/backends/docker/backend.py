@@ -95,7 +95,7 @@ class DockerBackend(Backend):
             found = image_exists(image)
         except OrchError as exc:
             return [*checks, Check("image", False, exc.message, exc.hint, optional=True)]
-        fix = "orch image build (add --base IMAGE where no registry is reachable)"
+        fix = "orch image build (add --base-image IMAGE where no registry is reachable)"
         checks.append(Check("image", found, image if found else f"{image} not built", None if found else fix, True))
         return checks
 

@@ -8,6 +8,7 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal
 
+from orch import prereqs
 from orch.allowlist import local_allowlist
 from orch.backends.base import Backend, BackendSettings, UpOptions, in_container
 from orch.errors import OrchError, UsageError
@@ -60,7 +61,6 @@ class LocalBackend(Backend):
         return SHARED_NOTE_CONTAINER if in_container() else SHARED_NOTE
 
     def doctor(self) -> list[Check]:
-        from orch.backends.local import bwrap
         from orch.contracts import Check
         from orch.fleet.tmux import check_tmux
 
@@ -70,7 +70,7 @@ class LocalBackend(Backend):
             need = ".".join(map(str, TMUX_MIN_VERSION))
             tmux = Check("tmux", False, exc.message, exc.hint or f"install tmux >= {need}")
         try:  # local strict isolation (the default of a local run): bubblewrap, and the namespaces it needs
-            sandbox = Check("bubblewrap", True, bwrap.check())
+            sandbox = Check("bubblewrap", True, prereqs.bwrap_works())
         except OrchError as exc:
             sandbox = Check("bubblewrap", False, exc.message, exc.hint)
         return [tmux, sandbox]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from orch import procs, settings
+from orch import prereqs, procs, settings
 from orch.agents.registry import get_adapter
 from orch.backends.base import in_container
 from orch.backends.local import bwrap, egressproxy, relay
@@ -85,7 +85,7 @@ class Bubblewrap(Relayed):
     through_relay = True
 
     def check(self, info: RunInfo) -> None:
-        bwrap.check()  # no bubblewrap or no user namespaces: refused in one line, before anything is made
+        prereqs.bwrap_works()  # no bubblewrap or no user namespaces: refused in one line, before anything is made
 
     def prepare(self, run: RunFolder, info: RunInfo) -> None:
         for n in range(1, info.workers + 1):  # the workers' bus and gateway sockets, before any worker starts

@@ -17,7 +17,7 @@ from orch.contracts import OrchCommand, UpRequest
 from orch.errors import OrchError, UsageError
 from orch.fleet import control, launch
 from orch.run.folder import RunFolder
-from orch.run.records import Isolation, RunInfo, RunStatus, RunStatusView
+from orch.run.records import Isolation, LocalRunInfo, RunInfo, RunStatus, RunStatusView
 
 
 class LocalSandbox:
@@ -28,7 +28,16 @@ class LocalSandbox:
         timeout = self.settings.boot_timeout
         self.boot_timeout = launch.BOOT_TIMEOUT if timeout is None else timeout
 
+    def check(self, request: UpRequest) -> None:
+        info = self._planned(request)
+        launch.check(request, info, registry.confinement_of(info))
+
     def up(self, request: UpRequest) -> RunInfo:
+        info = self._planned(request)
+        return launch.up(request, info, registry.confinement_of(info), self.boot_timeout)
+
+    def _planned(self, request: UpRequest) -> LocalRunInfo:
+        """The run `request` asks for, with this sandbox's settings; UsageError for what cannot be had."""
         allow = self.settings.egress_allow
         if allow is not None and (request.isolation is not Isolation.STRICT or in_container()):
             raise UsageError(  # a shared worker reaches what this machine does: an allowlist would promise nothing
@@ -38,7 +47,7 @@ class LocalSandbox:
             )
         _, info = launch.plan(request)
         info.egress_allow = allow
-        return launch.up(request, info, registry.confinement_of(info), self.boot_timeout)
+        return info
 
     def resume(self, name: str) -> RunInfo:
         run = RunFolder.for_name(name)

@@ -27,7 +27,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from orch import procs
+from orch import prereqs, procs
 from orch.backends import registry as backends
 from orch.backends.base import ChecksSandbox
 from orch.backends.local import bwrap
@@ -94,7 +94,7 @@ def _sandbox() -> tuple[ChecksSandbox | None, str | None]:
 
 
 def _bwrap_works() -> str | None:
-    if bwrap.find() is None:
+    if prereqs.bwrap_path() is None:
         return "the checks run sandboxed with bubblewrap, which is not installed (apt-get install bubblewrap)"
     with tempfile.TemporaryDirectory(prefix="orch-check-") as tmp:
         try:
@@ -201,7 +201,8 @@ def sandbox_argv(tree: Path, subdir: str, command: str, limits: CheckLimits, uid
     it), everything read-only but SANDBOX_TMPFS (each a tmpfs of the disk cap's size: the kernel refuses the
     check more), hidden_paths() and /run empty, a clean environment. As root (above RLIMIT_NPROC, and no user
     namespace, or uid `uid` would not exist in it) the check runs as `uid`, its own for as long as it runs."""
-    box = bwrap.Bwrap(bwrap.find() or "bwrap").add("--new-session").ro("/").add("--dev", "/dev", "--proc", "/proc")
+    box = bwrap.Bwrap(prereqs.bwrap_path() or "bwrap").add("--new-session").ro("/")
+    box.add("--dev", "/dev", "--proc", "/proc")
     hidden = [*hidden_paths(), Path("/run")]  # empty, then read-only (a tmpfs the check could fill otherwise)
     for path in hidden:
         box.tmpfs(path)
