@@ -317,7 +317,6 @@ CHECKS_AT_ONCE = Setting(
     "In a container one at a time: every check runs as the one checks' uid, whose processes each check's end kills.",
 )
 IN_CONTAINER = Setting("ORCH_IN_CONTAINER", "0", _flag, "1 inside a run's container.", internal=True)
-"""Read here and in orch/backends/ only: elsewhere a question it answered is the backend's (orch.backends.base)."""
 AGENTS_DIR = Setting(
     "ORCH_AGENTS_DIR",
     "",
@@ -423,9 +422,8 @@ SCRIPTED_DROP_ENTERS = Setting(
 
 
 def gateway_handle(run_name: str) -> Path:
-    """Where a run gateway's handle (its address and control key) lives, as two settings decide together: under
-    $ORCH_HOME/gateways/, or in a run's container (whose root is read-only) in its temp dir, where its init
-    writes it and its controller reads it."""
+    """A run gateway's handle (its address, control key): under $ORCH_HOME/gateways/, or in a run's container
+    (its root read-only) in its temp dir, where its init writes it and its controller reads it."""
     if IN_CONTAINER.get():
         return Path(os.environ.get("TMPDIR") or "/tmp") / f"orch-gateway-{run_name}.json"
     return HOME.get() / "gateways" / f"{run_name}.json"

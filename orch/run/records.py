@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 from collections.abc import Callable
 from enum import StrEnum
@@ -307,12 +306,10 @@ RunInfo: TypeAlias = RunInfoBase
 """A run's record: the variant of its backend."""
 
 RUN_RECORDS: dict[str, type[RunInfoBase]] = {"local": LocalRunInfo, "docker": DockerRunInfo, "swarm": SwarmRunInfo}
-"""Each backend's variant of run.json, by the backend's name. The built-in backends' are here because code of
-every layer reads them (a run's container reads its `DockerRunInfo` before any backend code runs); a backend
-whose package holds its own variant adds it when the registry loads it (orch.backends.registry)."""
+"""Each backend's variant of run.json by its name: these because every layer reads them (a run's container its
+`DockerRunInfo` before any backend code runs); a backend's own package adds its variant when it loads."""
 RECORD_FINDERS: list[Callable[[str], None]] = []
-"""Called with a backend's name that RUN_RECORDS lacks: orch.backends.registry loads that backend (its package
-adds its variant), so a run.json of any registered backend reads in a process that never loaded it."""
+"""Called with a backend's name RUN_RECORDS lacks: orch.backends.registry loads it (its package adds its variant)."""
 
 
 class RunRecords:
@@ -333,21 +330,12 @@ class RunRecords:
         try:
             return self.adapter().validate_json(text)
         except ValidationError as exc:
-            name = _backend_named(text)
-            if name is None or name in RUN_RECORDS or exc.errors()[0]["type"] != "union_tag_invalid":
+            error = exc.errors()[0]
+            if error["type"] != "union_tag_invalid":
                 raise
-            for find in RECORD_FINDERS:
-                find(name)
+            for find in RECORD_FINDERS:  # a backend not loaded yet: its package adds its variant
+                find(str(error.get("ctx", {}).get("tag")))
             return self.adapter().validate_json(text)  # still unknown: pydantic's error names the backends there are
-
-
-def _backend_named(text: str | bytes) -> str | None:
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return None
-    name = data.get("backend") if isinstance(data, dict) else None
-    return name if isinstance(name, str) else None
 
 
 RUN_INFO = RunRecords()
