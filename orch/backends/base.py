@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from orch.fleet.confinement import Confinement
 
 # Light on purpose: `orch bus post` (a worker's every post) asks a run's backend whether its folder is here, and
-# must not import the contracts, tmux, docker or the fleet code for it (tests/cli/test_buspost.py).
+# must not import the contracts, tmux, docker or the fleet code for it (tests/cli/bus/test_post.py).
 
 
 def in_container() -> bool:

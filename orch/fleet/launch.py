@@ -1,6 +1,5 @@
-"""Starting a fleet on this machine's tmux server (the host, or inside the run's container): plan, boot,
-answer dialogs, restart a worker. Each worker's pane is confined as the run's confinement says
-(orch.fleet.confinement), which the caller hands in: the backend chose it."""
+"""A fleet started on this machine's tmux (the host, or the run's container): plan, boot, dialogs, restarts.
+Each worker's pane is confined as the run's confinement says (orch.fleet.confinement): the backend chose it."""
 
 from __future__ import annotations
 
@@ -52,22 +51,22 @@ def plan(req: UpRequest) -> tuple[AgentAdapter, LocalRunInfo]:
     for n in [*req.prompts, *req.worker_models, *req.worker_agents]:
         if not 1 <= n <= req.workers:
             raise UsageError(f"prompt, model or agent for worker {n} is out of range", hint=f"use 1 to {req.workers}")
-    agents = {n: kind for n, kind in req.worker_agents.items() if kind != adapter.name}
-    for kind in {adapter.name, *agents.values()}:
+    agents = {n: kind for n, kind in req.worker_agents.items() if kind != adapter.facts.name}
+    for kind in {adapter.facts.name, *agents.values()}:
         other = get_adapter(kind)
         if req.isolation is Isolation.STRICT and not other.can_run_strict():
             raise UsageError(
-                f"agent {other.name} cannot run under strict isolation yet",
+                f"agent {other.facts.name} cannot run under strict isolation yet",
                 hint="use --isolation shared (or the spec's `verification.isolation: shared`)",
             )
-        mode = req.permission_mode or other.default_permission_mode
+        mode = req.permission_mode or other.facts.default_permission_mode
         check_permission_mode(other, mode)
     info = LocalRunInfo(
         name=req.name,
-        agent=adapter.name,
+        agent=adapter.facts.name,
         workers=req.workers,
         workdir=str(workdir.resolve()),
-        permission_mode=req.permission_mode or adapter.default_permission_mode,
+        permission_mode=req.permission_mode or adapter.facts.default_permission_mode,
         model=req.model,
         worker_models=dict(req.worker_models),
         worker_agents=agents,
@@ -87,9 +86,9 @@ def adapter_of(info: RunInfo, n: int) -> AgentAdapter:
 
 
 def mode_of(info: RunInfo, adapter: AgentAdapter) -> str:
-    """The permission mode a worker of this kind runs with: the run's, or (a mixed fleet whose run mode is
-    another kind's default) its own kind's default."""
-    return info.permission_mode if info.permission_mode in adapter.permission_modes else adapter.default_permission_mode
+    """A worker's permission mode: the run's, or its own kind's default (a mixed fleet's run mode may be another's)."""
+    facts = adapter.facts
+    return info.permission_mode if info.permission_mode in facts.permission_modes else facts.default_permission_mode
 
 
 def check(req: UpRequest, info: RunInfo, confinement: Confinement) -> None:
@@ -167,7 +166,8 @@ def launch(
             server.pipe_to(pane_id, run.log(n))
         except SandboxError:
             log.info("worker %s died before its transcript started; the boot check reports why", n)
-        run.log_event(ControllerEvent(event=Event.SPAWNED, worker=n, data={"pane": pane_id, "agent": adapter.name}))
+        spawned = {"pane": pane_id, "agent": adapter.facts.name}
+        run.log_event(ControllerEvent(event=Event.SPAWNED, worker=n, data=spawned))
     wait_booted(run, info, server, boot_timeout, seen)
     info.status = RunStatus.RUNNING
     run.write_info(info)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from orch.agents.codex import OFFLINE_MODEL
+from orch.agents.codex.adapter import OFFLINE_MODEL
 from orch.backends.local.sandbox import LocalSandbox
 from orch.backends.registry import confinement_of
 from orch.contracts import UpRequest

@@ -95,14 +95,14 @@ class Bubblewrap(Relayed):
         return True
 
     def pane_socket(self, run: RunFolder, adapter: AgentAdapter, n: int) -> Path | None:
-        return bwrap.PANE_SOCKET if adapter.own_pane else None
+        return bwrap.PANE_SOCKET if adapter.facts.own_pane else None
 
     def pane(
         self, run: RunFolder, info: RunInfo, adapter: AgentAdapter, ctx: WorkerContext, own: dict[str, str]
     ) -> LaunchSpec:
         """Seeded here as under shared isolation, then run in its sandbox, its portal to the gateway first when it
         uses one (and to its egress proxy when the run allows any)."""
-        hint = f"give the gateway a credential it can hold ({', '.join(adapter.credentials.env)}), "
+        hint = f"give the gateway a credential it can hold ({', '.join(adapter.facts.credentials.env)}), "
         _no_login_file(ctx, adapter, hint + "or run with --isolation shared")
         spec = adapter.prepare(ctx)
         own = {**own, settings.SANDBOXED.name: "1"}
@@ -113,7 +113,7 @@ class Bubblewrap(Relayed):
         home = None if "HOME" in inner.env else ctx.config_dir / "home"
         if home is not None:
             home.mkdir(mode=0o700, exist_ok=True)
-        gateway = adapter.gateway
+        gateway = adapter.facts.gateway
         url = next((v for k, v in own.items() if gateway is not None and k == gateway.base_url_env), None)
         address = urlsplit(url) if url is not None else None
         env = inner.env
@@ -198,22 +198,22 @@ class OwnUid(Relayed):
         return None  # the container's init gave each worker its files (orch.container.owners)
 
     def needs_relay(self, info: RunInfo) -> bool:
-        return any(get_adapter(info.agent_of(n)).own_pane for n in range(1, info.workers + 1))
+        return any(get_adapter(info.agent_of(n)).facts.own_pane for n in range(1, info.workers + 1))
 
     def pane_socket(self, run: RunFolder, adapter: AgentAdapter, n: int) -> Path | None:
-        return relay.own_pane_socket(run, n) if adapter.own_pane else None
+        return relay.own_pane_socket(run, n) if adapter.facts.own_pane else None
 
     def pane(
         self, run: RunFolder, info: RunInfo, adapter: AgentAdapter, ctx: WorkerContext, own: dict[str, str]
     ) -> LaunchSpec:
-        hint = f"give the gateway a credential it can hold ({', '.join(adapter.credentials.env)})"
+        hint = f"give the gateway a credential it can hold ({', '.join(adapter.facts.credentials.env)})"
         _no_login_file(ctx, adapter, hint)
         folder = launch_dir()
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         if folder.stat().st_uid != os.geteuid():
             raise SandboxError(f"{folder} is not this user's: refusing to leave a worker's token there")
         bundle = folder / f"{run.name}-agent-{ctx.worker}-{uuid.uuid4().hex}.json"
-        atomic_write(bundle, LaunchBundle.of(adapter.name, ctx, own).model_dump_json(), mode=0o600)
+        atomic_write(bundle, LaunchBundle.of(adapter.facts.name, ctx, own).model_dump_json(), mode=0o600)
         uid = worker_uid(ctx.worker)
         become = LaunchSpec(argv=[sys.executable, "-m", "orch.fleet.become", "3"], cwd=ctx.workdir)
         inner = supervised(become, run, ctx.worker)
