@@ -53,9 +53,11 @@ class WorkerContext:
     folder only its uid may enter) through which a
     helper beside it reads its own pane's screen and types into that pane alone (orch.backends.local.relay); the run's
     tmux server is not there. None: the helper uses the tmux server ($TMUX), as under shared isolation."""
+    boxed: bool = False
+    """orch's boundary encloses the worker (a run's container, or its own bubblewrap sandbox: its confinement's
+    `boxed`): an agent's own sandbox cannot make its namespaces there, and is off (Codex's)."""
     hook_url: str | None = None
-    """For an agent with `http_hooks` in a local strict sandbox: its hooks post to this URL with the event's
-    name appended (its relay logs them, orch.backends.local.httphooks). None: its hooks run the hook writer."""
+    """Where its hooks post in a local strict sandbox, for an `http_hooks` agent (orch.backends.local.httphooks)."""
 
 
 @dataclass(frozen=True)
@@ -252,8 +254,7 @@ class AgentFacts:
     """A helper in its pane reads the pane's screen and types into it (aider's watcher, Gemini's approver):
     under strict isolation through the relay's socket for its own pane alone (orch.backends.local.relay)."""
     http_hooks: bool = False
-    """It posts its hooks over HTTP (Claude Code's `type: http`) when given `WorkerContext.hook_url`: in a local
-    strict sandbox, to its relay (orch.backends.local.httphooks), instead of starting the hook writer."""
+    """It posts its hooks over HTTP (Claude Code's `type: http`) to `WorkerContext.hook_url` when given one."""
     dialogs: tuple[Dialog, ...] = ()
     """Fallback only: what it may still show although the seeded config dir prevents it."""
     deaf_screens: tuple[str, ...] = ()
@@ -381,8 +382,6 @@ class UpRequest:
     """STRICT: each worker its own uid and outbox, the workdir read-only (the container backend only)."""
     caps: WorkerCaps = field(default_factory=WorkerCaps)
     """Per-worker caps on processes, memory and disk, and the run folder's (orch.fleet.caps)."""
-    egress_allow: list[str] | None = None
-    """A local strict run's egress allowlist (`host:port`, orch.allowlist.local_allowlist); None: no network."""
 
 
 @dataclass(frozen=True)
@@ -402,6 +401,7 @@ class OrchCommand:
         return self.here() or 0
 
 
+@runtime_checkable
 class Sandbox(Protocol):
     """Where a run's tmux server lives, as seen from this process: this machine or the run's container."""
 

@@ -14,15 +14,9 @@ FATAL_ERRORS = {"authentication_failed", "billing_error", "invalid_request"}
 ENDED = (WorkerState.EXITED, WorkerState.CRASHED)
 """The states of a worker whose agent is gone."""
 
-# Written by the launch wrapper (orch.fleet.launch.supervised) when the agent process ends: tmux does not
+# Written by the launch wrapper (orch.fleet.supervisor.supervised) when the agent process ends: tmux does not
 # always reap a killed pane process promptly, so its exit status is recorded by the wrapper instead.
 EXIT_EVENT = "ProcessExit"
-# The pane runs `sh -c SUPERVISOR orch-agent ARGV...` (orch.fleet.launch.supervised): sh runs the agent in the
-# foreground (it keeps the terminal) and records how it ended, as EXIT_EVENT on the worker's state file.
-SUPERVISOR = (
-    '"$@"; s=$?; printf \'{"ts": %s, "hook_event_name": "%s", "status": %s}\\n\' '
-    '"$(date +%s.%N)" "' + EXIT_EVENT + '" "$s" >> "$ORCH_STATE_FILE"; exit "$s"'
-)
 
 
 def exit_state(status: int | None) -> tuple[WorkerState, str]:

@@ -5,22 +5,19 @@ This is the only module that knows the file names inside a run folder; everythin
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from orch.errors import NotFoundError, UsageError
-from orch.run.files import JsonlTail, UnsafeOutput, append_line, atomic_write, read_model, read_worker_file
+from orch.run.files import JsonlTail, append_line, atomic_write, read_model
 from orch.run.paths import agents_dir, runs_dir
 from orch.run.records import RUN_INFO, ControllerEvent, HookEvent, RunInfo, StatusLine
+from orch.run.statusline import read_status_line
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_WORKERS = 64
-STATUS_LIMIT = 64 << 10  # bytes of a status line read at most: Claude Code's payload is a few KiB
 EXCHANGES_RE = re.compile(r"exchanges-([0-9]+)\.jsonl\.gz")
 
 
@@ -419,17 +416,8 @@ class RunFolder:
         return events[-1] if events else None
 
     def status_line_info(self, n: int) -> StatusLine | None:
-        """Worker n's latest status line: Claude Code's payload as its status command saved it (its time the
-        file's), or a record in StatusLine's own shape. The file is the worker's: a link, a FIFO or a big one
-        reads as none (the controller and the view read it often)."""
-        path = self.status_line(n)
-        try:
-            data = json.loads(read_worker_file(path, STATUS_LIMIT))
-            if isinstance(data, dict) and "ts" not in data:
-                data = StatusLine.fields_of(data, path.lstat().st_mtime)
-            return StatusLine.model_validate(data)
-        except (OSError, ValueError, ValidationError, UnsafeOutput):
-            return None
+        """Worker n's latest status line (orch.run.statusline), None if it has none to read."""
+        return read_status_line(self.status_line(n))
 
     def log_event(self, event: ControllerEvent) -> None:
         append_line(self.events, event.model_dump_json())

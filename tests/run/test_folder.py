@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from orch.errors import NotFoundError, UsageError
-from orch.run.folder import MAX_WORKERS, STATUS_LIMIT, RunFolder, list_runs, validate_name, validate_worker_count
+from orch.run.folder import MAX_WORKERS, RunFolder, list_runs, validate_name, validate_worker_count
+from orch.run.statusline import LIMIT
 from tests.helpers import run_info
 
 pytestmark = pytest.mark.pure  # files in tmp_path only
@@ -142,7 +143,7 @@ def test_a_status_line_that_is_no_plain_file_reads_as_none(tmp_path: Path) -> No
     os.mkfifo(run.status_line(1))
     assert run.status_line_info(1) is None
     run.status_line(1).unlink()
-    run.status_line(1).write_text(json.dumps({"ts": 1, "session_id": "x" * STATUS_LIMIT}))
+    run.status_line(1).write_text(json.dumps({"ts": 1, "session_id": "x" * LIMIT}))
     assert run.status_line_info(1) is None
 
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from orch.backends.local import relay
-from orch.fleet import launch, workerprocs
+from orch.backends.registry import confinement_of
+from orch.fleet import launch
 from orch.gateway.process import handle_path
 from orch.jobs.state import load_state
 from orch.run import bus
@@ -82,7 +83,7 @@ def test_sixty_four_workers_boot_take_every_brief_verify_and_stop(workdir: Path,
         posted.setdefault(line.sender, []).append(line.text)
     assert posted == {f"W{n}": [f"worker {n} post {k}" for k in range(1, POSTS + 1)] for n in range(1, n_workers + 1)}
     # Stopped cleanly: no worker process, no relay, no gateway, no tmux server.
-    assert workerprocs.worker_processes(run, n_workers) == []
+    assert launch.worker_processes(run, n_workers, confinement_of(run.info())) == []
     assert not relay.running(run)
     assert not handle_path(name).exists()
     assert not launch.server_for(run.info()).alive()
