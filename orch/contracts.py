@@ -328,6 +328,8 @@ class UpRequest:
     """Per-worker caps on processes, memory and disk, and the run folder's (orch.fleet.caps)."""
     egress_allow: list[str] | None = None
     """A local strict run's egress allowlist (`host:port`, orch.allowlist.local_allowlist); None: no network."""
+    writers: bool = False
+    """An `orch run` with writer tasks: the run folder gets the worktrees and changes they need."""
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ BASE = ("orch", "orch.errors", "orch.versions", "orch.waits", "orch.settings", "
 BASE += ("orch.jsonsample",)
 BASE += ("orch.procs",)
 BASE += ("orch.allowlist",)
+BASE += ("orch.exitcodes",)
 
 
 def layer_of(module: str) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -11,10 +10,11 @@ from typing import Annotated
 
 import typer
 
-from orch import settings
+from orch import exitcodes, settings
 from orch.cli.common import NameArg, run_folder
 from orch.container.backends import folder_is_here, in_container
 from orch.errors import OrchError, UsageError
+from orch.exitcodes import Exit, epilog
 from orch.fleet import rungateway
 from orch.lead import decisions, recording, runner, skill
 from orch.lead import demo as demo_mod
@@ -23,23 +23,19 @@ from orch.lead.changes import start as changes_start
 from orch.lead.changesreport import changes_text
 from orch.lead.commentary import Commentary
 from orch.lead.controller import read_spec
-from orch.lead.decisions import EXIT_FAILED
 from orch.lead.jobs import load_state
 from orch.lead.report import ISOLATION_NOTES, RunReport
-from orch.lead.reportrender import cost_line, matrix_text, write_reports
-from orch.lead.spec import example_spec
+from orch.lead.reportrender import cost_line, matrix_text, outcome_line, write_reports
+from orch.lead.spec import FailOn, example_spec
 from orch.lead.specload import SpecError, load_spec
 from orch.lead.summary import summary
 from orch.run.folder import RunFolder
 from orch.run.records import Backend, Isolation
 from orch.view.statusbar import RunBar
 
-EXIT_CODES = (
-    "Exit codes: 0 every task completed and every finding was CONFIRMED by its verifiers; "
-    "4 the fleet ran to the end but a finding was REFUTED or stayed UNVERIFIED; "
-    "5 the fleet failed (a task failed, the budget or run timeout stopped it, or the fleet did not start); "
-    "2 bad input (spec errors, a run of that name exists, a replay recording that is missing, corrupt, or from "
-    "another spec or other orch or agent versions). docs/ci.md: the table and the --json summary line."
+DEMO_EXITS = (
+    "0 the demo came out as designed (its run passed: one finding CONFIRMED, the false positive REFUTED); "
+    "1 its run passed but the verdicts were not the demo's; otherwise its run's code: "
 )
 
 # Joined into the `orch` app by orch.cli.commands: `app`'s commands at the top, the others as `orch spec`, `orch skill`.
@@ -69,7 +65,7 @@ def _print_result(result: runner.RunResult) -> None:
     typer.echo("")
     typer.echo(matrix_text(report))
     typer.echo("")
-    typer.echo(f"run {report.run}: {report.status} (exit {result.exit_code}): {report.reason}")
+    typer.echo(outcome_line(report))
     typer.echo(cost_line(report))
     typer.echo(f"report: {result.run.report_html}  ({also(result.run)} in {result.run.root})")
 
@@ -108,9 +104,13 @@ def _start(
     base: str | None = None,
     snapshot: bool = False,
     prepare: bool = False,
+    fail_on: FailOn | None = None,
 ) -> RunFolder:
-    """`prepare` (compose's lead, run by the container's init): make the run, start no worker."""
+    """`prepare` (compose's lead, run by the container's init): make the run, start no worker. `fail_on` (`--fail-on`)
+    wins over the spec's."""
     spec = load_spec(spec_path)
+    if fail_on is not None:
+        spec = spec.model_copy(update={"fail_on": fail_on})
     if (base is not None or snapshot) and not spec.writer_tasks():
         raise UsageError("--base and --snapshot are for specs with writer tasks", hint="drop them")
     # A recording (a run, or an exported file) is checked before anything is made.
@@ -144,7 +144,7 @@ def _start(
         raise
     except OrchError as exc:
         typer.echo(f"orch: error: the fleet did not start: {exc.one_line()}", err=True)
-        raise typer.Exit(EXIT_FAILED) from None
+        raise typer.Exit(Exit.FAILED) from None
     finally:
         if prepared is not None:
             prepared.discard()  # installed: nothing left to remove; else the staging folder goes
@@ -194,7 +194,7 @@ def install(
     typer.echo(f"installed the orch skill: {path}")
 
 
-@app.command("run", epilog=EXIT_CODES)
+@app.command("run", epilog=epilog(exitcodes.RUN))
 def run_(
     spec: Annotated[Path | None, typer.Argument(help="The fleet spec (YAML).", show_default=False)] = None,
     name: Annotated[str | None, typer.Option("--name", help="Run name (default: the spec's name or file).")] = None,
@@ -229,6 +229,15 @@ def run_(
             "taken into a base commit of the run's own repository.",
         ),
     ] = False,
+    fail_on: Annotated[
+        FailOn | None,
+        typer.Option(
+            "--fail-on",
+            help="Which CONFIRMED findings fail the run (exit 6): never, or those of this severity or above. "
+            "Default: the spec's fail_on, else never (a run that went as designed exits 0).",
+            show_default=False,
+        ),
+    ] = None,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="Print nothing but errors (and the --json line): the exit code says.")
     ] = False,
@@ -260,6 +269,10 @@ def run_(
             raise UsageError(
                 "--replay starts a new run; a resumed replay keeps replaying", hint=f"orch run --resume {resume}"
             )
+        if fail_on is not None:
+            raise UsageError(
+                "--fail-on is for a new run; a resumed run keeps its own", hint=f"orch run --resume {resume}"
+            )
         run = run_folder(resume)
     else:
         assert spec is not None
@@ -267,13 +280,12 @@ def run_(
         if prepare and (not in_container() or replay is not None or replace):
             raise UsageError("--prepare is the container init's step (compose's lead)", hint="drop it")
         say = _say(quiet, as_json)
-        run = _start(spec, name, backend, replace, copy, replay, say=say, base=base, snapshot=snapshot, prepare=prepare)
+        run = _start(spec, name, backend, replace, copy, replay, say, base, snapshot, prepare=prepare, fail_on=fail_on)
         if prepare:
             raise typer.Exit(0)
     result = _drive(run, commentary=not (no_commentary or quiet))
     if as_json:
-        line = summary(result.run, result.exit_code, result.report, result.stopped)
-        typer.echo(json.dumps(line, separators=(",", ":")))
+        typer.echo(summary(result.run, result.exit_code, result.report, result.stopped).model_dump_json())
     elif not (quiet or no_result):
         _print_result(result)
     raise typer.Exit(result.exit_code)
@@ -286,7 +298,7 @@ def _say(quiet: bool, as_json: bool) -> Callable[[str], None]:
     return (lambda line: typer.echo(line, err=True)) if as_json else typer.echo
 
 
-@app.command(epilog=EXIT_CODES)
+@app.command(epilog=epilog(exitcodes.RUN, lead=DEMO_EXITS))
 def demo(
     live: Annotated[bool, typer.Option("--live", help="Use the real model (needs credentials).")] = False,
     local: Annotated[bool, typer.Option("--local", help="Run on this machine instead of a container.")] = False,
@@ -320,8 +332,8 @@ def demo(
         f"{who} workers on",
         demo_mod.shows_verification,
         "the verification did not come out as designed",
-        "the real defect was CONFIRMED by both other workers, the plausible false positive REFUTED by both "
-        "(`orch run` would exit {code}: a finding was refuted).",
+        "as designed: the real defect was CONFIRMED by both other workers, and the plausible false positive "
+        "REFUTED by both (verification caught it: a result, not a failure).",
     )
 
 
@@ -334,8 +346,8 @@ def _demo_changes(local: bool, live: bool, name: str) -> None:
         "Claude Code + Codex writers on the git repository",
         demo_mod.shows_changes,
         "the changes did not come out as designed",
-        "the honest fix LANDED, the test-editing 'fix' was REJECTED (scope), and of the two changes to one line "
-        "one landed and the other was rebased, reviewed again and landed after it.",
+        "as designed: the honest fix LANDED, the test-editing 'fix' was REJECTED (scope: the gate caught it), and "
+        "of the two changes to one line one landed and the other was rebased, reviewed again and landed after it.",
     )
 
 
@@ -349,7 +361,7 @@ def _run_demo(
     shown: str,
 ) -> None:
     """Run a demo's plan, print its matrix (and its changes, with the `orch apply` command), and say whether
-    it showed what it is for (offline); `shown` may name the run's exit `{code}`."""
+    it showed what it is for (offline). It exits with its run's code; 1 when that passed with other verdicts."""
     if plan.notice:
         typer.echo(f"orch demo: {plan.notice}")
     mode = "the real model" if live else "the scripted model (offline, no credentials)"
@@ -367,20 +379,32 @@ def _run_demo(
         raise typer.Exit(result.exit_code)
     if not shows(result.report):
         typer.echo(f"orch demo: {missed}; see the report", err=True)
-        raise typer.Exit(1)
-    typer.echo("orch demo: " + shown.format(code=result.exit_code))
+        raise typer.Exit(result.exit_code or Exit.ERROR)
+    typer.echo(f"orch demo: {shown}")
+    raise typer.Exit(result.exit_code)
 
 
-@app.command()
-def report(name: NameArg) -> None:
-    """Rewrite and print a run's report (verification matrix, where the files are)."""
+@app.command(epilog=epilog(exitcodes.REPORT))
+def report(
+    name: NameArg,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the report's model as JSON (docs/outputs.md) instead of the matrix.")
+    ] = False,
+) -> None:
+    """Rewrite and print a run's report (verification matrix, where the files are); exit with the run's code."""
     run = run_folder(name)
     written = write_reports(run, read_spec(run), load_state(run))
-    typer.echo(matrix_text(written))
-    if written.changes:
-        typer.echo("\n" + changes_text(written.changes))
-    typer.echo(f"\nrun {written.run}: {written.status} (exit {written.exit_code}): {written.reason}")
-    typer.echo(f"report: {run.report_html}  ({also(run)})")
+    if as_json:
+        typer.echo(written.model_dump_json(indent=2))
+    else:
+        typer.echo(matrix_text(written))
+        if written.changes:
+            typer.echo("\n" + changes_text(written.changes))
+        typer.echo("")
+        typer.echo(outcome_line(written))
+        typer.echo(cost_line(written))
+        typer.echo(f"report: {run.report_html}  ({also(run)})")
+    raise typer.Exit(written.exit_code if written.exit_code is not None else Exit.NOT_FINISHED)
 
 
 @app.command("apply")

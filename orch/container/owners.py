@@ -87,8 +87,8 @@ def isolate_workers(run: RunFolder, info: RunInfo, uid: int, gid: int) -> None:
       run's gid, so no other worker may enter it and the controller may only look up a name in it (an
       adapter's ready marker: Codex, opencode and aider touch one there once their TUI takes input); the
       worker seeds it itself when its pane starts (orch.fleet.become).
-    - `worktrees/agent-N/`: worker N's, group the run's gid, 2770: each writer job's worktree goes there as
-      worker N's own files, and no other worker may enter it.
+    - `worktrees/agent-N/` (a run with writers): worker N's, group the run's gid, 2770: each writer job's
+      worktree goes there as worker N's own files, and no other worker may enter it.
     - the home and the folders above the config dirs: the run's uid's, 0711 (passable, not listable).
     - `pane-N/` in orch.run.paths.pane_sockets_dir (on the container's /tmp): the run's uid's, group worker
       N's, 0710, so worker N alone may enter it and reach the relay's socket for its own pane there
@@ -100,7 +100,8 @@ def isolate_workers(run: RunFolder, info: RunInfo, uid: int, gid: int) -> None:
             folder.mkdir(exist_ok=True)
             _own(folder, uid, gid, 0o711)
     # The folders above each worker's are the run's uid's (made here by root otherwise): it may remove the run.
-    for parent in {run.outbox(1).parent, run.sessions(1).parent, run.worktrees_dir(1).parent}:
+    parents = {run.outbox(1).parent, run.sessions(1).parent, *([run.worktrees_dir(1).parent] if info.writers else [])}
+    for parent in parents:
         if not parent.exists() or parent.stat().st_uid == 0:
             parent.mkdir(exist_ok=True)
             _own(parent, uid, gid, 0o755)
@@ -113,8 +114,8 @@ def isolate_workers(run: RunFolder, info: RunInfo, uid: int, gid: int) -> None:
         _own(run.state(n), w, w, 0o644)
         _own_tree(run.sessions(n), w, w, 0o700)
         _own_tree(run.config_dir(n), w, gid, 0o710)
-        # Its writer jobs' worktrees, each checked out as worker N's own (RunRepo.checkout owner=).
-        _own_tree(run.worktrees_dir(n), w, gid, 0o2770)
+        if info.writers:  # its writer jobs' worktrees, each checked out as worker N's own (RunRepo.checkout owner=)
+            _own_tree(run.worktrees_dir(n), w, gid, 0o2770)
     panes = pane_sockets_dir(run.root)
     for folder in (panes.parent, panes):
         _own(_folder(folder), uid, gid, 0o711)

@@ -20,6 +20,7 @@ from orch.fleet import portal as portal_module
 from orch.fleet.become import OPEN_BUNDLE, LaunchBundle
 from orch.fleet.booting import wait_booted
 from orch.fleet.tmux import PaneInfo, TmuxServer, check_tmux
+from orch.fleet.transcript import record_pane_sizes
 from orch.fleet.workerprocs import processes_by_worker
 from orch.fleet.workerstate import EXIT_EVENT
 from orch.run.events import Event
@@ -86,6 +87,7 @@ def plan(req: UpRequest) -> tuple[AgentAdapter, LocalRunInfo]:
         isolation=req.isolation,
         caps=req.caps,
         egress_allow=req.egress_allow,
+        writers=req.writers,
         tmux_socket=socket_name(req.name),
         orch_version=__version__,
     )
@@ -173,6 +175,7 @@ def launch(
         except SandboxError:
             log.info("worker %s died before its transcript started; the boot check reports why", n)
         run.log_event(ControllerEvent(event=Event.SPAWNED, worker=n, data={"pane": pane_id, "agent": adapter.name}))
+    record_pane_sizes(run, server.pane_sizes())  # final now that every pane is tiled: what each log is rendered at
     wait_booted(run, info, server, boot_timeout, seen)
     info.status = RunStatus.RUNNING
     run.write_info(info)

@@ -343,6 +343,17 @@ class TmuxServer:
             )
         return result, server_pid
 
+    def pane_sizes(self) -> dict[int, tuple[int, int]]:
+        """Worker number -> its pane's (columns, lines)."""
+        sizes = {}
+        for line in self._cmd("list-panes", "-a", "-F", "#{" + WORKER_OPTION + "}\t#{pane_width}\t#{pane_height}"):
+            tag, _, size = line.partition("\t")
+            width, _, height = size.partition("\t")
+            worker = _int_or_none(tag)
+            if worker is not None and width.isdigit() and height.isdigit():
+                sizes[worker] = (int(width), int(height))
+        return sizes
+
     def pane(self, worker: int) -> PaneInfo:
         found = self.panes().get(worker)
         if found is None:

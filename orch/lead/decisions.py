@@ -6,21 +6,29 @@ ask these what to do and then do it; tests/lead/test_decisions.py checks each as
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from orch.agents.registry import get_adapter
 from orch.errors import UsageError
+from orch.exitcodes import Exit, status_of
 from orch.lead import landing
-from orch.lead.jobs import Assignment, ControllerState, FindingStatus, Job, JobStatus, Outcome, WorkerBook
-from orch.lead.spec import Budget, FleetSpec, Limits, Role
+from orch.lead.jobs import (
+    Assignment,
+    ChangeStage,
+    ControllerState,
+    FindingStatus,
+    Job,
+    JobStatus,
+    Outcome,
+    WorkerBook,
+)
+from orch.lead.spec import Budget, FailOn, FleetSpec, Limits, Role
 from orch.lead.verification import choose_verifier, eligible, finding_status
 from orch.run.records import HookEvent, Isolation, WorkerState
 
-EXIT_PASSED = 0
-EXIT_NOT_CONFIRMED = 4
-EXIT_FAILED = 5
 MAX_SEND_ATTEMPTS = 3
 BACKSTOP = 1.0
 """Seconds the loop sleeps at most without a file change (deadlines are checked that often)."""
@@ -28,27 +36,57 @@ ENDED = (WorkerState.CRASHED, WorkerState.EXITED)
 
 
 # --- the run's outcome -------------------------------------------------------------------------
+VERDICTS = (FindingStatus.CONFIRMED, FindingStatus.REFUTED)
+"""A finding with one of these has the verdict verification is for; REFUTED is a result, not a failure."""
+
+
+def finding_fails(status: FindingStatus, severity: str, fail_on: FailOn) -> bool:
+    """Whether a finding of a run that has ended keeps it from passing: no verdict (UNVERIFIED, or still
+    pending), or CONFIRMED at or above `fail_on`. report.junit.xml fails the same ones (FindingRow.fails)."""
+    return status not in VERDICTS or (status is FindingStatus.CONFIRMED and fail_on.covers(severity))
+
+
+def open_changes(state: ControllerState, spec: FleetSpec) -> dict[str, str]:
+    """Writer tasks whose change keeps the run from passing (orch.lead.landing.unlanded): task -> why."""
+    confirmed = any(finding_status(state, spec, f.id) is FindingStatus.CONFIRMED for f in state.findings)
+    needing = {tid for tid, task in zip(spec.task_ids(), spec.tasks, strict=True) if task.needs_change(confirmed)}
+    return landing.unlanded(state, needing)
+
+
 def outcome(state: ControllerState, spec: FleetSpec) -> Outcome:
-    """Exit 0 only when every task job is DONE, every writer task's change LANDED (or its writer changed
-    nothing, UNCHANGED, and was not a fixer handed confirmed findings) and every finding CONFIRMED; 4 when a
-    finding is not (refuted, unverified, still pending) or a change did not land (rejected, conflict, a fixer's
-    UNCHANGED); 5 when the run was aborted or a task job did not finish."""
+    """The run's exit code and status (orch/exitcodes.py), the worst that holds: 5 failed when the run was
+    aborted or a task job did not finish; 6 findings when a CONFIRMED finding is at or above `fail_on`; 4
+    incomplete when a finding has no verdict or a change did not land (open_changes); else 0 passed, a
+    REFUTED finding and a REJECTED change included."""
     statuses = {f.id: finding_status(state, spec, f.id) for f in state.findings}
     judging = (Role.VERIFIER, Role.REVIEWER)
     failed = [j for j in state.jobs if j.role not in judging and j.status is not JobStatus.DONE]
     if state.aborted or failed:
         why = state.aborted or "; ".join(f"{j.id}: {j.failure or j.status.value}" for j in failed)
-        return Outcome(exit_code=EXIT_FAILED, status="failed", reason=why, findings=statuses)
-    open_ = {f: s.value for f, s in statuses.items() if s is not FindingStatus.CONFIRMED}
-    # A fixer handed confirmed findings was asked for a change: leaving the tree as it was does not pass.
-    confirmed = any(s is FindingStatus.CONFIRMED for s in statuses.values())
-    needing = {tid for tid, task in zip(spec.task_ids(), spec.tasks, strict=True) if task.needs_change(confirmed)}
-    open_ |= {f"change {task}": why for task, why in landing.unlanded(state, needing).items()}
+        return _outcome(Exit.FAILED, why, statuses)
+    severity = {f.id: f.finding.severity.value for f in state.findings}
+    hits = [f for f, s in statuses.items() if s is FindingStatus.CONFIRMED and spec.fail_on.covers(severity[f])]
+    if hits:
+        said = ", ".join(f"{f} ({severity[f]})" for f in hits)
+        return _outcome(Exit.FINDINGS, f"CONFIRMED at or above fail_on {spec.fail_on.value}: {said}", statuses)
+    open_ = {f: s.value for f, s in statuses.items() if s not in VERDICTS}
+    open_ |= {f"change {task}": why for task, why in open_changes(state, spec).items()}
     if open_:
-        why = ", ".join(f"{f} {s}" for f, s in open_.items())
-        return Outcome(exit_code=EXIT_NOT_CONFIRMED, status="not-confirmed", reason=why, findings=statuses)
-    why = f"all tasks done; {len(statuses)} finding(s), all confirmed" if statuses else "all tasks done; no findings"
-    return Outcome(exit_code=EXIT_PASSED, status="passed", reason=why, findings=statuses)
+        return _outcome(Exit.INCOMPLETE, ", ".join(f"{f} {s}" for f, s in open_.items()), statuses)
+    return _outcome(Exit.PASSED, _tally(statuses, state), statuses)
+
+
+def _outcome(code: Exit, why: str, statuses: dict[str, FindingStatus]) -> Outcome:
+    return Outcome(exit_code=code, status=status_of(code), reason=why, findings=statuses)
+
+
+def _tally(statuses: dict[str, FindingStatus], state: ControllerState) -> str:
+    """A passed run's reason: `all tasks done; 2 findings: 1 CONFIRMED, 1 REFUTED; changes: 2 LANDED`."""
+    counts = Counter(s.value for s in statuses.values())
+    said = f"{len(statuses)} finding(s): " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    ends = Counter(c.stage.value for c in state.changes if c.stage in (ChangeStage.LANDED, ChangeStage.REJECTED))
+    changes = "; changes: " + ", ".join(f"{n} {s}" for s, n in sorted(ends.items())) if ends else ""
+    return f"all tasks done; {said if statuses else 'no findings'}{changes}"
 
 
 def finished(state: ControllerState) -> bool:

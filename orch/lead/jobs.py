@@ -208,7 +208,7 @@ class Assignment(Strict):
 class Outcome(Strict):
     exit_code: int
     status: str
-    """passed, not-confirmed or failed."""
+    """passed, findings, incomplete or failed (orch/exitcodes.py: the table)."""
     reason: str
     findings: dict[str, FindingStatus] = Field(default_factory=dict)
 

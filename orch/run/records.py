@@ -170,6 +170,8 @@ class RunInfoBase(Strict):
     isolation: Isolation = Isolation.SHARED
     caps: WorkerCaps = Field(default_factory=WorkerCaps)
     """Per-worker caps on processes, memory and disk, and the run folder's cap (orch.fleet.caps)."""
+    writers: bool = False
+    """An `orch run` with writer tasks: its folder has `worktrees/` (one per worker) and `changes/`."""
     tmux_socket: str
     created: dt.datetime = Field(default_factory=utcnow)
     status: RunStatus = RunStatus.STARTING
@@ -295,6 +297,27 @@ class BusLine(Strict):
     text: str
 
 
+class WorkerJob(Strict):
+    """One job a worker had in an `orch run` (`orch status`)."""
+
+    job: str
+    role: str
+    status: str
+    """pending, running, done, failed or cancelled."""
+    result: str | None = None
+    """What it came to: `1 finding`, a verdict (CONFIRMED, REFUTED...), a change's status (LANDED...)."""
+    result_file: str | None = None
+    """Its result (jobs/JOB.result.md), relative to the run folder, once the controller kept it."""
+
+
+class RunOutcome(Strict):
+    """How an `orch run` ended (orch/exitcodes.py): what `orch status` and `orch ls` show."""
+
+    status: str
+    exit_code: int
+    reason: str
+
+
 class WorkerStatus(Strict):
     """What `orch status` shows for one worker."""
 
@@ -310,6 +333,10 @@ class WorkerStatus(Strict):
     rate_limited_until: float | None = None
     """Epoch seconds: the model API said to retry then (the run's model gateway saw a 429/529)."""
     pane_id: str | None = None
+    jobs: list[WorkerJob] = Field(default_factory=list)
+    """An `orch run`: its jobs, in the order it had them."""
+    out: str | None = None
+    """An `orch run`: why the controller gave it no more jobs."""
 
 
 class RunStatusView(Strict):
@@ -319,6 +346,17 @@ class RunStatusView(Strict):
     status: RunStatus
     alive: bool
     workers: list[WorkerStatus]
+    started: dt.datetime | None = None
+    finished: dt.datetime | None = None
+    """An `orch run`'s end, or when an `orch up` run was killed."""
+    outcome: RunOutcome | None = None
+    """An `orch run` that has ended."""
+    cost_usd: float | None = None
+    """The whole run's (the gateway's count, else the agents' status lines); None: unknown."""
+    billed: bool | None = None
+    """False: nothing was charged (offline, replayed); None: no gateway counted it."""
+    unbilled: str | None = None
+    """Why nothing was billed, to show beside the cost (orch.gateway.records.unbilled)."""
 
 
 class ControllerEvent(Strict):

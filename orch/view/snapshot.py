@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, ValidationError
 
@@ -85,7 +86,7 @@ class Progress(Strict):
     """When `timeouts.run` runs out."""
     finished: float | None = None
     outcome: str | None = None
-    """passed, not-confirmed or failed, once the controller has decided."""
+    """passed, findings, incomplete or failed (orch/exitcodes.py), once the controller has decided."""
 
 
 class Line(Strict):
@@ -95,6 +96,9 @@ class Line(Strict):
 
 
 class Snapshot(Strict):
+    """`orch watch --json`: a run at one moment (also what `orch watch --web` streams)."""
+
+    schema_version: Literal[1] = 1
     run: str
     backend: str
     agent: str

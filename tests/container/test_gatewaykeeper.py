@@ -20,6 +20,7 @@ from orch import procs
 from orch.container.gatewaykeeper import _ready_fd
 from orch.container.init import KEEPER
 from orch.errors import OrchError
+from orch.exitcodes import Exit
 from orch.gateway.process import (
     GatewayClient,
     GatewayHandle,
@@ -31,7 +32,6 @@ from orch.gateway.process import (
 )
 from orch.gateway.records import GatewayBudget, read_usage
 from orch.lead import decisions
-from orch.lead.decisions import EXIT_FAILED
 from orch.lead.jobs import JobStatus
 from orch.lead.recovery import Recovery
 from orch.run.folder import RunFolder
@@ -143,7 +143,7 @@ def test_keeper_and_gateway_both_killed_end_the_run_at_once(tmp_path: Path, monk
     assert [e["data"]["reason"] for e in run.events("aborted")] == [run.state.aborted]
     assert all(job.status is JobStatus.CANCELLED for job in run.state.jobs)
     done = decisions.outcome(run.state, run.desk.spec)  # report.json's
-    assert (done.exit_code, done.reason) == (EXIT_FAILED, run.state.aborted)
+    assert (done.exit_code, done.reason) == (Exit.FAILED, run.state.aborted)
 
 
 def test_the_first_supervisor_alone_gets_its_starters_ready_pipe() -> None:
