@@ -11,6 +11,7 @@ from typing import Annotated, Literal, NoReturn
 
 import typer
 
+from orch import exitcodes
 from orch.cli.common import (
     NameArg,
     WorkerArg,
@@ -22,6 +23,7 @@ from orch.cli.outputs import LsOutput, ReadOutput, RunRow, StatusOutput
 from orch.container.backends import at_folder, sandbox_for
 from orch.contracts import OrchCommand
 from orch.errors import OrchError, UsageError, is_environment_error, one_line
+from orch.exitcodes import epilog
 from orch.fleet import control, launch, talk
 from orch.lead.changesreport import live_lines
 from orch.lead.jobs import load_state
@@ -167,7 +169,7 @@ def kill(
         raise typer.Exit(1)
 
 
-@app.command()
+@app.command(epilog=epilog(exitcodes.WAIT))
 def wait(
     name: NameArg,
     workers: Annotated[str | None, typer.Option("--workers", help="Comma list, e.g. 1,3 (default: all).")] = None,

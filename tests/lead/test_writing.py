@@ -137,7 +137,8 @@ def test_honest_lands_scope_and_leftover_process_are_refused(repo: Path) -> None
     # Each writer worked in its own worktree, its agent started there.
     moved = {e["worker"]: e["data"]["workdir"] for e in run_events(run, Event.WORKER_MOVED) if e["data"]["job"] in rows}
     assert moved == {n: str(run.worktrees_dir(n) / job) for n, job in ((1, "mean"), (2, "cheat"), (3, "lurk"))}
-    assert json.loads(run.report_json.read_text())["exit_code"] == 4  # two writer tasks did not land
+    # The gate caught two bad changes to tasks that needed none: its verdicts, a run that went as designed.
+    assert json.loads(run.report_json.read_text())["exit_code"] == 0
     landed = subprocess.run(
         ["git", "--git-dir", str(run.repo_dir), "show", f"orch/{run.name}:calc.py"], capture_output=True, text=True
     ).stdout
