@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 import sys
 import textwrap
 import typing
@@ -148,11 +149,10 @@ def _docstrings(model: type[BaseModel]) -> dict[str, str]:
 
 
 def _type(kind: Any) -> str:
+    """A field's annotation as a reader writes it: `list[WorkerStatus]`, `str | None` (no module paths)."""
     if isinstance(kind, type):
         return kind.__name__
-    text = str(kind)
-    for prefix in ("typing.", "orch.run.records.", "orch.lead.report.", "orch.view.snapshot.", "datetime."):
-        text = text.replace(prefix, "")
+    text = re.sub(r"\b(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_])", "", str(kind))  # typing.Literal, orch.x.Model, ...
     return text.replace("NoneType", "None")
 
 

@@ -204,7 +204,8 @@ def status_lines(view: RunStatusView) -> list[str]:
     """`orch status` for one run: its head (outcome, end, cost), then a row per worker (an `orch run`'s with its
     jobs and what each came to, an `orch up` run's with its done flag and result). No state detail is cut; only
     the bus line is capped."""
-    alive = "alive" if view.alive else "not running"
+    # A stopped run's workers are down by design: whether they are alive is said only of a run meant to be up.
+    alive = "" if view.status in control.STOPPED else ", alive" if view.alive else ", not running"
     lead = view.outcome is not None or any(w.jobs for w in view.workers)
     middle_head = ("JOBS",) if lead else ("DONE", "RESULT")
     rows = [("W", "STATE", *middle_head, "COST (NOT BILLED)" if view.unbilled else "COST", "LAST BUS LINE")]
@@ -218,7 +219,7 @@ def status_lines(view: RunStatusView) -> list[str]:
         middle = (", ".join(_job(j) for j in w.jobs) or "-",) if lead else (_yes(w.done), _yes(w.result))
         name = f"{w.worker} {w.agent}" if "+" in view.agent and w.agent else str(w.worker)  # a mixed fleet
         rows.append((name, state, *middle, cost, shorten(w.last_bus or "-", BUS_COLUMN)))
-    title = f"run {view.name} ({view.backend.value}, {view.agent}, {view.status.value}, {alive})"
+    title = f"run {view.name} ({view.backend.value}, {view.agent}, {view.status.value}{alive})"
     return [title, f"  {_head(view)}", *table(rows, right={0, len(rows[0]) - 2})]
 
 

@@ -12,6 +12,7 @@ last bytes only, so a worker that floods its terminal cannot make a report take 
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Iterable, Mapping
 
 import pyte
@@ -40,7 +41,9 @@ def record_pane_sizes(run: RunFolder, sizes: Mapping[int, tuple[int, int]]) -> N
 
 
 def _line(cells: Mapping[int, Char], columns: int) -> str:
-    """One screen line as text: a wide character's second cell (pyte's "" stub) skipped, trailing blanks cut."""
+    """One screen line as text: a wide character's second cell (pyte's "" stub) skipped, what no terminal shows
+    dropped from a cell (a zero-width format character, a bidi override: pyte keeps them with the character
+    before), trailing blanks cut."""
     out = []
     wide = False
     for x in range(columns):
@@ -49,14 +52,24 @@ def _line(cells: Mapping[int, Char], columns: int) -> str:
             continue
         char = cells[x].data
         wide = bool(char) and wcwidth(char[0]) == 2
-        out.append(char)
-    return "".join(c if c.isprintable() else " " for c in "".join(out)).rstrip()
+        out.append("".join(c for c in char if c.isprintable()) or " ")
+    return "".join(out).rstrip()
+
+
+class _Screen(pyte.HistoryScreen):
+    """pyte's screen, but for what it cannot draw: pyte stops drawing a run of text at the first character
+    that takes no cell and combines with nothing (a zero-width space, a bidi override, a stray control), and
+    drops the rest of the run, which a terminal shows. So a worker could hide text from its transcript that
+    its pane showed: such characters are dropped, and the rest drawn."""
+
+    def draw(self, data: str) -> None:
+        super().draw("".join(c for c in data if wcwidth(c) > 0 or (wcwidth(c) == 0 and unicodedata.combining(c))))
 
 
 def render(data: bytes, size: tuple[int, int] = WINDOW_SIZE) -> list[str]:
     """A terminal's output as the lines it left: the scrollback, then the screen (its trailing blank lines cut)."""
     columns, lines = size
-    screen = pyte.HistoryScreen(columns, lines, history=HISTORY_LIMIT)
+    screen = _Screen(columns, lines, history=HISTORY_LIMIT)
     pyte.Stream(screen).feed(data.decode("utf-8", errors="replace"))
     shown = [_line(screen.buffer[y], columns) for y in range(lines)]
     while shown and not shown[-1]:

@@ -363,17 +363,16 @@ class RunFolder:
         return {p.name for p in self.root.iterdir()} <= {self.model_dir.name, self.logs_dir.name}
 
     def create(self, info: RunInfo) -> None:
-        """Create the folder tree and run.json: only the folders every run uses. An `orch run`'s controller makes
-        findings/, verdicts/ and jobs/ as it needs them, its changes flow changes/ (orch.lead.changes.start); a run
-        with writers gets worktrees/ here, as its container's init gives each its worker. The caller removes it
-        if anything later fails."""
+        """Create the folder tree and run.json: only the folders the run uses. An `orch run`'s controller makes
+        findings/, verdicts/ and jobs/ as it needs them; a run with writers gets worktrees/ (its container's init
+        gives each its worker) and changes/. The caller removes it if anything later fails."""
         try:
             self.root.mkdir(parents=True)
         except FileExistsError:
             if not self.only_gateway():
                 raise
         self.logs_dir.mkdir(exist_ok=True)
-        for sub in (self.state_dir, self.outbox_dir, *((self.worktrees_root,) if info.writers else ())):
+        for sub in (self.state_dir, self.outbox_dir, *((self.worktrees_root, self.changes_dir) if info.writers else ())):
             sub.mkdir()
         for n in range(1, info.workers + 1):
             self.outbox(n).mkdir()

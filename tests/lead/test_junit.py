@@ -9,7 +9,6 @@ from pathlib import Path
 from junitparser import Failure, Skipped, TestCase, TestSuite
 
 from orch.exitcodes import Exit
-
 from orch.lead.findings import Verdict
 from orch.lead.jobs import JobStatus, load_state, save_state
 from orch.lead.junit import render_junit

@@ -177,7 +177,8 @@ def test_a_claim_cannot_make_a_link_in_its_alert() -> None:
         if char in "[]":
             run = len(text[:i]) - len(text[:i].rstrip("\\"))
             assert run % 2 == 1, text
-    assert result["suppressions"][0]["justification"] == "REFUTED by its verifiers: W2: ran it: REFUTED; W3: ran it: REFUTED"
+    justification = result["suppressions"][0]["justification"]
+    assert justification == "REFUTED by its verifiers: W2: ran it: REFUTED; W3: ran it: REFUTED"
 
 
 def test_the_schema_check_catches_what_code_scanning_would_refuse(tmp_path: Path) -> None:

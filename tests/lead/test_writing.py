@@ -400,11 +400,12 @@ def test_a_controller_killed_mid_check_checks_again_when_resumed(tmp_path: Path)
 
 def test_a_hanging_check_times_out_and_a_required_change_that_never_came_fails(tmp_path: Path) -> None:
     """A check that would hang for a day is killed at check_timeout (the change REJECTED for its checks, nothing
-    left running); a writer whose task says `change: required` and that changes nothing fails its task."""
+    left running); a writer whose task says `change: required` and that changes nothing fails its task. Both tasks
+    need their change: neither REJECTED nor left as it was is then a result, and the run is incomplete."""
     name = "hangcheck"
     run = RunFolder.for_name(name)
     tasks = [
-        _writer("hang", [_hold(86397), RESULT, DONE, reply()], 1),
+        _writer("hang", [_hold(86397), RESULT, DONE, reply()], 1, change="required"),
         _writer("idle", [RESULT, DONE, reply()], 2, change="required"),
     ]
     spec = _offline_spec(tmp_path, name, tasks, workers=2, changes={"reviewers_per_change": 0, "check_timeout": 1})
