@@ -372,7 +372,8 @@ class RunFolder:
             if not self.only_gateway():
                 raise
         self.logs_dir.mkdir(exist_ok=True)
-        for sub in (self.state_dir, self.outbox_dir, *((self.worktrees_root, self.changes_dir) if info.writers else ())):
+        writers = (self.worktrees_root, self.changes_dir) if info.writers else ()
+        for sub in (self.state_dir, self.outbox_dir, *writers):
             sub.mkdir()
         for n in range(1, info.workers + 1):
             self.outbox(n).mkdir()

@@ -21,7 +21,7 @@ from typing import Literal
 from pydantic import Field, ValidationError
 
 from orch.errors import NotFoundError, OrchError
-from orch.gateway.records import UsageSnapshot, read_usage
+from orch.gateway.records import UsageSnapshot, read_usage, unbilled
 from orch.lead.changesreport import live_lines
 from orch.lead.charts import CostPoint, JobBar, job_bars, job_costs
 from orch.lead.commentary import describe
@@ -80,6 +80,8 @@ class Progress(Strict):
     confirmed: int = 0
     refuted: int = 0
     cost_usd: float | None = None
+    unbilled: str | None = None
+    """Why nothing was billed (offline, replayed), shown beside the cost."""
     budget_usd: float | None = None
     started: float | None = None
     deadline: float | None = None
@@ -293,10 +295,12 @@ class Watcher:
         if cost is None:
             known = [c for c in (self._cost(n) for n in range(1, self.info.workers + 1)) if c is not None]
             cost = sum(known) if known else None
+        free = unbilled(usage.billed if usage is not None else None, self.info.offline, self.info.replay is not None)
         if state is None:
-            return Progress(cost_usd=cost)
+            return Progress(cost_usd=cost, unbilled=free)
         statuses = [r.status for r in matrix]
         return Progress(
+            unbilled=free,
             jobs_done=sum(1 for j in state.jobs if j.status is JobStatus.DONE),
             jobs_failed=sum(1 for j in state.jobs if j.status is JobStatus.FAILED),
             jobs_total=sum(1 for j in state.jobs if j.status is not JobStatus.CANCELLED),
