@@ -25,7 +25,7 @@ from orch.lead.templates import render
 from orch.run.files import atomic_write_all
 from orch.run.folder import RELATIVE, RunFolder
 from orch.run.records import Isolation
-from orch.text import shorten
+from orch.text import clean
 
 log = logging.getLogger(__name__)
 
@@ -43,19 +43,13 @@ def matrix_cell(row: FindingRow, worker: int) -> str:
     return " / ".join(texts)
 
 
-def terminal(text: str, limit: int) -> str:
-    """Worker text for the terminal, on one line: its control characters (a terminal escape's ESC) as spaces.
-    The one place the terminal's outputs (the matrix, the outcome line) escape what a worker wrote."""
-    return shorten("".join(c if c.isprintable() else " " for c in text), limit)
-
-
 def matrix_text(report: RunReport, width: int = 44) -> str:
     """The verification matrix as a plain-text table (for the terminal)."""
     columns = report.verifier_columns()
     head = f"{'CLAIM':<{width}}  " + "  ".join(f"{column(report, n)[:12]:<12}" for n in columns) + "  RESULT"
     lines = [head]
     for row in report.findings:
-        claim = terminal(f"{row.id}: {row.claim}", width)
+        claim = clean(f"{row.id}: {row.claim}", width)  # the terminal's: no escape a worker wrote
         cells = "  ".join(f"{matrix_cell(row, n)[:12]:<12}" for n in columns)
         lines.append(f"{claim:<{width}}  {cells}  {row.status.value}")
     if not report.findings:
@@ -65,7 +59,7 @@ def matrix_text(report: RunReport, width: int = 44) -> str:
 
 def outcome_line(report: RunReport) -> str:
     """`run demo: passed (exit 0): all tasks done; ...`: the run's banner on the terminal."""
-    return f"run {report.run}: {report.status} (exit {report.exit_code}): {terminal(report.reason, 2000)}"
+    return f"run {report.run}: {report.status} (exit {report.exit_code}): {clean(report.reason, 2000)}"
 
 
 def _md(text: str) -> str:

@@ -33,7 +33,8 @@ from orch.run.events import Event
 from orch.run.files import JsonlTail
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, HookEvent, RunInfo, RunStatus, Strict, WorkerState
-from orch.view.readers import KEEP_LINES, BusEntry, BusTail, Changed, clean, worker_state
+from orch.text import clean
+from orch.view.readers import KEEP_LINES, BusEntry, BusTail, Changed, worker_state
 
 CLAIM_CHARS = 90
 FINISHED = (Event.FINISHED, Event.ABORTED, Event.KILLED)

@@ -23,9 +23,9 @@ from textual.widgets import DataTable, Footer, Input, Label, Static
 from orch.container.backends import sandbox_for
 from orch.errors import NotFoundError, OrchError
 from orch.run.folder import RunFolder, list_runs
+from orch.text import clean
 from orch.view import plain
 from orch.view.actions import Action, Outcome, orch_argv, perform
-from orch.view.readers import clean
 from orch.view.snapshot import Snapshot, Watcher
 from orch.view.wake import Wakeup
 from orch.view.widgets import MINI_LINES, TILE_WIDTH, VERDICT_COLOURS, AskScreen, PaneScreen, Tile

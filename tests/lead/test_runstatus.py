@@ -35,7 +35,7 @@ def test_a_stopped_orch_run_shows_its_outcome_end_and_each_workers_jobs() -> Non
     refuted = Claim("stats", "F1", "mean([]) raises", verdicts=(Verdict.REFUTED, Verdict.REFUTED), file="stats.py")
     run = run_with("ran", [Claim("pages", "F1", "paginate skips a page"), refuted])
     state = load_state(run)
-    state.job("stats").status, state.job("stats").failure = JobStatus.FAILED, "no result after 3 corrections"
+    state.job("stats").status, state.job("stats").failure = JobStatus.FAILED, "no result after 3 corrections\x1b[2J"
     state.workers[1].dead = "crashed 3 times"
     save_state(run, state)
     _stopped(run)
@@ -46,7 +46,7 @@ def test_a_stopped_orch_run_shows_its_outcome_end_and_each_workers_jobs() -> Non
     jobs = {j.job: (j.role, j.status, j.result) for w in view.workers for j in w.jobs}
     assert jobs == {
         "pages": ("finder", "done", "1 finding(s)"),
-        "stats": ("finder", "failed", "no result after 3 corrections"),
+        "stats": ("finder", "failed", "no result after 3 corrections\x1b[2J"),
         "pages-F1.v2": ("verifier", "done", C),
         "stats-F1.v2": ("verifier", "done", R),
         "pages-F1.v3": ("verifier", "done", C),
@@ -58,7 +58,8 @@ def test_a_stopped_orch_run_shows_its_outcome_end_and_each_workers_jobs() -> Non
     assert lines[0] == "run ran (local, scripted, stopped)"
     assert lines[1].startswith("  passed (exit 0): all tasks done; 2 finding(s): 1 CONFIRMED, 1 REFUTED; ended ")
     assert "after 30 s; cost unknown" in lines[1]
-    assert "pages done: 1 finding(s), stats failed: no result after 3 corrections" in lines[3]
+    assert "pages done: 1 finding(s), stats failed: no result after 3 corrections [2J" in lines[3]
+    assert not any("\x1b" in line for line in lines)  # a worker's text shows as text, never as an escape
     assert "exited (out: crashed 3 times)" in lines[4] and "pages-F1.v3 CONFIRMED, stats-F1.v3 REFUTED" in lines[5]
 
 
