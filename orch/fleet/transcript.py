@@ -11,14 +11,16 @@ last bytes only, so a worker that floods its terminal cannot make a report take 
 
 from __future__ import annotations
 
+import inspect
 import json
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import pyte
 from pyte.screens import Char
 from wcwidth import wcwidth
 
+from orch.errors import OrchError, one_line
 from orch.fleet.tmux import HISTORY_LIMIT, WINDOW_SIZE
 from orch.run.files import atomic_write
 from orch.run.folder import RunFolder
@@ -57,13 +59,39 @@ def _line(cells: Mapping[int, Char], columns: int) -> str:
 
 
 class _Screen(pyte.HistoryScreen):
-    """pyte's screen, but for what it cannot draw: pyte stops drawing a run of text at the first character
-    that takes no cell and combines with nothing (a zero-width space, a bidi override, a stray control), and
-    drops the rest of the run, which a terminal shows. So a worker could hide text from its transcript that
-    its pane showed: such characters are dropped, and the rest drawn."""
+    """pyte's screen, made to read what a terminal reads (pyte 0.8.2 does not, and a worker controls the input):
+    - pyte stops drawing a run of text at the first character that takes no cell and combines with nothing (a
+      zero-width space, a bidi override, a stray control) and drops the rest, which a terminal shows: such
+      characters are dropped, and the rest drawn, so no text of the pane is hidden from its transcript;
+    - pyte raises on a control sequence with more parameters than its handler takes (`CSI 1;2A`) or a private
+      variant it has no meaning for (`CSI ?1m`), which would end the rendering: each handler takes the
+      parameters it knows and ignores the rest, as a terminal does (`_tolerant`)."""
 
     def draw(self, data: str) -> None:
         super().draw("".join(c for c in data if wcwidth(c) > 0 or (wcwidth(c) == 0 and unicodedata.combining(c))))
+
+
+def _tolerant(name: str) -> Callable[..., None]:
+    """pyte's handler of a control sequence, called with no more parameters than it takes, and a private
+    variant (`private=True`) ignored unless the handler has a meaning for it."""
+    base = getattr(pyte.HistoryScreen, name)
+    params = [p for p in inspect.signature(base).parameters.values() if p.name != "self"]
+    private = any(p.name == "private" or p.kind is p.VAR_KEYWORD for p in params)
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        takes: int | None = None
+    else:
+        takes = sum(1 for p in params if p.kind is p.POSITIONAL_OR_KEYWORD and p.name != "private")
+
+    def handler(self: _Screen, *args: int, **kwargs: bool) -> None:
+        if kwargs.get("private") and not private:
+            return
+        base(self, *(args if takes is None else args[:takes]), **(kwargs if private else {}))
+
+    return handler
+
+
+for _event in set(pyte.Stream.csi.values()):
+    setattr(_Screen, _event, _tolerant(_event))
 
 
 def render(data: bytes, size: tuple[int, int] = WINDOW_SIZE) -> list[str]:
@@ -85,7 +113,12 @@ def transcript(run: RunFolder, n: int, sizes: Mapping[int, tuple[int, int]] | No
         data = fh.read()
     size = (sizes if sizes is not None else pane_sizes(run)).get(n, WINDOW_SIZE)
     head = [f"[orch: the first {end - len(data)} bytes of this terminal log are left out]"] if end > len(data) else []
-    return head + render(data, size)
+    try:
+        return head + render(data, size)
+    except Exception as exc:  # pyte on a worker's bytes: whatever it still cannot read ends here, in one line
+        raise OrchError(
+            f"worker {n}'s terminal log could not be rendered: {one_line(exc)}", hint=f"its raw log: {run.log(n)}"
+        ) from None
 
 
 def write_transcripts(run: RunFolder, workers: Iterable[int]) -> None:
@@ -95,9 +128,11 @@ def write_transcripts(run: RunFolder, workers: Iterable[int]) -> None:
     for n in workers:
         log, out = run.log(n), run.transcript(n)
         try:
-            if out.exists() and out.stat().st_mtime_ns >= log.stat().st_mtime_ns:
+            if out.exists() and out.stat().st_mtime_ns > log.stat().st_mtime_ns:  # a tie may hide a late write
                 continue
             text = "\n".join(transcript(run, n, sizes))
         except FileNotFoundError:
             continue
+        except OrchError as exc:
+            text = f"[orch: {exc.message}; the raw log is {log.name}, beside this file]"
         atomic_write(out, text + "\n")

@@ -4,11 +4,14 @@ pane's log against tmux's own capture of it.)"""
 
 from __future__ import annotations
 
+import os
+import random
 import re
 from collections.abc import Mapping
 
 import pytest
 
+from orch.errors import OrchError
 from orch.fleet import transcript
 from orch.fleet.transcript import pane_sizes, record_pane_sizes, render, write_transcripts
 from orch.run.folder import RunFolder
@@ -47,6 +50,33 @@ def test_wide_characters_and_control_characters() -> None:
     assert "\x1b" not in out and "on top" in out and "title" not in out
 
 
+@pytest.mark.parametrize("prefix", ["", "?", ">", "=", " ", "?1;2;3"])
+def test_no_control_sequence_ends_the_rendering(prefix: str) -> None:
+    """pyte 0.8.2 raises on `CSI 1;2A` or `CSI ?1m`: a worker printing one would have kept its transcript out of
+    the report. Every final character, with each prefix, now leaves the text after it drawn."""
+    for code in range(0x40, 0x7F):
+        out = "\n".join(render(f"a\x1b[{prefix}1;2{chr(code)}b and after".encode(), (80, 24)))
+        assert "and after" in out, (prefix, chr(code), out)
+
+
+def test_random_bytes_render_or_fail_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(32)
+    for _ in range(200):
+        render(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 400))), (40, 10))
+    run = RunFolder.for_name("broken")
+    run.create(run_info("broken", workers=1))
+    run.log(1).write_bytes(b"fine\r\n")
+
+    def fails(data: bytes, size: tuple[int, int]) -> list[str]:
+        raise IndexError("a screen past its end")
+
+    monkeypatch.setattr(transcript, "render", fails)
+    with pytest.raises(OrchError, match=r"worker 1's terminal log could not be rendered: IndexError: a screen past"):
+        transcript.transcript(run, 1)
+    write_transcripts(run, [1])  # the report still gets a transcript: what happened, and where the raw log is
+    assert run.transcript(1).read_text().startswith("[orch: worker 1's terminal log could not be rendered")
+
+
 def test_pane_sizes_are_recorded_and_a_missing_or_broken_record_is_none(tmp_path: object) -> None:
     run = RunFolder.for_name("sizes")
     run.create(run_info("sizes", workers=2))
@@ -63,6 +93,7 @@ def test_a_transcript_is_written_beside_its_log_and_only_again_when_the_log_move
     run = RunFolder.for_name("logs")
     run.create(run_info("logs", workers=2))
     run.log(1).write_bytes(REDRAWN)
+    os.utime(run.log(1), ns=(1, 1))  # written long before its transcript, whatever the clock's granularity
     write_transcripts(run, [1, 2])  # worker 2 left no log: no transcript, no error
     assert run.transcript(1).read_text() == "Wrote 1 line to notes.md\n  agent-2 ready\n"
     assert not run.transcript(2).exists()
@@ -78,6 +109,7 @@ def test_a_transcript_is_written_beside_its_log_and_only_again_when_the_log_move
     assert rendered == []  # the log did not move since
     with run.log(1).open("ab") as fh:
         fh.write(b"more\r\n")
+    os.utime(run.log(1), ns=(run.transcript(1).stat().st_mtime_ns,) * 2)  # a tie with the transcript: rendered
     write_transcripts(run, [1])
     assert rendered == [1] and run.transcript(1).read_text().endswith("ready\nmore\n")
 

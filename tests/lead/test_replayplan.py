@@ -15,7 +15,8 @@ from orch.gateway.records import Exchange, ExchangeKey
 from orch.lead import replayplan
 from orch.lead.controller import initial_state, write_spec
 from orch.lead.jobs import Assignment, ControllerState, Job, save_state
-from orch.lead.spec import FleetSpec, Role, TaskSpec
+from orch.lead.recording import spec_fingerprint
+from orch.lead.spec import FailOn, FleetSpec, Role, TaskSpec
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.paths import runs_dir
@@ -132,3 +133,11 @@ def test_orch_run_replay_of_a_bad_cassette_creates_nothing(tmp_path: Path, kind:
     assert len(result.output.strip().splitlines()) == 1, result.output
     left = sorted(p.name for p in runs_dir().iterdir()) if runs_dir().is_dir() else []
     assert left == (["recorded"] if kind == "another-spec" else [])
+
+
+def test_a_replay_may_fail_on_other_findings_than_its_recording() -> None:
+    """`orch run --replay FILE --fail-on high` (the action's `fail-on`): which confirmed findings fail the run asks
+    the models nothing, so the recording still fits."""
+    spec = FleetSpec(tasks=[TaskSpec(goal="g")])
+    stricter = spec.model_copy(update={"fail_on": FailOn.HIGH})
+    assert replayplan.spec_differences(stricter, spec) == [] and spec_fingerprint(stricter) == spec_fingerprint(spec)
