@@ -83,7 +83,7 @@ class ReadOutput(Strict):
     run: str
     worker: int
     source: Literal["screen", "transcript"]
-    """`screen`: the live pane; `transcript`: the stopped run's terminal log, rendered (orch.fleet.transcript)."""
+    """`screen`: the live pane; `transcript`: the stopped run's terminal log, rendered (orch.run.terminal)."""
     lines: list[str]
 
 
@@ -112,8 +112,8 @@ class DoctorOutput(Strict):
 def outputs() -> dict[str, type[BaseModel]]:
     """Every `--json` output by the command that prints it (docs/outputs.md). The models filled elsewhere are
     imported here, not at the top: `orch status` need not load the report's and the view's modules."""
-    from orch.lead.report import RunReport
-    from orch.lead.summary import RunSummary
+    from orch.report.model import RunReport
+    from orch.report.summary import RunSummary
     from orch.view.snapshot import Snapshot
 
     return {
@@ -152,7 +152,7 @@ def _type(kind: Any) -> str:
     """A field's annotation as a reader writes it: `list[WorkerStatus]`, `str | None` (no module paths)."""
     if isinstance(kind, type):
         return kind.__name__
-    text = re.sub(r"\b(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_])", "", str(kind))  # typing.Literal, orch.x.Model, ...
+    text = re.sub(r"\b(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_])", "", str(kind))  # typing.Literal, a model by its module path
     return text.replace("NoneType", "None")
 
 

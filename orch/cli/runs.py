@@ -12,6 +12,7 @@ from typing import Annotated, Literal, NoReturn
 import typer
 
 from orch import exitcodes
+from orch.backends.registry import at_folder, sandbox_for
 from orch.cli.common import (
     NameArg,
     WorkerArg,
@@ -20,14 +21,13 @@ from orch.cli.common import (
     run_folder,
 )
 from orch.cli.outputs import LsOutput, ReadOutput, RunRow, StatusOutput
-from orch.container.backends import at_folder, sandbox_for
 from orch.contracts import OrchCommand
 from orch.errors import OrchError, UsageError, is_environment_error, one_line
 from orch.exitcodes import epilog
 from orch.fleet import control, launch, talk
-from orch.lead.changesreport import live_lines
-from orch.lead.jobs import load_state
-from orch.lead.runstatus import with_lead
+from orch.jobs.state import load_state
+from orch.lead.changes.status import live_lines
+from orch.report.runstatus import with_lead
 from orch.run.folder import RunFolder, list_runs
 from orch.run.records import Backend, RunStatusView, WorkerJob
 from orch.text import clean
@@ -82,7 +82,7 @@ def status(
 
 def run_view(run: RunFolder) -> RunStatusView:
     """A run's status: a stopped run's from its folder alone, a live one's from its sandbox; an `orch run`'s with
-    its outcome and each worker's jobs (orch.lead.runstatus)."""
+    its outcome and each worker's jobs (orch.report.runstatus)."""
     info = run.info()
     if info.status in control.STOPPED:
         view = control.status_view(run, info, panes=None)
@@ -92,7 +92,7 @@ def run_view(run: RunFolder) -> RunStatusView:
 
 
 def _changes_lines(run: RunFolder) -> list[str]:
-    """An `orch run` with writers: where each change is (orch.lead.changesreport.live_lines)."""
+    """An `orch run` with writers: where each change is (orch.lead.changes.status.live_lines)."""
     try:
         return live_lines(load_state(run))
     except OrchError:

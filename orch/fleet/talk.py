@@ -11,12 +11,12 @@ from orch.contracts import AgentAdapter
 from orch.errors import DeliveryError, UsageError, WaitTimeoutError
 from orch.fleet.launch import adapter_of, server_for
 from orch.fleet.tmux import PaneInfo, TmuxServer
-from orch.fleet.transcript import transcript
 from orch.fleet.workerstate import ENDED, derive_state
 from orch.run.events import Event
 from orch.run.files import atomic_write
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent
+from orch.run.terminal import transcript
 from orch.run.workerprotocol import pointer_text, protocol_footer
 from orch.waits import wait_until
 
@@ -153,7 +153,7 @@ def brief_many(run: RunFolder, briefs: Mapping[int, str]) -> dict[int, DeliveryE
 
 def read(run: RunFolder, n: int, lines: int | None = None) -> str:
     """Worker n's screen (with `lines`, its last lines, scrollback included); once the run's tmux server is gone,
-    its terminal log rendered as its terminal showed it (orch.fleet.transcript)."""
+    its terminal log rendered as its terminal showed it (orch.run.terminal)."""
     info = run.info()
     run.check_worker(n)
     server = server_for(info)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from orch.contracts import LaunchSpec
 from orch.errors import NotFoundError, SandboxError, UsageError, WaitTimeoutError
+from orch.run.terminal import HISTORY_LIMIT, WINDOW_SIZE
 from orch.versions import TMUX_MIN_VERSION
 from orch.waits import wait_until
 
@@ -32,8 +33,6 @@ log = logging.getLogger(__name__)
 
 INSTALL_HINT = "apt-get install tmux"
 PANES_PER_WINDOW = 6
-WINDOW_SIZE = (240, 70)  # large, so six tiled TUIs still get ~80x23 each
-HISTORY_LIMIT = 50_000
 WORKER_OPTION = "@orch_worker"
 EXIT_GRACE = 5.0  # seconds for a server that has destroyed its sessions (kill-server) to exit
 _SERVER_OPTIONS = (

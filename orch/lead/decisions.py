@@ -14,8 +14,7 @@ from enum import StrEnum
 from orch.agents.registry import get_adapter
 from orch.errors import UsageError
 from orch.exitcodes import Exit, status_of
-from orch.lead import landing
-from orch.lead.jobs import (
+from orch.jobs.state import (
     Assignment,
     ChangeStage,
     ControllerState,
@@ -25,9 +24,10 @@ from orch.lead.jobs import (
     Outcome,
     WorkerBook,
 )
-from orch.lead.spec import Budget, FailOn, FleetSpec, Limits, Role
-from orch.lead.verification import choose_verifier, eligible, finding_status
+from orch.jobs.verification import choose_verifier, eligible, finding_status
+from orch.lead.changes import decisions as landing
 from orch.run.records import HookEvent, Isolation, WorkerState
+from orch.spec.model import Budget, FailOn, FleetSpec, Limits, Role
 
 MAX_SEND_ATTEMPTS = 3
 BACKSTOP = 1.0
@@ -47,7 +47,7 @@ def finding_fails(status: FindingStatus, severity: str, fail_on: FailOn) -> bool
 
 
 def open_changes(state: ControllerState, spec: FleetSpec) -> dict[str, str]:
-    """Writer tasks whose change keeps the run from passing (orch.lead.landing.unlanded): task -> why."""
+    """Writer tasks whose change keeps the run from passing (orch.lead.changes.decisions.unlanded): task -> why."""
     confirmed = any(finding_status(state, spec, f.id) is FindingStatus.CONFIRMED for f in state.findings)
     needing = {tid for tid, task in zip(spec.task_ids(), spec.tasks, strict=True) if task.needs_change(confirmed)}
     return landing.unlanded(state, needing)
@@ -57,27 +57,33 @@ def outcome(state: ControllerState, spec: FleetSpec) -> Outcome:
     """The run's exit code and status (orch/exitcodes.py), the worst that holds: 5 failed when the run was
     aborted or a task job did not finish; 6 findings when a CONFIRMED finding is at or above `fail_on`; 4
     incomplete when a finding has no verdict or a change did not land (open_changes); else 0 passed, a
-    REFUTED finding and a REJECTED change included."""
+    REFUTED finding and a REJECTED change included. Which findings and changes fail it is kept with it, for the
+    report (its JUnit file fails those)."""
     statuses = {f.id: finding_status(state, spec, f.id) for f in state.findings}
+    severity = {f.id: f.finding.severity.value for f in state.findings}
+    failing = [f for f, s in statuses.items() if finding_fails(s, severity[f], spec.fail_on)]
+    changes = open_changes(state, spec)
     judging = (Role.VERIFIER, Role.REVIEWER)
     failed = [j for j in state.jobs if j.role not in judging and j.status is not JobStatus.DONE]
+    hits = [f for f in failing if statuses[f] is FindingStatus.CONFIRMED]
     if state.aborted or failed:
-        why = state.aborted or "; ".join(f"{j.id}: {j.failure or j.status.value}" for j in failed)
-        return _outcome(Exit.FAILED, why, statuses)
-    severity = {f.id: f.finding.severity.value for f in state.findings}
-    hits = [f for f, s in statuses.items() if s is FindingStatus.CONFIRMED and spec.fail_on.covers(severity[f])]
-    if hits:
+        code, why = Exit.FAILED, state.aborted or "; ".join(f"{j.id}: {j.failure or j.status.value}" for j in failed)
+    elif hits:
         said = ", ".join(f"{f} ({severity[f]})" for f in hits)
-        return _outcome(Exit.FINDINGS, f"CONFIRMED at or above fail_on {spec.fail_on.value}: {said}", statuses)
-    open_ = {f: s.value for f, s in statuses.items() if s not in VERDICTS}
-    open_ |= {f"change {task}": why for task, why in open_changes(state, spec).items()}
-    if open_:
-        return _outcome(Exit.INCOMPLETE, ", ".join(f"{f} {s}" for f, s in open_.items()), statuses)
-    return _outcome(Exit.PASSED, _tally(statuses, state), statuses)
-
-
-def _outcome(code: Exit, why: str, statuses: dict[str, FindingStatus]) -> Outcome:
-    return Outcome(exit_code=code, status=status_of(code), reason=why, findings=statuses)
+        code, why = Exit.FINDINGS, f"CONFIRMED at or above fail_on {spec.fail_on.value}: {said}"
+    elif failing or changes:
+        open_ = [f"{f} {statuses[f].value}" for f in failing] + [f"change {t} {w}" for t, w in changes.items()]
+        code, why = Exit.INCOMPLETE, ", ".join(open_)
+    else:
+        code, why = Exit.PASSED, _tally(statuses, state)
+    return Outcome(
+        exit_code=code,
+        status=status_of(code),
+        reason=why,
+        findings=statuses,
+        failing_findings=failing,
+        failing_changes=list(changes),
+    )
 
 
 def _tally(statuses: dict[str, FindingStatus], state: ControllerState) -> str:
@@ -137,8 +143,8 @@ def pick(
     alive: Collection[int],
     plan: Sequence[Assignment] = (),
 ) -> Pick:
-    """A verification job goes to an eligible verifier, never the finder (orch.lead.verification), a
-    review job to an eligible reviewer, never the change's writer (orch.lead.landing); fixers and
+    """A verification job goes to an eligible verifier, never the finder (orch.jobs.verification), a
+    review job to an eligible reviewer, never the change's writer (orch.lead.changes.decisions); fixers and
     scribes wait until verification is over; a pinned job (a rebase job: its writer) waits for its worker. A replay
     follows its `plan` instead (`replay_pick`)."""
     if plan:
@@ -407,7 +413,7 @@ def isolation(spec: FleetSpec, can_switch_uids: bool = True) -> Isolation:
     """How far a run's workers are kept apart: what the spec asks, else strict wherever it can hold (every
     agent able to; in a container each worker has its own uid, on this machine its own bubblewrap sandbox);
     UsageError where strict was asked and cannot. Writers do not lower it: each writes only its own
-    worktree (orch.lead.landing), never the tree under audit. `can_switch_uids`: False for a controller
+    worktree (orch.lead.changes.decisions), never the tree under audit. `can_switch_uids`: False for a controller
     inside a container that cannot start processes as other uids (orch.run.uids.can_switch_uids)."""
     agents = {agent for agent, _ in spec.agent_models().values()}
     unable = sorted(agent for agent in agents if not get_adapter(agent).can_run_strict())

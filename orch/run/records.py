@@ -163,7 +163,7 @@ class RunInfoBase(Strict):
     """Per-worker agent where it differs from `agent` (a mixed fleet)."""
     offline: bool = False
     credential: str | None = None
-    """How the run's gateway presents the user's credential upstream (orch.gateway.records.Scheme):
+    """How the run's gateway presents the user's credential upstream (orch.gateway.modeldir.Scheme):
     `passthrough` means the workers hold the agent's own login; None: not started yet (or an old run)."""
     replay: str | None = None
     """The cassette the run's gateway answers from (`orch run --replay`): no upstream, nothing billed."""
@@ -205,7 +205,7 @@ class LocalRunInfo(RunInfoBase):
     backend: Literal[Backend.LOCAL] = Backend.LOCAL
     egress_allow: list[str] | None = None
     """Strict isolation: the `host:port` names its workers may CONNECT to through the relay's proxy
-    (`--egress allowlist`, orch.fleet.egressproxy); None: no network but the gateway (`--egress none`)."""
+    (`--egress allowlist`, orch.backends.local.egressproxy); None: no network but the gateway (`--egress none`)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -356,7 +356,7 @@ class RunStatusView(Strict):
     billed: bool | None = None
     """False: nothing was charged (offline, replayed); None: no gateway counted it."""
     unbilled: str | None = None
-    """Why nothing was billed, to show beside the cost (orch.gateway.records.unbilled)."""
+    """Why nothing was billed, to show beside the cost (orch.gateway.modeldir.unbilled)."""
 
 
 class ControllerEvent(Strict):

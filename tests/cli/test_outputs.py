@@ -1,6 +1,7 @@
 """Every `--json` output's shape, one place (orch/cli/outputs.py): each versioned, each command has the option,
 docs/outputs.md is made from the models and current; `orch doctor --json` and a stopped run's `orch status`,
-`orch ls` and `orch read` print documents their models read back. (The demo's: tests/lead/test_scripted_demo.py.)"""
+`orch ls` and `orch read` print documents their models read back (the demo's:
+tests/scenarios/test_scripted_demo.py)."""
 
 from __future__ import annotations
 

@@ -8,10 +8,9 @@ import signal
 from pathlib import Path
 
 from orch.fleet import control, launch
-from orch.fleet.tmux import WINDOW_SIZE
-from orch.fleet.transcript import pane_sizes
 from orch.run.folder import RunFolder
 from orch.run.records import WorkerState
+from orch.run.terminal import WINDOW_SIZE, pane_sizes
 from orch.waits import wait_until
 from tests.helpers import orch, prompts
 

@@ -1,8 +1,8 @@
 """A run of the automated lead driven by the scripted model: specs with offline scripts, what to read back, and
 the demo's agreement of every command after it.
 
-Shared by the fast tier (tests/lead/test_scripted.py: orch's scripted agent) and the claude tier
-(tests/lead/test_claude.py: the real Claude Code binary): the same scripts play the same workers.
+Shared by the fast tier (tests/scenarios/test_scripted.py: orch's scripted agent) and the claude tier
+(tests/scenarios/test_claude_lead.py: the real Claude Code binary): the same scripts play the same workers.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from typing import Any
 import yaml
 
 from orch.cli.outputs import LsOutput, ReadOutput, StatusOutput
-from orch.lead.jobs import ControllerState
-from orch.lead.report import RunReport
-from orch.lead.spec import Role
+from orch.jobs.state import ControllerState
+from orch.report.model import RunReport
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent
+from orch.spec.model import Role
 from tests.helpers import MEAN_QUOTE, MEAN_REPRO, PAGES_QUOTE, PAGES_REPRO, orch, prompts
-from tests.lead.ciformats import junit, valid_sarif
+from tests.report.ciformats import junit, valid_sarif
 
 
 def finding(fid: str, claim: str, file: str, line: int, quote: str, repro: str | None) -> dict[str, Any]:
