@@ -325,11 +325,14 @@ def _worker_spec(
         login_file=rungateway.login_file(info, adapter),
         pane_socket=_pane_socket(run, info, adapter, n),
     )
-    if bwrap.sandboxed(info):
-        return sandboxed_spec(run, info, adapter, context, own)
-    if info.isolation is Isolation.STRICT:
-        return strict_spec(run, adapter, context, own)
-    spec = adapter.prepare(context)
+    try:
+        if bwrap.sandboxed(info):
+            return sandboxed_spec(run, info, adapter, context, own)
+        if info.isolation is Isolation.STRICT:
+            return strict_spec(run, adapter, context, own)
+        spec = adapter.prepare(context)
+    except OSError as exc:  # its config dir is the worker's to write: a file where a folder goes fails this start
+        raise SandboxError(f"worker {n}'s config dir cannot be prepared: {exc}") from None
     limits = caps.limit_argv(info.caps, caps.own_uids(info), info.workers)
     return supervised(LaunchSpec(argv=[*limits, *spec.argv], env={**spec.env, **own}, cwd=spec.cwd), run, n)
 
@@ -372,9 +375,8 @@ def sandboxed_spec(
         env = {**env, **egressproxy.proxy_env(port)}
     # As a bare script without site (standard library only): it starts before every agent.
     portal = [sys.executable, "-S", portal_module.__file__, *ports, "--"] if ports else []
-    sandbox = bwrap.argv(
-        run, n, Path(info.workdir), Path(spec.cwd or ctx.workdir), binaries, relay.worker_sockets(run, n), home
-    )  # fmt: skip
+    cwd, sockets = Path(spec.cwd or ctx.workdir), relay.worker_sockets(run, n)
+    sandbox = bwrap.argv(run, n, Path(info.workdir), cwd, binaries, sockets, home, info.caps.disk)
     return LaunchSpec(argv=[*sandbox, *portal, *inner.argv], env=env, cwd=inner.cwd)
 
 

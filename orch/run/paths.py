@@ -51,6 +51,9 @@ SANDBOX_SOCKETS = Path("/run/orch")
 pane.sock), bound read-only (orch.backends.local.bwrap, orch.backends.local.relay)."""
 OWN_BUS = "posts.sock"
 """A local strict worker's own bus socket in that folder: every post there is stamped as that worker."""
+SANDBOX_TMPFS = ("/tmp", "/dev/shm", "/run")
+"""Inside a local strict worker's sandbox: its own tmpfs, each the size of its disk cap; what it writes there is
+memory, and counts as bytes it wrote (orch.backends.local.bwrap, orch.fleet.diskuse)."""
 
 
 def pane_sockets_dir(run_root: Path) -> Path:

@@ -45,17 +45,19 @@ TASK_ROLES = (Role.FINDER, Role.WRITER, Role.FIXER, Role.SCRIBE)
 WRITER_ROLES = (Role.WRITER, Role.FIXER, Role.SCRIBE)
 """Roles whose jobs change the tree: each gets a worktree, and its change goes through the gate."""
 
-# The paths a change may not edit unless its task `allow:`s them (spec `protect:` replaces this list;
-# `protect: [+GLOB, ...]`, every entry starting with +, extends it): the tests and the checks' own
-# configuration, so a change cannot pass the checks by weakening them. Globs are matched against the
-# path from the tree's root (orch.lead.changes.scope.matches: `**` spans folders, `*` does not, a glob
-# without / matches the file name at any depth).
+# The paths a change may not edit unless its task `allow:`s them, and that the checks always take from the base
+# (orch.lead.changes.grading; spec `protect:` replaces this list, `protect: [+GLOB, ...]`, every entry starting
+# with +, extends it): the tests, what test runners discover or import by convention (unittest's `test*.py`,
+# pytest's `conftest.py`, Python's `sitecustomize.py`) and the runners' configuration, so a change cannot
+# pass the checks by weakening them. Globs are matched against the path from the tree's root
+# (orch.lead.changes.grading.matches: `**` spans folders, `*` does not, a glob without / matches the file name
+# at any depth).
 DEFAULT_PROTECT = (
     "tests/**",
     "test/**",
     "**/tests/**",
     "**/test/**",
-    "test_*.py",
+    "test*.py",
     "*_test.py",
     "*_test.go",
     "*.test.js",
@@ -63,7 +65,12 @@ DEFAULT_PROTECT = (
     "*.spec.js",
     "*.spec.ts",
     "conftest.py",
+    "sitecustomize.py",
+    "usercustomize.py",
     "pytest.ini",
+    ".pytest.ini",
+    "pytest.toml",
+    ".pytest.toml",
     "pyproject.toml",
     "setup.cfg",
     "setup.py",

@@ -9,8 +9,9 @@ All local workers share the user's uid, so what keeps them apart is what each on
   gateway's own loopback address, so the worker's base URL is unchanged); with `--egress allowlist`,
   the listed names too, through the relay's CONNECT proxy on a socket beside it (orch.backends.local.egressproxy);
 - a file system made of the system's read-only folders, Python and orch, the agents' installs, the
-  workdir and the run folder read-only, and writable only `writable(run, n)`: its outbox, its hook log,
-  its session store, its own config dir and its worktree when it has one; /tmp is its own tmpfs. The
+  workdir and the run folder read-only, and writable only `writable(run, n, cwd)`: its outbox, its hook log,
+  its session store, its own config dir and its current job's worktree when it has one; /tmp, /dev/shm and /run
+  are its own tmpfs, each the size of its disk cap (SANDBOX_TMPFS), and the rest of /dev read-only. The
   user's home (the agents' logins), $ORCH_HOME's gateway handles (the control key, the workers' tokens),
   the other workers' config dirs and session stores, the tmux server's socket are not there at all;
 - the bus only through its own socket (SANDBOX_SOCKETS/OWN_BUS; the run's `bus.sock` in there is it
@@ -38,7 +39,7 @@ from orch.agents.registry import get_adapter
 from orch.errors import UsageError
 from orch.gateway.process import handle_path
 from orch.run.folder import RunFolder
-from orch.run.paths import OWN_BUS, SANDBOX_SOCKETS, agents_dir, launch_dir
+from orch.run.paths import OWN_BUS, SANDBOX_SOCKETS, SANDBOX_TMPFS, agents_dir, launch_dir
 from orch.run.records import Backend, Isolation, RunInfo
 from orch.run.uids import can_switch_uids
 
@@ -103,12 +104,16 @@ def check() -> str:
     return (version.stdout.strip() or "bwrap") + f" ({bwrap})"
 
 
-def writable(run: RunFolder, n: int) -> list[Path]:
+def writable(run: RunFolder, n: int, cwd: Path | None = None) -> list[Path]:
     """Everything worker n may write, the one list: its outbox, its hook log, its agent's session store,
-    its own config dir, and its worktree when the run gave it one."""
+    its own config dir, and the worktree of its current job when it starts in one (`cwd` inside
+    `worktrees_dir(n)`): that job's folder only, never the folder beside it where its next job's goes."""
     paths = [run.outbox(n), run.state(n), run.sessions(n), run.config_dir(n)]
-    worktree = run.worktrees_dir(n)  # made by the controller before a writer's job restarts it there
-    return [*paths, *([worktree] if worktree.is_dir() else [])]
+    folder = run.worktrees_dir(n)
+    if cwd is None or folder not in cwd.parents:
+        return paths
+    worktree = folder / cwd.relative_to(folder).parts[0]  # made by the controller before it restarts it there
+    return [*paths, *([worktree] if worktree.is_dir() and not worktree.is_symlink() else [])]
 
 
 def _system() -> list[str]:
@@ -164,15 +169,19 @@ def argv(
     binaries: Iterable[Path],
     sockets: Path,
     home: Path | None,
+    space: int | None = None,
 ) -> list[str]:
     """The bwrap command line (up to `--`) that puts worker n's pane in its sandbox. Binds are applied in
     order: the run folder read-only first, then tmpfs over the others' session stores, then the worker's
     own writable paths over those. `workdir`: the tree under audit (read-only); `cwd`: where the agent starts
     (a writer's worktree, writable, or the workdir). `home`: a HOME of its own (the user's is not there).
     `sockets`: its folder of the relay's sockets (orch.backends.local.relay.worker_sockets), bound at
-    SANDBOX_SOCKETS."""
+    SANDBOX_SOCKETS. `space`: the size of each of its own tmpfs (SANDBOX_TMPFS: its disk cap; None: no size)."""
     args = [str(binary()), "--die-with-parent", *_namespaces(), "--cap-drop", "ALL", *_system()]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run"]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    for place in SANDBOX_TMPFS:  # memory: each the size of its disk cap (the kernel's bound), measured as what it wrote
+        args += [*(["--size", str(space)] if space is not None else []), "--tmpfs", place]
+    args += ["--remount-ro", "/dev"]  # the rest of bwrap's /dev: a tmpfs of no size, else
     if Path("/sys").is_dir():
         args += ["--ro-bind", "/sys", "/sys"]  # what runtimes read for CPU and memory limits
     for path in readable(binaries):
@@ -182,7 +191,7 @@ def argv(
     for hidden in private():  # in case the workdir holds them ($ORCH_HOME inside it): not there either
         if hidden.is_dir():
             args += ["--tmpfs", str(hidden)]
-    for path in writable(run, n):
+    for path in writable(run, n, cwd):
         args += ["--bind", str(path), str(path)]
     args += ["--ro-bind", str(sockets), str(SANDBOX_SOCKETS)]
     # The controller's bus.sock (stamped by uid: every local worker's is the user's) hidden under its own.

@@ -229,8 +229,8 @@ class RunRepo:
         conversion (the bytes as committed).
 
         `owner` (strict isolation: a worker's uid): the files become that uid's, so only that worker may write
-        them; `dest` need not exist then, its parent being the worker's (`RunFolder.worktrees_dir`). The
-        controller checks out into a private folder and the worker's uid copies it into place (setpriv, no
+        them; `dest` is the controller's, writable by the worker's group (orch.lead.changes.writing). The controller
+        checks out into a private folder and the worker's uid copies what it holds into place (setpriv, no
         capabilities): the controller holds no CHOWN, and never writes into a folder a worker owns."""
         if owner is not None and owner != os.getuid():
             with tempfile.TemporaryDirectory(prefix="orch-checkout-") as tmp:
@@ -239,7 +239,9 @@ class RunRepo:
                 self.checkout(commit, staged)
                 for folder in (Path(tmp), staged):
                     folder.chmod(0o755)
-                script = 'mkdir -p -- "$2" && [ -z "$(ls -A -- "$2")" ] && cp -a -- "$1/." "$2/"'
+                # Each entry copied into `dest` (never `dest` itself: its mode and owner are the controller's).
+                script = '[ -d "$2" ] && [ -z "$(ls -A -- "$2")" ] && '
+                script += 'find "$1" -mindepth 1 -maxdepth 1 -exec cp -a -t "$2" -- {} +'
                 argv = [*drop_argv(owner, owner), "/bin/sh", "-c", script, "orch-checkout", str(staged), str(dest)]
                 code: int | None
                 if can_switch(owner):

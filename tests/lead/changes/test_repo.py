@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from orch.errors import OrchError, UsageError
 from orch.lead.changes.repo import RunRepo, choose_base
+from orch.run.uids import drop_argv
 from tests.lead.changes.gitfix import fingerprint, make_repo, run_folder, ugit, user_repo
 
 
@@ -123,7 +125,9 @@ def test_an_explicit_base_does_not_mind_a_dirty_tree(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(os.getuid() != 0, reason="switching uid needs root (or a strict run's SETUID)")
 def test_a_checkout_for_a_worker_is_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Strict isolation: the worktree's files become the worker's uid's; its parent is the worker's."""
+    """Strict isolation: the worktree's files become the worker's uid's, in a folder the controller made and the
+    worker writes through its group; the folder of its worktrees is the controller's, so the worker cannot plant
+    anything where its next job's worktree goes."""
     home = Path(tempfile.mkdtemp(prefix="orch-home-", dir="/tmp"))  # pytest's own tmp is root's alone: 0700
     home.chmod(0o755)
     monkeypatch.setenv("ORCH_HOME", str(home))
@@ -136,11 +140,18 @@ def test_a_checkout_for_a_worker_is_its_own(tmp_path: Path, monkeypatch: pytest.
 def _checkout_as_worker(tmp_path: Path) -> None:
     repo, _ = make_repo(tmp_path)
     worker = 54321
-    parent = repo.run.worktrees_dir(1)
-    os.chown(parent, worker, worker)
+    parent = repo.run.worktrees_dir(1)  # as orch.container.owners.isolate_workers leaves it
+    os.chown(parent, os.getuid(), worker)
+    parent.chmod(0o2750)
     dest = parent / "t1-a"
+    dest.mkdir()
+    dest.chmod(0o770)  # as orch.lead.changes.writing makes it
     repo.checkout(repo.base, dest, owner=worker)
-    assert {p.stat().st_uid for p in [dest, *dest.rglob("*")]} == {worker}
+    assert {p.stat().st_uid for p in dest.rglob("*")} == {worker} and dest.stat().st_uid == os.getuid()
     assert (dest / "calc.py").read_text().startswith("def add")
     with pytest.raises(OrchError):
         repo.checkout(repo.base, dest, owner=worker)  # not empty
+    as_worker = [*drop_argv(worker, worker), "sh", "-c"]
+    assert subprocess.run([*as_worker, f"echo x > {dest}/new.py"]).returncode == 0  # its worktree: yes
+    assert subprocess.run([*as_worker, f"touch {parent}/t2-a"], capture_output=True).returncode != 0
+    assert not (parent / "t2-a").exists()
