@@ -29,12 +29,15 @@ RENDER_BYTES = 1 << 20
 
 
 def pane_sizes(run: RunFolder) -> dict[int, tuple[int, int]]:
-    """Each worker's pane size (columns, lines) as recorded at launch; {} when none was (an older run)."""
+    """Each worker's pane size (columns, lines) as recorded at launch; {} when none was (an older run). A size no
+    pane of a window can have is left out (a shared run's worker could write the file: rendering at a billion
+    columns would never end)."""
     try:
         data = json.loads(run.pane_sizes.read_text())
-        return {int(n): (int(size[0]), int(size[1])) for n, size in data.items()}
+        sizes = {int(n): (int(size[0]), int(size[1])) for n, size in data.items()}
     except (OSError, ValueError, TypeError, IndexError, AttributeError):
         return {}
+    return {n: (w, h) for n, (w, h) in sizes.items() if 0 < w <= WINDOW_SIZE[0] and 0 < h <= WINDOW_SIZE[1]}
 
 
 def record_pane_sizes(run: RunFolder, sizes: Mapping[int, tuple[int, int]]) -> None:

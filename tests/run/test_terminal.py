@@ -86,6 +86,8 @@ def test_pane_sizes_are_recorded_and_a_missing_or_broken_record_is_none(tmp_path
     assert pane_sizes(run) == {1: (120, 34), 2: (119, 34)}
     run.pane_sizes.write_text('{"1": "wide"}')
     assert pane_sizes(run) == {}
+    run.pane_sizes.write_text('{"1": [1000000000, 34], "2": [80, 0], "3": [80, 24]}')  # no pane is that large
+    assert pane_sizes(run) == {3: (80, 24)}
 
 
 def test_a_transcript_is_written_beside_its_log_and_only_again_when_the_log_moves(
