@@ -139,7 +139,7 @@ def wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> int:
     return proc.wait(timeout)
 
 
-def wait_watching(pid: int, inode: int, timeout: float = 10.0) -> None:
+def wait_watching(pid: int, inode: int, timeout: float = 60.0) -> None:
     """Until process `pid` holds an inotify watch on `inode` (it is armed and blocked on it)."""
     wait_until(lambda: inode in procs.inotify_watches(pid), timeout, f"process {pid} to watch inode", interval=0.001)
 

@@ -105,6 +105,7 @@ COMMANDS: dict[str, Entry] = {
     "image": Entry(_CONTAINER, "image_app", "The worker image."),
     "bus": Entry("orch.cli.bus", "app", "The run's append-only message bus."),
     "record": Entry("orch.cli.record", "app", "A run's model recording: export it as one file to replay anywhere."),
+    "notify": Entry("orch.cli.notify", "app", "A run's notifications (docs/notify.md): mute, unmute, test."),
 }
 
 

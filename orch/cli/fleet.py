@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -33,9 +34,11 @@ from orch.cli.container import (
     NetworkOpt,
     PidsOpt,
 )
+from orch.cli.notify import NotifyOpt, effective, start_detached
 from orch.contracts import OrchCommand, UpRequest
-from orch.errors import UsageError
+from orch.errors import SandboxError, UsageError, WaitTimeoutError
 from orch.fleet import launch, talk
+from orch.notify.config import NotifyConfig
 from orch.run.folder import RunFolder
 from orch.run.records import Backend, EgressMode, Isolation, WorkerCaps
 from orch.settings import CONTAINER_MEMORY, CONTAINER_PIDS, RUN_FOLDER_MAX, WORKER_DISK, WORKER_MEMORY, WORKER_PIDS
@@ -61,11 +64,15 @@ def _up(
     mixed: str | None = None,
     caps: WorkerCaps | None = None,
     egress_allow: list[str] | None = None,
+    notify: list[str] | None = None,
 ) -> None:
     docker = (container or ContainerOpts()).settings(boot_timeout)
+    told = effective(None, notify)  # a bad target, or a webhook's variable unset: one line, nothing started
+    started = time.time()
     if resume:
         info = sandbox_for(run_folder(name).info(), boot_timeout, docker).resume(name)
         typer.echo(f"run {info.name}: resumed ({info.backend.value}); folder {RunFolder.for_name(name).root}")
+        _notifier(RunFolder.for_name(name), told, started)
         return
     agents = parse_agents(mixed) if mixed else {}  # a mixed fleet: its size and first agent from --agents
     req = UpRequest(
@@ -88,6 +95,18 @@ def _up(
     typer.echo(f"run {info.name}: {info.fleet()} up ({info.where}); folder {run.root}")
     if note is not None:  # after the run started: bad input stays one line
         typer.echo(f"run {name}: {note}", err=True)
+    _notifier(run, told, started)
+
+
+def _notifier(run: RunFolder, told: NotifyConfig, since: float) -> None:
+    """The run's notifier (a process of its own), when something it delivers was asked for."""
+    try:
+        pid = start_detached(run, told, since)
+    except (SandboxError, WaitTimeoutError) as exc:  # the fleet is up and usable: say what is missing
+        typer.echo(f"orch: warning: run {run.name}: no notifications: {exc.one_line()}", err=True)
+        return
+    if pid is not None:
+        typer.echo(f"run {run.name}: notifier started (pid {pid}); `orch notify mute {run.name}` silences it")
 
 
 def parse_agents(text: str) -> dict[int, str]:
@@ -181,6 +200,7 @@ def up(
     memory_per_worker: MemoryPerWorkerOpt = None,
     disk_per_worker: DiskPerWorkerOpt = None,
     run_folder_max: RunFolderMaxOpt = None,
+    notify: NotifyOpt = None,
 ) -> None:
     """Start a run: one container (or, with --local, a tmux server here) with one agent per pane."""
     egress_allow = local_egress(egress, allow or []) if local else None
@@ -189,7 +209,7 @@ def up(
     _up(
         name, workers, agent, workdir, local, permission_mode, model, replace, boot_timeout,
         offline=offline, container=box, resume=resume, isolation=isolation, mixed=agents, caps=limits,
-        egress_allow=egress_allow,
+        egress_allow=egress_allow, notify=notify,
     )  # fmt: skip
 
 

@@ -13,6 +13,7 @@ import typer
 from orch import exitcodes, settings
 from orch.backends.registry import folder_is_here, in_container
 from orch.cli.common import NameArg, run_folder
+from orch.cli.notify import NotifyOpt, effective, hosted
 from orch.entry import demo as demo_mod
 from orch.entry import runner, skill
 from orch.errors import OrchError, UsageError
@@ -72,16 +73,18 @@ def _print_result(result: runner.RunResult) -> None:
     typer.echo(f"report: {result.run.report_html}  ({also(result.run)} in {result.run.root})")
 
 
-def _drive(run: RunFolder, commentary: bool = True) -> runner.RunResult:
+def _drive(run: RunFolder, commentary: bool = True, notify: list[str] | None = None) -> runner.RunResult:
     """Drive the run to its end; meanwhile, unless `commentary` is off, print the controller's actions as
     they happen (stderr: stdout is the result), read from events.jsonl here, or for a run folder on another
-    machine, streamed back from the controller there."""
+    machine, streamed back from the controller there. A person is told when the run needs them, and of its
+    end (orch.cli.notify.hosted: `notify` adds to the config file's and the spec's channels)."""
     shown = commentary and folder_is_here(run.info())
     # On a terminal, a status bar stays under the commentary (jobs, findings, cost, time left, workers).
     bar = RunBar(run, sys.stderr) if shown and sys.stderr.isatty() else None
     echo = bar.echo if bar is not None else lambda line: typer.echo(line, err=True)
+    terminal = (bar.bar.raw if bar is not None else _write_stderr) if sys.stderr.isatty() else None
     try:
-        with Commentary(run, echo) if shown else contextlib.nullcontext():
+        with hosted(run, notify, terminal), Commentary(run, echo) if shown else contextlib.nullcontext():
             return runner.drive(run, commentary)
     except KeyboardInterrupt:
         typer.echo(
@@ -95,6 +98,11 @@ def _drive(run: RunFolder, commentary: bool = True) -> runner.RunResult:
             bar.close()
 
 
+def _write_stderr(text: str) -> None:
+    sys.stderr.write(text)
+    sys.stderr.flush()
+
+
 def _start(
     spec_path: Path,
     name: str | None,
@@ -106,13 +114,17 @@ def _start(
     base: str | None = None,
     snapshot: bool = False,
     prepare: bool = False,
+    notify: list[str] | None = None,
     fail_on: FailOn | None = None,
 ) -> RunFolder:
-    """`prepare` (compose's lead, run by the container's init): make the run, start no worker. `fail_on` (`--fail-on`)
-    wins over the spec's."""
+    """`prepare` (compose's lead, run by the container's init): make the run, start no worker. `notify`: the
+    `--notify` flags, checked with the spec's `notify:` and the user's file before anything is made. `fail_on`
+    (`--fail-on`) wins over the spec's."""
     spec = load_spec(spec_path)
     if fail_on is not None:
         spec = spec.model_copy(update={"fail_on": fail_on})
+    if not in_container():  # the host's `orch run` notifies (orch.cli.notify.hosted); compose's lead: none
+        effective(spec.notify, notify)
     if (base is not None or snapshot) and not spec.writer_tasks():
         raise UsageError("--base and --snapshot are for specs with writer tasks", hint="drop them")
     # A recording (a run, or an exported file) is checked before anything is made.
@@ -262,6 +274,7 @@ def run_(
             "--prepare", hidden=True, help="In a container: make the run and stop (compose's lead: the init's step)."
         ),
     ] = False,
+    notify: NotifyOpt = None,
 ) -> None:
     """Run a fleet spec to completion: spawn, brief, monitor, verify findings, report, tear down."""
     if (spec is None) == (resume is None):
@@ -282,10 +295,13 @@ def run_(
         if prepare and (not in_container() or replay is not None or replace):
             raise UsageError("--prepare is the container init's step (compose's lead)", hint="drop it")
         say = _say(quiet, as_json)
-        run = _start(spec, name, backend, replace, copy, replay, say, base, snapshot, prepare=prepare, fail_on=fail_on)
+        run = _start(
+            spec, name, backend, replace, copy, replay, say=say, base=base, snapshot=snapshot, prepare=prepare,
+            notify=notify, fail_on=fail_on,
+        )  # fmt: skip
         if prepare:
             raise typer.Exit(0)
-    result = _drive(run, commentary=not (no_commentary or quiet))
+    result = _drive(run, commentary=not (no_commentary or quiet), notify=notify)
     if as_json:
         typer.echo(summary(result.run, result.exit_code, result.report, result.stopped).model_dump_json())
     elif not (quiet or no_result):

@@ -131,15 +131,21 @@ def ls_(
 @app.command()
 def attach(
     name: NameArg,
+    worker: Annotated[int | None, typer.Argument(help="Show this worker's pane (default: as tmux left it).")] = None,
     write: Annotated[bool, typer.Option("--write", help="Allow typing (default: read-only).")] = False,
 ) -> None:
     """Attach to the run's tmux (read-only unless --write)."""
     run = run_folder(name)
+    if worker is not None:
+        run.check_worker(worker)
 
     def here() -> None:
-        _exec(launch.server_for(run.info()).attach_argv(read_only=not write))
+        server = launch.server_for(run.info())
+        pane = server.pane(worker).pane_id if worker is not None else None
+        _exec(server.attach_argv(read_only=not write, pane_id=pane))
 
-    at_fleet(run, OrchCommand(["attach", name, *(["--write"] if write else [])], here, interactive=True))
+    args = ["attach", name, *([str(worker)] if worker is not None else []), *(["--write"] if write else [])]
+    at_fleet(run, OrchCommand(args, here, interactive=True))
 
 
 @app.command()

@@ -268,9 +268,17 @@ class TmuxServer:
         except WaitTimeoutError:
             raise SandboxError(f"tmux kill-server failed on server {self.socket_name}: {_one_line(err)}") from None
 
-    def attach_argv(self, read_only: bool) -> list[str]:
-        """argv to exec for `orch attach`. The caller should drop $TMUX from the env when nesting."""
-        return [*self._base_argv(), "attach-session", *(["-r"] if read_only else [])]
+    def attach_argv(self, read_only: bool, pane_id: str | None = None) -> list[str]:
+        """argv to exec for `orch attach` (at `pane_id`: its window and pane selected). The caller should drop
+        $TMUX from the env when nesting."""
+        target = ["-t", pane_id] if pane_id else []
+        return [*self._base_argv(), "attach-session", *(["-r"] if read_only else []), *target]
+
+    def client_ttys(self) -> list[str]:
+        """The terminals attached to this server (`orch attach`): where a run's notifier rings. None attached,
+        or no server: []."""
+        code, out, _ = self._run(["list-clients", "-F", "#{client_tty}"])
+        return [line for line in out.splitlines() if line.startswith("/dev/")] if code == 0 else []
 
     # -- panes -------------------------------------------------------------------------------------
 

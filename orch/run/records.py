@@ -266,6 +266,13 @@ class HookEvent(BaseModel):
     orch_decision: str | None = None
     """On PermissionRequest: "allow" or "deny" when the hook answered from the run's policy (no dialog)."""
 
+    def unanswered(self) -> bool:
+        """A permission dialog left on screen for a person: the run's policy gave no answer (no policy file,
+        or `report`). The worker's state is then waiting-for-permission, and a person is notified."""
+        if self.hook_event_name == "PermissionRequest":
+            return not self.orch_decision
+        return self.hook_event_name == "Notification" and self.notification_type == "permission_prompt"
+
 
 class PermissionAnswer(Strict):
     """`state/permissions.json`: how the workers' PermissionRequest hook answers a prompt (orch.run.hookwriter)."""

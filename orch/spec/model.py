@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from orch import settings
+from orch.notify.config import NotifyConfig, spec_problems
 from orch.offline.script import TOOLS as SCRIPT_TOOLS
 from orch.run.folder import MAX_WORKERS, NAME_RE
 from orch.run.records import Count, Isolation, Size, Strict, WorkerCaps, byte_size
@@ -333,8 +334,18 @@ class FleetSpec(Strict):
     fail_on: FailOn = FailOn.NEVER
     """Which CONFIRMED findings fail the run (exit 6): never (the default: findings are the run's result),
     or those of this severity or above (info, low, medium, high, critical). `orch run --fail-on` wins."""
+    notify: NotifyConfig = Field(default_factory=NotifyConfig)
+    """Who hears when the run needs a person, over the user's config file (docs/notify.md); webhooks as ${VAR}."""
 
-    @field_validator("roles", "verification", "timeouts", "limits", "budget", "changes", mode="before")
+    @field_validator("notify")
+    @classmethod
+    def _no_webhook_url(cls, value: NotifyConfig) -> NotifyConfig:
+        problems = spec_problems(value)
+        if problems:
+            raise ValueError(problems[0])
+        return value
+
+    @field_validator("roles", "verification", "timeouts", "limits", "budget", "changes", "notify", mode="before")
     @classmethod
     def _empty_section_is_default(cls, value: Any) -> Any:
         """A section whose keys are all commented out is null in YAML: take the defaults."""

@@ -47,6 +47,12 @@ class StatusBar:
             self.stream.write(CLEAR + line + "\n" + self.text)
             self.stream.flush()
 
+    def raw(self, sequence: str) -> None:
+        """Write a sequence that moves no cursor (a bell, a terminal's OSC notification) between redraws."""
+        with self._lock:
+            self.stream.write(sequence)
+            self.stream.flush()
+
     def clear(self) -> None:
         with self._lock:
             self.text = ""

@@ -25,7 +25,7 @@ COMMANDS = [
     *("doctor", "model-server"),  # orch.cli.tools
     *("run", "demo", "report", "apply"),  # orch.cli.lead
     *("reap", "pull"),  # orch.cli.container
-    *("spec", "skill", "image", "bus", "record"),  # the named groups
+    *("spec", "skill", "image", "bus", "record", "notify"),  # the named groups
 ]
 SUBCOMMANDS = {
     "spec": ["check", "init"],
@@ -33,6 +33,7 @@ SUBCOMMANDS = {
     "image": ["build"],
     "bus": ["post", "tail"],
     "record": ["export"],
+    "notify": ["mute", "unmute", "test"],
 }
 
 
@@ -99,6 +100,10 @@ def test_help_table_says_what_each_command_says() -> None:
         ["bus", "tail", "ghost"],
         ["bus", "post", "ghost", "hi"],
         ["record", "export", "ghost", "-o", "out.gz"],
+        ["notify", "mute", "ghost"],
+        ["notify", "unmute", "ghost"],
+        ["notify", "test", "ghost"],
+        ["attach", "ghost", "2"],
     ],
     ids=lambda args: " ".join(args[: args.index("ghost")]),
 )
