@@ -212,10 +212,10 @@ class Outcome(Strict):
     reason: str
     findings: dict[str, FindingStatus] = Field(default_factory=dict)
     failing_findings: list[str] = Field(default_factory=list)
-    """The findings that keep the run from passing (orch.lead.decisions.finding_fails): what report.junit.xml
+    """The findings that keep the run from passing (orch.lead.outcome.finding_fails): what report.junit.xml
     fails besides the task jobs."""
     failing_changes: list[str] = Field(default_factory=list)
-    """The writer tasks whose change keeps the run from passing (orch.lead.decisions.open_changes)."""
+    """The writer tasks whose change keeps the run from passing (orch.lead.outcome.open_changes)."""
 
 
 class ControllerState(Strict):

@@ -32,7 +32,7 @@ from orch.gateway.process import (
     state_path,
 )
 from orch.jobs.state import JobStatus
-from orch.lead import decisions
+from orch.lead import outcome
 from orch.lead.recovery import Recovery
 from orch.run.folder import RunFolder
 from orch.waits import wait_until
@@ -142,7 +142,7 @@ def test_keeper_and_gateway_both_killed_end_the_run_at_once(tmp_path: Path, monk
     assert reason is not None and "the model gateway and its keeper" in reason
     assert [e["data"]["reason"] for e in run.events("aborted")] == [run.state.aborted]
     assert all(job.status is JobStatus.CANCELLED for job in run.state.jobs)
-    done = decisions.outcome(run.state, run.desk.spec)  # report.json's
+    done = outcome.decide(run.state, run.desk.spec)  # report.json's
     assert (done.exit_code, done.reason) == (Exit.FAILED, run.state.aborted)
 
 

@@ -24,7 +24,7 @@ from orch.jobs.state import (
     load_state,
     save_state,
 )
-from orch.lead import decisions
+from orch.lead import outcome
 from orch.lead.controller import initial_state, write_spec
 from orch.report.model import RunReport, build_report
 from orch.report.render import write_reports
@@ -119,7 +119,7 @@ def state_with(run: RunFolder, claims: list[Claim], finished: bool = True, spec:
                 )
             state.jobs.append(job)
     if finished:
-        state.outcome = decisions.outcome(state, spec)
+        state.outcome = outcome.decide(state, spec)
         state.finished = state.started + 30
     return state
 

@@ -76,9 +76,9 @@ def test_a_failed_task_job_fails_with_its_reason() -> None:
     state = load_state(run)
     job = state.job("stats")
     job.status, job.failure = JobStatus.FAILED, "no result after 3 corrections: false-evidence"
-    from orch.lead import decisions
+    from orch.lead import outcome
 
-    state.outcome = decisions.outcome(state, SPEC)
+    state.outcome = outcome.decide(state, SPEC)
     save_state(run, state)
     write_reports(run, SPEC, state)
     xml = junit(run.report_junit)

@@ -219,7 +219,7 @@ def unlanded(state: ControllerState, needs_change: Collection[str] = ()) -> dict
     """Writer tasks whose writing ended without a landed change and that keep the run from passing: task -> the
     last change's status and why. A change the gate REJECTED is its verdict, and one the writer left as it
     was (UNCHANGED) its result: either is open only when the task is in `needs_change` (`change: required`, or
-    a fixer handed confirmed findings: orch.lead.decisions.outcome). CONFLICT and FAILED always are."""
+    a fixer handed confirmed findings: orch.lead.outcome.decide). CONFLICT and FAILED always are."""
     out: dict[str, str] = {}
     tasks = {j.task for j in state.jobs if j.role in WRITING_ROLES and j.task is not None and j.rebase_of is None}
     for task in sorted(tasks):

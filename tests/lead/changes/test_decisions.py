@@ -10,7 +10,7 @@ import pytest
 from orch.exitcodes import Exit
 from orch.jobs.findings import CommandEvidence, Verdict, VerdictReport
 from orch.jobs.state import AcceptedReview, ChangeBook, ChangeStage, ControllerState, Job, JobStatus, WorkerBook
-from orch.lead import decisions
+from orch.lead import decisions, outcome
 from orch.lead.changes import decisions as landing
 from orch.lead.changes.decisions import Next
 from orch.run.records import Isolation
@@ -150,7 +150,7 @@ def test_a_rebase_keeps_its_reviews_only_when_the_patch_is_the_same(fingerprint:
 def test_exit_code_with_writers(tmp_path: Path, stages: list[ChangeStage], code: int) -> None:
     spec, state = _spec(tmp_path), _state()
     state.changes = [ChangeBook(id=f"fix{i}", task="fix", writer=1, base="b", stage=s) for i, s in enumerate(stages)]
-    assert decisions.outcome(state, spec).exit_code == code
+    assert outcome.decide(state, spec).exit_code == code
 
 
 @pytest.mark.parametrize("stage", [ChangeStage.REJECTED, ChangeStage.UNCHANGED])
@@ -164,7 +164,7 @@ def test_a_change_the_task_needed_keeps_the_run_from_passing_unless_it_landed(st
 
 
 def test_an_unchanged_tree_is_open_only_for_a_task_that_needed_a_change() -> None:
-    """A fixer handed confirmed findings needs a change (orch.lead.decisions.outcome passes its task); any
+    """A fixer handed confirmed findings needs a change (orch.lead.outcome.decide passes its task); any
     other writer that left the tree as it was completed with nothing to land."""
     state = _state()
     state.change("fix").stage, state.change("fix").reason = ChangeStage.UNCHANGED, "the writer left the tree as it was"
@@ -178,9 +178,9 @@ def test_a_failed_writer_job_fails_the_run_and_a_failed_review_does_not_by_itsel
     spec, state = _spec(tmp_path), _state()
     state.changes[0].stage = ChangeStage.LANDED
     state.jobs.append(Job(id="fix.v1", role=Role.REVIEWER, change="fix", status=JobStatus.FAILED))
-    assert decisions.outcome(state, spec).exit_code == Exit.PASSED
+    assert outcome.decide(state, spec).exit_code == Exit.PASSED
     state.jobs[0].status = JobStatus.FAILED
-    assert decisions.outcome(state, spec).exit_code == Exit.FAILED
+    assert outcome.decide(state, spec).exit_code == Exit.FAILED
 
 
 def test_a_spec_with_writers_stays_strict_in_a_container(tmp_path: Path) -> None:
@@ -300,6 +300,6 @@ def test_which_writer_tasks_need_a_change(
 def test_a_required_change_that_failed_is_open_in_the_outcome(tmp_path: Path) -> None:
     spec, state = _spec(tmp_path), _state()
     state.change("fix").stage, state.change("fix").reason = landing.unchanged(False, True)
-    outcome = decisions.outcome(state, spec)
-    assert outcome.exit_code == Exit.INCOMPLETE
-    assert "change fix FAILED (the task requires a change (change: required)" in outcome.reason
+    ended = outcome.decide(state, spec)
+    assert ended.exit_code == Exit.INCOMPLETE
+    assert "change fix FAILED (the task requires a change (change: required)" in ended.reason
