@@ -51,7 +51,7 @@ def wait_cli_ms(ctx: Context, samples: int) -> tuple[list[float], list[float]]:
     printed, exited = [], []
     try:
         for _ in range(samples):
-            proc = popen(orch_cli("wait", run.name, "--workers", "1", "--timeout", "60"), stdin=False)
+            proc = popen(orch_cli("wait", run.name, "--only", "1", "--timeout", "60"), stdin=False)
             try:
                 wait_watching(proc.pid, inode)
                 send(writer, f"flag {run.done(1)}")

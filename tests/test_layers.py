@@ -50,6 +50,7 @@ BASE += ("orch.jsonsample",)
 BASE += ("orch.procs",)
 BASE += ("orch.allowlist",)
 BASE += ("orch.exitcodes",)
+BASE += ("orch.prereqs",)
 
 
 def layer_of(module: str) -> str:

@@ -45,7 +45,9 @@ FACTS = AgentFacts(
     shell=SHELL,
     # Transcripts live in <config dir>/projects/<mangled cwd>/<session>.jsonl; `--resume` reads them.
     sessions=SessionStore(subdir="projects"),
-    install=ImageInstall(package=CLAUDE_CODE_PACKAGE, version=CLAUDE_CODE_VERSION, build_arg="CLAUDE_CODE"),
+    install=ImageInstall(
+        package=CLAUDE_CODE_PACKAGE, version=CLAUDE_CODE_VERSION, build_arg="CLAUDE_CODE", size_mb=385
+    ),
     # Fallback only: seeding the config dir prevents these. In the pinned version the "No / exit" option is
     # selected by default, so a blind Enter would make the worker exit.
     dialogs=(
@@ -61,7 +63,6 @@ FACTS = AgentFacts(
 CREDENTIAL_ENV = CREDENTIALS.env
 """Its credential variables (bench/ reads them)."""
 GATEWAY = gateway_env(CREDENTIALS)
-CACHE_BIN = FACTS.cache_bin
 
 # The default lets a worker edit files and run commands without prompts (an unattended worker cannot
 # answer one), while refusing the destructive few. The container backend is the real boundary.

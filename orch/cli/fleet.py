@@ -12,21 +12,26 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
-from orch.agents.registry import DEFAULT_AGENT, get_adapter
+from orch.agents.registry import DEFAULT_AGENT
 from orch.allowlist import local_allowlist
 from orch.backends.local import bwrap
 from orch.backends.registry import sandbox_for, sandbox_for_backend
 from orch.cli.common import (
+    CopyOpt,
+    LocalOpt,
     NameArg,
+    OfflineOpt,
+    ReplaceOpt,
     WorkerArg,
     at_fleet,
+    deprecated,
+    parse_agents,
     read_input,
     run_folder,
 )
 from orch.cli.container import (
     AllowOpt,
     ContainerOpts,
-    CopyOpt,
     CpusOpt,
     EgressOpt,
     ImageOpt,
@@ -109,22 +114,6 @@ def _notifier(run: RunFolder, told: NotifyConfig, since: float) -> None:
         typer.echo(f"run {run.name}: notifier started (pid {pid}); `orch notify mute {run.name}` silences it")
 
 
-def parse_agents(text: str) -> dict[int, str]:
-    """`claude:2,codex:1` as worker -> kind (1, 2: claude; 3: codex); a kind alone counts one."""
-    agents: dict[int, str] = {}
-    for part in text.split(","):
-        agent, _, count = part.strip().partition(":")
-        if not agent or not (count or "1").isdigit() or int(count or "1") < 1:
-            raise UsageError(
-                f"--agents: bad entry {part.strip()!r}", hint="write kind:count,..., e.g. claude:2,codex:1"
-            )
-        get_adapter(agent)  # an unknown agent: the registry's error lists what exists
-        for _ in range(int(count or "1")):
-            agents[len(agents) + 1] = agent
-    return agents
-
-
-LocalOpt = Annotated[bool, typer.Option("--local", help="Run tmux on this machine instead of a container.")]
 AgentOpt = Annotated[
     str,
     typer.Option("--agent", "-a", help="Agent adapter: claude, codex, gemini, opencode, aider or scripted."),
@@ -138,7 +127,6 @@ ModeOpt = Annotated[
     ),
 ]
 ModelOpt = Annotated[str | None, typer.Option("--model", help="Model name passed to the agent.")]
-ReplaceOpt = Annotated[bool, typer.Option("--replace", help="Kill and replace an existing run of this name.")]
 BootOpt = Annotated[float, typer.Option("--boot-timeout", help="Seconds to wait for workers to boot.")]
 
 
@@ -168,12 +156,10 @@ def up(
     model: ModelOpt = None,
     replace: ReplaceOpt = False,
     boot_timeout: BootOpt = launch.BOOT_TIMEOUT,
-    offline: Annotated[
-        bool, typer.Option("--offline", help="Drive the agents with orch's scripted model server (no API).")
-    ] = False,
+    offline: OfflineOpt = False,
     resume: Annotated[
         bool,
-        typer.Option("--resume", help="Relaunch a run whose container or tmux died, on its folder (as started)."),
+        typer.Option("--resume", help="Relaunch the named run, whose container or tmux died, on its folder."),
     ] = False,
     copy: CopyOpt = False,
     egress: EgressOpt = None,
@@ -268,12 +254,18 @@ def send(
     name: NameArg,
     worker: WorkerArg,
     text: Annotated[list[str] | None, typer.Argument(help="The message (words are joined).")] = None,
-    file: Annotated[str | None, typer.Option("--file", "-f", help="Send this file's text ('-': stdin).")] = None,
+    file: Annotated[str | None, typer.Option("--file", help="Send this file's text ('-': stdin).")] = None,
+    old_file: Annotated[str | None, typer.Option("-f", hidden=True, help="Old spelling of --file.")] = None,
 ) -> None:
     """Deliver a message (multi-line included) to a worker as one submission, and confirm it."""
+    if old_file is not None:  # -f is --follow elsewhere (`orch bus tail -f`)
+        deprecated("`orch send -f FILE`", "--file FILE")
+        file = old_file
+    if file is None and not text:
+        raise UsageError("no message: give it as TEXT, or with --file", hint=f"orch send {name} {worker} 'text'")
+    if file is not None and text:
+        raise UsageError("give the message as TEXT or with --file, not both", hint=f"orch send {name} {worker} 'text'")
     run = run_folder(name)
-    if (file is None) == (not text):
-        raise UsageError("give the message as TEXT or with --file, not both", hint="orch send NAME N 'text'")
     message = read_input(file) if file is not None else " ".join(text or [])
     if not message.strip():
         raise UsageError("empty message", hint="give the text to send")

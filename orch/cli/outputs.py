@@ -18,7 +18,7 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from orch.contracts import Check
 from orch.run.records import RunOutcome, RunStatus, RunStatusView, Strict
@@ -109,6 +109,25 @@ class DoctorOutput(Strict):
     checks: list[DoctorCheck]
 
 
+class SpecCheckOutput(Strict):
+    """`orch spec check FILE --json`: what `orch run` would make of the spec, checked as it checks it."""
+
+    schema_version: Literal[1] = 1
+    file: str
+    ok: bool
+    """`orch run` would start it (exit 0); else `problems` or `refused` says why (exit 2, or the refusal's code)."""
+    problems: list[str] = Field(default_factory=list)
+    """The spec's own problems, each with its location (exit 2)."""
+    refused: str | None = None
+    """A check of the run refused it, in one line: the recording, a credential, an agent, the sandbox, a run of
+    that name, the repository or the checks of a spec with writers."""
+    run: str | None = None
+    """The run's name."""
+    summary: str | None = None
+    """What it would run, in one line: the workers, the tasks by role, verification, checks, budget, where."""
+    warnings: list[str] = Field(default_factory=list)
+
+
 def outputs() -> dict[str, type[BaseModel]]:
     """Every `--json` output by the command that prints it (docs/outputs.md). The models filled elsewhere are
     imported here, not at the top: `orch status` need not load the report's and the view's modules."""
@@ -123,6 +142,7 @@ def outputs() -> dict[str, type[BaseModel]]:
         "orch ls --json": LsOutput,
         "orch read NAME N --json": ReadOutput,
         "orch doctor --json": DoctorOutput,
+        "orch spec check FILE --json": SpecCheckOutput,
         "orch watch [NAME] --json": Snapshot,
     }
 

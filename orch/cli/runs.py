@@ -17,6 +17,7 @@ from orch.cli.common import (
     NameArg,
     WorkerArg,
     at_fleet,
+    deprecated,
     parse_workers,
     run_folder,
 )
@@ -178,17 +179,24 @@ def kill(
 @app.command(epilog=epilog(exitcodes.WAIT))
 def wait(
     name: NameArg,
-    workers: Annotated[str | None, typer.Option("--workers", help="Comma list, e.g. 1,3 (default: all).")] = None,
+    only: Annotated[
+        str | None, typer.Option("--only", help="Only these workers, a comma list: e.g. 1,3 (default: all).")
+    ] = None,
     timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds (default: forever).")] = None,
     pull: Annotated[bool, typer.Option("--pull", help="Then copy the run folder back from a remote engine.")] = False,
+    old_workers: Annotated[str | None, typer.Option("--workers", hidden=True, help="Old spelling of --only.")] = None,
 ) -> None:
     """Return as soon as the workers' done flags exist; exit 3 on timeout naming who is missing."""
+    if old_workers is not None:  # --workers is a count elsewhere (`orch up --workers 3`)
+        deprecated("`orch wait --workers 1,3`", "--only 1,3")
+        only = old_workers
+    workers = only
     run = run_folder(name)
     info = run.info()
     args = [
         "wait",
         name,
-        *(["--workers", workers] if workers else []),
+        *(["--only", workers] if workers else []),
         *(["--timeout", f"{timeout:g}"] if timeout else []),
     ]
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from orch import __version__, procs, settings
+from orch import __version__, prereqs, procs, settings
 from orch.agents.registry import check_permission_mode, get_adapter
 from orch.backends.local import bwrap, egressproxy, relay
 from orch.backends.local import portal as portal_module
@@ -28,7 +28,6 @@ from orch.run.files import atomic_write
 from orch.run.folder import RunFolder, validate_name, validate_worker_count
 from orch.run.paths import launch_dir
 from orch.run.records import ControllerEvent, Isolation, LocalRunInfo, RunInfo, RunStatus
-from orch.run.terminal import record_pane_sizes
 from orch.run.uids import drop_argv, worker_uid
 from orch.waits import wait_until
 
@@ -106,23 +105,31 @@ def mode_of(info: RunInfo, adapter: AgentAdapter) -> str:
     return info.permission_mode if info.permission_mode in adapter.permission_modes else adapter.default_permission_mode
 
 
-def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
-    """Create the run folder and a private tmux server with one agent per pane; wait until booted.
-
-    On any failure nothing is left behind: no tmux server, no run folder, no config dirs.
-    """
+def check(req: UpRequest) -> LocalRunInfo:
+    """Everything `up` refuses, checked without making anything: the request, the credentials, the agents'
+    binaries, tmux, bubblewrap for a strict run, and a run of that name (unless `req.replace`)."""
     _, info = plan(req)
     rungateway.upstreams(info)  # a fleet across model APIs lacking one's credential: refused, nothing made
     for agent in info.agents():
         get_adapter(agent).binary()
     check_tmux()
     if bwrap.sandboxed(info):
-        bwrap.check()  # no bubblewrap or no user namespaces: refused in one line, before anything is made
+        prereqs.bwrap_works()  # no bubblewrap or no user namespaces: refused in one line, before anything is made
+    run = RunFolder.for_name(req.name)
+    if not req.replace and ((run.root.exists() and not run.only_gateway()) or server_for(info).alive()):
+        raise UsageError(f"run {req.name!r} already exists", hint=f"use --replace, or `orch kill {req.name}`")
+    return info
+
+
+def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
+    """Create the run folder and a private tmux server with one agent per pane; wait until booted.
+
+    On any failure nothing is left behind: no tmux server, no run folder, no config dirs.
+    """
+    info = check(req)
     run = RunFolder.for_name(req.name)
     server = server_for(info)
-    if (run.root.exists() and not run.only_gateway()) or server.alive():
-        if not req.replace:
-            raise UsageError(f"run {req.name!r} already exists", hint=f"use --replace, or `orch kill {req.name}`")
+    if (run.root.exists() and not run.only_gateway()) or server.alive():  # --replace: `check` refused it otherwise
         server.kill()
         rungateway.stop(req.name)
         relay.stop(run)
@@ -176,7 +183,6 @@ def launch(
         except SandboxError:
             log.info("worker %s died before its transcript started; the boot check reports why", n)
         run.log_event(ControllerEvent(event=Event.SPAWNED, worker=n, data={"pane": pane_id, "agent": adapter.name}))
-    record_pane_sizes(run, server.pane_sizes())  # final now that every pane is tiled: what each log is rendered at
     wait_booted(run, info, server, boot_timeout, seen)
     info.status = RunStatus.RUNNING
     run.write_info(info)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import shlex
 import shutil
 import signal
@@ -23,15 +22,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from orch import prereqs
 from orch.contracts import LaunchSpec
 from orch.errors import NotFoundError, SandboxError, UsageError, WaitTimeoutError
 from orch.run.terminal import HISTORY_LIMIT, WINDOW_SIZE
-from orch.versions import TMUX_MIN_VERSION
 from orch.waits import wait_until
 
 log = logging.getLogger(__name__)
 
-INSTALL_HINT = "apt-get install tmux"
+INSTALL_HINT = prereqs.TMUX_FIX
 PANES_PER_WINDOW = 6
 WORKER_OPTION = "@orch_worker"
 EXIT_GRACE = 5.0  # seconds for a server that has destroyed its sessions (kill-server) to exit
@@ -56,19 +55,7 @@ def _tmux_path() -> str:
 
 def check_tmux() -> str:
     """Return the tmux version ("3.3a"); UsageError if tmux is missing or older than we support."""
-    path = _tmux_path()
-    try:
-        out = subprocess.run([path, "-V"], capture_output=True, text=True, check=False, timeout=10)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise UsageError(f"cannot run {path} -V: {exc}", hint=INSTALL_HINT) from None
-    version = out.stdout.strip().removeprefix("tmux ")
-    match = re.search(r"(\d+)\.(\d+)", version)
-    if out.returncode != 0 or match is None:
-        raise UsageError(f"cannot read the tmux version from {out.stdout.strip()!r}", hint=INSTALL_HINT)
-    if (int(match[1]), int(match[2])) < TMUX_MIN_VERSION:
-        need = ".".join(map(str, TMUX_MIN_VERSION))
-        raise UsageError(f"tmux {version} is too old (need {need} or newer)", hint=INSTALL_HINT)
-    return version
+    return prereqs.tmux_version()
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ class Webhook(Strict):
     url: str
     """http(s) URL, or `${VARIABLE}`: read from the environment when sending (the only form a spec takes)."""
     format: WebhookFormat = WebhookFormat.JSON
+    """The body the service reads: json (orch's notice), slack, discord or ntfy (docs/notify.md)."""
 
     @field_validator("url")
     @classmethod
@@ -105,6 +106,7 @@ class NotifyConfig(Strict):
     desktop: bool | None = None
     """notify-send; unset: where a desktop session exists (DISPLAY or WAYLAND_DISPLAY) and notify-send is installed."""
     webhooks: list[Webhook] = Field(default_factory=list)
+    """Services to post each notice to: each a url (a spec's: `${VARIABLE}`) and its format."""
     command: list[str] | None = Field(default=None, min_length=1)
     """A program (argv, no shell) given each notice as JSON on its stdin."""
     reasons: list[Reason] | None = None

@@ -14,6 +14,15 @@ def orch_home() -> Path:
     return settings.HOME.get()
 
 
+def agent_cache() -> Path:
+    """Where `orch setup` installs the pinned agent CLIs, and where orch looks for them (every reader agrees:
+    the agents' facts, action.yml's cache): `$XDG_CACHE_HOME/orch`, by default `~/.cache/orch`. A relative
+    XDG_CACHE_HOME is ignored, as the XDG spec says."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return base / "orch"
+
+
 def runs_dir() -> Path:
     return orch_home() / "runs"
 

@@ -158,14 +158,18 @@ class AgentGroup(Strict):
     model: str | None = None
     """Model name passed to the agent (None: the agent's default)."""
     workers: int = Field(default=1, ge=1, le=MAX_WORKERS)
+    """How many workers of this agent and model."""
 
 
 class TaskSpec(Strict):
     id: str | None = Field(default=None, pattern=ID_PATTERN)
     """Short id (lowercase letters, digits, - and _); default t1, t2, ..."""
     role: Role = Role.FINDER
-    """finder (reports structured findings, which get verified), fixer or scribe (run after verification)."""
+    """finder (reports structured findings, which get verified); writer (changes the tree, in a worktree of its
+    own, through the gate); fixer or scribe (writers that run after verification, handed the confirmed
+    findings). verifier and reviewer jobs are made by orch, never listed."""
     title: str | None = None
+    """A few words for the report and the views (default: the id)."""
     goal: str = Field(min_length=1)
     """What to determine, phrased neutrally: "determine whether X holds", never "fix the X bug"."""
     files: list[str] = Field(default_factory=list)
@@ -209,9 +213,10 @@ class VerificationSpec(Strict):
     evidence_window: int = Field(default=3, ge=0, le=50)
     """A quote counts when found within this many lines of the cited line."""
     isolation: Isolation | None = None
-    """strict: each worker its own uid, writing only its own outbox, the tree under audit read-only (the
-    container backend only: a local run refuses to start). shared: one uid for all. Default: strict in a
-    container (writers too: each writes only its own worktree), else shared."""
+    """strict: each worker in a sandbox of its own (its own uid in a container, its own bubblewrap sandbox on
+    this machine), writing only its own outbox (a writer also its own worktree), the tree under audit
+    read-only. shared: one uid for all, for debugging. Default: strict wherever every agent of the fleet can
+    run so (all of them can)."""
 
     def needed(self) -> int:
         return self.quorum or self.verifiers_per_finding
@@ -238,6 +243,7 @@ class Limits(Strict):
     restart_backoff: float = Field(default=2.0, ge=0)
     """First wait before a restart; doubles for each further restart of that worker."""
     restart_backoff_max: float = Field(default=60.0, ge=0)
+    """The longest wait before a restart, however many came before."""
     max_relaunches: int = Field(default=2, ge=0)
     """Times the whole fleet is relaunched (sessions resumed) after its tmux server died under the controller."""
     rate_limit_wait: float = Field(default=60.0, ge=0)
@@ -304,7 +310,9 @@ class FleetSpec(Strict):
     workdir: Path = Path()
     """The folder the workers work in (relative to the spec file)."""
     agent: str = DEFAULT_AGENT
+    """The agent CLI of every worker: claude, codex, gemini, opencode or aider (`orch doctor` lists them)."""
     model: str | None = None
+    """Model name passed to the agent (None: the agent's default)."""
     workers: int | None = Field(default=None, ge=1, le=MAX_WORKERS)
     """Worker count (default: one per task, at least enough to verify). Or give `agents` instead."""
     agents: list[AgentGroup] | None = None
@@ -312,12 +320,20 @@ class FleetSpec(Strict):
     permission_mode: str | None = None
     """Agent permission mode (default: the agent's own: claude acceptEdits with an allowlist)."""
     dispatch: Dispatch = Dispatch.QUEUE
+    """queue: free workers take the next pending task (tasks may outnumber workers); per-worker: task i goes
+    to worker i."""
     tasks: list[TaskSpec] = Field(min_length=1)
+    """What the fleet is asked to do, one entry per task (at least one)."""
     roles: dict[Role, RoleSpec] = Field(default_factory=dict)
+    """A role's brief template or offline steps, by role name (default: the templates shipped with orch)."""
     verification: VerificationSpec = Field(default_factory=VerificationSpec)
+    """How findings are verified: rounds, verifiers per finding, quorum, isolation."""
     timeouts: Timeouts = Field(default_factory=Timeouts)
+    """Seconds for booting, for each job, for the whole run."""
     limits: Limits = Field(default_factory=Limits)
+    """Nudges, corrections, restarts, rate-limit waits, and each worker's caps."""
     budget: Budget = Field(default_factory=Budget)
+    """Caps on cost and tokens, enforced by the run's model gateway (default: none)."""
     permissions: PermissionPolicy = PermissionPolicy.DENY
     """How a tool call that needs approval (a permission prompt) is answered: deny, approve or report."""
     checks: list[str] = Field(default_factory=list)
@@ -327,6 +343,7 @@ class FleetSpec(Strict):
     """Globs of paths a change may not edit (default: orch.spec.model.DEFAULT_PROTECT, the tests and the checks'
     configuration). A list replaces the default; a list whose entries all start with + extends it."""
     changes: ChangesSpec = Field(default_factory=ChangesSpec)
+    """How writers' changes are reviewed and integrated."""
     offline: bool = False
     """Drive the agents with orch's scripted model server (no credentials; steps from offline_script)."""
     teardown: bool = True

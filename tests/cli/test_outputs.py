@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from orch.cli import outputs
-from orch.cli.outputs import DoctorOutput, LsOutput, StatusOutput, document
+from orch.cli.outputs import DoctorOutput, LsOutput, SpecCheckOutput, StatusOutput, document
 from orch.run.folder import RunFolder
 from orch.run.records import RunStatus
-from tests.helpers import orch, run_info, stand_in_binaries
+from tests.helpers import demo_spec, orch, run_info, stand_in_binaries
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -59,3 +59,19 @@ def test_a_stopped_run_reads_from_its_folder_in_every_output(tmp_path: Path) -> 
     assert (row.name, row.status, row.outcome) == ("gone", RunStatus.STOPPED, None)
     read = orch("read", "gone", "1")
     assert read.exit_code == 0 and read.output == "hello world\nbye\n"
+
+
+def test_spec_check_json_says_ok_problems_or_the_refusal(tmp_path: Path) -> None:
+    spec = demo_spec(tmp_path, "scripted")
+    checked = orch("spec", "check", spec, "--local", "--json")
+    ok = SpecCheckOutput.model_validate_json(checked.output)
+    assert checked.exit_code == 0 and ok.ok and ok.run == "demo" and ok.summary and "2 finder" in ok.summary
+    RunFolder.for_name("taken").create(run_info("taken"))
+    refused = orch("spec", "check", spec, "--local", "--name", "taken", "--json")
+    said = SpecCheckOutput.model_validate_json(refused.output)
+    assert refused.exit_code == 2 and not said.ok and said.refused and "already exists" in said.refused
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tasks: []\nworkerz: 3\n")
+    broken = orch("spec", "check", bad, "--json")
+    problems = SpecCheckOutput.model_validate_json(broken.output).problems
+    assert broken.exit_code == 2 and any("workerz" in p for p in problems) and any("tasks" in p for p in problems)

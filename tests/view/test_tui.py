@@ -68,7 +68,7 @@ def test_a_tile_follows_a_hook_event_and_the_bus_filters(orch_home: Path) -> Non
             hook(run, 2, "PreToolUse", tool_name="Grep")
             await until(pilot, lambda: "busy (Grep)" in tile(app, 2).plain, "W2's tile to show its tool call")
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
-            app.save_screenshot("watch-tui.svg", str(ARTIFACTS))  # kept as an artifact (README's picture)
+            app.save_screenshot("watch-tui.svg", str(ARTIFACTS))  # an artifact (the docs: scripts/screenshots.py)
             screen = fleet_screen(app)
             assert len(screen.bus_shown) == 2
             await pilot.press("slash", *"checking")

@@ -27,16 +27,13 @@ again after it died serves new sockets there, which the running sandbox sees at 
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 
 import orch
-from orch import settings
+from orch import prereqs, settings
 from orch.agents.registry import get_adapter
-from orch.errors import UsageError
 from orch.gateway.process import handle_path
 from orch.run.folder import RunFolder
 from orch.run.paths import OWN_BUS, SANDBOX_SOCKETS, SANDBOX_TMPFS, agents_dir, launch_dir
@@ -51,57 +48,12 @@ EGRESS_SOCKET = str(SANDBOX_SOCKETS / "egress.sock")
 """The worker's CONNECT proxy inside its sandbox, when its run allows egress (orch.backends.local.egressproxy)."""
 PANE_SOCKET = SANDBOX_SOCKETS / "pane.sock"
 """The relay's socket for the worker's own pane inside its sandbox (aider's watcher)."""
-PROBE_TIMEOUT = 20.0
-FIX = (
-    "enable unprivileged user namespaces (sysctl -w kernel.unprivileged_userns_clone=1; on Ubuntu "
-    "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0), or run with --isolation shared"
-)
 
 
 def sandboxed(info: RunInfo) -> bool:
     """Whether this run's workers run in bubblewrap: strict isolation on this machine's tmux (in a run's
     container, each worker has a uid of its own instead)."""
     return info.isolation is Isolation.STRICT and info.backend is Backend.LOCAL and not settings.IN_CONTAINER.get()
-
-
-def find() -> Path | None:
-    """The bubblewrap executable, the one place that finds it (the workers' sandboxes, the checks' sandbox of
-    orch.lead.changes.gate): ORCH_BWRAP, else `bwrap` on PATH (Debian's `bubblewrap`); None if none."""
-    found = settings.BWRAP.get() or shutil.which("bwrap")
-    return Path(found) if found and Path(found).is_file() else None
-
-
-def binary() -> Path:
-    """`find()`, or a UsageError saying how to install it."""
-    found = find()
-    if found is None:
-        raise UsageError(
-            "strict isolation on this machine needs bubblewrap, which is not installed",
-            hint=f"apt-get install bubblewrap (or set {settings.BWRAP.name}), or run with --isolation shared",
-        )
-    return found
-
-
-def _namespaces() -> list[str]:
-    # As root bwrap needs no user namespace; as anyone else it is what makes the others possible.
-    user = [] if os.geteuid() == 0 else ["--unshare-user"]
-    return [*user, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
-
-
-def check() -> str:
-    """Refuse strict isolation where bubblewrap cannot make its namespaces, in one line saying why and
-    how to fix it; the bwrap used, as its version line says (`orch doctor`)."""
-    bwrap = binary()
-    probe = [str(bwrap), *_namespaces(), "--ro-bind", "/", "/", "--proc", "/proc", "--", "true"]
-    try:
-        done = subprocess.run(probe, capture_output=True, text=True, timeout=PROBE_TIMEOUT, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise UsageError(f"strict isolation: {bwrap} cannot run: {exc}", hint=FIX) from None
-    if done.returncode != 0:
-        said = next((ln.strip() for ln in done.stderr.splitlines() if ln.strip()), f"exit {done.returncode}")
-        raise UsageError(f"strict isolation needs user namespaces, and {bwrap} could not make them: {said}", hint=FIX)
-    version = subprocess.run([str(bwrap), "--version"], capture_output=True, text=True, check=False, timeout=10)
-    return (version.stdout.strip() or "bwrap") + f" ({bwrap})"
 
 
 def writable(run: RunFolder, n: int, cwd: Path | None = None) -> list[Path]:
@@ -177,7 +129,8 @@ def argv(
     (a writer's worktree, writable, or the workdir). `home`: a HOME of its own (the user's is not there).
     `sockets`: its folder of the relay's sockets (orch.backends.local.relay.worker_sockets), bound at
     SANDBOX_SOCKETS. `space`: the size of each of its own tmpfs (SANDBOX_TMPFS: its disk cap; None: no size)."""
-    args = [str(binary()), "--die-with-parent", *_namespaces(), "--cap-drop", "ALL", *_system()]
+    args = [str(prereqs.bwrap_binary()), "--die-with-parent", *prereqs.bwrap_namespaces(), "--cap-drop", "ALL"]
+    args += _system()
     args += ["--proc", "/proc", "--dev", "/dev"]
     for place in SANDBOX_TMPFS:  # memory: each the size of its disk cap (the kernel's bound), measured as what it wrote
         args += [*(["--size", str(space)] if space is not None else []), "--tmpfs", place]

@@ -27,8 +27,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from orch import procs, settings
-from orch.backends.local import bwrap as bwrap_binary
+from orch import prereqs, procs, settings
 from orch.container.egress import read_report
 from orch.errors import OrchError, UsageError
 from orch.jobs.changes import Change, CheckResult, ChecksRecord
@@ -91,7 +90,7 @@ def _sandbox() -> tuple[str | None, str | None]:
 
 
 def _bwrap_works() -> str | None:
-    if bwrap_binary.find() is None:
+    if prereqs.bwrap_path() is None:
         return "the checks run sandboxed with bubblewrap, which is not installed (apt-get install bubblewrap)"
     with tempfile.TemporaryDirectory(prefix="orch-check-") as tmp:
         try:
@@ -198,7 +197,7 @@ def sandbox_argv(tree: Path, subdir: str, command: str, limits: CheckLimits, uid
     it), everything read-only but SANDBOX_TMPFS (each a tmpfs of the disk cap's size: the kernel refuses the
     check more), hidden_paths() and /run empty, a clean environment. As root (above RLIMIT_NPROC, and no user
     namespace, or uid `uid` would not exist in it) the check runs as `uid`, its own for as long as it runs."""
-    bwrap = str(bwrap_binary.find() or "bwrap")
+    bwrap = str(prereqs.bwrap_path() or "bwrap")
     root = os.geteuid() == 0
     unshare = (
         ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"] if root else []

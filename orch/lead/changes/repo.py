@@ -10,6 +10,7 @@ anything is created, so bad input leaves nothing behind.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -91,16 +92,34 @@ def _user_git(where: Path, *args: str) -> str | None:
 
 def user_git(where: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
     """git in the user's repository: their own configuration, but no fsmonitor, no hooks, no optional locks
-    (status would otherwise refresh and write the index), no prompt."""
+    (status would otherwise refresh and write the index), no prompt. orch only reads it, so it trusts that one
+    repository though another uid owns it (a CI job's container runs as root over the runner's checkout: git
+    would refuse it as "dubious ownership"), for these calls only, never in the user's configuration."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update({"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
-    argv = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "safe.directory=*"]
+    trusted = f"safe.directory={_top(where)}"
+    argv = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", trusted]
     try:
         return subprocess.run(
             [*argv, *args], cwd=where, env=env, capture_output=True, check=False, stdin=subprocess.DEVNULL
         )
     except OSError as exc:
         return subprocess.CompletedProcess(args, 128, b"", str(exc).encode())
+
+
+def _top(where: Path) -> Path:
+    """The repository `where` is in, as git's safe.directory names it: the nearest folder with a `.git`."""
+    where = where.resolve()
+    return next((p for p in (where, *where.parents) if (p / ".git").exists()), where)
+
+
+def upload_pack(source: Path) -> str:
+    """The upload-pack a fetch from the user's repository runs there: it reads that repository as another
+    process, which a `-c` on the fetch does not reach, so it is told to trust that repository itself (owned by
+    another uid in a CI job's container) and to run no hook."""
+    top = _top(source)  # upload-pack checks the git dir it enters; the worktree for good measure
+    trusted = " ".join(f"-c {shlex.quote(f'safe.directory={path}')}" for path in (top, top / ".git"))
+    return f"git {trusted} -c core.hooksPath=/dev/null upload-pack"
 
 
 def init_bare(git_dir: Path) -> None:
@@ -126,6 +145,7 @@ def build(git_dir: Path, choice: BaseChoice, run: str) -> RepoInfo:
             "--quiet",
             "--no-tags",
             "--no-write-fetch-head",
+            f"--upload-pack={upload_pack(choice.source)}",
             str(choice.source),
             f"{choice.commit}:refs/orch/source",
         )

@@ -61,7 +61,7 @@ def _probe(run: RunFolder, lines: list[str], tmp_path: Path) -> list[str]:
     steps = [f"$ {{ {line} ; }} >> {out} 2>&1" for line in lines]
     brief.write_text("Probe.\n" + "\n".join([*steps, f"$ touch {run.done(1)}"]) + "\n")
     assert orch("brief", run.name, "1", brief).exit_code == 0
-    waited = orch("wait", run.name, "--workers", "1", "--timeout", "30")
+    waited = orch("wait", run.name, "--only", "1", "--timeout", "30")
     assert waited.exit_code == 0, waited.output + run.log(1).read_text(errors="replace")[-2000:]
     return out.read_text().split()
 

@@ -63,6 +63,15 @@ def test_a_check_sees_its_copy_and_nothing_else(tmp_path: Path, orch_home: Path)
     assert "ORCH_HOME" not in one("env", tree).output_tail
 
 
+def test_a_check_reaches_its_tree_by_path(tmp_path: Path) -> None:
+    """unittest and pytest stat the working folder by its path: as root a check runs as the checks' uid, which
+    the tree's parent in the sandbox once shut out (bwrap makes it 0700)."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "a.txt").write_text("hello\n")
+    assert one('test -d "$(pwd)" && cat "$(pwd)/a.txt"', tree).exit_code == 0
+
+
 def test_a_check_has_no_network(tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     tree.mkdir()

@@ -13,7 +13,7 @@ import pytest
 from orch.errors import OrchError, UsageError
 from orch.lead.changes.repo import RunRepo, choose_base
 from orch.run.uids import drop_argv
-from tests.lead.changes.gitfix import fingerprint, make_repo, run_folder, ugit, user_repo
+from tests.lead.changes.gitfix import ENV, fingerprint, make_repo, run_folder, ugit, user_repo
 
 
 def test_the_users_repository_is_never_written(tmp_path: Path) -> None:
@@ -27,6 +27,25 @@ def test_the_users_repository_is_never_written(tmp_path: Path) -> None:
     assert repo.branch == "orch/r1" and repo.info.source == str(user.resolve())
     assert run.repo_dir.stat().st_mode & 0o077 == 0  # the controller's alone
     assert RunRepo.open(run).info == repo.info
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a repository to another uid needs root (CI runs as root)")
+def test_a_repository_another_uid_owns_is_read_as_in_a_ci_jobs_container(tmp_path: Path) -> None:
+    """A CI job's container runs as root over the runner's checkout, which another uid owns: git refuses such
+    a repository as "dubious ownership", and the fetch of the base failed with only "make sure you have the
+    correct access rights". orch trusts that one repository for its own reads of it, and nothing else."""
+    tmp_path.chmod(0o755)
+    user = user_repo(tmp_path / "user", {"pkg/a.py": "1\n"})
+    for path in [user, *user.rglob("*")]:
+        os.chown(path, 4242, 4242, follow_symlinks=False)
+    before = fingerprint(user)
+    run = run_folder(workdir=user / "pkg")
+    repo = RunRepo.create(run, user / "pkg", None, False)
+    assert repo.base == repo.head() and repo.info.subdir == "pkg"
+    assert fingerprint(user) == before
+    # The user's own git still refuses it: orch's trust went into no configuration of theirs.
+    refused = subprocess.run(["git", "status"], cwd=user, env=ENV, capture_output=True, text=True, check=False)
+    assert refused.returncode != 0 and "dubious ownership" in refused.stderr
 
 
 def test_base_revision_and_subdir(tmp_path: Path) -> None:
