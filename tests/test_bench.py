@@ -212,3 +212,16 @@ def test_the_gate_bench_compares_one_spec_with_and_without_its_gate(tmp_path: Pa
     assert on.checks and on.changes.reviewers_per_change == 1 and on.protected()
     assert not off.checks and off.changes.reviewers_per_change == 0 and off.protected() == []
     assert on.tasks == off.tasks and on.offline and off.offline
+
+
+def test_the_swarm_bench_costs_a_pass_here_and_skips_without_a_swarm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its pass rows need no swarm (a pass made and applied in this process); the rest needs the swarm of
+    scripts/swarm-cluster.sh, without which it says so in one line."""
+    from bench import swarm
+
+    rows = {row.metric: row for row in swarm._pass_costs(1)}
+    assert rows["its size (the tail and the tar around it)"].values[0] < 64 << 10  # a tail, not the file
+    assert rows["its size"].values[0] > 3  # MiB: the first pass carries the whole folder
+    monkeypatch.setattr(swarm, "SCRIPT", Path("/nonexistent/swarm-cluster.sh"))
+    skipped = swarm.run(None)  # type: ignore[arg-type]  # it looks at nothing else before it skips
+    assert skipped.skipped is not None and "swarm-cluster.sh up" in skipped.skipped

@@ -40,7 +40,8 @@ def _docker() -> list[Check]:
         from orch.backends.docker.image import image_exists
         from orch.backends.docker.sandbox import default_image
 
-        version = docker_client().version().get("Version", "?")
+        client = docker_client()
+        version = client.version().get("Version", "?")
     except OrchError as exc:
         return [Check("docker", False, exc.message, exc.hint, optional=True)]
     checks = [Check("docker", True, f"engine {version} at {engine_address()}", optional=True)]
@@ -51,7 +52,9 @@ def _docker() -> list[Check]:
         return [*checks, Check("image", False, exc.message, exc.hint, optional=True)]
     fix = "orch image build (add --base-image IMAGE where no registry is reachable)"
     checks.append(Check("image", found, image if found else f"{image} not built", None if found else fix, True))
-    return checks
+    from orch.backends.swarm.cluster import doctor_checks
+
+    return [*checks, *doctor_checks(client, engine_address())]
 
 
 def upstream_checks(fleet: list[str] | None) -> list[Check]:

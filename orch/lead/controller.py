@@ -246,12 +246,18 @@ class Controller:
         if not decisions.has_budget(budget):
             return False
         spend, fleet_refused, source = self.spend()
+        capped = {w.n for w in self.state.workers if w.capped}
+        if fleet_refused is not None or any(s.refused and n not in capped for n, s in spend.items()):
+            # A refusal's gateway.jsonl line can be ahead of usage.json: read the usage it was refused on, so the
+            # 80 % warning and the overrun (and the report's cost) agree.
+            self.desk.gateway.settle()
+            spend, fleet_refused, source = self.spend()
         for warning in decisions.budget_warnings(budget, spend, self.state.budget_warned):
             self.state.budget_warned.append(warning.key)
             self.desk.save()
             data = {"cap": warning.cap, "used": warning.used, "limit": warning.limit, "reason": warning.reason()}
             self.desk.event(Event.BUDGET_WARNING, warning.worker, **data)
-        check = decisions.budget_check(budget, spend, fleet_refused, {w.n for w in self.state.workers if w.capped})
+        check = decisions.budget_check(budget, spend, fleet_refused, capped)
         for over in check.cap:
             book = self.state.book(over.worker)
             book.capped = True

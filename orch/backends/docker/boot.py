@@ -158,7 +158,7 @@ def create(
 def start(client: docker.DockerClient, container: Container, info: DockerRunInfo, choice: FleetUpstreams) -> None:
     """Start the container and hand its init the boot line (the upstreams, secrets included) on stdin:
     attached before the start, written once, then detached when the init says it has it (stdin then closes)."""
-    line = _boot_line(init_boot(info, choice))
+    line = boot_line(init_boot(info, choice))
     params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
     try:
         sock = client.api.attach_socket(str(container.id), params=params)
@@ -186,7 +186,7 @@ def init_boot(info: DockerRunInfo, choice: FleetUpstreams) -> InitBoot:
     return InitBoot(run=info.name, offline=info.offline, upstreams=list(choice.upstreams))
 
 
-def _boot_line(boot: InitBoot) -> str:
+def boot_line(boot: InitBoot) -> str:
     """The boot line with the secrets' real values (pydantic dumps a SecretStr masked)."""
     data = boot.model_dump(mode="json")
     for dumped, upstream in zip(data["upstreams"], boot.upstreams, strict=True):
