@@ -49,7 +49,7 @@ class RunRow(Strict):
     unbilled: str | None = None
     """Why nothing was billed (offline, replayed), to show beside the cost."""
     container: str | None = None
-    """A container run: its container's state (running, exited (0), removed...)."""
+    """A container or swarm run: where it is (its container's state, its swarm task's); None for a local run."""
 
     @classmethod
     def of(cls, view: RunStatusView, agents: list[str], workers: int, container: str | None) -> RunRow:

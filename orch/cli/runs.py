@@ -109,7 +109,7 @@ def ls_(
     for run in list_runs():
         info = run.info()
         view = with_lead(control.status_view(run, info, panes=None), run)
-        container = sandbox_for(info).state(info) if info.backend is Backend.DOCKER else None
+        container = sandbox_for(info).state(info) if info.backend is not Backend.LOCAL else None
         rows.append(RunRow.of(view, info.agents(), info.workers, container))
     if as_json:
         typer.echo(LsOutput(runs=rows).model_dump_json(indent=2))
