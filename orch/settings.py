@@ -208,7 +208,7 @@ def _agent_bin(name: str, title: str, pinned: str) -> Setting[str | None]:
 
 
 def agent_bin(name: str) -> Setting[str | None] | None:
-    """The ORCH_<NAME>_BIN setting of an agent, if it has one (orch.agents.base.AgentFacts.bin_setting)."""
+    """The ORCH_<NAME>_BIN setting of an agent, if it has one (orch.contracts.AgentFacts.bin_setting)."""
     return ALL.get(f"ORCH_{name.upper()}_BIN")
 
 

@@ -10,9 +10,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from orch.agents.base import AgentBase, AgentFacts, SessionArgs, hook_command, write_config
+from orch.agents.base import AgentBase, hook_command, write_config
 from orch.agents.credentials import anthropic_key, gateway_env
-from orch.contracts import Dialog, ImageInstall, LaunchSpec, LoginFile, SessionStore, ShellTool, WorkerContext
+from orch.contracts import (
+    AgentFacts,
+    Dialog,
+    ImageInstall,
+    LaunchSpec,
+    LoginFile,
+    SessionStore,
+    ShellTool,
+    WorkerContext,
+)
 from orch.run.folder import RunFolder
 from orch.versions import CLAUDE_CODE_PACKAGE, CLAUDE_CODE_VERSION
 
@@ -58,7 +67,7 @@ FACTS = AgentFacts(
     cache="claude-code",
     doctor_optional=False,
     credentials_check="credentials",
-    session_args=SessionArgs(resume=("--resume",), new=("--session-id",)),
+    new_session_args=("--session-id",),
 )
 CREDENTIAL_ENV = CREDENTIALS.env
 """Its credential variables (bench/ reads them)."""

@@ -99,7 +99,7 @@ def _parse_boot(line: bytes) -> InitBoot:
 
 def credential_variables() -> set[str]:
     """Every variable of any agent's model API (its keys and base URL)."""
-    return {var for kind in ADAPTERS for var in get_adapter(kind).credentials.variables}
+    return {var for kind in ADAPTERS for var in get_adapter(kind).facts.credentials.variables}
 
 
 def env_boot(env: dict[str, str]) -> InitBoot | None:
@@ -114,7 +114,7 @@ def env_boot(env: dict[str, str]) -> InitBoot | None:
         raise InitError(f"{settings.RUN.name}: {exc.one_line()}") from None
     if settings.OFFLINE.get():
         return InitBoot(run=name, offline=True, upstreams=[Upstream(kind="scripted")])
-    kinds = {kind: creds for kind in ADAPTERS if (creds := get_adapter(kind).credentials).in_env(env)}
+    kinds = {kind: creds for kind in ADAPTERS if (creds := get_adapter(kind).facts.credentials).in_env(env)}
     if not kinds:
         return None
     try:

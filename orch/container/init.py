@@ -177,7 +177,7 @@ def _strict_run(name: str | None) -> tuple[RunFolder, RunInfo] | None:
 def _allowlist(offline: bool, extra: list[str], model_api: bool) -> list[str]:
     """The workers' allowlist when the host did not decide it (compose): the defaults plus ORCH_ALLOW."""
     try:
-        credentials = get_adapter(settings.AGENT.get()).credentials
+        credentials = get_adapter(settings.AGENT.get()).facts.credentials
     except OrchError as exc:
         raise InitError(f"{settings.AGENT.name}: {exc.one_line()}") from None
     try:

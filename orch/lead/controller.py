@@ -31,8 +31,7 @@ from orch.fleet.watchdog import Watchdog
 from orch.fleet.workerstate import FATAL_ERRORS
 from orch.gateway.modeldir import unbilled
 from orch.jobs.state import ControllerState, Job, JobStatus, Outcome, WorkerBook
-from orch.lead import baseline as tree
-from orch.lead import briefs, decisions, outcome
+from orch.lead import briefs, decisions, outcome, treecheck
 from orch.lead.acceptance import Review
 from orch.lead.base import Desk
 from orch.lead.changes import start
@@ -102,8 +101,8 @@ class Controller:
             self.reconcile()
             if self.spec.writer_tasks() and self.spec.checks:
                 start.ensure_baseline(self.run, self.spec)  # a container run's checks on the base, once
-            if self.desk.info.isolation is not Isolation.STRICT and not tree.note(self.run, self.desk.workdir):
-                self.desk.event(Event.TREE_NOT_NOTED, files=tree.MAX_FILES)
+            if self.desk.info.isolation is not Isolation.STRICT and not treecheck.note(self.run, self.desk.workdir):
+                self.desk.event(Event.TREE_NOT_NOTED, files=treecheck.MAX_FILES)
             write_permission_policy(self.run, self.spec.permissions)
             notifier = _notifier(self.run)
             self.watchdog.start()

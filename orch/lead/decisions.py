@@ -20,7 +20,7 @@ from orch.jobs.state import (
     WorkerBook,
 )
 from orch.jobs.verification import choose_verifier, eligible
-from orch.lead.changes import decisions as landing
+from orch.lead.changes import decisions as change_decisions
 from orch.run.records import HookEvent, Isolation, WorkerState
 from orch.spec.model import Budget, FleetSpec, Limits, Role
 
@@ -34,7 +34,7 @@ def finished(state: ControllerState) -> bool:
     """Aborted, or every job ended and no change is still being checked or waits in the integration queue."""
     if state.aborted is not None:
         return True
-    return all(j.terminal for j in state.jobs) and not landing.checks_pending(state)
+    return all(j.terminal for j in state.jobs) and not change_decisions.checks_pending(state)
 
 
 def wake_in(state: ControllerState, spec: FleetSpec, now: float) -> float:
@@ -89,9 +89,9 @@ def pick(
             return Pick(fail="no worker left that may verify this finding (never its finder)")
         return Pick(choose_verifier(state, spec, job, alive, free))
     if job.role is Role.REVIEWER:
-        if not landing.review_eligible(state, job, alive):
+        if not change_decisions.review_eligible(state, job, alive):
             return Pick(fail="no worker left that may review this change (never its writer)")
-        return Pick(landing.choose_reviewer(state, spec, job, alive, free))
+        return Pick(change_decisions.choose_reviewer(state, spec, job, alive, free))
     if job.role in (Role.FIXER, Role.SCRIBE) and verification_open(state):
         return Pick()
     if job.pin is not None:

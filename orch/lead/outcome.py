@@ -13,7 +13,7 @@ from collections import Counter
 from orch.exitcodes import Exit, status_of
 from orch.jobs.state import ChangeStage, ControllerState, FindingStatus, JobStatus, Outcome
 from orch.jobs.verification import finding_status
-from orch.lead.changes import decisions as landing
+from orch.lead.changes import decisions as change_decisions
 from orch.spec.model import FailOn, FleetSpec, Role
 
 VERDICTS = (FindingStatus.CONFIRMED, FindingStatus.REFUTED)
@@ -30,7 +30,7 @@ def open_changes(state: ControllerState, spec: FleetSpec) -> dict[str, str]:
     """Writer tasks whose change keeps the run from passing (orch.lead.changes.decisions.unlanded): task -> why."""
     confirmed = any(finding_status(state, spec, f.id) is FindingStatus.CONFIRMED for f in state.findings)
     needing = {tid for tid, task in zip(spec.task_ids(), spec.tasks, strict=True) if task.needs_change(confirmed)}
-    return landing.unlanded(state, needing)
+    return change_decisions.unlanded(state, needing)
 
 
 def decide(state: ControllerState, spec: FleetSpec) -> Outcome:

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.pure  # starts nothing: no process, no engine, no conne
 
 
 def test_allowlist_defaults_model_host_and_extras(monkeypatch: pytest.MonkeyPatch) -> None:
-    api = get_adapter("claude").credentials
+    api = get_adapter("claude").facts.credentials
     got = egress.allowlist_for({}, False, ["example.org", "10.1.2.3", "https://x.test:8443/p"], api)
     assert got[0] == "api.anthropic.com"
     assert {"registry.npmjs.org", "pypi.org", "files.pythonhosted.org", "github.com"} <= set(got)

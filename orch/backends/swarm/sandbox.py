@@ -100,7 +100,7 @@ class SwarmSandbox:
         manager = service.manager_node(client, address)
         try:
             offline = request.offline or request.replay is not None
-            allow = egress.allowlist_for(os.environ, offline, opts.allow, adapter.credentials, model_api=False)
+            allow = egress.allowlist_for(os.environ, offline, opts.allow, adapter.facts.credentials, model_api=False)
         except ValueError as exc:
             raise UsageError(str(exc), hint="--allow takes a host name, an IP address or a CIDR") from None
         boot.check_image(client, self.settings.image, address)
