@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from orch.contracts import Check
-from orch.run.records import RunOutcome, RunStatus, RunStatusView, Strict
+from orch.run.records import BusLine, RunOutcome, RunStatus, RunStatusView, Strict
 
 
 class StatusOutput(Strict):
@@ -87,6 +87,18 @@ class ReadOutput(Strict):
     lines: list[str]
 
 
+class BusTailOutput(Strict):
+    """`orch bus tail NAME --json`: the bus's last lines."""
+
+    schema_version: Literal[1] = 1
+    run: str
+    lines: list[BusLine]
+    """The last lines (`--lines`), oldest first, each as the bus wrote it: time, sender, text (newlines
+    escaped as on disk)."""
+    unparsed: list[str] = Field(default_factory=list)
+    """Lines among them not in the bus's format (a shared worker can append anything to bus.md), as they are."""
+
+
 class DoctorCheck(Strict):
     name: str
     ok: bool
@@ -141,6 +153,7 @@ def outputs() -> dict[str, type[BaseModel]]:
         "orch status [NAME] --json": StatusOutput,
         "orch ls --json": LsOutput,
         "orch read NAME N --json": ReadOutput,
+        "orch bus tail NAME --json": BusTailOutput,
         "orch doctor --json": DoctorOutput,
         "orch spec check FILE --json": SpecCheckOutput,
         "orch watch [NAME] --json": Snapshot,

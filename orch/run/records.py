@@ -370,9 +370,11 @@ class BusLine(Strict):
     """One bus message. On disk: `<ISO timestamp> [W3] text`, one line, newlines escaped."""
 
     ts: dt.datetime
+    """When it was posted (UTC)."""
     sender: str
     """`W3` for worker 3, `lead` for the lead/controller."""
     text: str
+    """The message, newlines escaped as on disk (`\\n`)."""
 
 
 class WorkerJob(Strict):
