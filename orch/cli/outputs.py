@@ -93,8 +93,8 @@ class BusTailOutput(Strict):
     schema_version: Literal[1] = 1
     run: str
     lines: list[BusLine]
-    """The last lines (`--lines`), oldest first, each as the bus wrote it: time, sender, text (newlines
-    escaped as on disk)."""
+    """The last lines (`--lines`), oldest first: time, sender, text (newlines escaped as on disk). The sender is
+    the one the line names: stamped by the controller under strict isolation, a shared worker may write any."""
     unparsed: list[str] = Field(default_factory=list)
     """Lines among them not in the bus's format (a shared worker can append anything to bus.md), as they are."""
 
