@@ -11,7 +11,7 @@ from orch.jobs.state import ControllerState, Job, JobStatus, load_state
 from orch.run.events import Event
 from orch.run.files import JsonlTail
 from orch.run.folder import RELATIVE, RunFolder
-from orch.run.records import ControllerEvent, RunOutcome, RunStatusView, WorkerJob
+from orch.run.records import ControllerEvent, RunOutcome, RunStatus, RunStatusView, WorkerJob
 from orch.spec.model import Role
 
 
@@ -74,7 +74,7 @@ def with_lead(view: RunStatusView, run: RunFolder) -> RunStatusView:
     """The view, with an `orch run`'s outcome, start and end, and each worker's jobs and why it is out."""
     state = lead_state(run)
     if state is None:
-        stopped = view.status.value == "stopped"
+        stopped = view.status is RunStatus.STOPPED
         return view.model_copy(update={"finished": killed_at(run) if stopped else None})
     books = {b.n: b for b in state.workers}
     workers = [
