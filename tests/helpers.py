@@ -86,7 +86,7 @@ def run_info(
         orch_version="test",
         writers=writers,
     )
-    return local if container is None else DockerRunInfo.of(local, container)
+    return local if container is None else DockerRunInfo.of(local, container=container)
 
 
 def gateway_books(run: RunFolder, ready: Callable[[dict[str, Any], list[dict[str, Any]]], bool]) -> None:

@@ -21,7 +21,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from orch.contracts import Check
-from orch.run.records import BusLine, RunOutcome, RunStatus, RunStatusView, Strict
+from orch.run.records import BusLine, RunStatus, Strict
+from orch.run.statusview import RunOutcome, RunStatusView
 
 
 class StatusOutput(Strict):
@@ -55,7 +56,7 @@ class RunRow(Strict):
     def of(cls, view: RunStatusView, agents: list[str], workers: int, container: str | None) -> RunRow:
         return cls(
             name=view.name,
-            backend=view.backend.value,
+            backend=view.backend,
             agents=agents,
             workers=workers,
             status=view.status,

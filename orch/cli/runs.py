@@ -30,7 +30,7 @@ from orch.jobs.state import load_state
 from orch.lead.changes.status import live_lines
 from orch.report.runstatus import with_lead
 from orch.run.folder import RunFolder, list_runs
-from orch.run.records import Backend, RunStatusView, WorkerJob
+from orch.run.statusview import RunStatusView, WorkerJob
 from orch.text import clean
 
 app = typer.Typer()  # joined into the `orch` app by orch.cli.commands, after orch.cli.fleet's
@@ -109,7 +109,8 @@ def ls_(
     for run in list_runs():
         info = run.info()
         view = with_lead(control.status_view(run, info, panes=None), run)
-        container = sandbox_for(info).state(info) if info.backend is not Backend.LOCAL else None
+        where = sandbox_for(info).state(info)  # "-": no container (a local run)
+        container = None if where == "-" else where
         rows.append(RunRow.of(view, info.agents(), info.workers, container))
     if as_json:
         typer.echo(LsOutput(runs=rows).model_dump_json(indent=2))
@@ -234,7 +235,7 @@ def status_lines(view: RunStatusView) -> list[str]:
         middle = (", ".join(_job(j) for j in w.jobs) or "-",) if lead else (_yes(w.done), _yes(w.result))
         name = f"{w.worker} {w.agent}" if "+" in view.agent and w.agent else str(w.worker)  # a mixed fleet
         rows.append((name, state, *middle, cost, clean(w.last_bus or "-", BUS_COLUMN)))
-    title = f"run {view.name} ({view.backend.value}, {view.agent}, {view.status.value}{alive})"
+    title = f"run {view.name} ({view.backend}, {view.agent}, {view.status.value}{alive})"
     return [title, f"  {_head(view)}", *table(rows, right={0, len(rows[0]) - 2})]
 
 

@@ -11,7 +11,8 @@ from orch.jobs.state import ControllerState, Job, JobStatus, load_state
 from orch.run.events import Event
 from orch.run.files import JsonlTail
 from orch.run.folder import RELATIVE, RunFolder
-from orch.run.records import ControllerEvent, RunOutcome, RunStatus, RunStatusView, WorkerJob
+from orch.run.records import ControllerEvent, RunStatus
+from orch.run.statusview import RunOutcome, RunStatusView, WorkerJob
 from orch.spec.model import Role
 
 
