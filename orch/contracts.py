@@ -25,7 +25,8 @@ from urllib.parse import urlsplit
 from orch import settings
 from orch.run.folder import RunFolder
 from orch.run.paths import agent_cache
-from orch.run.records import Isolation, RunInfo, RunStatusView, WorkerCaps
+from orch.run.records import Isolation, RunInfo, WorkerCaps
+from orch.run.statusview import RunStatusView
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,7 @@ class WorkerContext:
     boxed: bool = False
     """orch's boundary encloses the worker (a run's container, or its own bubblewrap sandbox: its confinement's
     `boxed`): an agent's own sandbox cannot make its namespaces there, and is off (Codex's)."""
-    hook_url: str | None = None
-    """Where its hooks post in a local strict sandbox, for an `http_hooks` agent (orch.backends.local.httphooks)."""
+    hook_url: str | None = None  # local strict: where an `http_hooks` agent posts (orch.backends.local.httphooks)
 
 
 @dataclass(frozen=True)
@@ -253,8 +253,7 @@ class AgentFacts:
     own_pane: bool = False
     """A helper in its pane reads the pane's screen and types into it (aider's watcher, Gemini's approver):
     under strict isolation through the relay's socket for its own pane alone (orch.backends.local.relay)."""
-    http_hooks: bool = False
-    """It posts its hooks over HTTP (Claude Code's `type: http`) to `WorkerContext.hook_url` when given one."""
+    http_hooks: bool = False  # it posts its hooks over HTTP to WorkerContext.hook_url when given one (Claude Code)
     dialogs: tuple[Dialog, ...] = ()
     """Fallback only: what it may still show although the seeded config dir prevents it."""
     deaf_screens: tuple[str, ...] = ()
@@ -264,8 +263,7 @@ class AgentFacts:
     """A (multi-line) regex of its input box with nothing typed: a paste after which it still shows was dropped
     and is pasted again (orch.fleet.talk). Empty: no way to tell."""
     paste_window: float = 0.0
-    """Seconds after a paste shows during which its TUI takes Enter as a new line (a timer no screen shows):
-    orch.fleet.talk waits them out, then presses Enter again if unanswered (so it must ignore an empty Enter)."""
+    """Seconds after a paste in which its TUI takes Enter as a new line: orch.fleet.talk waits, then presses again."""
     command: str = ""
     """Its executable's name on PATH (default: `name`)."""
     cache: str = ""
@@ -382,6 +380,8 @@ class UpRequest:
     """STRICT: each worker its own uid and outbox, the workdir read-only (the container backend only)."""
     caps: WorkerCaps = field(default_factory=WorkerCaps)
     """Per-worker caps on processes, memory and disk, and the run folder's (orch.fleet.caps)."""
+    writers: bool = False
+    """An `orch run` with writer tasks: the run folder gets the worktrees and changes they need."""
 
 
 @dataclass(frozen=True)
