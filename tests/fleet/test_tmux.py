@@ -83,7 +83,12 @@ def test_private_server_layout_and_lookup(server: TmuxServer, tmux_tmpdir: Path,
     for worker in range(2, 9):
         ids[worker] = server.add_pane(sleeper, worker)
 
-    panes = server.panes()
+    # A new pane shows `tmux` until its process has exec'd `sleep`: read the layout once every pane runs it.
+    def all_sleeping() -> dict[int, PaneInfo] | None:
+        now = server.panes()
+        return now if all(p.current_command == "sleep" for p in now.values()) else None
+
+    panes = wait_until(all_sleeping, 30, "every pane to run sleep")
     assert server.panes_if_running() == panes
     assert {n: p.pane_id for n, p in panes.items()} == ids
     assert len(set(ids.values())) == 8 and all(re.fullmatch(r"%\d+", i) for i in ids.values())
