@@ -40,7 +40,7 @@ from bench import (
 )
 from bench.core import Config, Context, Result
 from bench.env import REPO, BenchEnv, BenchError
-from bench.report import Row, render_markdown, render_text, row_from_json
+from bench.table import Row, render_markdown, render_text, row_from_json
 from orch.errors import OrchError
 
 DEFAULT_JSON = REPO / "bench" / "results" / "latest.json"

@@ -24,7 +24,7 @@ from bench import procs
 from bench.core import Context, Result
 from bench.env import BOOT_TIMEOUT, BenchEnv, BenchError, Fleet
 from bench.pairs import ratios
-from bench.report import Row
+from bench.table import Row
 from orch.agents.registry import get_adapter
 from orch.contracts import UpRequest
 from orch.errors import OrchError, UsageError

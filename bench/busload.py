@@ -9,7 +9,7 @@ import time
 from bench.core import Context, Result
 from bench.env import BenchError, Lines, helper, orch_cli, popen, python_env, send, stop
 from bench.probes import payload
-from bench.report import Row, Target, percentile
+from bench.table import Row, Target, percentile
 from orch.run import bus
 from orch.run.busserver import BusServer
 from orch.run.folder import RunFolder

@@ -20,7 +20,7 @@ from typing import Any
 from bench.core import Context, Result
 from bench.env import BenchEnv, BenchError, orch_cli, python_env
 from bench.pairs import paired, ratios
-from bench.report import Row, Target
+from bench.table import Row, Target
 from orch import procs, settings
 from orch.fleet import caps
 from orch.fleet.diskuse import measure_disk

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from bench.core import Context, Result
-from bench.report import Row, Target
+from bench.table import Row, Target
 from orch.lead.changes.gate import run_checks, sandbox_available
 from orch.lead.changes.queue import integrate
 from orch.lead.changes.repo import RunRepo

@@ -21,7 +21,7 @@ from typing import Any
 from bench.core import Context, Result
 from bench.env import BenchEnv, BenchError, orch_cli, python_env
 from bench.pairs import paired, ratios
-from bench.report import Row, Target
+from bench.table import Row, Target
 from orch import settings
 from orch.container.layout import run_mount
 from orch.errors import OrchError
@@ -40,7 +40,7 @@ def run(ctx: Context) -> Result:
     try:
         import docker.errors
 
-        from orch.container.engine import docker_client
+        from orch.backends.docker.engine import docker_client
 
         client = docker_client()
     except (ImportError, OrchError) as exc:
@@ -50,7 +50,9 @@ def run(ctx: Context) -> Result:
     try:
         image = client.images.get(image_name)
     except docker.errors.ImageNotFound:
-        return Result(skipped=f"image {image_name} not built (`orch image build` or `python -m orch.container.image`)")
+        return Result(
+            skipped=f"image {image_name} not built (`orch image build` or `python -m orch.backends.docker.image`)"
+        )
     cfg = ctx.config
     rows = [Row("container", f"image size ({image_name})", "MiB", [float(image.attrs["Size"]) / MIB])]
     starts = []

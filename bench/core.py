@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.env import BenchEnv
-from bench.report import Row
+from bench.table import Row
 
 
 @dataclass

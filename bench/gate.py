@@ -27,9 +27,9 @@ import yaml
 from bench.core import Context, Result
 from bench.env import orch_cli, python_env
 from bench.pairs import paired, ratios
-from bench.report import Row
+from bench.table import Row
+from orch.entry.demo import DEMO_AUTHOR
 from orch.lead.changes.gate import sandbox_available
-from orch.lead.demo import DEMO_AUTHOR
 from orch.run.folder import RunFolder
 
 SAMPLE = Path(__file__).parents[1] / "orch" / "data" / "demo" / "changes" / "sample"

@@ -24,11 +24,11 @@ from bench.core import Context, Result
 from bench.env import BenchError, orch_cli, python_env, stop
 from bench.pairs import ratios
 from bench.procs import tree_memory
-from bench.report import Row, Target, percentile
+from bench.table import Row, Target, percentile
 from orch.agents.claude import CREDENTIAL_ENV
+from orch.entry.demo import DEMO_NAME
+from orch.gateway.modeldir import GatewayBoot, Scheme, Upstream
 from orch.gateway.process import GatewayClient, start_gateway, stop_gateway
-from orch.gateway.records import GatewayBoot, Scheme, Upstream
-from orch.lead.demo import DEMO_NAME
 from orch.run.folder import RunFolder
 from orch.run.paths import orch_home
 from orch.settings import HOME

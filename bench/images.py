@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from bench.core import Context, Result
-from bench.report import Row
+from bench.table import Row
 from orch import settings
 from orch.agents.registry import IMAGE_AGENT, image_installs
 from orch.errors import OrchError
@@ -36,8 +36,8 @@ def run(ctx: Context) -> Result:
     try:
         import docker.errors
 
-        from orch.container.engine import docker_client
-        from orch.container.image import build_image, image_is_current
+        from orch.backends.docker.engine import docker_client
+        from orch.backends.docker.image import build_image, image_is_current
 
         client = docker_client()
         base = settings.BASE_IMAGE.get()

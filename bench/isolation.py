@@ -2,7 +2,8 @@
 and N=4) and brief -> done for one worker, with real Claude Code, offline (the run's gateway and its
 scripted model), as the agents benchmark measures them. Each repeat runs shared then strict under the
 same load; the ratio rows pair them repeat by repeat. Strict puts each worker in its own bubblewrap
-sandbox (orch.fleet.bwrap) with its portal to the gateway, and starts the run's relay (orch.fleet.relay).
+sandbox (orch.backends.local.bwrap) with its portal to the gateway, and starts the run's relay
+(orch.backends.local.relay).
 Without bubblewrap or user namespaces the strict rows are SKIPPED with the reason.
 """
 
@@ -16,10 +17,11 @@ from bench.agents import MEASUREMENT_ERRORS, WORKERS, _one_line, brief_to_done
 from bench.core import Context, Result
 from bench.env import BOOT_TIMEOUT, BenchEnv, Fleet
 from bench.pairs import in_turn, ratios
-from bench.report import Row, Target
+from bench.table import Row, Target
+from orch.backends.local import bwrap
 from orch.contracts import UpRequest
 from orch.errors import UsageError
-from orch.fleet import bwrap, launch
+from orch.fleet import launch
 from orch.run.folder import RunFolder
 from orch.run.records import Isolation
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 
 from bench.core import Context, MemorySample, Result
-from bench.report import Row
+from bench.table import Row
 from orch.run.folder import MAX_WORKERS
 
 MIB = 1 << 20

@@ -11,7 +11,7 @@ import time
 
 from bench.core import Context, Result
 from bench.env import BenchError, Lines, helper, orch_cli, popen, send, stop, wait_exit, wait_watching
-from bench.report import Row, Target, percentile
+from bench.table import Row, Target, percentile
 
 LINE_TIMEOUT = 30.0
 TARGET = Target("<=", 100.0, "p99 <= 100 ms")

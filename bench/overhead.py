@@ -19,7 +19,7 @@ from typing import Any
 from bench import procs
 from bench.core import Context, MemorySample, Result
 from bench.env import BenchError, Fleet
-from bench.report import Row, Target
+from bench.table import Row, Target
 from orch.fleet import control, talk
 from orch.run.events import Event
 from orch.run.records import ControllerEvent

@@ -1,6 +1,6 @@
 """Two setups measured side by side: interleaved, the first of each pair alternating, so both see the same
 machine state (a load that rises during a bench weighs on both alike); each row then takes the median of its
-samples (bench/report.py), and a ratio row pairs the samples of one repeat."""
+samples (bench/table.py), and a ratio row pairs the samples of one repeat."""
 
 from __future__ import annotations
 

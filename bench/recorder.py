@@ -21,8 +21,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from orch.offline.apis.base import tokens
 from orch.offline.modelserver import RequestRecord, ScriptedModelServer
-from orch.offline.reply import tokens
 
 
 class Recorder:

@@ -16,14 +16,14 @@ from jinja2.compiler import CodeGenerator
 
 from bench.core import Context, Result
 from bench.pairs import in_turn
-from bench.report import Row, Target
-from orch.lead.findings import CodeEvidence
-from orch.lead.jobs import FindingStatus
-from orch.lead.junit import render_junit
-from orch.lead.report import FindingRow, JobRow, RunReport, TaskRow, VerdictCell, WorkerRow
-from orch.lead.reportrender import HTML, html_context, render_html, render_markdown
-from orch.lead.sarif import render_sarif
-from orch.lead.templates import environment
+from bench.table import Row, Target
+from orch.jobs.findings import CodeEvidence
+from orch.jobs.state import FindingStatus
+from orch.report.junit import render_junit
+from orch.report.model import FindingRow, JobRow, RunReport, TaskRow, VerdictCell, WorkerRow
+from orch.report.render import HTML, html_context, render_html, render_markdown
+from orch.report.sarif.render import render_sarif
+from orch.report.templates.environment import environment
 from orch.run.files import atomic_write
 from orch.run.folder import RunFolder
 
@@ -101,7 +101,7 @@ def _ms(write: Callable[[], None]) -> float:
 @cache
 def stock() -> jinja2.Environment:
     """orch's template environment but with Jinja2's own code generator: each printed value escaped to a
-    Markup (markupsafe.escape), as report.html was rendered before orch.lead.templatecode."""
+    Markup (markupsafe.escape), as report.html was rendered before orch.report.templates.codegen."""
     env = environment().overlay(cache_size=10)  # a cache of its own: orch's compiled templates are not its
     env.code_generator_class = CodeGenerator
     return env

@@ -27,7 +27,7 @@ from pathlib import Path
 from bench.core import Context, Result
 from bench.env import REPO, BenchError
 from bench.pairs import paired, ratios
-from bench.report import Row
+from bench.table import Row
 
 TIMEOUT = 120.0
 # One start of the run's gateway, in a process of its own (so --before measures the caller's side too).
@@ -36,7 +36,7 @@ import json, os, resource, secrets, sys, tempfile, time
 from pathlib import Path
 from pydantic import SecretStr
 from orch.gateway.process import GatewayClient, start_gateway, stop_gateway
-from orch.gateway.records import GatewayBoot, Upstream
+from orch.gateway.modeldir import GatewayBoot, Upstream
 tmp = Path(tempfile.mkdtemp(prefix="ob-gw-"))
 (tmp / "run").mkdir()
 boot = GatewayBoot(run="gw", run_dir=str(tmp / "run"), upstreams=[Upstream(kind="scripted")],

@@ -17,7 +17,7 @@ from typing import Any
 from bench import procs
 from bench.core import Context, MemorySample, Result
 from bench.env import BenchEnv, Fleet
-from bench.report import Row, Target
+from bench.table import Row, Target
 
 RATIO_N = 8
 RATIO_TARGET = Target("<=", 1.3, "<= 1.3x N=1")

@@ -29,7 +29,7 @@ import aiohttp
 from bench import procs
 from bench.core import Context, Result
 from bench.env import BenchError, Lines, orch_cli, popen, stop
-from bench.report import Row, Target, percentile
+from bench.table import Row, Target, percentile
 from orch.run import bus
 from orch.run.files import append_line
 from orch.run.folder import RunFolder

@@ -25,7 +25,7 @@ from typing import Any
 from bench import procs
 from bench.core import Context, MemorySample, Result
 from bench.env import BenchError, Fleet, Lines, helper, orch_cli, popen, python_env, stop, wait_watching
-from bench.report import Row, Target
+from bench.table import Row, Target
 from orch.run.folder import RunFolder
 from orch.waits import wait_until
 

@@ -1,7 +1,7 @@
 """The egress allowlist's entries, one meaning in both modes: what `--allow` takes and how a name is matched.
 
 A run's container (orch.container.egress) resolves the listed names once, at boot, and lets their addresses
-through its firewall; a local strict run's relay (orch.fleet.egressproxy) checks each CONNECT a worker asks
+through its firewall; a local strict run's relay (orch.backends.local.egressproxy) checks each CONNECT a worker asks
 for against the same names. A name matches only itself, exactly (case and a trailing dot aside): no wildcard,
 no subdomain. Standard library and orch.settings only: the container's init imports it as root.
 """

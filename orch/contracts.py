@@ -7,9 +7,9 @@
   a resume reads, what the worker image installs for it, and its lines in `orch doctor`: nothing outside
   `orch/agents/` knows which agent runs (orch.agents.registry finds an adapter by name).
 - A **Sandbox** is where a run's tmux server and controller live: `local` (this machine,
-  orch.fleet.local.LocalSandbox) or `docker` (one disposable container per run,
-  orch.container.sandbox.DockerSandbox). Fleet commands are the same for both; the sandbox decides where
-  they execute. orch.container.backends picks the sandbox of a run; nothing else asks which backend it is.
+  orch.backends.local.sandbox.LocalSandbox) or `docker` (one disposable container per run,
+  orch.backends.docker.sandbox.DockerSandbox). Fleet commands are the same for both; the sandbox decides where
+  they execute. orch.backends.registry picks the sandbox of a run; nothing else asks which backend it is.
 - The **RunFolder** (`orch.run.folder`) is the plain-file contract with workers and humans; the **bus**
   (`orch.run.bus`) is its append-only message log.
 """
@@ -49,7 +49,7 @@ class WorkerContext:
     pane_socket: Path | None = None
     """Under strict isolation, for an agent with `own_pane`: the socket (in its sandbox, or in a container a
     folder only its uid may enter) through which a
-    helper beside it reads its own pane's screen and types into that pane alone (orch.fleet.relay); the run's
+    helper beside it reads its own pane's screen and types into that pane alone (orch.backends.local.relay); the run's
     tmux server is not there. None: the helper uses the tmux server ($TMUX), as under shared isolation."""
 
 
@@ -110,10 +110,10 @@ class Credentials:
     api_url: str | None = None
     """The model API when `base_url_env` is unset: the gateway's upstream, opened by the egress allowlist."""
     schemes: tuple[tuple[str, str], ...] = ()
-    """For each variable of `env`, how the gateway presents it upstream (orch.gateway.records.Scheme)."""
+    """For each variable of `env`, how the gateway presents it upstream (orch.gateway.modeldir.Scheme)."""
     login: LoginFile | None = None
     protocols: tuple[str, ...] = ()
-    """The gateway protocols (orch.gateway.protocols: `anthropic`, `openai-responses`, `openai-chat`,
+    """The gateway protocols (orch.gateway.apis.registry: `anthropic`, `openai-responses`, `openai-chat`,
     `gemini`) the agent speaks with this credential: its upstream serves these and refuses the others.
     Empty: any."""
     hint: str = ""
@@ -158,7 +158,7 @@ class SessionStore:
 
 TEXT_SHELL = "text_shell"
 """The gateway ledger's tool name for a command in a fenced shell block of an answer with no tool calls
-(aider runs those lines): orch.gateway.openai_chat.text_shell_calls."""
+(aider runs those lines): orch.gateway.apis.openai_chat.text_shell_calls."""
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-if .venv/bin/python -c 'from orch.container.engine import docker_client; docker_client()' 2>/dev/null; then
+if .venv/bin/python -c 'from orch.backends.docker.engine import docker_client; docker_client()' 2>/dev/null; then
   # No registry or no base image: the demo still runs, locally (orch demo says so).
-  .venv/bin/python -m orch.container.image --if-stale || echo "demo.sh: could not build the worker image; continuing" >&2
+  .venv/bin/python -m orch.backends.docker.image --if-stale || echo "demo.sh: could not build the worker image; continuing" >&2
 fi
 exec .venv/bin/orch demo "$@"

@@ -6,11 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
-if .venv/bin/python -c 'import sys; from orch.container.engine import docker_client; docker_client()' 2>/dev/null; then
+if .venv/bin/python -c 'import sys; from orch.backends.docker.engine import docker_client; docker_client()' 2>/dev/null; then
   # The image build is cached by Docker; ORCH_BASE_IMAGE / ORCH_CA_BUNDLE pick the base and a CA bundle.
   # It carries the agents the docker tests run (tests/dockertest.py: IMAGE_AGENTS).
   agents=$(.venv/bin/python -c 'from tests.dockertest import IMAGE_AGENTS; print(",".join(IMAGE_AGENTS))')
-  .venv/bin/python -m orch.container.image --if-stale --agents "$agents"
+  .venv/bin/python -m orch.backends.docker.image --if-stale --agents "$agents"
 fi
 
 .venv/bin/ruff check orch tests bench

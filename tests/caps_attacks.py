@@ -1,6 +1,6 @@
 """Workers that try to exhaust what the others need (issue 23's hostile tests), as offline scripts: one run
 carries a process bomb, a disk filler, a memory hog and a late writer beside an honest finder, locally
-(tests/lead/test_contain.py) and in the container (tests/container/test_contain.py)."""
+(tests/scenarios/test_contain_local.py) and in the container (tests/scenarios/test_contain_docker.py)."""
 
 from __future__ import annotations
 

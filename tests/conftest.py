@@ -78,3 +78,10 @@ def codex_bin() -> Path:
 @pytest.fixture(scope="session")
 def gemini_bin() -> Path:
     return pinned_bin("gemini")
+
+
+@pytest.fixture
+def spec_dir(tmp_path: Path) -> Path:
+    """A folder for a fleet spec, with the `src/` its workdir names (tests/spec, tests/jobs, tests/report)."""
+    (tmp_path / "src").mkdir()
+    return tmp_path

@@ -25,9 +25,9 @@ import yaml
 
 from orch import settings
 from orch.agents.registry import ALL_AGENTS
+from orch.backends.docker.engine import docker_client
+from orch.backends.docker.image import build_image, image_is_current
 from orch.container.egress import DNS_UID
-from orch.container.engine import docker_client
-from orch.container.image import build_image, image_is_current
 from orch.container.layout import LABEL_RUN, ROOT_HOST_UID
 from orch.errors import SandboxError, UsageError
 from orch.run.folder import RunFolder

@@ -1,7 +1,7 @@
 """The hostile finder both backends must beat, in one place: real Claude Code executing scripted tool calls
 reports a false finding, poses as another worker on the bus, writes bus.md itself, plants the defect it
 reports and leaves a forger running that writes CONFIRMED verdicts into whichever worker verifies it.
-Run locally under bubblewrap (tests/lead/test_hostile_local.py) and in a container (tests/container/
+Run locally under bubblewrap (tests/scenarios/test_hostile_local.py) and in a container (tests/container/
 test_hostile.py)."""
 
 from __future__ import annotations

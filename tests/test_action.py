@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from orch.lead.demo import DEMO_NAME, EXPECTED
+from orch.entry.demo import DEMO_NAME, EXPECTED
 from orch.run.folder import RunFolder
 from orch.run.paths import orch_home
 from tests.helpers import SAMPLE, orch

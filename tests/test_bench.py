@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from bench.__main__ import parse_size
-from bench.report import Row, Target, percentile, render_markdown, render_text, row_from_json
+from bench.table import Row, Target, percentile, render_markdown, render_text, row_from_json
 
 REPO = Path(__file__).resolve().parent.parent
 STATUSES = {"MET", "MISSED", "-", "SKIPPED", "ERROR"}
@@ -176,10 +176,10 @@ def test_images_bench_reads_the_opt_layers_of_an_image_history() -> None:
 
 def test_reports_bench_writes_valid_files_of_its_big_report() -> None:
     from bench import reports
-    from orch.lead.reportrender import render_html, render_markdown
+    from orch.report.render import render_html, render_markdown
     from orch.run.folder import RunFolder
     from tests.helpers import run_info
-    from tests.lead.ciformats import junit, valid_sarif
+    from tests.report.ciformats import junit, valid_sarif
 
     run = RunFolder.for_name("bench-reports")
     run.create(run_info("bench-reports", workers=3))
@@ -201,7 +201,7 @@ def test_the_gate_bench_compares_one_spec_with_and_without_its_gate(tmp_path: Pa
     import yaml
 
     from bench.gate import spec
-    from orch.lead.specload import load_spec
+    from orch.spec.load import load_spec
 
     loaded = {}
     for gated in (True, False):

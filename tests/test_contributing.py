@@ -1,6 +1,6 @@
-"""CONTRIBUTING.md's map of the code stays true: every module in orch/ is named in its package's part of
-the map ("Layout and the import rule"), every module the map names exists, and every repository path the
-page names exists."""
+"""CONTRIBUTING.md's map of the code stays true: its tree ("Layout and the import rule") lists every module and
+package of orch/ on a line of its own, with what it is, and nothing else; every repository path the page names
+exists."""
 
 from __future__ import annotations
 
@@ -28,59 +28,68 @@ def layout() -> str:
     return text[text.index("\n", block) + 1 : text.index("```", block + 3)]
 
 
-def sections() -> dict[str, str]:
-    """The map's text by package ("" for orch/'s own modules): a package's part starts at its `  name/` line."""
-    out: dict[str, str] = {"": ""}
-    current = ""
+def tree() -> dict[str, str]:
+    """The map as paths under the repository (`orch/run/folder.py`, `orch/run/`) -> their annotation: two spaces
+    of indent a level, a folder ends in `/`, one file a line."""
+    out: dict[str, str] = {}
+    folders: list[str] = []
     for line in layout().splitlines():
-        if match := re.match(r"^  (\w+)/(\s|$)", line):
-            current = match[1]
-            out.setdefault(current, "")
-        out[current] += line + "\n"
+        match = re.match(r"^( *)(\S+)(?:\s+(.*))?$", line)
+        assert match, f"not a line of the tree: {line!r}"
+        depth = len(match[1]) // 2
+        assert len(match[1]) % 2 == 0 and depth <= len(folders), f"indent off in the tree: {line!r}"
+        del folders[depth:]
+        path = "".join(folders) + match[2]
+        assert path not in out, f"listed twice: {path}"
+        out[path] = match[3] or ""
+        if match[2].endswith("/"):
+            folders.append(match[2])
     return out
 
 
-def named(text: str, module: Path) -> bool:
-    """`folder.py`, or (where the map lists modules by stem, as container/ does) `folder` as a word."""
-    return re.search(rf"(?<![\w/.]){re.escape(module.stem)}(\.py)?(?![\w])", text) is not None
-
-
 def test_every_module_is_in_the_map() -> None:
-    parts = sections()
+    listed = tree()
     missing = []
     for path in sorted((REPO / "orch").rglob("*.py")):
-        relative = path.relative_to(REPO / "orch")
-        if path.name in UNLISTED or relative.parts[0] == "data":  # orch/data: assets and sample trees
+        relative = path.relative_to(REPO).as_posix()
+        if path.name in UNLISTED or relative.startswith("orch/data/"):  # orch/data: assets and sample trees
             continue
-        package = relative.parts[0] if len(relative.parts) > 1 else ""
-        text = parts.get(package, "")
-        if not (named(text, path) if package else f"{path.name}" in text):
-            missing.append(f"orch/{relative}")
-    assert not missing, "name these in CONTRIBUTING.md's map (their package's part):\n" + "\n".join(missing)
+        if relative not in listed:
+            missing.append(relative)
+    assert not missing, "give these a line in CONTRIBUTING.md's tree:\n" + "\n".join(missing)
 
 
-def test_every_module_the_map_names_exists() -> None:
+def test_everything_the_map_lists_exists_and_says_what_it_is() -> None:
+    stale = [path for path in tree() if not (REPO / path).exists()]
+    assert not stale, "CONTRIBUTING.md's tree lists what does not exist:\n" + "\n".join(stale)
+    bare = [path for path, note in tree().items() if not note and path != "orch/"]
+    assert not bare, "say in a few words what these are:\n" + "\n".join(bare)
+
+
+def test_every_package_is_a_folder_of_the_map() -> None:
+    listed = tree()
+    missing = [
+        init.parent.relative_to(REPO).as_posix() + "/"
+        for init in sorted((REPO / "orch").rglob("__init__.py"))
+        if init.parent != REPO / "orch" and init.parent.relative_to(REPO).as_posix() + "/" not in listed
+    ]
+    assert not missing, "give these packages their line in CONTRIBUTING.md's tree:\n" + "\n".join(missing)
+
+
+@pytest.mark.parametrize("page", [PAGE, REPO / "pyproject.toml"], ids=["CONTRIBUTING.md", "pyproject.toml"])
+def test_every_path_the_page_names_exists(page: Path) -> None:
+    """The page's paths, and pyproject.toml's comments saying which module uses a dependency."""
     stale = []
-    for package, text in sections().items():
-        root = REPO / "orch" / package
-        for name in sorted(set(re.findall(r"(?<![\w/.])(\w+\.py)\b", text))):
-            if not list(root.rglob(name)) and not (REPO / "orch" / name).exists():  # or orch/'s own
-                stale.append(f"{package or 'orch'}: {name}")
-    assert not stale, "CONTRIBUTING.md's map names modules that do not exist:\n" + "\n".join(stale)
-
-
-def test_every_path_the_page_names_exists() -> None:
-    stale = []
-    for raw in sorted(set(PATH.findall(PAGE.read_text()))):
+    for raw in sorted(set(PATH.findall(page.read_text()))):
         if any(mark in raw for mark in PLACEHOLDERS):
             continue
         path = raw.rstrip("/.")
         if not (list(REPO.glob(path)) if "*" in path else (REPO / path).exists()):
             stale.append(raw)
-    assert not stale, "CONTRIBUTING.md names paths that do not exist:\n" + "\n".join(stale)
+    assert not stale, f"{page.name} names paths that do not exist:\n" + "\n".join(stale)
 
 
 def test_the_map_parses() -> None:
-    parts = sections()
-    assert {"run", "agents", "gateway", "fleet", "container", "lead", "view", "cli"} <= parts.keys()
-    assert "folder.py" in parts["run"] and "errors.py" in parts[""]
+    listed = tree()
+    assert {"orch/run/", "orch/gateway/apis/", "orch/lead/changes/", "orch/backends/docker/"} <= listed.keys()
+    assert "RunFolder" in listed["orch/run/folder.py"] and "orch/errors.py" in listed

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import orch.agents.aider_confirm
 import orch.agents.aider_watch
-from orch.agents.apis import gateway_env, openai_key
 from orch.agents.base import HOOKWRITER, AgentBase, AgentFacts
+from orch.agents.credentials import gateway_env, openai_key
 from orch.contracts import TEXT_SHELL, Dialog, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
 from orch.errors import UsageError
 from orch.run.folder import RunFolder

@@ -5,7 +5,7 @@ what aider does leave behind into orch hook events (through orch/run/hookwriter.
 
 Its pane is reached through the run's tmux server ($TMUX, $TMUX_PANE), or under local strict isolation,
 where that server is out of reach, through `--pane SOCKET`: the relay's socket for this worker's own pane
-alone (orch.fleet.relay: read the screen, paste, Enter; one JSON request line, one answer line).
+alone (orch.backends.local.relay: read the screen, paste, Enter; one JSON request line, one answer line).
 
 - ready: aider's input prompt (`> `) on the pane's screen (tmux capture-pane on $TMUX_PANE): SessionStart,
   then READY_FILE; then the first prompt, if any, is typed in (aider has no prompt-and-stay flag):

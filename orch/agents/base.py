@@ -18,9 +18,9 @@ from typing import Any, ClassVar
 
 import orch.run.hookwriter
 from orch import settings
-from orch.agents.apis import gateway_env
 from orch.agents.binaries import VERSION_TIMEOUT, find_binary, version_of
 from orch.agents.checks import check_permission_mode, credentials_check, install_check, limits_check
+from orch.agents.credentials import gateway_env
 from orch.contracts import (
     Check,
     Credentials,
@@ -110,7 +110,7 @@ class AgentFacts:
     strict_isolation: bool = True
     own_pane: bool = False
     """A helper in its pane reads the pane's screen and types into it (aider's watcher, Gemini's approver):
-    under strict isolation through the relay's socket for its own pane alone (orch.fleet.relay)."""
+    under strict isolation through the relay's socket for its own pane alone (orch.backends.local.relay)."""
     dialogs: tuple[Dialog, ...] = ()
     """Fallback only: what it may still show although the seeded config dir prevents it."""
     deaf_screens: tuple[str, ...] = ()

@@ -9,8 +9,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from orch.agents.apis import anthropic_key, gateway_env
 from orch.agents.base import AgentBase, AgentFacts, SessionArgs, hook_command, write_config
+from orch.agents.credentials import anthropic_key, gateway_env
 from orch.contracts import Dialog, ImageInstall, LaunchSpec, LoginFile, SessionStore, ShellTool, WorkerContext
 from orch.run.folder import RunFolder
 from orch.versions import CLAUDE_CODE_PACKAGE, CLAUDE_CODE_VERSION

@@ -36,9 +36,9 @@ import tomli_w
 
 import orch.agents.codex_watch
 from orch import settings
-from orch.agents.apis import gateway_env, openai_key
 from orch.agents.base import HOOKWRITER, AgentBase, AgentFacts, SessionArgs, hook_command
 from orch.agents.binaries import version_of
+from orch.agents.credentials import gateway_env, openai_key
 from orch.contracts import Dialog, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
 from orch.errors import OrchError, UsageError
 from orch.run.folder import RunFolder

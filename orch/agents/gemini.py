@@ -11,8 +11,8 @@ from typing import Any
 
 import tomli_w
 
-from orch.agents.apis import gateway_env, gemini_key
 from orch.agents.base import AgentBase, AgentFacts, HookDialect, SessionArgs, write_config
+from orch.agents.credentials import gateway_env, gemini_key
 from orch.contracts import Dialog, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
 from orch.versions import GEMINI_CLI_PACKAGE, GEMINI_CLI_VERSION
 

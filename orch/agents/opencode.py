@@ -22,8 +22,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from orch.agents.apis import gateway_env, openai_key
 from orch.agents.base import HOOKWRITER, AgentBase, AgentFacts, SessionArgs
+from orch.agents.credentials import gateway_env, openai_key
 from orch.contracts import Check, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
 from orch.errors import UsageError
 from orch.run.folder import RunFolder

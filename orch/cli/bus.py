@@ -6,9 +6,9 @@ from typing import Annotated
 
 import typer
 
+from orch.backends import registry as backends
 from orch.cli import buspost
 from orch.cli.common import NameArg, run_folder
-from orch.container import backends
 from orch.contracts import OrchCommand
 from orch.run import bus
 

@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from orch.container import backends
+from orch.backends import registry as backends
 from orch.errors import OrchError, UsageError
 from orch.run import bus
 from orch.run.files import decode_text

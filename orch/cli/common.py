@@ -8,7 +8,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from orch.container import backends
+from orch.backends import registry as backends
 from orch.contracts import OrchCommand
 from orch.errors import UsageError
 from orch.run.files import decode_text, read_text_input

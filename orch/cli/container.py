@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from orch.agents.registry import IMAGE_AGENT
+from orch.backends import registry as backends
 from orch.cli.common import NameArg, run_folder
-from orch.container import backends
 from orch.errors import UsageError
 from orch.fleet import launch
 from orch.run.records import ContainerOptions, EgressMode
@@ -33,7 +33,7 @@ from orch.settings import (
 from orch.view.statusbar import BuildProgress
 
 if TYPE_CHECKING:
-    from orch.container.sandbox import DockerSettings
+    from orch.backends.docker.sandbox import DockerSettings
 
 CopyOpt = Annotated[
     bool, typer.Option("--copy", help="Give the workers a disposable copy of the workdir (removed on kill).")
@@ -79,7 +79,7 @@ class ContainerOpts:
     image: str | None = None
 
     def settings(self, boot_timeout: float) -> DockerSettings:
-        from orch.container.sandbox import DockerSettings, default_image
+        from orch.backends.docker.sandbox import DockerSettings, default_image
 
         cpus = self.cpus if self.cpus is not None else min(CONTAINER_CPUS, float(os.cpu_count() or 1))
         if cpus <= 0 or self.pids < 16:
@@ -124,7 +124,7 @@ def image_build(
     ] = IMAGE_AGENT,
 ) -> None:
     """Build the worker image from docker/Dockerfile, printing the engine's progress as it goes."""
-    from orch.container.image import build_image
+    from orch.backends.docker.image import build_image
 
     base, ca_bundle, tag = base or BASE_IMAGE.get(), ca_bundle or CA_BUNDLE.get(), tag or IMAGE.get()
     kinds = [a.strip() for a in agents.split(",") if a.strip()]
@@ -177,8 +177,8 @@ def serve_run(
 @app.command()
 def reap() -> None:
     """Remove containers, volumes and workspace copies left by crashed or stopped runs (by label)."""
-    from orch.container.engine import docker_client
-    from orch.container.reap import reap as reap_engine
+    from orch.backends.docker.engine import docker_client
+    from orch.backends.docker.reap import reap as reap_engine
 
     removed = reap_engine(docker_client())
     for item in removed:

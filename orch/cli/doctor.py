@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 
 from orch.agents.registry import ADAPTERS, get_adapter
+from orch.backends.local import bwrap
 from orch.contracts import Check
 from orch.errors import OrchError
-from orch.fleet import bwrap
 from orch.fleet.tmux import check_tmux
 from orch.gateway.credential import fleet_upstreams
-from orch.gateway.records import Scheme
+from orch.gateway.modeldir import Scheme
 from orch.versions import TMUX_MIN_VERSION
 
 
@@ -36,9 +36,9 @@ def _agents() -> list[Check]:
 
 def _docker() -> list[Check]:
     try:
-        from orch.container.engine import docker_client, engine_address
-        from orch.container.image import image_exists
-        from orch.container.sandbox import default_image
+        from orch.backends.docker.engine import docker_client, engine_address
+        from orch.backends.docker.image import image_exists
+        from orch.backends.docker.sandbox import default_image
 
         version = docker_client().version().get("Version", "?")
     except OrchError as exc:

@@ -13,6 +13,8 @@ from pydantic import ValidationError
 
 from orch.agents.registry import DEFAULT_AGENT, get_adapter
 from orch.allowlist import local_allowlist
+from orch.backends.local import bwrap
+from orch.backends.registry import sandbox_for, sandbox_for_backend
 from orch.cli.common import (
     NameArg,
     WorkerArg,
@@ -31,10 +33,9 @@ from orch.cli.container import (
     NetworkOpt,
     PidsOpt,
 )
-from orch.container.backends import sandbox_for, sandbox_for_backend
 from orch.contracts import OrchCommand, UpRequest
 from orch.errors import UsageError
-from orch.fleet import bwrap, launch, talk
+from orch.fleet import launch, talk
 from orch.run.folder import RunFolder
 from orch.run.records import Backend, EgressMode, Isolation, WorkerCaps
 from orch.settings import CONTAINER_MEMORY, CONTAINER_PIDS, RUN_FOLDER_MAX, WORKER_DISK, WORKER_MEMORY, WORKER_PIDS

@@ -12,26 +12,28 @@ from typing import Annotated
 import typer
 
 from orch import settings
+from orch.backends.registry import folder_is_here, in_container
 from orch.cli.common import NameArg, run_folder
-from orch.container.backends import folder_is_here, in_container
+from orch.entry import demo as demo_mod
+from orch.entry import runner, skill
 from orch.errors import OrchError, UsageError
 from orch.fleet import rungateway
-from orch.lead import decisions, recording, runner, skill
-from orch.lead import demo as demo_mod
+from orch.jobs.state import load_state
+from orch.lead import decisions
 from orch.lead.changes import apply as changes_apply
 from orch.lead.changes import start as changes_start
-from orch.lead.changesreport import changes_text
-from orch.lead.commentary import Commentary
 from orch.lead.controller import read_spec
 from orch.lead.decisions import EXIT_FAILED
-from orch.lead.jobs import load_state
-from orch.lead.report import ISOLATION_NOTES, RunReport
-from orch.lead.reportrender import cost_line, matrix_text, write_reports
-from orch.lead.spec import example_spec
-from orch.lead.specload import SpecError, load_spec
-from orch.lead.summary import summary
+from orch.recording import transfer as recording
+from orch.report.changes import changes_text
+from orch.report.commentary import Commentary
+from orch.report.model import ISOLATION_NOTES, RunReport
+from orch.report.render import cost_line, matrix_text, write_reports
+from orch.report.summary import summary
 from orch.run.folder import RunFolder
 from orch.run.records import Backend, Isolation
+from orch.spec.load import SpecError, load_spec
+from orch.spec.model import example_spec
 from orch.view.statusbar import RunBar
 
 EXIT_CODES = (

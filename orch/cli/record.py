@@ -1,4 +1,4 @@
-"""`orch record export NAME -o FILE`: a run's recording as one portable file (orch.lead.recording)."""
+"""`orch record export NAME -o FILE`: a run's recording as one portable file (orch.recording.transfer)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from orch.cli.common import NameArg, run_folder
-from orch.lead import recording
+from orch.recording import transfer as recording
 
 app = typer.Typer(no_args_is_help=True)  # `orch record`, joined by orch.cli.commands
 

@@ -11,6 +11,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from orch.backends.registry import at_folder, sandbox_for
 from orch.cli.common import (
     NameArg,
     WorkerArg,
@@ -18,12 +19,11 @@ from orch.cli.common import (
     parse_workers,
     run_folder,
 )
-from orch.container.backends import at_folder, sandbox_for
 from orch.contracts import OrchCommand
 from orch.errors import OrchError, UsageError, is_environment_error, one_line
 from orch.fleet import control, launch, talk
-from orch.lead.changesreport import live_lines
-from orch.lead.jobs import load_state
+from orch.jobs.state import load_state
+from orch.lead.changes.status import live_lines
 from orch.run.folder import RunFolder, list_runs
 from orch.run.records import RunStatusView
 from orch.text import shorten
@@ -65,7 +65,7 @@ def status(
 
 
 def _changes_lines(run: RunFolder) -> list[str]:
-    """An `orch run` with writers: where each change is (orch.lead.changesreport.live_lines)."""
+    """An `orch run` with writers: where each change is (orch.lead.changes.status.live_lines)."""
     try:
         return live_lines(load_state(run))
     except OrchError:

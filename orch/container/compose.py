@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from orch.container.initboot import InitError
+from orch.container.bootline import InitError
 from orch.container.layout import TINI, run_mount
 from orch.container.owners import remove_run
 from orch.container.serverun import compose_request

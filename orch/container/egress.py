@@ -21,7 +21,7 @@ at boot, with the addresses the firewall allows, and TCP to port 53 is rejected.
 
 This module runs inside the container as root: it imports only the standard library, orch.settings,
 orch.allowlist (the `--allow` entries, shared with a local run's proxy), orch.container.dns,
-orch.container.egresscheck (the self-test), orch.run.records and orch.run.uids (the agent's Credentials,
+orch.container.probes (the self-test), orch.run.records and orch.run.uids (the agent's Credentials,
 which name its model API, come from the caller).
 """
 
@@ -43,8 +43,8 @@ from urllib.parse import urlsplit
 
 from orch.allowlist import default_hosts, normalize_entry
 from orch.container.dns import table as dns_table
-from orch.container.egresscheck import PROBE_ADDRESS, probe_as, probe_blocked, probe_dns
-from orch.container.egresscheck import EgressError as EgressError
+from orch.container.probes import PROBE_ADDRESS, probe_as, probe_blocked, probe_dns
+from orch.container.probes import EgressError as EgressError
 from orch.run.records import EgressMode
 from orch.run.uids import checks_uid, drop_argv
 

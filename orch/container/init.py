@@ -4,12 +4,12 @@ privileges for good, then exec the run.
     python -m orch.container.init -- CMD [ARG...]
     python -m orch.container.init --lead SPEC | --resume      (compose.yaml's `lead`: orch.container.compose)
 
-It starts as root holding only the capabilities it needs for this (see orch.container.boot.INIT_CAPS):
+It starts as root holding only the capabilities it needs for this (see orch.backends.docker.boot.INIT_CAPS):
 0. with ORCH_BOOT_STDIN=1 (`orch up`), reads the host's boot line (InitBoot: the run and its model
    upstream, the credential included) from stdin before anything else, says so on stdout (the host waits
    for that), and points stdin at /dev/null: the credentials never sit in the container's environment,
    command line, image, labels or run folder, where `docker inspect` or a worker could read it
-   (orch.container.initboot);
+   (orch.container.bootline);
 1. applies the egress policy (orch.container.egress), the model API open to the gateway's uid only, DNS
    answered in the container for the allowlist's names only (orch.container.dns), and writes its
    report to /tmp for the controller to log;
@@ -56,8 +56,7 @@ from pydantic import SecretStr
 from orch import settings
 from orch.agents.registry import get_adapter
 from orch.container import compose
-from orch.container.egress import EgressError, GatewayEgress, allowlist_for, apply, url_host_port, write_report
-from orch.container.initboot import (
+from orch.container.bootline import (
     ACK_LINE,
     SECRETS_FILE,
     InitBoot,
@@ -70,12 +69,13 @@ from orch.container.initboot import (
     read_boot,
     read_secrets,
 )
+from orch.container.egress import EgressError, GatewayEgress, allowlist_for, apply, url_host_port, write_report
 from orch.container.layout import WORKDIR, run_mount
 from orch.container.owners import isolate_workers, own_model_dir, remove_run, run_folder
 from orch.errors import OrchError
 from orch.gateway.credential import FleetUpstreams
+from orch.gateway.modeldir import GatewayBoot
 from orch.gateway.process import GatewayHandle, handle_path, load_handle, save_handle, start_gateway
-from orch.gateway.records import GatewayBoot
 from orch.run.folder import RunFolder, validate_name
 from orch.run.records import EgressMode, Isolation, RunInfo
 from orch.run.uids import SWITCH_CAPS, drop_argv

@@ -92,7 +92,7 @@ def isolate_workers(run: RunFolder, info: RunInfo, uid: int, gid: int) -> None:
     - the home and the folders above the config dirs: the run's uid's, 0711 (passable, not listable).
     - `pane-N/` in orch.run.paths.pane_sockets_dir (on the container's /tmp): the run's uid's, group worker
       N's, 0710, so worker N alone may enter it and reach the relay's socket for its own pane there
-      (orch.fleet.relay, for aider's watcher and Gemini's approver); its parents the run's uid's, 0711.
+      (orch.backends.local.relay, for aider's watcher and Gemini's approver); its parents the run's uid's, 0711.
     """
     home = Path(os.environ.get("HOME", "/home/worker"))
     for folder in (home, *reversed(run.config_root.parents), run.config_root):

@@ -49,7 +49,7 @@ class LaunchBundle(Strict):
     env: dict[str, str]
     """The worker's own variables: its gateway base URL and token."""
     pane_socket: str | None = None
-    """For an `own_pane` agent: the relay's socket for its own pane (orch.fleet.relay.own_pane_socket)."""
+    """For an `own_pane` agent: the relay's socket for its own pane (orch.backends.local.relay.own_pane_socket)."""
 
     @classmethod
     def of(cls, agent: str, ctx: WorkerContext, own: dict[str, str]) -> LaunchBundle:

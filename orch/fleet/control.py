@@ -9,12 +9,13 @@ import shutil
 import time
 from collections.abc import Iterable
 
+from orch.backends.local import relay
 from orch.errors import WaitTimeoutError
-from orch.fleet import relay, rungateway
+from orch.fleet import rungateway
 from orch.fleet.launch import server_for, worker_processes
 from orch.fleet.tmux import PaneInfo
 from orch.fleet.workerstate import derive_state
-from orch.gateway.records import UsageSnapshot, read_usage
+from orch.gateway.modeldir import UsageSnapshot, read_usage
 from orch.run import bus
 from orch.run.events import Event
 from orch.run.folder import RunFolder

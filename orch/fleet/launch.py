@@ -13,10 +13,11 @@ from urllib.parse import urlsplit
 
 from orch import __version__, procs, settings
 from orch.agents.registry import check_permission_mode, get_adapter
+from orch.backends.local import bwrap, egressproxy, relay
+from orch.backends.local import portal as portal_module
 from orch.contracts import AgentAdapter, LaunchSpec, UpRequest, WorkerContext
 from orch.errors import SandboxError, UsageError, WaitTimeoutError
-from orch.fleet import bwrap, caps, egressproxy, relay, rungateway, stopping
-from orch.fleet import portal as portal_module
+from orch.fleet import caps, rungateway, stopping
 from orch.fleet.become import OPEN_BUNDLE, LaunchBundle
 from orch.fleet.booting import wait_booted
 from orch.fleet.tmux import PaneInfo, TmuxServer, check_tmux
@@ -179,7 +180,7 @@ def launch(
 
 
 def needs_relay(info: RunInfo) -> bool:
-    """Whether the run's workers need the relay (orch.fleet.relay): each local strict worker's bus, gateway
+    """Whether the run's workers need the relay (orch.backends.local.relay): each local strict worker's bus, gateway
     and pane sockets; in a container's strict run with an `own_pane` agent, their pane sockets."""
     if bwrap.sandboxed(info):
         return True
@@ -188,7 +189,7 @@ def needs_relay(info: RunInfo) -> bool:
 
 def ensure_relay(run: RunFolder, info: RunInfo, gateway_url: str) -> bool:
     """The run's relay running if its workers need one, started again if it died: it serves the same folders
-    of sockets, which running workers see at once (orch.fleet.relay). True when it had to be started."""
+    of sockets, which running workers see at once (orch.backends.local.relay). True when it had to be started."""
     if not needs_relay(info):
         return False
     was = relay.running(run)
@@ -332,7 +333,7 @@ def _worker_spec(
 
 def _pane_socket(run: RunFolder, info: RunInfo, adapter: AgentAdapter, n: int) -> Path | None:
     """Where worker n reaches its own pane (an `own_pane` agent under strict isolation): the relay's socket,
-    bound into its sandbox, or in a container in a folder only its uid may enter (orch.fleet.relay)."""
+    bound into its sandbox, or in a container in a folder only its uid may enter (orch.backends.local.relay)."""
     if not adapter.own_pane or info.isolation is not Isolation.STRICT:
         return None
     return bwrap.PANE_SOCKET if bwrap.sandboxed(info) else relay.own_pane_socket(run, n)
@@ -342,7 +343,7 @@ def sandboxed_spec(
     run: RunFolder, info: RunInfo, adapter: AgentAdapter, ctx: WorkerContext, own: dict[str, str]
 ) -> LaunchSpec:
     """Worker n's pane under local strict isolation: seeded here as under shared isolation, then run in a
-    bubblewrap sandbox of its own (orch.fleet.bwrap), its portal to the gateway first when it uses one."""
+    bubblewrap sandbox of its own (orch.backends.local.bwrap), its portal to the gateway first when it uses one."""
     if ctx.login_file is not None:
         raise UsageError(
             "strict isolation cannot hand workers the agent's own login file",

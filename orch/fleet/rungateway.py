@@ -23,6 +23,7 @@ from orch.agents.registry import ADAPTERS, get_adapter
 from orch.contracts import AgentAdapter
 from orch.errors import OrchError, SandboxError, UsageError
 from orch.gateway.credential import FleetUpstreams, fleet_upstreams
+from orch.gateway.modeldir import GatewayBoot, Scheme
 from orch.gateway.process import (
     GatewayClient,
     GatewayHandle,
@@ -33,7 +34,6 @@ from orch.gateway.process import (
     start_gateway,
     stop_gateway,
 )
-from orch.gateway.records import GatewayBoot, Scheme
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, RunInfo

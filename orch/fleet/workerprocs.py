@@ -3,7 +3,7 @@
 How a process is told apart depends on the run's isolation:
 
 - a uid of its own (strict isolation in a container, orch.run.uids): the process's real uid;
-- a bubblewrap sandbox of its own (local strict isolation, orch.fleet.bwrap): the process's pid namespace,
+- a bubblewrap sandbox of its own (local strict isolation, orch.backends.local.bwrap): the process's pid namespace,
   which it can never leave; a namespace belongs to the worker whose bwrap (its parent outside, a process
   no worker can start or change) binds that worker's outbox;
 - shared isolation: the process inherited its supervisor's state-file variable (a process that clears its
@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from typing import Literal
 
 from orch import procs, settings
-from orch.fleet import bwrap
+from orch.backends.local import bwrap
 from orch.fleet.caps import own_uids
 from orch.run.folder import RunFolder
 from orch.run.records import RunInfo

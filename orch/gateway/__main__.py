@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from orch import settings
 from orch.errors import OrchError
-from orch.gateway.records import GatewayBoot
+from orch.gateway.modeldir import GatewayBoot
 from orch.gateway.supervisor import Supervisor
 from orch.text import first_error
 

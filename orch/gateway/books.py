@@ -17,8 +17,8 @@ from typing import TypeVar
 from pydantic import ValidationError
 
 from orch.gateway.events import EventLog
+from orch.gateway.modeldir import GatewayBudget, GatewayEventKind, Tokens, UsageLine, UsageSnapshot, WorkerUsage
 from orch.gateway.pricing import Pricing
-from orch.gateway.records import GatewayBudget, GatewayEventKind, Tokens, UsageLine, UsageSnapshot, WorkerUsage
 from orch.run.files import atomic_write
 from orch.run.folder import RunFolder
 

@@ -16,7 +16,7 @@ from pydantic import SecretStr
 
 from orch.contracts import Credentials
 from orch.errors import UsageError
-from orch.gateway.records import Scheme, Upstream
+from orch.gateway.modeldir import Scheme, Upstream
 
 FALLBACK_WARNING = (
     "the only credential is the agent's own login file ({path}): its OAuth token rotates and only the agent "

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from orch.gateway.records import GatewayEvent, GatewayEventKind
+from orch.gateway.modeldir import GatewayEvent, GatewayEventKind
 from orch.run.files import append_line
 
 log = logging.getLogger("orch.gateway")

@@ -12,8 +12,8 @@ import time
 from collections.abc import Sequence
 from typing import Literal
 
-from orch.gateway.protocol import ToolResult, ToolUse
-from orch.gateway.records import LedgerEntry
+from orch.gateway.apis.base import ToolResult, ToolUse
+from orch.gateway.modeldir import LedgerEntry
 from orch.run.files import append_line
 from orch.run.folder import RunFolder
 

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from orch import settings
 from orch.errors import UsageError
-from orch.gateway.records import Tokens
+from orch.gateway.modeldir import Tokens
 from orch.run.records import Strict
 from orch.text import first_error
 

@@ -24,7 +24,7 @@ from pydantic import SecretStr, ValidationError
 
 from orch import procs, settings
 from orch.errors import NotFoundError, OrchError, UsageError
-from orch.gateway.records import GatewayBoot, GatewayBudget
+from orch.gateway.modeldir import GatewayBoot, GatewayBudget
 from orch.gateway.wire import boot_line
 from orch.run.files import atomic_write
 from orch.run.records import Strict

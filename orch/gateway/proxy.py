@@ -2,7 +2,7 @@
 answer from the replay cassette), stream the answer back chunk by chunk as it arrives, tee the stream for
 accounting without delaying a byte, then count, ledger and record the completed exchange.
 
-What the pinned Claude Code does with the gateway's own refusals (tests/gateway/test_claude.py, `claude -p`):
+What the pinned Claude Code does with the gateway's own refusals (tests/scenarios/test_claude_gateway.py, `claude -p`):
 - budget exceeded, 400 invalid_request_error + x-should-retry: false: it sends the refused main turn 6
   times within about a second (no backoff), then stops cleanly: exit 1, result `API Error: 400 orch
   gateway: budget exceeded: ...`, is_error, api_error_status 400. No retry loop of minutes.
@@ -24,14 +24,14 @@ import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
 
-from orch.gateway import protocols
+from orch.gateway.apis import registry as protocols
+from orch.gateway.apis.base import ApiProtocol, ErrorKind, Outcome
+from orch.gateway.apis.registry import claiming
 from orch.gateway.books import Books
 from orch.gateway.events import EventLog
-from orch.gateway.protocol import ApiProtocol, ErrorKind, Outcome
-from orch.gateway.protocols import claiming
-from orch.gateway.records import GatewayBoot, GatewayEventKind, Upstream
-from orch.gateway.replay import Replayer, ReplayMiss
-from orch.gateway.replaykey import exchange_key
+from orch.gateway.modeldir import GatewayBoot, GatewayEventKind, Upstream
+from orch.gateway.recording.keys import exchange_key
+from orch.gateway.recording.replay import Replayer, ReplayMiss
 from orch.gateway.writer import Call, Done, Writer
 from orch.sse import SseParser, split_events
 

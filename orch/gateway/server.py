@@ -26,15 +26,15 @@ from pydantic import ValidationError
 from orch import settings
 from orch.errors import OrchError
 from orch.gateway import tokens
+from orch.gateway.apis.registry import for_path
 from orch.gateway.books import Books
 from orch.gateway.events import EventLog
 from orch.gateway.ledger import Ledger
+from orch.gateway.modeldir import GatewayBoot, GatewayBudget, GatewayEventKind
 from orch.gateway.pricing import load_pricing
-from orch.gateway.protocols import for_path
 from orch.gateway.proxy import Proxy
-from orch.gateway.recorder import Recorder
-from orch.gateway.records import GatewayBoot, GatewayBudget, GatewayEventKind
-from orch.gateway.replay import Replayer
+from orch.gateway.recording.exchanges import Recorder
+from orch.gateway.recording.replay import Replayer
 from orch.gateway.wire import ChildStart, Report
 from orch.gateway.writer import Writer
 from orch.run.files import atomic_write

@@ -37,9 +37,9 @@ from tenacity import Retrying, retry_if_exception_type, retry_if_result, stop_af
 
 from orch.errors import OrchError, UsageError
 from orch.gateway.events import EventLog
+from orch.gateway.modeldir import GatewayBoot, GatewayEventKind
 from orch.gateway.pricing import load_pricing
 from orch.gateway.process import state_path
-from orch.gateway.records import GatewayBoot, GatewayEventKind
 from orch.gateway.wire import ChildStart, Report, boot_line
 from orch.run.files import atomic_write
 from orch.run.folder import RunFolder
@@ -300,7 +300,9 @@ class Supervisor:
         """What would make every server child fail at start, as one line now instead."""
         load_pricing(self.boot.pricing)
         if self.boot.replay:
-            from orch.gateway.replay import Replayer  # here: a live or scripted gateway starts its children sooner
+            from orch.gateway.recording.replay import (
+                Replayer,  # here: a live or scripted gateway starts its children sooner
+            )
 
             Replayer(Path(self.boot.replay), self.boot.run_dir, self.boot.workdir)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import Field
 
-from orch.gateway.records import GatewayBoot
+from orch.gateway.modeldir import GatewayBoot
 from orch.run.records import Strict
 
 

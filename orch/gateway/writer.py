@@ -19,12 +19,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from orch.gateway.apis.base import ApiProtocol, ToolUse
 from orch.gateway.books import Books
 from orch.gateway.ledger import Ledger
-from orch.gateway.protocol import ApiProtocol, ToolUse
-from orch.gateway.recorder import Recorder
-from orch.gateway.records import Exchange
-from orch.gateway.replaykey import exchange_key
+from orch.gateway.modeldir import Exchange
+from orch.gateway.recording.exchanges import Recorder
+from orch.gateway.recording.keys import exchange_key
 
 log = logging.getLogger("orch.gateway")
 USAGE_EVERY = 0.2
@@ -44,7 +44,7 @@ class Call:
     seq: int
     job: str | None
     protocol: ApiProtocol
-    """The model API the request speaks (orch.gateway.protocols, by its path)."""
+    """The model API the request speaks (orch.gateway.apis.registry, by its path)."""
     started: float = field(default_factory=time.time)
 
 

@@ -1,6 +1,6 @@
 """Briefs and messages the controller sends: neutral, explicit about where results go, never a lie.
 
-A brief is the role's template filled in for one job (orch.fleet.brief then appends the worker
+A brief is the role's template filled in for one job (orch.fleet.talk.brief then appends the worker
 protocol: result file, done flag, bus, autonomy). Offline runs append an orch-script block: the
 scripted model makes the real agent execute those steps. For verification jobs the offline steps are
 generated here: the worker greps the cited quote and runs the finding's `reproduce` command, and
@@ -17,13 +17,13 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
+from orch.jobs.findings import CodeEvidence, Finding, Problem
+from orch.jobs.state import AcceptedFinding, ControllerState, Job, Stance
 from orch.lead import verdictwriter
-from orch.lead.findings import CodeEvidence, Finding, Problem
-from orch.lead.jobs import AcceptedFinding, ControllerState, Job, Stance
-from orch.lead.placeholders import render, render_steps, script_block
-from orch.lead.spec import FleetSpec, Role, ScriptStep, TaskSpec
 from orch.run import workerprotocol
 from orch.run.folder import RunFolder
+from orch.spec.model import FleetSpec, Role, ScriptStep, TaskSpec
+from orch.spec.placeholders import render, render_steps, script_block
 
 STANCES = {
     Stance.VERIFY: (

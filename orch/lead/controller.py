@@ -9,7 +9,7 @@ report and tear down. It spends no model tokens: state comes from hooks and file
 Every action is a line in events.jsonl, and the state is saved to controller.json after every change,
 so `orch run --resume NAME` picks up where a killed controller stopped.
 
-This module is the loop; its parts work at one shared desk (orch.lead.desk): dispatch (handing out
+This module is the loop; its parts work at one shared desk (orch.lead.base): dispatch (handing out
 jobs and briefs), review (checking outputs, verdicts, failing jobs) and recovery (restarts, relaunches,
 retries, nudges). What to do is decided by pure functions in orch.lead.decisions.
 """
@@ -28,22 +28,23 @@ from orch.errors import UsageError
 from orch.fleet import control
 from orch.fleet.watchdog import Watchdog
 from orch.fleet.workerstate import FATAL_ERRORS
-from orch.lead import briefs, decisions, tree
+from orch.jobs.state import ControllerState, Job, JobStatus, Outcome, WorkerBook
+from orch.lead import baseline as tree
+from orch.lead import briefs, decisions
+from orch.lead.acceptance import Review
+from orch.lead.base import Desk
 from orch.lead.changes import start
 from orch.lead.decisions import RUNNING_STEPS, Watch
-from orch.lead.desk import Desk
 from orch.lead.dispatch import Dispatch
-from orch.lead.jobs import ControllerState, Job, JobStatus, Outcome, WorkerBook
 from orch.lead.recovery import Recovery
-from orch.lead.replayplan import Cassette
-from orch.lead.reportrender import write_reports
-from orch.lead.review import Review
-from orch.lead.spec import Dispatch as DispatchMode
-from orch.lead.spec import FleetSpec, PermissionPolicy
+from orch.recording.plan import Cassette
+from orch.report.render import write_reports
 from orch.run.events import Event
 from orch.run.files import atomic_write, read_model
 from orch.run.folder import RunFolder
 from orch.run.records import Isolation, PermissionAnswer
+from orch.spec.model import Dispatch as DispatchMode
+from orch.spec.model import FleetSpec, PermissionPolicy
 from orch.waits import IN_ATTRIB, IN_CLOSE_WRITE, IN_CREATE, IN_MODIFY, IN_MOVED_TO, Inotify
 
 log = logging.getLogger(__name__)

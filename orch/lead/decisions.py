@@ -12,11 +12,11 @@ from enum import StrEnum
 
 from orch.agents.registry import get_adapter
 from orch.errors import UsageError
-from orch.lead import landing
-from orch.lead.jobs import Assignment, ControllerState, FindingStatus, Job, JobStatus, Outcome, WorkerBook
-from orch.lead.spec import Budget, FleetSpec, Limits, Role
-from orch.lead.verification import choose_verifier, eligible, finding_status
+from orch.jobs.state import Assignment, ControllerState, FindingStatus, Job, JobStatus, Outcome, WorkerBook
+from orch.jobs.verification import choose_verifier, eligible, finding_status
+from orch.lead.changes import decisions as landing
 from orch.run.records import HookEvent, Isolation, WorkerState
+from orch.spec.model import Budget, FleetSpec, Limits, Role
 
 EXIT_PASSED = 0
 EXIT_NOT_CONFIRMED = 4
@@ -99,8 +99,8 @@ def pick(
     alive: Collection[int],
     plan: Sequence[Assignment] = (),
 ) -> Pick:
-    """A verification job goes to an eligible verifier, never the finder (orch.lead.verification), a
-    review job to an eligible reviewer, never the change's writer (orch.lead.landing); fixers and
+    """A verification job goes to an eligible verifier, never the finder (orch.jobs.verification), a
+    review job to an eligible reviewer, never the change's writer (orch.lead.changes.decisions); fixers and
     scribes wait until verification is over; a pinned job (a rebase job: its writer) waits for its worker. A replay
     follows its `plan` instead (`replay_pick`)."""
     if plan:
@@ -369,7 +369,7 @@ def isolation(spec: FleetSpec, can_switch_uids: bool = True) -> Isolation:
     """How far a run's workers are kept apart: what the spec asks, else strict wherever it can hold (every
     agent able to; in a container each worker has its own uid, on this machine its own bubblewrap sandbox);
     UsageError where strict was asked and cannot. Writers do not lower it: each writes only its own
-    worktree (orch.lead.landing), never the tree under audit. `can_switch_uids`: False for a controller
+    worktree (orch.lead.changes.decisions), never the tree under audit. `can_switch_uids`: False for a controller
     inside a container that cannot start processes as other uids (orch.run.uids.can_switch_uids)."""
     agents = {agent for agent, _ in spec.agent_models().values()}
     unable = sorted(agent for agent in agents if not get_adapter(agent).can_run_strict())

@@ -10,14 +10,16 @@ from pathlib import Path
 
 from orch.errors import OrchError
 from orch.fleet import talk
-from orch.lead import briefs, changebriefs, decisions, landing
-from orch.lead.desk import Desk, Part
-from orch.lead.jobs import FindingStatus, Job, JobStatus
-from orch.lead.review import Review
-from orch.lead.spec import Role
-from orch.lead.verification import finding_status
+from orch.jobs.state import FindingStatus, Job, JobStatus
+from orch.jobs.verification import finding_status
+from orch.lead import briefs, decisions
+from orch.lead.acceptance import Review
+from orch.lead.base import Desk, Part
+from orch.lead.changes import briefs as changebriefs
+from orch.lead.changes import decisions as landing
 from orch.run.events import Event
 from orch.run.records import WorkerState
+from orch.spec.model import Role
 
 
 class Dispatch(Part):

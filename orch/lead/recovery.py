@@ -10,15 +10,16 @@ from pathlib import Path
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from orch import settings
-from orch.container import backends
+from orch.backends import registry as backends
+from orch.backends.local import relay
 from orch.errors import OrchError, SandboxError
-from orch.fleet import launch, relay, rungateway
+from orch.fleet import launch, rungateway
+from orch.jobs.state import Job, JobStatus, WorkerBook
 from orch.lead import briefs, decisions
+from orch.lead.acceptance import Review
+from orch.lead.base import CONTINUE, NUDGE, REPOINT, Desk, Part
 from orch.lead.decisions import Crash, Nudge, Retry
-from orch.lead.desk import CONTINUE, NUDGE, REPOINT, Desk, Part
 from orch.lead.dispatch import Dispatch
-from orch.lead.jobs import Job, JobStatus, WorkerBook
-from orch.lead.review import Review
 from orch.run import bus
 from orch.run.events import Event
 from orch.run.records import Backend, HookEvent
@@ -84,7 +85,7 @@ class Recovery(Part):
         self.desk.sync_gateway()
 
     def keep_relay(self) -> None:
-        """The relay of the workers' sockets died under the run (orch.fleet.relay): start it again. It serves
+        """The relay of the workers' sockets died under the run (orch.backends.local.relay): start it again. It serves
         the same folders of sockets, which the running workers' sandboxes see at once."""
         info = self.desk.info
         here = info.backend is Backend.LOCAL or settings.IN_CONTAINER.get()  # the relay runs beside tmux

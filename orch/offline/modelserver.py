@@ -1,6 +1,6 @@
 """The scripted model's HTTP server (aiohttp, like the gateway): every model API orch's agents speak,
 driving the real agent binaries without credentials. Each POST goes to the API class that claims its path
-(orch/offline/apis.py: Anthropic Messages, OpenAI Responses, OpenAI Chat Completions, Gemini).
+(orch/offline/apis/registry.py: Anthropic Messages, OpenAI Responses, OpenAI Chat Completions, Gemini).
 
 Tests, the offline demo and dry runs point workers at it (`ANTHROPIC_BASE_URL=http://127.0.0.1:PORT`,
 any dummy `ANTHROPIC_API_KEY`); a run's gateway starts it as its offline upstream. The model is
@@ -30,8 +30,9 @@ from typing import Any
 
 from aiohttp import web
 
-from orch.offline import anthropic, apis
-from orch.offline.reply import Reply, json_reply
+from orch.offline.apis import anthropic
+from orch.offline.apis import registry as apis
+from orch.offline.apis.base import Reply, json_reply
 
 log = logging.getLogger(__name__)
 MAX_BODY = 512 * 1024 * 1024

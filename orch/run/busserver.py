@@ -64,7 +64,7 @@ class BusServer:
 
     def __init__(self, run: RunFolder, peercred: bool = True) -> None:
         """`peercred`: serve `run.bus_socket` too (identities from SO_PEERCRED); the local relay serves only
-        per-worker sockets (orch.fleet.relay), the controller serves `bus.sock`."""
+        per-worker sockets (orch.backends.local.relay), the controller serves `bus.sock`."""
         self.run = run
         self.run_uid = os.geteuid()
         self.workers = run.info().workers

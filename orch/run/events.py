@@ -24,7 +24,7 @@ class Event(StrEnum):
     KILLED = "killed"
     GATEWAY_STARTED = "gateway-started"
     RELAY_STARTED = "relay-started"
-    """The relay of the workers' sockets (orch.fleet.relay) was found dead and started again (a worker
+    """The relay of the workers' sockets (orch.backends.local.relay) was found dead and started again (a worker
     restart, the controller's look): its workers' sockets are served again in the same folders."""
     CREDENTIAL_FALLBACK = "credential-fallback"
 
@@ -42,11 +42,11 @@ class Event(StrEnum):
     the relay's gateway and pane sockets): the excess refused, flagged once per burst (the relay's: at most
     once a minute per socket, `refused` counting the refusals it stands for)."""
     PEER_REFUSED = "peer-refused"
-    """A connection to a worker's own pane socket (orch.fleet.relay, a container's strict run) from a uid that
+    """A connection to a worker's own pane socket (orch.backends.local.relay, a container's strict run) from a uid that
     is neither that worker's nor the run's: a worker probing another's pane. `worker`: the prober's, when a
     worker's uid; logged at most once a minute per socket, `refused` counting the refusals it stands for."""
     EGRESS_REFUSED = "egress-refused"
-    """A local strict worker's CONNECT refused by its proxy (orch.fleet.egressproxy): data reason (not-listed,
+    """A local strict worker's CONNECT refused by its proxy (orch.backends.local.egressproxy): data reason (not-listed,
     ip-literal, private-address, not-connect, ...) and target; at most once a minute per worker and reason."""
     WRITE_DENIED = "write-denied"
     """The worker's tool results (the gateway's ledger) show writes the system refused it."""
@@ -60,7 +60,7 @@ class Event(StrEnum):
     """A worker passed one of its caps (processes, memory, disk, the run folder): its processes were
     killed, its job failed (data: cap, used, limit, killed)."""
 
-    # orch.lead.runner
+    # orch.entry.runner
     RUN_CREATED = "run-created"
 
     # orch.lead controller: the loop and the fleet
@@ -86,7 +86,7 @@ class Event(StrEnum):
     BRIEF_FAILED = "brief-failed"
     BRIEF_NOT_DELIVERED = "brief-not-delivered"
 
-    # controller: prompts to a worker on its job (orch.lead.desk.Prompt): sending, sent, failed
+    # controller: prompts to a worker on its job (orch.lead.base.Prompt): sending, sent, failed
     REPOINT_SENDING = "repoint-sending"
     REPOINT_SENT = "repoint-sent"
     REPOINT_FAILED = "repoint-failed"
@@ -119,7 +119,7 @@ class Event(StrEnum):
     RESTARTED_WORKER = "restarted-worker"
     WORKER_OUT = "worker-out"
 
-    # controller: changes (orch.lead.writing): worktrees, the gate, reviews, the integration queue
+    # controller: changes (orch.lead.changes.writing): worktrees, the gate, reviews, the integration queue
     WORKTREE_MADE = "worktree-made"
     """data: job, base, path: a writer job's fresh worktree at the integration head."""
     WORKER_MOVED = "worker-moved"

@@ -146,7 +146,7 @@ class RunFolder:
         """How the workers' permission hook answers a prompt (written by `orch run`; absent: ask)."""
         return self.state_dir / "permissions.json"
 
-    # --- the model gateway's files (written by the gateway only; see orch.gateway.records) ----
+    # --- the model gateway's files (written by the gateway only; see orch.gateway.modeldir) ----
     @property
     def model_dir(self) -> Path:
         return self.root / "model"
@@ -211,7 +211,7 @@ class RunFolder:
 
     @property
     def tree_snapshot(self) -> Path:
-        """The workdir's files as the run found them (orch.lead.tree; shared isolation only)."""
+        """The workdir's files as the run found them (orch.lead.baseline; shared isolation only)."""
         return self.root / "tree.json"
 
     @property
@@ -290,7 +290,7 @@ class RunFolder:
         return self.change_dir(job) / "summary.md"
 
     def change_record(self, job: str) -> Path:
-        """change.json: the change as taken (orch.lead.changes.records.Change)."""
+        """change.json: the change as taken (orch.jobs.changes.Change)."""
         return self.change_dir(job) / "change.json"
 
     def change_checks(self, job: str) -> Path:
@@ -334,12 +334,12 @@ class RunFolder:
 
     @property
     def report_sarif(self) -> Path:
-        """The findings as SARIF 2.1.0, for code scanning (orch.lead.sarif)."""
+        """The findings as SARIF 2.1.0, for code scanning (orch.report.sarif.render)."""
         return self.root / "report.sarif"
 
     @property
     def report_junit(self) -> Path:
-        """Jobs and verifications as JUnit XML tests, for CI (orch.lead.junit)."""
+        """Jobs and verifications as JUnit XML tests, for CI (orch.report.junit)."""
         return self.root / "report.junit.xml"
 
     # --- lifecycle -------------------------------------------------------------------------

@@ -44,7 +44,7 @@ def slim(payload: dict[str, Any]) -> dict[str, Any]:
     for key, value in payload.items():
         if key == "tool_response" and DENIED.search(json.dumps(value)):
             # The result itself is dropped (big), but a refusal is kept: with no model behind the agent (orch's
-            # scripted agent) the hook log is the only place the controller sees it (orch.lead.findings).
+            # scripted agent) the hook log is the only place the controller sees it (orch.jobs.findings).
             out["tool_denied"] = True
         if key in DROPPED:
             continue
@@ -151,7 +151,7 @@ MAX_SCREEN = 1 << 20
 
 
 def pane_request(socket_path: str, request: dict[str, str]) -> dict[str, Any]:
-    """One request on the relay's socket for this worker's own pane (orch.fleet.relay): `{"op": "screen"}`,
+    """One request on the relay's socket for this worker's own pane (orch.backends.local.relay): `{"op": "screen"}`,
     `{"op": "paste", "text": ...}` or `{"op": "enter"}`; its answer, `{}` when it is gone or refused."""
     import socket
 

@@ -39,7 +39,7 @@ def launch_dir() -> Path:
 
 
 def sockets_dir(run_root: Path) -> Path:
-    """A local strict run's per-worker sockets (orch.fleet.relay): outside the run folder, which every
+    """A local strict run's per-worker sockets (orch.backends.local.relay): outside the run folder, which every
     worker sees, in a short path (a socket's path is at most 107 bytes): `$XDG_RUNTIME_DIR` or /tmp,
     a folder of this uid's, one per run folder."""
     base = Path(os.environ.get("XDG_RUNTIME_DIR") or "/tmp") / f"orch-{os.geteuid()}"
@@ -48,13 +48,13 @@ def sockets_dir(run_root: Path) -> Path:
 
 SANDBOX_SOCKETS = Path("/run/orch")
 """Inside a local strict worker's sandbox: its own folder of the relay's sockets (OWN_BUS, gateway.sock,
-pane.sock), bound read-only (orch.fleet.bwrap, orch.fleet.relay)."""
+pane.sock), bound read-only (orch.backends.local.bwrap, orch.backends.local.relay)."""
 OWN_BUS = "posts.sock"
 """A local strict worker's own bus socket in that folder: every post there is stamped as that worker."""
 
 
 def pane_sockets_dir(run_root: Path) -> Path:
     """In a run's container under strict isolation: the folder of each worker's own pane socket
-    (orch.fleet.relay.own_pane_socket), which the container's init makes before any worker starts
+    (orch.backends.local.relay.own_pane_socket), which the container's init makes before any worker starts
     (orch.container.owners.isolate_workers): `pane-N/` is the run's uid's with group worker N's, 0710."""
     return Path("/tmp/orch-panes") / hashlib.sha256(str(run_root).encode()).hexdigest()[:12]

@@ -163,7 +163,7 @@ class RunInfoBase(Strict):
     """Per-worker agent where it differs from `agent` (a mixed fleet)."""
     offline: bool = False
     credential: str | None = None
-    """How the run's gateway presents the user's credential upstream (orch.gateway.records.Scheme):
+    """How the run's gateway presents the user's credential upstream (orch.gateway.modeldir.Scheme):
     `passthrough` means the workers hold the agent's own login; None: not started yet (or an old run)."""
     replay: str | None = None
     """The cassette the run's gateway answers from (`orch run --replay`): no upstream, nothing billed."""
@@ -203,7 +203,7 @@ class LocalRunInfo(RunInfoBase):
     backend: Literal[Backend.LOCAL] = Backend.LOCAL
     egress_allow: list[str] | None = None
     """Strict isolation: the `host:port` names its workers may CONNECT to through the relay's proxy
-    (`--egress allowlist`, orch.fleet.egressproxy); None: no network but the gateway (`--egress none`)."""
+    (`--egress allowlist`, orch.backends.local.egressproxy); None: no network but the gateway (`--egress none`)."""
 
     @model_validator(mode="before")
     @classmethod

@@ -13,8 +13,8 @@ import sys
 from enum import StrEnum
 
 from orch.errors import OrchError, UsageError
+from orch.jobs.state import load_state
 from orch.lead.briefs import nudge_text
-from orch.lead.jobs import load_state
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, Strict

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from orch.container.backends import folder_is_here, sandbox_for
+from orch.backends.registry import folder_is_here, sandbox_for
 from orch.errors import OrchError, is_environment_error
 from orch.run.records import RunInfo
 

@@ -20,18 +20,18 @@ from pathlib import Path
 from pydantic import Field, ValidationError
 
 from orch.errors import NotFoundError, OrchError
-from orch.gateway.records import UsageSnapshot, read_usage
-from orch.lead.changesreport import live_lines
-from orch.lead.charts import CostPoint, JobBar, job_bars, job_costs
-from orch.lead.commentary import describe
+from orch.gateway.modeldir import UsageSnapshot, read_usage
+from orch.jobs.state import ControllerState, JobStatus, load_state
+from orch.jobs.verification import finding_status
+from orch.lead.changes.status import live_lines
 from orch.lead.controller import read_spec
-from orch.lead.jobs import ControllerState, JobStatus, load_state
-from orch.lead.spec import FleetSpec
-from orch.lead.verification import finding_status
+from orch.report.charts import CostPoint, JobBar, job_bars, job_costs
+from orch.report.commentary import describe
 from orch.run.events import Event
 from orch.run.files import JsonlTail
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, HookEvent, RunInfo, RunStatus, Strict, WorkerState
+from orch.spec.model import FleetSpec
 from orch.view.readers import KEEP_LINES, BusEntry, BusTail, Changed, clean, worker_state
 
 CLAIM_CHARS = 90
@@ -107,7 +107,7 @@ class Snapshot(Strict):
     workers: list[WorkerTile]
     matrix: list[MatrixRow] = Field(default_factory=list)
     changes: list[str] = Field(default_factory=list)
-    """Each change of a run with writers, where it is (orch.lead.changesreport.live_lines): the queue."""
+    """Each change of a run with writers, where it is (orch.lead.changes.status.live_lines): the queue."""
     progress: Progress = Field(default_factory=Progress)
     timeline: list[JobBar] = Field(default_factory=list)
     costs: dict[int, list[CostPoint]] = Field(default_factory=dict)

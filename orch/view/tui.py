@@ -20,7 +20,7 @@ from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Label, Static
 
-from orch.container.backends import sandbox_for
+from orch.backends.registry import sandbox_for
 from orch.errors import NotFoundError, OrchError
 from orch.run.folder import RunFolder, list_runs
 from orch.view import plain

@@ -21,8 +21,8 @@ from pydantic import ValidationError
 
 from orch import sse
 from orch.errors import NotFoundError, OrchError
-from orch.lead.charts import cost_svg, timeline_svg
-from orch.lead.templates import render
+from orch.report.charts import cost_svg, timeline_svg
+from orch.report.templates.environment import render
 from orch.run.folder import RunFolder, list_runs, validate_name
 from orch.run.records import Strict
 from orch.view.actions import Action, perform

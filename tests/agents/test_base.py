@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from orch.agents.apis import gateway_env, openai_key
 from orch.agents.base import CACHE, AgentFacts, SessionArgs
+from orch.agents.credentials import gateway_env, openai_key
 from orch.agents.registry import get_adapter
 from orch.contracts import Credentials, ImageInstall
 from orch.errors import UsageError

@@ -1,5 +1,5 @@
 """The fleet core with the real Codex CLI binary, offline: its run's gateway starts the scripted model,
-which answers Codex's Responses API calls (orch.offline.responses)."""
+which answers Codex's Responses API calls (orch.offline.apis.openai_responses)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from orch.agents.codex import has_rollout
 from orch.fleet import control, launch
-from orch.gateway.cassette import read_exchanges
+from orch.gateway.recording.exchanges import read_exchanges
 from orch.run.events import Event
 from orch.run.files import atomic_write
 from orch.run.folder import RunFolder

@@ -17,7 +17,7 @@ from orch import settings
 from orch.agents import installs
 from orch.agents.base import AgentBase
 from orch.agents.registry import ADAPTERS, DEFAULT_AGENT, IMAGE_AGENT, get_adapter, image_install, image_installs
-from orch.container.image import DOCKER_DIR, build_args
+from orch.backends.docker.image import DOCKER_DIR, build_args
 from orch.container.serverun import link_sessions
 from orch.contracts import (
     TEXT_SHELL,
@@ -33,11 +33,11 @@ from orch.contracts import (
 )
 from orch.errors import UsageError
 from orch.fleet import launch
-from orch.gateway import protocols
-from orch.gateway.records import Scheme
-from orch.offline import chat as offline_chat
-from orch.offline import gemini as offline_gemini
-from orch.offline import responses as offline_responses
+from orch.gateway.apis import registry as protocols
+from orch.gateway.modeldir import Scheme
+from orch.offline.apis import gemini as offline_gemini
+from orch.offline.apis import openai_chat as offline_chat
+from orch.offline.apis import openai_responses as offline_responses
 from orch.run.folder import RunFolder
 from orch.versions import AIDER_VERSION, DEFAULT_BASE_IMAGE, OPENCODE_VERSION
 from tests.helpers import run_info, stand_in_binaries

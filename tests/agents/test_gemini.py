@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from orch.fleet import control, launch
-from orch.gateway.cassette import read_exchanges
-from orch.gateway.records import Exchange
-from orch.gateway.replay import Replayer
+from orch.gateway.modeldir import Exchange
+from orch.gateway.recording.exchanges import read_exchanges
+from orch.gateway.recording.replay import Replayer
 from orch.offline.modelserver import ScriptedModelServer, key_digest
 from orch.run.events import Event
 from orch.run.files import atomic_write

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from orch.agents.apis import openai_key
 from orch.agents.base import AgentBase, AgentFacts, hook_command, write_config
+from orch.agents.credentials import openai_key
 from orch.contracts import Dialog, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
 
 FACTS = AgentFacts(

@@ -94,7 +94,7 @@ def test_gemini_cli_not_installed(workdir: Path, monkeypatch: pytest.MonkeyPatch
 
 
 def test_gemini_up_rejects_a_claude_permission_mode(workdir: Path) -> None:
-    # (An image without Gemini CLI: tests/container/test_image.py, test_up_refuses_a_fleet_its_image_cannot_run.)
+    # (An image without Gemini CLI: tests/backends/docker/test_image.py, test_up_refuses_a_fleet_its_image_cannot_run.)
     result = orch("up", "ok", "--agent", "gemini", "--workdir", workdir, "--local", "--permission-mode", "acceptEdits")
     message = "unknown permission mode 'acceptEdits' for agent gemini"
     assert result.exit_code == 2 and message in result.output, result.output

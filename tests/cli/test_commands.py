@@ -16,7 +16,7 @@ from orch.cli.runs import status_lines
 from orch.container.serverun import READY_LINE
 from orch.fleet import control
 from orch.fleet.tmux import TmuxServer
-from orch.gateway.records import UsageSnapshot, WorkerUsage
+from orch.gateway.modeldir import UsageSnapshot, WorkerUsage
 from orch.run.folder import RunFolder
 from orch.run.records import Backend, ContainerInfo, RunStatus, RunStatusView, WorkerState, WorkerStatus
 from orch.waits import wait_until

@@ -21,9 +21,9 @@ import pytest
 
 from orch import settings
 from orch.allowlist import normalize_entry
-from orch.container import egresscheck
+from orch.backends.docker.sandbox import DockerSandbox
+from orch.container import probes as egresscheck
 from orch.container.layout import LABEL_MANAGED
-from orch.container.sandbox import DockerSandbox
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import DockerRunInfo

@@ -2,7 +2,7 @@
 the scripted model: a supervisor SIGKILLed is started again with the same boot line, on the same address,
 with the workers' tokens, the budget and the books it had; a first start that fails ends the keeper with its
 exit code; SIGTERM stops both cleanly; the keeper and its gateway both killed end the run at once.
-(In a real container, as the gateway's uid: tests/container/test_gateway.py.)"""
+(In a real container, as the gateway's uid: tests/scenarios/test_gateway_docker.py.)"""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from orch import procs
 from orch.container.gatewaykeeper import _ready_fd
 from orch.container.init import KEEPER
 from orch.errors import OrchError
+from orch.gateway.modeldir import GatewayBudget, read_usage
 from orch.gateway.process import (
     GatewayClient,
     GatewayHandle,
@@ -29,10 +30,9 @@ from orch.gateway.process import (
     start_gateway,
     state_path,
 )
-from orch.gateway.records import GatewayBudget, read_usage
+from orch.jobs.state import JobStatus
 from orch.lead import decisions
 from orch.lead.decisions import EXIT_FAILED
-from orch.lead.jobs import JobStatus
 from orch.lead.recovery import Recovery
 from orch.run.folder import RunFolder
 from orch.waits import wait_until

@@ -18,8 +18,8 @@ def test_compose_live_fleet_checked_against_the_inits_gateway(tmp_path: Path, mo
     """compose: the init tells (names, no secret) which agent kinds its gateway's credentials serve, and
     `orch run`, whose own environment holds none, checks a live fleet against that: two APIs both held run;
     one missing is refused in one line naming its variable; nothing told (offline): not set at all."""
+    from orch.container.bootline import env_boot
     from orch.container.init import tell_held
-    from orch.container.initboot import env_boot
     from orch.errors import UsageError
     from orch.fleet.rungateway import fleet_credentials
     from tests.helpers import orch
@@ -58,7 +58,7 @@ def test_compose_lead_takes_the_spec_or_resume(
     """compose's `lead`: `init --lead SPEC` starts the spec afresh, `--lead --resume` continues the run;
     anything else is one line and exit 2, before anything is done."""
     from orch.container import compose, init
-    from orch.container.initboot import InitError
+    from orch.container.bootline import InitError
 
     assert compose.parse_lead(["/workspace/fleet.yaml"], "ci") == compose.Lead("ci", "/workspace/fleet.yaml")
     resume = compose.parse_lead(["--resume"], "ci")

@@ -1,9 +1,9 @@
 """A local strict run's egress allowlist (`orch up --local --egress allowlist`), on a real tmux server with
 real bubblewrap sandboxes and the real relay: each worker's proxy variables point at its portal's loopback
-port, which reaches its own CONNECT proxy (orch.fleet.egressproxy) and nothing else. A listed name goes
+port, which reaches its own CONNECT proxy (orch.backends.local.egressproxy) and nothing else. A listed name goes
 through; an unlisted name, an IP literal and a listed name that resolves to loopback (`localhost`, through
 the host's own resolver) are refused with events; no worker reaches another's proxy nor the host's
-loopback. The default (`--egress none`): no proxy socket, no proxy variables (tests/fleet/test_bwrap.py)."""
+loopback. The default (`--egress none`): no proxy socket, no proxy variables (tests/backends/local/test_bwrap.py)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from orch.fleet import portal, relay
-from orch.fleet.egressproxy import EgressProxy, Streams, allowlist_of
+from orch.backends.local import portal, relay
+from orch.backends.local.egressproxy import EgressProxy, Streams, allowlist_of
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from tests.helpers import orch

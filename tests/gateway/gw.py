@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from orch.gateway.modeldir import GatewayBoot, Upstream
 from orch.gateway.process import GatewayClient, GatewayHandle, start_gateway, stop_gateway
-from orch.gateway.records import GatewayBoot, Upstream
 from orch.run.folder import RunFolder
 
 SCRIPTED = Upstream(kind="scripted")

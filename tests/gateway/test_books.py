@@ -10,8 +10,8 @@ import pytest
 from orch.errors import UsageError
 from orch.gateway.books import Books
 from orch.gateway.events import EventLog
+from orch.gateway.modeldir import GatewayBudget, Tokens
 from orch.gateway.pricing import SHIPPED, Price, Pricing, PricingTable, load_pricing
-from orch.gateway.records import GatewayBudget, Tokens
 from orch.run.folder import RunFolder
 from tests.gateway.gw import events_of
 

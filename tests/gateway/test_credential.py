@@ -8,7 +8,7 @@ import pytest
 from orch.contracts import Credentials
 from orch.errors import UsageError
 from orch.gateway.credential import fleet_upstreams
-from orch.gateway.records import Scheme
+from orch.gateway.modeldir import Scheme
 
 pytestmark = pytest.mark.pure  # starts nothing
 

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from orch.gateway.cassette import read_exchanges
-from orch.gateway.records import Scheme, Upstream
+from orch.gateway.modeldir import Scheme, Upstream
+from orch.gateway.recording.exchanges import read_exchanges
 from orch.waits import wait_until
 from tests.gateway.gw import (
     Running,

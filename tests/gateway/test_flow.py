@@ -8,9 +8,9 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from orch.gateway.cassette import read_exchanges
+from orch.gateway.modeldir import GatewayBudget, Tokens, UsageSnapshot
 from orch.gateway.pricing import load_pricing
-from orch.gateway.records import GatewayBudget, Tokens, UsageSnapshot
+from orch.gateway.recording.exchanges import read_exchanges
 from orch.waits import wait_until
 from tests.gateway.gw import (
     Running,

@@ -13,8 +13,8 @@ from pydantic import SecretStr
 
 from orch import procs
 from orch.errors import OrchError
+from orch.gateway.modeldir import Scheme, Upstream
 from orch.gateway.process import GatewayHandle, handle_path, load_handle, save_handle, start_gateway, stop_gateway
-from orch.gateway.records import Scheme, Upstream
 from orch.offline.modelserver import ScriptedModelServer
 from orch.waits import wait_until
 from tests.gateway.gw import boot_for, call, events_of, gateway, main_call

@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 
 from orch.errors import OrchError
-from orch.gateway.cassette import read_exchanges
 from orch.gateway.credential import fleet_upstreams
+from orch.gateway.modeldir import GatewayBudget, Upstream
 from orch.gateway.process import GatewayClient, start_gateway
-from orch.gateway.records import GatewayBudget, Upstream
+from orch.gateway.recording.exchanges import read_exchanges
 from orch.offline.modelserver import ScriptedModelServer, key_digest
 from orch.waits import wait_until
+from tests.gateway.apis.test_openai_responses import _responses_call
 from tests.gateway.gw import boot_for, call, events_of, gateway, main_call, settled, usage_of
 from tests.gateway.test_credential import ANTHROPIC_KEY, CLAUDE, CODEX, OPENAI_KEY
-from tests.gateway.test_responses import _responses_call
 
 SCRIPT = '```orch-script\n{"bash": "echo hi"}\n{"reply": "Finished."}\n```'
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from orch.gateway.records import Scheme, Upstream
+from orch.gateway.modeldir import Scheme, Upstream
 from orch.gateway.wire import boot_line
 from tests.gateway.gw import boot_for
 from tests.gateway.test_credential import ANTHROPIC_KEY, OPENAI_KEY

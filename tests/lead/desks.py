@@ -1,5 +1,6 @@
 """A controller's parts on a run folder made without starting anything: no tmux server, no agent, no gateway.
-What tests/lead/test_dispatch.py and test_review.py drive in process (the loop itself: test_scripted.py)."""
+What tests/lead/test_dispatch.py and test_acceptance.py drive in process (the loop itself:
+tests/scenarios/test_scripted.py)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orch.jobs.state import ControllerState
+from orch.lead.acceptance import Review
+from orch.lead.base import Desk
 from orch.lead.controller import initial_state
-from orch.lead.desk import Desk
 from orch.lead.dispatch import Dispatch
-from orch.lead.jobs import ControllerState
-from orch.lead.review import Review
-from orch.lead.spec import FleetSpec, Limits, TaskSpec
 from orch.run.folder import RunFolder
+from orch.spec.model import FleetSpec, Limits, TaskSpec
 from tests.helpers import run_info
 
 

@@ -1,7 +1,7 @@
 """A run of the automated lead driven by the scripted model: specs with offline scripts, and what to read back.
 
-Shared by the fast tier (tests/lead/test_scripted.py: orch's scripted agent) and the claude tier
-(tests/lead/test_claude.py: the real Claude Code binary): the same scripts play the same workers.
+Shared by the fast tier (tests/scenarios/test_scripted.py: orch's scripted agent) and the claude tier
+(tests/scenarios/test_claude_lead.py: the real Claude Code binary): the same scripts play the same workers.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import Any
 
 import yaml
 
-from orch.lead.jobs import ControllerState
-from orch.lead.spec import Role
+from orch.jobs.state import ControllerState
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent
+from orch.spec.model import Role
 from tests.helpers import MEAN_QUOTE, MEAN_REPRO, PAGES_QUOTE, PAGES_REPRO, prompts
 
 

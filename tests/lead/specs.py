@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orch.lead.specload import SpecError, parse_spec
+from orch.spec.load import SpecError, parse_spec
 
 GOOD = """\
 workdir: .

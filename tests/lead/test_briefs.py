@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from orch.lead import briefs
-from orch.lead.findings import (
+from orch.jobs.findings import (
     check_findings,
 )
-from orch.lead.jobs import (
+from orch.jobs.state import (
     Job,
     Stance,
 )
-from orch.lead.spec import Role, default_template
+from orch.lead import briefs
 from orch.run.folder import RunFolder
+from orch.spec.model import Role, default_template
 
 pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
 

@@ -10,10 +10,8 @@ from typing import Any
 import pytest
 
 from orch.errors import UsageError
-from orch.lead import decisions
-from orch.lead.decisions import BACKSTOP, Crash, Nudge, Pick, Retry, Watch
-from orch.lead.findings import CommandEvidence, Finding, Severity, Verdict, VerdictReport
-from orch.lead.jobs import (
+from orch.jobs.findings import CommandEvidence, Finding, Severity, Verdict, VerdictReport
+from orch.jobs.state import (
     AcceptedFinding,
     AcceptedVerdict,
     Assignment,
@@ -23,8 +21,10 @@ from orch.lead.jobs import (
     Stance,
     WorkerBook,
 )
-from orch.lead.spec import AgentGroup, Budget, FleetSpec, Limits, Role, Rounds, TaskSpec, VerificationSpec
+from orch.lead import decisions
+from orch.lead.decisions import BACKSTOP, Crash, Nudge, Pick, Retry, Watch
 from orch.run.records import HookEvent, Isolation, WorkerState
+from orch.spec.model import AgentGroup, Budget, FleetSpec, Limits, Role, Rounds, TaskSpec, VerificationSpec
 
 pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
 

@@ -1,7 +1,7 @@
 """Handing out jobs (orch/lead/dispatch.py) in process, on a run folder with no tmux server: a worker never
 verifies its own finding even if the choice were wrong, it starts a job with nothing an earlier one (or it
 itself) left in its outbox, and a brief caught mid-send is settled from the worker's hooks. Dispatch end to end
-(decisions.pick, briefs delivered): tests/lead/test_scripted.py."""
+(decisions.pick, briefs delivered): tests/scenarios/test_scripted.py."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from orch.lead.findings import Finding, Severity
-from orch.lead.jobs import AcceptedFinding, Job, JobStatus, Stance
-from orch.lead.spec import Role
+from orch.jobs.findings import Finding, Severity
+from orch.jobs.state import AcceptedFinding, Job, JobStatus, Stance
 from orch.run.events import Event
+from orch.spec.model import Role
 from tests.lead.desks import Parts, parts
 
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from orch.jobs.findings import CodeEvidence, Finding, ProblemKind, RanCommand, Severity, check_verdict
 from orch.lead import briefs
-from orch.lead.findings import CodeEvidence, Finding, ProblemKind, RanCommand, Severity, check_verdict
-from orch.lead.placeholders import script_block
-from orch.lead.spec import FleetSpec, TaskSpec
 from orch.run.folder import RunFolder
+from orch.spec.model import FleetSpec, TaskSpec
+from orch.spec.placeholders import script_block
 
 TRUE = Finding(
     id="F1",

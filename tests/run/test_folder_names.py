@@ -29,8 +29,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("agents/codex.py", "sessions/*/*/*/rollout-*-"): "Codex's own sessions dir, in its config dir",
     ("agents/codex_watch.py", "sessions"): "Codex's own sessions dir, in its config dir",
     ("agents/opencode.py", "state"): "opencode's XDG state dir, in its config dir",
-    ("lead/demo.py", "changes"): "orch/data/changes, the demo's sample repository",
-    ("lead/reportrender.py", "report/report.html"): "the template in orch/data/report, not the run's report",
+    ("entry/demo.py", "changes"): "orch/data/changes, the demo's sample repository",
+    ("report/render.py", "report/report.html"): "the template in orch/data/report, not the run's report",
     ("cli/commands.py", "Write agent-N.task.md and point the worker at it."): "`orch brief`'s help line, prose",
 }
 # Whole modules left out: settings.py, whose strings are the settings' help texts (it opens no file), and

@@ -202,9 +202,9 @@ def test_gemini_approver_presses_allow_on_the_dialog_in_its_pane(tmp_path: Path)
 
 def test_a_refused_tool_result_is_marked_and_read_back(tmp_path: Path) -> None:
     """The tool result is dropped, its refusal kept: the controller's only record of a scripted agent's refused
-    writes (orch.lead.findings.hook_denied_writes); a result that says nothing of the kind is not marked."""
+    writes (orch.jobs.findings.hook_denied_writes); a result that says nothing of the kind is not marked."""
     from orch.contracts import ShellTool
-    from orch.lead.findings import hook_denied_writes
+    from orch.jobs.findings import hook_denied_writes
 
     bash, state = ShellTool(name="Bash", command_field="command"), tmp_path / "agent-1.jsonl"
     for command, output in (("echo x > /run/f", "sh: 1: cannot create /run/f: Read-only file system"), ("ls", "a")):

@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 import time
 
-from orch.gateway.records import UsageLine, UsageSnapshot, WorkerUsage
-from orch.lead.controller import write_spec
-from orch.lead.findings import Finding, Severity, Verdict, VerdictReport
-from orch.lead.jobs import (
+from orch.gateway.modeldir import UsageLine, UsageSnapshot, WorkerUsage
+from orch.jobs.findings import Finding, Severity, Verdict, VerdictReport
+from orch.jobs.state import (
     AcceptedFinding,
     AcceptedVerdict,
     ChangeBook,
@@ -21,12 +20,13 @@ from orch.lead.jobs import (
     WorkerBook,
     save_state,
 )
-from orch.lead.spec import FleetSpec, Role
+from orch.lead.controller import write_spec
 from orch.run import bus
 from orch.run.events import Event
 from orch.run.files import append_line, atomic_write
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, RunStatus
+from orch.spec.model import FleetSpec, Role
 from tests.helpers import run_info
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 
 from orch.errors import UsageError
-from orch.lead.jobs import ControllerState, Job, WorkerBook, save_state
-from orch.lead.spec import Role
+from orch.jobs.state import ControllerState, Job, WorkerBook, save_state
 from orch.run.events import Event
 from orch.run.folder import RunFolder
+from orch.spec.model import Role
 from orch.view.actions import GENERIC_NUDGE, MAX_MESSAGE, Action, nudge_message, perform
 from tests.helpers import run_info
 

@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from orch.lead.charts import job_costs
+from orch.report.charts import job_costs
 from orch.run import bus
 from orch.run.events import Event
 from orch.run.folder import RunFolder

@@ -13,7 +13,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from orch.lead.jobs import ChangeBook, load_state, save_state
+from orch.jobs.state import ChangeBook, load_state, save_state
 from orch.run import bus
 from orch.run.events import Event
 from orch.run.folder import RunFolder

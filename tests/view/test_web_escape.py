@@ -11,7 +11,7 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
 
-from orch.lead.jobs import load_state, save_state
+from orch.jobs.state import load_state, save_state
 from orch.run import bus
 from orch.run.folder import RunFolder
 from orch.sse import SseParser

@@ -89,7 +89,7 @@
     }
   }
 
-  // Each change where it is (the controller's words: orch.lead.changesreport.live_lines), the queue in order.
+  // Each change where it is (the controller's words: orch.lead.changes.status.live_lines), the queue in order.
   // A line carries worker-made text (a reason, the files it names): textContent only; its colour comes from
   // the stage word right after the change's name, looked up in a fixed set.
   const STAGES = new Set(["review", "writing", "LANDED", "REJECTED", "CONFLICT", "FAILED", "UNCHANGED", "REBASING"]);

@@ -36,7 +36,7 @@ class Ended(Generic[T]):
 
     change: str
     work: str
-    """What it was (orch.lead.landing.Work)."""
+    """What it was (orch.lead.changes.decisions.Work)."""
     value: T | None
     error: str | None = None
 

@@ -29,10 +29,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from orch import procs, settings
+from orch.backends.local import bwrap as bwrap_binary
 from orch.container.egress import read_report
 from orch.errors import OrchError, UsageError
-from orch.fleet import bwrap as bwrap_binary
-from orch.lead.changes.records import Change, CheckResult, ChecksRecord
+from orch.jobs.changes import Change, CheckResult, ChecksRecord
 from orch.lead.changes.repo import RunRepo
 from orch.lead.changes.stopper import Stopper
 from orch.lead.changes.switch import can_switch, via_tmux

@@ -13,9 +13,9 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from orch.jobs.changes import Change, CheckResult, Integration, IntegrationResult
 from orch.lead.changes.gate import CHECK_TIMEOUT, OUTPUT_BYTES, check_commit
 from orch.lead.changes.gitcmd import git, out, patch_id
-from orch.lead.changes.records import Change, CheckResult, Integration, IntegrationResult
 from orch.lead.changes.repo import RunRepo
 from orch.lead.changes.stopper import Stopper
 from orch.lead.changes.take import patch_path

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orch.errors import NotFoundError, OrchError, UsageError
+from orch.jobs.changes import RepoInfo
 from orch.lead.changes.gitcmd import NEUTRAL_ATTRIBUTES, git, out
-from orch.lead.changes.records import RepoInfo
 from orch.lead.changes.switch import can_switch, via_tmux
 from orch.run.files import atomic_write, read_model
 from orch.run.folder import RunFolder

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pathspec
 
-from orch.lead.changes.records import Change
+from orch.jobs.changes import Change
 
 
 def matches(path: str, glob: str) -> bool:

@@ -12,15 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orch.errors import NotFoundError, UsageError
+from orch.jobs.changes import ChecksRecord, RepoInfo
 from orch.lead.changes.gate import baseline, check_commit, refuse_missing, sandbox_available
-from orch.lead.changes.records import ChecksRecord, RepoInfo
 from orch.lead.changes.repo import BaseChoice, RunRepo, build, choose_base, init_bare
 from orch.lead.changes.scope import unmatched_globs
-from orch.lead.spec import FleetSpec
 from orch.run.files import atomic_write, read_model
 from orch.run.folder import RunFolder
 from orch.run.paths import runs_dir
 from orch.run.records import Backend
+from orch.spec.model import FleetSpec
 
 
 @dataclass
@@ -44,7 +44,7 @@ class Prepared:
         if self.baseline is not None:
             atomic_write(run.base_checks, self.baseline.model_dump_json(indent=2) + "\n")
         self.discard()
-        # Made as root for a container run whose uid is another (orch.container.mounts.make_run_folder gave the
+        # Made as root for a container run whose uid is another (orch.backends.docker.mounts.make_run_folder gave the
         # run folder to it): the run's controller must own its repository too.
         owner = run.root.stat()
         if os.getuid() == 0 and owner.st_uid != 0:

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orch.errors import NotFoundError
+from orch.jobs.changes import Change
 from orch.lead.changes.gitcmd import GitError, git, out, patch_id
-from orch.lead.changes.records import Change
 from orch.lead.changes.repo import RunRepo
 from orch.run.files import atomic_write, read_model
 

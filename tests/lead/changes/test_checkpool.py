@@ -10,10 +10,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from orch.jobs.changes import CheckResult
 from orch.lead.changes import checkpool, gate
 from orch.lead.changes.checkpool import CheckPool, Ended
 from orch.lead.changes.gate import run_checks, sandbox_available
-from orch.lead.changes.records import CheckResult
 from orch.lead.changes.stopper import Stopper
 from orch.waits import wait_until
 

@@ -12,9 +12,9 @@ import pytest
 from orch.lead.changes.gate import sandbox_available
 from orch.lead.changes.queue import integrate
 from orch.lead.changes.start import prepare
-from orch.lead.specload import load_spec
 from orch.run.paths import runs_dir
 from orch.run.records import Backend
+from orch.spec.load import load_spec
 from tests.helpers import orch
 from tests.lead.changes.gitfix import fingerprint, make_repo, run_folder, ugit, user_repo
 from tests.lead.changes.test_queue import edit

@@ -9,7 +9,7 @@ import textwrap
 import docker
 import pytest
 
-from orch.container.boot import FIREWALL_CAPS, INIT_CAPS
+from orch.backends.docker.boot import FIREWALL_CAPS, INIT_CAPS
 from orch.container.layout import PYTHON
 from orch.run.uids import checks_uid
 

@@ -14,14 +14,14 @@ import pytest
 
 from orch import procs
 from orch.errors import UsageError
+from orch.jobs.changes import Change, CheckResult
 from orch.lead.changes import gate
 from orch.lead.changes.gate import baseline, gate_checks, regressions, run_checks, sandbox_available
-from orch.lead.changes.records import Change, CheckResult
 from orch.lead.changes.scope import matches, scope_violations, unmatched_globs
 from orch.lead.changes.take import take_change
-from orch.lead.spec import DEFAULT_PROTECT
 from orch.procs import of_uids
 from orch.run.uids import checks_uid, drop_argv, worker_uid
+from orch.spec.model import DEFAULT_PROTECT
 from orch.waits import wait_until
 from tests.lead.changes.gitfix import make_repo
 from tests.lead.desks import parts

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from orch.jobs.changes import Change, IntegrationResult
 from orch.lead.changes.gate import baseline, sandbox_available
 from orch.lead.changes.queue import integrate, same_change
-from orch.lead.changes.records import Change, IntegrationResult
 from orch.lead.changes.repo import RunRepo
 from orch.lead.changes.take import take_change
 from tests.lead.changes.gitfix import make_repo

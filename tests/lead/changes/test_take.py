@@ -10,7 +10,7 @@ from pathlib import Path
 from orch.lead.changes.repo import RunRepo
 from orch.lead.changes.scope import scope_violations
 from orch.lead.changes.take import load_change, take_change
-from orch.lead.spec import DEFAULT_PROTECT
+from orch.spec.model import DEFAULT_PROTECT
 from tests.lead.changes.gitfix import make_repo
 
 

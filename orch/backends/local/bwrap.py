@@ -1,0 +1,233 @@
+"""Local strict isolation: each local worker's pane runs inside a bubblewrap sandbox of its own.
+
+All local workers share the user's uid, so what keeps them apart is what each one can see:
+
+- its own pid namespace: it sees only its own processes (never the gateway's or the controller's
+  environment, nor another worker's);
+- no network (`--unshare-net`): it reaches the model only through the gateway, by a socket bound into
+  its sandbox alone (orch.backends.local.relay on the host, orch.backends.local.portal inside, listening on the
+  gateway's own loopback address, so the worker's base URL is unchanged); with `--egress allowlist`,
+  the listed names too, through the relay's CONNECT proxy on a socket beside it (orch.backends.local.egressproxy);
+- a file system made of the system's read-only folders, Python and orch, the agents' installs, the
+  workdir and the run folder read-only, and writable only `writable(run, n)`: its outbox, its hook log,
+  its session store, its own config dir and its worktree when it has one; /tmp is its own tmpfs. The
+  user's home (the agents' logins), $ORCH_HOME's gateway handles (the control key, the workers' tokens),
+  the other workers' config dirs and session stores, the tmux server's socket are not there at all;
+- the bus only through its own socket (SANDBOX_SOCKETS/OWN_BUS; the run's `bus.sock` in there is it
+  too, over the controller's): the relay stamps every post with the worker whose socket it came in on, so
+  no worker can post as another;
+- for an agent whose helper reads and types into its pane (aider's watcher: `own_pane`), that one pane
+  through the relay's pane socket, PANE_SOCKET: never the tmux server itself.
+
+Its sockets come in its own folder of the relay's, bound read-only at SANDBOX_SOCKETS: a relay started
+again after it died serves new sockets there, which the running sandbox sees at once.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+import orch
+from orch import settings
+from orch.agents.registry import get_adapter
+from orch.errors import UsageError
+from orch.gateway.process import handle_path
+from orch.run.folder import RunFolder
+from orch.run.paths import OWN_BUS, SANDBOX_SOCKETS, agents_dir, launch_dir
+from orch.run.records import Backend, Isolation, RunInfo
+from orch.run.uids import can_switch_uids
+
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix")
+"""The system's read-only folders a sandbox sees (a symlink, as /bin is on merged-usr, stays one)."""
+GATEWAY_SOCKET = str(SANDBOX_SOCKETS / "gateway.sock")
+"""The worker's way to the gateway inside its sandbox (orch.backends.local.portal listens for it)."""
+EGRESS_SOCKET = str(SANDBOX_SOCKETS / "egress.sock")
+"""The worker's CONNECT proxy inside its sandbox, when its run allows egress (orch.backends.local.egressproxy)."""
+PANE_SOCKET = SANDBOX_SOCKETS / "pane.sock"
+"""The relay's socket for the worker's own pane inside its sandbox (aider's watcher)."""
+PROBE_TIMEOUT = 20.0
+FIX = (
+    "enable unprivileged user namespaces (sysctl -w kernel.unprivileged_userns_clone=1; on Ubuntu "
+    "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0), or run with --isolation shared"
+)
+
+
+def sandboxed(info: RunInfo) -> bool:
+    """Whether this run's workers run in bubblewrap: strict isolation on this machine's tmux (in a run's
+    container, each worker has a uid of its own instead)."""
+    return info.isolation is Isolation.STRICT and info.backend is Backend.LOCAL and not settings.IN_CONTAINER.get()
+
+
+def find() -> Path | None:
+    """The bubblewrap executable, the one place that finds it (the workers' sandboxes, the checks' sandbox of
+    orch.lead.changes.gate): ORCH_BWRAP, else `bwrap` on PATH (Debian's `bubblewrap`); None if none."""
+    found = settings.BWRAP.get() or shutil.which("bwrap")
+    return Path(found) if found and Path(found).is_file() else None
+
+
+def binary() -> Path:
+    """`find()`, or a UsageError saying how to install it."""
+    found = find()
+    if found is None:
+        raise UsageError(
+            "strict isolation on this machine needs bubblewrap, which is not installed",
+            hint=f"apt-get install bubblewrap (or set {settings.BWRAP.name}), or run with --isolation shared",
+        )
+    return found
+
+
+def _namespaces() -> list[str]:
+    # As root bwrap needs no user namespace; as anyone else it is what makes the others possible.
+    user = [] if os.geteuid() == 0 else ["--unshare-user"]
+    return [*user, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+
+
+def check() -> str:
+    """Refuse strict isolation where bubblewrap cannot make its namespaces, in one line saying why and
+    how to fix it; the bwrap used, as its version line says (`orch doctor`)."""
+    bwrap = binary()
+    probe = [str(bwrap), *_namespaces(), "--ro-bind", "/", "/", "--proc", "/proc", "--", "true"]
+    try:
+        done = subprocess.run(probe, capture_output=True, text=True, timeout=PROBE_TIMEOUT, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UsageError(f"strict isolation: {bwrap} cannot run: {exc}", hint=FIX) from None
+    if done.returncode != 0:
+        said = next((ln.strip() for ln in done.stderr.splitlines() if ln.strip()), f"exit {done.returncode}")
+        raise UsageError(f"strict isolation needs user namespaces, and {bwrap} could not make them: {said}", hint=FIX)
+    version = subprocess.run([str(bwrap), "--version"], capture_output=True, text=True, check=False, timeout=10)
+    return (version.stdout.strip() or "bwrap") + f" ({bwrap})"
+
+
+def writable(run: RunFolder, n: int) -> list[Path]:
+    """Everything worker n may write, the one list: its outbox, its hook log, its agent's session store,
+    its own config dir, and its worktree when the run gave it one."""
+    paths = [run.outbox(n), run.state(n), run.sessions(n), run.config_dir(n)]
+    worktree = run.worktrees_dir(n)  # made by the controller before a writer's job restarts it there
+    return [*paths, *([worktree] if worktree.is_dir() else [])]
+
+
+def _system() -> list[str]:
+    args = []
+    for top in SYSTEM:
+        path = Path(top)
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), top]
+        elif path.is_dir():
+            args += ["--ro-bind", top, top]
+    return args
+
+
+def _covered(path: Path, roots: Iterable[Path]) -> bool:
+    return any(path == root or root in path.parents for root in roots)
+
+
+def _install_root(binary: Path) -> list[Path]:
+    """The folders an agent's executable needs: its own, and its package's install (the folder holding
+    its node_modules, or a venv's root) when it is a link into one."""
+    real = binary.resolve()
+    parts = real.parts
+    root = Path(*parts[: parts.index("node_modules")]) if "node_modules" in parts else real.parent.parent
+    return [binary.parent, root]
+
+
+def readable(binaries: Iterable[Path]) -> list[Path]:
+    """What a sandbox sees read-only beyond the system's folders: Python and orch (the workers' hooks and
+    `orch bus post`), and the agents' installs."""
+    found = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent.parent]
+    found.append(Path(orch.__file__).resolve().parent)
+    for path in binaries:
+        found += _install_root(path)
+    system = [Path(top) for top in SYSTEM]
+    unique: list[Path] = []
+    for path in found:
+        if path.exists() and not _covered(path, system) and not _covered(path, unique):
+            unique = [p for p in unique if path not in p.parents] + [path]
+    return unique
+
+
+def private() -> list[Path]:
+    """What no sandbox may see even below a folder it binds: the gateways' handles (the control key) and
+    saved tokens, every worker's config dir (its token), the strict launch bundles."""
+    return [handle_path("x").parent, agents_dir(), launch_dir()]
+
+
+def argv(
+    run: RunFolder,
+    n: int,
+    workdir: Path,
+    cwd: Path,
+    binaries: Iterable[Path],
+    sockets: Path,
+    home: Path | None,
+) -> list[str]:
+    """The bwrap command line (up to `--`) that puts worker n's pane in its sandbox. Binds are applied in
+    order: the run folder read-only first, then tmpfs over the others' session stores, then the worker's
+    own writable paths over those. `workdir`: the tree under audit (read-only); `cwd`: where the agent starts
+    (a writer's worktree, writable, or the workdir). `home`: a HOME of its own (the user's is not there).
+    `sockets`: its folder of the relay's sockets (orch.backends.local.relay.worker_sockets), bound at
+    SANDBOX_SOCKETS."""
+    args = [str(binary()), "--die-with-parent", *_namespaces(), "--cap-drop", "ALL", *_system()]
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run"]
+    if Path("/sys").is_dir():
+        args += ["--ro-bind", "/sys", "/sys"]  # what runtimes read for CPU and memory limits
+    for path in readable(binaries):
+        args += ["--ro-bind", str(path), str(path)]
+    args += ["--ro-bind", str(workdir), str(workdir), "--ro-bind", str(run.root), str(run.root)]
+    args += ["--tmpfs", str(run.sessions_dir)]  # the others' transcripts: not there
+    for hidden in private():  # in case the workdir holds them ($ORCH_HOME inside it): not there either
+        if hidden.is_dir():
+            args += ["--tmpfs", str(hidden)]
+    for path in writable(run, n):
+        args += ["--bind", str(path), str(path)]
+    args += ["--ro-bind", str(sockets), str(SANDBOX_SOCKETS)]
+    # The controller's bus.sock (stamped by uid: every local worker's is the user's) hidden under its own.
+    args += ["--bind", str(sockets / OWN_BUS), str(run.bus_socket)]
+    if home is not None:
+        args += ["--setenv", "HOME", str(home)]
+    return [*args, "--setenv", "TMPDIR", "/tmp", "--chdir", str(cwd), "--"]
+
+
+def prepare(run: RunFolder, n: int) -> None:
+    """Make what worker n's sandbox binds before it starts: bwrap binds only what exists, and the run
+    folder it binds over is read-only in there."""
+    run.outbox(n).mkdir(parents=True, exist_ok=True)
+    run.sessions(n).mkdir(parents=True, exist_ok=True, mode=0o700)
+    run.config_dir(n).mkdir(parents=True, exist_ok=True, mode=0o700)
+    run.state(n).touch()
+    if not run.bus_socket.exists():
+        run.bus_socket.touch()  # the mount point of each worker's own bus socket
+
+
+SHARED_NOTE = (
+    "isolation shared: the workers share your uid and can read and write each other's files, the bus and "
+    "the tree, and read your own files"
+)
+SHARED_NOTE_CONTAINER = (
+    "isolation shared: the workers share the run's uid in its container and can read and write each other's "
+    "files, the bus and the tree"
+)
+
+
+def shared_note(local: bool) -> str:
+    """What a run that ends up shared prints: on this machine or in its container."""
+    return SHARED_NOTE if local else SHARED_NOTE_CONTAINER
+
+
+def default_isolation(local: bool, kinds: Iterable[str]) -> tuple[Isolation, str | None]:
+    """`orch up`'s isolation when none is asked: strict, on this machine (a bubblewrap sandbox per worker)
+    as in a run's container (a uid per worker), unless an agent of the fleet cannot run strict, or
+    this process is itself in a container it cannot give workers uids in (started without CAP_SETUID: a
+    `docker exec` into compose's container). With the one-line note a run that ends up shared prints."""
+    unable = sorted({kind for kind in kinds if not get_adapter(kind).can_run_strict()})
+    if unable:
+        why = f"{', '.join(unable)} cannot run strict"
+        return Isolation.SHARED, f"{shared_note(local)}: {why}"
+    if settings.IN_CONTAINER.get() and not can_switch_uids():
+        why = "this container gives its processes no way to start workers as uids of their own (no CAP_SETUID)"
+        return Isolation.SHARED, f"{shared_note(True)}: {why}"
+    return Isolation.STRICT, None

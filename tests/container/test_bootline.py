@@ -1,0 +1,70 @@
+"""The container init's boot: from compose's environment, the secret file, credentials cleared."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from orch import settings
+
+pytestmark = pytest.mark.pure  # starts nothing: no process, no engine, no connection
+
+CANARY = "sk-ant-api03-CANARY-compose-0123456789abcdef"
+
+
+def test_compose_boot_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """compose.yaml (no boot line): the init's gateway gets an upstream for each credential set, the scripted
+    model when offline, nothing to hold without either; a bad run name is refused."""
+    from orch.container.bootline import InitError, env_boot
+
+    monkeypatch.delenv(settings.RUN.name, raising=False)
+    assert env_boot({"ANTHROPIC_API_KEY": CANARY}) is None  # not compose: no ORCH_RUN
+    monkeypatch.setenv(settings.RUN.name, "demo")
+    monkeypatch.setenv(settings.OFFLINE.name, "0")
+    boot = env_boot({"ANTHROPIC_API_KEY": CANARY, "OPENAI_API_KEY": "sk-openai-x"})
+    assert boot is not None and boot.run == "demo" and not boot.offline
+    secrets = {u.secret.get_secret_value() for u in boot.upstreams}
+    assert CANARY in secrets and "sk-openai-x" in secrets
+    assert env_boot({"ANTHROPIC_API_KEY": ""}) is None
+    monkeypatch.setenv(settings.OFFLINE.name, "1")
+    offline = env_boot({"ANTHROPIC_API_KEY": CANARY})
+    assert offline is not None and [u.kind for u in offline.upstreams] == ["scripted"]
+    monkeypatch.setenv(settings.RUN.name, "../etc")
+    with pytest.raises(InitError, match=settings.RUN.name):
+        env_boot({})
+
+
+def test_compose_init_clears_every_credential_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from orch.container.bootline import clear_credentials
+
+    names = ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY")
+    for name in names:
+        monkeypatch.setenv(name, CANARY)
+    clear_credentials()
+    assert not [name for name in names if name in os.environ]
+
+
+def test_compose_secret_file_is_read_only_when_the_run_cannot_read_it(tmp_path: Path) -> None:
+    """ORCH_CREDENTIALS: `VAR=value` lines of credential variables; refused when the run's uid could read
+    it or a line is not one, the error never echoing a value; /dev/null (compose's default) or none: nothing."""
+    from orch.container.bootline import InitError, read_secrets
+
+    secret = tmp_path / "orch.env"
+    secret.write_text(f"# mine\n\nexport ANTHROPIC_API_KEY='{CANARY}'\nANTHROPIC_BASE_URL=https://x.example\n")
+    secret.chmod(0o600)
+    owner = secret.stat().st_uid
+    other = owner + 1
+    assert read_secrets(secret, other) == {"ANTHROPIC_API_KEY": CANARY, "ANTHROPIC_BASE_URL": "https://x.example"}
+    with pytest.raises(InitError, match="could read it") as owned:
+        read_secrets(secret, owner)
+    secret.chmod(0o640)
+    with pytest.raises(InitError, match="mode 640"):
+        read_secrets(secret, other)
+    secret.chmod(0o600)
+    secret.write_text(f"PATH={CANARY}\n")
+    with pytest.raises(InitError, match="line 1: expected VAR=value") as bad:
+        read_secrets(secret, other)
+    assert CANARY not in str(bad.value) + str(owned.value)
+    assert read_secrets(Path("/dev/null"), other) == {} and read_secrets(tmp_path / "none", other) == {}
