@@ -270,6 +270,13 @@ class AgentAdapter(Protocol):
         strict isolation it gets `WorkerContext.pane_socket`, its own pane alone."""
         ...
 
+    @property
+    def project_files(self) -> tuple[str, ...]:
+        """Globs (gitignore's rules, from a tree's root) of what the CLI reads from a folder as its configuration
+        or instructions (`.claude/**`, `AGENTS.md`...): a change that edits one is out of scope unless its task
+        allows it, and its reviewer is told (orch.lead.changes.agentfiles). The agent itself starts with them off."""
+        ...
+
     def can_run_strict(self) -> bool:
         """Whether it runs under strict isolation (a local bubblewrap sandbox of its own, or a uid of its own in
         a container): it needs no tmux server, or reaches its own pane through the relay (`own_pane`)."""

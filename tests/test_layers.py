@@ -48,6 +48,7 @@ BASE = ("orch", "orch.errors", "orch.versions", "orch.waits", "orch.settings", "
 BASE += ("orch.jsonsample",)
 BASE += ("orch.procs",)
 BASE += ("orch.allowlist",)
+BASE += ("orch.escape",)  # worker text made inert for each medium: every output and the notifications use it
 
 
 def layer_of(module: str) -> str:

@@ -137,6 +137,8 @@ class AgentFacts:
     session_args: SessionArgs = SessionArgs()
     hook_dialect: HookDialect | None = None
     """None: its hooks send Claude Code's payloads (the hook writer's `event`)."""
+    project_files: tuple[str, ...] = ()
+    """What it reads from a folder as configuration or instructions (AgentAdapter.project_files)."""
 
     @property
     def gateway(self) -> GatewayEnv | None:
@@ -223,6 +225,10 @@ class AgentBase:
     @property
     def own_pane(self) -> bool:
         return self.facts.own_pane
+
+    @property
+    def project_files(self) -> tuple[str, ...]:
+        return self.facts.project_files
 
     def can_run_strict(self) -> bool:
         return self.facts.strict_isolation or self.facts.own_pane

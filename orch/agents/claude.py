@@ -55,6 +55,8 @@ FACTS = AgentFacts(
     doctor_optional=False,
     credentials_check="credentials",
     session_args=SessionArgs(resume=("--resume",), new=("--session-id",)),
+    # Settings (their hooks, status line, MCP approvals), skills, commands, agents, MCP servers, instructions.
+    project_files=("**/.claude/**", ".mcp.json", "CLAUDE.md", "CLAUDE.local.md"),
 )
 CREDENTIAL_ENV = CREDENTIALS.env
 """Its credential variables (bench/ reads them)."""

@@ -120,6 +120,8 @@ FACTS = AgentFacts(
     version_last=True,  # "codex-cli X"
     doctor_optional=False,
     session_args=SessionArgs(resume=("resume",)),
+    # Config, hooks, exec policies, MCP servers, skills (.agents/skills), instructions.
+    project_files=("**/.codex/**", "**/.agents/**", "AGENTS.md", "AGENTS.override.md"),
 )
 GATEWAY = gateway_env(FACTS.credentials)
 CACHE_BIN = FACTS.cache_bin

@@ -78,6 +78,8 @@ FACTS = AgentFacts(
     version_env=QUIET_ENV,
     session_args=SessionArgs(resume=("--resume",), new=("--session-id",)),
     hook_dialect=HOOK_DIALECT,
+    # Settings (hooks, MCP servers), extensions, agents, commands, policies, instructions.
+    project_files=("**/.gemini/**", "GEMINI.md"),
     # Its hook writer's approver reads the dialog and presses Allow: in a local sandbox through the relay.
     own_pane=True,
 )

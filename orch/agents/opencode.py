@@ -47,6 +47,8 @@ FACTS = AgentFacts(
     ),
     install_hint=f"scripts/setup.sh, or npm install -g {OPENCODE_PACKAGE}@{OPENCODE_VERSION}",
     session_args=SessionArgs(resume=("--session",)),
+    # Config (provider, MCP servers, plugins), plugins, agents, commands, instructions.
+    project_files=("**/.opencode/**", "opencode.json", "opencode.jsonc", "AGENTS.md"),
 )
 GATEWAY = gateway_env(FACTS.credentials)
 CACHE_BIN = FACTS.cache_bin

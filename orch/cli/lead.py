@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from orch import settings
+from orch import escape, settings
 from orch.backends.registry import folder_is_here, in_container
 from orch.cli.common import NameArg, run_folder
 from orch.entry import demo as demo_mod
@@ -71,7 +71,7 @@ def _print_result(result: runner.RunResult) -> None:
     typer.echo("")
     typer.echo(matrix_text(report))
     typer.echo("")
-    typer.echo(f"run {report.run}: {report.status} (exit {result.exit_code}): {report.reason}")
+    typer.echo(f"run {report.run}: {report.status} (exit {result.exit_code}): {escape.terminal(report.reason)}")
     typer.echo(cost_line(report))
     typer.echo(f"report: {result.run.report_html}  ({also(result.run)} in {result.run.root})")
 
@@ -381,7 +381,7 @@ def report(name: NameArg) -> None:
     typer.echo(matrix_text(written))
     if written.changes:
         typer.echo("\n" + changes_text(written.changes))
-    typer.echo(f"\nrun {written.run}: {written.status} (exit {written.exit_code}): {written.reason}")
+    typer.echo(f"\nrun {written.run}: {written.status} (exit {written.exit_code}): {escape.terminal(written.reason)}")
     typer.echo(f"report: {run.report_html}  ({also(run)})")
 
 

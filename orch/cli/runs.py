@@ -11,6 +11,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from orch import escape
 from orch.backends.registry import at_folder, sandbox_for
 from orch.cli.common import (
     NameArg,
@@ -26,7 +27,6 @@ from orch.jobs.state import load_state
 from orch.lead.changes.status import live_lines
 from orch.run.folder import RunFolder, list_runs
 from orch.run.records import RunStatusView
-from orch.text import shorten
 
 app = typer.Typer()  # joined into the `orch` app by orch.cli.commands, after orch.cli.fleet's
 
@@ -165,13 +165,13 @@ def status_lines(view: RunStatusView) -> list[str]:
     alive = "alive" if view.alive else "not running"
     rows = [("W", "STATE", "DONE", "RESULT", "COST", "LAST BUS LINE")]
     for w in view.workers:
-        state = w.state.value + (f" ({w.detail})" if w.detail else "")
+        state = w.state.value + (f" ({escape.terminal(w.detail)})" if w.detail else "")
         if w.rate_limited_until is not None and w.rate_limited_until > time.time():
             state += f" (rate-limited until {time.strftime('%H:%M:%S', time.localtime(w.rate_limited_until))})"
         cost = f"${w.cost_usd:.4f}" if w.cost_usd is not None else "-"
         done, result = ("yes" if w.done else "no"), ("yes" if w.result else "no")
         name = f"{w.worker} {w.agent}" if "+" in view.agent and w.agent else str(w.worker)  # a mixed fleet
-        rows.append((name, state, done, result, cost, shorten(w.last_bus or "-", BUS_COLUMN)))
+        rows.append((name, state, done, result, cost, escape.terminal(w.last_bus or "-", BUS_COLUMN)))
     title = f"run {view.name} ({view.backend.value}, {view.agent}, {view.status.value}, {alive})"
     return [title, *table(rows, right={0, 4})]
 

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 from markupsafe import Markup
 
+from orch import escape
 from orch.errors import UsageError
 from orch.jobs.state import ControllerState
 from orch.report.changes import change_status, changes_markdown
@@ -21,7 +22,6 @@ from orch.run.files import atomic_write_all
 from orch.run.folder import RELATIVE, RunFolder
 from orch.run.records import Isolation
 from orch.spec.model import FleetSpec
-from orch.text import shorten
 
 
 def matrix_cell(row: FindingRow, worker: int) -> str:
@@ -43,7 +43,7 @@ def matrix_text(report: RunReport, width: int = 44) -> str:
     head = f"{'CLAIM':<{width}}  " + "  ".join(f"{column(report, n)[:12]:<12}" for n in columns) + "  RESULT"
     lines = [head]
     for row in report.findings:
-        claim = shorten(f"{row.id}: {row.claim}", width)
+        claim = escape.terminal(f"{row.id}: {row.claim}", width)
         cells = "  ".join(f"{matrix_cell(row, n)[:12]:<12}" for n in columns)
         lines.append(f"{claim:<{width}}  {cells}  {row.status.value}")
     if not report.findings:
@@ -51,8 +51,8 @@ def matrix_text(report: RunReport, width: int = 44) -> str:
     return "\n".join(lines)
 
 
-def _md(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+_md = escape.markdown
+"""Worker text (and anything else not orch's own) in report.md: one line, inert (orch.escape)."""
 
 
 def cost_note(report: RunReport) -> str | None:
@@ -139,8 +139,8 @@ def render_markdown(report: RunReport) -> str:
     out = [
         f"# orch run {report.run}",
         "",
-        f"**{report.status}** (exit {report.exit_code}): {report.reason}  ",
-        f"Workdir `{report.workdir}`; verification `{report.rounds}`; "
+        f"**{report.status}** (exit {report.exit_code}): {_md(report.reason)}  ",
+        f"Workdir {escape.markdown_code(report.workdir)}; verification `{report.rounds}`; "
         f"{report.seconds if report.seconds is not None else '?'} s.",
         *([across_note(report)] if report.confirmed_across_kinds is not None else []),
         "",
@@ -158,13 +158,13 @@ def render_markdown(report: RunReport) -> str:
     for row in report.findings:
         out.append(f"### {row.id} — {row.status.value}")
         out.append(f"{_md(row.claim)} (severity {row.severity}, found by W{row.finder} in task {row.task})")
-        out += [f"- evidence: `{_md(e)}`" for e in row.evidence]
+        out += [f"- evidence: {escape.markdown_code(e)}" for e in row.evidence]
         if row.reproduce:
-            out.append(f"- reproduce: `{_md(row.reproduce)}`")
+            out.append(f"- reproduce: {escape.markdown_code(row.reproduce)}")
         for cell in row.verdicts:
             who = f"W{cell.verifier}" if cell.verifier else "-"
             out.append(f"- {cell.job} ({cell.stance}, {who}): **{cell.verdict}** {_md(cell.reason)}")
-            out += [f"  - evidence: `{_md(e)}`" for e in cell.evidence]
+            out += [f"  - evidence: {escape.markdown_code(e)}" for e in cell.evidence]
             out += [f"  - flagged: {_md(f)}" for f in cell.flags]
         out.append("")
     out += ["## Workers", ""]
@@ -178,14 +178,14 @@ def render_markdown(report: RunReport) -> str:
     for w in report.workers:
         cost = f"${w.cost_usd:.4f}" if w.cost_usd is not None else "-"
         out.append(
-            f"| W{w.worker}{' (out: ' + _md(w.out) + ')' if w.out else ''} | {w.agent} | {w.model or '-'} | {cost} "
-            f"| {w.busy_seconds:g} s | {', '.join(w.jobs) or '-'} | {w.rejected_outputs} | {w.restarts} "
+            f"| W{w.worker}{' (out: ' + _md(w.out) + ')' if w.out else ''} | {w.agent} | {_md(w.model or '-')} "
+            f"| {cost} | {w.busy_seconds:g} s | {', '.join(w.jobs) or '-'} | {w.rejected_outputs} | {w.restarts} "
             f"| [{w.transcript}]({w.transcript}) |"
         )
     usage = usage_rows(report)
     if usage:
         out += ["", "## Tokens and cost", "", "| " + " | ".join(USAGE_HEADS) + " |", "|---" * len(USAGE_HEADS) + "|"]
-        out += [f"| {label} | " + " | ".join(usage_cells(u)) + " |" for label, u in usage]
+        out += [f"| {_md(label)} | " + " | ".join(usage_cells(u)) + " |" for label, u in usage]
     out += ["", "## Jobs", "", "| job | role | worker | status | seconds | corrections | nudges | failure |"]
     out.append("|---|---|---|---|---|---|---|---|")
     for j in report.jobs:

@@ -8,20 +8,20 @@ from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 
+from orch import escape
 from orch.fleet.tmux import PaneInfo
 from orch.fleet.workerstate import derive_state
 from orch.run import bus
 from orch.run.records import HookEvent, Strict, WorkerState
-from orch.text import shorten
 
 KEEP_LINES = 200  # commentary and bus lines a snapshot carries
 TEXT_CHARS = 160  # a bus or commentary line, shortened: a worker's line must not flood a tile
 
 
 def clean(text: object, limit: int) -> str:
-    """Worker-written text, made safe to show: control characters (terminal escapes) become spaces, and it is
-    shortened to one line."""
-    return shorten("".join(c if c.isprintable() else " " for c in str(text)), limit)
+    """Worker-written text, made safe to show on one line (orch.escape.terminal: a control character, terminal
+    escapes' ESC included, shows as its escape), shortened to `limit`."""
+    return escape.terminal(text, limit)
 
 
 class BusEntry(Strict):

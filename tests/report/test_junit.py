@@ -111,9 +111,9 @@ def test_worker_text_cannot_break_the_file() -> None:
     claim = Claim("pages", "F1", "a\x1b[31m\x00b </testcase> & \uffff", verdicts=(R, R), quote="\x0c")
     xml = junit(run_with("nasty", [claim]).report_junit)
     case = _cases(_suites(xml)["verification"])["pages-F1"]
-    assert case.name == "pages-F1: a\\x1b[31m\\x00b </testcase> & \\xffff"
+    assert case.name == "pages-F1: a\\x1b[31m\\x00b </testcase> & \\uffff"
     (failure,) = case.result
-    assert "a\\x1b[31m\\x00b </testcase> & \\xffff" in failure.text
+    assert "a\\x1b[31m\\x00b </testcase> & \\uffff" in failure.text
 
 
 def test_one_testcase_per_change_gate_failing_when_the_change_did_not_land(tmp_path: Path) -> None:

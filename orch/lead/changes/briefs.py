@@ -15,9 +15,13 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
+from orch.errors import NotFoundError, OrchError
+from orch.jobs.changes import Change
 from orch.jobs.findings import CodeEvidence, Finding, Severity
 from orch.jobs.state import ChangeBook, ControllerState, Job
 from orch.lead import briefs
+from orch.lead.changes import agentfiles
+from orch.run.files import read_model
 from orch.run.folder import RunFolder
 from orch.spec.model import FleetSpec, Role, ScriptStep
 from orch.spec.placeholders import render_steps
@@ -63,8 +67,18 @@ def review_values(
         diffstat="\n".join(f"    {line}" for line in diffstat.splitlines()),
         checks=check_results(run, change.id),
         verdict_file=str(run.outbox_verdict(n, job.id)),
+        risks=risks(run, change.id),
     )
     return values
+
+
+def risks(run: RunFolder, change: str) -> str:
+    """What the reviewer is told to read as code beyond the task's files: the agent files the change edits."""
+    try:
+        files = read_model(run.change_record(change), Change, NotFoundError(change)).files
+    except OrchError:
+        return ""
+    return agentfiles.risk_note(files)
 
 
 def first_added_line(patch: str) -> tuple[str, int, str] | None:

@@ -36,8 +36,8 @@ from orch.jobs.changes import (
 from orch.jobs.findings import CommandEvidence, Problem, ProblemKind, RanCommand, Verdict, VerdictReport
 from orch.jobs.state import AcceptedReview, ChangeBook, ChangeStage, Job, JobStatus
 from orch.lead.base import Part
+from orch.lead.changes import agentfiles, gate, queue, take
 from orch.lead.changes import decisions as landing
-from orch.lead.changes import gate, queue, take
 from orch.lead.changes import status as changesreport
 from orch.lead.changes.checkpool import Ended
 from orch.lead.changes.decisions import CHECKED, Next, Work
@@ -128,6 +128,7 @@ class Writing(Part):
             max_files=limits.max_files,
         )
         scope = scope_violations(change, self.spec.protected(), self._allowed(job.task), repo.subdir)
+        scope += agentfiles.violations(change, self._allowed(job.task), repo.subdir)  # whatever `protect:` says
         # A process the writer left behind could change the tree after the snapshot (which the change is taken
         # from, so it cannot alter this change): the attempt itself keeps the change out.
         # What it left when its job ended (stopped since), or what runs now.

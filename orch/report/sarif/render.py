@@ -11,7 +11,8 @@ Built from the report's model (orch.report.model) alone, so `orch report` rewrit
 
 Extension point: `SECTIONS`. Each section turns the report into rules and results: the findings, then
 each writer task's change that did not land (REJECTED by the gate, CONFLICT, FAILED) at the files it touched.
-Worker-written text (claims, quotes, reasons) goes only into JSON strings, which json escapes.
+Worker-written text (claims, quotes, reasons) goes only into JSON strings, which json escapes, made visible by
+orch.escape (a message's text by escape.sarif: no embedded link of a worker's, no bidi or control character).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import PurePath, PurePosixPath
 from typing import Literal
 from urllib.parse import quote
 
-from orch import __version__
+from orch import __version__, escape
 from orch.jobs.changes import ChangeStatus
 from orch.jobs.findings import CodeEvidence, Severity
 from orch.jobs.state import FindingStatus
@@ -133,7 +134,7 @@ def _location(ev: CodeEvidence, workdir: str) -> Location:
     artifact = ArtifactLocation(
         uri=quote(path, safe="/") if inside else PurePosixPath(path).as_uri(), uri_base_id=SRCROOT if inside else None
     )
-    region = Region(start_line=ev.line, snippet=ArtifactContent(text=ev.quote))
+    region = Region(start_line=ev.line, snippet=ArtifactContent(text=escape.plain(ev.quote)))
     return Location(physical_location=PhysicalLocation(artifact_location=artifact, region=region))
 
 
@@ -176,12 +177,12 @@ def finding_section(report: RunReport) -> Section:
                 round=c.round,
                 stance=c.stance,
                 verdict=c.verdict,
-                reason=c.reason,
-                flags=c.flags,
+                reason=escape.plain(c.reason),
+                flags=[escape.plain(f) for f in c.flags],
             )
             for c in row.verdicts
         ]
-        text = f"{row.claim}\n\nVerification: {status.value}{_verdicts(row)}. Report: {anchor}"
+        text = f"{escape.sarif(row.claim)}\n\nVerification: {status.value}{_verdicts(row)}. Report: {anchor}"
         results.append(
             Result(
                 rule_id=task_rule_id(row.task),
@@ -225,7 +226,8 @@ def change_section(report: RunReport) -> Section:
             continue
         anchor = f"{REPORT}#change-{row.task}"
         why = f" ({row.reason.value})" if row.reason else ""
-        text = f"The change of writer task {row.task} did not land: {row.status.value}{why}. {row.detail}".strip()
+        said = escape.sarif(row.detail)
+        text = f"The change of writer task {row.task} did not land: {row.status.value}{why}. {said}".strip()
         locations = [
             Location(
                 physical_location=PhysicalLocation(
@@ -247,13 +249,15 @@ def change_section(report: RunReport) -> Section:
                     task=row.task,
                     status=row.status.value,
                     reason=row.reason.value if row.reason else None,
-                    detail=row.detail,
+                    detail=escape.plain(row.detail),
                     writer=row.writer,
                     writer_agent=row.agent,
                     checks=[
                         f"{c.command}: exit {c.exit_code}" + (" (timed out)" if c.timed_out else "") for c in row.checks
                     ],
-                    reviews=[f"{c.job} W{c.reviewer} ({c.agent}): {c.verdict}: {c.reason}" for c in row.reviews],
+                    reviews=[
+                        f"{c.job} W{c.reviewer} ({c.agent}): {c.verdict}: {escape.plain(c.reason)}" for c in row.reviews
+                    ],
                     report=anchor,
                 ),
             )

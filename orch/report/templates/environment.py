@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 import markupsafe
 from markupsafe import Markup
 
+from orch import escape
+
 if TYPE_CHECKING:
     import jinja2
 
@@ -34,16 +36,17 @@ def asset(name: str) -> Markup:
 
 
 def html_text(value: object) -> str:
-    """What markupsafe.escape gives, as a str rather than a Markup: a value a template prints (`{{ x }}`)
-    is escaped here. Jinja's own escape wraps each one in a Markup (a Python-level constructor, a GC-tracked
-    object), which was three quarters of a 1,000-finding report.html's time; the printed pieces are only
-    joined into the page (or, in a `set` block or macro, joined and then marked safe), so a str does.
-    Markup (a chart, an asset, a macro's output) goes in as it is, like markupsafe.escape does."""
+    """What markupsafe.escape gives, as a str rather than a Markup, of the value made visible (orch.escape.plain:
+    a bidi or control character cannot reorder the page): a value a template prints (`{{ x }}`) is escaped
+    here. Jinja's own escape wraps each one in a Markup (a Python-level constructor, a GC-tracked object), which
+    was three quarters of a 1,000-finding report.html's time; the printed pieces are only joined into the page
+    (or, in a `set` block or macro, joined and then marked safe), so a str does. Markup (a chart, an asset, a
+    macro's output) goes in as it is, like markupsafe.escape does."""
     if value.__class__ is str:
-        return _escape_inner(value)
+        return _escape_inner(value if value.isascii() else escape.plain(value))
     if hasattr(value, "__html__"):
         return str(value.__html__())
-    return _escape_inner(str(value))  # a StrictUndefined raises here, as with markupsafe.escape
+    return _escape_inner(escape.plain(str(value)))  # a StrictUndefined raises here, as with markupsafe.escape
 
 
 @cache

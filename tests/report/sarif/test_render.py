@@ -152,8 +152,9 @@ def test_worker_text_cannot_break_the_log() -> None:
     outside = Claim("pages", "F2", "ok", file="/etc/passwd", line=1, quote="root")
     results = _results(valid_sarif(run_with("nasty", [nasty, outside]).report_sarif))
     first = results["pages-F1"]
-    assert first["message"]["text"].startswith('x"}]}\x1b[31m</script>\x00')
-    assert first["locations"][0]["physicalLocation"]["region"]["snippet"]["text"] == "\x07'\"<>"
+    # Shown, never acting: each control or bidi character as its escape (orch.escape.sarif).
+    assert first["message"]["text"].startswith('x"}]}\\x1b[31m</script>\\x00 \\u202e\n\nVerification:')
+    assert first["locations"][0]["physicalLocation"]["region"]["snippet"]["text"] == "\\x07'\"<>"
     assert first["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "../../etc/pass%20wd"
     loc = results["pages-F2"]["locations"][0]["physicalLocation"]["artifactLocation"]
     assert loc == {"uri": "file:///etc/passwd"}  # not under the workdir: an absolute URI, no base
