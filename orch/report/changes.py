@@ -74,10 +74,10 @@ def changes_markdown(rows: Sequence[ChangeRow]) -> list[str]:
             for c in r.checks
         ]
         out += [
-            f"- review {escape.markdown(c.job)} by W{c.reviewer or '?'} ({c.agent or '?'}): {c.verdict}: "
-            f"{escape.markdown(c.reason)}"
+            f"- review {escape.markdown(c.job)} by W{c.reviewer or '?'} ({escape.markdown(c.agent or '?')}): "
+            f"{c.verdict}: {escape.markdown(c.reason)}"
             for c in r.reviews
         ]
         if r.job:
-            out.append(f"- the patch: `{RELATIVE.change_patch(r.job).as_posix()}`")
+            out.append(f"- the patch: {escape.markdown_code(RELATIVE.change_patch(r.job).as_posix())}")
     return out

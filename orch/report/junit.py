@@ -165,7 +165,8 @@ SUITES: tuple[Callable[[RunReport], Suite | None], ...] = (tasks_suite, verifica
 """What goes into report.junit.xml, in order: the task jobs, each finding's verification, each change's gate."""
 
 
-_xml = escape.xml
+_xml = escape.one_line
+"""A name, a message or a property: one line, every character shown (attributes; CI tools show them as titles)."""
 
 
 def _counts(cases: Sequence[Case]) -> dict[str, str]:
@@ -199,10 +200,12 @@ def build_junit(report: RunReport) -> ET.Element:
             element = ET.SubElement(node, "testcase", attrs)
             if case.outcome is not None:
                 out = ET.SubElement(
-                    element, case.outcome.element, {"message": _xml(case.outcome.message), "type": case.outcome.type}
+                    element,
+                    case.outcome.element,
+                    {"message": _xml(case.outcome.message), "type": _xml(case.outcome.type)},
                 )
                 if case.outcome.text:
-                    out.text = _xml(case.outcome.text)
+                    out.text = escape.xml(case.outcome.text)
     return root
 
 

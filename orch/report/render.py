@@ -151,19 +151,19 @@ def render_markdown(report: RunReport) -> str:
     ]
     for row in report.findings:
         cells = " | ".join(matrix_cell(row, n) for n in columns)
-        out.append(f"| **{row.id}** {_md(row.claim)} | {cells} | **{row.status.value}** |")
+        out.append(f"| **{_md(row.id)}** {_md(row.claim)} | {cells} | **{row.status.value}** |")
     if not report.findings:
         out.append("| (no findings) |" + " |" * len(columns) + " |")
     out += ["", "## Findings", ""]
     for row in report.findings:
-        out.append(f"### {row.id} — {row.status.value}")
+        out.append(f"### {_md(row.id)} — {row.status.value}")
         out.append(f"{_md(row.claim)} (severity {row.severity}, found by W{row.finder} in task {row.task})")
         out += [f"- evidence: {escape.markdown_code(e)}" for e in row.evidence]
         if row.reproduce:
             out.append(f"- reproduce: {escape.markdown_code(row.reproduce)}")
         for cell in row.verdicts:
             who = f"W{cell.verifier}" if cell.verifier else "-"
-            out.append(f"- {cell.job} ({cell.stance}, {who}): **{cell.verdict}** {_md(cell.reason)}")
+            out.append(f"- {_md(cell.job)} ({cell.stance}, {who}): **{cell.verdict}** {_md(cell.reason)}")
             out += [f"  - evidence: {escape.markdown_code(e)}" for e in cell.evidence]
             out += [f"  - flagged: {_md(f)}" for f in cell.flags]
         out.append("")
@@ -190,17 +190,17 @@ def render_markdown(report: RunReport) -> str:
     out.append("|---|---|---|---|---|---|---|---|")
     for j in report.jobs:
         out.append(
-            f"| {j.id} | {j.role} | {j.worker or '-'} | {j.status} | {j.seconds if j.seconds is not None else '-'} "
-            f"| {j.corrections} | {j.nudges} | {_md(j.failure or '')} |"
+            f"| {_md(j.id)} | {j.role} | {j.worker or '-'} | {j.status} "
+            f"| {j.seconds if j.seconds is not None else '-'} | {j.corrections} | {j.nudges} | {_md(j.failure or '')} |"
         )
     out += changes_markdown(report.changes)
     if report.flags:
         out += ["", "## Rejected outputs", ""]
         for f in report.flags:
-            out.append(f"- W{f.worker} on {f.job} ({f.role}): " + "; ".join(_md(p) for p in f.problems))
+            out.append(f"- W{f.worker} on {_md(f.job)} ({f.role}): " + "; ".join(_md(p) for p in f.problems))
     out += ["", "## Isolation", "", _md(ISOLATION_NOTES[Isolation(report.isolation)])]
     out += ["", _md(report.caps), ""] if report.caps else []
-    out += [f"- {a.kind}: W{a.worker or '?'} on {a.job or '-'}: {_md(a.detail)}" for a in report.attempts]
+    out += [f"- {a.kind}: W{a.worker or '?'} on {_md(a.job or '-')}: {_md(a.detail)}" for a in report.attempts]
     if report.agent_limits:
         out += ["", "## Agent limits", ""]
         out += [f"- {kind}: " + "; ".join(_md(c) for c in limits) for kind, limits in report.agent_limits.items()]

@@ -182,7 +182,7 @@ def finding_section(report: RunReport) -> Section:
             )
             for c in row.verdicts
         ]
-        text = f"{escape.sarif(row.claim)}\n\nVerification: {status.value}{_verdicts(row)}. Report: {anchor}"
+        text = escape.sarif(f"{row.claim}\n\nVerification: {status.value}{_verdicts(row)}. Report: {anchor}")
         results.append(
             Result(
                 rule_id=task_rule_id(row.task),
@@ -226,8 +226,7 @@ def change_section(report: RunReport) -> Section:
             continue
         anchor = f"{REPORT}#change-{row.task}"
         why = f" ({row.reason.value})" if row.reason else ""
-        said = escape.sarif(row.detail)
-        text = f"The change of writer task {row.task} did not land: {row.status.value}{why}. {said}".strip()
+        text = f"The change of writer task {row.task} did not land: {row.status.value}{why}. {row.detail}".strip()
         locations = [
             Location(
                 physical_location=PhysicalLocation(
@@ -241,7 +240,7 @@ def change_section(report: RunReport) -> Section:
             Result(
                 rule_id=task_rule_id(row.task),
                 level=CHANGE_LEVELS[row.status],
-                message=Message(text=f"{text}\n\nReport: {anchor}"),
+                message=Message(text=escape.sarif(f"{text}\n\nReport: {anchor}")),
                 locations=locations,
                 partial_fingerprints={FINGERPRINT: digest[:32]},
                 properties=ChangeProperties(

@@ -43,7 +43,7 @@ def html_text(value: object) -> str:
     (or, in a `set` block or macro, joined and then marked safe), so a str does. Markup (a chart, an asset, a
     macro's output) goes in as it is, like markupsafe.escape does."""
     if value.__class__ is str:
-        return _escape_inner(value if value.isascii() else escape.plain(value))
+        return _escape_inner(escape.plain(value))
     if hasattr(value, "__html__"):
         return str(value.__html__())
     return _escape_inner(escape.plain(str(value)))  # a StrictUndefined raises here, as with markupsafe.escape
