@@ -159,6 +159,9 @@ class SessionStore:
 TEXT_SHELL = "text_shell"
 """The gateway ledger's tool name for a command in a fenced shell block of an answer with no tool calls
 (aider runs those lines): orch.gateway.apis.openai_chat.text_shell_calls."""
+TEXT_EDIT = "text_edit"
+"""The ledger's tool name for a SEARCH/REPLACE block of such an answer (aider applies it to `file_path`): what the
+controller compares a verdict file with (orch.jobs.authorship)."""
 
 
 @dataclass(frozen=True)

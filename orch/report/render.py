@@ -55,6 +55,16 @@ _md = escape.markdown
 """Worker text (and anything else not orch's own) in report.md: one line, inert (orch.escape)."""
 
 
+def reproduced_note(row: FindingRow) -> str:
+    """What orch's own run of a finding's reproduce command gave (what its verifiers were told)."""
+    run = row.reproduced
+    if run is None:
+        return ""
+    if run.exit_code is None:
+        return f" (orch's run: {'timed out' if run.timed_out else run.error or 'no exit code'})"
+    return f" (orch's run: exit {run.exit_code} in {run.seconds:g} s)"
+
+
 def cost_note(report: RunReport) -> str | None:
     """What the costs are: billed, priced but not billed (offline, replayed), or an agent's estimate."""
     if report.cost_source == "gateway":
@@ -160,7 +170,7 @@ def render_markdown(report: RunReport) -> str:
         out.append(f"{_md(row.claim)} (severity {row.severity}, found by W{row.finder} in task {row.task})")
         out += [f"- evidence: {escape.markdown_code(e)}" for e in row.evidence]
         if row.reproduce:
-            out.append(f"- reproduce: {escape.markdown_code(row.reproduce)}")
+            out.append(f"- reproduce: {escape.markdown_code(row.reproduce)}{_md(reproduced_note(row))}")
         for cell in row.verdicts:
             who = f"W{cell.verifier}" if cell.verifier else "-"
             out.append(f"- {_md(cell.job)} ({cell.stance}, {who}): **{cell.verdict}** {_md(cell.reason)}")
@@ -262,6 +272,7 @@ def html_context(report: RunReport) -> dict[str, Any]:
         matrix=matrix,
         status_class={"passed": "CONFIRMED", "not-confirmed": "UNVERIFIED", "failed": "FAILED"}.get(report.status, ""),
         change_status=change_status,
+        reproduced_note=reproduced_note,
         verdict=job_file(RELATIVE.verdict_file),  # report.html sits in the run folder: links are relative
         brief=job_file(RELATIVE.job_brief),
         patch=job_file(RELATIVE.change_patch),

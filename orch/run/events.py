@@ -104,6 +104,13 @@ class Event(StrEnum):
     JOB_ACCEPTED = "job-accepted"
     FINDING_ACCEPTED = "finding-accepted"
     VERDICT_ACCEPTED = "verdict-accepted"
+    VERDICT_FORGED = "verdict-forged"
+    """A verdict in a worker's outbox that none of its own tool calls on the job wrote (orch.jobs.authorship):
+    something else of its uid (a command it ran for another worker) wrote it. Rejected."""
+    REPRODUCE_STARTED = "reproduce-started"
+    """orch runs a finding's reproduce command in the checks' sandbox (orch.lead.reproduce)."""
+    REPRODUCED = "reproduced"
+    """It ended (exit code, timed out, or why it could not run): the finding's verifiers may start."""
     CONFIRM_ROUND = "confirm-round"
     OUTPUT_REJECTED = "output-rejected"
     JOB_FAILED = "job-failed"

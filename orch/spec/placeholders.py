@@ -51,6 +51,7 @@ PLACEHOLDERS: dict[Role, tuple[str, ...]] = {
         "severity",
         "evidence",
         "reproduce",
+        "reproduced",
         "round",
         "stance",
         "verdict_file",

@@ -19,6 +19,7 @@ the loop (`collect_checks`).
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from collections.abc import Callable
@@ -33,9 +34,18 @@ from orch.jobs.changes import (
     ChecksRecord,
     Integration,
 )
-from orch.jobs.findings import CommandEvidence, Problem, ProblemKind, RanCommand, Verdict, VerdictReport
+from orch.jobs.findings import (
+    CommandEvidence,
+    Problem,
+    ProblemKind,
+    RanCommand,
+    Verdict,
+    VerdictReport,
+    runs_of,
+)
 from orch.jobs.state import AcceptedReview, ChangeBook, ChangeStage, Job, JobStatus
-from orch.lead.base import Part
+from orch.lead import verdictwriter
+from orch.lead.base import Part, PoolResult
 from orch.lead.changes import agentfiles, gate, queue, take
 from orch.lead.changes import decisions as landing
 from orch.lead.changes import status as changesreport
@@ -228,7 +238,7 @@ class Writing(Part):
     def collect_checks(self) -> None:
         """Take in what the pool finished: a gate's checks open the change's reviews (or reject it), an
         integration lands the change or sends it back to its writer."""
-        for ended in self.desk.checks.take():
+        for ended in self.desk.checks.take({work.value for work in Work}):
             book = self.state.change(ended.change)
             if book.stage not in CHECKED:
                 continue
@@ -267,7 +277,7 @@ class Writing(Part):
             repo, change, checks, baseline, timeout=time_out, output_bytes=output, stopper=stop
         )
 
-    def _gate_ended(self, book: ChangeBook, ended: Ended[ChecksRecord | Integration]) -> None:
+    def _gate_ended(self, book: ChangeBook, ended: Ended[PoolResult]) -> None:
         record = ended.value
         assert isinstance(record, ChecksRecord)
         book.checks_ok = not record.regressions
@@ -297,10 +307,21 @@ class Writing(Part):
         return list(self.desk.tasks[task].allow)
 
     # --- reviews -------------------------------------------------------------------------------
+    def gate_run(self, change: str) -> RanCommand | None:
+        """The spec's checks as the gate ran them on the change's tree (checks.json), as one call that ran them
+        joined with `&&` (the offline reviewer cites it so: orch.lead.verdictwriter.outcome); None: no record."""
+        try:
+            record = json.loads(self.run.change_checks(change).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        command, code, _, _ = verdictwriter.outcome(record if isinstance(record, dict) else None)
+        return RanCommand(command, is_error=code != 0) if command and code is not None else None
+
     def review_problems(self, report: VerdictReport, commands: list[RanCommand]) -> list[Problem]:
-        """Beyond a verdict's own checks: an approval must cite a command the reviewer ran (in the ledger)."""
-        ran = [ev for ev in report.evidence if isinstance(ev, CommandEvidence)]
-        if report.verdict is Verdict.CONFIRMED and (not ran or not commands):
+        """Beyond a verdict's own checks: an approval must cite a command the reviewer ran (in the ledger: orch's own
+        run of the checks does not count)."""
+        ran = [ev for ev in report.evidence if isinstance(ev, CommandEvidence) and runs_of(ev.command, commands)]
+        if report.verdict is Verdict.CONFIRMED and not ran:
             detail = (
                 "an approval needs a command you ran on this change during the job (a test, the changed code on "
                 "an input), cited with its exit code"
@@ -364,7 +385,7 @@ class Writing(Part):
             output_bytes=output, stopper=stop,
         )  # fmt: skip
 
-    def _integration_ended(self, book: ChangeBook, ended: Ended[ChecksRecord | Integration]) -> None:
+    def _integration_ended(self, book: ChangeBook, ended: Ended[PoolResult]) -> None:
         result = ended.value
         assert isinstance(result, Integration)
         self.desk.event(Event.CHECKS_ENDED, book.writer, change=book.id, work=ended.work, result=result.result.value)
