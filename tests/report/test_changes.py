@@ -28,7 +28,8 @@ def test_the_text_matrix_is_a_line_per_task_and_its_detail() -> None:
 
 def test_a_path_name_adds_no_line_or_heading_to_report_md() -> None:
     section = changes_markdown([ROW])
-    headings = [t for t in MarkdownIt("commonmark").enable("table").parse("\n".join(section)) if t.type == "heading_open"]
+    tokens = MarkdownIt("commonmark").enable("table").parse("\n".join(section))
+    headings = [t for t in tokens if t.type == "heading_open"]
     assert len(headings) == 2  # "Changes" and the task's own
     assert not any(line.startswith("## Injected") for line in section)
     files = next(line for line in section if line.startswith("Files:"))
