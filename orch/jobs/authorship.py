@@ -129,7 +129,7 @@ def _base64(word: str) -> str:
 
 def _words(text: str) -> list[str]:
     try:
-        words = shlex.split(text, comments=False, posix=True) if "{" in text else []
+        words = shlex.split(text, comments=False, posix=True)
     except ValueError:
         words = []
     return words + shellparts.heredocs(text)

@@ -23,7 +23,13 @@ SHOWN = 20
 def agent_files(files: Sequence[str]) -> list[str]:
     """The paths of `files` (from the tree's root) that some agent CLI reads as configuration or instructions."""
     globs = project_files()
-    return [path for path in files if any(matches(path, glob) for glob in globs)]
+    return [path for path in files if any(matches(_matchable(path), glob) for glob in globs)]
+
+
+def _matchable(path: str) -> str:
+    """A path as globs can match it: a line break or other control character in a name (which a glob's `*` does not
+    match) as `_`, so `x\n/.claude/settings.json` is still under a `.claude` folder."""
+    return "".join(c if c.isprintable() else "_" for c in path)
 
 
 def violations(change: Change, allow: Sequence[str], subdir: str = "") -> list[str]:
@@ -33,7 +39,7 @@ def violations(change: Change, allow: Sequence[str], subdir: str = "") -> list[s
     out = []
     for path in agent_files(change.files):
         names = [path] + ([path[len(prefix) :]] if prefix and path.startswith(prefix) else [])
-        if not any(matches(name, glob) for glob in allow for name in names):
+        if not any(matches(_matchable(name), glob) for glob in allow for name in names):
             out.append(f"{escape.one_line(path)}: agent configuration or instructions, not allowed by the task")
     return out
 
@@ -43,9 +49,8 @@ def risk_note(files: Sequence[str]) -> str:
     found = agent_files(files)
     if not found:
         return ""
-    listed = ", ".join(f"`{path!r}`" for path in found[:20]) + (
-        f" and {len(found) - 20} more" if len(found) > 20 else ""
-    )
+    listed = ", ".join(escape.markdown_code(path) for path in found[:SHOWN])
+    listed += f" and {len(found) - SHOWN} more" if len(found) > SHOWN else ""
     return (
         f"\nRisk: this change edits agent configuration or instructions ({listed}). Your agent does not load "
         "them (orch starts every agent with its folder's configuration off), but whoever opens this repository with "

@@ -191,7 +191,8 @@ def sandbox_argv(tree: Path, subdir: str, command: str) -> list[str]:
     for path in hidden_paths():
         argv += ["--tmpfs", str(path)]
     # /tmp last among the tmpfs: the home folder may be under it; the tree is bound from the host's view.
-    argv += ["--perms", "1777", "--tmpfs", "/tmp", "--bind", str(tree), TREE_MOUNT]
+    argv += ["--perms", "1777", "--tmpfs", "/tmp", "--perms", "0755", "--dir", str(Path(TREE_MOUNT).parent)]
+    argv += ["--bind", str(tree), TREE_MOUNT]  # its parent searchable: the checks' uid resolves absolute paths
     argv += ["--perms", "0777", "--tmpfs", HOME_IN_SANDBOX]
     workdir = f"{TREE_MOUNT}/{subdir}" if subdir else TREE_MOUNT
     argv += ["--chdir", workdir, "--clearenv"]
