@@ -24,6 +24,7 @@ from orch.run.records import HookEvent, Isolation, PermissionAnswer, WorkerState
 from orch.versions import AIDER_VERSION
 from orch.waits import wait_until
 from tests.helpers import demo_spec, diagnose, gateway_books, kill_agent, orch, pinned_bin, prompts
+from tests.hostile import pwned, tool_in_hostile_folder
 
 pytestmark = pytest.mark.aider
 BOOT = "120"
@@ -263,3 +264,11 @@ def test_aider_workers_find_and_verify_with_ledgered_commands(tmp_path: Path) ->
     assert {e["tool"] for e in ledger} == {"text_shell"}
     assert any("offline-verdict" in e["input"]["command"] for e in ledger)
     assert any("exit code" in clause for clause in report["agent_limits"]["aider"])
+
+
+def test_a_folders_own_config_never_runs(tmp_path: Path) -> None:
+    """A folder whose .aider.conf.yml `load:`s a /run command at start (and every other agent's configuration):
+    aider, which has no switch for it, is run with its config search confined to the worker's home by orch's
+    wrapper (orch.agents.aider_confirm.confine), so nothing of the folder's runs."""
+    run = tool_in_hostile_folder("adcfg", tmp_path, "aider", "--offline", "--boot-timeout", BOOT)
+    assert pwned(run.outbox_dir) == []
