@@ -69,9 +69,6 @@ class Dialog:
     name: str
     pattern: str
     keys: tuple[str, ...]
-    every_start: bool = False
-    """A screen no seeding prevents, shown at each start as designed (Codex's notice for an untrusted folder):
-    looked for from the start of a boot, and its answer logged as `start-screen-answered`, not as a dialog."""
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,6 @@ def wait_booted(
     skip = seen or {}
     old = ended or {}
     started = time.monotonic()
-    answered: dict[int, float] = {}
 
     def check() -> bool:
         panes = server.panes()
@@ -56,18 +55,9 @@ def wait_booted(
                 said = [ln for ln in screen.splitlines() if ln.strip() and not ln.startswith("Pane is dead")]
                 last = said[-1] if said else "no output"
                 raise SandboxError(f"worker {n} exited while booting ({detail}): {last.strip()[:200]}")
-            # Seeding prevents dialogs; screens are only scraped for a worker that is late to boot, or whose agent
-            # shows a screen at every start (Codex's in an untrusted folder).
-            now = time.monotonic()
-            late = now - started > DIALOG_GRACE
-            # An answered screen may still show for a moment: not answered again before the grace is over.
-            looks = late or any(d.every_start for d in adapter.dialogs())
-            if (
-                looks
-                and now - answered.get(n, -DIALOG_GRACE) > DIALOG_GRACE
-                and answer_dialogs(run, adapter, server, n, pane, late)
-            ):
-                answered[n] = now
+            # Seeding prevents dialogs; screens are only scraped for a worker that is late to boot.
+            if time.monotonic() - started > DIALOG_GRACE:
+                answer_dialogs(run, adapter, server, n, pane)
         return not pending
 
     try:
@@ -88,19 +78,15 @@ def _present(marker: Path) -> bool:
         return False
 
 
-def answer_dialogs(
-    run: RunFolder, adapter: AgentAdapter, server: TmuxServer, n: int, pane: PaneInfo, late: bool = True
-) -> bool:
-    """Fallback watchdog: recognise a blocking dialog on screen and answer it (only the `every_start` ones while
-    not `late`). True if one was."""
-    dialogs = [d for d in adapter.dialogs() if late or d.every_start]
+def answer_dialogs(run: RunFolder, adapter: AgentAdapter, server: TmuxServer, n: int, pane: PaneInfo) -> bool:
+    """Fallback watchdog: recognise a blocking dialog on screen and answer it. True if one was."""
+    dialogs = adapter.dialogs()
     if not dialogs:
         return False
     screen = server.capture(pane.pane_id)
     for dialog in dialogs:
         if re.search(dialog.pattern, screen):
             server.send_keys(pane.pane_id, *dialog.keys)
-            event = Event.START_SCREEN_ANSWERED if dialog.every_start else Event.DIALOG_ANSWERED
-            run.log_event(ControllerEvent(event=event, worker=n, data={"dialog": dialog.name}))
+            run.log_event(ControllerEvent(event=Event.DIALOG_ANSWERED, worker=n, data={"dialog": dialog.name}))
             return True
     return False

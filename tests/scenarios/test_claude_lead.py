@@ -29,6 +29,7 @@ from orch.run.folder import RunFolder
 from orch.view.snapshot import Snapshot
 from orch.waits import wait_until
 from tests.helpers import MEAN_QUOTE, MEAN_REPRO, SAMPLE, orch, prompts, user_endpoint
+from tests.hostile import agent_config, pwned
 from tests.lead.changes.gitfix import user_repo
 from tests.lead.leadrun import (
     DONE,
@@ -582,3 +583,44 @@ def test_a_recorded_run_replays_with_no_model_behind_it(offline: None, workdir: 
     usage = json.loads(run.model_usage.read_text())
     assert usage["billed"] is False and usage["total"]["requests"] > 0
     assert "Nothing was billed: this run replayed a recording" in run.report_md.read_text()
+
+
+# --- deputies: a hostile writer's agent configuration ---------------------------------------------
+CHANGES_SAMPLE = Path(__file__).parents[2] / "orch" / "data" / "demo" / "changes" / "sample"
+MEAN_FIX = "sed -i 's|return sum(values) / len(values)|return sum(values) / len(values) if values else 0.0|' calc.py"
+
+
+def test_a_hostile_writers_agent_config_never_runs_as_its_reviewer(offline: None, tmp_path: Path) -> None:
+    """W1's change fixes mean() and adds every agent's project configuration (hooks, MCP servers, plugins), which
+    its task allows: it lands through W2's real Claude Code review, in a checkout holding it all, and none of it
+    runs (no trust recorded for the checkout, the reviewer told of the risk). W3's change adds a hook its task does
+    not allow: REJECTED (scope), never reviewed."""
+    repo = tmp_path / "repo"
+    shutil.copytree(CHANGES_SAMPLE, repo)
+    user_repo(repo, {})
+    plant = [{"write": f"{{{{workdir}}}}/{name}", "content": text} for name, text in agent_config().items()]
+    done = [{"write": "{{result_file}}", "content": "done\n"}, DONE, reply()]
+    tasks = [
+        {"id": "cfg", "role": "writer", "goal": "Fix mean([]) and add the agents' project configuration.",
+         "worker": 1, "allow": ["**/.claude/**", ".mcp.json", "**/.gemini/**", "**/.codex/**", "opencode.json",
+                                 "**/.opencode/**", ".aider.conf.yml"],
+         "offline_script": [{"bash": f"cd {{{{workdir}}}} && {MEAN_FIX}"}, *plant, *done]},
+        {"id": "sneak", "role": "writer", "goal": "Say what mean computes.", "worker": 3,
+         "offline_script": [{"bash": "cd {{workdir}} && echo '# the arithmetic mean' >> calc.py"}, plant[0], *done]},
+    ]  # fmt: skip
+    spec = write_spec(tmp_path / "cfg.yaml", repo, tasks, workers=3, checks=["python3 -B test_calc.py"],
+                      changes={"reviewers_per_change": 1})  # fmt: skip
+    result = orch("run", spec, "--local", "--name", "cfg")
+    run = RunFolder.for_name("cfg")
+    assert result.exit_code == 0, result.output
+    rows = {row["task"]: row for row in report(run)["changes"]}
+    assert rows["cfg"]["status"] == "LANDED"
+    assert (rows["sneak"]["status"], rows["sneak"]["reason"]) == ("REJECTED", "scope")
+    state = load_state(run)
+    (review,) = state.reviews
+    assert review.reviewer == 2 and review.report.verdict == "CONFIRMED"
+    assert pwned(run.outbox_dir) == []  # not as the reviewer, not as the writers
+    projects = json.loads((run.config_dir(2) / ".claude.json").read_text()).get("projects", {})
+    assert not any(p.get("hasTrustDialogAccepted") for p in projects.values())
+    assert "Risk: this change edits agent configuration" in run.job_brief(review.job).read_text()
+    assert not [j for j in state.jobs if j.change == "sneak"]  # out of scope: no review asked
