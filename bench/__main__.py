@@ -30,6 +30,7 @@ from bench import (
     isolation,
     memory,
     notice,
+    notify,
     overhead,
     procs,
     reports,
@@ -63,6 +64,7 @@ BENCHES: dict[str, tuple[Callable[[Context], Result], bool]] = {
     "caps": (caps.run, True),  # the per-worker caps: limits on against off, and the watchdog's cost
     "gate": (gate.run, False),  # issue 22: the gate's overhead over an ungated run of the same writers
     "starts": (starts.run, False),  # an `orch bus post` process, a run gateway's start (--before REV: side by side)
+    "notify": (notify.run, False),  # issue 34: a hook or a controller event -> the webhook posted, the terminal rung
 }
 MEASUREMENT_ERRORS = (OrchError, BenchError, OSError, TimeoutError)
 

@@ -22,8 +22,9 @@ from pathlib import Path
 from bench import procs
 from bench.recorder import Request, read_log
 from orch import __version__
-from orch.agents.claude import CACHE_BIN, CREDENTIAL_ENV
-from orch.agents.gemini import CACHE_BIN as GEMINI_CACHE_BIN
+from orch.agents.claude import CREDENTIAL_ENV
+from orch.agents.claude import FACTS as CLAUDE
+from orch.agents.gemini import FACTS as GEMINI
 from orch.agents.registry import get_adapter
 from orch.contracts import UpRequest
 from orch.errors import OrchError, UsageError
@@ -139,7 +140,7 @@ def wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> int:
     return proc.wait(timeout)
 
 
-def wait_watching(pid: int, inode: int, timeout: float = 10.0) -> None:
+def wait_watching(pid: int, inode: int, timeout: float = 60.0) -> None:
     """Until process `pid` holds an inotify watch on `inode` (it is armed and blocked on it)."""
     wait_until(lambda: inode in procs.inotify_watches(pid), timeout, f"process {pid} to watch inode", interval=0.001)
 
@@ -197,10 +198,10 @@ class BenchEnv:
         gemini = ("GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GEMINI_CLI_HOME")
         for var in (*CREDENTIAL_ENV, *gemini, "ANTHROPIC_BASE_URL", "CLAUDE_CONFIG_DIR", "TMUX", "TMUX_PANE"):
             os.environ.pop(var, None)
-        if "ORCH_CLAUDE_BIN" not in os.environ and CACHE_BIN.exists():
-            os.environ["ORCH_CLAUDE_BIN"] = str(CACHE_BIN)
-        if "ORCH_GEMINI_BIN" not in os.environ and GEMINI_CACHE_BIN.exists():
-            os.environ["ORCH_GEMINI_BIN"] = str(GEMINI_CACHE_BIN)
+        if "ORCH_CLAUDE_BIN" not in os.environ and CLAUDE.cache_bin.exists():
+            os.environ["ORCH_CLAUDE_BIN"] = str(CLAUDE.cache_bin)
+        if "ORCH_GEMINI_BIN" not in os.environ and GEMINI.cache_bin.exists():
+            os.environ["ORCH_GEMINI_BIN"] = str(GEMINI.cache_bin)
         return self
 
     def __exit__(self, *exc: object) -> None:

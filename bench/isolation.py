@@ -18,7 +18,7 @@ from bench.core import Context, Result
 from bench.env import BOOT_TIMEOUT, BenchEnv, Fleet
 from bench.pairs import in_turn, ratios
 from bench.table import Row, Target
-from orch.backends.local import bwrap
+from orch import prereqs
 from orch.contracts import UpRequest
 from orch.errors import UsageError
 from orch.fleet import launch
@@ -66,7 +66,7 @@ def _sample(env: BenchEnv, mode: Isolation, repeat: int, got: Samples) -> None:
 
 def run(ctx: Context) -> Result:
     try:
-        bwrap.check()
+        prereqs.bwrap_works()
     except UsageError as exc:
         return Result(rows=[Row("isolation", "local strict", "", status="SKIPPED", note=exc.one_line())], raw={})
     got = {mode: Samples() for mode in MODES}

@@ -51,9 +51,9 @@ def wait_cli_ms(ctx: Context, samples: int) -> tuple[list[float], list[float]]:
     printed, exited = [], []
     try:
         for _ in range(samples):
-            proc = popen(orch_cli("wait", run.name, "--workers", "1", "--timeout", "60"), stdin=False)
+            proc = popen(orch_cli("wait", run.name, "--only", "1", "--timeout", "60"), stdin=False)
             try:
-                wait_watching(proc.pid, inode, timeout=60.0)
+                wait_watching(proc.pid, inode)
                 send(writer, f"flag {run.done(1)}")
                 written = int(writes.next(LINE_TIMEOUT))
                 line = Lines(proc, "orch wait").next(LINE_TIMEOUT)
@@ -80,7 +80,7 @@ def bus_follow_ms(ctx: Context, samples: int) -> list[float]:
     follows, writes = Lines(follower, "bus follower"), Lines(writer, "writer")
     out = []
     try:
-        wait_watching(follower.pid, run.bus.stat().st_ino, timeout=60.0)
+        wait_watching(follower.pid, run.bus.stat().st_ino)
         for seq in range(samples):
             send(writer, f"bus {run.name} {seq}")
             written = int(writes.next(LINE_TIMEOUT))

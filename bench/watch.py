@@ -97,7 +97,7 @@ def measure(ctx: Context) -> dict[str, Any]:
         waiter = popen(orch_cli("wait", run.name, "--timeout", str(cfg.watch_seconds + 120)), stdin=False)
         poller = popen(helper("poller", run.name, str(cfg.poll_interval), str(cfg.watch_seconds)), stdin=False)
         polls = Lines(poller, "status poller")
-        wait_watching(waiter.pid, run.done(1).parent.stat().st_ino, timeout=60.0)
+        wait_watching(waiter.pid, run.done(1).parent.stat().st_ino)
         polls.next(60.0)  # warm
         panes = live.panes()
         tmux_pid = live.tmux_pid()

@@ -198,6 +198,9 @@ class ImageInstall:
     config_npm: str | None = None
     """An npm package (`name@version`) the agent would install into its config dir at run time unless it is
     there: the image installs it once (/opt/agents/config-deps) for the adapter to link (opencode's plugins)."""
+    size_mb: int = 0
+    """About how many MB the pinned version takes installed (`du -sm` of what `orch setup` made): `orch setup`
+    says it before it starts, and its bar measures against it."""
 
     def build_args(self, version: str | None = None) -> dict[str, str]:
         return {f"{self.build_arg}_PACKAGE": self.package, f"{self.build_arg}_VERSION": version or self.version}
@@ -359,6 +362,11 @@ class OrchCommand:
 
 class Sandbox(Protocol):
     """Where a run's tmux server lives, as seen from this process: this machine or the run's container."""
+
+    def check(self, request: UpRequest) -> None:
+        """Refuse, as `up` would (a UsageError), what `up` cannot start, without making anything: `orch spec
+        check` and `orch run` ask it before a run exists."""
+        ...
 
     def up(self, request: UpRequest) -> RunInfo:
         """Create the run and its fleet; return once the workers booted (nothing is left behind on failure)."""

@@ -17,16 +17,21 @@ the medium is one line.
     sarif(text)             a SARIF message's text, several lines (report.sarif)
     plain(text)             text kept as it is but made visible, several lines (what the others build on)
     json_line(serialized)   one JSON document as one line of a JSON-lines file, for every line reader
+    notice(text, limit)     a notification's text (orch.notify), once for all channels: printable, redacted,
+                            defanged (no clickable link, no mention), no markup, one line; then per channel:
+    slack(text) discord(text) desktop(text) osc_field(text)
 
-Kept in the base layer, with no import of orch, so that any layer (and a notification channel) can use them.
+Kept in the base layer (it imports orch.text alone), so that any layer can use them.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from html import escape as _html_escape
 
-ELLIPSIS = "…"
+from orch.text import shorten
+
 _WHITESPACE = re.compile(r"\s+")
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~&$])")
 """What can open syntax anywhere in a line: escapes, code, emphasis, links and images, HTML and autolinks, table
@@ -65,7 +70,7 @@ def terminal(text: object, limit: int | None = None) -> str:
     """One line for a terminal: no escape sequence, no control or bidi character (each shown as its escape), cut
     to `limit` characters ("…" marking a cut)."""
     line = one_line(text)
-    return line if limit is None or len(line) <= limit else line[: limit - 1].rstrip() + ELLIPSIS
+    return line if limit is None else shorten(line, limit)
 
 
 def terminal_text(text: object) -> str:
@@ -120,3 +125,96 @@ def json_line(serialized: str) -> str:
     for char, escaped in _LINE_ENDS.items():
         serialized = serialized.replace(char, escaped)
     return serialized
+
+
+# --- notifications (orch.notify): one safe text for every channel, then each channel's own markup ------------
+REDACTED = "[redacted]"
+MAX_INPUT = 8192  # characters looked at: a worker's field is cut to 4000 by the hook writer already
+
+_KEYS = re.compile(
+    "|".join(
+        [
+            r"orch-[A-Za-z0-9._-]+-w\d+-[0-9a-f]{32}",  # orch's worker tokens (orch.gateway.tokens.mint)
+            r"sk-(?:ant-)?[A-Za-z0-9_-]{16,}",  # Anthropic, OpenAI
+            r"AIza[0-9A-Za-z_-]{30,}",  # Google
+            r"(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})",  # GitHub
+            r"xox[abposr]-[A-Za-z0-9-]{10,}",  # Slack
+            r"glpat-[A-Za-z0-9_-]{20,}",  # GitLab
+            r"(?:AKIA|ASIA)[0-9A-Z]{16}",  # AWS access key ids
+            r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{4,}",  # JWTs
+            r"\b[0-9a-fA-F]{32,}\b",  # long hex
+            # long strings mixing upper case, lower case and digits (base64 or urlsafe keys)
+            r"(?=[A-Za-z0-9_+/-]*[0-9])(?=[A-Za-z0-9_+/-]*[a-z])(?=[A-Za-z0-9_+/-]*[A-Z])[A-Za-z0-9_+/-]{24,}={0,2}",
+        ]
+    )
+)
+_BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+)([^\s'\"]{6,})")
+_LABELLED = re.compile(
+    r"(?i)\b(authorization|token|api[_-]?key|apikey|secret|password|passwd|private[_-]?key)"
+    r"(['\"]?\s*[:=]\s*['\"]?)([^\s'\"]{6,})"
+)
+_QUERY = re.compile(r"(?i)([?&](?:t|token|key|sig|signature|access_token|auth)=)[^&\s#]+")
+_SCHEME = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{1,15}):/+")
+_WWW = re.compile(r"(?i)\bwww\.")
+_HOST_PATH = re.compile(r"(?i)\b((?:[a-z0-9-]+\.)+[a-z]{2,63})(?=[/:])")
+
+
+def printable(text: str) -> str:
+    """Every character that is not printable (controls, escapes, C1, format characters) as a space."""
+    return "".join(c if c.isprintable() else " " for c in text)
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """`text` with every known secret and everything shaped like a credential replaced by [redacted]."""
+    for secret in sorted({s for s in secrets if len(s) >= 8}, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    text = _QUERY.sub(lambda m: m.group(1) + REDACTED, text)
+    for labelled in (_BEARER, _LABELLED):
+        text = labelled.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
+    return _KEYS.sub(REDACTED, text)
+
+
+def defang(text: str) -> str:
+    """Links no chat or terminal makes clickable, and no mention that pings anyone."""
+    text = _SCHEME.sub(lambda m: m.group(1) + "[:]//", text)
+    text = _WWW.sub(lambda m: m.group(0)[:-1] + "[.]", text)
+    text = _HOST_PATH.sub(lambda m: m.group(1).replace(".", "[.]"), text)
+    return text.replace("@", "＠")
+
+
+def unmarked(text: str) -> str:
+    """No markup of any medium: angle brackets (HTML, Slack's `<!channel>` and `<url|label>`) become guillemets,
+    and a Markdown link's `](` is broken apart."""
+    return text.replace("<", "‹").replace(">", "›").replace("](", "] (")
+
+
+def notice(text: object, limit: int, secrets: Iterable[str] = ()) -> str:
+    """Worker-written text as every notification channel may show it (orch.notify): printable, redacted, defanged,
+    one line, cut; each channel's function below then escapes its own markup."""
+    raw = printable(str(text)[:MAX_INPUT])
+    return shorten(_WHITESPACE.sub(" ", unmarked(defang(redact(raw, secrets)))).strip(), limit)
+
+
+def slack(text: str) -> str:
+    """For Slack's `text`: its three control characters escaped (`<!channel>`, `<url|label>` become text)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+_DISCORD_MARKUP = re.compile(r"([\\*_~`|>#\[\]()<:-])")
+
+
+def discord(text: str) -> str:
+    """For Discord's `content`: every Markdown character backslash-escaped (no masked link, no heading)."""
+    return _DISCORD_MARKUP.sub(r"\\\1", text)
+
+
+def desktop(text: str) -> str:
+    """For a desktop notification's body, which notification servers read as a subset of HTML."""
+    return slack(text).replace('"', "&quot;").replace("'", "&#39;")
+
+
+def osc_field(text: str) -> str:
+    """For one field of an OSC 9 / OSC 777 sequence: printable only (no BEL or ST ends it early), no `;`
+    (OSC 777's field separator), and never a leading number (ConEmu reads `OSC 9;4;...` as a command)."""
+    field = printable(text).replace(";", ",")
+    return f"orch: {field}" if field[:1].isdigit() else field

@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import os
 import platform
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -225,6 +226,55 @@ def load(pids: Iterable[int]) -> Load:
         tasks += threads
         memory += rss
     return Load(tasks=tasks, memory=memory)
+
+
+def held_files(pids: Iterable[int], skip: Iterable[int] = ()) -> int:
+    """Bytes held in files these processes keep open that have no name any more: a memfd (memory that no RSS
+    counts while it is not mapped) or a deleted file (a walk of the folders cannot see it). Each file once;
+    those on a device in `skip` (a file system measured whole) left out."""
+    devices, seen, total = set(skip), set(), 0
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            path = f"/proc/{pid}/fd/{fd}"
+            try:
+                target = os.readlink(path)
+                if not (target.startswith("/memfd:") or target.endswith(" (deleted)")):
+                    continue
+                st = os.stat(path)
+            except OSError:
+                continue
+            key = (st.st_dev, st.st_ino)
+            if stat.S_ISREG(st.st_mode) and st.st_dev not in devices and key not in seen:
+                seen.add(key)
+                total += st.st_blocks * 512
+    return total
+
+
+def mounts_used(pid: int, mounts: Iterable[str]) -> tuple[int, set[int]]:
+    """Bytes in use on each of `mounts` (file systems: a sandbox's tmpfs) as process `pid` sees them (its mount
+    namespace, through /proc/PID/root), together, and their devices; (0, set()) for a process gone."""
+    used, devices = 0, set()
+    for mount in mounts:
+        where = f"/proc/{pid}/root{mount}"
+        try:
+            fs, st = os.statvfs(where), os.stat(where)
+        except OSError:
+            continue
+        used += (fs.f_blocks - fs.f_bfree) * fs.f_frsize
+        devices.add(st.st_dev)
+    return used, devices
+
+
+def mount_namespace(pid: int) -> int | None:
+    """The inode of a process's mount namespace, None if gone or not ours to read."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/mnt").st_ino
+    except OSError:
+        return None
 
 
 # --- What a process tree costs (the bench's figures): CPU, memory, wake-ups, inotify watches ------------

@@ -3,8 +3,8 @@
 Nothing is read at import time: `HOME.get()` reads its variable from the environment on each call (so a
 test that sets one sees it at once), parses it, and turns a bad value into a one-line SettingError that
 names the variable. Unset and empty are the same: the default. `internal` ones are plumbing between orch's
-own processes (the host CLI, a run's container, the workers' hooks); the rest are documented in README.md's
-table, which tests/test_settings.py keeps in step with this module.
+own processes (the host CLI, a run's container, the workers' hooks); the rest are documented in
+docs/settings.md's table, which tests/test_settings.py keeps in step with this module.
 
 Kept light (the standard library and orch.errors only) because the worker-side programs import it:
 `orch bus post` and the scripted agent. orch/run/hookwriter.py runs as a bare script and reads its one
@@ -51,7 +51,7 @@ class Setting(Generic[T]):
         self.help = help
         self.internal = internal
         self.shown = shown if shown is not None else (f"`{default}`" if default else "unset")
-        """The default as the README shows it."""
+        """The default as docs/settings.md shows it."""
         self.deprecated = deprecated
         """Old names still read, with a warning, when `name` is unset."""
         ALL[name] = self
@@ -166,7 +166,7 @@ def _prompts(value: str) -> dict[int, str]:
         raise ValueError("expected a JSON object of worker number -> prompt") from None
 
 
-# --- for users (README.md's table) ------------------------------------------------------------------
+# --- for users (docs/settings.md's table) ---------------------------------------------------------------
 HOME = Setting(
     "ORCH_HOME",
     "~/.orch",

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The project's one test command: set up, lint, type-check, then run the whole suite against a real
 # tmux, the real agent binaries, and (when an engine answers) a real Docker engine with a worker image that
-# carries every agent.
+# carries every agent. The dev tools (pytest, mypy, ruff, actionlint) and every agent CLI are installed here
+# only: the demo needs neither.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+.venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev]'
+.venv/bin/orch setup --agents all
 
 if .venv/bin/python -c 'import sys; from orch.backends.docker.engine import docker_client; docker_client()' 2>/dev/null; then
   # The image build is cached by Docker; ORCH_BASE_IMAGE / ORCH_CA_BUNDLE pick the base and a CA bundle.

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from orch.gateway.process import stop_gateway
+from orch.run.folder import RunFolder
 from tests.helpers import pinned_bin
+from tests.notify.receiver import Receiver, serve
 
 # The docker tests' fixtures (engine, image, names, workdir) live in tests/dockertest.py.
 pytest_plugins = ["tests.dockertest"]
@@ -46,10 +48,25 @@ def pure_guard(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
 def orch_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     home = tmp_path / "orch-home"
     monkeypatch.setenv("ORCH_HOME", str(home))
+    # The user's notification defaults (~/.config/orch/config.toml) and desktop never reach a test's runs.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
     yield home
     # A run's gateway is a detached process (it outlives `orch up` by design): stop the test's ones.
     for handle in (home / "gateways").glob("*.json"):
         stop_gateway(handle)
+    stop_notifiers(home)
+
+
+def stop_notifiers(home: Path) -> None:
+    """An `orch up` run's notifier ends with its run; one whose run the test left running is stopped here."""
+    locks = list((home / "runs").glob("*/.notify.lock"))
+    if locks:
+        from orch.cli.notify import stop_detached  # here: the CLI's imports are for the tests that need them
+
+        for lock in locks:
+            stop_detached(RunFolder(lock.parent))
 
 
 @pytest.fixture(autouse=True)
@@ -85,3 +102,9 @@ def spec_dir(tmp_path: Path) -> Path:
     """A folder for a fleet spec, with the `src/` its workdir names (tests/spec, tests/jobs, tests/report)."""
     (tmp_path / "src").mkdir()
     return tmp_path
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A webhook receiver on loopback (tests/notify/receiver.py)."""
+    yield from serve()

@@ -102,7 +102,7 @@ def gateway_books(run: RunFolder, ready: Callable[[dict[str, Any], list[dict[str
 
 
 def pinned_bin(name: str) -> Path:
-    """An agent's pinned binary as its facts find it (ORCH_<NAME>_BIN, else the copy scripts/setup.sh
+    """An agent's pinned binary as its facts find it (ORCH_<NAME>_BIN, else the copy `orch setup`
     installed in ~/.cache/orch), or the test fails saying how to install it."""
     adapter = get_adapter(name)
     assert isinstance(adapter, AgentBase), f"agent {name} states no facts"
@@ -112,7 +112,7 @@ def pinned_bin(name: str) -> Path:
     path = Path(explicit) if explicit else facts.cache_bin
     if not path.exists():
         version = facts.install.version if facts.install else ""
-        pytest.fail(f"{facts.title} {version} not found at {path}: run scripts/setup.sh")
+        pytest.fail(f"{facts.title} {version} not found at {path}: run orch setup --agents {facts.name}")
     return path
 
 

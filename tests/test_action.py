@@ -89,7 +89,8 @@ def test_the_gitlab_example_has_what_a_job_needs() -> None:
     assert job["allow_failure"] == {"exit_codes": [4]}  # docs/ci.md's table: 4, a finding refuted
     assert ".orch/runs/ci/" in job["artifacts"]["paths"]
     assert job["artifacts"]["reports"]["junit"] == ".orch/runs/ci/report.junit.xml"
-    assert any("install-agents.sh claude" in line for line in job["before_script"])
+    assert "orch setup --agents claude" in job["before_script"]
+    assert job["variables"]["XDG_CACHE_HOME"] == "$CI_PROJECT_DIR/.cache"  # the cached .cache/orch
     help_text = orch("run", "--help").output
     assert all(flag in help_text for flag in ("--replay", "--json", "--quiet", "--local", "--name"))
 

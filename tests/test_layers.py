@@ -18,6 +18,7 @@ RANKS = {
     "base": 0,
     "run": 1,
     "contracts": 2,
+    "notify": 2,  # reads the run folder (run) and tells people: the controller, `orch up`, the view and cli use it
     "agents": 3,
     "offline": 3,
     "spec": 4,
@@ -48,6 +49,7 @@ BASE = ("orch", "orch.errors", "orch.versions", "orch.waits", "orch.settings", "
 BASE += ("orch.jsonsample",)
 BASE += ("orch.procs",)
 BASE += ("orch.allowlist",)
+BASE += ("orch.prereqs",)
 BASE += ("orch.escape",)  # worker text made inert for each medium: every output and the notifications use it
 
 

@@ -33,6 +33,7 @@ EXCUSED: dict[str, str] = {
     "cli/lead.py": "typer glue over orch/lead: tests/cli/test_bad_input.py, tests/scenarios/test_scripted.py",
     "cli/runs.py": "typer glue over the sandboxes: tests/cli/test_commands.py",
     "cli/watch.py": "typer glue over orch/view: tests/view/test_plain.py, tests/view/test_tui.py",
+    "cli/common.py": "the argument and option types the groups share, data; its helpers: tests/cli/test_bad_input.py",
     "lead/controller.py": "the loop: tests/scenarios/test_scripted.py runs it end to end in the fast tier",
     "lead/base.py": "what the controller's parts share: tests/lead/test_dispatch.py, test_acceptance.py use it",
     "lead/recovery.py": "nudges and restarts as effects (their decisions: test_decisions.py): test_scripted.py",

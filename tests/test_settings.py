@@ -1,4 +1,5 @@
-"""orch.settings: every ORCH_* variable declared once, read only there, bad values one line, README in step."""
+"""orch.settings: every ORCH_* variable declared once, read only there, bad values one line, docs/settings.md in
+step."""
 
 from __future__ import annotations
 
@@ -111,14 +112,14 @@ def test_cli_says_a_bad_value_in_one_line(variable: str, value: str, argv: list[
     assert done.stderr.startswith(f"orch: error: environment variable {variable}={value!r}: expected"), done.stderr
 
 
-def readme_row(setting: settings.Setting[object]) -> str:
+def table_row(setting: settings.Setting[object]) -> str:
     return f"| `{setting.name}` | {setting.shown} | {setting.help} |"
 
 
-def test_readme_documents_every_variable() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_docs_list_every_variable() -> None:
+    page = (ROOT / "docs" / "settings.md").read_text(encoding="utf-8")
     for setting in settings.ALL.values():
         if setting.internal:
-            assert f"`{setting.name}`" in readme, f"README.md: list {setting.name} under the internal variables"
+            assert f"`{setting.name}`" in page, f"docs/settings.md: list {setting.name} under the internal variables"
         else:
-            assert readme_row(setting) in readme, f"README.md's table needs the row:\n{readme_row(setting)}"
+            assert table_row(setting) in page, f"docs/settings.md's table needs the row:\n{table_row(setting)}"

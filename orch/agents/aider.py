@@ -48,7 +48,9 @@ FACTS = AgentFacts(
     shell=ShellTool(TEXT_SHELL, "command", hook_name="Bash"),
     sessions=SessionStore(subdir=HISTORY),
     # A PyPI package: the image installs it in a venv of its own (/opt/pip/aider) and links `aider` onto PATH.
-    install=ImageInstall(package=AIDER_PACKAGE, version=AIDER_VERSION, build_arg="AIDER", pip_command="aider"),
+    install=ImageInstall(
+        package=AIDER_PACKAGE, version=AIDER_VERSION, build_arg="AIDER", pip_command="aider", size_mb=690
+    ),
     limits=(
         "no hooks: state from its chat history file and screen",
         "no session id: a restart restores the chat history",
@@ -75,7 +77,6 @@ FACTS = AgentFacts(
     project_files=(".aider.conf.yml", ".aider.model.settings.yml", ".aider.model.metadata.json", ".aiderignore"),
 )
 GATEWAY = gateway_env(FACTS.credentials)
-CACHE_BIN = FACTS.cache_bin
 # No --yes-always: it answers aider's shell questions No. aider_confirm.py answers every question instead.
 FLAGS = (
     "--no-auto-commits",

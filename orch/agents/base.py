@@ -33,11 +33,10 @@ from orch.contracts import (
     WorkerContext,
 )
 from orch.run.folder import RunFolder
+from orch.run.paths import agent_cache
 
 HOOKWRITER = orch.run.hookwriter.__file__
 """The stdlib-only hook writer every agent's hooks run (as a plain script: it starts fast)."""
-CACHE = Path.home() / ".cache" / "orch"
-"""Where scripts/setup.sh installs each pinned agent CLI: `<cache>/<version>/`."""
 NO_CREDENTIALS = Credentials(env=())
 
 
@@ -122,7 +121,8 @@ class AgentFacts:
     command: str = ""
     """Its executable's name on PATH (default: `name`)."""
     cache: str = ""
-    """Its folder under ~/.cache/orch where scripts/setup.sh installs the pinned copy (default: `name`)."""
+    """Its folder in orch's agent cache (orch.run.paths.agent_cache) where `orch setup` installs the pinned copy
+    (default: `name`)."""
     install_hint: str = ""
     """How to install it (default: from `install`, as npm or pip would)."""
     version_last: bool = False
@@ -154,12 +154,12 @@ class AgentFacts:
 
     @property
     def cache_root(self) -> Path:
-        """Where scripts/setup.sh installs the pinned copy: an npm prefix, or a venv (`<cache>/<version>`)."""
-        return CACHE / (self.cache or self.name) / (self.install.version if self.install else "")
+        """Where `orch setup` installs the pinned copy: an npm prefix, or a venv (`<cache>/<version>`)."""
+        return agent_cache() / (self.cache or self.name) / (self.install.version if self.install else "")
 
     @property
     def cache_bin(self) -> Path:
-        """The pinned copy scripts/setup.sh installs: npm's `node_modules/.bin/`, or a venv's `bin/`."""
+        """The pinned copy `orch setup` installs: npm's `node_modules/.bin/`, or a venv's `bin/`."""
         pip = self.install is not None and self.install.pip_command is not None
         root = self.cache_root
         return (root / "bin" if pip else root / "node_modules" / ".bin") / (self.command or self.name)
@@ -168,9 +168,7 @@ class AgentFacts:
     def how_to_install(self) -> str:
         if self.install_hint or self.install is None:
             return self.install_hint
-        if self.install.pip_command:
-            return f"scripts/setup.sh, or pip install {self.install.spec()} in a venv of its own"
-        return f"npm install -g {self.install.spec()}"
+        return f"orch setup --agents {self.name}"
 
 
 class AgentBase:

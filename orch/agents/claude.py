@@ -44,7 +44,9 @@ FACTS = AgentFacts(
     shell=SHELL,
     # Transcripts live in <config dir>/projects/<mangled cwd>/<session>.jsonl; `--resume` reads them.
     sessions=SessionStore(subdir="projects"),
-    install=ImageInstall(package=CLAUDE_CODE_PACKAGE, version=CLAUDE_CODE_VERSION, build_arg="CLAUDE_CODE"),
+    install=ImageInstall(
+        package=CLAUDE_CODE_PACKAGE, version=CLAUDE_CODE_VERSION, build_arg="CLAUDE_CODE", size_mb=385
+    ),
     # Fallback only: seeding the config dir prevents these. No trust dialog: orch never trusts a folder for a
     # worker (CLAUDE_CODE_SANDBOXED keeps it away), so one that shows stays unanswered and the boot fails.
     dialogs=(
@@ -61,7 +63,6 @@ FACTS = AgentFacts(
 CREDENTIAL_ENV = CREDENTIALS.env
 """Its credential variables (bench/ reads them)."""
 GATEWAY = gateway_env(CREDENTIALS)
-CACHE_BIN = FACTS.cache_bin
 
 PROJECT_CONFIG_OFF = ["--setting-sources", "user", "--strict-mcp-config"]
 """Only the worker's own config dir's settings (orch's hooks among them) and no MCP server but those given on the

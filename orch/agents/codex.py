@@ -106,7 +106,7 @@ FACTS = AgentFacts(
     # Rollouts live in <CODEX_HOME>/sessions/YYYY/MM/DD/rollout-<time>-<session id>.jsonl; `codex resume` reads them.
     sessions=SessionStore(subdir="sessions"),
     # No Node runtime: the adapter runs the native binary behind the npm launcher (native(), below).
-    install=ImageInstall(package=CODEX_PACKAGE, version=CODEX_VERSION, build_arg="CODEX"),
+    install=ImageInstall(package=CODEX_PACKAGE, version=CODEX_VERSION, build_arg="CODEX", size_mb=425),
     limits=(
         "no hook for a turn it gives up on after API errors: read from its session log within 0.5 s",
         "a worker without a first prompt boots with a one-line model turn (SessionStart fires with the first turn)",
@@ -125,7 +125,6 @@ FACTS = AgentFacts(
     project_files=("**/.codex/**", "**/.agents/**", "AGENTS.md", "AGENTS.override.md"),
 )
 GATEWAY = gateway_env(FACTS.credentials)
-CACHE_BIN = FACTS.cache_bin
 
 
 def _sandbox_mode(ctx: WorkerContext) -> str:

@@ -59,7 +59,9 @@ FACTS = AgentFacts(
     shell=ShellTool("run_shell_command", "command"),
     # Chats live in <GEMINI_CLI_HOME>/.gemini/tmp/<project>/chats/session-<time>-<id[:8]>.jsonl; --resume reads them.
     sessions=SessionStore(subdir=".gemini/tmp"),
-    install=ImageInstall(package=GEMINI_CLI_PACKAGE, version=GEMINI_CLI_VERSION, build_arg="GEMINI_CLI", node=True),
+    install=ImageInstall(
+        package=GEMINI_CLI_PACKAGE, version=GEMINI_CLI_VERSION, build_arg="GEMINI_CLI", node=True, size_mb=100
+    ),
     limits=(
         "hooks cannot approve a tool call: under `approve` orch presses Allow on its dialog",
         "a resumed session's first prompt is answered without the old history",
@@ -84,7 +86,6 @@ FACTS = AgentFacts(
     own_pane=True,
 )
 GATEWAY = gateway_env(FACTS.credentials)
-CACHE_BIN = FACTS.cache_bin
 
 # Gemini CLI's policy engine (user tier): the tools a worker needs run without a prompt, shell redirection
 # included (it would otherwise downgrade an allowed command to a prompt); the destructive few are refused.

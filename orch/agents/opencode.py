@@ -44,24 +44,21 @@ FACTS = AgentFacts(
         version=OPENCODE_VERSION,
         build_arg="OPENCODE",
         config_npm=f"{OPENCODE_PLUGIN_PACKAGE}@{OPENCODE_VERSION}",
+        size_mb=420,
     ),
-    install_hint=f"scripts/setup.sh, or npm install -g {OPENCODE_PACKAGE}@{OPENCODE_VERSION}",
     session_args=SessionArgs(resume=("--session",)),
     # Config (provider, MCP servers, plugins), plugins, agents, commands, instructions.
     project_files=("**/.opencode/**", "opencode.json", "opencode.jsonc", "AGENTS.md"),
 )
 GATEWAY = gateway_env(FACTS.credentials)
-CACHE_BIN = FACTS.cache_bin
-CACHE = CACHE_BIN.parent.parent.parent
-CONFIG_DEPS = CACHE / "config-deps"
-"""`npm install @opencode-ai/plugin@<version>` done once by scripts/setup.sh: linked into each config dir."""
 
 
 def config_deps(binary: Path) -> Path:
-    """The pinned plugin package beside the npm prefix opencode was installed into (`<prefix>/node_modules/
-    .bin/opencode`): setup.sh's cache, or the worker image's /opt/agents; else setup.sh's cache."""
+    """The pinned plugin package (`npm install @opencode-ai/plugin@<version>`, done once: linked into each config
+    dir) beside the npm prefix opencode was installed into (`<prefix>/node_modules/.bin/opencode`): `orch
+    setup`'s cache, or the worker image's /opt/agents; else `orch setup`'s cache."""
     beside = binary.parent.parent.parent / "config-deps"
-    return beside if (beside / "node_modules").is_dir() else CONFIG_DEPS
+    return beside if (beside / "node_modules").is_dir() else FACTS.cache_root / "config-deps"
 
 
 PROVIDER = "orch"

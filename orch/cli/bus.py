@@ -8,7 +8,7 @@ import typer
 
 from orch.backends import registry as backends
 from orch.cli import buspost
-from orch.cli.common import NameArg, run_folder
+from orch.cli.common import NameArg, deprecated, run_folder
 from orch.contracts import OrchCommand
 from orch.run import bus
 
@@ -31,9 +31,13 @@ def post(
 def tail(
     name: NameArg,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines.")] = False,
-    lines: Annotated[int, typer.Option("--lines", "-n", help="How many recent lines.")] = 20,
+    lines: Annotated[int, typer.Option("--lines", "-l", help="How many recent lines.")] = 20,
+    old_lines: Annotated[int | None, typer.Option("-n", hidden=True, help="Old spelling of --lines.")] = None,
 ) -> None:
     """Print the last lines of the bus, and follow it with -f (inotify)."""
+    if old_lines is not None:  # -n is a count of workers elsewhere (`orch up -n 3`)
+        deprecated("`orch bus tail -n N`", "--lines N (or -l N)")
+        lines = old_lines
     run = run_folder(name)
 
     def here() -> None:

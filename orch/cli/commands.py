@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import importlib
 import logging
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import Annotated, Any, NamedTuple
 
 import typer
+from typer import _click as click  # typer's own copy of click (it no longer depends on click)
 from typer.core import TyperCommand, TyperGroup
 
 from orch.errors import OrchError, is_environment_error, one_line
@@ -64,6 +66,11 @@ COMMANDS: dict[str, Entry] = {
         None,
         "Check tmux, agent CLIs, the Docker engine and credentials; print the fix for what is missing.",
     ),
+    "setup": Entry(
+        "orch.cli.tools",
+        None,
+        "Install the agent CLIs a job needs into orch's cache ($XDG_CACHE_HOME/orch), checking this machine first.",
+    ),
     "model-server": Entry(
         "orch.cli.tools", None, "Serve the scripted Messages API (offline demo, tests, dry runs) until interrupted."
     ),
@@ -89,11 +96,12 @@ COMMANDS: dict[str, Entry] = {
         "Remove containers, volumes and workspace copies left by crashed or stopped runs (by label).",
     ),
     "pull": Entry(_CONTAINER, None, "Copy a run folder back from a remote Docker engine into the local one."),
-    "spec": Entry(_LEAD, "spec_app", "Fleet specs: check one, or write an example."),
+    "spec": Entry("orch.cli.spec", "app", "Fleet specs: check one as `orch run` would, write an example, the schema."),
     "skill": Entry(_LEAD, "skill_app", "The Claude Code skill that drives orch."),
     "image": Entry(_CONTAINER, "image_app", "The worker image."),
     "bus": Entry("orch.cli.bus", "app", "The run's append-only message bus."),
     "record": Entry("orch.cli.record", "app", "A run's model recording: export it as one file to replay anywhere."),
+    "notify": Entry("orch.cli.notify", "app", "A run's notifications (docs/notify.md): mute, unmute, test."),
 }
 
 
@@ -134,6 +142,35 @@ class OrchGroup(TyperGroup):
             command = self.load(name)
         return name, command, rest
 
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Click's usage errors (a missing argument, an unknown option, a bad value) as orch says every error:
+        one line on stderr, `orch: error: what (hint: ...)`, and exit 2; never Click's box of usage lines."""
+        given = (args, prog_name, complete_var)
+        if not standalone_mode:
+            return super().main(*given, standalone_mode=False, windows_expand_args=windows_expand_args, **extra)
+        try:
+            code = super().main(*given, standalone_mode=False, windows_expand_args=windows_expand_args, **extra)
+        except click.exceptions.NoArgsIsHelpError as exc:  # `orch spec`: its help, as asked
+            typer.echo(exc.format_message(), err=True)
+            raise SystemExit(exc.exit_code) from None
+        except click.exceptions.UsageError as exc:
+            typer.echo(f"orch: error: {usage_line(exc)}", err=True)
+            raise SystemExit(exc.exit_code) from None
+        except click.exceptions.ClickException as exc:
+            typer.echo(f"orch: error: {' '.join(exc.format_message().split())}", err=True)
+            raise SystemExit(exc.exit_code) from None
+        except typer.Abort:
+            raise SystemExit(130) from None
+        raise SystemExit(code if isinstance(code, int) else 0)
+
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
@@ -148,16 +185,37 @@ class OrchGroup(TyperGroup):
             raise typer.Exit(1) from None
 
 
+def usage_line(exc: click.exceptions.UsageError) -> str:
+    """A usage error in one line: the command, what is wrong, and where its help is."""
+    path = exc.ctx.command_path.split(" ")[1:] if exc.ctx is not None else []  # under any program name: `orch`
+    command = " ".join(["orch", *path])
+    what = " ".join(exc.format_message().split()).rstrip(".")
+    lists = "its commands" if exc.ctx is not None and isinstance(exc.ctx.command, TyperGroup) else "its arguments"
+    return f"{command}: {what[:1].lower()}{what[1:]} (hint: `{command} --help` lists {lists})"
+
+
+def _version(value: bool) -> None:
+    if value:
+        from orch import __version__
+
+        typer.echo(f"orch {__version__}")
+        raise typer.Exit(0)
+
+
 app = typer.Typer(
     cls=OrchGroup,
     help="Run fleets of coding agents in tmux panes, in a disposable container per run.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
 
 
 @app.callback()
-def _root() -> None:
-    # A callback makes typer build the root as a group although no command is registered here.
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print orch's version and exit.")
+    ] = False,
+) -> None:
+    # A callback makes typer build the root as a group although no command is registered here; typer adds
+    # --install-completion and --show-completion (bash, zsh, fish) beside --version.
     pass

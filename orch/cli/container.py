@@ -13,7 +13,7 @@ import typer
 
 from orch.agents.registry import IMAGE_AGENT
 from orch.backends import registry as backends
-from orch.cli.common import NameArg, run_folder
+from orch.cli.common import NameArg, agent_names, deprecated, run_folder
 from orch.errors import UsageError
 from orch.fleet import launch
 from orch.run.records import ContainerOptions, EgressMode
@@ -35,9 +35,6 @@ from orch.view.statusbar import BuildProgress
 if TYPE_CHECKING:
     from orch.backends.docker.sandbox import DockerSettings
 
-CopyOpt = Annotated[
-    bool, typer.Option("--copy", help="Give the workers a disposable copy of the workdir (removed on kill).")
-]
 EgressOpt = Annotated[
     EgressMode | None,
     typer.Option(
@@ -103,8 +100,9 @@ image_app = typer.Typer(no_args_is_help=True)
 
 @image_app.command("build")
 def image_build(
-    base: Annotated[
-        str | None, typer.Option("--base", help=f"Base image (default: ${BASE_IMAGE.name} or {BASE_IMAGE.default}).")
+    base_image: Annotated[
+        str | None,
+        typer.Option("--base-image", help=f"Base image (default: ${BASE_IMAGE.name} or {BASE_IMAGE.default})."),
     ] = None,
     agent_version: Annotated[
         str | None, typer.Option("--claude-version", help="Version of the image's agent CLI (default: the pinned one).")
@@ -120,14 +118,21 @@ def image_build(
         str | None, typer.Option("--tag", help=f"Image tag (default: ${IMAGE.name} or {IMAGE.default}).")
     ] = None,
     agents: Annotated[
-        str, typer.Option("--agents", help="The agent CLIs the image carries (pinned): e.g. claude,codex,aider; all")
+        str,
+        typer.Option(
+            "--agents", help="The agent CLIs the image carries (pinned), as for `orch up`: e.g. claude,codex; all."
+        ),
     ] = IMAGE_AGENT,
+    old_base: Annotated[str | None, typer.Option("--base", hidden=True, help="Old spelling of --base-image.")] = None,
 ) -> None:
     """Build the worker image from docker/Dockerfile, printing the engine's progress as it goes."""
     from orch.backends.docker.image import build_image
 
-    base, ca_bundle, tag = base or BASE_IMAGE.get(), ca_bundle or CA_BUNDLE.get(), tag or IMAGE.get()
-    kinds = [a.strip() for a in agents.split(",") if a.strip()]
+    if old_base is not None:  # --base is a revision of your repository on `orch run`
+        deprecated("`orch image build --base IMAGE`", "--base-image IMAGE")
+        base_image = old_base
+    base, ca_bundle, tag = base_image or BASE_IMAGE.get(), ca_bundle or CA_BUNDLE.get(), tag or IMAGE.get()
+    kinds = agent_names(agents)
     if not sys.stdout.isatty():  # a log: every line the engine printed
         image_id = build_image(base, agent_version, ca_bundle, tag, lambda line: typer.echo(line), kinds)
     else:  # a terminal: the steps, and under them the current step's output as one line

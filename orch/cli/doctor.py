@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
+from orch import prereqs
 from orch.agents.registry import ADAPTERS, get_adapter
-from orch.backends.local import bwrap
 from orch.contracts import Check
 from orch.errors import OrchError
 from orch.fleet.tmux import check_tmux
@@ -25,7 +25,7 @@ def _tmux() -> Check:
 def _bwrap() -> Check:
     """Local strict isolation (the default of a local run): bubblewrap, and the namespaces it needs."""
     try:
-        return Check("bubblewrap", True, bwrap.check())
+        return Check("bubblewrap", True, prereqs.bwrap_works())
     except OrchError as exc:
         return Check("bubblewrap", False, exc.message, exc.hint)
 
@@ -49,7 +49,7 @@ def _docker() -> list[Check]:
         found = image_exists(image)
     except OrchError as exc:
         return [*checks, Check("image", False, exc.message, exc.hint, optional=True)]
-    fix = "orch image build (add --base IMAGE where no registry is reachable)"
+    fix = "orch image build (add --base-image IMAGE where no registry is reachable)"
     checks.append(Check("image", found, image if found else f"{image} not built", None if found else fix, True))
     return checks
 
@@ -57,11 +57,12 @@ def _docker() -> list[Check]:
 def upstream_checks(fleet: list[str] | None) -> list[Check]:
     """One line per upstream the run's gateway would hold for the fleet (default: every agent that calls a
     model API): which agents share it, where it goes, the variable it takes its credential from and how it
-    is sent (never a value). For a given fleet across model APIs, a missing credential is a failure: `orch
-    up` would refuse it."""
+    is sent (never a value). For a given fleet (`--agents`), a model API it has no credential for is a
+    failure: its every call would be refused (across model APIs `orch up` refuses the fleet); an agent's login
+    file passed through counts for a fleet of one model API."""
     kinds = fleet or sorted(name for name in ADAPTERS if get_adapter(name).credentials.env and name != "scripted")
     found = fleet_upstreams({k: get_adapter(k).credentials for k in kinds}, os.environ, False, strict=False)
-    required = fleet is not None and len(found.upstreams) > 1
+    required = fleet is not None
     checks = []
     for upstream in found.upstreams:
         protocols = ", ".join(upstream.protocols) or "any API"
@@ -72,7 +73,7 @@ def upstream_checks(fleet: list[str] | None) -> list[Check]:
             continue
         names = sorted({var for agent in upstream.agents for var in get_adapter(agent).credentials.env})
         hint = get_adapter(upstream.agents[0]).credentials.hint if upstream.agents else None
-        if upstream.scheme is Scheme.PASSTHROUGH and not required:
+        if upstream.scheme is Scheme.PASSTHROUGH and (fleet is None or len(found.upstreams) == 1):
             checks.append(Check("upstream", True, f"{where}: the agent's login file, passed through", hint))
             continue
         detail = f"{where}: no credential ({' or '.join(names)} unset)"

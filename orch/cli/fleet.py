@@ -5,27 +5,33 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from pydantic import ValidationError
 
-from orch.agents.registry import DEFAULT_AGENT, get_adapter
+from orch.agents.registry import DEFAULT_AGENT
 from orch.allowlist import local_allowlist
 from orch.backends.local import bwrap
 from orch.backends.registry import sandbox_for, sandbox_for_backend
 from orch.cli.common import (
+    CopyOpt,
+    LocalOpt,
     NameArg,
+    OfflineOpt,
+    ReplaceOpt,
     WorkerArg,
     at_fleet,
+    deprecated,
+    parse_agents,
     read_input,
     run_folder,
 )
 from orch.cli.container import (
     AllowOpt,
     ContainerOpts,
-    CopyOpt,
     CpusOpt,
     EgressOpt,
     ImageOpt,
@@ -33,9 +39,11 @@ from orch.cli.container import (
     NetworkOpt,
     PidsOpt,
 )
+from orch.cli.notify import NotifyOpt, effective, start_detached
 from orch.contracts import OrchCommand, UpRequest
-from orch.errors import UsageError
+from orch.errors import SandboxError, UsageError, WaitTimeoutError
 from orch.fleet import launch, talk
+from orch.notify.config import NotifyConfig
 from orch.run.folder import RunFolder
 from orch.run.records import Backend, EgressMode, Isolation, WorkerCaps
 from orch.settings import CONTAINER_MEMORY, CONTAINER_PIDS, RUN_FOLDER_MAX, WORKER_DISK, WORKER_MEMORY, WORKER_PIDS
@@ -61,11 +69,15 @@ def _up(
     mixed: str | None = None,
     caps: WorkerCaps | None = None,
     egress_allow: list[str] | None = None,
+    notify: list[str] | None = None,
 ) -> None:
     docker = (container or ContainerOpts()).settings(boot_timeout)
+    told = effective(None, notify)  # a bad target, or a webhook's variable unset: one line, nothing started
+    started = time.time()
     if resume:
         info = sandbox_for(run_folder(name).info(), boot_timeout, docker).resume(name)
         typer.echo(f"run {info.name}: resumed ({info.backend.value}); folder {RunFolder.for_name(name).root}")
+        _notifier(RunFolder.for_name(name), told, started)
         return
     agents = parse_agents(mixed) if mixed else {}  # a mixed fleet: its size and first agent from --agents
     req = UpRequest(
@@ -88,24 +100,20 @@ def _up(
     typer.echo(f"run {info.name}: {info.fleet()} up ({info.where}); folder {run.root}")
     if note is not None:  # after the run started: bad input stays one line
         typer.echo(f"run {name}: {note}", err=True)
+    _notifier(run, told, started)
 
 
-def parse_agents(text: str) -> dict[int, str]:
-    """`claude:2,codex:1` as worker -> kind (1, 2: claude; 3: codex); a kind alone counts one."""
-    agents: dict[int, str] = {}
-    for part in text.split(","):
-        agent, _, count = part.strip().partition(":")
-        if not agent or not (count or "1").isdigit() or int(count or "1") < 1:
-            raise UsageError(
-                f"--agents: bad entry {part.strip()!r}", hint="write kind:count,..., e.g. claude:2,codex:1"
-            )
-        get_adapter(agent)  # an unknown agent: the registry's error lists what exists
-        for _ in range(int(count or "1")):
-            agents[len(agents) + 1] = agent
-    return agents
+def _notifier(run: RunFolder, told: NotifyConfig, since: float) -> None:
+    """The run's notifier (a process of its own), when something it delivers was asked for."""
+    try:
+        pid = start_detached(run, told, since)
+    except (SandboxError, WaitTimeoutError) as exc:  # the fleet is up and usable: say what is missing
+        typer.echo(f"orch: warning: run {run.name}: no notifications: {exc.one_line()}", err=True)
+        return
+    if pid is not None:
+        typer.echo(f"run {run.name}: notifier started (pid {pid}); `orch notify mute {run.name}` silences it")
 
 
-LocalOpt = Annotated[bool, typer.Option("--local", help="Run tmux on this machine instead of a container.")]
 AgentOpt = Annotated[
     str,
     typer.Option("--agent", "-a", help="Agent adapter: claude, codex, gemini, opencode, aider or scripted."),
@@ -119,7 +127,6 @@ ModeOpt = Annotated[
     ),
 ]
 ModelOpt = Annotated[str | None, typer.Option("--model", help="Model name passed to the agent.")]
-ReplaceOpt = Annotated[bool, typer.Option("--replace", help="Kill and replace an existing run of this name.")]
 BootOpt = Annotated[float, typer.Option("--boot-timeout", help="Seconds to wait for workers to boot.")]
 
 
@@ -149,12 +156,10 @@ def up(
     model: ModelOpt = None,
     replace: ReplaceOpt = False,
     boot_timeout: BootOpt = launch.BOOT_TIMEOUT,
-    offline: Annotated[
-        bool, typer.Option("--offline", help="Drive the agents with orch's scripted model server (no API).")
-    ] = False,
+    offline: OfflineOpt = False,
     resume: Annotated[
         bool,
-        typer.Option("--resume", help="Relaunch a run whose container or tmux died, on its folder (as started)."),
+        typer.Option("--resume", help="Relaunch the named run, whose container or tmux died, on its folder."),
     ] = False,
     copy: CopyOpt = False,
     egress: EgressOpt = None,
@@ -181,6 +186,7 @@ def up(
     memory_per_worker: MemoryPerWorkerOpt = None,
     disk_per_worker: DiskPerWorkerOpt = None,
     run_folder_max: RunFolderMaxOpt = None,
+    notify: NotifyOpt = None,
 ) -> None:
     """Start a run: one container (or, with --local, a tmux server here) with one agent per pane."""
     egress_allow = local_egress(egress, allow or []) if local else None
@@ -189,7 +195,7 @@ def up(
     _up(
         name, workers, agent, workdir, local, permission_mode, model, replace, boot_timeout,
         offline=offline, container=box, resume=resume, isolation=isolation, mixed=agents, caps=limits,
-        egress_allow=egress_allow,
+        egress_allow=egress_allow, notify=notify,
     )  # fmt: skip
 
 
@@ -248,12 +254,18 @@ def send(
     name: NameArg,
     worker: WorkerArg,
     text: Annotated[list[str] | None, typer.Argument(help="The message (words are joined).")] = None,
-    file: Annotated[str | None, typer.Option("--file", "-f", help="Send this file's text ('-': stdin).")] = None,
+    file: Annotated[str | None, typer.Option("--file", help="Send this file's text ('-': stdin).")] = None,
+    old_file: Annotated[str | None, typer.Option("-f", hidden=True, help="Old spelling of --file.")] = None,
 ) -> None:
     """Deliver a message (multi-line included) to a worker as one submission, and confirm it."""
+    if old_file is not None:  # -f is --follow elsewhere (`orch bus tail -f`)
+        deprecated("`orch send -f FILE`", "--file FILE")
+        file = old_file
+    if file is None and not text:
+        raise UsageError("no message: give it as TEXT, or with --file", hint=f"orch send {name} {worker} 'text'")
+    if file is not None and text:
+        raise UsageError("give the message as TEXT or with --file, not both", hint=f"orch send {name} {worker} 'text'")
     run = run_folder(name)
-    if (file is None) == (not text):
-        raise UsageError("give the message as TEXT or with --file, not both", hint="orch send NAME N 'text'")
     message = read_input(file) if file is not None else " ".join(text or [])
     if not message.strip():
         raise UsageError("empty message", hint="give the text to send")

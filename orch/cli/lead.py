@@ -1,4 +1,5 @@
-"""The automated lead: `orch run`, `orch spec check|init`, `orch demo`, `orch report`, `orch skill install`."""
+"""The automated lead: `orch run`, `orch demo`, `orch report`, `orch apply`, `orch skill install` (`orch spec`:
+orch.cli.spec)."""
 
 from __future__ import annotations
 
@@ -11,29 +12,38 @@ from typing import Annotated
 
 import typer
 
-from orch import escape, settings
+from orch import escape
 from orch.backends.registry import folder_is_here, in_container
-from orch.cli.common import NameArg, run_folder
+from orch.cli.common import (
+    BaseOpt,
+    CopyOpt,
+    LocalOpt,
+    NameArg,
+    OfflineOpt,
+    PrepareOpt,
+    ReplaceOpt,
+    ReplayOpt,
+    RunNameOpt,
+    SnapshotOpt,
+    run_folder,
+)
+from orch.cli.notify import NotifyOpt, effective, hosted
 from orch.entry import demo as demo_mod
 from orch.entry import runner, skill
+from orch.entry.preflight import STARTING_NOTES, preflight
 from orch.errors import OrchError, UsageError
-from orch.fleet import rungateway
 from orch.jobs.state import load_state
-from orch.lead import decisions
 from orch.lead.changes import apply as changes_apply
-from orch.lead.changes import start as changes_start
 from orch.lead.controller import read_spec
 from orch.lead.decisions import EXIT_FAILED
-from orch.recording import transfer as recording
 from orch.report.changes import changes_text
 from orch.report.commentary import Commentary
-from orch.report.model import ISOLATION_NOTES, RunReport
+from orch.report.model import RunReport
 from orch.report.render import cost_line, matrix_text, write_reports
 from orch.report.summary import summary
 from orch.run.folder import RunFolder
 from orch.run.records import Backend, Isolation
-from orch.spec.load import SpecError, load_spec
-from orch.spec.model import example_spec
+from orch.spec.model import FleetSpec
 from orch.view.statusbar import RunBar
 
 EXIT_CODES = (
@@ -44,9 +54,8 @@ EXIT_CODES = (
     "another spec or other orch or agent versions). docs/ci.md: the table and the --json summary line."
 )
 
-# Joined into the `orch` app by orch.cli.commands: `app`'s commands at the top, the others as `orch spec`, `orch skill`.
+# Joined into the `orch` app by orch.cli.commands: `app`'s commands at the top, `skill_app` as `orch skill`.
 app = typer.Typer()
-spec_app = typer.Typer(no_args_is_help=True)
 skill_app = typer.Typer(no_args_is_help=True)
 
 
@@ -76,16 +85,18 @@ def _print_result(result: runner.RunResult) -> None:
     typer.echo(f"report: {result.run.report_html}  ({also(result.run)} in {result.run.root})")
 
 
-def _drive(run: RunFolder, commentary: bool = True) -> runner.RunResult:
+def _drive(run: RunFolder, commentary: bool = True, notify: list[str] | None = None) -> runner.RunResult:
     """Drive the run to its end; meanwhile, unless `commentary` is off, print the controller's actions as
     they happen (stderr: stdout is the result), read from events.jsonl here, or for a run folder on another
-    machine, streamed back from the controller there."""
+    machine, streamed back from the controller there. A person is told when the run needs them, and of its
+    end (orch.cli.notify.hosted: `notify` adds to the config file's and the spec's channels)."""
     shown = commentary and folder_is_here(run.info())
     # On a terminal, a status bar stays under the commentary (jobs, findings, cost, time left, workers).
     bar = RunBar(run, sys.stderr) if shown and sys.stderr.isatty() else None
     echo = bar.echo if bar is not None else lambda line: typer.echo(line, err=True)
+    terminal = (bar.bar.raw if bar is not None else _write_stderr) if sys.stderr.isatty() else None
     try:
-        with Commentary(run, echo) if shown else contextlib.nullcontext():
+        with hosted(run, notify, terminal), Commentary(run, echo) if shown else contextlib.nullcontext():
             return runner.drive(run, commentary)
     except KeyboardInterrupt:
         typer.echo(
@@ -99,6 +110,17 @@ def _drive(run: RunFolder, commentary: bool = True) -> runner.RunResult:
             bar.close()
 
 
+def _write_stderr(text: str) -> None:
+    sys.stderr.write(text)
+    sys.stderr.flush()
+
+
+def notices(flags: list[str] | None) -> Callable[[FleetSpec], object]:
+    """The notifications check `orch run` makes before anything (orch.cli.notify.effective): the user's file,
+    the spec's `notify:` and the `--notify` flags; none in a run's container (the host's `orch run` notifies)."""
+    return lambda spec: None if in_container() else effective(spec.notify, flags)
+
+
 def _start(
     spec_path: Path,
     name: str | None,
@@ -110,79 +132,32 @@ def _start(
     base: str | None = None,
     snapshot: bool = False,
     prepare: bool = False,
+    notify: list[str] | None = None,
 ) -> RunFolder:
-    """`prepare` (compose's lead, run by the container's init): make the run, start no worker."""
-    spec = load_spec(spec_path)
-    if (base is not None or snapshot) and not spec.writer_tasks():
-        raise UsageError("--base and --snapshot are for specs with writer tasks", hint="drop them")
-    # A recording (a run, or an exported file) is checked before anything is made.
-    cassette = recording.cassette(replay, spec, backend) if replay is not None else None
-    run_name = runner.run_name(spec, spec_path, name, replay=cassette is not None)
-    source = f", replaying {cassette.root}" if cassette else ""
-    # A strict spec that cannot be had stops here, before anything (the init gives a prepared run its uids).
-    isolation = decisions.isolation(spec, prepare or runner.strict_possible(backend))
-    # A live fleet across model APIs without a credential of one of them: here too, before anything.
-    rungateway.fleet_credentials([group.agent for group in spec.groups()], spec.offline or cassette is not None)
-    say(
-        f"run {run_name}: starting {spec.worker_count()} worker(s) for {len(spec.tasks)} task(s) "
-        f"({backend.value}{source})"
-    )
-    say(f"isolation {ISOLATION_NOTES[isolation]}")
-    if isolation is Isolation.SHARED:
-        typer.echo(f"run {run_name}: isolation shared: the workers share one uid (see the report)", err=True)
-    # A run with writers: its repository and base checks, made (or refused in one line) before the run exists.
-    prepared = (
-        changes_start.prepare(spec, run_name, base, snapshot, backend, defer_checks=prepare)
-        if spec.writer_tasks()
-        else None
-    )
-    for warning in prepared.warnings if prepared else []:
-        typer.echo(f"orch: warning: {warning}", err=True)
+    """`prepare` (compose's lead, run by the container's init): make the run, start no worker. `notify`: the
+    `--notify` flags, checked with the spec's `notify:` and the user's file before anything is made."""
+    found = preflight(spec_path, name, backend, replace, copy, replay, base, snapshot, prepare, notices(notify))
     try:
+        for warning in found.warnings:
+            typer.echo(f"orch: warning: {warning}", err=True)
+        source = f", replaying {found.cassette.root}" if found.cassette else ""
+        spec = found.spec
+        say(
+            f"run {found.name}: starting {spec.worker_count()} worker(s) for {len(spec.tasks)} task(s) "
+            f"({backend.value}{source}); isolation {found.isolation.value}: {STARTING_NOTES[found.isolation]}"
+        )
+        if found.isolation is Isolation.SHARED:
+            typer.echo(f"run {found.name}: isolation shared: the workers share one uid (see the report)", err=True)
         if prepare:
-            return runner.create(spec, run_name, prepared)
-        return runner.start(spec, run_name, backend, replace, copy, cassette, prepared)
+            return runner.create(spec, found.name, found.prepared)
+        return runner.start(spec, found.name, backend, replace, copy, found.cassette, found.prepared)
     except UsageError:
         raise
     except OrchError as exc:
         typer.echo(f"orch: error: the fleet did not start: {exc.one_line()}", err=True)
         raise typer.Exit(EXIT_FAILED) from None
     finally:
-        if prepared is not None:
-            prepared.discard()  # installed: nothing left to remove; else the staging folder goes
-
-
-@spec_app.command()
-def check(file: Annotated[Path, typer.Argument(help="The fleet spec (YAML).", show_default=False)]) -> None:
-    """Validate a fleet spec; print every problem with its location. In compose's container (the init's
-    gateway holds the credentials) a live spec needs one there for each of its model APIs."""
-    try:
-        spec = load_spec(file)
-    except SpecError as exc:
-        for issue in exc.issues:
-            typer.echo(f"{file}: {issue}", err=True)
-        raise typer.Exit(2) from None
-    if settings.GATEWAY_HOLDS.get():  # compose's init checks a spec so before it replaces an earlier run
-        rungateway.fleet_credentials([group.agent for group in spec.groups()], spec.offline)
-    kinds = ", ".join(f"{g.workers} {g.agent}" + (f" ({g.model})" if g.model else "") for g in spec.groups())
-    policy = spec.verification
-    typer.echo(
-        f"{file}: ok: {kinds} worker(s), {len(spec.tasks)} task(s), {policy.rounds.value} with "
-        f"{policy.verifiers_per_finding} verifier(s) per finding (quorum {policy.needed()})"
-        + (", offline" if spec.offline else "")
-    )
-
-
-@spec_app.command()
-def init(
-    file: Annotated[Path, typer.Argument(help="Where to write the example.")] = Path("fleet.yaml"),
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
-) -> None:
-    """Write a commented example fleet spec."""
-    if file.exists() and not force:
-        raise UsageError(f"{file} exists", hint="pass --force to overwrite it, or give another path")
-    file.write_text(example_spec(), encoding="utf-8")
-    typer.echo(f"wrote {file}; check it with `orch spec check {file}`")
+        found.discard()  # installed: nothing left to remove; else the staging folder goes
 
 
 @skill_app.command()
@@ -198,39 +173,21 @@ def install(
 
 @app.command("run", epilog=EXIT_CODES)
 def run_(
-    spec: Annotated[Path | None, typer.Argument(help="The fleet spec (YAML).", show_default=False)] = None,
-    name: Annotated[str | None, typer.Option("--name", help="Run name (default: the spec's name or file).")] = None,
-    local: Annotated[bool, typer.Option("--local", help="Run tmux on this machine instead of a container.")] = False,
+    spec: Annotated[
+        str | None,
+        typer.Argument(help="The fleet spec (YAML); with --resume, the run's name.", show_default=False),
+    ] = None,
+    name: RunNameOpt = None,
+    local: LocalOpt = False,
     resume: Annotated[
-        str | None, typer.Option("--resume", help="Continue run NAME from its folder (after the controller died).")
-    ] = None,
-    replace: Annotated[bool, typer.Option("--replace", help="Replace an existing run of this name.")] = False,
-    copy: Annotated[
-        bool, typer.Option("--copy", help="Container runs: give the workers a disposable copy of the workdir.")
-    ] = False,
-    replay: Annotated[
-        str | None,
-        typer.Option(
-            "--replay",
-            help="Answer every model request from this recording (a file from `orch record export`, a run name, "
-            "or a run folder or a copy of one) made with the same spec: no model API, nothing billed. "
-            "Default name: <name>-replay.",
-        ),
-    ] = None,
-    base: Annotated[
-        str | None,
-        typer.Option(
-            "--base", help="Specs with writers: start from this revision of the workdir's repository (default HEAD)."
-        ),
-    ] = None,
-    snapshot: Annotated[
         bool,
-        typer.Option(
-            "--snapshot",
-            help="Specs with writers: start from the workdir as it is (a dirty tree, or a folder outside git), "
-            "taken into a base commit of the run's own repository.",
-        ),
+        typer.Option("--resume", help="Continue the named run from its folder (after the controller died)."),
     ] = False,
+    replace: ReplaceOpt = False,
+    copy: CopyOpt = False,
+    replay: ReplayOpt = None,
+    base: BaseOpt = None,
+    snapshot: SnapshotOpt = False,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="Print nothing but errors (and the --json line): the exit code says.")
     ] = False,
@@ -247,32 +204,33 @@ def run_(
     no_commentary: Annotated[
         bool, typer.Option("--no-commentary", hidden=True, help="Print no commentary (the host does).")
     ] = False,
-    prepare: Annotated[
-        bool,
-        typer.Option(
-            "--prepare", hidden=True, help="In a container: make the run and stop (compose's lead: the init's step)."
-        ),
-    ] = False,
+    prepare: PrepareOpt = False,
+    notify: NotifyOpt = None,
 ) -> None:
     """Run a fleet spec to completion: spawn, brief, monitor, verify findings, report, tear down."""
-    if (spec is None) == (resume is None):
-        raise UsageError("give a fleet spec or --resume NAME (not both)", hint="orch run fleet.yaml")
-    if resume is not None:
+    if spec is None:
+        raise UsageError(
+            "give a fleet spec, or --resume and a run's name", hint="orch run fleet.yaml, or orch run --resume NAME"
+        )
+    if resume:
         if replay is not None:
             raise UsageError(
-                "--replay starts a new run; a resumed replay keeps replaying", hint=f"orch run --resume {resume}"
+                "--replay starts a new run; a resumed replay keeps replaying", hint=f"orch run --resume {spec}"
             )
-        run = run_folder(resume)
+        run = run_folder(spec)
     else:
-        assert spec is not None
         backend = Backend.LOCAL if local or in_container() else Backend.DOCKER
         if prepare and (not in_container() or replay is not None or replace):
             raise UsageError("--prepare is the container init's step (compose's lead)", hint="drop it")
         say = _say(quiet, as_json)
-        run = _start(spec, name, backend, replace, copy, replay, say=say, base=base, snapshot=snapshot, prepare=prepare)
+        path = Path(spec)
+        run = _start(
+            path, name, backend, replace, copy, replay, say=say, base=base, snapshot=snapshot, prepare=prepare,
+            notify=notify,
+        )  # fmt: skip
         if prepare:
             raise typer.Exit(0)
-    result = _drive(run, commentary=not (no_commentary or quiet))
+    result = _drive(run, commentary=not (no_commentary or quiet), notify=notify)
     if as_json:
         line = summary(result.run, result.exit_code, result.report, result.stopped)
         typer.echo(json.dumps(line, separators=(",", ":")))
@@ -288,9 +246,15 @@ def _say(quiet: bool, as_json: bool) -> Callable[[str], None]:
     return (lambda line: typer.echo(line, err=True)) if as_json else typer.echo
 
 
-@app.command(epilog=EXIT_CODES)
+DEMO_EXIT_CODES = (
+    "Exit codes: 0 the demo came out as designed; 1 it did not (the report says why); 2 bad input. With --live "
+    "the verdicts are the model's, and it exits as `orch run` does (orch run --help)."
+)
+
+
+@app.command(epilog=DEMO_EXIT_CODES)
 def demo(
-    live: Annotated[bool, typer.Option("--live", help="Use the real model (needs credentials).")] = False,
+    offline: OfflineOpt = True,
     local: Annotated[bool, typer.Option("--local", help="Run on this machine instead of a container.")] = False,
     name: Annotated[str, typer.Option("--name", help="Run name.")] = demo_mod.DEMO_NAME,
     mixed: Annotated[
@@ -309,6 +273,7 @@ def demo(
 
     Offline by default: real Claude Code workers driven by orch's scripted model, no credentials.
     """
+    live = not offline
     if changes and mixed:
         raise UsageError("--changes and --mixed are two different demos", hint="pick one")
     if changes:

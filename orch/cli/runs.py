@@ -17,6 +17,7 @@ from orch.cli.common import (
     NameArg,
     WorkerArg,
     at_fleet,
+    deprecated,
     parse_workers,
     run_folder,
 )
@@ -91,15 +92,21 @@ def ls_() -> None:
 @app.command()
 def attach(
     name: NameArg,
+    worker: Annotated[int | None, typer.Argument(help="Show this worker's pane (default: as tmux left it).")] = None,
     write: Annotated[bool, typer.Option("--write", help="Allow typing (default: read-only).")] = False,
 ) -> None:
     """Attach to the run's tmux (read-only unless --write)."""
     run = run_folder(name)
+    if worker is not None:
+        run.check_worker(worker)
 
     def here() -> None:
-        _exec(launch.server_for(run.info()).attach_argv(read_only=not write))
+        server = launch.server_for(run.info())
+        pane = server.pane(worker).pane_id if worker is not None else None
+        _exec(server.attach_argv(read_only=not write, pane_id=pane))
 
-    at_fleet(run, OrchCommand(["attach", name, *(["--write"] if write else [])], here, interactive=True))
+    args = ["attach", name, *([str(worker)] if worker is not None else []), *(["--write"] if write else [])]
+    at_fleet(run, OrchCommand(args, here, interactive=True))
 
 
 @app.command()
@@ -132,17 +139,24 @@ def kill(
 @app.command()
 def wait(
     name: NameArg,
-    workers: Annotated[str | None, typer.Option("--workers", help="Comma list, e.g. 1,3 (default: all).")] = None,
+    only: Annotated[
+        str | None, typer.Option("--only", help="Only these workers, a comma list: e.g. 1,3 (default: all).")
+    ] = None,
     timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds (default: forever).")] = None,
     pull: Annotated[bool, typer.Option("--pull", help="Then copy the run folder back from a remote engine.")] = False,
+    old_workers: Annotated[str | None, typer.Option("--workers", hidden=True, help="Old spelling of --only.")] = None,
 ) -> None:
     """Return as soon as the workers' done flags exist; exit 3 on timeout naming who is missing."""
+    if old_workers is not None:  # --workers is a count elsewhere (`orch up --workers 3`)
+        deprecated("`orch wait --workers 1,3`", "--only 1,3")
+        only = old_workers
+    workers = only
     run = run_folder(name)
     info = run.info()
     args = [
         "wait",
         name,
-        *(["--workers", workers] if workers else []),
+        *(["--only", workers] if workers else []),
         *(["--timeout", f"{timeout:g}"] if timeout else []),
     ]
 

@@ -83,7 +83,7 @@ def start_lead(lead: Lead, uid: int, gid: int) -> int:
             print(f"orch-init: no run {lead.run!r} to resume (ORCH_RUN); start it without --resume", file=sys.stderr)
             return 2
         return 0
-    code = as_run_uid(uid, gid, ["orch", "spec", "check", lead.spec])
+    code = as_run_uid(uid, gid, ["orch", "spec", "check", lead.spec, "--prepare"])
     if code == 0:
         remove_run(lead.run)
     return code

@@ -87,8 +87,10 @@ def isolate_workers(run: RunFolder, info: RunInfo, uid: int, gid: int) -> None:
       run's gid, so no other worker may enter it and the controller may only look up a name in it (an
       adapter's ready marker: Codex, opencode and aider touch one there once their TUI takes input); the
       worker seeds it itself when its pane starts (orch.fleet.become).
-    - `worktrees/agent-N/`: worker N's, group the run's gid, 2770: each writer job's worktree goes there as
-      worker N's own files, and no other worker may enter it.
+    - `worktrees/agent-N/`: the run's uid's, group worker N's, 2750: worker N may enter it, no other worker
+      may, and nobody but the controller may make anything in it. Each writer job's worktree is a folder the
+      controller makes there (0770: worker N writes in it through its group), holding worker N's own files; a
+      worker cannot plant anything where its next job's worktree goes.
     - the home and the folders above the config dirs: the run's uid's, 0711 (passable, not listable).
     - `pane-N/` in orch.run.paths.pane_sockets_dir (on the container's /tmp): the run's uid's, group worker
       N's, 0710, so worker N alone may enter it and reach the relay's socket for its own pane there
@@ -113,8 +115,14 @@ def isolate_workers(run: RunFolder, info: RunInfo, uid: int, gid: int) -> None:
         _own(run.state(n), w, w, 0o644)
         _own_tree(run.sessions(n), w, w, 0o700)
         _own_tree(run.config_dir(n), w, gid, 0o710)
-        # Its writer jobs' worktrees, each checked out as worker N's own (RunRepo.checkout owner=).
-        _own_tree(run.worktrees_dir(n), w, gid, 0o2770)
+        # Its writer jobs' worktrees, each checked out as worker N's own (RunRepo.checkout owner=), each job's
+        # folder and the one holding them the run's uid's (a resumed run's earlier worktrees too).
+        worktrees = run.worktrees_dir(n)
+        _own_tree(worktrees, w, w, 0o2750)
+        for job in worktrees.iterdir():
+            if job.is_dir() and not job.is_symlink():
+                _own(job, uid, w, 0o770)
+        _own(worktrees, uid, w, 0o2750)
     panes = pane_sockets_dir(run.root)
     for folder in (panes.parent, panes):
         _own(_folder(folder), uid, gid, 0o711)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orch.backends import registry as backends
-from orch.contracts import OrchCommand, UpRequest
+from orch.contracts import OrchCommand, Sandbox, UpRequest
 from orch.errors import OrchError, UsageError
 from orch.fleet import launch
 from orch.jobs.state import load_state, save_state
@@ -80,6 +80,14 @@ def strict_possible(backend: Backend) -> bool:
     return backend is Backend.DOCKER or not backends.in_container() or uids.can_switch_uids()
 
 
+def sandbox(spec: FleetSpec, backend: Backend, copy: bool = False) -> Sandbox:
+    """The sandbox a spec's run gets on `backend`; `copy` (container runs): a disposable copy of the workdir."""
+    from orch.backends.docker.sandbox import DockerSettings
+
+    docker = DockerSettings(options=ContainerOptions(copy_workdir=copy), boot_timeout=spec.timeouts.boot)
+    return backends.sandbox_for_backend(backend, spec.timeouts.boot, docker)
+
+
 def start(
     spec: FleetSpec,
     name: str,
@@ -99,10 +107,7 @@ def start(
     validate_name(name)
     if cassette is not None and RunFolder.for_name(name).root.resolve() == cassette.root.resolve():
         raise UsageError(f"run {name!r} is the recording being replayed", hint="give the replay another --name")
-    from orch.backends.docker.sandbox import DockerSettings
-
-    docker = DockerSettings(options=ContainerOptions(copy_workdir=copy), boot_timeout=spec.timeouts.boot)
-    box = backends.sandbox_for_backend(backend, spec.timeouts.boot, docker)
+    box = sandbox(spec, backend, copy)
     info = box.up(up_request(spec, name, replace, cassette.root if cassette else None, backend))
     run = RunFolder.for_name(name)
     write_spec(run, spec)

@@ -27,6 +27,11 @@ OOM_FIRST = 1000
 NICE = 10
 """The pane's niceness in a container: a worker busy forking or spinning leaves the CPU to the controller,
 tmux and the gateway first (it cannot lower it again: RLIMIT_NICE is 0 and it has no capability)."""
+MAX_FILES = 200_000
+"""Files one worker may write where the disk walk measures it (orch.fleet.diskuse): one more is past its disk
+cap, and the walk reads no further into what is its."""
+DISK_CAPS = ("disk", "files", "run-folder")
+"""Breaches of what a worker wrote: its outbox is emptied when it is stopped."""
 WATCH_INTERVAL = 0.5
 """Seconds between two looks at the workers' processes."""
 
@@ -86,13 +91,15 @@ class Usage:
     """Bytes of the files it wrote (allocated blocks: a sparse file counts what it holds)."""
     spawned: int = 0
     """Its processes alive now that were not at the last look: a fork bomb churns below any count."""
+    files: int = 0
+    """Files and folders of its that the disk walk met (orch.fleet.diskuse)."""
 
 
 @dataclass(frozen=True)
 class Breach:
     worker: int
     cap: str
-    """pids, memory, disk or run-folder."""
+    """pids, forks, memory, disk, files or run-folder."""
     used: int
     limit: int
 
@@ -102,8 +109,9 @@ class Breach:
             "forks": f"processes new within {WATCH_INTERVAL:g}s",
             "memory": "resident memory",
             "disk": "bytes written",
+            "files": "files written",
         }
-        unit = "" if self.cap in ("pids", "forks") else " bytes"
+        unit = "" if self.cap in ("pids", "forks", "files") else " bytes"
         name = what.get(self.cap, "the run folder's size")
         return f"over its {self.cap} cap: {name} {self.used}{unit} (cap {self.limit}{unit})"
 
@@ -129,6 +137,8 @@ def breaches(caps: WorkerCaps, usage: dict[int, Usage], folder: int | None) -> l
             found.append(Breach(n, "memory", used.memory, caps.memory))
         elif caps.disk is not None and used.disk > caps.disk:
             found.append(Breach(n, "disk", used.disk, caps.disk))
+        elif caps.disk is not None and used.files > MAX_FILES:
+            found.append(Breach(n, "files", used.files, MAX_FILES))
     if caps.run_folder is not None and folder is not None and folder > caps.run_folder and usage:
         biggest = max(usage, key=lambda n: usage[n].disk)
         if usage[biggest].disk > 0 and biggest not in {b.worker for b in found}:

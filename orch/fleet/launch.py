@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from orch import __version__, procs, settings
+from orch import __version__, prereqs, procs, settings
 from orch.agents.registry import check_permission_mode, get_adapter
 from orch.backends.local import bwrap, egressproxy, relay
 from orch.backends.local import portal as portal_module
@@ -104,23 +104,31 @@ def mode_of(info: RunInfo, adapter: AgentAdapter) -> str:
     return info.permission_mode if info.permission_mode in adapter.permission_modes else adapter.default_permission_mode
 
 
-def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
-    """Create the run folder and a private tmux server with one agent per pane; wait until booted.
-
-    On any failure nothing is left behind: no tmux server, no run folder, no config dirs.
-    """
+def check(req: UpRequest) -> LocalRunInfo:
+    """Everything `up` refuses, checked without making anything: the request, the credentials, the agents'
+    binaries, tmux, bubblewrap for a strict run, and a run of that name (unless `req.replace`)."""
     _, info = plan(req)
     rungateway.upstreams(info)  # a fleet across model APIs lacking one's credential: refused, nothing made
     for agent in info.agents():
         get_adapter(agent).binary()
     check_tmux()
     if bwrap.sandboxed(info):
-        bwrap.check()  # no bubblewrap or no user namespaces: refused in one line, before anything is made
+        prereqs.bwrap_works()  # no bubblewrap or no user namespaces: refused in one line, before anything is made
+    run = RunFolder.for_name(req.name)
+    if not req.replace and ((run.root.exists() and not run.only_gateway()) or server_for(info).alive()):
+        raise UsageError(f"run {req.name!r} already exists", hint=f"use --replace, or `orch kill {req.name}`")
+    return info
+
+
+def up(req: UpRequest, boot_timeout: float = BOOT_TIMEOUT) -> RunInfo:
+    """Create the run folder and a private tmux server with one agent per pane; wait until booted.
+
+    On any failure nothing is left behind: no tmux server, no run folder, no config dirs.
+    """
+    info = check(req)
     run = RunFolder.for_name(req.name)
     server = server_for(info)
-    if (run.root.exists() and not run.only_gateway()) or server.alive():
-        if not req.replace:
-            raise UsageError(f"run {req.name!r} already exists", hint=f"use --replace, or `orch kill {req.name}`")
+    if (run.root.exists() and not run.only_gateway()) or server.alive():  # --replace: `check` refused it otherwise
         server.kill()
         rungateway.stop(req.name)
         relay.stop(run)
@@ -322,11 +330,14 @@ def _worker_spec(
         login_file=rungateway.login_file(info, adapter),
         pane_socket=_pane_socket(run, info, adapter, n),
     )
-    if bwrap.sandboxed(info):
-        return sandboxed_spec(run, info, adapter, context, own)
-    if info.isolation is Isolation.STRICT:
-        return strict_spec(run, adapter, context, own)
-    spec = adapter.prepare(context)
+    try:
+        if bwrap.sandboxed(info):
+            return sandboxed_spec(run, info, adapter, context, own)
+        if info.isolation is Isolation.STRICT:
+            return strict_spec(run, adapter, context, own)
+        spec = adapter.prepare(context)
+    except OSError as exc:  # its config dir is the worker's to write: a file where a folder goes fails this start
+        raise SandboxError(f"worker {n}'s config dir cannot be prepared: {exc}") from None
     limits = caps.limit_argv(info.caps, caps.own_uids(info), info.workers)
     return supervised(LaunchSpec(argv=[*limits, *spec.argv], env={**spec.env, **own}, cwd=spec.cwd), run, n)
 
@@ -369,9 +380,8 @@ def sandboxed_spec(
         env = {**env, **egressproxy.proxy_env(port)}
     # As a bare script without site (standard library only): it starts before every agent.
     portal = [sys.executable, "-S", portal_module.__file__, *ports, "--"] if ports else []
-    sandbox = bwrap.argv(
-        run, n, Path(info.workdir), Path(spec.cwd or ctx.workdir), binaries, relay.worker_sockets(run, n), home
-    )  # fmt: skip
+    cwd, sockets = Path(spec.cwd or ctx.workdir), relay.worker_sockets(run, n)
+    sandbox = bwrap.argv(run, n, Path(info.workdir), cwd, binaries, sockets, home, info.caps.disk)
     return LaunchSpec(argv=[*sandbox, *portal, *inner.argv], env=env, cwd=inner.cwd)
 
 

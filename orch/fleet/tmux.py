@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import shlex
 import shutil
 import signal
@@ -23,14 +22,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from orch import prereqs
 from orch.contracts import LaunchSpec
 from orch.errors import NotFoundError, SandboxError, UsageError, WaitTimeoutError
-from orch.versions import TMUX_MIN_VERSION
 from orch.waits import wait_until
 
 log = logging.getLogger(__name__)
 
-INSTALL_HINT = "apt-get install tmux"
+INSTALL_HINT = prereqs.TMUX_FIX
 PANES_PER_WINDOW = 6
 WINDOW_SIZE = (240, 70)  # large, so six tiled TUIs still get ~80x23 each
 HISTORY_LIMIT = 50_000
@@ -57,19 +56,7 @@ def _tmux_path() -> str:
 
 def check_tmux() -> str:
     """Return the tmux version ("3.3a"); UsageError if tmux is missing or older than we support."""
-    path = _tmux_path()
-    try:
-        out = subprocess.run([path, "-V"], capture_output=True, text=True, check=False, timeout=10)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise UsageError(f"cannot run {path} -V: {exc}", hint=INSTALL_HINT) from None
-    version = out.stdout.strip().removeprefix("tmux ")
-    match = re.search(r"(\d+)\.(\d+)", version)
-    if out.returncode != 0 or match is None:
-        raise UsageError(f"cannot read the tmux version from {out.stdout.strip()!r}", hint=INSTALL_HINT)
-    if (int(match[1]), int(match[2])) < TMUX_MIN_VERSION:
-        need = ".".join(map(str, TMUX_MIN_VERSION))
-        raise UsageError(f"tmux {version} is too old (need {need} or newer)", hint=INSTALL_HINT)
-    return version
+    return prereqs.tmux_version()
 
 
 @dataclass(frozen=True)
@@ -269,9 +256,17 @@ class TmuxServer:
         except WaitTimeoutError:
             raise SandboxError(f"tmux kill-server failed on server {self.socket_name}: {_one_line(err)}") from None
 
-    def attach_argv(self, read_only: bool) -> list[str]:
-        """argv to exec for `orch attach`. The caller should drop $TMUX from the env when nesting."""
-        return [*self._base_argv(), "attach-session", *(["-r"] if read_only else [])]
+    def attach_argv(self, read_only: bool, pane_id: str | None = None) -> list[str]:
+        """argv to exec for `orch attach` (at `pane_id`: its window and pane selected). The caller should drop
+        $TMUX from the env when nesting."""
+        target = ["-t", pane_id] if pane_id else []
+        return [*self._base_argv(), "attach-session", *(["-r"] if read_only else []), *target]
+
+    def client_ttys(self) -> list[str]:
+        """The terminals attached to this server (`orch attach`): where a run's notifier rings. None attached,
+        or no server: []."""
+        code, out, _ = self._run(["list-clients", "-F", "#{client_tty}"])
+        return [line for line in out.splitlines() if line.startswith("/dev/")] if code == 0 else []
 
     # -- panes -------------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from orch import procs, settings
 from orch.errors import SandboxError
-from orch.fleet.caps import WATCH_INTERVAL, Breach, Usage, breaches, own_uids
+from orch.fleet.caps import DISK_CAPS, WATCH_INTERVAL, Breach, Usage, breaches, own_uids
 from orch.fleet.diskuse import measure_disk
 from orch.fleet.stopping import remove_contents, signal_worker
 from orch.fleet.workerprocs import WorkerProcesses
@@ -38,6 +38,7 @@ class Watchdog:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._disk: dict[int, int] = dict.fromkeys(workers, 0)
+        self._files: dict[int, int] = dict.fromkeys(workers, 0)
         self._seen: dict[int, set[int]] | None = None
         self._folder: int | None = None
 
@@ -82,13 +83,15 @@ class Watchdog:
         """One look: measure, and stop every worker past a cap. The breaches found."""
         found_procs = self.processes.look()
         if disk:
-            self._disk, self._folder = measure_disk(self.run, self.info, self.workers)
+            look = measure_disk(self.run, self.info, self.workers, found_procs)
+            self._disk, self._files, self._folder = look.written, look.files, look.folder
         usage = {}
         seen, self._seen = self._seen, found_procs
         for n in self.workers:
             load = procs.load(found_procs[n])
             new = len(found_procs[n] - seen[n]) if seen is not None else 0  # the first look has nothing to compare
-            usage[n] = Usage(tasks=load.tasks, memory=load.memory, disk=self._disk.get(n, 0), spawned=new)
+            written, files = self._disk.get(n, 0), self._files.get(n, 0)
+            usage[n] = Usage(tasks=load.tasks, memory=load.memory, disk=written, spawned=new, files=files)
         found = breaches(self.info.caps, usage, self._folder)
         for breach in found:
             pids = found_procs[breach.worker]
@@ -100,14 +103,14 @@ class Watchdog:
                 with self._lock:
                     self._found.append((breach, sorted(pids)))
                     self._stopping.discard(breach.worker)
-            if breach.cap in ("disk", "run-folder"):
-                self._disk[breach.worker] = 0
+            if breach.cap in DISK_CAPS:
+                self._disk[breach.worker] = self._files[breach.worker] = 0
                 self._folder = None  # walked again on the next look that walks
         return found
 
     def stop_worker(self, breach: Breach, pids: set[int]) -> None:
         n = breach.worker
-        clear = self.run.outbox(n) if breach.cap in ("disk", "run-folder") else None
+        clear = self.run.outbox(n) if breach.cap in DISK_CAPS else None
         if own_uids(self.info):
             signal_worker(self.info, n, "STOP,KILL", None, clear)  # kill(-1) as the worker: every process
             if clear is not None and settings.IN_CONTAINER.get():  # its own files in /tmp too (sticky: only its own)

@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterable
 from typing import Literal
 
-from orch import procs, settings
+from orch import prereqs, procs, settings
 from orch.backends.local import bwrap
 from orch.fleet.caps import own_uids
 from orch.run.folder import RunFolder
@@ -56,7 +56,7 @@ class WorkerProcesses:
         self._wanted = set(self.workers)
         self._marks = {str(run.state(n)): n for n in self.workers}
         self._outboxes = {str(run.outbox(n)): n for n in self.workers}
-        found = bwrap.find()
+        found = prereqs.bwrap_path()
         self._bwrap = {"bwrap", *([found.name] if found is not None else [])}
         self.read = 0
         """Processes read (classified) so far: what the cache saves shows here."""

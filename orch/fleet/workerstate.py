@@ -50,13 +50,11 @@ def derive_state(last: HookEvent | None, pane: PaneInfo | None) -> tuple[WorkerS
         return WorkerState.BUSY, last.tool_name
     if name in IDLE_EVENTS:
         return WorkerState.IDLE, None
-    if name == "PermissionRequest":
-        if last.orch_decision:  # answered by the hook from the run's policy: the agent goes on
-            return WorkerState.BUSY, last.tool_name
+    if last.unanswered():
         return WorkerState.WAITING_FOR_PERMISSION, last.tool_name
+    if name == "PermissionRequest":  # answered by the hook from the run's policy: the agent goes on
+        return WorkerState.BUSY, last.tool_name
     if name == "Notification":
-        if last.notification_type == "permission_prompt":
-            return WorkerState.WAITING_FOR_PERMISSION, None
         return WorkerState.IDLE, last.notification_type
     if name == "StopFailure":
         if last.error in RETRYABLE_ERRORS:

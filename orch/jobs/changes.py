@@ -62,17 +62,19 @@ class CheckResult(Strict):
 
     command: str
     exit_code: int | None
-    """None when it was stopped at the time limit."""
+    """None when it was stopped at the time limit or past a cap."""
     seconds: float
     timed_out: bool = False
     output_tail: str = ""
     """The last bytes of its stdout and stderr (interleaved), at most `changes.check_output_bytes`."""
     output_bytes: int = 0
     """How much it printed in all."""
+    stopped: str = ""
+    """Why it was killed before its end, past one of the checks' caps (memory, disk): it failed."""
 
     @property
     def passed(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out
+        return self.exit_code == 0 and not self.timed_out and not self.stopped
 
 
 class ChecksRecord(Strict):

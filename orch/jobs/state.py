@@ -232,6 +232,8 @@ class ControllerState(Strict):
     aborted: str | None = None
     relaunches: int = 0
     """Times the controller relaunched the fleet after its tmux server died."""
+    budget_warned: list[str] = Field(default_factory=list)
+    """The budget caps 80 % spent that were logged as budget-warning (orch.lead.decisions.budget_warnings)."""
     outcome: Outcome | None = None
     replay_of: str | None = None
     """The recording this run replays (a run folder or a copy of one)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import logging
 import os
 import select
@@ -235,6 +236,7 @@ class Controller:
                 used=breach.used,
                 limit=breach.limit,
                 killed=killed,
+                reason=reason,
             )
             if book.job is not None:
                 self.review.fail(self.state.job(book.job), f"stopped by the run's caps: {reason}")
@@ -246,6 +248,11 @@ class Controller:
         if not decisions.has_budget(budget):
             return False
         spend, fleet_refused, source = self.spend()
+        for warning in decisions.budget_warnings(budget, spend, self.state.budget_warned):
+            self.state.budget_warned.append(warning.key)
+            self.desk.save()
+            data = {"cap": warning.cap, "used": warning.used, "limit": warning.limit, "reason": warning.reason()}
+            self.desk.event(Event.BUDGET_WARNING, warning.worker, **data)
         check = decisions.budget_check(budget, spend, fleet_refused, {w.n for w in self.state.workers if w.capped})
         for over in check.cap:
             book = self.state.book(over.worker)
@@ -289,8 +296,11 @@ class Controller:
         self.state.outcome = decisions.outcome(self.state, self.spec)
         self.state.finished = time.time()
         self.desk.save()
-        self.desk.event(Event.FINISHED, exit_code=self.state.outcome.exit_code, reason=self.state.outcome.reason)
-        self.desk.gateway.settle()  # the last answers' usage, before the report reads it
+        self.desk.gateway.settle()  # the last answers' usage, before the report (and the run's end) reads it
+        outcome = self.state.outcome
+        cost = sum(s.cost_usd for s in self.spend()[0].values())
+        self.desk.event(Event.FINISHED, exit_code=outcome.exit_code, reason=outcome.reason, status=outcome.status,
+                        cost_usd=round(cost, 6))  # fmt: skip
         try:
             write_reports(self.run, self.spec, self.state)
         finally:  # reports that cannot be written (exit 2) still leave no fleet behind
@@ -322,7 +332,9 @@ def write_permission_policy(run: RunFolder, policy: PermissionPolicy) -> None:
 
 
 def write_spec(run: RunFolder, spec: FleetSpec) -> None:
-    atomic_write(run.fleet_spec, spec.model_dump_json(indent=2) + "\n")
+    """The spec as run; its `notify:` with only the fields it set, which stay over the user's file on --resume."""
+    data = {**spec.model_dump(mode="json"), "notify": spec.notify.model_dump(mode="json", exclude_unset=True)}
+    atomic_write(run.fleet_spec, json.dumps(data, indent=2) + "\n")
 
 
 def read_spec(run: RunFolder) -> FleetSpec:

@@ -371,6 +371,41 @@ def _fleet_overrun(budget: Budget, spend: Iterable[Spend], refused: str | None) 
     return None
 
 
+WARN_AT = 0.8
+"""The share of a budget cap spent that is worth a person's attention (orch.notify: budget-warning)."""
+
+
+@dataclass(frozen=True)
+class BudgetWarning:
+    key: str
+    """`fleet:max_cost_usd`, `2:max_tokens_per_worker`: each is warned of once."""
+    worker: int | None
+    cap: str
+    used: float
+    limit: float
+
+    def reason(self) -> str:
+        whose = f"worker {self.worker}'s" if self.worker is not None else "the fleet's"
+        money = self.cap.endswith("usd")
+        shown = (f"${self.used:.2f} of ${self.limit:g}") if money else f"{self.used:.0f} of {self.limit:g} tokens"
+        return f"{self.used / self.limit:.0%} of {whose} {self.cap} spent ({shown})"
+
+
+def budget_warnings(budget: Budget, spend: Mapping[int, Spend], warned: Collection[str]) -> list[BudgetWarning]:
+    """The caps WARN_AT spent (or more) that were not warned of yet."""
+    fleet = (sum(s.cost_usd for s in spend.values()), sum(s.tokens for s in spend.values()))
+    sums: list[tuple[int | None, str, float]] = [(None, "max_cost_usd", fleet[0]), (None, "max_tokens", fleet[1])]
+    for n, used in spend.items():
+        sums += [(n, "max_cost_per_worker_usd", used.cost_usd), (n, "max_tokens_per_worker", used.tokens)]
+    found = []
+    for worker, cap, used_now in sums:
+        limit = getattr(budget, cap)
+        key = f"{'fleet' if worker is None else worker}:{cap}"
+        if limit is not None and used_now >= WARN_AT * limit and key not in warned:
+            found.append(BudgetWarning(key, worker, cap, float(used_now), float(limit)))
+    return found
+
+
 def has_budget(budget: Budget) -> bool:
     return any(cap is not None for cap in budget.model_dump().values())
 

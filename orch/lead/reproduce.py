@@ -1,5 +1,6 @@
 """A finding's `reproduce` command, run by orch itself: in the checks' sandbox (orch.lead.changes.gate: no network,
-no credentials, no run folder, their caps), on a copy of the tree under audit, under `verification.reproduce_timeout`,
+no credentials, no run folder, the checks' memory and disk caps), on a copy of the tree under audit, under
+`verification.reproduce_timeout`,
 off the controller's loop in its check pool. The finding's verifiers wait for it and get its exit code and output in
 their brief, as evidence they may cite as run; so no verifier need run another worker's command as itself (one that
 still does has whatever the command left behind stopped before its verdict is read: orch.lead.acceptance).
@@ -9,6 +10,7 @@ Where the checks' sandbox does not work here, nothing is run: the record says wh
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -19,6 +21,7 @@ from orch.jobs.findings import MAX_OUTPUT, Reproduction
 from orch.jobs.state import AcceptedFinding
 from orch.lead.base import Part
 from orch.lead.changes import gate
+from orch.lead.changes.checkwatch import CheckLimits
 from orch.lead.changes.stopper import Stopper
 from orch.run.events import Event
 from orch.run.files import atomic_write
@@ -29,15 +32,18 @@ KEY = "reproduce:"
 """The pool's key of a finding's run: KEY + its id (no change id has a colon)."""
 
 
-def reproduce(workdir: Path, command: str, timeout: float, tmux_socket: str | None, stopper: Stopper) -> Reproduction:
-    """Run `command` (`sh -c`) in the checks' sandbox on a fresh copy of `workdir`, from its root."""
+def reproduce(
+    workdir: Path, command: str, limits: CheckLimits, tmux_socket: str | None, stopper: Stopper
+) -> Reproduction:
+    """Run `command` (`sh -c`) in the checks' sandbox, with their `limits`, on a fresh copy of `workdir` (the
+    tree under audit is read-only in a container: the checks' uid could not be given it), from its root."""
     with tempfile.TemporaryDirectory(prefix="orch-reproduce-") as tmp:
         tree = Path(tmp) / "tree"
         try:
             shutil.copytree(workdir, tree, symlinks=True)
         except (OSError, shutil.Error) as exc:
             return Reproduction(command=command, error=f"the tree could not be copied: {exc}")
-        (result,) = gate.run_checks([command], tree, timeout=timeout, tmux_socket=tmux_socket, stopper=stopper)
+        (result,) = gate.run_checks([command], tree, limits=limits, tmux_socket=tmux_socket, stopper=stopper)
     return Reproduction(
         command=command,
         exit_code=result.exit_code,
@@ -65,9 +71,10 @@ class Reproducing(Part):
             self.desk.event(Event.REPRODUCE_STARTED, item.finder, finding=item.id)
 
     def _work(self, command: str) -> Callable[[Stopper], Reproduction]:
-        workdir, timeout = self.desk.workdir, self.spec.verification.reproduce_timeout
+        timeout = self.spec.verification.reproduce_timeout
+        workdir, limits = self.desk.workdir, dataclasses.replace(CheckLimits.of(self.spec), timeout=timeout)
         socket = self.desk.info.tmux_socket
-        return lambda stop: reproduce(workdir, command, timeout, socket, stop)
+        return lambda stop: reproduce(workdir, command, limits, socket, stop)
 
     def collect(self) -> None:
         """Take in the runs the pool finished (their verifiers may start now), then start more."""

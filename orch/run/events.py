@@ -67,6 +67,9 @@ class Event(StrEnum):
     FLEET_RELAUNCHED = "fleet-relaunched"
     WORKER_CAPPED = "worker-capped"
     """Older runs: a worker past its cost cap (now BUDGET_EXCEEDED)."""
+    BUDGET_WARNING = "budget-warning"
+    """80 % of a budget cap spent (a worker's, or with no worker the fleet's): data cap, used, limit, reason.
+    Logged once per cap and worker."""
     BUDGET_EXCEEDED = "budget-exceeded"
     """A worker (or, with no worker, the fleet) is past a budget cap: the model gateway refused it, or
     (a run without a gateway) its status-line cost passed the cap. Logged once each."""
@@ -149,3 +152,9 @@ class Event(StrEnum):
     # orch.view: what a lead did from `orch watch` (the TUI or the page with --control)
     WATCH_ACTION = "watch-action"
     """data: action (send, nudge, restart, kill), by (tui or web), ok, and the command's last line."""
+
+    # orch.notify: a person told that the run needs them (docs/notify.md)
+    NOTIFIED = "notified"
+    """data: reason, channels (each delivered), late (seconds from the moment to the last channel's delivery)."""
+    NOTIFY_FAILED = "notify-failed"
+    """data: reason, channel (its kind and host, never its URL), error, attempts: given up after its retries."""

@@ -225,6 +225,16 @@ class RunFolder:
         return self.root / ".controller.lock"
 
     @property
+    def notify_muted(self) -> Path:
+        """Present while `orch notify mute NAME` silences the run's notifications (orch.notify.follow)."""
+        return self.root / "notify.muted"
+
+    @property
+    def notify_lock(self) -> Path:
+        """Held (flock) by the detached notifier of an `orch up` run, which writes its pid in it."""
+        return self.root / ".notify.lock"
+
+    @property
     def serve_lock(self) -> Path:
         """Held (flock, shared) by `orch serve-run` while it serves this run in its container: another
         container on the same runs volume (compose) sees the run in use."""

@@ -14,6 +14,15 @@ def orch_home() -> Path:
     return settings.HOME.get()
 
 
+def agent_cache() -> Path:
+    """Where `orch setup` installs the pinned agent CLIs, and where orch looks for them (every reader agrees:
+    the agents' facts, action.yml's cache): `$XDG_CACHE_HOME/orch`, by default `~/.cache/orch`. A relative
+    XDG_CACHE_HOME is ignored, as the XDG spec says."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return base / "orch"
+
+
 def runs_dir() -> Path:
     return orch_home() / "runs"
 
@@ -51,6 +60,9 @@ SANDBOX_SOCKETS = Path("/run/orch")
 pane.sock), bound read-only (orch.backends.local.bwrap, orch.backends.local.relay)."""
 OWN_BUS = "posts.sock"
 """A local strict worker's own bus socket in that folder: every post there is stamped as that worker."""
+SANDBOX_TMPFS = ("/tmp", "/dev/shm", "/run")
+"""Inside a local strict worker's sandbox: its own tmpfs, each the size of its disk cap; what it writes there is
+memory, and counts as bytes it wrote (orch.backends.local.bwrap, orch.fleet.diskuse)."""
 
 
 def pane_sockets_dir(run_root: Path) -> Path:

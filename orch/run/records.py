@@ -7,7 +7,7 @@ import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, WithJsonSchema, model_validator
 
 from orch import settings
 from orch.run.events import Event
@@ -122,9 +122,17 @@ def byte_size(value: object) -> object:
     return value
 
 
-Size = Annotated[Annotated[int, Field(ge=1 << 20)] | None, BeforeValidator(byte_size)]
+_SIZE_TEXT = {"type": "string", "pattern": r"^\s*(\d+\s*[kKmMgGtT]?[iI]?[bB]?|[oO][fF][fF]|[nN][oO][nN][eE])\s*$"}
+"""What `byte_size` reads, for the JSON Schema of a fleet spec (`orch spec schema`): 512m, 2g, 2GiB, off."""
+
+
+def _size_schema(least: int) -> WithJsonSchema:
+    return WithJsonSchema({"anyOf": [{"type": "integer", "minimum": least}, _SIZE_TEXT, {"type": "null"}]})
+
+
+Size = Annotated[Annotated[int, Field(ge=1 << 20)] | None, BeforeValidator(byte_size), _size_schema(1 << 20)]
 """At least 1 MiB, or None (`off`)."""
-Count = Annotated[Annotated[int, Field(ge=16)] | None, BeforeValidator(byte_size)]
+Count = Annotated[Annotated[int, Field(ge=16)] | None, BeforeValidator(byte_size), _size_schema(16)]
 
 
 class WorkerCaps(Strict):
@@ -263,6 +271,13 @@ class HookEvent(BaseModel):
     """Exit status, on the wrapper's ProcessExit event."""
     orch_decision: str | None = None
     """On PermissionRequest: "allow" or "deny" when the hook answered from the run's policy (no dialog)."""
+
+    def unanswered(self) -> bool:
+        """A permission dialog left on screen for a person: the run's policy gave no answer (no policy file,
+        or `report`). The worker's state is then waiting-for-permission, and a person is notified."""
+        if self.hook_event_name == "PermissionRequest":
+            return not self.orch_decision
+        return self.hook_event_name == "Notification" and self.notification_type == "permission_prompt"
 
 
 class PermissionAnswer(Strict):

@@ -4,13 +4,16 @@ pydantic cannot see (`check_spec`). The models are orch.spec.model."""
 
 from __future__ import annotations
 
+import difflib
+import types
+import typing
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from orch.agents.registry import ADAPTERS
 from orch.errors import UsageError
@@ -58,9 +61,37 @@ def pydantic_issues(exc: ValidationError) -> list[Issue]:
         loc = tuple(p for p in err["loc"] if isinstance(p, int) or "[" not in str(p))
         message = err["msg"]
         if err["type"] == "extra_forbidden":
-            message = "unknown key (not allowed here)"
+            message = "unknown key (not allowed here)" + did_you_mean(str(loc[-1]), known_keys(FleetSpec, loc[:-1]))
         issues.append(Issue(loc, message[:1].lower() + message[1:]))
     return issues
+
+
+def known_keys(model: type[BaseModel], loc: Loc) -> list[str]:
+    """The keys a spec may have at `loc` (a mapping's location: `()`, `("tasks", 0)`, `("limits",)`)."""
+    kind: Any = model
+    for part in loc:
+        kind = _unwrap(kind)
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            field = kind.model_fields.get(str(part))
+            kind = field.annotation if field is not None else None
+        elif typing.get_origin(kind) in (list, dict):
+            kind = typing.get_args(kind)[-1]  # a list's items, a mapping's values
+        else:
+            return []
+    kind = _unwrap(kind)
+    return list(kind.model_fields) if isinstance(kind, type) and issubclass(kind, BaseModel) else []
+
+
+def _unwrap(kind: Any) -> Any:
+    """`X | None` as X."""
+    args = [a for a in typing.get_args(kind) if a is not type(None)]
+    return args[0] if typing.get_origin(kind) in (typing.Union, types.UnionType) and len(args) == 1 else kind
+
+
+def did_you_mean(key: str, known: Sequence[str]) -> str:
+    """`; did you mean 'tasks'?` for a misspelt key, or nothing when none is close."""
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _line_of(root: yaml.Node | None, loc: Loc) -> int | None:

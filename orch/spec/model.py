@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from orch import settings
+from orch.notify.config import NotifyConfig, spec_problems
 from orch.offline.script import TOOLS as SCRIPT_TOOLS
 from orch.run.folder import MAX_WORKERS, NAME_RE
 from orch.run.records import Count, Isolation, Size, Strict, WorkerCaps, byte_size
@@ -45,17 +46,19 @@ TASK_ROLES = (Role.FINDER, Role.WRITER, Role.FIXER, Role.SCRIBE)
 WRITER_ROLES = (Role.WRITER, Role.FIXER, Role.SCRIBE)
 """Roles whose jobs change the tree: each gets a worktree, and its change goes through the gate."""
 
-# The paths a change may not edit unless its task `allow:`s them (spec `protect:` replaces this list;
-# `protect: [+GLOB, ...]`, every entry starting with +, extends it): the tests and the checks' own
-# configuration, so a change cannot pass the checks by weakening them. Globs are matched against the
-# path from the tree's root (orch.lead.changes.scope.matches: `**` spans folders, `*` does not, a glob
-# without / matches the file name at any depth).
+# The paths a change may not edit unless its task `allow:`s them, and that the checks always take from the base
+# (orch.lead.changes.grading; spec `protect:` replaces this list, `protect: [+GLOB, ...]`, every entry starting
+# with +, extends it): the tests, what test runners discover or import by convention (unittest's `test*.py`,
+# pytest's `conftest.py`, Python's `sitecustomize.py`) and the runners' configuration, so a change cannot
+# pass the checks by weakening them. Globs are matched against the path from the tree's root
+# (orch.lead.changes.grading.matches: `**` spans folders, `*` does not, a glob without / matches the file name
+# at any depth).
 DEFAULT_PROTECT = (
     "tests/**",
     "test/**",
     "**/tests/**",
     "**/test/**",
-    "test_*.py",
+    "test*.py",
     "*_test.py",
     "*_test.go",
     "*.test.js",
@@ -63,7 +66,12 @@ DEFAULT_PROTECT = (
     "*.spec.js",
     "*.spec.ts",
     "conftest.py",
+    "sitecustomize.py",
+    "usercustomize.py",
     "pytest.ini",
+    ".pytest.ini",
+    "pytest.toml",
+    ".pytest.toml",
     "pyproject.toml",
     "setup.cfg",
     "setup.py",
@@ -128,14 +136,18 @@ class AgentGroup(Strict):
     model: str | None = None
     """Model name passed to the agent (None: the agent's default)."""
     workers: int = Field(default=1, ge=1, le=MAX_WORKERS)
+    """How many workers of this agent and model."""
 
 
 class TaskSpec(Strict):
     id: str | None = Field(default=None, pattern=ID_PATTERN)
     """Short id (lowercase letters, digits, - and _); default t1, t2, ..."""
     role: Role = Role.FINDER
-    """finder (reports structured findings, which get verified), fixer or scribe (run after verification)."""
+    """finder (reports structured findings, which get verified); writer (changes the tree, in a worktree of its
+    own, through the gate); fixer or scribe (writers that run after verification, handed the confirmed
+    findings). verifier and reviewer jobs are made by orch, never listed."""
     title: str | None = None
+    """A few words for the report and the views (default: the id)."""
     goal: str = Field(min_length=1)
     """What to determine, phrased neutrally: "determine whether X holds", never "fix the X bug"."""
     files: list[str] = Field(default_factory=list)
@@ -182,9 +194,10 @@ class VerificationSpec(Strict):
     """Seconds orch gives a finding's `reproduce` command, which it runs in the checks' sandbox on a copy of the
     tree under audit before the finding's verifiers start (orch.lead.reproduce); then it is stopped."""
     isolation: Isolation | None = None
-    """strict: each worker its own uid, writing only its own outbox, the tree under audit read-only (the
-    container backend only: a local run refuses to start). shared: one uid for all. Default: strict in a
-    container (writers too: each writes only its own worktree), else shared."""
+    """strict: each worker in a sandbox of its own (its own uid in a container, its own bubblewrap sandbox on
+    this machine), writing only its own outbox (a writer also its own worktree), the tree under audit
+    read-only. shared: one uid for all, for debugging. Default: strict wherever every agent of the fleet can
+    run so (all of them can)."""
 
     def needed(self) -> int:
         return self.quorum or self.verifiers_per_finding
@@ -211,6 +224,7 @@ class Limits(Strict):
     restart_backoff: float = Field(default=2.0, ge=0)
     """First wait before a restart; doubles for each further restart of that worker."""
     restart_backoff_max: float = Field(default=60.0, ge=0)
+    """The longest wait before a restart, however many came before."""
     max_relaunches: int = Field(default=2, ge=0)
     """Times the whole fleet is relaunched (sessions resumed) after its tmux server died under the controller."""
     rate_limit_wait: float = Field(default=60.0, ge=0)
@@ -277,7 +291,9 @@ class FleetSpec(Strict):
     workdir: Path = Path()
     """The folder the workers work in (relative to the spec file)."""
     agent: str = DEFAULT_AGENT
+    """The agent CLI of every worker: claude, codex, gemini, opencode or aider (`orch doctor` lists them)."""
     model: str | None = None
+    """Model name passed to the agent (None: the agent's default)."""
     workers: int | None = Field(default=None, ge=1, le=MAX_WORKERS)
     """Worker count (default: one per task, at least enough to verify). Or give `agents` instead."""
     agents: list[AgentGroup] | None = None
@@ -285,12 +301,20 @@ class FleetSpec(Strict):
     permission_mode: str | None = None
     """Agent permission mode (default: the agent's own: claude acceptEdits with an allowlist)."""
     dispatch: Dispatch = Dispatch.QUEUE
+    """queue: free workers take the next pending task (tasks may outnumber workers); per-worker: task i goes
+    to worker i."""
     tasks: list[TaskSpec] = Field(min_length=1)
+    """What the fleet is asked to do, one entry per task (at least one)."""
     roles: dict[Role, RoleSpec] = Field(default_factory=dict)
+    """A role's brief template or offline steps, by role name (default: the templates shipped with orch)."""
     verification: VerificationSpec = Field(default_factory=VerificationSpec)
+    """How findings are verified: rounds, verifiers per finding, quorum, isolation."""
     timeouts: Timeouts = Field(default_factory=Timeouts)
+    """Seconds for booting, for each job, for the whole run."""
     limits: Limits = Field(default_factory=Limits)
+    """Nudges, corrections, restarts, rate-limit waits, and each worker's caps."""
     budget: Budget = Field(default_factory=Budget)
+    """Caps on cost and tokens, enforced by the run's model gateway (default: none)."""
     permissions: PermissionPolicy = PermissionPolicy.DENY
     """How a tool call that needs approval (a permission prompt) is answered: deny, approve or report."""
     checks: list[str] = Field(default_factory=list)
@@ -300,12 +324,23 @@ class FleetSpec(Strict):
     """Globs of paths a change may not edit (default: orch.spec.model.DEFAULT_PROTECT, the tests and the checks'
     configuration). A list replaces the default; a list whose entries all start with + extends it."""
     changes: ChangesSpec = Field(default_factory=ChangesSpec)
+    """How writers' changes are reviewed and integrated."""
     offline: bool = False
     """Drive the agents with orch's scripted model server (no credentials; steps from offline_script)."""
     teardown: bool = True
     """Stop the fleet when the run ends (its folder, transcripts and report stay)."""
+    notify: NotifyConfig = Field(default_factory=NotifyConfig)
+    """Who hears when the run needs a person, over the user's config file (docs/notify.md); webhooks as ${VAR}."""
 
-    @field_validator("roles", "verification", "timeouts", "limits", "budget", "changes", mode="before")
+    @field_validator("notify")
+    @classmethod
+    def _no_webhook_url(cls, value: NotifyConfig) -> NotifyConfig:
+        problems = spec_problems(value)
+        if problems:
+            raise ValueError(problems[0])
+        return value
+
+    @field_validator("roles", "verification", "timeouts", "limits", "budget", "changes", "notify", mode="before")
     @classmethod
     def _empty_section_is_default(cls, value: Any) -> Any:
         """A section whose keys are all commented out is null in YAML: take the defaults."""

@@ -25,6 +25,9 @@ from orch.jobs.state import ControllerState, JobStatus, load_state
 from orch.jobs.verification import finding_status
 from orch.lead.changes.status import live_lines
 from orch.lead.controller import read_spec
+from orch.notify.decide import Decider
+from orch.notify.follow import muted
+from orch.notify.notice import Notice
 from orch.report.charts import CostPoint, JobBar, job_bars, job_costs
 from orch.report.commentary import describe
 from orch.run.events import Event
@@ -35,6 +38,7 @@ from orch.spec.model import FleetSpec
 from orch.view.readers import KEEP_LINES, BusEntry, BusTail, Changed, clean, worker_state
 
 CLAIM_CHARS = 90
+NEEDS_SHOWN = 20
 FINISHED = (Event.FINISHED, Event.ABORTED, Event.KILLED)
 
 
@@ -113,6 +117,10 @@ class Snapshot(Strict):
     costs: dict[int, list[CostPoint]] = Field(default_factory=dict)
     commentary: list[Line] = Field(default_factory=list)
     bus: list[BusEntry] = Field(default_factory=list)
+    needs: list[Notice] = Field(default_factory=list)
+    """What needs a person now, newest first (orch.notify.decide: the notices a notifier sends, still open)."""
+    muted: bool = False
+    """`orch notify mute`: the run sends no notification (the list still shows)."""
 
     @property
     def ended(self) -> bool:
@@ -140,6 +148,9 @@ class Watcher:
         self._states: dict[int, tuple[tuple[int, bool], tuple[WorkerState, str | None, float | None]]] = {}
         self._done_flags: dict[int, Path] = {}
         self._hooks: dict[int, JsonlTail[HookEvent]] = {}
+        self._hooks_decided: dict[int, int] = {}
+        agents = {n: self.info.agent_of(n) for n in range(1, self.info.workers + 1)}
+        self.needs = Decider(run, agents, controlled=run.fleet_spec.exists())
         self.last: Snapshot | None = None
 
     def _reload(self) -> None:
@@ -168,6 +179,7 @@ class Watcher:
                         points.append(CostPoint(ts=self.usage.updated, usd=counted.cost_usd))
         events = self._events.records()
         for event in events[self._seen_events :]:
+            self.needs.controller(event)
             if event.event in FINISHED:
                 self.finished_event = True
             text = describe(event)
@@ -193,6 +205,9 @@ class Watcher:
         tiles = []
         for n in range(1, info.workers + 1):
             events = self._hook_log(n).records()
+            for event in events[self._hooks_decided.get(n, 0) :]:
+                self.needs.hook(n, event)
+            self._hooks_decided[n] = len(events)
             seen = self._states.get(n)
             if seen is None or seen[0] != (len(events), running):  # the state moves only with a new event
                 seen = ((len(events), running), worker_state(events, running))
@@ -232,9 +247,15 @@ class Watcher:
             costs=self._costs(),
             commentary=list(self.commentary),
             bus=list(self._bus.lines),
+            needs=self._needs(),
+            muted=muted(self.run),
         )
         self.last = snap
         return snap
+
+    def _needs(self) -> list[Notice]:
+        self.needs.due(time.time())
+        return list(reversed(self.needs.open.values()))[:NEEDS_SHOWN]
 
     def _costs(self) -> dict[int, list[CostPoint]]:
         """Each worker's cost over time: steps at its jobs' ends (a lead run), then what this view saw change."""

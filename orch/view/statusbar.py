@@ -47,6 +47,12 @@ class StatusBar:
             self.stream.write(CLEAR + line + "\n" + self.text)
             self.stream.flush()
 
+    def raw(self, sequence: str) -> None:
+        """Write a sequence that moves no cursor (a bell, a terminal's OSC notification) between redraws."""
+        with self._lock:
+            self.stream.write(sequence)
+            self.stream.flush()
+
     def clear(self) -> None:
         with self._lock:
             self.text = ""
@@ -181,3 +187,32 @@ class BuildProgress:
 
     def close(self) -> None:
         self.bar.clear()
+
+
+def bar(done: float, total: float, width: int = 24) -> str:
+    """`[#########...............]`: `done` of `total`, never full before the end (the size is an estimate)."""
+    share = min(done / total, 0.99) if total > 0 else 0.0
+    filled = int(share * width)
+    return "[" + "#" * filled + "." * (width - filled) + "]"
+
+
+class SetupProgress:
+    """`orch setup`'s display: a line as each agent starts and ends (sizes and time), and on a terminal a bar
+    under it, the install's size on disk against its pinned size; elsewhere (CI's log) only those lines."""
+
+    def __init__(self, stream: TextIO, tty: bool, measure: Callable[[], int], size_mb: int) -> None:
+        self.bar = StatusBar(stream) if tty else None
+        self.measure, self.size_mb = measure, size_mb
+        self.started = time.monotonic()
+
+    def tick(self) -> None:
+        if self.bar is not None:
+            done = self.measure()
+            self.bar.set(f"  {bar(done, self.size_mb)} {done} of about {self.size_mb} MB  {self.elapsed():.0f} s")
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.clear()

@@ -18,17 +18,18 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Label, Static
+from textual.widgets import DataTable, Footer, Input, Label, OptionList, Static
 
 from orch.backends.registry import sandbox_for
 from orch.errors import NotFoundError, OrchError
+from orch.notify.notice import Notice
 from orch.run.folder import RunFolder, list_runs
 from orch.view import plain
 from orch.view.actions import Action, Outcome, orch_argv, perform
 from orch.view.readers import clean
 from orch.view.snapshot import Snapshot, Watcher
 from orch.view.wake import Wakeup
-from orch.view.widgets import MINI_LINES, TILE_WIDTH, VERDICT_COLOURS, AskScreen, PaneScreen, Tile
+from orch.view.widgets import MINI_LINES, TILE_WIDTH, VERDICT_COLOURS, AskScreen, NeedsList, PaneScreen, Tile, ring
 
 MINI_REFRESH = 2.0  # seconds between captures of the visible panes
 FRAMES = 10  # snapshots drawn per second at most
@@ -74,6 +75,7 @@ class FleetScreen(Screen[None]):
         Binding("left,h", "move(-1)", "prev", show=False),
         Binding("right,l", "move(1)", "next", show=False),
         Binding("enter,o", "open", "screen"),
+        Binding("j", "jump", "needs you"),
         Binding("s", "send", "send"),
         Binding("n", "nudge", "nudge"),
         Binding("r", "restart", "restart"),
@@ -109,6 +111,10 @@ class FleetScreen(Screen[None]):
         self.miniatures = False
         self._mini_stop = threading.Event()
         self._wake = Wakeup(run)
+        self._opened = time.time()
+        self._seen_needs: set[str] = set()
+        self.rang: list[Notice] = []
+        """The needs rung for: each new one while watched rings once, unless the run is muted."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="progress")
@@ -116,6 +122,7 @@ class FleetScreen(Screen[None]):
             with VerticalScroll(id="main-tiles"):
                 yield Grid(*[Tile(n) for n in range(1, self.watcher.info.workers + 1)], id="grid")
             with Vertical(id="side"):
+                yield NeedsList()
                 yield Static(id="matrix")
                 yield Static(id="changes")
                 yield Static(id="commentary")
@@ -218,8 +225,9 @@ class FleetScreen(Screen[None]):
         now = time.time()
         # Nothing shown changed (a tool call like the last, the backstop's tick): nothing to do. Times are
         # shown to the minute, so a new minute counts as a change.
+        self._ring(snap)
         key = (snap.workers, snap.matrix, snap.changes, snap.progress, snap.commentary[-1:], snap.bus[-1:],
-               len(snap.bus), snap.status, snap.gone, self.notice, int(now // 60))  # fmt: skip
+               len(snap.bus), snap.status, snap.gone, snap.needs, self.notice, int(now // 60))  # fmt: skip
         if key == self._key:
             self.snap = snap
             return
@@ -244,8 +252,35 @@ class FleetScreen(Screen[None]):
             matrix.append("\n")
         self._put("matrix", matrix if snap.matrix else Text("no findings yet", style="dim"))
         self._put("changes", Text("\n".join(snap.changes)) if snap.changes else Text("no changes", style="dim"))
+        self.query_one(NeedsList).show(snap.needs)
         self._put("commentary", Text("\n".join(c.text for c in snap.commentary[-30:])))
         self._show_bus()
+
+    def _ring(self, snap: Snapshot) -> None:
+        for need in snap.needs:
+            if need.key in self._seen_needs:
+                continue
+            self._seen_needs.add(need.key)
+            if need.ts >= self._opened and not snap.muted:
+                ring(self.app, need)
+                self.rang.append(need)
+
+    def action_jump(self) -> None:
+        """The newest need that is a worker's: its screen."""
+        needs = self.snap.needs if self.snap is not None else []
+        worker = next((need.worker for need in needs if need.worker is not None), None)
+        if worker is None:
+            self.app.notify("nothing needs you", markup=False)
+            return
+        self.app.push_screen(PaneScreen(self.run, worker))
+
+    @on(OptionList.OptionSelected, "#needs")
+    def need_picked(self, event: OptionList.OptionSelected) -> None:
+        need = self.query_one(NeedsList).needs[event.option_index]
+        if need.worker is not None:
+            self.app.push_screen(PaneScreen(self.run, need.worker))
+        else:
+            self.app.notify(need.action, title=need.title(), markup=False)
 
     def _show_bus(self) -> None:
         if self.snap is None:

@@ -1,20 +1,23 @@
-"""The TUI's parts below its fleet screen (orch.view.tui): a worker's tile with its pane miniature, a
-worker's full screen (read-only, through `orch read`), and the one-line question box."""
+"""The TUI's parts below its fleet screen (orch.view.tui): a worker's tile with its pane miniature, the list
+of what needs a person, a worker's full screen (read-only, through `orch read`), and the one-line question box."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import threading
 from typing import ClassVar
 
 from rich.text import Text
 from textual import events, on, work
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Footer, Input, Label, Static
+from textual.widgets import Footer, Input, Label, OptionList, Static
 
+from orch.notify import bodies
+from orch.notify.notice import WORDS, Notice
 from orch.run.folder import RunFolder
 from orch.run.records import WorkerState
 from orch.view import plain
@@ -106,6 +109,46 @@ class Tile(Static):
         """Coloured by state; heavy when selected (the keys act on it)."""
         colour = COLOURS[self.state] if self.state is not None else "#808080"
         self.styles.border = ("heavy" if self.has_class("selected") else "round", colour)
+
+
+class NeedsList(OptionList):
+    """What needs a person, newest first: Enter (or a click) opens that worker's screen. Hidden when empty."""
+
+    DEFAULT_CSS = """
+    NeedsList { height: auto; max-height: 8; border: round #d700d7; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__(id="needs")
+        self.needs: list[Notice] = []
+        self.border_title = "needs you"
+        self.display = False
+
+    def show(self, needs: list[Notice]) -> None:
+        if needs == self.needs:
+            return
+        self.needs = needs
+        self.display = bool(needs)
+        self.set_options(need_text(n) for n in needs)
+
+
+def need_text(need: Notice) -> Text:
+    """One line of the list (a Text: nothing a worker wrote is read as markup)."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(f"{plain.clock(need.ts)} ")
+    text.append(f"W{need.worker} " if need.worker is not None else "", style="bold")
+    text.append(WORDS[need.reason], style="bold #d700d7")
+    text.append(f": {need.text}" if need.text else "")
+    return text
+
+
+def ring(app: App[int], need: Notice) -> None:
+    """A new need while watched: a toast, the bell and the terminal's own notification (OSC 9/777), written
+    through Textual's driver between its frames (`App.bell` writes its bell the same way)."""
+    app.notify(f"{need.title()}\n{need.text}\n{need.action}", title="needs you", severity="warning", markup=False)
+    driver = app._driver  # no public way to write a sequence between frames
+    if driver is not None and not app.is_headless:
+        driver.write(bodies.terminal(need, tmux=bool(os.environ.get("TMUX"))))
 
 
 class PaneScreen(Screen[None]):

@@ -94,7 +94,7 @@ def test_boots_with_no_dialog_takes_one_submission_and_runs_shell_and_write_step
         {"reply": "Finished."},
     ]
     assert orch("brief", "ad", "1", brief_file(tmp_path, "brief", steps)).exit_code == 0
-    waited = orch("wait", "ad", "--timeout", "90", "--workers", "1")
+    waited = orch("wait", "ad", "--timeout", "90", "--only", "1")
     assert waited.exit_code == 0, waited.output + diagnose(run)
     assert "[W1] worker 1 checked in" in run.bus.read_text()
     assert "all good" in run.result(1).read_text() and keep.is_dir()
@@ -196,7 +196,7 @@ def test_a_sandboxed_aider_cannot_reach_the_tmux_server_only_its_own_pane(tmp_pa
         {"reply": "Finished."},
     ]  # fmt: skip
     assert orch("brief", "adh", "1", brief_file(tmp_path, "hostile", steps)).exit_code == 0
-    waited = orch("wait", "adh", "--timeout", "90", "--workers", "1")
+    waited = orch("wait", "adh", "--timeout", "90", "--only", "1")
     assert waited.exit_code == 0, waited.output + diagnose(run)
     assert tried.read_text().split() == ["named-refused", "env-refused"]
     listing = seen.read_text().split()

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from orch.agents.base import CACHE, AgentFacts, SessionArgs
+from orch.agents.base import AgentFacts, SessionArgs
 from orch.agents.credentials import gateway_env, openai_key
 from orch.agents.registry import get_adapter
 from orch.contracts import Credentials, ImageInstall
 from orch.errors import UsageError
+from orch.run.paths import agent_cache
 from tests.agents.toy_agent import FACTS as TOY
 from tests.agents.toy_agent import ToyAdapter
 
@@ -25,15 +26,15 @@ def test_session_args_resume_a_kept_session_or_name_a_new_one() -> None:
     assert SessionArgs(resume=("resume",)).argv(None) == []  # it names its sessions itself
 
 
-def test_the_pinned_copy_is_where_setup_sh_installs_it() -> None:
+def test_the_pinned_copy_is_where_orch_setup_installs_it() -> None:
     npm = ImageInstall(package="toy-agent", version="1.2.3", build_arg="TOY")
     facts = dataclasses.replace(TOY, install=npm, cache="toy-cli", command="toy")
-    assert facts.cache_bin == CACHE / "toy-cli" / "1.2.3" / "node_modules" / ".bin" / "toy"
-    assert facts.how_to_install == "npm install -g toy-agent@1.2.3"
+    assert facts.cache_bin == agent_cache() / "toy-cli" / "1.2.3" / "node_modules" / ".bin" / "toy"
+    assert facts.how_to_install == "orch setup --agents toy"
     pip = dataclasses.replace(npm, pip_command="toy")
     facts = dataclasses.replace(facts, install=pip)
-    assert facts.cache_bin == CACHE / "toy-cli" / "1.2.3" / "bin" / "toy"
-    assert facts.how_to_install == "scripts/setup.sh, or pip install toy-agent==1.2.3 in a venv of its own"
+    assert facts.cache_bin == agent_cache() / "toy-cli" / "1.2.3" / "bin" / "toy"
+    assert facts.how_to_install == "orch setup --agents toy"
 
 
 def test_the_gateway_variables_follow_from_the_credentials() -> None:

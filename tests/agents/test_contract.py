@@ -175,9 +175,9 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_adapters_are_reached_only_through_the_registry() -> None:
-    adapter_modules = {
-        f"orch.agents.{p.stem}" for p in (PACKAGE / "agents").glob("*.py") if p.stem not in ("__init__", "registry")
-    }
+    # The registry, and `orch setup`'s installs (which reach every adapter through it), are the way in.
+    ways_in = ("__init__", "registry", "installs")
+    adapter_modules = {f"orch.agents.{p.stem}" for p in (PACKAGE / "agents").glob("*.py") if p.stem not in ways_in}
     offenders = {
         f"{path.relative_to(PACKAGE.parent)}: {name}"
         for path in PACKAGE.rglob("*.py")
@@ -266,28 +266,33 @@ def test_a_registered_agent_reaches_every_caller_through_the_registry() -> None:
     assert TOY in image_installs(["all"])
     with pytest.raises(UsageError, match="unknown agent"):
         get_adapter("toy2")
-    # scripts/install-agents.sh installs it from its facts: no line of the script names an agent.
-    assert installs.plan(TOY) == [f"npm\t{toy.facts.cache_root}\ttoy-agent@1.2.3\tsh\t-"]
-
-
-def test_the_setup_installs_every_agent_from_its_facts_and_refuses_an_unknown_one(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    lines = [line.split("\t") for line in installs.plan("all")]
-    facts = [a.facts for a in map(get_adapter, ADAPTERS) if isinstance(a, AgentBase) and a.facts.install]
-    assert [prefix for _, prefix, *_ in lines] == [str(f.cache_root) for f in facts]
-    assert ["pip", str(get_adapter("aider").facts.cache_root), f"aider-chat=={AIDER_VERSION}", "aider", "-"] in lines  # type: ignore[attr-defined]
-    assert lines[[f.name for f in facts].index("opencode")][4] == f"@opencode-ai/plugin@{OPENCODE_VERSION}"
-    assert installs.plan("scripted") == []  # nothing to install
-    assert installs.main(["claude,nope"]) == 2
-    assert capsys.readouterr().err.strip() == "install-agents: " + (
-        "unknown agent 'nope' (available: aider, claude, codex, gemini, opencode, scripted, toy)"
+    # `orch setup` installs it from its facts: no line of orch names an agent's install.
+    (toy_install,) = installs.plan([TOY])
+    assert (toy_install.prefix, toy_install.spec, toy_install.command) == (
+        toy.facts.cache_root,
+        "toy-agent@1.2.3",
+        "sh",
     )
+
+
+def test_the_setup_installs_every_agent_from_its_facts_and_refuses_an_unknown_one() -> None:
+    planned = installs.plan(["all"])
+    facts = [a.facts for a in map(get_adapter, ADAPTERS) if isinstance(a, AgentBase) and a.facts.install]
+    assert [item.prefix for item in planned] == [f.cache_root for f in facts]
+    (aider,) = [item for item in planned if item.agent == "aider"]
+    assert aider.pip and aider.spec == f"aider-chat=={AIDER_VERSION}" and aider.command == "aider"
+    (opencode,) = [item for item in planned if item.agent == "opencode"]
+    assert opencode.config_npm == f"@opencode-ai/plugin@{OPENCODE_VERSION}"
+    assert all(item.size_mb > 0 for item in planned if item.agent != TOY)  # `orch setup` says each size
+    assert installs.plan(["scripted"]) == []  # nothing to install
+    with pytest.raises(UsageError, match="unknown agent 'nope'"):
+        installs.plan(["claude", "nope"])
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if n != "scripted"])
 def test_each_agent_with_a_binary_has_its_bin_setting(name: str) -> None:
-    """ORCH_<NAME>_BIN is found by the agent's name; its README default names the folder setup.sh installs to."""
+    """ORCH_<NAME>_BIN is found by the agent's name; its default in docs/settings.md names the folder `orch setup`
+    installs to."""
     adapter = get_adapter(name)
     assert isinstance(adapter, AgentBase)
     setting = adapter.facts.bin_setting

@@ -29,10 +29,10 @@ BOOT = "120"  # seconds: opencode takes 10-15 s to draw its TUI on a busy 2-core
 
 @pytest.fixture(autouse=True)
 def opencode_bin(monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The pinned opencode installed by scripts/setup.sh (or ORCH_OPENCODE_BIN), with its plugin package."""
+    """The pinned opencode installed by `orch setup` (or ORCH_OPENCODE_BIN), with its plugin package."""
     path = pinned_bin("opencode")
     if not config_deps(path).is_dir():
-        pytest.fail(f"opencode's plugin package not found beside {path}: run scripts/setup.sh")
+        pytest.fail(f"opencode's plugin package not found beside {path}: run orch setup --agents opencode")
     monkeypatch.setenv("ORCH_OPENCODE_BIN", str(path))
     for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENCODE_CONFIG_DIR", "OPENCODE_CONFIG_CONTENT"):
         monkeypatch.delenv(var, raising=False)
@@ -78,7 +78,7 @@ def test_boots_with_no_dialog_takes_one_submission_and_finishes_a_brief(tmp_path
     brief = tmp_path / "brief-1.md"
     brief.write_text(worker_brief(run, 1))
     assert orch("brief", "oc", "1", brief).exit_code == 0
-    waited = orch("wait", "oc", "--timeout", "120", "--workers", "1")
+    waited = orch("wait", "oc", "--timeout", "120", "--only", "1")
     assert waited.exit_code == 0, waited.output + diagnose(run)
     assert "[W1] worker 1 checked in" in run.bus.read_text()
     assert "all good" in run.result(1).read_text()

@@ -17,22 +17,23 @@ from tests.helpers import orch
 
 pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
 
-# What `orch --help` lists, in its order (the README documents these); `serve-run` is hidden.
+# What `orch --help` lists, in its order (docs/ documents these); `serve-run` is hidden.
 COMMANDS = [
     *("up", "spawn", "send", "brief", "restart"),  # orch.cli.fleet
     *("read", "status", "ls", "attach", "kill", "wait"),  # orch.cli.runs
     "watch",  # orch.cli.watch
-    *("doctor", "model-server"),  # orch.cli.tools
+    *("doctor", "setup", "model-server"),  # orch.cli.tools
     *("run", "demo", "report", "apply"),  # orch.cli.lead
     *("reap", "pull"),  # orch.cli.container
-    *("spec", "skill", "image", "bus", "record"),  # the named groups
+    *("spec", "skill", "image", "bus", "record", "notify"),  # the named groups
 ]
 SUBCOMMANDS = {
-    "spec": ["check", "init"],
+    "spec": ["check", "init", "schema"],
     "skill": ["install"],
     "image": ["build"],
     "bus": ["post", "tail"],
     "record": ["export"],
+    "notify": ["mute", "unmute", "test"],
 }
 
 
@@ -99,6 +100,10 @@ def test_help_table_says_what_each_command_says() -> None:
         ["bus", "tail", "ghost"],
         ["bus", "post", "ghost", "hi"],
         ["record", "export", "ghost", "-o", "out.gz"],
+        ["notify", "mute", "ghost"],
+        ["notify", "unmute", "ghost"],
+        ["notify", "test", "ghost"],
+        ["attach", "ghost", "2"],
     ],
     ids=lambda args: " ".join(args[: args.index("ghost")]),
 )

@@ -12,7 +12,6 @@ import pytest
 from orch.fleet.tmux import TmuxServer
 from orch.gateway.process import stop_gateway
 from orch.run.paths import agents_dir, runs_dir
-from orch.versions import GEMINI_CLI_PACKAGE, GEMINI_CLI_VERSION
 from tests.helpers import orch
 
 
@@ -81,7 +80,8 @@ def test_up_missing_workdir(tmp_path: Path) -> None:
 def test_agent_cli_not_installed(workdir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("ORCH_CLAUDE_BIN", str(tmp_path / "no-claude"))
     result = orch("up", "ok", "--workdir", workdir, "--local")
-    assert result.exit_code == 2 and "Claude Code is not installed" in result.output and "npm install" in result.output
+    assert result.exit_code == 2 and "Claude Code is not installed" in result.output
+    assert "orch setup --agents claude (or set ORCH_CLAUDE_BIN)" in result.output
     _nothing_left("ok")
 
 
@@ -89,7 +89,7 @@ def test_gemini_cli_not_installed(workdir: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("ORCH_GEMINI_BIN", str(tmp_path / "no-gemini"))
     result = orch("up", "ok", "--agent", "gemini", "--workdir", workdir, "--local")
     assert result.exit_code == 2 and "Gemini CLI is not installed" in result.output
-    assert f"npm install -g {GEMINI_CLI_PACKAGE}@{GEMINI_CLI_VERSION}" in result.output
+    assert "orch setup --agents gemini" in result.output
     _nothing_left("ok")
 
 
@@ -155,13 +155,13 @@ def live(live_world: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> str:
         (["send", "live", "1", "--file", "-"], b"\xff\xfe bad", "not UTF-8"),
         (["send", "live", "1", "--file", "-"], b"bin\x00ary", "binary"),
         (["send", "live", "1", "--file", "/nonexistent/brief.md"], None, "file not found"),
-        (["send", "live", "1"], None, "give the message"),
+        (["send", "live", "1"], None, "no message: give it as TEXT, or with --file"),
         (["brief", "live", "1", "/nonexistent/brief.md"], None, "file not found"),
         (["brief", "live", "1", "-"], b"\n\n", "empty brief"),
         (["read", "live", "7"], None, "out of range"),
         (["send", "ghost", "1", "hi"], None, "no run named 'ghost'"),
         (["status", "ghost"], None, "no run named 'ghost'"),
-        (["wait", "live", "--workers", "1,x"], None, "bad worker list"),
+        (["wait", "live", "--only", "1,x"], None, "bad worker list"),
         (["kill"], None, "give a run name or --all"),
     ],
     ids=[

@@ -3,6 +3,8 @@ never its value; a missing one fails a fleet that needs it and is only a note wi
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from orch.cli.doctor import upstream_checks
@@ -34,3 +36,21 @@ def test_doctor_lists_each_credential_the_gateway_would_hold_for_a_fleet(monkeyp
     )
     bad = orch("doctor", "--agents", "nope:1")
     assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1
+
+
+def test_a_fleet_of_one_model_api_with_no_credential_fails_as_its_help_says(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`orch doctor --agents claude:2` exited 0 with no key anywhere: every call of such a run is refused."""
+    stand_in_binaries(monkeypatch)
+    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no login file of Claude Code's either
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    result = orch("doctor", "--agents", "claude:2")
+    assert result.exit_code == 1
+    assert "!! upstream       claude -> https://api.anthropic.com (anthropic): no credential" in result.output
+    login = tmp_path / "claude" / ".credentials.json"  # a login of its own, passed through: enough
+    login.parent.mkdir()
+    login.write_text("{}")
+    assert "the agent's login file, passed through" in orch("doctor", "--agents", "claude:2").output

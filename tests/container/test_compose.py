@@ -451,9 +451,13 @@ def test_compose_lead_runs_a_live_fleet_across_two_apis_and_refuses_a_run_in_use
 
 def test_compose_lead_lands_a_writers_change(project: Project, tmp_path: Path) -> None:
     """A writer task in compose's `lead` under strict isolation: the offline scripted writer edits its
-    worktree (its worker's own uid's), the reviewer passes it, the checks pass, and the change lands."""
+    worktree (its worker's own uid's), the reviewer passes it, the checks pass, and the change lands. It cannot
+    put anything beside its worktree (where its next job's goes: the folder is the controller's). A second
+    writer's links, each looking inside, lead out of the tree: its change is refused."""
     fix = "cd {{workdir}} && sed -i 's|start = page \\* size|start = (page - 1) * size|' pages.py"
-    probe = "p={{run_dir}}/outbox/agent-{{worker}}/probe.txt; stat -c %u {{workdir}} > $p; id -u >> $p"
+    probe = "p={{run_dir}}/outbox/agent-{{worker}}/probe.txt; stat -c %u {{workdir}}/pages.py > $p; id -u >> $p"
+    beside = "touch {{run_dir}}/worktrees/agent-{{worker}}/next 2>/dev/null && echo PLANTED >> $p"
+    chain = "cd {{workdir}} && mkdir sub && ln -s .. sub/up && ln -s sub/up/.. escape"
     spec = {
         "workdir": ".",
         "offline": True,
@@ -469,13 +473,25 @@ def test_compose_lead_lands_a_writers_change(project: Project, tmp_path: Path) -
                 "files": ["pages.py"],
                 "worker": 1,
                 "offline_script": [
-                    {"bash": probe},
+                    {"bash": f"{probe}; {beside}"},
                     {"bash": fix},
                     {"write": "{{result_file}}", "content": "pages are 1-based now\n"},
                     {"bash": "touch {{done_file}}"},
                     {"reply": "Finished: one change."},
                 ],
-            }
+            },
+            {
+                "id": "links",
+                "role": "writer",
+                "goal": "Add a shortcut to the project's parent folder.",
+                "worker": 2,
+                "offline_script": [
+                    {"bash": chain},
+                    {"write": "{{result_file}}", "content": "a shortcut\n"},
+                    {"bash": "touch {{done_file}}"},
+                    {"reply": "Finished."},
+                ],
+            },
         ],
         "changes": {"reviewers_per_change": 1},
     }
@@ -485,12 +501,15 @@ def test_compose_lead_lands_a_writers_change(project: Project, tmp_path: Path) -
     cmd = [*project.cli, "-f", str(COMPOSE_FILE), "-p", project.name, "run", "--rm", "lead"]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     out = done.stdout + done.stderr
-    assert done.returncode == 0, out
+    assert done.returncode == 4, out  # the links' task did not land
     assert "isolation strict" in out, out
     report = json.loads((runs / "w" / "report.json").read_text())
-    assert [(c["task"], c["status"]) for c in report["changes"]] == [("fix", "LANDED")], report["changes"]
-    owner, writer = (runs / "w" / "outbox" / "agent-1" / "probe.txt").read_text().split()
-    assert owner == writer == str(worker_uid(1))  # its worktree its own, written as its own uid
+    rows = {c["task"]: c for c in report["changes"]}
+    assert rows["fix"]["status"] == "LANDED" and rows["links"]["status"] == "REJECTED", report["changes"]
+    assert "escape: a link out of the tree" in rows["links"]["detail"], rows["links"]
+    owner, writer = (runs / "w" / "outbox" / "agent-1" / "probe.txt").read_text().split()  # and no PLANTED
+    assert owner == writer == str(worker_uid(1))  # its worktree's files its own, written as its own uid
+    assert not (runs / "w" / "worktrees" / "agent-1" / "next").exists()
     assert "start = page * size" in (workspace / "pages.py").read_text()  # the workspace itself untouched
 
 

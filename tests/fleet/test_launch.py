@@ -4,9 +4,13 @@ private server, its windows, a name taken), a worker restarted."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 from pathlib import Path
 
+import pytest
+
+from orch.errors import SandboxError
 from orch.fleet import control, launch
 from orch.run.folder import RunFolder
 from orch.run.records import WorkerState
@@ -47,6 +51,13 @@ def test_restart_brings_a_crashed_worker_back(run3: RunFolder) -> None:
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
     wait_until(lambda: control.status(run3).workers[1].state is WorkerState.CRASHED, 10, "worker 2 to crash")
+    # A file where the controller seeds a folder (the worker may write its own config dir): one error, no crash.
+    home = run3.config_dir(2) / "home"
+    shutil.rmtree(home)
+    home.write_text("planted")
+    with pytest.raises(SandboxError, match="config dir cannot be prepared"):
+        launch.restart(run3, 2)
+    home.unlink()
     launch.restart(run3, 2)
     wait_until(lambda: control.status(run3).workers[1].state is WorkerState.IDLE, 10, "worker 2 to come back")
     assert orch("send", "r3", "2", "after restart").exit_code == 0

@@ -73,7 +73,7 @@ def _probe(run: RunFolder, n: int, lines: list[str], tmp_path: Path) -> dict[str
     steps = [f"$ {{ {line} ; }} >> {out} 2>&1" for line in lines]
     brief.write_text("Probe.\n" + "\n".join([*steps, f"$ touch {run.done(n)}"]) + "\n")
     assert orch("brief", run.name, str(n), brief).exit_code == 0
-    waited = orch("wait", run.name, "--workers", str(n), "--timeout", "60")
+    waited = orch("wait", run.name, "--only", str(n), "--timeout", "60")
     assert waited.exit_code == 0, waited.output + run.log(n).read_text(errors="replace")[-2000:]
     text = out.read_text()
     return dict(line.split("=", 1) for line in text.split() if "=" in line)

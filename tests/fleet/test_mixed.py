@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orch.cli.fleet import parse_agents
+from orch.cli.common import parse_agents
 from orch.contracts import UpRequest
 from orch.errors import NotFoundError, UsageError
 from orch.fleet import launch, rungateway

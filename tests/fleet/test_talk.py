@@ -37,6 +37,6 @@ def test_brief_writes_task_and_worker_follows_it(run3: RunFolder, tmp_path: Path
     task = run3.task(1).read_text()
     assert task.startswith("Say hello") and "Worker protocol" in task and str(run3.done(1)) in task
     assert prompts(run3, 1) == [workerprotocol.pointer_text(run3, 1)]
-    assert orch("wait", "r3", "--workers", "1", "--timeout", "20").exit_code == 0
+    assert orch("wait", "r3", "--only", "1", "--timeout", "20").exit_code == 0
     row = control.status(run3).workers[0]
     assert row.done and row.result and row.last_bus is not None and row.last_bus.endswith("[W1] hello from one")

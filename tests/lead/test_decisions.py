@@ -478,6 +478,40 @@ def test_a_gateway_refusal_is_the_reason_given() -> None:
     assert check.cap == (decisions.Overrun(1, "the model gateway refused it: over 5 tokens"),)
 
 
+WARNINGS: dict[str, tuple[dict[str, Any], dict[int, decisions.Spend], set[str], list[str]]] = {
+    # (budget, each worker's spend, already warned, the keys warned of now)
+    "under-80": ({"max_cost_usd": 1.0}, {1: S(0.3), 2: S(0.49)}, set(), []),
+    "fleet-at-80": ({"max_cost_usd": 1.0}, {1: S(0.3), 2: S(0.5)}, set(), ["fleet:max_cost_usd"]),
+    "once": ({"max_cost_usd": 1.0}, {1: S(0.9)}, {"fleet:max_cost_usd"}, []),
+    "worker-tokens": (
+        {"max_tokens_per_worker": 100},
+        {1: S(tokens=85), 2: S(tokens=10)},
+        set(),
+        ["1:max_tokens_per_worker"],
+    ),
+    "each-cap": (
+        {"max_tokens": 100, "max_cost_per_worker_usd": 1.0},
+        {1: S(0.8, 50), 2: S(0.1, 40)},
+        set(),
+        ["fleet:max_tokens", "1:max_cost_per_worker_usd"],
+    ),
+}
+
+
+@pytest.mark.parametrize(("caps", "spend", "warned", "new"), WARNINGS.values(), ids=WARNINGS.keys())
+def test_budget_warnings(
+    caps: dict[str, Any], spend: dict[int, decisions.Spend], warned: set[str], new: list[str]
+) -> None:
+    assert [w.key for w in decisions.budget_warnings(Budget(**caps), spend, warned)] == new
+
+
+def test_a_budget_warning_says_whose_cap_and_how_much() -> None:
+    (fleet,) = decisions.budget_warnings(Budget(max_cost_usd=2.0), {1: S(1.7)}, ())
+    assert fleet.reason() == "85% of the fleet's max_cost_usd spent ($1.70 of $2)"
+    (own,) = decisions.budget_warnings(Budget(max_tokens_per_worker=1000), {3: S(tokens=900)}, ())
+    assert own.reason() == "90% of worker 3's max_tokens_per_worker spent (900 of 1000 tokens)"
+
+
 def test_no_budget_is_not_checked() -> None:
     assert not decisions.has_budget(Budget())
 

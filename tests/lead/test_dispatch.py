@@ -6,14 +6,17 @@ itself) left in its outbox, and a brief caught mid-send is settled from the work
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from orch.jobs.findings import Finding, Severity
 from orch.jobs.state import AcceptedFinding, Job, JobStatus, Stance
+from orch.lead.changes.repo import RunRepo
 from orch.run.events import Event
-from orch.spec.model import Role
+from orch.spec.model import Role, TaskSpec
+from tests.lead.changes.gitfix import user_repo
 from tests.lead.desks import Parts, parts
 
 
@@ -77,3 +80,27 @@ def test_a_brief_the_hooks_show_arrived_is_running_and_archived(desk: Parts) -> 
     (sent,) = desk.events(Event.BRIEF_SENT)
     assert sent["data"]["confirmed_from_hooks"] and sent["data"]["resumed"]
     assert not desk.events(Event.BRIEF_NOT_DELIVERED)
+
+
+@pytest.mark.parametrize("planted", ["file", "link", "fifo"])
+def test_a_file_where_a_writers_worktree_goes_fails_that_job_cleanly(tmp_path: Path, planted: str) -> None:
+    """Something in the place of the next job's worktree (its writer's sandbox cannot put it there any more:
+    tests/backends/local/test_bwrap.py; a crash, an older run) fails that job with one line; the controller goes on and
+    nothing is followed (it once died with FileExistsError and no report)."""
+    p = parts(tmp_path, workers=2, tasks=[TaskSpec(goal="g", role=Role.WRITER)])
+    user_repo(p.desk.workdir, {})
+    RunRepo.create(p.run, p.desk.workdir, None, False)
+    job = p.state.jobs[0]
+    where = p.run.worktrees_dir(1) / job.id
+    aside = tmp_path / "aside"
+    aside.mkdir()
+    if planted == "file":
+        where.write_text("x")
+    elif planted == "link":
+        where.symlink_to(aside)
+    else:
+        os.mkfifo(where)
+    p.dispatch.assign(job, 1)
+    assert p.dispatch.move(job, 1) is False
+    assert job.status is JobStatus.FAILED and "cannot make the job's folder" in (job.failure or ""), job
+    assert not list(aside.iterdir()) and (where.is_symlink() or where.exists())  # left as it was, not followed

@@ -218,7 +218,7 @@ def test_brief_runs_shell_and_write_calls_and_finishes(fleet: Fleet, tmp_path: P
     brief.write_text(_brief(run, 1, fleet.kind))
     result = orch("brief", fleet.name, "1", brief)
     assert result.exit_code == 0, result.output
-    waited = orch("wait", fleet.name, "--workers", "1", "--timeout", "180")
+    waited = orch("wait", fleet.name, "--only", "1", "--timeout", "180")
     screen = orch("read", fleet.name, "1").output
     assert waited.exit_code == 0, f"{waited.output}\n--- screen\n{screen}"
     assert run.result(1).read_text() == "# Result of worker 1\nall good\n"

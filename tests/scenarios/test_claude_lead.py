@@ -46,6 +46,7 @@ from tests.lead.leadrun import (
     statuses,
     write_spec,
 )
+from tests.notify.receiver import Receiver
 from tests.report.ciformats import junit, valid_sarif
 
 pytestmark = pytest.mark.claude
@@ -468,17 +469,21 @@ def test_the_controller_starts_a_killed_gateway_again_and_the_worker_carries_on(
     ids=["approve", "deny", "report"],
 )
 def test_permission_prompts_are_answered_by_policy(
-    offline: None, workdir: Path, tmp_path: Path, policy: str, exit_code: int, event: Event
+    offline: None, workdir: Path, tmp_path: Path, policy: str, exit_code: int, event: Event, receiver: Receiver
 ) -> None:
-    """WebFetch is outside the default allow list: the call needs approval, which the policy gives."""
+    """WebFetch is outside the default allow list: the call needs approval, which the policy gives. Only a
+    prompt the policy leaves on screen (report) is a notification; the run's end is one whatever the policy."""
     fetch = {"tool": "WebFetch", "input": {"url": "http://127.0.0.1:9/{{task_id}}", "prompt": "summarise"}}
     tasks = [{"id": "notes", "role": "scribe", "goal": "Summarise a page.", "offline_script": [fetch, RESULT, DONE]}]
     timeouts = {"job": 25} if policy == "report" else {}
     spec = write_spec(
         tmp_path / "perm.yaml", workdir, tasks, workers=1, permissions=policy, timeouts=timeouts, teardown=False
     )
-    result = orch("run", spec, "--local", "--name", f"perm-{policy}")
+    result = orch("run", spec, "--local", "--name", f"perm-{policy}", "--notify", receiver.url())
     assert result.exit_code == exit_code, result.output
+    heard = [(p.json()["reason"], p.json()["worker"], p.json()["text"]) for p in receiver.posts]
+    asked = [("permission", 1, "WebFetch: http[:]//127.0.0.1:9/notes")] if policy == "report" else []
+    assert heard[:-1] == asked and heard[-1][0] == "run-ended", heard
     run = RunFolder.for_name(f"perm-{policy}")
     told = [p.read_text() for p in run.config_dir(1).glob("projects/*/*.jsonl")]  # the agent's own transcript
     assert orch("kill", f"perm-{policy}").exit_code == 0

@@ -16,7 +16,8 @@ from orch.run.records import Isolation
 from tests import caps_attacks
 from tests.dockertest import BUILD_TIMEOUT, new_name
 from tests.helpers import SAMPLE, orch
-from tests.scenarios.test_contain_local import LIMITS, assert_contained
+from tests.notify.receiver import Receiver
+from tests.scenarios.test_contain_local import LIMITS, assert_contained, assert_told
 
 pytestmark = [pytest.mark.docker, pytest.mark.claude, pytest.mark.timeout(BUILD_TIMEOUT)]
 
@@ -26,7 +27,7 @@ def _size(root: Path) -> int:
 
 
 def test_attackers_are_stopped_and_the_honest_work_completes_in_the_container(
-    image: str, names: list[str], engine: docker.DockerClient, tmp_path: Path, claude_bin: Path
+    image: str, names: list[str], engine: docker.DockerClient, tmp_path: Path, claude_bin: Path, receiver: Receiver
 ) -> None:
     workdir = tmp_path / "work"
     workdir.mkdir()
@@ -34,10 +35,12 @@ def test_attackers_are_stopped_and_the_honest_work_completes_in_the_container(
         (workdir / item.name).write_bytes(item.read_bytes())
     name = new_name(names, "contain")
     spec = caps_attacks.spec(tmp_path / "fleet.yaml", workdir, real_bomb=True, limits=LIMITS)
-    result = orch("run", str(spec), "--name", name)
+    # The notifier runs here, on the host, reading the run folder the container writes (bind-mounted).
+    result = orch("run", str(spec), "--name", name, "--notify", receiver.url())
     run = RunFolder.for_name(name)
     assert run.info().isolation is Isolation.STRICT, result.output
     assert_contained(run, result.output)
     assert result.exit_code == 5, result.output
+    assert_told(receiver)
     # The host's disk took none of the 3 GiB: the run folder stays far below its cap.
     assert _size(run.root) < 200 << 20

@@ -16,6 +16,7 @@ from orch.run.events import Event
 from orch.run.folder import RunFolder
 from tests import caps_attacks
 from tests.helpers import SAMPLE, orch
+from tests.notify.receiver import Receiver
 
 pytestmark = pytest.mark.claude
 
@@ -53,12 +54,24 @@ def assert_contained(run: RunFolder, output: str) -> None:
     assert any(e["event"] == Event.FINISHED for e in lines)
 
 
-def test_attackers_are_stopped_and_the_honest_work_completes_locally(offline: None, tmp_path: Path) -> None:
+def assert_told(receiver: Receiver) -> None:
+    """A person heard of each cap broken (three at once: the rate limit holds back a fourth) and of the end."""
+    posts = [p.json() for p in receiver.posts]
+    over = [p["worker"] for p in posts if p["reason"] == "over-cap"]
+    assert len(over) == 3 and set(over) <= {1, 2, 3}, posts
+    assert all(p["action"] == f"orch attach {p['run']} {p['worker']} --write" for p in posts if p["worker"])
+    assert posts[-1]["reason"] == "run-ended" and posts[-1]["text"].startswith("failed (exit 5)"), posts
+
+
+def test_attackers_are_stopped_and_the_honest_work_completes_locally(
+    offline: None, tmp_path: Path, receiver: Receiver
+) -> None:
     workdir = tmp_path / "work"
     shutil.copytree(SAMPLE, workdir)
     spec = caps_attacks.spec(tmp_path / "fleet.yaml", workdir, real_bomb=False, limits=LIMITS)
-    result = orch("run", spec, "--local", "--name", "contain")
+    result = orch("run", spec, "--local", "--name", "contain", "--notify", receiver.url())
     run = RunFolder.for_name("contain")
     assert run.info().caps.pids == 256
     assert_contained(run, result.output)
     assert result.exit_code == 5, result.output  # the attackers' jobs failed; the run still reported
+    assert_told(receiver)

@@ -149,7 +149,8 @@ def test_firewall_failure_stops_the_run(
 def test_image_build_cli_streams_progress(image: str, engine: docker.DockerClient) -> None:
     """`orch image build` prints the engine's progress as it builds (here from cache: the sources are built)."""
     tag = f"{unique('orch-test-cli')}:latest"
-    args = ["image", "build", "--base", BASE, "--tag", tag, *(["--ca-bundle", str(CA_BUNDLE)] if CA_BUNDLE else [])]
+    ca = ["--ca-bundle", str(CA_BUNDLE)] if CA_BUNDLE else []
+    args = ["image", "build", "--base-image", BASE, "--tag", tag, *ca]
     try:
         result = orch(*args)
         assert result.exit_code == 0, result.output[-2000:]

@@ -131,7 +131,7 @@ def test_killed_from_outside_loses_nothing_and_resumes(
     brief = tmp_path / "brief.md"
     brief.write_text(script_brief(run, 1))
     assert orch("brief", name, "1", brief).exit_code == 0
-    assert orch("wait", name, "--workers", "1", "--timeout", "120").exit_code == 0
+    assert orch("wait", name, "--only", "1", "--timeout", "120").exit_code == 0
     task_before = run.task(1).read_text()
     session = next(e.session_id for e in run.hook_events(1) if e.hook_event_name == "SessionStart")
     info = run.info()

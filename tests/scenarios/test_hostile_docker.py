@@ -219,7 +219,7 @@ def test_strict_workers_each_have_their_own_uid_and_nothing_more(
     brief = tmp_path / "brief.md"
     brief.write_text("# Task\n\n```orch-script\n" + "\n".join(json.dumps(s) for s in steps) + "\n```\n")
     assert orch("brief", name, "1", brief).exit_code == 0
-    result = orch("wait", name, "--timeout", "120", "--workers", "1")
+    result = orch("wait", name, "--timeout", "120", "--only", "1")
     assert result.exit_code == 0, result.output
     lines = run.bus.read_text().splitlines()
     assert [line.split(" ", 1)[1] for line in lines] == ["[W1] from one"]

@@ -479,6 +479,10 @@ def test_the_fleets_token_budget_stops_the_run(workdir: Path, tmp_path: Path) ->
     assert "500" in aborted.data["reason"], aborted.data
     (exceeded,) = events(run, Event.BUDGET_EXCEEDED)
     assert exceeded.worker is None and exceeded.data["reason"] == aborted.data["reason"]
+    (warned,) = events(run, Event.BUDGET_WARNING)  # 80 % spent: said once, before (or with) the overrun
+    assert warned.worker is None and warned.data["cap"] == "max_tokens" and warned.ts <= exceeded.ts
+    (finished,) = events(run, Event.FINISHED)  # what a person hears of the end (orch.notify)
+    assert finished.data["status"] == "failed" and finished.data["cost_usd"] >= 0
     assert load_state(run).job("notes").status is JobStatus.CANCELLED
     data = report(run)
     assert data["status"] == "failed" and "500" in data["reason"]

@@ -22,7 +22,7 @@ START_TIMEOUT = 60.0
 CALL_TIMEOUT = 30.0
 DEVTOOLS = re.compile(r"DevTools listening on (ws://\S+)")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
-"""Screenshots the tests keep (gitignored); README's come from here."""
+"""Screenshots the tests keep (gitignored); the docs' come from scripts/screenshots.py, which drives this too."""
 
 
 def chromium_or_skip() -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orch.run.folder import RunFolder
-from orch.view.statusbar import CLEAR, BuildProgress, RunBar, StatusBar
+from orch.view.statusbar import CLEAR, BuildProgress, RunBar, SetupProgress, StatusBar, bar
 from orch.waits import wait_until
 from tests.helpers import orch
 from tests.view.fakerun import hook, lead_run
@@ -16,11 +16,11 @@ from tests.view.fakerun import hook, lead_run
 
 def test_lines_go_above_the_bar() -> None:
     out = io.StringIO()
-    bar = StatusBar(out)
-    bar.set("jobs 1/2")
-    bar.echo("12:00:00  W1 assigned t1 (finder)")
-    bar.set("x" * 500)  # never wider than the terminal: it would wrap and leave its start behind
-    bar.clear()
+    line = StatusBar(out)
+    line.set("jobs 1/2")
+    line.echo("12:00:00  W1 assigned t1 (finder)")
+    line.set("x" * 500)  # never wider than the terminal: it would wrap and leave its start behind
+    line.clear()
     text = out.getvalue()
     assert text.startswith(f"{CLEAR}jobs 1/2{CLEAR}12:00:00  W1 assigned t1 (finder)\njobs 1/2{CLEAR}")
     assert max(len(part) for part in text.split(CLEAR)) < 500
@@ -33,7 +33,7 @@ def test_the_run_bar_follows_the_run(orch_home: Path, monkeypatch: pytest.Monkey
     monkeypatch.setenv("COLUMNS", "200")
     run = lead_run()
     out = io.StringIO()
-    bar = RunBar(run, out)
+    run_bar = RunBar(run, out)
     try:
         wait_until(lambda: "jobs 2/3 | findings 1 (0 confirmed, 0 refuted) | $0.8750 of $5.00" in out.getvalue(), 10,
                    "the first bar")  # fmt: skip
@@ -41,7 +41,7 @@ def test_the_run_bar_follows_the_run(orch_home: Path, monkeypatch: pytest.Monkey
         hook(run, 1, "PreToolUse", tool_name="Bash")
         wait_until(lambda: out.getvalue().endswith("| 2 busy 1 idle"), 10, "the bar to follow a hook event")
     finally:
-        bar.close()
+        run_bar.close()
     assert out.getvalue().endswith(CLEAR)
 
 
@@ -62,3 +62,25 @@ def test_a_build_keeps_its_steps_and_scrolls_their_output() -> None:
     kept = [part.split("\n")[0] for part in out.getvalue().split(CLEAR) if "\n" in part]
     assert kept == ["Step 1/3 : FROM base", "Step 2/3 : RUN npm install"]
     assert f"{CLEAR}  npm notice{CLEAR}" in out.getvalue()
+
+
+def test_setups_bar_fills_with_the_size_on_disk_and_is_never_full_before_the_end() -> None:
+    assert bar(0, 100, width=10) == "[..........]"
+    assert bar(50, 100, width=10) == "[#####.....]"
+    assert bar(150, 100, width=10) == "[#########.]"  # the pinned size is an estimate
+    assert bar(5, 0, width=4) == "[....]"
+
+
+def test_setup_progress_draws_a_bar_on_a_terminal_and_nothing_in_a_log() -> None:
+    sizes = iter([10, 20])
+    term = io.StringIO()
+    progress = SetupProgress(term, True, lambda: next(sizes), 40)
+    progress.tick()
+    progress.tick()
+    progress.close()
+    assert "10 of about 40 MB" in term.getvalue() and "[############" in term.getvalue()
+    log = io.StringIO()
+    quiet = SetupProgress(log, False, lambda: 1, 40)
+    quiet.tick()
+    quiet.close()
+    assert log.getvalue() == ""  # CI's log gets orch setup's own lines, never a bar's redraws

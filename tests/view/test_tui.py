@@ -4,6 +4,7 @@ act on a real scripted fleet, a tiny terminal, 32 workers, a folder that vanishe
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import subprocess
 import sys
@@ -16,14 +17,16 @@ from textual.pilot import Pilot
 
 from orch.errors import NotFoundError
 from orch.fleet import launch
+from orch.notify.follow import mute
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, RunStatus
 from orch.view.actions import GENERIC_NUDGE
 from orch.view.tui import FleetScreen, WatchApp, run_tui
-from orch.view.widgets import PaneScreen, Tile
+from orch.view.widgets import NeedsList, PaneScreen, Tile, need_text
 from orch.waits import wait_until
 from tests.helpers import orch, prompts
+from tests.notify.hostile import HOSTILE, carries
 from tests.view.browser import ARTIFACTS
 from tests.view.fakerun import hook, lead_run
 
@@ -65,7 +68,7 @@ def test_a_tile_follows_a_hook_event_and_the_bus_filters(orch_home: Path) -> Non
             hook(run, 2, "PreToolUse", tool_name="Grep")
             await until(pilot, lambda: "busy (Grep)" in tile(app, 2).plain, "W2's tile to show its tool call")
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
-            app.save_screenshot("watch-tui.svg", str(ARTIFACTS))  # kept as an artifact (README's picture)
+            app.save_screenshot("watch-tui.svg", str(ARTIFACTS))  # an artifact (the docs: scripts/screenshots.py)
             screen = fleet_screen(app)
             assert len(screen.bus_shown) == 2
             await pilot.press("slash", *"checking")
@@ -195,3 +198,36 @@ def test_the_tui_for_real_in_tmux(tmp_path: Path, orch_home: Path, tmux_tmpdir: 
         )  # fmt: skip
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True, check=False)
+
+
+def test_a_need_is_listed_once_rung_and_opens_its_workers_screen(orch_home: Path) -> None:
+    """A permission left to a person (with hostile text) shows in the needs list as plain text, rings once (a
+    toast; the bell and OSC go through the driver, which a headless app does not write), and `j` (or Enter on it)
+    opens that worker's screen. Answered, it leaves the list; a muted run lists but does not ring."""
+    run = lead_run()
+
+    async def drive() -> None:
+        app = WatchApp(run)
+        async with app.run_test(size=(160, 45)) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, FleetScreen), "the fleet screen")
+            needs = app.screen.query_one(NeedsList)
+            assert not needs.needs and needs.styles.display == "none"
+            hook(run, 2, "PermissionRequest", tool_name="Bash", tool_input=json.dumps({"command": HOSTILE}))
+            await until(pilot, lambda: len(needs.needs) == 1, "the need in the list")
+            shown = need_text(needs.needs[0]).plain
+            assert "W2 waits on a permission: Bash:" in shown and carries(shown) == [] and needs.display
+            screen = fleet_screen(app)
+            assert screen.rang == needs.needs  # rung once: a toast, and (not headless) the bell and OSC 9/777
+            await pilot.press("j")
+            await until(pilot, lambda: isinstance(app.screen, PaneScreen), "W2's screen")
+            pane = app.screen
+            assert isinstance(pane, PaneScreen) and pane.n == 2
+            await pilot.press("escape")
+            hook(run, 2, "PreToolUse", tool_name="Bash")  # answered
+            await until(pilot, lambda: not needs.needs, "the need to leave the list")
+            mute(run, True)
+            hook(run, 3, "PermissionRequest", tool_name="WebFetch")
+            await until(pilot, lambda: len(needs.needs) == 1, "the muted run's need in the list")
+            assert len(screen.rang) == 1  # not rung
+
+    asyncio.run(drive())

@@ -4,6 +4,7 @@ wrong token, and takes actions only with --control; a screenshot is kept as an a
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent
 from orch.view.actions import GENERIC_NUDGE
 from tests.helpers import orch, prompts
+from tests.notify.hostile import HOSTILE, carries
 from tests.view.browser import ARTIFACTS, chromium
 from tests.view.fakerun import HOSTILE_REASON, hook, lead_run
 
@@ -187,5 +189,36 @@ def test_without_a_name_the_page_lists_runs(orch_home: Path, tmp_path: Path, ser
             await page.until("document.querySelectorAll('#runs tbody tr').length === 2", "the runs")
             await page.evaluate("document.querySelector('#runs a[href*=\"run=second\"]').click()")
             await page.until("document.querySelectorAll('.tile').length === 2", "the picked run's tiles")
+
+    asyncio.run(drive())
+
+
+def test_the_needs_list_and_its_link_to_a_worker(orch_home: Path, tmp_path: Path, serve: Serve) -> None:
+    """A permission left to a person, with hostile text, is listed as text; its link (the page's own #w2, as a
+    notification's URL ends) shows that worker's tile; the tab's title counts what needs you."""
+    run = lead_run()
+    web = serve("lr")
+
+    async def drive() -> None:
+        async with chromium(tmp_path / "profile") as browser:
+            page = await browser.open(web.url)
+            await page.until("document.querySelectorAll('.tile').length === 3", "the tiles")
+            assert await page.evaluate("document.getElementById('needs-box').hidden") is True
+            hook(run, 2, "PermissionRequest", tool_name="Bash", tool_input=json.dumps({"command": HOSTILE}))
+            await page.until("!document.getElementById('needs-box').hidden", "the needs list")
+            shown = await page.evaluate("document.getElementById('needs').textContent")
+            assert "W2 permission: Bash:" in shown and "orch attach lr 2 --write" in shown
+            assert carries(shown) == []
+            assert await page.evaluate("document.querySelectorAll('#needs a').length") == 1
+            assert await page.evaluate("document.querySelector('#needs a').getAttribute('href')") == "#w2"
+            assert await page.evaluate("document.querySelectorAll('#needs b, #needs img, #needs script').length") == 0
+            assert await page.evaluate("document.title") == "(1) orch watch"
+            await page.evaluate("document.querySelector('#needs a').click()")
+            await page.until("document.body.dataset.shown === '2'", "W2's tile shown")  # (flashed for 2 s)
+            hook(run, 2, "PreToolUse", tool_name="Bash")  # answered: off the list
+            await page.until("document.getElementById('needs-box').hidden", "the list to empty")
+            assert await page.evaluate("document.title") == "orch watch"
+            linked = await browser.open(web.url + "#w3")  # a notification's link: the worker's tile at once
+            await linked.until("document.body.dataset.shown === '3'", "W3's tile shown")
 
     asyncio.run(drive())

@@ -252,7 +252,7 @@ def check_image(client: docker.DockerClient, image: str, address: str | None = N
     except docker.errors.ImageNotFound:
         raise UsageError(
             f"image {image} is not on the Docker engine at {address or engine_address()}",
-            hint="build it with `orch image build` (add --base IMAGE where no registry is reachable)",
+            hint="build it with `orch image build` (add --base-image IMAGE where no registry is reachable)",
         ) from None
     except docker.errors.APIError as exc:
         raise SandboxError(f"cannot inspect image {image}: {explain(exc)}") from exc

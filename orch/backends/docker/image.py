@@ -173,7 +173,7 @@ def _build_error(message: str, step: str, step_of: str, base: str, recent: Itera
     if step.upper().startswith("FROM "):
         return UsageError(
             f"base image {base} is not available to the Docker engine: {shorten(message, MESSAGE_CHARS)}",
-            hint=f"docker pull {base}, or use --base with an image the engine has locally "
+            hint=f"docker pull {base}, or use --base-image with an image the engine has locally "
             "(scripts/ci-base-image.sh makes orch-base:bookworm without a registry)",
         )
     # The step's own words (npm's "ERR!" lines, apt's "E:") say more than the shell's exit code.
@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     except OrchError as exc:
         print(f"error: {exc.one_line()}", file=sys.stderr)
         return exc.exit_code
-    parser.add_argument("--base", default=base)
+    parser.add_argument("--base-image", "--base", dest="base", default=base)
     parser.add_argument("--ca-bundle", type=Path, default=ca_bundle)
     parser.add_argument("--tag", default=tag)
     parser.add_argument("--claude-version", dest="agent_version", help="agent CLI version (default: pinned)")

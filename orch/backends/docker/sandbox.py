@@ -62,6 +62,7 @@ from orch.run.records import (
     DockerRunInfo,
     EgressMode,
     Isolation,
+    LocalRunInfo,
     RunInfo,
     RunStatus,
     RunStatusView,
@@ -84,6 +85,18 @@ class DockerSettings:
     boot_timeout: float = launch.BOOT_TIMEOUT
 
 
+@dataclass(frozen=True)
+class _Checked:
+    """What `DockerSandbox._checked` found, for `up` to go on with."""
+
+    planned: LocalRunInfo
+    allow: list[str]
+    client: docker.DockerClient
+    remote: bool
+    uid: int
+    gid: int
+
+
 class DockerSandbox:
     """The `Sandbox` of containerised runs (orch.contracts.Sandbox), seen from outside their containers."""
 
@@ -103,25 +116,25 @@ class DockerSandbox:
         return self._clients[host]
 
     # --- up ---------------------------------------------------------------------------------------
-    def up(self, request: UpRequest) -> RunInfo:
+    def check(self, request: UpRequest) -> None:
+        self._checked(request)
+
+    def _checked(self, request: UpRequest) -> _Checked:
+        """Everything `up` refuses, asked of the engine without making anything."""
         adapter, planned = launch.plan(request)  # the agent itself runs inside the container
         opts = self.settings.options
-        host_workdir = Path(planned.workdir)
-        recording = _recording(request)
         try:
             # The model API is not the workers': the init opens it to the gateway's uid alone.
-            offline = request.offline or recording is not None
+            offline = request.offline or _recording(request) is not None
             allow = egress.allowlist_for(os.environ, offline, opts.allow, adapter.credentials, model_api=False)
         except ValueError as exc:
             raise UsageError(str(exc), hint="--allow takes a host name, an IP address or a CIDR") from None
-        if opts.egress is not EgressMode.ALLOWLIST:
-            allow = []
         client = self.client()
         remote = is_remote_client(client)
-        address = engine_address()
         if remote and not opts.copy_workdir:
             raise UsageError(
-                f"the Docker engine at {address} is remote: it cannot bind-mount the local path {host_workdir}",
+                f"the Docker engine at {engine_address()} is remote: it cannot bind-mount the local path "
+                f"{planned.workdir}",
                 hint="pass --copy to upload a copy of the workdir to a volume on that engine",
             )
         check_image(client, self.settings.image)
@@ -131,22 +144,19 @@ class DockerSandbox:
                 f"image {self.settings.image} does not carry agent {', '.join(sorted(missing))}",
                 hint=f"build one that does: orch image build --agents {','.join(planned.agents())}",
             )
-        run = RunFolder.for_name(request.name)
         existing = find(client, container_name(request.name))
         if existing is not None and existing.labels.get(LABEL_MANAGED) != "true":
             raise UsageError(
                 f"a container named {container_name(request.name)} exists that orch did not create",
                 hint="pick another run name, or remove that container yourself",
             )
-        if existing is not None or run.root.exists():
-            if not request.replace:
-                what = f"container {container_name(request.name)}" if existing is not None else "run folder"
-                raise UsageError(
-                    f"run {request.name!r} already exists ({what})",
-                    hint=f"use --replace, `orch up {request.name} --resume`, or `orch kill {request.name}`",
-                )
-            removal.replace_run(client, request.name, run)
-
+        if (existing is not None or RunFolder.for_name(request.name).root.exists()) and not request.replace:
+            what = f"container {container_name(request.name)}" if existing is not None else "run folder"
+            raise UsageError(
+                f"run {request.name!r} already exists ({what})",
+                hint=f"use --replace, `orch up {request.name} --resume`, or `orch kill {request.name}`",
+            )
+        host_workdir = Path(planned.workdir)
         uid, gid = container_user(host_workdir, opts.copy_workdir)
         read_only = request.isolation is Isolation.STRICT  # the workers only read the tree then
         if not opts.copy_workdir and not read_only and not writable_by(host_workdir, uid, gid):
@@ -154,6 +164,19 @@ class DockerSandbox:
                 f"the workers run as uid {uid} and cannot write the workdir {host_workdir}",
                 hint="pass --copy to give them a disposable copy, or make the workdir writable by that uid",
             )
+        return _Checked(planned, allow if opts.egress is EgressMode.ALLOWLIST else [], client, remote, uid, gid)
+
+    def up(self, request: UpRequest) -> RunInfo:
+        checked = self._checked(request)
+        planned, allow, client, remote = checked.planned, checked.allow, checked.client, checked.remote
+        opts = self.settings.options
+        host_workdir = Path(planned.workdir)
+        recording = _recording(request)
+        address = engine_address()
+        uid, gid = checked.uid, checked.gid
+        run = RunFolder.for_name(request.name)
+        if find(client, container_name(request.name)) is not None or run.root.exists():
+            removal.replace_run(client, request.name, run)  # --replace (_checked refused it otherwise)
         container_info = ContainerInfo(
             name=container_name(request.name),
             image=self.settings.image,

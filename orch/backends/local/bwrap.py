@@ -9,8 +9,9 @@ All local workers share the user's uid, so what keeps them apart is what each on
   gateway's own loopback address, so the worker's base URL is unchanged); with `--egress allowlist`,
   the listed names too, through the relay's CONNECT proxy on a socket beside it (orch.backends.local.egressproxy);
 - a file system made of the system's read-only folders, Python and orch, the agents' installs, the
-  workdir and the run folder read-only, and writable only `writable(run, n)`: its outbox, its hook log,
-  its session store, its own config dir and its worktree when it has one; /tmp is its own tmpfs. The
+  workdir and the run folder read-only, and writable only `writable(run, n, cwd)`: its outbox, its hook log,
+  its session store, its own config dir and its current job's worktree when it has one; /tmp, /dev/shm and /run
+  are its own tmpfs, each the size of its disk cap (SANDBOX_TMPFS), and the rest of /dev read-only. The
   user's home (the agents' logins), $ORCH_HOME's gateway handles (the control key, the workers' tokens),
   the other workers' config dirs and session stores, the tmux server's socket are not there at all;
 - the bus only through its own socket (SANDBOX_SOCKETS/OWN_BUS; the run's `bus.sock` in there is it
@@ -26,19 +27,16 @@ again after it died serves new sockets there, which the running sandbox sees at 
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 
 import orch
-from orch import settings
+from orch import prereqs, settings
 from orch.agents.registry import get_adapter
-from orch.errors import UsageError
 from orch.gateway.process import handle_path
 from orch.run.folder import RunFolder
-from orch.run.paths import OWN_BUS, SANDBOX_SOCKETS, agents_dir, launch_dir
+from orch.run.paths import OWN_BUS, SANDBOX_SOCKETS, SANDBOX_TMPFS, agents_dir, launch_dir
 from orch.run.records import Backend, Isolation, RunInfo
 from orch.run.uids import can_switch_uids
 
@@ -50,11 +48,6 @@ EGRESS_SOCKET = str(SANDBOX_SOCKETS / "egress.sock")
 """The worker's CONNECT proxy inside its sandbox, when its run allows egress (orch.backends.local.egressproxy)."""
 PANE_SOCKET = SANDBOX_SOCKETS / "pane.sock"
 """The relay's socket for the worker's own pane inside its sandbox (aider's watcher)."""
-PROBE_TIMEOUT = 20.0
-FIX = (
-    "enable unprivileged user namespaces (sysctl -w kernel.unprivileged_userns_clone=1; on Ubuntu "
-    "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0), or run with --isolation shared"
-)
 
 
 def sandboxed(info: RunInfo) -> bool:
@@ -63,52 +56,16 @@ def sandboxed(info: RunInfo) -> bool:
     return info.isolation is Isolation.STRICT and info.backend is Backend.LOCAL and not settings.IN_CONTAINER.get()
 
 
-def find() -> Path | None:
-    """The bubblewrap executable, the one place that finds it (the workers' sandboxes, the checks' sandbox of
-    orch.lead.changes.gate): ORCH_BWRAP, else `bwrap` on PATH (Debian's `bubblewrap`); None if none."""
-    found = settings.BWRAP.get() or shutil.which("bwrap")
-    return Path(found) if found and Path(found).is_file() else None
-
-
-def binary() -> Path:
-    """`find()`, or a UsageError saying how to install it."""
-    found = find()
-    if found is None:
-        raise UsageError(
-            "strict isolation on this machine needs bubblewrap, which is not installed",
-            hint=f"apt-get install bubblewrap (or set {settings.BWRAP.name}), or run with --isolation shared",
-        )
-    return found
-
-
-def _namespaces() -> list[str]:
-    # As root bwrap needs no user namespace; as anyone else it is what makes the others possible.
-    user = [] if os.geteuid() == 0 else ["--unshare-user"]
-    return [*user, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
-
-
-def check() -> str:
-    """Refuse strict isolation where bubblewrap cannot make its namespaces, in one line saying why and
-    how to fix it; the bwrap used, as its version line says (`orch doctor`)."""
-    bwrap = binary()
-    probe = [str(bwrap), *_namespaces(), "--ro-bind", "/", "/", "--proc", "/proc", "--", "true"]
-    try:
-        done = subprocess.run(probe, capture_output=True, text=True, timeout=PROBE_TIMEOUT, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise UsageError(f"strict isolation: {bwrap} cannot run: {exc}", hint=FIX) from None
-    if done.returncode != 0:
-        said = next((ln.strip() for ln in done.stderr.splitlines() if ln.strip()), f"exit {done.returncode}")
-        raise UsageError(f"strict isolation needs user namespaces, and {bwrap} could not make them: {said}", hint=FIX)
-    version = subprocess.run([str(bwrap), "--version"], capture_output=True, text=True, check=False, timeout=10)
-    return (version.stdout.strip() or "bwrap") + f" ({bwrap})"
-
-
-def writable(run: RunFolder, n: int) -> list[Path]:
+def writable(run: RunFolder, n: int, cwd: Path | None = None) -> list[Path]:
     """Everything worker n may write, the one list: its outbox, its hook log, its agent's session store,
-    its own config dir, and its worktree when the run gave it one."""
+    its own config dir, and the worktree of its current job when it starts in one (`cwd` inside
+    `worktrees_dir(n)`): that job's folder only, never the folder beside it where its next job's goes."""
     paths = [run.outbox(n), run.state(n), run.sessions(n), run.config_dir(n)]
-    worktree = run.worktrees_dir(n)  # made by the controller before a writer's job restarts it there
-    return [*paths, *([worktree] if worktree.is_dir() else [])]
+    folder = run.worktrees_dir(n)
+    if cwd is None or folder not in cwd.parents:
+        return paths
+    worktree = folder / cwd.relative_to(folder).parts[0]  # made by the controller before it restarts it there
+    return [*paths, *([worktree] if worktree.is_dir() and not worktree.is_symlink() else [])]
 
 
 def _system() -> list[str]:
@@ -164,15 +121,20 @@ def argv(
     binaries: Iterable[Path],
     sockets: Path,
     home: Path | None,
+    space: int | None = None,
 ) -> list[str]:
     """The bwrap command line (up to `--`) that puts worker n's pane in its sandbox. Binds are applied in
     order: the run folder read-only first, then tmpfs over the others' session stores, then the worker's
     own writable paths over those. `workdir`: the tree under audit (read-only); `cwd`: where the agent starts
     (a writer's worktree, writable, or the workdir). `home`: a HOME of its own (the user's is not there).
     `sockets`: its folder of the relay's sockets (orch.backends.local.relay.worker_sockets), bound at
-    SANDBOX_SOCKETS."""
-    args = [str(binary()), "--die-with-parent", *_namespaces(), "--cap-drop", "ALL", *_system()]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run"]
+    SANDBOX_SOCKETS. `space`: the size of each of its own tmpfs (SANDBOX_TMPFS: its disk cap; None: no size)."""
+    args = [str(prereqs.bwrap_binary()), "--die-with-parent", *prereqs.bwrap_namespaces(), "--cap-drop", "ALL"]
+    args += _system()
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    for place in SANDBOX_TMPFS:  # memory: each the size of its disk cap (the kernel's bound), measured as what it wrote
+        args += [*(["--size", str(space)] if space is not None else []), "--tmpfs", place]
+    args += ["--remount-ro", "/dev"]  # the rest of bwrap's /dev: a tmpfs of no size, else
     if Path("/sys").is_dir():
         args += ["--ro-bind", "/sys", "/sys"]  # what runtimes read for CPU and memory limits
     for path in readable(binaries):
@@ -182,7 +144,7 @@ def argv(
     for hidden in private():  # in case the workdir holds them ($ORCH_HOME inside it): not there either
         if hidden.is_dir():
             args += ["--tmpfs", str(hidden)]
-    for path in writable(run, n):
+    for path in writable(run, n, cwd):
         args += ["--bind", str(path), str(path)]
     args += ["--ro-bind", str(sockets), str(SANDBOX_SOCKETS)]
     # The controller's bus.sock (stamped by uid: every local worker's is the user's) hidden under its own.

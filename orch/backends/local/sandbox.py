@@ -23,6 +23,9 @@ class LocalSandbox:
     def __init__(self, boot_timeout: float = launch.BOOT_TIMEOUT) -> None:
         self.boot_timeout = boot_timeout
 
+    def check(self, request: UpRequest) -> None:
+        launch.check(request)
+
     def up(self, request: UpRequest) -> RunInfo:
         return launch.up(request, self.boot_timeout)
 

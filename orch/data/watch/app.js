@@ -7,7 +7,7 @@
   const run = params.get("run");
   const $ = (id) => document.getElementById(id);
   const q = (path) => `${path}?t=${encodeURIComponent(token)}${run ? `&run=${encodeURIComponent(run)}` : ""}`;
-  let latest = null;
+  let latest = null, shownHash = false;
 
   function el(tag, cls, text) {
     const node = document.createElement(tag);
@@ -54,6 +54,7 @@
   function tile(w, snap, control) {
     const card = el("article", `tile s-${w.state}`);
     card.dataset.worker = w.n;
+    card.id = `w${w.n}`;
     const who = el("div", "who", `W${w.n} `);
     who.append(el("span", "model", w.model || w.agent));
     card.append(who);
@@ -102,6 +103,32 @@
     }));
   }
 
+  // What needs a person (orch.notify's notices still open), newest first, each with its reason class
+  // (docs/notify.md); a click shows that worker's tile (the page's own #wN: a notification's URL ends so).
+  function needs(snap) {
+    const list = $("needs");
+    $("needs-box").hidden = !snap.needs.length;
+    document.title = snap.needs.length ? `(${snap.needs.length}) orch watch` : "orch watch";
+    list.replaceChildren(...snap.needs.map((need) => {
+      const item = el("li", "need");
+      const who = need.worker != null ? `W${need.worker} ` : "";
+      const head = el("a", "", `${clock(need.ts)} ${who}${need.reason}`);
+      head.href = need.worker != null ? `#w${need.worker}` : "#tiles";
+      head.addEventListener("click", () => show(need.worker));
+      item.append(head, need.text ? `: ${need.text}` : "", el("div", "action", need.action));
+      return item;
+    }));
+  }
+
+  function show(worker) {
+    const card = worker != null ? document.getElementById(`w${worker}`) : null;
+    if (!card) return;
+    card.scrollIntoView({ block: "center" });
+    document.body.dataset.shown = String(worker);
+    card.classList.add("flash");
+    setTimeout(() => card.classList.remove("flash"), 2000);
+  }
+
   function bus(snap) {
     const needle = $("filter").value.toLowerCase(), list = $("bus");
     list.replaceChildren(...snap.bus
@@ -119,6 +146,8 @@
     $("banner").textContent = snap.gone ? "The run folder vanished: showing the last that was seen." : "";
     progress(snap);
     $("tiles").replaceChildren(...snap.workers.map((w) => tile(w, snap, data.control)));
+    needs(snap);
+    if (!shownHash && location.hash.startsWith("#w")) { shownHash = true; show(location.hash.slice(2)); }
     matrix(snap);
     changes(snap);
     $("commentary").replaceChildren(...snap.commentary.map((c) => el("li", "", c.text)));

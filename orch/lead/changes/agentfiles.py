@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from orch import escape
 from orch.agents.registry import project_files
 from orch.jobs.changes import Change
-from orch.lead.changes.scope import matches
+from orch.lead.changes.grading import matches
 
 SHOWN = 20
 """The most agent files a reviewer's brief names one by one."""
@@ -23,13 +23,7 @@ SHOWN = 20
 def agent_files(files: Sequence[str]) -> list[str]:
     """The paths of `files` (from the tree's root) that some agent CLI reads as configuration or instructions."""
     globs = project_files()
-    return [path for path in files if any(matches(_matchable(path), glob) for glob in globs)]
-
-
-def _matchable(path: str) -> str:
-    """A path as globs can match it: a line break or other control character in a name (which a glob's `*` does not
-    match) as `_`, so `x\n/.claude/settings.json` is still under a `.claude` folder."""
-    return "".join(c if c.isprintable() else "_" for c in path)
+    return [path for path in files if any(matches(path, glob) for glob in globs)]
 
 
 def violations(change: Change, allow: Sequence[str], subdir: str = "") -> list[str]:
@@ -39,7 +33,7 @@ def violations(change: Change, allow: Sequence[str], subdir: str = "") -> list[s
     out = []
     for path in agent_files(change.files):
         names = [path] + ([path[len(prefix) :]] if prefix and path.startswith(prefix) else [])
-        if not any(matches(_matchable(name), glob) for glob in allow for name in names):
+        if not any(matches(name, glob) for glob in allow for name in names):
             out.append(f"{escape.one_line(path)}: agent configuration or instructions, not allowed by the task")
     return out
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from orch.errors import OrchError, UsageError
+from orch.lead.changes import links
 from orch.lead.changes.repo import RunRepo, branch_name, user_git
 from orch.run.folder import RunFolder
 
@@ -39,6 +40,11 @@ def apply_run(run: RunFolder, cwd: Path, branch: str | None = None) -> str:
     head = repo.head()
     if head == repo.base:
         raise OrchError(f"nothing landed in run {run.name}: {repo.branch} is still its base", hint="see its report")
+    if led_out := links.problems(repo, head, repo.base):  # the queue refuses these: a branch made otherwise
+        raise OrchError(
+            f"{repo.branch} holds a link that leads out of the repository: {'; '.join(led_out)}",
+            hint="nothing was fetched; inspect the run's repository by hand",
+        )
     # The run's repository may be another uid's (a container run's): upload-pack, reading it, would refuse it
     # as "dubious ownership" without its own safe.directory (a -c on fetch does not reach it).
     upload = "git -c safe.directory='*' -c core.hooksPath=/dev/null upload-pack"

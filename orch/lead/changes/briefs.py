@@ -18,7 +18,7 @@ from pathlib import Path
 
 from orch.errors import NotFoundError, OrchError
 from orch.jobs.changes import Change
-from orch.jobs.findings import CodeEvidence, Finding, Severity
+from orch.jobs.findings import CodeEvidence, Finding, RanCommand, Severity
 from orch.jobs.state import ChangeBook, ControllerState, Job
 from orch.lead import briefs, verdictwriter
 from orch.lead.changes import agentfiles
@@ -123,6 +123,18 @@ def offline_record(spec: FleetSpec, run: RunFolder, change: str) -> str:
     """The record the offline reviewer's verdict rests on: the checks as the gate ran them on the change's tree
     (the writer's code never runs as the reviewer)."""
     return str(run.change_checks(change)) if spec.checks else verdictwriter.NO_RECORD
+
+
+def gate_run(run: RunFolder, change: str) -> RanCommand | None:
+    """The spec's checks as the gate ran them on the change's tree (checks.json), as one call that ran them joined
+    with `&&`, which a reviewer may cite as run (the offline one does: orch.lead.verdictwriter.outcome); None: no
+    record."""
+    try:
+        record = json.loads(run.change_checks(change).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    command, code, _, _ = verdictwriter.outcome(record if isinstance(record, dict) else None)
+    return RanCommand(command, is_error=code != 0) if command and code is not None else None
 
 
 def offline_review_steps(

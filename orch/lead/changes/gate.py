@@ -1,16 +1,18 @@
 """The gate a change passes before review and the queue: the checks, run by the controller in a fresh
-disposable sandbox (a copy of the tree, no network, no credentials, no run folder, limits on time and
-output); its other half, the scope, is orch.lead.changes.scope.
+disposable sandbox (a copy of the tree, no network, no credentials, no run folder, limits on time, output,
+processes, memory and disk: orch.lead.changes.checkwatch), on the change's code with the base's tests
+(orch.lead.changes.grading); its other half, the scope, is orch.lead.changes.scope.
 
 The sandbox is bubblewrap where it works (on a machine): a new network namespace with nothing in it, a new
-pid namespace (killing it kills every process a check started), the filesystem read-only but for the copy
-and a private /tmp, and the home folder, ORCH_HOME (run folders, agent config dirs), /run (the Docker
-socket) hidden under empty tmpfs. In a run's container bwrap cannot work (Docker's seccomp profile refuses
-its user namespace), so there the checks run as a uid of their own (orch.run.uids.checks_uid) that the
-container's firewall cuts off the network, loopback included, with no groups or capabilities, on its own
-copy of the tree, its processes all killed after each check; it can read what any uid may read (not the
-credentials: the gateway's and the workers' files are theirs alone). Without either, a run with checks is
-refused in one line.
+pid namespace (killing it kills every process a check started), the filesystem read-only but for a few tmpfs
+of the disk cap's size (/tmp, where each check copies the tree it is handed read-only, /var/tmp, /dev/shm),
+and the home folder, ORCH_HOME (run folders, agent config dirs), /run (the Docker socket) hidden under empty
+read-only tmpfs. As root (no user namespace) each check runs as a uid of its own (orch.lead.changes.checkuids).
+In a run's container bwrap cannot work (Docker's seccomp profile refuses its user namespace), so there the
+checks run as a uid of their own (orch.run.uids.checks_uid) that the container's firewall cuts off the
+network, loopback included, with no groups or capabilities, on its own copy of the tree, its processes all
+killed after each check; it can read what any uid may read (not the credentials: the gateway's and the
+workers' files are theirs alone). Without either, a run with checks is refused in one line.
 """
 
 from __future__ import annotations
@@ -18,33 +20,40 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import selectors
 import shlex
 import shutil
-import signal
 import subprocess
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from orch import procs, settings
-from orch.backends.local import bwrap as bwrap_binary
+from orch import prereqs, procs, settings
 from orch.container.egress import read_report
 from orch.errors import OrchError, UsageError
 from orch.jobs.changes import Change, CheckResult, ChecksRecord
+from orch.lead.changes import checkuids
+from orch.lead.changes.checkwatch import (
+    DEFAULT_LIMITS,
+    SANDBOX_TMPFS,
+    UID_AREAS,
+    CheckLimits,
+    run_one,
+    run_via_tmux,
+    uid_meter,
+)
+from orch.lead.changes.grading import Grading, graded_tree
 from orch.lead.changes.repo import RunRepo
 from orch.lead.changes.stopper import Stopper
-from orch.lead.changes.switch import can_switch, via_tmux
+from orch.lead.changes.switch import can_switch
 from orch.run.files import atomic_write
 from orch.run.paths import agents_dir, launch_dir, orch_home
 from orch.run.uids import checks_uid, drop_argv
 
-CHECK_TIMEOUT = 600.0
-OUTPUT_BYTES = 64 << 10
 TREE_MOUNT = "/tmp/orch-check/tree"
-"""Where the copy is seen inside the sandbox (a fixed path: output tails compare across trees)."""
-NOT_FOUND = 127
+"""Where the check's own copy of the tree is, inside the sandbox (a fixed path: output tails compare across trees)."""
+SOURCE_MOUNT = "/tmp/orch-check/source"
+"""Where the controller's checkout is bound read-only, for the check to copy."""
+NOT_FOUND, NOT_STARTED = 127, 125
 HOME_IN_SANDBOX = "/tmp/orch-check/home"
 SANDBOXES = {"bwrap": "bwrap", "uid": f"uid {checks_uid()}"}
 CHECK_PIDS = 1024
@@ -81,11 +90,12 @@ def _sandbox() -> tuple[str | None, str | None]:
 
 
 def _bwrap_works() -> str | None:
-    if bwrap_binary.find() is None:
+    if prereqs.bwrap_path() is None:
         return "the checks run sandboxed with bubblewrap, which is not installed (apt-get install bubblewrap)"
     with tempfile.TemporaryDirectory(prefix="orch-check-") as tmp:
         try:
-            done = subprocess.run(sandbox_argv(Path(tmp), "", "true"), capture_output=True, timeout=30, check=False)
+            argv = sandbox_argv(Path(tmp), "", "true", DEFAULT_LIMITS, None)
+            done = subprocess.run(argv, capture_output=True, timeout=30, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"bubblewrap cannot start here: {exc}"
     if done.returncode != 0:
@@ -106,10 +116,12 @@ def _uid_works() -> str | None:
     return None
 
 
-# Run as the checks' uid: its own copy of the tree (the controller's stays as taken), the check under
-# `timeout`, then every process of that uid killed (`kill -1` spares only the caller) and the copy removed.
-UID_WRAPPER = """t=$(mktemp -d) || exit 125
-cp -a "$1/." "$t/" || exit 125
+# Run as the checks' uid: each file at most the disk cap (RLIMIT_FSIZE, in 512-byte blocks as sh counts them), its
+# own copy of the tree (the controller's stays as taken), the check under `timeout`, then every process of that
+# uid killed (`kill -1` spares only the caller) and the copy removed.
+UID_WRAPPER = """ulimit -f "$5" || exit 125
+t=$(mktemp -d) || exit 125
+cp -a "$1/." "$t/" || { echo "orch: the tree could not be copied for the check"; exit 125; }
 cd "$t/$2" || exit 125
 HOME="$t" TMPDIR="$t" timeout -s KILL "$3" sh -c "$4"
 rc=$?
@@ -147,10 +159,13 @@ def stop_leftover_checks(tmux_socket: str | None) -> list[int]:
     return left
 
 
-def kill_checks_uid(tmux_socket: str | None) -> None:
+def kill_checks_uid(tmux_socket: str | None, clear: bool = False) -> None:
     """`kill -9 -1` as the checks' uid (no capability, no-new-privs: it reaches that uid's processes alone), run
-    from here when this process may switch uid, else by the run's tmux server (which keeps SETUID)."""
-    argv = [*drop_argv(checks_uid(), checks_uid()), "kill", "-9", "-1"]
+    from here when this process may switch uid, else by the run's tmux server (which keeps SETUID). `clear`: then
+    its files in /tmp and /dev/shm removed too (a check killed past a cap, or its wrapper with it, left them)."""
+    areas = " ".join(map(str, UID_AREAS))  # quietly: through the run's tmux server, output would show in a pane
+    script = "kill -9 -1" + (f"; find {areas} -xdev -user {checks_uid()} -delete 2>/dev/null; true" if clear else "")
+    argv = [*drop_argv(checks_uid(), checks_uid()), "sh", "-c", script]
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         if can_switch(checks_uid()):
             subprocess.run(argv, capture_output=True, timeout=30, check=False)
@@ -160,11 +175,12 @@ def kill_checks_uid(tmux_socket: str | None) -> None:
             subprocess.run([tmux, "-L", tmux_socket, "-f", "/dev/null", "run-shell", shell], timeout=30, check=False)
 
 
-def uid_argv(tree: Path, subdir: str, command: str, timeout: float) -> list[str]:
+def uid_argv(tree: Path, subdir: str, command: str, limits: CheckLimits) -> list[str]:
     """setpriv to the checks' uid (no groups, no capabilities, no-new-privs), a clean environment, UID_WRAPPER."""
     env = ["env", "-i", f"PATH={os.environ.get('PATH', '/usr/local/bin:/usr/bin:/bin')}", "LANG=C.UTF-8", "CI=1"]
-    wrapper = ["/bin/sh", "-c", UID_WRAPPER, "orch-check", str(tree), subdir or ".", f"{timeout:g}", command]
-    return [*drop_argv(checks_uid(), checks_uid()), *env, "NO_COLOR=1", *wrapper]
+    blocks = "unlimited" if limits.disk is None else str(max(1, limits.disk // 512))
+    wrapper = [UID_WRAPPER, "orch-check", str(tree), subdir or ".", f"{limits.timeout:g}", command, blocks]
+    return [*drop_argv(checks_uid(), checks_uid()), *env, "NO_COLOR=1", "/bin/sh", "-c", *wrapper]
 
 
 def hidden_paths() -> list[Path]:
@@ -175,27 +191,31 @@ def hidden_paths() -> list[Path]:
     return sorted(p for p in candidates if p != Path("/") and p.is_dir())
 
 
-def sandbox_argv(tree: Path, subdir: str, command: str) -> list[str]:
-    """bwrap's argv running `sh -c command` over `tree` (seen at TREE_MOUNT, the only writable place besides
-    a private /tmp): no network (an empty network namespace), its own pid namespace (all its processes die
-    with it), everything else read-only, hidden_paths() and /run (sockets: Docker's, the bus's) empty, a
-    clean environment. As root (above RLIMIT_NPROC) the check runs as the checks' uid inside the sandbox
-    (no user namespace then, or that uid would not exist in it), on a tree handed to it (`hand_over`)."""
-    bwrap = str(bwrap_binary.find() or "bwrap")
+def sandbox_argv(tree: Path, subdir: str, command: str, limits: CheckLimits, uid: int | None) -> list[str]:
+    """bwrap's argv running `sh -c command` on its own copy of `tree` (bound read-only at SOURCE_MOUNT, copied
+    to TREE_MOUNT): no network (an empty network namespace), its own pid namespace (all its processes die with
+    it), everything read-only but SANDBOX_TMPFS (each a tmpfs of the disk cap's size: the kernel refuses the
+    check more), hidden_paths() and /run empty, a clean environment. As root (above RLIMIT_NPROC, and no user
+    namespace, or uid `uid` would not exist in it) the check runs as `uid`, its own for as long as it runs."""
+    bwrap = str(prereqs.bwrap_path() or "bwrap")
     root = os.geteuid() == 0
     unshare = (
         ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"] if root else []
     )
     argv = [bwrap, *(unshare or ["--unshare-all"]), "--die-with-parent", "--new-session"]
-    argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/run", "--tmpfs", "/var/tmp"]
-    for path in hidden_paths():
+    argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    hidden = [*hidden_paths(), Path("/run")]  # empty, then read-only (a tmpfs the check could fill otherwise)
+    for path in hidden:
         argv += ["--tmpfs", str(path)]
-    # /tmp last among the tmpfs: the home folder may be under it; the tree is bound from the host's view.
-    argv += ["--perms", "1777", "--tmpfs", "/tmp", "--perms", "0755", "--dir", str(Path(TREE_MOUNT).parent)]
-    argv += ["--bind", str(tree), TREE_MOUNT]  # its parent searchable: the checks' uid resolves absolute paths
-    argv += ["--perms", "0777", "--tmpfs", HOME_IN_SANDBOX]
-    workdir = f"{TREE_MOUNT}/{subdir}" if subdir else TREE_MOUNT
-    argv += ["--chdir", workdir, "--clearenv"]
+    for path in hidden:  # once all are there: one may be below another (agents/ in ORCH_HOME)
+        argv += ["--remount-ro", str(path)]
+    size = [] if limits.disk is None else ["--size", str(limits.disk)]
+    # /tmp after the hidden paths: the home folder may be under it; the tree is bound from the host's view.
+    for place in SANDBOX_TMPFS:
+        argv += [*size, "--perms", "1777", "--tmpfs", place]
+    argv += ["--remount-ro", "/dev", "--perms", "1777", "--dir", str(Path(TREE_MOUNT).parent)]
+    argv += ["--ro-bind", str(tree), SOURCE_MOUNT, "--perms", "0777", "--dir", HOME_IN_SANDBOX]
+    argv += ["--chdir", "/tmp", "--clearenv"]
     env = {
         "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
         "HOME": HOME_IN_SANDBOX,
@@ -206,26 +226,23 @@ def sandbox_argv(tree: Path, subdir: str, command: str) -> list[str]:
     }
     for key, value in env.items():
         argv += ["--setenv", key, value]
-    drop = drop_argv(checks_uid(), checks_uid()) if root else []
-    return [*argv, *drop, *check_limits(command)]
+    drop = drop_argv(uid, uid) if root and uid is not None else []
+    return [*argv, *drop, *check_limits(command, subdir)]
 
 
-def check_limits(command: str) -> list[str]:
+def check_limits(command: str, subdir: str) -> list[str]:
     """What a check runs as inside its sandbox: niced, at most CHECK_PIDS processes (the shell's own `ulimit`, one
-    exec fewer than prlimit: bash spells it -u, dash -p), then the command. RLIMIT_NPROC counts a uid's
-    processes: in the sandbox's own user namespace only the check's; as root (no user namespace, the checks' uid)
-    every check of that uid on the machine together."""
-    limit = f"ulimit -u {CHECK_PIDS} 2>/dev/null || ulimit -p {CHECK_PIDS} || exit 125"
-    return ["nice", "-n", str(CHECK_NICE), "/bin/sh", "-c", f"{limit}\n{command}"]
-
-
-def hand_over(tree: Path) -> None:
-    """As root: the tree to the checks' uid, which runs the check (orch.lead.changes.gate.sandbox_argv)."""
-    if os.geteuid() != 0:
-        return
-    for folder, dirs, files in os.walk(tree):
-        for path in [folder, *(os.path.join(folder, name) for name in dirs + files)]:
-            os.chown(path, checks_uid(), checks_uid(), follow_symlinks=False)
+    exec fewer than prlimit: bash spells it -u, dash -p), on its own copy of the tree, then the command.
+    RLIMIT_NPROC counts a uid's processes: in the sandbox's own user namespace only the check's; as root (no user
+    namespace) those of the uid this check leased (orch.lead.changes.checkuids)."""
+    limit = f"ulimit -u {CHECK_PIDS} 2>/dev/null || ulimit -p {CHECK_PIDS} || exit {NOT_STARTED}"
+    copy = (
+        f"mkdir {TREE_MOUNT} && cp -a {SOURCE_MOUNT}/. {TREE_MOUNT}/ || "
+        f'{{ echo "orch: the tree could not be copied for the check (its disk cap?)"; exit {NOT_STARTED}; }}'
+    )
+    where = shlex.quote(f"{TREE_MOUNT}/{subdir}" if subdir else TREE_MOUNT)
+    script = f"{limit}\n{copy}\ncd {where} || exit {NOT_STARTED}\n{command}"
+    return ["nice", "-n", str(CHECK_NICE), "/bin/sh", "-c", script]
 
 
 def run_checks(
@@ -233,124 +250,33 @@ def run_checks(
     tree: Path,
     *,
     subdir: str = "",
-    timeout: float = CHECK_TIMEOUT,
-    output_bytes: int = OUTPUT_BYTES,
+    limits: CheckLimits = DEFAULT_LIMITS,
     tmux_socket: str | None = None,
     stopper: Stopper | None = None,
 ) -> list[CheckResult]:
-    """Run each check command (`sh -c`) in the sandbox over `tree` (a disposable copy: the checks may write
-    it), from `tree/subdir`; one result per command, in order, whatever each exits with. `tmux_socket`: the
-    run's tmux server, which starts the checks' uid when this process cannot (a container's controller).
-    `stopper`: ChecksStopped once it is stopped (from another thread), the running check killed."""
+    """Run each check command (`sh -c`) in the sandbox on its own copy of `tree` (the controller's checkout:
+    never written), from `tree/subdir`; one result per command, in order, whatever each exits with.
+    `tmux_socket`: the run's tmux server, which starts the checks' uid when this process cannot (a container's
+    controller). `stopper`: ChecksStopped once it is stopped (from another thread), the running check killed."""
     kind = sandbox_kind()
     stopper = stopper or Stopper()
-    if kind == "uid":
-        # The checks' uid copies the tree itself: it must be able to read it.
-        for folder in (tree.parent, tree):
-            folder.chmod(0o755)
-        if not can_switch(checks_uid()) and tmux_socket is not None:
-            return [
-                _run_via_tmux(
-                    tmux_socket, command, uid_argv(tree, subdir, command, timeout), timeout, output_bytes, stopper
-                )
-                for command in checks
-            ]
+    if kind == "bwrap":
+        results = []
+        for command in checks:
+            with checkuids.lease() if os.geteuid() == 0 else contextlib.nullcontext() as uid:
+                argv = sandbox_argv(tree, subdir, command, limits, uid)
+                results.append(run_one(command, argv, limits, stopper, None))
+        return results
+    # The checks' uid copies the tree itself: it must be able to read it.
+    for folder in (tree.parent, tree):
+        folder.chmod(0o755)
+    meter, clear = uid_meter(checks_uid()), functools.partial(kill_checks_uid, tmux_socket, clear=True)
+    if not can_switch(checks_uid()) and tmux_socket is not None:
         return [
-            _run_one(command, uid_argv(tree, subdir, command, timeout), timeout, output_bytes, stopper, grace=30.0)
-            for command in checks
+            run_via_tmux(tmux_socket, cmd, uid_argv(tree, subdir, cmd, limits), limits, stopper, meter, clear)
+            for cmd in checks
         ]
-    hand_over(tree)
-    return [
-        _run_one(command, sandbox_argv(tree, subdir, command), timeout, output_bytes, stopper) for command in checks
-    ]
-
-
-def _run_one(
-    command: str, argv: list[str], timeout: float, output_bytes: int, stopper: Stopper, grace: float = 0.0
-) -> CheckResult:
-    """Run one sandboxed check, keeping its output's tail; past `timeout` (+ `grace`, for a sandbox that
-    enforces the limit itself) its process group is killed."""
-    stopper.check()
-    started = time.monotonic()
-    proc = subprocess.Popen(
-        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
-    )
-    with stopper.track(proc):
-        return _watch(proc, command, started, timeout, output_bytes, stopper, grace)
-
-
-def _watch(
-    proc: subprocess.Popen[bytes],
-    command: str,
-    started: float,
-    timeout: float,
-    output_bytes: int,
-    stopper: Stopper,
-    grace: float,
-) -> CheckResult:
-    assert proc.stdout is not None
-    tail = bytearray()
-    total = 0
-    timed_out = False
-    fd = proc.stdout.fileno()
-    os.set_blocking(fd, False)
-    with selectors.DefaultSelector() as sel:
-        sel.register(fd, selectors.EVENT_READ)
-        while True:
-            left = started + timeout + grace - time.monotonic()
-            if left <= 0:
-                timed_out = True
-                break
-            if not sel.select(left):
-                continue
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                break
-            total += len(chunk)
-            tail += chunk
-            if len(tail) > output_bytes:  # only the tail is kept: a flood costs no memory
-                del tail[: len(tail) - output_bytes]
-    if timed_out:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    code = proc.wait()
-    proc.stdout.close()
-    stopper.check()  # killed by a stop: no result, not a failing check
-    elapsed = time.monotonic() - started
-    if grace and code == 128 + signal.SIGKILL and elapsed >= timeout:  # `timeout -s KILL` inside the sandbox
-        timed_out = True
-    return CheckResult(
-        command=command,
-        exit_code=None if timed_out else code,
-        seconds=round(elapsed, 3),
-        timed_out=timed_out,
-        output_tail=tail.decode(errors="replace"),
-        output_bytes=total,
-    )
-
-
-def _run_via_tmux(
-    socket: str, command: str, argv: list[str], timeout: float, output_bytes: int, stopper: Stopper
-) -> CheckResult:
-    """One check started by the run's tmux server; the wrapper enforces the time limit itself (a stop ends it
-    through stop_uid_checks)."""
-    stopper.check()
-    ran = via_tmux(socket, argv, timeout + 30.0, output_bytes)
-    stopper.check()
-    if ran.output.startswith(b"setpriv:"):  # never ran: it must not pass as a check failing on the base
-        said = " ".join(ran.output.decode(errors="replace").split())[:200]
-        raise UsageError(
-            f"the checks' uid could not be started: {said}", hint="checks in a container need strict isolation"
-        )
-    timed_out = ran.code is None or (ran.code == 128 + signal.SIGKILL and ran.seconds >= timeout)
-    return CheckResult(
-        command=command,
-        exit_code=None if timed_out else ran.code,
-        seconds=round(ran.seconds, 3),
-        timed_out=timed_out,
-        output_tail=ran.output.decode(errors="replace"),
-        output_bytes=len(ran.output),
-    )
+    return [run_one(cmd, uid_argv(tree, subdir, cmd, limits), limits, stopper, (meter, clear)) for cmd in checks]
 
 
 def check_commit(
@@ -359,26 +285,22 @@ def check_commit(
     checks: Sequence[str],
     label: str,
     *,
-    timeout: float = CHECK_TIMEOUT,
-    output_bytes: int = OUTPUT_BYTES,
+    limits: CheckLimits = DEFAULT_LIMITS,
+    grading: Grading | None = None,
     baseline: Sequence[CheckResult] = (),
     stopper: Stopper | None = None,
 ) -> ChecksRecord:
-    """Check out `commit_or_tree` into a fresh temporary folder, run the checks there, remove it; the record
-    names the regressions against `baseline`."""
+    """Check out `commit_or_tree` (with `grading`: its grading paths as in the base, orch.lead.changes.grading)
+    into a fresh temporary folder, run the checks there, remove it; the record names the regressions against
+    `baseline`."""
+    if grading is not None:
+        commit_or_tree = graded_tree(repo, commit_or_tree, grading)
     with tempfile.TemporaryDirectory(prefix="orch-check-") as tmp:
         tree = Path(tmp) / "tree"
         tree.mkdir()
         repo.checkout(commit_or_tree, tree)
-        results = run_checks(
-            checks,
-            tree,
-            subdir=repo.subdir,
-            timeout=timeout,
-            output_bytes=output_bytes,
-            tmux_socket=_socket(repo),
-            stopper=stopper,
-        )
+        socket = _socket(repo)
+        results = run_checks(checks, tree, subdir=repo.subdir, limits=limits, tmux_socket=socket, stopper=stopper)
     return ChecksRecord(
         tree=label, sandbox=SANDBOXES[sandbox_kind()], results=results, regressions=regressions(baseline, results)
     )
@@ -391,25 +313,29 @@ def _socket(repo: RunRepo) -> str | None:
         return None
 
 
-def baseline(
-    repo: RunRepo, checks: Sequence[str], *, timeout: float = CHECK_TIMEOUT, output_bytes: int = OUTPUT_BYTES
-) -> ChecksRecord:
+def baseline(repo: RunRepo, checks: Sequence[str], *, limits: CheckLimits = DEFAULT_LIMITS) -> ChecksRecord:
     """The checks on the base, once, written to base.checks.json. UsageError when a command does not exist
-    (exit 127 on the base)."""
-    record = check_commit(repo, repo.base, checks, f"base {repo.base}", timeout=timeout, output_bytes=output_bytes)
+    (exit 127 on the base) or could not start (125)."""
+    record = check_commit(repo, repo.base, checks, f"base {repo.base}", limits=limits)
     refuse_missing(record)
     atomic_write(repo.run.base_checks, record.model_dump_json(indent=2) + "\n")
     return record
 
 
 def refuse_missing(record: ChecksRecord) -> None:
-    """UsageError for the first check whose command was not found on the base (sh's exit 127)."""
+    """UsageError for the first check whose command was not found on the base (sh's exit 127), or that could not
+    start in its sandbox (125: the tree does not fit its disk cap, say)."""
     for result in record.results:
+        said = " ".join(result.output_tail.split())[-160:]
         if result.exit_code == NOT_FOUND:
-            said = " ".join(result.output_tail.split())[-160:]
             raise UsageError(
                 f"check {result.command!r} does not exist (exit 127 on the base: {said})",
                 hint="fix the command in the spec's checks: (it runs with sh -c in the tree's root)",
+            )
+        if result.exit_code == NOT_STARTED or result.stopped:
+            raise UsageError(
+                f"check {result.command!r} cannot run on the base ({result.stopped or 'exit 125'}: {said})",
+                hint="raise the spec's limits: (the checks have the workers' memory and disk caps)",
             )
 
 
@@ -419,22 +345,17 @@ def gate_checks(
     checks: Sequence[str],
     base_results: Sequence[CheckResult],
     *,
-    timeout: float = CHECK_TIMEOUT,
-    output_bytes: int = OUTPUT_BYTES,
+    limits: CheckLimits = DEFAULT_LIMITS,
+    grading: Grading | None = None,
     stopper: Stopper | None = None,
 ) -> ChecksRecord:
-    """The checks on the change's tree (base + patch), written to changes/<job>/checks.json."""
+    """The checks on the change's tree (base + patch, its grading paths the base's), written to
+    changes/<job>/checks.json."""
     if change.tree is None:
         raise ValueError(f"change {change.job} has no tree to check")
+    label = f"change {change.job} on {change.base}"
     record = check_commit(
-        repo,
-        change.tree,
-        checks,
-        f"change {change.job} on {change.base}",
-        timeout=timeout,
-        output_bytes=output_bytes,
-        baseline=base_results,
-        stopper=stopper,
+        repo, change.tree, checks, label, limits=limits, grading=grading, baseline=base_results, stopper=stopper
     )
     folder = repo.run.change_dir(change.job)
     folder.mkdir(parents=True, exist_ok=True)

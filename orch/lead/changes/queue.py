@@ -14,8 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from orch.jobs.changes import Change, CheckResult, Integration, IntegrationResult
-from orch.lead.changes.gate import CHECK_TIMEOUT, OUTPUT_BYTES, check_commit
+from orch.lead.changes import links
+from orch.lead.changes.checkwatch import DEFAULT_LIMITS, CheckLimits
+from orch.lead.changes.gate import check_commit
 from orch.lead.changes.gitcmd import git, out, patch_id
+from orch.lead.changes.grading import Grading
 from orch.lead.changes.repo import RunRepo
 from orch.lead.changes.stopper import Stopper
 from orch.lead.changes.take import patch_path
@@ -30,12 +33,13 @@ def integrate(
     *,
     reviewers: Sequence[str] = (),
     task_title: str = "",
-    timeout: float = CHECK_TIMEOUT,
-    output_bytes: int = OUTPUT_BYTES,
+    limits: CheckLimits = DEFAULT_LIMITS,
+    grading: Grading | None = None,
     stopper: Stopper | None = None,
 ) -> Integration:
     """Apply changes/<job>/patch.diff onto the integration head (three-way, in a private index: no worktree),
-    run the checks on the result, and on success move `orch/<run>` to a new commit. `reviewers`: who approved
+    run the checks on the result (its grading paths the base's: `grading`), and on success move `orch/<run>` to
+    a new commit. `reviewers`: who approved
     it, as `agent-2 (codex)`. The attempt is appended to changes/queue.jsonl. A change already on the branch
     (a controller killed between the branch's move and its books' save) is LANDED as it is, not applied again."""
     head = repo.head()
@@ -46,6 +50,8 @@ def integrate(
     if not patch.strip() or change.tree is None:
         raise ValueError(f"change {change.job} is empty: nothing to integrate")
     tree, conflict = merged_tree(repo, change, head, patch)
+    if tree is not None and tree != change.tree and (led_out := links.problems(repo, tree, head)):
+        tree, conflict = None, "once integrated, " + "; ".join(led_out)  # a rebase takes it again, and judges it
     if tree is None:
         return _log(repo, Integration(job=change.job, result=IntegrationResult.CONFLICT, head=head, detail=conflict))
     results: list[CheckResult] = []
@@ -55,8 +61,8 @@ def integrate(
             tree,
             checks,
             f"integrated {change.job} on {head}",
-            timeout=timeout,
-            output_bytes=output_bytes,
+            limits=limits,
+            grading=grading,
             baseline=baseline,
             stopper=stopper,
         )
@@ -111,7 +117,7 @@ def merged_tree(repo: RunRepo, change: Change, head: str, patch: bytes) -> tuple
 
 
 def _exit(result: CheckResult) -> str:
-    return "timed out" if result.timed_out else f"exit {result.exit_code}"
+    return "timed out" if result.timed_out else result.stopped or f"exit {result.exit_code}"
 
 
 def _log(repo: RunRepo, integration: Integration) -> Integration:

@@ -10,6 +10,7 @@ anything is created, so bad input leaves nothing behind.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -91,16 +92,34 @@ def _user_git(where: Path, *args: str) -> str | None:
 
 def user_git(where: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
     """git in the user's repository: their own configuration, but no fsmonitor, no hooks, no optional locks
-    (status would otherwise refresh and write the index), no prompt."""
+    (status would otherwise refresh and write the index), no prompt. orch only reads it, so it trusts that one
+    repository though another uid owns it (a CI job's container runs as root over the runner's checkout: git
+    would refuse it as "dubious ownership"), for these calls only, never in the user's configuration."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update({"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
-    argv = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "safe.directory=*"]
+    trusted = f"safe.directory={_top(where)}"
+    argv = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", trusted]
     try:
         return subprocess.run(
             [*argv, *args], cwd=where, env=env, capture_output=True, check=False, stdin=subprocess.DEVNULL
         )
     except OSError as exc:
         return subprocess.CompletedProcess(args, 128, b"", str(exc).encode())
+
+
+def _top(where: Path) -> Path:
+    """The repository `where` is in, as git's safe.directory names it: the nearest folder with a `.git`."""
+    where = where.resolve()
+    return next((p for p in (where, *where.parents) if (p / ".git").exists()), where)
+
+
+def upload_pack(source: Path) -> str:
+    """The upload-pack a fetch from the user's repository runs there: it reads that repository as another
+    process, which a `-c` on the fetch does not reach, so it is told to trust that repository itself (owned by
+    another uid in a CI job's container) and to run no hook."""
+    top = _top(source)  # upload-pack checks the git dir it enters; the worktree for good measure
+    trusted = " ".join(f"-c {shlex.quote(f'safe.directory={path}')}" for path in (top, top / ".git"))
+    return f"git {trusted} -c core.hooksPath=/dev/null upload-pack"
 
 
 def init_bare(git_dir: Path) -> None:
@@ -126,6 +145,7 @@ def build(git_dir: Path, choice: BaseChoice, run: str) -> RepoInfo:
             "--quiet",
             "--no-tags",
             "--no-write-fetch-head",
+            f"--upload-pack={upload_pack(choice.source)}",
             str(choice.source),
             f"{choice.commit}:refs/orch/source",
         )
@@ -229,8 +249,8 @@ class RunRepo:
         conversion (the bytes as committed).
 
         `owner` (strict isolation: a worker's uid): the files become that uid's, so only that worker may write
-        them; `dest` need not exist then, its parent being the worker's (`RunFolder.worktrees_dir`). The
-        controller checks out into a private folder and the worker's uid copies it into place (setpriv, no
+        them; `dest` is the controller's, writable by the worker's group (orch.lead.changes.writing). The controller
+        checks out into a private folder and the worker's uid copies what it holds into place (setpriv, no
         capabilities): the controller holds no CHOWN, and never writes into a folder a worker owns."""
         if owner is not None and owner != os.getuid():
             with tempfile.TemporaryDirectory(prefix="orch-checkout-") as tmp:
@@ -239,7 +259,9 @@ class RunRepo:
                 self.checkout(commit, staged)
                 for folder in (Path(tmp), staged):
                     folder.chmod(0o755)
-                script = 'mkdir -p -- "$2" && [ -z "$(ls -A -- "$2")" ] && cp -a -- "$1/." "$2/"'
+                # Each entry copied into `dest` (never `dest` itself: its mode and owner are the controller's).
+                script = '[ -d "$2" ] && [ -z "$(ls -A -- "$2")" ] && '
+                script += 'find "$1" -mindepth 1 -maxdepth 1 -exec cp -a -t "$2" -- {} +'
                 argv = [*drop_argv(owner, owner), "/bin/sh", "-c", script, "orch-checkout", str(staged), str(dest)]
                 code: int | None
                 if can_switch(owner):

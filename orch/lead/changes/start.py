@@ -13,6 +13,7 @@ from pathlib import Path
 
 from orch.errors import NotFoundError, UsageError
 from orch.jobs.changes import ChecksRecord, RepoInfo
+from orch.lead.changes.checkwatch import CheckLimits
 from orch.lead.changes.gate import baseline, check_commit, refuse_missing, sandbox_available
 from orch.lead.changes.repo import BaseChoice, RunRepo, build, choose_base, init_bare
 from orch.lead.changes.scope import unmatched_globs
@@ -79,15 +80,7 @@ def prepare(
         repo = RunRepo(staged, info)
         record = None
         if spec.checks and here:
-            limits = spec.changes
-            record = check_commit(
-                repo,
-                info.base,
-                spec.checks,
-                f"base {info.base}",
-                timeout=limits.check_timeout,
-                output_bytes=limits.check_output_bytes,
-            )
+            record = check_commit(repo, info.base, spec.checks, f"base {info.base}", limits=CheckLimits.of(spec))
             refuse_missing(record)
         warnings = glob_warnings(spec, repo.files(info.base))
         for result in record.results if record else []:
@@ -124,10 +117,7 @@ def ensure_baseline(run: RunFolder, spec: FleetSpec) -> ChecksRecord | None:
         return read_model(run.base_checks, ChecksRecord, NotFoundError(f"{run.base_checks} vanished"))
     if (why := sandbox_available()) is not None:
         raise UsageError(why, hint="install bubblewrap, or drop the spec's checks:")
-    limits = spec.changes
-    return baseline(
-        RunRepo.open(run), spec.checks, timeout=limits.check_timeout, output_bytes=limits.check_output_bytes
-    )
+    return baseline(RunRepo.open(run), spec.checks, limits=CheckLimits.of(spec))
 
 
 def _chown_tree(root: Path, uid: int, gid: int) -> None:

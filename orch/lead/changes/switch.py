@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,8 +38,11 @@ def can_switch(uid: int) -> bool:
     return done.returncode == 0
 
 
-def via_tmux(socket: str, argv: list[str], wait: float, output_bytes: int = 64 << 10) -> Ran:
-    """Have the tmux server on `socket` run `argv` (which switches uid itself); its tail and exit code."""
+def via_tmux(
+    socket: str, argv: list[str], wait: float, output_bytes: int = 64 << 10, poll: Callable[[], bool] | None = None
+) -> Ran:
+    """Have the tmux server on `socket` run `argv` (which switches uid itself); its tail and exit code. `poll`,
+    called at least every second while it runs: True stops the wait (the caller stopped the process)."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="orch-switch-") as tmp:
         out, rc, done = (Path(tmp) / name for name in ("out", "rc", "done"))
@@ -46,7 +50,10 @@ def via_tmux(socket: str, argv: list[str], wait: float, output_bytes: int = 64 <
         tmux = shutil.which("tmux") or "tmux"
         subprocess.run([tmux, "-L", socket, "-f", "/dev/null", "run-shell", "-b", shell], check=True, timeout=60)
         try:
-            wait_until(done.exists, wait, f"{argv[-1][:40]!r} started through tmux to end", watch=Path(tmp))
+            stop = poll or (lambda: False)
+            ended = f"{argv[-1][:40]!r} started through tmux to end"
+            wait_until(lambda: done.exists() or stop(), wait, ended, watch=Path(tmp))
+            wait_until(done.exists, 30.0, ended, watch=Path(tmp))  # stopped: its kill ends it at once
             code = int(rc.read_text().strip())
         except (WaitTimeoutError, OSError, ValueError):
             code = None

@@ -8,7 +8,6 @@ metadata.
 from __future__ import annotations
 
 import os
-import posixpath
 import stat
 import tempfile
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from pathlib import Path
 
 from orch.errors import NotFoundError
 from orch.jobs.changes import Change
+from orch.lead.changes import links
 from orch.lead.changes.gitcmd import GitError, git, out, patch_id
 from orch.lead.changes.repo import RunRepo
 from orch.run.files import atomic_write, read_model
@@ -37,8 +37,8 @@ class Snapshot:
 def copy_tree(src: Path, dest: Path, max_file_bytes: int = MAX_FILE_BYTES, max_files: int = MAX_FILES) -> Snapshot:
     """Copy the worktree `src` into `dest` (an existing empty folder the controller owns), through folder
     file descriptors and never following a link, so a worker swapping a folder for a link meanwhile gains
-    nothing. Kept: regular files (with their executable bit), folders, symlinks that stay inside the tree.
-    Refused (named in `refused`, not copied): symlinks that leave it, files over the cap, hard links, special
+    nothing. Kept: regular files (with their executable bit), folders, symlinks (as they are: take_change
+    judges where they lead). Refused (named in `refused`, not copied): files over the cap, hard links, special
     files. Left out (`ignored`): `.git` entries. Over `max_files`: refused whole."""
     snap = Snapshot(dest)
     try:
@@ -66,13 +66,8 @@ def _copy_dir(fd: int, dest: Path, rel: str, snap: Snapshot, cap: int, max_files
         if name == ".git":
             snap.ignored.append(f"{path}: git metadata the worker made (never read or run)")
             continue
-        if stat.S_ISLNK(st.st_mode):
-            target = os.readlink(name, dir_fd=fd)
-            inside = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
-            if posixpath.isabs(target) or inside == ".." or inside.startswith("../"):
-                snap.refused.append(f"{path}: a symbolic link out of the tree (-> {target})")
-                continue
-            os.symlink(target, dest / name)
+        if stat.S_ISLNK(st.st_mode):  # copied as it is, never followed; where it leads: links.problems
+            os.symlink(os.readlink(name, dir_fd=fd), dest / name)
             snap.files += 1
         elif stat.S_ISDIR(st.st_mode):
             try:
@@ -138,10 +133,10 @@ def take_change(
     max_files: int = MAX_FILES,
 ) -> Change:
     """Snapshot `worktree` (the job's worktree, a checkout of `base`), diff it against `base` and write
-    `changes/<job>/`. Refusals (a symlink leaving the tree, a file over `max_file_bytes`, a special file,
-    a hard link) are listed in `Change.refused` (the gate rejects such a change for scope); `.git` entries
-    the worker made are left out (`Change.ignored`). A missing or unreadable worktree gives an empty
-    change with the reason in `refused`."""
+    `changes/<job>/`. Refusals (a symlink leading out of the tree or into a `.git`, followed through the tree's
+    other links: orch.lead.changes.links; a file over `max_file_bytes`, a special file, a hard link) are listed
+    in `Change.refused` (the gate rejects such a change for scope); `.git` entries the worker made are left out
+    (`Change.ignored`). A missing or unreadable worktree gives an empty change with the reason in `refused`."""
     folder = repo.run.change_dir(job)
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="orch-take-") as tmp:
@@ -154,6 +149,8 @@ def take_change(
                 tree = hash_tree(repo, copy, base)
             except GitError as exc:  # a path git refuses to store (`.GIT`, `git~1`, ...): named, not taken
                 snap.refused.append(f"*: git refused the tree: {exc.message}")
+    if tree is not None:  # each link followed through the others, as a checkout of the tree would
+        snap.refused += links.problems(repo, tree, base)
     patch = b""
     files: list[str] = []
     stat_line = ""

@@ -19,7 +19,7 @@ the loop (`collect_checks`).
 
 from __future__ import annotations
 
-import json
+import functools
 import shutil
 import time
 from collections.abc import Callable
@@ -34,23 +34,16 @@ from orch.jobs.changes import (
     ChecksRecord,
     Integration,
 )
-from orch.jobs.findings import (
-    CommandEvidence,
-    Problem,
-    ProblemKind,
-    RanCommand,
-    Verdict,
-    VerdictReport,
-    runs_of,
-)
+from orch.jobs.findings import CommandEvidence, Problem, ProblemKind, RanCommand, Verdict, VerdictReport, runs_of
 from orch.jobs.state import AcceptedReview, ChangeBook, ChangeStage, Job, JobStatus
-from orch.lead import verdictwriter
 from orch.lead.base import Part, PoolResult
 from orch.lead.changes import agentfiles, gate, queue, take
 from orch.lead.changes import decisions as landing
 from orch.lead.changes import status as changesreport
 from orch.lead.changes.checkpool import Ended
+from orch.lead.changes.checkwatch import CheckLimits
 from orch.lead.changes.decisions import CHECKED, Next, Work
+from orch.lead.changes.grading import Grading
 from orch.lead.changes.repo import RunRepo
 from orch.lead.changes.scope import scope_violations
 from orch.lead.changes.stopper import Stopper
@@ -72,14 +65,15 @@ class Writing(Part):
         if job.role in landing.WRITING_ROLES:
             repo = RunRepo.open(self.run)
             head = repo.head()
-            root = self.worktree(job, n)
+            root = _fresh_folder(self.worktree(job, n))
             if self.desk.info.isolation is Isolation.STRICT and not bwrap.sandboxed(self.desk.info):
-                repo.checkout(head, root, owner=worker_uid(n))  # worker n's own files, and only worker n's
+                # In a container: the folder the controller's, writable by worker n's group (its folder of
+                # worktrees is: orch.container.owners), the files worker n's own, and only worker n's.
+                root.chmod(0o770)
+                repo.checkout(head, root, owner=worker_uid(n))
             # Locally (a bubblewrap sandbox per worker, all of the user's uid) the worktree is the run's uid's:
-            # only worker n's sandbox binds it writable (orch.backends.local.bwrap.writable).
+            # only worker n's sandbox binds it writable, while its job lasts (orch.backends.local.bwrap.writable).
             else:
-                shutil.rmtree(root, ignore_errors=True)
-                root.mkdir(parents=True)
                 repo.checkout(head, root)
             where = root / repo.subdir
             job.workdir, job.base = str(where), head
@@ -88,9 +82,7 @@ class Writing(Part):
             return where
         if job.change is not None:
             repo = RunRepo.open(self.run)
-            root = self.run.review_tree(job.change, job.id)
-            shutil.rmtree(root, ignore_errors=True)
-            root.mkdir(parents=True)
+            root = _fresh_folder(self.run.review_tree(job.change, job.id))
             tree = take.load_change(repo, job.change).tree
             assert tree is not None  # an empty or refused change is never reviewed
             repo.checkout(tree, root)  # the snapshot's tree: base + patch
@@ -137,7 +129,7 @@ class Writing(Part):
             max_file_bytes=limits.max_file_bytes,
             max_files=limits.max_files,
         )
-        scope = scope_violations(change, self.spec.protected(), self._allowed(job.task), repo.subdir)
+        scope = scope_violations(change, self.grading, self._allowed(job.task))
         scope += agentfiles.violations(change, self._allowed(job.task), repo.subdir)  # whatever `protect:` says
         # A process the writer left behind could change the tree after the snapshot (which the change is taken
         # from, so it cannot alter this change): the attempt itself keeps the change out.
@@ -270,12 +262,11 @@ class Writing(Part):
 
     def _gate_work(self, book: ChangeBook) -> Callable[[Stopper], ChecksRecord | Integration]:
         """The gate's checks on the change's tree, as the pool runs them (what they need read here, on the loop)."""
-        repo, limits = RunRepo.open(self.run), self.spec.changes
+        repo, limits, grading = RunRepo.open(self.run), CheckLimits.of(self.spec), self.grading
         change, checks, baseline = take.load_change(repo, book.id), list(self.spec.checks), self.baseline()
-        time_out, output = limits.check_timeout, limits.check_output_bytes
         return lambda stop: gate.gate_checks(
-            repo, change, checks, baseline, timeout=time_out, output_bytes=output, stopper=stop
-        )
+            repo, change, checks, baseline, limits=limits, grading=grading, stopper=stop
+        )  # fmt: skip
 
     def _gate_ended(self, book: ChangeBook, ended: Ended[PoolResult]) -> None:
         record = ended.value
@@ -303,20 +294,16 @@ class Writing(Part):
         except (FileNotFoundError, UnsafeOutput, OSError):
             return ""
 
+    @functools.cached_property
+    def grading(self) -> Grading:
+        """What grades a change in this run (orch.lead.changes.grading): the protected globs in force and the base's
+        files the checks name, read once."""
+        return Grading.of(RunRepo.open(self.run), self.spec.protected(), self.spec.checks)
+
     def _allowed(self, task: str) -> list[str]:
         return list(self.desk.tasks[task].allow)
 
     # --- reviews -------------------------------------------------------------------------------
-    def gate_run(self, change: str) -> RanCommand | None:
-        """The spec's checks as the gate ran them on the change's tree (checks.json), as one call that ran them
-        joined with `&&` (the offline reviewer cites it so: orch.lead.verdictwriter.outcome); None: no record."""
-        try:
-            record = json.loads(self.run.change_checks(change).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        command, code, _, _ = verdictwriter.outcome(record if isinstance(record, dict) else None)
-        return RanCommand(command, is_error=code != 0) if command and code is not None else None
-
     def review_problems(self, report: VerdictReport, commands: list[RanCommand]) -> list[Problem]:
         """Beyond a verdict's own checks: an approval must cite a command the reviewer ran (in the ledger: orch's own
         run of the checks does not count)."""
@@ -376,13 +363,12 @@ class Writing(Part):
 
     def _integration_work(self, book: ChangeBook) -> Callable[[Stopper], ChecksRecord | Integration]:
         """The change onto the integration head, the checks on the result, the branch moved (in the pool)."""
-        repo, limits, task = RunRepo.open(self.run), self.spec.changes, self.desk.tasks[book.task]
+        repo, limits, task = RunRepo.open(self.run), CheckLimits.of(self.spec), self.desk.tasks[book.task]
         change, checks, baseline = take.load_change(repo, book.id), list(self.spec.checks), self.baseline()
-        reviewers, title = self._reviewers(book), task.title or task.goal.splitlines()[0]
-        time_out, output = limits.check_timeout, limits.check_output_bytes
+        reviewers, title, grading = self._reviewers(book), task.title or task.goal.splitlines()[0], self.grading
         return lambda stop: queue.integrate(
-            repo, change, checks, baseline, reviewers=reviewers, task_title=title, timeout=time_out,
-            output_bytes=output, stopper=stop,
+            repo, change, checks, baseline, reviewers=reviewers, task_title=title, limits=limits, grading=grading,
+            stopper=stop,
         )  # fmt: skip
 
     def _integration_ended(self, book: ChangeBook, ended: Ended[PoolResult]) -> None:
@@ -440,6 +426,19 @@ class Writing(Part):
     def write_row(self, book: ChangeBook) -> None:
         """report.json's row for the change's task, as it stands now (orch.lead.changes.status.write_row)."""
         changesreport.write_row(self.run, self.spec, self.state, book)
+
+
+def _fresh_folder(root: Path) -> Path:
+    """An empty folder at `root` for a job (a folder left there removed first). A file, a link or anything else
+    in its place (planted by a worker, left by a crash) is an OrchError, which fails that job cleanly: never
+    followed, never a crash of the controller."""
+    if root.is_dir() and not root.is_symlink():
+        shutil.rmtree(root, ignore_errors=True)
+    try:
+        root.mkdir(parents=True)
+    except OSError as exc:
+        raise OrchError(f"cannot make the job's folder {root}: {exc.strerror}") from None
+    return root
 
 
 def _read_only(tree: Path) -> None:

@@ -229,7 +229,7 @@ def test_missing_base_image_is_a_usage_error(engine: docker.DockerClient) -> Non
     assert base in err.message
     assert err.hint is not None
     assert f"docker pull {base}" in err.hint
-    assert "--base" in err.hint
+    assert "--base-image" in err.hint
     with pytest.raises(docker.errors.ImageNotFound):
         engine.images.get("orch-test-missing-base:none")
 

@@ -17,6 +17,8 @@ import pytest
 from orch.backends.local import relay
 from orch.backends.local.egressproxy import allowlist_of
 from orch.fleet import launch
+from orch.fleet.diskuse import measure_disk
+from orch.fleet.workerprocs import WorkerProcesses
 from orch.gateway.process import handle_path, load_handle, state_path
 from orch.run.events import Event
 from orch.run.folder import RunFolder
@@ -59,7 +61,7 @@ def _probe(run: RunFolder, lines: list[str], tmp_path: Path) -> list[str]:
     steps = [f"$ {{ {line} ; }} >> {out} 2>&1" for line in lines]
     brief.write_text("Probe.\n" + "\n".join([*steps, f"$ touch {run.done(1)}"]) + "\n")
     assert orch("brief", run.name, "1", brief).exit_code == 0
-    waited = orch("wait", run.name, "--workers", "1", "--timeout", "30")
+    waited = orch("wait", run.name, "--only", "1", "--timeout", "30")
     assert waited.exit_code == 0, waited.output + run.log(1).read_text(errors="replace")[-2000:]
     return out.read_text().split()
 
@@ -109,6 +111,11 @@ def test_a_strict_worker_sees_only_its_own_processes_files_and_sockets(strict: R
                 "&& echo HOST-LOOPBACK-REACHED",
                 f'python3 -c \'import urllib.request as u; u.urlopen(u.Request("{handle.url}/_orch/tokens/2", '
                 "data=b\"{}\"), timeout=5)' 2>&1 | grep -o 'HTTP Error [0-9]*' | tr ' ' -",
+                # memory as files: its own tmpfs, each the size of its disk cap, counted as what it wrote; /dev
+                # itself (a tmpfs of no size) read-only
+                "for m in /tmp /dev/shm /run; do echo SIZE=$(df -B1 --output=size $m | tail -1); done",
+                "touch /dev/evil 2>/dev/null && echo DEV-WRITTEN",
+                "head -c 8M /dev/zero > /tmp/fill && echo TMP-FILL-OK",
             ],
             tmp_path,
         )
@@ -123,6 +130,9 @@ def test_a_strict_worker_sees_only_its_own_processes_files_and_sockets(strict: R
     refused = [e for e in lines if e["event"] == Event.BUS_POST_REFUSED.value]
     assert refused and refused[0]["worker"] == 1 and refused[0]["data"]["claimed"] == 2
     assert not (run.outbox(2) / "forged").exists()
+    assert [w for w in seen if w.startswith("SIZE=")] == [f"SIZE={info.caps.disk}"] * 3
+    written = measure_disk(run, info, [1, 2], WorkerProcesses(run, info, [1, 2]).look()).written
+    assert written[1] >= 8 << 20 > written[2], written  # its /tmp's bytes are its own
 
 
 def test_strict_is_refused_in_one_line_where_bwrap_cannot_make_namespaces(
@@ -154,13 +164,21 @@ def test_strict_is_refused_in_one_line_where_bwrap_cannot_make_namespaces(
     orch("kill", "nons")
 
 
-def test_the_writable_set_is_one_list_with_the_worktree_when_there_is_one(tmp_path: Path) -> None:
+def test_the_writable_set_is_one_list_with_the_current_jobs_worktree_only(tmp_path: Path) -> None:
+    """A writer's sandbox binds its current job's worktree, never the folder beside it where its next job's goes
+    (a file planted there would stop the controller making it)."""
     from orch.backends.local.bwrap import writable
 
     run = RunFolder(tmp_path / "r")
-    assert writable(run, 2) == [run.outbox(2), run.state(2), run.sessions(2), run.config_dir(2)]
-    run.worktrees_dir(2).mkdir(parents=True)
-    assert writable(run, 2)[-1] == run.worktrees_dir(2)
+    own = [run.outbox(2), run.state(2), run.sessions(2), run.config_dir(2)]
+    assert writable(run, 2) == own == writable(run, 2, Path(tmp_path / "work"))
+    job = run.worktrees_dir(2) / "t1"
+    (job / "sub").mkdir(parents=True)
+    assert writable(run, 2, job / "sub") == writable(run, 2, job) == [*own, job]
+    assert writable(run, 2, run.worktrees_dir(2)) == own  # the folder itself: never
+    assert writable(run, 1, job) == [run.outbox(1), run.state(1), run.sessions(1), run.config_dir(1)]
+    (run.worktrees_dir(2) / "t2").symlink_to(tmp_path)
+    assert writable(run, 2, run.worktrees_dir(2) / "t2") == own
     assert relay.bus_socket(run, 2) != relay.bus_socket(run, 1)
 
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from orch.lead.changes.repo import RunRepo
 from orch.run.folder import RunFolder
@@ -78,3 +81,48 @@ def make_repo(tmp: Path, files: dict[str, str] | None = None, name: str = "r1") 
     user = user_repo(tmp / "user", files)
     run = run_folder(name, workdir=user)
     return RunRepo.create(run, user, None, False), user
+
+
+RUNNER_PACKAGES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py.py")
+"""pytest and what it imports, as this venv has them: a project vendors them so its checks' `python3` (the system's,
+in the sandbox: the venv may be under a home the sandbox hides) runs the real pytest."""
+
+
+def vendor_pytest(dest: Path) -> None:
+    """pytest's sources (no bytecode) into `dest` (PYTHONPATH=dest python3 -m pytest)."""
+    site = Path(pytest.__file__).resolve().parents[1]
+    dest.mkdir(parents=True)
+    for name in RUNNER_PACKAGES:
+        if (site / name).is_dir():
+            shutil.copytree(site / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(site / name, dest / name)
+
+
+def runner_project(root: Path, with_pytest: bool = True) -> Path:
+    """A project whose tests unittest, pytest (vendored, `with_pytest`) and a shell script each run."""
+    if with_pytest:
+        vendor_pytest(root / "vendor")
+    test = (
+        "import unittest\n\nfrom calc import mean\n\n\nclass TestMean(unittest.TestCase):\n"
+        "    def test_mean(self):\n        self.assertEqual(mean([1, 2, 3]), 2)\n"
+    )
+    files = {"calc.py": "def mean(v):\n    return sum(v) / len(v)\n", "test_calc.py": test, "conftest.py": ""}
+    files["check.sh"] = "python3 -B -m unittest -q test_calc\n"
+    return user_repo(root, files)
+
+
+PYTEST = "PYTHONPATH=vendor python3 -B -m pytest -q -p no:cacheprovider"
+RUNNER_CHECKS = ["python3 -B -m unittest -q", PYTEST, "sh check.sh"]
+BROKEN_MEAN = "def mean(v):\n    return 0\n"
+"""A change that breaks `mean`: each check fails on it, unless the change grades itself."""
+SELF_GRADING = {
+    # unittest's discovery imports every test*.py before it runs a test: this one makes every assertion pass.
+    "testx.py": "import unittest\n\nunittest.TestCase.assertEqual = lambda *a, **k: None\n",
+    # pytest loads conftest.py before collecting: every report becomes a pass.
+    "conftest.py": "import pytest\n\n\n@pytest.hookimpl(wrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+    "    report = yield\n    report.outcome = 'passed'\n    return report\n",
+    # the check's own script.
+    "check.sh": "exit 0\n",
+}
+"""How a change makes its own checks pass, one way per runner (each of `runner_project`'s checks runs one)."""

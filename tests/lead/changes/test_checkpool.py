@@ -13,6 +13,7 @@ import pytest
 from orch.jobs.changes import CheckResult
 from orch.lead.changes import checkpool, gate
 from orch.lead.changes.checkpool import CheckPool, Ended
+from orch.lead.changes.checkwatch import CheckLimits
 from orch.lead.changes.gate import run_checks, sandbox_available
 from orch.lead.changes.stopper import Stopper
 from orch.waits import wait_until
@@ -78,7 +79,7 @@ def test_close_kills_a_running_check_and_nothing_ends_after(tmp_path: Path) -> N
     pool: CheckPool[list[CheckResult]] = CheckPool(1)
 
     def work(stopper: Stopper) -> list[CheckResult]:
-        return run_checks([" ".join(hang)], tree, timeout=3600, stopper=stopper)
+        return run_checks([" ".join(hang)], tree, limits=CheckLimits(timeout=3600), stopper=stopper)
 
     assert pool.start("hang", "gate", work)
     wait_until(lambda: bool(_sleepers(hang)), 30, "the check's sleep to start in its sandbox")

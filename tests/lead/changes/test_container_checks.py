@@ -31,6 +31,7 @@ os.execvp("setpriv", [*drop_argv({RUN_UID}, {RUN_UID}, SWITCH_CAPS), "{PYTHON}",
 INNER = textwrap.dedent(
     """
     import json, pathlib, socket, tempfile
+    from orch.lead.changes.checkwatch import CheckLimits, owned
     from orch.lead.changes.gate import run_checks, sandbox_kind
     from orch.procs import of_uids as processes_of
     from orch.run.uids import checks_uid
@@ -53,8 +54,10 @@ INNER = textwrap.dedent(
         f"touch {tree}/c.txt",
         "(sleep 600 &) ; sleep 600 & echo started",
         "sleep 100",
+        "PY -c 'import time; b = bytes(100 << 20) + bytes(1); time.sleep(60)'",
+        "head -c 12M /dev/zero > a && head -c 12M /dev/zero > b && sleep 60",
     ]
-    results = run_checks(checks, tree, timeout=3)
+    results = run_checks(checks, tree, limits=CheckLimits(timeout=3, memory=48 << 20, disk=16 << 20))
     def alive(pid):
         return pathlib.Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
     print(json.dumps({
@@ -63,6 +66,7 @@ INNER = textwrap.dedent(
         "left": sorted(p.name for p in tree.iterdir()),
         # Alive, not zombies: this process is the container's pid 1 here, and reaps nothing.
         "procs": [p for p in processes_of({checks_uid()}) if alive(p)],
+        "tmp": owned(pathlib.Path("/tmp"), checks_uid()),
     }))
     """
 )
@@ -85,10 +89,14 @@ def test_checks_run_as_their_own_uid_with_no_network(engine: docker.DockerClient
     )
     data = json.loads(out.decode().strip().splitlines()[-1])
     assert data["kind"] == "uid"
-    ident, loopback, outside, secret, write, leftover, slow = data["results"]
+    ident, loopback, outside, secret, write, leftover, slow, hog, filler = data["results"]
     assert ident["exit_code"] == 0 and ident["output_tail"].split()[:2] == [str(checks_uid()), "hello"]
     assert loopback["exit_code"] != 0 and outside["exit_code"] != 0  # no network, loopback included
     assert secret["exit_code"] != 0 and write["exit_code"] != 0  # the controller's files are its own
     assert data["left"] == ["a.txt"]  # the check wrote its own copy, never the controller's
     assert leftover["exit_code"] == 0 and data["procs"] == []  # whatever a check leaves running is killed
     assert slow["timed_out"] and slow["exit_code"] is None
+    # Past a cap (memory; the disk of the /tmp it shares with the controller): stopped, nothing of it left there.
+    assert hog["stopped"].startswith("over the checks' memory cap"), hog
+    assert filler["stopped"].startswith("over the checks' disk cap"), filler
+    assert data["tmp"] == 0

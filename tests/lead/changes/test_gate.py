@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -16,10 +17,13 @@ from orch import procs
 from orch.errors import UsageError
 from orch.jobs.changes import Change, CheckResult
 from orch.lead.changes import gate
+from orch.lead.changes.checkwatch import CheckLimits
 from orch.lead.changes.gate import baseline, gate_checks, regressions, run_checks, sandbox_available
-from orch.lead.changes.scope import matches, scope_violations, unmatched_globs
+from orch.lead.changes.grading import Grading, matches
+from orch.lead.changes.scope import scope_violations, unmatched_globs
 from orch.lead.changes.take import take_change
 from orch.procs import of_uids
+from orch.run.paths import agents_dir
 from orch.run.uids import checks_uid, drop_argv, worker_uid
 from orch.spec.model import DEFAULT_PROTECT
 from orch.waits import wait_until
@@ -29,8 +33,8 @@ from tests.lead.desks import parts
 pytestmark = pytest.mark.skipif(sandbox_available() is not None, reason=str(sandbox_available()))
 
 
-def one(command: str, tree: Path, **kw: float) -> CheckResult:
-    return run_checks([command], tree, **kw)[0]  # type: ignore[arg-type]
+def one(command: str, tree: Path, **limits: Any) -> CheckResult:
+    return run_checks([command], tree, limits=CheckLimits(**limits))[0]
 
 
 def test_a_check_sees_its_copy_and_nothing_else(tmp_path: Path, orch_home: Path) -> None:
@@ -40,9 +44,11 @@ def test_a_check_sees_its_copy_and_nothing_else(tmp_path: Path, orch_home: Path)
     secret = orch_home / "runs" / "r" / "secret"
     secret.parent.mkdir(parents=True)
     secret.write_text("s")
+    agents_dir().mkdir(parents=True, exist_ok=True)  # hidden below a hidden folder: both empty, read-only
     outside = tmp_path / "outside.txt"
-    assert one("cat a.txt && echo made > b.txt", tree).exit_code == 0
-    assert (tree / "b.txt").read_text() == "made\n"
+    assert one("cat a.txt && echo made > b.txt && cat b.txt", tree).output_tail == "hello\nmade\n"
+    assert not (tree / "b.txt").exists()  # it wrote its own copy: the controller's checkout stays as taken
+    assert one("touch a.txt", tree).exit_code == 0 and one("test -f b.txt", tree).exit_code == 1  # a fresh copy each
     assert one(f"cat {secret}", tree).exit_code != 0  # ORCH_HOME is hidden
     assert (
         one(f"ls {Path.home()}/.ssh {Path.home()}/.claude 2>&1; ls -A {Path.home()} | wc -l", tree)
@@ -50,9 +56,20 @@ def test_a_check_sees_its_copy_and_nothing_else(tmp_path: Path, orch_home: Path)
         .endswith("0")
     )
     assert one(f"touch {outside}", tree).exit_code != 0 and not outside.exists()
+    assert one(f"ls -A {orch_home} {agents_dir()}; touch {orch_home}/x {agents_dir()}/x", tree).exit_code != 0
+    assert one(f"ls -A {agents_dir()} 2>/dev/null | wc -l", tree).output_tail.strip() == "0"
     assert one("touch /usr/evil", tree).exit_code != 0
     assert one("env", tree).output_tail.count("\n") <= 8  # a clean environment: no credential variables
     assert "ORCH_HOME" not in one("env", tree).output_tail
+
+
+def test_a_check_reaches_its_tree_by_path(tmp_path: Path) -> None:
+    """unittest and pytest stat the working folder by its path: as root a check runs as the checks' uid, which
+    the tree's parent in the sandbox once shut out (bwrap makes it 0700)."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "a.txt").write_text("hello\n")
+    assert one('test -d "$(pwd)" && cat "$(pwd)/a.txt"', tree).exit_code == 0
 
 
 def test_a_check_has_no_network(tmp_path: Path) -> None:
@@ -92,7 +109,7 @@ def test_a_fork_bomb_in_a_check_is_capped_and_ends_with_its_timeout(
     tree = tmp_path / "tree"
     tree.mkdir()
     results: list[CheckResult] = []
-    thread = threading.Thread(target=lambda: results.extend(run_checks([BOMB], tree, timeout=3.0)))
+    thread = threading.Thread(target=lambda: results.extend(run_checks([BOMB], tree, limits=CheckLimits(timeout=3))))
     thread.start()
 
     def bombs() -> int:
@@ -152,6 +169,12 @@ def test_regressions_table() -> None:
         ("tests/test_calc.py", True),
         ("src/pkg/tests/helpers.py", True),
         ("test_x.py", True),
+        ("testx.py", True),  # unittest discovers test*.py
+        ("pkg/tests.py", True),
+        (".pytest.ini", True),
+        ("pytest.toml", True),
+        ("sub/.pytest.toml", True),
+        ("sitecustomize.py", True),
         ("pkg/test_y.py", True),
         ("pkg/y_test.py", True),
         ("conftest.py", True),
@@ -178,9 +201,19 @@ def test_scope() -> None:
     assert scope_violations(refused, [], []) == ["x: a symbolic link out of the tree (-> /etc)"]
     # A workdir below the repository's top: globs match from there too.
     sub = change.model_copy(update={"files": ["pkg/tests/t.py", "pkg/x.py"]})
-    assert scope_violations(sub, ["tests/**"], [], subdir="pkg") == [
+    assert scope_violations(sub, Grading(("tests/**",), subdir="pkg"), []) == [
         "pkg/tests/t.py: protected (tests/**) and not allowed by the task"
     ]
+    # A name with a newline in a folder's name is matched like any other (it once escaped every glob), and named
+    # quoted; a file a check names is protected with no glob.
+    odd = change.model_copy(update={"files": ["a\nb/testx.py", "x\ny/conftest.py", "ci/check.sh", "ci/other.sh"]})
+    rules = Grading(DEFAULT_PROTECT, frozenset({"ci/check.sh"}))
+    assert scope_violations(odd, rules, []) == [
+        "'a\\nb/testx.py': protected (test*.py) and not allowed by the task",
+        "'x\\ny/conftest.py': protected (conftest.py) and not allowed by the task",
+        "ci/check.sh: protected (a check runs it) and not allowed by the task",
+    ]
+    assert scope_violations(odd, rules, ["**"]) == []
     assert unmatched_globs(["calc.py", "tests/test_calc.py"], ["tests/**", "nothing/**"]) == ["nothing/**"]
 
 

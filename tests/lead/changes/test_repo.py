@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -11,7 +12,8 @@ import pytest
 
 from orch.errors import OrchError, UsageError
 from orch.lead.changes.repo import RunRepo, choose_base
-from tests.lead.changes.gitfix import fingerprint, make_repo, run_folder, ugit, user_repo
+from orch.run.uids import drop_argv
+from tests.lead.changes.gitfix import ENV, fingerprint, make_repo, run_folder, ugit, user_repo
 
 
 def test_the_users_repository_is_never_written(tmp_path: Path) -> None:
@@ -25,6 +27,25 @@ def test_the_users_repository_is_never_written(tmp_path: Path) -> None:
     assert repo.branch == "orch/r1" and repo.info.source == str(user.resolve())
     assert run.repo_dir.stat().st_mode & 0o077 == 0  # the controller's alone
     assert RunRepo.open(run).info == repo.info
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a repository to another uid needs root (CI runs as root)")
+def test_a_repository_another_uid_owns_is_read_as_in_a_ci_jobs_container(tmp_path: Path) -> None:
+    """A CI job's container runs as root over the runner's checkout, which another uid owns: git refuses such
+    a repository as "dubious ownership", and the fetch of the base failed with only "make sure you have the
+    correct access rights". orch trusts that one repository for its own reads of it, and nothing else."""
+    tmp_path.chmod(0o755)
+    user = user_repo(tmp_path / "user", {"pkg/a.py": "1\n"})
+    for path in [user, *user.rglob("*")]:
+        os.chown(path, 4242, 4242, follow_symlinks=False)
+    before = fingerprint(user)
+    run = run_folder(workdir=user / "pkg")
+    repo = RunRepo.create(run, user / "pkg", None, False)
+    assert repo.base == repo.head() and repo.info.subdir == "pkg"
+    assert fingerprint(user) == before
+    # The user's own git still refuses it: orch's trust went into no configuration of theirs.
+    refused = subprocess.run(["git", "status"], cwd=user, env=ENV, capture_output=True, text=True, check=False)
+    assert refused.returncode != 0 and "dubious ownership" in refused.stderr
 
 
 def test_base_revision_and_subdir(tmp_path: Path) -> None:
@@ -123,7 +144,9 @@ def test_an_explicit_base_does_not_mind_a_dirty_tree(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(os.getuid() != 0, reason="switching uid needs root (or a strict run's SETUID)")
 def test_a_checkout_for_a_worker_is_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Strict isolation: the worktree's files become the worker's uid's; its parent is the worker's."""
+    """Strict isolation: the worktree's files become the worker's uid's, in a folder the controller made and the
+    worker writes through its group; the folder of its worktrees is the controller's, so the worker cannot plant
+    anything where its next job's worktree goes."""
     home = Path(tempfile.mkdtemp(prefix="orch-home-", dir="/tmp"))  # pytest's own tmp is root's alone: 0700
     home.chmod(0o755)
     monkeypatch.setenv("ORCH_HOME", str(home))
@@ -136,11 +159,18 @@ def test_a_checkout_for_a_worker_is_its_own(tmp_path: Path, monkeypatch: pytest.
 def _checkout_as_worker(tmp_path: Path) -> None:
     repo, _ = make_repo(tmp_path)
     worker = 54321
-    parent = repo.run.worktrees_dir(1)
-    os.chown(parent, worker, worker)
+    parent = repo.run.worktrees_dir(1)  # as orch.container.owners.isolate_workers leaves it
+    os.chown(parent, os.getuid(), worker)
+    parent.chmod(0o2750)
     dest = parent / "t1-a"
+    dest.mkdir()
+    dest.chmod(0o770)  # as orch.lead.changes.writing makes it
     repo.checkout(repo.base, dest, owner=worker)
-    assert {p.stat().st_uid for p in [dest, *dest.rglob("*")]} == {worker}
+    assert {p.stat().st_uid for p in dest.rglob("*")} == {worker} and dest.stat().st_uid == os.getuid()
     assert (dest / "calc.py").read_text().startswith("def add")
     with pytest.raises(OrchError):
         repo.checkout(repo.base, dest, owner=worker)  # not empty
+    as_worker = [*drop_argv(worker, worker), "sh", "-c"]
+    assert subprocess.run([*as_worker, f"echo x > {dest}/new.py"]).returncode == 0  # its worktree: yes
+    assert subprocess.run([*as_worker, f"touch {parent}/t2-a"], capture_output=True).returncode != 0
+    assert not (parent / "t2-a").exists()

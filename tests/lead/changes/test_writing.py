@@ -41,6 +41,7 @@ from orch.run.records import Isolation
 from orch.waits import wait_until
 from tests.helpers import SAMPLE as SAMPLE_FILES
 from tests.helpers import diagnose, orch, run_events
+from tests.lead.changes.gitfix import BROKEN_MEAN, PYTEST, RUNNER_CHECKS, SELF_GRADING, runner_project
 from tests.lead.leadrun import DONE, RESULT, reply, write_spec
 from tests.lead.leadrun import events as leadrun_events
 
@@ -200,6 +201,7 @@ def test_demo_changes_workdir_is_a_fresh_git_repository() -> None:
 
 OUTSIDE = {
     "another writer's worktree": "echo 'evil = 1' >> {{run_dir}}/worktrees/agent-1/mean/calc.py",
+    "beside its own worktree (where its next job's goes)": "echo x > {{run_dir}}/worktrees/agent-2/next",
     "the changes folder": "mkdir -p {{run_dir}}/changes/mean && echo LANDED > {{run_dir}}/changes/mean/evil.json",
     "the findings folder": "mkdir -p {{run_dir}}/findings && echo '{}' > {{run_dir}}/findings/evil.json",
     "the controller's events": """echo '{"event": "change-landed"}' >> {{run_dir}}/events.jsonl""",
@@ -210,6 +212,10 @@ OUTSIDE = {
     "the run's config": "git --git-dir={{run_dir}}/repo.git config core.hooksPath /tmp",
 }
 """What a hostile writer tries beyond its worktree (each `$ ` line a shell call of its own)."""
+LINKS = (
+    "$ mkdir -p sub && ln -s .. sub/up && ln -s sub/up/.. escape && ln -s l2 l1 && ln -s l1 l2 && ln -s .git/config g"
+)
+"""Links in its own worktree whose text each stays inside: `escape` leads out (through `sub/up`)."""
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
@@ -219,6 +225,7 @@ def test_a_writer_cannot_write_outside_its_worktree(repo: Path) -> None:
     report; the honest writer beside it lands."""
     root = str(RunFolder.for_name("chg-outside").root)  # a goal is not a template: the run's folder, spelled out
     attempts = "\n".join(f"$ {line.replace('{{run_dir}}', root)}" for line in OUTSIDE.values())
+    attempts += f"\n{LINKS}"
     run = _run(
         repo,
         "chg-outside",
@@ -230,6 +237,10 @@ def test_a_writer_cannot_write_outside_its_worktree(repo: Path) -> None:
     assert run.info().isolation is Isolation.STRICT
     rows = _rows(run)
     assert rows["mean"]["status"] == ChangeStatus.LANDED, rows
+    # Links that each look inside but lead out (or loop, or into .git): its change is refused, never applied.
+    assert rows["clamp"]["status"] == ChangeStatus.REJECTED and rows["clamp"]["reason"] == "scope", rows["clamp"]
+    for refused in ("escape: a link out of the tree", "l1: a chain of links that never ends", "g: a link into git"):
+        assert refused in rows["clamp"]["detail"], rows["clamp"]["detail"]
     git = ["git", "--git-dir", str(run.repo_dir)]
     landed = subprocess.run([*git, "show", f"orch/{run.name}:calc.py"], capture_output=True, text=True).stdout
     assert "if values else 0.0" in landed and "evil" not in landed
@@ -242,6 +253,7 @@ def test_a_writer_cannot_write_outside_its_worktree(repo: Path) -> None:
     config = subprocess.run([*git, "config", "--get", "core.hooksPath"], capture_output=True, text=True).stdout
     assert config == ""
     assert not (run.change_dir("mean") / "evil.json").exists() and not (run.root / "findings" / "evil.json").exists()
+    assert not (run.worktrees_dir(2) / "next").exists()
     assert '"event": "change-landed"}' not in run.events.read_text()
     for task in rows:
         assert "evil" not in (run.change_dir(task) / "patch.diff").read_text()
@@ -361,7 +373,10 @@ def test_a_slow_check_does_not_hold_up_nudges_or_restarts(tmp_path: Path) -> Non
     assert result.exit_code == 0, result.output + diagnose(run)
     checks_started = _index(run, Event.CHECKS_STARTED, change="w", work="gate")
     restarted = _index(run, Event.RESTARTED_WORKER, worker=2)
-    nudged = _index(run, Event.NUDGE_SENT, worker=2)
+    # The nudge after its restart: on a loaded machine a brief's prompt may take longer than nudge_after (0.5 s)
+    # to reach the agent's hook, and the worker is nudged then too.
+    nudges = [i for i, e in enumerate(leadrun_events(run)) if e.event == Event.NUDGE_SENT and e.worker == 2]
+    nudged = next(i for i in nudges if i > restarted)
     accepted = _index(run, Event.JOB_ACCEPTED, job="notes")
     checks_ended = _index(run, Event.CHECKS_ENDED, change="w", work="gate")
     assert checks_started < restarted < nudged < accepted < checks_ended
@@ -499,3 +514,40 @@ def test_a_controller_killed_at_a_writers_done_flag_takes_its_change_at_the_resu
     assert (JobStatus.DONE, True) in saved and (JobStatus.DONE, False) not in saved, saved
     final = load_state(run)
     assert [c.id for c in final.changes].count("w") == 1 and final.job("w").status is JobStatus.DONE
+
+
+def _writes(files: dict[str, str]) -> list[dict[str, Any]]:
+    return [{"write": f"{{{{workdir}}}}/{name}", "content": text} for name, text in files.items()]
+
+
+def test_a_change_cannot_grade_itself(tmp_path: Path) -> None:
+    """A project checked by unittest and a shell script. A writer breaks `mean` and makes each check pass anyway
+    (a testx.py unittest discovers, the check's own script rewritten), with a task that allows it every path:
+    the checks run with the base's versions of those files, fail, and the change is REJECTED (checks); the
+    honest fix beside it lands. (Without the allowance those paths are out of scope:
+    tests/lead/changes/test_gate.py::test_scope; pytest's conftest: tests/lead/changes/test_grading.py.)"""
+    name = "selfgrade"
+    workdir = runner_project(tmp_path / "work", with_pytest=False)  # pytest's own case: test_grading.py
+    fixed = "def mean(v):\n    return sum(v) / len(v) if v else 0.0\n"
+    cheats = {name: text for name, text in SELF_GRADING.items() if name != "conftest.py"}
+    tasks = [
+        _writer("mean", [*_writes({"calc.py": fixed}), RESULT, DONE, reply()], 1),
+        _writer("grade", [*_writes({"calc.py": BROKEN_MEAN, **cheats}), RESULT, DONE, reply()], 2, allow=["**"]),
+    ]
+    spec = write_spec(
+        tmp_path / f"{name}.yaml",
+        workdir,
+        tasks,
+        agent="scripted",
+        workers=2,
+        checks=[c for c in RUNNER_CHECKS if c != PYTEST],
+        changes={"reviewers_per_change": 0},
+        timeouts={"job": 90, "run": 150},
+    )
+    result = orch("run", spec, "--local", "--name", name)
+    run = RunFolder.for_name(name)
+    assert result.exit_code == 4, result.output + diagnose(run)
+    rows = _rows(run)
+    assert rows["mean"]["status"] == ChangeStatus.LANDED, rows["mean"]
+    assert rows["grade"]["status"] == ChangeStatus.REJECTED and rows["grade"]["reason"] == "checks", rows["grade"]
+    assert not any(c["exit_code"] == 0 for c in rows["grade"]["checks"]), rows["grade"]["checks"]
