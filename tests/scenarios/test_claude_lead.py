@@ -98,7 +98,9 @@ def test_demo_confirms_one_finding_and_refutes_the_false_positive(
     state = load_state(run)
     assert_never_self_verified(state)
     assert_each_brief_sent_once(run, state)
-    # Every verdict came from the verifier's own Bash calls: the reproduce command ran in its pane.
+    # Every verdict came from the verifier's own Bash call (the grep) and orch's run of the reproduce command in the
+    # checks' sandbox, which it cites: no verifier ran the finder's command in its pane.
+    assert {e.data["finding"] for e in events(run, Event.REPRODUCED)} == {"pages-F1", "stats-F1"}
     for verdict in state.verdicts:
         ran = [
             str((e.model_extra or {}).get("tool_input"))
@@ -106,7 +108,8 @@ def test_demo_confirms_one_finding_and_refutes_the_false_positive(
             if e.hook_event_name == "PostToolUse" and e.tool_name == "Bash"
         ]
         repro = state.finding(verdict.finding).finding.reproduce
-        assert repro and any(json.dumps(repro)[1:-1] in raw for raw in ran)
+        assert repro and ran and not any(json.dumps(repro)[1:-1] in raw for raw in ran)
+        assert repro in [getattr(ev, "command", None) for ev in verdict.report.evidence]
     page = run.report_html.read_text()
     assert "pages-F1" in page and "logs/agent-1.log" in page and "<script" not in page and "<link" not in page
     assert "Nothing was billed" in page and "Nothing was billed" in run.report_md.read_text()  # offline costs
