@@ -136,7 +136,7 @@ class ClaudeAdapter(AgentBase):
             "DISABLE_AUTOUPDATER": "1",
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             # No trust dialog, and no trust recorded for any folder: with the project's config off above, trust
-            # gates nothing else (SECURITY.md, "Deputies").
+            # gates nothing else (SECURITY.md, "Attacks by class").
             "CLAUDE_CODE_SANDBOXED": "1",
             **self.worker_env(ctx),
         }

@@ -98,9 +98,8 @@ class Review(Part):
             self.stop_leftovers(n, job.id)  # the writer's code it ran: nothing of it writes the verdict from now on
             commands = self.ran_commands(job, n)
             checkout = Path(job.workdir)
-            gate = changebriefs.gate_run(
-                self.run, job.change
-            )  # the checks as orch ran them on the change: cited as run
+            # The checks as orch ran them on the change, which the reviewer may cite as run.
+            gate = changebriefs.gate_run(self.run, job.change)
             cited = commands + ([gate] if gate is not None else [])
             verdict, problems = check_verdict(self.run, job.id, token, job.change, n, checkout, window, cited)
             if verdict is not None and (
