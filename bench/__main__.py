@@ -35,6 +35,7 @@ from bench import (
     procs,
     reports,
     starts,
+    swarm,
     up,
     view,
     watch,
@@ -65,6 +66,7 @@ BENCHES: dict[str, tuple[Callable[[Context], Result], bool]] = {
     "gate": (gate.run, False),  # issue 22: the gate's overhead over an ungated run of the same writers
     "starts": (starts.run, False),  # an `orch bus post` process, a run gateway's start (--before REV: side by side)
     "notify": (notify.run, False),  # issue 34: a hook or a controller event -> the webhook posted, the terminal rung
+    "swarm": (swarm.run, False),  # issue 33, on scripts/swarm-cluster.sh's swarm (root): starts, spread, the sync
 }
 MEASUREMENT_ERRORS = (OrchError, BenchError, OSError, TimeoutError)
 

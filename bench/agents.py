@@ -2,7 +2,7 @@
 takes): `up` -> every worker ready for N=1 and N=4, RSS per worker just booted and after a task, and
 brief -> done for a three-step task (a shell call, a write, the done flag).
 
-aider runs no shell command orch can count on (orch/agents/aider.py: it applies the model's edit blocks,
+aider runs no shell command orch can count on (orch/agents/aider/adapter.py: it applies the model's edit blocks,
 and refuses shell blocks under --yes-always), so its task is the same minus the bus post: the result and
 the done flag as two edit blocks in one answer (its row's name says so). Agents run interleaved in each
 repeat, and the ratio rows pair each agent's figure with Claude Code's of the same repeat.

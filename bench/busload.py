@@ -11,8 +11,8 @@ from bench.env import BenchError, Lines, helper, orch_cli, popen, python_env, se
 from bench.probes import payload
 from bench.table import Row, Target, percentile
 from orch.run import bus
-from orch.run.busserver import BusServer
 from orch.run.folder import RunFolder
+from orch.run.listeners import BusServer
 
 CLI_TIMEOUT = 60.0
 

@@ -1,7 +1,6 @@
 """A run of 1,000 findings' reports: the time to render and write report.html, report.md, report.sarif and
-report.junit.xml, beside report.json for the same report (the ratios), and report.html side by side with the
-same template printed through Jinja2's own escape (bench/pairs.py's turns). No agents: the report is made in
-memory, as big as a large run's."""
+report.junit.xml, beside report.json for the same report (the ratios). No agents: the report is made in memory,
+as big as a large run's."""
 
 from __future__ import annotations
 
@@ -9,27 +8,20 @@ import datetime as dt
 import statistics
 import time
 from collections.abc import Callable
-from functools import cache
-
-import jinja2
-from jinja2.compiler import CodeGenerator
 
 from bench.core import Context, Result
-from bench.pairs import in_turn
-from bench.table import Row, Target
+from bench.table import Row
 from orch.jobs.findings import CodeEvidence
 from orch.jobs.state import FindingStatus
 from orch.report.junit import render_junit
 from orch.report.model import FindingRow, JobRow, RunReport, TaskRow, VerdictCell, WorkerRow
-from orch.report.render import HTML, html_context, render_html, render_markdown
+from orch.report.render import render_html, render_markdown
 from orch.report.sarif.render import render_sarif
-from orch.report.templates.environment import environment
 from orch.run.files import atomic_write
 from orch.run.folder import RunFolder
 
 FINDINGS = 1000
 TASKS = 10
-HTML_TARGET = Target("<=", 0.5, "<= 0.5 x")  # orch's escape (templatecode) still in effect: 0.2-0.3 x measured
 SAMPLES = 5  # per repeat; the repeat's figure is their median
 STATUSES = (FindingStatus.CONFIRMED, FindingStatus.REFUTED, FindingStatus.UNVERIFIED)
 
@@ -98,50 +90,31 @@ def _ms(write: Callable[[], None]) -> float:
     return (time.perf_counter() - start) * 1000
 
 
-@cache
-def stock() -> jinja2.Environment:
-    """orch's template environment but with Jinja2's own code generator: each printed value escaped to a
-    Markup (markupsafe.escape), as report.html was rendered before orch.report.templates.codegen."""
-    env = environment().overlay(cache_size=10)  # a cache of its own: orch's compiled templates are not its
-    env.code_generator_class = CodeGenerator
-    return env
-
-
-def stock_html(report: RunReport) -> str:
-    return stock().get_template(HTML).render(**html_context(report))
-
-
-def once(run: RunFolder, report: RunReport, sample: int = 0) -> dict[str, float]:
-    """Median of SAMPLES of each write, interleaved so that load hits them alike; report.html and its stock
-    render in turn (the first of the two alternating by sample)."""
+def once(run: RunFolder, report: RunReport) -> dict[str, float]:
+    """Median of SAMPLES of each write, interleaved so that load hits them alike."""
     writes: dict[str, Callable[[], None]] = {
         "sarif": lambda: atomic_write(run.report_sarif, render_sarif(report)),
         "junit": lambda: atomic_write(run.report_junit, render_junit(report)),
         "json": lambda: atomic_write(run.report_json, report.model_dump_json(indent=2) + "\n"),
         "md": lambda: atomic_write(run.report_md, render_markdown(report)),
-    }
-    pair: dict[str, Callable[[], None]] = {
         "html": lambda: atomic_write(run.report_html, render_html(report)),
-        "stock": lambda: atomic_write(run.report_html, stock_html(report)),
     }
-    times: dict[str, list[float]] = {key: [] for key in (*writes, *pair)}
-    for n in range(SAMPLES):
-        for key, write in (*writes.items(), *((k, pair[k]) for k in in_turn(sample + n, "html", "stock"))):
+    times: dict[str, list[float]] = {key: [] for key in writes}
+    for _ in range(SAMPLES):
+        for key, write in writes.items():
             times[key].append(_ms(write))
     out = {key: statistics.median(values) for key, values in times.items()}
     out["both"] = out["sarif"] + out["junit"]
     out["ratio"] = out["both"] / out["json"] if out["json"] > 0 else 0.0
     out["html_json"] = out["html"] / out["json"] if out["json"] > 0 else 0.0
-    out["html_stock"] = out["html"] / out["stock"] if out["stock"] > 0 else 0.0
     return out
 
 
 def run(ctx: Context) -> Result:
     run_folder = ctx.env.file_run("reports", workers=3)
     report = big_report(run_folder.name, run_folder.info().workdir)
-    stock_html(report)  # both compiled before the first sample
-    render_html(report)
-    tries = [once(run_folder, report, sample=r * SAMPLES) for r in range(ctx.config.repeat)]
+    render_html(report)  # its template compiled before the first sample
+    tries = [once(run_folder, report) for _ in range(ctx.config.repeat)]
     files = (run_folder.report_html, run_folder.report_md, run_folder.report_sarif, run_folder.report_junit,
              run_folder.report_json)  # fmt: skip
     sizes = {p.name: p.stat().st_size for p in files}
@@ -153,8 +126,6 @@ def run(ctx: Context) -> Result:
     label = f"{FINDINGS:,} findings"
     rows = [
         Row("reports", f"report.html ({label}), written", "ms", values("html"), note=size_note),
-        Row("reports", f"report.html through Jinja2's own escape ({label})", "ms", values("stock")),
-        Row("reports", "report.html / through Jinja2's own escape", "x", values("html_stock"), HTML_TARGET),
         Row("reports", f"report.md ({label}), written", "ms", values("md")),
         Row("reports", f"report.sarif + report.junit.xml ({label}), written", "ms", values("both")),
         Row("reports", f"of which report.sarif ({label})", "ms", values("sarif")),

@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
+from orch import settings
 from orch.run.folder import RunFolder
+from orch.run.paths import agent_cache
 from orch.run.records import Isolation, RunInfo, RunStatusView, WorkerCaps
 
 
@@ -221,64 +223,104 @@ class Check:
     optional: bool = False
 
 
-@runtime_checkable
-class AgentAdapter(Protocol):
-    """Read-only facts (orch.agents.base.AgentFacts holds them for every adapter of orch), then behaviour."""
+NO_CREDENTIALS = Credentials(env=())
+VERSION_TIMEOUT = 30.0  # seconds an agent's `--version` may take
 
-    @property
-    def name(self) -> str: ...
-    @property
-    def default_permission_mode(self) -> str: ...
-    @property
-    def permission_modes(self) -> tuple[str, ...]: ...
-    @property
-    def credentials(self) -> Credentials:
-        """What it needs for a real model API (empty `env` for an agent that calls none)."""
-        ...
 
-    @property
-    def shell(self) -> ShellTool | None:
-        """None: its model has no shell tool (aider: shell blocks in its answers are not tool calls)."""
-        ...
+@dataclass(frozen=True)
+class AgentFacts:
+    """What orch knows of one agent CLI as plain facts: an AgentAdapter's `facts` (behaviour: orch.agents.base)."""
+
+    name: str
+    title: str
+    """Its name for people ("Claude Code"): doctor lines and errors say it."""
+    permission_modes: tuple[str, ...]
+    default_permission_mode: str
+    credentials: Credentials = NO_CREDENTIALS
+    """What it needs for a real model API (empty `env` for an agent that calls none)."""
+    shell: ShellTool | None = None
+    """None: its model has no shell tool (aider: shell blocks in its answers are not tool calls)."""
+    sessions: SessionStore | None = None
+    """None: the agent keeps no session a resume could read."""
+    install: ImageInstall | None = None
+    """None: nothing to install (the scripted agent is part of orch)."""
+    limits: tuple[str, ...] = ()
+    """What this agent cannot do and how orch degrades, a clause each: `orch doctor` and a run's report say them."""
+    strict_isolation: bool = True
+    """It runs under strict isolation (its own uid, no access to the run's tmux server)."""
+    own_pane: bool = False
+    """A helper in its pane reads the pane's screen and types into it (aider's watcher, Gemini's approver):
+    under strict isolation through the relay's socket for its own pane alone (orch.backends.local.relay)."""
+    dialogs: tuple[Dialog, ...] = ()
+    """Fallback only: what it may still show although the seeded config dir prevents it."""
+    deaf_screens: tuple[str, ...] = ()
+    """Patterns (multi-line regexes) of screens on which its TUI drops typed text although its last hook says
+    idle: a send waits until none shows (orch.fleet.talk)."""
+    empty_draft: str = ""
+    """A (multi-line) regex of its input box with nothing typed: a paste after which it still shows was dropped
+    and is pasted again (orch.fleet.talk). Empty: no way to tell."""
+    command: str = ""
+    """Its executable's name on PATH (default: `name`)."""
+    cache: str = ""
+    """Its folder in orch's agent cache (orch.run.paths.agent_cache) where `orch setup` installs the pinned copy
+    (default: `name`)."""
+    install_hint: str = ""
+    """How to install it (default: from `install`, as npm or pip would)."""
+    version_last: bool = False
+    """`--version` prints its version as the last word (`codex-cli X`), not the first."""
+    version_timeout: float = VERSION_TIMEOUT
+    version_env: Mapping[str, str] = field(default_factory=dict)
+    """Variables every process of it gets, `--version` included."""
+    doctor_optional: bool = True
+    """Its doctor line is not a failure when it is missing (a machine may run other agents only)."""
+    credentials_check: str = ""
+    """The name of its credentials line in `orch doctor` (default: `<name>-credentials`)."""
+    resume_args: tuple[str, ...] = ("--resume",)
+    """Put before a kept session's id to resume it (Codex: its `resume` subcommand)."""
+    new_session_args: tuple[str, ...] = ()
+    """Put before a fresh id for a new session; empty: the agent names its sessions itself."""
+    project_files: tuple[str, ...] = ()
+    """Globs (gitignore's rules, from a tree's root) of what it reads from a folder as configuration or instructions
+    (`.claude/**`, `AGENTS.md`...): a change that edits one is out of scope unless its task allows it, and its
+    reviewer is told (orch.lead.changes.agentfiles). The agent itself starts with them off."""
 
     @property
     def gateway(self) -> GatewayEnv | None:
-        """None: the agent calls no model API, so there is nothing to point at the gateway."""
-        ...
+        """How a worker is pointed at the run's gateway: its base URL variable, and its first key variable
+        set to the worker's token (orch.agents.credentials.gateway_env). None: it calls no model API."""
+        creds = self.credentials
+        return GatewayEnv(creds.base_url_env, creds.env[0]) if creds.env and creds.base_url_env else None
 
     @property
-    def sessions(self) -> SessionStore | None:
-        """None: the agent keeps no session a resume could read."""
-        ...
+    def bin_setting(self) -> settings.Setting[str | None] | None:
+        """The ORCH_<NAME>_BIN setting that picks another executable (orch/settings.py), if it has one."""
+        return settings.agent_bin(self.name)
 
     @property
-    def install(self) -> ImageInstall | None:
-        """None: nothing to install (the scripted agent is part of orch)."""
-        ...
+    def cache_root(self) -> Path:
+        """Where `orch setup` installs the pinned copy: an npm prefix, or a venv (`<cache>/<version>`)."""
+        return agent_cache() / (self.cache or self.name) / (self.install.version if self.install else "")
 
     @property
-    def limits(self) -> tuple[str, ...]:
-        """What this agent cannot do and how orch degrades, a clause each: `orch doctor` and a run's report
-        say them."""
-        ...
+    def cache_bin(self) -> Path:
+        """The pinned copy `orch setup` installs: npm's `node_modules/.bin/`, or a venv's `bin/`."""
+        pip = self.install is not None and self.install.pip_command is not None
+        root = self.cache_root
+        return (root / "bin" if pip else root / "node_modules" / ".bin") / (self.command or self.name)
 
     @property
-    def strict_isolation(self) -> bool:
-        """Whether it runs under strict isolation (its own uid, no access to the run's tmux server)."""
-        ...
+    def how_to_install(self) -> str:
+        if self.install_hint or self.install is None:
+            return self.install_hint
+        return f"orch setup --agents {self.name}"
+
+
+@runtime_checkable
+class AgentAdapter(Protocol):
+    """One agent CLI: its facts (read `adapter.facts.name`, `.credentials`, `.sessions`...), then behaviour."""
 
     @property
-    def own_pane(self) -> bool:
-        """Whether a helper in its pane reads the pane's screen and types into it (aider's watcher): under
-        strict isolation it gets `WorkerContext.pane_socket`, its own pane alone."""
-        ...
-
-    @property
-    def project_files(self) -> tuple[str, ...]:
-        """Globs (gitignore's rules, from a tree's root) of what the CLI reads from a folder as its configuration
-        or instructions (`.claude/**`, `AGENTS.md`...): a change that edits one is out of scope unless its task
-        allows it, and its reviewer is told (orch.lead.changes.agentfiles). The agent itself starts with them off."""
-        ...
+    def facts(self) -> AgentFacts: ...
 
     def can_run_strict(self) -> bool:
         """Whether it runs under strict isolation (a local bubblewrap sandbox of its own, or a uid of its own in
@@ -298,8 +340,6 @@ class AgentAdapter(Protocol):
     def prepare(self, ctx: WorkerContext) -> LaunchSpec:
         """Seed ctx.config_dir (onboarding, trust, hooks, status line) and return the launch spec."""
         ...
-
-    def dialogs(self) -> Sequence[Dialog]: ...
 
     def ready_marker(self, run: RunFolder, worker: int) -> Path | None:
         """A file that exists once the agent's UI takes input (None: its SessionStart is enough)."""

@@ -121,6 +121,16 @@ def _at_least_one(value: str) -> int:
     return number
 
 
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ValueError("expected a number of seconds") from None
+    if not 0 < seconds <= 3600:
+        raise ValueError("expected a number of seconds above 0, at most 3600")
+    return seconds
+
+
 def _optional_whole(value: str) -> int | None:
     return _whole(value) if value else None
 
@@ -198,7 +208,7 @@ def _agent_bin(name: str, title: str, pinned: str) -> Setting[str | None]:
 
 
 def agent_bin(name: str) -> Setting[str | None] | None:
-    """The ORCH_<NAME>_BIN setting of an agent, if it has one (orch.agents.base.AgentFacts.bin_setting)."""
+    """The ORCH_<NAME>_BIN setting of an agent, if it has one (orch.contracts.AgentFacts.bin_setting)."""
     return ALL.get(f"ORCH_{name.upper()}_BIN")
 
 
@@ -343,6 +353,33 @@ BOOT_STDIN = Setting(
     _flag,
     "1: the container's init reads its boot line (the model upstream, credential included) from stdin.",
     internal=True,
+)
+BOOT_FILE = Setting(
+    "ORCH_BOOT_FILE",
+    "",
+    _optional_path,
+    "A file holding the init's boot line instead of stdin (a swarm task's secret, readable by the gateway's uid).",
+    internal=True,
+)
+SWARM_COLLECTOR = Setting(
+    "ORCH_SWARM_COLLECTOR",
+    "",
+    _optional,
+    "A swarm task: its run's collector, `address:port` (open to the run's uid alone, which syncs the run home).",
+    internal=True,
+)
+SWARM_LIFE = Setting(
+    "ORCH_SWARM_LIFE",
+    "1",
+    _at_least_one,
+    "A swarm task: which life of the run it is (1, then one per resume).",
+    internal=True,
+)
+SWARM_SYNC_INTERVAL = Setting(
+    "ORCH_SWARM_SYNC_INTERVAL",
+    "2",
+    _seconds,
+    "Seconds between a swarm run's passes home: at most this much work is redone after its node dies.",
 )
 GATEWAY_CREDENTIAL = Setting(
     "ORCH_GATEWAY_CREDENTIAL",

@@ -17,10 +17,11 @@ from orch.run.folder import RunFolder
 from tests.helpers import pinned_bin
 from tests.notify.receiver import Receiver, serve
 
-# The docker tests' fixtures (engine, image, names, workdir) live in tests/dockertest.py.
-pytest_plugins = ["tests.dockertest"]
+# The docker tests' fixtures (engine, image, names, workdir) live in tests/dockertest.py, the swarm tests'
+# (cluster, manager) in tests/swarmtest.py.
+pytest_plugins = ["tests.dockertest", "tests.swarmtest"]
 
-SLOW_TIERS = ("docker", "claude", "codex", "gemini", "opencode", "aider")
+SLOW_TIERS = ("docker", "swarm", "claude", "codex", "gemini", "opencode", "aider")
 """Markers of the tiers that need a real agent binary or a Docker engine; every other test is `fast`."""
 
 

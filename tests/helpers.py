@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-from orch.agents.base import AgentBase
 from orch.agents.registry import get_adapter
 from orch.cli.commands import app
 from orch.run.events import Event
@@ -104,9 +103,7 @@ def gateway_books(run: RunFolder, ready: Callable[[dict[str, Any], list[dict[str
 def pinned_bin(name: str) -> Path:
     """An agent's pinned binary as its facts find it (ORCH_<NAME>_BIN, else the copy `orch setup`
     installed in ~/.cache/orch), or the test fails saying how to install it."""
-    adapter = get_adapter(name)
-    assert isinstance(adapter, AgentBase), f"agent {name} states no facts"
-    facts = adapter.facts
+    facts = get_adapter(name).facts
     setting = facts.bin_setting
     explicit = setting.get() if setting else None
     path = Path(explicit) if explicit else facts.cache_bin
@@ -176,14 +173,14 @@ def user_endpoint(
     its credentials name it: its base URL and first credential variable set, its other credential variables
     and `clear` (its config dir's, say) unset, and its binary (ORCH_<AGENT>_BIN) when given."""
     adapter = get_adapter(agent)
-    credentials = adapter.credentials
+    credentials = adapter.facts.credentials
     assert credentials.base_url_env is not None, f"{agent} takes no endpoint"
     for var in (*credentials.variables, *clear):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv(credentials.base_url_env, url)
     monkeypatch.setenv(credentials.env[0], key)
     if binary is not None:
-        assert isinstance(adapter, AgentBase) and adapter.facts.bin_setting is not None
+        assert adapter.facts.bin_setting is not None
         monkeypatch.setenv(adapter.facts.bin_setting.name, str(binary))
 
 

@@ -185,10 +185,9 @@ def test_reports_bench_writes_valid_files_of_its_big_report() -> None:
     run.create(run_info("bench-reports", workers=3))
     report = reports.big_report(run.name, "/workspace", findings=30)
     timed = reports.once(run, report)
-    assert set(timed) == {"sarif", "junit", "json", "md", "html", "stock", "both", "ratio", "html_json", "html_stock"}
+    assert set(timed) == {"sarif", "junit", "json", "md", "html", "both", "ratio", "html_json"}
     assert all(v > 0 for v in timed.values())
-    # The side-by-side render is the same page: only the way each value is escaped differs.
-    assert run.report_html.read_text() == reports.stock_html(report) == render_html(report)
+    assert run.report_html.read_text() == render_html(report)
     assert run.report_md.read_text() == render_markdown(report)
     results = valid_sarif(run.report_sarif)["runs"][0]["results"]
     assert len(results) == 30 and {r["level"] for r in results} == {"error", "warning", "note"}
@@ -212,3 +211,16 @@ def test_the_gate_bench_compares_one_spec_with_and_without_its_gate(tmp_path: Pa
     assert on.checks and on.changes.reviewers_per_change == 1 and on.protected()
     assert not off.checks and off.changes.reviewers_per_change == 0 and off.protected() == []
     assert on.tasks == off.tasks and on.offline and off.offline
+
+
+def test_the_swarm_bench_costs_a_pass_here_and_skips_without_a_swarm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its pass rows need no swarm (a pass made and applied in this process); the rest needs the swarm of
+    scripts/swarm-cluster.sh, without which it says so in one line."""
+    from bench import swarm
+
+    rows = {row.metric: row for row in swarm._pass_costs(1)}
+    assert rows["its size (the tail and the tar around it)"].values[0] < 64 << 10  # a tail, not the file
+    assert rows["its size"].values[0] > 3  # MiB: the first pass carries the whole folder
+    monkeypatch.setattr(swarm, "SCRIPT", Path("/nonexistent/swarm-cluster.sh"))
+    skipped = swarm.run(None)  # type: ignore[arg-type]  # it looks at nothing else before it skips
+    assert skipped.skipped is not None and "swarm-cluster.sh up" in skipped.skipped

@@ -40,15 +40,15 @@ EXCUSED: dict[str, str] = {
     "backends/docker/sandbox.py": "the Docker Sandbox: only an engine shows it, the tests/scenarios/*_docker.py",
     "backends/docker/boot.py": "a run's container started: tests/scenarios/test_fleet_docker.py, test_faults_docker.py",
     "backends/docker/mounts.py": "its mounts and volumes: tests/scenarios/test_gateway_docker.py, test_fleet_docker.py",
-    "agents/aider_watch.py": "aider's stand-in for hooks: only the real aider shows it, tests/agents/test_aider.py",
+    "agents/aider/watch.py": "aider's stand-in for hooks: only the real aider shows it: tests/agents/aider/",
 }
 
 # orch/<path> -> where its tests are now: modules with logic and no mirrored test module yet (the debt when
 # this check was written). Only ever remove a line: move those tests, or write them, at the mirrored path.
 UNMIRRORED: dict[str, str] = {
-    "agents/scripted_agent.py": "every fast fleet test runs it: tests/fleet/test_launch.py, test_tmux.py",
-    "agents/scripted_turns.py": "tests/scenarios/test_scripted.py (orch run in process)",
-    "fleet/become.py": "tests/agents/test_aider.py, tests/container/test_egress.py (strict workers)",
+    "agents/scripted/tui.py": "every fast fleet test runs it: tests/fleet/test_launch.py, test_tmux.py",
+    "agents/scripted/turns.py": "tests/scenarios/test_scripted.py (orch run in process)",
+    "fleet/become.py": "tests/agents/aider/test_adapter.py, tests/container/test_egress.py (strict workers)",
     "fleet/booting.py": "every `orch up` in tests/fleet; dialogs: the agent tiers",
     "gateway/recording/archive.py": "tests/recording/test_transfer.py (every corruption case, through the lead)",
     "gateway/proxy.py": "tests/gateway/test_flow.py, test_faults.py (a real gateway)",

@@ -7,10 +7,9 @@ import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from orch.contracts import VERSION_TIMEOUT
 from orch.errors import UsageError
 from orch.settings import Setting
-
-VERSION_TIMEOUT = 30.0
 
 
 def find_binary(setting: Setting[str | None] | None, command: str, pinned: Path, what: str, install: str) -> Path:

@@ -10,16 +10,16 @@ from orch.errors import OrchError, UsageError
 
 def check_permission_mode(adapter: AgentAdapter, mode: str) -> None:
     """UsageError unless `mode` is one of the agent's permission modes (its own names, passed to it)."""
-    if mode not in adapter.permission_modes:
+    if mode not in adapter.facts.permission_modes:
         raise UsageError(
-            f"unknown permission mode {mode!r} for agent {adapter.name}",
-            hint=f"use one of: {', '.join(adapter.permission_modes)}",
+            f"unknown permission mode {mode!r} for agent {adapter.facts.name}",
+            hint=f"use one of: {', '.join(adapter.facts.permission_modes)}",
         )
 
 
 def limits_check(adapter: AgentAdapter) -> Check:
     """The agent's limits as one doctor line (informational: not a failure)."""
-    return Check(f"{adapter.name}-limits", True, "; ".join(adapter.limits) or "none known", optional=True)
+    return Check(f"{adapter.facts.name}-limits", True, "; ".join(adapter.facts.limits) or "none known", optional=True)
 
 
 def install_check(adapter: AgentAdapter) -> Check:
@@ -27,9 +27,9 @@ def install_check(adapter: AgentAdapter) -> Check:
     try:
         path = adapter.binary()
     except OrchError as exc:
-        return Check(adapter.name, False, exc.message, exc.hint)
+        return Check(adapter.facts.name, False, exc.message, exc.hint)
     version = adapter.version()
-    return Check(adapter.name, version is not None, f"{version or 'version unknown'} at {path}")
+    return Check(adapter.facts.name, version is not None, f"{version or 'version unknown'} at {path}")
 
 
 # How the run's gateway will present each kind of credential: the doctor says it before a run does.

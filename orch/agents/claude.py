@@ -9,9 +9,18 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from orch.agents.base import AgentBase, AgentFacts, SessionArgs, hook_command, write_config
+from orch.agents.base import AgentBase, hook_command, write_config
 from orch.agents.credentials import anthropic_key, gateway_env
-from orch.contracts import Dialog, ImageInstall, LaunchSpec, LoginFile, SessionStore, ShellTool, WorkerContext
+from orch.contracts import (
+    AgentFacts,
+    Dialog,
+    ImageInstall,
+    LaunchSpec,
+    LoginFile,
+    SessionStore,
+    ShellTool,
+    WorkerContext,
+)
 from orch.run.folder import RunFolder
 from orch.versions import CLAUDE_CODE_PACKAGE, CLAUDE_CODE_VERSION
 
@@ -56,7 +65,7 @@ FACTS = AgentFacts(
     cache="claude-code",
     doctor_optional=False,
     credentials_check="credentials",
-    session_args=SessionArgs(resume=("--resume",), new=("--session-id",)),
+    new_session_args=("--session-id",),
     # Settings (their hooks, status line, MCP approvals), skills, commands, agents, MCP servers, instructions.
     project_files=("**/.claude/**", ".mcp.json", "CLAUDE.md", "CLAUDE.local.md"),
 )

@@ -11,9 +11,17 @@ from typing import Any
 
 import tomli_w
 
-from orch.agents.base import AgentBase, AgentFacts, HookDialect, SessionArgs, write_config
+from orch.agents.base import AgentBase, HookDialect, write_config
 from orch.agents.credentials import gateway_env, gemini_key
-from orch.contracts import Dialog, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
+from orch.contracts import (
+    AgentFacts,
+    Dialog,
+    ImageInstall,
+    LaunchSpec,
+    SessionStore,
+    ShellTool,
+    WorkerContext,
+)
 from orch.versions import GEMINI_CLI_PACKAGE, GEMINI_CLI_VERSION
 
 QUIET_ENV = {
@@ -78,8 +86,7 @@ FACTS = AgentFacts(
     empty_draft=r"^\s*>\s+Type your message or @path/to/file\s*$",
     cache="gemini-cli",
     version_env=QUIET_ENV,
-    session_args=SessionArgs(resume=("--resume",), new=("--session-id",)),
-    hook_dialect=HOOK_DIALECT,
+    new_session_args=("--session-id",),
     # Settings (hooks, MCP servers), extensions, agents, commands, policies, instructions.
     project_files=("**/.gemini/**", "GEMINI.md"),
     # Its hook writer's approver reads the dialog and presses Allow: in a local sandbox through the relay.

@@ -19,9 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from orch.agents.base import AgentBase
 from orch.agents.registry import ADAPTERS, ALL_AGENTS, get_adapter
-from orch.errors import OrchError, UsageError
+from orch.errors import OrchError
 
 WAKE = 1.0
 """Seconds between two `on_wait` calls while an installer runs (the bar's refresh)."""
@@ -64,13 +63,10 @@ def plan(kinds: Sequence[str]) -> list[Install]:
     names = list(ADAPTERS) if ALL_AGENTS in kinds else list(dict.fromkeys(kinds))
     out = []
     for name in names:
-        adapter = get_adapter(name)
-        install = adapter.install
+        facts = get_adapter(name).facts
+        install = facts.install
         if install is None:
             continue
-        if not isinstance(adapter, AgentBase):
-            raise UsageError(f"agent {name!r} states no facts to install it from")
-        facts = adapter.facts
         command = install.pip_command or facts.command or facts.name
         pip = install.pip_command is not None
         out.append(

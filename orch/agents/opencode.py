@@ -22,9 +22,17 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from orch.agents.base import HOOKWRITER, AgentBase, AgentFacts, SessionArgs
+from orch.agents.base import HOOKWRITER, AgentBase
 from orch.agents.credentials import gateway_env, openai_key
-from orch.contracts import Check, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
+from orch.contracts import (
+    AgentFacts,
+    Check,
+    ImageInstall,
+    LaunchSpec,
+    SessionStore,
+    ShellTool,
+    WorkerContext,
+)
 from orch.errors import UsageError
 from orch.run.folder import RunFolder
 from orch.versions import OPENCODE_PACKAGE, OPENCODE_PLUGIN_PACKAGE, OPENCODE_VERSION
@@ -46,7 +54,7 @@ FACTS = AgentFacts(
         config_npm=f"{OPENCODE_PLUGIN_PACKAGE}@{OPENCODE_VERSION}",
         size_mb=420,
     ),
-    session_args=SessionArgs(resume=("--session",)),
+    resume_args=("--session",),
     # Config (provider, MCP servers, plugins), plugins, agents, commands, instructions.
     project_files=("**/.opencode/**", "opencode.json", "opencode.jsonc", "AGENTS.md"),
 )
@@ -201,7 +209,7 @@ class OpencodeAdapter(AgentBase):
             "opencode-support",
             True,
             "state from its plugin events (session status, tools, permission asked); sessions resume with "
-            "--session; permission modes: " + ", ".join(self.permission_modes),
+            "--session; permission modes: " + ", ".join(self.facts.permission_modes),
             optional=True,
         )
         return (*super().doctor(), facts)

@@ -99,7 +99,7 @@ COMMANDS: dict[str, Entry] = {
     "spec": Entry("orch.cli.spec", "app", "Fleet specs: check one as `orch run` would, write an example, the schema."),
     "skill": Entry(_LEAD, "skill_app", "The Claude Code skill that drives orch."),
     "image": Entry(_CONTAINER, "image_app", "The worker image."),
-    "bus": Entry("orch.cli.bus", "app", "The run's append-only message bus."),
+    "bus": Entry("orch.cli.bus.app", "app", "The run's append-only message bus."),
     "record": Entry("orch.cli.record", "app", "A run's model recording: export it as one file to replay anywhere."),
     "notify": Entry("orch.cli.notify", "app", "A run's notifications (docs/notify.md): mute, unmute, test."),
 }

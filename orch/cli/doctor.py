@@ -40,7 +40,8 @@ def _docker() -> list[Check]:
         from orch.backends.docker.image import image_exists
         from orch.backends.docker.sandbox import default_image
 
-        version = docker_client().version().get("Version", "?")
+        client = docker_client()
+        version = client.version().get("Version", "?")
     except OrchError as exc:
         return [Check("docker", False, exc.message, exc.hint, optional=True)]
     checks = [Check("docker", True, f"engine {version} at {engine_address()}", optional=True)]
@@ -51,7 +52,9 @@ def _docker() -> list[Check]:
         return [*checks, Check("image", False, exc.message, exc.hint, optional=True)]
     fix = "orch image build (add --base-image IMAGE where no registry is reachable)"
     checks.append(Check("image", found, image if found else f"{image} not built", None if found else fix, True))
-    return checks
+    from orch.backends.swarm.cluster import doctor_checks
+
+    return [*checks, *doctor_checks(client, engine_address())]
 
 
 def upstream_checks(fleet: list[str] | None) -> list[Check]:
@@ -60,8 +63,8 @@ def upstream_checks(fleet: list[str] | None) -> list[Check]:
     is sent (never a value). For a given fleet (`--agents`), a model API it has no credential for is a
     failure: its every call would be refused (across model APIs `orch up` refuses the fleet); an agent's login
     file passed through counts for a fleet of one model API."""
-    kinds = fleet or sorted(name for name in ADAPTERS if get_adapter(name).credentials.env and name != "scripted")
-    found = fleet_upstreams({k: get_adapter(k).credentials for k in kinds}, os.environ, False, strict=False)
+    kinds = fleet or sorted(name for name in ADAPTERS if get_adapter(name).facts.credentials.env and name != "scripted")
+    found = fleet_upstreams({k: get_adapter(k).facts.credentials for k in kinds}, os.environ, False, strict=False)
     required = fleet is not None
     checks = []
     for upstream in found.upstreams:
@@ -71,8 +74,8 @@ def upstream_checks(fleet: list[str] | None) -> list[Check]:
         if variable is not None:
             checks.append(Check("upstream", True, f"{where}: {variable}, sent as {upstream.scheme.value}"))
             continue
-        names = sorted({var for agent in upstream.agents for var in get_adapter(agent).credentials.env})
-        hint = get_adapter(upstream.agents[0]).credentials.hint if upstream.agents else None
+        names = sorted({var for agent in upstream.agents for var in get_adapter(agent).facts.credentials.env})
+        hint = get_adapter(upstream.agents[0]).facts.credentials.hint if upstream.agents else None
         if upstream.scheme is Scheme.PASSTHROUGH and (fleet is None or len(found.upstreams) == 1):
             checks.append(Check("upstream", True, f"{where}: the agent's login file, passed through", hint))
             continue

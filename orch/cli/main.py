@@ -19,7 +19,7 @@ def main() -> None:
         raise SystemExit(exc.exit_code) from None
     logging.basicConfig(level=level, format="orch: %(message)s")
     if sys.argv[1:3] == ["bus", "post"]:
-        from orch.cli.buspost import fast_main
+        from orch.cli.bus.post import fast_main
 
         code = fast_main(sys.argv[3:])
         if code is not None:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from orch.cli.common import NameArg, run_folder
-from orch.recording import transfer as recording
+from orch.recording import transfer
 
 app = typer.Typer(no_args_is_help=True)  # `orch record`, joined by orch.cli.commands
 
@@ -25,5 +25,5 @@ def export(
     It holds the model exchanges, the spec and its fingerprint, the recorded plan, and the orch and agent
     versions; never a credential (request headers are not recorded).
     """
-    exported = recording.export(run_folder(name), out)
+    exported = transfer.export(run_folder(name), out)
     typer.echo(f"wrote {exported.path}: {exported.exchanges} exchange(s), {exported.size:,} bytes")

@@ -68,8 +68,30 @@ def read_boot(fd: int = 0, timeout: float = BOOT_LINE_TIMEOUT) -> InitBoot:
         data += chunk
         if len(data) > BOOT_LINE_MAX:
             raise InitError("the boot line is too long")
+    return _parse_boot(data.split(b"\n", 1)[0])
+
+
+def read_boot_file(path: Path, uid: int) -> InitBoot:
+    """The boot line from a file (a swarm task's secret), refused when the run's uid could read it too (the
+    gateway's uid must own it, mode 0400). Errors never echo its content: it holds a secret."""
     try:
-        return InitBoot.model_validate_json(data.split(b"\n", 1)[0])
+        st = path.stat()
+        if not path.is_file():
+            raise InitError(f"the boot file {path} is not a regular file")
+        if st.st_uid == uid or st.st_mode & 0o077:
+            raise InitError(
+                f"the boot file {path}: the run's uid {uid} could read it (owner {st.st_uid}, mode "
+                f"{st.st_mode & 0o777:o}): it must be the gateway's, mode 400"
+            )
+        data = path.read_bytes()[:BOOT_LINE_MAX]
+    except OSError as exc:
+        raise InitError(f"cannot read the boot file {path}: {exc.strerror}") from None
+    return _parse_boot(data.split(b"\n", 1)[0])
+
+
+def _parse_boot(line: bytes) -> InitBoot:
+    try:
+        return InitBoot.model_validate_json(line)
     except ValidationError as exc:
         error = exc.errors()[0]
         raise InitError(f"bad boot line: {'.'.join(str(p) for p in error['loc'])}: {error['msg']}") from None
@@ -77,7 +99,7 @@ def read_boot(fd: int = 0, timeout: float = BOOT_LINE_TIMEOUT) -> InitBoot:
 
 def credential_variables() -> set[str]:
     """Every variable of any agent's model API (its keys and base URL)."""
-    return {var for kind in ADAPTERS for var in get_adapter(kind).credentials.variables}
+    return {var for kind in ADAPTERS for var in get_adapter(kind).facts.credentials.variables}
 
 
 def env_boot(env: dict[str, str]) -> InitBoot | None:
@@ -92,7 +114,7 @@ def env_boot(env: dict[str, str]) -> InitBoot | None:
         raise InitError(f"{settings.RUN.name}: {exc.one_line()}") from None
     if settings.OFFLINE.get():
         return InitBoot(run=name, offline=True, upstreams=[Upstream(kind="scripted")])
-    kinds = {kind: creds for kind in ADAPTERS if (creds := get_adapter(kind).credentials).in_env(env)}
+    kinds = {kind: creds for kind in ADAPTERS if (creds := get_adapter(kind).facts.credentials).in_env(env)}
     if not kinds:
         return None
     try:

@@ -59,6 +59,16 @@ DNS_START_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)
+class HomeEgress:
+    """A swarm run's collector (orch.backends.swarm.collector), where its folder comes home: open to the run's
+    uid alone (its syncer), on that one port; every other uid is refused there, whatever `--allow` says."""
+
+    uid: int
+    address: str
+    port: int
+
+
+@dataclass(frozen=True)
 class GatewayEgress:
     """The model APIs (host, port: one per upstream), open to the gateway's uid only; `probe_uid` (the
     run's) is proven refused at every one of them."""
@@ -184,6 +194,7 @@ def rules(
     gateway_uid: int | None = None,
     gateway_networks: Sequence[str] = (),
     dns_port: int = DNS_PORT,
+    home: HomeEgress | None = None,
 ) -> list[list[str]]:
     """The iptables commands (IPv4) for a mode; the last ones set the default-deny policies.
 
@@ -202,6 +213,12 @@ def rules(
         ["iptables", "-A", "OUTPUT", "-o", "lo", "-j", "ACCEPT"],
         ["iptables", "-A", "OUTPUT", "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"],
     ]
+    if home is not None:
+        cmds += [
+            ["iptables", "-A", "OUTPUT", "-p", "tcp", "-d", home.address, "--dport", str(home.port),
+             "-m", "owner", "--uid-owner", str(home.uid), "-j", "ACCEPT"],
+            ["iptables", "-A", "OUTPUT", "-d", home.address, "-j", "REJECT", "--reject-with", "icmp-admin-prohibited"],
+        ]  # fmt: skip
     if mode is EgressMode.NONE and gateway_uid is not None and gateway_networks:
         owner = ["-m", "owner", "--uid-owner", str(gateway_uid)]
         cmds += [["iptables", "-A", "OUTPUT", "-d", net, *owner, "-j", "ACCEPT"] for net in gateway_networks]
@@ -304,11 +321,12 @@ def apply(
     run: Runner = _run,
     gateway: GatewayEgress | None = None,
     dns_log: Path = Path("/tmp/orch-dns.log"),
+    home: HomeEgress | None = None,
 ) -> EgressReport:
     """Apply the policy in this network namespace (needs root with NET_ADMIN) and self-test it.
 
     `gateway` (allowlist and none): the model API hosts open to the gateway's uid alone. `dns_log`: where
-    the DNS responder notes each name it refused."""
+    the DNS responder notes each name it refused. `home`: a swarm run's collector, the run's uid's alone."""
     report = EgressReport(mode=mode.value)
     if mode is EgressMode.OPEN:
         report.selftest = "skipped (egress open)"
@@ -327,7 +345,7 @@ def apply(
     pinned = dns_table({**report.allowed, **report.gateway})
     report.dns = sorted(pinned)
     uid = report.gateway_uid
-    for cmd in rules(mode, networks, report.ipset, uid, gateway_networks):
+    for cmd in rules(mode, networks, report.ipset, uid, gateway_networks, home=home):
         run(cmd)
     _ipv6_rules(run)
     report.checks_uid = checks_uid()

@@ -67,9 +67,18 @@ from orch.container.bootline import (
     detach_stdin,
     env_boot,
     read_boot,
+    read_boot_file,
     read_secrets,
 )
-from orch.container.egress import EgressError, GatewayEgress, allowlist_for, apply, url_host_port, write_report
+from orch.container.egress import (
+    EgressError,
+    GatewayEgress,
+    HomeEgress,
+    allowlist_for,
+    apply,
+    url_host_port,
+    write_report,
+)
 from orch.container.layout import WORKDIR, run_mount
 from orch.container.owners import isolate_workers, own_model_dir, remove_run, run_folder
 from orch.errors import OrchError
@@ -78,7 +87,7 @@ from orch.gateway.modeldir import GatewayBoot
 from orch.gateway.process import GatewayHandle, handle_path, load_handle, save_handle, start_gateway
 from orch.run.folder import RunFolder, validate_name
 from orch.run.records import EgressMode, Isolation, RunInfo
-from orch.run.uids import SWITCH_CAPS, drop_argv
+from orch.run.uids import READ_ALL, SWITCH_CAPS, drop_argv, no_new_privs
 
 KEEPER = "orch.container.gatewaykeeper"
 GATEWAY_HOME = "/tmp/orch-gateway"
@@ -168,7 +177,7 @@ def _strict_run(name: str | None) -> tuple[RunFolder, RunInfo] | None:
 def _allowlist(offline: bool, extra: list[str], model_api: bool) -> list[str]:
     """The workers' allowlist when the host did not decide it (compose): the defaults plus ORCH_ALLOW."""
     try:
-        credentials = get_adapter(settings.AGENT.get()).credentials
+        credentials = get_adapter(settings.AGENT.get()).facts.credentials
     except OrchError as exc:
         raise InitError(f"{settings.AGENT.name}: {exc.one_line()}") from None
     try:
@@ -185,6 +194,17 @@ def _gateway_egress(boot: InitBoot | None, gw_uid: int, uid: int, gid: int) -> G
     if not found:
         return None
     return GatewayEgress(gw_uid, list(dict.fromkeys(found)), uid, gid)
+
+
+def _home_egress(uid: int) -> HomeEgress | None:
+    """A swarm task's collector (ORCH_SWARM_COLLECTOR, `address:port`): the run's uid alone may reach it."""
+    target = settings.SWARM_COLLECTOR.get()
+    if target is None:
+        return None
+    address, _, port = target.rpartition(":")
+    if not address or not port.isdigit():
+        raise InitError(f"{settings.SWARM_COLLECTOR.name}={target!r}: expected address:port")
+    return HomeEgress(uid, address, int(port))
 
 
 def _dns_log(boot: InitBoot | None, uid: int, gid: int) -> Path:
@@ -216,8 +236,9 @@ def read_given(argv: list[str]) -> Given:
         raise InitError("usage: python -m orch.container.init -- CMD [ARG...] | --lead SPEC|--resume")
     try:
         uid, gid = _id(settings.UID.get(), settings.UID.name), _id(settings.GID.get(), settings.GID.name)
-        egress, boot_stdin = settings.EGRESS.get(), settings.BOOT_STDIN.get()
-        compose_run = validate_name(settings.RUN.get()) if not boot_stdin and settings.RUN.is_set() else None
+        egress, boot_stdin, boot_file = settings.EGRESS.get(), settings.BOOT_STDIN.get(), settings.BOOT_FILE.get()
+        hosted = boot_stdin or boot_file is not None  # a boot from orch on the host (or for a swarm task)
+        compose_run = validate_name(settings.RUN.get()) if not hosted and settings.RUN.is_set() else None
     except OrchError as exc:
         raise InitError(exc.one_line()) from None
     boot: InitBoot | None
@@ -225,6 +246,8 @@ def read_given(argv: list[str]) -> Given:
         boot = read_boot()
         print(ACK_LINE, flush=True)
         detach_stdin()
+    elif boot_file is not None:
+        boot = read_boot_file(boot_file, uid)
     else:
         given = [var for var in sorted(credential_variables()) if os.environ.get(var)]
         if given:  # `docker exec` gives the container's environment to its processes too
@@ -257,7 +280,8 @@ def confine(given: Given) -> None:
     try:
         dns_log = _dns_log(boot, uid, gid)
         open_ = given.mode is EgressMode.OPEN
-        report = apply(given.mode, allow, gateway=None if open_ else gateway, dns_log=dns_log)
+        home = None if open_ else _home_egress(uid)
+        report = apply(given.mode, allow, gateway=None if open_ else gateway, dns_log=dns_log, home=home)
     except EgressError as exc:
         raise InitError(f"egress policy failed: {exc}", code=1) from None
     write_report(report)
@@ -344,10 +368,13 @@ def main(argv: list[str]) -> int:
         return code
     command = compose.lead_command(lead) if lead is not None else given.argv
     # Under strict isolation the run's processes keep SETUID and SETGID (ambient, nothing else), so that
-    # its tmux server can start each pane as its worker's uid; every pane then drops them for good.
-    setpriv = [*drop_argv(given.uid, given.gid, SWITCH_CAPS if strict else ()), *command]
+    # its tmux server can start each pane as its worker's uid; every pane then drops them for good. A swarm
+    # task's command is its syncer, which keeps CAP_DAC_READ_SEARCH for itself (orch.backends.swarm.syncer).
+    keep = (*(SWITCH_CAPS if strict else ()), *((READ_ALL,) if settings.SWARM_COLLECTOR.get() else ()))
+    setpriv = [*drop_argv(given.uid, given.gid, keep), *command]
     os.execvp(setpriv[0], setpriv)
 
 
 if __name__ == "__main__":
+    no_new_privs()  # first, as `--security-opt no-new-privileges` would where the engine cannot (Swarm 20.10)
     sys.exit(main(sys.argv[1:]))

@@ -29,9 +29,9 @@ from orch.contracts import UpRequest
 from orch.errors import OrchError
 from orch.fleet import control, launch, rungateway
 from orch.gateway.process import handle_path, load_handle
-from orch.run.busserver import BusServer
 from orch.run.events import Event
 from orch.run.folder import RunFolder
+from orch.run.listeners import BusServer
 from orch.run.records import ControllerEvent, Isolation, RunInfo, RunStatus
 from orch.run.uids import can_switch_uids, drop_argv
 from orch.waits import wait_until
@@ -70,7 +70,7 @@ def compose_request(
         permission_mode=permission_mode or settings.PERMISSION_MODE.get(),
         model=model or settings.MODEL.get(),
         offline=offline or settings.OFFLINE.get(),
-        isolation=Isolation.STRICT if strict and get_adapter(agent).strict_isolation else Isolation.SHARED,
+        isolation=Isolation.STRICT if strict and get_adapter(agent).facts.strict_isolation else Isolation.SHARED,
     )
 
 
@@ -79,7 +79,7 @@ def link_sessions(run: RunFolder, agents: Mapping[int, str]) -> None:
     is on the container's tmpfs, so this lets a new container resume the session after the old one died.
     `agents`: each worker's agent."""
     for n, agent in agents.items():
-        sessions = get_adapter(agent).sessions
+        sessions = get_adapter(agent).facts.sessions
         if sessions is None:
             continue
         store = run.sessions(n)

@@ -88,7 +88,7 @@ def prepare_changes(name: str = CHANGES_NAME, live: bool = False) -> tuple[Fleet
 
 
 def check_live_credentials(agent: str) -> None:
-    credentials = get_adapter(agent).credentials
+    credentials = get_adapter(agent).facts.credentials
     if not credentials.env or credentials.in_env(os.environ) or credentials.login_file(os.environ) is not None:
         return
     raise UsageError(

@@ -15,7 +15,7 @@ from orch.fleet import rungateway
 from orch.lead import decisions
 from orch.lead.changes import start as changes_start
 from orch.lead.changes.start import Prepared
-from orch.recording import transfer as recording
+from orch.recording import transfer
 from orch.recording.plan import Cassette
 from orch.run.records import Backend, Isolation
 from orch.spec.load import load_spec
@@ -116,7 +116,7 @@ def preflight(
     if (base is not None or snapshot) and not spec.writer_tasks():
         raise UsageError("--base and --snapshot are for specs with writer tasks", hint="drop them")
     # A recording (a run, or an exported file) is checked before anything is made.
-    cassette = recording.cassette(replay, spec, backend) if replay is not None else None
+    cassette = transfer.cassette(replay, spec, backend) if replay is not None else None
     run_name = runner.run_name(spec, spec_path, name, replay=cassette is not None)
     # A strict spec that cannot be had stops here (the init gives a prepared run its uids).
     isolation = decisions.isolation(spec, prepare or runner.strict_possible(backend))

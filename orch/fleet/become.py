@@ -84,8 +84,8 @@ def become(bundle: LaunchBundle) -> None:
     cfg = Path(bundle.config_dir)
     home = cfg / "home"  # the worker's own HOME: the run's is not its to write
     home.mkdir(mode=0o700, exist_ok=True)
-    if adapter.sessions is not None:  # the agent's sessions live in the run folder, for a resume
-        link = cfg / adapter.sessions.subdir
+    if adapter.facts.sessions is not None:  # the agent's sessions live in the run folder, for a resume
+        link = cfg / adapter.facts.sessions.subdir
         if not link.is_symlink() and not link.exists():
             link.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # Gemini CLI's is `.gemini/tmp`
             link.symlink_to(run.sessions(bundle.worker), target_is_directory=True)

@@ -80,7 +80,7 @@ def _present(marker: Path) -> bool:
 
 def answer_dialogs(run: RunFolder, adapter: AgentAdapter, server: TmuxServer, n: int, pane: PaneInfo) -> bool:
     """Fallback watchdog: recognise a blocking dialog on screen and answer it. True if one was."""
-    dialogs = adapter.dialogs()
+    dialogs = adapter.facts.dialogs
     if not dialogs:
         return False
     screen = server.capture(pane.pane_id)

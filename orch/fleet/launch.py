@@ -1,5 +1,4 @@
-"""Starting a fleet on this machine's tmux server (the host, or inside the run's container): plan, boot,
-answer dialogs, restart a worker."""
+"""A fleet started on this machine's tmux (the host, or the run's container): plan, boot, dialogs, restarts."""
 
 from __future__ import annotations
 
@@ -57,15 +56,15 @@ def plan(req: UpRequest) -> tuple[AgentAdapter, LocalRunInfo]:
     for n in [*req.prompts, *req.worker_models, *req.worker_agents]:
         if not 1 <= n <= req.workers:
             raise UsageError(f"prompt, model or agent for worker {n} is out of range", hint=f"use 1 to {req.workers}")
-    agents = {n: kind for n, kind in req.worker_agents.items() if kind != adapter.name}
-    for kind in {adapter.name, *agents.values()}:
+    agents = {n: kind for n, kind in req.worker_agents.items() if kind != adapter.facts.name}
+    for kind in {adapter.facts.name, *agents.values()}:
         other = get_adapter(kind)
         if req.isolation is Isolation.STRICT and not other.can_run_strict():
             raise UsageError(
-                f"agent {other.name} cannot run under strict isolation yet",
+                f"agent {other.facts.name} cannot run under strict isolation yet",
                 hint="use --isolation shared (or the spec's `verification.isolation: shared`)",
             )
-        mode = req.permission_mode or other.default_permission_mode
+        mode = req.permission_mode or other.facts.default_permission_mode
         check_permission_mode(other, mode)
     if req.egress_allow is not None and (req.isolation is not Isolation.STRICT or settings.IN_CONTAINER.get()):
         raise UsageError(  # a shared worker reaches what this machine does: an allowlist would promise nothing
@@ -75,10 +74,10 @@ def plan(req: UpRequest) -> tuple[AgentAdapter, LocalRunInfo]:
         )
     info = LocalRunInfo(
         name=req.name,
-        agent=adapter.name,
+        agent=adapter.facts.name,
         workers=req.workers,
         workdir=str(workdir.resolve()),
-        permission_mode=req.permission_mode or adapter.default_permission_mode,
+        permission_mode=req.permission_mode or adapter.facts.default_permission_mode,
         model=req.model,
         worker_models=dict(req.worker_models),
         worker_agents=agents,
@@ -99,9 +98,9 @@ def adapter_of(info: RunInfo, n: int) -> AgentAdapter:
 
 
 def mode_of(info: RunInfo, adapter: AgentAdapter) -> str:
-    """The permission mode a worker of this kind runs with: the run's, or (a mixed fleet whose run mode is
-    another kind's default) its own kind's default."""
-    return info.permission_mode if info.permission_mode in adapter.permission_modes else adapter.default_permission_mode
+    """A worker's permission mode: the run's, or its own kind's default (a mixed fleet's run mode may be another's)."""
+    facts = adapter.facts
+    return info.permission_mode if info.permission_mode in facts.permission_modes else facts.default_permission_mode
 
 
 def check(req: UpRequest) -> LocalRunInfo:
@@ -181,7 +180,8 @@ def launch(
             server.pipe_to(pane_id, run.log(n))
         except SandboxError:
             log.info("worker %s died before its transcript started; the boot check reports why", n)
-        run.log_event(ControllerEvent(event=Event.SPAWNED, worker=n, data={"pane": pane_id, "agent": adapter.name}))
+        spawned = {"pane": pane_id, "agent": adapter.facts.name}
+        run.log_event(ControllerEvent(event=Event.SPAWNED, worker=n, data=spawned))
     wait_booted(run, info, server, boot_timeout, seen)
     info.status = RunStatus.RUNNING
     run.write_info(info)
@@ -192,7 +192,8 @@ def needs_relay(info: RunInfo) -> bool:
     and pane sockets; in a container's strict run with an `own_pane` agent, their pane sockets."""
     if bwrap.sandboxed(info):
         return True
-    return info.isolation is Isolation.STRICT and any(adapter_of(info, n).own_pane for n in range(1, info.workers + 1))
+    workers = range(1, info.workers + 1)
+    return info.isolation is Isolation.STRICT and any(adapter_of(info, n).facts.own_pane for n in workers)
 
 
 def ensure_relay(run: RunFolder, info: RunInfo, gateway_url: str) -> bool:
@@ -219,8 +220,7 @@ def supervised(spec: LaunchSpec, run: RunFolder, n: int) -> LaunchSpec:
 
 
 def worker_processes(run: RunFolder, workers: int) -> list[int]:
-    """Processes of the run's workers still alive on this machine: the agents, the hooks they run and
-    their tool calls, and whatever they left running."""
+    """The run's workers' live processes here: agents, their hooks and tool calls, and what they left running."""
     return sorted(_processes_of(run, range(1, workers + 1)))
 
 
@@ -345,7 +345,7 @@ def _worker_spec(
 def _pane_socket(run: RunFolder, info: RunInfo, adapter: AgentAdapter, n: int) -> Path | None:
     """Where worker n reaches its own pane (an `own_pane` agent under strict isolation): the relay's socket,
     bound into its sandbox, or in a container in a folder only its uid may enter (orch.backends.local.relay)."""
-    if not adapter.own_pane or info.isolation is not Isolation.STRICT:
+    if not adapter.facts.own_pane or info.isolation is not Isolation.STRICT:
         return None
     return bwrap.PANE_SOCKET if bwrap.sandboxed(info) else relay.own_pane_socket(run, n)
 
@@ -358,7 +358,7 @@ def sandboxed_spec(
     if ctx.login_file is not None:
         raise UsageError(
             "strict isolation cannot hand workers the agent's own login file",
-            hint=f"give the gateway a credential it can hold ({', '.join(adapter.credentials.env)}), "
+            hint=f"give the gateway a credential it can hold ({', '.join(adapter.facts.credentials.env)}), "
             "or run with --isolation shared",
         )
     spec = adapter.prepare(ctx)
@@ -370,7 +370,8 @@ def sandboxed_spec(
     home = None if "HOME" in inner.env else ctx.config_dir / "home"
     if home is not None:
         home.mkdir(mode=0o700, exist_ok=True)
-    url = next((v for k, v in own.items() if adapter.gateway is not None and k == adapter.gateway.base_url_env), None)
+    gateway = adapter.facts.gateway
+    url = next((v for k, v in own.items() if gateway is not None and k == gateway.base_url_env), None)
     address = urlsplit(url) if url is not None else None
     env = inner.env
     ports = [f"{address.hostname}:{address.port}", bwrap.GATEWAY_SOCKET] if address is not None else []
@@ -391,14 +392,14 @@ def strict_spec(run: RunFolder, adapter: AgentAdapter, ctx: WorkerContext, own: 
     if ctx.login_file is not None:
         raise UsageError(
             "strict isolation cannot hand workers the agent's own login file",
-            hint=f"give the gateway a credential it can hold ({', '.join(adapter.credentials.env)})",
+            hint=f"give the gateway a credential it can hold ({', '.join(adapter.facts.credentials.env)})",
         )
     folder = launch_dir()
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     if folder.stat().st_uid != os.geteuid():
         raise SandboxError(f"{folder} is not this user's: refusing to leave a worker's token there")
     bundle = folder / f"{run.name}-agent-{ctx.worker}-{uuid.uuid4().hex}.json"
-    atomic_write(bundle, LaunchBundle.of(adapter.name, ctx, own).model_dump_json(), mode=0o600)
+    atomic_write(bundle, LaunchBundle.of(adapter.facts.name, ctx, own).model_dump_json(), mode=0o600)
     uid = worker_uid(ctx.worker)
     inner = supervised(
         LaunchSpec(argv=[sys.executable, "-m", "orch.fleet.become", "3"], cwd=ctx.workdir), run, ctx.worker

@@ -113,7 +113,7 @@ def fleet_credentials(agents: Sequence[str], offline: bool) -> FleetUpstreams:
     when a live fleet across model APIs lacks a credential of one). In a container whose init started the
     gateway with the credentials (compose: this environment holds none), the init's word on which agent
     kinds they serve is checked instead: a live fleet with an agent it holds nothing for is refused."""
-    kinds = {agent: get_adapter(agent).credentials for agent in agents}
+    kinds = {agent: get_adapter(agent).facts.credentials for agent in agents}
     held = settings.GATEWAY_HOLDS.get()
     if held and not offline:
         missing = [kind for kind, credentials in kinds.items() if credentials.env and kind not in held]
@@ -171,7 +171,7 @@ def ensure(run: RunFolder, info: RunInfo) -> GatewayHandle:
 def without_credentials(env: Mapping[str, str]) -> dict[str, str]:
     """`env` without any agent's credential variables (every registered agent's, not only the run's kinds:
     a worker may run any CLI it finds)."""
-    drop = {var for agent in ADAPTERS for var in get_adapter(agent).credentials.variables}
+    drop = {var for agent in ADAPTERS for var in get_adapter(agent).facts.credentials.variables}
     return {key: value for key, value in env.items() if key not in drop}
 
 
@@ -195,17 +195,17 @@ def _check_offline(handle: GatewayHandle, info: RunInfo) -> None:
 
 def worker_env(handle: GatewayHandle, adapter: AgentAdapter, n: int) -> dict[str, str]:
     """Worker n's own variables: its base URL carries a fresh token (revoking the one of its last life)."""
-    if adapter.gateway is None:
+    if adapter.facts.gateway is None:
         return {}
-    token = GatewayClient(handle).mint_token(n, adapter.name)
-    return {adapter.gateway.base_url_env: f"{handle.url}/t/{token}", adapter.gateway.key_env: token}
+    token = GatewayClient(handle).mint_token(n, adapter.facts.name)
+    return {adapter.facts.gateway.base_url_env: f"{handle.url}/t/{token}", adapter.facts.gateway.key_env: token}
 
 
 def login_file(info: RunInfo, adapter: AgentAdapter) -> Path | None:
     """The login file workers get when the gateway passes their own login through (else None)."""
     if info.credential != Scheme.PASSTHROUGH.value:
         return None
-    found = adapter.credentials.login_file(os.environ)
+    found = adapter.facts.credentials.login_file(os.environ)
     if found is None:
         raise SandboxError("the run passes the agent's login through, but its login file is gone")
     return found

@@ -3,6 +3,11 @@
 Never the user's default server: every command runs as `tmux -L SOCKET -f /dev/null`, so neither the
 user's sessions nor their ~/.tmux.conf are involved. `TMUX_TMPDIR` is honoured (tests set it).
 
+libtmux holds the server; its command API and objects make the calls, one client call each. The status loop
+reads every pane in one `list-panes` with formats (libtmux's `server.panes` would call `show-options` per pane
+for its worker tag). Calls that need the client's process environment (the server's start: how secrets reach
+the panes; a new pane, which gets the client's PATH) or stdin (a buffer's text) go to tmux directly.
+
 Agents are launched with their argv passed to tmux as separate arguments: tmux then execs them
 directly (no shell, no quoting, no line-length limit). Secrets reach panes through the tmux server's
 own process environment, given to `start`; per-pane values go through `-e` and must not be secret.
@@ -18,14 +23,19 @@ import shutil
 import signal
 import subprocess
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orch import prereqs
 from orch.contracts import LaunchSpec
 from orch.errors import NotFoundError, SandboxError, UsageError, WaitTimeoutError
 from orch.waits import wait_until
+
+if TYPE_CHECKING:
+    from libtmux import Pane, Server
 
 log = logging.getLogger(__name__)
 
@@ -109,9 +119,8 @@ def _spawn_args(spec: LaunchSpec) -> list[str]:
 
 
 class TmuxServer:
-    """One run's tmux server, addressed by socket name (`tmux -L NAME -f /dev/null`). Each method runs one tmux
-    client call (`start` and `add_pane` a few) directly, not through libtmux's objects: those need a call per
-    pane to read its worker tag, 5x the CPU of `panes()`'s one list-panes (measured, bench/README.md)."""
+    """One run's tmux server, addressed by socket name (`tmux -L NAME -f /dev/null`): libtmux's Server, with
+    orch's launches and its one-call view of the panes."""
 
     def __init__(self, socket_name: str) -> None:
         self.socket_name = socket_name
@@ -122,51 +131,75 @@ class TmuxServer:
 
     # -- running tmux ------------------------------------------------------------------------------
 
-    def _base_argv(self) -> list[str]:
-        return [_tmux_path(), "-L", self.socket_name, "-f", "/dev/null"]
+    @cached_property
+    def server(self) -> Server:
+        """libtmux's handle on this server (no call yet). Imported here: few `orch` commands talk to tmux."""
+        import libtmux
 
-    def _run(self, args: list[str], stdin: bytes = b"", env: Mapping[str, str] | None = None) -> tuple[int, str, str]:
-        """One tmux client call: (exit code, stdout, stderr); SandboxError if it cannot run at all."""
+        return libtmux.Server(socket_name=self.socket_name, config_file="/dev/null", tmux_bin=_tmux_path())
+
+    def _pane(self, pane_id: str) -> Pane:
+        """libtmux's Pane for `pane_id`, made without the call `Pane.from_pane_id` spends reading its fields."""
+        from libtmux import Pane
+
+        return Pane(server=self.server, pane_id=pane_id)
+
+    @contextlib.contextmanager
+    def _errors(self, command: str) -> Iterator[None]:
+        """libtmux's errors (tmux's stderr, a tmux that cannot run) as SandboxError, naming the command."""
+        from libtmux.exc import LibTmuxException
+
         try:
-            proc = subprocess.run(self._base_argv() + args, input=stdin, capture_output=True, env=env, timeout=60)
+            yield
+        except (OSError, LibTmuxException) as exc:
+            raise self._failed(command, str(exc)) from None
+
+    def _failed(self, command: str, error: str) -> SandboxError:
+        return SandboxError(f"tmux {command} failed on server {self.socket_name}: {_one_line(error)}")
+
+    def _argv(self, *args: str) -> list[str]:
+        return [_tmux_path(), "-L", self.socket_name, "-f", "/dev/null", *args]
+
+    def _cmd(self, *args: str, target: str | None = None) -> list[str]:
+        """One tmux command through libtmux's command API: its stdout lines, without the trailing empty ones, or
+        SandboxError with tmux's stderr."""
+        with self._errors(args[0]):
+            proc = self.server.cmd(*args, target=target)
+        if proc.returncode != 0:
+            raise self._failed(args[0], " ".join(proc.stderr))
+        return proc.stdout
+
+    def _direct(self, args: list[str], env: Mapping[str, str], stdin: bytes = b"") -> str:
+        """One tmux command with the client's process environment `env` and `stdin`, which libtmux's calls do not
+        take: its stdout, or SandboxError with tmux's stderr."""
+        try:
+            proc = subprocess.run(self._argv(*args), input=stdin, capture_output=True, env=env, timeout=60)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise SandboxError(f"tmux {args[0]} failed on server {self.socket_name}: {exc}") from None
-        return proc.returncode, proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace")
-
-    def _raw(self, args: list[str], stdin: bytes = b"", env: Mapping[str, str] | None = None) -> str:
-        """Run one tmux command on this server (with `stdin`, in the process environment `env`): its stdout,
-        or SandboxError with tmux's stderr."""
-        code, out, err = self._run(args, stdin, env)
-        if code != 0:
-            raise SandboxError(f"tmux {args[0]} failed on server {self.socket_name}: {_one_line(err)}")
-        return out
-
-    def _cmd(self, *args: str) -> list[str]:
-        """`_raw` as lines, without the trailing empty ones."""
-        lines = self._raw(list(args)).split("\n")
-        while lines and not lines[-1]:
-            lines.pop()
-        return lines
+            raise self._failed(args[0], str(exc)) from None
+        if proc.returncode != 0:
+            raise self._failed(args[0], proc.stderr.decode(errors="replace"))
+        return proc.stdout.decode(errors="replace")
 
     def run_shell(self, command: str) -> None:
         """Run a shell command as the tmux server's own child and wait for it (under strict isolation the
         server alone may become a worker). `#` would start a tmux format: callers quote no such thing."""
-        self._raw(["run-shell", command.replace("#", "##")])
+        self._cmd("run-shell", command.replace("#", "##"))
 
     def _session_name(self) -> str:
         if self._session is None:
-            names = self._cmd("list-sessions", "-F", "#{session_name}")
-            if not names:
+            with self._errors("list-sessions"):
+                sessions = self.server.sessions
+            if not sessions or sessions[0].session_name is None:
                 raise SandboxError(f"tmux server {self.socket_name} has no session")
-            self._session = names[0]
+            self._session = sessions[0].session_name
         return self._session
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def alive(self) -> bool:
         try:
-            return self._run(["list-sessions"])[0] == 0
-        except (UsageError, SandboxError):
+            return self.server.is_alive()
+        except UsageError:  # no tmux: no server either
             return False
 
     def start(self, session: str, first: LaunchSpec, worker: int, env: Mapping[str, str]) -> str:
@@ -195,8 +228,8 @@ class TmuxServer:
             ["set-option", "-s", "exit-empty", "on"],
         ]
         try:
-            self._raw(_command_list(options), env=server_env)
-            out = self._raw(_command_list(session_commands), env=server_env)
+            self._direct(_command_list(options), server_env)
+            out = self._direct(_command_list(session_commands), server_env)
             pane_id = out.strip().partition("\n")[0]
             if not pane_id.startswith("%"):
                 raise SandboxError(f"tmux new-session printed no pane id on server {self.socket_name}: {out!r}")
@@ -213,10 +246,11 @@ class TmuxServer:
         that asked for it, even over `-e PATH=`: ask with the server's PATH, or workers 2..N would not
         find what the first one finds (`orch` itself, when orch was started as .venv/bin/orch)."""
         env = dict(os.environ)
-        lines = self._cmd("show-environment", "-g", "PATH")
-        if lines and lines[0].startswith("PATH="):
-            env["PATH"] = lines[0].removeprefix("PATH=")
-        return self._raw(list(args), env=env).splitlines()
+        with self._errors("show-environment"):
+            path = self.server.getenv("PATH")
+        if isinstance(path, str):
+            env["PATH"] = path
+        return self._direct(list(args), env).splitlines()
 
     def add_pane(self, spec: LaunchSpec, worker: int) -> str:
         """Launch `spec` in a new pane tagged `worker`: split its window, or open the window."""
@@ -224,19 +258,19 @@ class TmuxServer:
             raise UsageError(f"worker {worker} already has a pane on server {self.socket_name}")
         session = self._session_name()
         name = window_name(worker)
-        window_id = None
-        for line in self._cmd("list-windows", "-t", f"={session}", "-F", "#{window_id}\t#{window_name}"):
-            wid, _, wname = line.partition("\t")
-            if wname == name:
-                window_id = wid
+        with self._errors("list-windows"):
+            windows = self.server.windows.filter(session_name=session, window_name=name)
         spawn = _spawn_args(spec)
-        if window_id is None:
+        if not windows:
             out = self._spawn("new-window", "-d", "-t", f"={session}:", "-n", name, "-P", "-F", "#{pane_id}", *spawn)
         else:
-            out = self._spawn("split-window", "-d", "-t", window_id, "-P", "-F", "#{pane_id}", *spawn)
-            self._cmd("select-layout", "-t", window_id, "tiled")
+            window = windows[0]
+            out = self._spawn("split-window", "-d", "-t", str(window.window_id), "-P", "-F", "#{pane_id}", *spawn)
+            with self._errors("select-layout"):
+                window.select_layout("tiled")
         pane_id = out[0]
-        self._cmd("set-option", "-p", "-t", pane_id, WORKER_OPTION, str(worker))
+        with self._errors("set-option"):
+            self._pane(pane_id).set_option(WORKER_OPTION, str(worker))
         return pane_id
 
     def respawn(self, pane_id: str, spec: LaunchSpec) -> None:
@@ -247,7 +281,8 @@ class TmuxServer:
         """Stop the server and every pane in it; fine if it is already gone. Returns once it is gone,
         so a new server can start on the same socket right away."""
         try:
-            err = self._run(["kill-server"])[2]
+            with self._errors("kill-server"):
+                err = " ".join(self.server.cmd("kill-server").stderr)
         except (UsageError, SandboxError):  # no tmux: no server either
             return
         self._session = None
@@ -260,13 +295,17 @@ class TmuxServer:
         """argv to exec for `orch attach` (at `pane_id`: its window and pane selected). The caller should drop
         $TMUX from the env when nesting."""
         target = ["-t", pane_id] if pane_id else []
-        return [*self._base_argv(), "attach-session", *(["-r"] if read_only else []), *target]
+        return self._argv("attach-session", *(["-r"] if read_only else []), *target)
 
     def client_ttys(self) -> list[str]:
         """The terminals attached to this server (`orch attach`): where a run's notifier rings. None attached,
         or no server: []."""
-        code, out, _ = self._run(["list-clients", "-F", "#{client_tty}"])
-        return [line for line in out.splitlines() if line.startswith("/dev/")] if code == 0 else []
+        try:
+            with self._errors("list-clients"):
+                proc = self.server.cmd("list-clients", "-F", "#{client_tty}")
+        except (UsageError, SandboxError):  # no tmux: no server either
+            return []
+        return [line for line in proc.stdout if line.startswith("/dev/")] if proc.returncode == 0 else []
 
     # -- panes -------------------------------------------------------------------------------------
 
@@ -356,26 +395,27 @@ class TmuxServer:
         if not text:
             return
         buffer = f"orch-{uuid.uuid4().hex}"
-        self._raw(["load-buffer", "-b", buffer, "-"], stdin=text.encode())
+        self._direct(["load-buffer", "-b", buffer, "-"], os.environ, stdin=text.encode())
         try:
-            self._cmd("paste-buffer", "-p", "-d", "-b", buffer, "-t", pane_id)
+            with self._errors("paste-buffer"):
+                self._pane(pane_id).paste_buffer(buffer_name=buffer, delete_after=True, bracket=True)
         except SandboxError:
-            self._run(["delete-buffer", "-b", buffer])  # best effort: the pane may be gone
+            self.server.cmd("delete-buffer", "-b", buffer)  # best effort: the pane may be gone
             raise
 
     def send_keys(self, pane_id: str, *keys: str) -> None:
         """Send tmux key names ("Enter", "C-u", "Down"); strings that are not key names go literally."""
         if keys:
-            self._cmd("send-keys", "-t", pane_id, "--", *keys)
+            self._cmd("send-keys", "--", *keys, target=pane_id)
 
     def capture(self, pane_id: str, lines: int | None = None) -> str:
         """The visible screen, or the last `lines` lines incl. scrollback (blank tail dropped); as tmux does by
         default, trailing spaces are trimmed from each line."""
         if lines is None:
-            return "\n".join(self._cmd("capture-pane", "-p", "-t", pane_id))
+            return "\n".join(self._cmd("capture-pane", "-p", target=pane_id))
         if lines <= 0:
             return ""
-        out = self._cmd("capture-pane", "-p", "-t", pane_id, "-S", f"-{lines}")
+        out = self._cmd("capture-pane", "-p", "-S", f"-{lines}", target=pane_id)
         while out and not out[-1].strip():
             out.pop()
         return "\n".join(out[-lines:])
@@ -391,4 +431,5 @@ class TmuxServer:
         command = "exec cat >> " + shlex.quote(str(path)).replace("#", "##")
         # Not `-o`: that toggles, so a second call would silently stop the transcript. Without it tmux
         # replaces any old pipe, so calling this again (after a respawn, say) is safe.
-        self._cmd("pipe-pane", "-t", pane_id, command)
+        with self._errors("pipe-pane"):
+            self._pane(pane_id).pipe(command)

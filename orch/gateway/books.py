@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
-from orch.gateway.events import EventLog
+from orch.gateway.eventlog import EventLog
 from orch.gateway.modeldir import GatewayBudget, GatewayEventKind, Tokens, UsageLine, UsageSnapshot, WorkerUsage
 from orch.gateway.pricing import Pricing
 from orch.run.files import atomic_write

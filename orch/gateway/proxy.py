@@ -28,7 +28,7 @@ from orch.gateway.apis import registry as protocols
 from orch.gateway.apis.base import ApiProtocol, ErrorKind, Outcome
 from orch.gateway.apis.registry import claiming
 from orch.gateway.books import Books
-from orch.gateway.events import EventLog
+from orch.gateway.eventlog import EventLog
 from orch.gateway.modeldir import GatewayBoot, GatewayEventKind, Upstream
 from orch.gateway.recording.keys import exchange_key
 from orch.gateway.recording.replay import Replayer, ReplayMiss

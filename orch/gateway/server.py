@@ -28,7 +28,7 @@ from orch.errors import OrchError
 from orch.gateway import tokens
 from orch.gateway.apis.registry import for_path
 from orch.gateway.books import Books
-from orch.gateway.events import EventLog
+from orch.gateway.eventlog import EventLog
 from orch.gateway.ledger import Ledger
 from orch.gateway.modeldir import GatewayBoot, GatewayBudget, GatewayEventKind
 from orch.gateway.pricing import load_pricing

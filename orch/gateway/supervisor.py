@@ -36,7 +36,7 @@ from pydantic import Field, ValidationError
 from tenacity import Retrying, retry_if_exception_type, retry_if_result, stop_after_delay, wait_exponential, wait_fixed
 
 from orch.errors import OrchError, UsageError
-from orch.gateway.events import EventLog
+from orch.gateway.eventlog import EventLog
 from orch.gateway.modeldir import GatewayBoot, GatewayEventKind
 from orch.gateway.pricing import load_pricing
 from orch.gateway.process import state_path

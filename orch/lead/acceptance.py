@@ -36,8 +36,7 @@ from orch.jobs.verification import (
     needs_confirm_round,
     new_verification_jobs,
 )
-from orch.lead import baseline as tree
-from orch.lead import briefs, decisions, verdictwriter
+from orch.lead import briefs, decisions, treecheck, verdictwriter
 from orch.lead.base import CORRECTION, Desk, Part
 from orch.lead.changes import briefs as changebriefs
 from orch.lead.changes.decisions import WRITING_ROLES
@@ -179,7 +178,7 @@ class Review(Part):
         since the run began."""
         if self.desk.info.isolation is Isolation.STRICT:  # writers write their own worktrees, never this tree
             return []
-        edited = tree.changed(self.run, self.desk.workdir)
+        edited = treecheck.changed(self.run, self.desk.workdir)
         if not edited:
             return []
         detail = (
@@ -192,7 +191,7 @@ class Review(Part):
         """The shell commands worker n ran on the job: from the gateway's ledger, which workers cannot write; a run
         without a gateway has only the worker's own hook log (the report says so)."""
         since = job.sent_at or 0.0
-        shell = launch.adapter_of(self.desk.info, n).shell  # the tool its agent runs shell with
+        shell = launch.adapter_of(self.desk.info, n).facts.shell  # the tool its agent runs shell with
         if has_gateway(self.run):
             return ledger_commands(self.desk.gateway.ledger(), n, job.id, since, shell)
         return hook_commands(self.run.hook_events(n), since, shell)
@@ -213,7 +212,7 @@ class Review(Part):
     def observe(self, job: Job, n: int) -> None:
         """What worker n did beyond its outbox during `job`, logged where the report shows it: writes the
         system refused it (its tool results in the gateway's ledger) and processes it left running."""
-        shell, since = launch.adapter_of(self.desk.info, n).shell, job.sent_at or 0.0
+        shell, since = launch.adapter_of(self.desk.info, n).facts.shell, job.sent_at or 0.0
         denied = denied_writes(self.desk.gateway.ledger(), n, job.id, since, shell) if has_gateway(self.run) else []
         # Its hook log adds what its agent's own results showed refused (an agent with no model has no ledger).
         denied += [c for c in hook_denied_writes(self.run.hook_events(n), since, shell) if c not in denied]

@@ -30,8 +30,7 @@ from orch.fleet import control
 from orch.fleet.watchdog import Watchdog
 from orch.fleet.workerstate import FATAL_ERRORS
 from orch.jobs.state import ControllerState, Job, JobStatus, Outcome, WorkerBook
-from orch.lead import baseline as tree
-from orch.lead import briefs, decisions
+from orch.lead import briefs, decisions, treecheck
 from orch.lead.acceptance import Review
 from orch.lead.base import Desk
 from orch.lead.changes import start
@@ -103,8 +102,8 @@ class Controller:
             self.reconcile()
             if self.spec.writer_tasks() and self.spec.checks:
                 start.ensure_baseline(self.run, self.spec)  # a container run's checks on the base, once
-            if self.desk.info.isolation is not Isolation.STRICT and not tree.note(self.run, self.desk.workdir):
-                self.desk.event(Event.TREE_NOT_NOTED, files=tree.MAX_FILES)
+            if self.desk.info.isolation is not Isolation.STRICT and not treecheck.note(self.run, self.desk.workdir):
+                self.desk.event(Event.TREE_NOT_NOTED, files=treecheck.MAX_FILES)
             write_permission_policy(self.run, self.spec.permissions)
             notifier = _notifier(self.run)
             self.watchdog.start()
@@ -248,12 +247,18 @@ class Controller:
         if not decisions.has_budget(budget):
             return False
         spend, fleet_refused, source = self.spend()
+        capped = {w.n for w in self.state.workers if w.capped}
+        if fleet_refused is not None or any(s.refused and n not in capped for n, s in spend.items()):
+            # A refusal's gateway.jsonl line can be ahead of usage.json: read the usage it was refused on, so the
+            # 80 % warning and the overrun (and the report's cost) agree.
+            self.desk.gateway.settle()
+            spend, fleet_refused, source = self.spend()
         for warning in decisions.budget_warnings(budget, spend, self.state.budget_warned):
             self.state.budget_warned.append(warning.key)
             self.desk.save()
             data = {"cap": warning.cap, "used": warning.used, "limit": warning.limit, "reason": warning.reason()}
             self.desk.event(Event.BUDGET_WARNING, warning.worker, **data)
-        check = decisions.budget_check(budget, spend, fleet_refused, {w.n for w in self.state.workers if w.capped})
+        check = decisions.budget_check(budget, spend, fleet_refused, capped)
         for over in check.cap:
             book = self.state.book(over.worker)
             book.capped = True

@@ -14,7 +14,7 @@ from orch.agents.registry import get_adapter
 from orch.errors import UsageError
 from orch.jobs.state import Assignment, ControllerState, FindingStatus, Job, JobStatus, Outcome, WorkerBook
 from orch.jobs.verification import choose_verifier, eligible, finding_status
-from orch.lead.changes import decisions as landing
+from orch.lead.changes import decisions as change_decisions
 from orch.run.records import HookEvent, Isolation, WorkerState
 from orch.spec.model import Budget, FleetSpec, Limits, Role
 
@@ -43,7 +43,7 @@ def outcome(state: ControllerState, spec: FleetSpec) -> Outcome:
     # A fixer handed confirmed findings was asked for a change: leaving the tree as it was does not pass.
     confirmed = any(s is FindingStatus.CONFIRMED for s in statuses.values())
     needing = {tid for tid, task in zip(spec.task_ids(), spec.tasks, strict=True) if task.needs_change(confirmed)}
-    open_ |= {f"change {task}": why for task, why in landing.unlanded(state, needing).items()}
+    open_ |= {f"change {task}": why for task, why in change_decisions.unlanded(state, needing).items()}
     if open_:
         why = ", ".join(f"{f} {s}" for f, s in open_.items())
         return Outcome(exit_code=EXIT_NOT_CONFIRMED, status="not-confirmed", reason=why, findings=statuses)
@@ -55,7 +55,7 @@ def finished(state: ControllerState) -> bool:
     """Aborted, or every job ended and no change is still being checked or waits in the integration queue."""
     if state.aborted is not None:
         return True
-    return all(j.terminal for j in state.jobs) and not landing.checks_pending(state)
+    return all(j.terminal for j in state.jobs) and not change_decisions.checks_pending(state)
 
 
 def wake_in(state: ControllerState, spec: FleetSpec, now: float) -> float:
@@ -121,9 +121,9 @@ def pick(
             return Pick(fail="no worker left that may verify this finding (never its finder)")
         return Pick(choose_verifier(state, spec, job, alive, free))
     if job.role is Role.REVIEWER:
-        if not landing.review_eligible(state, job, alive):
+        if not change_decisions.review_eligible(state, job, alive):
             return Pick(fail="no worker left that may review this change (never its writer)")
-        return Pick(landing.choose_reviewer(state, spec, job, alive, free))
+        return Pick(change_decisions.choose_reviewer(state, spec, job, alive, free))
     if job.role in (Role.FIXER, Role.SCRIBE) and verification_open(state):
         return Pick()
     if job.pin is not None:

@@ -15,8 +15,8 @@ from orch.jobs.verification import finding_status
 from orch.lead import briefs, decisions, verdictwriter
 from orch.lead.acceptance import Review
 from orch.lead.base import Desk, Part
-from orch.lead.changes import briefs as changebriefs
-from orch.lead.changes import decisions as landing
+from orch.lead.changes import briefs as change_briefs
+from orch.lead.changes import decisions as change_decisions
 from orch.run.events import Event
 from orch.run.records import WorkerState
 from orch.spec.model import Role
@@ -68,7 +68,7 @@ class Dispatch(Part):
                 raise RuntimeError(f"refusing to let worker {n} verify its own finding {job.finding}")
         if job.role is Role.REVIEWER:
             assert job.change is not None
-            if n in landing.writers_of(self.state, job.change):  # decisions.pick never does this
+            if n in change_decisions.writers_of(self.state, job.change):  # decisions.pick never does this
                 raise RuntimeError(f"refusing to let worker {n} review its own change {job.change}")
         self.review.stop_leftovers(n, job.id)  # started after its last job ended: none may see this one
         self.clear_leftovers(job, n)
@@ -145,19 +145,19 @@ class Dispatch(Part):
             return briefs.brief_text(self.spec, Role.VERIFIER, values, steps)
         if job.role is Role.REVIEWER:
             assert job.change is not None and job.workdir is not None
-            values = changebriefs.review_values(self.run, self.state, self.spec, job, n, Path(job.workdir), workers)
-            steps = changebriefs.offline_review_steps(self.spec, self.run, self.state.change(job.change), values)
+            values = change_briefs.review_values(self.run, self.state, self.spec, job, n, Path(job.workdir), workers)
+            steps = change_briefs.offline_review_steps(self.spec, self.run, self.state.change(job.change), values)
             return briefs.brief_text(self.spec, Role.REVIEWER, values, steps)
         assert job.task is not None
         task = self.desk.tasks[job.task]
-        if job.role in landing.WRITING_ROLES and job.workdir is not None:
+        if job.role in change_decisions.WRITING_ROLES and job.workdir is not None:
             workdir = Path(job.workdir)
         confirmed = [
             f for f in self.state.findings if finding_status(self.state, self.spec, f.id) is FindingStatus.CONFIRMED
         ]
         values = briefs.task_values(self.run, self.state, job, task, n, workdir, workers, confirmed)
-        if job.role in landing.WRITING_ROLES:
-            values["checks"] = changebriefs.checks_list(self.spec.checks)
+        if job.role in change_decisions.WRITING_ROLES:
+            values["checks"] = change_briefs.checks_list(self.spec.checks)
         steps = briefs.offline_task_steps(self.spec, task, values)
         text = briefs.brief_text(self.spec, task.role, values, steps)
         return text + (self.review.writing.rebase_note(job) if job.rebase_of else "")

@@ -2,7 +2,7 @@
 
 The pinned aider sends Chat Completions without `tools`, its system prompt teaching SEARCH/REPLACE blocks
 ("diff" edit format). The model's whole answer is one text; aider applies its edit blocks, then offers
-its shell blocks (after the edits, once orch answers its question: orch/agents/aider_confirm.py), then
+its shell blocks (after the edits, once orch answers its question: orch/agents/aider/confirm.py), then
 waits for the next prompt: it never sends the outcome back by itself. So:
 
 - every tool step of the script up to the next reply goes into one answer, in order: a write step as a

@@ -27,10 +27,10 @@ from pydantic import Field, ValidationError
 from orch import __version__
 from orch.agents.registry import get_adapter
 from orch.errors import UsageError
-from orch.gateway.recording import archive as portable
+from orch.gateway.recording import archive
 from orch.gateway.recording.exchanges import cassette_exchanges, recorded_folders
 from orch.jobs.state import Assignment, load_state
-from orch.recording import plan as replayplan
+from orch.recording import plan
 from orch.run.folder import RunFolder
 from orch.run.records import Backend, Strict, utcnow
 from orch.spec.model import FleetSpec
@@ -42,7 +42,7 @@ class RecordingHeader(Strict):
 
     format: Literal["orch-recording"] = "orch-recording"
     version: Literal[1] = 1
-    """portable.FORMAT and portable.VERSION (the gateway checks them before this model is read)."""
+    """archive.FORMAT and archive.VERSION (the gateway checks them before this model is read)."""
     run: str
     """The recorded run's name."""
     created: dt.datetime = Field(default_factory=utcnow)
@@ -69,9 +69,9 @@ class Exported:
 
 
 def spec_fingerprint(spec: FleetSpec) -> str:
-    """What a recording must match: the spec but for its name and workdir (replayplan.IGNORED)."""
+    """What a recording must match: the spec but for its name and workdir (plan.IGNORED)."""
     comparable = json.loads(spec.model_dump_json())
-    text = json.dumps({k: v for k, v in comparable.items() if k not in replayplan.IGNORED}, sort_keys=True)
+    text = json.dumps({k: v for k, v in comparable.items() if k not in plan.IGNORED}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -85,8 +85,8 @@ def export(run: RunFolder, out: Path) -> Exported:
             f"run {run.name} has not ended: its recording is not whole yet",
             hint=f"orch wait / orch run --resume {run.name}",
         )
-    spec = replayplan.read_spec_of(run.root)
-    cassette = replayplan.load(str(run.root), spec)  # the same checks as a replay of the run folder
+    spec = plan.read_spec_of(run.root)
+    cassette = plan.load(str(run.root), spec)  # the same checks as a replay of the run folder
     exchanges = cassette_exchanges(run.root)
     recorded_run, recorded_workdir = recorded_folders(run.root)
     info = run.info()
@@ -106,7 +106,7 @@ def export(run: RunFolder, out: Path) -> Exported:
         exchanges=len(exchanges),
     )
     try:
-        count = portable.write(out, json.loads(header.model_dump_json()), exchanges)
+        count = archive.write(out, json.loads(header.model_dump_json()), exchanges)
     except OSError as exc:
         raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
     return Exported(out, count, out.stat().st_size)
@@ -119,7 +119,7 @@ def current_versions(spec: FleetSpec, backend: Backend) -> dict[str, str | None]
     out: dict[str, str | None] = {}
     for agent in agents:
         adapter = get_adapter(agent)
-        pinned = adapter.install.version if adapter.install is not None else None
+        pinned = adapter.facts.install.version if adapter.facts.install is not None else None
         out[agent] = pinned if backend is Backend.DOCKER and pinned else adapter.version()
     return out
 
@@ -138,7 +138,7 @@ def version_differences(header: RecordingHeader, versions: Mapping[str, str | No
 
 def read_header(path: Path) -> tuple[RecordingHeader, int]:
     """The file's header, validated, and how many exchanges it holds (all of them checked)."""
-    raw, exchanges = portable.read(path)
+    raw, exchanges = archive.read(path)
     try:
         header = RecordingHeader.model_validate(raw)
     except ValidationError as exc:
@@ -153,11 +153,11 @@ def read_header(path: Path) -> tuple[RecordingHeader, int]:
     return header, len(exchanges)
 
 
-def load_file(path: Path, spec: FleetSpec, versions: Mapping[str, str | None]) -> replayplan.Cassette:
+def load_file(path: Path, spec: FleetSpec, versions: Mapping[str, str | None]) -> plan.Cassette:
     """The exported recording at `path`, checked against the spec and the versions to replay with."""
     header, _ = read_header(path)
     if header.spec_fingerprint != spec_fingerprint(spec):
-        differ = replayplan.spec_differences(spec, header.spec) or ["its fingerprint"]
+        differ = plan.spec_differences(spec, header.spec) or ["its fingerprint"]
         raise UsageError(
             f"the recording {path} was made from another spec (it differs in: {', '.join(differ)})",
             hint="replay a recording with the spec it was made from",
@@ -168,12 +168,12 @@ def load_file(path: Path, spec: FleetSpec, versions: Mapping[str, str | None]) -
             f"the recording {path} was made with other versions: {'; '.join(differ)}",
             hint="install the recorded versions, or record again with these",
         )
-    return replayplan.Cassette(root=path.resolve(), nonce=header.nonce, plan=list(header.plan))
+    return plan.Cassette(root=path.resolve(), nonce=header.nonce, plan=list(header.plan))
 
 
-def cassette(where: str, spec: FleetSpec, backend: Backend) -> replayplan.Cassette:
+def cassette(where: str, spec: FleetSpec, backend: Backend) -> plan.Cassette:
     """`--replay WHERE`: an exported recording file, else a run (name or folder)."""
     path = Path(where).expanduser()
     if path.is_file():
         return load_file(path, spec, current_versions(spec, backend))
-    return replayplan.load(where, spec)
+    return plan.load(where, spec)

@@ -384,7 +384,9 @@ def build_report(run: RunFolder, spec: FleetSpec, state: ControllerState) -> Run
         confirmed_across_kinds=across_kinds(state, spec),
         isolation=run.info().isolation.value,
         caps=caps_line(run.info().caps),
-        agent_limits={agent: list(limits) for agent in run.info().agents() if (limits := get_adapter(agent).limits)},
+        agent_limits={
+            agent: list(limits) for agent in run.info().agents() if (limits := get_adapter(agent).facts.limits)
+        },
         attempts=attempts(run),
         timeline=job_bars(state),
         costs=job_costs(state, usage),

@@ -4,7 +4,7 @@ Posts take an exclusive flock and append with one write(2), so concurrent writer
 never interleave two, and each writer's lines keep their order.
 
 Under strict isolation no worker may write `bus.md`: workers post through `bus.sock` to the run's
-controller (orch.run.busserver), which learns the sender from the connection itself (SO_PEERCRED: the
+controller (orch.run.listeners), which learns the sender from the connection itself (SO_PEERCRED: the
 peer's uid is its worker, orch.run.uids; or a socket only one worker can reach) and stamps `[Wn]`
 itself; `--as` can only name yourself. This module holds the wire format and the client.
 """
@@ -215,7 +215,7 @@ def own_socket(run: RunFolder) -> Path:
 
 def post_through_controller(run: RunFolder, worker: int | None, text: str, path: Path | None = None) -> None:
     """A post under strict isolation: to the controller (`path`, default the run's bus.sock), which
-    stamps who sent it (orch.run.busserver)."""
+    stamps who sent it (orch.run.listeners)."""
     request = PostRequest(sender=worker, text=text).model_dump_json().encode() + b"\n"
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:

@@ -211,7 +211,7 @@ class RunFolder:
 
     @property
     def tree_snapshot(self) -> Path:
-        """The workdir's files as the run found them (orch.lead.baseline; shared isolation only)."""
+        """The workdir's files as the run found them (orch.lead.treecheck; shared isolation only)."""
         return self.root / "tree.json"
 
     @property

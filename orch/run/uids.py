@@ -7,6 +7,7 @@ to be another.
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,7 +19,12 @@ SWITCH_CAPS = ("setuid", "setgid", "setpcap")
 (SETPCAP: to empty the pane's bounding set too, so nothing a worker runs can ever hold a capability)."""
 
 
+READ_ALL = "dac_read_search"
+"""What a swarm task's syncer keeps (and nothing else of its own): reading the run folder's files that other
+uids own, to push them home (orch.backends.swarm.syncer)."""
+
 CAP_SETUID = 7  # linux/capability.h
+PR_SET_NO_NEW_PRIVS = 38  # linux/prctl.h
 
 
 def can_switch_uids() -> bool:
@@ -65,3 +71,12 @@ def drop_argv(uid: int, gid: int, keep: Sequence[str] = ()) -> list[str]:
         "--no-new-privs",
         "--",
     ]
+
+
+def no_new_privs() -> None:
+    """PR_SET_NO_NEW_PRIVS for this process and all it starts: no setuid binary or file capability ever gives
+    anything again. A container's init sets it first itself, where the engine cannot (Swarm services in
+    Docker 20.10 have no `no-new-privileges`)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")

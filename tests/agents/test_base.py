@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from orch.agents.base import AgentFacts, SessionArgs
 from orch.agents.credentials import gateway_env, openai_key
 from orch.agents.registry import get_adapter
-from orch.contracts import Credentials, ImageInstall
+from orch.contracts import AgentFacts, Credentials, ImageInstall
 from orch.errors import UsageError
 from orch.run.paths import agent_cache
 from tests.agents.toy_agent import FACTS as TOY
@@ -18,12 +17,13 @@ from tests.agents.toy_agent import ToyAdapter
 
 
 def test_session_args_resume_a_kept_session_or_name_a_new_one() -> None:
-    claude_like = SessionArgs(resume=("--resume",), new=("--session-id",))
-    assert claude_like.argv("abc") == ["--resume", "abc"]
-    flag, fresh = claude_like.argv(None)
+    claude_like = ToyAdapter(dataclasses.replace(TOY, new_session_args=("--session-id",)))
+    assert claude_like.session_argv("abc") == ["--resume", "abc"]
+    flag, fresh = claude_like.session_argv(None)
     assert flag == "--session-id" and len(fresh) == 36  # a uuid: the agent keeps its session under it
-    assert SessionArgs(resume=("resume",)).argv("abc") == ["resume", "abc"]  # Codex's subcommand
-    assert SessionArgs(resume=("resume",)).argv(None) == []  # it names its sessions itself
+    codex_like = ToyAdapter(dataclasses.replace(TOY, resume_args=("resume",)))
+    assert codex_like.session_argv("abc") == ["resume", "abc"]  # Codex's subcommand
+    assert codex_like.session_argv(None) == []  # it names its sessions itself
 
 
 def test_the_pinned_copy_is_where_orch_setup_installs_it() -> None:

@@ -22,6 +22,7 @@ from orch.container.serverun import link_sessions
 from orch.contracts import (
     TEXT_SHELL,
     AgentAdapter,
+    AgentFacts,
     Check,
     Credentials,
     GatewayEnv,
@@ -61,17 +62,17 @@ def test_adapter_keeps_the_contract(name: str, monkeypatch: pytest.MonkeyPatch) 
     stand_in_binaries(monkeypatch)  # doctor's lines are Checks whatever `--version` says
     adapter = get_adapter(name)
     assert isinstance(adapter, AgentAdapter)
-    assert adapter.name == name
-    assert adapter.default_permission_mode in adapter.permission_modes
-    assert all(isinstance(d.keys, tuple) and d.keys for d in adapter.dialogs())
+    assert adapter.facts.name == name
+    assert adapter.facts.default_permission_mode in adapter.facts.permission_modes
+    assert all(isinstance(d.keys, tuple) and d.keys for d in adapter.facts.dialogs)
     assert all(isinstance(check, Check) for check in adapter.doctor())
-    assert isinstance(adapter, AgentBase) and adapter.facts.name == name  # its facts are one frozen object
+    assert isinstance(adapter.facts, AgentFacts)  # its facts: one frozen object
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_adapter_states_complete_facts(name: str) -> None:
     adapter = get_adapter(name)
-    creds = adapter.credentials
+    creds = adapter.facts.credentials
     assert isinstance(creds, Credentials)
     assert all(ENV_NAME.match(var) for var in creds.variables)
     if creds.env:  # it calls a real model API: where, how to get a key, how the gateway presents each one
@@ -80,30 +81,34 @@ def test_adapter_states_complete_facts(name: str) -> None:
         assert all(Scheme(scheme) for _, scheme in creds.schemes)
         # The gateway protocols it speaks: its upstream serves these and refuses every other API's calls.
         assert creds.protocols and set(creds.protocols) <= set(protocols.BY_NAME)
-        assert isinstance(adapter.gateway, GatewayEnv)
+        assert isinstance(adapter.facts.gateway, GatewayEnv)
         # A worker's environment drops `variables`, then gets these two: they must be among them.
-        assert adapter.gateway.key_env in creds.env and adapter.gateway.base_url_env == creds.base_url_env
+        assert adapter.facts.gateway.key_env in creds.env and adapter.facts.gateway.base_url_env == creds.base_url_env
     else:
-        assert adapter.gateway is None and creds.login is None
+        assert adapter.facts.gateway is None and creds.login is None
     if creds.login is not None:
         assert isinstance(creds.login, LoginFile) and ENV_NAME.match(creds.login.dir_env)
         assert not Path(creds.login.in_home).is_absolute() and ".." not in Path(creds.login.in_home).parts
-    if adapter.sessions is not None:
-        assert isinstance(adapter.sessions, SessionStore)
-        sub = Path(adapter.sessions.subdir)
-        assert adapter.sessions.subdir and not sub.is_absolute() and ".." not in sub.parts
-    if adapter.install is not None:
-        assert isinstance(adapter.install, ImageInstall)
-        assert adapter.install.package and re.match(r"^\d+\.\d+\.\d+", adapter.install.version)
-        assert ENV_NAME.match(adapter.install.build_arg)
+    if adapter.facts.sessions is not None:
+        assert isinstance(adapter.facts.sessions, SessionStore)
+        sub = Path(adapter.facts.sessions.subdir)
+        assert adapter.facts.sessions.subdir and not sub.is_absolute() and ".." not in sub.parts
+    if adapter.facts.install is not None:
+        assert isinstance(adapter.facts.install, ImageInstall)
+        assert adapter.facts.install.package and re.match(r"^\d+\.\d+\.\d+", adapter.facts.install.version)
+        assert ENV_NAME.match(adapter.facts.install.build_arg)
         # A pip command is one word (the image links /opt/pip/bin/<command>); config packages are pinned.
-        assert adapter.install.pip_command is None or re.fullmatch(r"[a-z][a-z0-9_-]*", adapter.install.pip_command)
-        assert adapter.install.config_npm is None or re.fullmatch(r"\S+@\d+\.\d+\.\d+", adapter.install.config_npm)
+        assert adapter.facts.install.pip_command is None or re.fullmatch(
+            r"[a-z][a-z0-9_-]*", adapter.facts.install.pip_command
+        )
+        assert adapter.facts.install.config_npm is None or re.fullmatch(
+            r"\S+@\d+\.\d+\.\d+", adapter.facts.install.config_npm
+        )
 
 
 def test_the_image_build_reads_its_agent_from_the_adapter() -> None:
     install = image_install()
-    assert install == get_adapter(IMAGE_AGENT).install
+    assert install == get_adapter(IMAGE_AGENT).facts.install
     dockerfile = (DOCKER_DIR / "Dockerfile").read_text()
     passed = build_args(DEFAULT_BASE_IMAGE, None, [IMAGE_AGENT])
     for arg, value in install.build_args().items():
@@ -111,7 +116,7 @@ def test_the_image_build_reads_its_agent_from_the_adapter() -> None:
         assert f"ARG {arg}=" not in dockerfile  # no default: the pin is written in orch/versions.py only
         assert passed[arg] == value  # ... and the build always passes it
     assert "ARG BASE\n" in dockerfile and passed["BASE"] == DEFAULT_BASE_IMAGE
-    assert get_adapter(DEFAULT_AGENT).name == DEFAULT_AGENT
+    assert get_adapter(DEFAULT_AGENT).facts.name == DEFAULT_AGENT
 
 
 def test_unknown_agent_lists_the_available_ones() -> None:
@@ -138,7 +143,7 @@ def test_worker_environment_holds_no_credential(name: str, tmp_path: Path) -> No
     """The tmux server's environment (every pane's) never carries the user's credential or base URL:
     those go to the gateway only, and each worker's own base URL and token come with its pane."""
     adapters = [get_adapter(kind) for kind in sorted(ADAPTERS)]
-    real = {var: "real-secret" for a in adapters for var in a.credentials.variables}
+    real = {var: "real-secret" for a in adapters for var in a.facts.credentials.variables}
     # A fleet of this kind, with one worker of every other kind beside it (a mixed fleet).
     others = {n: kind for n, kind in enumerate(sorted(set(ADAPTERS) - {name}), 2)}
     info = run_info("env", workers=len(ADAPTERS)).model_copy(update={"agent": name, "worker_agents": others})
@@ -157,7 +162,7 @@ def test_container_session_store_lives_in_the_run_folder(name: str) -> None:
     run = RunFolder.for_name("s")
     run.root.mkdir(parents=True)
     link_sessions(run, {1: name, 2: name})
-    sessions = get_adapter(name).sessions
+    sessions = get_adapter(name).facts.sessions
     for n in (1, 2):
         link = run.config_dir(n) / sessions.subdir if sessions else None
         assert link is None or (link.is_symlink() and link.resolve() == run.sessions(n).resolve())
@@ -177,7 +182,11 @@ def _imports(path: Path) -> set[str]:
 def test_adapters_are_reached_only_through_the_registry() -> None:
     # The registry, and `orch setup`'s installs (which reach every adapter through it), are the way in.
     ways_in = ("__init__", "registry", "installs")
-    adapter_modules = {f"orch.agents.{p.stem}" for p in (PACKAGE / "agents").glob("*.py") if p.stem not in ways_in}
+    adapter_modules = {
+        ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts)
+        for p in (PACKAGE / "agents").rglob("*.py")
+        if p.stem not in ways_in
+    }
     offenders = {
         f"{path.relative_to(PACKAGE.parent)}: {name}"
         for path in PACKAGE.rglob("*.py")
@@ -190,7 +199,7 @@ def test_adapters_are_reached_only_through_the_registry() -> None:
 def test_each_agent_names_the_shell_tool_its_model_calls() -> None:
     """The lead matches a verifier's cited commands against its own agent's shell calls in the gateway's
     ledger: each adapter names the tool as the offline model's translator for its API calls it."""
-    shells = {name: get_adapter(name).shell for name in sorted(ADAPTERS)}
+    shells = {name: get_adapter(name).facts.shell for name in sorted(ADAPTERS)}
     # No tool calls: aider runs the lines of its answers' shell blocks, which the gateway ledgers as TEXT_SHELL.
     assert shells["aider"] is not None and shells["aider"].name == TEXT_SHELL
     for name, tool in {"claude": "Bash", "scripted": "Bash", "codex": offline_responses.SHELL_TOOL,
@@ -202,7 +211,7 @@ def test_each_agent_names_the_shell_tool_its_model_calls() -> None:
 
 
 def _context(run: RunFolder, name: str, workdir: Path, mode: str, token: str) -> WorkerContext:
-    gateway = get_adapter(name).gateway
+    gateway = get_adapter(name).facts.gateway
     env = {gateway.key_env: token, gateway.base_url_env: f"http://127.0.0.1:1/t/{token}"} if gateway else {}
     return WorkerContext(
         run=run,
@@ -224,7 +233,7 @@ def test_prepare_seeds_its_config_dir_and_launches_in_the_workdir(name: str, tmp
     run.create(run_info("c", workdir=str(tmp_path)))
     adapter = get_adapter(name)
     token = "orch-c-w1-secret-token"
-    spec = adapter.prepare(_context(run, name, tmp_path, adapter.default_permission_mode, token))
+    spec = adapter.prepare(_context(run, name, tmp_path, adapter.facts.default_permission_mode, token))
     assert isinstance(spec, LaunchSpec) and spec.argv and spec.cwd == tmp_path
     assert spec.env[settings.RUN.name] == str(run.root) and spec.env[settings.WORKER.name] == "1"
     assert run.config_dir(1).is_dir()
@@ -243,7 +252,7 @@ def test_a_ready_marker_of_the_last_life_is_gone_when_the_worker_is_prepared_aga
         pytest.skip(f"{name} has no ready marker: its SessionStart is enough")
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.write_text("{}")
-    adapter.prepare(_context(run, name, tmp_path, adapter.default_permission_mode, "t"))
+    adapter.prepare(_context(run, name, tmp_path, adapter.facts.default_permission_mode, "t"))
     assert not marker.exists()
 
 
@@ -261,8 +270,8 @@ def test_a_registered_agent_reaches_every_caller_through_the_registry() -> None:
     build would carry it."""
     toy = get_adapter(TOY)
     assert isinstance(toy, AgentBase) and type(toy).__module__ == "tests.agents.toy_agent"
-    assert toy.credentials.protocols == ("openai-chat",)
-    assert image_installs([TOY]) == {TOY: toy.install}
+    assert toy.facts.credentials.protocols == ("openai-chat",)
+    assert image_installs([TOY]) == {TOY: toy.facts.install}
     assert TOY in image_installs(["all"])
     with pytest.raises(UsageError, match="unknown agent"):
         get_adapter("toy2")
@@ -294,7 +303,6 @@ def test_each_agent_with_a_binary_has_its_bin_setting(name: str) -> None:
     """ORCH_<NAME>_BIN is found by the agent's name; its default in docs/settings.md names the folder `orch setup`
     installs to."""
     adapter = get_adapter(name)
-    assert isinstance(adapter, AgentBase)
     setting = adapter.facts.bin_setting
     if name == TOY:
         assert setting is None  # a toy may have none: its binary is then found on PATH or in the cache

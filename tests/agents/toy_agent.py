@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from orch.agents.base import AgentBase, AgentFacts, hook_command, write_config
+from orch.agents.base import AgentBase, hook_command, write_config
 from orch.agents.credentials import openai_key
-from orch.contracts import Dialog, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
+from orch.contracts import AgentFacts, Dialog, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
 
 FACTS = AgentFacts(
     name="toy",

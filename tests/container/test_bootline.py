@@ -68,3 +68,29 @@ def test_compose_secret_file_is_read_only_when_the_run_cannot_read_it(tmp_path: 
         read_secrets(secret, other)
     assert CANARY not in str(bad.value) + str(owned.value)
     assert read_secrets(Path("/dev/null"), other) == {} and read_secrets(tmp_path / "none", other) == {}
+
+
+def test_a_boot_file_is_read_only_when_the_run_cannot_read_it(tmp_path: Path) -> None:
+    """A swarm task's boot comes as a secret file the gateway's uid owns, mode 400: one the run's uid owns, or
+    that anyone else may read, is refused without echoing it; a bad line is named by its field only."""
+    from orch.container.bootline import InitError, read_boot_file
+
+    boot = tmp_path / "orch-boot"
+    line = f'{{"run": "demo", "upstreams": [{{"kind": "api", "url": "https://api.example", "secret": "{CANARY}"}}]}}\n'
+    boot.write_text(line)
+    me = os.getuid()
+    os.chmod(boot, 0o400)
+    with pytest.raises(InitError, match="could read it") as owned:
+        read_boot_file(boot, uid=me)
+    os.chmod(boot, 0o440)
+    with pytest.raises(InitError, match="mode 440") as shared:
+        read_boot_file(boot, uid=me + 1)
+    os.chmod(boot, 0o400)
+    got = read_boot_file(boot, uid=me + 1)
+    assert got.run == "demo" and got.upstreams[0].secret.get_secret_value() == CANARY
+    boot.write_text('{"run": "demo", "upstreams": "' + CANARY + '"}')
+    with pytest.raises(InitError, match="bad boot line: upstreams") as bad:
+        read_boot_file(boot, uid=me + 1)
+    with pytest.raises(InitError, match="cannot read the boot file"):
+        read_boot_file(tmp_path / "missing", uid=me + 1)
+    assert not any(CANARY in str(e.value) for e in (owned, shared, bad))

@@ -25,7 +25,7 @@ import pytest
 import yaml
 from docker.models.containers import Container
 
-from orch.agents.codex import OFFLINE_MODEL
+from orch.agents.codex.adapter import OFFLINE_MODEL
 from orch.container.egress import DNS_UID
 from orch.container.serverun import READY_LINE
 from orch.offline.modelserver import ScriptedModelServer, key_digest

@@ -22,7 +22,7 @@ import pytest
 from orch import settings
 from orch.allowlist import normalize_entry
 from orch.backends.docker.sandbox import DockerSandbox
-from orch.container import probes as egresscheck
+from orch.container import probes
 from orch.container.layout import LABEL_MANAGED
 from orch.run.events import Event
 from orch.run.folder import RunFolder
@@ -248,7 +248,7 @@ def test_a_dns_lookup_carries_nothing_out(
         run = RunFolder.for_name(name)
         (report,) = [e["data"] for e in events(run) if e["event"] == Event.EGRESS]
         assert isinstance(report, dict) and set(report["dns"]) == {net.allowed, net.model}, report  # + the gateway's
-        assert str(report["dns_selftest"]).startswith(f"refused {egresscheck.DNS_PROBE}"), report
+        assert str(report["dns_selftest"]).startswith(f"refused {probes.DNS_PROBE}"), report
         before = resolver.logs()
         code, out = DockerSandbox().run_as_user(run.info(), ["python3", "-c", EXFIL, "6f72636873656372", resolver_ip])
         assert code == 0, out

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.pure  # starts nothing: no process, no engine, no conne
 
 
 def test_allowlist_defaults_model_host_and_extras(monkeypatch: pytest.MonkeyPatch) -> None:
-    api = get_adapter("claude").credentials
+    api = get_adapter("claude").facts.credentials
     got = egress.allowlist_for({}, False, ["example.org", "10.1.2.3", "https://x.test:8443/p"], api)
     assert got[0] == "api.anthropic.com"
     assert {"registry.npmjs.org", "pypi.org", "files.pythonhosted.org", "github.com"} <= set(got)
@@ -115,3 +115,17 @@ def test_the_checks_uid_has_no_network_not_even_loopback() -> None:
         # before the redirected DNS queries are accepted too: the checks ask no name server, not even ours
         assert flat.index(block) < min(i for i, r in enumerate(flat) if r.startswith("iptables -A") and "53" in r)
     assert uids.worker_of(uid) is None and uid != settings.GATEWAY_UID.get()
+
+
+def test_a_swarm_runs_collector_is_the_run_uids_alone() -> None:
+    """Under allowlist and none alike: the collector's port to the run's uid, everything else to it refused,
+    before the allowlist (an `--allow` of its network gives a worker nothing there)."""
+    home = egress.HomeEgress(1000, "10.231.3.7", 7450)
+    accept = "iptables -A OUTPUT -p tcp -d 10.231.3.7 --dport 7450 -m owner --uid-owner 1000 -j ACCEPT"
+    refuse = "iptables -A OUTPUT -d 10.231.3.7 -j REJECT --reject-with icmp-admin-prohibited"
+    for mode in (EgressMode.ALLOWLIST, EgressMode.NONE):
+        flat = [" ".join(r) for r in egress.rules(mode, ["10.231.0.0/16"], use_ipset=False, home=home)]
+        assert flat.index(accept) + 1 == flat.index(refuse)
+        if mode is EgressMode.ALLOWLIST:
+            assert flat.index(refuse) < flat.index("iptables -A OUTPUT -d 10.231.0.0/16 -j ACCEPT")
+    assert not any("10.231.3.7" in " ".join(r) for r in egress.rules(EgressMode.ALLOWLIST, [], use_ipset=False))

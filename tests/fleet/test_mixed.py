@@ -56,8 +56,8 @@ def test_a_mixed_fleet_runs_each_worker_as_its_own_kind(
         pid = launch.agent_pid(panes[n])
         assert pid is not None
         commands[n] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    assert "claude" in commands[1] and "scripted_agent" not in commands[1]
-    assert all("orch.agents.scripted_agent" in commands[n] for n in (2, 3))
+    assert "claude" in commands[1] and "orch.agents.scripted.tui" not in commands[1]
+    assert all("orch.agents.scripted.tui" in commands[n] for n in (2, 3))
     assert (run.config_dir(1) / "settings.json").exists() and not (run.config_dir(2) / "settings.json").exists()
     status = orch("status", "mix").output
     assert "claude+scripted" in status and "1 claude" in status and "2 scripted" in status

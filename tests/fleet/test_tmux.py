@@ -21,7 +21,7 @@ from orch.fleet.tmux import PaneInfo, TmuxServer, check_tmux
 from orch.waits import wait_until
 
 TIMEOUT = 20.0
-AGENT = [sys.executable, "-m", "orch.agents.scripted_agent"]
+AGENT = [sys.executable, "-m", "orch.agents.scripted.tui"]
 
 
 @pytest.fixture
@@ -94,6 +94,16 @@ def test_private_server_layout_and_lookup(server: TmuxServer, tmux_tmpdir: Path,
     server_pid = int(server._cmd("display-message", "-p", "#{pid}")[0])
     assert b"new-session" not in Path(f"/proc/{server_pid}/cmdline").read_bytes()  # ps shows no agent argv
     assert server.pane(7) == panes[7]
+    calls: list[str] = []
+    real = server.server.cmd
+
+    def counted(cmd: str, *args: Any, **kwargs: Any) -> Any:
+        calls.append(cmd)
+        return real(cmd, *args, **kwargs)
+
+    server.server.cmd = counted  # type: ignore[method-assign]
+    assert server.panes() == panes and calls == ["list-panes"]  # the status loop: one call for every pane
+    del server.server.cmd
     with pytest.raises(NotFoundError):
         server.pane(9)
     with pytest.raises(UsageError, match="already has a pane"):

@@ -9,7 +9,7 @@ import pytest
 
 from orch.errors import UsageError
 from orch.gateway.books import Books
-from orch.gateway.events import EventLog
+from orch.gateway.eventlog import EventLog
 from orch.gateway.modeldir import GatewayBudget, Tokens
 from orch.gateway.pricing import SHIPPED, Price, Pricing, PricingTable, load_pricing
 from orch.run.folder import RunFolder

@@ -79,7 +79,7 @@ def _result(id_: str, is_error: bool, worker: int = 2) -> LedgerEntry:
     return LedgerEntry(ts=101.0, worker=worker, seq=2, kind="tool_result", id=id_, is_error=is_error)
 
 
-CLAUDE, CODEX = get_adapter("claude").shell, get_adapter("codex").shell
+CLAUDE, CODEX = get_adapter("claude").facts.shell, get_adapter("codex").facts.shell
 LEDGERS: dict[str, tuple[list[LedgerEntry], ShellTool | None, list[RanCommand]]] = {
     # worker 2 on job v1, brief sent at 50: (ledger lines, its agent's shell tool, the commands it ran)
     "stamped-with-the-job": ([_use("a", "ls"), _result("a", False)], CLAUDE, [RanCommand("ls", is_error=False)]),

@@ -14,7 +14,7 @@ from orch.gateway.modeldir import Exchange, ExchangeKey
 from orch.gateway.recording.exchanges import append_exchange
 from orch.jobs.state import Assignment, ControllerState, Job, save_state
 from orch.lead.controller import initial_state, write_spec
-from orch.recording import plan as replayplan
+from orch.recording import plan
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.paths import runs_dir
@@ -63,7 +63,7 @@ def test_a_cassette_gives_the_nonce_and_the_plan(tmp_path: Path) -> None:
     spec = _spec(tmp_path)
     run = _recording(tmp_path, spec)
     for where in ("recorded", str(run.root)):  # by run name, or by path
-        cassette = replayplan.load(where, spec.model_copy(update={"name": "other", "workdir": tmp_path / "elsewhere"}))
+        cassette = plan.load(where, spec.model_copy(update={"name": "other", "workdir": tmp_path / "elsewhere"}))
         assert cassette.root == run.root and cassette.nonce == "c0ffee00"
         assert cassette.plan == [Assignment(job="t1", worker=2), Assignment(job="t1-F1.v1", worker=1),
                                  Assignment(job="t1-F2.v1", worker=2)]  # fmt: skip
@@ -78,7 +78,7 @@ def test_without_events_the_plan_comes_from_the_recorded_state() -> None:
         Job(id="never", role=Role.VERIFIER),
         Job(id="early", role=Role.FINDER, worker=2, sent_at=10.0),
     ]
-    assert replayplan.plan_from_state(state) == [Assignment(job="early", worker=2), Assignment(job="late", worker=1)]
+    assert plan.plan_from_state(state) == [Assignment(job="early", worker=2), Assignment(job="late", worker=1)]
 
 
 def _break(kind: str, run: RunFolder) -> None:
@@ -108,14 +108,14 @@ def test_a_cassette_that_will_not_do_is_one_line(tmp_path: Path, kind: str, mess
     _break(kind, run)
     asked = _spec(tmp_path, goal="something else") if kind == "another-spec" else spec
     with pytest.raises(UsageError) as caught:
-        replayplan.load(str(run.root), asked)
+        plan.load(str(run.root), asked)
     assert message in str(caught.value), caught.value
     assert "\n" not in caught.value.one_line()
 
 
 def test_no_such_cassette(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="no recording at"):
-        replayplan.load(str(tmp_path / "nope"), _spec(tmp_path))
+        plan.load(str(tmp_path / "nope"), _spec(tmp_path))
 
 
 @pytest.mark.parametrize("kind", ["missing", "another-spec"])

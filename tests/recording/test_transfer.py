@@ -15,13 +15,13 @@ import yaml
 from orch import __version__
 from orch.errors import UsageError
 from orch.gateway.modeldir import Exchange
-from orch.gateway.recording import archive as portable
+from orch.gateway.recording import archive
 from orch.gateway.recording.exchanges import append_exchange
 from orch.gateway.recording.keys import exchange_key
 from orch.gateway.recording.replay import Replayer
 from orch.jobs.state import Assignment, Outcome, save_state
 from orch.lead.controller import initial_state, write_spec
-from orch.recording import transfer as recording
+from orch.recording import transfer
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.paths import runs_dir
@@ -96,14 +96,14 @@ def test_an_export_holds_what_a_replay_needs_and_no_credential(tmp_path: Path, m
     out = _export(tmp_path, spec)
     text = gzip.decompress(out.read_bytes()).decode()
     assert CANARY not in text
-    header, count = recording.read_header(out)
+    header, count = transfer.read_header(out)
     assert count == header.exchanges == 4
     assert (header.nonce, header.orch_version, header.agents) == ("c0ffee00", __version__, {"scripted": __version__})
     assert header.plan == [Assignment(job="t1", worker=2), Assignment(job="t1-F1.v1", worker=1)]
-    assert header.spec_fingerprint == recording.spec_fingerprint(spec)
+    assert header.spec_fingerprint == transfer.spec_fingerprint(spec)
     # Another name and workdir are the same spec; the plan and nonce come from the file.
     elsewhere = spec.model_copy(update={"name": "ci", "workdir": tmp_path / "clone"})
-    cassette = recording.cassette(str(out), elsewhere, Backend.LOCAL)
+    cassette = transfer.cassette(str(out), elsewhere, Backend.LOCAL)
     assert (cassette.root, cassette.nonce, cassette.plan) == (out.resolve(), "c0ffee00", header.plan)
     # The gateway answers from the file as from the run folder: same exchanges, same order.
     from_file = Replayer(out, "/new/run", "/new/work")
@@ -177,12 +177,12 @@ BROKEN = {
 def test_a_corrupt_recording_is_one_line(
     tmp_path: Path, kind: str, message: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(portable, "MAX_UNPACKED", 1 << 20)
+    monkeypatch.setattr(archive, "MAX_UNPACKED", 1 << 20)
     spec = _spec(tmp_path)
     out = _export(tmp_path, spec)
     _break(kind, out)
     with pytest.raises(UsageError) as caught:
-        recording.cassette(str(out), spec, Backend.LOCAL)
+        transfer.cassette(str(out), spec, Backend.LOCAL)
     assert message in caught.value.one_line(), caught.value
     assert "\n" not in caught.value.one_line()
 
@@ -191,15 +191,15 @@ def test_another_spec_or_other_versions_name_the_difference(tmp_path: Path) -> N
     spec = _spec(tmp_path)
     out = _export(tmp_path, spec)
     with pytest.raises(UsageError, match=r"another spec \(it differs in: tasks\)"):
-        recording.cassette(str(out), _spec(tmp_path, goal="something else"), Backend.LOCAL)
-    header, _ = recording.read_header(out)
-    assert recording.version_differences(header, {"scripted": __version__}) == []
-    assert recording.version_differences(header, {"scripted": "9.9"}) == [f"scripted 9.9 (recorded: {__version__})"]
-    assert recording.version_differences(header, {"scripted": None}) == []  # unknown here: not a difference
+        transfer.cassette(str(out), _spec(tmp_path, goal="something else"), Backend.LOCAL)
+    header, _ = transfer.read_header(out)
+    assert transfer.version_differences(header, {"scripted": __version__}) == []
+    assert transfer.version_differences(header, {"scripted": "9.9"}) == [f"scripted 9.9 (recorded: {__version__})"]
+    assert transfer.version_differences(header, {"scripted": None}) == []  # unknown here: not a difference
     older = header.model_copy(update={"orch_version": "0.0.1"})
-    assert recording.version_differences(older, {}) == [f"orch {__version__} (recorded: 0.0.1)"]
+    assert transfer.version_differences(older, {}) == [f"orch {__version__} (recorded: 0.0.1)"]
     with pytest.raises(UsageError, match=r"other versions: scripted 9\.9 \(recorded: "):
-        recording.load_file(out, spec, {"scripted": "9.9"})
+        transfer.load_file(out, spec, {"scripted": "9.9"})
 
 
 @pytest.mark.parametrize("kind", ["corrupt", "another-spec", "other-orch"])

@@ -11,8 +11,8 @@ import pytest
 
 from orch.errors import UsageError
 from orch.run import bus
-from orch.run.busserver import BusServer
 from orch.run.folder import RunFolder
+from orch.run.listeners import BusServer
 from orch.waits import wait_until
 from tests.helpers import orch
 from tests.run.conftest import WRITERS

@@ -26,8 +26,8 @@ ROOT = Path("/run-folder")
 
 # (module, the string constant) -> why it may spell a run folder's name.
 ALLOWED: dict[tuple[str, str], str] = {
-    ("agents/codex.py", "sessions/*/*/*/rollout-*-"): "Codex's own sessions dir, in its config dir",
-    ("agents/codex_watch.py", "sessions"): "Codex's own sessions dir, in its config dir",
+    ("agents/codex/adapter.py", "sessions/*/*/*/rollout-*-"): "Codex's own sessions dir, in its config dir",
+    ("agents/codex/watch.py", "sessions"): "Codex's own sessions dir, in its config dir",
     ("agents/opencode.py", "state"): "opencode's XDG state dir, in its config dir",
     ("entry/demo.py", "changes"): "orch/data/changes, the demo's sample repository",
     ("report/render.py", "report/report.html"): "the template in orch/data/report, not the run's report",

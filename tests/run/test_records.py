@@ -8,7 +8,7 @@ import pytest
 
 from orch.errors import UsageError
 from orch.run.folder import RunFolder
-from orch.run.records import ContainerInfo, DockerRunInfo, LocalRunInfo
+from orch.run.records import ContainerInfo, DockerRunInfo, LocalRunInfo, RunInfo
 from tests.helpers import run_info
 
 pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
@@ -27,7 +27,7 @@ COMMON = {
 OLD_CONTAINER = {"name": "orch-old", "image": "orch:1", "remote": True, "host_run_dir": "orch-run-old"}
 
 
-def _load(data: dict[str, object]) -> LocalRunInfo | DockerRunInfo:
+def _load(data: dict[str, object]) -> RunInfo:
     run = RunFolder.for_name("old")
     run.root.mkdir(parents=True)
     run.run_json.write_text(json.dumps(data))

@@ -34,7 +34,7 @@ from orch.run.folder import RunFolder
 from orch.run.records import DockerRunInfo, Isolation, PermissionAnswer, WorkerState
 from orch.run.uids import worker_uid
 from orch.waits import wait_until
-from tests.agents.test_codex import DIALOGS as CODEX_DIALOGS
+from tests.agents.codex.test_adapter import DIALOGS as CODEX_DIALOGS
 from tests.agents.test_gemini import _webfetch_brief as gemini_fetch_brief
 from tests.agents.test_opencode import _webfetch_brief as opencode_fetch_brief
 from tests.dockertest import BUILD_TIMEOUT, RUN_UID, events, unique
@@ -150,7 +150,7 @@ def test_boots_with_no_dialog_each_worker_its_own_uid(fleet: Fleet, engine: dock
         # The worker seeded its own config and writes its own hook log and outbox, as its own uid.
         assert run.state(n).stat().st_uid == run.outbox(n).stat().st_uid == _uid(run, n)
     _config_dir_is_closed(engine, info)
-    if get_adapter(fleet.kind).own_pane:
+    if get_adapter(fleet.kind).facts.own_pane:
         _pane_socket_is_its_own(engine, info, SCREEN[fleet.kind])
 
 

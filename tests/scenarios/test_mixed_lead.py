@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from orch.agents.codex import OFFLINE_MODEL
+from orch.agents.codex.adapter import OFFLINE_MODEL
 from orch.contracts import UpRequest
 from orch.fleet import launch
 from orch.gateway.process import GatewayClient, handle_path, load_handle

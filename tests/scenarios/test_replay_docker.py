@@ -132,4 +132,4 @@ def test_a_container_replay_hands_its_init_no_upstream_and_no_credential(monkeyp
     info.replay = str(RunFolder(Path("/orch/runs/rp")).replay_recording)
     given = boot.init_boot(info, boot.upstream(info))
     assert (given.upstreams, given.replay, given.offline) == ([], "/orch/runs/rp/model/replay.orchrec.gz", True)
-    assert canary not in boot._boot_line(given)
+    assert canary not in boot.boot_line(given)

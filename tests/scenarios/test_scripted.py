@@ -1,6 +1,6 @@
 """The fast tier's controller: `orch run` end to end, in process, with orch's scripted agent in real tmux panes.
 
-No agent binary and no Docker: each worker is orch's scripted agent (orch.agents.scripted_turns), which
+No agent binary and no Docker: each worker is orch's scripted agent (orch.agents.scripted.turns), which
 sends its prompts through the run's real gateway to the offline scripted model and runs the tool calls
 the script asks for. So every effect the controller has (briefs delivered, outputs checked against the
 tree and the gateway's ledger, corrections, nudges, restarts, verification rounds, budget stops) is the

@@ -50,9 +50,9 @@ def upstream(info: DockerRunInfo) -> FleetUpstreams:
     """The run's model upstreams and credentials (one per model API of the fleet), from this (the host's)
     environment; checked before anything is created. A login file passed through can only be mounted from
     this machine."""
-    credentials = get_adapter(info.agent).credentials
+    credentials = get_adapter(info.agent).facts.credentials
     offline = info.offline or info.replay is not None  # a replay's gateway calls no model API
-    choice = fleet_upstreams({k: get_adapter(k).credentials for k in info.agents()}, os.environ, offline)
+    choice = fleet_upstreams({k: get_adapter(k).facts.credentials for k in info.agents()}, os.environ, offline)
     if choice.login_file is not None and info.container.on_remote_engine:
         raise UsageError(
             f"the only credential is the login file {choice.login_file}, which cannot reach a remote engine",
@@ -109,7 +109,7 @@ def create(
         env[settings.CHOWN.name] = ":".join(owned)
     if prompts:
         env[settings.PROMPTS.name] = json.dumps({str(n): text for n, text in prompts.items()})
-    login = get_adapter(info.agent).credentials.login
+    login = get_adapter(info.agent).facts.credentials.login
     if choice.scheme is Scheme.PASSTHROUGH and choice.login_file is not None and login is not None:
         # The one case a worker holds a credential: the agent's own login, which only it can refresh.
         run_mounts.append(Mount(target=CREDENTIALS_MOUNT, source=str(choice.login_file), type="bind", read_only=True))
@@ -158,7 +158,7 @@ def create(
 def start(client: docker.DockerClient, container: Container, info: DockerRunInfo, choice: FleetUpstreams) -> None:
     """Start the container and hand its init the boot line (the upstreams, secrets included) on stdin:
     attached before the start, written once, then detached when the init says it has it (stdin then closes)."""
-    line = _boot_line(init_boot(info, choice))
+    line = boot_line(init_boot(info, choice))
     params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
     try:
         sock = client.api.attach_socket(str(container.id), params=params)
@@ -186,7 +186,7 @@ def init_boot(info: DockerRunInfo, choice: FleetUpstreams) -> InitBoot:
     return InitBoot(run=info.name, offline=info.offline, upstreams=list(choice.upstreams))
 
 
-def _boot_line(boot: InitBoot) -> str:
+def boot_line(boot: InitBoot) -> str:
     """The boot line with the secrets' real values (pydantic dumps a SecretStr masked)."""
     data = boot.model_dump(mode="json")
     for dumped, upstream in zip(data["upstreams"], boot.upstreams, strict=True):

@@ -46,7 +46,7 @@ def _mount(info: DockerRunInfo, target: str, source: str, read_only: bool = Fals
 # --- on this machine (local engine) ----------------------------------------------------------------
 def make_run_folder(run: RunFolder, info: DockerRunInfo, recording: Path | None = None) -> None:
     """A new run folder on this machine, with the exported `recording` the run replays (if any)."""
-    _seed(run, info, recording)
+    seed_folder(run, info, recording)
     uid, gid = uid_gid(info.container)
     if os.getuid() == 0 and uid != 0:
         _chown_tree(run.root, uid, gid)
@@ -130,12 +130,12 @@ def upload(container: Container, info: DockerRunInfo, host_workdir: Path, record
     uid, gid = uid_gid(info.container)
     with tempfile.TemporaryDirectory(prefix="orch-upload-") as tmp:
         staged = RunFolder(Path(tmp) / info.name)
-        _seed(staged, info, recording)
-        _put_tree(container, run_mount(info.name), staged.root, uid, gid)
+        seed_folder(staged, info, recording)
+        put_tree(container, run_mount(info.name), staged.root, uid, gid)
     if info.isolation is Isolation.STRICT:  # the run's container mounts the workspace read-only
         _upload_workspace(container, info, host_workdir, uid, gid)
     else:
-        _put_tree(container, WORKDIR, host_workdir, uid, gid)
+        put_tree(container, WORKDIR, host_workdir, uid, gid)
 
 
 def _upload_workspace(container: Container, info: DockerRunInfo, host_workdir: Path, uid: int, gid: int) -> None:
@@ -152,7 +152,7 @@ def _upload_workspace(container: Container, info: DockerRunInfo, host_workdir: P
         mounts=[Mount(target=WORKDIR, source=info.container.workspace_source, type="volume")],
     )
     try:
-        _put_tree(helper, WORKDIR, host_workdir, uid, gid)
+        put_tree(helper, WORKDIR, host_workdir, uid, gid)
     finally:
         helper.remove(force=True)
 
@@ -160,7 +160,7 @@ def _upload_workspace(container: Container, info: DockerRunInfo, host_workdir: P
 def push(container: Container, info: DockerRunInfo, files: list[Path]) -> None:
     """Copy these files of the local run folder (its top level) into the remote one, replacing them there."""
     uid, gid = uid_gid(info.container)
-    _put(container, run_mount(info.name), files, uid, gid)
+    put_paths(container, run_mount(info.name), files, uid, gid)
 
 
 def pull(client: docker.DockerClient, info: DockerRunInfo, source: Container | None) -> DockerRunInfo:
@@ -199,7 +199,7 @@ def pull(client: docker.DockerClient, info: DockerRunInfo, source: Container | N
 
 
 # --- helpers ---------------------------------------------------------------------------------------
-def _seed(run: RunFolder, info: DockerRunInfo, recording: Path | None) -> None:
+def seed_folder(run: RunFolder, info: DockerRunInfo, recording: Path | None) -> None:
     """A new run folder. Files the container appends to must exist before the host (maybe root) ever touches them.
 
     `recording` (a replay of an exported file): copied into the gateway's `model/`, read-only; the
@@ -222,12 +222,12 @@ def _chown_tree(root: Path, uid: int, gid: int) -> None:
             os.chown(os.path.join(dirpath, item), uid, gid, follow_symlinks=False)
 
 
-def _put_tree(container: Container, target: str, source: Path, uid: int, gid: int) -> None:
+def put_tree(container: Container, target: str, source: Path, uid: int, gid: int) -> None:
     """put_archive `source`'s contents into `target`, owned by uid:gid."""
-    _put(container, target, sorted(source.iterdir()), uid, gid)
+    put_paths(container, target, sorted(source.iterdir()), uid, gid)
 
 
-def _put(container: Container, target: str, items: list[Path], uid: int, gid: int) -> None:
+def put_paths(container: Container, target: str, items: list[Path], uid: int, gid: int) -> None:
     """put_archive these files and folders (by their names) into `target`, owned by uid:gid."""
 
     def owned(ti: tarfile.TarInfo) -> tarfile.TarInfo:

@@ -126,7 +126,7 @@ class DockerSandbox:
         try:
             # The model API is not the workers': the init opens it to the gateway's uid alone.
             offline = request.offline or _recording(request) is not None
-            allow = egress.allowlist_for(os.environ, offline, opts.allow, adapter.credentials, model_api=False)
+            allow = egress.allowlist_for(os.environ, offline, opts.allow, adapter.facts.credentials, model_api=False)
         except ValueError as exc:
             raise UsageError(str(exc), hint="--allow takes a host name, an IP address or a CIDR") from None
         client = self.client()

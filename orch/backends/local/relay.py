@@ -7,7 +7,7 @@ orch.run.paths.SANDBOX_SOCKETS (orch.backends.local.bwrap): a relay started agai
 serves new sockets in the same folders, which every running sandbox sees at once. The folders stay until
 the fleet is stopped:
 
-- `posts.sock` (OWN_BUS): the worker's bus; every post on it is stamped as worker N (orch.run.busserver's
+- `posts.sock` (OWN_BUS): the worker's bus; every post on it is stamped as worker N (orch.run.listeners's
   BusServer with its worker fixed): all local workers share one uid, so SO_PEERCRED could not tell them
   apart, but a worker can only reach the socket bound into its own sandbox;
 - `gateway.sock`: its way to the model gateway, copied byte for byte to the gateway's loopback
@@ -60,10 +60,10 @@ from orch.backends.local.portal import splice
 from orch.errors import OrchError, SandboxError
 from orch.fleet.tmux import TmuxServer
 from orch.run.bus import peer_uid
-from orch.run.busserver import BusServer
 from orch.run.events import Event
 from orch.run.files import atomic_write
 from orch.run.folder import RunFolder
+from orch.run.listeners import BusServer
 from orch.run.paths import OWN_BUS, pane_sockets_dir, sockets_dir
 from orch.run.records import RunInfo
 from orch.run.refusals import RefusalLog
@@ -105,7 +105,7 @@ def pane_socket(run: RunFolder, n: int) -> Path:
 
 def pane_workers(info: RunInfo) -> list[int]:
     """The workers whose agent reads and types into its own pane (`own_pane`): only they get a pane socket."""
-    return [n for n in range(1, info.workers + 1) if get_adapter(info.agent_of(n)).own_pane]
+    return [n for n in range(1, info.workers + 1) if get_adapter(info.agent_of(n)).facts.own_pane]
 
 
 def own_pane_socket(run: RunFolder, n: int) -> Path:

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from orch.errors import UsageError
 from orch.gateway.modeldir import Exchange
-from orch.gateway.recording import archive as portable
+from orch.gateway.recording import archive
 from orch.run.folder import RunFolder
 from orch.text import first_error, shorten
 
@@ -139,8 +139,8 @@ def recording(cassette: Path) -> tuple[list[Exchange], tuple[str, str]]:
     """A cassette's exchanges (each worker's in order, worker by worker) and where it was recorded (run
     folder, workdir): from an exported file (orch.gateway.recording.archive), or from a run folder's model dir."""
     if cassette.is_file():
-        header, exchanges = portable.read(cassette)
-        return exchanges, portable.where(header)
+        header, exchanges = archive.read(cassette)
+        return exchanges, archive.where(header)
     folder = _folder(cassette)
     files = folder.recordings()
     if not files:

@@ -4,7 +4,7 @@ watch`, and report.json's row for each writer task (its report sections: orch.re
 from __future__ import annotations
 
 from orch.errors import OrchError
-from orch.jobs import changes as outcome
+from orch.jobs import changes
 from orch.jobs.changes import Change, ChangeRow, ChangeStatus, ChecksRecord, RejectReason, ReviewCell
 from orch.jobs.state import ChangeBook, ChangeStage, ControllerState, JobStatus
 from orch.lead.changes import take
@@ -93,7 +93,7 @@ def write_row(run: RunFolder, spec: FleetSpec, state: ControllerState, book: Cha
         rebases=book.rebases,
         commit=book.commit,
     )
-    outcome.write_row(run, row)
+    changes.write_row(run, row)
 
 
 ROW_STATUS = {

@@ -37,9 +37,7 @@ from orch.jobs.changes import (
 from orch.jobs.findings import CommandEvidence, Problem, ProblemKind, RanCommand, Verdict, VerdictReport, runs_of
 from orch.jobs.state import AcceptedReview, ChangeBook, ChangeStage, Job, JobStatus
 from orch.lead.base import Part, PoolResult
-from orch.lead.changes import agentfiles, gate, queue, take
-from orch.lead.changes import decisions as landing
-from orch.lead.changes import status as changesreport
+from orch.lead.changes import agentfiles, decisions, gate, queue, status, take
 from orch.lead.changes.checkpool import Ended
 from orch.lead.changes.checkwatch import CheckLimits
 from orch.lead.changes.decisions import CHECKED, Next, Work
@@ -62,7 +60,7 @@ class Writing(Part):
         the change (both made here, once per job), else the run's workdir."""
         if job.workdir is not None:
             return Path(job.workdir)
-        if job.role in landing.WRITING_ROLES:
+        if job.role in decisions.WRITING_ROLES:
             repo = RunRepo.open(self.run)
             head = repo.head()
             root = _fresh_folder(self.worktree(job, n))
@@ -148,10 +146,10 @@ class Writing(Part):
             fingerprint=change.patch_id or "",
             scope=scope,
         )
-        book.reviewed = landing.reviewed_by(self.state, job.rebase_of, book.fingerprint) if book.fingerprint else None
+        book.reviewed = decisions.reviewed_by(self.state, job.rebase_of, book.fingerprint) if book.fingerprint else None
         if change.empty and not change.refused:
             # Set before the save (a resumed controller must not review it).
-            book.stage, book.reason = landing.unchanged(job.rebase_of is not None, self._requires_change(job.task))
+            book.stage, book.reason = decisions.unchanged(job.rebase_of is not None, self._requires_change(job.task))
         elif self.spec.checks and not scope:
             book.stage = ChangeStage.CHECKING  # the pool runs them (start_checks); out of scope, none are needed
         self.state.changes.append(book)
@@ -188,7 +186,7 @@ class Writing(Part):
         changed since (its worker, or what it left running, kept writing), so it is not taken now: that change
         FAILED, saying why, and nothing a writer did after its done flag can land through a resume."""
         for job in self.state.jobs:
-            if job.role not in landing.WRITING_ROLES or job.status is not JobStatus.DONE or job.task is None:
+            if job.role not in decisions.WRITING_ROLES or job.status is not JobStatus.DONE or job.task is None:
                 continue
             if any(c.id == job.id for c in self.state.changes):
                 continue
@@ -217,7 +215,7 @@ class Writing(Part):
         """Start what the pool has room for (orch.lead.changes.decisions.to_start): the queue's next change, then
         gates."""
         pool = self.desk.checks
-        for change_id, work in landing.to_start(self.state, pool.running(), pool.slots):
+        for change_id, work in decisions.to_start(self.state, pool.running(), pool.slots):
             book = self.state.change(change_id)
             try:
                 job = self._gate_work(book) if work is Work.GATE else self._integration_work(book)
@@ -332,17 +330,17 @@ class Writing(Part):
         self._step(book)
 
     def _step(self, book: ChangeBook) -> None:
-        step = landing.next_step(self.state, self.spec, book)
+        step = decisions.next_step(self.state, self.spec, book)
         if step is Next.WAIT:
             return
         if step is Next.REVIEW:
-            new = landing.new_review_jobs(self.state, book.id, self.spec.changes.reviewers_per_change)
+            new = decisions.new_review_jobs(self.state, book.id, self.spec.changes.reviewers_per_change)
             self.state.jobs += new
             self.desk.save()
             self.desk.event(Event.REVIEW_OPENED, book.writer, change=book.id, jobs=[j.id for j in new])
             return
         if step is Next.REJECT:
-            why = landing.gate(book.scope, book.checks_ok) or "review: " + self._review_reasons(book)
+            why = decisions.gate(book.scope, book.checks_ok) or "review: " + self._review_reasons(book)
             self._end(book, ChangeStage.REJECTED, why)
             return
         self.enqueue(book)
@@ -375,7 +373,7 @@ class Writing(Part):
         result = ended.value
         assert isinstance(result, Integration)
         self.desk.event(Event.CHECKS_ENDED, book.writer, change=book.id, work=ended.work, result=result.result.value)
-        after = landing.after_queue(result.result.value, book.rebases, self.spec.changes.max_rebases)
+        after = decisions.after_queue(result.result.value, book.rebases, self.spec.changes.max_rebases)
         self.desk.event(
             Event.CHANGE_INTEGRATED, book.writer, change=book.id, result=result.result.value, detail=result.detail
         )
@@ -384,7 +382,7 @@ class Writing(Part):
         self._end(book, after.stage, result.detail or None)
         if after.rebase:
             job = Job(
-                id=landing.rebase_job_id(book.task, book.rebases + 1),
+                id=decisions.rebase_job_id(book.task, book.rebases + 1),
                 role=self.desk.tasks[book.task].role,
                 task=book.task,
                 pin=book.writer,
@@ -425,7 +423,7 @@ class Writing(Part):
 
     def write_row(self, book: ChangeBook) -> None:
         """report.json's row for the change's task, as it stands now (orch.lead.changes.status.write_row)."""
-        changesreport.write_row(self.run, self.spec, self.state, book)
+        status.write_row(self.run, self.spec, self.state, book)
 
 
 def _fresh_folder(root: Path) -> Path:

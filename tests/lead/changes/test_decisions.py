@@ -10,7 +10,7 @@ import pytest
 from orch.jobs.findings import CommandEvidence, Verdict, VerdictReport
 from orch.jobs.state import AcceptedReview, ChangeBook, ChangeStage, ControllerState, Job, JobStatus, WorkerBook
 from orch.lead import decisions
-from orch.lead.changes import decisions as landing
+from orch.lead.changes import decisions as change_decisions
 from orch.lead.changes.decisions import Next
 from orch.run.records import Isolation
 from orch.spec.load import parse_spec
@@ -56,18 +56,18 @@ def _review(state: ControllerState, job: Job, verdict: Verdict) -> None:
 )
 def test_reviewer_choice(tmp_path: Path, free: list[int], alive: list[int], chosen: int | None) -> None:
     spec, state = _spec(tmp_path), _state(writer=1)
-    (job,) = landing.new_review_jobs(state, "fix", 1)
+    (job,) = change_decisions.new_review_jobs(state, "fix", 1)
     state.jobs.append(job)
-    assert landing.choose_reviewer(state, spec, job, alive, free) == chosen
+    assert change_decisions.choose_reviewer(state, spec, job, alive, free) == chosen
     assert decisions.pick(state, spec, job, free, alive).worker == chosen
 
 
 def test_a_rebased_change_is_never_reviewed_by_any_of_its_writers(tmp_path: Path) -> None:
     spec, state = _spec(tmp_path), _state(writer=3)
     state.changes.append(ChangeBook(id="fix.r1", task="fix", writer=2, base="b1", rebase_of="fix", rebases=1))
-    (job,) = landing.new_review_jobs(state, "fix.r1", 1)
+    (job,) = change_decisions.new_review_jobs(state, "fix.r1", 1)
     state.jobs.append(job)
-    assert landing.review_eligible(state, job, [1, 2, 3]) == [1]
+    assert change_decisions.review_eligible(state, job, [1, 2, 3]) == [1]
     assert decisions.pick(state, spec, job, [2, 3], [2, 3]).fail is not None  # nobody left may review it
 
 
@@ -91,25 +91,25 @@ def test_landing_rule(
     book = state.change("fix")
     book.scope, book.checks_ok = scope, checks_ok
     if verdicts is not None:
-        (job,) = landing.new_review_jobs(state, "fix", 1)
+        (job,) = change_decisions.new_review_jobs(state, "fix", 1)
         job.worker, job.status = 3, JobStatus.RUNNING
         state.jobs.append(job)
         for v in verdicts:
             _review(state, job, v)
-    assert landing.next_step(state, spec, book) is step
+    assert change_decisions.next_step(state, spec, book) is step
 
 
 def test_no_reviewers_asked_integrates_after_the_gate(tmp_path: Path) -> None:
     spec = _spec(tmp_path, "changes: {reviewers_per_change: 0}\n")
-    assert landing.next_step(spec=spec, state=_state(), change=_state().change("fix")) is Next.INTEGRATE
+    assert change_decisions.next_step(spec=spec, state=_state(), change=_state().change("fix")) is Next.INTEGRATE
 
 
 def test_a_failed_review_job_rejects_the_change(tmp_path: Path) -> None:
     spec, state = _spec(tmp_path), _state()
-    (job,) = landing.new_review_jobs(state, "fix", 1)
+    (job,) = change_decisions.new_review_jobs(state, "fix", 1)
     job.worker, job.status = 3, JobStatus.FAILED  # e.g. its approval cited nothing it ran
     state.jobs.append(job)
-    assert landing.next_step(state, spec, state.change("fix")) is Next.REJECT
+    assert change_decisions.next_step(state, spec, state.change("fix")) is Next.REJECT
 
 
 @pytest.mark.parametrize(
@@ -123,14 +123,14 @@ def test_a_failed_review_job_rejects_the_change(tmp_path: Path) -> None:
     ],
 )
 def test_rebase_rule(result: str, rebases: int, stage: ChangeStage, rebase: bool) -> None:
-    assert landing.after_queue(result, rebases, 2) == landing.AfterQueue(stage, rebase)
+    assert change_decisions.after_queue(result, rebases, 2) == change_decisions.AfterQueue(stage, rebase)
 
 
 @pytest.mark.parametrize(("fingerprint", "kept"), [("p1", "fix"), ("p2", None)])
 def test_a_rebase_keeps_its_reviews_only_when_the_patch_is_the_same(fingerprint: str, kept: str | None) -> None:
     state = _state()
-    assert landing.reviewed_by(state, "fix", fingerprint) == kept
-    assert landing.reviewed_by(state, None, fingerprint) is None
+    assert change_decisions.reviewed_by(state, "fix", fingerprint) == kept
+    assert change_decisions.reviewed_by(state, None, fingerprint) is None
 
 
 # --- the run's exit code -----------------------------------------------------------------------
@@ -157,10 +157,10 @@ def test_an_unchanged_tree_is_open_only_for_a_task_that_needed_a_change() -> Non
     other writer that left the tree as it was completed with nothing to land."""
     state = _state()
     state.change("fix").stage, state.change("fix").reason = ChangeStage.UNCHANGED, "the writer left the tree as it was"
-    assert landing.unlanded(state) == {}
-    assert landing.unlanded(state, {"fix"}) == {"fix": "UNCHANGED (the writer left the tree as it was)"}
+    assert change_decisions.unlanded(state) == {}
+    assert change_decisions.unlanded(state, {"fix"}) == {"fix": "UNCHANGED (the writer left the tree as it was)"}
     state.change("fix").stage = ChangeStage.LANDED
-    assert landing.unlanded(state, {"fix"}) == {}
+    assert change_decisions.unlanded(state, {"fix"}) == {}
 
 
 def test_a_failed_writer_job_fails_the_run_and_a_failed_review_does_not_by_itself(tmp_path: Path) -> None:
@@ -189,7 +189,7 @@ def _books(*stages: tuple[str, ChangeStage, float | None]) -> ControllerState:
     return state
 
 
-GATE, INTEGRATE = landing.Work.GATE, landing.Work.INTEGRATION
+GATE, INTEGRATE = change_decisions.Work.GATE, change_decisions.Work.INTEGRATION
 QUEUE_CASES: dict[
     str, tuple[list[tuple[str, ChangeStage, float | None]], dict[str, str], int, list[tuple[str, str]]]
 ] = {
@@ -231,7 +231,7 @@ QUEUE_CASES: dict[
 @pytest.mark.parametrize("case", QUEUE_CASES)
 def test_which_checks_start(case: str) -> None:
     stages, running, slots, starts = QUEUE_CASES[case]
-    assert landing.to_start(_books(*stages), running, slots) == starts
+    assert change_decisions.to_start(_books(*stages), running, slots) == starts
 
 
 @pytest.mark.parametrize(
@@ -247,7 +247,7 @@ def test_the_run_is_not_over_while_a_change_is_checked(stage: ChangeStage, pendi
     """Every job ended (the writer's included): a change still being checked or queued keeps the run going, unless
     it was aborted (its checks are stopped, the change FAILED)."""
     state = _books(("fix", stage, 1.0))
-    assert landing.checks_pending(state) is pending
+    assert change_decisions.checks_pending(state) is pending
     assert decisions.finished(state) is not pending
     state.aborted = "budget"
     assert decisions.finished(state)
@@ -263,7 +263,7 @@ def test_the_run_is_not_over_while_a_change_is_checked(stage: ChangeStage, pendi
     ],
 )
 def test_a_writer_that_changed_nothing(rebase: bool, required: bool, stage: ChangeStage, says: str) -> None:
-    got, reason = landing.unchanged(rebase, required)
+    got, reason = change_decisions.unchanged(rebase, required)
     assert got is stage and says in reason
 
 
@@ -288,7 +288,7 @@ def test_which_writer_tasks_need_a_change(
 
 def test_a_required_change_that_failed_is_open_in_the_outcome(tmp_path: Path) -> None:
     spec, state = _spec(tmp_path), _state()
-    state.change("fix").stage, state.change("fix").reason = landing.unchanged(False, True)
+    state.change("fix").stage, state.change("fix").reason = change_decisions.unchanged(False, True)
     outcome = decisions.outcome(state, spec)
     assert outcome.exit_code == decisions.EXIT_NOT_CONFIRMED
     assert "change fix FAILED (the task requires a change (change: required)" in outcome.reason

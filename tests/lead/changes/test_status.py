@@ -7,7 +7,7 @@ import pytest
 
 from orch.jobs.changes import ChangeRow, ChangeStatus, RejectReason, ReviewCell
 from orch.jobs.state import ChangeStage, Job, JobStatus
-from orch.lead.changes import decisions as landing
+from orch.lead.changes import decisions
 from orch.lead.changes.status import live_lines
 from orch.report.changes import changes_text
 from orch.spec.model import Role
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.pure  # starts nothing
 
 def test_live_lines_follow_each_change() -> None:
     state = _state()
-    (job,) = landing.new_review_jobs(state, "fix", 1)
+    (job,) = decisions.new_review_jobs(state, "fix", 1)
     job.worker, job.status = 3, JobStatus.RUNNING
     state.jobs.append(job)
     state.jobs.append(Job(id="fix.r1", role=Role.WRITER, task="fix", worker=1, rebase_of="fix"))

@@ -33,7 +33,7 @@ import yaml
 from orch.entry.demo import DEMO_AUTHOR, prepare_changes
 from orch.jobs.changes import ChangeStatus
 from orch.jobs.state import ChangeStage, ControllerState, JobStatus, load_state, save_state
-from orch.lead import base as desk
+from orch.lead import base
 from orch.lead.changes.repo import branch_name
 from orch.run.events import Event
 from orch.run.folder import RunFolder
@@ -496,7 +496,7 @@ def test_a_controller_killed_at_a_writers_done_flag_takes_its_change_at_the_resu
         saved.append((state.job("w").status, any(c.id == "w" for c in state.changes)))
         save_state(folder, state)
 
-    monkeypatch.setattr(desk, "save_state", save)
+    monkeypatch.setattr(base, "save_state", save)
     result = orch("run", "--resume", name)
     assert result.exit_code == 4, result.output + diagnose(run)
     second_life = _index(run, Event.CONTROLLER_STARTED, nth=1)

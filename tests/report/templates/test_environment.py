@@ -1,13 +1,13 @@
-"""orch/report/templates/environment.py: a printed value is escaped to text by html_text (markupsafe's escape
-without the Markup it would build), exactly as Jinja's own escape would, in every way a template can print one."""
+"""orch/report/templates/environment.py: a printed value is escaped by Jinja2's own escape in every way a
+template can print one, orch's own Markup goes in as it is, and a misspelt name is an error."""
 
 from __future__ import annotations
 
+import jinja2
 import pytest
 from markupsafe import Markup, escape
 
-from orch.report.templates import environment as templates
-from orch.report.templates.environment import environment, html_text
+from orch.report.templates.environment import asset, environment
 
 pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
 
@@ -18,22 +18,6 @@ ESCAPED = str(escape(EVIL))
 class Html:
     def __html__(self) -> str:
         return "<i>own</i>"
-
-
-class Text(str):
-    """A str subclass (an enum's value may be one): escaped like a str."""
-
-
-@pytest.mark.parametrize("value", [EVIL, Text(EVIL), 3, 1.5, None, Markup("<b>safe</b>"), Html(), ""])
-def test_html_text_is_markupsafes_escape_as_a_str(value: object) -> None:
-    got = html_text(value)
-    assert type(got) is str and got == str(escape(value))
-
-
-def test_the_fallback_escape_is_markupsafes_byte_for_byte() -> None:
-    """markupsafe's C escape is private: a markupsafe without it gets the same bytes from the fallback."""
-    assert templates._escape_native(EVIL) == ESCAPED
-    assert templates._escape_inner is not templates._escape_native, "markupsafe's fast escape is not found"
 
 
 def page(source: str, **context: object) -> str:
@@ -47,5 +31,18 @@ def test_printed_values_are_escaped_once_in_every_place_a_template_prints() -> N
     assert page("{% macro m(y) %}<b>{{ y }}</b>{% endmacro %}{{ m(x) }}", x=EVIL) == f"<b>{ESCAPED}</b>"
     assert page("{{ x|join(', ') }}", x=[EVIL, "a"]) == f"{ESCAPED}, a"
     assert page("{{ 'W%s'|format(x) }}", x=EVIL) == f"W{ESCAPED}"
+    assert page("{{ x }} {{ n }} {{ h }}", x=type("Text", (str,), {})(EVIL), n=3, h=Html()) == f"{ESCAPED} 3 <i>own</i>"
     assert page("{{ x }}", x=Markup("<svg></svg>")) == "<svg></svg>"  # a chart goes in as it is
     assert page("{% autoescape false %}{{ x }}{% endautoescape %}", x="<b>") == "<b>"
+
+
+def test_a_misspelt_name_or_attribute_is_an_error() -> None:
+    for source in ("{{ nope }}", "{{ nope.name }}", "{{ x.nope }}"):
+        with pytest.raises(jinja2.UndefinedError):
+            page(source, x=Html())
+    assert page("{{ d['k'] }} {{ d.items()|list|length }}", d={"k": EVIL}) == f"{ESCAPED} 1"
+
+
+def test_an_asset_is_orchs_own_file_as_it_is() -> None:
+    css = asset("report/report.css")
+    assert isinstance(css, Markup) and page("{{ asset('report/report.css') }}") == str(css)

@@ -1,8 +1,8 @@
 """The fleet core with the real aider, through the run's gateway to the scripted model (--offline).
 
-aider has no hooks, no tool calls and no session id (orch/agents/aider.py): the tests check what orch
+aider has no hooks, no tool calls and no session id (orch/agents/aider/adapter.py): the tests check what orch
 gets instead: state from its watcher, steps as edit and shell blocks, and its questions answered in its own
-process by the worker's permission mode and the run's policy (orch/agents/aider_confirm.py)."""
+process by the worker's permission mode and the run's policy (orch/agents/aider/confirm.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from orch.agents import aider_confirm
-from orch.agents.aider import SESSION, interpreter
+from orch.agents.aider import confirm
+from orch.agents.aider.adapter import SESSION, interpreter
 from orch.fleet import control, launch
 from orch.run import hookwriter
 from orch.run.events import Event
@@ -220,7 +220,7 @@ def test_aiders_own_questions_get_orchs_answers(aider_bin: Path, tmp_path: Path)
     state, history = tmp_path / "state.jsonl", tmp_path / "chat.md"
     program = f"""
 import importlib.util, json, sys
-spec = importlib.util.spec_from_file_location("confirm", {str(aider_confirm.__file__)!r})
+spec = importlib.util.spec_from_file_location("confirm", {str(confirm.__file__)!r})
 confirm = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(confirm)
 from aider.io import InputOutput
@@ -269,6 +269,6 @@ def test_aider_workers_find_and_verify_with_ledgered_commands(tmp_path: Path) ->
 def test_a_folders_own_config_never_runs(tmp_path: Path) -> None:
     """A folder whose .aider.conf.yml `load:`s a /run command at start (and every other agent's configuration):
     aider, which has no switch for it, is run with its config search confined to the worker's home by orch's
-    wrapper (orch.agents.aider_confirm.confine), so nothing of the folder's runs."""
+    wrapper (orch.agents.aider.confirm.confine), so nothing of the folder's runs."""
     run = tool_in_hostile_folder("adcfg", tmp_path, "aider", "--offline", "--boot-timeout", BOOT)
     assert pwned(run.outbox_dir) == []

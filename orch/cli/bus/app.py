@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from orch.backends import registry as backends
-from orch.cli import buspost
+from orch.cli.bus.post import post
 from orch.cli.common import NameArg, deprecated, run_folder
 from orch.contracts import OrchCommand
 from orch.run import bus
@@ -15,14 +15,14 @@ from orch.run import bus
 app = typer.Typer(no_args_is_help=True)
 
 
-@app.command()
-def post(
+@app.command("post")
+def post_command(
     name: NameArg,
     text: Annotated[list[str], typer.Argument(help="The message (words are joined; '-': stdin).")],
     sender: Annotated[int | None, typer.Option("--as", help="Worker number posting (default: the lead).")] = None,
 ) -> None:
     """Append one line `<timestamp> [Wn] text` to bus.md (locked, one write)."""
-    code = buspost.post(name, sender, text)  # also run by orch.cli.main's fast path, without typer
+    code = post(name, sender, text)  # also run by orch.cli.main's fast path, without typer
     if code:
         raise typer.Exit(code)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orch.agents.codex import BOOT_PROMPT, READY, RESUME_PROMPT, CodexAdapter
+from orch.agents.codex.adapter import BOOT_PROMPT, READY, RESUME_PROMPT, CodexAdapter
 from orch.contracts import WorkerContext
 from orch.errors import UsageError
 from orch.run.folder import RunFolder
@@ -42,7 +42,7 @@ def _prepare(run: RunFolder, mode: str = "workspace-write", **extra: object) -> 
     spec = CodexAdapter().prepare(ctx)
     assert spec.env["CODEX_HOME"] == str(run.config_dir(1))
     # `sh -c 'WATCHER & exec "$@"' codex CODEX ARGS...`: the failed-turn watcher beside Codex.
-    assert spec.argv[:2] == ["sh", "-c"] and "codex_watch.py" in spec.argv[2] and spec.argv[3] == "codex"
+    assert spec.argv[:2] == ["sh", "-c"] and "codex/watch.py" in spec.argv[2] and spec.argv[3] == "codex"
     return spec.argv[4:], run.config_dir(1)
 
 

@@ -18,7 +18,7 @@ orch.run.hookwriter). Two differences matter. SessionStart fires only with the s
 a worker launched without a prompt gets a short boot prompt (one cheap model turn, and it makes a
 session a restart can resume); its ready marker is written when that turn stops. Codex has no
 StopFailure hook, and a turn it gives up on after API errors fires no Stop either; its session log
-records it (`task_complete` with an `error`), and orch/agents/codex_watch.py, started beside Codex in
+records it (`task_complete` with an `error`), and orch/agents/codex/watch.py, started beside Codex in
 its pane, reports that as a StopFailure (so the worker reads as rate-limited or failed, not busy).
 """
 
@@ -35,12 +35,20 @@ from typing import Any
 
 import tomli_w
 
-import orch.agents.codex_watch
 from orch import settings
-from orch.agents.base import HOOKWRITER, AgentBase, AgentFacts, SessionArgs, hook_command
+from orch.agents.base import HOOKWRITER, AgentBase, hook_command
 from orch.agents.binaries import version_of
+from orch.agents.codex import watch
 from orch.agents.credentials import gateway_env, openai_key
-from orch.contracts import Dialog, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
+from orch.contracts import (
+    AgentFacts,
+    Dialog,
+    ImageInstall,
+    LaunchSpec,
+    SessionStore,
+    ShellTool,
+    WorkerContext,
+)
 from orch.errors import OrchError, UsageError
 from orch.run.folder import RunFolder
 from orch.versions import CODEX_PACKAGE, CODEX_VERSION
@@ -120,7 +128,7 @@ FACTS = AgentFacts(
     ),
     version_last=True,  # "codex-cli X"
     doctor_optional=False,
-    session_args=SessionArgs(resume=("resume",)),
+    resume_args=("resume",),
     # Config, hooks, exec policies, MCP servers, skills (.agents/skills), instructions.
     project_files=("**/.codex/**", "**/.agents/**", "AGENTS.md", "AGENTS.override.md"),
 )
@@ -208,11 +216,11 @@ class CodexAdapter(AgentBase):
         argv.append(prompt)
         # The watcher starts first, in the background; the shell then becomes Codex (so the watcher's
         # parent is Codex, and it ends with it). It reports the turns Codex gives up on (no hook fires).
-        watch = [sys.executable, "-S", orch.agents.codex_watch.__file__, HOOKWRITER]
-        watch += [str(ctx.run.state(ctx.worker)), str(home)]
+        watcher = [sys.executable, "-S", watch.__file__, HOOKWRITER]
+        watcher += [str(ctx.run.state(ctx.worker)), str(home)]
         # tmux gives a pane its client's PATH even over `-e PATH=`: the alias dir goes first here.
         path = f'PATH={shlex.quote(str(aliases))}:"$PATH"; export PATH; ' if aliases else ""
-        argv = ["sh", "-c", f'{path}{shlex.join(watch)} </dev/null >/dev/null 2>&1 & exec "$@"', "codex", *argv]
+        argv = ["sh", "-c", f'{path}{shlex.join(watcher)} </dev/null >/dev/null 2>&1 & exec "$@"', "codex", *argv]
         env = {
             **launcher_env,
             "CODEX_HOME": str(home),

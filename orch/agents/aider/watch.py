@@ -1,7 +1,7 @@
 """aider's stand-in for hooks: the pinned aider has none, so this watcher, started beside it in its pane, turns
 what aider does leave behind into orch hook events (through orch/run/hookwriter.py).
 
-    python3 -S aider_watch.py [--pane SOCKET] HOOKWRITER STATE_FILE CHAT_HISTORY READY_FILE [PROMPT_FILE]
+    python3 -S watch.py [--pane SOCKET] HOOKWRITER STATE_FILE CHAT_HISTORY READY_FILE [PROMPT_FILE]
 
 Its pane is reached through the run's tmux server ($TMUX, $TMUX_PANE), or under local strict isolation,
 where that server is out of reach, through `--pane SOCKET`: the relay's socket for this worker's own pane

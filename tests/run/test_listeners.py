@@ -1,4 +1,4 @@
-"""The bus server (orch/run/busserver.py): one loop serving bus.sock (the sender stamped from SO_PEERCRED) and
+"""The bus server (orch/run/listeners.py): one loop serving bus.sock (the sender stamped from SO_PEERCRED) and
 sockets of a fixed worker beside it; a worker flooding it with idle connections is capped."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 
 from orch.errors import UsageError
 from orch.run import bus
-from orch.run.busserver import PEER_CONNECTIONS, BusServer
 from orch.run.events import Event
 from orch.run.folder import RunFolder
+from orch.run.listeners import PEER_CONNECTIONS, BusServer
 from orch.waits import wait_until
 
 

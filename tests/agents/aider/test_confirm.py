@@ -1,5 +1,5 @@
-"""The pure parts of aider's question answering (orch/agents/aider_confirm.py) and of finding aider's Python;
-the real aider answering its questions is tests/agents/test_aider.py."""
+"""The pure parts of aider's question answering (orch/agents/aider/confirm.py) and of finding aider's Python;
+the real aider answering its questions is tests/agents/aider/test_adapter.py."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from types import ModuleType
 
 import pytest
 
-from orch.agents.aider import interpreter
-from orch.agents.aider_confirm import Answerer, confine, denied, install
+from orch.agents.aider.adapter import interpreter
+from orch.agents.aider.confirm import Answerer, confine, denied, install
 from orch.errors import UsageError
 
 pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network

@@ -3,9 +3,9 @@ function (`aider.io.InputOutput.confirm_ask` of the pinned aider) replaced, so e
 here, in the process, from what aider's own code asked: never from its screen, where the model's text
 can print anything (a fake "Run shell command?" line is just text to this).
 
-    AIDER_PYTHON -I aider_confirm.py HOOKWRITER STATE_FILE POLICY_FILE MODE [aider's arguments...]
+    AIDER_PYTHON -I confirm.py HOOKWRITER STATE_FILE POLICY_FILE MODE [aider's arguments...]
 
-(-I: the script's folder, orch/agents/ with its aider.py, must not shadow the `aider` package.)
+(-I: the script's folder, orch/agents/aider/, must not shadow the `aider` package.)
 
 - a shell block ("Run shell command(s)?", the only question aider asks with an explicit yes): a
   command matching the deny list (DENY) is refused in every mode; in mode `build` the rest run (a

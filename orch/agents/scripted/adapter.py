@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from orch import settings
-from orch.agents.base import AgentBase, AgentFacts
+from orch.agents.base import AgentBase
 from orch.agents.claude import FACTS as CLAUDE
-from orch.contracts import Check, LaunchSpec, WorkerContext
+from orch.contracts import AgentFacts, Check, LaunchSpec, WorkerContext
 from orch.errors import OrchError
 
 FACTS = AgentFacts(
@@ -40,8 +40,8 @@ class ScriptedAdapter(AgentBase):
 
     def launch(self, ctx: WorkerContext) -> LaunchSpec:
         ctx.config_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        argv = [sys.executable, "-m", "orch.agents.scripted_agent"]
-        gateway = self.gateway
+        argv = [sys.executable, "-m", "orch.agents.scripted.tui"]
+        gateway = self.facts.gateway
         if gateway is not None and _model_run(ctx):  # its prompts go to the scripted model, through the run's gateway
             argv += ["--model", gateway.base_url_env, gateway.key_env]
         if ctx.prompt:

@@ -3,14 +3,14 @@ asked, the model through the run's gateway (Chat Completions), a watcher beside 
 questions answered by orch in its own process.
 
 What the pinned aider lacks, and how orch degrades (docs/agents/aider.md has the observations):
-- no hooks: orch/agents/aider_watch.py reads aider's chat history file (a prompt is logged the moment
+- no hooks: orch/agents/aider/watch.py reads aider's chat history file (a prompt is logged the moment
   aider takes it: the acknowledgement) and its screen (the input prompt: ready, end of turn); aider's
   own --notifications-command adds a Notification when it waits;
 - no prompt-and-stay flag (`--message` exits after one turn): the watcher types the first prompt;
 - no session id: a restart restores the chat history from the worker's history file
   (`--restore-chat-history`);
 - no tool calls, no permission hook: the model's edit blocks are applied and its shell blocks offered;
-  aider asks before each (its one question function), and orch/agents/aider_confirm.py, which runs
+  aider asks before each (its one question function), and orch/agents/aider/confirm.py, which runs
   aider in aider's own interpreter, answers: edits yes, shell blocks by the worker's permission mode
   (`build`: run them; `ask`: a permission request answered by the run's policy, else a human), a
   deny list refused in both.
@@ -23,23 +23,31 @@ import shlex
 import sys
 from pathlib import Path
 
-import orch.agents.aider_confirm
-import orch.agents.aider_watch
-from orch.agents.base import HOOKWRITER, AgentBase, AgentFacts
+from orch.agents.aider import confirm, watch
+from orch.agents.base import HOOKWRITER, AgentBase
 from orch.agents.credentials import gateway_env, openai_key
-from orch.contracts import TEXT_SHELL, Dialog, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
+from orch.contracts import (
+    TEXT_SHELL,
+    AgentFacts,
+    Dialog,
+    ImageInstall,
+    LaunchSpec,
+    SessionStore,
+    ShellTool,
+    WorkerContext,
+)
 from orch.errors import UsageError
 from orch.run.folder import RunFolder
 from orch.versions import AIDER_PACKAGE, AIDER_VERSION
 
 DEFAULT_MODEL = "gpt-4.1"
-SESSION = orch.agents.aider_watch.SESSION
+SESSION = watch.SESSION
 HISTORY = "history"
 """The worker's history files, in its config dir: what a restart restores the chat from."""
 FACTS = AgentFacts(
     name="aider",
     title="aider",
-    permission_modes=orch.agents.aider_confirm.MODES,
+    permission_modes=confirm.MODES,
     default_permission_mode="build",
     # aider reads the base URL and key from its environment (its --openai-api-base / --openai-api-key): no
     # token in argv.
@@ -77,7 +85,7 @@ FACTS = AgentFacts(
     project_files=(".aider.conf.yml", ".aider.model.settings.yml", ".aider.model.metadata.json", ".aiderignore"),
 )
 GATEWAY = gateway_env(FACTS.credentials)
-# No --yes-always: it answers aider's shell questions No. aider_confirm.py answers every question instead.
+# No --yes-always: it answers aider's shell questions No. confirm.py answers every question instead.
 FLAGS = (
     "--no-auto-commits",
     "--no-dirty-commits",
@@ -143,12 +151,12 @@ class AiderAdapter(AgentBase):
             [sys.executable, "-S", HOOKWRITER, "event", str(state)]
         )
         binary = self.binary()
-        confirm = [
-            str(interpreter(binary)), "-I", orch.agents.aider_confirm.__file__,
+        answered = [
+            str(interpreter(binary)), "-I", confirm.__file__,
             HOOKWRITER, str(state), str(ctx.run.permission_policy), ctx.permission_mode,
         ]  # fmt: skip
         aider = [
-            *confirm,
+            *answered,
             *FLAGS,
             "--model", model,
             "--weak-model", model,
@@ -161,17 +169,17 @@ class AiderAdapter(AgentBase):
         if ctx.resume_session == SESSION and chat.is_file():
             aider.append("--restore-chat-history")
         pane = ["--pane", str(ctx.pane_socket)] if ctx.pane_socket is not None else []
-        watch = [
-            sys.executable, "-S", orch.agents.aider_watch.__file__, *pane,
+        watcher = [
+            sys.executable, "-S", watch.__file__, *pane,
             HOOKWRITER, str(state), str(chat), str(ready_file(cfg)),
         ]  # fmt: skip
         if ctx.prompt:
             prompt_file = cfg / "first-prompt.md"
             prompt_file.write_text(ctx.prompt)
-            watch.append(str(prompt_file))
+            watcher.append(str(prompt_file))
         # The watcher starts first, in the background; the shell then becomes aider (so the watcher's
         # parent is aider, and it ends with it).
-        script = f'{shlex.join(watch)} </dev/null >/dev/null 2>&1 & exec "$@"'
+        script = f'{shlex.join(watcher)} </dev/null >/dev/null 2>&1 & exec "$@"'
         argv = ["sh", "-c", script, "aider", *aider]
         env = {
             "HOME": str(home),

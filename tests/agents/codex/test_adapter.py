@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from orch.agents.codex import has_rollout
+from orch.agents.codex.adapter import has_rollout
 from orch.fleet import control, launch
 from orch.gateway.recording.exchanges import read_exchanges
 from orch.run.events import Event

@@ -1,5 +1,5 @@
-"""The failed-turn watcher beside Codex (orch/agents/codex_watch.py): what it makes of Codex's session log.
-The real binary's failed turns are in tests/agents/test_codex.py."""
+"""The failed-turn watcher beside Codex (orch/agents/codex/watch.py): what it makes of Codex's session log.
+The real binary's failed turns are in tests/agents/codex/test_adapter.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orch.agents.codex_watch import Logs, error_name, failure
+from orch.agents.codex.watch import Logs, error_name, failure
 
 pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
 

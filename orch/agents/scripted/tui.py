@@ -1,6 +1,6 @@
 """A tiny Claude-Code-like TUI agent: a real terminal program for fast tests of the tmux layer.
 
-    python -m orch.agents.scripted_agent [--model] ["first prompt"]
+    python -m orch.agents.scripted.tui [--model] ["first prompt"]
 
 Like Claude Code it puts the TTY in raw mode, enables bracketed paste and shows a prompt
 (`scripted> `). Pasted text goes into the draft verbatim (its newlines do not submit), Enter submits
@@ -12,7 +12,7 @@ prompt names, is run with `sh -c` in the cwd. `/exit` ends the session (status 0
 with status 3. Test knob: ORCH_SCRIPTED_DROP_ENTERS=k ignores the first k Enter keys.
 
 With `--model` (offline runs) a prompt is not run as `$ ` lines: it goes to the model behind
-$ANTHROPIC_BASE_URL (the run's gateway), whose tool calls are run here (orch.agents.scripted_turns).
+$ANTHROPIC_BASE_URL (the run's gateway), whose tool calls are run here (orch.agents.scripted.turns).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from orch import settings
-from orch.agents.scripted_turns import ModelSession, TurnFailed
+from orch.agents.scripted.turns import ModelSession, TurnFailed
 from orch.errors import OrchError
 from orch.run.hookwriter import append_event
 
@@ -207,10 +207,10 @@ def main(argv: list[str]) -> int:
     try:
         state_file, drop_enters = settings.STATE_FILE.get(), settings.SCRIPTED_DROP_ENTERS.get()
     except OrchError as exc:
-        print(f"scripted_agent: {exc.one_line()}", file=sys.stderr)
+        print(f"scripted agent: {exc.one_line()}", file=sys.stderr)
         return 2
     if state_file is None:
-        print(f"scripted_agent: set {settings.STATE_FILE.name} to the hook state file", file=sys.stderr)
+        print(f"scripted agent: set {settings.STATE_FILE.name} to the hook state file", file=sys.stderr)
         return 2
     args = argv[1:]
     model = None
@@ -218,12 +218,12 @@ def main(argv: list[str]) -> int:
         # The gateway's variables are named by the adapter (Claude Code's): importing them here would load
         # the adapters and their pydantic records, a fifth of a CPU second at every worker's start.
         if len(args) < 3:
-            print("scripted_agent: --model needs the names of the base URL and key variables", file=sys.stderr)
+            print("scripted agent: --model needs the names of the base URL and key variables", file=sys.stderr)
             return 2
         base_env, key_env, args = args[1], args[2], args[3:]
         base, key = os.environ.get(base_env), os.environ.get(key_env)
         if not base or not key:
-            print(f"scripted_agent: --model needs {base_env} and {key_env}", file=sys.stderr)
+            print(f"scripted agent: --model needs {base_env} and {key_env}", file=sys.stderr)
             return 2
         model = (base, key)
     agent = ScriptedAgent(str(state_file), drop_enters, model)

@@ -5,7 +5,7 @@ type `task_complete` with an `error`. This watcher, started beside Codex in its 
 into a StopFailure hook event under the error names Claude Code uses (orch.fleet.workerstate), so the
 controller waits and continues, or fails the job, as it does for Claude Code.
 
-    python3 -S codex_watch.py HOOKWRITER STATE_FILE CODEX_HOME
+    python3 -S watch.py HOOKWRITER STATE_FILE CODEX_HOME
 
 Plain script, standard library only (plus the hook writer beside it). Session logs that exist when it
 starts (a resumed worker's) are read from their end. It exits when Codex does (its parent: the pane's

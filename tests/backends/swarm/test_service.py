@@ -1,0 +1,38 @@
+"""A swarm run's objects through the manager, on the real cluster: a node that cannot run the run's image
+refuses its task, which `orch` says in one line naming the node and the fix, leaving nothing behind."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from orch.backends.swarm.sandbox import SwarmSandbox, SwarmSettings
+from orch.contracts import UpRequest
+from orch.errors import DeliveryError
+from orch.run.folder import RunFolder
+from orch.run.records import ContainerOptions, EgressMode, Isolation
+from tests.dockertest import unique
+from tests.swarmtest import Cluster
+
+pytestmark = [pytest.mark.swarm, pytest.mark.timeout(600)]
+
+
+def test_a_node_without_the_image_is_named_with_the_fix(manager: Cluster, tmp_path: Path) -> None:
+    engine = manager.engine("mgr")  # an image the manager has and its workers do not
+    dockerfile = f"FROM {manager.image}\nLABEL orch.test=only-on-the-manager\n".encode()
+    tag = f"{unique('orch-mgr-only')}:test"
+    engine.images.build(fileobj=io.BytesIO(dockerfile), tag=tag, rm=True)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    name = unique("sw-noimage")
+    settings = SwarmSettings(tag, ContainerOptions(egress=EgressMode.NONE), 60, ["node.labels.orch.node==w1"])
+    request = UpRequest(name, 1, "scripted", workdir, "default", offline=True, isolation=Isolation.STRICT)
+    try:
+        with pytest.raises(DeliveryError, match="node orch-sw-w1 rejected the task: No such image") as refused:
+            SwarmSandbox(settings).up(request)
+        assert "load the image there" in refused.value.one_line() and "\n" not in refused.value.one_line()
+        assert not RunFolder.for_name(name).root.exists() and manager.leftovers(name) == []
+    finally:
+        engine.images.remove(tag, force=True)
