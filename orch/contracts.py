@@ -71,6 +71,9 @@ class Dialog:
     name: str
     pattern: str
     keys: tuple[str, ...]
+    every_start: bool = False
+    """A screen no seeding prevents, shown at each start as designed (Codex's "Folder access" for a folder it keeps
+    untrusted): looked for from a boot's start, every restart waits for it, logged as `start-screen-answered`."""
 
 
 @dataclass(frozen=True)
@@ -280,9 +283,8 @@ class AgentFacts:
     new_session_args: tuple[str, ...] = ()
     """Put before a fresh id for a new session; empty: the agent names its sessions itself."""
     project_files: tuple[str, ...] = ()
-    """Globs (gitignore's rules, from a tree's root) of what it reads from a folder as configuration or instructions
-    (`.claude/**`, `AGENTS.md`...): a change that edits one is out of scope unless its task allows it, and its
-    reviewer is told (orch.lead.changes.agentfiles). The agent itself starts with them off."""
+    """Globs of what it reads from a folder as configuration or instructions (`.claude/**`, `AGENTS.md`...): out of a
+    change's scope unless its task allows them (orch.lead.changes.agentfiles); the agent starts with them off."""
 
     @property
     def gateway(self) -> GatewayEnv | None:

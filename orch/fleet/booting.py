@@ -37,6 +37,7 @@ def wait_booted(
     skip = seen or {}
     old = ended or {}
     started = time.monotonic()
+    answered: dict[int, float] = {}
 
     def check() -> bool:
         panes = server.panes()
@@ -55,9 +56,18 @@ def wait_booted(
                 said = [ln for ln in screen.splitlines() if ln.strip() and not ln.startswith("Pane is dead")]
                 last = said[-1] if said else "no output"
                 raise SandboxError(f"worker {n} exited while booting ({detail}): {last.strip()[:200]}")
-            # Seeding prevents dialogs; screens are only scraped for a worker that is late to boot.
-            if time.monotonic() - started > DIALOG_GRACE:
-                answer_dialogs(run, adapter, server, n, pane)
+            # Seeding prevents dialogs; screens are only scraped for a worker that is late to boot, or whose agent
+            # shows a screen at every start (Codex's in a folder orch keeps untrusted).
+            now = time.monotonic()
+            late = now - started > DIALOG_GRACE
+            # An answered screen may still show for a moment: not answered again before the grace is over.
+            looks = late or any(d.every_start for d in adapter.facts.dialogs)
+            if (
+                looks
+                and now - answered.get(n, -DIALOG_GRACE) > DIALOG_GRACE
+                and answer_dialogs(run, adapter, server, n, pane, late)
+            ):
+                answered[n] = now
         return not pending
 
     try:
@@ -78,15 +88,19 @@ def _present(marker: Path) -> bool:
         return False
 
 
-def answer_dialogs(run: RunFolder, adapter: AgentAdapter, server: TmuxServer, n: int, pane: PaneInfo) -> bool:
-    """Fallback watchdog: recognise a blocking dialog on screen and answer it. True if one was."""
-    dialogs = adapter.facts.dialogs
+def answer_dialogs(
+    run: RunFolder, adapter: AgentAdapter, server: TmuxServer, n: int, pane: PaneInfo, late: bool = True
+) -> bool:
+    """Fallback watchdog: recognise a blocking dialog on screen and answer it (only the `every_start` ones while
+    not `late`). True if one was."""
+    dialogs = [d for d in adapter.facts.dialogs if late or d.every_start]
     if not dialogs:
         return False
     screen = server.capture(pane.pane_id)
     for dialog in dialogs:
         if re.search(dialog.pattern, screen):
             server.send_keys(pane.pane_id, *dialog.keys)
-            run.log_event(ControllerEvent(event=Event.DIALOG_ANSWERED, worker=n, data={"dialog": dialog.name}))
+            event = Event.START_SCREEN_ANSWERED if dialog.every_start else Event.DIALOG_ANSWERED
+            run.log_event(ControllerEvent(event=event, worker=n, data={"dialog": dialog.name}))
             return True
     return False

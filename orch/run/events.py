@@ -14,6 +14,9 @@ class Event(StrEnum):
     # orch.fleet: workers started, prompted, restarted, stopped
     SPAWNED = "spawned"
     DIALOG_ANSWERED = "dialog-answered"
+    START_SCREEN_ANSWERED = "start-screen-answered"
+    """A screen the agent shows at every start as designed, which no seeding prevents (Codex's "Folder access" in a
+    folder orch keeps untrusted), answered at boot (orch.contracts.Dialog.every_start)."""
     SENT = "sent"
     SEND_FAILED = "send-failed"
     BRIEFED = "briefed"

@@ -4,11 +4,11 @@ so that no first-run dialog appears, pointed at the run's gateway by its own mod
 What the pinned Codex does on a first start, and what the seeding answers (docs/agents/codex.md):
 - "Welcome to Codex ... Sign in with ChatGPT": shown for the built-in OpenAI provider even with a key
   set. The worker uses a provider of its own (`[model_providers.orch]`, `env_key`), which needs no login.
-- "Trust this folder?" / "Folder access ... Open restricted": neither shows. Every workdir is
-  `[projects."<dir>"] trust_level = "untrusted"`, so a folder's `.codex/` config, hooks, exec policies and MCP
-  servers stay off (the pinned Codex has no other switch for them), and the approval policy and sandbox are given
-  on the command line (`-a`, `-s`; bypass mode: its own flag), which Codex takes as the user's decision and asks
-  nothing about the folder.
+- "Trust this folder?": never answered yes. Every workdir is `[projects."<dir>"] trust_level = "untrusted"`, so
+  a folder's `.codex/` config, hooks, exec policies and MCP servers stay off; the pinned Codex has no other switch
+  for it, and shows "Folder access ... 1. Open restricted" at every start in such a folder, whatever `-a`/`-s`
+  say, which orch answers (`every_start`: Enter on the preselected "Open restricted", which changes no saved
+  trust; a restart waits for it too).
 - "Hooks need review": orch writes its hooks itself (in CODEX_HOME, which an untrusted folder does not turn off)
   and passes `--dangerously-bypass-hook-trust`, which runs them without review for that invocation.
 - No update check or telemetry prompt blocks, but both are switched off.
@@ -122,7 +122,7 @@ FACTS = AgentFacts(
     ),
     # Fallback only: the seeded CODEX_HOME prevents these. The first option of each is the one to take.
     dialogs=(
-        Dialog("folder-access", r"›\s*1\.\s*Open restricted", ("Enter",)),  # restricted: it trusts nothing
+        Dialog("folder-access", r"›\s*1\.\s*Open restricted", ("Enter",), every_start=True),
         Dialog("hooks-review", r"Hooks need review", ("Down", "Enter")),
         Dialog("model-migration", r"1\. Try new model", ("Down", "Enter")),
     ),
@@ -208,8 +208,6 @@ class CodexAdapter(AgentBase):
         argv += ["--no-daemon", "--dangerously-bypass-hook-trust", "--cd", str(ctx.workdir)]
         if ctx.permission_mode == "bypass":
             argv.append("--dangerously-bypass-approvals-and-sandbox")
-        else:  # on the command line: no "Folder access" screen for the untrusted folder (the top of this module)
-            argv += ["--ask-for-approval", MODES[ctx.permission_mode][0], "--sandbox", _sandbox_mode(ctx)]
         model = ctx.model or (OFFLINE_MODEL if _offline(ctx.run) else None)
         if model:
             argv += ["--model", model]

@@ -187,9 +187,10 @@ def test_demo_fleet_of_codex_workers_runs_and_replays(codex_env: None, tmp_path:
 
 
 def test_a_folders_own_config_hooks_and_mcp_servers_never_run(codex_env: None, tmp_path: Path) -> None:
-    """A git folder holding every agent's project configuration: Codex opens it untrusted with no screen (its
-    permissions given on the command line), orch's hooks see its tool call, none of the folder's config, hooks or
-    MCP servers runs."""
+    """A git folder holding every agent's project configuration: Codex opens it restricted (the one screen it shows
+    at each start in a folder orch keeps untrusted, answered), orch's hooks see its tool call, none of the folder's
+    config, hooks or MCP servers runs."""
     run = tool_in_hostile_folder("cxcfg", tmp_path, "codex", "--offline")
     assert pwned(run.outbox_dir) == []
-    assert Event.DIALOG_ANSWERED not in [json.loads(line)["event"] for line in run.events.read_text().splitlines()]
+    logged = [json.loads(line)["event"] for line in run.events.read_text().splitlines()]
+    assert Event.START_SCREEN_ANSWERED in logged and Event.DIALOG_ANSWERED not in logged
