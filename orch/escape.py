@@ -12,10 +12,10 @@ the medium is one line.
     terminal_text(text)     a worker's screen or transcript, several lines (`orch read`)
     markdown(text)          inline Markdown (report.md, the CI job summary, notifications): prose or a table cell
     markdown_code(text)     an inline code span in Markdown
-    html(text)              HTML text or an attribute value (report.html, `orch watch --web`)
     xml(text)               XML 1.0 text or an attribute value (report.junit.xml)
     sarif(text)             a SARIF message's text, several lines (report.sarif)
-    plain(text)             text kept as it is but made visible, several lines (what the others build on)
+    plain(text)             text kept as it is but made visible, several lines (what the others build on; HTML:
+                            each value a template prints, before Jinja2's autoescape, orch.report.templates)
     json_line(serialized)   one JSON document as one line of a JSON-lines file, for every line reader
     notice(text, limit)     a notification's text (orch.notify), once for all channels: printable, redacted,
                             defanged (no clickable link, no mention), no markup, one line; then per channel:
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from html import escape as _html_escape
 
 from orch.text import shorten
 
@@ -95,12 +94,6 @@ def markdown_code(text: object, cell: bool = False) -> str:
     pad = " " if line.startswith("`") or line.endswith("`") or not line.strip() else ""
     body = line.replace("|", "\\|") if cell else line
     return f"{fence}{pad}{body}{pad}{fence}"
-
-
-def html(text: object) -> str:
-    """HTML text or a quoted attribute value: `& < > " '` as character references, and every control, bidi or
-    zero-width character shown as its escape (it could reorder the page around it)."""
-    return _html_escape(plain(text), quote=True)
 
 
 def xml(text: object) -> str:

@@ -15,6 +15,7 @@ from markdown_it import MarkdownIt
 
 from orch import escape
 from orch.notify.notice import TEXT_CHARS
+from orch.report.templates.environment import environment
 from tests.notify.hostile import FAKE_KEY, carries
 from tests.notify.hostile import HOSTILE as NOTICE_HOSTILE
 
@@ -130,7 +131,9 @@ class Tags(HTMLParser):
 
 @given(TEXT)
 def test_html_is_text_and_a_whole_attribute(text: str) -> None:
-    page = Tags(f'<p title="{escape.html(text)}">{escape.html(text)}</p>')
+    """A template's printed value (orch.report.templates: `visible`, then Jinja2's autoescape)."""
+    shown = environment().from_string('<p title="{{ t }}">{{ t }}</p>').render(t=text)
+    page = Tags(shown)
     assert page.tags == ["p"] and page.text == escape.plain(text) and shows_only(page.text, keep="\n\t")
 
 

@@ -1,8 +1,9 @@
 """A hostile worker's text through every output orch writes (issue 30): names and reasons with line breaks,
 backticks, pipes, `<script>`, terminal and OSC escapes, bidi overrides, `@channel` mentions and very long text
 land in report.md (and the CI job summary cut from it), report.html, report.sarif, report.junit.xml,
-events.jsonl, `orch run`'s commentary, `orch status`, the terminal matrices and one-line errors. Each output
-stays well-formed, and the text in it stays text: it adds no line, heading, cell, link, tag or escape of its own.
+events.jsonl, `orch run`'s commentary, `orch status`, the terminal matrices and one-line errors (notifications:
+tests/notify/test_bodies.py). Each output stays well-formed, and the text in it stays text: it adds no line,
+heading, cell, link, tag or escape of its own.
 orch.escape's own tests (tests/test_escape.py) hold each medium's function to the same on its own."""
 
 from __future__ import annotations
