@@ -26,9 +26,11 @@ from bench.env import BOOT_TIMEOUT, BenchEnv, BenchError, Fleet
 from bench.pairs import ratios
 from bench.table import Row
 from orch.agents.registry import get_adapter
+from orch.backends.local.backend import LocalSettings
+from orch.backends.local.sandbox import LocalSandbox
 from orch.contracts import UpRequest
 from orch.errors import OrchError, UsageError
-from orch.fleet import launch, talk
+from orch.fleet import talk
 from orch.run.folder import RunFolder
 from orch.waits import wait_until
 
@@ -43,7 +45,7 @@ def up(env: BenchEnv, agent: str, workers: int) -> Fleet:
     name = env.name(f"ag-{agent}")
     req = UpRequest(name=name, workers=workers, agent=agent, workdir=env.workdir(name), offline=True)
     start = time.monotonic()
-    info = launch.up(req, boot_timeout=BOOT_TIMEOUT)
+    info = LocalSandbox(LocalSettings(boot_timeout=BOOT_TIMEOUT)).up(req)
     live = Fleet(RunFolder.for_name(name), info, time.monotonic() - start)
     env.live.append(live)
     return live

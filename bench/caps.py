@@ -22,6 +22,7 @@ from bench.env import BenchEnv, BenchError, orch_cli, python_env
 from bench.pairs import paired, ratios
 from bench.table import Row, Target
 from orch import procs, settings
+from orch.backends.registry import confinement_of
 from orch.fleet import caps
 from orch.fleet.diskuse import measure_disk
 from orch.fleet.watchdog import DISK_EVERY, Watchdog
@@ -109,7 +110,7 @@ def once(env: BenchEnv, workers: int, limits: str) -> dict[str, Any]:
             raise BenchError(f"orch up exited {done.returncode}: {done.stderr.decode(errors='replace')[-300:]}")
         run = RunFolder.for_name(name)
         # `orch up` alone has no watchdog: run the controller's, as `orch run` does, while the jobs run.
-        dog = Watchdog(run, run.info(), list(range(1, workers + 1)))
+        dog = Watchdog(run, run.info(), list(range(1, workers + 1)), confinement_of(run.info()))
         dog.start()
         try:
             brief_done_s = _brief_to_done(env, run, workers)
@@ -161,7 +162,7 @@ def _watchdog(run: RunFolder, workers: int) -> dict[str, float]:
     crowd = subprocess.Popen([sys.executable, "-c", CROWD_CODE, str(CROWD)], start_new_session=True)
     try:
         wait_until(lambda: len(procs.children(crowd.pid)) >= CROWD, 60, f"{CROWD} idle processes to start")
-        kept = WorkerProcesses(run, info, numbers)
+        kept = WorkerProcesses(run, numbers, confinement_of(info))
         every, looks, walks = [], [], []
         for _ in range(LOOKS):
             t0 = time.process_time()
@@ -173,7 +174,7 @@ def _watchdog(run: RunFolder, workers: int) -> dict[str, float]:
                 procs.load(pids)
             looks.append(time.process_time() - t0)
             t0 = time.process_time()
-            measure_disk(run, info, numbers)
+            measure_disk(run, numbers, confinement_of(info))
             walks.append(time.process_time() - t0)
         machine = len(procs.pids())
     finally:

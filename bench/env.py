@@ -26,6 +26,9 @@ from orch.agents.claude import CREDENTIAL_ENV
 from orch.agents.claude import FACTS as CLAUDE
 from orch.agents.gemini import FACTS as GEMINI
 from orch.agents.registry import get_adapter
+from orch.backends.local.backend import LocalSettings
+from orch.backends.local.sandbox import LocalSandbox
+from orch.backends.registry import confinement_of
 from orch.contracts import UpRequest
 from orch.errors import OrchError, UsageError
 from orch.fleet import control, launch
@@ -271,7 +274,7 @@ class BenchEnv:
         name = self.name(prefix)
         req = UpRequest(name=name, workers=workers, agent=agent, workdir=self.workdir(name))
         start = time.monotonic()
-        info = launch.up(req, boot_timeout=BOOT_TIMEOUT)
+        info = LocalSandbox(LocalSettings(boot_timeout=BOOT_TIMEOUT)).up(req)
         live = Fleet(RunFolder.for_name(name), info, time.monotonic() - start)
         self.live.append(live)
         return live
@@ -284,7 +287,7 @@ class BenchEnv:
         except OrchError:
             members = []
         try:
-            control.kill(live.run)
+            control.kill(live.run, confinement_of(live.run.info()))
         finally:
             if live in self.live:
                 self.live.remove(live)

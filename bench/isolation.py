@@ -19,9 +19,10 @@ from bench.env import BOOT_TIMEOUT, BenchEnv, Fleet
 from bench.pairs import in_turn, ratios
 from bench.table import Row, Target
 from orch import prereqs
+from orch.backends.local.backend import LocalSettings
+from orch.backends.local.sandbox import LocalSandbox
 from orch.contracts import UpRequest
 from orch.errors import UsageError
-from orch.fleet import launch
 from orch.run.folder import RunFolder
 from orch.run.records import Isolation
 
@@ -41,7 +42,7 @@ def _up(env: BenchEnv, mode: Isolation, workers: int) -> Fleet:
     name = env.name(f"iso-{mode.value}")
     req = UpRequest(name=name, workers=workers, agent=AGENT, workdir=env.workdir(name), offline=True, isolation=mode)
     start = time.monotonic()
-    info = launch.up(req, boot_timeout=BOOT_TIMEOUT)
+    info = LocalSandbox(LocalSettings(boot_timeout=BOOT_TIMEOUT)).up(req)
     live = Fleet(RunFolder.for_name(name), info, time.monotonic() - start)
     env.live.append(live)
     return live

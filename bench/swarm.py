@@ -24,7 +24,8 @@ from bench.core import Context, Result
 from bench.env import REPO, BenchEnv
 from bench.pairs import paired, ratios
 from bench.table import Row
-from orch.backends.docker.sandbox import DockerSandbox, DockerSettings
+from orch.backends.docker.backend import DockerSettings
+from orch.backends.docker.sandbox import DockerSandbox
 from orch.backends.swarm.passes import make_pass
 from orch.backends.swarm.receive import apply_pass
 from orch.backends.swarm.sandbox import SwarmSandbox, SwarmSettings
@@ -119,7 +120,7 @@ def _start(env: BenchEnv, image: str, kind: str) -> float:
             took = time.monotonic() - t0
             box.kill(info)
         return took
-    docker_box = DockerSandbox(DockerSettings(image, OPTIONS, 120))
+    docker_box = DockerSandbox(DockerSettings(image=image, options=OPTIONS, boot_timeout=120))
     info = docker_box.up(request)
     took = time.monotonic() - t0
     docker_box.kill(info)

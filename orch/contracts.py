@@ -53,6 +53,9 @@ class WorkerContext:
     folder only its uid may enter) through which a
     helper beside it reads its own pane's screen and types into that pane alone (orch.backends.local.relay); the run's
     tmux server is not there. None: the helper uses the tmux server ($TMUX), as under shared isolation."""
+    boxed: bool = False
+    """orch's boundary encloses the worker (a run's container, or its own bubblewrap sandbox: its confinement's
+    `boxed`): an agent's own sandbox cannot make its namespaces there, and is off (Codex's)."""
 
 
 @dataclass(frozen=True)
@@ -381,8 +384,6 @@ class UpRequest:
     """STRICT: each worker its own uid and outbox, the workdir read-only (the container backend only)."""
     caps: WorkerCaps = field(default_factory=WorkerCaps)
     """Per-worker caps on processes, memory and disk, and the run folder's (orch.fleet.caps)."""
-    egress_allow: list[str] | None = None
-    """A local strict run's egress allowlist (`host:port`, orch.allowlist.local_allowlist); None: no network."""
 
 
 @dataclass(frozen=True)
@@ -402,6 +403,7 @@ class OrchCommand:
         return self.here() or 0
 
 
+@runtime_checkable
 class Sandbox(Protocol):
     """Where a run's tmux server lives, as seen from this process: this machine or the run's container."""
 

@@ -256,12 +256,16 @@ def held_files(pids: Iterable[int], skip: Iterable[int] = ()) -> int:
 
 def mounts_used(pid: int, mounts: Iterable[str]) -> tuple[int, set[int]]:
     """Bytes in use on each of `mounts` (file systems: a sandbox's tmpfs) as process `pid` sees them (its mount
-    namespace, through /proc/PID/root), together, and their devices; (0, set()) for a process gone."""
+    namespace, through /proc/PID/root), together, and their devices; (0, set()) for a process gone. A mount that
+    is this process's own file system there is none of the sandbox's: a sandbox being set up (its namespace made,
+    its tmpfs not mounted yet) shows the host's /tmp, whose every byte would count."""
     used, devices = 0, set()
     for mount in mounts:
         where = f"/proc/{pid}/root{mount}"
         try:
             fs, st = os.statvfs(where), os.stat(where)
+            if st.st_dev == os.stat(mount).st_dev:
+                continue
         except OSError:
             continue
         used += (fs.f_blocks - fs.f_bfree) * fs.f_frsize

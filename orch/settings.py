@@ -420,6 +420,15 @@ SCRIPTED_DROP_ENTERS = Setting(
     internal=True,
 )
 
+
+def gateway_handle(run_name: str) -> Path:
+    """A run gateway's handle (its address, control key): under $ORCH_HOME/gateways/, or in a run's container
+    (its root read-only) in its temp dir, where its init writes it and its controller reads it."""
+    if IN_CONTAINER.get():
+        return Path(os.environ.get("TMPDIR") or "/tmp") / f"orch-gateway-{run_name}.json"
+    return HOME.get() / "gateways" / f"{run_name}.json"
+
+
 # --- defaults of command-line options that have no variable ----------------------------------------
 CONTAINER_MEMORY = "8g"
 """`orch up --memory`: the run container's memory limit (no swap beyond it)."""

@@ -81,7 +81,7 @@ def run_info(
         tmux_socket=f"orch-{name}",
         orch_version="test",
     )
-    return local if container is None else DockerRunInfo.of(local, container)
+    return local if container is None else DockerRunInfo.of(local, container=container)
 
 
 def gateway_books(run: RunFolder, ready: Callable[[dict[str, Any], list[dict[str, Any]]], bool]) -> None:

@@ -28,7 +28,7 @@ from orch.jobs.state import FindingStatus, save_state
 from orch.lead.controller import initial_state, write_spec
 from orch.report.model import load_report
 from orch.run.folder import RunFolder
-from orch.run.records import Backend, ContainerOptions, EgressMode
+from orch.run.records import ContainerOptions, EgressMode
 from orch.versions import CLAUDE_CODE_VERSION
 from tests.dockertest import BASE, CA_BUNDLE, IMAGE
 
@@ -130,7 +130,7 @@ def demo_run(name: str, image: str, constraints: list[str]) -> tuple[SwarmSandbo
     options = ContainerOptions(egress=EgressMode.NONE)
     settings = SwarmSettings(image, options, spec.timeouts.boot, constraints, drive=True)
     box = SwarmSandbox(settings)
-    info = box.up(up_request(spec, name, backend=Backend.SWARM))
+    info = box.up(up_request(spec, name, strict_ok=True))
     run = RunFolder.for_name(name)
     write_spec(run, spec)
     save_state(run, initial_state(run, spec, None))

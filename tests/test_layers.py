@@ -34,16 +34,6 @@ RANKS = {
     "entry": 12,
     "cli": 13,
 }
-# The debt the backend seam (issue 31) pays: the fleet launches panes in the local backend's confinement and
-# finds their processes through it, until Confinement is a type the backend hands the fleet. Only shrinks.
-UPWARD = {
-    ("orch.fleet.control", "orch.backends.local.relay"),
-    ("orch.fleet.launch", "orch.backends.local.bwrap"),
-    ("orch.fleet.launch", "orch.backends.local.egressproxy"),
-    ("orch.fleet.launch", "orch.backends.local.portal"),
-    ("orch.fleet.launch", "orch.backends.local.relay"),
-    ("orch.fleet.workerprocs", "orch.backends.local.bwrap"),
-}
 BASE: tuple[str, ...]  # grows below, a line for each module added
 BASE = ("orch", "orch.errors", "orch.versions", "orch.waits", "orch.settings", "orch.text", "orch.shellparts")
 BASE += ("orch.jsonsample",)
@@ -106,7 +96,7 @@ def test_imports_follow_the_layers(path: Path) -> None:
     bad = []
     for line, target in imported(ast.parse(path.read_text(encoding="utf-8")), importer):
         theirs = layer_of(target)
-        if theirs == own or RANKS[theirs] < RANKS[own] or (importer, target) in UPWARD:
+        if theirs == own or RANKS[theirs] < RANKS[own]:
             continue
         bad.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {target} ({theirs} is not below {own})")
     assert not bad, "\n".join(bad)
@@ -123,13 +113,3 @@ def test_every_package_marker_is_empty() -> None:
 def test_every_module_has_a_layer() -> None:
     for path in SOURCES:
         layer_of(module_name(path))
-
-
-def test_the_upward_debt_is_still_owed() -> None:
-    """UPWARD lists only imports that still exist: a paid one goes from the list."""
-    found = {
-        (module_name(path), target)
-        for path in SOURCES
-        for _, target in imported(ast.parse(path.read_text(encoding="utf-8")), module_name(path))
-    }
-    assert not UPWARD - found, f"drop these from UPWARD: {sorted(UPWARD - found)}"

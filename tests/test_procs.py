@@ -135,3 +135,9 @@ def test_an_inotify_watch_shows_as_the_watched_inode(tmp_path: Path) -> None:
         inotify.add_watch(tmp_path, flags.CREATE)
         assert tmp_path.stat().st_ino in procs.inotify_watches(os.getpid())
     assert tmp_path.stat().st_ino not in procs.inotify_watches(os.getpid())
+
+
+def test_a_mount_this_process_shares_is_no_sandbox_s_own() -> None:
+    """A sandbox whose tmpfs are not mounted yet sees the host's /tmp: none of its bytes are the sandbox's (a worker
+    caught starting was once charged the host disk's 90 GB)."""
+    assert procs.mounts_used(os.getpid(), ["/tmp", "/dev/shm"]) == (0, set())

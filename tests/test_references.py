@@ -19,12 +19,13 @@ pytestmark = pytest.mark.pure  # reads and imports sources; starts nothing
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "CONTRIBUTING.md", REPO / "README.md", REPO / "SECURITY.md", *sorted((REPO / "docs").rglob("*.md"))]
 DOTTED = re.compile(r"(?<![\w./@-])orch(?:\.[A-Za-z_]\w*)+")
-# Dotted names that are not modules: placeholders (orch.x.y, an agent NEW), files named orch.* (Gemini CLI's
-# policy, opencode's plugin), the container labels, and the JUnit classnames of report.junit.xml.
+# Dotted names that are not modules: placeholders (orch.x.y, an agent or a backend NEW), files named orch.*
+# (Gemini CLI's policy, opencode's plugin), the container labels, and the JUnit classnames of report.junit.xml.
 NOT_MODULES = {
     "orch.x",
     "orch.x.y",
     "orch.agents.new",
+    "orch.backends.NEW.backend",
     "orch.toml",
     "orch.js",
     "orch.managed",

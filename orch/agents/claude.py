@@ -79,7 +79,7 @@ command line (none): a folder's .claude/settings*.json, hooks, skills, commands,
 TRUST_MARK = "hasTrustDialogAccepted"
 
 # The default lets a worker edit files and run commands without prompts (an unattended worker cannot
-# answer one), while refusing the destructive few. The container backend is the real boundary.
+# answer one), while refusing the destructive few. The real boundary is orch's: the container, or the sandbox.
 ALLOW = ["Bash", "Read", "Edit", "MultiEdit", "Write", "Glob", "Grep", "NotebookEdit", "TodoWrite"]
 DENY = ["Bash(rm -rf:*)", "Bash(sudo:*)", "Bash(git push:*)"]
 

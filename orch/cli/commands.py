@@ -64,7 +64,8 @@ COMMANDS: dict[str, Entry] = {
     "doctor": Entry(
         "orch.cli.tools",
         None,
-        "Check tmux, agent CLIs, the Docker engine and credentials; print the fix for what is missing.",
+        "Check each backend (tmux, bubblewrap, the Docker engine...), agent CLIs and credentials; print the fix for "
+        "what is missing.",
     ),
     "setup": Entry(
         "orch.cli.tools",

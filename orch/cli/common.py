@@ -16,10 +16,19 @@ from orch.run.folder import RunFolder
 
 NameArg = Annotated[str, typer.Argument(help="Run name (letters, digits, . _ -; up to 64).", show_default=False)]
 WorkerArg = Annotated[int, typer.Argument(help="Worker number, from 1.", show_default=False)]
+LocalOpt = Annotated[bool, typer.Option("--local", help="Run tmux on this machine: --backend local.")]
+BackendOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--backend",
+        help=f"Where the run lives: {', '.join(backends.names())} (default: {backends.DEFAULT}; inside a run's "
+        "container, local). `orch doctor` lists what each needs.",
+        show_default=False,
+    ),
+]
 
 # The options of `orch run` that decide what it checks before it starts: `orch spec check` takes them too.
 RunNameOpt = Annotated[str | None, typer.Option("--name", help="Run name (default: the spec's name or file).")]
-LocalOpt = Annotated[bool, typer.Option("--local", help="Run tmux on this machine instead of a container.")]
 ReplaceOpt = Annotated[bool, typer.Option("--replace", help="Kill and replace an existing run of this name.")]
 OfflineOpt = Annotated[
     bool,

@@ -3,25 +3,24 @@ the container options of `orch up`."""
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from orch.agents.registry import IMAGE_AGENT
 from orch.backends import registry as backends
+from orch.backends.base import UpOptions
 from orch.cli.common import NameArg, agent_names, deprecated, run_folder
 from orch.errors import UsageError
 from orch.fleet import launch
-from orch.run.records import ContainerOptions, EgressMode
+from orch.run.records import EgressMode
 from orch.settings import (
     AGENT,
     BASE_IMAGE,
     CA_BUNDLE,
-    CONTAINER_CPUS,
     CONTAINER_MEMORY,
     CONTAINER_PIDS,
     IMAGE,
@@ -31,9 +30,6 @@ from orch.settings import (
     WORKERS,
 )
 from orch.view.statusbar import BuildProgress
-
-if TYPE_CHECKING:
-    from orch.backends.docker.sandbox import DockerSettings
 
 EgressOpt = Annotated[
     EgressMode | None,
@@ -64,10 +60,11 @@ ImageOpt = Annotated[
 
 @dataclass(frozen=True)
 class ContainerOpts:
-    """The container options of `orch up`, as given on the command line."""
+    """The container options of `orch up`, as given on the command line: each backend takes what concerns it
+    (orch.backends.base.UpOptions)."""
 
     copy: bool = False
-    egress: EgressMode = EgressMode.ALLOWLIST
+    egress: EgressMode | None = None
     allow: list[str] = field(default_factory=list)
     memory: str = CONTAINER_MEMORY
     cpus: float | None = None
@@ -75,22 +72,11 @@ class ContainerOpts:
     network: str | None = None
     image: str | None = None
 
-    def settings(self, boot_timeout: float) -> DockerSettings:
-        from orch.backends.docker.sandbox import DockerSettings, default_image
-
-        cpus = self.cpus if self.cpus is not None else min(CONTAINER_CPUS, float(os.cpu_count() or 1))
-        if cpus <= 0 or self.pids < 16:
-            raise UsageError("--cpus must be positive and --pids at least 16")
-        options = ContainerOptions(
-            egress=self.egress,
-            allow=self.allow,
-            memory=self.memory,
-            cpus=cpus,
-            pids=self.pids,
-            network=self.network,
-            copy_workdir=self.copy,
-        )
-        return DockerSettings(image=self.image or default_image(), options=options, boot_timeout=boot_timeout)
+    def options(self, boot_timeout: float | None) -> UpOptions:
+        return UpOptions(
+            boot_timeout, self.copy, self.egress, tuple(self.allow), self.memory, self.cpus, self.pids, self.network,
+            self.image,
+        )  # fmt: skip
 
 
 # Joined into the `orch` app by orch.cli.commands: `app`'s commands at the top, `image_app` as `orch image`.
@@ -165,7 +151,7 @@ def serve_run(
     the controller ends)."""
     from orch.container.serverun import compose_request, serve
 
-    if not backends.in_container():
+    if not backends.here().container:
         raise UsageError("serve-run runs inside a run's container", hint="use `orch up`")
     if drive and create:
         raise UsageError("--drive is for a run made from a spec (`orch run SPEC --prepare`), not --create")
@@ -176,7 +162,8 @@ def serve_run(
 
         boot_timeout, failed = read_spec(run_folder(name)).timeouts.boot, EXIT_FAILED
     req = compose_request(name, workers, agent, workdir, permission_mode, model, offline) if create else None
-    raise typer.Exit(serve(name, boot_timeout, resume, req, drive=drive, failed=failed))
+    confine = backends.confinement_of
+    raise typer.Exit(serve(name, boot_timeout, resume, confine, req, drive=drive, failed=failed))
 
 
 @app.command()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 import time
 from pathlib import Path
@@ -13,10 +12,10 @@ import typer
 from pydantic import ValidationError
 
 from orch.agents.registry import DEFAULT_AGENT
-from orch.allowlist import local_allowlist
-from orch.backends.local import bwrap
-from orch.backends.registry import sandbox_for, sandbox_for_backend
+from orch.backends import registry as backends
+from orch.backends.base import Backend
 from orch.cli.common import (
+    BackendOpt,
     CopyOpt,
     LocalOpt,
     NameArg,
@@ -45,7 +44,7 @@ from orch.errors import SandboxError, UsageError, WaitTimeoutError
 from orch.fleet import launch, talk
 from orch.notify.config import NotifyConfig
 from orch.run.folder import RunFolder
-from orch.run.records import Backend, EgressMode, Isolation, WorkerCaps
+from orch.run.records import Isolation, WorkerCaps
 from orch.settings import CONTAINER_MEMORY, CONTAINER_PIDS, RUN_FOLDER_MAX, WORKER_DISK, WORKER_MEMORY, WORKER_PIDS
 from orch.view.statusbar import BootProgress
 
@@ -57,7 +56,7 @@ def _up(
     workers: int,
     agent: str,
     workdir: Path,
-    local: bool,
+    where: Backend,
     permission_mode: str | None,
     model: str | None,
     replace: bool,
@@ -68,33 +67,32 @@ def _up(
     isolation: Isolation | None = None,
     mixed: str | None = None,
     caps: WorkerCaps | None = None,
-    egress_allow: list[str] | None = None,
     notify: list[str] | None = None,
 ) -> None:
-    docker = (container or ContainerOpts()).settings(boot_timeout)
+    options = (container or ContainerOpts()).options(boot_timeout)
     told = effective(None, notify)  # a bad target, or a webhook's variable unset: one line, nothing started
     started = time.time()
     if resume:
-        info = sandbox_for(run_folder(name).info(), boot_timeout, docker).resume(name)
-        typer.echo(f"run {info.name}: resumed ({info.backend.value}); folder {RunFolder.for_name(name).root}")
+        info = backends.sandbox_for(run_folder(name).info(), boot_timeout).resume(name)
+        typer.echo(f"run {info.name}: resumed ({info.backend}); folder {RunFolder.for_name(name).root}")
         _notifier(RunFolder.for_name(name), told, started)
         return
+    settings = where.settings(options)  # bad options: one line, before anything
     agents = parse_agents(mixed) if mixed else {}  # a mixed fleet: its size and first agent from --agents
     req = UpRequest(
         name=name, workers=len(agents) or workers, agent=agents.get(1, agent), worker_agents=agents, workdir=workdir,
         permission_mode=permission_mode, model=model, replace=replace, offline=offline, caps=caps or WorkerCaps(),
-        egress_allow=egress_allow,
     )  # fmt: skip
     note = None
     if isolation is None:  # strict, here as in a container, unless an agent (or this container) cannot
-        isolation, note = bwrap.default_isolation(local, {req.agent, *req.worker_agents.values()})
+        isolation, note = where.default_isolation({req.agent, *req.worker_agents.values()})
     elif isolation is Isolation.SHARED:
-        note = bwrap.shared_note(local)
+        note = where.shared_note()
     req = dataclasses.replace(req, isolation=isolation)
     run = RunFolder.for_name(name)
     progress = BootProgress(run, req.workers, sys.stderr, sys.stderr.isatty())  # each worker as it boots
     try:
-        info = sandbox_for_backend(Backend.LOCAL if local else Backend.DOCKER, boot_timeout, docker).up(req)
+        info = backends.start_sandbox(where, settings=settings).up(req)
     finally:
         progress.close()
     typer.echo(f"run {info.name}: {info.fleet()} up ({info.where}); folder {run.root}")
@@ -152,6 +150,7 @@ def up(
     agent: AgentOpt = DEFAULT_AGENT,
     workdir: Annotated[Path, typer.Option("--workdir", "-w", help="Folder the workers work in.")] = Path(),
     local: LocalOpt = False,
+    backend: BackendOpt = None,
     permission_mode: ModeOpt = None,
     model: ModelOpt = None,
     replace: ReplaceOpt = False,
@@ -189,33 +188,13 @@ def up(
     notify: NotifyOpt = None,
 ) -> None:
     """Start a run: one container (or, with --local, a tmux server here) with one agent per pane."""
-    egress_allow = local_egress(egress, allow or []) if local else None
-    box = ContainerOpts(copy, egress or EgressMode.ALLOWLIST, allow or [], memory, cpus, pids, network, image)
+    box = ContainerOpts(copy, egress, allow or [], memory, cpus, pids, network, image)
     limits = worker_caps(pids_per_worker, memory_per_worker, disk_per_worker, run_folder_max)
     _up(
-        name, workers, agent, workdir, local, permission_mode, model, replace, boot_timeout,
-        offline=offline, container=box, resume=resume, isolation=isolation, mixed=agents, caps=limits,
-        egress_allow=egress_allow, notify=notify,
+        name, workers, agent, workdir, backends.chosen(backend, local), permission_mode, model, replace,
+        boot_timeout, offline=offline, container=box, resume=resume, isolation=isolation, mixed=agents, caps=limits,
+        notify=notify,
     )  # fmt: skip
-
-
-def local_egress(egress: EgressMode | None, allow: list[str]) -> list[str] | None:
-    """A local run's egress: None (no network but the gateway: `--egress none`, the default), or the
-    allowlist its workers' proxies take (`--egress allowlist`, orch.allowlist). Bad input is one line."""
-    if egress is EgressMode.OPEN:
-        raise UsageError(  # a sandbox has no network of its own to open: only the host's, shared, would do
-            "--egress open is not offered locally: a strict worker's sandbox reaches the network only through "
-            "its allowlist proxy",
-            hint="use --egress allowlist --allow HOST[:PORT], or --isolation shared (reaches what this machine does)",
-        )
-    if egress is not EgressMode.ALLOWLIST:
-        if allow:
-            raise UsageError("--allow needs --egress allowlist locally", hint="add --egress allowlist")
-        return None
-    try:
-        return local_allowlist(os.environ, allow)
-    except ValueError as exc:
-        raise UsageError(f"--allow: {exc}", hint="give host names, each with :PORT when not 443") from None
 
 
 def worker_caps(pids: str | None, memory: str | None, disk: str | None, folder: str | None) -> WorkerCaps:
@@ -240,13 +219,15 @@ def spawn(
     workdir: Annotated[Path, typer.Argument(help="Folder the workers work in.")] = Path(),
     agent: AgentOpt = DEFAULT_AGENT,
     local: LocalOpt = False,
+    backend: BackendOpt = None,
     permission_mode: ModeOpt = None,
     model: ModelOpt = None,
     replace: ReplaceOpt = False,
     boot_timeout: BootOpt = launch.BOOT_TIMEOUT,
 ) -> None:
     """`orch up` as the reference harness spells it: spawn NAME N [WORKDIR]."""
-    _up(name, workers, agent, workdir, local, permission_mode, model, replace, boot_timeout)
+    where = backends.chosen(backend, local)
+    _up(name, workers, agent, workdir, where, permission_mode, model, replace, boot_timeout)
 
 
 @app.command()
@@ -300,7 +281,7 @@ def restart(name: NameArg, worker: WorkerArg) -> None:
 
     def here() -> None:
         run.check_worker(worker)
-        launch.restart(run, worker, boot_timeout=launch.BOOT_TIMEOUT)
+        launch.restart(run, worker, backends.confinement_of(run.info()), boot_timeout=launch.BOOT_TIMEOUT)
         typer.echo(f"restarted worker {worker}")
 
     at_fleet(run, OrchCommand(["restart", name, str(worker)], here))

@@ -13,8 +13,10 @@ from typing import Annotated
 import typer
 
 from orch import escape
-from orch.backends.registry import folder_is_here, in_container
+from orch.backends import registry as backends
+from orch.backends.base import Backend
 from orch.cli.common import (
+    BackendOpt,
     BaseOpt,
     CopyOpt,
     LocalOpt,
@@ -42,7 +44,7 @@ from orch.report.model import RunReport
 from orch.report.render import cost_line, matrix_text, write_reports
 from orch.report.summary import summary
 from orch.run.folder import RunFolder
-from orch.run.records import Backend, Isolation
+from orch.run.records import Isolation
 from orch.spec.model import FleetSpec
 from orch.view.statusbar import RunBar
 
@@ -90,7 +92,7 @@ def _drive(run: RunFolder, commentary: bool = True, notify: list[str] | None = N
     they happen (stderr: stdout is the result), read from events.jsonl here, or for a run folder on another
     machine, streamed back from the controller there. A person is told when the run needs them, and of its
     end (orch.cli.notify.hosted: `notify` adds to the config file's and the spec's channels)."""
-    shown = commentary and folder_is_here(run.info())
+    shown = commentary and backends.folder_is_here(run.info())
     # On a terminal, a status bar stays under the commentary (jobs, findings, cost, time left, workers).
     bar = RunBar(run, sys.stderr) if shown and sys.stderr.isatty() else None
     echo = bar.echo if bar is not None else lambda line: typer.echo(line, err=True)
@@ -118,7 +120,7 @@ def _write_stderr(text: str) -> None:
 def notices(flags: list[str] | None) -> Callable[[FleetSpec], object]:
     """The notifications check `orch run` makes before anything (orch.cli.notify.effective): the user's file,
     the spec's `notify:` and the `--notify` flags; none in a run's container (the host's `orch run` notifies)."""
-    return lambda spec: None if in_container() else effective(spec.notify, flags)
+    return lambda spec: None if backends.here().container else effective(spec.notify, flags)
 
 
 def _start(
@@ -144,7 +146,7 @@ def _start(
         spec = found.spec
         say(
             f"run {found.name}: starting {spec.worker_count()} worker(s) for {len(spec.tasks)} task(s) "
-            f"({backend.value}{source}); isolation {found.isolation.value}: {STARTING_NOTES[found.isolation]}"
+            f"({backend.name}{source}); isolation {found.isolation.value}: {STARTING_NOTES[found.isolation]}"
         )
         if found.isolation is Isolation.SHARED:
             typer.echo(f"run {found.name}: isolation shared: the workers share one uid (see the report)", err=True)
@@ -179,6 +181,7 @@ def run_(
     ] = None,
     name: RunNameOpt = None,
     local: LocalOpt = False,
+    backend: BackendOpt = None,
     resume: Annotated[
         bool,
         typer.Option("--resume", help="Continue the named run from its folder (after the controller died)."),
@@ -219,13 +222,13 @@ def run_(
             )
         run = run_folder(spec)
     else:
-        backend = Backend.LOCAL if local or in_container() else Backend.DOCKER
-        if prepare and (not in_container() or replay is not None or replace):
+        where = backends.chosen(backend, local)
+        if prepare and (not backends.here().container or replay is not None or replace):
             raise UsageError("--prepare is the container init's step (compose's lead)", hint="drop it")
         say = _say(quiet, as_json)
         path = Path(spec)
         run = _start(
-            path, name, backend, replace, copy, replay, say=say, base=base, snapshot=snapshot, prepare=prepare,
+            path, name, where, replace, copy, replay, say=say, base=base, snapshot=snapshot, prepare=prepare,
             notify=notify,
         )  # fmt: skip
         if prepare:
@@ -255,7 +258,8 @@ DEMO_EXIT_CODES = (
 @app.command(epilog=DEMO_EXIT_CODES)
 def demo(
     offline: OfflineOpt = True,
-    local: Annotated[bool, typer.Option("--local", help="Run on this machine instead of a container.")] = False,
+    local: LocalOpt = False,
+    backend: BackendOpt = None,
     name: Annotated[str, typer.Option("--name", help="Run name.")] = demo_mod.DEMO_NAME,
     mixed: Annotated[
         bool, typer.Option("--mixed", help=f"Workers {' + '.join(demo_mod.MIXED)}: findings verified across kinds.")
@@ -276,12 +280,13 @@ def demo(
     live = not offline
     if changes and mixed:
         raise UsageError("--changes and --mixed are two different demos", hint="pick one")
+    where = backends.chosen(backend, local) if local or backend else None  # None: the default, if it can run here
     if changes:
-        _demo_changes(local, live, demo_mod.CHANGES_NAME if name == demo_mod.DEMO_NAME else name)
+        _demo_changes(where, live, demo_mod.CHANGES_NAME if name == demo_mod.DEMO_NAME else name)
         return
     who = " + ".join(demo_mod.MIXED) if mixed else "3 Claude Code"
     _run_demo(
-        demo_mod.plan(local, live, name, mixed),
+        demo_mod.plan(where, live, name, mixed),
         name,
         live,
         f"{who} workers on",
@@ -292,10 +297,10 @@ def demo(
     )
 
 
-def _demo_changes(local: bool, live: bool, name: str) -> None:
+def _demo_changes(where: Backend | None, live: bool, name: str) -> None:
     """`orch demo --changes`: the run, then the matrix of changes and the `orch apply` command."""
     _run_demo(
-        demo_mod.plan(local, live, name, changes=True),
+        demo_mod.plan(where, live, name, changes=True),
         name,
         live,
         "Claude Code + Codex writers on the git repository",
@@ -321,8 +326,8 @@ def _run_demo(
         typer.echo(f"orch demo: {plan.notice}")
     mode = "the real model" if live else "the scripted model (offline, no credentials)"
     typer.echo(f"orch demo: {who} {plan.spec.workdir}, driven by {mode}")
-    # In a container the workers get a disposable copy of the sample (owned by the container's user).
-    run = _start(plan.spec_path, name, plan.backend, replace=True, copy=plan.backend is Backend.DOCKER)
+    # Where a backend gives one, the workers get a disposable copy of the sample (a container's: its user's).
+    run = _start(plan.spec_path, name, plan.backend, replace=True, copy=True)
     result = _drive(run)
     _print_result(result)
     if result.report is not None and result.report.changes:

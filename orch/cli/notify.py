@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from orch import procs
-from orch.backends.registry import folder_is_here, in_container
+from orch.backends import registry as backends
 from orch.cli.common import NameArg, run_folder
 from orch.errors import OrchError, SandboxError, UsageError
 from orch.fleet import launch
@@ -27,7 +27,6 @@ from orch.notify.config import NotifyConfig
 from orch.notify.follow import Notifier
 from orch.notify.notice import Notice, Reason
 from orch.run.folder import RunFolder
-from orch.run.records import Backend
 from orch.waits import wait_until
 
 app = typer.Typer(no_args_is_help=True)  # `orch notify`, joined into the `orch` app by orch.cli.commands
@@ -57,7 +56,7 @@ def hosted(run: RunFolder, flags: list[str] | None, write: Callable[[str], None]
     """`orch run`'s notifier while its controller drives the run; its close sends the run's end. None in a run's
     container (the controller the host's `orch run` forwards there: the host's notifier follows the folder; its
     egress reaches no webhook), nor for a run folder on a remote engine (not here to follow)."""
-    if in_container() or not folder_is_here(run.info()):
+    if backends.here().container or not backends.folder_is_here(run.info()):
         yield
         return
     try:
@@ -72,7 +71,7 @@ def hosted(run: RunFolder, flags: list[str] | None, write: Callable[[str], None]
 def start_detached(run: RunFolder, cfg: NotifyConfig, since: float) -> int | None:
     """`orch up`'s notifier, a process of its own (it outlives `orch up`; it ends with the run): its pid, or
     None when nothing a detached process delivers was asked for."""
-    if not cfg.detached() or not folder_is_here(run.info()):
+    if not cfg.detached() or not backends.folder_is_here(run.info()):
         return None
     stop_detached(run)  # an earlier one (`orch up --resume`): this config replaces its
     log = run.logs_dir / "notify.log"
@@ -124,7 +123,7 @@ def follow_(
     os.write(fd, str(os.getpid()).encode())
     info = run.info()
     # A container's tmux clients are the container's terminals: this process cannot reach them.
-    ttys = launch.server_for(info).client_ttys if info.backend is Backend.LOCAL else None
+    ttys = None if backends.backend_of(info).container else launch.server_for(info).client_ttys
     notifier = Notifier(run, cfg, send.channels(cfg, os.environ, ttys=ttys), since=since)
     signal.signal(signal.SIGTERM, lambda *_: notifier.stop())
     try:

@@ -83,7 +83,7 @@ def ls_() -> None:
     rows = [("NAME", "BACKEND", "AGENT", "WORKERS", "STATUS", "CONTAINER")]
     for run in runs:
         info = run.info()
-        cells = (info.name, info.backend.value, "+".join(info.agents()), str(info.workers), info.status.value)
+        cells = (info.name, info.backend, "+".join(info.agents()), str(info.workers), info.status.value)
         rows.append((*cells, sandbox_for(info).state(info)))
     for line in table(rows, right={3}, indent=""):
         typer.echo(line)
@@ -186,7 +186,7 @@ def status_lines(view: RunStatusView) -> list[str]:
         done, result = ("yes" if w.done else "no"), ("yes" if w.result else "no")
         name = f"{w.worker} {w.agent}" if "+" in view.agent and w.agent else str(w.worker)  # a mixed fleet
         rows.append((name, state, done, result, cost, escape.terminal(w.last_bus or "-", BUS_COLUMN)))
-    title = f"run {view.name} ({view.backend.value}, {view.agent}, {view.status.value}, {alive})"
+    title = f"run {view.name} ({view.backend}, {view.agent}, {view.status.value}, {alive})"
     return [title, *table(rows, right={0, 4})]
 
 

@@ -8,7 +8,17 @@ from typing import Annotated
 
 import typer
 
-from orch.cli.common import BaseOpt, CopyOpt, LocalOpt, PrepareOpt, ReplaceOpt, ReplayOpt, RunNameOpt, SnapshotOpt
+from orch.cli.common import (
+    BackendOpt,
+    BaseOpt,
+    CopyOpt,
+    LocalOpt,
+    PrepareOpt,
+    ReplaceOpt,
+    ReplayOpt,
+    RunNameOpt,
+    SnapshotOpt,
+)
 from orch.errors import UsageError
 
 app = typer.Typer(no_args_is_help=True)  # `orch spec`, joined by orch.cli.commands
@@ -30,6 +40,7 @@ def schema_line() -> str:
 def check(
     file: SpecArg,
     local: LocalOpt = False,
+    backend: BackendOpt = None,
     name: RunNameOpt = None,
     replace: ReplaceOpt = False,
     copy: CopyOpt = False,
@@ -43,15 +54,14 @@ def check(
     Every problem of the spec itself is listed with its location; then the run's own checks, each refusal one
     line: the recording, the credentials, the agents, tmux, bubblewrap or the image, a run of that name, and
     for writers the repository and the spec's checks, run once on the base."""
-    from orch.backends.registry import in_container
+    from orch.backends import registry as backends
     from orch.cli.lead import notices
     from orch.entry.preflight import preflight
-    from orch.run.records import Backend
     from orch.spec.load import SpecError
 
-    backend = Backend.LOCAL if local or in_container() else Backend.DOCKER
+    where = backends.chosen(backend, local)
     try:
-        found = preflight(file, name, backend, replace, copy, replay, base, snapshot, prepare, notices(None))
+        found = preflight(file, name, where, replace, copy, replay, base, snapshot, prepare, notices(None))
     except SpecError as exc:
         for issue in exc.issues:
             typer.echo(f"{file}: {issue}", err=True)

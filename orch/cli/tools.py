@@ -30,7 +30,8 @@ def doctor(
         ),
     ] = None,
 ) -> None:
-    """Check tmux, agent CLIs, the Docker engine and credentials; print the fix for what is missing."""
+    """Check each backend (tmux, bubblewrap, the Docker engine...), agent CLIs and credentials; print the fix for
+    what is missing."""
     from orch.cli.common import parse_agents
 
     fleet = list(dict.fromkeys(parse_agents(agents).values())) if agents else None

@@ -16,7 +16,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType
 
@@ -28,6 +28,7 @@ from orch.container.owners import remove_as_owners, stop_as
 from orch.contracts import UpRequest
 from orch.errors import OrchError
 from orch.fleet import control, launch, rungateway
+from orch.fleet.confinement import Confinement
 from orch.gateway.process import handle_path, load_handle
 from orch.run.events import Event
 from orch.run.folder import RunFolder
@@ -109,11 +110,13 @@ def serve(
     name: str,
     boot_timeout: float,
     resume: bool,
+    confine: Callable[[RunInfo], Confinement],
     create: UpRequest | None = None,
     drive: bool = False,
     failed: int = 1,
 ) -> int:
-    """Launch the run's workers, then stay until SIGTERM. The exit code of the container.
+    """Launch the run's workers, then stay until SIGTERM. The exit code of the container. `confine`: how a run's
+    workers are kept apart, as its backend says (orch.backends.registry.confinement_of).
 
     `create` (compose, or any container started without a host-made run folder): make the run folder
     from this request first; if it exists already, resume the run instead. `drive` (compose's `lead`):
@@ -128,7 +131,7 @@ def serve(
     try:
         try:
             if create is not None and not run.exists():
-                run, info = _create(create, boot_timeout)
+                run, info = _create(create, boot_timeout, confine)
                 held = hold_serve_lock(run)
             else:
                 info = run.info()
@@ -137,7 +140,7 @@ def serve(
                 if info.isolation is Isolation.STRICT:  # before the workers: their first posts go here
                     posts = BusServer(run).start()
                 try:
-                    _launch(run, info, boot_timeout, resume or create is not None)
+                    _launch(run, info, confine(info), boot_timeout, resume or create is not None)
                 except OrchError:
                     if fresh and _discard(run):
                         print(f"orch: run {name!r} did not start: nothing of it is left", file=sys.stderr)
@@ -159,7 +162,7 @@ def serve(
             with contextlib.suppress(subprocess.TimeoutExpired):
                 controller.wait(timeout=STOP_TIMEOUT)
         if run.exists():
-            control.kill(run)  # stops tmux and the model server, marks the run stopped, logs who
+            control.kill(run, confine(run.info()))  # stops tmux and the model server, marks it stopped, logs who
         return 0
     finally:
         if held is not None:
@@ -178,7 +181,9 @@ def hold_serve_lock(run: RunFolder) -> int:
     return fd
 
 
-def _create(req: UpRequest, boot_timeout: float) -> tuple[RunFolder, RunInfo]:
+def _create(
+    req: UpRequest, boot_timeout: float, confine: Callable[[RunInfo], Confinement]
+) -> tuple[RunFolder, RunInfo]:
     """A run folder made here, as launch.up makes it (nothing is left behind if the boot fails), with the
     agents' session stores linked into it first so a later container can resume them."""
     _, info = launch.plan(req)
@@ -187,7 +192,7 @@ def _create(req: UpRequest, boot_timeout: float) -> tuple[RunFolder, RunInfo]:
     try:
         _log_egress(run)
         _link_sessions(run, info)
-        launch.launch(run, info, req.prompts, boot_timeout)
+        launch.launch(run, info, confine(info), req.prompts, boot_timeout)
     except BaseException:
         _teardown(run)
         run.remove()
@@ -195,13 +200,13 @@ def _create(req: UpRequest, boot_timeout: float) -> tuple[RunFolder, RunInfo]:
     return run, run.info()
 
 
-def _launch(run: RunFolder, info: RunInfo, boot_timeout: float, resume: bool) -> None:
+def _launch(run: RunFolder, info: RunInfo, confinement: Confinement, boot_timeout: float, resume: bool) -> None:
     """Launch in a run folder the host made (or an earlier life of the run left)."""
     _log_egress(run)
     _link_sessions(run, info)
     info.status = RunStatus.STARTING
     try:
-        launch.launch(run, info, settings.PROMPTS.get(), boot_timeout, resume=resume)
+        launch.launch(run, info, confinement, settings.PROMPTS.get(), boot_timeout, resume=resume)
     except OrchError:
         _teardown(run)
         info.status = RunStatus.FAILED

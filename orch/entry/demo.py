@@ -15,15 +15,15 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from orch import settings
 from orch.agents.registry import get_adapter
-from orch.errors import OrchError, UsageError
+from orch.backends import registry as backends
+from orch.backends.base import Backend
+from orch.errors import UsageError
 from orch.jobs.changes import ChangeStatus
 from orch.jobs.state import FindingStatus
 from orch.lead.changes.gitcmd import git
 from orch.report.model import RunReport
 from orch.run.paths import orch_home
-from orch.run.records import Backend
 from orch.spec.load import load_spec
 from orch.spec.model import FleetSpec
 
@@ -97,38 +97,23 @@ def check_live_credentials(agent: str) -> None:
     )
 
 
-def container_backend(agents: tuple[str, ...] = ("claude",)) -> tuple[bool, str]:
-    """Whether the container backend can run the demo's agents here; if not, why."""
-    from orch.backends.docker.image import carries_current, image_exists
-
-    tag = settings.IMAGE.get()
-    build = "orch image build" + (f" --agents {','.join(agents)}" if agents != ("claude",) else "")
-    try:
-        if not image_exists(tag):
-            return False, f"the worker image {tag} is not built (`{build}`)"
-    except OrchError as exc:
-        return False, exc.message
-    base = settings.BASE_IMAGE.get()
-    try:
-        if not carries_current(tag, base, agents):
-            return False, f"the worker image {tag} is not built from this orch for these agents (`{build}`)"
-    except OrchError:
-        pass  # not a source checkout: the image cannot be compared with the sources, take it as it is
-    return True, ""
-
-
-def plan(local: bool, live: bool, name: str = DEMO_NAME, mixed: bool = False, changes: bool = False) -> DemoPlan:
+def plan(
+    where: Backend | None, live: bool, name: str = DEMO_NAME, mixed: bool = False, changes: bool = False
+) -> DemoPlan:
+    """The demo's spec and backend: the one named (`where`), else the default one if it can run the demo's
+    agents here now, else the local one, with a notice saying why."""
     spec, spec_path = prepare_changes(name, live) if changes else prepare(name, live, mixed)
     if live:
         for group in spec.groups():
             check_live_credentials(group.agent)
-    if local:
-        return DemoPlan(spec, spec_path, Backend.LOCAL, None)
-    ok, why = container_backend(tuple(dict.fromkeys(g.agent for g in spec.groups())))
-    if ok:
-        return DemoPlan(spec, spec_path, Backend.DOCKER, None)
-    notice = f"the container backend is not available ({why}): running the demo locally, as with --local"
-    return DemoPlan(spec, spec_path, Backend.LOCAL, notice)
+    if where is not None:
+        return DemoPlan(spec, spec_path, where, None)
+    chosen = backends.chosen(None)
+    why = chosen.ready(dict.fromkeys(g.agent for g in spec.groups()))
+    if why is None:
+        return DemoPlan(spec, spec_path, chosen, None)
+    notice = f"{chosen.title} is not available ({why}): running the demo locally, as with --local"
+    return DemoPlan(spec, spec_path, backends.get_backend("local"), notice)
 
 
 def shows_verification(report: RunReport) -> bool:

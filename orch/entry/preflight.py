@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from orch.backends.base import Backend
 from orch.entry import runner
 from orch.errors import UsageError
 from orch.fleet import rungateway
@@ -17,7 +18,7 @@ from orch.lead.changes import start as changes_start
 from orch.lead.changes.start import Prepared
 from orch.recording import transfer
 from orch.recording.plan import Cassette
-from orch.run.records import Backend, Isolation
+from orch.run.records import Isolation
 from orch.spec.load import load_spec
 from orch.spec.model import FleetSpec, Role
 
@@ -67,7 +68,7 @@ class Preflight:
         where = "offline, " if spec.offline else ""
         where += f"replaying {self.cassette.root}, " if self.cassette else ""
         parts = [f"{kinds} worker(s)", f"tasks: {tasks}", verify, self._checks(), budget_text(spec)]
-        return "; ".join([*parts, f"{where}{self.backend.value}, {self.isolation.value} isolation"])
+        return "; ".join([*parts, f"{where}{self.backend.name}, {self.isolation.value} isolation"])
 
     def _checks(self) -> str:
         checks = self.spec.checks
@@ -116,18 +117,19 @@ def preflight(
     if (base is not None or snapshot) and not spec.writer_tasks():
         raise UsageError("--base and --snapshot are for specs with writer tasks", hint="drop them")
     # A recording (a run, or an exported file) is checked before anything is made.
-    cassette = transfer.cassette(replay, spec, backend) if replay is not None else None
+    cassette = transfer.cassette(replay, spec, backend.pinned_agents) if replay is not None else None
     run_name = runner.run_name(spec, spec_path, name, replay=cassette is not None)
     # A strict spec that cannot be had stops here (the init gives a prepared run its uids).
-    isolation = decisions.isolation(spec, prepare or runner.strict_possible(backend))
+    isolation = decisions.isolation(spec, prepare or backend.strict_possible())
     # A live fleet across model APIs without a credential of one of them.
     upstreams = rungateway.fleet_credentials([g.agent for g in spec.groups()], spec.offline or cassette is not None)
     if not prepare:
         box = runner.sandbox(spec, backend, copy)
-        box.check(runner.up_request(spec, run_name, replace, cassette.root if cassette else None, backend))
+        replayed = cassette.root if cassette else None
+        box.check(runner.up_request(spec, run_name, backend.strict_possible(), replace, replayed))
     # A run with writers: its repository and base checks, made (or refused in one line) before the run exists.
     prepared = (
-        changes_start.prepare(spec, run_name, base, snapshot, backend, defer_checks=prepare)
+        changes_start.prepare(spec, run_name, base, snapshot, checks_here=backend.checks_at_start and not prepare)
         if spec.writer_tasks()
         else None
     )

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orch.backends import registry as backends
+from orch.backends.base import Backend, UpOptions
 from orch.contracts import OrchCommand, Sandbox, UpRequest
 from orch.errors import OrchError, UsageError
 from orch.fleet import launch
@@ -24,10 +25,9 @@ from orch.lead.controller import Controller, initial_state, read_spec, write_spe
 from orch.lead.decisions import EXIT_FAILED
 from orch.recording.plan import Cassette
 from orch.report.model import RunReport, load_report
-from orch.run import uids
 from orch.run.events import Event
 from orch.run.folder import RunFolder, validate_name
-from orch.run.records import Backend, ContainerOptions, ControllerEvent
+from orch.run.records import ControllerEvent
 from orch.spec.model import FleetSpec
 
 
@@ -41,14 +41,9 @@ class RunResult:
 
 
 def up_request(
-    spec: FleetSpec,
-    name: str,
-    replace: bool = False,
-    replay: Path | None = None,
-    backend: Backend = Backend.LOCAL,
-    strict_ok: bool | None = None,
+    spec: FleetSpec, name: str, strict_ok: bool, replace: bool = False, replay: Path | None = None
 ) -> UpRequest:
-    """`strict_ok`: whether strict isolation can be had (None: `strict_possible(backend)`)."""
+    """`strict_ok`: whether strict isolation can be had (the backend's `strict_possible`)."""
     agent_models = spec.agent_models()
     models = {model for _, model in agent_models.values()}
     # One model for all: the run's model. Several: each worker names its own (None: the agent's default).
@@ -67,25 +62,16 @@ def up_request(
         offline=spec.offline,
         worker_models=per_worker,
         replay=replay,
-        isolation=decisions.isolation(spec, strict_possible(backend) if strict_ok is None else strict_ok),
+        isolation=decisions.isolation(spec, strict_ok),
         caps=spec.limits.caps(),
     )
 
 
-def strict_possible(backend: Backend) -> bool:
-    """Whether this controller can give each worker a uid or sandbox of its own: from the host always (a
-    run's container is prepared by its init; locally bubblewrap), inside a container only with CAP_SETUID
-    (an `orch run` in a container started without it runs shared; compose's `lead` has the init prepare
-    its run instead: `orch run --prepare`, `create`)."""
-    return backend is Backend.DOCKER or not backends.in_container() or uids.can_switch_uids()
-
-
 def sandbox(spec: FleetSpec, backend: Backend, copy: bool = False) -> Sandbox:
-    """The sandbox a spec's run gets on `backend`; `copy` (container runs): a disposable copy of the workdir."""
-    from orch.backends.docker.sandbox import DockerSettings
-
-    docker = DockerSettings(options=ContainerOptions(copy_workdir=copy), boot_timeout=spec.timeouts.boot)
-    return backends.sandbox_for_backend(backend, spec.timeouts.boot, docker)
+    """The sandbox a spec's run gets on `backend`, with its settings; `copy`: a disposable copy of the workdir,
+    where the backend gives one (a container run)."""
+    settings = backend.settings(UpOptions(boot_timeout=spec.timeouts.boot, copy=copy))
+    return backends.start_sandbox(backend, settings=settings)
 
 
 def start(
@@ -99,7 +85,7 @@ def start(
 ) -> RunFolder:
     """Create the run (workers booted), its saved spec and the controller's initial state.
 
-    `copy` (container runs): the workers get a disposable copy of the workdir, never the original.
+    `copy` (a backend that gives one: a container run's): the workers get a disposable copy of the workdir.
     `cassette` (orch.recording.plan, checked by the caller): the run's gateway answers from that recording.
     `prepared` (a spec with writers; orch.lead.changes.start.prepare): the run's repository and base checks,
     moved into the run folder once it exists.
@@ -108,7 +94,7 @@ def start(
     if cassette is not None and RunFolder.for_name(name).root.resolve() == cassette.root.resolve():
         raise UsageError(f"run {name!r} is the recording being replayed", hint="give the replay another --name")
     box = sandbox(spec, backend, copy)
-    info = box.up(up_request(spec, name, replace, cassette.root if cassette else None, backend))
+    info = box.up(up_request(spec, name, backend.strict_possible(), replace, cassette.root if cassette else None))
     run = RunFolder.for_name(name)
     write_spec(run, spec)
     save_state(run, initial_state(run, spec, cassette))

@@ -50,6 +50,8 @@ class LaunchBundle(Strict):
     """The worker's own variables: its gateway base URL and token."""
     pane_socket: str | None = None
     """For an `own_pane` agent: the relay's socket for its own pane (orch.backends.local.relay.own_pane_socket)."""
+    boxed: bool = False
+    """WorkerContext.boxed: its confinement encloses it."""
 
     @classmethod
     def of(cls, agent: str, ctx: WorkerContext, own: dict[str, str]) -> LaunchBundle:
@@ -66,6 +68,7 @@ class LaunchBundle(Strict):
             resume_session=ctx.resume_session,
             env=own,
             pane_socket=str(ctx.pane_socket) if ctx.pane_socket is not None else None,
+            boxed=ctx.boxed,
         )
 
 
@@ -102,6 +105,7 @@ def become(bundle: LaunchBundle) -> None:
         prompt=bundle.prompt,
         resume_session=bundle.resume_session,
         pane_socket=Path(bundle.pane_socket) if bundle.pane_socket else None,
+        boxed=bundle.boxed,
     )
     spec = adapter.prepare(ctx)
     os.chdir(spec.cwd)

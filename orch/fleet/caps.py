@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 
 from orch import procs, settings
-from orch.run.records import Backend, Isolation, RunInfo, WorkerCaps
+from orch.run.records import WorkerCaps
 
 OOM_FIRST = 1000
 """The pane's oom_score_adj: the most a process may raise it, so a worker dies before anything of the run."""
@@ -34,13 +34,6 @@ DISK_CAPS = ("disk", "files", "run-folder")
 """Breaches of what a worker wrote: its outbox is emptied when it is stopped."""
 WATCH_INTERVAL = 0.5
 """Seconds between two looks at the workers' processes."""
-
-
-def own_uids(info: RunInfo) -> bool:
-    """Whether each worker runs as a uid of its own (strict isolation in a container: orch.run.uids). A
-    local sandbox (bubblewrap) keeps the user's uid: its workers are told apart by their pid namespaces
-    (orch.fleet.workerprocs)."""
-    return info.isolation is Isolation.STRICT and info.backend is Backend.DOCKER
 
 
 def limit_argv(caps: WorkerCaps, per_uid: bool, workers: int) -> list[str]:

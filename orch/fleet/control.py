@@ -9,9 +9,9 @@ import shutil
 import time
 from collections.abc import Iterable
 
-from orch.backends.local import relay
 from orch.errors import WaitTimeoutError
 from orch.fleet import rungateway
+from orch.fleet.confinement import Confinement
 from orch.fleet.launch import server_for, worker_processes
 from orch.fleet.tmux import PaneInfo
 from orch.fleet.workerstate import derive_state
@@ -92,18 +92,19 @@ def wait(run: RunFolder, workers: Iterable[int] | None, timeout: float | None) -
         raise WaitTimeoutError(f"timed out after {timeout:g}s; no done flag from workers {join_numbers(late)}")
 
 
-def kill(run: RunFolder) -> None:
-    """Stop the tmux server; keep the run folder (transcripts are evidence); drop config dirs."""
+def kill(run: RunFolder, confinement: Confinement) -> None:
+    """Stop the tmux server and what its `confinement` runs beside it; keep the run folder (transcripts are
+    evidence); drop config dirs."""
     info = run.info()
     server_for(info).kill()
     # Agents outlive their pane's shell to run their exit hooks: wait for every process of the fleet
     # (not just the shells), so none writes into a run that `up --replace` recreates at the same path.
     try:
-        wait_until(lambda: not worker_processes(run, info.workers), KILL_TIMEOUT, "the agents to exit")
+        wait_until(lambda: not worker_processes(run, info.workers, confinement), KILL_TIMEOUT, "the agents to exit")
     except WaitTimeoutError:
         log.warning("run %s: some agent processes are still exiting", run.name)
     rungateway.stop(info.name)
-    relay.stop(run)
+    confinement.stop(run)
     shutil.rmtree(run.config_root, ignore_errors=True)
     info.status = RunStatus.STOPPED
     run.write_info(info)

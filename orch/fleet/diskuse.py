@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orch import procs, settings
-from orch.fleet.caps import MAX_FILES, own_uids
+from orch import procs
+from orch.fleet.caps import MAX_FILES
+from orch.fleet.confinement import Confinement
 from orch.run.folder import RunFolder
 from orch.run.paths import SANDBOX_TMPFS
-from orch.run.records import RunInfo
 from orch.run.uids import worker_of
 
 
@@ -45,15 +45,18 @@ def worker_areas(run: RunFolder, n: int) -> list[Path]:
 
 
 def measure_disk(
-    run: RunFolder, info: RunInfo, workers: Iterable[int], processes: Mapping[int, set[int]] | None = None
+    run: RunFolder,
+    workers: Iterable[int],
+    confinement: Confinement,
+    processes: Mapping[int, set[int]] | None = None,
 ) -> DiskLook:
-    """What each worker wrote, and the run folder's total. With a uid each (own_uids) a file's owner says whose
-    it is, wherever the worker could write (the run folder, its home's tmpfs, /tmp); otherwise where it lies
-    does. `processes`: each worker's processes now (orch.fleet.workerprocs), for its sandbox's tmpfs and the
-    unnamed files it holds."""
+    """What each worker wrote, and the run folder's total. With a uid each (the confinement's `own_uids`) a file's
+    owner says whose it is, wherever the worker could write (the run folder, and its `scratch`: the container's
+    tmpfs, its home); otherwise where it lies does. `processes`: each worker's processes now
+    (orch.fleet.workerprocs), for its sandbox's tmpfs and the unnamed files it holds."""
     wanted = list(workers)
     look = DiskLook(dict.fromkeys(wanted, 0), dict.fromkeys(wanted, 0))
-    strict = own_uids(info)
+    strict = confinement.own_uids
     areas = {n: [str(p) for p in worker_areas(run, n)] for n in wanted}
     transcripts = {str(run.log(n)): n for n in wanted}
 
@@ -63,11 +66,7 @@ def measure_disk(
         return next((n for n, pre in areas.items() if any(path == p or path.startswith(p + os.sep) for p in pre)), None)
 
     seen: set[tuple[int, int]] = set()
-    roots = [run.root] + (
-        [Path("/tmp"), Path("/dev/shm"), Path(os.environ.get("HOME", "/"))]
-        if strict and settings.IN_CONTAINER.get()
-        else []
-    )
+    roots = [run.root, *confinement.scratch()]
     for root in roots:
         for path, owner, size in _walk(root, seen, lambda path, owner: whose(path, owner) not in look.over):
             if root == run.root:

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from pathlib import Path
 
-from orch import procs, settings
+from orch import procs
 from orch.errors import SandboxError
-from orch.fleet.caps import DISK_CAPS, WATCH_INTERVAL, Breach, Usage, breaches, own_uids
+from orch.fleet.caps import DISK_CAPS, WATCH_INTERVAL, Breach, Usage, breaches
+from orch.fleet.confinement import Confinement
 from orch.fleet.diskuse import measure_disk
-from orch.fleet.stopping import remove_contents, signal_worker
 from orch.fleet.workerprocs import WorkerProcesses
 from orch.run.folder import RunFolder
 from orch.run.records import RunInfo
@@ -29,9 +28,9 @@ class Watchdog:
     """The controller takes the breaches (`take`), fails the job and logs them. A disk breach also empties
     the worker's outbox (what it wrote)."""
 
-    def __init__(self, run: RunFolder, info: RunInfo, workers: list[int]) -> None:
-        self.run, self.info, self.workers = run, info, workers
-        self.processes = WorkerProcesses(run, info, workers)
+    def __init__(self, run: RunFolder, info: RunInfo, workers: list[int], confinement: Confinement) -> None:
+        self.run, self.info, self.workers, self.confinement = run, info, workers, confinement
+        self.processes = WorkerProcesses(run, workers, confinement)
         self._found: list[tuple[Breach, list[int]]] = []
         self._stopping: set[int] = set()  # workers being stopped right now
         self._lock = threading.Lock()
@@ -83,7 +82,7 @@ class Watchdog:
         """One look: measure, and stop every worker past a cap. The breaches found."""
         found_procs = self.processes.look()
         if disk:
-            look = measure_disk(self.run, self.info, self.workers, found_procs)
+            look = measure_disk(self.run, self.workers, self.confinement, found_procs)
             self._disk, self._files, self._folder = look.written, look.files, look.folder
         usage = {}
         seen, self._seen = self._seen, found_procs
@@ -111,11 +110,4 @@ class Watchdog:
     def stop_worker(self, breach: Breach, pids: set[int]) -> None:
         n = breach.worker
         clear = self.run.outbox(n) if breach.cap in DISK_CAPS else None
-        if own_uids(self.info):
-            signal_worker(self.info, n, "STOP,KILL", None, clear)  # kill(-1) as the worker: every process
-            if clear is not None and settings.IN_CONTAINER.get():  # its own files in /tmp too (sticky: only its own)
-                signal_worker(self.info, n, "CONT", [], Path("/tmp"))
-        else:
-            signal_worker(self.info, n, "STOP,KILL", pids)
-            if clear is not None:
-                remove_contents(clear)
+        self.confinement.stop_worker(self.info, n, pids, clear)

@@ -14,7 +14,7 @@ FATAL_ERRORS = {"authentication_failed", "billing_error", "invalid_request"}
 ENDED = (WorkerState.EXITED, WorkerState.CRASHED)
 """The states of a worker whose agent is gone."""
 
-# Written by the launch wrapper (orch.fleet.launch.supervised) when the agent process ends: tmux does not
+# Written by the launch wrapper (orch.fleet.supervisor.supervised) when the agent process ends: tmux does not
 # always reap a killed pane process promptly, so its exit status is recorded by the wrapper instead.
 EXIT_EVENT = "ProcessExit"
 

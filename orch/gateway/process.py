@@ -41,11 +41,9 @@ class GatewayHandle(Strict):
 
 
 def handle_path(run_name: str) -> Path:
-    """Where a run's handle lives: the container's temp dir inside one, else $ORCH_HOME/gateways/ (made
-    0700 by whoever writes a handle there: `save_handle`, `start_gateway`)."""
-    if settings.IN_CONTAINER.get():
-        return Path(os.environ.get("TMPDIR") or "/tmp") / f"orch-gateway-{run_name}.json"
-    return settings.HOME.get() / "gateways" / f"{run_name}.json"
+    """Where a run's handle lives (orch.settings.gateway_handle): $ORCH_HOME/gateways/ (made 0700 by whoever
+    writes a handle there: `save_handle`, `start_gateway`), or a run's container's temp dir."""
+    return settings.gateway_handle(run_name)
 
 
 def state_path(handle: Path) -> Path:

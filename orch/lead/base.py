@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from orch import settings
+from orch.backends import registry as backends
 from orch.errors import DeliveryError
 from orch.fleet import launch, talk
 from orch.fleet.tmux import PaneInfo
@@ -54,6 +55,8 @@ class Desk:
         self.info = run.info()
         self.workdir = Path(self.info.workdir)
         self.server = launch.server_for(self.info)
+        self.confinement = backends.confinement_of(self.info)
+        """How the workers are kept apart (the run's backend says): their panes, processes and relay."""
         self.tasks = dict(zip(spec.task_ids(), spec.tasks, strict=True))
         self.panes: dict[int, PaneInfo] = {}
         """The fleet's panes as of the loop's last step."""

@@ -91,7 +91,7 @@ class Controller:
         self.reproducing = Reproducing(self.desk)
         self.dispatch = Dispatch(self.desk, self.review)
         self.recovery = Recovery(self.desk, self.review, self.dispatch)
-        self.watchdog = Watchdog(run, self.desk.info, [w.n for w in state.workers])
+        self.watchdog = Watchdog(run, self.desk.info, [w.n for w in state.workers], self.desk.confinement)
 
     def run_to_end(self) -> Outcome:
         with controller_lock(self.run):
@@ -310,7 +310,7 @@ class Controller:
             write_reports(self.run, self.spec, self.state)
         finally:  # reports that cannot be written (exit 2) still leave no fleet behind
             if self.spec.teardown:
-                control.kill(self.run)
+                control.kill(self.run, self.desk.confinement)
         return self.state.outcome
 
 

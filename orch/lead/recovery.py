@@ -9,9 +9,7 @@ from pathlib import Path
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from orch import settings
 from orch.backends import registry as backends
-from orch.backends.local import relay
 from orch.errors import OrchError, SandboxError
 from orch.fleet import launch, rungateway
 from orch.jobs.state import Job, JobStatus, WorkerBook
@@ -22,7 +20,7 @@ from orch.lead.decisions import Crash, Nudge, Retry
 from orch.lead.dispatch import Dispatch
 from orch.run import bus
 from orch.run.events import Event
-from orch.run.records import Backend, HookEvent
+from orch.run.records import HookEvent
 
 PERMISSION_EVENTS = {"allow": Event.PERMISSION_ALLOWED, "deny": Event.PERMISSION_DENIED}
 """The workers' hook answered a permission prompt from the policy (else: PERMISSION_WAIT)."""
@@ -70,12 +68,12 @@ class Recovery(Part):
         gateway whose keeper is gone too (the OOM killer took both) ends the run at once, saying so,
         rather than letting every job fail on a model that never answers."""
         info = self.desk.info
-        if settings.IN_CONTAINER.get():
+        if backends.here().gateway_keeper:
             gone = rungateway.gone_for_good(info)
             if gone is not None:
                 self.review.abort(gone)
             return
-        if info.backend is not Backend.LOCAL or rungateway.lost(info) is None:
+        if rungateway.lost(info) is None:
             return
         try:
             rungateway.ensure(self.run, info)
@@ -87,15 +85,14 @@ class Recovery(Part):
     def keep_relay(self) -> None:
         """The relay of the workers' sockets died under the run (orch.backends.local.relay): start it again. It serves
         the same folders of sockets, which the running workers' sandboxes see at once."""
-        info = self.desk.info
-        here = info.backend is Backend.LOCAL or settings.IN_CONTAINER.get()  # the relay runs beside tmux
-        if not here or not launch.needs_relay(info) or relay.running(self.run):
+        info, confinement = self.desk.info, self.desk.confinement  # the relay runs beside tmux, as this controller
+        if not confinement.needs_relay(info) or confinement.relay_running(self.run):
             return
         handle = rungateway.running(info)
         if handle is None:
             return  # the gateway comes first (keep_gateway); the next look starts the relay
         try:
-            started = launch.ensure_relay(self.run, info, handle.url)
+            started = confinement.ensure_relay(self.run, info, handle.url)
         except OrchError as exc:
             self.review.abort(f"the workers' relay died and could not be started again: {exc.one_line()}")
             return
@@ -149,7 +146,8 @@ class Recovery(Part):
                 reraise=True,
             ):
                 with attempt:
-                    launch.restart(self.run, n, prompt, workdir=Path(book.cwd) if book.cwd else None)
+                    where = Path(book.cwd) if book.cwd else None
+                    launch.restart(self.run, n, self.desk.confinement, prompt, workdir=where)
         except OrchError as exc:
             book.dead = f"restart failed: {exc.one_line()}"
             self.desk.event(Event.WORKER_OUT, n, reason=book.dead)

@@ -32,7 +32,7 @@ from orch.gateway.recording.exchanges import cassette_exchanges, recorded_folder
 from orch.jobs.state import Assignment, load_state
 from orch.recording import plan
 from orch.run.folder import RunFolder
-from orch.run.records import Backend, Strict, utcnow
+from orch.run.records import Strict, utcnow
 from orch.spec.model import FleetSpec
 from orch.text import first_error
 
@@ -112,15 +112,15 @@ def export(run: RunFolder, out: Path) -> Exported:
     return Exported(out, count, out.stat().st_size)
 
 
-def current_versions(spec: FleetSpec, backend: Backend) -> dict[str, str | None]:
-    """The agent CLI versions a run of `spec` would get: on this machine its binaries' own; in a container
-    the pinned ones the worker image installs."""
+def current_versions(spec: FleetSpec, pinned_agents: bool) -> dict[str, str | None]:
+    """The agent CLI versions a run of `spec` would get: on this machine its binaries' own; on a backend whose
+    workers run orch's pinned versions (`Backend.pinned_agents`: the worker image's), those."""
     agents = dict.fromkeys(group.agent for group in spec.groups())
     out: dict[str, str | None] = {}
     for agent in agents:
         adapter = get_adapter(agent)
         pinned = adapter.facts.install.version if adapter.facts.install is not None else None
-        out[agent] = pinned if backend is Backend.DOCKER and pinned else adapter.version()
+        out[agent] = pinned if pinned_agents and pinned else adapter.version()
     return out
 
 
@@ -171,9 +171,9 @@ def load_file(path: Path, spec: FleetSpec, versions: Mapping[str, str | None]) -
     return plan.Cassette(root=path.resolve(), nonce=header.nonce, plan=list(header.plan))
 
 
-def cassette(where: str, spec: FleetSpec, backend: Backend) -> plan.Cassette:
+def cassette(where: str, spec: FleetSpec, pinned_agents: bool) -> plan.Cassette:
     """`--replay WHERE`: an exported recording file, else a run (name or folder)."""
     path = Path(where).expanduser()
     if path.is_file():
-        return load_file(path, spec, current_versions(spec, backend))
+        return load_file(path, spec, current_versions(spec, pinned_agents))
     return plan.load(where, spec)

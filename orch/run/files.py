@@ -13,9 +13,9 @@ import stat
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import BinaryIO, Generic, TypeVar
+from typing import BinaryIO, Generic, Protocol, TypeVar
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from orch import escape
 from orch.errors import NotFoundError, OrchError, UsageError
@@ -120,12 +120,19 @@ def read_worker_file(path: Path, limit: int = MAX_OUTPUT) -> bytes:
 
 
 M = TypeVar("M", bound=BaseModel)
+M_co = TypeVar("M_co", covariant=True)
 
 
-def read_model(path: Path, model: type[M] | TypeAdapter[M], missing: OrchError) -> M:
+class ReadsJson(Protocol[M_co]):
+    """What reads a union of models from JSON (a TypeAdapter, orch.run.records.RUN_INFO)."""
+
+    def validate_json(self, text: str, /) -> M_co: ...
+
+
+def read_model(path: Path, model: type[M] | ReadsJson[M], missing: OrchError) -> M:
     """A JSON file orch wrote, as its model (or union of models): `missing` if absent, a one-line UsageError
     if malformed."""
-    validate = model.validate_json if isinstance(model, TypeAdapter) else model.model_validate_json
+    validate = model.model_validate_json if isinstance(model, type) else model.validate_json
     try:
         return validate(path.read_text())
     except FileNotFoundError:

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Callable
 from enum import StrEnum
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, Self, TypeAlias, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, WithJsonSchema, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
 
 from orch import settings
 from orch.run.events import Event
@@ -24,12 +34,6 @@ class Strict(BaseModel):
     at import, a sixth of the start of every `orch` process (bench/README.md, "Process starts")."""
 
     model_config = ConfigDict(extra="forbid")
-
-
-class Backend(StrEnum):
-    LOCAL = "local"
-    DOCKER = "docker"
-    SWARM = "swarm"
 
 
 class Isolation(StrEnum):
@@ -197,10 +201,13 @@ class WorkerCaps(Strict):
 
 
 class RunInfoBase(Strict):
-    """`run.json`: what was asked for, and where it runs. A run is a `LocalRunInfo` or a `DockerRunInfo`."""
+    """`run.json`: what was asked for, and where it runs. Each backend has its variant of it, named by `backend`
+    (orch.backends.registry): `LocalRunInfo`, `DockerRunInfo`, or one a backend's own package defines; a
+    variant holds that backend's settings and nothing of another's (`RUN_RECORDS`)."""
 
     name: str
-    backend: Backend
+    backend: str
+    """The backend's registered name (orch.backends.registry.BACKENDS)."""
     agent: str
     workers: int
     workdir: str
@@ -231,7 +238,14 @@ class RunInfoBase(Strict):
     @property
     def where(self) -> str:
         """Where its fleet runs, for messages."""
-        return self.backend.value
+        return self.backend
+
+    @classmethod
+    def of(cls, info: RunInfoBase, **own: Any) -> Self:
+        """`info`'s fields every run has (a planned run, or one read elsewhere) as this variant, with its own
+        fields `own` (a container run's `container`): nothing of another variant's comes along."""
+        common = info.model_dump(include=set(RunInfoBase.model_fields) - {"backend"})
+        return cls(**common, **own)
 
     def agent_of(self, n: int) -> str:
         """Worker n's agent."""
@@ -250,7 +264,7 @@ class RunInfoBase(Strict):
 class LocalRunInfo(RunInfoBase):
     """A run whose tmux server is on the machine that started it (`orch up --local`, or made inside a container)."""
 
-    backend: Literal[Backend.LOCAL] = Backend.LOCAL
+    backend: Literal["local"] = "local"
     egress_allow: list[str] | None = None
     """Strict isolation: the `host:port` names its workers may CONNECT to through the relay's proxy
     (`--egress allowlist`, orch.backends.local.egressproxy); None: no network but the gateway (`--egress none`)."""
@@ -267,26 +281,19 @@ class LocalRunInfo(RunInfoBase):
 class DockerRunInfo(RunInfoBase):
     """A run in its own container."""
 
-    backend: Literal[Backend.DOCKER] = Backend.DOCKER
+    backend: Literal["docker"] = "docker"
     container: ContainerInfo
 
     @property
     def where(self) -> str:
         return f"container {self.container.name}"
 
-    @classmethod
-    def of(cls, info: RunInfoBase, container: ContainerInfo) -> DockerRunInfo:
-        """`info` (a planned run, or one read from a remote engine) with this container record."""
-        return cls(
-            **{**info.model_dump(exclude={"backend", "container", "egress_allow", "swarm"}), "container": container}
-        )
-
 
 class SwarmRunInfo(RunInfoBase):
     """A run as a Swarm service on a node the scheduler chose; its folder comes home through its collector.
     Inside its task the run's own run.json is a `DockerRunInfo` (the task is a container, and runs as one)."""
 
-    backend: Literal[Backend.SWARM] = Backend.SWARM
+    backend: Literal["swarm"] = "swarm"
     swarm: SwarmInfo
 
     @property
@@ -294,15 +301,44 @@ class SwarmRunInfo(RunInfoBase):
         life = self.swarm.life
         return f"swarm node {life.node}" if life is not None and life.node else "swarm"
 
-    @classmethod
-    def of(cls, info: RunInfoBase, swarm: SwarmInfo) -> SwarmRunInfo:
-        """`info` (a planned run, or the task's own run.json) with this swarm record."""
-        drop = {"backend", "container", "egress_allow", "swarm"}
-        return cls(**{**info.model_dump(exclude=drop), "swarm": swarm})
+
+RunInfo: TypeAlias = RunInfoBase
+"""A run's record: the variant of its backend."""
+
+RUN_RECORDS: dict[str, type[RunInfoBase]] = {"local": LocalRunInfo, "docker": DockerRunInfo, "swarm": SwarmRunInfo}
+"""Each backend's variant of run.json by its name: these because every layer reads them (a run's container its
+`DockerRunInfo` before any backend code runs); a backend's own package adds its variant when it loads."""
+RECORD_FINDERS: list[Callable[[str], None]] = []
+"""Called with a backend's name RUN_RECORDS lacks: orch.backends.registry loads it (its package adds its variant)."""
 
 
-RunInfo: TypeAlias = Annotated[LocalRunInfo | DockerRunInfo | SwarmRunInfo, Field(discriminator="backend")]
-RUN_INFO: TypeAdapter[RunInfo] = TypeAdapter(RunInfo)
+class RunRecords:
+    """Reads run.json into the variant of its backend: a pydantic union discriminated on `backend` over
+    RUN_RECORDS as it is when read (a backend loaded later adds its variant), each variant strict."""
+
+    def __init__(self) -> None:
+        self._made: tuple[tuple[type[RunInfoBase], ...], TypeAdapter[RunInfoBase]] | None = None
+
+    def adapter(self) -> TypeAdapter[RunInfoBase]:
+        variants = tuple(RUN_RECORDS.values())
+        if self._made is None or self._made[0] != variants:
+            union: Any = Union[variants]  # noqa: UP007 (a union of the variants registered now)
+            self._made = (variants, TypeAdapter(Annotated[union, Field(discriminator="backend")]))
+        return self._made[1]
+
+    def validate_json(self, text: str | bytes) -> RunInfoBase:
+        try:
+            return self.adapter().validate_json(text)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            if error["type"] != "union_tag_invalid":
+                raise
+            for find in RECORD_FINDERS:  # a backend not loaded yet: its package adds its variant
+                find(str(error.get("ctx", {}).get("tag")))
+            return self.adapter().validate_json(text)  # still unknown: pydantic's error names the backends there are
+
+
+RUN_INFO = RunRecords()
 """Reads run.json into the record of its backend."""
 
 
@@ -392,7 +428,7 @@ class WorkerStatus(Strict):
 
 class RunStatusView(Strict):
     name: str
-    backend: Backend
+    backend: str
     agent: str
     status: RunStatus
     alive: bool

@@ -234,7 +234,7 @@ class Watcher:
         matrix = self._matrix()
         snap = Snapshot(
             run=info.name,
-            backend=info.backend.value,
+            backend=info.backend,
             agent=info.agent,
             status=info.status,
             taken=time.time(),

@@ -11,6 +11,7 @@ import pytest
 
 from orch.agents import claude
 from orch.agents.claude import has_conversation
+from orch.backends.registry import confinement_of
 from orch.fleet import control, launch, talk
 from orch.offline.modelserver import ScriptedModelServer
 from orch.run import workerprotocol
@@ -102,7 +103,7 @@ def test_killed_agent_shows_as_crashed_and_restarts_resumed(fleet3: RunFolder) -
     wait_until(lambda: has_conversation(fleet3.config_dir(1), session), 30, "the session transcript")
     kill_agent(fleet3, 1)
     # Restarted, it resumes the same Claude Code session.
-    launch.restart(fleet3, 1)
+    launch.restart(fleet3, 1, confinement_of(fleet3.info()))
     starts = wait_until(
         lambda: [e for e in fleet3.hook_events(1) if e.hook_event_name == "SessionStart"][1:], 30, "the resumed start"
     )

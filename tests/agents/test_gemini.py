@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from orch.backends.registry import confinement_of
 from orch.fleet import control, launch
 from orch.gateway.modeldir import Exchange
 from orch.gateway.recording.exchanges import read_exchanges
@@ -164,7 +165,7 @@ def test_killed_agent_shows_as_crashed_and_restarts_resumed(fleet: RunFolder, mo
     kill_agent(fleet, 1)
     # Restarted with its next prompt on the command line (as the lead's recovery does), it resumes the same
     # Gemini CLI session.
-    launch.restart(fleet, 1, "are you back")
+    launch.restart(fleet, 1, confinement_of(fleet.info()), "are you back")
     starts = wait_until(
         lambda: [e for e in fleet.hook_events(1) if e.hook_event_name == "SessionStart"][1:], 30, "the resumed start"
     )

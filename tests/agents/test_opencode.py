@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from orch.agents.opencode import config_deps, has_session
+from orch.backends.registry import confinement_of
 from orch.fleet import control, launch
 from orch.run.events import Event
 from orch.run.files import atomic_write
@@ -100,7 +101,7 @@ def test_killed_agent_shows_as_crashed_and_restarts_resumed(tmp_path: Path) -> N
     assert session is not None and session.startswith("ses_")
     wait_until(lambda: has_session(run.config_dir(1) / "data", session), 30, "the session in opencode's database")
     kill_agent(run, 1)
-    launch.restart(run, 1)
+    launch.restart(run, 1, confinement_of(run.info()))
     starts = wait_until(
         lambda: [e for e in run.hook_events(1) if e.hook_event_name == "SessionStart"][1:], 60, "the resumed start"
     )

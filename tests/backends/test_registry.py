@@ -50,7 +50,7 @@ def test_local_commands_run_in_this_process() -> None:
 
 
 def test_the_boot_timeout_reaches_either_sandbox() -> None:
-    local = backends.sandbox_for_backend(LOCAL.backend, boot_timeout=7)
-    docker = backends.sandbox_for_backend(DOCKER.backend, boot_timeout=7)
+    local = backends.sandbox_for(LOCAL, boot_timeout=7)
+    docker = backends.sandbox_for(DOCKER, boot_timeout=7)
     assert isinstance(local, LocalSandbox) and local.boot_timeout == 7
-    assert isinstance(docker, DockerSandbox) and docker.settings.boot_timeout == 7
+    assert isinstance(docker, DockerSandbox) and docker.boot_timeout == 7

@@ -18,7 +18,7 @@ from orch.fleet import control
 from orch.fleet.tmux import TmuxServer
 from orch.gateway.modeldir import UsageSnapshot, WorkerUsage
 from orch.run.folder import RunFolder
-from orch.run.records import Backend, ContainerInfo, RunStatus, RunStatusView, WorkerState, WorkerStatus
+from orch.run.records import ContainerInfo, RunStatus, RunStatusView, WorkerState, WorkerStatus
 from orch.waits import wait_until
 from tests.helpers import orch, run_info
 
@@ -49,7 +49,7 @@ def test_status_columns_fit_their_longest_cell() -> None:
     detail = "container exited (137), then the engine said something rather long about it"
     view = RunStatusView(
         name="wide",
-        backend=Backend.DOCKER,
+        backend="docker",
         agent="claude",
         status=RunStatus.RUNNING,
         alive=False,

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from orch import settings
+from orch.backends.registry import confinement_of
 from orch.fleet import caps, diskuse
 from orch.fleet.watchdog import Watchdog
 from orch.run.folder import RunFolder
@@ -45,10 +46,10 @@ def test_a_worker_with_files_by_the_hundred_thousand_hides_no_one_s_bytes(
             (folder / f"f{i}").touch()
     run.sessions(2).mkdir(parents=True, exist_ok=True)
     (run.sessions(2) / "big.bin").write_bytes(os.urandom(8 * MIB))
-    look = diskuse.measure_disk(run, run.info(), [1, 2])
+    look = diskuse.measure_disk(run, [1, 2], confinement_of(run.info()))
     assert look.over == {1} and 300 < look.files[1] <= 302  # it stopped reading worker 1's at its count
     assert look.written[2] >= 8 * MIB
-    found = Watchdog(run, run.info(), [1, 2]).check()
+    found = Watchdog(run, run.info(), [1, 2], confinement_of(run.info())).check()
     assert {(b.worker, b.cap) for b in found} == {(1, "files"), (2, "disk")}
     assert not list(run.outbox(1).iterdir())  # what it wrote is gone
 
@@ -69,7 +70,7 @@ def test_memory_a_worker_holds_as_a_file_with_no_name_counts_as_written(run: Run
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
-        dog = Watchdog(run, run.info(), [1, 2])
+        dog = Watchdog(run, run.info(), [1, 2], confinement_of(run.info()))
         found = dog.check()
         assert [(b.worker, b.cap) for b in found] == [(2, "disk")] and found[0].used >= 6 * MIB, found
     finally:

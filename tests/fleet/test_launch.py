@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from orch.backends.registry import confinement_of
 from orch.errors import SandboxError
 from orch.fleet import control, launch
 from orch.run.folder import RunFolder
@@ -56,9 +57,9 @@ def test_restart_brings_a_crashed_worker_back(run3: RunFolder) -> None:
     shutil.rmtree(home)
     home.write_text("planted")
     with pytest.raises(SandboxError, match="config dir cannot be prepared"):
-        launch.restart(run3, 2)
+        launch.restart(run3, 2, confinement_of(run3.info()))
     home.unlink()
-    launch.restart(run3, 2)
+    launch.restart(run3, 2, confinement_of(run3.info()))
     wait_until(lambda: control.status(run3).workers[1].state is WorkerState.IDLE, 10, "worker 2 to come back")
     assert orch("send", "r3", "2", "after restart").exit_code == 0
     assert prompts(run3, 2)[-1] == "after restart"

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from orch.backends.registry import confinement_of
 from orch.fleet import launch, rungateway
 from orch.gateway.process import GatewayClient, handle_path, load_handle
 from orch.offline.modelserver import ScriptedModelServer, key_digest
@@ -73,7 +74,7 @@ def test_workers_hold_tokens_and_only_the_gateway_holds_the_key(upstream: Script
         assert env["ANTHROPIC_BASE_URL"].endswith(tokens[n])
     assert tokens[1] != tokens[2]
     # Every process of the fleet (agents, hooks, tool calls) and the tmux server: no secret.
-    for pid in launch.worker_processes(run, 2):
+    for pid in launch.worker_processes(run, 2, confinement_of(run.info())):
         with contextlib.suppress(ProcessLookupError, FileNotFoundError):  # a hook that exited meanwhile
             assert SECRET.encode() not in Path(f"/proc/{pid}/environ").read_bytes()
     tmux_env = subprocess.run(
@@ -94,7 +95,7 @@ def test_workers_hold_tokens_and_only_the_gateway_holds_the_key(upstream: Script
     assert _post(f"{handle.url}/v1/messages", {"x-api-key": SECRET}) == 401
     assert _post(f"{handle.url}/t/{tokens[1]}/v1/messages", {}) == 200
     # A restart gives the worker a new token and revokes its old one.
-    launch.restart(run, 1)
+    launch.restart(run, 1, confinement_of(run.info()))
     assert _post(f"{handle.url}/t/{tokens[1]}/v1/messages", {}) == 401
     # After the run the gateway is gone with every token.
     assert orch("kill", "gw").exit_code == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from orch.backends.registry import confinement_of
 from orch.fleet import stopping
 from orch.fleet.workerprocs import WorkerProcesses, processes_by_worker
 from orch.run.folder import RunFolder
@@ -21,8 +22,9 @@ def test_a_process_bomb_is_stopped_even_as_it_respawns(run: RunFolder) -> None:
         "for _ in range(6):\n    os.fork()\n    time.sleep(0.05)\ntime.sleep(120)",
     )
     info = run.info()
-    wait_until(lambda: len(processes_by_worker(run, info, [1])[1]) >= 32, 20, "the bomb to spread")
-    watcher = WorkerProcesses(run, info, [1])
-    stopped = stopping.stop(info, 1, lambda: watcher.look()[1], grace=0.3)
+    confinement = confinement_of(info)
+    wait_until(lambda: len(processes_by_worker(run, [1], confinement)[1]) >= 32, 20, "the bomb to spread")
+    watcher = WorkerProcesses(run, [1], confinement)
+    stopped = stopping.stop(confinement, info, 1, lambda: watcher.look()[1], grace=0.3)
     assert stopped.survived == [] and len(stopped.killed) >= 32
     assert bomb.wait(timeout=10) != 0

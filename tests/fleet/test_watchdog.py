@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from orch import settings
+from orch.backends.registry import confinement_of
 from orch.fleet.caps import Breach
 from orch.fleet.watchdog import Watchdog
 from orch.run.folder import RunFolder
@@ -44,7 +45,7 @@ def test_the_watchdog_stops_a_memory_hog_and_a_disk_filler(run: RunFolder) -> No
     filler = as_worker(run, 2, "import time; time.sleep(60)")
     run.outbox(2).mkdir(parents=True, exist_ok=True)
     (run.outbox(2) / "fill.bin").write_bytes(os.urandom(8 * MIB))
-    dog = Watchdog(run, info, [1, 2])
+    dog = Watchdog(run, info, [1, 2], confinement_of(info))
     try:
         found: list[Breach] = []
 
@@ -80,7 +81,7 @@ def test_a_worker_is_marked_stopping_from_before_its_kill_until_the_breach_is_ta
             at_kill.append((self.stopping(breach.worker), [b.worker for b, _ in self.take()]))
             super().stop_worker(breach, pids)
 
-    dog = Recording(run, run.info(), [1, 2])
+    dog = Recording(run, run.info(), [1, 2], confinement_of(run.info()))
     try:
         wait_until(lambda: dog.check(), 30, "the watchdog to see the filler")
         assert at_kill == [(True, [])]  # stopping, and nothing to take yet

@@ -11,11 +11,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
 
 import pytest
 
 from orch import procs, settings
+from orch.backends.local.bwrap import ByNamespace
+from orch.backends.registry import confinement_of
+from orch.fleet.confinement import Owner
 from orch.fleet.workerprocs import YOUNG_S, WorkerProcesses
 from orch.run.folder import RunFolder
 from orch.run.records import Isolation
@@ -50,7 +52,7 @@ def test_shared_isolation_reads_each_process_once(
     run = _run(tmp_path, monkeypatch, Isolation.SHARED)
     mark = {**os.environ, settings.STATE_FILE.name: str(run.state(1))}
     started.append(subprocess.Popen([sys.executable, "-c", SLEEP], env=mark))
-    watcher = WorkerProcesses(run, run.info(), [1, 2])
+    watcher = WorkerProcesses(run, [1, 2], confinement_of(run.info()))
     assert watcher.look() == {1: {started[0].pid}, 2: set()}
     assert watcher.read > 0
     # A process that is no worker's yet, then execs as worker 2's (a pane's first process does so).
@@ -64,13 +66,17 @@ def test_shared_isolation_reads_each_process_once(
     late.stdin.close()
     wait_until(lambda: late.pid in watcher.look()[2], 10, "the exec'd process to be worker 2's")
     # A later look reads again only what is new or still young, never what it already knows to be old.
-    known, classify, read = set(watcher._owner), watcher._classify, []
+    known, attribution, read = set(watcher._owner), watcher.attribution, []
 
-    def counted(pid: int) -> int | Literal[procs.Unsettled.NOT_YET] | None:
-        read.append(pid)
-        return classify(pid)
+    class Counted:
+        def owner(self, pid: int) -> Owner:
+            read.append(pid)
+            return attribution.owner(pid)
 
-    monkeypatch.setattr(watcher, "_classify", counted)
+        def forget(self, alive: set[int], span: range | tuple[range, range] | None) -> None:
+            attribution.forget(alive, span)
+
+    monkeypatch.setattr(watcher, "attribution", Counted())
     assert watcher.look()[1] == {started[0].pid}
     now = time.time()
     old = [pid for pid in read if pid in known and (procs.started(pid) or now) + YOUNG_S < now - 1]
@@ -91,8 +97,8 @@ def test_a_sandboxed_worker_is_its_pid_namespace(
         started.append(subprocess.Popen(argv))
     liar = {**os.environ, settings.STATE_FILE.name: str(run.state(1))}
     started.append(subprocess.Popen([sys.executable, "-c", SLEEP], env=liar))
-    watcher = WorkerProcesses(run, run.info(), [1, 2])
-    assert watcher.by_namespace
+    watcher = WorkerProcesses(run, [1, 2], confinement_of(run.info()))
+    assert isinstance(watcher.attribution, ByNamespace)
     # bwrap's init (pid 1 inside), the shell exec'd as sleep, and the daemon: three in each sandbox.
 
     def both() -> dict[int, set[int]] | None:

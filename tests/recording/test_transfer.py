@@ -25,7 +25,7 @@ from orch.recording import transfer
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.paths import runs_dir
-from orch.run.records import Backend, ControllerEvent
+from orch.run.records import ControllerEvent
 from orch.spec.model import FleetSpec, TaskSpec
 from tests.helpers import orch, run_info
 
@@ -103,7 +103,7 @@ def test_an_export_holds_what_a_replay_needs_and_no_credential(tmp_path: Path, m
     assert header.spec_fingerprint == transfer.spec_fingerprint(spec)
     # Another name and workdir are the same spec; the plan and nonce come from the file.
     elsewhere = spec.model_copy(update={"name": "ci", "workdir": tmp_path / "clone"})
-    cassette = transfer.cassette(str(out), elsewhere, Backend.LOCAL)
+    cassette = transfer.cassette(str(out), elsewhere, pinned_agents=False)
     assert (cassette.root, cassette.nonce, cassette.plan) == (out.resolve(), "c0ffee00", header.plan)
     # The gateway answers from the file as from the run folder: same exchanges, same order.
     from_file = Replayer(out, "/new/run", "/new/work")
@@ -182,7 +182,7 @@ def test_a_corrupt_recording_is_one_line(
     out = _export(tmp_path, spec)
     _break(kind, out)
     with pytest.raises(UsageError) as caught:
-        transfer.cassette(str(out), spec, Backend.LOCAL)
+        transfer.cassette(str(out), spec, pinned_agents=False)
     assert message in caught.value.one_line(), caught.value
     assert "\n" not in caught.value.one_line()
 
@@ -191,7 +191,7 @@ def test_another_spec_or_other_versions_name_the_difference(tmp_path: Path) -> N
     spec = _spec(tmp_path)
     out = _export(tmp_path, spec)
     with pytest.raises(UsageError, match=r"another spec \(it differs in: tasks\)"):
-        transfer.cassette(str(out), _spec(tmp_path, goal="something else"), Backend.LOCAL)
+        transfer.cassette(str(out), _spec(tmp_path, goal="something else"), pinned_agents=False)
     header, _ = transfer.read_header(out)
     assert transfer.version_differences(header, {"scripted": __version__}) == []
     assert transfer.version_differences(header, {"scripted": "9.9"}) == [f"scripted 9.9 (recorded: {__version__})"]

@@ -29,7 +29,7 @@ from orch.report.render import matrix_text, render_html, render_markdown
 from orch.report.sarif.render import render_sarif
 from orch.run.events import Event
 from orch.run.folder import RunFolder
-from orch.run.records import Backend, ControllerEvent, RunStatus, RunStatusView, WorkerState, WorkerStatus
+from orch.run.records import ControllerEvent, RunStatus, RunStatusView, WorkerState, WorkerStatus
 from tests.report.ciformats import SPEC, Claim, junit, run_with, valid_sarif
 from tests.report.test_render import TAGS, Page, hostile
 from tests.test_escape import TEXT as ANY_TEXT
@@ -145,7 +145,7 @@ def test_the_terminal_shows_each_text_on_its_line() -> None:
         lines += matrix_text(evil).split("\n") + changes_text(evil.changes).split("\n")
         worker = WorkerStatus(worker=1, state=WorkerState.BUSY, detail=text, done=False, result=False, last_bus=text)
         view = RunStatusView(
-            name="r", backend=Backend.LOCAL, agent="claude", status=RunStatus.RUNNING, alive=True, workers=[worker]
+            name="r", backend="local", agent="claude", status=RunStatus.RUNNING, alive=True, workers=[worker]
         )
         lines += status_lines(view)
         lines.append(OrchError(text, hint=text).one_line())

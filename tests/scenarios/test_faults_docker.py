@@ -12,7 +12,8 @@ import docker.errors
 import pytest
 
 from orch.backends.docker import boot
-from orch.backends.docker.sandbox import DockerSandbox, DockerSettings
+from orch.backends.docker.backend import DockerSettings
+from orch.backends.docker.sandbox import DockerSandbox
 from orch.contracts import UpRequest
 from orch.errors import SandboxError
 from orch.run.records import ContainerOptions, EgressMode

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from orch.agents.codex.adapter import OFFLINE_MODEL
+from orch.backends.local.sandbox import LocalSandbox
+from orch.backends.registry import confinement_of
 from orch.contracts import UpRequest
 from orch.fleet import launch
 from orch.gateway.process import GatewayClient, handle_path, load_handle
@@ -74,7 +76,7 @@ def test_a_live_fleet_across_model_apis_gives_each_upstream_its_own_key(
     # `orch up live --local --agents claude:1,codex:1`, with the Codex worker on the model whose tools the
     # scripted model scripts (Codex's default model uses freeform tools).
     request = UpRequest("live", 2, "claude", workdir, worker_agents={2: "codex"}, worker_models={2: OFFLINE_MODEL})
-    launch.up(request)
+    LocalSandbox().up(request)
     run = RunFolder.for_name("live")
     assert run.info().credential == "x-api-key,bearer"
     for n in (1, 2):
@@ -97,7 +99,7 @@ def test_a_live_fleet_across_model_apis_gives_each_upstream_its_own_key(
     handle = load_handle(handle_path("live"))
     assert environs[1]["ANTHROPIC_BASE_URL"].startswith(f"{handle.url}/t/") and "OPENAI_API_KEY" not in environs[1]
     assert environs[2]["OPENAI_BASE_URL"].startswith(f"{handle.url}/t/") and "ANTHROPIC_API_KEY" not in environs[2]
-    for pid in launch.worker_processes(run, 2):
+    for pid in launch.worker_processes(run, 2, confinement_of(run.info())):
         with contextlib.suppress(ProcessLookupError, FileNotFoundError):
             data = Path(f"/proc/{pid}/environ").read_bytes()
             assert ANTHROPIC_KEY.encode() not in data and OPENAI_KEY.encode() not in data

@@ -35,7 +35,6 @@ from typing import Any
 
 import tomli_w
 
-from orch import settings
 from orch.agents.base import HOOKWRITER, AgentBase, hook_command
 from orch.agents.binaries import version_of
 from orch.agents.codex import watch
@@ -141,7 +140,7 @@ def _sandbox_mode(ctx: WorkerContext) -> str:
     ("bwrap: No permissions to create a new namespace"), nor in orch's sandbox, which drops every
     capability: every command would fail."""
     sandbox = MODES[ctx.permission_mode][1]
-    if sandbox == "workspace-write" and (settings.IN_CONTAINER.get() or settings.SANDBOXED.get(ctx.env)):
+    if sandbox == "workspace-write" and ctx.boxed:
         log.info("worker %s: Codex runs with full access inside orch's sandbox, which is its boundary", ctx.worker)
         return "danger-full-access"
     return sandbox

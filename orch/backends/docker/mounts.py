@@ -265,7 +265,9 @@ def _extract_run(buf: BinaryIO, name: str, run: RunFolder) -> RunInfo:
 
 def _merge_info(remote: RunInfo, local: DockerRunInfo) -> DockerRunInfo:
     """The local stub's run.json after a pull: the remote's view, with this machine's container record."""
-    merged = DockerRunInfo.of(remote, local.container.model_copy(update={"last_pull": dt.datetime.now(dt.UTC)}))
+    merged = DockerRunInfo.of(
+        remote, container=local.container.model_copy(update={"last_pull": dt.datetime.now(dt.UTC)})
+    )
     if local.status is RunStatus.STOPPED:
         merged.status = RunStatus.STOPPED
     return merged

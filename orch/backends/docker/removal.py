@@ -12,22 +12,22 @@ import docker.errors
 import requests.exceptions
 from docker.models.containers import Container
 
+from orch.backends import registry
 from orch.backends.docker import mounts
 from orch.backends.docker.boot import find
 from orch.container.layout import LABEL_RUN, container_name, run_volumes
 from orch.errors import OrchError
-from orch.fleet import launch
 from orch.run.folder import RunFolder
 from orch.run.paths import workspaces_dir
-from orch.run.records import Backend, DockerRunInfo
+from orch.run.records import DockerRunInfo
 
 
 def replace_run(client: docker.DockerClient, name: str, run: RunFolder) -> None:
     """--replace: the old container, its volumes and workspace copy, and the run folder."""
     with contextlib.suppress(OrchError):
         old = run.info()
-        if old.backend is Backend.LOCAL:
-            launch.server_for(old).kill()
+        if not isinstance(old, DockerRunInfo):  # another backend's run of the name: its backend stops it
+            registry.sandbox_for(old).kill(old)
     existing = find(client, container_name(name))
     if existing is not None:
         existing.remove(force=True)

@@ -23,7 +23,7 @@ import os
 import shutil
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import docker
@@ -33,6 +33,7 @@ from docker.models.containers import Container
 from pydantic import TypeAdapter
 
 from orch.backends.docker import boot, mounts, removal
+from orch.backends.docker.backend import DockerSettings
 from orch.backends.docker.boot import check_image, describe, find, run_container
 from orch.backends.docker.engine import DEFAULT_ENGINE, docker_client, engine_address, is_remote_client
 from orch.backends.docker.exec_run import Exec, exec_argv
@@ -57,7 +58,6 @@ from orch.run.folder import RunFolder
 from orch.run.paths import workspaces_dir
 from orch.run.records import (
     ContainerInfo,
-    ContainerOptions,
     ControllerEvent,
     DockerRunInfo,
     EgressMode,
@@ -67,22 +67,8 @@ from orch.run.records import (
     RunStatus,
     RunStatusView,
 )
-from orch.settings import IMAGE
 
 STOP_TIMEOUT = 15
-
-
-def default_image() -> str:
-    return IMAGE.get()
-
-
-@dataclass(frozen=True)
-class DockerSettings:
-    """What `orch up` asks of the docker backend beyond the UpRequest."""
-
-    image: str = field(default_factory=default_image)
-    options: ContainerOptions = field(default_factory=ContainerOptions)
-    boot_timeout: float = launch.BOOT_TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -102,6 +88,8 @@ class DockerSandbox:
 
     def __init__(self, settings: DockerSettings | None = None) -> None:
         self.settings = settings or DockerSettings()
+        timeout = self.settings.boot_timeout
+        self.boot_timeout = launch.BOOT_TIMEOUT if timeout is None else timeout
         self._clients: dict[str | None, docker.DockerClient] = {}
 
     # --- engines ---------------------------------------------------------------------------------
@@ -195,7 +183,7 @@ class DockerSandbox:
             user=f"{uid}:{gid}",
             options=opts.model_copy(update={"allow": allow}),
         )
-        info = DockerRunInfo.of(planned, container_info)
+        info = DockerRunInfo.of(planned, container=container_info)
         info.workdir = WORKDIR
         if recording is not None:  # the gateway in the container reads the run folder's copy
             info.replay = str(RunFolder(Path(run_mount(request.name))).replay_recording)
@@ -209,14 +197,14 @@ class DockerSandbox:
                 if opts.copy_workdir:
                     mounts.copy_workdir(host_workdir, Path(info.container.workspace_source), uid, gid)
             container = boot.create(
-                client, info, request.prompts, resume=False, boot_timeout=self.settings.boot_timeout, choice=choice
+                client, info, request.prompts, resume=False, boot_timeout=self.boot_timeout, choice=choice
             )
             info.container.id = str(container.id)
             if remote:
                 mounts.upload(container, info, host_workdir, recording)
             save_info(run, info)
             boot.start(client, container, info, choice)
-            boot.wait_running(container, run, info, self.settings.boot_timeout)
+            boot.wait_running(container, run, info, self.boot_timeout)
         except BaseException:
             removal.failed_up(client, container, run, info)
             raise
@@ -240,7 +228,7 @@ class DockerSandbox:
             raise UsageError(f"the workspace {ci.workspace_source} is gone", hint="start a new run")
         check_image(client, ci.image, ci.docker_host or DEFAULT_ENGINE)
         choice = boot.upstream(info)  # the credential of this resume's environment
-        container = boot.create(client, info, {}, resume=True, boot_timeout=self.settings.boot_timeout, choice=choice)
+        container = boot.create(client, info, {}, resume=True, boot_timeout=self.boot_timeout, choice=choice)
         ci.id = str(container.id)
         info.status = RunStatus.STARTING
         save_info(run, info)
@@ -248,7 +236,7 @@ class DockerSandbox:
             run.log_event(ControllerEvent(event=Event.RESUMED, data={"container": ci.id[:12]}))
         try:
             boot.start(client, container, info, choice)
-            boot.wait_running(container, run, info, self.settings.boot_timeout)
+            boot.wait_running(container, run, info, self.boot_timeout)
         except BaseException:
             with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
                 container.remove(force=True)

@@ -32,13 +32,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import orch
-from orch import prereqs, settings
-from orch.agents.registry import get_adapter
+from orch import prereqs, procs
 from orch.gateway.process import handle_path
 from orch.run.folder import RunFolder
 from orch.run.paths import OWN_BUS, SANDBOX_SOCKETS, SANDBOX_TMPFS, agents_dir, launch_dir
-from orch.run.records import Backend, Isolation, RunInfo
-from orch.run.uids import can_switch_uids
 
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix")
 """The system's read-only folders a sandbox sees (a symlink, as /bin is on merged-usr, stays one)."""
@@ -50,10 +47,42 @@ PANE_SOCKET = SANDBOX_SOCKETS / "pane.sock"
 """The relay's socket for the worker's own pane inside its sandbox (aider's watcher)."""
 
 
-def sandboxed(info: RunInfo) -> bool:
-    """Whether this run's workers run in bubblewrap: strict isolation on this machine's tmux (in a run's
-    container, each worker has a uid of its own instead)."""
-    return info.isolation is Isolation.STRICT and info.backend is Backend.LOCAL and not settings.IN_CONTAINER.get()
+class Bwrap:
+    """The one bubblewrap command line orch writes: a worker's sandbox (`argv`) and a change's checks' sandbox
+    (orch.lead.changes.gate) are each a series of these steps, which bwrap applies in order. Every sandbox gets
+    namespaces of its own (pid, network, ipc, uts, cgroup; a user namespace unless root: orch.prereqs) and dies
+    with its parent."""
+
+    def __init__(self, binary: Path | str) -> None:
+        self.args: list[str] = [str(binary), *prereqs.bwrap_namespaces(), "--die-with-parent"]
+
+    def add(self, *args: str) -> Bwrap:
+        self.args += args
+        return self
+
+    def ro(self, source: Path | str, dest: Path | str | None = None) -> Bwrap:
+        """`source` read-only at `dest` (default: the same path)."""
+        return self.add("--ro-bind", str(source), str(source if dest is None else dest))
+
+    def bind(self, source: Path | str, dest: Path | str | None = None) -> Bwrap:
+        """`source` writable at `dest` (default: the same path)."""
+        return self.add("--bind", str(source), str(source if dest is None else dest))
+
+    def tmpfs(self, path: Path | str, size: int | None = None, perms: str | None = None) -> Bwrap:
+        """An empty tmpfs at `path`, of at most `size` bytes (None: no size), with `perms` (octal)."""
+        sized = ["--size", str(size)] if size is not None else []
+        return self.add(*sized, *(["--perms", perms] if perms else []), "--tmpfs", str(path))
+
+    def remount_ro(self, path: Path | str) -> Bwrap:
+        return self.add("--remount-ro", str(path))
+
+    def dir(self, path: Path | str, perms: str | None = None) -> Bwrap:
+        return self.add(*(["--perms", perms] if perms else []), "--dir", str(path))
+
+    def setenv(self, env: dict[str, str]) -> Bwrap:
+        for key, value in env.items():
+            self.add("--setenv", key, value)
+        return self
 
 
 def writable(run: RunFolder, n: int, cwd: Path | None = None) -> list[Path]:
@@ -129,29 +158,25 @@ def argv(
     (a writer's worktree, writable, or the workdir). `home`: a HOME of its own (the user's is not there).
     `sockets`: its folder of the relay's sockets (orch.backends.local.relay.worker_sockets), bound at
     SANDBOX_SOCKETS. `space`: the size of each of its own tmpfs (SANDBOX_TMPFS: its disk cap; None: no size)."""
-    args = [str(prereqs.bwrap_binary()), "--die-with-parent", *prereqs.bwrap_namespaces(), "--cap-drop", "ALL"]
-    args += _system()
-    args += ["--proc", "/proc", "--dev", "/dev"]
+    box = Bwrap(prereqs.bwrap_binary()).add("--cap-drop", "ALL", *_system(), "--proc", "/proc", "--dev", "/dev")
     for place in SANDBOX_TMPFS:  # memory: each the size of its disk cap (the kernel's bound), measured as what it wrote
-        args += [*(["--size", str(space)] if space is not None else []), "--tmpfs", place]
-    args += ["--remount-ro", "/dev"]  # the rest of bwrap's /dev: a tmpfs of no size, else
+        box.tmpfs(place, space)
+    box.remount_ro("/dev")  # the rest of bwrap's /dev: a tmpfs of no size, else
     if Path("/sys").is_dir():
-        args += ["--ro-bind", "/sys", "/sys"]  # what runtimes read for CPU and memory limits
+        box.ro("/sys")  # what runtimes read for CPU and memory limits
     for path in readable(binaries):
-        args += ["--ro-bind", str(path), str(path)]
-    args += ["--ro-bind", str(workdir), str(workdir), "--ro-bind", str(run.root), str(run.root)]
-    args += ["--tmpfs", str(run.sessions_dir)]  # the others' transcripts: not there
+        box.ro(path)
+    box.ro(workdir).ro(run.root).tmpfs(run.sessions_dir)  # the others' transcripts: not there
     for hidden in private():  # in case the workdir holds them ($ORCH_HOME inside it): not there either
         if hidden.is_dir():
-            args += ["--tmpfs", str(hidden)]
+            box.tmpfs(hidden)
     for path in writable(run, n, cwd):
-        args += ["--bind", str(path), str(path)]
-    args += ["--ro-bind", str(sockets), str(SANDBOX_SOCKETS)]
+        box.bind(path)
+    box.ro(sockets, SANDBOX_SOCKETS)
     # The controller's bus.sock (stamped by uid: every local worker's is the user's) hidden under its own.
-    args += ["--bind", str(sockets / OWN_BUS), str(run.bus_socket)]
-    if home is not None:
-        args += ["--setenv", "HOME", str(home)]
-    return [*args, "--setenv", "TMPDIR", "/tmp", "--chdir", str(cwd), "--"]
+    box.bind(sockets / OWN_BUS, run.bus_socket)
+    box.setenv({"HOME": str(home)} if home is not None else {})
+    return [*box.setenv({"TMPDIR": "/tmp"}).add("--chdir", str(cwd)).args, "--"]
 
 
 def prepare(run: RunFolder, n: int) -> None:
@@ -165,31 +190,53 @@ def prepare(run: RunFolder, n: int) -> None:
         run.bus_socket.touch()  # the mount point of each worker's own bus socket
 
 
-SHARED_NOTE = (
-    "isolation shared: the workers share your uid and can read and write each other's files, the bus and "
-    "the tree, and read your own files"
-)
-SHARED_NOTE_CONTAINER = (
-    "isolation shared: the workers share the run's uid in its container and can read and write each other's "
-    "files, the bus and the tree"
-)
+class ByNamespace:
+    """Attribution in bubblewrap sandboxes: a process is the worker's whose sandbox's pid namespace it runs in,
+    which it can never leave; a namespace belongs to the worker whose bwrap (its parent outside, a process no
+    worker can start or change) binds that worker's outbox. Each namespace is found once, kept while its bwrap
+    lives."""
 
+    def __init__(self, outboxes: dict[str, int]) -> None:
+        self._outboxes = outboxes
+        self._host = procs.pid_namespace(os.getpid())
+        self._sandboxes: dict[int, tuple[int | None, int]] = {}
+        """pid namespace: (its worker, or None for another's sandbox; the bwrap process outside that made it)."""
+        found = prereqs.bwrap_path()
+        self._bwrap = {"bwrap", *([found.name] if found is not None else [])}
 
-def shared_note(local: bool) -> str:
-    """What a run that ends up shared prints: on this machine or in its container."""
-    return SHARED_NOTE if local else SHARED_NOTE_CONTAINER
+    def forget(self, alive: set[int], span: range | tuple[range, range] | None) -> None:
+        for ns, (_, outer) in list(self._sandboxes.items()):
+            if outer not in alive or procs.in_span(outer, span):
+                del self._sandboxes[ns]  # its bwrap is gone: the namespace's inode may be handed out again
 
+    def owner(self, pid: int) -> int | None:
+        """The worker whose sandbox pid runs in: its namespace's, found once per namespace by walking up to the
+        first ancestor outside every worker's sandbox (a sandbox inside a sandbox, as Codex makes its own, is its
+        worker's too)."""
+        ns = procs.pid_namespace(pid)
+        if ns is None or ns == self._host:
+            return None
+        if ns in self._sandboxes:
+            return self._sandboxes[ns][0]
+        chain = procs.ancestry(pid) or []
+        for parent in chain[1:]:
+            outer = procs.pid_namespace(parent)
+            if outer in self._sandboxes:
+                self._sandboxes[ns] = (self._sandboxes[outer][0], self._sandboxes[outer][1])
+                return self._sandboxes[ns][0]
+            if outer == self._host:
+                n = self._bwrap_worker(parent)
+                self._sandboxes[ns] = (n, parent)
+                return n
+        return None
 
-def default_isolation(local: bool, kinds: Iterable[str]) -> tuple[Isolation, str | None]:
-    """`orch up`'s isolation when none is asked: strict, on this machine (a bubblewrap sandbox per worker)
-    as in a run's container (a uid per worker), unless an agent of the fleet cannot run strict, or
-    this process is itself in a container it cannot give workers uids in (started without CAP_SETUID: a
-    `docker exec` into compose's container). With the one-line note a run that ends up shared prints."""
-    unable = sorted({kind for kind in kinds if not get_adapter(kind).can_run_strict()})
-    if unable:
-        why = f"{', '.join(unable)} cannot run strict"
-        return Isolation.SHARED, f"{shared_note(local)}: {why}"
-    if settings.IN_CONTAINER.get() and not can_switch_uids():
-        why = "this container gives its processes no way to start workers as uids of their own (no CAP_SETUID)"
-        return Isolation.SHARED, f"{shared_note(True)}: {why}"
-    return Isolation.STRICT, None
+    def _bwrap_worker(self, pid: int) -> int | None:
+        """The worker whose sandbox this bwrap process (outside every sandbox) made: the one whose outbox it
+        binds writable."""
+        argv = procs.cmdline(pid)
+        if not argv or os.path.basename(argv[0]) not in self._bwrap:
+            return None
+        for i, arg in enumerate(argv[:-2]):
+            if arg == "--bind" and argv[i + 1] == argv[i + 2] and argv[i + 1] in self._outboxes:
+                return self._outboxes[argv[i + 1]]
+        return None

@@ -10,24 +10,44 @@ import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 
+from orch.backends import registry
+from orch.backends.base import in_container
+from orch.backends.local.backend import LocalSettings
 from orch.contracts import OrchCommand, UpRequest
 from orch.errors import OrchError, UsageError
 from orch.fleet import control, launch
 from orch.run.folder import RunFolder
-from orch.run.records import RunInfo, RunStatus, RunStatusView
+from orch.run.records import Isolation, LocalRunInfo, RunInfo, RunStatus, RunStatusView
 
 
 class LocalSandbox:
     """`Sandbox` of the fleets whose tmux server this process can reach."""
 
-    def __init__(self, boot_timeout: float = launch.BOOT_TIMEOUT) -> None:
-        self.boot_timeout = boot_timeout
+    def __init__(self, settings: LocalSettings | None = None) -> None:
+        self.settings = settings or LocalSettings()
+        timeout = self.settings.boot_timeout
+        self.boot_timeout = launch.BOOT_TIMEOUT if timeout is None else timeout
 
     def check(self, request: UpRequest) -> None:
-        launch.check(request)
+        info = self._planned(request)
+        launch.check(request, info, registry.confinement_of(info))
 
     def up(self, request: UpRequest) -> RunInfo:
-        return launch.up(request, self.boot_timeout)
+        info = self._planned(request)
+        return launch.up(request, info, registry.confinement_of(info), self.boot_timeout)
+
+    def _planned(self, request: UpRequest) -> LocalRunInfo:
+        """The run `request` asks for, with this sandbox's settings; UsageError for what cannot be had."""
+        allow = self.settings.egress_allow
+        if allow is not None and (request.isolation is not Isolation.STRICT or in_container()):
+            raise UsageError(  # a shared worker reaches what this machine does: an allowlist would promise nothing
+                "--egress allowlist applies to a strict local run (each worker in its sandbox, its network the "
+                "relay's proxy)",
+                hint="drop --egress/--allow, or run with --isolation strict",
+            )
+        _, info = launch.plan(request)
+        info.egress_allow = allow
+        return info
 
     def resume(self, name: str) -> RunInfo:
         run = RunFolder.for_name(name)
@@ -36,7 +56,7 @@ class LocalSandbox:
             raise UsageError(f"run {name!r} is still running", hint=f"orch kill {name} first to restart it")
         info.status = RunStatus.STARTING
         run.write_info(info)
-        launch.launch(run, info, {}, self.boot_timeout, resume=True)
+        launch.launch(run, info, registry.confinement_of(info), {}, self.boot_timeout, resume=True)
         return run.info()
 
     def forward(self, info: RunInfo, command: OrchCommand) -> int:
@@ -70,4 +90,4 @@ class LocalSandbox:
         return out
 
     def kill(self, info: RunInfo) -> None:
-        control.kill(RunFolder.for_name(info.name))
+        control.kill(RunFolder.for_name(info.name), registry.confinement_of(info))

@@ -92,7 +92,7 @@ def _merge(task_json: bytes, local: SwarmRunInfo) -> SwarmRunInfo:
     """The task's view of the run with this side's swarm record; a run this side marked lost or stopped
     stays so whatever its task last said."""
     task_info = RUN_INFO.validate_json(task_json)
-    merged = SwarmRunInfo.of(task_info, local.swarm)
+    merged = SwarmRunInfo.of(task_info, swarm=local.swarm)
     merged.workdir = task_info.workdir
     if local.swarm.lost is not None or local.status is RunStatus.STOPPED:
         merged.status = local.status

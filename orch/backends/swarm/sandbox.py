@@ -133,7 +133,7 @@ class SwarmSandbox:
         if recording is not None:
             task_info.replay = str(RunFolder(Path(run_mount(request.name))).replay_recording)
         choice = boot.upstream(task_info)  # before anything exists: a bad credential setup creates nothing
-        info = SwarmRunInfo.of(task_info, swarm)
+        info = SwarmRunInfo.of(task_info, swarm=swarm)
         try:
             network = service.make_network(client, request.name, swarm.options.egress)
             sync = service.make_secret(client, request.name, SYNC_SECRET, 1, service.new_token())
@@ -371,7 +371,7 @@ def task_record(info: RunInfoBase, swarm: SwarmInfo) -> DockerRunInfo:
         user=swarm.user,
         options=swarm.options,
     )
-    task_info = DockerRunInfo.of(info, container)
+    task_info = DockerRunInfo.of(info, container=container)
     task_info.workdir = WORKDIR
     return task_info
 

@@ -27,7 +27,10 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from orch import prereqs, procs, settings
+from orch import prereqs, procs
+from orch.backends import registry as backends
+from orch.backends.base import ChecksSandbox
+from orch.backends.local import bwrap
 from orch.container.egress import read_report
 from orch.errors import OrchError, UsageError
 from orch.jobs.changes import Change, CheckResult, ChecksRecord
@@ -55,7 +58,8 @@ SOURCE_MOUNT = "/tmp/orch-check/source"
 """Where the controller's checkout is bound read-only, for the check to copy."""
 NOT_FOUND, NOT_STARTED = 127, 125
 HOME_IN_SANDBOX = "/tmp/orch-check/home"
-SANDBOXES = {"bwrap": "bwrap", "uid": f"uid {checks_uid()}"}
+SANDBOXES = {ChecksSandbox.BWRAP: "bwrap", ChecksSandbox.OWN_UID: f"uid {checks_uid()}"}
+"""How a checks record names its sandbox."""
 CHECK_PIDS = 1024
 """Processes and threads one check may have (RLIMIT_NPROC, set inside its sandbox: a fork bomb in a change's
 code stops there and leaves the controller room to fork; the kernel never applies it to root)."""
@@ -68,8 +72,8 @@ def sandbox_available() -> str | None:
     return _sandbox()[1]
 
 
-def sandbox_kind() -> str:
-    """`bwrap` or `uid` (see the module's doc); UsageError when neither works here."""
+def sandbox_kind() -> ChecksSandbox:
+    """The sandbox the checks run in here (see the module's doc); UsageError when none works here."""
     kind, why = _sandbox()
     if kind is None:
         raise UsageError(why or "no sandbox for the checks", hint="install bubblewrap, or drop the spec's checks:")
@@ -77,16 +81,16 @@ def sandbox_kind() -> str:
 
 
 @functools.lru_cache(maxsize=1)
-def _sandbox() -> tuple[str | None, str | None]:
-    bwrap = _bwrap_works()
-    if bwrap is None:
-        return "bwrap", None
-    if not settings.IN_CONTAINER.get():
-        return None, bwrap
-    uid = _uid_works()
-    if uid is None:
-        return "uid", None
-    return None, f"{bwrap}; and {uid}"
+def _sandbox() -> tuple[ChecksSandbox | None, str | None]:
+    """The first of the sandboxes this place offers the checks (its backend's `checks`) that works, or why none
+    does."""
+    why = []
+    for kind in backends.here().checks:
+        not_here = _bwrap_works() if kind is ChecksSandbox.BWRAP else _uid_works()
+        if not_here is None:
+            return kind, None
+        why.append(not_here)
+    return None, "; and ".join(why)
 
 
 def _bwrap_works() -> str | None:
@@ -134,14 +138,14 @@ exit $rc"""
 def slots(wanted: int) -> int:
     """How many checks may run at once: in a run's container every check runs as the one checks' uid and its
     wrapper ends by killing every process of that uid (UID_WRAPPER), so there one at a time."""
-    return 1 if sandbox_kind() == "uid" else max(1, wanted)
+    return 1 if sandbox_kind() == ChecksSandbox.OWN_UID else max(1, wanted)
 
 
 def stop_uid_checks(tmux_socket: str | None) -> None:
     """In a run's container: kill every process of the checks' uid (a check's `timeout` runs in a process group
     of its own, which killing the wrapper's misses), from here or through the run's tmux server. Elsewhere,
     nothing to do: a bubblewrap sandbox dies whole with its first process."""
-    if _sandbox()[0] == "uid":
+    if _sandbox()[0] == ChecksSandbox.OWN_UID:
         kill_checks_uid(tmux_socket)
 
 
@@ -151,7 +155,7 @@ def stop_leftover_checks(tmux_socket: str | None) -> list[int]:
     controller starts again), killed; their pids. Only this run's: a run has its container (its own pid
     namespace) and the checks' uid there; and only that uid's: `kill -1` as an unprivileged uid signals no
     other uid's process (not the workers', the controller's, the gateway's)."""
-    if _sandbox()[0] != "uid":
+    if _sandbox()[0] != ChecksSandbox.OWN_UID:
         return []
     left = sorted(pid for pid in procs.of_uids({checks_uid()}) if procs.alive(pid))
     if left:
@@ -197,37 +201,30 @@ def sandbox_argv(tree: Path, subdir: str, command: str, limits: CheckLimits, uid
     it), everything read-only but SANDBOX_TMPFS (each a tmpfs of the disk cap's size: the kernel refuses the
     check more), hidden_paths() and /run empty, a clean environment. As root (above RLIMIT_NPROC, and no user
     namespace, or uid `uid` would not exist in it) the check runs as `uid`, its own for as long as it runs."""
-    bwrap = str(prereqs.bwrap_path() or "bwrap")
-    root = os.geteuid() == 0
-    unshare = (
-        ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"] if root else []
-    )
-    argv = [bwrap, *(unshare or ["--unshare-all"]), "--die-with-parent", "--new-session"]
-    argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    box = bwrap.Bwrap(prereqs.bwrap_path() or "bwrap").add("--new-session").ro("/")
+    box.add("--dev", "/dev", "--proc", "/proc")
     hidden = [*hidden_paths(), Path("/run")]  # empty, then read-only (a tmpfs the check could fill otherwise)
     for path in hidden:
-        argv += ["--tmpfs", str(path)]
+        box.tmpfs(path)
     for path in hidden:  # once all are there: one may be below another (agents/ in ORCH_HOME)
-        argv += ["--remount-ro", str(path)]
-    size = [] if limits.disk is None else ["--size", str(limits.disk)]
+        box.remount_ro(path)
     # /tmp after the hidden paths: the home folder may be under it; the tree is bound from the host's view.
     for place in SANDBOX_TMPFS:
-        argv += [*size, "--perms", "1777", "--tmpfs", place]
-    argv += ["--remount-ro", "/dev", "--perms", "1777", "--dir", str(Path(TREE_MOUNT).parent)]
-    argv += ["--ro-bind", str(tree), SOURCE_MOUNT, "--perms", "0777", "--dir", HOME_IN_SANDBOX]
-    argv += ["--chdir", "/tmp", "--clearenv"]
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
-        "HOME": HOME_IN_SANDBOX,
-        "TMPDIR": "/tmp",
-        "LANG": "C.UTF-8",
-        "CI": "1",
-        "NO_COLOR": "1",
-    }
-    for key, value in env.items():
-        argv += ["--setenv", key, value]
+        box.tmpfs(place, limits.disk, "1777")
+    box.remount_ro("/dev").dir(Path(TREE_MOUNT).parent, "1777").ro(tree, SOURCE_MOUNT).dir(HOME_IN_SANDBOX, "0777")
+    box.add("--chdir", "/tmp", "--clearenv").setenv(
+        {
+            "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+            "HOME": HOME_IN_SANDBOX,
+            "TMPDIR": "/tmp",
+            "LANG": "C.UTF-8",
+            "CI": "1",
+            "NO_COLOR": "1",
+        }
+    )
+    root = os.geteuid() == 0
     drop = drop_argv(uid, uid) if root and uid is not None else []
-    return [*argv, *drop, *check_limits(command, subdir)]
+    return [*box.args, *drop, *check_limits(command, subdir)]
 
 
 def check_limits(command: str, subdir: str) -> list[str]:
@@ -260,7 +257,7 @@ def run_checks(
     controller). `stopper`: ChecksStopped once it is stopped (from another thread), the running check killed."""
     kind = sandbox_kind()
     stopper = stopper or Stopper()
-    if kind == "bwrap":
+    if kind == ChecksSandbox.BWRAP:
         results = []
         for command in checks:
             with checkuids.lease() if os.geteuid() == 0 else contextlib.nullcontext() as uid:

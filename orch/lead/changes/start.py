@@ -20,7 +20,6 @@ from orch.lead.changes.scope import unmatched_globs
 from orch.run.files import atomic_write, read_model
 from orch.run.folder import RunFolder
 from orch.run.paths import runs_dir
-from orch.run.records import Backend
 from orch.spec.model import FleetSpec
 
 
@@ -56,20 +55,17 @@ class Prepared:
         shutil.rmtree(self.staging, ignore_errors=True)
 
 
-def prepare(
-    spec: FleetSpec, name: str, base: str | None, snapshot: bool, backend: Backend, defer_checks: bool = False
-) -> Prepared:
+def prepare(spec: FleetSpec, name: str, base: str | None, snapshot: bool, checks_here: bool) -> Prepared:
     """Everything a run with writers needs that can be refused, done before the run exists. UsageError (one
     line) for: no git repository without --snapshot, a dirty tree without --snapshot, an unknown base, no
-    working sandbox for the checks, a check command that does not exist (exit 127 on the base). The checks run
-    here on the base for a local run; a container run's controller runs them there (`ensure_baseline`), and
-    so does compose's (`defer_checks`: `orch run --prepare`, which holds no capability to start the checks'
-    uid; its controller starts it through the run's tmux server)."""
+    working sandbox for the checks, a check command that does not exist (exit 127 on the base). `checks_here`:
+    the checks run here on the base (a local run: `Backend.checks_at_start`); else the run's controller runs them
+    where it lives (`ensure_baseline`): a container run's, and compose's (`orch run --prepare`, which holds no
+    capability to start the checks' uid; its controller starts it through the run's tmux server)."""
     choice = choose_base(spec.workdir, base, snapshot)
     # A container run's checks run in its container (the checks' uid there): its controller runs them on
     # the base at its start (ensure_baseline), where a missing command stops the run in one line.
-    here = backend is Backend.LOCAL and not defer_checks
-    if spec.checks and here and (why := sandbox_available()) is not None:
+    if spec.checks and checks_here and (why := sandbox_available()) is not None:
         raise UsageError(why, hint="install bubblewrap, or drop the spec's checks:")
     runs_dir().mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".prepare-", dir=runs_dir()))
@@ -79,7 +75,7 @@ def prepare(
         info = build(staged.repo_dir, choice, name)
         repo = RunRepo(staged, info)
         record = None
-        if spec.checks and here:
+        if spec.checks and checks_here:
             record = check_commit(repo, info.base, spec.checks, f"base {info.base}", limits=CheckLimits.of(spec))
             refuse_missing(record)
         warnings = glob_warnings(spec, repo.files(info.base))

@@ -25,7 +25,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from orch.backends.local import bwrap
 from orch.errors import OrchError
 from orch.fleet import launch
 from orch.jobs.changes import (
@@ -47,7 +46,6 @@ from orch.lead.changes.scope import scope_violations
 from orch.lead.changes.stopper import Stopper
 from orch.run.events import Event
 from orch.run.files import UnsafeOutput, read_worker_file
-from orch.run.records import Isolation
 from orch.run.uids import worker_uid
 
 SUMMARY_CHARS = 4000
@@ -64,7 +62,7 @@ class Writing(Part):
             repo = RunRepo.open(self.run)
             head = repo.head()
             root = _fresh_folder(self.worktree(job, n))
-            if self.desk.info.isolation is Isolation.STRICT and not bwrap.sandboxed(self.desk.info):
+            if self.desk.confinement.own_uids:
                 # In a container: the folder the controller's, writable by worker n's group (its folder of
                 # worktrees is: orch.container.owners), the files worker n's own, and only worker n's.
                 root.chmod(0o770)
@@ -102,7 +100,7 @@ class Writing(Part):
         if (book.cwd or str(self.desk.workdir)) == str(where):
             return
         book.restarted_at = time.time()
-        launch.restart(self.run, n, None, self.spec.timeouts.boot, workdir=where, fresh=True)
+        launch.restart(self.run, n, self.desk.confinement, None, self.spec.timeouts.boot, workdir=where, fresh=True)
         book.cwd = None if where == self.desk.workdir else str(where)
         self.desk.save()
         self.desk.event(Event.WORKER_MOVED, n, job=job.id, workdir=str(where))
@@ -132,7 +130,9 @@ class Writing(Part):
         # A process the writer left behind could change the tree after the snapshot (which the change is taken
         # from, so it cannot alter this change): the attempt itself keeps the change out.
         # What it left when its job ended (stopped since), or what runs now.
-        strays = self.desk.strays.get(n) or launch.stray_processes(self.run, n, self.desk.panes.get(n))
+        strays = self.desk.strays.get(n) or launch.stray_processes(
+            self.run, n, self.desk.panes.get(n), self.desk.confinement
+        )
         if strays:
             scope.append(f"{len(strays)} process(es) left running after the done flag: " + ", ".join(strays.values()))
         earlier = self.state.change(job.rebase_of) if job.rebase_of else None

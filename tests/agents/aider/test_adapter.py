@@ -15,6 +15,7 @@ import pytest
 
 from orch.agents.aider import confirm
 from orch.agents.aider.adapter import SESSION, interpreter
+from orch.backends.registry import confinement_of
 from orch.fleet import control, launch
 from orch.run import hookwriter
 from orch.run.events import Event
@@ -115,7 +116,7 @@ def test_killed_aider_shows_as_crashed_and_restarts_with_its_chat_history(tmp_pa
     assert launch.last_session(run, 1) == SESSION
     kill_agent(run, 1)
     # Restarted with a prompt: aider has no flag for it, the watcher types it once aider is ready.
-    launch.restart(run, 1, prompt="what did I ask you to remember?")
+    launch.restart(run, 1, confinement_of(run.info()), prompt="what did I ask you to remember?")
     wait_until(lambda: prompts(run, 1)[-1:] == ["what did I ask you to remember?"], 90, "the typed first prompt")
     wait_until(lambda: run.hook_events(1)[-1].hook_event_name == "Stop", 60, "the restored worker's turn")
     llm = (run.config_dir(1) / "history" / "llm.history").read_text()

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from orch.agents.codex.adapter import has_rollout
+from orch.backends.registry import confinement_of
 from orch.fleet import control, launch
 from orch.gateway.recording.exchanges import read_exchanges
 from orch.run.events import Event
@@ -116,7 +117,8 @@ def test_killed_agent_shows_as_crashed_and_restarts_resumed(fleet: RunFolder) ->
     assert session is not None and has_rollout(fleet.config_dir(1), session)
     kill_agent(fleet, 1)
     seen = len(fleet.hook_events(1))
-    launch.restart(fleet, 1)  # no prompt: Codex resumes with orch's one-line resume prompt
+    # No prompt: Codex resumes with orch's one-line resume prompt.
+    launch.restart(fleet, 1, confinement_of(fleet.info()))
     starts = wait_until(
         lambda: [e for e in fleet.hook_events(1)[seen:] if e.hook_event_name == "SessionStart"], 60, "the resumed start"
     )

@@ -84,17 +84,17 @@ def test_resume_only_what_codex_kept(run: RunFolder) -> None:
     assert argv[1:3] == ["resume", session] and argv[-1] == RESUME_PROMPT
 
 
-def test_modes(run: RunFolder, monkeypatch: pytest.MonkeyPatch) -> None:
-    def sandbox(mode: str) -> tuple[str, str, bool]:
-        argv, home = _prepare(run, mode)
+def test_modes(run: RunFolder) -> None:
+    def sandbox(mode: str, boxed: bool = False) -> tuple[str, str, bool]:
+        argv, home = _prepare(run, mode, boxed=boxed)
         config = tomllib.loads((home / "config.toml").read_text())
         return config["approval_policy"], config["sandbox_mode"], "--dangerously-bypass-approvals-and-sandbox" in argv
 
     assert sandbox("on-request") == ("on-request", "workspace-write", False)
     assert sandbox("full-access") == ("never", "danger-full-access", False)
     assert sandbox("bypass") == ("never", "danger-full-access", True)
-    monkeypatch.setenv("ORCH_IN_CONTAINER", "1")  # bubblewrap cannot run there
-    assert sandbox("workspace-write") == ("never", "danger-full-access", False)
+    # In orch's own boundary (a run's container, a worker's own sandbox) Codex's bubblewrap cannot run.
+    assert sandbox("workspace-write", boxed=True) == ("never", "danger-full-access", False)
     with pytest.raises(UsageError, match="unknown permission mode"):
         _prepare(run, "yolo")
 

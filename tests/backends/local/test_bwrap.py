@@ -16,6 +16,7 @@ import pytest
 
 from orch.backends.local import relay
 from orch.backends.local.egressproxy import allowlist_of
+from orch.backends.registry import confinement_of
 from orch.fleet import launch
 from orch.fleet.diskuse import measure_disk
 from orch.fleet.workerprocs import WorkerProcesses
@@ -131,7 +132,8 @@ def test_a_strict_worker_sees_only_its_own_processes_files_and_sockets(strict: R
     assert refused and refused[0]["worker"] == 1 and refused[0]["data"]["claimed"] == 2
     assert not (run.outbox(2) / "forged").exists()
     assert [w for w in seen if w.startswith("SIZE=")] == [f"SIZE={info.caps.disk}"] * 3
-    written = measure_disk(run, info, [1, 2], WorkerProcesses(run, info, [1, 2]).look()).written
+    confined = confinement_of(info)
+    written = measure_disk(run, [1, 2], confined, WorkerProcesses(run, [1, 2], confined).look()).written
     assert written[1] >= 8 << 20 > written[2], written  # its /tmp's bytes are its own
 
 
@@ -182,21 +184,6 @@ def test_the_writable_set_is_one_list_with_the_current_jobs_worktree_only(tmp_pa
     assert relay.bus_socket(run, 2) != relay.bus_socket(run, 1)
 
 
-def test_up_defaults_to_strict_here_and_in_a_container(monkeypatch: pytest.MonkeyPatch) -> None:
-    from orch.backends.local import bwrap
-    from orch.backends.local.bwrap import default_isolation
-
-    assert default_isolation(True, ["claude", "codex"]) == (Isolation.STRICT, None)
-    assert default_isolation(True, ["claude", "aider"]) == (Isolation.STRICT, None)  # its pane through the relay
-    assert default_isolation(False, ["claude"]) == (Isolation.STRICT, None)  # a container run: strict too
-    assert default_isolation(False, ["aider"]) == (Isolation.STRICT, None)  # its pane socket: a folder of its own
-    # `orch up` run inside a container that cannot start processes as other uids: shared, and it says why.
-    monkeypatch.setenv("ORCH_IN_CONTAINER", "1")
-    monkeypatch.setattr(bwrap, "can_switch_uids", lambda: False)
-    isolation, note = default_isolation(True, ["claude"])
-    assert isolation is Isolation.SHARED and note and "no CAP_SETUID" in note
-
-
 def test_orch_home_inside_the_workdir_still_hides_the_gateways_state(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -222,12 +209,12 @@ def test_orch_home_inside_the_workdir_still_hides_the_gateways_state(
         assert seen == ["WORKDIR-OK"], seen
         # Its sandbox (bwrap, its init) and its agent's tree are not strays; what it leaves running is.
         pane = launch.server_for(run.info()).pane(1)
-        assert launch.stray_processes(run, 1, pane) == {}
+        assert launch.stray_processes(run, 1, pane, confinement_of(run.info())) == {}
         assert orch("send", run.name, "1", "$ setsid nohup sleep 300 >/dev/null 2>&1 &").exit_code == 0
 
         def leftover() -> dict[int, str] | None:
             # setsid and nohup exec into sleep under one pid: wait for the last of them, not the first seen.
-            strays = launch.stray_processes(run, 1, pane)
+            strays = launch.stray_processes(run, 1, pane, confinement_of(run.info()))
             return strays if "sleep 300" in strays.values() else None
 
         strays = wait_until(leftover, 20, "the worker's leftover sleep")

@@ -36,9 +36,11 @@ def _reader(served: Served) -> home.Reader:
 def _records(root: Path) -> tuple[DockerRunInfo, SwarmRunInfo]:
     planned = LocalRunInfo(name=root.name, agent="scripted", workers=1, workdir="/workspace", permission_mode="default",
                            tmux_socket="t", orch_version="0")  # fmt: skip
-    task = DockerRunInfo.of(planned, ContainerInfo(name=f"orch-{root.name}", image="i", host_run_dir=str(root)))
+    task = DockerRunInfo.of(
+        planned, container=ContainerInfo(name=f"orch-{root.name}", image="i", host_run_dir=str(root))
+    )
     swarm = SwarmInfo(image="i", lives=[SwarmLife(life=1, service="s1", node="orch-sw-w1")])
-    return task, SwarmRunInfo.of(task, swarm)
+    return task, SwarmRunInfo.of(task, swarm=swarm)
 
 
 def test_passes_come_to_the_users_copy_with_run_json_merged(collector: Served, tmp_path: Path) -> None:

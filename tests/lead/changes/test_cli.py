@@ -13,7 +13,6 @@ from orch.lead.changes.gate import sandbox_available
 from orch.lead.changes.queue import integrate
 from orch.lead.changes.start import prepare
 from orch.run.paths import runs_dir
-from orch.run.records import Backend
 from orch.spec.load import load_spec
 from tests.helpers import orch
 from tests.lead.changes.gitfix import fingerprint, make_repo, run_folder, ugit, user_repo
@@ -76,7 +75,7 @@ def test_globs_that_match_nothing_are_a_warning(tmp_path: Path) -> None:
     work = user_repo(tmp_path / "work")
     spec = load_spec(spec_file(tmp_path, work, allow=["tests/test_calc.py", "nowhere/*.py"]))
     spec = spec.model_copy(update={"protect": ["+docs/**", "calc.py"]})
-    prepared = prepare(spec, "w", None, False, Backend.LOCAL)
+    prepared = prepare(spec, "w", None, False, checks_here=True)
     try:
         assert prepared.warnings == [
             "protect: 'docs/**' matches no file of the base",
@@ -127,7 +126,7 @@ def test_orch_apply_fetches_a_new_branch_and_touches_nothing_else(
 def test_a_check_failing_on_the_base_is_a_warning(tmp_path: Path) -> None:
     work = user_repo(tmp_path / "work")
     spec = load_spec(spec_file(tmp_path, work, ["grep -q 'a + b' calc.py", "test -f calc.py"]))
-    prepared = prepare(spec, "w", None, False, Backend.LOCAL)
+    prepared = prepare(spec, "w", None, False, checks_here=True)
     try:
         assert prepared.baseline is not None and [r.exit_code for r in prepared.baseline.results] == [1, 0]
         assert prepared.warnings == [
@@ -136,7 +135,7 @@ def test_a_check_failing_on_the_base_is_a_warning(tmp_path: Path) -> None:
     finally:
         prepared.discard()
     # compose's `orch run --prepare` (no capability to start the checks' uid): its controller runs them.
-    deferred = prepare(spec, "w", None, False, Backend.LOCAL, defer_checks=True)
+    deferred = prepare(spec, "w", None, False, checks_here=False)
     try:
         assert deferred.baseline is None and deferred.warnings == []
     finally:
@@ -149,7 +148,7 @@ def test_installed_repository_belongs_to_the_run_folders_owner(tmp_path: Path) -
     """A container run started as root: the run folder is the container uid's, and so is its repository."""
     work = user_repo(tmp_path / "work")
     spec = load_spec(spec_file(tmp_path, work))
-    prepared = prepare(spec, "w", None, False, Backend.DOCKER)
+    prepared = prepare(spec, "w", None, False, checks_here=False)
     run = run_folder("w", workdir=work)
     os.chown(run.root, 1000, 1000)
     prepared.install(run)
