@@ -75,8 +75,7 @@ class Dialog:
     pattern: str
     keys: tuple[str, ...]
     every_start: bool = False
-    """A screen no seeding prevents, shown at each start as designed (Codex's "Folder access" for a folder it keeps
-    untrusted): looked for from a boot's start, every restart waits for it, logged as `start-screen-answered`."""
+    """Shown at every start as designed (Codex's "Folder access"): answered from a boot's start (orch.fleet.booting)."""
 
 
 @dataclass(frozen=True)
@@ -165,8 +164,7 @@ TEXT_SHELL = "text_shell"
 """The gateway ledger's tool name for a command in a fenced shell block of an answer with no tool calls
 (aider runs those lines): orch.gateway.apis.openai_chat.text_shell_calls."""
 TEXT_EDIT = "text_edit"
-"""The ledger's tool name for a SEARCH/REPLACE block of such an answer (aider applies it to `file_path`): what the
-controller compares a verdict file with (orch.jobs.authorship)."""
+"""The ledger's tool name for such an answer's SEARCH/REPLACE block on `file_path` (orch.jobs.authorship reads it)."""
 
 
 @dataclass(frozen=True)
