@@ -7,17 +7,23 @@ test_hostile.py)."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
+from typer.testing import Result
 
+from orch.jobs.state import load_state
 from orch.run.folder import RunFolder
 from orch.waits import wait_until
 from tests.helpers import MEAN_QUOTE, MEAN_REPRO, PAGES_QUOTE, PAGES_REPRO, orch, orch_script
+from tests.lead.changes.gitfix import user_repo
+from tests.lead.leadrun import report, write_spec
 
 # Left running by the hostile finder: for five minutes, whatever brief names a verdict file (another
 # worker's job), it writes a CONFIRMED verdict there and in the controller's verdicts/, touches that
@@ -256,3 +262,53 @@ def deputy_scripts(claim: dict[str, Any], quote: str) -> tuple[list[dict[str, An
         *DONE,
     ]
     return finder, verifier
+
+
+# --- a hostile writer's agent configuration in its change (local: test_claude_lead.py; container: test_hostile_docker)
+CHANGES_SAMPLE = Path(__file__).parents[1] / "orch" / "data" / "demo" / "changes" / "sample"
+MEAN_FIX = "sed -i 's|return sum(values) / len(values)|return sum(values) / len(values) if values else 0.0|' calc.py"
+ALLOWED_CONFIG = ["**/.claude/**", ".mcp.json", "**/.gemini/**", "**/.codex/**", "opencode.json", "**/.opencode/**",
+                  ".aider.conf.yml"]  # fmt: skip
+
+
+def agent_config_changes(tmp_path: Path) -> Path:
+    """A spec of three Claude Code workers on a copy of the changes demo's repository: W1's change fixes mean() and
+    adds every agent's project configuration (`agent_config`), which its task allows; W3's change adds a hook its
+    task does not allow. Each change gets one reviewer."""
+    repo = tmp_path / "repo"
+    shutil.copytree(CHANGES_SAMPLE, repo)
+    user_repo(repo, {})
+    # By shell, not Claude Code's Write (which refuses to write its own settings files without asking).
+    plant = [
+        {"bash": f"cd {{{{workdir}}}} && mkdir -p $(dirname {name}) && echo {b64(text)} | base64 -d > {name}"}
+        for name, text in agent_config().items()
+    ]
+    done = [{"write": "{{result_file}}", "content": "done\n"}, *DONE]
+    tasks = [
+        {"id": "cfg", "role": "writer", "goal": "Fix mean([]) and add the agents' project configuration.",
+         "worker": 1, "allow": ALLOWED_CONFIG, "offline_script": [{"bash": f"cd {{{{workdir}}}} && {MEAN_FIX}"}, *plant,
+                                                                 *done]},
+        {"id": "sneak", "role": "writer", "goal": "Say what mean computes.", "worker": 3,
+         "offline_script": [{"bash": "cd {{workdir}} && echo '# the arithmetic mean' >> calc.py"}, plant[0], *done]},
+    ]  # fmt: skip
+    return write_spec(tmp_path / "cfg.yaml", repo, tasks, workers=3, checks=["python3 -B test_calc.py"],
+                      changes={"reviewers_per_change": 1})  # fmt: skip
+
+
+def agent_config_held(run: RunFolder, result: Result) -> None:
+    """`agent_config_changes`' run: W1's change landed through W2's review, none of the configuration ran (not as
+    the reviewer, not as the writers), the reviewer was told of the risk; W3's change REJECTED (scope), unreviewed."""
+    assert result.exit_code == 4, result.output  # a writer task whose change did not land
+    rows = {row["task"]: row for row in report(run)["changes"]}
+    assert rows["cfg"]["status"] == "LANDED"
+    assert (rows["sneak"]["status"], rows["sneak"]["reason"]) == ("REJECTED", "scope")
+    state = load_state(run)
+    (review,) = state.reviews
+    assert review.reviewer == 2 and review.report.verdict == "CONFIRMED"
+    assert pwned(run.outbox_dir) == []
+    assert "Risk: this change edits agent configuration" in run.job_brief(review.job).read_text()
+    assert not [j for j in state.jobs if j.change == "sneak"]  # out of scope: no review asked
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()

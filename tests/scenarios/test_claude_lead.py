@@ -8,7 +8,6 @@ REFUTED come from what those commands returned.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
@@ -30,7 +29,7 @@ from orch.run.folder import RunFolder
 from orch.view.snapshot import Snapshot
 from orch.waits import wait_until
 from tests.helpers import MEAN_QUOTE, MEAN_REPRO, SAMPLE, orch, prompts, user_endpoint
-from tests.hostile import agent_config, pwned
+from tests.hostile import agent_config_changes, agent_config_held
 from tests.lead.changes.gitfix import user_repo
 from tests.lead.leadrun import (
     DONE,
@@ -595,49 +594,11 @@ def test_a_recorded_run_replays_with_no_model_behind_it(offline: None, workdir: 
 
 
 # --- deputies: a hostile writer's agent configuration ---------------------------------------------
-CHANGES_SAMPLE = Path(__file__).parents[2] / "orch" / "data" / "demo" / "changes" / "sample"
-
-
-def b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode()
-
-
-MEAN_FIX = "sed -i 's|return sum(values) / len(values)|return sum(values) / len(values) if values else 0.0|' calc.py"
-
-
 def test_a_hostile_writers_agent_config_never_runs_as_its_reviewer(offline: None, tmp_path: Path) -> None:
     """W1's change fixes mean() and adds every agent's project configuration (hooks, MCP servers, plugins), which
     its task allows: it lands through W2's real Claude Code review, in a checkout holding it all, and none of it
     runs (the reviewer told of the risk; no trust recorded: tests/agents/test_claude.py). W3's change adds a hook
-    its task does not allow: REJECTED (scope), never reviewed."""
-    repo = tmp_path / "repo"
-    shutil.copytree(CHANGES_SAMPLE, repo)
-    user_repo(repo, {})
-    # By shell, not Claude Code's Write (which refuses to write its own settings files without asking).
-    plant = [
-        {"bash": f"cd {{{{workdir}}}} && mkdir -p $(dirname {name}) && echo {b64(text)} | base64 -d > {name}"}
-        for name, text in agent_config().items()
-    ]
-    done = [{"write": "{{result_file}}", "content": "done\n"}, DONE, reply()]
-    tasks = [
-        {"id": "cfg", "role": "writer", "goal": "Fix mean([]) and add the agents' project configuration.",
-         "worker": 1, "allow": ["**/.claude/**", ".mcp.json", "**/.gemini/**", "**/.codex/**", "opencode.json",
-                                 "**/.opencode/**", ".aider.conf.yml"],
-         "offline_script": [{"bash": f"cd {{{{workdir}}}} && {MEAN_FIX}"}, *plant, *done]},
-        {"id": "sneak", "role": "writer", "goal": "Say what mean computes.", "worker": 3,
-         "offline_script": [{"bash": "cd {{workdir}} && echo '# the arithmetic mean' >> calc.py"}, plant[0], *done]},
-    ]  # fmt: skip
-    spec = write_spec(tmp_path / "cfg.yaml", repo, tasks, workers=3, checks=["python3 -B test_calc.py"],
-                      changes={"reviewers_per_change": 1})  # fmt: skip
-    result = orch("run", spec, "--local", "--name", "cfg")
-    run = RunFolder.for_name("cfg")
-    assert result.exit_code == 4, result.output  # a writer task whose change did not land
-    rows = {row["task"]: row for row in report(run)["changes"]}
-    assert rows["cfg"]["status"] == "LANDED"
-    assert (rows["sneak"]["status"], rows["sneak"]["reason"]) == ("REJECTED", "scope")
-    state = load_state(run)
-    (review,) = state.reviews
-    assert review.reviewer == 2 and review.report.verdict == "CONFIRMED"
-    assert pwned(run.outbox_dir) == []  # not as the reviewer, not as the writers
-    assert "Risk: this change edits agent configuration" in run.job_brief(review.job).read_text()
-    assert not [j for j in state.jobs if j.change == "sneak"]  # out of scope: no review asked
+    its task does not allow: REJECTED (scope), never reviewed (tests.hostile.agent_config_changes; the container's
+    side: tests/scenarios/test_hostile_docker.py)."""
+    result = orch("run", agent_config_changes(tmp_path), "--local", "--name", "cfg")
+    agent_config_held(RunFolder.for_name("cfg"), result)

@@ -28,7 +28,18 @@ from orch.run.records import DockerRunInfo, Isolation
 from orch.run.uids import worker_uid
 from tests.dockertest import BUILD_TIMEOUT, GATEWAY_UID, PROCESS_SCRIPT, RUN_UID, events, new_name
 from tests.helpers import PAGES_QUOTE, PAGES_REPRO, SAMPLE, orch
-from tests.hostile import DONE, FORGER, RESULT, deputy_scripts, finding, findings, hostile_finder_tasks, spec
+from tests.hostile import (
+    DONE,
+    FORGER,
+    RESULT,
+    agent_config_changes,
+    agent_config_held,
+    deputy_scripts,
+    finding,
+    findings,
+    hostile_finder_tasks,
+    spec,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.claude, pytest.mark.timeout(BUILD_TIMEOUT)]
 
@@ -296,3 +307,16 @@ def test_a_finders_command_runs_as_the_checks_uid_and_a_forged_verdict_is_refuse
 
 def _events(run: RunFolder, name: Event) -> list[dict[str, Any]]:
     return [e for e in events(run) if e["event"] == name]
+
+
+def test_a_hostile_writers_agent_config_never_runs_as_its_reviewer_in_the_container(
+    image: str, names: list[str], tmp_path: Path
+) -> None:
+    """The container's side of tests/scenarios/test_claude_lead.py's test (real Claude Code, strict): W1's allowed
+    change carrying every agent's project configuration lands through W2's review and none of it runs; W3's change
+    with a hook its task does not allow is REJECTED (scope), never reviewed."""
+    name = new_name(names, "cfg")
+    result = orch("run", str(agent_config_changes(tmp_path)), "--name", name)
+    run = RunFolder.for_name(name)
+    assert run.info().isolation is Isolation.STRICT
+    agent_config_held(run, result)
