@@ -25,7 +25,8 @@ from urllib.parse import urlsplit
 from orch import settings
 from orch.run.folder import RunFolder
 from orch.run.paths import agent_cache
-from orch.run.records import Isolation, RunInfo, RunStatusView, WorkerCaps
+from orch.run.records import Isolation, RunInfo, WorkerCaps
+from orch.run.statusview import RunStatusView
 
 
 @dataclass(frozen=True)
@@ -160,11 +161,9 @@ class SessionStore:
     (`sessions/agent-N`), so a later container can resume the session after the old one died."""
 
 
-TEXT_SHELL = "text_shell"
-"""The gateway ledger's tool name for a command in a fenced shell block of an answer with no tool calls
-(aider runs those lines): orch.gateway.apis.openai_chat.text_shell_calls."""
-TEXT_EDIT = "text_edit"
-"""The ledger's tool name for such an answer's SEARCH/REPLACE block on `file_path` (orch.jobs.authorship reads it)."""
+TEXT_SHELL, TEXT_EDIT = "text_shell", "text_edit"
+"""The gateway ledger's tool names for a command in a fenced shell block of an answer with no tool calls (aider runs
+those lines: orch.gateway.apis.openai_chat) and for its SEARCH/REPLACE block on `file_path` (orch.jobs.authorship)."""
 
 
 @dataclass(frozen=True)
@@ -284,8 +283,7 @@ class AgentFacts:
     new_session_args: tuple[str, ...] = ()
     """Put before a fresh id for a new session; empty: the agent names its sessions itself."""
     project_files: tuple[str, ...] = ()
-    """Globs of what it reads from a folder as configuration or instructions (`.claude/**`, `AGENTS.md`...): out of a
-    change's scope unless its task allows them (orch.lead.changes.agentfiles); the agent starts with them off."""
+    """Globs of its folder's config and instructions (`.claude/**`, `AGENTS.md`): orch.lead.changes.agentfiles."""
 
     @property
     def gateway(self) -> GatewayEnv | None:
@@ -382,6 +380,8 @@ class UpRequest:
     """STRICT: each worker its own uid and outbox, the workdir read-only (the container backend only)."""
     caps: WorkerCaps = field(default_factory=WorkerCaps)
     """Per-worker caps on processes, memory and disk, and the run folder's (orch.fleet.caps)."""
+    writers: bool = False
+    """An `orch run` with writer tasks: the run folder gets the worktrees and changes they need."""
 
 
 @dataclass(frozen=True)

@@ -39,8 +39,8 @@ _LINE_START = re.compile(r"^(\d*)([#>+\-=]|(?<=\d)[.)])")
 """What opens syntax only at a line's start: a heading, quote, list item (`-`, `+`, `1.`), setext underline."""
 _MENTION = re.compile(r"@(?=\w)")
 _BACKTICKS = re.compile(r"`+")
-_SARIF_LINK = re.compile(r"(\\*)\](?=\()")
-"""The `]` of an embedded link `[text](target)`, with the backslashes before it."""
+_SARIF_SYNTAX = re.compile(r"[\\\[\]]")
+"""What a SARIF message reads as syntax: an embedded link's brackets `[text](target)`, and the escaping backslash."""
 _LINE_ENDS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 ZERO_WIDTH_SPACE = "\u200b"
 """Between `@` and a name, so Markdown renderers (GitHub's job summary) make no mention of it."""
@@ -104,9 +104,9 @@ def xml(text: object) -> str:
 
 def sarif(text: object) -> str:
     """A SARIF message's text (report.sarif; GitHub code scanning shows it): made visible as `plain` does, and
-    with no embedded link (SARIF reads `[text](target)` in a message as one): such a `]` is escaped, and the
-    backslashes before it too."""
-    return _SARIF_LINK.sub(lambda m: m.group(1) * 2 + "\\]", plain(text))
+    with no embedded link (SARIF 2.1.0, 3.11.6: `[text](target)` in a message is one): every `\\`, `[` and `]`
+    escaped with a backslash, which SARIF then shows as the character itself."""
+    return _SARIF_SYNTAX.sub(lambda m: "\\" + m.group(), plain(text))
 
 
 def json_line(serialized: str) -> str:

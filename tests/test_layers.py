@@ -39,6 +39,7 @@ BASE = ("orch", "orch.errors", "orch.versions", "orch.waits", "orch.settings", "
 BASE += ("orch.jsonsample",)
 BASE += ("orch.procs",)
 BASE += ("orch.allowlist",)
+BASE += ("orch.exitcodes",)
 BASE += ("orch.prereqs",)
 BASE += ("orch.escape",)  # worker text made inert for each medium: every output and the notifications use it
 

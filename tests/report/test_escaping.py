@@ -29,7 +29,8 @@ from orch.report.render import matrix_text, render_html, render_markdown
 from orch.report.sarif.render import render_sarif
 from orch.run.events import Event
 from orch.run.folder import RunFolder
-from orch.run.records import ControllerEvent, RunStatus, RunStatusView, WorkerState, WorkerStatus
+from orch.run.records import ControllerEvent, RunStatus, WorkerState
+from orch.run.statusview import RunStatusView, WorkerStatus
 from tests.report.ciformats import SPEC, Claim, junit, run_with, valid_sarif
 from tests.report.test_render import TAGS, Page, hostile
 from tests.test_escape import TEXT as ANY_TEXT

@@ -43,11 +43,11 @@ from orch.run.records import (
     RunInfo,
     RunInfoBase,
     RunStatus,
-    RunStatusView,
     SwarmInfo,
     SwarmLife,
     SwarmRunInfo,
 )
+from orch.run.statusview import RunStatusView
 from orch.settings import IMAGE, SWARM_SYNC_INTERVAL
 from orch.waits import wait_until
 

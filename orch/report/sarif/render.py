@@ -6,13 +6,15 @@ Built from the report's model (orch.report.model) alone, so `orch report` rewrit
 - its locations the finding's evidence: file (relative to the workdir), line and the quoted text;
 - a fingerprint of the claim and the place (never the run or the finding id), so the same claim at the
   same place is one alert across runs rather than a new one each time;
-- the level from the severity and the status (`level`): a REFUTED finding is never an error, an
-  UNVERIFIED one at most a warning.
+- the level from the severity and the status (`level`): an UNVERIFIED finding is at most a warning;
+- a REFUTED finding is a suppressed result, not an alert: verification caught a false positive, and the
+  suppression's justification carries the verifiers' reasons (code scanning shows it closed).
 
 Extension point: `SECTIONS`. Each section turns the report into rules and results: the findings, then
-each writer task's change that did not land (REJECTED by the gate, CONFLICT, FAILED) at the files it touched.
-Worker-written text (claims, quotes, reasons) goes only into JSON strings, which json escapes, made visible by
-orch.escape (a message's text by escape.sarif: no embedded link of a worker's, no bidi or control character).
+each writer task's change that did not land (REJECTED by the gate, CONFLICT, FAILED) at the files it touched;
+a REJECTED one is suppressed too unless its task needed a change.
+Worker-written text (claims, quotes, reasons) goes only into JSON strings, which json escapes; in a message it
+passes orch.escape.sarif first (SARIF reads `[text](target)` in a message as a link: brackets are escaped).
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from typing import Literal
 from urllib.parse import quote
 
 from orch import __version__, escape
+from orch.exitcodes import Exit, status_of
 from orch.jobs.changes import ChangeStatus
-from orch.jobs.findings import CodeEvidence, Severity
+from orch.jobs.findings import CodeEvidence, Severity, Verdict
 from orch.jobs.state import FindingStatus
 from orch.report.model import FindingRow, RunReport
 from orch.report.sarif.model import (
@@ -50,6 +53,7 @@ from orch.report.sarif.model import (
     Run,
     RunProperties,
     SarifLog,
+    Suppression,
     Tool,
     Verifier,
 )
@@ -65,8 +69,8 @@ SRCROOT = "%SRCROOT%"
 FINGERPRINT = "orchClaim/v1"
 """The partialFingerprints key; bump the version if what it hashes changes."""
 SHORT = 120  # a rule's short description
-EXECUTED = ("passed", "not-confirmed")
-"""Outcomes of a run that went to its end (exit 0 or 4): the tool ran, whatever it found."""
+EXECUTED = tuple(status_of(code) for code in (Exit.PASSED, Exit.FINDINGS, Exit.INCOMPLETE))
+"""Outcomes of a run that went to its end (exit 0, 6 or 4): the tool ran, whatever it found."""
 
 # (status, severity) -> level. A REFUTED finding is a note whatever its severity; an unverified (or
 # still pending) one is at most a warning: only a CONFIRMED one is an error.
@@ -105,6 +109,13 @@ class Section:
 
 def _squash(text: str) -> str:
     return " ".join(text.split())
+
+
+def _refuted_by(row: FindingRow) -> str:
+    """A REFUTED finding's suppression: the verifiers who refuted it and why."""
+    said = [f"W{c.verifier}: {_squash(c.reason)}" if c.reason else f"W{c.verifier}" for c in row.verdicts
+            if c.verdict == Verdict.REFUTED.value]  # fmt: skip
+    return escape.plain("REFUTED by its verifiers: " + "; ".join(said))
 
 
 def relative_path(file: str, workdir: str) -> str:
@@ -183,6 +194,7 @@ def finding_section(report: RunReport) -> Section:
             for c in row.verdicts
         ]
         text = escape.sarif(f"{row.claim}\n\nVerification: {status.value}{_verdicts(row)}. Report: {anchor}")
+        refuted = status is FindingStatus.REFUTED
         results.append(
             Result(
                 rule_id=task_rule_id(row.task),
@@ -192,6 +204,7 @@ def finding_section(report: RunReport) -> Section:
                 partial_fingerprints={
                     FINGERPRINT: fingerprint(row.claim, row.locations[0] if row.locations else None, report.workdir)
                 },
+                suppressions=[Suppression(justification=_refuted_by(row))] if refuted else None,
                 properties=FindingProperties(
                     tags=["orch", row.severity, status.value],
                     finding=row.id,
@@ -226,7 +239,10 @@ def change_section(report: RunReport) -> Section:
             continue
         anchor = f"{REPORT}#change-{row.task}"
         why = f" ({row.reason.value})" if row.reason else ""
-        text = f"The change of writer task {row.task} did not land: {row.status.value}{why}. {row.detail}".strip()
+        text = f"The change of writer task {row.task} did not land: {row.status.value}{why}. {row.detail}"
+        # The gate's verdict on a change its task did not need is a result, not an alert (as a REFUTED finding).
+        caught = row.status is ChangeStatus.REJECTED and not row.fails
+        justification = escape.plain(f"REJECTED by the gate{why}: {_squash(row.detail)}")
         locations = [
             Location(
                 physical_location=PhysicalLocation(
@@ -240,9 +256,10 @@ def change_section(report: RunReport) -> Section:
             Result(
                 rule_id=task_rule_id(row.task),
                 level=CHANGE_LEVELS[row.status],
-                message=Message(text=escape.sarif(f"{text}\n\nReport: {anchor}")),
+                message=Message(text=escape.sarif(f"{text.strip()}\n\nReport: {anchor}")),
                 locations=locations,
                 partial_fingerprints={FINGERPRINT: digest[:32]},
+                suppressions=[Suppression(justification=justification)] if caught else None,
                 properties=ChangeProperties(
                     tags=["orch", "change", row.status.value],
                     task=row.task,
