@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from orch import escape
 from orch.exitcodes import Exit
 
 
@@ -16,8 +17,10 @@ class OrchError(Exception):
         self.hint = hint
 
     def one_line(self) -> str:
-        text = self.message.replace("\n", " ")
-        return f"{text} (hint: {self.hint})" if self.hint else text
+        """The message and hint on one line, shown as they are (a path name from a worker's change, say, can
+        carry line breaks and terminal escapes: orch.escape.one_line)."""
+        text = escape.one_line(self.message)
+        return f"{text} (hint: {escape.one_line(self.hint)})" if self.hint else text
 
 
 class UsageError(OrchError):
@@ -61,4 +64,4 @@ def one_line(exc: Exception) -> str:
     """An error as one line: an OrchError's message and hint, else its type and text."""
     if isinstance(exc, OrchError):
         return exc.one_line()
-    return f"{type(exc).__name__}: {' '.join(str(exc).split()) or 'no details'}"  # "Is a directory" alone says little
+    return f"{type(exc).__name__}: {escape.one_line(exc) or 'no details'}"  # "Is a directory" alone says little

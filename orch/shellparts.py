@@ -111,3 +111,20 @@ def joinable(line: str) -> bool:
             return False
         stack.extend(node.children)
     return True
+
+
+def heredocs(command: str) -> list[str]:
+    """The bodies of a shell line's here-documents: what `cat > f <<'EOF'` ... `EOF` writes (the text as the
+    line has it: an unquoted heredoc's `$x` is not expanded)."""
+    if "<<" not in command:
+        return []
+    source = command.encode()
+    stack: list[Node] = [_parser().parse(source).root_node]
+    bodies = []
+    while stack:
+        node = stack.pop()
+        if node.type == "heredoc_body":
+            bodies.append(source[node.start_byte : node.end_byte].decode(errors="replace"))
+            continue
+        stack.extend(node.children)
+    return bodies

@@ -41,6 +41,8 @@ BASE += ("orch.procs",)
 BASE += ("orch.allowlist",)
 BASE += ("orch.exitcodes",)
 BASE += ("orch.prereqs",)
+BASE += ("orch.escape",)  # worker text made inert for each medium: every output and the notifications use it
+BASE += ("orch.modelaccess",)  # the shape of an agent's credentials: contracts and the agents read it
 
 
 def layer_of(module: str) -> str:

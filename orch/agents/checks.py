@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 
-from orch.contracts import AgentAdapter, Check, Credentials
+from orch.contracts import AgentAdapter, Check
 from orch.errors import OrchError, UsageError
+from orch.modelaccess import Credentials
 
 
 def check_permission_mode(adapter: AgentAdapter, mode: str) -> None:

@@ -7,22 +7,13 @@ import json
 import os
 import shlex
 import shutil
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from orch.agents.base import AgentBase, hook_command, write_config
 from orch.agents.credentials import anthropic_key, gateway_env
-from orch.contracts import (
-    AgentFacts,
-    Dialog,
-    ImageInstall,
-    LaunchSpec,
-    LoginFile,
-    SessionStore,
-    ShellTool,
-    WorkerContext,
-)
+from orch.contracts import AgentFacts, Dialog, ImageInstall, LaunchSpec, SessionStore, ShellTool, WorkerContext
+from orch.modelaccess import LoginFile
 from orch.run.folder import RunFolder
 from orch.versions import CLAUDE_CODE_PACKAGE, CLAUDE_CODE_VERSION
 
@@ -62,10 +53,9 @@ FACTS = AgentFacts(
     install=ImageInstall(
         package=CLAUDE_CODE_PACKAGE, version=CLAUDE_CODE_VERSION, build_arg="CLAUDE_CODE", size_mb=385
     ),
-    # Fallback only: seeding the config dir prevents these. In the pinned version the "No / exit" option is
-    # selected by default, so a blind Enter would make the worker exit.
+    # Fallback only: seeding the config dir prevents these. No trust dialog: orch never trusts a folder for a
+    # worker (CLAUDE_CODE_SANDBOXED keeps it away), so one that shows stays unanswered and the boot fails.
     dialogs=(
-        Dialog("trust", r"Is this a (project|directory) you created or one you trust", ("Down", "Enter")),
         Dialog("api-key", r"Detected a custom API key in your environment", ("Up", "Enter")),
         Dialog("bypass-warning", r"Bypass Permissions mode", ("Down", "Enter")),
     ),
@@ -74,10 +64,17 @@ FACTS = AgentFacts(
     credentials_check="credentials",
     new_session_args=("--session-id",),
     http_hooks=True,
+    # Settings (their hooks, status line, MCP approvals), skills, commands, agents, MCP servers, instructions.
+    project_files=("**/.claude/**", ".mcp.json", "CLAUDE.md", "CLAUDE.local.md"),
 )
 CREDENTIAL_ENV = CREDENTIALS.env
 """Its credential variables (bench/ reads them)."""
 GATEWAY = gateway_env(CREDENTIALS)
+
+PROJECT_CONFIG_OFF = ["--setting-sources", "user", "--strict-mcp-config"]
+"""Only the worker's own config dir's settings (orch's hooks among them) and no MCP server but those given on the
+command line (none): a folder's .claude/settings*.json, hooks, skills, commands, agents and .mcp.json never load."""
+TRUST_MARK = "hasTrustDialogAccepted"
 
 # The default lets a worker edit files and run commands without prompts (an unattended worker cannot
 # answer one), while refusing the destructive few. The real boundary is orch's: the container, or the sandbox.
@@ -107,7 +104,7 @@ def has_conversation(cfg: Path, session: str) -> bool:
     return False
 
 
-def _merge_json(path: Path, updates: dict[str, Any]) -> None:
+def _merge_json(path: Path, updates: dict[str, Any], drop_trust: bool = False) -> None:
     data: dict[str, Any] = {}
     if path.is_file():
         try:
@@ -115,6 +112,11 @@ def _merge_json(path: Path, updates: dict[str, Any]) -> None:
             data = loaded if isinstance(loaded, dict) else {}
         except ValueError:
             data = {}
+    projects = data.get("projects")
+    if drop_trust and isinstance(projects, dict):
+        for project in projects.values():
+            if isinstance(project, dict):
+                project.pop(TRUST_MARK, None)
     for key, value in updates.items():
         if isinstance(value, dict) and isinstance(data.get(key), dict):
             data[key] = {**data[key], **value}
@@ -131,12 +133,12 @@ class ClaudeAdapter(AgentBase):
         cfg.mkdir(parents=True, exist_ok=True, mode=0o700)
         # The status line is the ready marker: the last life's would read as booted (`orch restart`).
         ctx.run.status_line(ctx.worker).unlink(missing_ok=True)
-        # Trust both folders the worker touches: its workdir and the run folder (--add-dir).
-        self._seed_state(cfg, (ctx.workdir, ctx.run.root), ctx.env.get("ANTHROPIC_API_KEY"))
+        self._seed_state(cfg, ctx.env.get("ANTHROPIC_API_KEY"))
         self._seed_settings(cfg, ctx)
         self._copy_login(cfg, ctx.login_file)
 
         argv = [str(self.binary()), "--permission-mode", ctx.permission_mode, "--add-dir", str(ctx.run.root)]
+        argv += PROJECT_CONFIG_OFF
         if ctx.model:
             argv += ["--model", ctx.model]
         resume = ctx.resume_session if ctx.resume_session and has_conversation(cfg, ctx.resume_session) else None
@@ -148,6 +150,9 @@ class ClaudeAdapter(AgentBase):
             "CLAUDE_CONFIG_DIR": str(cfg),
             "DISABLE_AUTOUPDATER": "1",
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            # No trust dialog, and no trust recorded for any folder: with the project's config off above, trust
+            # gates nothing else (SECURITY.md, "Attacks by class").
+            "CLAUDE_CODE_SANDBOXED": "1",
             **self.worker_env(ctx),
         }
         if ctx.permission_mode == "bypassPermissions" and os.geteuid() == 0:
@@ -161,16 +166,12 @@ class ClaudeAdapter(AgentBase):
         return run.status_line(worker)
 
     @staticmethod
-    def _seed_state(cfg: Path, folders: Sequence[Path], api_key: str | None) -> None:
-        trusted = {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}
-        updates: dict[str, Any] = {
-            "hasCompletedOnboarding": True,
-            "hasSeenAutoDefaultNudge": True,
-            "projects": {str(folder): trusted for folder in folders},
-        }
+    def _seed_state(cfg: Path, api_key: str | None) -> None:
+        updates: dict[str, Any] = {"hasCompletedOnboarding": True, "hasSeenAutoDefaultNudge": True}
         if api_key:
             updates["customApiKeyResponses"] = {"approved": [api_key[-20:]], "rejected": []}
-        _merge_json(cfg / ".claude.json", updates)
+        # No folder is trusted: a mark an earlier life (or an older orch) left is taken back.
+        _merge_json(cfg / ".claude.json", updates, drop_trust=True)
 
     @staticmethod
     def _seed_settings(cfg: Path, ctx: WorkerContext) -> None:
@@ -192,7 +193,9 @@ class ClaudeAdapter(AgentBase):
             "hooks": hooks,
             "statusLine": {"type": "command", "command": status_command(ctx.run.status_line(ctx.worker))},
         }
-        _merge_json(cfg / "settings.json", seeded)
+        # Written whole: a hook something of the worker's uid added there (a command it ran for another
+        # worker) does not outlive a restart.
+        write_config(cfg / "settings.json", seeded)
 
     @staticmethod
     def _copy_login(cfg: Path, source: Path | None) -> None:

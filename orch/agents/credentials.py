@@ -4,7 +4,7 @@ takes its shape, and changes only what its CLI reads differently (another base U
 
 from __future__ import annotations
 
-from orch.contracts import Credentials, GatewayEnv
+from orch.modelaccess import Credentials, GatewayEnv
 
 OPENAI_URL = "https://api.openai.com/v1"
 OPENAI_API_NAMES = {"openai-chat": "Chat Completions", "openai-responses": "Responses"}

@@ -28,9 +28,14 @@ QUIET_ENV = {
     "GEMINI_CLI_NO_RELAUNCH": "1",
     "GOOGLE_GENAI_USE_GCA": "false",
     "GOOGLE_GENAI_USE_VERTEXAI": "false",
+    "GEMINI_CLI_TRUST_WORKSPACE": "false",
 }
 """Variables every Gemini CLI process of orch gets: one process (no relaunch as a child with a bigger heap, so
-a kill reaches the agent), and the API-key path even if the user's shell asks for another."""
+a kill reaches the agent), the API-key path even if the user's shell asks for another, and every folder untrusted
+(no dialog): a folder's .gemini/ settings, hooks, MCP servers, agents and GEMINI.md never load. Untrusted, Gemini
+CLI runs no hook of the settings files at all, so orch's hooks come as an extension (EXTENSION), whose hooks run."""
+EXTENSION = "orch"
+"""The extension in the worker's GEMINI_CLI_HOME that carries orch's hooks (`hooks/hooks.json`)."""
 # Its hook events under the names orch's worker states are derived from (Claude Code's). Its hooks cannot
 # approve a call: under an allow policy the hook writer presses Enter on its dialog ("1. Allow once" selected).
 HOOK_DIALECT = HookDialect(
@@ -70,12 +75,9 @@ FACTS = AgentFacts(
         "a resumed session's first prompt is answered without the old history",
         "no hook reports an API failure: a rate-limited turn reads as idle, then nudged",
     ),
-    # Fallback only: seeding GEMINI_CLI_HOME prevents these. The first option is selected in each.
-    dialogs=(
-        Dialog("trust", r"Do you trust the files in this folder\?", ("Enter",)),
-        Dialog("include-trust", r"Do you trust the following folders being added", ("Enter",)),
-        Dialog("auth", r"How would you like to authenticate", ("Down", "Enter")),
-    ),
+    # Fallback only: seeding GEMINI_CLI_HOME prevents it. No trust dialog: orch trusts no folder (QUIET_ENV), and
+    # an untrusted one adds --include-directories without asking.
+    dialogs=(Dialog("auth", r"How would you like to authenticate", ("Down", "Enter")),),
     # A resumed session loads its old chat with no input box drawn ("Resuming session..." in its place), and
     # under load that outlasts the turn of its command-line prompt: text pasted after that turn's AfterAgent
     # is dropped. Nothing else (no hook, no file) tells when the loading ends.
@@ -90,6 +92,8 @@ FACTS = AgentFacts(
     cache="gemini-cli",
     version_env=QUIET_ENV,
     new_session_args=("--session-id",),
+    # Settings (hooks, MCP servers), extensions, agents, commands, policies, instructions.
+    project_files=("**/.gemini/**", "GEMINI.md"),
     # Its hook writer's approver reads the dialog and presses Allow: in a local sandbox through the relay.
     own_pane=True,
 )
@@ -161,10 +165,14 @@ class GeminiAdapter(AgentBase):
         home = gemini_dir(cfg)
         (home / "policies").mkdir(parents=True, exist_ok=True, mode=0o700)
         cfg.chmod(0o700)
-        # Trust both folders the worker touches: its workdir and the run folder (--include-directories).
+        # No folder is trusted (QUIET_ENV); a file of its own all the same, so a user's variable cannot point elsewhere.
         trusted = home / "trustedFolders.json"
-        write_config(trusted, {str(ctx.workdir): "TRUST_FOLDER", str(ctx.run.root): "TRUST_FOLDER"})
-        write_config(home / "settings.json", {**SETTINGS, "hooks": self._hooks(ctx)})
+        write_config(trusted, {})
+        write_config(home / "settings.json", SETTINGS)
+        extension = home / "extensions" / EXTENSION
+        (extension / "hooks").mkdir(parents=True, exist_ok=True, mode=0o700)
+        write_config(extension / "gemini-extension.json", {"name": EXTENSION, "version": "1.0.0"})
+        write_config(extension / "hooks" / "hooks.json", {"hooks": self._hooks(ctx)})
         (home / "policies" / "orch.toml").write_text(POLICY)
 
         argv = [str(self.binary()), "--approval-mode", ctx.permission_mode]

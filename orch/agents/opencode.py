@@ -55,6 +55,8 @@ FACTS = AgentFacts(
         size_mb=420,
     ),
     resume_args=("--session",),
+    # Config (provider, MCP servers, plugins), plugins, agents, commands, instructions.
+    project_files=("**/.opencode/**", "opencode.json", "opencode.jsonc", "AGENTS.md"),
 )
 GATEWAY = gateway_env(FACTS.credentials)
 

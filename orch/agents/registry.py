@@ -65,3 +65,10 @@ def image_installs(agents: Sequence[str]) -> dict[str, ImageInstall]:
             raise UsageError(f"the worker image cannot carry agent {name!r} yet", hint="run it with --local")
         out[name] = adapter.facts.install
     return out
+
+
+def project_files() -> tuple[str, ...]:
+    """What any agent CLI orch runs reads from a folder as its configuration or instructions (each adapter's
+    `project_files`, in registry order, each glob once)."""
+    globs = [glob for name in ADAPTERS for glob in get_adapter(name).facts.project_files]
+    return tuple(dict.fromkeys(globs))

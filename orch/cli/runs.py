@@ -11,7 +11,7 @@ from typing import Annotated, Literal, NoReturn
 
 import typer
 
-from orch import exitcodes
+from orch import escape, exitcodes
 from orch.backends.registry import at_folder, sandbox_for
 from orch.cli.common import (
     NameArg,
@@ -31,7 +31,6 @@ from orch.lead.changes.status import live_lines
 from orch.report.runstatus import with_lead
 from orch.run.folder import RunFolder, list_runs
 from orch.run.statusview import RunStatusView, WorkerJob
-from orch.text import clean
 
 app = typer.Typer()  # joined into the `orch` app by orch.cli.commands, after orch.cli.fleet's
 
@@ -219,22 +218,22 @@ def status_lines(view: RunStatusView) -> list[str]:
     """`orch status` for one run: its head (outcome, end, cost), then a row per worker (an `orch run`'s with its
     jobs and what each came to, an `orch up` run's with its done flag and result). No state detail is cut; only
     the bus line is capped. What a worker wrote (a bus line, a failure, the reasons in an outcome) passes
-    orch.text.clean: no terminal escape reaches the terminal."""
+    orch.escape.terminal: no terminal escape reaches the terminal."""
     # A stopped run's workers are down by design: whether they are alive is said only of a run meant to be up.
     alive = "" if view.status in control.STOPPED else ", alive" if view.alive else ", not running"
     lead = view.outcome is not None or any(w.jobs for w in view.workers)
     middle_head = ("JOBS",) if lead else ("DONE", "RESULT")
     rows = [("W", "STATE", *middle_head, "COST (NOT BILLED)" if view.unbilled else "COST", "LAST BUS LINE")]
     for w in view.workers:
-        state = w.state.value + (f" ({w.detail})" if w.detail else "")
+        state = w.state.value + (f" ({escape.terminal(w.detail)})" if w.detail else "")
         if w.out:
-            state += f" (out: {clean(w.out, 80)})"
+            state += f" (out: {escape.terminal(w.out, 80)})"
         if w.rate_limited_until is not None and w.rate_limited_until > time.time():
             state += f" (rate-limited until {time.strftime('%H:%M:%S', time.localtime(w.rate_limited_until))})"
         cost = f"${w.cost_usd:.4f}" if w.cost_usd is not None else "-"
         middle = (", ".join(_job(j) for j in w.jobs) or "-",) if lead else (_yes(w.done), _yes(w.result))
         name = f"{w.worker} {w.agent}" if "+" in view.agent and w.agent else str(w.worker)  # a mixed fleet
-        rows.append((name, state, *middle, cost, clean(w.last_bus or "-", BUS_COLUMN)))
+        rows.append((name, state, *middle, cost, escape.terminal(w.last_bus or "-", BUS_COLUMN)))
     title = f"run {view.name} ({view.backend}, {view.agent}, {view.status.value}{alive})"
     return [title, f"  {_head(view)}", *table(rows, right={0, len(rows[0]) - 2})]
 
@@ -246,7 +245,7 @@ def _yes(flag: bool) -> str:
 def _head(view: RunStatusView) -> str:
     """`passed (exit 0): REASON; ended 2026-12-06 10:03:12 after 83 s; cost $0.4200, nothing billed (...)`."""
     if view.outcome is not None:
-        head = f"{view.outcome.status} (exit {view.outcome.exit_code}): {clean(view.outcome.reason, 300)}"
+        head = f"{view.outcome.status} (exit {view.outcome.exit_code}): {escape.terminal(view.outcome.reason, 300)}"
     else:
         head = "no outcome" + (" yet" if view.status.value in ("starting", "running") else "")
     when = ""
@@ -278,7 +277,7 @@ def _job(job: WorkerJob) -> str:
     if job.status == "done" and job.result:
         return f"{job.job} {'done: ' if job.role == 'finder' else ''}{job.result}"
     if job.status == "failed" and job.result:
-        return f"{job.job} failed: {clean(job.result, 60)}"
+        return f"{job.job} failed: {escape.terminal(job.result, 60)}"
     return f"{job.job} {job.status}"
 
 

@@ -49,7 +49,7 @@ from orch.run.records import EgressMode
 from orch.run.uids import checks_uid, drop_argv
 
 if TYPE_CHECKING:
-    from orch.contracts import Credentials
+    from orch.modelaccess import Credentials
 
 IPSET = "orch-allow"
 REPORT_PATH = Path("/tmp/orch-egress.json")

@@ -44,8 +44,9 @@ def wait_booted(
     skip = seen or {}
     old = ended or {}
     started = time.monotonic()
-    look_at = dict.fromkeys(pending, started + DIALOG_GRACE)  # when each screen is looked at next
+    look_at = dict.fromkeys(pending, started + DIALOG_GRACE)  # when a late worker's screen is looked at next
     every = dict.fromkeys(pending, DIALOG_GRACE)
+    answered: dict[int, float] = {}
 
     def check() -> bool:
         panes = server.panes()
@@ -64,12 +65,19 @@ def wait_booted(
                 said = [ln for ln in screen.splitlines() if ln.strip() and not ln.startswith("Pane is dead")]
                 last = said[-1] if said else "no output"
                 raise SandboxError(f"worker {n} exited while booting ({detail}): {last.strip()[:200]}")
-            # Seeding prevents dialogs; screens are only scraped for a worker that is late to boot.
+            # Seeding prevents dialogs; screens are only scraped for a worker that is late to boot (after 2, 4,
+            # then every 8 s), or, at every check until then, whose agent shows a screen at every start (Codex's in
+            # a folder orch keeps untrusted).
             now = time.monotonic()
-            if now >= look_at[n]:
-                every[n] = min(every[n] * 2, DIALOG_EVERY_MAX)
-                look_at[n] = now + every[n]
-                answer_dialogs(run, adapter, server, n, pane)
+            late = now - started > DIALOG_GRACE
+            early = not late and any(d.every_start for d in adapter.facts.dialogs)
+            # An answered screen may still show for a moment: not answered again before the grace is over.
+            if (early or now >= look_at[n]) and now - answered.get(n, -DIALOG_GRACE) > DIALOG_GRACE:
+                if late:
+                    every[n] = min(every[n] * 2, DIALOG_EVERY_MAX)
+                    look_at[n] = now + every[n]
+                if answer_dialogs(run, adapter, server, n, pane, late):
+                    answered[n] = now
         return not pending
 
     try:
@@ -90,15 +98,19 @@ def _present(marker: Path) -> bool:
         return False
 
 
-def answer_dialogs(run: RunFolder, adapter: AgentAdapter, server: TmuxServer, n: int, pane: PaneInfo) -> bool:
-    """Fallback watchdog: recognise a blocking dialog on screen and answer it. True if one was."""
-    dialogs = adapter.facts.dialogs
+def answer_dialogs(
+    run: RunFolder, adapter: AgentAdapter, server: TmuxServer, n: int, pane: PaneInfo, late: bool = True
+) -> bool:
+    """Fallback watchdog: recognise a blocking dialog on screen and answer it (only the `every_start` ones while
+    not `late`). True if one was."""
+    dialogs = [d for d in adapter.facts.dialogs if late or d.every_start]
     if not dialogs:
         return False
     screen = server.capture(pane.pane_id)
     for dialog in dialogs:
         if re.search(dialog.pattern, screen):
             server.send_keys(pane.pane_id, *dialog.keys)
-            run.log_event(ControllerEvent(event=Event.DIALOG_ANSWERED, worker=n, data={"dialog": dialog.name}))
+            event = Event.START_SCREEN_ANSWERED if dialog.every_start else Event.DIALOG_ANSWERED
+            run.log_event(ControllerEvent(event=event, worker=n, data={"dialog": dialog.name}))
             return True
     return False

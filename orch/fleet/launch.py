@@ -309,11 +309,9 @@ def restart(
     one), in `workdir` (default: the run's workdir; the controller moves a writer into its worktree this way,
     so its model sees the worktree as its workdir).
 
-    `prompt` is passed on the command line, so nothing has to be typed into the new pane. With
-    `boot_timeout`, return only once the agent booted again and takes input, as `up` does (its
-    SessionStart and its adapter's ready marker): a message sent earlier could be lost (opencode draws
-    its TUI seconds after its first hook).
-    """
+    `prompt` is passed on the command line, so nothing has to be typed into the new pane. With `boot_timeout` (always
+    for an agent with a screen at every start, which needs its answer), return once it booted again and takes input,
+    as `up` does: a message sent earlier could be lost (opencode draws its TUI seconds after its first hook)."""
     seen = len(run.hook_events(n))
     info = run.info()
     run.check_worker(n)
@@ -329,6 +327,8 @@ def restart(
     spec = _worker_spec(run, info, confinement, adapter, n, agent_environment(info), own, prompt, session, workdir)
     server.respawn(pane.pane_id, spec)
     run.log_event(ControllerEvent(event=Event.RESTARTED, worker=n, data={"session": session}))
+    if boot_timeout is None and any(d.every_start for d in adapter.facts.dialogs):
+        boot_timeout = BOOT_TIMEOUT
     if boot_timeout is not None:  # the other workers' earlier boots count: only n's new life is awaited
         wait_booted(run, info, server, boot_timeout, {n: seen}, {n: previous} if fresh and previous else None)
 

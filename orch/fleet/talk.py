@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from orch import escape
 from orch.contracts import AgentAdapter
 from orch.errors import DeliveryError, UsageError, WaitTimeoutError
 from orch.fleet.launch import adapter_of, server_for
@@ -167,11 +168,12 @@ def read(run: RunFolder, n: int, lines: int | None = None) -> str:
     info = run.info()
     run.check_worker(n)
     server = server_for(info)
+    # What the worker's agent put on its screen, shown, never replayed: no escape sequence of its reaches the terminal.
     if server.alive():
-        return server.capture(server.pane(n).pane_id, lines)
+        return escape.terminal_text(server.capture(server.pane(n).pane_id, lines))
     # The server is gone: the transcript is the evidence.
     try:
         out = transcript(run, n)
     except FileNotFoundError:
         raise UsageError(f"run {run.name!r} is not running and worker {n} left no transcript") from None
-    return "\n".join(out[-lines:] if lines else out)
+    return escape.terminal_text("\n".join(out[-lines:] if lines else out))

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from orch.contracts import Credentials
 from orch.errors import UsageError
 from orch.gateway.modeldir import Scheme, Upstream
+from orch.modelaccess import Credentials
 
 FALLBACK_WARNING = (
     "the only credential is the agent's own login file ({path}): its OAuth token rotates and only the agent "

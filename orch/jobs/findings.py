@@ -85,6 +85,26 @@ class Finding(Strict):
     """Optional shell command, run in the workdir, that exits 0 if and only if the claim holds."""
 
 
+class Reproduction(Strict):
+    """orch's own run of a finding's `reproduce` command (orch.lead.reproduce): in the checks' sandbox, on a copy of
+    the tree under audit, with their caps and time limit. Verifiers get it as evidence they may cite as run (its
+    command with its exit code), so no verifier need run a worker's command as itself."""
+
+    command: str
+    exit_code: int | None = None
+    """None: stopped at the time limit (`timed_out`), or never ran (`error`)."""
+    timed_out: bool = False
+    seconds: float = 0.0
+    output: str = ""
+    """The tail of what it printed (stdout and stderr)."""
+    error: str | None = None
+    """Why orch could not run it (no sandbox here, the tree could not be copied)."""
+
+    def ran(self) -> RanCommand | None:
+        """As a call that ran the command, for the evidence checks (None: it has no exit code)."""
+        return RanCommand(self.command, is_error=self.exit_code != 0) if self.exit_code is not None else None
+
+
 class FindingsReport(Strict):
     job: str
     """The job token from the brief."""
@@ -109,6 +129,8 @@ class ProblemKind(StrEnum):
     NO_EVIDENCE = "no-evidence"
     FALSE_EVIDENCE = "false-evidence"
     UNRUN_COMMAND = "unrun-command"
+    FORGED_OUTPUT = "forged-output"
+    """A verdict no tool call of the worker's on the job wrote (orch.jobs.authorship)."""
     WRONG_EXIT_CODE = "wrong-exit-code"
     TREE_CHANGED = "tree-changed"
 
@@ -183,21 +205,29 @@ def ledger_commands(
     mine = [e for e in entries if e.worker == worker]
     errors = {e.id: e.is_error for e in mine if e.kind == "tool_result"}
     out = []
-    for e in _shell_calls(mine, job, since, shell):
+    for e in _shell_calls(mine, worker, job, since, shell):
         command = (e.input or {}).get(shell.command_field) if shell else None
         if isinstance(command, str):
             out.append(RanCommand(command, is_error=errors.get(e.id)))
     return out
 
 
-def _shell_calls(mine: Sequence[LedgerEntry], job: str, since: float, shell: ShellTool | None) -> list[LedgerEntry]:
-    if shell is None:
-        return []
+def job_calls(entries: Iterable[LedgerEntry], worker: int, job: str, since: float) -> list[LedgerEntry]:
+    """The tool calls worker n's model made on `job`, in order: ledger lines stamped with the job, or unstamped
+    ones since `since` (the brief was sent)."""
     return [
         e
-        for e in mine
-        if e.kind == "tool_use" and e.tool == shell.name and (e.job == job or (e.job is None and e.ts >= since))
+        for e in entries
+        if e.worker == worker and e.kind == "tool_use" and (e.job == job or (e.job is None and e.ts >= since))
     ]
+
+
+def _shell_calls(
+    mine: Sequence[LedgerEntry], worker: int, job: str, since: float, shell: ShellTool | None
+) -> list[LedgerEntry]:
+    if shell is None:
+        return []
+    return [e for e in job_calls(mine, worker, job, since) if e.tool == shell.name]
 
 
 def denied_writes(
@@ -210,7 +240,7 @@ def denied_writes(
     field = shell.command_field if shell else ""
     return [
         str((e.input or {}).get(field, ""))[:COMMAND_CHARS]
-        for e in _shell_calls(mine, job, since, shell)
+        for e in _shell_calls(mine, worker, job, since, shell)
         if e.id in refused
     ]
 

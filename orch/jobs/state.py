@@ -14,7 +14,7 @@ from enum import StrEnum
 from pydantic import Field
 
 from orch.errors import UsageError
-from orch.jobs.findings import Finding, Problem, VerdictReport
+from orch.jobs.findings import Finding, Problem, Reproduction, VerdictReport
 from orch.run.files import atomic_write, read_model
 from orch.run.folder import RunFolder
 from orch.run.records import Strict
@@ -117,6 +117,8 @@ class AcceptedFinding(Strict):
     task: str
     finder: int
     finding: Finding
+    reproduced: Reproduction | None = None
+    """orch's run of its `reproduce` command; None until it ended (its verifiers wait), or when it has none."""
 
 
 class AcceptedVerdict(Strict):

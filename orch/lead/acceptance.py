@@ -5,20 +5,25 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from orch.fleet import launch
 from orch.gateway.link import has_gateway
+from orch.gateway.modeldir import LedgerEntry
+from orch.jobs.authorship import authored
 from orch.jobs.findings import (
     Finding,
     Problem,
     ProblemKind,
     RanCommand,
+    VerdictReport,
     check_findings,
     check_verdict,
     denied_writes,
     hook_commands,
     hook_denied_writes,
+    job_calls,
     ledger_commands,
     result_problems,
 )
@@ -31,8 +36,9 @@ from orch.jobs.verification import (
     needs_confirm_round,
     new_verification_jobs,
 )
-from orch.lead import briefs, decisions, treecheck
+from orch.lead import briefs, decisions, treecheck, verdictwriter
 from orch.lead.base import CORRECTION, Desk, Part
+from orch.lead.changes import briefs as changebriefs
 from orch.lead.changes.decisions import WRITING_ROLES
 from orch.lead.changes.writing import Writing
 from orch.run.events import Event
@@ -65,9 +71,12 @@ class Review(Part):
                 return
         elif job.role is Role.VERIFIER:
             assert job.finding is not None
-            commands = self.ran_commands(job, n)
+            self.stop_leftovers(n, job.id)  # what a command it ran left behind writes no verdict from now on
+            reproduced = self.state.finding(job.finding).reproduced
+            ran = reproduced.ran() if reproduced is not None else None  # orch's run: cited as run
+            commands = self.ran_commands(job, n) + ([ran] if ran is not None else [])
             verdict, problems = check_verdict(self.run, job.id, token, job.finding, n, workdir, window, commands)
-            if verdict is not None and (problems := self.tree_problems()):
+            if verdict is not None and (problems := self.forged(job, n, verdict) or self.tree_problems()):
                 verdict = None
             if verdict is not None:
                 assert job.stance is not None
@@ -87,10 +96,16 @@ class Review(Part):
                 return
         elif job.role is Role.REVIEWER:
             assert job.change is not None and job.workdir is not None
+            self.stop_leftovers(n, job.id)  # the writer's code it ran: nothing of it writes the verdict from now on
             commands = self.ran_commands(job, n)
             checkout = Path(job.workdir)
-            verdict, problems = check_verdict(self.run, job.id, token, job.change, n, checkout, window, commands)
-            if verdict is not None and (problems := self.writing.review_problems(verdict, commands)):
+            # The checks as orch ran them on the change, which the reviewer may cite as run.
+            gate = changebriefs.gate_run(self.run, job.change)
+            cited = commands + ([gate] if gate is not None else [])
+            verdict, problems = check_verdict(self.run, job.id, token, job.change, n, checkout, window, cited)
+            if verdict is not None and (
+                problems := self.writing.review_problems(verdict, commands) or self.forged(job, n, verdict)
+            ):
                 verdict = None
             if verdict is not None:
                 self.run.verdicts_dir.mkdir(exist_ok=True)
@@ -122,6 +137,44 @@ class Review(Part):
                 self.finish_job(job, n)
                 return
         self.reject(job, n, problems)
+
+    def forged(self, job: Job, n: int, verdict: VerdictReport) -> list[Problem]:
+        """A verdict none of worker n's own tool calls on the job wrote (orch.jobs.authorship): forged, flagged.
+        A run without a gateway has no ledger to tell."""
+        if not has_gateway(self.run):
+            return []
+        calls = job_calls(self.desk.gateway.ledger(), n, job.id, job.sent_at or 0.0)
+        path = self.run.outbox_verdict(n, job.id)
+        if authored(verdict, path, calls, self.offline_verdicts(job, calls)):
+            return []
+        self.desk.event(Event.VERDICT_FORGED, n, job=job.id, file=str(path), verdict=verdict.verdict.value)
+        detail = (
+            f"{path.name} is not what any of your tool calls on this job wrote (something else changed it after "
+            "your call, or no call carried its content): write it again with one call that carries the whole verdict"
+        )
+        return [Problem(kind=ProblemKind.FORGED_OUTPUT, detail=detail)]
+
+    def offline_verdicts(self, job: Job, calls: Sequence[LedgerEntry]) -> list[dict[str, object]]:
+        """The verdict `orch offline-verdict` writes for this job, worked out here from the same inputs (the
+        controller's own look for the quote, its own record), when one of the job's calls ran it."""
+        marker = f"orch {verdictwriter.COMMAND} "
+        if not any(marker in text for call in calls for text in map(str, (call.input or {}).values())):
+            return []
+        token = self.state.token(job.id)
+        if job.finding is not None:
+            item = self.state.finding(job.finding)
+            claim, name, where = item.finding, item.id, self.desk.workdir
+            record = str(self.run.reproduction(item.id)) if claim.reproduce else verdictwriter.NO_RECORD
+        elif job.change is not None and job.workdir is not None:
+            book = self.state.change(job.change)
+            claim, name, where = changebriefs.offline_claim(self.run, book), book.id, Path(job.workdir)
+            record = changebriefs.offline_record(self.spec, self.run, book.id)
+        else:
+            return []
+        ev = claim.evidence[0]
+        line = next((ln.strip() for ln in ev.quote.splitlines() if ln.strip()), ev.quote.strip())
+        found = verdictwriter.found_in(where / ev.file, line)
+        return [verdictwriter.report(token, name, found, verdictwriter.read_record(record), ev.file, ev.line, line)]
 
     def tree_problems(self) -> list[Problem]:
         """Under shared isolation (nothing keeps the tree read-only): files of the tree under audit that changed

@@ -18,6 +18,7 @@ from orch.fleet.workerprocs import WorkerProcesses
 from orch.fleet.workerstate import derive_state
 from orch.gateway.link import GatewayLink
 from orch.jobs.changes import ChecksRecord, Integration
+from orch.jobs.findings import Reproduction
 from orch.jobs.state import ControllerState, Job, save_state
 from orch.lead import decisions
 from orch.lead.changes import gate
@@ -25,7 +26,10 @@ from orch.lead.changes.checkpool import CheckPool
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, HookEvent, WorkerState
-from orch.spec.model import FleetSpec
+from orch.spec.model import FleetSpec, Role
+
+PoolResult = ChecksRecord | Integration | Reproduction
+"""What a piece of work in the check pool ends with: a gate's checks, an integration, a finding's reproduction."""
 
 
 class Prompt(NamedTuple):
@@ -66,10 +70,12 @@ class Desk:
         self.gateway = GatewayLink(run)
         self._gateway_unanswered = False
         at_once = settings.CHECKS_AT_ONCE.get()
-        self.checks: CheckPool[ChecksRecord | Integration] = CheckPool(
-            gate.slots(at_once) if spec.checks and spec.writer_tasks() else at_once, self.info.tmux_socket
+        sandboxed = (spec.checks and spec.writer_tasks()) or any(t.role is Role.FINDER for t in spec.tasks)
+        self.checks: CheckPool[PoolResult] = CheckPool(
+            gate.slots(at_once) if sandboxed and gate.sandbox_available() is None else at_once, self.info.tmux_socket
         )
-        """The changes' checks, off the loop (orch.lead.changes.writing starts them and takes in what ended)."""
+        """The changes' checks and the findings' reproduce commands, off the loop (orch.lead.changes.writing and
+        orch.lead.reproduce start them and take in what ended)."""
 
     def save(self) -> None:
         save_state(self.run, self.state)

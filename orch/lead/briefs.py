@@ -3,9 +3,9 @@
 A brief is the role's template filled in for one job (orch.fleet.talk.brief then appends the worker
 protocol: result file, done flag, bus, autonomy). Offline runs append an orch-script block: the
 scripted model makes the real agent execute those steps. For verification jobs the offline steps are
-generated here: the worker greps the cited quote and runs the finding's `reproduce` command, and
-`orch offline-verdict` (orch.lead.verdictwriter) writes the verdict from what those commands returned, so
-CONFIRMED and REFUTED come from real tool calls, not from the controller.
+generated here: the worker greps the cited quote, and `orch offline-verdict` (orch.lead.verdictwriter) writes the
+verdict from what the grep found and from orch's own run of the finding's `reproduce` command
+(orch.lead.reproduce), so no worker runs another's command.
 
 Messages sent later (corrections, nudges, restarts) never name an absolute `*.md` path: the scripted
 model would take that as a new brief and start its script again.
@@ -17,7 +17,8 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
-from orch.jobs.findings import CodeEvidence, Finding, Problem
+from orch import escape
+from orch.jobs.findings import CodeEvidence, Finding, Problem, Reproduction
 from orch.jobs.state import AcceptedFinding, ControllerState, Job, Stance
 from orch.lead import verdictwriter
 from orch.run import workerprotocol
@@ -25,6 +26,8 @@ from orch.run.folder import RunFolder
 from orch.spec.model import FleetSpec, Role, ScriptStep, TaskSpec
 from orch.spec.placeholders import render, render_steps, script_block
 
+OUTPUT_LINES = 12
+"""The last lines of orch's run of a reproduce command a verifier's brief shows."""
 STANCES = {
     Stance.VERIFY: (
         "Determine whether this claim holds. Try to refute it first: look for the input, path or guard "
@@ -110,12 +113,29 @@ def verify_values(
         claim=item.finding.claim,
         severity=item.finding.severity.value,
         evidence=evidence_lines(item.finding.evidence),
-        reproduce=f"`{item.finding.reproduce}`" if item.finding.reproduce else "(none)",
+        reproduce=escape.markdown_code(item.finding.reproduce) if item.finding.reproduce else "(none)",
+        reproduced=reproduced_text(item.reproduced),
         round=str(job.round),
         stance=STANCES[job.stance],
         verdict_file=str(run.outbox_verdict(n, job.id)),
     )
     return values
+
+
+def reproduced_text(run: Reproduction | None) -> str:
+    """What the verifier is told of orch's run of the reproduce command: its outcome and its output's last lines,
+    and that it may cite it as run."""
+    if run is None:
+        return "orch ran no command for this finding."
+    if run.exit_code is None:
+        why = run.error or f"stopped after {run.seconds:g} s"
+        return f"orch could not get an exit code from it ({escape.one_line(why)}): judge the claim without it."
+    tail = "\n".join(f"    {line}" for line in escape.terminal_text(run.output).splitlines()[-OUTPUT_LINES:])
+    return (
+        f"orch ran it in its sandbox (no network, a copy of this tree): exit {run.exit_code} in {run.seconds:g} s. "
+        "You may cite that as evidence you ran, with that exit code. It is another worker's command: running it "
+        "yourself runs it as you. Its output ended with:\n" + (tail or "    (no output)")
+    )
 
 
 def brief_text(spec: FleetSpec, role: Role, values: dict[str, str], steps: Sequence[ScriptStep] | None) -> str:
@@ -146,41 +166,34 @@ def offline_task_steps(spec: FleetSpec, task: TaskSpec, values: dict[str, str]) 
     ]
 
 
-def offline_verify_steps(spec: FleetSpec, finding: Finding, values: dict[str, str]) -> list[ScriptStep]:
+def offline_verify_steps(spec: FleetSpec, finding: Finding, values: dict[str, str], record: str) -> list[ScriptStep]:
     custom = _role_script(spec, Role.VERIFIER)
     if custom is not None:
         return render_steps(custom, values)
     return [
-        {"bash": verification_check(finding, values)},
+        {"bash": verification_check(finding, values, record)},
         {"bash": f"touch {shlex.quote(values['done_file'])}"},
         {"reply": "Verdict written."},
     ]
 
 
-def verification_check(finding: Finding, values: dict[str, str]) -> str:
-    """The shell the offline verifier runs in one call: grep the quote, run the reproduce command, and write
-    the verdict from their exit codes with `orch offline-verdict` (orch.lead.verdictwriter). Every line stays
+def verification_check(finding: Finding, values: dict[str, str], record: str) -> str:
+    """The shell the offline verifier (or reviewer) runs in one call: grep the quote, and write the verdict from what
+    it found and orch's `record` of the finding's command (orch.lead.verdictwriter; `-`: none) with `orch
+    offline-verdict`. The worker never runs the command itself: orch did, in the checks' sandbox. Every line stays
     short: an agent may cut a long line of its brief (Gemini CLI's read_file stops at 2000 characters)."""
     q = shlex.quote
     ev = finding.evidence[0]
     first_line = next((ln.strip() for ln in ev.quote.splitlines() if ln.strip()), ev.quote.strip())
-    lines = [
-        f"cd {q(values['workdir'])} || exit 1",
-        f"if {verdictwriter.grep_command(ev.file, first_line)}; then found=1; else found=0; fi",
-        f"v={q(values['verdict_file'])}",
-    ]
-    # The reproduce command's output goes through a file, not `$(...)`: Gemini CLI refuses any shell command
-    # with a command substitution in it.
-    if finding.reproduce:
-        out = verdictwriter.output_file('"$v"')
-        lines.append(f"( {finding.reproduce} ) > {out} 2>&1; code=$?")
-        lines.append(f'tail -n 20 {out}; echo "exit status: $code"')
-    else:
-        lines.append("code=none")
-    args = [values["result_file"], values["job"], values["finding_id"], ev.file, str(ev.line), first_line]
-    args += [finding.reproduce] if finding.reproduce else []
-    lines.append(f'orch {verdictwriter.COMMAND} "$found" "$code" "$v" ' + " ".join(q(a) for a in args))
-    return "\n".join(lines)
+    args = [record, values["verdict_file"], values["result_file"], values["job"], values["finding_id"], ev.file]
+    args += [str(ev.line), first_line]
+    return "\n".join(
+        [
+            f"cd {q(values['workdir'])} || exit 1",
+            f"if {verdictwriter.grep_command(ev.file, first_line)}; then found=1; else found=0; fi",
+            f'orch {verdictwriter.COMMAND} "$found" ' + " ".join(q(a) for a in args),
+        ]
+    )
 
 
 def _role_script(spec: FleetSpec, role: Role) -> list[ScriptStep] | None:

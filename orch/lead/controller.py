@@ -38,6 +38,7 @@ from orch.lead.changes import start
 from orch.lead.decisions import RUNNING_STEPS, Watch
 from orch.lead.dispatch import Dispatch
 from orch.lead.recovery import Recovery
+from orch.lead.reproduce import Reproducing
 from orch.recording.plan import Cassette
 from orch.report.render import write_reports
 from orch.run.events import Event
@@ -88,6 +89,7 @@ class Controller:
         self.desk = Desk(run, spec, state)
         self.run, self.spec, self.state = run, spec, state
         self.review = Review(self.desk)
+        self.reproducing = Reproducing(self.desk)
         self.dispatch = Dispatch(self.desk, self.review)
         self.recovery = Recovery(self.desk, self.review, self.dispatch)
         self.watchdog = Watchdog(run, self.desk.info, [w.n for w in state.workers], self.desk.confinement)
@@ -150,6 +152,7 @@ class Controller:
         if self.check_budget():
             return
         self.review.writing.collect_checks()  # what the check pool finished (it starts what has room)
+        self.reproducing.collect()  # the findings' reproduce commands: their verifiers wait for them
         for book in self.state.workers:
             if book.dead is None:
                 self.watch(book)

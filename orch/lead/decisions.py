@@ -70,6 +70,14 @@ class Pick:
     fail: str | None = None
 
 
+def awaits_reproduction(state: ControllerState, job: Job) -> bool:
+    """A verification job waits while orch runs its finding's reproduce command (orch.lead.reproduce): its brief
+    carries the result."""
+    assert job.finding is not None
+    item = state.finding(job.finding)
+    return item.finding.reproduce is not None and item.reproduced is None
+
+
 def pick(
     state: ControllerState,
     spec: FleetSpec,
@@ -78,10 +86,13 @@ def pick(
     alive: Collection[int],
     plan: Sequence[Assignment] = (),
 ) -> Pick:
-    """A verification job goes to an eligible verifier, never the finder (orch.jobs.verification), a
+    """A verification job waits for orch's run of its finding's reproduce command, then goes to an eligible
+    verifier, never the finder (orch.jobs.verification), a
     review job to an eligible reviewer, never the change's writer (orch.lead.changes.decisions); fixers and
     scribes wait until verification is over; a pinned job (a rebase job: its writer) waits for its worker. A replay
     follows its `plan` instead (`replay_pick`)."""
+    if job.role is Role.VERIFIER and awaits_reproduction(state, job):
+        return Pick()
     if plan:
         return replay_pick(state, job, free, alive, plan)
     if job.role is Role.VERIFIER:

@@ -12,7 +12,7 @@ from orch.errors import OrchError
 from orch.fleet import talk
 from orch.jobs.state import FindingStatus, Job, JobStatus
 from orch.jobs.verification import finding_status
-from orch.lead import briefs, decisions
+from orch.lead import briefs, decisions, verdictwriter
 from orch.lead.acceptance import Review
 from orch.lead.base import Desk, Part
 from orch.lead.changes import briefs as change_briefs
@@ -139,7 +139,9 @@ class Dispatch(Part):
         if job.role is Role.VERIFIER:
             assert job.finding is not None
             values = briefs.verify_values(self.run, self.state, job, n, workdir, workers)
-            steps = briefs.offline_verify_steps(self.spec, self.state.finding(job.finding).finding, values)
+            item = self.state.finding(job.finding)
+            record = str(self.run.reproduction(item.id)) if item.finding.reproduce else verdictwriter.NO_RECORD
+            steps = briefs.offline_verify_steps(self.spec, item.finding, values, record)
             return briefs.brief_text(self.spec, Role.VERIFIER, values, steps)
         if job.role is Role.REVIEWER:
             assert job.change is not None and job.workdir is not None

@@ -1,6 +1,6 @@
 """What each channel is given for a notice, escaped for its medium (pure: orch.notify.send delivers them).
 
-A Notice's text is already plain (orch.notify.escape.plain); each body escapes it again for the markup
+A Notice's text is already plain (orch.escape.notice); each body escapes it again for the markup
 its receiver reads: Slack's `&<>`, Discord's Markdown (and no mention allowed at all), a desktop
 notification's HTML subset, a terminal's OSC fields. ntfy and the JSON body carry it as data.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from orch.notify import escape
+from orch import escape
 from orch.notify.notice import WAITS, Notice, Reason
 
 BEL = "\x07"
@@ -77,5 +77,5 @@ def webhook_json(notice: Notice) -> bytes:
 def desktop_argv(notice: Notice) -> list[str]:
     """notify-send's argv (no shell): the body in the HTML subset notification servers read, escaped."""
     urgency = "critical" if notice.reason in URGENT else "normal"
-    body = escape.markup(notice.body())
+    body = escape.desktop(notice.body())
     return ["notify-send", "--app-name=orch", f"--urgency={urgency}", "--", notice.title(), body]

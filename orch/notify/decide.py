@@ -21,7 +21,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from orch.notify import escape
+from orch import escape
 from orch.notify.notice import TEXT_CHARS, WAITS, Notice, Reason
 from orch.run.events import Event
 from orch.run.folder import RunFolder
@@ -120,7 +120,7 @@ class Decider:
             worker=n,
             agent=self.agents.get(n) if n is not None else None,
             reason=reason,
-            text=escape.plain(text, TEXT_CHARS, self.secrets),
+            text=escape.notice(text, TEXT_CHARS, self.secrets),
             action=self.action(reason, n),
             ts=ts,
         )

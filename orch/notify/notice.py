@@ -1,7 +1,7 @@
 """What a notification says: its reason class and the Notice every channel renders.
 
 A Notice is made by orch.notify.decide from the run folder's records, with its worker-written part (`text`,
-what the worker waits on) already made safe by orch.notify.escape.plain: redacted, one line, no control
+what the worker waits on) already made safe by orch.escape.notice: redacted, one line, no control
 characters, mentions and links defanged, at most TEXT_CHARS characters. Each channel escapes it once more
 for its own markup (orch.notify.bodies). Everything else in a Notice is orch's own: the run's name
 (checked against NAME_RE), a worker number, an agent's registry name, a reason, a command.
@@ -67,7 +67,7 @@ class Notice(Strict):
     agent: str | None = None
     reason: Reason
     text: str = Field(max_length=TEXT_CHARS)
-    """What it is waiting on (or what happened), made safe: orch.notify.escape.plain."""
+    """What it is waiting on (or what happened), made safe: orch.escape.notice."""
     action: str
     """The command (or URL) that acts on it: `orch attach RUN N --write`, the report's path..."""
     ts: float

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from orch import escape
 from orch.jobs.changes import ChangeRow
 from orch.run.folder import RELATIVE
-from orch.text import shorten
 
 DETAIL_CHARS = 90
 
@@ -33,20 +33,23 @@ def changes_text(rows: Sequence[ChangeRow]) -> str:
         return ""
     head = ("task", "writer", "status", "diffstat", "checks", "reviews", "rebases")
     table = [head] + [
-        (
-            r.task,
-            f"W{r.writer} {r.agent or ''}".strip() if r.writer else "-",
-            change_status(r),
-            r.diffstat or "-",
-            _checks(r),
-            _reviews(r),
-            str(r.rebases),
+        tuple(
+            escape.terminal(cell)
+            for cell in (
+                r.task,
+                f"W{r.writer} {r.agent or ''}".strip() if r.writer else "-",
+                change_status(r),
+                r.diffstat or "-",
+                _checks(r),
+                _reviews(r),
+                str(r.rebases),
+            )
         )
         for r in rows
     ]
     widths = [max(len(line[i]) for line in table) for i in range(len(head))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in table]
-    details = [f"  {r.task}: {shorten(r.detail, DETAIL_CHARS)}" for r in rows if r.detail]
+    details = [f"  {escape.terminal(r.task)}: {escape.terminal(r.detail, DETAIL_CHARS)}" for r in rows if r.detail]
     return "\n".join(lines + details)
 
 
@@ -57,19 +60,24 @@ def changes_markdown(rows: Sequence[ChangeRow]) -> list[str]:
     out.append("|---|---|---|---|---|---|---|---|")
     for r in rows:
         writer = f"W{r.writer} {r.agent or ''}".strip() if r.writer else "-"
-        commit = f"`{r.commit[:12]}`" if r.commit else "-"
-        cells = (r.task, writer, change_status(r), r.diffstat or "-", _checks(r), _reviews(r), str(r.rebases), commit)
-        out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        cells = (r.task, writer, change_status(r), r.diffstat or "-", _checks(r), _reviews(r), str(r.rebases))
+        commit = escape.markdown_code(r.commit[:12], cell=True) if r.commit else "-"
+        out.append("| " + " | ".join(escape.markdown(c) for c in cells) + f" | {commit} |")
     for r in rows:
-        out += ["", f"### {r.task}: {change_status(r)}", ""]
+        out += ["", f"### {escape.markdown(r.task)}: {change_status(r)}", ""]
         if r.detail:
-            out.append(f"{r.detail}  ")
+            out.append(f"{escape.markdown(r.detail)}  ")
         if r.files:
-            out.append("Files: " + ", ".join(f"`{f}`" for f in r.files) + "  ")
-        out += [f"- check `{c.command}`: exit {c.exit_code}{' (timed out)' if c.timed_out else ''}" for c in r.checks]
+            out.append("Files: " + ", ".join(escape.markdown_code(f) for f in r.files) + "  ")
         out += [
-            f"- review {c.job} by W{c.reviewer or '?'} ({c.agent or '?'}): {c.verdict}: {c.reason}" for c in r.reviews
+            f"- check {escape.markdown_code(c.command)}: exit {c.exit_code}{' (timed out)' if c.timed_out else ''}"
+            for c in r.checks
+        ]
+        out += [
+            f"- review {escape.markdown(c.job)} by W{c.reviewer or '?'} ({escape.markdown(c.agent or '?')}): "
+            f"{c.verdict}: {escape.markdown(c.reason)}"
+            for c in r.reviews
         ]
         if r.job:
-            out.append(f"- the patch: `{RELATIVE.change_patch(r.job).as_posix()}`")
+            out.append(f"- the patch: {escape.markdown_code(RELATIVE.change_patch(r.job).as_posix())}")
     return out

@@ -10,6 +10,7 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
+from orch import escape
 from orch.jobs.verification import CONFIRM_ROUND
 from orch.run.events import Event
 from orch.run.folder import RunFolder
@@ -121,7 +122,8 @@ def describe(event: ControllerEvent) -> str | None:
     if body is None:
         return None
     who = f"W{event.worker}" if event.worker is not None else "  "
-    return f"{event.ts.astimezone().strftime('%H:%M:%S')} {who:>3} {body}"
+    # The whole line, not each worker-written part: a claim, a reason, a path name can be anywhere in it.
+    return f"{event.ts.astimezone().strftime('%H:%M:%S')} {who:>3} {escape.terminal(body)}"
 
 
 class Commentary:

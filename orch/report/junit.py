@@ -13,18 +13,19 @@ yet is skipped rather than failed. Each failure says why in its message and poin
 (a path relative to this file, which sits beside it).
 
 Extension point: `SUITES`, as in orch.report.sarif.render: tasks, verification, and each writer task's change gate.
-Worker-written text (claims, reasons, failures) can hold characters XML 1.0 cannot carry: they are
-written as \\xNN escapes, so a worker cannot make the file unreadable.
+Worker-written text (claims, reasons, failures) goes through orch.escape.xml: characters XML 1.0 cannot carry,
+and those that act rather than show (bidi, zero-width), are written as visible escapes (`\\x1b`), so a worker
+cannot make the file unreadable or its text misleading.
 """
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from orch import escape
 from orch.jobs.changes import ChangeRow, ChangeStatus
 from orch.jobs.state import FindingStatus, JobStatus
 from orch.report.model import FindingRow, JobRow, RunReport
@@ -35,8 +36,6 @@ from orch.text import shorten
 REPORT = RELATIVE.report_html.as_posix()
 NAME_CHARS = 100  # a claim in a testcase's name
 MESSAGE_CHARS = 500  # a failure's one-line message; the element's text has the whole story
-# What XML 1.0 cannot hold, even escaped (control characters, surrogates, U+FFFE/U+FFFF).
-NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 @dataclass(frozen=True)
@@ -178,8 +177,8 @@ SUITES: tuple[Callable[[RunReport], Suite | None], ...] = (tasks_suite, verifica
 """What goes into report.junit.xml, in order: the task jobs, each finding's verification, each change's gate."""
 
 
-def _xml(text: str) -> str:
-    return NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+_xml = escape.one_line
+"""A name, a message or a property: one line, every character shown (attributes; CI tools show them as titles)."""
 
 
 def _counts(cases: Sequence[Case]) -> dict[str, str]:
@@ -215,10 +214,12 @@ def build_junit(report: RunReport) -> ET.Element:
                 ET.SubElement(element, "system-out").text = _xml(case.out)
             if case.outcome is not None:
                 out = ET.SubElement(
-                    element, case.outcome.element, {"message": _xml(case.outcome.message), "type": case.outcome.type}
+                    element,
+                    case.outcome.element,
+                    {"message": _xml(case.outcome.message), "type": _xml(case.outcome.type)},
                 )
                 if case.outcome.text:
-                    out.text = _xml(case.outcome.text)
+                    out.text = escape.xml(case.outcome.text)
     return root
 
 

@@ -20,7 +20,7 @@ from orch.agents.registry import get_adapter
 from orch.gateway.link import has_gateway
 from orch.gateway.modeldir import UsageLine, UsageSnapshot, read_usage
 from orch.jobs.changes import ChangeRow, change_rows
-from orch.jobs.findings import CodeEvidence, CommandEvidence, Evidence, Verdict
+from orch.jobs.findings import CodeEvidence, CommandEvidence, Evidence, Reproduction, Verdict
 from orch.jobs.state import ControllerState, FindingStatus, Job, JobStatus
 from orch.jobs.verification import finding_status
 from orch.report.charts import CostPoint, JobBar, job_bars, job_costs
@@ -82,6 +82,8 @@ class FindingRow(Strict):
     severity: str
     evidence: list[str]
     reproduce: str | None
+    reproduced: Reproduction | None = None
+    """orch's own run of `reproduce` (orch.lead.reproduce), what its verifiers were given."""
     status: FindingStatus
     verdicts: list[VerdictCell]
     locations: list[CodeEvidence] = Field(default_factory=list)
@@ -322,6 +324,7 @@ def build_report(run: RunFolder, spec: FleetSpec, state: ControllerState) -> Run
                 severity=item.finding.severity.value,
                 evidence=[_evidence(ev) for ev in item.finding.evidence],
                 reproduce=item.finding.reproduce,
+                reproduced=item.reproduced,
                 status=status,
                 verdicts=cells,
                 locations=list(item.finding.evidence),

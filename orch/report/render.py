@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 from markupsafe import Markup
 
+from orch import escape
 from orch.errors import UsageError
 from orch.exitcodes import Exit, status_of
 from orch.gateway.modeldir import unbilled
@@ -25,7 +26,6 @@ from orch.run.folder import RELATIVE, RunFolder
 from orch.run.records import Isolation
 from orch.run.terminal import write_transcripts
 from orch.spec.model import FleetSpec
-from orch.text import clean
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def matrix_text(report: RunReport, width: int = 44) -> str:
     head = f"{'CLAIM':<{width}}  " + "  ".join(f"{column(report, n)[:12]:<12}" for n in columns) + "  RESULT"
     lines = [head]
     for row in report.findings:
-        claim = clean(f"{row.id}: {row.claim}", width)  # the terminal's: no escape a worker wrote
+        claim = escape.terminal(f"{row.id}: {row.claim}", width)  # the terminal's: no escape a worker wrote
         cells = "  ".join(f"{matrix_cell(row, n)[:12]:<12}" for n in columns)
         lines.append(f"{claim:<{width}}  {cells}  {row.status.value}")
     if not report.findings:
@@ -57,13 +57,23 @@ def matrix_text(report: RunReport, width: int = 44) -> str:
     return "\n".join(lines)
 
 
+_md = escape.markdown
+"""Worker text (and anything else not orch's own) in report.md: one line, inert (orch.escape)."""
+
+
+def reproduced_note(row: FindingRow) -> str:
+    """What orch's own run of a finding's reproduce command gave (what its verifiers were told)."""
+    run = row.reproduced
+    if run is None:
+        return ""
+    if run.exit_code is None:
+        return f" (orch's run: {'timed out' if run.timed_out else run.error or 'no exit code'})"
+    return f" (orch's run: exit {run.exit_code} in {run.seconds:g} s)"
+
+
 def outcome_line(report: RunReport) -> str:
     """`run demo: passed (exit 0): all tasks done; ...`: the run's banner on the terminal."""
-    return f"run {report.run}: {report.status} (exit {report.exit_code}): {clean(report.reason, 2000)}"
-
-
-def _md(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    return f"run {report.run}: {report.status} (exit {report.exit_code}): {escape.terminal(report.reason, 2000)}"
 
 
 def cost_note(report: RunReport) -> str | None:
@@ -165,7 +175,7 @@ def render_markdown(report: RunReport) -> str:
         f"# orch run {report.run}",
         "",
         f"**{report.status}** (exit {report.exit_code}): {_md(report.reason)}  ",
-        f"Workdir `{report.workdir}`; verification `{report.rounds}`; "
+        f"Workdir {escape.markdown_code(report.workdir)}; verification `{report.rounds}`; "
         f"{report.seconds if report.seconds is not None else '?'} s; {cost_line(report)}.",
         *([across_note(report)] if report.confirmed_across_kinds is not None else []),
         "",
@@ -176,20 +186,20 @@ def render_markdown(report: RunReport) -> str:
     ]
     for row in report.findings:
         cells = " | ".join(matrix_cell(row, n) for n in columns)
-        out.append(f"| **{row.id}** {_md(row.claim)} | {cells} | **{row.status.value}** |")
+        out.append(f"| **{_md(row.id)}** {_md(row.claim)} | {cells} | **{row.status.value}** |")
     if not report.findings:
         out.append("| (no findings) |" + " |" * len(columns) + " |")
     out += ["", "## Findings", ""]
     for row in report.findings:
-        out.append(f"### {row.id} — {row.status.value}")
+        out.append(f"### {_md(row.id)} — {row.status.value}")
         out.append(f"{_md(row.claim)} (severity {row.severity}, found by W{row.finder} in task {row.task})")
-        out += [f"- evidence: `{_md(e)}`" for e in row.evidence]
+        out += [f"- evidence: {escape.markdown_code(e)}" for e in row.evidence]
         if row.reproduce:
-            out.append(f"- reproduce: `{_md(row.reproduce)}`")
+            out.append(f"- reproduce: {escape.markdown_code(row.reproduce)}{_md(reproduced_note(row))}")
         for cell in row.verdicts:
             who = f"W{cell.verifier}" if cell.verifier else "-"
-            out.append(f"- {cell.job} ({cell.stance}, {who}): **{cell.verdict}** {_md(cell.reason)}")
-            out += [f"  - evidence: `{_md(e)}`" for e in cell.evidence]
+            out.append(f"- {_md(cell.job)} ({cell.stance}, {who}): **{cell.verdict}** {_md(cell.reason)}")
+            out += [f"  - evidence: {escape.markdown_code(e)}" for e in cell.evidence]
             out += [f"  - flagged: {_md(f)}" for f in cell.flags]
         out.append("")
     out += ["## Workers", ""]
@@ -203,30 +213,30 @@ def render_markdown(report: RunReport) -> str:
     for w in report.workers:
         cost = f"${w.cost_usd:.4f}" if w.cost_usd is not None else "-"
         out.append(
-            f"| W{w.worker}{' (out: ' + _md(w.out) + ')' if w.out else ''} | {w.agent} | {w.model or '-'} | {cost} "
-            f"| {w.busy_seconds:g} s | {', '.join(w.jobs) or '-'} | {w.rejected_outputs} | {w.restarts} "
+            f"| W{w.worker}{' (out: ' + _md(w.out) + ')' if w.out else ''} | {w.agent} | {_md(w.model or '-')} "
+            f"| {cost} | {w.busy_seconds:g} s | {', '.join(w.jobs) or '-'} | {w.rejected_outputs} | {w.restarts} "
             f"| [{w.transcript}]({w.transcript}) |"
         )
     usage = usage_rows(report)
     if usage:
         heads = usage_heads(report)
         out += ["", "## Tokens and cost", "", "| " + " | ".join(heads) + " |", "|---" * len(heads) + "|"]
-        out += [f"| {label} | " + " | ".join(usage_cells(u)) + " |" for label, u in usage]
+        out += [f"| {_md(label)} | " + " | ".join(usage_cells(u)) + " |" for label, u in usage]
     out += ["", "## Jobs", "", "| job | role | worker | status | seconds | corrections | nudges | failure |"]
     out.append("|---|---|---|---|---|---|---|---|")
     for j in report.jobs:
         out.append(
-            f"| {j.id} | {j.role} | {j.worker or '-'} | {j.status} | {j.seconds if j.seconds is not None else '-'} "
-            f"| {j.corrections} | {j.nudges} | {_md(j.failure or '')} |"
+            f"| {_md(j.id)} | {j.role} | {j.worker or '-'} | {j.status} "
+            f"| {j.seconds if j.seconds is not None else '-'} | {j.corrections} | {j.nudges} | {_md(j.failure or '')} |"
         )
     out += changes_markdown(report.changes)
     if report.flags:
         out += ["", "## Rejected outputs", ""]
         for f in report.flags:
-            out.append(f"- W{f.worker} on {f.job} ({f.role}): " + "; ".join(_md(p) for p in f.problems))
+            out.append(f"- W{f.worker} on {_md(f.job)} ({f.role}): " + "; ".join(_md(p) for p in f.problems))
     out += ["", "## Isolation", "", _md(ISOLATION_NOTES[Isolation(report.isolation)])]
     out += ["", _md(report.caps), ""] if report.caps else []
-    out += [f"- {a.kind}: W{a.worker or '?'} on {a.job or '-'}: {_md(a.detail)}" for a in report.attempts]
+    out += [f"- {a.kind}: W{a.worker or '?'} on {_md(a.job or '-')}: {_md(a.detail)}" for a in report.attempts]
     if report.agent_limits:
         out += ["", "## Agent limits", ""]
         out += [f"- {kind}: " + "; ".join(_md(c) for c in limits) for kind, limits in report.agent_limits.items()]
@@ -297,6 +307,7 @@ def html_context(report: RunReport) -> dict[str, Any]:
         cost=cost_line(report),
         cost_head=cost_head(report),
         change_status=change_status,
+        reproduced_note=reproduced_note,
         verdict=job_file(RELATIVE.verdict_file),  # report.html sits in the run folder: links are relative
         brief=job_file(RELATIVE.job_brief),
         patch=job_file(RELATIVE.change_patch),

@@ -14,6 +14,9 @@ class Event(StrEnum):
     # orch.fleet: workers started, prompted, restarted, stopped
     SPAWNED = "spawned"
     DIALOG_ANSWERED = "dialog-answered"
+    START_SCREEN_ANSWERED = "start-screen-answered"
+    """A screen the agent shows at every start as designed, which no seeding prevents (Codex's "Folder access" in a
+    folder orch keeps untrusted), answered at boot (orch.contracts.Dialog.every_start)."""
     SENT = "sent"
     SEND_FAILED = "send-failed"
     BRIEFED = "briefed"
@@ -104,6 +107,13 @@ class Event(StrEnum):
     JOB_ACCEPTED = "job-accepted"
     FINDING_ACCEPTED = "finding-accepted"
     VERDICT_ACCEPTED = "verdict-accepted"
+    VERDICT_FORGED = "verdict-forged"
+    """A verdict in a worker's outbox that none of its own tool calls on the job wrote (orch.jobs.authorship):
+    something else of its uid (a command it ran for another worker) wrote it. Rejected."""
+    REPRODUCE_STARTED = "reproduce-started"
+    """orch runs a finding's reproduce command in the checks' sandbox (orch.lead.reproduce)."""
+    REPRODUCED = "reproduced"
+    """It ended (exit code, timed out, or why it could not run): the finding's verifiers may start."""
     CONFIRM_ROUND = "confirm-round"
     OUTPUT_REJECTED = "output-rejected"
     JOB_FAILED = "job-failed"

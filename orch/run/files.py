@@ -17,6 +17,7 @@ from typing import BinaryIO, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from orch import escape
 from orch.errors import NotFoundError, OrchError, UsageError
 from orch.text import first_error
 
@@ -80,8 +81,9 @@ def atomic_write_all(files: Mapping[Path, str | bytes], mode: int = 0o644) -> No
 
 
 def append_line(path: Path, line: str) -> None:
-    """Append one line with a single write(2) on an O_APPEND fd (atomic for our line sizes)."""
-    data = (line.rstrip("\n") + "\n").encode()
+    """Append one line (a JSON document: orch.escape.json_line keeps it one line for every reader) with a single
+    write(2) on an O_APPEND fd (atomic for our line sizes)."""
+    data = (escape.json_line(line.rstrip("\n")) + "\n").encode()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, data)

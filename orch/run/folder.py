@@ -254,6 +254,11 @@ class RunFolder:
         `outbox_findings`, the controller copies what it validated here)."""
         return self.findings_dir / f"{job}.json"
 
+    def reproduction(self, finding: str) -> Path:
+        """orch's run of a finding's reproduce command (orch.jobs.findings.Reproduction, JSON): the offline verifier's
+        `orch offline-verdict` reads it."""
+        return self.findings_dir / f"{finding}.reproduce.json"
+
     def verdict_file(self, job: str) -> Path:
         """A verification job's verdict as the controller accepted it (the worker writes `outbox_verdict`)."""
         return self.verdicts_dir / f"{job}.json"

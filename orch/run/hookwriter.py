@@ -74,7 +74,9 @@ def permission_answer(policy_file: str) -> dict[str, str] | None:
 
 
 def append_event(state_file: str, payload: dict[str, Any]) -> None:
-    line = (json.dumps(slim(payload), ensure_ascii=False) + "\n").encode()
+    # ensure_ascii: no raw U+2028 or U+0085 of a tool's input, which a reader's splitlines() would cut the line at
+    # (orch.escape.json_line; this script imports nothing of orch, to start fast).
+    line = (json.dumps(slim(payload)) + "\n").encode()
     fd = os.open(state_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line)

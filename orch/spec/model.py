@@ -212,6 +212,9 @@ class VerificationSpec(Strict):
     """Give a finding to a verifier of another agent or model than its finder when the fleet has one."""
     evidence_window: int = Field(default=3, ge=0, le=50)
     """A quote counts when found within this many lines of the cited line."""
+    reproduce_timeout: float = Field(default=120.0, gt=0)
+    """Seconds orch gives a finding's `reproduce` command, which it runs in the checks' sandbox on a copy of the
+    tree under audit before the finding's verifiers start (orch.lead.reproduce); then it is stopped."""
     isolation: Isolation | None = None
     """strict: each worker in a sandbox of its own (its own uid in a container, its own bubblewrap sandbox on
     this machine), writing only its own outbox (a writer also its own worktree), the tree under audit

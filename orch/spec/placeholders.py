@@ -42,6 +42,7 @@ PLACEHOLDERS: dict[Role, tuple[str, ...]] = {
         "diffstat",
         "checks",
         "verdict_file",
+        "risks",
     ),
     Role.VERIFIER: (
         *COMMON_PLACEHOLDERS,
@@ -50,6 +51,7 @@ PLACEHOLDERS: dict[Role, tuple[str, ...]] = {
         "severity",
         "evidence",
         "reproduce",
+        "reproduced",
         "round",
         "stance",
         "verdict_file",

@@ -1,5 +1,5 @@
 """The incremental readers a Watcher (orch.view.snapshot) keeps of one run folder: bus.md's tail, a file
-re-read only when it moved, a worker's state from its hook log alone (orch.text.clean makes any text a worker
+re-read only when it moved, a worker's state from its hook log alone (orch.escape.terminal makes any text a worker
 wrote safe to show)."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 
+from orch import escape
 from orch.fleet.tmux import PaneInfo
 from orch.fleet.workerstate import derive_state
 from orch.run import bus
 from orch.run.records import HookEvent, Strict, WorkerState
-from orch.text import clean
 
 KEEP_LINES = 200  # commentary and bus lines a snapshot carries
 TEXT_CHARS = 160  # a bus or commentary line, shortened: a worker's line must not flood a tile
@@ -75,7 +75,7 @@ class BusTail:
         if raw is None:
             return None
         if self._cleaned.get(sender, ("", ""))[0] != raw:
-            self._cleaned[sender] = (raw, clean(raw, TEXT_CHARS))
+            self._cleaned[sender] = (raw, escape.terminal(raw, TEXT_CHARS))
         return self._cleaned[sender][1]
 
     def read(self) -> None:
@@ -98,11 +98,13 @@ class BusTail:
             text = raw.decode("utf-8", errors="replace")
             parsed = bus.parse_line(text)
             if parsed is not None:
-                entry = BusEntry(ts=parsed.ts.timestamp(), sender=parsed.sender, text=clean(parsed.text, TEXT_CHARS))
+                entry = BusEntry(
+                    ts=parsed.ts.timestamp(), sender=parsed.sender, text=escape.terminal(parsed.text, TEXT_CHARS)
+                )
                 self.last[parsed.sender] = text
             elif text.startswith("[") and "]" in text:  # a line appended by hand: `[W3] text`
                 sender, _, rest = text[1:].partition("]")
-                entry = BusEntry(ts=None, sender=clean(sender, 12), text=clean(rest, TEXT_CHARS))
+                entry = BusEntry(ts=None, sender=escape.terminal(sender, 12), text=escape.terminal(rest, TEXT_CHARS))
                 self.last[sender] = text
             else:
                 continue

@@ -20,6 +20,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationError
 
+from orch import escape
 from orch.errors import NotFoundError, OrchError
 from orch.gateway.modeldir import UsageSnapshot, read_usage, unbilled
 from orch.jobs.state import ControllerState, JobStatus, load_state
@@ -36,7 +37,6 @@ from orch.run.files import JsonlTail
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, HookEvent, RunInfo, RunStatus, Strict, WorkerState
 from orch.spec.model import FleetSpec
-from orch.text import clean
 from orch.view.readers import KEEP_LINES, BusEntry, BusTail, Changed, worker_state
 
 CLAIM_CHARS = 90
@@ -191,7 +191,9 @@ class Watcher:
                 self.finished_event = True
             text = describe(event)
             if text is not None:
-                self.commentary.append(Line(ts=event.ts.timestamp(), worker=event.worker, text=clean(text, 200)))
+                self.commentary.append(
+                    Line(ts=event.ts.timestamp(), worker=event.worker, text=escape.terminal(text, 200))
+                )
         self._seen_events = len(events)
         self._bus.read()
 
@@ -228,14 +230,14 @@ class Watcher:
                     agent=book.agent if book else info.agent,
                     model=(book.model if book else None) or info.worker_models.get(n) or info.model,
                     state=st,
-                    detail=clean(detail, 60) if detail else None,
+                    detail=escape.terminal(detail, 60) if detail else None,
                     since=since,
                     job=job.id if job else None,
                     role=job.role.value if job else None,
                     cost_usd=self._cost(n),
                     last_bus=self._bus.last_clean(f"W{n}"),
                     done=self._done_flag(n).exists(),
-                    out=clean(book.dead, 120) if book and book.dead else None,
+                    out=escape.terminal(book.dead, 120) if book and book.dead else None,
                 )
             )
         matrix = self._matrix()
@@ -303,7 +305,7 @@ class Watcher:
             rows.append(
                 MatrixRow(
                     finding=item.id,
-                    claim=clean(item.finding.claim, CLAIM_CHARS),
+                    claim=escape.terminal(item.finding.claim, CLAIM_CHARS),
                     finder=item.finder,
                     status=finding_status(state, spec, item.id).value,
                     cells=cells,

@@ -20,11 +20,11 @@ from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Label, OptionList, Static
 
+from orch import escape
 from orch.backends.registry import sandbox_for
 from orch.errors import NotFoundError, OrchError
 from orch.notify.notice import Notice
 from orch.run.folder import RunFolder, list_runs
-from orch.text import clean
 from orch.view import plain
 from orch.view.actions import Action, Outcome, orch_argv, perform
 from orch.view.snapshot import Snapshot, Watcher
@@ -171,7 +171,7 @@ class FleetScreen(Screen[None]):
         while not self._mini_stop.is_set():
             screens = sandbox.screens(info, self.app.call_from_thread(self._visible), MINI_LINES) or {}
             for n, screen in screens.items():
-                lines = [plain.cut(clean(line, 200), width) for line in screen.splitlines()[-MINI_LINES:]]
+                lines = [plain.cut(escape.terminal(line, 200), width) for line in screen.splitlines()[-MINI_LINES:]]
                 self.app.call_from_thread(self.tiles[n].show_mini, "\n".join(lines))
             self._mini_stop.wait(MINI_REFRESH)
 

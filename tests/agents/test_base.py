@@ -9,8 +9,9 @@ import pytest
 
 from orch.agents.credentials import gateway_env, openai_key
 from orch.agents.registry import get_adapter
-from orch.contracts import AgentFacts, Credentials, ImageInstall
+from orch.contracts import AgentFacts, ImageInstall
 from orch.errors import UsageError
+from orch.modelaccess import Credentials
 from orch.run.paths import agent_cache
 from tests.agents.toy_agent import FACTS as TOY
 from tests.agents.toy_agent import ToyAdapter

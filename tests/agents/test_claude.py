@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from orch.agents import claude
 from orch.agents.claude import has_conversation
 from orch.backends.registry import confinement_of
 from orch.fleet import control, launch, talk
@@ -20,6 +21,7 @@ from orch.run.records import WorkerState
 from orch.versions import CLAUDE_CODE_VERSION
 from orch.waits import wait_until
 from tests.helpers import diagnose, kill_agent, orch, prompts, user_endpoint, worker_brief
+from tests.hostile import pwned, tool_in_hostile_folder
 
 pytestmark = pytest.mark.claude
 N = 3
@@ -154,3 +156,24 @@ def test_permission_prompt_shows_as_waiting(model: ScriptedModelServer, tmp_path
     wait_until(lambda: state() is WorkerState.WAITING_FOR_PERMISSION, 30, "the permission prompt", watch=run.state_dir)
     # The dialog is drawn a moment after the hook: the hook is the signal, the screen the evidence.
     wait_until(lambda: "Do you want to" in orch("read", "perm", "1").output, 10, "the dialog on screen")
+
+
+def test_a_folders_own_settings_hooks_and_mcp_servers_never_run(model: ScriptedModelServer, tmp_path: Path) -> None:
+    """A folder holding every agent's project configuration (as a reviewer's checkout of a hostile change would):
+    Claude Code boots with no dialog, orch's own hooks see its tool call, and none of the folder's hooks, MCP
+    servers or settings runs. No trust is recorded for the folder."""
+    run = tool_in_hostile_folder("cfg", tmp_path, "claude")
+    assert pwned(run.outbox_dir) == []
+    assert Event.DIALOG_ANSWERED not in [json.loads(line)["event"] for line in run.events.read_text().splitlines()]
+    projects = json.loads((run.config_dir(1) / ".claude.json").read_text()).get("projects", {})
+    assert not any(p.get("hasTrustDialogAccepted") for p in projects.values())
+
+
+def test_without_the_switch_the_same_folder_runs_its_hooks(
+    model: ScriptedModelServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The control: the same folder, with the project's settings sources left on, runs its hooks as the worker
+    (so the test above would see them)."""
+    monkeypatch.setattr(claude, "PROJECT_CONFIG_OFF", ["--strict-mcp-config"])  # settings sources: all
+    run = tool_in_hostile_folder("ctl", tmp_path, "claude")
+    assert "pwned-claude-SessionStart" in pwned(run.outbox_dir)

@@ -24,11 +24,8 @@ from orch.contracts import (
     AgentAdapter,
     AgentFacts,
     Check,
-    Credentials,
-    GatewayEnv,
     ImageInstall,
     LaunchSpec,
-    LoginFile,
     SessionStore,
     WorkerContext,
 )
@@ -36,6 +33,7 @@ from orch.errors import UsageError
 from orch.fleet import launch
 from orch.gateway.apis import registry as protocols
 from orch.gateway.modeldir import Scheme
+from orch.modelaccess import Credentials, GatewayEnv, LoginFile
 from orch.offline.apis import gemini as offline_gemini
 from orch.offline.apis import openai_chat as offline_chat
 from orch.offline.apis import openai_responses as offline_responses

@@ -22,6 +22,7 @@ from orch.run.records import Isolation, PermissionAnswer, WorkerState
 from orch.versions import GEMINI_CLI_VERSION
 from orch.waits import wait_until
 from tests.helpers import diagnose, gateway_books, kill_agent, orch, orch_script, prompts, user_endpoint, worker_brief
+from tests.hostile import pwned, tool_in_hostile_folder
 
 pytestmark = pytest.mark.gemini
 BRIEF_TOOLS = ["read_file", "run_shell_command", "write_file", "run_shell_command"]
@@ -269,3 +270,11 @@ def test_offline_fleet_needs_no_credential(gemini_bin: Path, tmp_path: Path, mon
     assert waited.exit_code == 0, waited.output + diagnose(run)
     assert run.result(1).read_text() == "offline\n"
     assert json.loads((run.model_dir / "usage.json").read_text())["offline"] is True
+
+
+def test_a_folders_own_settings_hooks_and_mcp_servers_never_run(model: ScriptedModelServer, tmp_path: Path) -> None:
+    """A folder holding every agent's project configuration: Gemini CLI starts it untrusted with no dialog, orch's
+    hooks (an extension of its own, which an untrusted folder keeps) see its tool call, none of the folder's run."""
+    run = tool_in_hostile_folder("gmcfg", tmp_path, "gemini")
+    assert pwned(run.outbox_dir) == []
+    assert Event.DIALOG_ANSWERED not in [json.loads(line)["event"] for line in run.events.read_text().splitlines()]

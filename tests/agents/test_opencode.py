@@ -22,6 +22,7 @@ from orch.run.records import PermissionAnswer, WorkerState
 from orch.versions import OPENCODE_VERSION
 from orch.waits import wait_until
 from tests.helpers import diagnose, gateway_books, kill_agent, orch, pinned_bin, prompts, worker_brief
+from tests.hostile import pwned, tool_in_hostile_folder
 
 pytestmark = pytest.mark.opencode
 BOOT = "120"  # seconds: opencode takes 10-15 s to draw its TUI on a busy 2-core machine
@@ -216,3 +217,10 @@ def test_a_fleet_with_no_network_at_all_never_needs_one(tmp_path: Path) -> None:
         assert "[W1] no network needed" in run.bus.read_text() and run.result(1).read_text() == "ok\n"
     finally:
         orch("kill", "net")
+
+
+def test_a_folders_own_config_plugins_and_mcp_servers_never_run(tmp_path: Path) -> None:
+    """Every agent's project configuration in the folder (`up` above plants opencode's own config and plugin too):
+    OPENCODE_DISABLE_PROJECT_CONFIG keeps each of them off, and orch's plugin still reports the tool call."""
+    run = tool_in_hostile_folder("occfg", tmp_path, "opencode", "--offline", "--boot-timeout", BOOT)
+    assert pwned(run.outbox_dir) == []

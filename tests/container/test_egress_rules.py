@@ -10,7 +10,7 @@ import pytest
 from orch import settings
 from orch.agents.registry import get_adapter
 from orch.container import egress
-from orch.contracts import Credentials
+from orch.modelaccess import Credentials
 from orch.run import uids
 from orch.run.records import EgressMode
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from orch.contracts import Credentials
 from orch.errors import UsageError
 from orch.gateway.credential import fleet_upstreams
 from orch.gateway.modeldir import Scheme
+from orch.modelaccess import Credentials
 
 pytestmark = pytest.mark.pure  # starts nothing
 

@@ -1,6 +1,8 @@
 """The offline verifier's shell call (orch.lead.briefs.verification_check) run by a real bash, with the real
-`orch offline-verdict` (orch.lead.verdictwriter) writing the verdict; the controller's check accepts it
-against a ledger holding that very call, and refuses a verifier that only echoed the command it cites."""
+`orch offline-verdict` (orch.lead.verdictwriter) writing the verdict from orch's record of the reproduce command;
+the controller works out the same verdict itself (so a file that differs is forged), and its check accepts it
+against a ledger holding that very call and orch's run; it refuses a verifier that only echoed the command it
+cites."""
 
 from __future__ import annotations
 
@@ -14,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from orch.jobs.findings import CodeEvidence, Finding, ProblemKind, RanCommand, Severity, check_verdict
-from orch.lead import briefs
+from orch.jobs.findings import CodeEvidence, Finding, ProblemKind, RanCommand, Reproduction, Severity, check_verdict
+from orch.lead import briefs, verdictwriter
 from orch.run.folder import RunFolder
 from orch.spec.model import FleetSpec, TaskSpec
 from orch.spec.placeholders import script_block
@@ -80,15 +82,28 @@ def _bash(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_the_offline_verifier_writes_a_verdict_the_controller_accepts(
     run: RunFolder, workdir: Path, tmp_path: Path, finding: Finding, verdict: str
 ) -> None:
-    script = briefs.verification_check(finding, _values(run, workdir))
+    record, ran = verdictwriter.NO_RECORD, []
+    if finding.reproduce:  # orch's run of it (orch.lead.reproduce runs it in the checks' sandbox: its own test)
+        done = _bash(finding.reproduce, workdir)
+        reproduced = Reproduction(command=finding.reproduce, exit_code=done.returncode, output=done.stdout)
+        run.findings_dir.mkdir()
+        run.reproduction(FINDING).write_text(reproduced.model_dump_json())
+        record, ran = str(run.reproduction(FINDING)), [reproduced.ran()]
+    script = briefs.verification_check(finding, _values(run, workdir), record)
     done = _bash(script, tmp_path)
     assert done.returncode == 0, done.stderr
     written = json.loads(run.outbox_verdict(2, JOB).read_text())
     assert written["verdict"] == verdict and written["job"] == TOKEN, written
-    assert not Path(run.outbox_verdict(2, JOB).with_name(f"{JOB}.verdict.json.out")).exists()
-    ledger = [RanCommand(script, is_error=False)]  # the call as the gateway's ledger has it
+    ledger = [RanCommand(script, is_error=False), *filter(None, ran)]  # the call, as the gateway's ledger has it
     report, problems = check_verdict(run, JOB, TOKEN, FINDING, 2, workdir, 3, ledger)
     assert problems == [] and report is not None and report.verdict.value == verdict
+    # The controller's own verdict from the same inputs is the very one the call wrote.
+    ev = finding.evidence[0]
+    found = verdictwriter.found_in(workdir / ev.file, ev.quote)
+    expected = verdictwriter.report(
+        TOKEN, FINDING, found, verdictwriter.read_record(record), ev.file, ev.line, ev.quote
+    )
+    assert expected == written
 
 
 def test_every_line_of_the_offline_verifier_is_short(run: RunFolder, workdir: Path) -> None:
@@ -97,7 +112,7 @@ def test_every_line_of_the_offline_verifier_is_short(run: RunFolder, workdir: Pa
     values = {**_values(run, long_workdir), "verdict_file": "/" + "r" * 100 + "/outbox/agent-2/x.verdict.json"}
     spec = FleetSpec(workdir=workdir, tasks=[TaskSpec(id="t1", goal="g")], offline=True)
     for finding in (TRUE, FALSE, NO_REPRO):
-        steps = briefs.offline_verify_steps(spec, finding, values)
+        steps = briefs.offline_verify_steps(spec, finding, values, "/" + "r" * 100 + "/findings/t1-F1.reproduce.json")
         block = script_block(steps)
         assert max(len(line) for line in block.splitlines()) < 1000, block  # 2000 would do
         assert "$(" not in block and "`" not in steps[0]["bash"]
@@ -131,7 +146,7 @@ def test_a_command_only_mentioned_in_a_call_was_not_run(run: RunFolder, workdir:
 
 @pytest.mark.parametrize(
     "args",
-    [[], ["1", "0", "v.json"], ["1", "0", "v.json", "r.md", "j", "f", "pages.py", "ten", "q", "true"]],
+    [[], ["1", "-", "v.json"], ["1", "-", "v.json", "r.md", "j", "f", "pages.py", "ten", "q"]],
     ids=["none", "too-few", "line-not-a-number"],
 )
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, args: list[str]) -> None:
@@ -147,7 +162,7 @@ def test_the_command_starts_without_typer(run: RunFolder, tmp_path: Path) -> Non
         "import sys\ntry:\n    from orch.cli.main import main; main()\n"
         f"finally:\n    open({str(modules)!r}, 'w').write(' '.join(sys.modules))\n"
     )
-    args = ["0", "none", str(run.outbox_verdict(2, JOB)), str(run.result(2)), TOKEN, FINDING, "pages.py", "3", "q"]
+    args = ["0", "-", str(run.outbox_verdict(2, JOB)), str(run.result(2)), TOKEN, FINDING, "pages.py", "3", "q"]
     done = subprocess.run([sys.executable, "-c", probe, "offline-verdict", *args], capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert json.loads(run.outbox_verdict(2, JOB).read_text())["verdict"] == "REFUTED"

@@ -7,10 +7,13 @@ import json
 import re
 
 import pytest
+from hypothesis import given, settings
 
-from orch.notify import bodies, escape
+from orch import escape
+from orch.notify import bodies
 from orch.notify.notice import TEXT_CHARS, Notice, Reason
 from tests.notify.hostile import HOSTILE, carries
+from tests.test_escape import TEXT
 
 pytestmark = pytest.mark.pure
 
@@ -19,7 +22,7 @@ NOTICE = Notice(
     worker=2,
     agent="codex",
     reason=Reason.PERMISSION,
-    text=escape.plain(HOSTILE, TEXT_CHARS),
+    text=escape.notice(HOSTILE, TEXT_CHARS),
     action="orch attach demo 2 --write",
     ts=1.0,
     suppressed=4,
@@ -82,3 +85,31 @@ def test_terminal(tmux: bool) -> None:
         assert out.count("\x1bPtmux;") == 2 and out.endswith("\x1b\\")
     else:
         assert "\x1bP" not in out
+
+
+_SCHEME = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://")
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=TEXT)
+def test_any_worker_text_stays_text_in_every_channel(text: str) -> None:
+    """Whatever a worker waits on (hostile snippets glued to anything: tests/test_escape.py's TEXT), each channel's
+    body carries it as one line of text: no control character, link, mention or markup of its own."""
+    notice = NOTICE.model_copy(update={"text": escape.notice(text, TEXT_CHARS)})
+    said = notice.text
+    assert said.isprintable() and not _SCHEME.search(said) and "@" not in said and "](" not in said
+    assert not {"<", ">"} & set(said)
+    assert json.loads(bodies.webhook_json(notice))["text"] == said
+    slack = bodies.slack(notice)["text"]
+    assert not {"<", ">"} & set(slack) and "@" not in slack
+    content = bodies.discord(notice)["content"].split("\n", 1)[1]  # under orch's own bold title
+    assert not re.search(r"(?<!\\)(?:\\\\)*[*_~`|>#\[\]()<:-]", content.replace("\\\\", "")), content
+    body = bodies.desktop_argv(notice)[5]
+    assert not {"<", ">", '"', "'"} & set(body) and body.replace("\n", "").isprintable()
+    headers, plain = bodies.ntfy(notice)
+    assert all(value.isascii() and value.isprintable() for value in headers.values())
+    assert plain.decode().split("\n") == [*([said] if said else []), "(and 4 more held back)", f"-> {notice.action}"]
+    out = bodies.terminal(notice, tmux=False)
+    fields = re.fullmatch(r"\x07\x1b\]9;([^\x07\x1b]*)\x07\x1b\]777;notify;([^;\x07\x1b]*);([^;\x07\x1b]*)\x07", out)
+    assert fields is not None, repr(out)
+    assert all(field.isprintable() and not field[:1].isdigit() for field in fields.groups())

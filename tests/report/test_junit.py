@@ -127,8 +127,8 @@ def test_worker_text_cannot_break_the_file() -> None:
     claim = Claim("pages", "F1", "a\x1b[31m\x00b </testcase> & \uffff", verdicts=(R, R), quote="\x0c")
     xml = junit(run_with("nasty", [claim]).report_junit)
     case = _cases(_suites(xml)["verification"])["pages-F1"]
-    assert case.name == "pages-F1: a\\x1b[31m\\x00b </testcase> & \\xffff"
-    assert case.is_passed and "a\\x1b[31m\\x00b </testcase> & \\xffff" in (case.system_out or "")
+    assert case.name == "pages-F1: a\\x1b[31m\\x00b </testcase> & \\uffff"
+    assert case.is_passed and "a\\x1b[31m\\x00b </testcase> & \\uffff" in (case.system_out or "")
 
 
 def test_one_testcase_per_change_gate_failing_when_the_change_keeps_the_run_from_passing(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ class Page(HTMLParser):
         self.text.append(data)
 
 
-def hostile(report: RunReport) -> RunReport:
+def hostile(report: RunReport, EVIL: str = EVIL) -> RunReport:  # the one text it puts everywhere
     """Every text a worker can write, set to EVIL."""
     cells = [c.model_copy(update={"job": EVIL, "reason": EVIL, "evidence": [EVIL], "flags": [EVIL]})
              for c in report.findings[0].verdicts]  # fmt: skip

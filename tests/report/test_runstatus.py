@@ -58,7 +58,7 @@ def test_a_stopped_orch_run_shows_its_outcome_end_and_each_workers_jobs() -> Non
     assert lines[0] == "run ran (local, scripted, stopped)"
     assert lines[1].startswith("  passed (exit 0): all tasks done; 2 finding(s): 1 CONFIRMED, 1 REFUTED; ended ")
     assert "after 30 s; cost unknown" in lines[1]
-    assert "pages done: 1 finding(s), stats failed: no result after 3 corrections [2J" in lines[3]
+    assert "pages done: 1 finding(s), stats failed: no result after 3 corrections\\x1b[2J" in lines[3]
     assert not any("\x1b" in line for line in lines)  # a worker's text shows as text, never as an escape
     assert "exited (out: crashed 3 times)" in lines[4] and "pages-F1.v3 CONFIRMED, stats-F1.v3 REFUTED" in lines[5]
 

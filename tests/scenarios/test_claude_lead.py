@@ -29,6 +29,7 @@ from orch.run.folder import RunFolder
 from orch.view.snapshot import Snapshot
 from orch.waits import wait_until
 from tests.helpers import MEAN_QUOTE, MEAN_REPRO, SAMPLE, orch, prompts, user_endpoint
+from tests.hostile import agent_config_changes, agent_config_held
 from tests.lead.changes.gitfix import user_repo
 from tests.lead.leadrun import (
     DONE,
@@ -98,7 +99,9 @@ def test_demo_confirms_one_finding_and_refutes_the_false_positive(
     state = load_state(run)
     assert_never_self_verified(state)
     assert_each_brief_sent_once(run, state)
-    # Every verdict came from the verifier's own Bash calls: the reproduce command ran in its pane.
+    # Every verdict came from the verifier's own Bash call (the grep) and orch's run of the reproduce command in the
+    # checks' sandbox, which it cites: no verifier ran the finder's command in its pane.
+    assert {e.data["finding"] for e in events(run, Event.REPRODUCED)} == {"pages-F1", "stats-F1"}
     for verdict in state.verdicts:
         ran = [
             str((e.model_extra or {}).get("tool_input"))
@@ -106,7 +109,8 @@ def test_demo_confirms_one_finding_and_refutes_the_false_positive(
             if e.hook_event_name == "PostToolUse" and e.tool_name == "Bash"
         ]
         repro = state.finding(verdict.finding).finding.reproduce
-        assert repro and any(json.dumps(repro)[1:-1] in raw for raw in ran)
+        assert repro and ran and not any(json.dumps(repro)[1:-1] in raw for raw in ran)
+        assert repro in [getattr(ev, "command", None) for ev in verdict.report.evidence]
     page = run.report_html.read_text()
     assert "pages-F1" in page and "logs/agent-1.log" in page and "<script" not in page and "<link" not in page
     assert "Nothing was billed" in page and "Nothing was billed" in run.report_md.read_text()  # offline costs
@@ -588,3 +592,14 @@ def test_a_recorded_run_replays_with_no_model_behind_it(offline: None, workdir: 
     usage = json.loads(run.model_usage.read_text())
     assert usage["billed"] is False and usage["total"]["requests"] > 0
     assert "Nothing was billed: this run replayed a recording" in run.report_md.read_text()
+
+
+# --- deputies: a hostile writer's agent configuration ---------------------------------------------
+def test_a_hostile_writers_agent_config_never_runs_as_its_reviewer(offline: None, tmp_path: Path) -> None:
+    """W1's change fixes mean() and adds every agent's project configuration (hooks, MCP servers, plugins), which
+    its task allows: it lands through W2's real Claude Code review, in a checkout holding it all, and none of it
+    runs (the reviewer told of the risk; no trust recorded: tests/agents/test_claude.py). W3's change adds a hook
+    its task does not allow: REJECTED (scope), never reviewed (tests.hostile.agent_config_changes; the container's
+    side: tests/scenarios/test_hostile_docker.py)."""
+    result = orch("run", agent_config_changes(tmp_path), "--local", "--name", "cfg")
+    agent_config_held(RunFolder.for_name("cfg"), result)

@@ -10,6 +10,7 @@ attempt refused and flagged where it can be seen, and no honest finding lost.
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,18 @@ from orch.run.records import DockerRunInfo, Isolation
 from orch.run.uids import worker_uid
 from tests.dockertest import BUILD_TIMEOUT, GATEWAY_UID, PROCESS_SCRIPT, RUN_UID, events, new_name
 from tests.helpers import PAGES_QUOTE, PAGES_REPRO, SAMPLE, orch
-from tests.hostile import DONE, FORGER, RESULT, finding, findings, hostile_finder_tasks, spec
+from tests.hostile import (
+    DONE,
+    FORGER,
+    RESULT,
+    agent_config_changes,
+    agent_config_held,
+    deputy_scripts,
+    finding,
+    findings,
+    hostile_finder_tasks,
+    spec,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.claude, pytest.mark.timeout(BUILD_TIMEOUT)]
 
@@ -101,14 +113,20 @@ def test_a_hostile_finder_cannot_get_its_false_finding_confirmed(
     assert "## Isolation" in run.report_md.read_text() and "leftover-processes" in run.report_md.read_text()
 
 
+# An honest verifier: it greps the quote and confirms the claim citing orch's run of its reproduce command (exit 0),
+# its verdict in the very call that writes it (orch.jobs.authorship).
+_CONFIRMED = {
+    "job": "{{job}}",
+    "finding": "{{finding_id}}",
+    "verdict": "CONFIRMED",
+    "reason": "orch's run of the reproduce command exits 0, and the code is there",
+    "evidence": [{"file": "pages.py", "line": 15, "quote": "start = page * size"},
+                 {"command": PAGES_REPRO, "exit_code": 0}],
+}  # fmt: skip
 HONEST_VERIFY = (
-    "cd {{workdir}} && grep -nF -- 'start = page * size' pages.py && " + PAGES_REPRO + "; code=$?; "
-    'python3 -c \'import json,sys; json.dump({"job": "{{job}}", "finding": "{{finding_id}}", '
-    '"verdict": "CONFIRMED" if sys.argv[1] == "0" else "REFUTED", "reason": "ran it", "evidence": '
-    '[{"file": "pages.py", "line": 15, "quote": "start = page * size"}, '
-    '{"command": sys.argv[2], "exit_code": int(sys.argv[1])}]}, open("{{verdict_file}}", "w"))\' "$code" '
-    + json.dumps(PAGES_REPRO)
-    + " && echo 'verified' > {{result_file}}"
+    "cd {{workdir}} && grep -nF -- 'start = page * size' pages.py && "
+    f"printf '%s\\n' {shlex.quote(json.dumps(_CONFIRMED))} > {{{{verdict_file}}}} && "
+    "echo 'verified' > {{result_file}}"
 )
 # Worker 2 as a verifier: refutes a true finding with evidence it never gathered. It writes its own hook
 # log to show a test run failing (its own file: it may), tries worker 3's hook log and outbox and the tree,
@@ -258,3 +276,47 @@ def test_a_strict_worker_that_crashes_is_restarted_as_itself(
     starts = [e for e in run.hook_events(1) if e.hook_event_name == "SessionStart"]
     assert len(starts) == 2 and starts[0].session_id == starts[1].session_id
     assert run.outbox(1).stat().st_uid == worker_uid(1)
+
+
+def test_a_finders_command_runs_as_the_checks_uid_and_a_forged_verdict_is_refused(
+    image: str, names: list[str], engine: docker.DockerClient, sample: Path, tmp_path: Path
+) -> None:
+    """The container's side of tests/scenarios/test_scripted.py's deputy test (orch's scripted agent, strict): orch
+    runs the hostile finder's reproduce command as the checks' uid, where it starts no forger (no ORCH_RUN, no
+    worker's outbox to write); worker 2 runs it as itself anyway, and the verdict its forger rewrites is refused as
+    forged, the forger stopped as worker 2's uid."""
+    finder, verifier = deputy_scripts(finding("F1", "paginate loses the last page", "pages.py", 15, PAGES_QUOTE, ""),
+                                      PAGES_QUOTE)  # fmt: skip
+    tasks = [{"id": "t1", "goal": "Determine whether paginate() is correct.", "worker": 1, "offline_script": finder}]
+    roles = {"verifier": {"offline_script": verifier}}
+    path = spec(tmp_path / "fleet.yaml", sample, tasks, agent="scripted", workers=3, limits={"max_corrections": 1},
+                verification={"verifiers_per_finding": 2}, roles=roles)  # fmt: skip
+    name = new_name(names, "deputy")
+    result = orch("run", str(path), "--name", name)
+    run = RunFolder.for_name(name)
+    assert run.info().isolation is Isolation.STRICT
+    assert _statuses(run) == {"t1-F1": "REFUTED"}, result.output
+    (reproduced,) = _events(run, Event.REPRODUCED)
+    assert reproduced["data"]["exit_code"] not in (0, None)  # as the checks' uid: no forger started
+    (forged,) = _events(run, Event.VERDICT_FORGED)
+    assert forged["worker"] == 2 and forged["data"]["verdict"] == "CONFIRMED"
+    stopped = _by_event(run, Event.LEFTOVERS_STOPPED, 2)
+    assert stopped and stopped[0]["data"]["killed"] and not stopped[0]["data"]["survived"]
+    assert sorted(v.verifier for v in load_state(run).verdicts) == [2, 3]
+
+
+def _events(run: RunFolder, name: Event) -> list[dict[str, Any]]:
+    return [e for e in events(run) if e["event"] == name]
+
+
+def test_a_hostile_writers_agent_config_never_runs_as_its_reviewer_in_the_container(
+    image: str, names: list[str], tmp_path: Path
+) -> None:
+    """The container's side of tests/scenarios/test_claude_lead.py's test (real Claude Code, strict): W1's allowed
+    change carrying every agent's project configuration lands through W2's review and none of it runs; W3's change
+    with a hook its task does not allow is REJECTED (scope), never reviewed."""
+    name = new_name(names, "cfg")
+    result = orch("run", str(agent_config_changes(tmp_path)), "--name", name)
+    run = RunFolder.for_name(name)
+    assert run.info().isolation is Isolation.STRICT
+    agent_config_held(run, result)

@@ -29,7 +29,8 @@ from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.spec.model import Role
 from orch.waits import wait_for_paths, wait_until
-from tests.helpers import PAGES_REPRO, SAMPLE, orch, prompts
+from tests.helpers import PAGES_QUOTE, PAGES_REPRO, SAMPLE, orch, prompts
+from tests.hostile import deputy_scripts
 from tests.lead.leadrun import (
     DONE,
     MEAN_FINDING,
@@ -96,8 +97,9 @@ FINDS_MEAN = [findings_step(MEAN_FINDING), RESULT, DONE, reply()]
 
 # --- dispatch and verification -------------------------------------------------------------------
 def test_findings_are_verified_by_other_workers_confirmed_or_refuted(workdir: Path, tmp_path: Path) -> None:
-    """Two finders, each finding to the two other workers; the verdicts come from the verifiers' own Bash
-    calls (grep the quote, run the reproduce command), read back from the gateway's ledger."""
+    """Two finders, each finding to the two other workers; orch runs each finding's reproduce command in the checks'
+    sandbox first, and the verdicts come from the verifiers' own Bash calls (grep the quote) and orch's run, which
+    they cite and no verifier runs itself."""
     tasks = [task("pages", FINDS_PAGES, worker=1), task("stats", FINDS_MEAN, worker=2)]
     run = run_spec(
         tmp_path, workdir, "verify", tasks, exit_code=0, workers=3, verification={"verifiers_per_finding": 2}
@@ -107,12 +109,17 @@ def test_findings_are_verified_by_other_workers_confirmed_or_refuted(workdir: Pa
     assert_never_self_verified(state)
     assert_each_brief_sent_once(run, state)
     assert sorted(v.job for v in state.verdicts) == ["pages-F1.v1", "pages-F1.v2", "stats-F1.v1", "stats-F1.v2"]
-    for verdict in state.verdicts:  # each verifier ran the reproduce command, through the gateway
+    assert {e.data["finding"]: e.data["exit_code"] for e in events(run, Event.REPRODUCED)} == {
+        "pages-F1": 0,
+        "stats-F1": 1,
+    }
+    for verdict in state.verdicts:  # each cites orch's run of the reproduce command, and never ran it itself
         ledger = [json.loads(line) for line in run.model_ledger.read_text().splitlines()]
         ran = [e["input"]["command"] for e in ledger if e["worker"] == verdict.verifier and e["kind"] == "tool_use"
                and e.get("tool") == "Bash"]  # fmt: skip
         repro = state.finding(verdict.finding).finding.reproduce
-        assert repro and any(repro in command for command in ran)
+        assert repro and ran and not any(repro in command for command in ran)
+        assert repro in [getattr(ev, "command", None) for ev in verdict.report.evidence]
     assigned = [(e.worker, e.data["job"]) for e in events(run, Event.ASSIGNED)]
     assert assigned[:2] == [(1, "pages"), (2, "stats")]  # pinned tasks to their workers, first
     data = report(run)
@@ -345,10 +352,21 @@ def test_a_killed_controller_resumes_where_it_stopped(workdir: Path, tmp_path: P
     finishes while no controller runs. `orch run --resume` files its verdict, redoes nothing, opens round 3
     and ends the run."""
     gate = RunFolder.for_name("rs").root / "gate"  # in the run folder, which a verifier's sandbox reads
-    slow = {**PAGES_FINDING, "id": "F2", "reproduce": f"while [ ! -e {gate} ]; do sleep 0.05; done; {PAGES_REPRO}"}
-    tasks = [task("t1", [findings_step(PAGES_FINDING, slow), RESULT, DONE, reply()], worker=1)]
+    second = {**PAGES_FINDING, "id": "F2"}
+    tasks = [task("t1", [findings_step(PAGES_FINDING, second), RESULT, DONE, reply()], worker=1)]
+    # The verifiers cite orch's run of the reproduce command (exit 0); t1-F2's round-2 verifier waits for the gate.
+    cited = [{"file": "pages.py", "line": 15, "quote": PAGES_QUOTE}, {"command": PAGES_REPRO, "exit_code": 0}]
+    verdict = {"job": "{{job}}", "finding": "{{finding_id}}", "verdict": "CONFIRMED", "reason": "it reproduces"}
+    verifier = [
+        {"bash": f"case {{{{finding_id}}}}.{{{{round}}}} in t1-F2.2) while [ ! -e {gate} ]; do sleep 0.1; done;; esac"},
+        {"write": "{{verdict_file}}", "content": json.dumps({**verdict, "evidence": cited})},
+        RESULT,
+        DONE,
+        reply(),
+    ]
     spec = write_spec(tmp_path / "rs.yaml", workdir, tasks, agent="scripted", workers=3,
-                      timeouts={"job": 90, "run": 120}, verification={"rounds": "find-refute-confirm"})  # fmt: skip
+                      timeouts={"job": 90, "run": 120}, verification={"rounds": "find-refute-confirm"},
+                      roles={"verifier": {"offline_script": verifier}})  # fmt: skip
     cmd = [sys.executable, "-c", "from orch.cli.main import main; main()", "run", str(spec), "--local", "--name", "rs"]
     first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     run = RunFolder.for_name("rs")
@@ -380,6 +398,34 @@ def test_a_killed_controller_resumes_where_it_stopped(workdir: Path, tmp_path: P
     assert_never_self_verified(state)
     for fid in ("t1-F1", "t1-F2"):  # round 3 went to a worker that had not judged the finding in round 2
         assert state.job(f"{fid}.c1").worker != state.job(f"{fid}.r1").worker
+
+
+# --- deputies: nothing a worker wrote runs as another ---------------------------------------------
+def test_a_finders_command_never_runs_as_its_verifiers_and_a_forged_verdict_is_refused(
+    workdir: Path, tmp_path: Path
+) -> None:
+    """orch runs the hostile finder's reproduce command in the checks' sandbox, where it fails: its verifiers are
+    told so and refute the claim. W2 runs the command in its own shell anyway; the forger it leaves rewrites W2's
+    verdict after W2 wrote it. That verdict is no call of W2's: refused as forged, the forger stopped, and W2's
+    verdict written again is accepted."""
+    finder, verifier = deputy_scripts(PAGES_FINDING, PAGES_QUOTE)
+    run = run_spec(tmp_path, workdir, "deputies", [task("t1", finder, worker=1)], exit_code=0,
+                   workers=3, verification={"verifiers_per_finding": 2}, limits={"max_corrections": 1},
+                   roles={"verifier": {"offline_script": verifier}})  # fmt: skip
+    (reproduced,) = events(run, Event.REPRODUCED)
+    assert reproduced.data["exit_code"] == 2  # in the sandbox: no run folder, so no script and no forger
+    (forged,) = events(run, Event.VERDICT_FORGED)
+    assert forged.worker == 2 and forged.data["verdict"] == "CONFIRMED"
+    stopped = [e for e in events(run, Event.LEFTOVERS_STOPPED) if e.worker == 2]
+    assert stopped and stopped[0].data["killed"]
+    state = load_state(run)
+    assert statuses(run) == {"t1-F1": "REFUTED"}
+    assert sorted((v.verifier, v.report.reason) for v in state.verdicts) == [
+        (2, "orch's run failed"),
+        (3, "orch's run failed"),
+    ]
+    flagged = [p.kind for f in state.flags for p in f.problems]
+    assert flagged == ["forged-output"]
 
 
 # --- budget --------------------------------------------------------------------------------------

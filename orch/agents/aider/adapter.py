@@ -81,6 +81,8 @@ FACTS = AgentFacts(
     ),
     version_last=True,  # `aider X`
     version_timeout=60,  # slow to start
+    # Its config (a `load:` of /run commands at start), model settings, ignore list, conventions it is told to read.
+    project_files=(".aider.conf.yml", ".aider.model.settings.yml", ".aider.model.metadata.json", ".aiderignore"),
 )
 GATEWAY = gateway_env(FACTS.credentials)
 # No --yes-always: it answers aider's shell questions No. confirm.py answers every question instead.

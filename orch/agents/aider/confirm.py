@@ -17,6 +17,12 @@ can print anything (a fake "Run shell command?" line is just text to this).
   file or a command's output to the chat, fix lint or test errors): yes, in every mode;
 - anything else (install a package, add a URL, make a git repo...): no. Nothing is downloaded at run time.
 
+Its project files are not read either: aider has no switch to skip the `.aider.conf.yml`, `.env`,
+`.aider.model.settings.yml` and `.aider.model.metadata.json` of its folder and git root (a `.aider.conf.yml`
+can `load:` a file of `/run` commands at start), so `confine` makes aider look for them in the worker's own
+HOME alone (and in a file named on its command line). An aider whose functions are not the ones this
+replaces is refused at start, in one line.
+
 Each answer is printed and logged in aider's chat history, as aider logs a typed one. Plain script,
 standard library only (plus aider, imported in main): it runs with aider's interpreter, not orch's.
 """
@@ -27,6 +33,7 @@ import fnmatch
 import importlib
 import importlib.util
 import inspect
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -48,6 +55,12 @@ YES = (
 )
 SIGNATURE = ("self", "question", "default", "subject", "explicit_yes_required", "group", "allow_never")
 """confirm_ask's parameters in the pinned aider: another aider is refused at start rather than half-answered."""
+CONFIG_SEARCH = {
+    "get_parser": ("default_config_files", "git_root"),
+    "generate_search_path_list": ("default_file", "git_root", "command_line_file"),
+}
+"""aider.main's functions that decide where it reads its config and dotenv files, with the pinned aider's
+parameters (`confine` replaces them)."""
 SEPARATORS = re.compile(r"&&|\|\||[;&|\n]")
 
 
@@ -147,6 +160,33 @@ def install(answerer: Answerer, io_class: Any) -> None:
     io_class.confirm_ask = confirm_ask
 
 
+def confine(aider_main: ModuleType, home: str) -> None:
+    """Make aider read its config, .env and model files from `home` (and its command line) alone, never from its
+    folder or git root, where a worker's change can put them."""
+    originals = {name: getattr(aider_main, name, None) for name in CONFIG_SEARCH}
+    for name, expected in CONFIG_SEARCH.items():
+        params = tuple(inspect.signature(originals[name] or (lambda: None)).parameters)
+        if params != expected:
+            raise SystemExit(f"orch: aider's {name}{params} is not the one orch confines: use the aider orch pins")
+    get_parser, search = originals["get_parser"], originals["generate_search_path_list"]
+    assert get_parser is not None and search is not None
+    mine = os.path.join(os.path.realpath(home), "")
+
+    def own(files: list[str]) -> list[str]:
+        return [f for f in files if os.path.realpath(os.path.expanduser(f)).startswith(mine)]
+
+    def confined_parser(default_config_files: list[str], git_root: str | None) -> Any:
+        return get_parser(own(default_config_files), git_root)
+
+    def confined_search(default_file: str, git_root: str | None, command_line_file: str | None) -> list[str]:
+        files: list[str] = search(default_file, None, None)
+        named = [str(command_line_file)] if command_line_file else []
+        return own(files) + [f for f in named if f not in files]
+
+    for name, replacement in (("get_parser", confined_parser), ("generate_search_path_list", confined_search)):
+        setattr(aider_main, name, replacement)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 5 or argv[4] not in MODES:
         print(__doc__, file=sys.stderr)
@@ -155,8 +195,9 @@ def main(argv: list[str]) -> int:
     answerer = Answerer(load_hookwriter(hookwriter), state, policy, mode)
     install(answerer, importlib.import_module("aider.io").InputOutput)
     sys.argv = ["aider", *argv[5:]]
-    aider_main = importlib.import_module("aider.main").main
-    return int(aider_main() or 0)
+    aider_main = importlib.import_module("aider.main")
+    confine(aider_main, os.path.expanduser("~"))
+    return int(aider_main.main() or 0)
 
 
 if __name__ == "__main__":

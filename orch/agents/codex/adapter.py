@@ -4,9 +4,13 @@ so that no first-run dialog appears, pointed at the run's gateway by its own mod
 What the pinned Codex does on a first start, and what the seeding answers (docs/agents/codex.md):
 - "Welcome to Codex ... Sign in with ChatGPT": shown for the built-in OpenAI provider even with a key
   set. The worker uses a provider of its own (`[model_providers.orch]`, `env_key`), which needs no login.
-- "Trust this folder?" (a git workdir): `[projects."<dir>"] trust_level = "trusted"`.
-- "Hooks need review": hooks only run once trusted; orch writes them itself and passes
-  `--dangerously-bypass-hook-trust`, which runs them without review for that invocation.
+- "Trust this folder?": never answered yes. Every workdir is `[projects."<dir>"] trust_level = "untrusted"`, so
+  a folder's `.codex/` config, hooks, exec policies and MCP servers stay off; the pinned Codex has no other switch
+  for it, and shows "Folder access ... 1. Open restricted" at every start in such a folder, whatever `-a`/`-s`
+  say, which orch answers (`every_start`: Enter on the preselected "Open restricted", which changes no saved
+  trust; a restart waits for it too).
+- "Hooks need review": orch writes its hooks itself (in CODEX_HOME, which an untrusted folder does not turn off)
+  and passes `--dangerously-bypass-hook-trust`, which runs them without review for that invocation.
 - No update check or telemetry prompt blocks, but both are switched off.
 
 State comes from Codex's hooks (`$CODEX_HOME/hooks.json`, the payloads Claude Code's hooks send, through
@@ -117,13 +121,15 @@ FACTS = AgentFacts(
     ),
     # Fallback only: the seeded CODEX_HOME prevents these. The first option of each is the one to take.
     dialogs=(
-        Dialog("trust", r"Trust this folder\?", ("Enter",)),
+        Dialog("folder-access", r"›\s*1\.\s*Open restricted", ("Enter",), every_start=True),
         Dialog("hooks-review", r"Hooks need review", ("Down", "Enter")),
         Dialog("model-migration", r"1\. Try new model", ("Down", "Enter")),
     ),
     version_last=True,  # "codex-cli X"
     doctor_optional=False,
     resume_args=("resume",),
+    # Config, hooks, exec policies, MCP servers, skills (.agents/skills), instructions.
+    project_files=("**/.codex/**", "**/.agents/**", "AGENTS.md", "AGENTS.override.md"),
 )
 GATEWAY = gateway_env(FACTS.credentials)
 
@@ -240,7 +246,6 @@ class CodexAdapter(AgentBase):
         approval, _ = MODES[ctx.permission_mode]
         sandbox = _sandbox_mode(ctx)
         base_url = ctx.env.get(GATEWAY.base_url_env) or CREDENTIALS.api_url or ""
-        trusted = {"trust_level": "trusted"}
         return {
             "model_provider": PROVIDER,
             "approval_policy": approval,
@@ -261,7 +266,8 @@ class CodexAdapter(AgentBase):
             },
             # The run folder too: the worker writes its outbox there and posts to the bus.
             "sandbox_workspace_write": {"writable_roots": [str(ctx.run.root)], "network_access": False},
-            "projects": {str(ctx.workdir): trusted, str(ctx.run.root): trusted},
+            # Restricted: no config, hooks, exec policy or MCP server of the folder (see the top of this module).
+            "projects": {str(ctx.workdir): {"trust_level": "untrusted"}},
             "notice": {"model_migrations": dict(MIGRATIONS)},
             "tui": {"screen_reader_detection_done": True, "model_availability_nux": {"gpt-6.1-sol": 4}},
             "analytics": {"enabled": False},

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from orch import sse
-from orch.contracts import TEXT_SHELL
+from orch.contracts import TEXT_EDIT, TEXT_SHELL
 from orch.gateway.apis import base as api
 from orch.gateway.apis.base import Outcome, ProtocolBase, StreamBase, ToolResult, ToolUse
 from orch.gateway.modeldir import Tokens
@@ -79,6 +79,29 @@ def text_shell_calls(text: str, tag: str) -> list[ToolUse]:
                 i += 1
         i += 1
     return [ToolUse(f"{tag}:{n}", TEXT_SHELL, {"command": command}) for n, command in enumerate(commands)]
+
+
+def text_edit_calls(text: str, tag: str) -> list[ToolUse]:
+    """The edits aider would make from an answer's text: each SEARCH/REPLACE block, with the file named on the line
+    before it (or before its opening fence), as a TEXT_EDIT call (`file_path`, `old_string`, `new_string`)."""
+    lines = text.splitlines()
+    calls: list[ToolUse] = []
+    for i, line in enumerate(lines):
+        if not line.strip().startswith("<<<<<<< SEARCH"):
+            continue
+        named = [ln.strip() for ln in lines[max(0, i - 2) : i] if ln.strip() and not ln.strip().startswith("```")]
+        try:
+            middle = next(j for j in range(i + 1, len(lines)) if lines[j].strip() == "=======")
+            end = next(j for j in range(middle + 1, len(lines)) if lines[j].strip().startswith(">>>>>>> REPLACE"))
+        except StopIteration:
+            continue  # torn: aider would not apply it either
+        edit = {
+            "file_path": named[-1] if named else "",
+            "old_string": "\n".join(lines[i + 1 : middle]),
+            "new_string": "\n".join(lines[middle + 1 : end]),
+        }
+        calls.append(ToolUse(f"{tag}:e{len(calls)}", TEXT_EDIT, edit))
+    return calls
 
 
 def tokens(usage: object) -> Tokens | None:
@@ -155,7 +178,7 @@ class _Stream(StreamBase):
         if self._text is not None and self._outcome.complete:
             text = "".join(self._text)
             tag = self._id or hashlib.sha256(text.encode()).hexdigest()[:16]
-            self._outcome.tool_uses += text_shell_calls(text, tag)
+            self._outcome.tool_uses += text_shell_calls(text, tag) + text_edit_calls(text, tag)
         return self._outcome
 
 

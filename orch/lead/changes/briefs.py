@@ -1,10 +1,11 @@
 """Briefs for the changes flow: a reviewer's values (the task, the diff, the check results), the writer's list
 of checks, and the offline reviewer's steps, generated from the change as a verifier's are from a finding.
 
-Offline, a reviewer greps the first line the change adds (in its checkout of base + patch) and runs the spec's
-checks there; `orch offline-verdict` (orch.lead.verdictwriter) writes CONFIRMED (approve) when they pass,
-REFUTED when they fail or the line is not there. The controller checks that verdict like any other: its
-commands against the gateway's ledger, its quote against the checkout.
+Offline, a reviewer greps the first line the change adds (in its checkout of base + patch); `orch offline-verdict`
+(orch.lead.verdictwriter) writes CONFIRMED (approve) when the spec's checks passed on the change's tree as the gate
+ran them (orch's record: the writer's code never runs as the reviewer), REFUTED when they failed or the line is not
+there. The controller checks that verdict like any other: that its own call wrote it, its commands against the
+ledger and orch's records, its quote against the checkout.
 """
 
 from __future__ import annotations
@@ -15,9 +16,13 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
-from orch.jobs.findings import CodeEvidence, Finding, Severity
+from orch.errors import NotFoundError, OrchError
+from orch.jobs.changes import Change
+from orch.jobs.findings import CodeEvidence, Finding, RanCommand, Severity
 from orch.jobs.state import ChangeBook, ControllerState, Job
-from orch.lead import briefs
+from orch.lead import briefs, verdictwriter
+from orch.lead.changes import agentfiles
+from orch.run.files import read_model
 from orch.run.folder import RunFolder
 from orch.spec.model import FleetSpec, Role, ScriptStep
 from orch.spec.placeholders import render_steps
@@ -63,8 +68,18 @@ def review_values(
         diffstat="\n".join(f"    {line}" for line in diffstat.splitlines()),
         checks=check_results(run, change.id),
         verdict_file=str(run.outbox_verdict(n, job.id)),
+        risks=risks(run, change.id),
     )
     return values
+
+
+def risks(run: RunFolder, change: str) -> str:
+    """What the reviewer is told to read as code beyond the task's files: the agent files the change edits."""
+    try:
+        files = read_model(run.change_record(change), Change, NotFoundError(change)).files
+    except OrchError:
+        return ""
+    return agentfiles.risk_note(files)
 
 
 def first_added_line(patch: str) -> tuple[str, int, str] | None:
@@ -91,28 +106,46 @@ def first_added_line(patch: str) -> tuple[str, int, str] | None:
     return None
 
 
+def offline_claim(run: RunFolder, change: ChangeBook) -> Finding:
+    """What the offline reviewer checks of a change: the first line it adds is in its checkout."""
+    try:
+        patch = run.change_patch(change.id).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        patch = ""
+    file, line, quote = first_added_line(patch) or ("(no added line)", 1, "(the change adds no line)")
+    claim = f"change {change.id} does what task {change.task} asks"
+    return Finding(
+        id="C", claim=claim, severity=Severity.INFO, evidence=[CodeEvidence(file=file, line=line, quote=quote)]
+    )
+
+
+def offline_record(spec: FleetSpec, run: RunFolder, change: str) -> str:
+    """The record the offline reviewer's verdict rests on: the checks as the gate ran them on the change's tree
+    (the writer's code never runs as the reviewer)."""
+    return str(run.change_checks(change)) if spec.checks else verdictwriter.NO_RECORD
+
+
+def gate_run(run: RunFolder, change: str) -> RanCommand | None:
+    """The spec's checks as the gate ran them on the change's tree (checks.json), as one call that ran them joined
+    with `&&`, which a reviewer may cite as run (the offline one does: orch.lead.verdictwriter.outcome); None: no
+    record."""
+    try:
+        record = json.loads(run.change_checks(change).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    command, code, _, _ = verdictwriter.outcome(record if isinstance(record, dict) else None)
+    return RanCommand(command, is_error=code != 0) if command and code is not None else None
+
+
 def offline_review_steps(
     spec: FleetSpec, run: RunFolder, change: ChangeBook, values: dict[str, str]
 ) -> list[ScriptStep]:
     custom = spec.roles.get(Role.REVIEWER)
     if custom is not None and custom.offline_script is not None:
         return render_steps(custom.offline_script, values)
-    try:
-        patch = run.change_patch(change.id).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        patch = ""
-    added = first_added_line(patch)
-    file, line, quote = added or ("(no added line)", 1, "(the change adds no line)")
-    claim = Finding(
-        id="C",
-        claim=f"change {change.id} does what task {change.task} asks",
-        severity=Severity.INFO,
-        evidence=[CodeEvidence(file=file, line=line, quote=quote)],
-        reproduce=" && ".join(spec.checks) or None,
-    )
     values = {**values, "finding_id": change.id}
     return [
-        {"bash": briefs.verification_check(claim, values)},
+        {"bash": briefs.verification_check(offline_claim(run, change), values, offline_record(spec, run, change.id))},
         {"bash": f"touch {shlex.quote(values['done_file'])}"},
         {"reply": "Review written."},
     ]

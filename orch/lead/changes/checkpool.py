@@ -17,7 +17,7 @@ import contextlib
 import os
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -100,14 +100,16 @@ class CheckPool(Generic[T]):
             with contextlib.suppress(BlockingIOError, OSError):
                 os.write(self._pipe[1], b".")
 
-    def take(self) -> list[Ended[T]]:
-        """What ended since the last call, in the order it ended."""
+    def take(self, works: Collection[str] | None = None) -> list[Ended[T]]:
+        """What ended since the last call, in the order it ended: of these kinds of `work` (default: every kind;
+        the rest stay for their taker)."""
         if self._pipe is not None:
             with contextlib.suppress(BlockingIOError, OSError):
                 while os.read(self._pipe[0], 4096):
                     pass
         with self._lock:
-            out, self._ended = self._ended, []
+            out = [e for e in self._ended if works is None or e.work in works]
+            self._ended = [e for e in self._ended if works is not None and e.work not in works]
         return out
 
     def close(self) -> None:

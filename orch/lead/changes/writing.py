@@ -33,10 +33,10 @@ from orch.jobs.changes import (
     ChecksRecord,
     Integration,
 )
-from orch.jobs.findings import CommandEvidence, Problem, ProblemKind, RanCommand, Verdict, VerdictReport
+from orch.jobs.findings import CommandEvidence, Problem, ProblemKind, RanCommand, Verdict, VerdictReport, runs_of
 from orch.jobs.state import AcceptedReview, ChangeBook, ChangeStage, Job, JobStatus
-from orch.lead.base import Part
-from orch.lead.changes import decisions, gate, queue, status, take
+from orch.lead.base import Part, PoolResult
+from orch.lead.changes import agentfiles, decisions, gate, queue, status, take
 from orch.lead.changes.checkpool import Ended
 from orch.lead.changes.checkwatch import CheckLimits
 from orch.lead.changes.decisions import CHECKED, Next, Work
@@ -126,6 +126,7 @@ class Writing(Part):
             max_files=limits.max_files,
         )
         scope = scope_violations(change, self.grading, self._allowed(job.task))
+        scope += agentfiles.violations(change, self._allowed(job.task), repo.subdir)  # whatever `protect:` says
         # A process the writer left behind could change the tree after the snapshot (which the change is taken
         # from, so it cannot alter this change): the attempt itself keeps the change out.
         # What it left when its job ended (stopped since), or what runs now.
@@ -227,7 +228,7 @@ class Writing(Part):
     def collect_checks(self) -> None:
         """Take in what the pool finished: a gate's checks open the change's reviews (or reject it), an
         integration lands the change or sends it back to its writer."""
-        for ended in self.desk.checks.take():
+        for ended in self.desk.checks.take({work.value for work in Work}):
             book = self.state.change(ended.change)
             if book.stage not in CHECKED:
                 continue
@@ -265,7 +266,7 @@ class Writing(Part):
             repo, change, checks, baseline, limits=limits, grading=grading, stopper=stop
         )  # fmt: skip
 
-    def _gate_ended(self, book: ChangeBook, ended: Ended[ChecksRecord | Integration]) -> None:
+    def _gate_ended(self, book: ChangeBook, ended: Ended[PoolResult]) -> None:
         record = ended.value
         assert isinstance(record, ChecksRecord)
         book.checks_ok = not record.regressions
@@ -302,9 +303,10 @@ class Writing(Part):
 
     # --- reviews -------------------------------------------------------------------------------
     def review_problems(self, report: VerdictReport, commands: list[RanCommand]) -> list[Problem]:
-        """Beyond a verdict's own checks: an approval must cite a command the reviewer ran (in the ledger)."""
-        ran = [ev for ev in report.evidence if isinstance(ev, CommandEvidence)]
-        if report.verdict is Verdict.CONFIRMED and (not ran or not commands):
+        """Beyond a verdict's own checks: an approval must cite a command the reviewer ran (in the ledger: orch's own
+        run of the checks does not count)."""
+        ran = [ev for ev in report.evidence if isinstance(ev, CommandEvidence) and runs_of(ev.command, commands)]
+        if report.verdict is Verdict.CONFIRMED and not ran:
             detail = (
                 "an approval needs a command you ran on this change during the job (a test, the changed code on "
                 "an input), cited with its exit code"
@@ -367,7 +369,7 @@ class Writing(Part):
             stopper=stop,
         )  # fmt: skip
 
-    def _integration_ended(self, book: ChangeBook, ended: Ended[ChecksRecord | Integration]) -> None:
+    def _integration_ended(self, book: ChangeBook, ended: Ended[PoolResult]) -> None:
         result = ended.value
         assert isinstance(result, Integration)
         self.desk.event(Event.CHECKS_ENDED, book.writer, change=book.id, work=ended.work, result=result.result.value)

@@ -14,21 +14,20 @@ Extension point: `SECTIONS`. Each section turns the report into rules and result
 each writer task's change that did not land (REJECTED by the gate, CONFLICT, FAILED) at the files it touched;
 a REJECTED one is suppressed too unless its task needed a change.
 Worker-written text (claims, quotes, reasons) goes only into JSON strings, which json escapes; in a message it
-passes `message_text` first (SARIF reads `[text](target)` in a message as a link: brackets are escaped).
+passes orch.escape.sarif first (SARIF reads `[text](target)` in a message as a link: brackets are escaped).
 """
 
 from __future__ import annotations
 
 import hashlib
 import posixpath
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath, PurePosixPath
 from typing import Literal
 from urllib.parse import quote
 
-from orch import __version__
+from orch import __version__, escape
 from orch.exitcodes import Exit, status_of
 from orch.jobs.changes import ChangeStatus
 from orch.jobs.findings import CodeEvidence, Severity, Verdict
@@ -72,9 +71,6 @@ FINGERPRINT = "orchClaim/v1"
 SHORT = 120  # a rule's short description
 EXECUTED = tuple(status_of(code) for code in (Exit.PASSED, Exit.FINDINGS, Exit.INCOMPLETE))
 """Outcomes of a run that went to its end (exit 0, 6 or 4): the tool ran, whatever it found."""
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-"""Control characters a worker's text may carry (a terminal escape's ESC among them): never in a SARIF string."""
-LINK_SYNTAX = re.compile(r"[\\\[\]]")
 
 # (status, severity) -> level. A REFUTED finding is a note whatever its severity; an unverified (or
 # still pending) one is at most a warning: only a CONFIRMED one is an error.
@@ -115,23 +111,11 @@ def _squash(text: str) -> str:
     return " ".join(text.split())
 
 
-def plain(text: str) -> str:
-    """Worker text for a SARIF string that is not a message (a justification): no control characters."""
-    return CONTROL.sub(" ", text)
-
-
-def message_text(text: str) -> str:
-    """Worker text for a SARIF message: no control characters, and `\\`, `[` and `]` escaped with a backslash
-    (SARIF 2.1.0, 3.11.6: a message's `[text](target)` is a link, its escaped brackets literal), so a claim
-    cannot link anywhere from code scanning's alert."""
-    return LINK_SYNTAX.sub(lambda m: "\\" + m.group(), plain(text))
-
-
 def _refuted_by(row: FindingRow) -> str:
     """A REFUTED finding's suppression: the verifiers who refuted it and why."""
     said = [f"W{c.verifier}: {_squash(c.reason)}" if c.reason else f"W{c.verifier}" for c in row.verdicts
             if c.verdict == Verdict.REFUTED.value]  # fmt: skip
-    return plain("REFUTED by its verifiers: " + "; ".join(said))
+    return escape.plain("REFUTED by its verifiers: " + "; ".join(said))
 
 
 def relative_path(file: str, workdir: str) -> str:
@@ -161,7 +145,7 @@ def _location(ev: CodeEvidence, workdir: str) -> Location:
     artifact = ArtifactLocation(
         uri=quote(path, safe="/") if inside else PurePosixPath(path).as_uri(), uri_base_id=SRCROOT if inside else None
     )
-    region = Region(start_line=ev.line, snippet=ArtifactContent(text=ev.quote))
+    region = Region(start_line=ev.line, snippet=ArtifactContent(text=escape.plain(ev.quote)))
     return Location(physical_location=PhysicalLocation(artifact_location=artifact, region=region))
 
 
@@ -204,12 +188,12 @@ def finding_section(report: RunReport) -> Section:
                 round=c.round,
                 stance=c.stance,
                 verdict=c.verdict,
-                reason=c.reason,
-                flags=c.flags,
+                reason=escape.plain(c.reason),
+                flags=[escape.plain(f) for f in c.flags],
             )
             for c in row.verdicts
         ]
-        text = f"{message_text(row.claim)}\n\nVerification: {status.value}{_verdicts(row)}. Report: {anchor}"
+        text = escape.sarif(f"{row.claim}\n\nVerification: {status.value}{_verdicts(row)}. Report: {anchor}")
         refuted = status is FindingStatus.REFUTED
         results.append(
             Result(
@@ -255,10 +239,10 @@ def change_section(report: RunReport) -> Section:
             continue
         anchor = f"{REPORT}#change-{row.task}"
         why = f" ({row.reason.value})" if row.reason else ""
-        text = f"The change of writer task {row.task} did not land: {row.status.value}{why}. {message_text(row.detail)}"
+        text = f"The change of writer task {row.task} did not land: {row.status.value}{why}. {row.detail}"
         # The gate's verdict on a change its task did not need is a result, not an alert (as a REFUTED finding).
         caught = row.status is ChangeStatus.REJECTED and not row.fails
-        justification = plain(f"REJECTED by the gate{why}: {_squash(row.detail)}")
+        justification = escape.plain(f"REJECTED by the gate{why}: {_squash(row.detail)}")
         locations = [
             Location(
                 physical_location=PhysicalLocation(
@@ -272,7 +256,7 @@ def change_section(report: RunReport) -> Section:
             Result(
                 rule_id=task_rule_id(row.task),
                 level=CHANGE_LEVELS[row.status],
-                message=Message(text=f"{text.strip()}\n\nReport: {anchor}"),
+                message=Message(text=escape.sarif(f"{text.strip()}\n\nReport: {anchor}")),
                 locations=locations,
                 partial_fingerprints={FINGERPRINT: digest[:32]},
                 suppressions=[Suppression(justification=justification)] if caught else None,
@@ -281,13 +265,15 @@ def change_section(report: RunReport) -> Section:
                     task=row.task,
                     status=row.status.value,
                     reason=row.reason.value if row.reason else None,
-                    detail=row.detail,
+                    detail=escape.plain(row.detail),
                     writer=row.writer,
                     writer_agent=row.agent,
                     checks=[
                         f"{c.command}: exit {c.exit_code}" + (" (timed out)" if c.timed_out else "") for c in row.checks
                     ],
-                    reviews=[f"{c.job} W{c.reviewer} ({c.agent}): {c.verdict}: {c.reason}" for c in row.reviews],
+                    reviews=[
+                        f"{c.job} W{c.reviewer} ({c.agent}): {c.verdict}: {escape.plain(c.reason)}" for c in row.reviews
+                    ],
                     report=anchor,
                 ),
             )

@@ -25,6 +25,7 @@ from orch.run.records import HookEvent, Isolation, PermissionAnswer, WorkerState
 from orch.versions import AIDER_VERSION
 from orch.waits import wait_until
 from tests.helpers import demo_spec, diagnose, gateway_books, kill_agent, orch, pinned_bin, prompts
+from tests.hostile import pwned, tool_in_hostile_folder
 
 pytestmark = pytest.mark.aider
 BOOT = "120"
@@ -251,8 +252,9 @@ print(json.dumps([io.confirm_ask(q, subject=s, explicit_yes_required=e) for q, s
 
 
 def test_aider_workers_find_and_verify_with_ledgered_commands(tmp_path: Path) -> None:
-    """`orch run` end to end with aider workers: aider runs the lines of its answers' shell blocks, which the
-    gateway ledgers (text_shell), so a verifier's cited commands are checked against what it ran."""
+    """`orch run` end to end with aider workers: aider runs the lines of its answers' shell blocks and applies their
+    edit blocks, which the gateway ledgers (text_shell, text_edit), so a verifier's cited commands are checked
+    against what it ran and its verdict file against the edit that wrote it."""
     spec = demo_spec(tmp_path, "aider")
     result = orch("run", spec, "--local", "--name", "addemo")
     assert result.exit_code == 0, result.output  # the demo's false positive is refuted, as designed
@@ -261,6 +263,14 @@ def test_aider_workers_find_and_verify_with_ledgered_commands(tmp_path: Path) ->
     assert {f["id"]: f["status"] for f in report["findings"]} == {"pages-F1": "CONFIRMED", "stats-F1": "REFUTED"}
     assert report["evidence_source"] == "ledger" and report["flags"] == []
     ledger = [json.loads(line) for line in run.model_ledger.read_text().splitlines()]
-    assert {e["tool"] for e in ledger} == {"text_shell"}
-    assert any("offline-verdict" in e["input"]["command"] for e in ledger)
+    assert {e["tool"] for e in ledger} == {"text_shell", "text_edit"}
+    assert any("offline-verdict" in e["input"].get("command", "") for e in ledger)
     assert any("exit code" in clause for clause in report["agent_limits"]["aider"])
+
+
+def test_a_folders_own_config_never_runs(tmp_path: Path) -> None:
+    """A folder whose .aider.conf.yml `load:`s a /run command at start (and every other agent's configuration):
+    aider, which has no switch for it, is run with its config search confined to the worker's home by orch's
+    wrapper (orch.agents.aider.confirm.confine), so nothing of the folder's runs."""
+    run = tool_in_hostile_folder("adcfg", tmp_path, "aider", "--offline", "--boot-timeout", BOOT)
+    assert pwned(run.outbox_dir) == []

@@ -21,6 +21,7 @@ from orch.run.folder import RunFolder
 from orch.run.records import PermissionAnswer, WorkerState
 from orch.waits import wait_until
 from tests.helpers import demo_spec, diagnose, gateway_books, kill_agent, orch, prompts, worker_brief
+from tests.hostile import pwned, tool_in_hostile_folder
 
 pytestmark = pytest.mark.codex
 N = 2
@@ -185,3 +186,13 @@ def test_demo_fleet_of_codex_workers_runs_and_replays(codex_env: None, tmp_path:
     again = RunFolder.for_name("cxdemo-replay")
     assert {f["id"]: f["status"] for f in json.loads(again.report_json.read_text())["findings"]} == outcome
     assert "replay-miss" not in again.model_log.read_text()
+
+
+def test_a_folders_own_config_hooks_and_mcp_servers_never_run(codex_env: None, tmp_path: Path) -> None:
+    """A git folder holding every agent's project configuration: Codex opens it restricted (the one screen it shows
+    at each start in a folder orch keeps untrusted, answered), orch's hooks see its tool call, none of the folder's
+    config, hooks or MCP servers runs."""
+    run = tool_in_hostile_folder("cxcfg", tmp_path, "codex", "--offline")
+    assert pwned(run.outbox_dir) == []
+    logged = [json.loads(line)["event"] for line in run.events.read_text().splitlines()]
+    assert Event.START_SCREEN_ANSWERED in logged and Event.DIALOG_ANSWERED not in logged

@@ -46,7 +46,7 @@ def _prepare(run: RunFolder, mode: str = "workspace-write", **extra: object) -> 
     return spec.argv[4:], run.config_dir(1)
 
 
-def test_seeded_home_points_at_the_gateway_and_trusts_both_folders(run: RunFolder) -> None:
+def test_seeded_home_points_at_the_gateway_and_trusts_no_folder(run: RunFolder) -> None:
     argv, home = _prepare(run)
     config = tomllib.loads((home / "config.toml").read_text())
     provider = config["model_providers"][config["model_provider"]]
@@ -54,7 +54,8 @@ def test_seeded_home_points_at_the_gateway_and_trusts_both_folders(run: RunFolde
     assert provider["wire_api"] == "responses"
     assert (config["approval_policy"], config["sandbox_mode"]) == ("never", "workspace-write")
     assert config["sandbox_workspace_write"]["writable_roots"] == [str(run.root)]
-    assert {run.info().workdir, str(run.root)} <= set(config["projects"])
+    # The workdir restricted: no config, hooks, exec policy or MCP server of its own (Codex's only switch for it).
+    assert config["projects"] == {run.info().workdir: {"trust_level": "untrusted"}}
     assert "orch-cx-w1-token" not in json.dumps({k: v for k, v in config.items() if k != "model_providers"})
     hooks = json.loads((home / "hooks.json").read_text())["hooks"]
     assert set(hooks) == {"SessionStart", "UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse",

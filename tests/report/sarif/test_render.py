@@ -159,9 +159,10 @@ def test_worker_text_cannot_break_the_log() -> None:
     outside = Claim("pages", "F2", "ok", file="/etc/passwd", line=1, quote="root")
     results = _results(valid_sarif(run_with("nasty", [nasty, outside]).report_sarif))
     first = results["pages-F1"]
-    # No control character, and no bracket that could open or close a link (SARIF 2.1.0, 3.11.6).
-    assert first["message"]["text"].startswith('x"}\\]} \\[31m</script>  \u202e')
-    assert first["locations"][0]["physicalLocation"]["region"]["snippet"]["text"] == "\x07'\"<>"
+    # Shown, never acting: each control or bidi character as its escape, no bracket that could open or close a link
+    # (orch.escape.sarif; SARIF 2.1.0, 3.11.6).
+    assert first["message"]["text"].startswith('x"}\\]}\\\\x1b\\[31m</script>\\\\x00 \\\\u202e\n\nVerification:')
+    assert first["locations"][0]["physicalLocation"]["region"]["snippet"]["text"] == "\\x07'\"<>"
     assert first["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "../../etc/pass%20wd"
     loc = results["pages-F2"]["locations"][0]["physicalLocation"]["artifactLocation"]
     assert loc == {"uri": "file:///etc/passwd"}  # not under the workdir: an absolute URI, no base
