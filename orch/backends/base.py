@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, ClassVar
 
-from orch.errors import SandboxError
+from orch.errors import SandboxError, UsageError
 from orch.run.records import EgressMode, Isolation, RunInfo, RunInfoBase, Strict
 from orch.settings import CONTAINER_MEMORY, CONTAINER_PIDS, IN_CONTAINER
 
@@ -69,6 +69,12 @@ class UpOptions:
     pids: int = CONTAINER_PIDS
     network: str | None = None
     image: str | None = None
+    constraints: tuple[str, ...] = ()
+    """Where a run may be placed (`--constraint`: a swarm's nodes)."""
+    per_node: int | None = None
+    """At most this many runs on one node (`--per-node`: a swarm's)."""
+    lead: bool = False
+    """`orch run`: the run's controller runs where its fleet does, started once the spec is pushed."""
 
 
 class BackendSettings(Strict):
@@ -108,6 +114,9 @@ class Backend(ABC):
     """Where a controller runs in it (`registry.here()`): the run's gateway is another uid's, started by the
     init under a keeper of that uid (orch.container.gatewaykeeper), which starts it again; the controller
     cannot, and ends the run when both are gone. False: the controller starts a dead gateway again itself."""
+    lingers: ClassVar[bool] = False
+    """Its runs keep objects of their own past their fleet's end (a swarm run's collector, secrets, network): a
+    spec's teardown has them removed (`Sandbox.kill`) even when the fleet is gone."""
 
     @abstractmethod
     def settings(self, options: UpOptions) -> BackendSettings:
@@ -124,6 +133,14 @@ class Backend(ABC):
     @abstractmethod
     def doctor(self) -> list[Check]:
         """Its lines in `orch doctor`: what it needs on this machine, and the fix for what is missing."""
+
+    def refuse_placement(self, options: UpOptions) -> None:
+        """For a backend with no nodes to choose from: `--constraint` and `--per-node` refused in one line."""
+        if options.constraints or options.per_node is not None:
+            raise UsageError(
+                f"--constraint and --per-node place a run on a swarm's nodes; {self.title} has none to choose",
+                hint="use --backend swarm, or drop them",
+            )
 
     def confinement(self, info: RunInfo) -> Confinement:
         """How the run's workers are kept apart where its tmux server runs, in this process."""

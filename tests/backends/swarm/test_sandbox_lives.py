@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from orch.backends.swarm.record import SwarmRunInfo
 from orch.contracts import OrchCommand
 from orch.entry.demo import EXPECTED
-from orch.run.records import RunStatus, SwarmRunInfo
+from orch.run.records import RunStatus
 from orch.waits import wait_until
 from tests.dockertest import unique
 from tests.swarmtest import Cluster, demo_run, findings
