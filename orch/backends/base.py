@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, ClassVar
 
@@ -53,6 +53,16 @@ class ChecksSandbox(StrEnum):
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Where on a cluster's nodes a run may go (a swarm's: `--constraint`, `--per-node`)."""
+
+    constraints: tuple[str, ...] = ()
+    """Placement constraints, each `KEY==VALUE` or `KEY!=VALUE` (`node.labels.zone==eu`)."""
+    per_node: int | None = None
+    """At most this many runs on one node when this one is placed (None: no cap)."""
+
+
+@dataclass(frozen=True)
 class UpOptions:
     """What the command line said about where a new run lives; each backend takes into its settings what
     concerns it (`Backend.settings`) and leaves the rest (a local run has no image)."""
@@ -69,10 +79,7 @@ class UpOptions:
     pids: int = CONTAINER_PIDS
     network: str | None = None
     image: str | None = None
-    constraints: tuple[str, ...] = ()
-    """Where a run may be placed (`--constraint`: a swarm's nodes)."""
-    per_node: int | None = None
-    """At most this many runs on one node (`--per-node`: a swarm's)."""
+    placement: Placement = field(default_factory=lambda: Placement())
     lead: bool = False
     """`orch run`: the run's controller runs where its fleet does, started once the spec is pushed."""
 
@@ -136,7 +143,7 @@ class Backend(ABC):
 
     def refuse_placement(self, options: UpOptions) -> None:
         """For a backend with no nodes to choose from: `--constraint` and `--per-node` refused in one line."""
-        if options.constraints or options.per_node is not None:
+        if options.placement != Placement():
             raise UsageError(
                 f"--constraint and --per-node place a run on a swarm's nodes; {self.title} has none to choose",
                 hint="use --backend swarm, or drop them",

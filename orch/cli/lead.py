@@ -13,19 +13,22 @@ from typing import Annotated
 import typer
 
 from orch.backends import registry as backends
-from orch.backends.base import Backend
+from orch.backends.base import Backend, Placement
 from orch.cli.common import (
     BackendOpt,
     BaseOpt,
+    ConstraintOpt,
     CopyOpt,
     LocalOpt,
     NameArg,
     OfflineOpt,
+    PerNodeOpt,
     PrepareOpt,
     ReplaceOpt,
     ReplayOpt,
     RunNameOpt,
     SnapshotOpt,
+    placement,
     run_folder,
 )
 from orch.cli.notify import NotifyOpt, effective, hosted
@@ -134,10 +137,13 @@ def _start(
     snapshot: bool = False,
     prepare: bool = False,
     notify: list[str] | None = None,
+    placed: Placement | None = None,
 ) -> RunFolder:
     """`prepare` (compose's lead, run by the container's init): make the run, start no worker. `notify`: the
-    `--notify` flags, checked with the spec's `notify:` and the user's file before anything is made."""
-    found = preflight(spec_path, name, backend, replace, copy, replay, base, snapshot, prepare, notices(notify))
+    `--notify` flags, checked with the spec's `notify:` and the user's file before anything is made. `placed`:
+    where on a swarm's nodes."""
+    checks = notices(notify)
+    found = preflight(spec_path, name, backend, replace, copy, replay, base, snapshot, prepare, checks, placed)
     try:
         for warning in found.warnings:
             typer.echo(f"orch: warning: {warning}", err=True)
@@ -151,7 +157,7 @@ def _start(
             typer.echo(f"run {found.name}: isolation shared: the workers share one uid (see the report)", err=True)
         if prepare:
             return runner.create(spec, found.name, found.prepared)
-        return runner.start(spec, found.name, backend, replace, copy, found.cassette, found.prepared)
+        return runner.start(spec, found.name, backend, replace, copy, found.cassette, found.prepared, placed)
     except UsageError:
         raise
     except OrchError as exc:
@@ -208,6 +214,8 @@ def run_(
     ] = False,
     prepare: PrepareOpt = False,
     notify: NotifyOpt = None,
+    constraint: ConstraintOpt = None,
+    per_node: PerNodeOpt = None,
 ) -> None:
     """Run a fleet spec to completion: spawn, brief, monitor, verify findings, report, tear down."""
     if spec is None:
@@ -228,7 +236,7 @@ def run_(
         path = Path(spec)
         run = _start(
             path, name, where, replace, copy, replay, say=say, base=base, snapshot=snapshot, prepare=prepare,
-            notify=notify,
+            notify=notify, placed=placement(constraint, per_node),
         )  # fmt: skip
         if prepare:
             raise typer.Exit(0)
@@ -271,6 +279,8 @@ def demo(
             "'fix' is REJECTED, two changes to one line land one after the other (a rebase).",
         ),
     ] = False,
+    constraint: ConstraintOpt = None,
+    per_node: PerNodeOpt = None,
 ) -> None:
     """A 3-worker find-and-verify fleet over a small bundled library: one finding CONFIRMED, one REFUTED.
 
@@ -280,8 +290,9 @@ def demo(
     if changes and mixed:
         raise UsageError("--changes and --mixed are two different demos", hint="pick one")
     where = backends.chosen(backend, local) if local or backend else None  # None: the default, if it can run here
+    placed = placement(constraint, per_node)
     if changes:
-        _demo_changes(where, live, demo_mod.CHANGES_NAME if name == demo_mod.DEMO_NAME else name)
+        _demo_changes(where, live, demo_mod.CHANGES_NAME if name == demo_mod.DEMO_NAME else name, placed)
         return
     who = " + ".join(demo_mod.MIXED) if mixed else "3 Claude Code"
     _run_demo(
@@ -293,10 +304,11 @@ def demo(
         "the verification did not come out as designed",
         "the real defect was CONFIRMED by both other workers, the plausible false positive REFUTED by both "
         "(`orch run` would exit {code}: a finding was refuted).",
+        placed,
     )
 
 
-def _demo_changes(where: Backend | None, live: bool, name: str) -> None:
+def _demo_changes(where: Backend | None, live: bool, name: str, placed: Placement) -> None:
     """`orch demo --changes`: the run, then the matrix of changes and the `orch apply` command."""
     _run_demo(
         demo_mod.plan(where, live, name, changes=True),
@@ -307,6 +319,7 @@ def _demo_changes(where: Backend | None, live: bool, name: str) -> None:
         "the changes did not come out as designed",
         "the honest fix LANDED, the test-editing 'fix' was REJECTED (scope), and of the two changes to one line "
         "one landed and the other was rebased, reviewed again and landed after it.",
+        placed,
     )
 
 
@@ -318,15 +331,16 @@ def _run_demo(
     shows: Callable[[RunReport], bool],
     missed: str,
     shown: str,
+    placed: Placement,
 ) -> None:
     """Run a demo's plan, print its matrix (and its changes, with the `orch apply` command), and say whether
-    it showed what it is for (offline); `shown` may name the run's exit `{code}`."""
+    it showed what it is for (offline); `shown` may name the run's exit `{code}`; `placed`: where on a swarm."""
     if plan.notice:
         typer.echo(f"orch demo: {plan.notice}")
     mode = "the real model" if live else "the scripted model (offline, no credentials)"
     typer.echo(f"orch demo: {who} {plan.spec.workdir}, driven by {mode}")
     # Where a backend gives one, the workers get a disposable copy of the sample (a container's: its user's).
-    run = _start(plan.spec_path, name, plan.backend, replace=True, copy=True)
+    run = _start(plan.spec_path, name, plan.backend, replace=True, copy=True, placed=placed)
     result = _drive(run)
     _print_result(result)
     if result.report is not None and result.report.changes:

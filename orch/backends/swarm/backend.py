@@ -55,9 +55,9 @@ class SwarmBackend(Backend):
         cpus = options.cpus if options.cpus is not None else CONTAINER_CPUS
         if cpus <= 0 or options.pids < 16:
             raise UsageError("--cpus must be positive and --pids at least 16")
-        if options.per_node is not None and options.per_node < 1:
-            raise UsageError(f"--per-node {options.per_node}: give at least 1", hint="--per-node 4")
-        for constraint in options.constraints:
+        if options.placement.per_node is not None and options.placement.per_node < 1:
+            raise UsageError(f"--per-node {options.placement.per_node}: give at least 1", hint="--per-node 4")
+        for constraint in options.placement.constraints:
             if not CONSTRAINT.match(constraint):
                 raise UsageError(
                     f"--constraint {constraint!r}: expected KEY==VALUE or KEY!=VALUE",
@@ -76,8 +76,8 @@ class SwarmBackend(Backend):
             image=options.image or default_image(),
             options=opts,
             boot_timeout=options.boot_timeout,
-            constraints=list(options.constraints),
-            per_node=options.per_node,
+            constraints=list(options.placement.constraints),
+            per_node=options.placement.per_node,
             drive=options.lead,
         )
 

@@ -410,6 +410,10 @@ def _recording(request: UpRequest) -> Path | None:
 
 
 def _boxed(info: RunInfo) -> SwarmRunInfo:
+    """The run's record as this side's run.json has it now: a caller's copy may predate a life or a pass (`orch
+    run` holds the one it read before its forward started the first life), and writing it back would lose them."""
     if not isinstance(info, SwarmRunInfo):
         raise UsageError(f"run {info.name!r} is not a swarm run")
-    return info
+    run = RunFolder.for_name(info.name)
+    current = run.info() if run.run_json.is_file() else info
+    return current if isinstance(current, SwarmRunInfo) else info

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from orch.backends.base import ChecksSandbox, UpOptions
+from orch.backends.base import ChecksSandbox, Placement, UpOptions
 from orch.backends.docker.backend import DockerBackend
 from orch.backends.local.backend import LocalBackend
 from orch.backends.swarm.backend import SwarmBackend, SwarmSettings
@@ -20,9 +20,14 @@ pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
 BACKEND = SwarmBackend()
 
 
+def _placed(constraints: list[str], per_node: int | None = None) -> UpOptions:
+    return UpOptions(placement=Placement(tuple(constraints), per_node))
+
+
 def test_its_settings_place_the_run_and_confine_its_task(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ORCH_IMAGE", "registry.example:5000/orch:1")
-    options = UpOptions(boot_timeout=9, constraints=("node.labels.zone==eu", "node.role != manager"), per_node=4)
+    placement = Placement(("node.labels.zone==eu", "node.role != manager"), per_node=4)
+    options = UpOptions(boot_timeout=9, placement=placement)
     settings = BACKEND.settings(options)
     assert isinstance(settings, SwarmSettings) and settings.image == "registry.example:5000/orch:1"
     assert settings.constraints == ["node.labels.zone==eu", "node.role != manager"] and settings.per_node == 4
@@ -35,9 +40,15 @@ def test_its_settings_place_the_run_and_confine_its_task(monkeypatch: pytest.Mon
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        (UpOptions(constraints=("zone=eu",)), "--constraint 'zone=eu': expected KEY==VALUE or KEY!=VALUE"),
-        (UpOptions(constraints=("node.role==",)), "--constraint 'node.role==': expected KEY==VALUE"),
-        (UpOptions(per_node=0), "--per-node 0: give at least 1"),
+        (
+            UpOptions(placement=Placement(constraints=("zone=eu",))),
+            "--constraint 'zone=eu': expected KEY==VALUE or KEY!=VALUE",
+        ),
+        (
+            UpOptions(placement=Placement(constraints=("node.role==",))),
+            "--constraint 'node.role==': expected KEY==VALUE",
+        ),
+        (UpOptions(placement=Placement(per_node=0)), "--per-node 0: give at least 1"),
         (UpOptions(cpus=0), "--cpus must be positive"),
     ],
 )
@@ -49,7 +60,10 @@ def test_bad_placement_is_one_line(options: UpOptions, message: str) -> None:
 
 @pytest.mark.parametrize("other", [LocalBackend(), DockerBackend()])
 def test_a_backend_with_no_nodes_refuses_placement(other: LocalBackend | DockerBackend) -> None:
-    for options in (UpOptions(constraints=("node.role==worker",)), UpOptions(per_node=2)):
+    for options in (
+        UpOptions(placement=Placement(constraints=("node.role==worker",))),
+        UpOptions(placement=Placement(per_node=2)),
+    ):
         with pytest.raises(UsageError, match=f"place a run on a swarm's nodes; {other.title} has none") as caught:
             other.settings(options)
         assert caught.value.hint == "use --backend swarm, or drop them"
