@@ -3,7 +3,11 @@ other node from the last pass home, and nothing that came home before is lost: t
 
 from __future__ import annotations
 
+import contextlib
+
+import docker
 import pytest
+from docker.models.containers import Container
 
 from orch.backends.swarm.record import SwarmRunInfo
 from orch.contracts import OrchCommand
@@ -20,6 +24,7 @@ def test_a_cut_node_is_marked_and_the_run_resumes_on_the_other_losing_nothing(ma
     name = unique("sw-cut")
     box, run = demo_run(name, manager.image, ["node.role==worker"])
     node = ""
+    frozen: list[Container] = []
     try:
         info = box.start(box.pull_info(_swarm(run.info())))
         node = info.swarm.lives[0].node.removeprefix("orch-sw-")
@@ -29,6 +34,12 @@ def test_a_cut_node_is_marked_and_the_run_resumes_on_the_other_losing_nothing(ma
             return sorted(p.name for p in run.findings_dir.glob("*.json"))
 
         home = wait_until(a_finding_home, 300, "a finding to come home before the node dies", interval=1.0)
+        # The demo can end within the seconds the swarm takes to see a heartbeat missed, and a run that ended
+        # before its node went is rightly not lost: its task is frozen first, so the node dies mid-run.
+        frozen = _containers(manager, node, name)
+        assert frozen, f"no container of run {name} on node {node}"
+        for container in frozen:
+            container.pause()
         manager.cut(node)
         info = box._until_ended(_swarm(run.info()), 120)
         assert info.status is RunStatus.FAILED
@@ -42,6 +53,9 @@ def test_a_cut_node_is_marked_and_the_run_resumes_on_the_other_losing_nothing(ma
         assert code == 4 and findings(run) == EXPECTED  # as an uninterrupted run ends
         assert _swarm(run.info()).swarm.lives[1].ended == "exit 4"
     finally:
+        for container in frozen:
+            with contextlib.suppress(docker.errors.APIError):
+                container.unpause()  # an engine refuses to remove a paused container
         if node:
             manager.heal(node)
         box.kill(run.info())
@@ -52,3 +66,7 @@ def test_a_cut_node_is_marked_and_the_run_resumes_on_the_other_losing_nothing(ma
 def _swarm(info: object) -> SwarmRunInfo:
     assert isinstance(info, SwarmRunInfo)
     return info
+
+
+def _containers(cluster: Cluster, node: str, name: str) -> list[Container]:
+    return cluster.engine(node).containers.list(filters={"label": f"orch.run={name}"})
