@@ -121,6 +121,9 @@ class Backend(ABC):
     """Where a controller runs in it (`registry.here()`): the run's gateway is another uid's, started by the
     init under a keeper of that uid (orch.container.gatewaykeeper), which starts it again; the controller
     cannot, and ends the run when both are gone. False: the controller starts a dead gateway again itself."""
+    comes_home: ClassVar[bool] = False
+    """Its run folder here is a copy that `orch run` keeps pulled while it follows the run (a swarm run's passes):
+    the run's commentary reads it here, as for a folder that is here."""
     lingers: ClassVar[bool] = False
     """Its runs keep objects of their own past their fleet's end (a swarm run's collector, secrets, network): a
     spec's teardown has them removed (`Sandbox.kill`) even when the fleet is gone."""

@@ -91,10 +91,12 @@ def _print_result(result: runner.RunResult) -> None:
 
 def _drive(run: RunFolder, commentary: bool = True, notify: list[str] | None = None) -> runner.RunResult:
     """Drive the run to its end; meanwhile, unless `commentary` is off, print the controller's actions as
-    they happen (stderr: stdout is the result), read from events.jsonl here, or for a run folder on another
-    machine, streamed back from the controller there. A person is told when the run needs them, and of its
-    end (orch.cli.notify.hosted: `notify` adds to the config file's and the spec's channels)."""
-    shown = commentary and backends.folder_is_here(run.info())
+    they happen (stderr: stdout is the result), read from events.jsonl here (or its copy, pulled as the run
+    goes), or for a run folder on another machine, streamed back from the controller there. A person is told
+    when the run needs them, and of its end (orch.cli.notify.hosted: `notify` adds to the config file's and the
+    spec's channels)."""
+    info = run.info()
+    shown = commentary and (backends.folder_is_here(info) or backends.backend_of(info).comes_home)
     # On a terminal, a status bar stays under the commentary (jobs, findings, cost, time left, workers).
     bar = RunBar(run, sys.stderr) if shown and sys.stderr.isatty() else None
     echo = bar.echo if bar is not None else lambda line: typer.echo(line, err=True)

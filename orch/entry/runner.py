@@ -101,13 +101,13 @@ def start(
     run = RunFolder.for_name(name)
     write_spec(run, spec)
     save_state(run, initial_state(run, spec, cassette))
-    pushed = [run.fleet_spec, run.controller_state]
+    created = {"tasks": spec.task_ids(), "offline": spec.offline, "replay": str(cassette.root) if cassette else None}
+    run.log_event(ControllerEvent(event=Event.RUN_CREATED, data=created))
+    pushed = [run.fleet_spec, run.controller_state]  # (a swarm run's first life takes the events too: the line above)
     if prepared is not None:
         prepared.install(run)
         pushed += [p for p in (run.repo_dir, run.repo_info, run.base_checks) if p.exists()]
     box.push(info, pushed)  # a remote engine's controller reads them there
-    created = {"tasks": spec.task_ids(), "offline": spec.offline, "replay": str(cassette.root) if cassette else None}
-    run.log_event(ControllerEvent(event=Event.RUN_CREATED, data=created))
     return run
 
 

@@ -51,7 +51,7 @@ def test_backend_keeps_the_contract(name: str) -> None:
     assert backend.title and backend.about and backend.shared_note()
     assert issubclass(backend.record, RunInfoBase) and _literal(backend.record) == name
     assert backend.record.model_config.get("extra") == "forbid"
-    for fact in ("pinned_agents", "checks_at_start", "container", "gateway_keeper", "lingers"):
+    for fact in ("pinned_agents", "checks_at_start", "container", "gateway_keeper", "comes_home", "lingers"):
         assert isinstance(getattr(backend, fact), bool), fact
     assert backend.checks and all(kind in ChecksSandbox for kind in backend.checks)
     assert isinstance(backend.strict_possible(), bool)

@@ -49,6 +49,7 @@ class SwarmBackend(Backend):
     container = True  # its task is a run's container; inside it the docker backend answers (`registry.here()`)
     checks = (ChecksSandbox.BWRAP, ChecksSandbox.OWN_UID)
     gateway_keeper = True
+    comes_home = True  # every ORCH_SWARM_SYNC_INTERVAL while `orch run` follows it
     lingers = True  # the run's collector, secrets and network outlive its task: `kill` removes them
 
     def settings(self, options: UpOptions) -> SwarmSettings:

@@ -249,7 +249,11 @@ class SwarmSandbox:
         return True
 
     def push(self, info: RunInfo, files: list[Path]) -> None:
+        """Before the run's first life, this side's events too (`orch run`'s first line): nothing else writes them
+        yet, and the passes home would replace this copy's with the collector's."""
         boxed = _boxed(info)
+        events = RunFolder.for_name(boxed.name).events
+        files = [*files, events] if not boxed.swarm.lives and events.is_file() and events not in files else files
         home.push(service.collector_container(self.client(boxed), boxed.name), boxed, files)
 
     @contextlib.contextmanager

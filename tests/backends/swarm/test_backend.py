@@ -76,7 +76,8 @@ def test_its_sandbox_its_folder_and_its_facts() -> None:
         BACKEND.sandbox(LocalBackend().settings(UpOptions()))
     info = SwarmRunInfo.of(run_info("s"), swarm=SwarmInfo(image="i"))
     assert not BACKEND.folder_is_here(info)  # a copy, pulled from its collector
-    assert BACKEND.pinned_agents and not BACKEND.checks_at_start and BACKEND.container and BACKEND.lingers
+    assert BACKEND.pinned_agents and not BACKEND.checks_at_start and BACKEND.container
+    assert BACKEND.lingers and BACKEND.comes_home  # its collector, secrets and network; its passes
     assert BACKEND.gateway_keeper and ChecksSandbox.OWN_UID in BACKEND.checks and BACKEND.strict_possible()
     assert BACKEND.default_isolation(["claude"]) == (Isolation.STRICT, None)
     assert not LocalBackend.lingers and not DockerBackend.lingers

@@ -28,6 +28,7 @@ def test_orch_demo_on_the_swarm_placed_by_a_constraint_leaves_nothing(
         result = orch("demo", "--backend", "swarm", "--name", name, "--constraint", "node.labels.orch.node==w1")
         assert result.exit_code == 0, result.output
         assert "the real defect was CONFIRMED by both other workers" in result.output
+        assert " assigned pages (finder)" in result.output  # the commentary, read from the folder as it came home
         info = RunFolder.for_name(name).info()
         assert isinstance(info, SwarmRunInfo) and [life.node for life in info.swarm.lives] == ["orch-sw-w1"]
         assert info.swarm.constraints == ["node.labels.orch.node==w1"] and info.swarm.drive
