@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, ClassVar
 
@@ -79,7 +79,7 @@ class UpOptions:
     pids: int = CONTAINER_PIDS
     network: str | None = None
     image: str | None = None
-    placement: Placement = field(default_factory=lambda: Placement())
+    placement: Placement = Placement()
     lead: bool = False
     """`orch run`: the run's controller runs where its fleet does, started once the spec is pushed."""
 
