@@ -66,14 +66,14 @@ def big_report(name: str, workdir: str, findings: int = FINDINGS) -> RunReport:
                 f"ZeroDivisionError when it is given no values; callers in the API layer pass such lists",
                 evidence=[f"src/pkg/module_{i}.py:{10 + i % 400}: {quote.strip()}"],
                 reproduce=f"python3 -c 'from pkg.module_{i} import function_{i}; function_{i}([])'",
-                status=status, verdicts=cells,
+                status=status, verdicts=cells, fails=status is FindingStatus.UNVERIFIED,
                 locations=[CodeEvidence(file=f"src/pkg/module_{i}.py", line=10 + i % 400, quote=quote)],
             )
         )  # fmt: skip
     return RunReport(
         run=name, workdir=workdir, rounds="find-verify", offline=True, started=started,
-        finished=started + dt.timedelta(minutes=30), seconds=1800.0, exit_code=4, status="not-confirmed",
-        reason="some findings were refuted", findings=rows, jobs=jobs, flags=[],
+        finished=started + dt.timedelta(minutes=30), seconds=1800.0, exit_code=4, status="incomplete",
+        reason="some findings stayed unverified", findings=rows, jobs=jobs, flags=[],
         workers=[
             WorkerRow(worker=n, agent="claude", model=None, cost_usd=None, busy_seconds=1000.0, jobs=[],
                       rejected_outputs=0, restarts=0, out=None, transcript=f"logs/agent-{n}.log")

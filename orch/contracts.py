@@ -25,7 +25,8 @@ from urllib.parse import urlsplit
 from orch import settings
 from orch.run.folder import RunFolder
 from orch.run.paths import agent_cache
-from orch.run.records import Isolation, RunInfo, RunStatusView, WorkerCaps
+from orch.run.records import Isolation, RunInfo, WorkerCaps
+from orch.run.statusview import RunStatusView
 
 
 @dataclass(frozen=True)
@@ -375,6 +376,8 @@ class UpRequest:
     """STRICT: each worker its own uid and outbox, the workdir read-only (the container backend only)."""
     caps: WorkerCaps = field(default_factory=WorkerCaps)
     """Per-worker caps on processes, memory and disk, and the run folder's (orch.fleet.caps)."""
+    writers: bool = False
+    """An `orch run` with writer tasks: the run folder gets the worktrees and changes they need."""
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from orch.exitcodes import Exit
+
 
 class OrchError(Exception):
     """Something orch could not do. `hint` says how to fix it, when we know."""
 
-    exit_code = 1
+    exit_code: int = Exit.ERROR
 
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)
@@ -21,7 +23,7 @@ class OrchError(Exception):
 class UsageError(OrchError):
     """Bad input or a missing prerequisite: a bad name, a missing file, a tool not installed."""
 
-    exit_code = 2
+    exit_code = Exit.BAD_INPUT
 
 
 class SettingError(UsageError):
@@ -39,7 +41,7 @@ class DeliveryError(OrchError):
 class WaitTimeoutError(OrchError):
     """A wait ran past its deadline."""
 
-    exit_code = 3
+    exit_code = Exit.NOT_FINISHED
 
 
 class SandboxError(OrchError):

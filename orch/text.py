@@ -18,6 +18,12 @@ def shorten(text: object, limit: int) -> str:
     return one if len(one) <= limit else one[: limit - 1].rstrip() + ELLIPSIS
 
 
+def clean(text: object, limit: int) -> str:
+    """Worker-written text, made safe to show on a terminal: control characters (a terminal escape's ESC among
+    them) become spaces, and it is shortened to one line (`orch watch`, `orch status`, `orch run`'s result)."""
+    return shorten("".join(c if c.isprintable() else " " for c in str(text)), limit)
+
+
 def join_numbers(numbers: Iterable[int]) -> str:
     """Worker numbers for a message: `1, 2, 5`."""
     return ", ".join(str(n) for n in sorted(numbers))

@@ -68,10 +68,14 @@ def diagnose(run: RunFolder) -> str:
 
 
 def run_info(
-    name: str, workers: int = 1, workdir: str = "/workspace", container: ContainerInfo | None = None
+    name: str,
+    workers: int = 1,
+    workdir: str = "/workspace",
+    container: ContainerInfo | None = None,
+    writers: bool = False,
 ) -> RunInfo:
-    """A run's record as `orch up` writes it (a container run when `container` is given), for folders
-    made without starting anything."""
+    """A run's record as `orch up` writes it (a container run when `container` is given; an `orch run` with writer
+    tasks, its worktrees/ and changes/ made, with `writers`), for folders made without starting anything."""
     local = LocalRunInfo(
         name=name,
         agent="scripted",
@@ -80,6 +84,7 @@ def run_info(
         permission_mode="default",
         tmux_socket=f"orch-{name}",
         orch_version="test",
+        writers=writers,
     )
     return local if container is None else DockerRunInfo.of(local, container=container)
 

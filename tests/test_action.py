@@ -201,17 +201,20 @@ def test_the_actions_steps_replay_an_exported_demo_recording_to_the_same_verdict
     runner_temp = tmp_path / "runner-temp"
     runner_temp.mkdir()
     env = runner_env(workspace, runner_temp)
-    ran, outputs = run_steps({"spec": "fleet.yaml", "recording": "ci/demo.orchrec.gz"}, env, workspace)
+    # fail-on high: the demo's CONFIRMED finding (high) fails the job, the REFUTED one never does.
+    inputs = {"spec": "fleet.yaml", "recording": "ci/demo.orchrec.gz", "fail-on": "high"}
+    ran, outputs = run_steps(inputs, env, workspace)
 
     out = outputs["run"]
-    assert out["exit-code"] == "4" and out["status"] == "not-confirmed"  # the demo refutes one finding
+    assert out["exit-code"] == "6" and out["status"] == "findings"  # pages-F1, CONFIRMED and high
     assert (out["confirmed"], out["refuted"], out["unverified"]) == ("1", "1", "0")
     replay = RunFolder(runner_temp / "orch-home" / "runs" / f"{DEMO_NAME}-replay")
     assert out["run-folder"] == str(replay.root.resolve()) and out["report"] == str(replay.report_md.resolve())
     assert verdicts(replay.report_json) == verdicts(run.report_json)  # the same verdicts, fresh ORCH_HOME
     assert "replay-miss" not in replay.model_log.read_text()
     line = json.loads(out["summary"])
-    assert line["exit_code"] == 4 and line["billed"] is False
+    assert (line["exit_code"], line["fail_on"], line["billed"]) == (6, "high", False)
+    assert line["unbilled"] == "replayed a recording" and "pages-F1 (high)" in line["reason"]
     assert line["replay_of"] == str((workspace / "ci" / "demo.orchrec.gz").resolve())
     summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text()
     assert "## Verification matrix" in summary and "pages-F1" in summary and "## Findings" not in summary
@@ -231,4 +234,4 @@ def test_the_actions_steps_replay_an_exported_demo_recording_to_the_same_verdict
     junit = getattr(replay, "report_junit", None)  # likewise report.junit.xml
     assert out["junit"] == (str(junit.resolve()) if junit is not None else "")
     last_step, last_code = ran[-1]
-    assert last_step["name"] == "Exit with orch's code" and last_code == 4  # fail-on-exit: after the uploads
+    assert last_step["name"] == "Exit with orch's code" and last_code == 6  # fail-on-exit: after the uploads

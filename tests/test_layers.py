@@ -39,6 +39,7 @@ BASE = ("orch", "orch.errors", "orch.versions", "orch.waits", "orch.settings", "
 BASE += ("orch.jsonsample",)
 BASE += ("orch.procs",)
 BASE += ("orch.allowlist",)
+BASE += ("orch.exitcodes",)
 BASE += ("orch.prereqs",)
 
 

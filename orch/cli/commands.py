@@ -50,9 +50,16 @@ COMMANDS: dict[str, Entry] = {
         None,
         "Restart a worker's agent in its pane, resuming its session (what the controller does after a crash).",
     ),
-    "read": Entry(_RUNS, None, "Print a worker's screen (or its transcript once the run is stopped)."),
-    "status": Entry(_RUNS, None, "Per worker: state (from hooks), done flag, result, last bus line, cost."),
-    "ls": Entry(_RUNS, None, "List runs."),
+    "read": Entry(
+        _RUNS, None, "Print a worker's screen, or once the run is stopped its terminal as it was (its log rendered)."
+    ),
+    "status": Entry(
+        _RUNS,
+        None,
+        "Per run: its outcome, end and cost; per worker: state (from hooks), jobs and what each came to, cost, last "
+        "bus line. A stopped run reads from its folder.",
+    ),
+    "ls": Entry(_RUNS, None, "List runs: each one's status, outcome, end and cost."),
     "attach": Entry(_RUNS, None, "Attach to the run's tmux (read-only unless --write)."),
     "kill": Entry(_RUNS, None, "Stop a run (its folder, transcripts included, stays)."),
     "wait": Entry(
@@ -83,7 +90,11 @@ COMMANDS: dict[str, Entry] = {
         None,
         "A 3-worker find-and-verify fleet over a small bundled library: one finding CONFIRMED, one REFUTED.",
     ),
-    "report": Entry(_LEAD, None, "Rewrite and print a run's report (verification matrix, where the files are)."),
+    "report": Entry(
+        _LEAD,
+        None,
+        "Rewrite and print a run's report (verification matrix, where the files are); exit with the run's code.",
+    ),
     "apply": Entry(
         _LEAD,
         None,

@@ -15,6 +15,7 @@ from orch.backends import registry as backends
 from orch.backends.base import Placement, UpOptions
 from orch.cli.common import NameArg, agent_names, deprecated, run_folder
 from orch.errors import UsageError
+from orch.exitcodes import Exit
 from orch.fleet import launch
 from orch.run.records import EgressMode
 from orch.settings import (
@@ -156,12 +157,11 @@ def serve_run(
         raise UsageError("serve-run runs inside a run's container", hint="use `orch up`")
     if drive and create:
         raise UsageError("--drive is for a run made from a spec (`orch run SPEC --prepare`), not --create")
-    failed = 1
+    failed: int = Exit.ERROR
     if drive:
         from orch.lead.controller import read_spec
-        from orch.lead.decisions import EXIT_FAILED
 
-        boot_timeout, failed = read_spec(run_folder(name)).timeouts.boot, EXIT_FAILED
+        boot_timeout, failed = read_spec(run_folder(name)).timeouts.boot, Exit.FAILED
     req = compose_request(name, workers, agent, workdir, permission_mode, model, offline) if create else None
     confine = backends.confinement_of
     raise typer.Exit(serve(name, boot_timeout, resume, confine, req, drive=drive, failed=failed))

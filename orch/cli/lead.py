@@ -4,7 +4,6 @@ orch.cli.spec)."""
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from orch import exitcodes
 from orch.backends import registry as backends
 from orch.backends.base import Backend, Placement
 from orch.cli.common import (
@@ -36,26 +36,23 @@ from orch.entry import demo as demo_mod
 from orch.entry import runner, skill
 from orch.entry.preflight import STARTING_NOTES, preflight
 from orch.errors import OrchError, UsageError
+from orch.exitcodes import Exit, epilog
 from orch.jobs.state import load_state
 from orch.lead.changes import apply as changes_apply
 from orch.lead.controller import read_spec
-from orch.lead.decisions import EXIT_FAILED
 from orch.report.changes import changes_text
 from orch.report.commentary import Commentary
 from orch.report.model import RunReport
-from orch.report.render import cost_line, matrix_text, write_reports
+from orch.report.render import cost_line, matrix_text, outcome_line, write_reports
 from orch.report.summary import summary
 from orch.run.folder import RunFolder
 from orch.run.records import Isolation
-from orch.spec.model import FleetSpec
+from orch.spec.model import FailOn, FleetSpec
 from orch.view.statusbar import RunBar
 
-EXIT_CODES = (
-    "Exit codes: 0 every task completed and every finding was CONFIRMED by its verifiers; "
-    "4 the fleet ran to the end but a finding was REFUTED or stayed UNVERIFIED; "
-    "5 the fleet failed (a task failed, the budget or run timeout stopped it, or the fleet did not start); "
-    "2 bad input (spec errors, a run of that name exists, a replay recording that is missing, corrupt, or from "
-    "another spec or other orch or agent versions). docs/ci.md: the table and the --json summary line."
+DEMO_EXITS = (
+    "0 the demo came out as designed (its run passed: one finding CONFIRMED, the false positive REFUTED); "
+    "1 its run passed but the verdicts were not the demo's; otherwise its run's code: "
 )
 
 # Joined into the `orch` app by orch.cli.commands: `app`'s commands at the top, `skill_app` as `orch skill`.
@@ -84,7 +81,7 @@ def _print_result(result: runner.RunResult) -> None:
     typer.echo("")
     typer.echo(matrix_text(report))
     typer.echo("")
-    typer.echo(f"run {report.run}: {report.status} (exit {result.exit_code}): {report.reason}")
+    typer.echo(outcome_line(report))
     typer.echo(cost_line(report))
     typer.echo(f"report: {result.run.report_html}  ({also(result.run)} in {result.run.root})")
 
@@ -139,13 +136,14 @@ def _start(
     snapshot: bool = False,
     prepare: bool = False,
     notify: list[str] | None = None,
+    fail_on: FailOn | None = None,
     placed: Placement | None = None,
 ) -> RunFolder:
     """`prepare` (compose's lead, run by the container's init): make the run, start no worker. `notify`: the
-    `--notify` flags, checked with the spec's `notify:` and the user's file before anything is made. `placed`:
-    where on a swarm's nodes."""
+    `--notify` flags, checked with the spec's `notify:` and the user's file before anything is made. `fail_on`
+    (`--fail-on`) wins over the spec's. `placed`: where on a swarm's nodes."""
     checks = notices(notify)
-    found = preflight(spec_path, name, backend, replace, copy, replay, base, snapshot, prepare, checks, placed)
+    found = preflight(spec_path, name, backend, replace, copy, replay, base, snapshot, prepare, checks, fail_on, placed)
     try:
         for warning in found.warnings:
             typer.echo(f"orch: warning: {warning}", err=True)
@@ -164,7 +162,7 @@ def _start(
         raise
     except OrchError as exc:
         typer.echo(f"orch: error: the fleet did not start: {exc.one_line()}", err=True)
-        raise typer.Exit(EXIT_FAILED) from None
+        raise typer.Exit(Exit.FAILED) from None
     finally:
         found.discard()  # installed: nothing left to remove; else the staging folder goes
 
@@ -180,7 +178,7 @@ def install(
     typer.echo(f"installed the orch skill: {path}")
 
 
-@app.command("run", epilog=EXIT_CODES)
+@app.command("run", epilog=epilog(exitcodes.RUN))
 def run_(
     spec: Annotated[
         str | None,
@@ -198,6 +196,15 @@ def run_(
     replay: ReplayOpt = None,
     base: BaseOpt = None,
     snapshot: SnapshotOpt = False,
+    fail_on: Annotated[
+        FailOn | None,
+        typer.Option(
+            "--fail-on",
+            help="Which CONFIRMED findings fail the run (exit 6): never, or those of this severity or above. "
+            "Default: the spec's fail_on, else never (a run that went as designed exits 0).",
+            show_default=False,
+        ),
+    ] = None,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="Print nothing but errors (and the --json line): the exit code says.")
     ] = False,
@@ -229,6 +236,10 @@ def run_(
             raise UsageError(
                 "--replay starts a new run; a resumed replay keeps replaying", hint=f"orch run --resume {spec}"
             )
+        if fail_on is not None:
+            raise UsageError(
+                "--fail-on is for a new run; a resumed run keeps its own", hint=f"orch run --resume {spec}"
+            )
         run = run_folder(spec)
     else:
         where = backends.chosen(backend, local)
@@ -238,14 +249,13 @@ def run_(
         path = Path(spec)
         run = _start(
             path, name, where, replace, copy, replay, say=say, base=base, snapshot=snapshot, prepare=prepare,
-            notify=notify, placed=placement(constraint, per_node),
+            notify=notify, fail_on=fail_on, placed=placement(constraint, per_node),
         )  # fmt: skip
         if prepare:
             raise typer.Exit(0)
     result = _drive(run, commentary=not (no_commentary or quiet), notify=notify)
     if as_json:
-        line = summary(result.run, result.exit_code, result.report, result.stopped)
-        typer.echo(json.dumps(line, separators=(",", ":")))
+        typer.echo(summary(result.run, result.exit_code, result.report, result.stopped).model_dump_json())
     elif not (quiet or no_result):
         _print_result(result)
     raise typer.Exit(result.exit_code)
@@ -258,13 +268,7 @@ def _say(quiet: bool, as_json: bool) -> Callable[[str], None]:
     return (lambda line: typer.echo(line, err=True)) if as_json else typer.echo
 
 
-DEMO_EXIT_CODES = (
-    "Exit codes: 0 the demo came out as designed; 1 it did not (the report says why); 2 bad input. With --live "
-    "the verdicts are the model's, and it exits as `orch run` does (orch run --help)."
-)
-
-
-@app.command(epilog=DEMO_EXIT_CODES)
+@app.command(epilog=epilog(exitcodes.RUN, lead=DEMO_EXITS))
 def demo(
     offline: OfflineOpt = True,
     local: LocalOpt = False,
@@ -304,8 +308,8 @@ def demo(
         f"{who} workers on",
         demo_mod.shows_verification,
         "the verification did not come out as designed",
-        "the real defect was CONFIRMED by both other workers, the plausible false positive REFUTED by both "
-        "(`orch run` would exit {code}: a finding was refuted).",
+        "as designed: the real defect was CONFIRMED by both other workers, and the plausible false positive "
+        "REFUTED by both (verification caught it: a result, not a failure).",
         placed,
     )
 
@@ -319,8 +323,8 @@ def _demo_changes(where: Backend | None, live: bool, name: str, placed: Placemen
         "Claude Code + Codex writers on the git repository",
         demo_mod.shows_changes,
         "the changes did not come out as designed",
-        "the honest fix LANDED, the test-editing 'fix' was REJECTED (scope), and of the two changes to one line "
-        "one landed and the other was rebased, reviewed again and landed after it.",
+        "as designed: the honest fix LANDED, the test-editing 'fix' was REJECTED (scope: the gate caught it), and "
+        "of the two changes to one line one landed and the other was rebased, reviewed again and landed after it.",
         placed,
     )
 
@@ -336,7 +340,8 @@ def _run_demo(
     placed: Placement,
 ) -> None:
     """Run a demo's plan, print its matrix (and its changes, with the `orch apply` command), and say whether
-    it showed what it is for (offline); `shown` may name the run's exit `{code}`; `placed`: where on a swarm."""
+    it showed what it is for (offline). It exits with its run's code; 1 when that passed with other verdicts.
+    `placed`: where on a swarm's nodes."""
     if plan.notice:
         typer.echo(f"orch demo: {plan.notice}")
     mode = "the real model" if live else "the scripted model (offline, no credentials)"
@@ -354,20 +359,32 @@ def _run_demo(
         raise typer.Exit(result.exit_code)
     if not shows(result.report):
         typer.echo(f"orch demo: {missed}; see the report", err=True)
-        raise typer.Exit(1)
-    typer.echo("orch demo: " + shown.format(code=result.exit_code))
+        raise typer.Exit(result.exit_code or Exit.ERROR)
+    typer.echo(f"orch demo: {shown}")
+    raise typer.Exit(result.exit_code)
 
 
-@app.command()
-def report(name: NameArg) -> None:
-    """Rewrite and print a run's report (verification matrix, where the files are)."""
+@app.command(epilog=epilog(exitcodes.REPORT))
+def report(
+    name: NameArg,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the report's model as JSON (docs/outputs.md) instead of the matrix.")
+    ] = False,
+) -> None:
+    """Rewrite and print a run's report (verification matrix, where the files are); exit with the run's code."""
     run = run_folder(name)
     written = write_reports(run, read_spec(run), load_state(run))
-    typer.echo(matrix_text(written))
-    if written.changes:
-        typer.echo("\n" + changes_text(written.changes))
-    typer.echo(f"\nrun {written.run}: {written.status} (exit {written.exit_code}): {written.reason}")
-    typer.echo(f"report: {run.report_html}  ({also(run)})")
+    if as_json:
+        typer.echo(written.model_dump_json(indent=2))
+    else:
+        typer.echo(matrix_text(written))
+        if written.changes:
+            typer.echo("\n" + changes_text(written.changes))
+        typer.echo("")
+        typer.echo(outcome_line(written))
+        typer.echo(cost_line(written))
+        typer.echo(f"report: {run.report_html}  ({also(run)})")
+    raise typer.Exit(written.exit_code if written.exit_code is not None else Exit.NOT_FINISHED)
 
 
 @app.command("apply")

@@ -48,6 +48,7 @@ def check(
     base: BaseOpt = None,
     snapshot: SnapshotOpt = False,
     prepare: PrepareOpt = False,
+    as_json: Annotated[bool, typer.Option("--json", help="The result as JSON (docs/outputs.md).")] = False,
 ) -> None:
     """Check a fleet spec as `orch run` would before it starts (the same options), and say what it would run.
 
@@ -56,18 +57,33 @@ def check(
     for writers the repository and the spec's checks, run once on the base."""
     from orch.backends import registry as backends
     from orch.cli.lead import notices
+    from orch.cli.outputs import SpecCheckOutput
     from orch.entry.preflight import preflight
+    from orch.errors import OrchError
     from orch.spec.load import SpecError
 
     where = backends.chosen(backend, local)
     try:
         found = preflight(file, name, where, replace, copy, replay, base, snapshot, prepare, notices(None))
     except SpecError as exc:
-        for issue in exc.issues:
-            typer.echo(f"{file}: {issue}", err=True)
+        problems = [str(issue) for issue in exc.issues]
+        if as_json:
+            typer.echo(SpecCheckOutput(file=str(file), ok=False, problems=problems).model_dump_json())
+        for problem in [] if as_json else problems:
+            typer.echo(f"{file}: {problem}", err=True)
         raise typer.Exit(2) from None
+    except OrchError as exc:  # a refusal of the run's own checks: one line (at the CLI edge, or in the JSON)
+        if not as_json:
+            raise
+        typer.echo(SpecCheckOutput(file=str(file), ok=False, refused=exc.one_line()).model_dump_json())
+        raise typer.Exit(exc.exit_code) from None
     try:
-        for warning in [*filter(None, [found.credential_warning]), *found.warnings]:
+        warnings = [*filter(None, [found.credential_warning]), *found.warnings]
+        if as_json:
+            shown = SpecCheckOutput(file=str(file), ok=True, run=found.name, summary=found.summary(), warnings=warnings)
+            typer.echo(shown.model_dump_json())
+            return
+        for warning in warnings:
             typer.echo(f"orch: warning: {warning}", err=True)
         typer.echo(f"{file}: ok: {found.summary()}")
     finally:

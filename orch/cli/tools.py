@@ -29,6 +29,7 @@ def doctor(
             "and fail if one of its model APIs has none.",
         ),
     ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output (docs/outputs.md).")] = False,
 ) -> None:
     """Check each backend (tmux, bubblewrap, the Docker engine...), agent CLIs and credentials; print the fix for
     what is missing."""
@@ -36,13 +37,18 @@ def doctor(
 
     fleet = list(dict.fromkeys(parse_agents(agents).values())) if agents else None
     checks = run_checks(fleet)
-    for check in checks:
+    failed = any(not c.ok and not c.optional for c in checks)
+    if as_json:
+        from orch.cli.outputs import DoctorCheck, DoctorOutput
+
+        typer.echo(DoctorOutput(ok=not failed, checks=[DoctorCheck.of(c) for c in checks]).model_dump_json(indent=2))
+    for check in [] if as_json else checks:
         mark = "ok " if check.ok else ("-- " if check.optional else "!! ")
         line = f"{mark}{check.name:<14} {check.detail}"
         if not check.ok and check.fix:
             line += f"\n   fix: {check.fix}"
         typer.echo(line)
-    if any(not c.ok and not c.optional for c in checks):
+    if failed:
         raise typer.Exit(1)
 
 

@@ -87,10 +87,10 @@ def isolate_workers(run: RunFolder, info: RunInfo, uid: int, gid: int) -> None:
       run's gid, so no other worker may enter it and the controller may only look up a name in it (an
       adapter's ready marker: Codex, opencode and aider touch one there once their TUI takes input); the
       worker seeds it itself when its pane starts (orch.fleet.become).
-    - `worktrees/agent-N/`: the run's uid's, group worker N's, 2750: worker N may enter it, no other worker
-      may, and nobody but the controller may make anything in it. Each writer job's worktree is a folder the
-      controller makes there (0770: worker N writes in it through its group), holding worker N's own files; a
-      worker cannot plant anything where its next job's worktree goes.
+    - `worktrees/agent-N/` (a run with writers): the run's uid's, group worker N's, 2750: worker N may enter it,
+      no other worker may, and nobody but the controller may make anything in it. Each writer job's worktree is
+      a folder the controller makes there (0770: worker N writes in it through its group), holding worker N's
+      own files; a worker cannot plant anything where its next job's worktree goes.
     - the home and the folders above the config dirs: the run's uid's, 0711 (passable, not listable).
     - `pane-N/` in orch.run.paths.pane_sockets_dir (on the container's /tmp): the run's uid's, group worker
       N's, 0710, so worker N alone may enter it and reach the relay's socket for its own pane there
@@ -102,7 +102,8 @@ def isolate_workers(run: RunFolder, info: RunInfo, uid: int, gid: int) -> None:
             folder.mkdir(exist_ok=True)
             _own(folder, uid, gid, 0o711)
     # The folders above each worker's are the run's uid's (made here by root otherwise): it may remove the run.
-    for parent in {run.outbox(1).parent, run.sessions(1).parent, run.worktrees_dir(1).parent}:
+    parents = {run.outbox(1).parent, run.sessions(1).parent, *([run.worktrees_dir(1).parent] if info.writers else [])}
+    for parent in parents:
         if not parent.exists() or parent.stat().st_uid == 0:
             parent.mkdir(exist_ok=True)
             _own(parent, uid, gid, 0o755)
@@ -115,14 +116,15 @@ def isolate_workers(run: RunFolder, info: RunInfo, uid: int, gid: int) -> None:
         _own(run.state(n), w, w, 0o644)
         _own_tree(run.sessions(n), w, w, 0o700)
         _own_tree(run.config_dir(n), w, gid, 0o710)
-        # Its writer jobs' worktrees, each checked out as worker N's own (RunRepo.checkout owner=), each job's
-        # folder and the one holding them the run's uid's (a resumed run's earlier worktrees too).
-        worktrees = run.worktrees_dir(n)
-        _own_tree(worktrees, w, w, 0o2750)
-        for job in worktrees.iterdir():
-            if job.is_dir() and not job.is_symlink():
-                _own(job, uid, w, 0o770)
-        _own(worktrees, uid, w, 0o2750)
+        if info.writers:
+            # Its writer jobs' worktrees, each checked out as worker N's own (RunRepo.checkout owner=), each job's
+            # folder and the one holding them the run's uid's (a resumed run's earlier worktrees too).
+            worktrees = run.worktrees_dir(n)
+            _own_tree(worktrees, w, w, 0o2750)
+            for job in worktrees.iterdir():
+                if job.is_dir() and not job.is_symlink():
+                    _own(job, uid, w, 0o770)
+            _own(worktrees, uid, w, 0o2750)
     panes = pane_sockets_dir(run.root)
     for folder in (panes.parent, panes):
         _own(_folder(folder), uid, gid, 0o711)

@@ -20,7 +20,7 @@ from orch.recording import transfer
 from orch.recording.plan import Cassette
 from orch.run.records import Isolation
 from orch.spec.load import load_spec
-from orch.spec.model import FleetSpec, Role
+from orch.spec.model import FailOn, FleetSpec, Role
 
 STARTING_NOTES = {
     Isolation.STRICT: "each worker in a sandbox of its own, writing only its own outbox (a writer its own worktree)",
@@ -107,12 +107,16 @@ def preflight(
     snapshot: bool = False,
     prepare: bool = False,
     also: Callable[[FleetSpec], object] | None = None,
+    fail_on: FailOn | None = None,
     placement: Placement | None = None,
 ) -> Preflight:
     """Every check `orch run` makes before it creates anything. `prepare` (compose's lead, run by the
     container's init): the run is made there without starting a sandbox, so the sandbox's own checks wait.
-    `also`: a check of the spec from above this layer (the CLI's notifications), made right after loading it."""
+    `also`: a check of the spec from above this layer (the CLI's notifications), made right after loading it.
+    `fail_on` (`orch run --fail-on`) wins over the spec's."""
     spec = load_spec(spec_path)
+    if fail_on is not None:
+        spec = spec.model_copy(update={"fail_on": fail_on})
     if also is not None:
         also(spec)
     if (base is not None or snapshot) and not spec.writer_tasks():

@@ -17,12 +17,12 @@ from orch.backends import registry as backends
 from orch.backends.base import Backend, Placement, UpOptions
 from orch.contracts import OrchCommand, Sandbox, UpRequest
 from orch.errors import OrchError, UsageError
+from orch.exitcodes import Exit
 from orch.fleet import launch
 from orch.jobs.state import load_state, save_state
 from orch.lead import decisions
 from orch.lead.changes.start import Prepared
 from orch.lead.controller import Controller, initial_state, read_spec, write_spec
-from orch.lead.decisions import EXIT_FAILED
 from orch.recording.plan import Cassette
 from orch.report.model import RunReport, load_report
 from orch.run.events import Event
@@ -64,6 +64,7 @@ def up_request(
         replay=replay,
         isolation=decisions.isolation(spec, strict_ok),
         caps=spec.limits.caps(),
+        writers=bool(spec.writer_tasks()),
     )
 
 
@@ -165,7 +166,7 @@ def drive(run: RunFolder, commentary: bool = True) -> RunResult:
         # The container's state may lag behind a kill that ended the exec: then the exit code is all we say.
         alive = box.alive(info)
         why = f"the controller stopped with exit {code}" if alive else "the controller's container died"
-        return RunResult(run, EXIT_FAILED, None, stopped=why)
+        return RunResult(run, Exit.FAILED, None, stopped=why)
     # The controller's teardown stopped the workers; what outlives it (the run's container, a swarm run's
     # collector, secrets and network) goes here.
     if read_spec(run).teardown:

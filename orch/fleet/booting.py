@@ -15,6 +15,7 @@ from orch.fleet.workerstate import ENDED, derive_state
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, RunInfo
+from orch.run.terminal import record_pane_sizes
 from orch.text import join_numbers
 from orch.waits import wait_until
 
@@ -32,7 +33,9 @@ def wait_booted(
     """Wait for every worker's SessionStart hook and its adapter's ready marker (ignoring the first
     `seen[n]` events of worker n, written by an earlier life of the run, and any event of its session
     `ended[n]`: a respawned agent's SessionEnd may land after the new life began); answer known dialogs if
-    one shows anyway."""
+    one shows anyway. First each pane's size is recorded: final now that every pane is tiled, it is what each
+    worker's log is rendered at once the run is stopped (orch.run.terminal)."""
+    record_pane_sizes(run, server.pane_sizes())
     pending = set(range(1, info.workers + 1))
     skip = seen or {}
     old = ended or {}

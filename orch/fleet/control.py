@@ -15,11 +15,12 @@ from orch.fleet.confinement import Confinement
 from orch.fleet.launch import server_for, worker_processes
 from orch.fleet.tmux import PaneInfo
 from orch.fleet.workerstate import derive_state
-from orch.gateway.modeldir import UsageSnapshot, read_usage
+from orch.gateway.modeldir import UsageSnapshot, read_usage, unbilled
 from orch.run import bus
 from orch.run.events import Event
 from orch.run.folder import RunFolder
-from orch.run.records import ControllerEvent, RunInfo, RunStatus, RunStatusView, WorkerState, WorkerStatus
+from orch.run.records import ControllerEvent, RunInfo, RunStatus, WorkerState
+from orch.run.statusview import RunStatusView, WorkerStatus
 from orch.text import join_numbers
 from orch.waits import wait_for_paths, wait_until
 
@@ -28,8 +29,14 @@ log = logging.getLogger(__name__)
 KILL_TIMEOUT = 10.0  # seconds for killed agents to run their exit hooks
 
 
+STOPPED = (RunStatus.STOPPED, RunStatus.FAILED)
+"""A run in one of these was stopped (its fleet torn down): its folder says all there is, no tmux is asked."""
+
+
 def status(run: RunFolder) -> RunStatusView:
     info = run.info()
+    if info.status in STOPPED:
+        return status_view(run, info, panes=None)
     server = server_for(info)
     if not server.alive():
         return status_view(run, info, panes=None, why_down="tmux server not running")
@@ -39,7 +46,8 @@ def status(run: RunFolder) -> RunStatusView:
 def status_view(
     run: RunFolder, info: RunInfo, panes: dict[int, PaneInfo] | None, why_down: str | None = None
 ) -> RunStatusView:
-    """The status table; `panes=None` means the run's tmux server (or container) is gone."""
+    """The status table; `panes=None` means the run's tmux server (or container) is gone: `why_down` says why,
+    where the run was not stopped (its workers exited with it, which needs no saying)."""
     usage = read_usage(run)
     rows = []
     for n in range(1, info.workers + 1):
@@ -62,6 +70,8 @@ def status_view(
                 pane_id=panes[n].pane_id if panes and n in panes else None,
             )
         )
+    costs = [r.cost_usd for r in rows if r.cost_usd is not None]
+    billed = usage.billed if usage is not None else None
     return RunStatusView(
         name=info.name,
         backend=info.backend,
@@ -69,6 +79,10 @@ def status_view(
         status=info.status,
         alive=panes is not None,
         workers=rows,
+        started=info.created,
+        cost_usd=usage.total.cost_usd if usage is not None else sum(costs) if costs else None,
+        billed=billed,
+        unbilled=unbilled(billed, info.offline, info.replay is not None),
     )
 
 

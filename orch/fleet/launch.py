@@ -74,6 +74,7 @@ def plan(req: UpRequest) -> tuple[AgentAdapter, LocalRunInfo]:
         replay=str(req.replay.resolve()) if req.replay else None,
         isolation=req.isolation,
         caps=req.caps,
+        writers=req.writers,
         tmux_socket=socket_name(req.name),
         orch_version=__version__,
     )

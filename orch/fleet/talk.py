@@ -16,6 +16,7 @@ from orch.run.events import Event
 from orch.run.files import atomic_write
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent
+from orch.run.terminal import transcript
 from orch.run.workerprotocol import pointer_text, protocol_footer
 from orch.waits import wait_until
 
@@ -151,6 +152,8 @@ def brief_many(run: RunFolder, briefs: Mapping[int, str]) -> dict[int, DeliveryE
 
 
 def read(run: RunFolder, n: int, lines: int | None = None) -> str:
+    """Worker n's screen (with `lines`, its last lines, scrollback included); once the run's tmux server is gone,
+    its terminal log rendered as its terminal showed it (orch.run.terminal)."""
     info = run.info()
     run.check_worker(n)
     server = server_for(info)
@@ -158,8 +161,7 @@ def read(run: RunFolder, n: int, lines: int | None = None) -> str:
         return server.capture(server.pane(n).pane_id, lines)
     # The server is gone: the transcript is the evidence.
     try:
-        text = run.log(n).read_text(errors="replace")
+        out = transcript(run, n)
     except FileNotFoundError:
         raise UsageError(f"run {run.name!r} is not running and worker {n} left no transcript") from None
-    out = text.splitlines()
     return "\n".join(out[-lines:] if lines else out)

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from orch import prereqs
 from orch.contracts import LaunchSpec
 from orch.errors import NotFoundError, SandboxError, UsageError, WaitTimeoutError
+from orch.run.terminal import HISTORY_LIMIT, WINDOW_SIZE
 from orch.waits import wait_until
 
 if TYPE_CHECKING:
@@ -41,8 +42,6 @@ log = logging.getLogger(__name__)
 
 INSTALL_HINT = prereqs.TMUX_FIX
 PANES_PER_WINDOW = 6
-WINDOW_SIZE = (240, 70)  # large, so six tiled TUIs still get ~80x23 each
-HISTORY_LIMIT = 50_000
 WORKER_OPTION = "@orch_worker"
 EXIT_GRACE = 5.0  # seconds for a server that has destroyed its sessions (kill-server) to exit
 _SERVER_OPTIONS = (
@@ -376,6 +375,17 @@ class TmuxServer:
                 current_command=command,
             )
         return result, server_pid
+
+    def pane_sizes(self) -> dict[int, tuple[int, int]]:
+        """Worker number -> its pane's (columns, lines)."""
+        sizes = {}
+        for line in self._cmd("list-panes", "-a", "-F", "#{" + WORKER_OPTION + "}\t#{pane_width}\t#{pane_height}"):
+            tag, _, size = line.partition("\t")
+            width, _, height = size.partition("\t")
+            worker = _int_or_none(tag)
+            if worker is not None and width.isdigit() and height.isdigit():
+                sizes[worker] = (int(width), int(height))
+        return sizes
 
     def pane(self, worker: int) -> PaneInfo:
         found = self.panes().get(worker)

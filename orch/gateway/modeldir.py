@@ -207,6 +207,14 @@ class Exchange(Strict):
     key: ExchangeKey
 
 
+def unbilled(billed: bool | None, offline: bool, replayed: bool) -> str | None:
+    """Why a run's costs were charged to nobody (offline, replayed), in words to show beside the cost; None when a
+    model API charged them (`billed`, the gateway's word), or may have (a live run without a gateway)."""
+    if billed or not (offline or replayed or billed is False):
+        return None
+    return "replayed a recording" if replayed else "offline: orch's scripted model answered"
+
+
 def read_usage(run: RunFolder) -> UsageSnapshot | None:
     """The gateway's usage.json (rewritten atomically, so never half-written), or None without one."""
     try:

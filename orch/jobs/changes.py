@@ -21,15 +21,17 @@ class ChangeStatus(StrEnum):
     LANDED = "LANDED"
     """Committed on `orch/<run>` after the gate and the queue."""
     REJECTED = "REJECTED"
-    """Refused by the gate: `reason` says which part (checks, scope, review)."""
+    """Refused by the gate: `reason` says which part (checks, scope, review). The gate's verdict, a result like a
+    REFUTED finding: it keeps the run from passing only where the task needed a change
+    (orch.lead.changes.decisions.unlanded)."""
     CONFLICT = "CONFLICT"
     """No longer applied to the integration head, and the rebases ran out."""
     FAILED = "FAILED"
     """No change came: the job failed, a rebase made none, or it could not be taken."""
     UNCHANGED = "UNCHANGED"
     """The writer's job completed and left the tree as it was (a writer that found nothing to change, like a
-    finder with no findings); the run's outcome counts it as not landed only for a fixer handed confirmed
-    findings (orch.lead.changes.decisions.unlanded)."""
+    finder with no findings); the run's outcome counts it as not landed only where the task needed a change
+    (orch.lead.changes.decisions.unlanded)."""
 
 
 class RejectReason(StrEnum):
@@ -172,6 +174,10 @@ class ChangeRow(Strict):
     rebases: int = 0
     commit: str | None = None
     """LANDED: the commit on `orch/<run>`."""
+    fails: bool = False
+    """report.json: it keeps the ended run from passing (orch.lead.changes.decisions.unlanded: CONFLICT, FAILED;
+    REJECTED or UNCHANGED where the task needed a change). A failing test in report.junit.xml. The controller's
+    own record (changes/tasks/) leaves it False."""
 
 
 def write_row(run: RunFolder, row: ChangeRow) -> None:

@@ -208,9 +208,14 @@ class Assignment(Strict):
 class Outcome(Strict):
     exit_code: int
     status: str
-    """passed, not-confirmed or failed."""
+    """passed, findings, incomplete or failed (orch/exitcodes.py: the table)."""
     reason: str
     findings: dict[str, FindingStatus] = Field(default_factory=dict)
+    failing_findings: list[str] = Field(default_factory=list)
+    """The findings that keep the run from passing (orch.lead.outcome.finding_fails): what report.junit.xml
+    fails besides the task jobs."""
+    failing_changes: list[str] = Field(default_factory=list)
+    """The writer tasks whose change keeps the run from passing (orch.lead.outcome.open_changes)."""
 
 
 class ControllerState(Strict):

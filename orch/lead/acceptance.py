@@ -57,6 +57,7 @@ class Review(Part):
                 findings = None
             if findings is not None:
                 # What the controller validated, in its own file: the worker's outbox copy can change later.
+                self.run.findings_dir.mkdir(exist_ok=True)
                 atomic_write(self.run.findings_file(job.id), findings.model_dump_json(indent=2) + "\n")
                 self.accept(job, n)
                 self.add_findings(job, n, findings.findings)
@@ -70,6 +71,7 @@ class Review(Part):
                 verdict = None
             if verdict is not None:
                 assert job.stance is not None
+                self.run.verdicts_dir.mkdir(exist_ok=True)
                 atomic_write(self.run.verdict_file(job.id), verdict.model_dump_json(indent=2) + "\n")
                 self.accept(job, n)
                 self.state.verdicts.append(
@@ -91,6 +93,7 @@ class Review(Part):
             if verdict is not None and (problems := self.writing.review_problems(verdict, commands)):
                 verdict = None
             if verdict is not None:
+                self.run.verdicts_dir.mkdir(exist_ok=True)
                 atomic_write(self.run.verdict_file(job.id), verdict.model_dump_json(indent=2) + "\n")
                 self.accept(job, n)
                 self.finish_job(job, n)

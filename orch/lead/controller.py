@@ -29,8 +29,9 @@ from orch.errors import UsageError
 from orch.fleet import control
 from orch.fleet.watchdog import Watchdog
 from orch.fleet.workerstate import FATAL_ERRORS
+from orch.gateway.modeldir import unbilled
 from orch.jobs.state import ControllerState, Job, JobStatus, Outcome, WorkerBook
-from orch.lead import briefs, decisions, treecheck
+from orch.lead import briefs, decisions, outcome, treecheck
 from orch.lead.acceptance import Review
 from orch.lead.base import Desk
 from orch.lead.changes import start
@@ -295,20 +296,21 @@ class Controller:
         return spend, refused.get(None), "gateway"
 
     def finish(self) -> Outcome:
-        self.state.outcome = decisions.outcome(self.state, self.spec)
+        ended = self.state.outcome = outcome.decide(self.state, self.spec)
         self.state.finished = time.time()
         self.desk.save()
         self.desk.gateway.settle()  # the last answers' usage, before the report (and the run's end) reads it
-        outcome = self.state.outcome
         cost = sum(s.cost_usd for s in self.spend()[0].values())
-        self.desk.event(Event.FINISHED, exit_code=outcome.exit_code, reason=outcome.reason, status=outcome.status,
-                        cost_usd=round(cost, 6))  # fmt: skip
+        usage = self.desk.gateway.usage()
+        free = unbilled(usage.billed if usage else None, self.spec.offline, self.state.replay_of is not None)
+        self.desk.event(Event.FINISHED, exit_code=ended.exit_code, reason=ended.reason, status=ended.status,
+                        cost_usd=round(cost, 6), unbilled=free)  # fmt: skip
         try:
             write_reports(self.run, self.spec, self.state)
         finally:  # reports that cannot be written (exit 2) still leave no fleet behind
             if self.spec.teardown:
                 control.kill(self.run, self.desk.confinement)
-        return self.state.outcome
+        return ended
 
 
 def _notifier(run: RunFolder) -> Inotify | None:

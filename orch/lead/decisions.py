@@ -12,43 +12,22 @@ from enum import StrEnum
 
 from orch.agents.registry import get_adapter
 from orch.errors import UsageError
-from orch.jobs.state import Assignment, ControllerState, FindingStatus, Job, JobStatus, Outcome, WorkerBook
-from orch.jobs.verification import choose_verifier, eligible, finding_status
+from orch.jobs.state import (
+    Assignment,
+    ControllerState,
+    Job,
+    JobStatus,
+    WorkerBook,
+)
+from orch.jobs.verification import choose_verifier, eligible
 from orch.lead.changes import decisions as change_decisions
 from orch.run.records import HookEvent, Isolation, WorkerState
 from orch.spec.model import Budget, FleetSpec, Limits, Role
 
-EXIT_PASSED = 0
-EXIT_NOT_CONFIRMED = 4
-EXIT_FAILED = 5
 MAX_SEND_ATTEMPTS = 3
 BACKSTOP = 1.0
 """Seconds the loop sleeps at most without a file change (deadlines are checked that often)."""
 ENDED = (WorkerState.CRASHED, WorkerState.EXITED)
-
-
-# --- the run's outcome -------------------------------------------------------------------------
-def outcome(state: ControllerState, spec: FleetSpec) -> Outcome:
-    """Exit 0 only when every task job is DONE, every writer task's change LANDED (or its writer changed
-    nothing, UNCHANGED, and was not a fixer handed confirmed findings) and every finding CONFIRMED; 4 when a
-    finding is not (refuted, unverified, still pending) or a change did not land (rejected, conflict, a fixer's
-    UNCHANGED); 5 when the run was aborted or a task job did not finish."""
-    statuses = {f.id: finding_status(state, spec, f.id) for f in state.findings}
-    judging = (Role.VERIFIER, Role.REVIEWER)
-    failed = [j for j in state.jobs if j.role not in judging and j.status is not JobStatus.DONE]
-    if state.aborted or failed:
-        why = state.aborted or "; ".join(f"{j.id}: {j.failure or j.status.value}" for j in failed)
-        return Outcome(exit_code=EXIT_FAILED, status="failed", reason=why, findings=statuses)
-    open_ = {f: s.value for f, s in statuses.items() if s is not FindingStatus.CONFIRMED}
-    # A fixer handed confirmed findings was asked for a change: leaving the tree as it was does not pass.
-    confirmed = any(s is FindingStatus.CONFIRMED for s in statuses.values())
-    needing = {tid for tid, task in zip(spec.task_ids(), spec.tasks, strict=True) if task.needs_change(confirmed)}
-    open_ |= {f"change {task}": why for task, why in change_decisions.unlanded(state, needing).items()}
-    if open_:
-        why = ", ".join(f"{f} {s}" for f, s in open_.items())
-        return Outcome(exit_code=EXIT_NOT_CONFIRMED, status="not-confirmed", reason=why, findings=statuses)
-    why = f"all tasks done; {len(statuses)} finding(s), all confirmed" if statuses else "all tasks done; no findings"
-    return Outcome(exit_code=EXIT_PASSED, status="passed", reason=why, findings=statuses)
 
 
 def finished(state: ControllerState) -> bool:

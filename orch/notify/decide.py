@@ -202,6 +202,7 @@ def _from_controller(event: ControllerEvent) -> tuple[Reason, str] | None:
         case Event.FINISHED:
             cost = d.get("cost_usd")
             spent = f"; cost ${cost:.2f}" if isinstance(cost, int | float) else ""
+            spent += ", nothing billed" if spent and d.get("unbilled") else ""  # an offline or replayed run
             outcome = f"{d.get('status') or 'ended'} (exit {d.get('exit_code')})"
             return Reason.RUN_ENDED, f"{outcome}: {d.get('reason')}{spent}"
     return None

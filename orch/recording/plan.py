@@ -32,9 +32,9 @@ from orch.text import first_error
 
 M = TypeVar("M", bound=BaseModel)
 
-IGNORED = ("name", "workdir")
-"""Spec fields a replay may change: the run's name, and where the tree under audit lives (replay
-matching puts a placeholder for it)."""
+IGNORED = ("name", "workdir", "fail_on")
+"""Spec fields a replay may change: the run's name, where the tree under audit lives (replay matching puts a
+placeholder for it), and which confirmed findings fail the run (`--fail-on`: it asks the models nothing)."""
 
 
 @dataclass(frozen=True)

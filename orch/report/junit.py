@@ -3,10 +3,14 @@
 Built from the report's model (orch.report.model) alone. One test suite per section:
 - tasks: one testcase per task job; it passes when the job is done, as the exit code has it (a task job
   not done fails the run, exit 5);
-- verification: one testcase per finding; it passes when the finding is CONFIRMED (REFUTED, UNVERIFIED
-  or still pending at the end make the run exit 4).
-While a run is still going, what has not ended yet is skipped rather than failed. Each failure says why
-in its message and points to the place in report.html (a path relative to this file, which sits beside it).
+- verification: one testcase per finding; it fails exactly when the finding keeps the run from passing
+  (`FindingRow.fails`: UNVERIFIED or pending at the end, exit 4; CONFIRMED at or above `fail_on`, exit 6). A
+  REFUTED finding passes: catching a false positive is what verification is for; its verdicts are the
+  testcase's system-out, as a CONFIRMED one's are;
+- changes: one testcase per writer task's change, failing exactly when it keeps the run from passing.
+So the file's failures are the reasons of the run's exit code. While a run is still going, what has not ended
+yet is skipped rather than failed. Each failure says why in its message and points to the place in report.html
+(a path relative to this file, which sits beside it).
 
 Extension point: `SUITES`, as in orch.report.sarif.render: tasks, verification, and each writer task's change gate.
 Worker-written text (claims, reasons, failures) can hold characters XML 1.0 cannot carry: they are
@@ -52,6 +56,8 @@ class Case:
     seconds: float | None = None
     outcome: Outcome | None = None
     """None: passed."""
+    out: str = ""
+    """What a passed case found (its system-out): a finding's verdicts, a change's gate."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +94,8 @@ def _task_case(report: RunReport, job: JobRow) -> Case:
 
 
 def tasks_suite(report: RunReport) -> Suite:
-    return Suite("tasks", [_task_case(report, j) for j in report.jobs if j.role != Role.VERIFIER.value])
+    judging = (Role.VERIFIER.value, Role.REVIEWER.value)  # their jobs' ends show as verdicts, not as tasks
+    return Suite("tasks", [_task_case(report, j) for j in report.jobs if j.role not in judging])
 
 
 def _verification_case(report: RunReport, row: FindingRow, seconds: dict[str, float | None]) -> Case:
@@ -96,18 +103,15 @@ def _verification_case(report: RunReport, row: FindingRow, seconds: dict[str, fl
     name = f"{row.id}: {shorten(' '.join(row.claim.split()), NAME_CHARS)}"
     case = Case(name=name, classname="orch.verification", seconds=round(sum(spent), 1) if spent else None)
     status = FindingStatus(row.status)
-    if status is FindingStatus.CONFIRMED:
-        return case
     said = "; ".join(
         f"W{c.verifier} {c.verdict}" + (f": {' '.join(c.reason.split())}" if c.reason else "")
         for c in row.verdicts
         if c.verifier is not None
     )
     where = f"see {finding_anchor(row.id)}"
-    if status is FindingStatus.PENDING and not _finished(report):
-        return replace(case, outcome=Outcome("skipped", f"{row.id} is being verified; {where}", "pending"))
     why = {
-        FindingStatus.REFUTED: "the verifiers refuted the claim",
+        FindingStatus.CONFIRMED: f"the verifiers confirmed the claim ({row.severity}; fail_on {report.fail_on.value})",
+        FindingStatus.REFUTED: "the verifiers refuted the claim: a false positive caught",
         FindingStatus.UNVERIFIED: "the verifiers did not agree, or could not check it",
         FindingStatus.PENDING: "the run ended before its verification did",
     }[status]
@@ -119,6 +123,10 @@ def _verification_case(report: RunReport, row: FindingRow, seconds: dict[str, fl
         "",
         f"report: {finding_anchor(row.id)}",
     ]
+    if not row.fails:
+        if status is FindingStatus.PENDING or (status is FindingStatus.UNVERIFIED and not _finished(report)):
+            return replace(case, outcome=Outcome("skipped", f"{row.id} is being verified; {where}", "pending"))
+        return replace(case, out="\n".join(lines))
     message = shorten(f"{row.id} {status.value}: {why}" + (f" ({said})" if said else "") + f"; {where}", MESSAGE_CHARS)
     return replace(case, outcome=Outcome("failure", message, status.value, "\n".join(lines)))
 
@@ -134,11 +142,7 @@ def change_anchor(task: str) -> str:
 
 def _change_case(report: RunReport, row: ChangeRow) -> Case:
     case = Case(name=f"{row.task} (change)", classname="orch.changes")
-    if row.status in (ChangeStatus.LANDED, ChangeStatus.UNCHANGED):
-        return case
     where = f"see {change_anchor(row.task)}"
-    if not _finished(report):
-        return replace(case, outcome=Outcome("skipped", f"change {row.task} is in the gate; {where}", "pending"))
     why = f" ({row.reason.value})" if row.reason else ""
     lines = [
         f"change of {row.task} by W{row.writer} ({row.agent}): {row.status.value}{why}",
@@ -149,16 +153,24 @@ def _change_case(report: RunReport, row: ChangeRow) -> Case:
         "",
         f"report: {change_anchor(row.task)}",
     ]
+    text = "\n".join(line for line in lines if line)
+    if not row.fails:
+        if not _finished(report) and row.status not in RESULTS:
+            return replace(case, outcome=Outcome("skipped", f"change {row.task} is in the gate; {where}", "pending"))
+        return replace(case, out=text)  # LANDED, UNCHANGED, or REJECTED where the task did not need a change
     message = shorten(
         f"change {row.task} {row.status.value}{why}: {' '.join(row.detail.split())}; {where}", MESSAGE_CHARS
     )
-    text = "\n".join(line for line in lines if line)
     return replace(case, outcome=Outcome("failure", message, row.status.value, text))
 
 
+RESULTS = (ChangeStatus.LANDED, ChangeStatus.UNCHANGED, ChangeStatus.REJECTED)
+"""How a change may end without failing the run (unless its task needed one: `ChangeRow.fails`)."""
+
+
 def changes_suite(report: RunReport) -> Suite | None:
-    """One testcase per writer task's change gate: passed when it landed (or the writer changed nothing);
-    none in a run without writer tasks."""
+    """One testcase per writer task's change gate: failed when the change keeps the run from passing; none in a
+    run without writer tasks."""
     return Suite("changes", [_change_case(report, row) for row in report.changes]) if report.changes else None
 
 
@@ -199,6 +211,8 @@ def build_junit(report: RunReport) -> ET.Element:
             if case.seconds is not None:
                 attrs["time"] = f"{case.seconds:.1f}"
             element = ET.SubElement(node, "testcase", attrs)
+            if case.out:
+                ET.SubElement(element, "system-out").text = _xml(case.out)
             if case.outcome is not None:
                 out = ET.SubElement(
                     element, case.outcome.element, {"message": _xml(case.outcome.message), "type": case.outcome.type}

@@ -27,7 +27,7 @@ from orch.report.charts import CostPoint, JobBar, job_bars, job_costs
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, Isolation, Strict, WorkerCaps
-from orch.spec.model import FleetSpec
+from orch.spec.model import FailOn, FleetSpec
 
 
 class Usage(Strict):
@@ -86,6 +86,9 @@ class FindingRow(Strict):
     verdicts: list[VerdictCell]
     locations: list[CodeEvidence] = Field(default_factory=list)
     """The evidence as file, line and verbatim quote (report.sarif's locations)."""
+    fails: bool = False
+    """It keeps the ended run from passing (its Outcome's failing_findings): UNVERIFIED or still pending, or
+    CONFIRMED at or above `fail_on`. A failing test in report.junit.xml; a REFUTED finding never is."""
 
 
 class TaskRow(Strict):
@@ -111,7 +114,9 @@ class WorkerRow(Strict):
     restarts: int
     out: str | None
     transcript: str
-    """Relative to the run folder."""
+    """Its terminal rendered as text (orch.run.terminal), relative to the run folder."""
+    terminal_log: str = ""
+    """What its pane printed, escapes and all (relative to the run folder)."""
 
 
 class JobRow(Strict):
@@ -206,11 +211,20 @@ class FlagRow(Strict):
     problems: list[str]
 
 
+REPORT_VERSION = 1
+"""report.json's `schema_version` (and `orch report --json`'s): raised when a key changes meaning or goes."""
+
+
 class RunReport(Strict):
+    schema_version: int = REPORT_VERSION
+    """report.json's version (REPORT_VERSION)."""
     run: str
     workdir: str
+    """The tree the workers worked in, as they saw it."""
     rounds: str
+    """The verification policy: find-verify or find-refute-confirm."""
     offline: bool = False
+    """orch's scripted model answered (no model API, nothing billed)."""
     replay_of: str | None = None
     """The recording this run replayed."""
     cost_source: Literal["gateway", "status-line"] = "status-line"
@@ -226,8 +240,12 @@ class RunReport(Strict):
     finished: dt.datetime | None
     seconds: float | None
     exit_code: int | None
+    """The run's exit code (orch/exitcodes.py); None until it has an outcome."""
     status: str
+    """passed, findings, incomplete or failed (orch/exitcodes.py), or running until the run has an outcome."""
     reason: str
+    fail_on: FailOn = FailOn.NEVER
+    """Which CONFIRMED findings fail the run (the spec's `fail_on`, or `orch run --fail-on`)."""
     workers: list[WorkerRow]
     findings: list[FindingRow]
     tasks: list[TaskRow] = Field(default_factory=list)
@@ -291,8 +309,10 @@ def _cell(state: ControllerState, job: Job) -> VerdictCell:
 
 def build_report(run: RunFolder, spec: FleetSpec, state: ControllerState) -> RunReport:
     findings = []
+    failing = set(state.outcome.failing_findings) if state.outcome is not None else set()
     for item in state.findings:
         cells = [_cell(state, j) for j in state.jobs_for(item.id)]
+        status = finding_status(state, spec, item.id)
         findings.append(
             FindingRow(
                 id=item.id,
@@ -302,9 +322,10 @@ def build_report(run: RunFolder, spec: FleetSpec, state: ControllerState) -> Run
                 severity=item.finding.severity.value,
                 evidence=[_evidence(ev) for ev in item.finding.evidence],
                 reproduce=item.finding.reproduce,
-                status=finding_status(state, spec, item.id),
+                status=status,
                 verdicts=cells,
                 locations=list(item.finding.evidence),
+                fails=item.id in failing,
             )
         )
     usage = read_usage(run)
@@ -328,7 +349,8 @@ def build_report(run: RunFolder, spec: FleetSpec, state: ControllerState) -> Run
                 rejected_outputs=sum(1 for f in state.flags if f.worker == book.n),
                 restarts=book.restarts,
                 out=book.dead,
-                transcript=str(run.log(book.n).relative_to(run.root)),
+                transcript=str(run.transcript(book.n).relative_to(run.root)),
+                terminal_log=str(run.log(book.n).relative_to(run.root)),
             )
         )
     jobs = [
@@ -370,6 +392,7 @@ def build_report(run: RunFolder, spec: FleetSpec, state: ControllerState) -> Run
         exit_code=outcome.exit_code if outcome else None,
         status=outcome.status if outcome else "running",
         reason=outcome.reason if outcome else "",
+        fail_on=spec.fail_on,
         workers=workers,
         findings=findings,
         tasks=[
@@ -387,8 +410,15 @@ def build_report(run: RunFolder, spec: FleetSpec, state: ControllerState) -> Run
         attempts=attempts(run),
         timeline=job_bars(state),
         costs=job_costs(state, usage),
-        changes=change_rows(run, spec.writer_tasks()),
+        changes=_changes(run, spec, state),
     )
+
+
+def _changes(run: RunFolder, spec: FleetSpec, state: ControllerState) -> list[ChangeRow]:
+    """Each writer task's change; once the run has ended, those that keep it from passing marked `fails`."""
+    rows = change_rows(run, spec.writer_tasks())
+    open_ = set(state.outcome.failing_changes) if state.outcome is not None else set()
+    return [row.model_copy(update={"fails": True}) if row.task in open_ else row for row in rows]
 
 
 def _job_usage(usage: UsageSnapshot | None, job: str) -> Usage | None:

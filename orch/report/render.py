@@ -3,6 +3,7 @@ single-file report.html, written with report.json into the run folder. The model
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -10,6 +11,8 @@ from typing import Any, NamedTuple
 from markupsafe import Markup
 
 from orch.errors import UsageError
+from orch.exitcodes import Exit, status_of
+from orch.gateway.modeldir import unbilled
 from orch.jobs.state import ControllerState
 from orch.report.changes import change_status, changes_markdown
 from orch.report.charts import cost_svg, timeline_svg
@@ -20,8 +23,11 @@ from orch.report.templates.environment import render
 from orch.run.files import atomic_write_all
 from orch.run.folder import RELATIVE, RunFolder
 from orch.run.records import Isolation
+from orch.run.terminal import write_transcripts
 from orch.spec.model import FleetSpec
-from orch.text import shorten
+from orch.text import clean
+
+log = logging.getLogger(__name__)
 
 
 def matrix_cell(row: FindingRow, worker: int) -> str:
@@ -43,12 +49,17 @@ def matrix_text(report: RunReport, width: int = 44) -> str:
     head = f"{'CLAIM':<{width}}  " + "  ".join(f"{column(report, n)[:12]:<12}" for n in columns) + "  RESULT"
     lines = [head]
     for row in report.findings:
-        claim = shorten(f"{row.id}: {row.claim}", width)
+        claim = clean(f"{row.id}: {row.claim}", width)  # the terminal's: no escape a worker wrote
         cells = "  ".join(f"{matrix_cell(row, n)[:12]:<12}" for n in columns)
         lines.append(f"{claim:<{width}}  {cells}  {row.status.value}")
     if not report.findings:
         lines.append("(no findings)")
     return "\n".join(lines)
+
+
+def outcome_line(report: RunReport) -> str:
+    """`run demo: passed (exit 0): all tasks done; ...`: the run's banner on the terminal."""
+    return f"run {report.run}: {report.status} (exit {report.exit_code}): {clean(report.reason, 2000)}"
 
 
 def _md(text: str) -> str:
@@ -94,7 +105,8 @@ def usage_rows(report: RunReport) -> list[tuple[str, Usage]]:
     return rows
 
 
-USAGE_HEADS = ("", "requests", "input", "output", "cache read", "cache write", "cost")
+def usage_heads(report: RunReport) -> tuple[str, ...]:
+    return ("", "requests", "input", "output", "cache read", "cache write", cost_head(report))
 
 
 def usage_cells(usage: Usage) -> tuple[str, ...]:
@@ -108,14 +120,27 @@ def usage_cells(usage: Usage) -> tuple[str, ...]:
     )
 
 
+def _unbilled(report: RunReport) -> str | None:
+    return unbilled(report.billed, report.offline, report.replay_of is not None)
+
+
 def cost_line(report: RunReport) -> str:
-    """One line for the terminal: the run's tokens and cost, and whether anything was billed."""
+    """One line: the run's tokens and cost, and beside it whether anything was billed (the terminal, the heads
+    of report.md and report.html)."""
+    why = _unbilled(report)
+    said = f"nothing billed ({why})" if why else "billed"
     if report.total is not None:
-        tokens = _tokens(report.total)
-        billed = "billed" if report.billed else "nothing billed"
-        return f"cost: ${report.total.cost_usd:.4f} for {tokens} tokens ({billed})"
+        return f"cost: ${report.total.cost_usd:.4f} for {_tokens(report.total)} tokens, {said}"
     costs = [w.cost_usd for w in report.workers if w.cost_usd is not None]
-    return f"cost: ${sum(costs):.4f} (the agents' own estimate; no model gateway)" if costs else "cost: unknown"
+    if not costs:
+        return "cost: unknown" + (f", nothing billed ({why})" if why else "")
+    estimate = f"cost: ${sum(costs):.4f} (the agents' own estimate; no model gateway)"
+    return estimate + (f", nothing billed ({why})" if why else "")
+
+
+def cost_head(report: RunReport) -> str:
+    """The cost column's head: it says "nothing billed" where the run billed nothing."""
+    return "cost (nothing billed)" if _unbilled(report) else "cost"
 
 
 def _tokens(usage: Usage) -> int:
@@ -139,9 +164,9 @@ def render_markdown(report: RunReport) -> str:
     out = [
         f"# orch run {report.run}",
         "",
-        f"**{report.status}** (exit {report.exit_code}): {report.reason}  ",
+        f"**{report.status}** (exit {report.exit_code}): {_md(report.reason)}  ",
         f"Workdir `{report.workdir}`; verification `{report.rounds}`; "
-        f"{report.seconds if report.seconds is not None else '?'} s.",
+        f"{report.seconds if report.seconds is not None else '?'} s; {cost_line(report)}.",
         *([across_note(report)] if report.confirmed_across_kinds is not None else []),
         "",
         "## Verification matrix",
@@ -172,7 +197,7 @@ def render_markdown(report: RunReport) -> str:
     for note in notes:
         out += [note, ""]
     out += [
-        "| worker | agent | model | cost | busy | jobs | rejected outputs | restarts | transcript |",
+        f"| worker | agent | model | {cost_head(report)} | busy | jobs | rejected outputs | restarts | transcript |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for w in report.workers:
@@ -184,7 +209,8 @@ def render_markdown(report: RunReport) -> str:
         )
     usage = usage_rows(report)
     if usage:
-        out += ["", "## Tokens and cost", "", "| " + " | ".join(USAGE_HEADS) + " |", "|---" * len(USAGE_HEADS) + "|"]
+        heads = usage_heads(report)
+        out += ["", "## Tokens and cost", "", "| " + " | ".join(heads) + " |", "|---" * len(heads) + "|"]
         out += [f"| {label} | " + " | ".join(usage_cells(u)) + " |" for label, u in usage]
     out += ["", "## Jobs", "", "| job | role | worker | status | seconds | corrections | nudges | failure |"]
     out.append("|---|---|---|---|---|---|---|---|")
@@ -242,6 +268,13 @@ def job_file(path: Callable[[str], Path]) -> JobFile:
 
 
 HTML = "report/report.html"
+STATUS_CLASSES = {
+    status_of(Exit.PASSED): "CONFIRMED",
+    status_of(Exit.FINDINGS): "REFUTED",
+    status_of(Exit.INCOMPLETE): "UNVERIFIED",
+    status_of(Exit.FAILED): "FAILED",
+}
+"""The run's status in report.html's colours: green for a run that went as designed."""
 
 
 def render_html(report: RunReport) -> str:
@@ -260,7 +293,9 @@ def html_context(report: RunReport) -> dict[str, Any]:
         report=report,
         columns=columns,
         matrix=matrix,
-        status_class={"passed": "CONFIRMED", "not-confirmed": "UNVERIFIED", "failed": "FAILED"}.get(report.status, ""),
+        status_class=STATUS_CLASSES.get(report.status, ""),
+        cost=cost_line(report),
+        cost_head=cost_head(report),
         change_status=change_status,
         verdict=job_file(RELATIVE.verdict_file),  # report.html sits in the run folder: links are relative
         brief=job_file(RELATIVE.job_brief),
@@ -269,7 +304,7 @@ def html_context(report: RunReport) -> dict[str, Any]:
         costs=Markup(costs),
         notes=[n for n in (cost_note(report), evidence_note(report)) if n],
         usage=[(label, usage_cells(u)) for label, u in usage_rows(report)],
-        usage_heads=USAGE_HEADS,
+        usage_heads=usage_heads(report),
         isolation=ISOLATION_NOTES[Isolation(report.isolation)],
     )
 
@@ -278,6 +313,10 @@ def write_reports(run: RunFolder, spec: FleetSpec, state: ControllerState) -> Ru
     """report.json, .md, .html, .sarif and .junit.xml, all or none (each as it was before when one cannot
     be written)."""
     report = build_report(run, spec, state)
+    try:
+        write_transcripts(run, [w.worker for w in report.workers])  # the readable transcripts the report links
+    except OSError as exc:
+        log.warning("run %s: a transcript could not be written: %s", run.name, exc)
     files = {
         run.report_json: report.model_dump_json(indent=2) + "\n",
         run.report_md: render_markdown(report),

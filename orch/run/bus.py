@@ -49,7 +49,7 @@ def format_line(line: BusLine) -> str:
 
 
 def parse_line(raw: str) -> BusLine | None:
-    """Parse a bus line; lines a worker appended by hand (`[W3] text`) parse without a timestamp."""
+    """Parse a bus line; None for one not in the bus's format (a shared worker may append `[W3] text` by hand)."""
     m = LINE_RE.match(raw.rstrip("\n"))
     if not m:
         return None

@@ -192,7 +192,17 @@ class RunFolder:
         return self.sessions_dir / f"agent-{n}"
 
     def log(self, n: int) -> Path:
+        """Everything worker n's pane printed, escapes and redraws included (tmux's pipe-pane)."""
         return self.logs_dir / f"agent-{n}.log"
+
+    def transcript(self, n: int) -> Path:
+        """Worker n's log rendered as the text its terminal showed (orch.run.terminal): what the report links."""
+        return self.logs_dir / f"agent-{n}.txt"
+
+    @property
+    def pane_sizes(self) -> Path:
+        """Each worker's pane size once every pane exists (columns, lines): what its log is rendered at."""
+        return self.logs_dir / "panes.json"
 
     @property
     def config_root(self) -> Path:
@@ -363,25 +373,22 @@ class RunFolder:
         return {p.name for p in self.root.iterdir()} <= {self.model_dir.name, self.logs_dir.name}
 
     def create(self, info: RunInfo) -> None:
-        """Create the folder tree and run.json. The caller removes it if anything later fails."""
+        """Create the folder tree and run.json: only the folders the run uses. An `orch run`'s controller makes
+        findings/, verdicts/ and jobs/ as it needs them; a run with writers gets worktrees/ (its container's init
+        gives each its worker) and changes/. The caller removes it if anything later fails."""
         try:
             self.root.mkdir(parents=True)
         except FileExistsError:
             if not self.only_gateway():
                 raise
         self.logs_dir.mkdir(exist_ok=True)
-        for sub in (
-            self.state_dir,
-            self.findings_dir,
-            self.verdicts_dir,
-            self.outbox_dir,
-            self.worktrees_root,
-            self.changes_dir,
-        ):
+        writers = (self.worktrees_root, self.changes_dir) if info.writers else ()
+        for sub in (self.state_dir, self.outbox_dir, *writers):
             sub.mkdir()
         for n in range(1, info.workers + 1):
             self.outbox(n).mkdir()
-            self.worktrees_dir(n).mkdir()
+            if info.writers:
+                self.worktrees_dir(n).mkdir()
             self.state(n).touch()
         self.bus.touch()
         self.write_info(info)

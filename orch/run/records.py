@@ -186,6 +186,8 @@ class RunInfoBase(Strict):
     isolation: Isolation = Isolation.SHARED
     caps: WorkerCaps = Field(default_factory=WorkerCaps)
     """Per-worker caps on processes, memory and disk, and the run folder's cap (orch.fleet.caps)."""
+    writers: bool = False
+    """An `orch run` with writer tasks: its folder has `worktrees/` (one per worker) and `changes/`."""
     tmux_socket: str
     created: dt.datetime = Field(default_factory=utcnow)
     status: RunStatus = RunStatus.STARTING
@@ -350,35 +352,11 @@ class BusLine(Strict):
     """One bus message. On disk: `<ISO timestamp> [W3] text`, one line, newlines escaped."""
 
     ts: dt.datetime
+    """When it was posted (UTC)."""
     sender: str
     """`W3` for worker 3, `lead` for the lead/controller."""
     text: str
-
-
-class WorkerStatus(Strict):
-    """What `orch status` shows for one worker."""
-
-    worker: int
-    agent: str | None = None
-    """Its agent (None: a view written before mixed fleets)."""
-    state: WorkerState
-    detail: str | None = None
-    done: bool
-    result: bool
-    last_bus: str | None = None
-    cost_usd: float | None = None
-    rate_limited_until: float | None = None
-    """Epoch seconds: the model API said to retry then (the run's model gateway saw a 429/529)."""
-    pane_id: str | None = None
-
-
-class RunStatusView(Strict):
-    name: str
-    backend: str
-    agent: str
-    status: RunStatus
-    alive: bool
-    workers: list[WorkerStatus]
+    """The message, newlines escaped as on disk (`\\n`)."""
 
 
 class ControllerEvent(Strict):

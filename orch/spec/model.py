@@ -100,6 +100,28 @@ class ChangeNeed(StrEnum):
     """Leaving the tree as it was completes the task (UNCHANGED), a fixer handed confirmed findings included."""
 
 
+class FailOn(StrEnum):
+    """Which CONFIRMED findings fail the run (exit 6, status findings; orch/exitcodes.py): those of this
+    severity or above, or none. A REFUTED finding never does: catching it is what verification is for."""
+
+    NEVER = "never"
+    """Confirmed findings are the run's result; they show in the report, SARIF and JUnit, and it exits 0."""
+    INFO = "info"
+    """Any confirmed finding."""
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+    CRITICAL = "critical"
+
+    def covers(self, severity: str) -> bool:
+        """Whether a confirmed finding of this severity fails the run (an unknown severity counts as medium,
+        as in report.sarif)."""
+        if self is FailOn.NEVER:
+            return False
+        order = [f.value for f in FailOn][1:]  # info .. critical: the findings' Severity, lowest first
+        return order.index(severity if severity in order else "medium") >= order.index(self.value)
+
+
 class Dispatch(StrEnum):
     QUEUE = "queue"
     """Free workers take the next pending task (tasks may outnumber workers)."""
@@ -326,6 +348,9 @@ class FleetSpec(Strict):
     """Drive the agents with orch's scripted model server (no credentials; steps from offline_script)."""
     teardown: bool = True
     """Stop the fleet when the run ends (its folder, transcripts and report stay)."""
+    fail_on: FailOn = FailOn.NEVER
+    """Which CONFIRMED findings fail the run (exit 6): never (the default: findings are the run's result),
+    or those of this severity or above (info, low, medium, high, critical). `orch run --fail-on` wins."""
     notify: NotifyConfig = Field(default_factory=NotifyConfig)
     """Who hears when the run needs a person, over the user's config file (docs/notify.md); webhooks as ${VAR}."""
 

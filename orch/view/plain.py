@@ -57,7 +57,7 @@ def progress_line(snap: Snapshot, precise: bool = True) -> str:
         parts.append(f"jobs {p.jobs_done}/{p.jobs_total}" + (f" ({p.jobs_failed} failed)" if p.jobs_failed else ""))
         parts.append(f"findings {p.findings}: {p.confirmed} confirmed, {p.refuted} refuted")
     budget = f" of ${p.budget_usd:.2f}" if p.budget_usd is not None else ""
-    parts.append(f"cost {money(p.cost_usd)}{budget}")
+    parts.append(f"cost {money(p.cost_usd)}{budget}" + (" (nothing billed)" if p.unbilled else ""))
     if p.outcome:
         parts.append(f"outcome {p.outcome}")
     elif p.deadline is not None:

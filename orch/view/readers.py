@@ -1,6 +1,6 @@
 """The incremental readers a Watcher (orch.view.snapshot) keeps of one run folder: bus.md's tail, a file
-re-read only when it moved, a worker's state from its hook log alone; and `clean`, which makes any text a
-worker wrote safe to show."""
+re-read only when it moved, a worker's state from its hook log alone (orch.text.clean makes any text a worker
+wrote safe to show)."""
 
 from __future__ import annotations
 
@@ -12,16 +12,10 @@ from orch.fleet.tmux import PaneInfo
 from orch.fleet.workerstate import derive_state
 from orch.run import bus
 from orch.run.records import HookEvent, Strict, WorkerState
-from orch.text import shorten
+from orch.text import clean
 
 KEEP_LINES = 200  # commentary and bus lines a snapshot carries
 TEXT_CHARS = 160  # a bus or commentary line, shortened: a worker's line must not flood a tile
-
-
-def clean(text: object, limit: int) -> str:
-    """Worker-written text, made safe to show: control characters (terminal escapes) become spaces, and it is
-    shortened to one line."""
-    return shorten("".join(c if c.isprintable() else " " for c in str(text)), limit)
 
 
 class BusEntry(Strict):

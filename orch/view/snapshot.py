@@ -16,11 +16,12 @@ from __future__ import annotations
 import time
 from collections import deque
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, ValidationError
 
 from orch.errors import NotFoundError, OrchError
-from orch.gateway.modeldir import UsageSnapshot, read_usage
+from orch.gateway.modeldir import UsageSnapshot, read_usage, unbilled
 from orch.jobs.state import ControllerState, JobStatus, load_state
 from orch.jobs.verification import finding_status
 from orch.lead.changes.status import live_lines
@@ -35,7 +36,8 @@ from orch.run.files import JsonlTail
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, HookEvent, RunInfo, RunStatus, Strict, WorkerState
 from orch.spec.model import FleetSpec
-from orch.view.readers import KEEP_LINES, BusEntry, BusTail, Changed, clean, worker_state
+from orch.text import clean
+from orch.view.readers import KEEP_LINES, BusEntry, BusTail, Changed, worker_state
 
 CLAIM_CHARS = 90
 NEEDS_SHOWN = 20
@@ -83,13 +85,15 @@ class Progress(Strict):
     confirmed: int = 0
     refuted: int = 0
     cost_usd: float | None = None
+    unbilled: str | None = None
+    """Why nothing was billed (offline, replayed), shown beside the cost."""
     budget_usd: float | None = None
     started: float | None = None
     deadline: float | None = None
     """When `timeouts.run` runs out."""
     finished: float | None = None
     outcome: str | None = None
-    """passed, not-confirmed or failed, once the controller has decided."""
+    """passed, findings, incomplete or failed (orch/exitcodes.py), once the controller has decided."""
 
 
 class Line(Strict):
@@ -99,6 +103,9 @@ class Line(Strict):
 
 
 class Snapshot(Strict):
+    """`orch watch --json`: a run at one moment (also what `orch watch --web` streams)."""
+
+    schema_version: Literal[1] = 1
     run: str
     backend: str
     agent: str
@@ -310,10 +317,12 @@ class Watcher:
         if cost is None:
             known = [c for c in (self._cost(n) for n in range(1, self.info.workers + 1)) if c is not None]
             cost = sum(known) if known else None
+        free = unbilled(usage.billed if usage is not None else None, self.info.offline, self.info.replay is not None)
         if state is None:
-            return Progress(cost_usd=cost)
+            return Progress(cost_usd=cost, unbilled=free)
         statuses = [r.status for r in matrix]
         return Progress(
+            unbilled=free,
             jobs_done=sum(1 for j in state.jobs if j.status is JobStatus.DONE),
             jobs_failed=sum(1 for j in state.jobs if j.status is JobStatus.FAILED),
             jobs_total=sum(1 for j in state.jobs if j.status is not JobStatus.CANCELLED),

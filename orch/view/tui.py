@@ -24,9 +24,9 @@ from orch.backends.registry import sandbox_for
 from orch.errors import NotFoundError, OrchError
 from orch.notify.notice import Notice
 from orch.run.folder import RunFolder, list_runs
+from orch.text import clean
 from orch.view import plain
 from orch.view.actions import Action, Outcome, orch_argv, perform
-from orch.view.readers import clean
 from orch.view.snapshot import Snapshot, Watcher
 from orch.view.wake import Wakeup
 from orch.view.widgets import MINI_LINES, TILE_WIDTH, VERDICT_COLOURS, AskScreen, NeedsList, PaneScreen, Tile, ring

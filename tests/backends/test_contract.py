@@ -17,6 +17,7 @@ from orch.backends import registry as backends
 from orch.backends.base import Backend, BackendSettings, ChecksSandbox, UpOptions
 from orch.backends.registry import confinement_of
 from orch.backends.swarm.record import SwarmInfo
+from orch.cli.outputs import LsOutput
 from orch.contracts import Sandbox
 from orch.errors import SandboxError, UsageError
 from orch.fleet import control
@@ -154,8 +155,8 @@ def test_the_toy_backend_runs_a_fleet_from_the_command_line(tmp_path: Path, monk
         info = run.info()
         assert type(info).__name__ == "ToyRunInfo" and json.loads(run.run_json.read_text())["motto"] == "hello"
         assert info.status is RunStatus.RUNNING and info.isolation is Isolation.SHARED
-        listing = orch("ls")
-        assert any(line.split()[:2] == ["toyrun", "toy"] for line in listing.output.splitlines()), listing.output
+        (row,) = LsOutput.model_validate_json(orch("ls", "--json").output).runs
+        assert (row.name, row.backend, row.status, row.container) == ("toyrun", "toy", RunStatus.RUNNING, None)
         strict = orch("up", "toy2", "--backend", "toy", "--agent", "scripted", "--isolation", "strict")
         assert strict.exit_code == 2 and "the toy backend offers no strict isolation" in strict.output
     finally:

@@ -18,7 +18,8 @@ from orch.fleet import control
 from orch.fleet.tmux import TmuxServer
 from orch.gateway.modeldir import UsageSnapshot, WorkerUsage
 from orch.run.folder import RunFolder
-from orch.run.records import ContainerInfo, RunStatus, RunStatusView, WorkerState, WorkerStatus
+from orch.run.records import ContainerInfo, RunStatus, WorkerState
+from orch.run.statusview import RunStatusView, WorkerStatus
 from orch.waits import wait_until
 from tests.helpers import orch, run_info
 
@@ -58,8 +59,9 @@ def test_status_columns_fit_their_longest_cell() -> None:
             WorkerStatus(worker=12, state=WorkerState.IDLE, done=True, result=True, cost_usd=0.5, last_bus="b" * 200),
         ],
     )
-    title, header, first, second = status_lines(view)
+    title, head, header, first, second = status_lines(view)
     assert title == "run wide (docker, claude, running, not running)"
+    assert head == "  no outcome yet; cost unknown"
     assert _columns(first, header) == [f"crashed ({detail})", "no", "no -"]
     assert _columns(second, header) == ["idle", "yes", "yes $0.5000"]
     assert first.startswith("   1 ") and second.startswith("  12 ")  # worker numbers right-aligned
@@ -81,7 +83,9 @@ def test_status_reads_cost_and_rate_limits_from_the_gateway() -> None:
     run.model_usage.write_text(usage.model_dump_json())
     view = control.status_view(run, run.info(), panes=None, why_down="stopped")
     assert [(w.cost_usd, w.rate_limited_until) for w in view.workers] == [(0.25, until), (0.0, 1.0)]
-    _, header, first, second = status_lines(view)
+    _, head, header, first, second = status_lines(view)
+    assert head.endswith(", nothing billed (offline: orch's scripted model answered)")  # beside the run's cost
+    assert "COST (NOT BILLED)" in header
     hhmmss = time.strftime("%H:%M:%S", time.localtime(until))
     assert _columns(first, header)[0] == f"exited (stopped) (rate-limited until {hhmmss})"
     assert "rate-limited" not in second  # a limit in the past is over

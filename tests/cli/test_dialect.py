@@ -74,5 +74,8 @@ def test_resume_is_a_flag_on_run_and_up_and_the_old_order_still_reads() -> None:
 
 def test_demo_says_its_own_exit_codes() -> None:
     text = " ".join(orch("demo", "--help").output.split())
-    assert "0 the demo came out as designed; 1 it did not" in text
+    assert (
+        "0 the demo came out as designed (its run passed: one finding CONFIRMED, the false positive REFUTED); "
+        "1 its run passed but the verdicts were not the demo's; otherwise its run's code: 0 passed" in text
+    )
     assert "REFUTED or stayed UNVERIFIED" not in text  # `orch run`'s table is `orch run --help`'s

@@ -20,6 +20,7 @@ from orch import procs
 from orch.container.gatewaykeeper import _ready_fd
 from orch.container.init import KEEPER
 from orch.errors import OrchError
+from orch.exitcodes import Exit
 from orch.gateway.modeldir import GatewayBudget, read_usage
 from orch.gateway.process import (
     GatewayClient,
@@ -31,8 +32,7 @@ from orch.gateway.process import (
     state_path,
 )
 from orch.jobs.state import JobStatus
-from orch.lead import decisions
-from orch.lead.decisions import EXIT_FAILED
+from orch.lead import outcome
 from orch.lead.recovery import Recovery
 from orch.run.folder import RunFolder
 from orch.waits import wait_until
@@ -142,8 +142,8 @@ def test_keeper_and_gateway_both_killed_end_the_run_at_once(tmp_path: Path, monk
     assert reason is not None and "the model gateway and its keeper" in reason
     assert [e["data"]["reason"] for e in run.events("aborted")] == [run.state.aborted]
     assert all(job.status is JobStatus.CANCELLED for job in run.state.jobs)
-    done = decisions.outcome(run.state, run.desk.spec)  # report.json's
-    assert (done.exit_code, done.reason) == (EXIT_FAILED, run.state.aborted)
+    done = outcome.decide(run.state, run.desk.spec)  # report.json's
+    assert (done.exit_code, done.reason) == (Exit.FAILED, run.state.aborted)
 
 
 def test_the_first_supervisor_alone_gets_its_starters_ready_pipe() -> None:

@@ -68,5 +68,7 @@ def test_status_json_and_ls(run3: RunFolder) -> None:
     result = orch("status", "r3", "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert data[0]["name"] == "r3" and len(data[0]["workers"]) == 3
+    assert data["schema_version"] == 1
+    (run,) = data["runs"]
+    assert run["name"] == "r3" and len(run["workers"]) == 3 and run["alive"] and run["outcome"] is None
     assert "r3" in orch("ls").output

@@ -15,6 +15,7 @@ from orch.errors import SandboxError
 from orch.fleet import control, launch
 from orch.run.folder import RunFolder
 from orch.run.records import WorkerState
+from orch.run.terminal import WINDOW_SIZE, pane_sizes
 from orch.waits import wait_until
 from tests.helpers import orch, prompts
 
@@ -22,8 +23,16 @@ from tests.helpers import orch, prompts
 def test_up_creates_folder_private_server_and_idle_workers(run3: RunFolder) -> None:
     info = run3.info()
     assert info.workers == 3 and info.status.value == "running"
-    for sub in ("bus.md", "state", "logs", "findings", "verdicts", "events.jsonl"):
+    for sub in ("bus.md", "state", "logs", "outbox", "events.jsonl"):
         assert (run3.root / sub).exists(), sub
+    for unused in ("findings", "verdicts", "jobs", "worktrees", "changes"):  # an `orch run`'s, a writer run's
+        assert not (run3.root / unused).exists(), unused
+    # Each pane's size once all are tiled: what a stopped worker's log is rendered at.
+    sizes = pane_sizes(run3)
+    assert sorted(sizes) == [1, 2, 3] and all(
+        0 < w <= WINDOW_SIZE[0] and 0 < h < WINDOW_SIZE[1] for w, h in sizes.values()
+    )
+    assert sum(w * h for w, h in sizes.values()) < WINDOW_SIZE[0] * WINDOW_SIZE[1]  # tiled: none has the window
     view = control.status(run3)
     assert [w.state for w in view.workers] == [WorkerState.IDLE] * 3
     assert len({w.pane_id for w in view.workers}) == 3

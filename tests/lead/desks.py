@@ -41,11 +41,11 @@ def parts(tmp_path: Path, workers: int = 3, max_corrections: int = 0, **spec: An
     workdir = tmp_path / "work"
     workdir.mkdir()
     (workdir / "a.py").write_text("x = 1\n")
-    run = RunFolder.for_name("r")
-    run.create(run_info("r", workers=workers, workdir=str(workdir)))
     fleet = FleetSpec(
         **{"tasks": [TaskSpec(goal="g")], "workers": workers, "limits": Limits(max_corrections=max_corrections), **spec}
     )
+    run = RunFolder.for_name("r")
+    run.create(run_info("r", workers=workers, workdir=str(workdir), writers=bool(fleet.writer_tasks())))
     state = initial_state(run, fleet)
     desk = Desk(run, fleet, state)
     review = Review(desk)

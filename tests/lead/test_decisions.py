@@ -42,8 +42,10 @@ def _state(workers: int = 3) -> ControllerState:
     )
 
 
-def _add_finding(state: ControllerState, fid: str = "t1-F1", finder: int = 1) -> None:
-    finding = Finding(id=fid.split("-")[1], claim="c", severity=Severity.LOW)
+def _add_finding(
+    state: ControllerState, fid: str = "t1-F1", finder: int = 1, severity: Severity = Severity.LOW
+) -> None:
+    finding = Finding(id=fid.split("-")[1], claim="c", severity=severity)
     state.findings.append(AcceptedFinding(id=fid, job="t1", task="t1", finder=finder, finding=finding))
 
 
@@ -64,47 +66,6 @@ def _vote(state: ControllerState, fid: str, slot: int, vote: str, round_: int = 
         AcceptedVerdict(job=job.id, finding=fid, verifier=job.worker, round=round_, stance=stance, report=report)
     )
     return job
-
-
-# --- the outcome -------------------------------------------------------------------------------
-OUTCOMES: dict[str, tuple[list[str], dict[str, list[str]], int, str | None, int]] = {
-    # name: (task job statuses, finding -> its verifiers' votes, verifiers per finding, aborted, exit code)
-    "no-findings": (["done"], {}, 1, None, 0),
-    "confirmed": (["done"], {"t1-F1": ["CONFIRMED"]}, 1, None, 0),
-    "all-confirmed": (["done", "done"], {"t1-F1": ["CONFIRMED"], "t1-F2": ["CONFIRMED"]}, 1, None, 0),
-    "refuted": (["done"], {"t1-F1": ["REFUTED"]}, 1, None, 4),
-    "unverifiable": (["done"], {"t1-F1": ["UNVERIFIABLE"]}, 1, None, 4),
-    "one-of-two-refuted": (["done"], {"t1-F1": ["CONFIRMED"], "t1-F2": ["REFUTED"]}, 1, None, 4),
-    "verifier-failed": (["done"], {"t1-F1": ["failed"]}, 1, None, 4),
-    "verifier-replaced-confirms": (["done"], {"t1-F1": ["failed", "CONFIRMED"]}, 1, None, 0),
-    "verification-open": (["done"], {"t1-F1": ["running"]}, 1, None, 4),
-    "quorum-not-met": (["done"], {"t1-F1": ["CONFIRMED", "UNVERIFIABLE"]}, 2, None, 4),
-    "quorum-met": (["done"], {"t1-F1": ["CONFIRMED", "CONFIRMED"]}, 2, None, 0),
-    "split-vote": (["done"], {"t1-F1": ["CONFIRMED", "REFUTED"]}, 2, None, 4),
-    "task-failed": (["done", "failed"], {}, 1, None, 5),
-    "task-cancelled": (["cancelled"], {}, 1, None, 5),
-    "task-failed-though-confirmed": (["failed"], {"t1-F1": ["CONFIRMED"]}, 1, None, 5),
-    "task-still-running": (["running"], {}, 1, None, 5),
-    "aborted": (["done"], {"t1-F1": ["CONFIRMED"]}, 1, "over budget", 5),
-}
-
-
-@pytest.mark.parametrize(("tasks", "votes", "verifiers", "aborted", "code"), OUTCOMES.values(), ids=OUTCOMES.keys())
-def test_outcome(tasks: list[str], votes: dict[str, list[str]], verifiers: int, aborted: str | None, code: int) -> None:
-    state = _state(workers=4)
-    state.aborted = aborted
-    for i, status in enumerate(tasks, 1):
-        state.jobs.append(Job(id=f"t{i}", role=Role.FINDER, task=f"t{i}", worker=1, status=JobStatus(status)))
-    for fid, finding_votes in votes.items():
-        _add_finding(state, fid)
-        for slot, vote in enumerate(finding_votes, 1):
-            _vote(state, fid, slot, vote)
-    got = decisions.outcome(state, _spec(workers=4, verifiers_per_finding=verifiers))
-    assert got.exit_code == code, got.reason
-    assert got.status == {0: "passed", 4: "not-confirmed", 5: "failed"}[code]
-    assert set(got.findings) == set(votes)
-    if aborted:
-        assert got.reason == aborted
 
 
 # --- who takes a job ---------------------------------------------------------------------------

@@ -134,10 +134,12 @@ def test_the_notifiers_secrets_are_redacted() -> None:
          Reason.BUDGET_WARNING, "80% of the fleet's max_cost_usd spent ($0.80 of $1)", "orch watch demo"),
         (event(Event.BUDGET_EXCEEDED, reason="the fleet's cost $1.0100 passed the budget $1"),
          Reason.BUDGET_SPENT, "the fleet's cost $1.0100 passed the budget $1", "orch watch demo"),
-        (event(Event.FINISHED, exit_code=4, status="not-confirmed", reason="a finding was REFUTED", cost_usd=0.5),
-         Reason.RUN_ENDED, "not-confirmed (exit 4): a finding was REFUTED; cost $0.50", f"open {RUN.report_html}"),
+        (event(Event.FINISHED, exit_code=4, status="incomplete", reason="stats-F1 UNVERIFIED", cost_usd=0.5),
+         Reason.RUN_ENDED, "incomplete (exit 4): stats-F1 UNVERIFIED; cost $0.50", f"open {RUN.report_html}"),
+        (event(Event.FINISHED, exit_code=0, status="passed", reason="all tasks done", cost_usd=0.5, unbilled="offline"),
+         Reason.RUN_ENDED, "passed (exit 0): all tasks done; cost $0.50, nothing billed", f"open {RUN.report_html}"),
     ],
-    ids=["out", "cap", "rejected", "conflict", "budget-80", "budget-spent", "end"],
+    ids=["out", "cap", "rejected", "conflict", "budget-80", "budget-spent", "end", "end-offline"],
 )  # fmt: skip
 def test_controller_events_that_need_a_person(record: ControllerEvent, reason: Reason, text: str, action: str) -> None:
     notice = decider().controller(record)

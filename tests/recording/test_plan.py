@@ -15,11 +15,12 @@ from orch.gateway.recording.exchanges import append_exchange
 from orch.jobs.state import Assignment, ControllerState, Job, save_state
 from orch.lead.controller import initial_state, write_spec
 from orch.recording import plan
+from orch.recording.transfer import spec_fingerprint
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.paths import runs_dir
 from orch.run.records import ControllerEvent
-from orch.spec.model import FleetSpec, Role, TaskSpec
+from orch.spec.model import FailOn, FleetSpec, Role, TaskSpec
 from tests.helpers import orch, run_info
 
 pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
@@ -132,3 +133,11 @@ def test_orch_run_replay_of_a_bad_cassette_creates_nothing(tmp_path: Path, kind:
     assert len(result.output.strip().splitlines()) == 1, result.output
     left = sorted(p.name for p in runs_dir().iterdir()) if runs_dir().is_dir() else []
     assert left == (["recorded"] if kind == "another-spec" else [])
+
+
+def test_a_replay_may_fail_on_other_findings_than_its_recording() -> None:
+    """`orch run --replay FILE --fail-on high` (the action's `fail-on`): which confirmed findings fail the run asks
+    the models nothing, so the recording still fits."""
+    spec = FleetSpec(tasks=[TaskSpec(goal="g")])
+    stricter = spec.model_copy(update={"fail_on": FailOn.HIGH})
+    assert plan.spec_differences(stricter, spec) == [] and spec_fingerprint(stricter) == spec_fingerprint(spec)

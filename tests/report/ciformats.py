@@ -24,7 +24,7 @@ from orch.jobs.state import (
     load_state,
     save_state,
 )
-from orch.lead import decisions
+from orch.lead import outcome
 from orch.lead.controller import initial_state, write_spec
 from orch.report.model import RunReport, build_report
 from orch.report.render import write_reports
@@ -82,18 +82,20 @@ class Claim:
     quote: str = "start = page * size"
 
 
-def run_with(name: str, claims: list[Claim], workdir: str = "/workspace", finished: bool = True) -> RunFolder:
+def run_with(
+    name: str, claims: list[Claim], workdir: str = "/workspace", finished: bool = True, spec: FleetSpec = SPEC
+) -> RunFolder:
     """A run folder whose reports were written from these findings (every task job done)."""
     run = RunFolder.for_name(name)
     run.create(run_info(name, workers=3, workdir=workdir))
-    write_spec(run, SPEC)
-    save_state(run, state_with(run, claims, finished))
-    write_reports(run, SPEC, load_state(run))
+    write_spec(run, spec)
+    save_state(run, state_with(run, claims, finished, spec))
+    write_reports(run, spec, load_state(run))
     return run
 
 
-def state_with(run: RunFolder, claims: list[Claim], finished: bool = True) -> ControllerState:
-    state = initial_state(run, SPEC)
+def state_with(run: RunFolder, claims: list[Claim], finished: bool = True, spec: FleetSpec = SPEC) -> ControllerState:
+    state = initial_state(run, spec)
     state.started = 1_700_000_000.0
     for job in state.jobs:
         job.worker, job.status, job.sent_at, job.ended_at = 1, JobStatus.DONE, state.started, state.started + 10
@@ -117,14 +119,15 @@ def state_with(run: RunFolder, claims: list[Claim], finished: bool = True) -> Co
                 )
             state.jobs.append(job)
     if finished:
-        state.outcome = decisions.outcome(state, SPEC)
+        state.outcome = outcome.decide(state, spec)
         state.finished = state.started + 30
     return state
 
 
 # --- a report with writer tasks' changes -------------------------------------------------------
 def report_with_changes(run: RunFolder) -> RunReport:
-    """The run's report with one change of each ending a writer task can have (added to its report data)."""
+    """The run's report with one change of each ending a writer task can have (added to its report data), each
+    marked `fails` as the report marks it for tasks that needed no change: only the CONFLICT."""
     check = CheckResult(command="python3 -m pytest -q", exit_code=1, seconds=0.4, output_tail="1 failed")
     review = ReviewCell(job="fix-a.rv1", reviewer=3, agent="codex", verdict="REFUTED", reason="misses page 0")
     rows = [
@@ -133,7 +136,7 @@ def report_with_changes(run: RunFolder) -> RunReport:
                   reason=RejectReason.SCOPE, detail="edits protected paths: tests/test_pages.py",
                   files=["tests/test_pages.py", "pages.py"], checks=[check], reviews=[review]),
         ChangeRow(task="fix-c", writer=1, agent="claude", job="fix-c.rb2", status=ChangeStatus.CONFLICT,
-                  detail="pages.py: the patch no longer applies", files=["pages.py"], rebases=2),
+                  detail="pages.py: the patch no longer applies", files=["pages.py"], rebases=2, fails=True),
         ChangeRow(task="notes", writer=3, agent="codex", job="notes", status=ChangeStatus.UNCHANGED),
     ]  # fmt: skip
     return build_report(run, SPEC, load_state(run)).model_copy(update={"changes": rows})

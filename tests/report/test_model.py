@@ -90,7 +90,7 @@ def test_usage_per_worker_model_and_job_from_the_gateway() -> None:
     assert "Claude Code's own estimate" not in md
     assert "hook logs" not in md  # the ledger was the evidence source
     assert "Nothing was billed" in render_html(report)
-    assert cost_line(report) == "cost: $0.7500 for 110 tokens (nothing billed)"
+    assert cost_line(report) == "cost: $0.7500 for 110 tokens, nothing billed (offline: orch's scripted model answered)"
 
 
 def test_a_billed_run_says_so() -> None:

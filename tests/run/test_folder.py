@@ -60,7 +60,12 @@ def test_create_makes_each_workers_files_and_info_reads_back(tmp_path: Path) -> 
     run = RunFolder(tmp_path / "demo")
     run.create(run_info("demo", workers=2))
     assert run.info().workers == 2 and run.bus.is_file()
-    assert all(run.outbox(n).is_dir() and run.state(n).is_file() and run.worktrees_dir(n).is_dir() for n in (1, 2))
+    assert all(run.outbox(n).is_dir() and run.state(n).is_file() for n in (1, 2))
+    # Only what every run uses: the controller's folders come with the controller, the writers' with writers.
+    assert sorted(p.name for p in run.root.iterdir()) == ["bus.md", "logs", "outbox", "run.json", "state"]
+    writers = RunFolder(tmp_path / "writers")
+    writers.create(run_info("writers", workers=2).model_copy(update={"writers": True}))
+    assert all(writers.worktrees_dir(n).is_dir() for n in (1, 2))
     assert run.check_worker(2) == 2
     for bad in (0, 3):
         with pytest.raises(UsageError, match=f"worker {bad} is out of range"):

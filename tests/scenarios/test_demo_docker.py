@@ -12,6 +12,7 @@ from orch.container.layout import LABEL_RUN
 from orch.jobs.state import JobStatus, load_state
 from orch.run.events import Event
 from orch.run.folder import RunFolder
+from orch.run.terminal import pane_sizes
 from tests.dockertest import (
     BASE,
     BUILD_TIMEOUT,
@@ -50,6 +51,10 @@ def test_demo_runs_in_a_container(
     # Torn down: the container is gone, the run folder (report, transcripts) stays on the host.
     assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"})
     assert run.log(1).stat().st_size > 0
+    # The container gone, its folder answers: the outcome, and a worker's terminal as it was (its pane's size).
+    shown = orch("status", name)
+    assert "passed (exit 0)" in shown.output and "engine unreachable" not in shown.output, shown.output
+    assert sorted(pane_sizes(run)) == [1, 2, 3] and "Finished: one finding." in orch("read", name, "2").output
 
 
 def test_run_resumes_after_its_container_is_killed(

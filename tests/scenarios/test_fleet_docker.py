@@ -20,7 +20,8 @@ from orch.backends.docker.sandbox import DockerSandbox
 from orch.container.layout import LABEL_MANAGED, LABEL_RUN
 from orch.run.events import Event
 from orch.run.folder import RunFolder
-from orch.run.records import DockerRunInfo, RunStatus, RunStatusView, WorkerState
+from orch.run.records import DockerRunInfo, RunStatus, WorkerState
+from orch.run.statusview import RunStatusView
 from orch.waits import wait_until
 from tests.dockertest import (
     BUILD_TIMEOUT,

@@ -68,9 +68,9 @@ def test_a_hostile_finder_cannot_get_its_false_finding_confirmed(
     assert "isolation strict" in result.output, result.output
     assert run.info().isolation is Isolation.STRICT
 
-    # The false finding is not confirmed, and the run says so with its exit code; the honest one stands.
+    # The false finding is refuted (verification caught it: the run passes), and the honest one stands.
     assert _statuses(run) == {"t1-F1": "REFUTED", "t2-F1": "CONFIRMED"}, result.output
-    assert result.exit_code == 4, result.output
+    assert result.exit_code == 0, result.output
     state = load_state(run)
     forged = [v for v in state.verdicts if v.finding == "t1-F1"]
     assert forged and all(v.report.verdict.value == "REFUTED" and v.verifier != 1 for v in forged)

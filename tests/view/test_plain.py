@@ -21,7 +21,7 @@ def test_watch_once_and_json(orch_home: Path) -> None:
     assert once.exit_code == 0, once.output
     lines = once.output.splitlines()
     assert lines[0].startswith("run lr (local, scripted, running); jobs 2/3; findings 1: 0 confirmed, 0 refuted")
-    assert "cost $0.8750 of $5.00" in lines[0]
+    assert "cost $0.8750 of $5.00 (nothing billed)" in lines[0]  # the gateway says it billed nothing
     assert any(line.startswith("W3") and "busy (Bash)" in line and "pages-F1.v2" in line for line in lines)
     assert "  pages-F1 (W1) pending     W2:CONFIRMED W3:PENDING  paginate skips the first page" in lines
     as_json = orch("watch", "lr", "--json")

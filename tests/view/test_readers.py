@@ -12,7 +12,8 @@ import pytest
 
 from orch.run.bus import format_line
 from orch.run.records import BusLine, HookEvent, WorkerState
-from orch.view.readers import BusTail, Changed, clean, worker_state
+from orch.text import clean
+from orch.view.readers import BusTail, Changed, worker_state
 
 pytestmark = pytest.mark.pure  # files in tmp_path only
 

@@ -130,6 +130,6 @@ def test_unknown_run_and_no_name(orch_home: Path) -> None:
     assert orch("watch").output.strip() == "no runs"  # no terminal: the `orch ls` view
     lead_run()
     listing = orch("watch").output.splitlines()
-    assert listing[0].split() == ["NAME", "BACKEND", "AGENT", "WORKERS", "STATUS", "CONTAINER"]
-    assert listing[1].split()[:2] == ["lr", "local"]
+    assert listing[0].split() == ["NAME", "STATUS", "OUTCOME", "ENDED", "COST", "WORKERS", "BACKEND", "CONTAINER"]
+    assert listing[1].split()[:2] == ["lr", "running"]
     assert orch("watch", "lr", "--control").exit_code == 2

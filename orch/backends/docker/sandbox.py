@@ -19,6 +19,7 @@ what crashed runs left on an engine.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import sys
@@ -65,8 +66,8 @@ from orch.run.records import (
     LocalRunInfo,
     RunInfo,
     RunStatus,
-    RunStatusView,
 )
+from orch.run.statusview import RunStatusView
 
 STOP_TIMEOUT = 15
 
@@ -308,8 +309,9 @@ class DockerSandbox:
             why = f"engine unreachable: {exc.message}"
         if why is not None:
             return control.status_view(run, info, panes=None, why_down=why)
-        views = TypeAdapter(list[RunStatusView]).validate_json(self.capture(info, ["status", info.name, "--json"]))
-        return views[0]
+        # `orch status --json`'s shape (orch.cli.outputs.StatusOutput, a layer above this one): its runs.
+        shown = json.loads(self.capture(info, ["status", info.name, "--json"]))
+        return TypeAdapter(list[RunStatusView]).validate_python(shown["runs"])[0]
 
     def screens(self, info: RunInfo, workers: Sequence[int], lines: int) -> dict[int, str] | None:
         return None  # a capture is an exec into the container: `orch read` (forwarded) shows one worker

@@ -17,7 +17,8 @@ from orch.contracts import OrchCommand, UpRequest
 from orch.errors import OrchError, UsageError
 from orch.fleet import control, launch
 from orch.run.folder import RunFolder
-from orch.run.records import Isolation, LocalRunInfo, RunInfo, RunStatus, RunStatusView
+from orch.run.records import Isolation, LocalRunInfo, RunInfo, RunStatus
+from orch.run.statusview import RunStatusView
 
 
 class LocalSandbox:

@@ -45,8 +45,8 @@ from orch.run.records import (
     RunInfo,
     RunInfoBase,
     RunStatus,
-    RunStatusView,
 )
+from orch.run.statusview import RunStatusView
 from orch.settings import SWARM_SYNC_INTERVAL
 from orch.waits import wait_until
 

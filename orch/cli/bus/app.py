@@ -9,7 +9,9 @@ import typer
 from orch.backends import registry as backends
 from orch.cli.bus.post import post
 from orch.cli.common import NameArg, deprecated, run_folder
+from orch.cli.outputs import BusTailOutput
 from orch.contracts import OrchCommand
+from orch.errors import UsageError
 from orch.run import bus
 
 app = typer.Typer(no_args_is_help=True)
@@ -33,15 +35,25 @@ def tail(
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines.")] = False,
     lines: Annotated[int, typer.Option("--lines", "-l", help="How many recent lines.")] = 20,
     old_lines: Annotated[int | None, typer.Option("-n", hidden=True, help="Old spelling of --lines.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="The lines as JSON (docs/outputs.md).")] = False,
 ) -> None:
     """Print the last lines of the bus, and follow it with -f (inotify)."""
     if old_lines is not None:  # -n is a count of workers elsewhere (`orch up -n 3`)
         deprecated("`orch bus tail -n N`", "--lines N (or -l N)")
         lines = old_lines
+    if as_json and follow:
+        raise UsageError("--json prints one document, --follow never ends", hint="drop one of them")
     run = run_folder(name)
 
     def here() -> None:
-        for line in bus.read_lines(run)[-lines:] if lines > 0 else []:
+        last = bus.read_lines(run)[-lines:] if lines > 0 else []
+        if as_json:
+            parsed = [(raw, bus.parse_line(raw)) for raw in last]
+            good = [line for _, line in parsed if line is not None]
+            bad = [raw for raw, line in parsed if line is None]
+            typer.echo(BusTailOutput(run=run.name, lines=good, unparsed=bad).model_dump_json())
+            return
+        for line in last:
             typer.echo(line)
         if follow:
             try:
@@ -50,5 +62,5 @@ def tail(
             except KeyboardInterrupt:
                 raise typer.Exit(0) from None
 
-    args = ["bus", "tail", name, "--lines", str(lines), *(["-f"] if follow else [])]
+    args = ["bus", "tail", name, "--lines", str(lines), *(["-f"] if follow else []), *(["--json"] if as_json else [])]
     raise typer.Exit(backends.at_folder(run.info(), OrchCommand(args, here)))

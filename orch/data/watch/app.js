@@ -41,7 +41,8 @@
       item("jobs", `${p.jobs_done}/${p.jobs_total}${p.jobs_failed ? ` (${p.jobs_failed} failed)` : ""}`);
       item("findings", `${p.findings}: ${p.confirmed} confirmed, ${p.refuted} refuted`);
     }
-    const cost = item("cost", money(p.cost_usd) + (p.budget_usd != null ? ` of $${p.budget_usd.toFixed(2)}` : ""));
+    const cost = item("cost", money(p.cost_usd) + (p.budget_usd != null ? ` of $${p.budget_usd.toFixed(2)}` : "")
+      + (p.unbilled ? " (nothing billed)" : ""));
     if (p.budget_usd) {
       const meter = el("span", "meter"), fill = el("span");
       fill.style.width = `${Math.min(100, 100 * (p.cost_usd || 0) / p.budget_usd)}%`;

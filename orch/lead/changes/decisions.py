@@ -216,9 +216,10 @@ def unchanged(rebase: bool, required: bool) -> tuple[ChangeStage, str]:
 
 # --- the run's outcome -------------------------------------------------------------------------
 def unlanded(state: ControllerState, needs_change: Collection[str] = ()) -> dict[str, str]:
-    """Writer tasks whose writing ended without a landed change: task -> the last change's status and why. A
-    task whose writer left the tree as it was (UNCHANGED) is open only when it is in `needs_change` (a fixer
-    handed confirmed findings: orch.lead.decisions.outcome)."""
+    """Writer tasks whose writing ended without a landed change and that keep the run from passing: task -> the
+    last change's status and why. A change the gate REJECTED is its verdict, and one the writer left as it
+    was (UNCHANGED) its result: either is open only when the task is in `needs_change` (`change: required`, or
+    a fixer handed confirmed findings: orch.lead.outcome.decide). CONFLICT and FAILED always are."""
     out: dict[str, str] = {}
     tasks = {j.task for j in state.jobs if j.role in WRITING_ROLES and j.task is not None and j.rebase_of is None}
     for task in sorted(tasks):
@@ -228,7 +229,7 @@ def unlanded(state: ControllerState, needs_change: Collection[str] = ()) -> dict
         if not mine:
             continue  # its job failed: the outcome says so already
         last = mine[-1]
-        if last.stage is ChangeStage.UNCHANGED and task not in needs_change:
+        if last.stage in (ChangeStage.UNCHANGED, ChangeStage.REJECTED) and task not in needs_change:
             continue
         out[task] = f"{last.stage.value}" + (f" ({last.reason})" if last.reason else "")
     return out

@@ -95,6 +95,15 @@ class ChangeProperties(PropertyBag):
     report: str
 
 
+class Suppression(Sarif):
+    """Why a result is not an alert: a finding its verifiers REFUTED, a change the gate REJECTED. `external`:
+    the reason lives outside the code (in the verifiers' verdicts), not in a comment in it."""
+
+    kind: Literal["inSource", "external"] = "external"
+    status: Literal["accepted", "underReview", "rejected"] = "accepted"
+    justification: str
+
+
 class Result(Sarif):
     rule_id: str
     rule_index: int = -1
@@ -102,6 +111,8 @@ class Result(Sarif):
     message: Message
     locations: list[Location] = Field(default_factory=list)
     partial_fingerprints: dict[str, str] = Field(default_factory=dict)
+    suppressions: list[Suppression] | None = None
+    """Present (with an entry) only on a suppressed result: code scanning shows it as closed, not an alert."""
     properties: SerializeAsAny[PropertyBag] | None = None
 
 

@@ -6,18 +6,22 @@ Built from the report's model (orch.report.model) alone, so `orch report` rewrit
 - its locations the finding's evidence: file (relative to the workdir), line and the quoted text;
 - a fingerprint of the claim and the place (never the run or the finding id), so the same claim at the
   same place is one alert across runs rather than a new one each time;
-- the level from the severity and the status (`level`): a REFUTED finding is never an error, an
-  UNVERIFIED one at most a warning.
+- the level from the severity and the status (`level`): an UNVERIFIED finding is at most a warning;
+- a REFUTED finding is a suppressed result, not an alert: verification caught a false positive, and the
+  suppression's justification carries the verifiers' reasons (code scanning shows it closed).
 
 Extension point: `SECTIONS`. Each section turns the report into rules and results: the findings, then
-each writer task's change that did not land (REJECTED by the gate, CONFLICT, FAILED) at the files it touched.
-Worker-written text (claims, quotes, reasons) goes only into JSON strings, which json escapes.
+each writer task's change that did not land (REJECTED by the gate, CONFLICT, FAILED) at the files it touched;
+a REJECTED one is suppressed too unless its task needed a change.
+Worker-written text (claims, quotes, reasons) goes only into JSON strings, which json escapes; in a message it
+passes `message_text` first (SARIF reads `[text](target)` in a message as a link: brackets are escaped).
 """
 
 from __future__ import annotations
 
 import hashlib
 import posixpath
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath, PurePosixPath
@@ -25,8 +29,9 @@ from typing import Literal
 from urllib.parse import quote
 
 from orch import __version__
+from orch.exitcodes import Exit, status_of
 from orch.jobs.changes import ChangeStatus
-from orch.jobs.findings import CodeEvidence, Severity
+from orch.jobs.findings import CodeEvidence, Severity, Verdict
 from orch.jobs.state import FindingStatus
 from orch.report.model import FindingRow, RunReport
 from orch.report.sarif.model import (
@@ -49,6 +54,7 @@ from orch.report.sarif.model import (
     Run,
     RunProperties,
     SarifLog,
+    Suppression,
     Tool,
     Verifier,
 )
@@ -64,8 +70,11 @@ SRCROOT = "%SRCROOT%"
 FINGERPRINT = "orchClaim/v1"
 """The partialFingerprints key; bump the version if what it hashes changes."""
 SHORT = 120  # a rule's short description
-EXECUTED = ("passed", "not-confirmed")
-"""Outcomes of a run that went to its end (exit 0 or 4): the tool ran, whatever it found."""
+EXECUTED = tuple(status_of(code) for code in (Exit.PASSED, Exit.FINDINGS, Exit.INCOMPLETE))
+"""Outcomes of a run that went to its end (exit 0, 6 or 4): the tool ran, whatever it found."""
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Control characters a worker's text may carry (a terminal escape's ESC among them): never in a SARIF string."""
+LINK_SYNTAX = re.compile(r"[\\\[\]]")
 
 # (status, severity) -> level. A REFUTED finding is a note whatever its severity; an unverified (or
 # still pending) one is at most a warning: only a CONFIRMED one is an error.
@@ -104,6 +113,25 @@ class Section:
 
 def _squash(text: str) -> str:
     return " ".join(text.split())
+
+
+def plain(text: str) -> str:
+    """Worker text for a SARIF string that is not a message (a justification): no control characters."""
+    return CONTROL.sub(" ", text)
+
+
+def message_text(text: str) -> str:
+    """Worker text for a SARIF message: no control characters, and `\\`, `[` and `]` escaped with a backslash
+    (SARIF 2.1.0, 3.11.6: a message's `[text](target)` is a link, its escaped brackets literal), so a claim
+    cannot link anywhere from code scanning's alert."""
+    return LINK_SYNTAX.sub(lambda m: "\\" + m.group(), plain(text))
+
+
+def _refuted_by(row: FindingRow) -> str:
+    """A REFUTED finding's suppression: the verifiers who refuted it and why."""
+    said = [f"W{c.verifier}: {_squash(c.reason)}" if c.reason else f"W{c.verifier}" for c in row.verdicts
+            if c.verdict == Verdict.REFUTED.value]  # fmt: skip
+    return plain("REFUTED by its verifiers: " + "; ".join(said))
 
 
 def relative_path(file: str, workdir: str) -> str:
@@ -181,7 +209,8 @@ def finding_section(report: RunReport) -> Section:
             )
             for c in row.verdicts
         ]
-        text = f"{row.claim}\n\nVerification: {status.value}{_verdicts(row)}. Report: {anchor}"
+        text = f"{message_text(row.claim)}\n\nVerification: {status.value}{_verdicts(row)}. Report: {anchor}"
+        refuted = status is FindingStatus.REFUTED
         results.append(
             Result(
                 rule_id=task_rule_id(row.task),
@@ -191,6 +220,7 @@ def finding_section(report: RunReport) -> Section:
                 partial_fingerprints={
                     FINGERPRINT: fingerprint(row.claim, row.locations[0] if row.locations else None, report.workdir)
                 },
+                suppressions=[Suppression(justification=_refuted_by(row))] if refuted else None,
                 properties=FindingProperties(
                     tags=["orch", row.severity, status.value],
                     finding=row.id,
@@ -225,7 +255,10 @@ def change_section(report: RunReport) -> Section:
             continue
         anchor = f"{REPORT}#change-{row.task}"
         why = f" ({row.reason.value})" if row.reason else ""
-        text = f"The change of writer task {row.task} did not land: {row.status.value}{why}. {row.detail}".strip()
+        text = f"The change of writer task {row.task} did not land: {row.status.value}{why}. {message_text(row.detail)}"
+        # The gate's verdict on a change its task did not need is a result, not an alert (as a REFUTED finding).
+        caught = row.status is ChangeStatus.REJECTED and not row.fails
+        justification = plain(f"REJECTED by the gate{why}: {_squash(row.detail)}")
         locations = [
             Location(
                 physical_location=PhysicalLocation(
@@ -239,9 +272,10 @@ def change_section(report: RunReport) -> Section:
             Result(
                 rule_id=task_rule_id(row.task),
                 level=CHANGE_LEVELS[row.status],
-                message=Message(text=f"{text}\n\nReport: {anchor}"),
+                message=Message(text=f"{text.strip()}\n\nReport: {anchor}"),
                 locations=locations,
                 partial_fingerprints={FINGERPRINT: digest[:32]},
+                suppressions=[Suppression(justification=justification)] if caught else None,
                 properties=ChangeProperties(
                     tags=["orch", "change", row.status.value],
                     task=row.task,

@@ -70,7 +70,7 @@ def test_a_lead_run_placed_on_a_worker_comes_home_whole(manager: Cluster) -> Non
         code = box.forward(run.info(), OrchCommand(args, lambda: 0))
         info = run.info()
         assert isinstance(info, SwarmRunInfo) and [life.node for life in info.swarm.lives] == ["orch-sw-w1"]
-        assert code == 4 and findings(run) == EXPECTED  # as the demo ends in a container
+        assert code == 0 and findings(run) == EXPECTED  # as the demo ends in a container: as designed
         for path in (run.report_json, run.events, run.controller_state, run.model_ledger, run.model_usage):
             assert path.is_file() and path.stat().st_size > 0, path
         assert len(list(run.verdicts_dir.glob("*.json"))) == 4  # each finding, by its two other workers

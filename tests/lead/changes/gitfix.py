@@ -72,7 +72,7 @@ def fingerprint(repo: Path) -> dict[str, str]:
 
 def run_folder(name: str = "r1", workers: int = 2, workdir: Path | None = None) -> RunFolder:
     run = RunFolder.for_name(name)
-    run.create(run_info(name, workers=workers, workdir=str(workdir or "/workspace")))
+    run.create(run_info(name, workers=workers, workdir=str(workdir or "/workspace"), writers=True))
     return run
 
 

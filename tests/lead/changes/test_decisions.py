@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from orch.exitcodes import Exit
 from orch.jobs.findings import CommandEvidence, Verdict, VerdictReport
 from orch.jobs.state import AcceptedReview, ChangeBook, ChangeStage, ControllerState, Job, JobStatus, WorkerBook
-from orch.lead import decisions
+from orch.lead import decisions, outcome
 from orch.lead.changes import decisions as change_decisions
 from orch.lead.changes.decisions import Next
 from orch.run.records import Isolation
@@ -137,23 +138,33 @@ def test_a_rebase_keeps_its_reviews_only_when_the_patch_is_the_same(fingerprint:
 @pytest.mark.parametrize(
     ("stages", "code"),
     [
-        ([ChangeStage.LANDED], decisions.EXIT_PASSED),
-        ([ChangeStage.REBASING, ChangeStage.LANDED], decisions.EXIT_PASSED),  # landed after a rebase
-        ([ChangeStage.REJECTED], decisions.EXIT_NOT_CONFIRMED),
-        ([ChangeStage.REBASING, ChangeStage.CONFLICT], decisions.EXIT_NOT_CONFIRMED),
-        ([], decisions.EXIT_PASSED),  # no change taken: its job failed, which the next case shows
-        ([ChangeStage.UNCHANGED], decisions.EXIT_PASSED),  # it completed and found nothing to change
-        ([ChangeStage.REBASING, ChangeStage.FAILED], decisions.EXIT_NOT_CONFIRMED),  # a rebase that made nothing
+        ([ChangeStage.LANDED], Exit.PASSED),
+        ([ChangeStage.REBASING, ChangeStage.LANDED], Exit.PASSED),  # landed after a rebase
+        ([ChangeStage.REJECTED], Exit.PASSED),  # the gate's verdict: a result, as a REFUTED finding is
+        ([ChangeStage.REBASING, ChangeStage.CONFLICT], Exit.INCOMPLETE),
+        ([], Exit.PASSED),  # no change taken: its job failed, which the next case shows
+        ([ChangeStage.UNCHANGED], Exit.PASSED),  # it completed and found nothing to change
+        ([ChangeStage.REBASING, ChangeStage.FAILED], Exit.INCOMPLETE),  # a rebase that made nothing
     ],
 )
 def test_exit_code_with_writers(tmp_path: Path, stages: list[ChangeStage], code: int) -> None:
     spec, state = _spec(tmp_path), _state()
     state.changes = [ChangeBook(id=f"fix{i}", task="fix", writer=1, base="b", stage=s) for i, s in enumerate(stages)]
-    assert decisions.outcome(state, spec).exit_code == code
+    assert outcome.decide(state, spec).exit_code == code
+
+
+@pytest.mark.parametrize("stage", [ChangeStage.REJECTED, ChangeStage.UNCHANGED])
+def test_a_change_the_task_needed_keeps_the_run_from_passing_unless_it_landed(stage: ChangeStage) -> None:
+    """REJECTED and UNCHANGED are results for a writer that may change nothing; for a task that needed a change
+    (`change: required`, a fixer handed confirmed findings) they leave its goal undone."""
+    state = _state()
+    state.change("fix").stage, state.change("fix").reason = stage, "scope"
+    assert change_decisions.unlanded(state) == {}
+    assert change_decisions.unlanded(state, {"fix"}) == {"fix": f"{stage.value} (scope)"}
 
 
 def test_an_unchanged_tree_is_open_only_for_a_task_that_needed_a_change() -> None:
-    """A fixer handed confirmed findings needs a change (orch.lead.decisions.outcome passes its task); any
+    """A fixer handed confirmed findings needs a change (orch.lead.outcome.decide passes its task); any
     other writer that left the tree as it was completed with nothing to land."""
     state = _state()
     state.change("fix").stage, state.change("fix").reason = ChangeStage.UNCHANGED, "the writer left the tree as it was"
@@ -167,9 +178,9 @@ def test_a_failed_writer_job_fails_the_run_and_a_failed_review_does_not_by_itsel
     spec, state = _spec(tmp_path), _state()
     state.changes[0].stage = ChangeStage.LANDED
     state.jobs.append(Job(id="fix.v1", role=Role.REVIEWER, change="fix", status=JobStatus.FAILED))
-    assert decisions.outcome(state, spec).exit_code == decisions.EXIT_PASSED
+    assert outcome.decide(state, spec).exit_code == Exit.PASSED
     state.jobs[0].status = JobStatus.FAILED
-    assert decisions.outcome(state, spec).exit_code == decisions.EXIT_FAILED
+    assert outcome.decide(state, spec).exit_code == Exit.FAILED
 
 
 def test_a_spec_with_writers_stays_strict_in_a_container(tmp_path: Path) -> None:
@@ -289,6 +300,6 @@ def test_which_writer_tasks_need_a_change(
 def test_a_required_change_that_failed_is_open_in_the_outcome(tmp_path: Path) -> None:
     spec, state = _spec(tmp_path), _state()
     state.change("fix").stage, state.change("fix").reason = change_decisions.unchanged(False, True)
-    outcome = decisions.outcome(state, spec)
-    assert outcome.exit_code == decisions.EXIT_NOT_CONFIRMED
-    assert "change fix FAILED (the task requires a change (change: required)" in outcome.reason
+    ended = outcome.decide(state, spec)
+    assert ended.exit_code == Exit.INCOMPLETE
+    assert "change fix FAILED (the task requires a change (change: required)" in ended.reason

@@ -1,5 +1,6 @@
 """report.sarif (orch.report.sarif.render): valid SARIF 2.1.0 by the official schema, one result per finding with its
-verification, levels that follow severity and status, fingerprints that survive a second run."""
+verification, levels that follow severity and status, a REFUTED finding suppressed with its verifiers' reasons,
+fingerprints that survive a second run, worker text that cannot make a link."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from orch import __version__
 from orch.jobs.findings import CodeEvidence, Severity, Verdict
 from orch.jobs.state import FindingStatus
-from orch.report.sarif.render import FINGERPRINT, LEVELS, fingerprint, level, render_sarif
+from orch.report.sarif.render import FINGERPRINT, LEVELS, build_sarif, fingerprint, level, render_sarif
 from tests.report.ciformats import Claim, report_with_changes, run_with, valid_sarif
 
 C, R = Verdict.CONFIRMED, Verdict.REFUTED
@@ -57,7 +58,13 @@ def test_a_run_is_valid_sarif_with_one_result_per_finding() -> None:
         (3, "REFUTED", "ran it: REFUTED"),
     ]
     assert "Verification: REFUTED (W2 REFUTED; W3 REFUTED)" in refuted["message"]["text"]
-    assert refuted["message"]["text"].startswith("mean([]) raises ZeroDivisionError")
+    assert refuted["message"]["text"].startswith("mean(\\[\\]) raises ZeroDivisionError")  # SARIF's escaped brackets
+    # A refuted finding is a false positive caught: suppressed, the verifiers' reasons its justification.
+    assert refuted["suppressions"] == [
+        {"kind": "external", "status": "accepted", "justification": "REFUTED by its verifiers: W2: ran it: REFUTED; "
+         "W3: ran it: REFUTED"}
+    ]  # fmt: skip
+    assert all("suppressions" not in r for r in (pages, split, info))
     assert props["report"] == "report.html#stats-F1" and "report.html#stats-F1" in refuted["message"]["text"]
     assert split["properties"]["status"] == "UNVERIFIED"
     # Levels: confirmed high is an error, refuted high a note, a split critical one a warning.
@@ -69,12 +76,12 @@ def test_a_run_is_valid_sarif_with_one_result_per_finding() -> None:
     assert physical["region"] == {"startLine": 15, "snippet": {"text": "start = page * size"}}
     assert info["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "docs/x%20y%231.md"
     assert run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == "file:///workspace/"
-    # The invocation: the run's exit code (4: a finding was refuted), and it ran to its end.
+    # The invocation: the run's exit code (4: a finding has no verdict), and it ran to its end.
     (invocation,) = run["invocations"]
     assert invocation["exitCode"] == 4 and invocation["executionSuccessful"] is True
     assert invocation["startTimeUtc"].startswith("2023-11-14T22:13:20")
     assert run["automationDetails"]["id"] == "orch/mixed"
-    assert run["properties"]["status"] == "not-confirmed"
+    assert run["properties"]["status"] == "incomplete"
 
 
 def test_an_empty_run_is_valid_sarif_with_zero_results() -> None:
@@ -152,11 +159,26 @@ def test_worker_text_cannot_break_the_log() -> None:
     outside = Claim("pages", "F2", "ok", file="/etc/passwd", line=1, quote="root")
     results = _results(valid_sarif(run_with("nasty", [nasty, outside]).report_sarif))
     first = results["pages-F1"]
-    assert first["message"]["text"].startswith('x"}]}\x1b[31m</script>\x00')
+    # No control character, and no bracket that could open or close a link (SARIF 2.1.0, 3.11.6).
+    assert first["message"]["text"].startswith('x"}\\]} \\[31m</script>  \u202e')
     assert first["locations"][0]["physicalLocation"]["region"]["snippet"]["text"] == "\x07'\"<>"
     assert first["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "../../etc/pass%20wd"
     loc = results["pages-F2"]["locations"][0]["physicalLocation"]["artifactLocation"]
     assert loc == {"uri": "file:///etc/passwd"}  # not under the workdir: an absolute URI, no base
+
+
+def test_a_claim_cannot_make_a_link_in_its_alert() -> None:
+    link = Claim("pages", "F1", "see [the fix](https://evil.example) \\[x\\](y) [t](1)", verdicts=(R, R))
+    (result,) = _results(valid_sarif(run_with("links", [link]).report_sarif)).values()
+    text = result["message"]["text"]
+    assert text.startswith("see \\[the fix\\](https://evil.example) \\\\\\[x\\\\\\](y) \\[t\\](1)")
+    # Every bracket in the text is escaped: an odd run of backslashes before each.
+    for i, char in enumerate(text):
+        if char in "[]":
+            run = len(text[:i]) - len(text[:i].rstrip("\\"))
+            assert run % 2 == 1, text
+    justification = result["suppressions"][0]["justification"]
+    assert justification == "REFUTED by its verifiers: W2: ran it: REFUTED; W3: ran it: REFUTED"
 
 
 def test_the_schema_check_catches_what_code_scanning_would_refuse(tmp_path: Path) -> None:
@@ -190,7 +212,16 @@ def test_a_change_that_did_not_land_is_a_result_at_the_files_it_touched(tmp_path
     uris = [loc["physicalLocation"]["artifactLocation"]["uri"] for loc in rejected["locations"]]
     assert uris == ["tests/test_pages.py", "pages.py"]
     assert rejected["properties"]["reviews"] == ["fix-a.rv1 W3 (codex): REFUTED: misses page 0"]
-    assert by_task["fix-c"]["level"] == "note"
+    # The gate caught it, for a task that needed no change: a suppressed result, its reason the justification.
+    assert rejected["suppressions"] == [
+        {"kind": "external", "status": "accepted",
+         "justification": "REJECTED by the gate (scope): edits protected paths: tests/test_pages.py"}
+    ]  # fmt: skip
+    assert by_task["fix-c"]["level"] == "note" and "suppressions" not in by_task["fix-c"]
+    needed = [r.model_copy(update={"fails": True}) if r.task == "fix-b" else r for r in report.changes]
+    (alert,) = [r for r in build_sarif(report.model_copy(update={"changes": needed})).runs[0].results
+                if r.properties is not None and getattr(r.properties, "task", None) == "fix-b"]  # fmt: skip
+    assert alert.suppressions is None  # a change its task needed: the rejection is an alert
     again = report_with_changes(run_with("changes-again", []))
     assert valid_fingerprints(render_sarif(again)) == valid_fingerprints(path.read_text())
 
