@@ -34,6 +34,7 @@ from bench import (
     overhead,
     procs,
     reports,
+    roles,
     starts,
     swarm,
     up,
@@ -65,6 +66,7 @@ BENCHES: dict[str, tuple[Callable[[Context], Result], bool]] = {
     "caps": (caps.run, True),  # the per-worker caps: limits on against off, and the watchdog's cost
     "gate": (gate.run, False),  # issue 22: the gate's overhead over an ungated run of the same writers
     "starts": (starts.run, False),  # an `orch bus post` process, a run gateway's start (--before REV: side by side)
+    "roles": (roles.run, True),  # issue 35: a fleet's CPU by process and role, N = 1 to 64 (the kernel's accounting)
     "notify": (notify.run, False),  # issue 34: a hook or a controller event -> the webhook posted, the terminal rung
     "swarm": (swarm.run, False),  # issue 33, on scripts/swarm-cluster.sh's swarm (root): starts, spread, the sync
 }

@@ -26,6 +26,11 @@ class Config:
     bus_posts: int
     memory_budget: int
     profile: bool
+    roles_workers: tuple[int, ...] = (1, 4, 16, 32, 64)
+    """`roles`: the fleet sizes (each skipped with the reason when the memory does not allow it)."""
+    roles_idle_seconds: float = 60.0
+    view_workers: tuple[int, ...] = (16, 64)
+    """`view`: busy workers `orch watch` shows (64: the most a run may have, orch.run.folder.MAX_WORKERS)."""
     before: str | None = None
     """`--before REV`: also measure orch's sources at this git revision, side by side (bench/starts.py)."""
 
@@ -48,6 +53,9 @@ class Config:
                 bus_posts=100,
                 memory_budget=memory_budget,
                 profile=profile,
+                roles_workers=(1, 2),
+                roles_idle_seconds=5.0,
+                view_workers=(2,),
             )
         return cls(
             quick=False,

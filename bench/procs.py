@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 import psutil
 
-from orch.procs import CpuTimes, cpu_model, cpu_times, inotify_watches, pss, rss, tree, voluntary_switches
+from orch.procs import CpuTimes, cpu_model, cpu_times, inotify_watches, pss, rss, snapshot, tree, voluntary_switches
 
 __all__ = ["CpuTimes", "Memory", "available_memory", "cpu_times", "inotify_watches", "machine", "own_cpu", "rss"]
-__all__ += ["tree", "tree_cpu", "tree_memory", "tree_reaped_cpu", "voluntary_switches"]
+__all__ += ["snapshot", "tree", "tree_cpu", "tree_memory", "tree_reaped_cpu", "voluntary_switches"]
 
 
 def own_cpu(pid: int | None) -> float:

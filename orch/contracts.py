@@ -57,6 +57,7 @@ class WorkerContext:
     boxed: bool = False
     """orch's boundary encloses the worker (a run's container, or its own bubblewrap sandbox: its confinement's
     `boxed`): an agent's own sandbox cannot make its namespaces there, and is off (Codex's)."""
+    hook_url: str | None = None  # local strict: where an `http_hooks` agent posts (orch.backends.local.httphooks)
 
 
 @dataclass(frozen=True)
@@ -252,6 +253,7 @@ class AgentFacts:
     own_pane: bool = False
     """A helper in its pane reads the pane's screen and types into it (aider's watcher, Gemini's approver):
     under strict isolation through the relay's socket for its own pane alone (orch.backends.local.relay)."""
+    http_hooks: bool = False  # it posts its hooks over HTTP to WorkerContext.hook_url when given one (Claude Code)
     dialogs: tuple[Dialog, ...] = ()
     """Fallback only: what it may still show although the seeded config dir prevents it."""
     deaf_screens: tuple[str, ...] = ()
@@ -260,6 +262,8 @@ class AgentFacts:
     empty_draft: str = ""
     """A (multi-line) regex of its input box with nothing typed: a paste after which it still shows was dropped
     and is pasted again (orch.fleet.talk). Empty: no way to tell."""
+    paste_window: float = 0.0
+    """Seconds after a paste in which its TUI takes Enter as a new line: orch.fleet.talk waits, then presses again."""
     command: str = ""
     """Its executable's name on PATH (default: `name`)."""
     cache: str = ""

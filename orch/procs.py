@@ -7,10 +7,12 @@ empty list, None, False, zero) and never raises for it.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
 import platform
 import stat
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -214,18 +216,32 @@ class Load:
     """Resident bytes together (shared pages counted in each: an overestimate)."""
 
 
-def load(pids: Iterable[int]) -> Load:
-    tasks = memory = 0
+PAGE = os.sysconf("SC_PAGE_SIZE")
+STATE_FIELD, THREADS_FIELD, RSS_FIELD = 3, 20, 24
+"""/proc/PID/stat's state, num_threads and rss (in pages), counted from 1 as proc(5) does."""
+
+
+def usage(pids: Iterable[int]) -> dict[int, Load]:
+    """Each live process's own tasks and resident memory, from one read of /proc/PID/stat each; a process that
+    is gone or a zombie is left out. The watchdog reads every worker process this way at every look: psutil's
+    Process and its reads cost seven times as much (bench/README.md, "Where a fleet's CPU goes")."""
+    out = {}
     for pid in pids:
         try:
-            proc = psutil.Process(pid)
-            with proc.oneshot():
-                threads, rss = proc.num_threads(), proc.memory_info().rss
-        except GONE:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()  # fields[0] is field 3
+        except OSError:
             continue
-        tasks += threads
-        memory += rss
-    return Load(tasks=tasks, memory=memory)
+        if len(fields) <= RSS_FIELD - 3 or fields[STATE_FIELD - 3] in (b"Z", b"X"):
+            continue
+        out[pid] = Load(tasks=int(fields[THREADS_FIELD - 3]), memory=int(fields[RSS_FIELD - 3]) * PAGE)
+    return out
+
+
+def load(pids: Iterable[int]) -> Load:
+    """What these processes use together (those gone or zombies left out)."""
+    each = usage(pids).values()
+    return Load(tasks=sum(u.tasks for u in each), memory=sum(u.memory for u in each))
 
 
 def held_files(pids: Iterable[int], skip: Iterable[int] = ()) -> int:
@@ -381,3 +397,46 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One live process at one moment: its parent, names, CPU so far, and each thread's (the bench's
+    per-process accounting, bench/cpuwindow.py)."""
+
+    ppid: int
+    comm: str
+    argv: list[str]
+    started: float
+    cpu: float
+    """User plus system seconds of the whole process, its ended threads included."""
+    threads: dict[int, tuple[str, float]]
+    """tid -> (the thread's name, as `name_thread` set it; its CPU seconds)."""
+
+
+def snapshot(pid: int) -> Snapshot | None:
+    """A live process as it is now; None if it is gone or a zombie."""
+    try:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return None
+            times = proc.cpu_times()
+            seen = Snapshot(proc.ppid(), proc.name(), proc.cmdline(), proc.create_time(), times.user + times.system, {})
+            threads = proc.threads()
+    except GONE:
+        return None
+    for thread in threads:
+        try:
+            name = Path(f"/proc/{pid}/task/{thread.id}/comm").read_text().strip()
+        except OSError:
+            continue
+        seen.threads[thread.id] = (name, thread.user_time + thread.system_time)
+    return seen
+
+
+def name_thread(name: str) -> None:
+    """Give the calling thread `name` where the system shows it (ps -L, top -H, the kernel's accounting):
+    Python 3.11 names threads for itself alone. Best effort: a name is an aid, never a need."""
+    with contextlib.suppress(OSError):
+        Path(f"/proc/self/task/{threading.get_native_id()}/comm").write_text(name[:15])

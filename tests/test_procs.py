@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 from inotify_simple import INotify, flags
 
@@ -39,6 +40,9 @@ def test_a_live_process_reads_as_itself() -> None:
         assert child.pid in procs.of_uids({os.getuid()}) and procs.uid_tasks(os.getuid()) >= 2
         used = procs.load([child.pid, os.getpid()])
         assert used.tasks >= 2 and used.memory > 1 << 20
+        each = procs.usage([child.pid])[child.pid]  # one /proc read: as psutil reads it
+        assert each.tasks == psutil.Process(child.pid).num_threads()
+        assert abs(each.memory - psutil.Process(child.pid).memory_info().rss) < 1 << 20
     finally:
         child.kill()
         child.wait()
@@ -70,6 +74,7 @@ def test_a_zombie_has_no_ancestry() -> None:
     child = subprocess.Popen(["true"])
     ended = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # ended, not yet reaped
     assert ended is not None and procs.ancestry(child.pid) is None and not procs.alive(child.pid)
+    assert procs.usage([child.pid]) == {} and procs.load([child.pid]) == procs.Load()  # it uses nothing now
     child.wait()
 
 

@@ -18,7 +18,10 @@ ROOT = Path(__file__).resolve().parents[1]
 NAME = re.compile(r"\bORCH_[A-Z0-9_]*[A-Z0-9]\b")
 # A read of an ORCH_* variable anywhere but orch/settings.py (environ.get("ORCH_..."), environ["ORCH_..."], getenv).
 DIRECT_READ = re.compile(r"""(environ\s*(\.get\s*\(|\[)|getenv\s*\()\s*["']ORCH_""")
-BARE_SCRIPTS = ("orch/run/hookwriter.py",)  # run as `python -S FILE`: cannot import orch.settings
+BARE_SCRIPTS = (
+    "orch/run/hookwriter.py",  # run as `python -S FILE`: cannot import orch.settings
+    "orch/run/workerpost.py",  # a worker's post, before orch.settings (and its enum and pathlib) is imported
+)
 KNOWN = set(settings.ALL) | {old for s in settings.ALL.values() for old in s.deprecated}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,6 +37,10 @@ HOOK_EVENTS = (
     "StopFailure",
     "SessionEnd",
 )
+COMMAND_HOOKS = ("SessionStart", "SessionEnd")
+"""Hooks that stay commands under `http_hooks`: once a session each, and the pinned Claude Code never sends
+SessionStart over HTTP (seen: its http hook configured, no request came); SessionEnd may come as the relay
+stops with the fleet."""
 CREDENTIALS = dataclasses.replace(
     anthropic_key(
         "export ANTHROPIC_API_KEY=... or CLAUDE_CODE_OAUTH_TOKEN=... (from `claude setup-token`), "
@@ -68,6 +73,7 @@ FACTS = AgentFacts(
     doctor_optional=False,
     credentials_check="credentials",
     new_session_args=("--session-id",),
+    http_hooks=True,
 )
 CREDENTIAL_ENV = CREDENTIALS.env
 """Its credential variables (bench/ reads them)."""
@@ -77,6 +83,14 @@ GATEWAY = gateway_env(CREDENTIALS)
 # answer one), while refusing the destructive few. The real boundary is orch's: the container, or the sandbox.
 ALLOW = ["Bash", "Read", "Edit", "MultiEdit", "Write", "Glob", "Grep", "NotebookEdit", "TodoWrite"]
 DENY = ["Bash(rm -rf:*)", "Bash(sudo:*)", "Bash(git push:*)"]
+
+
+def status_command(path: Path) -> str:
+    """The status line: Claude Code's payload saved whole, atomically (a shell, `cat` and `mv`: it runs after
+    every message, and a Python start each time cost more than the hooks), and the worker's label. The file is
+    also the worker's ready marker: the status line runs once the prompt is drawn."""
+    target = shlex.quote(str(path))
+    return f'cat > {target}.$$ && mv -f {target}.$$ {target}; printf "orch W%s\\n" "$ORCH_WORKER"'
 
 
 def has_conversation(cfg: Path, session: str) -> bool:
@@ -162,21 +176,21 @@ class ClaudeAdapter(AgentBase):
     def _seed_settings(cfg: Path, ctx: WorkerContext) -> None:
         state_file = ctx.run.state(ctx.worker)
 
-        def hook(*args: str | Path) -> list[dict[str, Any]]:
-            command = {"type": "command", "command": hook_command("event", state_file, *args), "timeout": 10}
+        def hook(event: str, *args: str | Path) -> list[dict[str, Any]]:
+            if ctx.hook_url is not None and event not in COMMAND_HOOKS:  # its relay logs it, as the writer would
+                command = {"type": "http", "url": ctx.hook_url + event, "timeout": 10}
+            else:
+                command = {"type": "command", "command": hook_command("event", state_file, *args), "timeout": 10}
             return [{"matcher": "", "hooks": [command]}]
 
-        hooks = {event: hook() for event in HOOK_EVENTS}
+        hooks = {event: hook(event) for event in HOOK_EVENTS}
         # This one may answer the prompt itself, from the run's policy (orch run's `permissions`).
-        hooks["PermissionRequest"] = hook(ctx.run.permission_policy)
+        hooks["PermissionRequest"] = hook("PermissionRequest", ctx.run.permission_policy)
         seeded = {
             "skipDangerousModePermissionPrompt": True,
             "permissions": {"allow": ALLOW, "deny": DENY, "defaultMode": ctx.permission_mode},
             "hooks": hooks,
-            "statusLine": {
-                "type": "command",
-                "command": hook_command("status", ctx.run.status_line(ctx.worker)),
-            },
+            "statusLine": {"type": "command", "command": status_command(ctx.run.status_line(ctx.worker))},
         }
         _merge_json(cfg / "settings.json", seeded)
 

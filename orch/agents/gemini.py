@@ -82,6 +82,11 @@ FACTS = AgentFacts(
     deaf_screens=(r"^\s*\S\s+Resuming session\.\.\.\s*$",),
     # Its input box's placeholder, shown only while nothing is typed.
     empty_draft=r"^\s*>\s+Type your message or @path/to/file\s*$",
+    # In a terminal it does not trust with pastes (isTerminalPasteTrusted: the kitty keyboard protocol, which
+    # tmux lacks) an Enter within 40 ms of a paste inserts a new line: its 40 ms timer, then the React render
+    # that clears it, which a loaded machine delays. An Enter sent as soon as the paste showed was lost that
+    # way, and re-sent only after the 2 s acknowledgement wait: 2.2 s of each brief (bench `agents`).
+    paste_window=0.15,
     cache="gemini-cli",
     version_env=QUIET_ENV,
     new_session_args=("--session-id",),

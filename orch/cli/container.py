@@ -30,7 +30,6 @@ from orch.settings import (
     PERMISSION_MODE,
     WORKERS,
 )
-from orch.view.statusbar import BuildProgress
 
 EgressOpt = Annotated[
     EgressMode | None,
@@ -124,6 +123,8 @@ def image_build(
     if not sys.stdout.isatty():  # a log: every line the engine printed
         image_id = build_image(base, agent_version, ca_bundle, tag, lambda line: typer.echo(line), kinds)
     else:  # a terminal: the steps, and under them the current step's output as one line
+        from orch.view.statusbar import BuildProgress  # here: the view is costly to import, and only a build shows it
+
         progress = BuildProgress(sys.stdout)
         try:
             image_id = build_image(base, agent_version, ca_bundle, tag, progress.line, kinds)

@@ -49,7 +49,6 @@ from orch.notify.config import NotifyConfig
 from orch.run.folder import RunFolder
 from orch.run.records import Isolation, WorkerCaps
 from orch.settings import CONTAINER_MEMORY, CONTAINER_PIDS, RUN_FOLDER_MAX, WORKER_DISK, WORKER_MEMORY, WORKER_PIDS
-from orch.view.statusbar import BootProgress
 
 app = typer.Typer()  # joined into the `orch` app by orch.cli.commands
 
@@ -93,6 +92,10 @@ def _up(
         note = where.shared_note()
     req = dataclasses.replace(req, isolation=isolation)
     run = RunFolder.for_name(name)
+    # Here, not at the top: the view pulls in the controller and the report, which `orch brief` and `orch send`
+    # (a lead's every call) never use; importing them was two thirds of such a call's CPU.
+    from orch.view.statusbar import BootProgress
+
     progress = BootProgress(run, req.workers, sys.stderr, sys.stderr.isatty())  # each worker as it boots
     try:
         info = backends.start_sandbox(where, settings=settings).up(req)

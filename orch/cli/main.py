@@ -4,11 +4,18 @@ command needs it, so `orch bus post`, which workers run many times, starts witho
 
 from __future__ import annotations
 
-import logging
 import sys
 
 
 def main() -> None:
+    if sys.argv[1:3] == ["bus", "post"]:  # a strict worker's post, before anything else is imported
+        from orch.run.workerpost import main as worker_post
+
+        code = worker_post(sys.argv[3:])
+        if code is not None:
+            raise SystemExit(code)
+    import logging
+
     from orch import settings
     from orch.errors import OrchError
 

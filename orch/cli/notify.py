@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -21,13 +21,15 @@ from orch.backends import registry as backends
 from orch.cli.common import NameArg, run_folder
 from orch.errors import OrchError, SandboxError, UsageError
 from orch.fleet import launch
-from orch.lead.controller import read_spec
 from orch.notify import config, follow, send
 from orch.notify.config import NotifyConfig
 from orch.notify.follow import Notifier
 from orch.notify.notice import Notice, Reason
 from orch.run.folder import RunFolder
 from orch.waits import wait_until
+
+if TYPE_CHECKING:
+    from orch.spec.model import FleetSpec
 
 app = typer.Typer(no_args_is_help=True)  # `orch notify`, joined into the `orch` app by orch.cli.commands
 
@@ -49,6 +51,14 @@ def effective(spec: NotifyConfig | None, flags: list[str] | None) -> NotifyConfi
     cfg = config.merge(config.load_user(), spec, flags or [])
     send.channels(cfg, os.environ)
     return cfg
+
+
+def read_spec(run: RunFolder) -> FleetSpec:
+    """The run's spec (orch.lead.controller's reader, imported here only when a spec is read: the controller
+    pulls in the report and its templates, which `orch brief` and `orch send`, importing this module, never use)."""
+    from orch.lead.controller import read_spec as read
+
+    return read(run)
 
 
 @contextlib.contextmanager

@@ -20,6 +20,10 @@ from orch.text import join_numbers
 from orch.waits import wait_until
 
 DIALOG_GRACE = 2.0  # seconds before a booting worker's screen is checked for dialogs
+DIALOG_EVERY_MAX = 8.0
+"""A booting worker's screen is looked at again after 2, 4, then every 8 s: each look is a tmux client, and the
+checks come with every hook event of the fleet (a look at every pending screen each time was twenty tmux
+clients a worker in an up of 32, bench `roles`)."""
 
 
 def wait_booted(
@@ -40,6 +44,8 @@ def wait_booted(
     skip = seen or {}
     old = ended or {}
     started = time.monotonic()
+    look_at = dict.fromkeys(pending, started + DIALOG_GRACE)  # when each screen is looked at next
+    every = dict.fromkeys(pending, DIALOG_GRACE)
 
     def check() -> bool:
         panes = server.panes()
@@ -59,7 +65,10 @@ def wait_booted(
                 last = said[-1] if said else "no output"
                 raise SandboxError(f"worker {n} exited while booting ({detail}): {last.strip()[:200]}")
             # Seeding prevents dialogs; screens are only scraped for a worker that is late to boot.
-            if time.monotonic() - started > DIALOG_GRACE:
+            now = time.monotonic()
+            if now >= look_at[n]:
+                every[n] = min(every[n] * 2, DIALOG_EVERY_MAX)
+                look_at[n] = now + every[n]
                 answer_dialogs(run, adapter, server, n, pane)
         return not pending
 

@@ -16,7 +16,10 @@ space than it uses), so memory and disk are the watchdog's.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from orch import procs, settings
@@ -43,7 +46,7 @@ def limit_argv(caps: WorkerCaps, per_uid: bool, workers: int) -> list[str]:
     watchdog holds each worker to its own cap. The kernel never applies it to root."""
     argv = ["prlimit", "--core=0"]
     if caps.pids is not None:
-        nproc = caps.pids if per_uid else local_nproc(procs.uid_tasks(os.getuid()), caps, workers)
+        nproc = caps.pids if per_uid else local_nproc(_uid_tasks(), caps, workers)
         argv.append(f"--nproc={nproc}")
     if caps.disk is not None:
         argv.append(f"--fsize={caps.disk}")
@@ -59,6 +62,29 @@ def container_pids(caps: WorkerCaps, workers: int, asked: int) -> int:
     if caps.pids is None:
         return asked
     return max(asked, caps.pids * workers + settings.CAPS_RESERVE)
+
+
+_LAUNCH = threading.local()
+"""This thread's count of the user's tasks while a launch starts its panes (`counted_once`)."""
+
+
+@contextlib.contextmanager
+def counted_once() -> Iterator[None]:
+    """While a launch starts its panes: the user's tasks counted once for all their prefixes, not once a pane (a
+    count reads every process of the machine: 19 s of a launch of 64 workers on a busy machine, bench/README.md)."""
+    _LAUNCH.tasks = None
+    try:
+        yield
+    finally:
+        del _LAUNCH.tasks
+
+
+def _uid_tasks() -> int:
+    if not hasattr(_LAUNCH, "tasks"):
+        return procs.uid_tasks(os.getuid())
+    if _LAUNCH.tasks is None:
+        _LAUNCH.tasks = procs.uid_tasks(os.getuid())
+    return int(_LAUNCH.tasks)
 
 
 USER_GROWTH = 4096

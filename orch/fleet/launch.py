@@ -14,12 +14,12 @@ from orch import __version__, procs
 from orch.agents.registry import check_permission_mode, get_adapter
 from orch.contracts import AgentAdapter, LaunchSpec, UpRequest, WorkerContext
 from orch.errors import SandboxError, UsageError, WaitTimeoutError
-from orch.fleet import rungateway, stopping
+from orch.fleet import caps, rungateway, stopping
 from orch.fleet.booting import wait_booted
 from orch.fleet.confinement import Confinement
 from orch.fleet.supervisor import supervisor_under
 from orch.fleet.tmux import PaneInfo, TmuxServer, check_tmux
-from orch.fleet.workerprocs import processes_by_worker
+from orch.fleet.workerprocs import WorkerProcesses, processes_by_worker
 from orch.run.events import Event
 from orch.run.folder import RunFolder, validate_name, validate_worker_count
 from orch.run.records import ControllerEvent, Isolation, LocalRunInfo, RunInfo, RunStatus
@@ -158,17 +158,18 @@ def launch(
     confinement.ensure_relay(run, info, handle.url)
     env = agent_environment(info)
     seen = {n: len(run.hook_events(n)) for n in range(1, info.workers + 1)}
-    for n, adapter in adapters.items():
-        session = last_session(run, n) if resume else None
-        own = rungateway.worker_env(handle, adapter, n)
-        spec = _worker_spec(run, info, confinement, adapter, n, env, own, prompts.get(n), session)
-        pane_id = server.start(f"orch-{info.name}", spec, n, env) if n == 1 else server.add_pane(spec, n)
-        try:
-            server.pipe_to(pane_id, run.log(n))
-        except SandboxError:
-            log.info("worker %s died before its transcript started; the boot check reports why", n)
-        spawned = {"pane": pane_id, "agent": adapter.facts.name}
-        run.log_event(ControllerEvent(event=Event.SPAWNED, worker=n, data=spawned))
+    with caps.counted_once():  # every pane's caps prefix from one count of the user's tasks
+        for n, adapter in adapters.items():
+            session = last_session(run, n) if resume else None
+            own = rungateway.worker_env(handle, adapter, n)
+            spec = _worker_spec(run, info, confinement, adapter, n, env, own, prompts.get(n), session)
+            pane_id = server.start(f"orch-{info.name}", spec, n, env) if n == 1 else server.add_pane(spec, n)
+            try:
+                server.pipe_to(pane_id, run.log(n))
+            except SandboxError:
+                log.info("worker %s died before its transcript started; the boot check reports why", n)
+            spawned = {"pane": pane_id, "agent": adapter.facts.name}
+            run.log_event(ControllerEvent(event=Event.SPAWNED, worker=n, data=spawned))
     wait_booted(run, info, server, boot_timeout, seen)
     info.status = RunStatus.RUNNING
     run.write_info(info)
@@ -186,15 +187,19 @@ def _processes_of(run: RunFolder, workers: Iterable[int], confinement: Confineme
     return set().union(*found.values()) if found else set()
 
 
-def stray_processes(run: RunFolder, n: int, pane: PaneInfo | None, confinement: Confinement) -> dict[int, str]:
+def stray_processes(
+    run: RunFolder, n: int, pane: PaneInfo | None, confinement: Confinement, looker: WorkerProcesses | None = None
+) -> dict[int, str]:
     """Worker n's processes outside its agent's process tree (pid: command line): what it left running,
-    in the background or detached, to act later. One that exits meanwhile, or is a zombie, is not."""
+    in the background or detached, to act later. One that exits meanwhile, or is a zombie, is not.
+    `looker`: the caller's look at the workers' processes, kept between calls (a fresh one reads every
+    process of the machine: the controller's costliest step at 64 workers, bench/README.md)."""
     root = pane.pid if pane is not None else None
     sandbox: set[int] = set()
     if root is not None:
         root, sandbox = confinement.agent_tree(root)
     strays = {}
-    for pid in _processes_of(run, [n], confinement):
+    for pid in looker.look([n])[n] if looker is not None else _processes_of(run, [n], confinement):
         chain = procs.ancestry(pid)
         command = procs.command(pid)
         if chain is not None and command and pid not in sandbox and (root is None or root not in chain):
@@ -202,10 +207,12 @@ def stray_processes(run: RunFolder, n: int, pane: PaneInfo | None, confinement: 
     return strays
 
 
-def stop_strays(run: RunFolder, n: int, pane: PaneInfo | None, confinement: Confinement) -> stopping.Stopped:
+def stop_strays(
+    run: RunFolder, n: int, pane: PaneInfo | None, confinement: Confinement, looker: WorkerProcesses | None = None
+) -> stopping.Stopped:
     """Stop worker n's stray processes (SIGTERM, then SIGKILL past a deadline): nothing one job left
     running may act during the next."""
-    return stopping.stop(confinement, run.info(), n, lambda: set(stray_processes(run, n, pane, confinement)))
+    return stopping.stop(confinement, run.info(), n, lambda: set(stray_processes(run, n, pane, confinement, looker)))
 
 
 def wait_workers_gone(run: RunFolder, workers: int, confinement: Confinement) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -33,6 +34,8 @@ INPUT_TIMEOUT = 30.0
 # A TUI that has just drawn its input box can still drop a paste (its key handler comes a moment later): a
 # paste whose draft stays empty on screen is pasted again.
 PASTE_ATTEMPTS = 3
+PASTE_RETRY = 0.5
+"""Seconds before an agent with a paste window (AgentFacts.paste_window) has its Enter pressed again."""
 
 
 def live_pane(run: RunFolder, n: int) -> tuple[TmuxServer, PaneInfo]:
@@ -80,10 +83,17 @@ def send(run: RunFolder, n: int, text: str, ack_timeout: float = ACK_TIMEOUT) ->
                 continue
             log.info("paste to worker %s did not show; sending Enter anyway", n)
             break
-    for attempt in range(1, ENTER_ATTEMPTS + 1):
+    waits = [ack_timeout * 2**k for k in range(ENTER_ATTEMPTS)]
+    if adapter.facts.paste_window:  # the agent's own timer after a paste, which no screen or hook shows ending
+        time.sleep(adapter.facts.paste_window)
+        # A cold or loaded TUI can still take the Enter inside its window (Gemini CLI's first brief after its
+        # boot, seen at load 15): pressed again soon, not after the acknowledgement's 2 s. Such an agent
+        # ignores an Enter on an empty prompt, so a second Enter after a taken one does nothing.
+        waits = [PASTE_RETRY, *waits]
+    for attempt, wait in enumerate(waits, start=1):
         server.send_keys(pane.pane_id, "Enter")
         try:
-            wait_until(acknowledged, ack_timeout * 2 ** (attempt - 1), "the acknowledgement", watch=run.state_dir)
+            wait_until(acknowledged, wait, "the acknowledgement", watch=run.state_dir)
         except WaitTimeoutError:
             log.info("worker %s did not acknowledge Enter (attempt %s)", n, attempt)
             continue

@@ -70,6 +70,7 @@ class Watchdog:
         return found
 
     def _loop(self) -> None:
+        procs.name_thread("orch-watchdog")  # so top -H and the kernel's accounting tell it from its controller
         looks = 0
         while not self._stop.wait(WATCH_INTERVAL):
             try:
@@ -86,11 +87,13 @@ class Watchdog:
             self._disk, self._files, self._folder = look.written, look.files, look.folder
         usage = {}
         seen, self._seen = self._seen, found_procs
+        each = self.processes.usage  # the look's own reads of them: none again here
         for n in self.workers:
-            load = procs.load(found_procs[n])
+            tasks = sum(each[pid].tasks for pid in found_procs[n])
+            memory = sum(each[pid].memory for pid in found_procs[n])
             new = len(found_procs[n] - seen[n]) if seen is not None else 0  # the first look has nothing to compare
             written, files = self._disk.get(n, 0), self._files.get(n, 0)
-            usage[n] = Usage(tasks=load.tasks, memory=load.memory, disk=written, spawned=new, files=files)
+            usage[n] = Usage(tasks=tasks, memory=memory, disk=written, spawned=new, files=files)
         found = breaches(self.info.caps, usage, self._folder)
         for breach in found:
             pids = found_procs[breach.worker]

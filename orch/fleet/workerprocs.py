@@ -40,9 +40,11 @@ class WorkerProcesses:
         self._top = procs.pid_max()
         self.read = 0
         """Processes read (classified) so far: what the cache saves shows here."""
+        self.usage: dict[int, procs.Load] = {}
+        """The last look's workers' processes: each one's tasks and memory (the watchdog measures with them)."""
 
-    def look(self) -> dict[int, set[int]]:
-        """Each worker's processes now."""
+    def look(self, workers: Iterable[int] | None = None) -> dict[int, set[int]]:
+        """Each worker's processes now (of `workers` only, when given: the others are still kept)."""
         before = self._last
         live = procs.pids()
         after = procs.last_pid()  # read after listing: a pid handed out meanwhile is in (before, after]
@@ -66,9 +68,11 @@ class WorkerProcesses:
             else:
                 owner[pid] = self._owner[pid]
         self._owner, self._young, self._last = owner, young, after
-        found: dict[int, set[int]] = {n: set() for n in self.workers}
+        found: dict[int, set[int]] = {n: set() for n in (self.workers if workers is None else workers)}
+        # One read of each: whether it lives (a zombie has ended: nothing to stop or measure), and what it uses.
+        self.usage = procs.usage(pid for pid, n in owner.items() if n in found)
         for pid, n in owner.items():
-            if n is not None and procs.alive(pid):  # a zombie has ended: nothing to stop or measure
+            if n in found and pid in self.usage:
                 found[n].add(pid)
         return found
 

@@ -175,14 +175,14 @@ class Review(Part):
         act during the next one."""
         # The pane as it is now: the loop's view may be older than a restart, whose new agent is no stray.
         pane = (self.desk.server.panes_if_running() or {}).get(n)
-        strays = launch.stray_processes(self.run, n, pane, self.desk.confinement)
+        strays = launch.stray_processes(self.run, n, pane, self.desk.confinement, self.desk.processes)
         self.desk.strays[n] = strays
         if not strays:
             return
         self.desk.event(Event.LEFTOVER_PROCESSES, n, job=job, processes={str(k): v for k, v in strays.items()})
         if pane is None:  # its tmux server died: the fleet's relaunch waits for them to end
             return
-        stopped = launch.stop_strays(self.run, n, pane, self.desk.confinement)
+        stopped = launch.stop_strays(self.run, n, pane, self.desk.confinement, self.desk.processes)
         self.desk.event(Event.LEFTOVERS_STOPPED, n, job=job, killed=stopped.killed, survived=stopped.survived)
 
     def archive_result(self, job: Job, n: int) -> None:

@@ -14,6 +14,7 @@ from orch.backends import registry as backends
 from orch.errors import DeliveryError
 from orch.fleet import launch, talk
 from orch.fleet.tmux import PaneInfo
+from orch.fleet.workerprocs import WorkerProcesses
 from orch.fleet.workerstate import derive_state
 from orch.gateway.link import GatewayLink
 from orch.jobs.changes import ChecksRecord, Integration
@@ -56,6 +57,9 @@ class Desk:
         self.tasks = dict(zip(spec.task_ids(), spec.tasks, strict=True))
         self.panes: dict[int, PaneInfo] = {}
         """The fleet's panes as of the loop's last step."""
+        self.processes = WorkerProcesses(run, range(1, self.info.workers + 1), self.confinement)
+        """The workers' processes, kept from one look to the next (the loop's thread only: the watchdog has
+        its own): a look reads only what started since the last."""
         self.strays: dict[int, dict[int, str]] = {}
         """Each worker's stray processes (pid: command) found when its last job ended, before they were
         stopped (orch.lead.acceptance.Review.stop_leftovers): what a writer's gate holds against it."""

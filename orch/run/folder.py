@@ -10,12 +10,11 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from orch.errors import NotFoundError, UsageError
 from orch.run.files import JsonlTail, append_line, atomic_write, read_model
 from orch.run.paths import agents_dir, runs_dir
 from orch.run.records import RUN_INFO, ControllerEvent, HookEvent, RunInfo, StatusLine
+from orch.run.statusline import read_status_line
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_WORKERS = 64
@@ -424,10 +423,8 @@ class RunFolder:
         return events[-1] if events else None
 
     def status_line_info(self, n: int) -> StatusLine | None:
-        try:
-            return StatusLine.model_validate_json(self.status_line(n).read_text())
-        except (OSError, ValidationError):
-            return None
+        """Worker n's latest status line (orch.run.statusline), None if it has none to read."""
+        return read_status_line(self.status_line(n))
 
     def log_event(self, event: ControllerEvent) -> None:
         append_line(self.events, event.model_dump_json())

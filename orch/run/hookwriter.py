@@ -1,10 +1,9 @@
-"""Hook and status-line commands run by agents; they write the worker's state into the run folder.
+"""Hook commands run by agents; they write the worker's state into the run folder.
 
 Run as a plain script (`python3 /path/to/hookwriter.py ...`), so it imports only the standard library
 and starts fast: agents run it on every hook event.
 
     hookwriter.py event STATE_FILE [POLICY_FILE]  # hook payload on stdin -> one JSON line appended
-    hookwriter.py status STATUS_FILE              # status-line payload on stdin -> atomic JSON, prints a label
     hookwriter.py dialect DIALECT STATE_FILE [POLICY_FILE TOOLS]  # another agent's hook, logged under orch's names
     hookwriter.py approve STATE_FILE TOOL DIALOG [PANE_SOCKET]  # (detached, by the above) press Enter on its
                                                                # permission dialog
@@ -27,9 +26,11 @@ import json
 import os
 import re
 import sys
-import tempfile
 import time
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing's import is a third of this script's start: for the type checker alone
+    from typing import Any
 
 # Big fields are cut so a state line stays one small atomic append.
 MAX_FIELD = 4000
@@ -79,28 +80,6 @@ def append_event(state_file: str, payload: dict[str, Any]) -> None:
         os.write(fd, line)
     finally:
         os.close(fd)
-
-
-def write_status(status_file: str, payload: dict[str, Any]) -> str:
-    cost = payload.get("cost") or {}
-    ctx = payload.get("context_window") or {}
-    record = {
-        "ts": time.time(),
-        "session_id": payload.get("session_id"),
-        "cost_usd": cost.get("total_cost_usd"),
-        "duration_ms": cost.get("total_duration_ms"),
-        "context_used_percent": ctx.get("used_percentage"),
-    }
-    folder = os.path.dirname(status_file) or "."
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".status.")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(record, fh)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, status_file)
-    # Run as a bare script (no orch on sys.path): reads ORCH_WORKER itself; declared in orch/settings.py.
-    worker = os.environ.get("ORCH_WORKER", "?")
-    usd = record["cost_usd"]
-    return f"orch W{worker}" + (f" ${usd:.4f}" if isinstance(usd, int | float) else "")
 
 
 def last_tool(state_file: str) -> str | None:
@@ -239,6 +218,21 @@ def dialect_event(
     return {"decision": "deny", "reason": decision["message"]}
 
 
+def log_event(payload: dict[str, Any], state_file: str, policy_file: str | None) -> dict[str, Any] | None:
+    """Log one of Claude Code's hook events; the hook's answer, if any: a PermissionRequest answered from the
+    run's policy file (`policy_file`: only its PermissionRequest hook is given one). The relay's HTTP hooks
+    (orch.backends.local.httphooks) log and answer through here too."""
+    decision = None
+    if policy_file is not None and payload.get("hook_event_name") == "PermissionRequest":
+        decision = permission_answer(policy_file)
+        if decision is not None:
+            payload["orch_decision"] = decision["behavior"]
+    append_event(state_file, payload)
+    if decision is None:
+        return None
+    return {"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": decision}}
+
+
 def parse_dialect(text: str) -> dict[str, Any] | None:
     try:
         dialect = json.loads(text)
@@ -247,12 +241,22 @@ def parse_dialect(text: str) -> dict[str, Any] | None:
     return dialect if isinstance(dialect, dict) else None
 
 
+def name_process(mode: str) -> None:
+    """Name this process for what it is (ps, top and the kernel's accounting show `orch-hook`, not python3)."""
+    try:
+        with open("/proc/self/comm", "w") as fh:
+            fh.write(f"orch-{'approve' if mode == 'approve' else 'hook'}")
+    except OSError:
+        pass
+
+
 def main(argv: list[str]) -> int:
-    shapes = {"event": (3, 4), "status": (3,), "dialect": (4, 6), "approve": (5, 6)}
+    shapes = {"event": (3, 4), "dialect": (4, 6), "approve": (5, 6)}
     dialect = parse_dialect(argv[2]) if len(argv) > 2 and argv[1] == "dialect" else {}
     if len(argv) < 2 or len(argv) not in shapes.get(argv[1], ()) or dialect is None:
         print(__doc__, file=sys.stderr)
         return 2
+    name_process(argv[1])
     if argv[1] == "approve":
         return 0 if approve(argv[2], argv[3], argv[4], argv[5] if len(argv) == 6 else "") else 1
     try:
@@ -269,16 +273,9 @@ def main(argv: list[str]) -> int:
             if answer is not None:
                 print(json.dumps(answer))
         elif argv[1] == "event":
-            decision = None
-            if len(argv) == 4 and payload.get("hook_event_name") == "PermissionRequest":
-                decision = permission_answer(argv[3])
-                if decision is not None:
-                    payload["orch_decision"] = decision["behavior"]
-            append_event(argv[2], payload)
-            if decision is not None:  # printed last: the event is logged even if the agent ignores it
-                print(json.dumps({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": decision}}))
-        else:
-            print(write_status(argv[2], payload))
+            answer = log_event(payload, argv[2], argv[3] if len(argv) == 4 else None)
+            if answer is not None:  # printed last: the event is logged even if the agent ignores it
+                print(json.dumps(answer))
     except OSError as exc:  # never block the agent because the run folder went away
         print(f"orch hookwriter: {exc}", file=sys.stderr)
     return 0

@@ -50,6 +50,11 @@ def test_workers_boot_with_no_dialog(fleet3: RunFolder) -> None:
     for n in range(1, N + 1):
         screen = orch("read", "cc", str(n)).output
         assert "trust" not in screen.lower() and "No, exit" not in screen
+    # In its sandbox (local strict isolation) its hooks are posts to its relay, but SessionStart and SessionEnd
+    # (orch.agents.claude.COMMAND_HOOKS); the idle state above came through them.
+    hooks = json.loads((fleet3.config_dir(1) / "settings.json").read_text())["hooks"]
+    kinds = {event: entry[0]["hooks"][0]["type"] for event, entry in hooks.items()}
+    assert kinds["Stop"] == kinds["PreToolUse"] == "http" and kinds["SessionStart"] == "command", kinds
     # Credentials never land in the run folder.
     for path in fleet3.root.rglob("*"):
         if path.is_file():

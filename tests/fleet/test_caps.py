@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from orch import settings
+from orch import procs, settings
 from orch.cli.fleet import worker_caps
 from orch.errors import UsageError
 from orch.fleet import caps
@@ -98,3 +98,23 @@ def test_breaches(usage: dict[int, Usage], folder: int | None, expected: list[Br
 def test_breach_reasons_say_which_cap() -> None:
     assert "processes and threads 70 (cap 64)" in Breach(1, "pids", 70, 64).reason()
     assert "the run folder's size" in Breach(1, "run-folder", 5, 4).reason()
+
+
+def test_a_launch_counts_the_users_tasks_once_for_all_its_panes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A count of the uid's tasks reads every process of the machine: a launch's panes share one (the real
+    count, watched), and outside a launch each prefix counts afresh."""
+    counts: list[int] = []
+    real = procs.uid_tasks
+
+    def counted(uid: int) -> int:
+        counts.append(real(uid))
+        return counts[-1]
+
+    monkeypatch.setattr(procs, "uid_tasks", counted)
+    shared = WorkerCaps(pids=512)
+    with caps.counted_once():
+        prefixes = [limit_argv(shared, False, 64) for _ in range(64)]
+    assert len(counts) == 1 and all(p == prefixes[0] for p in prefixes)
+    limit_argv(shared, False, 64)
+    limit_argv(shared, True, 64)  # a uid of its own: no count
+    assert len(counts) == 2

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from orch.backends.local import portal, relay
+from orch.backends.local.connections import ConnectionCap
 from orch.backends.local.egressproxy import EgressProxy, Streams, allowlist_of
 from orch.run.events import Event
 from orch.run.folder import RunFolder
@@ -104,7 +105,7 @@ def _serve_own_proxy(run: RunFolder, n: int) -> tuple[asyncio.AbstractEventLoop,
 
         path = relay.egress_socket(run, n)
         path.unlink()
-        proxy = EgressProxy(run, n, allowlist_of(run.info()) or [], relay._Cap(run, n, path, 4), lookup, connect)
+        proxy = EgressProxy(run, n, allowlist_of(run.info()) or [], ConnectionCap(run, n, path, 4), lookup, connect)
         await asyncio.start_unix_server(proxy.serve, path=str(path))
 
     asyncio.run_coroutine_threadsafe(start(), loop).result(10)

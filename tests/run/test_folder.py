@@ -4,12 +4,15 @@ That no other module spells its file names: tests/run/test_folder_names.py."""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import pytest
 
 from orch.errors import NotFoundError, UsageError
 from orch.run.folder import MAX_WORKERS, RunFolder, list_runs, validate_name, validate_worker_count
+from orch.run.statusline import LIMIT
 from tests.helpers import run_info
 
 pytestmark = pytest.mark.pure  # files in tmp_path only
@@ -112,6 +115,41 @@ def test_status_line_is_none_when_missing_or_garbage(tmp_path: Path) -> None:
     run.status_line(1).write_text('{"ts": 3, "cost_usd": 0.5}')
     line = run.status_line_info(1)
     assert line is not None and line.cost_usd == 0.5
+    run.status_line(1).write_text("[1, 2]")
+    assert run.status_line_info(1) is None
+
+
+def test_status_line_from_claude_codes_own_payload(tmp_path: Path) -> None:
+    """The payload as Claude Code's status command saves it (orch.agents.claude.status_command): its fields
+    read from it, its time the file's; a lying worker's odd shapes read as unknown."""
+    run = RunFolder(tmp_path / "demo")
+    run.create(run_info("demo"))
+    payload = {"session_id": "s9", "cost": {"total_cost_usd": 0.25, "total_duration_ms": 1200}}
+    run.status_line(1).write_text(json.dumps({**payload, "context_window": {"used_percentage": 12.5}}))
+    line = run.status_line_info(1)
+    assert line is not None
+    assert (line.session_id, line.cost_usd, line.duration_ms, line.context_used_percent) == ("s9", 0.25, 1200, 12.5)
+    assert line.ts == run.status_line(1).stat().st_mtime
+    run.status_line(1).write_text(json.dumps({"cost": "free", "context_window": [1]}))
+    line = run.status_line_info(1)
+    assert line is not None and line.cost_usd is None
+
+
+def test_a_status_line_that_is_no_plain_file_reads_as_none(tmp_path: Path) -> None:
+    """The status file is in the worker's outbox: a lying worker's FIFO would hang every reader (the
+    controller, the view) and a link would read a file of the controller's; both, and a huge file, are none."""
+    run = RunFolder(tmp_path / "demo")
+    run.create(run_info("demo"))
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"ts": 1, "session_id": "the controller\'s"}')
+    run.status_line(1).symlink_to(secret)
+    assert run.status_line_info(1) is None
+    run.status_line(1).unlink()
+    os.mkfifo(run.status_line(1))
+    assert run.status_line_info(1) is None
+    run.status_line(1).unlink()
+    run.status_line(1).write_text(json.dumps({"ts": 1, "session_id": "x" * LIMIT}))
+    assert run.status_line_info(1) is None
 
 
 def test_list_runs_names_only_folders_with_a_run(orch_home: Path) -> None:

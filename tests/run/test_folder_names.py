@@ -32,6 +32,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("entry/demo.py", "changes"): "orch/data/changes, the demo's sample repository",
     ("report/render.py", "report/report.html"): "the template in orch/data/report, not the run's report",
     ("cli/commands.py", "Write agent-N.task.md and point the worker at it."): "`orch brief`'s help line, prose",
+    ("run/workerpost.py", "bus.md"): "a worker's post, before RunFolder (pydantic, the run's records) is imported",
+    ("run/workerpost.py", "bus.sock"): "a worker's post, before RunFolder (pydantic, the run's records) is imported",
 }
 # Whole modules left out: settings.py, whose strings are the settings' help texts (it opens no file), and
 # modules another engineer rewrites this round, whose names move to RunFolder there (recordings(),

@@ -45,6 +45,12 @@ EGRESS_SOCKET = str(SANDBOX_SOCKETS / "egress.sock")
 """The worker's CONNECT proxy inside its sandbox, when its run allows egress (orch.backends.local.egressproxy)."""
 PANE_SOCKET = SANDBOX_SOCKETS / "pane.sock"
 """The relay's socket for the worker's own pane inside its sandbox (aider's watcher)."""
+HOOKS_SOCKET = str(SANDBOX_SOCKETS / "hooks.sock")
+"""The worker's hooks over HTTP inside its sandbox, for an agent with `http_hooks` (orch.backends.local.httphooks)."""
+HOOK_PORT = 9127
+"""Where its portal listens for those hooks on the sandbox's own loopback (its network is its own: any port)."""
+HOOK_URL = f"http://127.0.0.1:{HOOK_PORT}/hook/"
+"""Its hooks post here with the event's name appended (WorkerContext.hook_url; httphooks reads the name)."""
 
 
 class Bwrap:

@@ -7,6 +7,7 @@ a sandboxed worker's bus, gateway and pane; a worker of its own uid's pane, when
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import sys
@@ -104,6 +105,8 @@ class Bubblewrap(Relayed):
         uses one (and to its egress proxy when the run allows any)."""
         hint = f"give the gateway a credential it can hold ({', '.join(adapter.facts.credentials.env)}), "
         _no_login_file(ctx, adapter, hint + "or run with --isolation shared")
+        if adapter.facts.http_hooks:  # its hooks posted to its relay through its portal (orch.backends.local.httphooks)
+            ctx = dataclasses.replace(ctx, hook_url=bwrap.HOOK_URL)
         spec = adapter.prepare(ctx)
         own = {**own, settings.SANDBOXED.name: "1"}
         limits = caps.limit_argv(info.caps, False, info.workers)  # its uid is the user's: the watchdog's caps too
@@ -122,6 +125,8 @@ class Bubblewrap(Relayed):
             port = egressproxy.proxy_port(address.port if address is not None else None)
             ports += [f"127.0.0.1:{port}", bwrap.EGRESS_SOCKET]
             env = {**env, **egressproxy.proxy_env(port)}
+        if ctx.hook_url is not None:
+            ports += [f"127.0.0.1:{bwrap.HOOK_PORT}", bwrap.HOOKS_SOCKET]
         # As a bare script without site (standard library only): it starts before every agent.
         portal = [sys.executable, "-S", portal_module.__file__, *ports, "--"] if ports else []
         cwd, sockets = Path(spec.cwd or ctx.workdir), relay.worker_sockets(run, n)

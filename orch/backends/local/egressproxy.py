@@ -28,7 +28,7 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from orch.allowlist import allows, is_ip, public
-from orch.backends.local.portal import splice
+from orch.backends.local.splice import splice
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import LocalRunInfo, RunInfo
@@ -86,7 +86,7 @@ class Refused(Exception):
 
 
 class Admits(Protocol):
-    """What the proxy needs of a cap on open connections (orch.backends.local.relay's `_Cap`)."""
+    """What the proxy needs of a cap on open connections (orch.backends.local.connections)."""
 
     def admit(self) -> bool: ...
 

@@ -13,6 +13,9 @@ the fleet is stopped:
 - `gateway.sock`: its way to the model gateway, copied byte for byte to the gateway's loopback
   address. The worker still needs its own token there; the gateway's control API wants the control key,
   which stays in the controller's handle file, outside every sandbox;
+- `hooks.sock`: its hooks over HTTP, for an agent that sends them so (Claude Code: orch.backends.local.httphooks),
+  logged to its own hook log only, as the hook writer logs them; its portal listens for them on the
+  sandbox's loopback;
 - `egress.sock`, only when the run allows egress (`--egress allowlist`): the worker's HTTP CONNECT proxy to
   the names on the run's allowlist, and nothing else (orch.backends.local.egressproxy); capped as the gateway's;
 - `pane.sock`: worker N's own pane, for an agent whose helper reads its screen and types into it
@@ -27,11 +30,11 @@ and the gateway directly. Worker N's is `pane-N/pane.sock` in orch.run.paths.pan
 only the run's uid and worker N's group may enter (made by the container's init), and it answers no peer
 but worker N's uid and the run's own.
 
-A worker holds a capped number of connections open on each of its sockets (`_Cap`, the bus's in
-BusServer): they all share this process's file descriptors. A refused connection (past the cap, or on a
-pane socket from a uid not its worker's) is a controller event, at most one a minute per socket and kind, so
-no worker can flood events.jsonl. Each worker's pane requests run on a thread of that worker's alone, one
-request at a time, and a request that has not arrived whole within PANE_TIMEOUT is dropped: a worker that
+A worker holds a capped number of connections open on each of its sockets (orch.backends.local.connections;
+the bus's in BusServer): they all share this process's file descriptors. A refused connection (past the cap,
+or on a pane socket from a uid not its worker's) is a controller event, at most one a minute per socket and
+kind, so no worker can flood events.jsonl. Each worker's pane requests run on a thread of that worker's alone,
+one request at a time, and a request that has not arrived whole within PANE_TIMEOUT is dropped: a worker that
 keeps its pane connections busy (half-sent or slow requests) delays its own requests, no other worker's.
 """
 
@@ -55,8 +58,9 @@ from urllib.parse import urlsplit
 
 from orch import procs
 from orch.agents.registry import get_adapter
-from orch.backends.local import egressproxy
-from orch.backends.local.portal import splice
+from orch.backends.local import egressproxy, httphooks
+from orch.backends.local.connections import ConnectionCap
+from orch.backends.local.splice import splice
 from orch.errors import OrchError, SandboxError
 from orch.fleet.tmux import TmuxServer
 from orch.run.bus import peer_uid
@@ -66,9 +70,8 @@ from orch.run.folder import RunFolder
 from orch.run.listeners import BusServer
 from orch.run.paths import OWN_BUS, pane_sockets_dir, sockets_dir
 from orch.run.records import RunInfo
-from orch.run.refusals import RefusalLog
 from orch.run.uids import worker_of, worker_uid
-from orch.waits import wait_until
+from orch.waits import read_line, wait_until
 
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 10.0
@@ -97,6 +100,11 @@ def gateway_socket(run: RunFolder, n: int) -> Path:
 def egress_socket(run: RunFolder, n: int) -> Path:
     """Worker n's CONNECT proxy (served only when its run allows egress: orch.backends.local.egressproxy)."""
     return worker_sockets(run, n) / egressproxy.SOCKET
+
+
+def hooks_socket(run: RunFolder, n: int) -> Path:
+    """Worker n's hooks over HTTP (orch.backends.local.httphooks), for an agent that sends them so."""
+    return worker_sockets(run, n) / "hooks.sock"
 
 
 def pane_socket(run: RunFolder, n: int) -> Path:
@@ -136,7 +144,7 @@ def running(run: RunFolder) -> bool:
 def _ready(run: RunFolder, workers: int, panes_only: bool) -> bool:
     if panes_only:
         return all(own_pane_socket(run, n).exists() for n in range(1, workers + 1))
-    kinds = (bus_socket, gateway_socket) + (
+    kinds = (bus_socket, gateway_socket, hooks_socket) + (
         (egress_socket,) if egressproxy.allowlist_of(run.info()) is not None else ()
     )
     sockets = [each(run, n) for n in range(1, workers + 1) for each in kinds]
@@ -163,16 +171,21 @@ def ensure(run: RunFolder, workers: int, gateway_url: str | None) -> None:
     stop(run, keep_folders=True)  # running sandboxes have them bound: the new relay serves the same ones
     log = run.logs_dir / "relay.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "orch.backends.local.relay", str(run.root), gateway_url or PANES_ONLY]
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
-    wait_until(
-        lambda: (_running(run) is not None and _ready(run, workers, gateway_url is None)) or proc.poll() is not None,
-        START_TIMEOUT,
-        "the sandboxes' relay to listen",
-    )
-    if proc.poll() is not None:
-        raise SandboxError(f"the sandboxes' relay exited at start (exit {proc.returncode}): see {log}")
+    read_fd, write_fd = os.pipe()  # it says `ready` on this pipe once every socket listens: nothing is polled
+    argv = [sys.executable, "-m", "orch.backends.local.relay", str(run.root), gateway_url or PANES_ONLY, str(write_fd)]
+    try:
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, pass_fds=(write_fd,)
+            )
+    finally:
+        os.close(write_fd)  # the relay holds the only write end: EOF means it is gone
+    try:
+        said = read_line(read_fd, START_TIMEOUT, "the sandboxes' relay to listen")
+    finally:
+        os.close(read_fd)
+    if not said or not _ready(run, workers, gateway_url is None):
+        raise SandboxError(f"the sandboxes' relay exited at start (exit {proc.wait()}): see {log}")
 
 
 def stop(run: RunFolder, keep_folders: bool = False) -> None:
@@ -193,32 +206,8 @@ def stop(run: RunFolder, keep_folders: bool = False) -> None:
                 path.rmdir()
 
 
-class _Cap:
-    """Worker n's open connections on one of its sockets, at most `limit`: past it a connection is refused at
-    once (connections-capped). Every worker's bus, gateway and pane sockets share this process's file
-    descriptors: no worker may spend them. Each refusal is logged through orch.run.refusals (rate-limited)."""
-
-    def __init__(self, run: RunFolder, n: int, path: Path, limit: int) -> None:
-        self.run, self.n, self.path, self.limit = run, n, path, limit
-        self.open = 0
-        self._refusals = RefusalLog(run)
-
-    def admit(self) -> bool:
-        if self.open >= self.limit:
-            self.refuse(Event.CONNECTIONS_CAPPED, self.n, {"open": self.limit})
-            return False
-        self.open += 1
-        return True
-
-    def release(self) -> None:
-        self.open -= 1
-
-    def refuse(self, event: Event, worker: int | None, data: dict[str, object]) -> None:
-        self._refusals.refuse(event, event, worker, {**data, "socket": self.path.name})
-
-
 async def _to_gateway(
-    host: str, port: int, cap: _Cap, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    host: str, port: int, cap: ConnectionCap, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
 ) -> None:
     if not cap.admit():
         writer.write(GATEWAY_REFUSAL)
@@ -239,7 +228,12 @@ class _Pane:
     requests take every thread). A request line must arrive whole, and its answer be read, within `deadline`."""
 
     def __init__(
-        self, tmux: TmuxServer, n: int, cap: _Cap, peers: set[int] | None = None, deadline: float = PANE_TIMEOUT
+        self,
+        tmux: TmuxServer,
+        n: int,
+        cap: ConnectionCap,
+        peers: set[int] | None = None,
+        deadline: float = PANE_TIMEOUT,
     ) -> None:
         self.tmux, self.n, self.cap, self.peers, self.deadline = tmux, n, cap, peers, deadline
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"pane-{n}")
@@ -310,7 +304,7 @@ async def _egress(
     for n in range(1, workers + 1):
         path = egress_socket(run, n)
         path.unlink(missing_ok=True)
-        cap = _Cap(run, n, path, egressproxy.EGRESS_CONNECTIONS)
+        cap = ConnectionCap(run, n, path, egressproxy.EGRESS_CONNECTIONS)
         proxy = egressproxy.EgressProxy(run, n, allowlist, cap, lookup, connect)
         server = await asyncio.start_unix_server(proxy.serve, path=str(path), limit=egressproxy.HEAD_LIMIT)
         served.append((server, proxy))
@@ -322,9 +316,11 @@ async def _serve(
     gateway_url: str | None,
     lookup: egressproxy.Lookup = egressproxy.system_lookup,
     connect: egressproxy.Connect = egressproxy.tcp_connect,
+    ready_fd: int | None = None,
 ) -> None:
     """Serve the run's sockets until stopped; no `gateway_url`: the pane sockets of a container's strict run.
-    `lookup`, `connect`: the egress proxies' (the host's own but in a test that serves its own names)."""
+    `lookup`, `connect`: the egress proxies' (the host's own but in a test that serves its own names).
+    `ready_fd`: a pipe to say `ready` on once every socket listens (`ensure` waits for it)."""
     workers = run.info().workers
     bus = BusServer(run, peercred=False)  # the controller serves bus.sock; here each worker's own socket
     servers = []
@@ -339,9 +335,14 @@ async def _serve(
         for n in range(1, workers + 1):
             path = gateway_socket(run, n)
             path.unlink(missing_ok=True)
-            cap = _Cap(run, n, path, GATEWAY_CONNECTIONS)
+            cap = ConnectionCap(run, n, path, GATEWAY_CONNECTIONS)
             served = functools.partial(_to_gateway, host, port, cap)
             servers.append(await asyncio.start_unix_server(served, path=str(path)))
+            hooks = hooks_socket(run, n)
+            hooks.unlink(missing_ok=True)
+            cap = ConnectionCap(run, n, hooks, httphooks.CONNECTIONS)
+            writer = httphooks.HookServer(str(run.state(n)), str(run.permission_policy), cap)
+            servers.append(await asyncio.start_unix_server(writer.serve, path=str(hooks), limit=httphooks.HEAD_LIMIT))
         proxies = await _egress(run, workers, lookup, connect)
         servers += [server for server, _ in proxies]
     tmux = TmuxServer(run.info().tmux_socket)
@@ -350,12 +351,16 @@ async def _serve(
         path = pane_socket(run, n) if gateway_url is not None else _own_pane_path(run, n)
         path.unlink(missing_ok=True)
         peers = None if gateway_url is not None else {worker_uid(n), os.geteuid()}
-        pane = _Pane(tmux, n, _Cap(run, n, path, PANE_CONNECTIONS), peers)
+        pane = _Pane(tmux, n, ConnectionCap(run, n, path, PANE_CONNECTIONS), peers)
         panes.append(pane)
         servers.append(await asyncio.start_unix_server(pane.serve, path=str(path), limit=PANE_REQUEST))
         if gateway_url is None:
             path.chmod(0o666)  # its folder is the gate: only worker n (and this uid) may enter it
     atomic_write(_pid_file(run), str(os.getpid()), mode=0o600)
+    if ready_fd is not None:
+        with contextlib.suppress(OSError):  # its starter gone meanwhile: serve all the same
+            os.write(ready_fd, b"ready\n")
+        os.close(ready_fd)
     stopped = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -419,14 +424,18 @@ PANES_ONLY = "--panes"
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print(f"usage: python -m orch.backends.local.relay RUN_DIR (GATEWAY_URL | {PANES_ONLY})", file=sys.stderr)
+    if len(argv) not in (2, 3) or (len(argv) == 3 and not argv[2].isdigit()):
+        print(
+            f"usage: python -m orch.backends.local.relay RUN_DIR (GATEWAY_URL | {PANES_ONLY}) [READY_FD]",
+            file=sys.stderr,
+        )
         return 2
     # Every worker's sockets share this process's descriptors (each capped above): take all the system allows.
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    asyncio.run(_serve(RunFolder(Path(argv[0])), None if argv[1] == PANES_ONLY else argv[1]))
+    ready = int(argv[2]) if len(argv) == 3 else None
+    asyncio.run(_serve(RunFolder(Path(argv[0])), None if argv[1] == PANES_ONLY else argv[1], ready_fd=ready))
     return 0
 
 

@@ -19,6 +19,7 @@ from orch.run import bus
 from orch.run.files import decode_text
 from orch.run.folder import RunFolder
 from orch.run.records import Isolation
+from orch.run.workerpost import parse
 
 STDIN = "-"
 
@@ -57,37 +58,6 @@ def post(name: str, sender: int | None, words: Sequence[str]) -> int:
 def _read_stdin() -> str:
     # The trailing newline of `echo ... |` would show as a literal \n on the one-line bus.
     return decode_text(sys.stdin.buffer.read(), "standard input").rstrip("\r\n")
-
-
-def parse(args: Sequence[str]) -> tuple[str, int | None, list[str]] | None:
-    """The NAME, --as and TEXT of `orch bus post ARGS` as click would read them; None: ask typer."""
-    positional: list[str] = []
-    sender: int | None = None
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--":
-            positional += args[i + 1 :]
-            break
-        if arg == "--as" or arg.startswith("--as="):
-            if arg == "--as":
-                if i + 1 == len(args):
-                    return None
-                i += 1
-                value = args[i]
-            else:
-                value = arg.removeprefix("--as=")
-            if not (value.isascii() and value.isdigit()):
-                return None
-            sender = int(value)  # the last --as wins, as in click
-        elif arg.startswith("-") and arg != "-":
-            return None  # --help, an unknown option or a negative number: click's answer is typer's
-        else:
-            positional.append(arg)
-        i += 1
-    if len(positional) < 2:
-        return None  # a missing NAME or TEXT: typer's usage message
-    return positional[0], sender, positional[1:]
 
 
 def fast_main(args: Sequence[str]) -> int | None:

@@ -130,7 +130,7 @@ class Writing(Part):
         # from, so it cannot alter this change): the attempt itself keeps the change out.
         # What it left when its job ended (stopped since), or what runs now.
         strays = self.desk.strays.get(n) or launch.stray_processes(
-            self.run, n, self.desk.panes.get(n), self.desk.confinement
+            self.run, n, self.desk.panes.get(n), self.desk.confinement, self.desk.processes
         )
         if strays:
             scope.append(f"{len(strays)} process(es) left running after the done flag: " + ", ".join(strays.values()))

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from orch.backends.local.connections import ConnectionCap
 from orch.backends.local.egressproxy import EgressProxy, Streams, system_lookup
-from orch.backends.local.relay import _Cap
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from tests.helpers import run_events, run_info
@@ -65,7 +65,7 @@ async def _proxy(
         dialed.append((address, wanted))
         return await asyncio.open_connection("127.0.0.1", port)
 
-    cap = _Cap(run, n, path, limit)
+    cap = ConnectionCap(run, n, path, limit)
     listed = ["pkg.test:443", "localhost:443", "gone.test:443", "slow.test:443"]
     proxy = EgressProxy(run, n, listed, cap, lookup, connect)
     server = await asyncio.start_unix_server(proxy.serve, path=str(path))

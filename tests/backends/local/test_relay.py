@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from orch.backends.local import relay
-from orch.backends.local.relay import GATEWAY_REFUSAL, PANE_CONNECTIONS, PANE_REQUEST, _Cap, _Pane, _to_gateway
+from orch.backends.local.connections import ConnectionCap
+from orch.backends.local.relay import GATEWAY_REFUSAL, PANE_CONNECTIONS, PANE_REQUEST, _Pane, _to_gateway
 from orch.contracts import LaunchSpec
 from orch.fleet.tmux import TmuxServer
 from orch.run import refusals
@@ -61,7 +62,7 @@ def _ask(
 
     async def go() -> list[dict[str, object]]:
         path = Path(f"/tmp/orch-pane-test-{uuid.uuid4().hex[:8]}.sock")
-        pane = _Pane(server, 1, _Cap(run, 1, path, PANE_CONNECTIONS), peers)
+        pane = _Pane(server, 1, ConnectionCap(run, 1, path, PANE_CONNECTIONS), peers)
         listening = await asyncio.start_unix_server(pane.serve, path=str(path), limit=PANE_REQUEST)
         held = [await asyncio.open_unix_connection(str(path)) for _ in range(hold)]
         deadline = asyncio.get_running_loop().time() + 10
@@ -110,7 +111,9 @@ def test_a_pane_socket_reaches_its_own_pane_only(server: TmuxServer, run: RunFol
     )
     assert answers[0] == {"ok": True} and answers[1] == {"ok": True} and answers[2] == {"ok": True}
     assert [a["ok"] for a in answers[3:6]] == [False, False, False] and answers[6] == {}
-    wait_until(lambda: "typed-by-one" in server.capture(panes[1].pane_id), 10, "the paste in pane 1")
+    # Both pastes are drawn by the pane's shell after tmux answered: wait for the screen to show them.
+    shown = ("typed-by-one", "aimed-at-two")
+    wait_until(lambda: all(t in server.capture(panes[1].pane_id) for t in shown), 10, "both pastes in pane 1")
     (screen,) = _ask(server, run, [_line({"op": "screen"})])
     assert "typed-by-one" in str(screen["screen"]) and "aimed-at-two" in str(screen["screen"])
     assert "typed-by-one" not in server.capture(other) and "aimed-at-two" not in server.capture(other)
@@ -137,7 +140,7 @@ def test_a_flood_of_gateway_connections_is_refused_past_the_cap(run: RunFolder) 
         upstream = await asyncio.start_server(echo, "127.0.0.1", 0)
         port = upstream.sockets[0].getsockname()[1]
         path = Path(f"/tmp/orch-gw-test-{uuid.uuid4().hex[:8]}.sock")
-        cap = _Cap(run, 2, path, 3)
+        cap = ConnectionCap(run, 2, path, 3)
         listening = await asyncio.start_unix_server(lambda r, w: _to_gateway("127.0.0.1", port, cap, r, w), str(path))
         try:
             held = [await asyncio.open_unix_connection(str(path)) for _ in range(3)]
@@ -190,7 +193,7 @@ async def _panes(
     listening = []
     for n in (1, 2):
         path = Path(f"/tmp/orch-pane-test-{uuid.uuid4().hex[:8]}.sock")
-        pane = _Pane(server, n, _Cap(run, n, path, PANE_CONNECTIONS), peers, deadline=HALF_SENT_DEADLINE)
+        pane = _Pane(server, n, ConnectionCap(run, n, path, PANE_CONNECTIONS), peers, deadline=HALF_SENT_DEADLINE)
         listening.append(await asyncio.start_unix_server(pane.serve, path=str(path), limit=PANE_REQUEST))
         served[n] = (pane, path)
     try:
