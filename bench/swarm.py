@@ -26,13 +26,15 @@ from bench.pairs import paired, ratios
 from bench.table import Row
 from orch.backends.docker.backend import DockerSettings
 from orch.backends.docker.sandbox import DockerSandbox
+from orch.backends.swarm.backend import SwarmSettings
 from orch.backends.swarm.passes import make_pass
 from orch.backends.swarm.receive import apply_pass
-from orch.backends.swarm.sandbox import SwarmSandbox, SwarmSettings
+from orch.backends.swarm.record import SwarmRunInfo
+from orch.backends.swarm.sandbox import SwarmSandbox
 from orch.contracts import UpRequest
 from orch.errors import OrchError
 from orch.run.folder import RunFolder
-from orch.run.records import ContainerOptions, EgressMode, Isolation, RunInfo, SwarmRunInfo
+from orch.run.records import ContainerOptions, EgressMode, Isolation, RunInfo
 from orch.settings import IMAGE, SWARM_SYNC_INTERVAL
 from orch.waits import wait_until
 
@@ -115,7 +117,9 @@ def _start(env: BenchEnv, image: str, kind: str) -> float:
     t0 = time.monotonic()
     if kind == "swarm":
         with _manager():
-            box = SwarmSandbox(SwarmSettings(image, OPTIONS, 120, ["node.role==worker"]))
+            box = SwarmSandbox(
+                SwarmSettings(image=image, options=OPTIONS, boot_timeout=120, constraints=["node.role==worker"])
+            )
             info = box.up(request)
             took = time.monotonic() - t0
             box.kill(info)
@@ -131,7 +135,7 @@ def _many(env: BenchEnv, image: str, spread: str) -> float:
     constraints = ["node.labels.orch.node==w1"] if spread == "one" else ["node.role==worker"]
     requests = [_request(env, f"sw-many-{spread}") for _ in range(MANY)]
     with _manager():
-        box = SwarmSandbox(SwarmSettings(image, OPTIONS, 300, constraints))
+        box = SwarmSandbox(SwarmSettings(image=image, options=OPTIONS, boot_timeout=300, constraints=constraints))
         t0 = time.monotonic()
         started = box.up_many(requests)
         took = time.monotonic() - t0
@@ -151,7 +155,9 @@ def _delays(env: BenchEnv, image: str, samples: int) -> list[float]:
     request = _request(env, "sw-sync")
     delays = []
     with _manager():
-        box = SwarmSandbox(SwarmSettings(image, OPTIONS, 120, ["node.labels.orch.node==w1"]))
+        box = SwarmSandbox(
+            SwarmSettings(image=image, options=OPTIONS, boot_timeout=120, constraints=["node.labels.orch.node==w1"])
+        )
         info: RunInfo = box.up(request)
         try:
             node = docker.DockerClient(base_url="unix:///run/orch-sw/w1/docker.sock")

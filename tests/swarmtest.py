@@ -20,7 +20,8 @@ import pytest
 
 from orch.backends.docker.image import build_image, image_is_current
 from orch.backends.swarm import service
-from orch.backends.swarm.sandbox import SwarmSandbox, SwarmSettings
+from orch.backends.swarm.backend import SwarmSettings
+from orch.backends.swarm.sandbox import SwarmSandbox
 from orch.entry import demo
 from orch.entry.runner import up_request
 from orch.errors import SandboxError, UsageError
@@ -128,7 +129,9 @@ def demo_run(name: str, image: str, constraints: list[str]) -> tuple[SwarmSandbo
     to its collector; its first life not started yet."""
     spec, _ = demo.prepare(name)
     options = ContainerOptions(egress=EgressMode.NONE)
-    settings = SwarmSettings(image, options, spec.timeouts.boot, constraints, drive=True)
+    settings = SwarmSettings(
+        image=image, options=options, boot_timeout=spec.timeouts.boot, constraints=constraints, drive=True
+    )
     box = SwarmSandbox(settings)
     info = box.up(up_request(spec, name, strict_ok=True))
     run = RunFolder.for_name(name)

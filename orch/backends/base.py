@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, ClassVar
 
-from orch.errors import SandboxError
+from orch.errors import SandboxError, UsageError
 from orch.run.records import EgressMode, Isolation, RunInfo, RunInfoBase, Strict
 from orch.settings import CONTAINER_MEMORY, CONTAINER_PIDS, IN_CONTAINER
 
@@ -53,6 +53,16 @@ class ChecksSandbox(StrEnum):
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Where on a cluster's nodes a run may go (a swarm's: `--constraint`, `--per-node`)."""
+
+    constraints: tuple[str, ...] = ()
+    """Placement constraints, each `KEY==VALUE` or `KEY!=VALUE` (`node.labels.zone==eu`)."""
+    per_node: int | None = None
+    """At most this many runs on one node when this one is placed (None: no cap)."""
+
+
+@dataclass(frozen=True)
 class UpOptions:
     """What the command line said about where a new run lives; each backend takes into its settings what
     concerns it (`Backend.settings`) and leaves the rest (a local run has no image)."""
@@ -69,6 +79,9 @@ class UpOptions:
     pids: int = CONTAINER_PIDS
     network: str | None = None
     image: str | None = None
+    placement: Placement = Placement()
+    lead: bool = False
+    """`orch run`: the run's controller runs where its fleet does, started once the spec is pushed."""
 
 
 class BackendSettings(Strict):
@@ -108,6 +121,12 @@ class Backend(ABC):
     """Where a controller runs in it (`registry.here()`): the run's gateway is another uid's, started by the
     init under a keeper of that uid (orch.container.gatewaykeeper), which starts it again; the controller
     cannot, and ends the run when both are gone. False: the controller starts a dead gateway again itself."""
+    comes_home: ClassVar[bool] = False
+    """Its run folder here is a copy that `orch run` keeps pulled while it follows the run (a swarm run's passes):
+    the run's commentary reads it here, as for a folder that is here."""
+    lingers: ClassVar[bool] = False
+    """Its runs keep objects of their own past their fleet's end (a swarm run's collector, secrets, network): a
+    spec's teardown has them removed (`Sandbox.kill`) even when the fleet is gone."""
 
     @abstractmethod
     def settings(self, options: UpOptions) -> BackendSettings:
@@ -124,6 +143,14 @@ class Backend(ABC):
     @abstractmethod
     def doctor(self) -> list[Check]:
         """Its lines in `orch doctor`: what it needs on this machine, and the fix for what is missing."""
+
+    def refuse_placement(self, options: UpOptions) -> None:
+        """For a backend with no nodes to choose from: `--constraint` and `--per-node` refused in one line."""
+        if options.placement != Placement():
+            raise UsageError(
+                f"--constraint and --per-node place a run on a swarm's nodes; {self.title} has none to choose",
+                hint="use --backend swarm, or drop them",
+            )
 
     def confinement(self, info: RunInfo) -> Confinement:
         """How the run's workers are kept apart where its tmux server runs, in this process."""

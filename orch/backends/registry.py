@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 BACKENDS: dict[str, str | Backend] = {
     "local": "orch.backends.local.backend:LocalBackend",
     "docker": "orch.backends.docker.backend:DockerBackend",
+    "swarm": "orch.backends.swarm.backend:SwarmBackend",
 }
 """Every backend by name: `module:Class` (imported on first use), or a backend itself (a test's toy backend).
 Adding a backend is its package and one line here."""

@@ -38,7 +38,7 @@ _FLEET, _RUNS, _LEAD, _CONTAINER = "orch.cli.fleet", "orch.cli.runs", "orch.cli.
 # named groups.
 COMMANDS: dict[str, Entry] = {
     "up": Entry(
-        _FLEET, None, "Start a run: one container (or, with --local, a tmux server here) with one agent per pane."
+        _FLEET, None, "Start a run: a container (--local: tmux here; --backend swarm: a Swarm task), an agent per pane."
     ),
     "spawn": Entry(_FLEET, None, "`orch up` as the reference harness spells it: spawn NAME N [WORKDIR]."),
     "send": Entry(

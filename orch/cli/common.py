@@ -9,6 +9,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from orch.backends import registry as backends
+from orch.backends.base import Placement
 from orch.contracts import OrchCommand
 from orch.errors import UsageError
 from orch.run.files import decode_text, read_text_input
@@ -37,6 +38,25 @@ OfflineOpt = Annotated[
         help="Drive the agents with orch's scripted model (no model API, nothing billed), or the real one.",
     ),
 ]
+ConstraintOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--constraint",
+        help="--backend swarm: place the run only on nodes that match, KEY==VALUE or KEY!=VALUE (repeatable), "
+        "e.g. node.labels.zone==eu.",
+    ),
+]
+PerNodeOpt = Annotated[
+    int | None,
+    typer.Option("--per-node", help="--backend swarm: at most this many orch runs on one node when placing this one."),
+]
+
+
+def placement(constraints: list[str] | None, per_node: int | None) -> Placement:
+    """`--constraint` and `--per-node` (each backend refuses or takes them: orch.backends.base.Placement)."""
+    return Placement(tuple(constraints or ()), per_node)
+
+
 CopyOpt = Annotated[
     bool,
     typer.Option("--copy", help="Container runs: give the workers a disposable copy of the workdir (removed on kill)."),

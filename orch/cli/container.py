@@ -12,7 +12,7 @@ import typer
 
 from orch.agents.registry import IMAGE_AGENT
 from orch.backends import registry as backends
-from orch.backends.base import UpOptions
+from orch.backends.base import Placement, UpOptions
 from orch.cli.common import NameArg, agent_names, deprecated, run_folder
 from orch.errors import UsageError
 from orch.exitcodes import Exit
@@ -71,11 +71,12 @@ class ContainerOpts:
     pids: int = CONTAINER_PIDS
     network: str | None = None
     image: str | None = None
+    placement: Placement = field(default_factory=Placement)
 
     def options(self, boot_timeout: float | None) -> UpOptions:
         return UpOptions(
             boot_timeout, self.copy, self.egress, tuple(self.allow), self.memory, self.cpus, self.pids, self.network,
-            self.image,
+            self.image, self.placement,
         )  # fmt: skip
 
 

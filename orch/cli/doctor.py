@@ -7,7 +7,6 @@ import os
 from orch.agents.registry import ADAPTERS, get_adapter
 from orch.backends import registry as backends
 from orch.contracts import Check
-from orch.errors import OrchError
 from orch.gateway.credential import fleet_upstreams
 from orch.gateway.modeldir import Scheme
 
@@ -24,18 +23,6 @@ def _backends() -> list[Check]:
 
 def _agents() -> list[Check]:
     return [check for name in sorted(ADAPTERS) for check in get_adapter(name).doctor()]
-
-
-def _swarm() -> list[Check]:
-    """The swarm behind DOCKER_HOST (orch.backends.swarm.cluster), until the swarm backend says it itself in its
-    `doctor` (registered: issue 33's next step)."""
-    try:
-        from orch.backends.docker.engine import docker_client, engine_address
-        from orch.backends.swarm.cluster import doctor_checks
-
-        return doctor_checks(docker_client(), engine_address())
-    except OrchError:
-        return []  # no engine: the docker backend's line says so
 
 
 def upstream_checks(fleet: list[str] | None) -> list[Check]:
@@ -67,4 +54,4 @@ def upstream_checks(fleet: list[str] | None) -> list[Check]:
 
 def run_checks(fleet: list[str] | None = None) -> list[Check]:
     """Every check; `fleet` (agent kinds) narrows the gateway's upstream lines to that fleet's."""
-    return [*_backends(), *_swarm(), *_agents(), *upstream_checks(fleet)]
+    return [*_backends(), *_agents(), *upstream_checks(fleet)]

@@ -16,15 +16,18 @@ from orch.backends import registry as backends
 from orch.backends.base import Backend
 from orch.cli.common import (
     BackendOpt,
+    ConstraintOpt,
     CopyOpt,
     LocalOpt,
     NameArg,
     OfflineOpt,
+    PerNodeOpt,
     ReplaceOpt,
     WorkerArg,
     at_fleet,
     deprecated,
     parse_agents,
+    placement,
     read_input,
     run_folder,
 )
@@ -171,6 +174,8 @@ def up(
     pids: PidsOpt = CONTAINER_PIDS,
     network: NetworkOpt = None,
     image: ImageOpt = None,
+    constraint: ConstraintOpt = None,
+    per_node: PerNodeOpt = None,
     isolation: Annotated[
         Isolation | None,
         typer.Option(
@@ -190,8 +195,9 @@ def up(
     run_folder_max: RunFolderMaxOpt = None,
     notify: NotifyOpt = None,
 ) -> None:
-    """Start a run: one container (or, with --local, a tmux server here) with one agent per pane."""
-    box = ContainerOpts(copy, egress, allow or [], memory, cpus, pids, network, image)
+    """Start a run: a container (--local: tmux here; --backend swarm: a Swarm task), an agent per pane."""
+    where = placement(constraint, per_node)
+    box = ContainerOpts(copy, egress, allow or [], memory, cpus, pids, network, image, where)
     limits = worker_caps(pids_per_worker, memory_per_worker, disk_per_worker, run_folder_max)
     _up(
         name, workers, agent, workdir, backends.chosen(backend, local), permission_mode, model, replace,

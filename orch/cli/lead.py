@@ -13,19 +13,22 @@ import typer
 
 from orch import exitcodes
 from orch.backends import registry as backends
-from orch.backends.base import Backend
+from orch.backends.base import Backend, Placement
 from orch.cli.common import (
     BackendOpt,
     BaseOpt,
+    ConstraintOpt,
     CopyOpt,
     LocalOpt,
     NameArg,
     OfflineOpt,
+    PerNodeOpt,
     PrepareOpt,
     ReplaceOpt,
     ReplayOpt,
     RunNameOpt,
     SnapshotOpt,
+    placement,
     run_folder,
 )
 from orch.cli.notify import NotifyOpt, effective, hosted
@@ -85,10 +88,12 @@ def _print_result(result: runner.RunResult) -> None:
 
 def _drive(run: RunFolder, commentary: bool = True, notify: list[str] | None = None) -> runner.RunResult:
     """Drive the run to its end; meanwhile, unless `commentary` is off, print the controller's actions as
-    they happen (stderr: stdout is the result), read from events.jsonl here, or for a run folder on another
-    machine, streamed back from the controller there. A person is told when the run needs them, and of its
-    end (orch.cli.notify.hosted: `notify` adds to the config file's and the spec's channels)."""
-    shown = commentary and backends.folder_is_here(run.info())
+    they happen (stderr: stdout is the result), read from events.jsonl here (or its copy, pulled as the run
+    goes), or for a run folder on another machine, streamed back from the controller there. A person is told
+    when the run needs them, and of its end (orch.cli.notify.hosted: `notify` adds to the config file's and the
+    spec's channels)."""
+    info = run.info()
+    shown = commentary and (backends.folder_is_here(info) or backends.backend_of(info).comes_home)
     # On a terminal, a status bar stays under the commentary (jobs, findings, cost, time left, workers).
     bar = RunBar(run, sys.stderr) if shown and sys.stderr.isatty() else None
     echo = bar.echo if bar is not None else lambda line: typer.echo(line, err=True)
@@ -132,13 +137,13 @@ def _start(
     prepare: bool = False,
     notify: list[str] | None = None,
     fail_on: FailOn | None = None,
+    placed: Placement | None = None,
 ) -> RunFolder:
     """`prepare` (compose's lead, run by the container's init): make the run, start no worker. `notify`: the
     `--notify` flags, checked with the spec's `notify:` and the user's file before anything is made. `fail_on`
-    (`--fail-on`) wins over the spec's."""
-    found = preflight(
-        spec_path, name, backend, replace, copy, replay, base, snapshot, prepare, notices(notify), fail_on
-    )
+    (`--fail-on`) wins over the spec's. `placed`: where on a swarm's nodes."""
+    checks = notices(notify)
+    found = preflight(spec_path, name, backend, replace, copy, replay, base, snapshot, prepare, checks, fail_on, placed)
     try:
         for warning in found.warnings:
             typer.echo(f"orch: warning: {warning}", err=True)
@@ -152,7 +157,7 @@ def _start(
             typer.echo(f"run {found.name}: isolation shared: the workers share one uid (see the report)", err=True)
         if prepare:
             return runner.create(spec, found.name, found.prepared)
-        return runner.start(spec, found.name, backend, replace, copy, found.cassette, found.prepared)
+        return runner.start(spec, found.name, backend, replace, copy, found.cassette, found.prepared, placed)
     except UsageError:
         raise
     except OrchError as exc:
@@ -218,6 +223,8 @@ def run_(
     ] = False,
     prepare: PrepareOpt = False,
     notify: NotifyOpt = None,
+    constraint: ConstraintOpt = None,
+    per_node: PerNodeOpt = None,
 ) -> None:
     """Run a fleet spec to completion: spawn, brief, monitor, verify findings, report, tear down."""
     if spec is None:
@@ -242,7 +249,7 @@ def run_(
         path = Path(spec)
         run = _start(
             path, name, where, replace, copy, replay, say=say, base=base, snapshot=snapshot, prepare=prepare,
-            notify=notify, fail_on=fail_on,
+            notify=notify, fail_on=fail_on, placed=placement(constraint, per_node),
         )  # fmt: skip
         if prepare:
             raise typer.Exit(0)
@@ -278,6 +285,8 @@ def demo(
             "'fix' is REJECTED, two changes to one line land one after the other (a rebase).",
         ),
     ] = False,
+    constraint: ConstraintOpt = None,
+    per_node: PerNodeOpt = None,
 ) -> None:
     """A 3-worker find-and-verify fleet over a small bundled library: one finding CONFIRMED, one REFUTED.
 
@@ -287,8 +296,9 @@ def demo(
     if changes and mixed:
         raise UsageError("--changes and --mixed are two different demos", hint="pick one")
     where = backends.chosen(backend, local) if local or backend else None  # None: the default, if it can run here
+    placed = placement(constraint, per_node)
     if changes:
-        _demo_changes(where, live, demo_mod.CHANGES_NAME if name == demo_mod.DEMO_NAME else name)
+        _demo_changes(where, live, demo_mod.CHANGES_NAME if name == demo_mod.DEMO_NAME else name, placed)
         return
     who = " + ".join(demo_mod.MIXED) if mixed else "3 Claude Code"
     _run_demo(
@@ -300,10 +310,11 @@ def demo(
         "the verification did not come out as designed",
         "as designed: the real defect was CONFIRMED by both other workers, and the plausible false positive "
         "REFUTED by both (verification caught it: a result, not a failure).",
+        placed,
     )
 
 
-def _demo_changes(where: Backend | None, live: bool, name: str) -> None:
+def _demo_changes(where: Backend | None, live: bool, name: str, placed: Placement) -> None:
     """`orch demo --changes`: the run, then the matrix of changes and the `orch apply` command."""
     _run_demo(
         demo_mod.plan(where, live, name, changes=True),
@@ -314,6 +325,7 @@ def _demo_changes(where: Backend | None, live: bool, name: str) -> None:
         "the changes did not come out as designed",
         "as designed: the honest fix LANDED, the test-editing 'fix' was REJECTED (scope: the gate caught it), and "
         "of the two changes to one line one landed and the other was rebased, reviewed again and landed after it.",
+        placed,
     )
 
 
@@ -325,15 +337,17 @@ def _run_demo(
     shows: Callable[[RunReport], bool],
     missed: str,
     shown: str,
+    placed: Placement,
 ) -> None:
     """Run a demo's plan, print its matrix (and its changes, with the `orch apply` command), and say whether
-    it showed what it is for (offline). It exits with its run's code; 1 when that passed with other verdicts."""
+    it showed what it is for (offline). It exits with its run's code; 1 when that passed with other verdicts.
+    `placed`: where on a swarm's nodes."""
     if plan.notice:
         typer.echo(f"orch demo: {plan.notice}")
     mode = "the real model" if live else "the scripted model (offline, no credentials)"
     typer.echo(f"orch demo: {who} {plan.spec.workdir}, driven by {mode}")
     # Where a backend gives one, the workers get a disposable copy of the sample (a container's: its user's).
-    run = _start(plan.spec_path, name, plan.backend, replace=True, copy=True)
+    run = _start(plan.spec_path, name, plan.backend, replace=True, copy=True, placed=placed)
     result = _drive(run)
     _print_result(result)
     if result.report is not None and result.report.changes:

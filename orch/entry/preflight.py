@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from orch.backends.base import Backend
+from orch.backends.base import Backend, Placement
 from orch.entry import runner
 from orch.errors import UsageError
 from orch.fleet import rungateway
@@ -108,6 +108,7 @@ def preflight(
     prepare: bool = False,
     also: Callable[[FleetSpec], object] | None = None,
     fail_on: FailOn | None = None,
+    placement: Placement | None = None,
 ) -> Preflight:
     """Every check `orch run` makes before it creates anything. `prepare` (compose's lead, run by the
     container's init): the run is made there without starting a sandbox, so the sandbox's own checks wait.
@@ -128,7 +129,7 @@ def preflight(
     # A live fleet across model APIs without a credential of one of them.
     upstreams = rungateway.fleet_credentials([g.agent for g in spec.groups()], spec.offline or cassette is not None)
     if not prepare:
-        box = runner.sandbox(spec, backend, copy)
+        box = runner.sandbox(spec, backend, copy, placement)
         replayed = cassette.root if cassette else None
         box.check(runner.up_request(spec, run_name, backend.strict_possible(), replace, replayed))
     # A run with writers: its repository and base checks, made (or refused in one line) before the run exists.

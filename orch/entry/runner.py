@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orch.backends import registry as backends
-from orch.backends.base import Backend, UpOptions
+from orch.backends.base import Backend, Placement, UpOptions
 from orch.contracts import OrchCommand, Sandbox, UpRequest
 from orch.errors import OrchError, UsageError
 from orch.exitcodes import Exit
@@ -27,7 +27,7 @@ from orch.recording.plan import Cassette
 from orch.report.model import RunReport, load_report
 from orch.run.events import Event
 from orch.run.folder import RunFolder, validate_name
-from orch.run.records import ControllerEvent
+from orch.run.records import ControllerEvent, RunStatus
 from orch.spec.model import FleetSpec
 
 
@@ -68,10 +68,12 @@ def up_request(
     )
 
 
-def sandbox(spec: FleetSpec, backend: Backend, copy: bool = False) -> Sandbox:
+def sandbox(spec: FleetSpec, backend: Backend, copy: bool = False, placement: Placement | None = None) -> Sandbox:
     """The sandbox a spec's run gets on `backend`, with its settings; `copy`: a disposable copy of the workdir,
-    where the backend gives one (a container run)."""
-    settings = backend.settings(UpOptions(boot_timeout=spec.timeouts.boot, copy=copy))
+    where the backend gives one (a container run); `placement`: where on a swarm's nodes. Its controller runs
+    where its fleet does (`lead`)."""
+    where = placement or Placement()
+    settings = backend.settings(UpOptions(boot_timeout=spec.timeouts.boot, copy=copy, placement=where, lead=True))
     return backends.start_sandbox(backend, settings=settings)
 
 
@@ -83,29 +85,30 @@ def start(
     copy: bool = False,
     cassette: Cassette | None = None,
     prepared: Prepared | None = None,
+    placement: Placement | None = None,
 ) -> RunFolder:
     """Create the run (workers booted), its saved spec and the controller's initial state.
 
     `copy` (a backend that gives one: a container run's): the workers get a disposable copy of the workdir.
     `cassette` (orch.recording.plan, checked by the caller): the run's gateway answers from that recording.
     `prepared` (a spec with writers; orch.lead.changes.start.prepare): the run's repository and base checks,
-    moved into the run folder once it exists.
+    moved into the run folder once it exists. `placement`: where on a swarm's nodes.
     """
     validate_name(name)
     if cassette is not None and RunFolder.for_name(name).root.resolve() == cassette.root.resolve():
         raise UsageError(f"run {name!r} is the recording being replayed", hint="give the replay another --name")
-    box = sandbox(spec, backend, copy)
+    box = sandbox(spec, backend, copy, placement)
     info = box.up(up_request(spec, name, backend.strict_possible(), replace, cassette.root if cassette else None))
     run = RunFolder.for_name(name)
     write_spec(run, spec)
     save_state(run, initial_state(run, spec, cassette))
-    pushed = [run.fleet_spec, run.controller_state]
+    created = {"tasks": spec.task_ids(), "offline": spec.offline, "replay": str(cassette.root) if cassette else None}
+    run.log_event(ControllerEvent(event=Event.RUN_CREATED, data=created))
+    pushed = [run.fleet_spec, run.controller_state]  # (a swarm run's first life takes the events too: the line above)
     if prepared is not None:
         prepared.install(run)
         pushed += [p for p in (run.repo_dir, run.repo_info, run.base_checks) if p.exists()]
     box.push(info, pushed)  # a remote engine's controller reads them there
-    created = {"tasks": spec.task_ids(), "offline": spec.offline, "replay": str(cassette.root) if cassette else None}
-    run.log_event(ControllerEvent(event=Event.RUN_CREATED, data=created))
     return run
 
 
@@ -143,7 +146,8 @@ def drive(run: RunFolder, commentary: bool = True) -> RunResult:
     """
     info = run.info()
     box = backends.sandbox_for(info)
-    if load_state(run).outcome is None and not box.alive(info):
+    # A fleet that never started (a swarm lead run: the forward below starts its first life) is not relaunched.
+    if load_state(run).outcome is None and info.status is not RunStatus.STARTING and not box.alive(info):
         run.log_event(ControllerEvent(event=Event.FLEET_RELAUNCHING))
         backends.sandbox_for(info, read_spec(run).timeouts.boot).resume(run.name)
         info = run.info()
@@ -163,10 +167,11 @@ def drive(run: RunFolder, commentary: bool = True) -> RunResult:
         alive = box.alive(info)
         why = f"the controller stopped with exit {code}" if alive else "the controller's container died"
         return RunResult(run, Exit.FAILED, None, stopped=why)
-    # The controller's teardown stopped the workers; what outlives it (the run's container) goes here.
+    # The controller's teardown stopped the workers; what outlives it (the run's container, a swarm run's
+    # collector, secrets and network) goes here.
     if read_spec(run).teardown:
         with contextlib.suppress(OrchError):  # already gone: the run folder has the report
-            if box.alive(info):
+            if box.alive(info) or backends.backend_of(info).lingers:
                 box.kill(info)
     return RunResult(run, code, _report(run))
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from orch.backends import registry as backends
 from orch.backends.base import Backend, BackendSettings, ChecksSandbox, UpOptions
 from orch.backends.registry import confinement_of
+from orch.backends.swarm.record import SwarmInfo
 from orch.cli.outputs import LsOutput
 from orch.contracts import Sandbox
 from orch.errors import SandboxError, UsageError
@@ -51,7 +52,7 @@ def test_backend_keeps_the_contract(name: str) -> None:
     assert backend.title and backend.about and backend.shared_note()
     assert issubclass(backend.record, RunInfoBase) and _literal(backend.record) == name
     assert backend.record.model_config.get("extra") == "forbid"
-    for fact in ("pinned_agents", "checks_at_start", "container", "gateway_keeper"):
+    for fact in ("pinned_agents", "checks_at_start", "container", "gateway_keeper", "comes_home", "lingers"):
         assert isinstance(getattr(backend, fact), bool), fact
     assert backend.checks and all(kind in ChecksSandbox for kind in backend.checks)
     assert isinstance(backend.strict_possible(), bool)
@@ -76,6 +77,7 @@ def test_its_settings_are_its_own_and_strict(name: str) -> None:
 
 OWN: dict[str, dict[str, object]] = {
     "docker": {"container": ContainerInfo(name="orch-docker", image="i", host_run_dir="/x")},
+    "swarm": {"swarm": SwarmInfo(image="i", constraints=["node.role==worker"], drive=True)},
     TOY: {"motto": "hello"},
 }
 """The fields of each backend's variant beyond those every run has (a new backend adds its own here)."""

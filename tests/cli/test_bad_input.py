@@ -45,6 +45,7 @@ def _nothing_left(name: str) -> None:
         ("ok", ["--egress", "allowlist", "--allow", "10.0.0.1"], "locally --allow takes host names"),
         ("ok", ["--egress", "allowlist", "--allow", "pypi.org:x"], "not a port"),
         ("ok", ["--egress", "allowlist", "--isolation", "shared"], "applies to a strict local run"),
+        ("ok", ["--constraint", "node.role==worker"], "place a run on a swarm's nodes; the local backend has none"),
     ],
     ids=[
         "dotdot",
@@ -61,6 +62,7 @@ def _nothing_left(name: str) -> None:
         "local-allow-ip",
         "local-allow-bad-port",
         "local-allowlist-shared",
+        "local-placement",
     ],
 )
 def test_up_rejects_bad_arguments(workdir: Path, name: str, extra: list[str], message: str) -> None:
@@ -68,6 +70,26 @@ def test_up_rejects_bad_arguments(workdir: Path, name: str, extra: list[str], me
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert len(result.output.strip().splitlines()) == 1
+    assert not runs_dir().exists() or not any(runs_dir().iterdir())
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        (["up", "ok", "--constraint", "zone=eu"], "--constraint 'zone=eu': expected KEY==VALUE or KEY!=VALUE"),
+        (["run", "fleet.yaml", "--per-node", "0"], "--per-node 0: give at least 1"),
+    ],
+    ids=["up-constraint", "run-per-node"],
+)
+def test_swarm_placement_is_checked_before_the_manager_is_asked(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch, command: list[str], message: str
+) -> None:
+    monkeypatch.chdir(workdir)
+    (workdir / "fleet.yaml").write_text("workers: 3\nagent: scripted\noffline: true\ntasks:\n  - goal: look\n")
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{workdir}/no-engine.sock")  # asked, it would fail otherwise
+    result = orch(*command, "--backend", "swarm")
+    assert result.exit_code == 2, result.output
+    assert message in result.output and len(result.output.strip().splitlines()) == 1
     assert not runs_dir().exists() or not any(runs_dir().iterdir())
 
 

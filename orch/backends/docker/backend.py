@@ -45,6 +45,7 @@ class DockerBackend(Backend):
     container = True
 
     def settings(self, options: UpOptions) -> DockerSettings:
+        self.refuse_placement(options)
         cpus = options.cpus if options.cpus is not None else min(CONTAINER_CPUS, float(os.cpu_count() or 1))
         if cpus <= 0 or options.pids < 16:
             raise UsageError("--cpus must be positive and --pids at least 16")

@@ -47,6 +47,7 @@ class LocalBackend(Backend):
     record = LocalRunInfo
 
     def settings(self, options: UpOptions) -> LocalSettings:
+        self.refuse_placement(options)
         allow = local_egress(options.egress, options.allow)
         return LocalSettings(boot_timeout=options.boot_timeout, egress_allow=allow)
 

@@ -26,10 +26,11 @@ from orch.backends.docker.mounts import put_paths, put_tree
 from orch.backends.swarm.collector import Home
 from orch.backends.swarm.names import HOME_MOUNT
 from orch.backends.swarm.receive import apply_pass
+from orch.backends.swarm.record import SwarmRunInfo
 from orch.backends.swarm.spec import uid_gid
 from orch.errors import SandboxError
 from orch.run.folder import RunFolder
-from orch.run.records import RUN_INFO, RunStatus, SwarmRunInfo
+from orch.run.records import RUN_INFO, RunStatus
 
 HOME = Home(Path(HOME_MOUNT))
 

@@ -18,7 +18,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import docker
@@ -27,7 +27,9 @@ from orch.backends.docker import boot, mounts
 from orch.backends.docker.engine import DEFAULT_ENGINE, docker_client, engine_address
 from orch.backends.docker.image import carried_agents
 from orch.backends.swarm import home, service, spec
+from orch.backends.swarm.backend import SwarmSettings
 from orch.backends.swarm.names import BOOT_SECRET, SYNC_SECRET, service_name
+from orch.backends.swarm.record import SwarmInfo, SwarmLife, SwarmRunInfo
 from orch.container import egress
 from orch.container.layout import ROOT_HOST_UID, WORKDIR, run_mount
 from orch.contracts import OrchCommand, UpRequest
@@ -37,18 +39,15 @@ from orch.gateway.credential import FleetUpstreams
 from orch.run.folder import RunFolder
 from orch.run.records import (
     ContainerInfo,
-    ContainerOptions,
     DockerRunInfo,
     EgressMode,
+    LocalRunInfo,
     RunInfo,
     RunInfoBase,
     RunStatus,
-    SwarmInfo,
-    SwarmLife,
-    SwarmRunInfo,
 )
 from orch.run.statusview import RunStatusView
-from orch.settings import IMAGE, SWARM_SYNC_INTERVAL
+from orch.settings import SWARM_SYNC_INTERVAL
 from orch.waits import wait_until
 
 LOST_EXIT = 5
@@ -66,17 +65,18 @@ AT_ONCE = 4
 
 
 @dataclass(frozen=True)
-class SwarmSettings:
-    """What a swarm run asks beyond the UpRequest."""
+class _Checked:
+    """What `SwarmSandbox._checked` found, for `up` to go on with."""
 
-    image: str = field(default_factory=IMAGE.get)
-    options: ContainerOptions = field(default_factory=ContainerOptions)
-    boot_timeout: float = launch.BOOT_TIMEOUT
-    constraints: Sequence[str] = ()
-    per_node: int | None = None
-    drive: bool = False
-    """A lead run: the task runs the controller too (`serve-run --drive`); its first life starts at the first
-    `forward` of `orch run --resume`, once the spec and the controller's state are pushed."""
+    planned: LocalRunInfo
+    allow: list[str]
+    client: docker.DockerClient
+    address: str
+    manager: str
+    image_id: str
+    recording: Path | None
+    exists: bool
+    """A run of its name is here or on the swarm (`replace` asked: it goes)."""
 
 
 class SwarmSandbox:
@@ -84,6 +84,8 @@ class SwarmSandbox:
 
     def __init__(self, settings: SwarmSettings | None = None) -> None:
         self.settings = settings or SwarmSettings()
+        given = self.settings.boot_timeout
+        self.boot_timeout = launch.BOOT_TIMEOUT if given is None else given
         self._clients: dict[str | None, docker.DockerClient] = {}
 
     def client(self, info: SwarmRunInfo | None = None) -> docker.DockerClient:
@@ -93,7 +95,11 @@ class SwarmSandbox:
         return self._clients[host]
 
     # --- up ---------------------------------------------------------------------------------------
-    def up(self, request: UpRequest) -> RunInfo:
+    def check(self, request: UpRequest) -> None:
+        self._checked(request)
+
+    def _checked(self, request: UpRequest) -> _Checked:
+        """Everything `up` refuses, asked of the manager without making anything."""
         adapter, planned = launch.plan(request)
         opts, run = self.settings.options, RunFolder.for_name(request.name)
         client, address = self.client(), engine_address()
@@ -112,22 +118,28 @@ class SwarmSandbox:
                 hint=f"build one that does: orch image build --agents {','.join(planned.agents())}",
             )
         recording = _recording(request)
-        if run.root.exists() or service.exists(client, request.name):
-            if not request.replace:
-                raise UsageError(
-                    f"run {request.name!r} already exists", hint=f"use --replace, or orch kill {request.name}"
-                )
+        exists = run.root.exists() or service.exists(client, request.name)
+        if exists and not request.replace:
+            raise UsageError(f"run {request.name!r} already exists", hint=f"use --replace, or orch kill {request.name}")
+        return _Checked(planned, allow, client, address, manager, str(image.id), recording, exists)
+
+    def up(self, request: UpRequest) -> RunInfo:
+        checked = self._checked(request)
+        planned, client, address, recording = checked.planned, checked.client, checked.address, checked.recording
+        opts, run = self.settings.options, RunFolder.for_name(request.name)
+        if checked.exists:
             service.remove_run(client, request.name)
             run.remove()
         swarm = SwarmInfo(
             manager=None if address == DEFAULT_ENGINE else address,
-            manager_node=manager,
-            image=task_image(self.settings.image, str(image.id)),
+            manager_node=checked.manager,
+            image=task_image(self.settings.image, checked.image_id),
             workdir=str(planned.workdir),
-            options=opts.model_copy(update={"allow": allow if opts.egress is EgressMode.ALLOWLIST else []}),
+            options=opts.model_copy(update={"allow": checked.allow if opts.egress is EgressMode.ALLOWLIST else []}),
             constraints=list(self.settings.constraints),
             per_node=self.settings.per_node,
             user=f"{ROOT_HOST_UID}:{ROOT_HOST_UID}",  # the task's own: nothing of this machine is mounted there
+            drive=self.settings.drive,
         )
         task_info = task_record(planned, swarm)
         if recording is not None:
@@ -166,7 +178,7 @@ class SwarmSandbox:
             sync = service.make_secret(client, info.name, SYNC_SECRET, life, service.new_token())
             service.update_collector(client, info, swarm, life, sync)
             service.collector_container(client, info.name, life)
-        command = spec.serve_command(info.name, self.settings.boot_timeout, self.settings.drive, resume=life > 1)
+        command = spec.serve_command(info.name, self.boot_timeout, swarm.drive, resume=life > 1)
         network = service.network_id(client, info.name)
         with PLACING:  # the nodes' counts hold until this run's task has its node (a per-node cap stays exact)
             constraints = [*swarm.constraints, *service.full_nodes(client, swarm.per_node)]
@@ -191,7 +203,7 @@ class SwarmSandbox:
             life = info.swarm.life
             return info if info.status is RunStatus.RUNNING or (life is not None and life.ended) else None
 
-        timeout = self.settings.boot_timeout + START_MARGIN
+        timeout = self.boot_timeout + START_MARGIN
         try:
             return wait_until(running, timeout, f"run {info.name}'s workers on the swarm", interval=1.0)
         except WaitTimeoutError:
@@ -237,7 +249,11 @@ class SwarmSandbox:
         return True
 
     def push(self, info: RunInfo, files: list[Path]) -> None:
+        """Before the run's first life, this side's events too (`orch run`'s first line): nothing else writes them
+        yet, and the passes home would replace this copy's with the collector's."""
         boxed = _boxed(info)
+        events = RunFolder.for_name(boxed.name).events
+        files = [*files, events] if not boxed.swarm.lives and events.is_file() and events not in files else files
         home.push(service.collector_container(self.client(boxed), boxed.name), boxed, files)
 
     @contextlib.contextmanager
@@ -262,7 +278,7 @@ class SwarmSandbox:
     # --- commands -----------------------------------------------------------------------------------
     def forward(self, info: RunInfo, command: OrchCommand) -> int:
         boxed = self.pull_info(_boxed(info))
-        if command.args[:1] == ["run"] and self.settings.drive and not boxed.swarm.lives:
+        if command.args[:1] == ["run"] and boxed.swarm.drive and not boxed.swarm.lives:
             boxed = self.start(boxed)
         alive = self.alive(boxed)
         if (command.args[:1] and command.args[0] in FOLDER_COMMANDS) or (command.folder_when_down and not alive):
@@ -398,6 +414,10 @@ def _recording(request: UpRequest) -> Path | None:
 
 
 def _boxed(info: RunInfo) -> SwarmRunInfo:
+    """The run's record as this side's run.json has it now: a caller's copy may predate a life or a pass (`orch
+    run` holds the one it read before its forward started the first life), and writing it back would lose them."""
     if not isinstance(info, SwarmRunInfo):
         raise UsageError(f"run {info.name!r} is not a swarm run")
-    return info
+    run = RunFolder.for_name(info.name)
+    current = run.info() if run.run_json.is_file() else info
+    return current if isinstance(current, SwarmRunInfo) else info

@@ -29,9 +29,10 @@ from orch.backends.swarm.names import (
     secret_name,
     swarm_labels,
 )
+from orch.backends.swarm.record import SwarmInfo
 from orch.container.layout import LABEL_MANAGED, LABEL_ROLE, LABEL_RUN
 from orch.errors import SandboxError, UsageError, WaitTimeoutError
-from orch.run.records import EgressMode, RunInfoBase, SwarmInfo
+from orch.run.records import EgressMode, RunInfoBase
 from orch.waits import wait_until
 
 DockerErrors = (docker.errors.DockerException, requests.exceptions.RequestException)

@@ -43,9 +43,10 @@ from orch.backends.swarm.names import (
     service_name,
     swarm_labels,
 )
+from orch.backends.swarm.record import SwarmInfo
 from orch.container.layout import AGENTS_DIR, HOME, PYTHON, TINI, WORKDIR, run_mount
 from orch.fleet.caps import container_pids
-from orch.run.records import EgressMode, RunInfoBase, SwarmInfo
+from orch.run.records import EgressMode, RunInfoBase
 from orch.run.records import byte_size as to_bytes
 from orch.run.uids import READ_ALL
 

@@ -9,17 +9,10 @@ from typing import IO
 
 from orch.backends.swarm import home
 from orch.backends.swarm.names import HOME_MOUNT
+from orch.backends.swarm.record import SwarmInfo, SwarmLife, SwarmRunInfo
 from orch.backends.swarm.syncer import Link, Pusher
 from orch.run.folder import RunFolder
-from orch.run.records import (
-    ContainerInfo,
-    DockerRunInfo,
-    LocalRunInfo,
-    RunStatus,
-    SwarmInfo,
-    SwarmLife,
-    SwarmRunInfo,
-)
+from orch.run.records import ContainerInfo, DockerRunInfo, LocalRunInfo, RunStatus
 from tests.backends.swarm.conftest import TOKEN, Served
 
 

@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from orch.backends.swarm.sandbox import SwarmSandbox, SwarmSettings
+from orch.backends.swarm.backend import SwarmSettings
+from orch.backends.swarm.record import SwarmRunInfo
+from orch.backends.swarm.sandbox import SwarmSandbox
 from orch.contracts import UpRequest
 from orch.run.folder import RunFolder
-from orch.run.records import ContainerOptions, EgressMode, Isolation, RunStatus, SwarmRunInfo
+from orch.run.records import ContainerOptions, EgressMode, Isolation, RunStatus
 from tests.dockertest import unique
 from tests.swarmtest import Cluster
 
@@ -28,7 +30,11 @@ def test_eight_runs_spread_over_two_nodes_and_leave_nothing(manager: Cluster, tm
         (workdir / "README.md").write_text(f"repository {name}\n")
         requests.append(UpRequest(name, 1, "scripted", workdir, "default", offline=True, isolation=Isolation.STRICT))
     options = ContainerOptions(egress=EgressMode.NONE)
-    box = SwarmSandbox(SwarmSettings(manager.image, options, 120, ["node.role==worker"], per_node=4))
+    box = SwarmSandbox(
+        SwarmSettings(
+            image=manager.image, options=options, boot_timeout=120, constraints=["node.role==worker"], per_node=4
+        )
+    )
     started = box.up_many(requests)
     try:
         infos = [info for info in started if isinstance(info, SwarmRunInfo)]

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from orch.backends.swarm.sandbox import SwarmSandbox, SwarmSettings
+from orch.backends.swarm.backend import SwarmSettings
+from orch.backends.swarm.sandbox import SwarmSandbox
 from orch.contracts import UpRequest
 from orch.errors import DeliveryError
 from orch.run.folder import RunFolder
@@ -27,7 +28,12 @@ def test_a_node_without_the_image_is_named_with_the_fix(manager: Cluster, tmp_pa
     workdir = tmp_path / "work"
     workdir.mkdir()
     name = unique("sw-noimage")
-    settings = SwarmSettings(tag, ContainerOptions(egress=EgressMode.NONE), 60, ["node.labels.orch.node==w1"])
+    settings = SwarmSettings(
+        image=tag,
+        options=ContainerOptions(egress=EgressMode.NONE),
+        boot_timeout=60,
+        constraints=["node.labels.orch.node==w1"],
+    )
     request = UpRequest(name, 1, "scripted", workdir, "default", offline=True, isolation=Isolation.STRICT)
     try:
         with pytest.raises(DeliveryError, match="node orch-sw-w1 rejected the task: No such image") as refused:

@@ -10,7 +10,8 @@ from orch import settings
 from orch.backends.docker.boot import FIREWALL_CAPS, INIT_CAPS
 from orch.backends.swarm import spec
 from orch.backends.swarm.names import BOOT_SECRET, SYNC_SECRET
-from orch.run.records import ContainerOptions, EgressMode, LocalRunInfo, SwarmInfo, WorkerCaps
+from orch.backends.swarm.record import SwarmInfo
+from orch.run.records import ContainerOptions, EgressMode, LocalRunInfo, WorkerCaps
 
 pytestmark = pytest.mark.pure
 
