@@ -31,9 +31,9 @@ def test_drop_argv_keeps_only_what_it_names() -> None:
 def test_a_runs_range_is_its_names_far_from_host_users_subuids_and_2_31() -> None:
     base = uids.range_base("demo", set())
     assert base == uids.range_base("demo", set()) != uids.range_base("other", set())  # a name's, every time
-    assert uids.RANGES_FIRST <= base and base + uids.RANGE_SIZE <= uids.RANGES_END <= 2**31
+    assert base >= uids.RANGES_FIRST and base + uids.RANGE_SIZE <= uids.RANGES_END <= 2**31
     assert (base - uids.RANGES_FIRST) % uids.RANGE_SIZE == 0
-    assert 600_100_000 < uids.RANGES_FIRST  # past useradd's last subuid range (SUB_UID_MAX)
+    assert uids.RANGES_FIRST > 600_100_000  # past useradd's last subuid range (SUB_UID_MAX)
     # Room for the workers, the container's checks' uid and a root run's check pool (checkuids.first_uid on).
     assert MAX_WORKERS + 2 + CHECK_UIDS <= uids.RANGE_SIZE
 
