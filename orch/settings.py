@@ -251,7 +251,9 @@ WORKER_UID_BASE = Setting(
     "ORCH_WORKER_UID_BASE",
     "62000",
     _whole,
-    "Strict isolation: worker N runs as uid and gid BASE+N in its container (never the run's or the gateway's).",
+    "Strict isolation: worker N runs as uid and gid BASE+N in its container. Unset: `orch up` gives each run "
+    "a range of its own (no other run's on the engine; compose: this default).",
+    shown="`62000`; `orch up`: a range per run",
 )
 BWRAP = Setting(
     "ORCH_BWRAP",
