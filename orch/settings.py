@@ -251,9 +251,7 @@ WORKER_UID_BASE = Setting(
     "ORCH_WORKER_UID_BASE",
     "62000",
     _whole,
-    "Strict isolation: worker N runs as uid and gid BASE+N in its container. Unset: `orch up` gives each run "
-    "a range of its own (no other run's on the engine; compose: this default).",
-    shown="`62000`; `orch up`: a range per run",
+    "Strict isolation: worker N is uid and gid BASE+N in its container (unset: `orch up` picks a range per run).",
 )
 BWRAP = Setting(
     "ORCH_BWRAP",

@@ -266,7 +266,9 @@ def test_two_runs_on_one_engine_have_disjoint_worker_uids(image: str, names: lis
     assert abs(bases[0] - bases[1]) >= RANGE_SIZE, bases
     for run, info in zip(runs, infos, strict=True):
         assert run.outbox(1).stat().st_uid == worker_uid(info, 1)  # the init gave the worker its range's uid
-        code, out = DockerSandbox().run_as_user(info, ["sh", "-c", "echo $ORCH_WORKER_UID_BASE; ps -eo uid="])
+        code, out = DockerSandbox().run_as_user(
+            info, ["sh", "-c", "echo $ORCH_WORKER_UID_BASE; awk '/^Uid:/ {print $2}' /proc/[0-9]*/status"]
+        )
         assert code == 0 and out.split()[0] == str(worker_uid(info, 0)), out
         assert str(worker_uid(info, 1)) in out.split()[1:], out  # its pane runs as that uid
 
