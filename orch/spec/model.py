@@ -8,12 +8,13 @@ spec file, with each problem's location, is orch.spec.load.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
 from orch import settings
 from orch.notify.config import NotifyConfig, spec_problems
@@ -288,6 +289,30 @@ class Budget(Strict):
     """A worker past this many tokens gets no further jobs (its running job fails)."""
 
 
+SWARM_CONSTRAINT = re.compile(r"^[A-Za-z0-9_.\-]+\s*(==|!=)\s*\S+$")
+"""A Swarm placement constraint: `node.labels.zone==eu`, `node.role!=manager`, `node.hostname==w1`."""
+
+
+def _constraint(value: str) -> str:
+    if not SWARM_CONSTRAINT.match(value):
+        raise ValueError(f"{value!r}: expected KEY==VALUE or KEY!=VALUE (node.labels.zone==eu)")
+    return value
+
+
+class PlacementSpec(Strict):
+    """Where on a swarm's nodes the run may go (`--backend swarm`; another backend refuses a spec that sets it)."""
+
+    constraints: list[Annotated[str, AfterValidator(_constraint)]] = Field(default_factory=list)
+    """Swarm placement constraints, each KEY==VALUE or KEY!=VALUE (`node.labels.zone==eu`, `node.role!=manager`):
+    the run goes only on a node that matches every one. `orch run --constraint` adds more."""
+    per_node: int | None = Field(default=None, ge=1)
+    """At most this many orch runs on one node when this one is placed (default: no cap). `orch run --per-node`
+    wins over it."""
+
+    def given(self) -> bool:
+        return bool(self.constraints) or self.per_node is not None
+
+
 class ChangesSpec(Strict):
     """How writers' changes are gated and integrated (orch.lead.changes)."""
 
@@ -356,6 +381,8 @@ class FleetSpec(Strict):
     or those of this severity or above (info, low, medium, high, critical). `orch run --fail-on` wins."""
     notify: NotifyConfig = Field(default_factory=NotifyConfig)
     """Who hears when the run needs a person, over the user's config file (docs/notify.md); webhooks as ${VAR}."""
+    placement: PlacementSpec = Field(default_factory=PlacementSpec)
+    """Where on a swarm's nodes the run may go (`--backend swarm` only; docs/scale-out.md)."""
 
     @field_validator("notify")
     @classmethod
@@ -365,7 +392,9 @@ class FleetSpec(Strict):
             raise ValueError(problems[0])
         return value
 
-    @field_validator("roles", "verification", "timeouts", "limits", "budget", "changes", "notify", mode="before")
+    @field_validator(
+        "roles", "verification", "timeouts", "limits", "budget", "changes", "notify", "placement", mode="before"
+    )
     @classmethod
     def _empty_section_is_default(cls, value: Any) -> Any:
         """A section whose keys are all commented out is null in YAML: take the defaults."""
