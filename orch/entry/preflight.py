@@ -99,8 +99,9 @@ def budget_text(spec: FleetSpec) -> str:
 def placement_issues(spec: FleetSpec, backend: Backend) -> list[Issue]:
     """A spec's `placement:` on a backend with no nodes to choose from: a problem of the spec, at its line."""
     if spec.placement.given() and not backend.places:
+        key = "constraints" if spec.placement.constraints else "per_node"
         why = f"places a run on a swarm's nodes; {backend.title} has none to choose (use --backend swarm)"
-        return [Issue(("placement",), why)]
+        return [Issue(("placement", key), why)]
     return []
 
 
