@@ -8,19 +8,19 @@ spec file, with each problem's location, is orch.spec.load.
 
 from __future__ import annotations
 
-import re
 from enum import StrEnum
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import Field, field_validator
 
 from orch import settings
 from orch.notify.config import NotifyConfig, spec_problems
 from orch.offline.script import TOOLS as SCRIPT_TOOLS
 from orch.run.folder import MAX_WORKERS, NAME_RE
 from orch.run.records import Count, Isolation, Size, Strict, WorkerCaps, byte_size
+from orch.spec.placement import PlacementSpec
 from orch.versions import DEFAULT_AGENT
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}$"
@@ -287,30 +287,6 @@ class Budget(Strict):
     """Stop the run (as failed) once the fleet's tokens pass this."""
     max_tokens_per_worker: int | None = Field(default=None, gt=0)
     """A worker past this many tokens gets no further jobs (its running job fails)."""
-
-
-SWARM_CONSTRAINT = re.compile(r"^[A-Za-z0-9_.\-]+\s*(==|!=)\s*\S+$")
-"""A Swarm placement constraint: `node.labels.zone==eu`, `node.role!=manager`, `node.hostname==w1`."""
-
-
-def _constraint(value: str) -> str:
-    if not SWARM_CONSTRAINT.match(value):
-        raise ValueError(f"{value!r}: expected KEY==VALUE or KEY!=VALUE (node.labels.zone==eu)")
-    return value
-
-
-class PlacementSpec(Strict):
-    """Where on a swarm's nodes the run may go (`--backend swarm`; another backend refuses a spec that sets it)."""
-
-    constraints: list[Annotated[str, AfterValidator(_constraint)]] = Field(default_factory=list)
-    """Swarm placement constraints, each KEY==VALUE or KEY!=VALUE (`node.labels.zone==eu`, `node.role!=manager`):
-    the run goes only on a node that matches every one. `orch run --constraint` adds more."""
-    per_node: int | None = Field(default=None, ge=1)
-    """At most this many orch runs on one node when this one is placed (default: no cap). `orch run --per-node`
-    wins over it."""
-
-    def given(self) -> bool:
-        return bool(self.constraints) or self.per_node is not None
 
 
 class ChangesSpec(Strict):

@@ -15,6 +15,7 @@ from orch.backends.swarm.record import SwarmRunInfo
 from orch.errors import OrchError, UsageError
 from orch.run.records import ContainerOptions, EgressMode, RunInfo
 from orch.settings import CONTAINER_CPUS
+from orch.spec.placement import SWARM_CONSTRAINT
 
 if TYPE_CHECKING:
     from orch.contracts import Check, Sandbox
@@ -53,8 +54,6 @@ class SwarmBackend(Backend):
     lingers = True  # the run's collector, secrets and network outlive its task: `kill` removes them
 
     def settings(self, options: UpOptions) -> SwarmSettings:
-        from orch.spec.model import SWARM_CONSTRAINT  # (the spec's `placement:` checks its constraints with it too)
-
         cpus = options.cpus if options.cpus is not None else CONTAINER_CPUS
         if cpus <= 0 or options.pids < 16:
             raise UsageError("--cpus must be positive and --pids at least 16")
