@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 import types
 import typing
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from orch.run.files import read_text_input
 from orch.run.folder import MAX_WORKERS
 from orch.spec.model import STEP_EXTRAS, STEP_KINDS, WRITER_ROLES, Dispatch, FleetSpec, Role, ScriptStep
 from orch.spec.placeholders import PLACEHOLDERS, placeholders
+from orch.text import strings_in
 
 Loc = tuple[str | int, ...]
 
@@ -274,7 +275,7 @@ def _check_steps(steps: Sequence[ScriptStep], where: Loc, allowed: Sequence[str]
                 if not isinstance(value, dict):
                     issues.append(Issue((*where, i, key), "must be a mapping (the tool's input)"))
                     continue
-                texts = list(_strings(value))
+                texts = list(strings_in(value))
             elif isinstance(value, str):
                 texts = [value]
             else:
@@ -284,15 +285,3 @@ def _check_steps(steps: Sequence[ScriptStep], where: Loc, allowed: Sequence[str]
                 if name not in allowed:
                     issues.append(Issue((*where, i, key), _unknown_placeholder(name, allowed)))
     return issues
-
-
-def _strings(value: Any) -> Iterator[str]:
-    """Every string inside a YAML value (a tool input may nest mappings and lists)."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
