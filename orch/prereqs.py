@@ -27,10 +27,11 @@ NODE_MIN = 18
 (docs/agents/gemini.md), which the worker image brings along."""
 PROBE_TIMEOUT = 20.0
 SHARED = "or run shared: `orch up --isolation shared`, a spec's `verification.isolation: shared`"
-USERNS_FIX = (
+USERNS_ON = (
     "enable unprivileged user namespaces (sysctl -w kernel.unprivileged_userns_clone=1; on Ubuntu "
-    f"sysctl -w kernel.apparmor_restrict_unprivileged_userns=0), {SHARED}"
+    "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0)"
 )
+USERNS_FIX = f"{USERNS_ON}, {SHARED}"
 TMUX_FIX = "apt-get install tmux"
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # only the annotations: the worker-side programs that import this module never load pydantic
@@ -33,3 +33,15 @@ def error_line(error: ErrorDetails, whole: str = "") -> str:
 def first_error(exc: ValidationError, whole: str = "") -> str:
     """A ValidationError's first error on one line (error_line): what a one-line message of bad input says."""
     return error_line(exc.errors(include_url=False)[0], whole)
+
+
+def strings_in(value: object) -> Iterator[str]:
+    """Every string inside a parsed JSON or YAML value (a tool's input may nest mappings and lists)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from strings_in(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings_in(item)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from orch.text import error_line, first_error, shorten
+from orch.text import error_line, first_error, shorten, strings_in
 
 pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
 
@@ -48,3 +48,9 @@ def test_first_error_names_where_and_what_and_the_whole_value_when_no_field_is_w
     assert first_error(whole).startswith("Input should be a valid dictionary")  # no field, no name: what alone
     assert first_error(whole, "the file").startswith("the file: Input should be a valid dictionary")
     assert error_line(whole.errors()[0], "(top level)") == first_error(whole, "(top level)")
+
+
+def test_strings_in_finds_every_string_of_a_nested_value_and_nothing_else() -> None:
+    value = {"a": "x", "b": [1, "y", {"c": ["z", None, True]}], "d": 2.5}
+    assert list(strings_in(value)) == ["x", "y", "z"]
+    assert list(strings_in("alone")) == ["alone"] and list(strings_in(7)) == []

@@ -124,6 +124,9 @@ class Backend(ABC):
     comes_home: ClassVar[bool] = False
     """Its run folder here is a copy that `orch run` keeps pulled while it follows the run (a swarm run's passes):
     the run's commentary reads it here, as for a folder that is here."""
+    places: ClassVar[bool] = False
+    """Its runs go on a cluster's nodes, chosen by placement constraints and a cap per node (`Placement`, a spec's
+    `placement:`); the others refuse both in one line."""
     lingers: ClassVar[bool] = False
     """Its runs keep objects of their own past their fleet's end (a swarm run's collector, secrets, network): a
     spec's teardown has them removed (`Sandbox.kill`) even when the fleet is gone."""
@@ -146,7 +149,7 @@ class Backend(ABC):
 
     def refuse_placement(self, options: UpOptions) -> None:
         """For a backend with no nodes to choose from: `--constraint` and `--per-node` refused in one line."""
-        if options.placement != Placement():
+        if not self.places and options.placement != Placement():
             raise UsageError(
                 f"--constraint and --per-node place a run on a swarm's nodes; {self.title} has none to choose",
                 hint="use --backend swarm, or drop them",

@@ -59,7 +59,11 @@ def placement(constraints: list[str] | None, per_node: int | None) -> Placement:
 
 CopyOpt = Annotated[
     bool,
-    typer.Option("--copy", help="Container runs: give the workers a disposable copy of the workdir (removed on kill)."),
+    typer.Option(
+        "--copy",
+        help="Container runs: give the workers a disposable copy of the workdir (removed on kill; a swarm run "
+        "always has one).",
+    ),
 ]
 ReplayOpt = Annotated[
     str | None,

@@ -52,7 +52,13 @@ PidsOpt = Annotated[
         "--pids", help="Process/thread limit of the container (raised to every worker's --pids-per-worker + a reserve)."
     ),
 ]
-NetworkOpt = Annotated[str | None, typer.Option("--network", help="Docker network to join (default: bridge).")]
+NetworkOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--network",
+        help="Docker network to join (default: bridge; --backend swarm: an overlay network, besides the run's own).",
+    ),
+]
 ImageOpt = Annotated[
     str | None, typer.Option("--image", help=f"Worker image (default: ${IMAGE.name} or {IMAGE.default}).")
 ]

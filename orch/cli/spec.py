@@ -11,13 +11,16 @@ import typer
 from orch.cli.common import (
     BackendOpt,
     BaseOpt,
+    ConstraintOpt,
     CopyOpt,
     LocalOpt,
+    PerNodeOpt,
     PrepareOpt,
     ReplaceOpt,
     ReplayOpt,
     RunNameOpt,
     SnapshotOpt,
+    placement,
 )
 from orch.errors import UsageError
 
@@ -48,6 +51,8 @@ def check(
     base: BaseOpt = None,
     snapshot: SnapshotOpt = False,
     prepare: PrepareOpt = False,
+    constraint: ConstraintOpt = None,
+    per_node: PerNodeOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="The result as JSON (docs/outputs.md).")] = False,
 ) -> None:
     """Check a fleet spec as `orch run` would before it starts (the same options), and say what it would run.
@@ -64,7 +69,10 @@ def check(
 
     where = backends.chosen(backend, local)
     try:
-        found = preflight(file, name, where, replace, copy, replay, base, snapshot, prepare, notices(None))
+        found = preflight(
+            file, name, where, replace, copy, replay, base, snapshot, prepare, notices(None),
+            placement=placement(constraint, per_node),
+        )  # fmt: skip
     except SpecError as exc:
         problems = [str(issue) for issue in exc.issues]
         if as_json:

@@ -19,7 +19,7 @@ from orch.lead.changes.start import Prepared
 from orch.recording import transfer
 from orch.recording.plan import Cassette
 from orch.run.records import Isolation
-from orch.spec.load import load_spec
+from orch.spec.load import Issue, load_spec
 from orch.spec.model import FailOn, FleetSpec, Role
 
 STARTING_NOTES = {
@@ -96,6 +96,15 @@ def budget_text(spec: FleetSpec) -> str:
     return f"budget {shown}"
 
 
+def placement_issues(spec: FleetSpec, backend: Backend) -> list[Issue]:
+    """A spec's `placement:` on a backend with no nodes to choose from: a problem of the spec, at its line."""
+    if spec.placement.given() and not backend.places:
+        key = "constraints" if spec.placement.constraints else "per_node"
+        why = f"places a run on a swarm's nodes; {backend.title} has none to choose (use --backend swarm)"
+        return [Issue(("placement", key), why)]
+    return []
+
+
 def preflight(
     spec_path: Path,
     name: str | None,
@@ -114,7 +123,7 @@ def preflight(
     container's init): the run is made there without starting a sandbox, so the sandbox's own checks wait.
     `also`: a check of the spec from above this layer (the CLI's notifications), made right after loading it.
     `fail_on` (`orch run --fail-on`) wins over the spec's."""
-    spec = load_spec(spec_path)
+    spec = load_spec(spec_path, lambda loaded: placement_issues(loaded, backend))
     if fail_on is not None:
         spec = spec.model_copy(update={"fail_on": fail_on})
     if also is not None:

@@ -68,11 +68,19 @@ def up_request(
     )
 
 
+def placed(spec: FleetSpec, flags: Placement | None = None) -> Placement:
+    """Where on a swarm's nodes a spec's run goes: the spec's `placement:` with the command line's, whose
+    `--constraint`s add to the spec's (Swarm wants every one: a flag only narrows) and whose `--per-node` wins."""
+    flags = flags or Placement()
+    constraints = tuple(dict.fromkeys([*spec.placement.constraints, *flags.constraints]))
+    return Placement(constraints, flags.per_node if flags.per_node is not None else spec.placement.per_node)
+
+
 def sandbox(spec: FleetSpec, backend: Backend, copy: bool = False, placement: Placement | None = None) -> Sandbox:
     """The sandbox a spec's run gets on `backend`, with its settings; `copy`: a disposable copy of the workdir,
-    where the backend gives one (a container run); `placement`: where on a swarm's nodes. Its controller runs
-    where its fleet does (`lead`)."""
-    where = placement or Placement()
+    where the backend gives one (a container run); `placement`: the command line's, over the spec's (`placed`).
+    Its controller runs where its fleet does (`lead`)."""
+    where = placed(spec, placement)
     settings = backend.settings(UpOptions(boot_timeout=spec.timeouts.boot, copy=copy, placement=where, lead=True))
     return backends.start_sandbox(backend, settings=settings)
 
@@ -92,7 +100,7 @@ def start(
     `copy` (a backend that gives one: a container run's): the workers get a disposable copy of the workdir.
     `cassette` (orch.recording.plan, checked by the caller): the run's gateway answers from that recording.
     `prepared` (a spec with writers; orch.lead.changes.start.prepare): the run's repository and base checks,
-    moved into the run folder once it exists. `placement`: where on a swarm's nodes.
+    moved into the run folder once it exists. `placement`: the command line's, over the spec's (`placed`).
     """
     validate_name(name)
     if cassette is not None and RunFolder.for_name(name).root.resolve() == cassette.root.resolve():

@@ -304,6 +304,7 @@ def restart(
     boot_timeout: float | None = None,
     workdir: Path | None = None,
     fresh: bool = False,
+    wait: bool = True,
 ) -> None:
     """Respawn worker n in its pane, resuming its agent session when the agent kept one (`fresh`: start a new
     one), in `workdir` (default: the run's workdir; the controller moves a writer into its worktree this way,
@@ -311,7 +312,9 @@ def restart(
 
     `prompt` is passed on the command line, so nothing has to be typed into the new pane. With `boot_timeout` (always
     for an agent with a screen at every start, which needs its answer), return once it booted again and takes input,
-    as `up` does: a message sent earlier could be lost (opencode draws its TUI seconds after its first hook)."""
+    as `up` does: a message sent earlier could be lost (opencode draws its TUI seconds after its first hook).
+    `wait=False` returns at once even then: the caller answers that screen itself (the controller's watch does,
+    orch.lead.recovery, so a restart never holds up its loop)."""
     seen = len(run.hook_events(n))
     info = run.info()
     run.check_worker(n)
@@ -327,7 +330,7 @@ def restart(
     spec = _worker_spec(run, info, confinement, adapter, n, agent_environment(info), own, prompt, session, workdir)
     server.respawn(pane.pane_id, spec)
     run.log_event(ControllerEvent(event=Event.RESTARTED, worker=n, data={"session": session}))
-    if boot_timeout is None and any(d.every_start for d in adapter.facts.dialogs):
+    if wait and boot_timeout is None and any(d.every_start for d in adapter.facts.dialogs):
         boot_timeout = BOOT_TIMEOUT
     if boot_timeout is not None:  # the other workers' earlier boots count: only n's new life is awaited
         wait_booted(run, info, server, boot_timeout, {n: seen}, {n: previous} if fresh and previous else None)

@@ -33,6 +33,7 @@ from pydantic import ValidationError
 from orch import shellparts
 from orch.gateway.modeldir import LedgerEntry
 from orch.jobs.findings import VerdictReport
+from orch.text import strings_in
 
 PATH_KEYS = ("file_path", "filePath", "path", "absolute_path")
 """Where file tools name their file."""
@@ -76,7 +77,7 @@ def written(path: Path, calls: Sequence[LedgerEntry]) -> Iterator[object]:
                 content = _edited(content, inp)
             if content is not None:
                 yield from _documents(content)
-        for text in _strings(inp):
+        for text in strings_in(inp):
             yield from _carried(text[:MAX_SCAN])
 
 
@@ -95,17 +96,6 @@ def _edited(content: str, inp: dict[str, Any]) -> str:
             if isinstance(old, str) and isinstance(new, str):
                 content = content.replace(old, new) if edit.get("replace_all") else content.replace(old, new, 1)
     return content
-
-
-def _strings(value: object) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
 
 
 def _carried(text: str) -> Iterator[object]:

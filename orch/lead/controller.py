@@ -44,7 +44,7 @@ from orch.report.render import write_reports
 from orch.run.events import Event
 from orch.run.files import atomic_write, read_model
 from orch.run.folder import RunFolder
-from orch.run.records import Isolation, PermissionAnswer
+from orch.run.records import Isolation, PermissionAnswer, WorkerState
 from orch.spec.model import Dispatch as DispatchMode
 from orch.spec.model import FleetSpec, PermissionPolicy
 from orch.waits import IN_ATTRIB, IN_CLOSE_WRITE, IN_CREATE, IN_MODIFY, IN_MOVED_TO, Inotify
@@ -190,6 +190,8 @@ class Controller:
         job = self.state.job(book.job) if book.job else None
         state, detail, last = self.desk.worker_state(n)
         now = time.time()
+        if state is WorkerState.BOOTING and self.recovery.restart_booting(book, job, now):
+            return
         limits = self.spec.limits
         step = decisions.watch_step(
             job, state, detail, last, self.run.done(n).exists(), now, self.spec.timeouts.job, FATAL_ERRORS

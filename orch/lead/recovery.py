@@ -9,9 +9,10 @@ from pathlib import Path
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from orch.agents.registry import get_adapter
 from orch.backends import registry as backends
 from orch.errors import OrchError, SandboxError
-from orch.fleet import launch, rungateway
+from orch.fleet import booting, launch, rungateway
 from orch.jobs.state import Job, JobStatus, WorkerBook
 from orch.lead import briefs, decisions
 from orch.lead.acceptance import Review
@@ -22,6 +23,9 @@ from orch.run import bus
 from orch.run.events import Event
 from orch.run.records import HookEvent
 
+SCREEN_EVERY = 1.0
+"""Seconds between two looks at a booting restarted worker's screen (each look is a tmux client)."""
+
 PERMISSION_EVENTS = {"allow": Event.PERMISSION_ALLOWED, "deny": Event.PERMISSION_DENIED}
 """The workers' hook answered a permission prompt from the policy (else: PERMISSION_WAIT)."""
 
@@ -31,6 +35,7 @@ class Recovery(Part):
         super().__init__(desk)
         self.review = review
         self.dispatch = dispatch
+        self.screen_looked: dict[int, float] = {}  # when a booting worker's screen was last looked at
 
     # --- the fleet -----------------------------------------------------------------------------
     def relaunch_fleet(self, server_running: bool) -> bool:
@@ -147,7 +152,7 @@ class Recovery(Part):
             ):
                 with attempt:
                     where = Path(book.cwd) if book.cwd else None
-                    launch.restart(self.run, n, self.desk.confinement, prompt, workdir=where)
+                    launch.restart(self.run, n, self.desk.confinement, prompt, workdir=where, wait=False)
         except OrchError as exc:
             book.dead = f"restart failed: {exc.one_line()}"
             self.desk.event(Event.WORKER_OUT, n, reason=book.dead)
@@ -159,6 +164,27 @@ class Recovery(Part):
             job.last_prompt_at = time.time()
         self.desk.save()
         self.desk.event(Event.RESTARTED_WORKER, n, job=job.id if job else None, restarts=book.restarts, why=why)
+
+    def restart_booting(self, book: WorkerBook, job: Job | None, now: float) -> bool:
+        """A worker restarted by `handle_crash` whose agent shows a screen at every start (Codex's "Folder access")
+        and has sent no hook since: its screen answered here (looked at once a second at most), so the loop goes on
+        watching the others meanwhile; one not booted within the spec's `timeouts.boot` is handled as a crash. True
+        while it boots (nothing else to do for it)."""
+        n = book.n
+        adapter = get_adapter(self.desk.info.agent_of(n))
+        since = book.restarted_at
+        if since is None or not any(d.every_start for d in adapter.facts.dialogs) or self.desk.events_of(n):
+            return False
+        boot = self.spec.timeouts.boot
+        if now - since > boot:
+            self.handle_crash(book, job, f"did not boot within {boot:g}s of its restart")
+            return True
+        pane = self.desk.panes.get(n)
+        if pane is None or pane.dead or now < self.screen_looked.get(n, 0.0) + SCREEN_EVERY:
+            return pane is not None and not pane.dead
+        self.screen_looked[n] = now
+        booting.answer_dialogs(self.run, adapter, self.desk.server, n, pane, late=now - since > booting.DIALOG_GRACE)
+        return True
 
     def nudge(self, job: Job, n: int, last: HookEvent | None, now: float) -> None:
         step = decisions.nudge(job, last, now, self.spec.limits)

@@ -19,7 +19,6 @@ import os
 import re
 import socket
 import struct
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
@@ -33,6 +32,7 @@ from orch.run.folder import RunFolder
 from orch.run.paths import OWN_BUS, SANDBOX_SOCKETS
 from orch.run.records import BusLine
 from orch.run.uids import worker_of
+from orch.run.workerpost import TIMEOUT, connect
 
 LINE_RE = re.compile(r"^(?P<ts>\S+Z) \[(?P<sender>[^\]]+)\] (?P<text>.*)$")
 MAX_TEXT = 16_000
@@ -155,7 +155,7 @@ def _follow(fh: TextIO, run: RunFolder) -> Iterator[str]:
 
 
 # --- strict isolation: posts through the controller -------------------------------------------------
-SOCKET_TIMEOUT = 10.0
+SOCKET_TIMEOUT = TIMEOUT  # a post waits as long from either client
 MAX_REQUEST = 4 * MAX_TEXT + 1024  # the text JSON-escaped at worst, plus the envelope
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
@@ -194,19 +194,6 @@ def stamp_sender(uid: int, claimed: int | None, run_uid: int, fixed: int | None 
     return worker
 
 
-def _connect(sock: socket.socket, path: str) -> None:
-    """Connect, waiting while the server's backlog is full (a Unix socket refuses with EAGAIN then)."""
-    deadline = time.monotonic() + SOCKET_TIMEOUT
-    while True:
-        try:
-            sock.connect(path)
-            return
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.001)  # the backlog drains in microseconds: a bounded retry, not a wait for a state
-
-
 def own_socket(run: RunFolder) -> Path:
     """Where this process posts under strict isolation: in a local worker's sandbox its own socket of the
     relay's (which a relay started again serves there too), else the run's bus.sock."""
@@ -220,7 +207,7 @@ def post_through_controller(run: RunFolder, worker: int | None, text: str, path:
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(SOCKET_TIMEOUT)
-            _connect(sock, str(path or own_socket(run)))
+            connect(sock, str(path or own_socket(run)))
             with contextlib.suppress(BrokenPipeError):  # refused at once (a cap): its one line is there to read
                 sock.sendall(request)
             reply = sock.makefile("rb").readline(64 * 1024)

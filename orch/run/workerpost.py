@@ -113,7 +113,7 @@ def _send(name: str, path: str, request: bytes) -> int:
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
             sock.settimeout(TIMEOUT)
-            _connect(sock, path)
+            connect(sock, path)
             try:  # noqa: SIM105 - contextlib's import would cost more than the rest of this module
                 sock.sendall(request)
             except BrokenPipeError:
@@ -142,7 +142,7 @@ def _send(name: str, path: str, request: bytes) -> int:
     return _fail(error, USAGE_EXIT)
 
 
-def _connect(sock: _socket.socket, path: str) -> None:
+def connect(sock: _socket.socket, path: str) -> None:
     """Connect, waiting while the server's backlog is full (a Unix socket refuses with EAGAIN then)."""
     deadline = time.monotonic() + TIMEOUT
     while True:

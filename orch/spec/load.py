@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 import types
 import typing
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from orch.run.files import read_text_input
 from orch.run.folder import MAX_WORKERS
 from orch.spec.model import STEP_EXTRAS, STEP_KINDS, WRITER_ROLES, Dispatch, FleetSpec, Role, ScriptStep
 from orch.spec.placeholders import PLACEHOLDERS, placeholders
+from orch.text import strings_in
 
 Loc = tuple[str | int, ...]
 
@@ -60,6 +61,8 @@ def pydantic_issues(exc: ValidationError) -> list[Issue]:
         # Drop pydantic's internal loc parts (e.g. "function-after[...]") that are not keys.
         loc = tuple(p for p in err["loc"] if isinstance(p, int) or "[" not in str(p))
         message = err["msg"]
+        if err["type"] == "value_error":  # a validator's own words, without pydantic's "Value error, "
+            message = str(err.get("ctx", {}).get("error", message))
         if err["type"] == "extra_forbidden":
             message = "unknown key (not allowed here)" + did_you_mean(str(loc[-1]), known_keys(FleetSpec, loc[:-1]))
         issues.append(Issue(loc, message[:1].lower() + message[1:]))
@@ -116,8 +119,12 @@ def _line_of(root: yaml.Node | None, loc: Loc) -> int | None:
     return line
 
 
-def parse_spec(text: str, source: str, base: Path) -> FleetSpec:
-    """Validate spec text; relative paths are taken from `base` (the spec's folder)."""
+Rules = Callable[[FleetSpec], Iterable[Issue]]
+"""A caller's own rules of a spec (what its run's backend cannot take), located like the spec's own problems."""
+
+
+def parse_spec(text: str, source: str, base: Path, rules: Rules | None = None) -> FleetSpec:
+    """Validate spec text; relative paths are taken from `base` (the spec's folder). `rules`: the caller's own."""
     try:
         data = yaml.safe_load(text)
         root = yaml.compose(text)
@@ -134,15 +141,16 @@ def parse_spec(text: str, source: str, base: Path) -> FleetSpec:
         issues = [Issue(i.loc, i.message, _line_of(root, i.loc)) for i in pydantic_issues(exc)]
         raise SpecError(source, issues) from None
     spec = resolve_paths(spec, base)
-    issues = [Issue(i.loc, i.message, _line_of(root, i.loc)) for i in check_spec(spec)]
+    found = [*check_spec(spec), *(rules(spec) if rules is not None else [])]
+    issues = [Issue(i.loc, i.message, _line_of(root, i.loc)) for i in found]
     if issues:
         raise SpecError(source, issues)
     return spec
 
 
-def load_spec(path: Path) -> FleetSpec:
+def load_spec(path: Path, rules: Rules | None = None) -> FleetSpec:
     text = read_text_input(path)
-    return parse_spec(text, str(path), path.resolve().parent)
+    return parse_spec(text, str(path), path.resolve().parent, rules)
 
 
 def resolve_paths(spec: FleetSpec, base: Path) -> FleetSpec:
@@ -267,7 +275,7 @@ def _check_steps(steps: Sequence[ScriptStep], where: Loc, allowed: Sequence[str]
                 if not isinstance(value, dict):
                     issues.append(Issue((*where, i, key), "must be a mapping (the tool's input)"))
                     continue
-                texts = list(_strings(value))
+                texts = list(strings_in(value))
             elif isinstance(value, str):
                 texts = [value]
             else:
@@ -277,15 +285,3 @@ def _check_steps(steps: Sequence[ScriptStep], where: Loc, allowed: Sequence[str]
                 if name not in allowed:
                     issues.append(Issue((*where, i, key), _unknown_placeholder(name, allowed)))
     return issues
-
-
-def _strings(value: Any) -> Iterator[str]:
-    """Every string inside a YAML value (a tool input may nest mappings and lists)."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)

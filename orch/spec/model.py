@@ -20,6 +20,7 @@ from orch.notify.config import NotifyConfig, spec_problems
 from orch.offline.script import TOOLS as SCRIPT_TOOLS
 from orch.run.folder import MAX_WORKERS, NAME_RE
 from orch.run.records import Count, Isolation, Size, Strict, WorkerCaps, byte_size
+from orch.spec.placement import PlacementSpec
 from orch.versions import DEFAULT_AGENT
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}$"
@@ -356,6 +357,8 @@ class FleetSpec(Strict):
     or those of this severity or above (info, low, medium, high, critical). `orch run --fail-on` wins."""
     notify: NotifyConfig = Field(default_factory=NotifyConfig)
     """Who hears when the run needs a person, over the user's config file (docs/notify.md); webhooks as ${VAR}."""
+    placement: PlacementSpec = Field(default_factory=PlacementSpec)
+    """Where on a swarm's nodes the run may go (`--backend swarm` only; docs/scale-out.md)."""
 
     @field_validator("notify")
     @classmethod
@@ -365,7 +368,9 @@ class FleetSpec(Strict):
             raise ValueError(problems[0])
         return value
 
-    @field_validator("roles", "verification", "timeouts", "limits", "budget", "changes", "notify", mode="before")
+    @field_validator(
+        "roles", "verification", "timeouts", "limits", "budget", "changes", "notify", "placement", mode="before"
+    )
     @classmethod
     def _empty_section_is_default(cls, value: Any) -> Any:
         """A section whose keys are all commented out is null in YAML: take the defaults."""

@@ -43,6 +43,7 @@ SECTIONS: dict[str, str] = {
     "changes": "ChangesSpec",
     "notify": "NotifyConfig",
     "notify.webhooks[]": "Webhook",
+    "placement": "PlacementSpec",
 }
 """The reference's sections, in its order: where the keys sit in a spec -> the model that holds them."""
 

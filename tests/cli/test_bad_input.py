@@ -78,18 +78,47 @@ def test_up_rejects_bad_arguments(workdir: Path, name: str, extra: list[str], me
     [
         (["up", "ok", "--constraint", "zone=eu"], "--constraint 'zone=eu': expected KEY==VALUE or KEY!=VALUE"),
         (["run", "fleet.yaml", "--per-node", "0"], "--per-node 0: give at least 1"),
+        (["up", "ok", "--network", "bridge"], "--network bridge: a swarm run's task joins an overlay network"),
+        (["run", "placed.yaml", "--per-node", "0"], "--per-node 0: give at least 1"),  # the flag wins, checked too
     ],
-    ids=["up-constraint", "run-per-node"],
+    ids=["up-constraint", "run-per-node", "up-node-network", "run-per-node-over-spec"],
 )
 def test_swarm_placement_is_checked_before_the_manager_is_asked(
     workdir: Path, monkeypatch: pytest.MonkeyPatch, command: list[str], message: str
 ) -> None:
     monkeypatch.chdir(workdir)
-    (workdir / "fleet.yaml").write_text("workers: 3\nagent: scripted\noffline: true\ntasks:\n  - goal: look\n")
+    (workdir / "fleet.yaml").write_text(SPEC)
+    (workdir / "placed.yaml").write_text(SPEC + "placement:\n  per_node: 2\n")
     monkeypatch.setenv("DOCKER_HOST", f"unix://{workdir}/no-engine.sock")  # asked, it would fail otherwise
     result = orch(*command, "--backend", "swarm")
     assert result.exit_code == 2, result.output
     assert message in result.output and len(result.output.strip().splitlines()) == 1
+    assert not runs_dir().exists() or not any(runs_dir().iterdir())
+
+
+SPEC = "workers: 3\nagent: scripted\noffline: true\ntasks:\n  - goal: look\n"
+
+
+@pytest.mark.parametrize(
+    ("command", "title"),
+    [
+        (["run", "placed.yaml"], "the container backend"),
+        (["run", "placed.yaml", "--local"], "the local backend"),
+        (["spec", "check", "placed.yaml", "--backend", "docker"], "the container backend"),
+    ],
+    ids=["run", "run-local", "spec-check"],
+)
+def test_a_spec_placed_on_a_swarm_is_refused_elsewhere_at_its_line(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch, command: list[str], title: str
+) -> None:
+    monkeypatch.chdir(workdir)
+    (workdir / "placed.yaml").write_text(SPEC + "placement:\n  constraints: [node.labels.zone==eu]\n")
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{workdir}/no-engine.sock")  # refused before an engine is asked
+    result = orch(*command)
+    assert result.exit_code == 2, result.output
+    said = f"placed.yaml: placement.constraints: places a run on a swarm's nodes; {title} has none to choose"
+    assert said in result.output
+    assert "(line 7)" in result.output and len(result.output.strip().splitlines()) == 1, result.output
     assert not runs_dir().exists() or not any(runs_dir().iterdir())
 
 

@@ -108,3 +108,26 @@ def test_the_example_is_what_spec_init_writes_after_its_schema_line(tmp_path: Pa
     assert first.startswith("# yaml-language-server: $schema=") and rest == example_spec()
     assert Path(first.split("$schema=", 1)[1]).is_file()
     assert "max_cost_usd: 20" in example_spec()  # a first live run has a cost cap
+
+
+def test_checks_whose_sandbox_cannot_be_made_are_refused_saying_how_to_fix_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bubblewrap without user namespaces: `orch run` stops before anything exists, naming the sandbox and the fix,
+    rather than warning that the base's checks fail (as if the project's tests did)."""
+    stand_in_binaries(monkeypatch)
+    fake = tmp_path / "bwrap"
+    fake.write_text('#!/bin/sh\necho "bwrap: setting up uid map: Permission denied" >&2\nexit 1\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("ORCH_BWRAP", str(fake))
+    spec = example(tmp_path / "repo", git=True)
+    text = spec.read_text().replace("verification:\n", "verification:\n  isolation: shared\n", 1)
+    spec.write_text(text + "checks:\n  - 'true'\n")  # shared workers: only the checks need the sandbox
+    ugit(tmp_path / "repo", "commit", "-qam", "a check")
+    for result in (orch("spec", "check", spec, "--local"), orch("run", spec, "--local")):
+        assert result.exit_code == 2, result.output
+        refusal = result.output.strip().splitlines()[-1]
+        assert refusal.startswith("orch: error: the checks' sandbox cannot be made"), result.output
+        assert "could not make its namespaces" in refusal and "unprivileged user namespaces" in refusal
+        assert "fails on the base" not in result.output
+    assert not runs_dir().exists() or not any(runs_dir().iterdir())

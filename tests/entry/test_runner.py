@@ -9,9 +9,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from orch.backends.base import Placement
+from orch.backends.swarm.backend import SwarmBackend
+from orch.backends.swarm.sandbox import SwarmSandbox
+from orch.entry import runner
 from orch.jobs.state import load_state
 from orch.run.folder import RunFolder
 from orch.run.records import Isolation
+from orch.spec.load import load_spec
 from tests.helpers import orch
 
 pytestmark = pytest.mark.pure
@@ -45,3 +50,15 @@ def test_prepare_makes_the_run_strict_and_starts_nothing(tmp_path: Path, monkeyp
     # A spec that asks for shared isolation is made shared (serve-run then keeps no capability).
     shared = orch("run", _spec(tmp_path, verification={"isolation": "shared"}), "--name", "sh", "--prepare")
     assert shared.exit_code == 0 and RunFolder.for_name("sh").info().isolation is Isolation.SHARED
+
+
+def test_the_command_line_places_a_run_over_its_spec(tmp_path: Path) -> None:
+    spec = load_spec(_spec(tmp_path, placement={"constraints": ["node.labels.zone==eu"], "per_node": 4}))
+    assert runner.placed(spec) == Placement(("node.labels.zone==eu",), 4)
+    # --constraint adds (a repeat once), --per-node wins
+    flags = Placement(("node.role==worker", "node.labels.zone==eu"), 2)
+    assert runner.placed(spec, flags) == Placement(("node.labels.zone==eu", "node.role==worker"), 2)
+    assert runner.placed(spec, Placement(("node.role==worker",))).per_node == 4
+    box = runner.sandbox(spec, SwarmBackend(), placement=flags)
+    assert isinstance(box, SwarmSandbox) and box.settings.drive  # made, nothing asked of an engine
+    assert box.settings.constraints == ["node.labels.zone==eu", "node.role==worker"] and box.settings.per_node == 2

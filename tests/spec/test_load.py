@@ -75,6 +75,12 @@ pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
         ("tasks: [\n", "spec: not valid YAML"),
         ("- just a list\n", "spec: a fleet spec is a YAML mapping"),
         ("workdir: .\ntasks: []\n", "tasks: list should have at least 1 item"),
+        (
+            GOOD + "placement:\n  constraints: [node.role==worker, zone=eu]\n",
+            "placement.constraints[1]: 'zone=eu': expected KEY==VALUE or KEY!=VALUE (node.labels.zone==eu) (line 6)",
+        ),
+        (GOOD + "placement:\n  per_node: 0\n", "placement.per_node: input should be greater than or equal to 1"),
+        (GOOD + "placement:\n  node: w1\n", "placement.node: unknown key (not allowed here)"),
     ],
     ids=[
         "unknown-task-key",
@@ -104,6 +110,9 @@ pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
         "yaml",
         "not-a-mapping",
         "no-tasks",
+        "placement-constraint",
+        "placement-per-node",
+        "placement-key",
     ],
 )
 def test_spec_errors_have_their_location(spec_dir: Path, text: str, expected: str) -> None:

@@ -8,7 +8,7 @@ What the pinned Codex does on a first start, and what the seeding answers (docs/
   a folder's `.codex/` config, hooks, exec policies and MCP servers stay off; the pinned Codex has no other switch
   for it, and shows "Folder access ... 1. Open restricted" at every start in such a folder, whatever `-a`/`-s`
   say, which orch answers (`every_start`: Enter on the preselected "Open restricted", which changes no saved
-  trust; a restart waits for it too).
+  trust; `orch restart` waits for it, the controller's loop answers it after its restarts: orch.lead.recovery).
 - "Hooks need review": orch writes its hooks itself (in CODEX_HOME, which an untrusted folder does not turn off)
   and passes `--dangerously-bypass-hook-trust`, which runs them without review for that invocation.
 - No update check or telemetry prompt blocks, but both are switched off.

@@ -46,6 +46,13 @@ class DockerBackend(Backend):
 
     def settings(self, options: UpOptions) -> DockerSettings:
         self.refuse_placement(options)
+        network = options.network or ""
+        if network == "host" or network.startswith("container:"):  # the init's firewall would be that namespace's
+            raise UsageError(
+                f"--network {network}: a run's container keeps a network namespace of its own (its firewall is set "
+                "in it, and its workers must not reach the host's loopback services)",
+                hint="a bridge network of yours (docker network create NAME; --network NAME), or drop --network",
+            )
         cpus = options.cpus if options.cpus is not None else min(CONTAINER_CPUS, float(os.cpu_count() or 1))
         if cpus <= 0 or options.pids < 16:
             raise UsageError("--cpus must be positive and --pids at least 16")

@@ -4,7 +4,6 @@ inside it, the docker backend answers (`registry.here()`), as in any run's conta
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
@@ -16,12 +15,13 @@ from orch.backends.swarm.record import SwarmRunInfo
 from orch.errors import OrchError, UsageError
 from orch.run.records import ContainerOptions, EgressMode, RunInfo
 from orch.settings import CONTAINER_CPUS
+from orch.spec.placement import SWARM_CONSTRAINT
 
 if TYPE_CHECKING:
     from orch.contracts import Check, Sandbox
 
-CONSTRAINT = re.compile(r"^[A-Za-z0-9_.\-]+\s*(==|!=)\s*\S+$")
-"""A Swarm placement constraint: `node.labels.zone==eu`, `node.role!=manager`, `node.hostname==w1`."""
+NODE_NETWORKS = ("bridge", "host", "none", "docker_gwbridge", "ingress")
+"""Docker's own networks: each node's (or the routing mesh's), never one a run's task joins besides its overlay."""
 
 
 class SwarmSettings(BackendSettings):
@@ -45,6 +45,7 @@ class SwarmBackend(Backend):
     about = "one Swarm service per run on a node Swarm picks, through a manager (DOCKER_HOST, local or ssh://)"
     record = SwarmRunInfo
     pinned_agents = True  # the worker image's, on every node
+    places = True
     checks_at_start = False  # the run's controller runs them in its task, as in a run's container
     container = True  # its task is a run's container; inside it the docker backend answers (`registry.here()`)
     checks = (ChecksSandbox.BWRAP, ChecksSandbox.OWN_UID)
@@ -59,11 +60,17 @@ class SwarmBackend(Backend):
         if options.placement.per_node is not None and options.placement.per_node < 1:
             raise UsageError(f"--per-node {options.placement.per_node}: give at least 1", hint="--per-node 4")
         for constraint in options.placement.constraints:
-            if not CONSTRAINT.match(constraint):
+            if not SWARM_CONSTRAINT.match(constraint):
                 raise UsageError(
                     f"--constraint {constraint!r}: expected KEY==VALUE or KEY!=VALUE",
                     hint="--constraint node.labels.zone==eu (Swarm's placement constraints)",
                 )
+        if options.network in NODE_NETWORKS:  # a service's task joins swarm-scoped (overlay) networks alone
+            raise UsageError(
+                f"--network {options.network}: a swarm run's task joins an overlay network besides its own, "
+                "not a node's own network",
+                hint="docker network create --driver overlay NAME, then --network NAME; or drop --network",
+            )
         opts = ContainerOptions(
             egress=options.egress or EgressMode.ALLOWLIST,
             allow=list(options.allow),

@@ -27,7 +27,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from orch import prereqs, procs
+from orch import prereqs, procs, settings
 from orch.backends import registry as backends
 from orch.backends.base import ChecksSandbox
 from orch.backends.local import bwrap
@@ -73,39 +73,74 @@ def sandbox_available() -> str | None:
 
 
 def sandbox_kind() -> ChecksSandbox:
-    """The sandbox the checks run in here (see the module's doc); UsageError when none works here."""
+    """The sandbox the checks run in here (see the module's doc); UsageError saying how to fix it when none works
+    here (never a check's failure: a sandbox that cannot be made has run no check)."""
     kind, why = _sandbox()
     if kind is None:
-        raise UsageError(why or "no sandbox for the checks", hint="install bubblewrap, or drop the spec's checks:")
+        raise UsageError(why or "no sandbox for the checks", hint=sandbox_fix())
     return kind
 
 
-@functools.lru_cache(maxsize=1)
+def sandbox_fix() -> str:
+    """How to get the checks' sandbox working on this machine."""
+    if prereqs.bwrap_path() is None:
+        how = f"apt-get install bubblewrap (or set {settings.BWRAP.name})"
+    else:
+        how = prereqs.USERNS_ON
+    return f"{how}, or drop the spec's checks:"
+
+
+_FOUND: dict[tuple[tuple[ChecksSandbox, ...], Path | None], ChecksSandbox] = {}
+"""The sandbox a probe ran `true` in, per what this place offers and which bubblewrap. Only a working one is kept:
+one that failed is tried again (bubblewrap installed, user namespaces turned on), and one that stops working
+is forgotten (`_forget`)."""
+
+
 def _sandbox() -> tuple[ChecksSandbox | None, str | None]:
     """The first of the sandboxes this place offers the checks (its backend's `checks`) that works, or why none
     does."""
+    key = (tuple(backends.here().checks), prereqs.bwrap_path())
+    if (found := _FOUND.get(key)) is not None:
+        return found, None
     why = []
-    for kind in backends.here().checks:
+    for kind in key[0]:
         not_here = _bwrap_works() if kind is ChecksSandbox.BWRAP else _uid_works()
         if not_here is None:
+            _FOUND[key] = kind
             return kind, None
         why.append(not_here)
     return None, "; and ".join(why)
 
 
+def _forget() -> None:
+    _FOUND.clear()
+
+
 def _bwrap_works() -> str | None:
-    if prereqs.bwrap_path() is None:
-        return "the checks run sandboxed with bubblewrap, which is not installed (apt-get install bubblewrap)"
+    bwrap = prereqs.bwrap_path()
+    if bwrap is None:
+        return "the checks' sandbox cannot be made: bubblewrap is not installed"
     with tempfile.TemporaryDirectory(prefix="orch-check-") as tmp:
         try:
             argv = sandbox_argv(Path(tmp), "", "true", DEFAULT_LIMITS, None)
             done = subprocess.run(argv, capture_output=True, timeout=30, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"bubblewrap cannot start here: {exc}"
+            return f"the checks' sandbox cannot be made: {bwrap} cannot start here: {exc}"
     if done.returncode != 0:
-        why = " ".join(done.stderr.decode(errors="replace").split())[:200]
-        return f"bubblewrap cannot make the checks' sandbox here: {why or f'exit {done.returncode}'}"
+        why = " ".join(done.stderr.decode(errors="replace").split())[:200] or f"exit {done.returncode}"
+        return f"the checks' sandbox cannot be made: {bwrap} could not make its namespaces: {why}"
     return None
+
+
+def _sandbox_gone(result: CheckResult) -> UsageError | None:
+    """A check that ended as bubblewrap does when it cannot make the sandbox (exit 1, its own `bwrap:` line): the
+    probe is tried again, and if the sandbox cannot be made any more, that is the error (no check ran). A check
+    that only prints such a line costs one probe and stays its own result."""
+    if result.exit_code != 1 or not result.output_tail.lstrip().startswith("bwrap:"):
+        return None
+    _forget()
+    why = _bwrap_works()
+    return None if why is None else UsageError(why, hint=sandbox_fix())
 
 
 def _uid_works() -> str | None:
@@ -263,6 +298,8 @@ def run_checks(
             with checkuids.lease() if os.geteuid() == 0 else contextlib.nullcontext() as uid:
                 argv = sandbox_argv(tree, subdir, command, limits, uid)
                 results.append(run_one(command, argv, limits, stopper, None))
+            if (gone := _sandbox_gone(results[-1])) is not None:
+                raise gone
         return results
     # The checks' uid copies the tree itself: it must be able to read it.
     for folder in (tree.parent, tree):

@@ -11,10 +11,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orch.errors import NotFoundError, UsageError
+from orch.errors import NotFoundError
 from orch.jobs.changes import ChecksRecord, RepoInfo
 from orch.lead.changes.checkwatch import CheckLimits
-from orch.lead.changes.gate import baseline, check_commit, refuse_missing, sandbox_available
+from orch.lead.changes.gate import baseline, check_commit, refuse_missing, sandbox_kind
 from orch.lead.changes.repo import BaseChoice, RunRepo, build, choose_base, init_bare
 from orch.lead.changes.scope import unmatched_globs
 from orch.run.files import atomic_write, read_model
@@ -65,8 +65,8 @@ def prepare(spec: FleetSpec, name: str, base: str | None, snapshot: bool, checks
     choice = choose_base(spec.workdir, base, snapshot)
     # A container run's checks run in its container (the checks' uid there): its controller runs them on
     # the base at its start (ensure_baseline), where a missing command stops the run in one line.
-    if spec.checks and checks_here and (why := sandbox_available()) is not None:
-        raise UsageError(why, hint="install bubblewrap, or drop the spec's checks:")
+    if spec.checks and checks_here:
+        sandbox_kind()  # refused in one line, saying how to fix it, before the base's checks could seem to fail
     runs_dir().mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".prepare-", dir=runs_dir()))
     try:
@@ -111,8 +111,7 @@ def ensure_baseline(run: RunFolder, spec: FleetSpec) -> ChecksRecord | None:
         return None
     if run.base_checks.exists():
         return read_model(run.base_checks, ChecksRecord, NotFoundError(f"{run.base_checks} vanished"))
-    if (why := sandbox_available()) is not None:
-        raise UsageError(why, hint="install bubblewrap, or drop the spec's checks:")
+    sandbox_kind()
     return baseline(RunRepo.open(run), spec.checks, limits=CheckLimits.of(spec))
 
 

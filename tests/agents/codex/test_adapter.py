@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,10 +16,12 @@ from orch.agents.codex.adapter import has_rollout
 from orch.backends.registry import confinement_of
 from orch.fleet import control, launch
 from orch.gateway.recording.exchanges import read_exchanges
+from orch.lead.controller import Controller, initial_state
 from orch.run.events import Event
 from orch.run.files import atomic_write
 from orch.run.folder import RunFolder
 from orch.run.records import PermissionAnswer, WorkerState
+from orch.spec.model import FleetSpec, Limits, TaskSpec, Timeouts
 from orch.waits import wait_until
 from tests.helpers import demo_spec, diagnose, gateway_books, kill_agent, orch, prompts, worker_brief
 from tests.hostile import pwned, tool_in_hostile_folder
@@ -196,3 +199,53 @@ def test_a_folders_own_config_hooks_and_mcp_servers_never_run(codex_env: None, t
     assert pwned(run.outbox_dir) == []
     logged = [json.loads(line)["event"] for line in run.events.read_text().splitlines()]
     assert Event.START_SCREEN_ANSWERED in logged and Event.DIALOG_ANSWERED not in logged
+
+
+def test_a_restart_by_the_controller_leaves_its_start_screen_to_the_loop(fleet: RunFolder) -> None:
+    """The controller's restart of a crashed Codex returns while Codex shows "Folder access" (it used to wait for
+    the boot, holding up the loop and every other worker); the loop's next looks answer it, and it boots."""
+    spec = FleetSpec(tasks=[TaskSpec(goal="g")], workers=N, limits=Limits(restart_backoff=0))
+    state = initial_state(fleet, spec)
+    lead = Controller(fleet, spec, state)
+    book = state.book(1)
+    seen = len(fleet.hook_events(1))
+    kill_agent(fleet, 1)
+
+    def step() -> None:
+        lead.desk.panes = lead.desk.server.panes()
+        lead.watch(book)
+
+    step()  # seen crashed: its restart scheduled at once (no backoff)
+    step()  # restarted; returns before the screen is answered
+    assert book.restarts == 1
+    pane = lead.desk.server.pane(1)
+    wait_until(lambda: "Open restricted" in lead.desk.server.capture(pane.pane_id), 60, "the start screen")
+    assert not [e for e in fleet.hook_events(1)[seen:] if e.hook_event_name == "SessionStart"]
+
+    def booted() -> bool:
+        step()
+        return any(e.hook_event_name == "SessionStart" for e in fleet.hook_events(1)[seen:])
+
+    wait_until(booted, 60, "the restarted worker to boot", interval=0.2)
+    answered = [json.loads(line) for line in fleet.events.read_text().splitlines()]
+    assert [e["worker"] for e in answered if e["event"] == Event.START_SCREEN_ANSWERED][-1] == 1
+    assert book.restarts == 1 and book.dead is None
+
+
+def test_a_restarted_worker_not_booted_within_the_specs_boot_timeout_is_a_crash(fleet: RunFolder) -> None:
+    spec = FleetSpec(tasks=[TaskSpec(goal="g")], workers=N, limits=Limits(restart_backoff=0), timeouts=Timeouts(boot=1))
+    state = initial_state(fleet, spec)
+    lead = Controller(fleet, spec, state)
+    book = state.book(1)
+    kill_agent(fleet, 1)
+    for _ in range(2):  # seen crashed, then restarted
+        lead.desk.panes = lead.desk.server.panes()
+        lead.watch(book)
+    restarted = book.restarted_at
+    assert restarted is not None and book.restarts == 1
+    wait_until(lambda: time.time() > restarted + 1, 10, "the spec's boot timeout to pass")  # no look answered it
+    lead.desk.panes = lead.desk.server.panes()
+    lead.watch(book)
+    seen = [json.loads(line) for line in fleet.events.read_text().splitlines()]
+    crashes = [e["data"]["why"] for e in seen if e["event"] == Event.CRASH_SEEN and e["worker"] == 1]
+    assert crashes[-1] == "did not boot within 1s of its restart"

@@ -29,6 +29,14 @@ def test_its_settings_are_the_container_options(monkeypatch: pytest.MonkeyPatch)
     for bad in (UpOptions(cpus=0), UpOptions(pids=8)):
         with pytest.raises(UsageError, match="--cpus must be positive and --pids at least 16"):
             BACKEND.settings(bad)
+    assert BACKEND.settings(UpOptions(network="mine")).options.network == "mine"
+
+
+@pytest.mark.parametrize("network", ["host", "container:abc123"])
+def test_a_namespace_not_its_own_is_refused(network: str) -> None:
+    """The container's init sets its firewall in the namespace it is in: the host's, or another container's."""
+    with pytest.raises(UsageError, match=f"--network {network}: a run's container keeps a network namespace"):
+        BACKEND.settings(UpOptions(network=network))
 
 
 def test_its_sandbox_is_the_container_s_from_the_host_and_local_inside(monkeypatch: pytest.MonkeyPatch) -> None:

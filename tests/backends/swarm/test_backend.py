@@ -35,6 +35,8 @@ def test_its_settings_place_the_run_and_confine_its_task(monkeypatch: pytest.Mon
     opts = settings.options
     assert opts.copy_workdir and opts.egress is EgressMode.ALLOWLIST and opts.cpus == 2.0  # not this machine's
     assert BACKEND.settings(UpOptions(image="mine:2", egress=EgressMode.NONE)).options.egress is EgressMode.NONE
+    # `--network`: an overlay network its task joins besides the run's own; `--copy` is what it always does
+    assert BACKEND.settings(UpOptions(network="shared-overlay", copy=True)).options.network == "shared-overlay"
 
 
 @pytest.mark.parametrize(
@@ -50,6 +52,7 @@ def test_its_settings_place_the_run_and_confine_its_task(monkeypatch: pytest.Mon
         ),
         (UpOptions(placement=Placement(per_node=0)), "--per-node 0: give at least 1"),
         (UpOptions(cpus=0), "--cpus must be positive"),
+        (UpOptions(network="host"), "--network host: a swarm run's task joins an overlay network besides its own"),
     ],
 )
 def test_bad_placement_is_one_line(options: UpOptions, message: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -274,3 +275,46 @@ def test_a_starting_controller_stops_leftover_checks_and_says_so(uid_checks: dic
     wait_until(lambda: not procs.alive(uid_checks["checks"]), 20, "the leftover check to die")
     assert [e["data"]["pids"] for e in run.events("checks-leftover-stopped")] == [[uid_checks["checks"]]]
     assert procs.alive(uid_checks["worker"])
+
+
+NO_USERNS = "bwrap: setting up uid map: Permission denied"
+
+
+def _bwrap_until(tmp_path: Path, broken: Path) -> Path:
+    """A bubblewrap that works (the real one) until `broken` exists, then fails as one without user namespaces."""
+    real = shutil.which("bwrap")
+    assert real is not None
+    fake = tmp_path / "bwrap"
+    fake.write_text(f'#!/bin/sh\n[ -e {broken} ] || exec {real} "$@"\necho "{NO_USERNS}" >&2\nexit 1\n')
+    fake.chmod(0o755)
+    return fake
+
+
+def test_a_sandbox_that_cannot_be_made_is_an_error_not_a_failing_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Never a check's failure ("fails on the base ..."): the error says the sandbox cannot be made and how to fix it,
+    whether bubblewrap fails from the start (never taken as working) or stops working under a run."""
+    broken = tmp_path / "broken"
+    monkeypatch.setenv("ORCH_BWRAP", str(_bwrap_until(tmp_path, broken)))
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    assert sandbox_available() is None
+    assert one("true", tree).passed
+    broken.touch()  # user namespaces turned off under the run
+    with pytest.raises(UsageError) as gone:
+        one("true", tree)
+    assert f"could not make its namespaces: {NO_USERNS}" in gone.value.one_line()
+    assert "unprivileged user namespaces" in gone.value.one_line()
+    assert sandbox_available() is not None  # tried again, not taken from before
+    with pytest.raises(UsageError, match="the checks' sandbox cannot be made"):
+        gate.sandbox_kind()
+    broken.unlink()
+    assert sandbox_available() is None  # and working again once fixed
+
+
+def test_a_check_that_only_prints_bubblewraps_words_is_its_own_failure(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    result = one(f"echo '{NO_USERNS}'; exit 1", tree)
+    assert not result.passed and result.exit_code == 1
