@@ -251,7 +251,7 @@ WORKER_UID_BASE = Setting(
     "ORCH_WORKER_UID_BASE",
     "62000",
     _whole,
-    "Strict isolation: worker N runs as uid and gid BASE+N in its container (never the run's or the gateway's).",
+    "Strict isolation: worker N is uid and gid BASE+N in its container (unset: `orch up` picks a range per run).",
 )
 BWRAP = Setting(
     "ORCH_BWRAP",

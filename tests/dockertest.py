@@ -31,7 +31,7 @@ from orch.container.egress import DNS_UID
 from orch.container.layout import LABEL_RUN, ROOT_HOST_UID
 from orch.errors import SandboxError, UsageError
 from orch.run.folder import RunFolder
-from orch.run.records import DockerRunInfo
+from orch.run.records import DockerRunInfo, RunInfo
 from orch.versions import CLAUDE_CODE_VERSION
 from orch.waits import wait_until
 from tests.helpers import run_events
@@ -47,6 +47,16 @@ SIOCGIFADDR = 0x8915  # linux/sockios.h: an interface's IPv4 address
 # The uid the containers run as when the tests run as root (CI), else the invoking user's.
 RUN_UID = ROOT_HOST_UID if os.getuid() == 0 else os.getuid()
 GATEWAY_UID = int(settings.GATEWAY_UID.default)  # the model gateway's, in a run's container
+
+
+def worker_uid(info: RunInfo, n: int) -> int:
+    """Worker n's uid in a container run's container: in its range (orch.run.uids.range_base, in its record)."""
+    swarm = getattr(info, "swarm", None)
+    options = (
+        swarm.options if swarm is not None else info.container.options if isinstance(info, DockerRunInfo) else None
+    )
+    assert options is not None, f"run {info.name} is not a container run"
+    return options.uid_base() + n
 
 
 @pytest.fixture(scope="session")

@@ -75,6 +75,14 @@ class ContainerOptions(Strict):
     """A Docker network to join (None: the engine's default bridge)."""
     copy_workdir: bool = False
     """`--copy`: the workers got a disposable copy of the workdir, never the original."""
+    worker_uid_base: int | None = None
+    """Strict isolation: worker N's uid in the container is this + N (orch.run.uids.range_base: a range of the
+    run's own, chosen at `orch up`, kept for a resume: the run folder's files are those uids'). None: a run from
+    before ranges, on ORCH_WORKER_UID_BASE."""
+
+    def uid_base(self) -> int:
+        """ORCH_WORKER_UID_BASE in the run's container."""
+        return settings.WORKER_UID_BASE.get() if self.worker_uid_base is None else self.worker_uid_base
 
 
 class ContainerInfo(Strict):

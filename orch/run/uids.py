@@ -3,15 +3,21 @@
 The controller runs as the run's uid (the user's own) and the model gateway as ORCH_GATEWAY_UID, so the
 uid of a process, a file's owner or a socket's peer says which worker it is, and a worker cannot claim
 to be another.
+
+The kernel counts a uid's processes (RLIMIT_NPROC, a worker's process cap) across every container of a
+machine, so each container run gets a range of its own (`range_base`), chosen at `orch up` and kept in its
+record; its container's environment carries it as ORCH_WORKER_UID_BASE.
 """
 
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from orch import settings
+from orch.errors import SandboxError
 from orch.run.folder import MAX_WORKERS
 
 SWITCH_CAPS = ("setuid", "setgid", "setpcap")
@@ -54,6 +60,31 @@ def worker_of(uid: int) -> int | None:
     """The worker a uid belongs to, or None: not a worker's."""
     n = uid - settings.WORKER_UID_BASE.get()
     return n if 1 <= n <= MAX_WORKERS else None
+
+
+RANGE_SIZE = 1024
+"""The uids one run's range holds: its workers (BASE+1..BASE+MAX_WORKERS), its checks' (BASE+MAX_WORKERS+1)
+and a local root run's check pool (orch.lead.changes.checkuids), with room to spare."""
+RANGES_FIRST = 0x7000_0000
+"""Where runs' ranges start: past the host's users (up to 60000), systemd's dynamic users (61184-65519),
+useradd's subuid ranges (100000-600100000) and systemd's container ranges (524288-1879048191)."""
+RANGES_END = 0x7FFE_0000
+"""Where they end: before systemd's foreign range (0x7FFE0000-0x7FFEFFFF) and 2^31 (uids past it are read as
+negative numbers by some tools)."""
+RANGES = (RANGES_END - RANGES_FIRST) // RANGE_SIZE
+
+
+def range_base(name: str, taken: Collection[int]) -> int:
+    """A container run's ORCH_WORKER_UID_BASE: the range its name hashes to, or the next one no range in `taken`
+    (the bases of the engine's other runs) overlaps, so two runs on one machine never share a uid."""
+    start = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") % RANGES
+    # The ranges each base overlaps: its own, and the next when it is not on a boundary.
+    blocked = {(other - RANGES_FIRST + end) // RANGE_SIZE for other in taken for end in (0, RANGE_SIZE - 1)}
+    for step in range(RANGES):
+        index = (start + step) % RANGES
+        if index not in blocked:
+            return RANGES_FIRST + index * RANGE_SIZE
+    raise SandboxError(f"every worker uid range is taken ({RANGES} runs on one engine)")
 
 
 def drop_argv(uid: int, gid: int, keep: Sequence[str] = ()) -> list[str]:

@@ -5,7 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+from orch.errors import SandboxError
+from orch.lead.changes.checkuids import CHECK_UIDS
 from orch.run import uids
+from orch.run.folder import MAX_WORKERS
 
 
 def test_no_new_privs_holds_for_the_process_and_what_it_starts() -> None:
@@ -21,3 +26,28 @@ def test_drop_argv_keeps_only_what_it_names() -> None:
     argv = uids.drop_argv(1000, 1000, (*uids.SWITCH_CAPS, uids.READ_ALL))
     assert "--inh-caps=-all,+setuid,+setgid,+setpcap,+dac_read_search" in argv
     assert "--no-new-privs" in argv and argv[-1] == "--"
+
+
+def test_a_runs_range_is_its_names_far_from_host_users_subuids_and_2_31() -> None:
+    base = uids.range_base("demo", set())
+    assert base == uids.range_base("demo", set()) != uids.range_base("other", set())  # a name's, every time
+    assert base >= uids.RANGES_FIRST and base + uids.RANGE_SIZE <= uids.RANGES_END <= 2**31
+    assert (base - uids.RANGES_FIRST) % uids.RANGE_SIZE == 0
+    assert uids.RANGES_FIRST > 600_100_000  # past useradd's last subuid range (SUB_UID_MAX)
+    # Room for the workers, the container's checks' uid and a root run's check pool (checkuids.first_uid on).
+    assert MAX_WORKERS + 2 + CHECK_UIDS <= uids.RANGE_SIZE
+
+
+def test_a_range_another_run_overlaps_is_skipped() -> None:
+    mine = uids.range_base("demo", set())
+    beside = uids.range_base("demo", {mine})
+    assert beside == mine + uids.RANGE_SIZE  # the next one
+    assert uids.range_base("demo", {mine, beside}) == beside + uids.RANGE_SIZE
+    # A base set by hand, off the ranges' boundaries, keeps both ranges it overlaps from a run.
+    assert uids.range_base("demo", {mine + 5}) == beside + uids.RANGE_SIZE
+
+
+def test_no_range_left_is_one_clear_error() -> None:
+    every = {uids.RANGES_FIRST + i * uids.RANGE_SIZE for i in range(uids.RANGES)}
+    with pytest.raises(SandboxError, match="every worker uid range is taken"):
+        uids.range_base("demo", every)

@@ -32,12 +32,11 @@ from orch.run.events import Event
 from orch.run.files import atomic_write
 from orch.run.folder import RunFolder
 from orch.run.records import DockerRunInfo, Isolation, PermissionAnswer, WorkerState
-from orch.run.uids import worker_uid
 from orch.waits import wait_until
 from tests.agents.codex.test_adapter import DIALOGS as CODEX_DIALOGS
 from tests.agents.test_gemini import _webfetch_brief as gemini_fetch_brief
 from tests.agents.test_opencode import _webfetch_brief as opencode_fetch_brief
-from tests.dockertest import BUILD_TIMEOUT, RUN_UID, events, unique
+from tests.dockertest import BUILD_TIMEOUT, RUN_UID, events, unique, worker_uid
 from tests.helpers import orch, prompts, worker_brief
 
 AGENTS = ("codex", "gemini", "opencode", "aider")
@@ -119,7 +118,8 @@ def fleet(strict_fleet: Fleet, monkeypatch: pytest.MonkeyPatch) -> Fleet:
 
 def _uid(run: RunFolder, n: int) -> int:
     """The uid worker n's processes and files have: its own under strict isolation, else the run's."""
-    return worker_uid(n) if run.info().isolation is Isolation.STRICT else RUN_UID
+    info = run.info()
+    return worker_uid(info, n) if info.isolation is Isolation.STRICT else RUN_UID
 
 
 def _status(run: RunFolder, n: int) -> WorkerState:
@@ -163,7 +163,7 @@ def _config_dir_is_closed(engine: docker.DockerClient, info: DockerRunInfo) -> N
     assert code == 0, out
     cfg = out.split()[-1]
     container = engine.containers.get(info.container.id)
-    other = container.exec_run(["sh", "-c", f"ls {cfg}; cd {cfg} && echo entered"], user=str(worker_uid(2)))
+    other = container.exec_run(["sh", "-c", f"ls {cfg}; cd {cfg} && echo entered"], user=str(worker_uid(info, 2)))
     assert b"Permission denied" in other.output and b"entered" not in other.output, other.output
     # One ordered stream: ls's error, then the mode (stdout and stderr apart interleave at random).
     code, out = DockerSandbox().run_as_user(info, ["sh", "-c", f"ls {cfg} 2>&1; stat -c %a {cfg}"])
@@ -192,7 +192,7 @@ def _pane_socket_is_its_own(engine: docker.DockerClient, info: DockerRunInfo, sc
     own, other = (str(relay.own_pane_socket(inside, n)) for n in (1, 2))
     tmux = f"/tmp/tmux-{RUN_UID}/{launch.socket_name(info.name)}"
     container = engine.containers.get(info.container.id)
-    uid = worker_uid(1)  # its gid too: docker exec gives a bare uid with no passwd entry gid 0
+    uid = worker_uid(info, 1)  # its gid too: docker exec gives a bare uid with no passwd entry gid 0
     probe = container.exec_run(["python3", "-c", PANE_PROBE, own, other, tmux], user=f"{uid}:{uid}")
     assert probe.exit_code == 0 and isinstance(probe.output, bytes), probe.output
     lines = probe.output.decode().splitlines()

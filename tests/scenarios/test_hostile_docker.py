@@ -25,8 +25,8 @@ from orch.jobs.state import JobStatus, load_state
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import DockerRunInfo, Isolation
-from orch.run.uids import worker_uid
-from tests.dockertest import BUILD_TIMEOUT, GATEWAY_UID, PROCESS_SCRIPT, RUN_UID, events, new_name
+from orch.run.uids import RANGE_SIZE
+from tests.dockertest import BUILD_TIMEOUT, GATEWAY_UID, PROCESS_SCRIPT, RUN_UID, events, new_name, worker_uid
 from tests.helpers import PAGES_QUOTE, PAGES_REPRO, SAMPLE, orch
 from tests.hostile import (
     DONE,
@@ -206,7 +206,7 @@ def test_strict_workers_each_have_their_own_uid_and_nothing_more(
     info = run.info()
     assert isinstance(info, DockerRunInfo) and info.isolation is Isolation.STRICT
     for n in (1, 2):
-        assert run.outbox(n).stat().st_uid == worker_uid(n) and run.state(n).stat().st_uid == worker_uid(n)
+        assert run.outbox(n).stat().st_uid == worker_uid(info, n) and run.state(n).stat().st_uid == worker_uid(info, n)
     assert run.bus.stat().st_uid == run.root.stat().st_uid == RUN_UID
 
     code, out = DockerSandbox().run_as_user(info, ["python3", "-c", PROCESS_SCRIPT])
@@ -220,11 +220,11 @@ def test_strict_workers_each_have_their_own_uid_and_nothing_more(
         seen.add(int(owner))
         caps = [int(eff, 16), int(prm, 16), *(int(c, 16) for c in bnd.split("|"))]
         assert nnp == "1", row
-        if int(owner) in (worker_uid(1), worker_uid(2), GATEWAY_UID, DNS_UID):
+        if int(owner) in (worker_uid(info, 1), worker_uid(info, 2), GATEWAY_UID, DNS_UID):
             assert caps == [0] * 5, row  # a worker (the gateway, the DNS responder) has nothing: no way back
         else:
             assert int(owner) == RUN_UID and all(c in (0, switch) for c in caps), row
-    assert {worker_uid(1), worker_uid(2), RUN_UID, GATEWAY_UID} <= seen
+    assert {worker_uid(info, 1), worker_uid(info, 2), RUN_UID, GATEWAY_UID} <= seen
 
     steps = [
         {"bash": f"orch bus post {name} 'from one'"},
@@ -244,10 +244,33 @@ def test_strict_workers_each_have_their_own_uid_and_nothing_more(
     refused = [e for e in events(run) if e["event"] == Event.BUS_POST_REFUSED]
     assert refused and refused[0]["worker"] == 1
     assert not run.done(2).exists() and not (workdir / "x").exists()
-    assert run.result(1).stat().st_uid == worker_uid(1)
+    assert run.result(1).stat().st_uid == worker_uid(info, 1)
     # The lead (the run's uid) still posts as itself from the host.
     assert orch("bus", "post", name, "from the lead").exit_code == 0
     assert run.bus.read_text().splitlines()[-1].endswith("[lead] from the lead")
+
+
+def test_two_runs_on_one_engine_have_disjoint_worker_uids(image: str, names: list[str], workdir: Path) -> None:
+    """The kernel counts a uid's processes (a worker's process cap) across every container of a machine: each
+    run's workers are uids of a range of its own, chosen at `orch up` and kept in its record, so one run's
+    fork bomb cannot starve another's worker (or checks) of the same number."""
+    runs = []
+    for prefix in ("uidsa", "uidsb"):
+        name = new_name(names, prefix)
+        result = orch("up", name, "-n", "1", "--agent", "scripted", "--workdir", workdir, "--offline")
+        assert result.exit_code == 0, result.output
+        runs.append(RunFolder.for_name(name))
+    infos = [run.info() for run in runs]
+    bases = [info.container.options.worker_uid_base for info in infos if isinstance(info, DockerRunInfo)]
+    assert len(bases) == 2 and bases[0] is not None and bases[1] is not None, bases
+    assert abs(bases[0] - bases[1]) >= RANGE_SIZE, bases
+    for run, info in zip(runs, infos, strict=True):
+        assert run.outbox(1).stat().st_uid == worker_uid(info, 1)  # the init gave the worker its range's uid
+        code, out = DockerSandbox().run_as_user(
+            info, ["sh", "-c", "echo $ORCH_WORKER_UID_BASE; awk '/^Uid:/ {print $2}' /proc/[0-9]*/status"]
+        )
+        assert code == 0 and out.split()[0] == str(worker_uid(info, 0)), out
+        assert str(worker_uid(info, 1)) in out.split()[1:], out  # its pane runs as that uid
 
 
 # Kills the Claude Code process this Bash call runs under, once (the marker in its outbox: the tree is
@@ -275,7 +298,7 @@ def test_a_strict_worker_that_crashes_is_restarted_as_itself(
     assert state.job("t1").status is JobStatus.DONE and state.book(1).restarts == 1
     starts = [e for e in run.hook_events(1) if e.hook_event_name == "SessionStart"]
     assert len(starts) == 2 and starts[0].session_id == starts[1].session_id
-    assert run.outbox(1).stat().st_uid == worker_uid(1)
+    assert run.outbox(1).stat().st_uid == worker_uid(run.info(), 1)
 
 
 def test_a_finders_command_runs_as_the_checks_uid_and_a_forged_verdict_is_refused(

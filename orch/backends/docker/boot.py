@@ -23,14 +23,26 @@ from orch.agents.registry import get_adapter
 from orch.backends.docker.engine import engine_address, explain
 from orch.backends.docker.mounts import mounts
 from orch.container.bootline import ACK_LINE, CREDENTIALS_MOUNT, InitBoot
-from orch.container.layout import AGENTS_DIR, HOME, PYTHON, ROLE_CONTAINER, TINI, WORKDIR, labels, run_mount, uid_gid
+from orch.container.layout import (
+    AGENTS_DIR,
+    HOME,
+    LABEL_MANAGED,
+    PYTHON,
+    ROLE_CONTAINER,
+    TINI,
+    WORKDIR,
+    labels,
+    run_mount,
+    uid_gid,
+)
 from orch.container.serverun import READY_LINE
 from orch.errors import OrchError, SandboxError, UsageError, WaitTimeoutError
 from orch.fleet.caps import container_pids
 from orch.gateway.credential import FleetUpstreams, fleet_upstreams
 from orch.gateway.modeldir import Scheme
 from orch.run.folder import RunFolder
-from orch.run.records import DockerRunInfo, EgressMode, Isolation, RunStatus
+from orch.run.records import ContainerOptions, DockerRunInfo, EgressMode, Isolation, RunStatus
+from orch.run.uids import range_base
 from orch.waits import wait_until
 
 log = logging.getLogger(__name__)
@@ -72,6 +84,60 @@ def upstream(info: DockerRunInfo) -> FleetUpstreams:
     return choice
 
 
+def run_env(uid: int, gid: int, opts: ContainerOptions) -> dict[str, str]:
+    """The environment a run's container starts with, here and as a swarm task (orch.backends.swarm.spec):
+    never a credential (`docker inspect` shows it)."""
+    return {
+        settings.HOME.name: "/orch",
+        settings.IN_CONTAINER.name: "1",
+        settings.AGENTS_DIR.name: AGENTS_DIR,
+        "HOME": HOME,
+        "USER": "worker",
+        "LOGNAME": "worker",
+        "SHELL": "/bin/bash",
+        "TMUX_TMPDIR": "/tmp",
+        settings.UID.name: str(uid),
+        settings.GID.name: str(gid),
+        settings.EGRESS.name: opts.egress.value,
+        settings.EGRESS_ALLOW.name: ",".join(opts.allow),
+        settings.GATEWAY_UID.name: str(settings.GATEWAY_UID.get()),
+        settings.WORKER_UID_BASE.name: str(opts.uid_base()),
+    }
+
+
+def worker_uid_base(client: docker.DockerClient, name: str, taken: set[int]) -> int:
+    """A new run's ORCH_WORKER_UID_BASE: the user's if set, else a range of its own (orch.run.uids.range_base)
+    that none of `taken` (the engine's other runs') overlaps. An engine in a user namespace (rootless, or
+    userns-remap) maps only uids below 65536: there every run keeps the setting's default."""
+    if os.environ.get(settings.WORKER_UID_BASE.name):
+        return settings.WORKER_UID_BASE.get()
+    try:
+        security = client.info().get("SecurityOptions") or []
+    except docker.errors.APIError as exc:
+        raise SandboxError(f"cannot ask the Docker engine about itself: {explain(exc)}") from exc
+    if any("name=rootless" in option or "name=userns" in option for option in security):
+        return settings.WORKER_UID_BASE.get()
+    return range_base(name, taken)
+
+
+def env_uid_base(env: list[str] | None) -> int | None:
+    """The ORCH_WORKER_UID_BASE in a container's `KEY=value` environment, if any."""
+    prefix = f"{settings.WORKER_UID_BASE.name}="
+    found = [item.removeprefix(prefix) for item in env or [] if item.startswith(prefix)]
+    return int(found[-1]) if found and found[-1].isdigit() else None
+
+
+def taken_uid_bases(client: docker.DockerClient) -> set[int]:
+    """The uid bases of every orch container on the engine, of any run and in any state (a stopped one's run
+    may be resumed); one without the variable (a run from before ranges) has the default's."""
+    try:
+        found = client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=true"})
+    except docker.errors.APIError as exc:
+        raise SandboxError(f"cannot list the Docker engine's containers: {explain(exc)}") from exc
+    bases = {env_uid_base(c.attrs.get("Config", {}).get("Env")) for c in found}
+    return {settings.WORKER_UID_BASE.get() if base is None else base for base in bases}
+
+
 def create(
     client: docker.DockerClient,
     info: DockerRunInfo,
@@ -88,22 +154,7 @@ def create(
     opts = ci.options
     uid, gid = uid_gid(ci)
     run_mounts = mounts(info)
-    env = {
-        settings.HOME.name: "/orch",
-        settings.IN_CONTAINER.name: "1",
-        settings.AGENTS_DIR.name: AGENTS_DIR,
-        "HOME": HOME,
-        "USER": "worker",
-        "LOGNAME": "worker",
-        "SHELL": "/bin/bash",
-        "TMUX_TMPDIR": "/tmp",
-        settings.UID.name: str(uid),
-        settings.GID.name: str(gid),
-        settings.EGRESS.name: opts.egress.value,
-        settings.EGRESS_ALLOW.name: ",".join(opts.allow),
-        settings.BOOT_STDIN.name: "1",
-        settings.GATEWAY_UID.name: str(settings.GATEWAY_UID.get()),
-    }
+    env = run_env(uid, gid, opts) | {settings.BOOT_STDIN.name: "1"}
     if ci.on_remote_engine:  # fresh volumes are root's: the init hands them over (a read-only tree stays root's)
         owned = [run_mount(info.name)] + ([] if info.isolation is Isolation.STRICT else [WORKDIR])
         env[settings.CHOWN.name] = ":".join(owned)

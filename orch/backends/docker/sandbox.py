@@ -166,6 +166,7 @@ class DockerSandbox:
         run = RunFolder.for_name(request.name)
         if find(client, container_name(request.name)) is not None or run.root.exists():
             removal.replace_run(client, request.name, run)  # --replace (_checked refused it otherwise)
+        uid_base = boot.worker_uid_base(client, request.name, boot.taken_uid_bases(client))
         container_info = ContainerInfo(
             name=container_name(request.name),
             image=self.settings.image,
@@ -182,7 +183,7 @@ class DockerSandbox:
             ),
             run_volume=run_volume_name(request.name) if remote else None,
             user=f"{uid}:{gid}",
-            options=opts.model_copy(update={"allow": allow}),
+            options=opts.model_copy(update={"allow": allow, "worker_uid_base": uid_base}),
         )
         info = DockerRunInfo.of(planned, container=container_info)
         info.workdir = WORKDIR

@@ -135,7 +135,12 @@ class SwarmSandbox:
             manager_node=checked.manager,
             image=task_image(self.settings.image, checked.image_id),
             workdir=str(planned.workdir),
-            options=opts.model_copy(update={"allow": checked.allow if opts.egress is EgressMode.ALLOWLIST else []}),
+            options=opts.model_copy(
+                update={
+                    "allow": checked.allow if opts.egress is EgressMode.ALLOWLIST else [],
+                    "worker_uid_base": boot.worker_uid_base(client, request.name, service.taken_uid_bases(client)),
+                }
+            ),
             constraints=list(self.settings.constraints),
             per_node=self.settings.per_node,
             user=f"{ROOT_HOST_UID}:{ROOT_HOST_UID}",  # the task's own: nothing of this machine is mounted there

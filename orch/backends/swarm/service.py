@@ -17,6 +17,9 @@ import docker.errors
 import requests.exceptions
 from docker.models.containers import Container
 
+from orch import settings
+from orch.backends.docker.boot import env_uid_base
+from orch.backends.docker.boot import taken_uid_bases as taken_uid_bases_here
 from orch.backends.docker.engine import explain
 from orch.backends.swarm import spec
 from orch.backends.swarm.collector import READY_LINE
@@ -245,6 +248,16 @@ def full_nodes(client: docker.DockerClient, per_node: int | None) -> list[str]:
             if task.get("NodeID"):
                 count[task["NodeID"]] = count.get(task["NodeID"], 0) + 1
     return [f"node.id!={node}" for node, runs in sorted(count.items()) if runs >= per_node]
+
+
+def taken_uid_bases(client: docker.DockerClient) -> set[int]:
+    """The worker uid bases of the cluster's orch runs (their services', on whichever node) and of the orch
+    containers on the manager's own engine (orch.backends.docker.boot.taken_uid_bases)."""
+    found = taken_uid_bases_here(client)
+    for service in swarm_api(client).services(filters={"label": [f"{LABEL_ROLE}={ROLE_RUN}", f"{LABEL_MANAGED}=true"]}):
+        base = env_uid_base(service.get("Spec", {}).get("TaskTemplate", {}).get("ContainerSpec", {}).get("Env"))
+        found.add(settings.WORKER_UID_BASE.get() if base is None else base)
+    return found
 
 
 def ready_nodes(client: docker.DockerClient) -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ from docker.types import (
 )
 
 from orch import settings
-from orch.backends.docker.boot import FIREWALL_CAPS, INIT_CAPS, TMPFS_SIZE
+from orch.backends.docker.boot import FIREWALL_CAPS, INIT_CAPS, TMPFS_SIZE, run_env
 from orch.backends.swarm.names import (
     BOOT_SECRET,
     COLLECTOR_PORT,
@@ -44,7 +44,7 @@ from orch.backends.swarm.names import (
     swarm_labels,
 )
 from orch.backends.swarm.record import SwarmInfo
-from orch.container.layout import AGENTS_DIR, HOME, PYTHON, TINI, WORKDIR, run_mount
+from orch.container.layout import HOME, PYTHON, TINI, WORKDIR, run_mount
 from orch.fleet.caps import container_pids
 from orch.run.records import EgressMode, RunInfoBase
 from orch.run.records import byte_size as to_bytes
@@ -96,21 +96,8 @@ def run_service(info: RunInfoBase, swarm: SwarmInfo, task: Task) -> dict[str, An
     """`create_service`'s arguments for one life of the run."""
     name, opts = info.name, swarm.options
     uid, gid = uid_gid(swarm)
-    env = {
-        settings.HOME.name: "/orch",
-        settings.IN_CONTAINER.name: "1",
-        settings.AGENTS_DIR.name: AGENTS_DIR,
-        "HOME": HOME,
-        "USER": "worker",
-        "LOGNAME": "worker",
-        "SHELL": "/bin/bash",
-        "TMUX_TMPDIR": "/tmp",
-        settings.UID.name: str(uid),
-        settings.GID.name: str(gid),
-        settings.EGRESS.name: opts.egress.value,
-        settings.EGRESS_ALLOW.name: ",".join(opts.allow),
+    env = run_env(uid, gid, opts) | {
         settings.BOOT_FILE.name: f"/run/secrets/{BOOT_SECRET}",
-        settings.GATEWAY_UID.name: str(settings.GATEWAY_UID.get()),
         settings.SWARM_LIFE.name: str(task.life),
         settings.SWARM_SYNC_INTERVAL.name: f"{settings.SWARM_SYNC_INTERVAL.get():g}",
     }

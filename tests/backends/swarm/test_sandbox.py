@@ -24,9 +24,8 @@ from orch.entry.demo import EXPECTED
 from orch.errors import DeliveryError
 from orch.run.folder import RunFolder
 from orch.run.records import ContainerOptions, EgressMode, Isolation, RunStatus
-from orch.run.uids import worker_uid
 from orch.waits import wait_until
-from tests.dockertest import GATEWAY_UID, RUN_UID, unique
+from tests.dockertest import GATEWAY_UID, RUN_UID, unique, worker_uid
 from tests.swarmtest import Cluster, demo_run, findings
 
 pytestmark = [pytest.mark.swarm, pytest.mark.timeout(900)]
@@ -116,15 +115,15 @@ def _a_fleet(manager: Cluster, tmp_path: Path, api: Any, net: str, net_name: str
         run_procs = [p for p in procs if p["pid"] != procs[-1]["pid"]]  # all but this look itself
         assert run_procs and all(p["NoNewPrivs"] == "1" for p in run_procs)
         assert all(p["Uid"].split()[0] != "0" for p in run_procs)  # nothing of the run is root
-        workers = [p for p in run_procs if int(p["Uid"].split()[0]) in (worker_uid(1), worker_uid(2))]
+        workers = [p for p in run_procs if int(p["Uid"].split()[0]) in (worker_uid(info, 1), worker_uid(info, 2))]
         assert workers and all(int(p["CapEff"], 16) == 0 and int(p["CapBnd"], 16) == 0 for p in workers)
-        for uid in (worker_uid(1), RUN_UID):  # a worker, and the controller: the boot secret is the gateway's
+        for uid in (worker_uid(info, 1), RUN_UID):  # a worker, and the controller: the boot secret is the gateway's
             code, out = _exec(container, ["cat", "/run/secrets/orch-boot"], uid)
             assert code != 0 and CANARY.encode() not in out
         assert CANARY.encode() in _exec(container, ["cat", "/run/secrets/orch-boot"], GATEWAY_UID)[1]
-        assert _exec(container, ["cat", "/run/secrets/orch-sync"], worker_uid(1))[0] != 0
+        assert _exec(container, ["cat", "/run/secrets/orch-sync"], worker_uid(info, 1))[0] != 0
         assert _exec(container, ["touch", "/x"], RUN_UID)[0] != 0  # a read-only root
-        assert _exec(container, ["touch", "/workspace/x"], worker_uid(1))[0] != 0  # the tree is the run uid's
+        assert _exec(container, ["touch", "/workspace/x"], worker_uid(info, 1))[0] != 0  # the tree is the run uid's
         inspected = json.dumps([api.inspect_service(life.service) for life in info.swarm.lives])
         assert CANARY not in inspected and CANARY not in json.dumps(container.attrs)
         logs = container.logs(stdout=True, stderr=True)  # what `docker service logs` shows, from its source
@@ -132,7 +131,7 @@ def _a_fleet(manager: Cluster, tmp_path: Path, api: Any, net: str, net_name: str
         # The allowlist, and the collector: the run's uid's way home alone.
         collector = _address(api, collector_name(name), network_id(manager.engine("mgr"), name))
         targets = [f"{listed}:8080", f"{unlisted}:8080", f"{collector}:{COLLECTOR_PORT}"]
-        worker = _connect(container, worker_uid(1), targets)
+        worker = _connect(container, worker_uid(info, 1), targets)
         assert worker == {targets[0]: "connected", targets[1]: "OSError", targets[2]: "OSError"}, worker
         assert _connect(container, RUN_UID, targets[2:]) == {targets[2]: "connected"}
         with pytest.raises(DeliveryError, match="runs on swarm node orch-sw-w2: `orch send`"):

@@ -46,12 +46,22 @@ def test_a_runs_task_is_hardened_as_a_runs_container_is() -> None:
     env = dict(e.split("=", 1) for e in container["Env"])
     assert env[settings.BOOT_FILE.name] == f"/run/secrets/{BOOT_SECRET}" and env[settings.SWARM_LIFE.name] == "1"
     assert not any("KEY" in key or "TOKEN" in key for key in env)  # no credential travels in the spec
+    assert env[settings.WORKER_UID_BASE.name] == str(settings.WORKER_UID_BASE.get())  # a run from before ranges
+
     assert template["Resources"]["Limits"]["Pids"] >= 4096 and template["Placement"]["Constraints"] == [
         "node.labels.zone==eu"
     ]
     mounts = {m["Target"]: m for m in container["Mounts"]}
     assert mounts["/orch/runs/demo"]["Type"] == "volume" and not mounts["/orch/runs/demo"]["Source"]
     assert mounts["/tmp"]["Type"] == mounts["/home/worker"]["Type"] == "tmpfs"
+
+
+def test_a_runs_task_carries_its_runs_own_worker_uid_range() -> None:
+    swarm = SwarmInfo(image="sha256:abc", options=ContainerOptions(worker_uid_base=0x7000_0400))
+    env = dict(
+        e.split("=", 1) for e in spec.run_service(_run(), swarm, _task())["task_template"]["ContainerSpec"]["Env"]
+    )
+    assert env[settings.WORKER_UID_BASE.name] == str(0x7000_0400)
 
 
 def test_reservations_come_from_the_fleets_size() -> None:
