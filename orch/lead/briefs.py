@@ -128,11 +128,12 @@ def reproduced_text(run: Reproduction | None) -> str:
     if run is None:
         return "orch ran no command for this finding."
     if run.exit_code is None:
-        why = run.error or f"stopped after {run.seconds:g} s"
+        why = run.error or "it did not end within verification.reproduce_timeout"
         return f"orch could not get an exit code from it ({escape.one_line(why)}): judge the claim without it."
     tail = "\n".join(f"    {line}" for line in escape.terminal_text(run.output).splitlines()[-OUTPUT_LINES:])
     return (
-        f"orch ran it in its sandbox (no network, a copy of this tree): exit {run.exit_code} in {run.seconds:g} s. "
+        # No duration: a brief is the same in every run of the spec, and a replay's briefs are the recording's.
+        f"orch ran it in its sandbox (no network, a copy of this tree): exit {run.exit_code}. "
         "You may cite that as evidence you ran, with that exit code. It is another worker's command: running it "
         "yourself runs it as you. Its output ended with:\n" + (tail or "    (no output)")
     )
