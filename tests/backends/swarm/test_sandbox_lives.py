@@ -3,9 +3,6 @@ other node from the last pass home, and nothing that came home before is lost: t
 
 from __future__ import annotations
 
-import contextlib
-
-import docker
 import pytest
 from docker.models.containers import Container
 
@@ -24,27 +21,30 @@ def test_a_cut_node_is_marked_and_the_run_resumes_on_the_other_losing_nothing(ma
     name = unique("sw-cut")
     box, run = demo_run(name, manager.image, ["node.role==worker"])
     node = ""
-    frozen: list[Container] = []
     try:
         info = box.start(box.pull_info(_swarm(run.info())))
         node = info.swarm.lives[0].node.removeprefix("orch-sw-")
+        # The demo can end within the seconds the swarm takes to miss a heartbeat, and a run that ended before its
+        # node went is rightly not lost. So its controller is stopped (SIGSTOP) once both finders are briefed:
+        # they still report, their outboxes still come home, but nothing is verified and the run cannot end.
+        task = wait_until(lambda: _task(manager, node, name), 300, f"run {name}'s task to run on node {node}")
+        wait_until(lambda: _assigned(task, name) >= 2, 300, "both finders to be briefed", interval=0.2)
+        assert _sh(task, STOP_CONTROLLER.format(name=name)), "no controller to stop"
 
-        def a_finding_home() -> list[str]:
+        def findings_home() -> list[str]:
             box.pull_info(_swarm(run.info()))
-            return sorted(p.name for p in run.findings_dir.glob("*.json"))
+            return sorted(str(p.relative_to(run.root)) for p in run.root.glob("outbox/agent-*/*.findings.json"))
 
-        home = wait_until(a_finding_home, 300, "a finding to come home before the node dies", interval=1.0)
-        # The demo can end within the seconds the swarm takes to see a heartbeat missed, and a run that ended
-        # before its node went is rightly not lost: its task is frozen first, so the node dies mid-run.
-        frozen = _containers(manager, node, name)
-        assert frozen, f"no container of run {name} on node {node}"
-        for container in frozen:
-            container.pause()
+        def both_home() -> list[str] | None:
+            found = findings_home()
+            return found if len(found) == 2 else None
+
+        home = wait_until(both_home, 300, "both findings to come home")
         manager.cut(node)
         info = box._until_ended(_swarm(run.info()), 120)
         assert info.status is RunStatus.FAILED
         assert info.swarm.lost == f"node orch-sw-{node} is down: heartbeat failure" == info.swarm.lives[0].ended
-        assert set(home) <= {p.name for p in run.findings_dir.glob("*.json")}  # the loss took none back
+        assert set(home) <= set(findings_home())  # the loss took none back
 
         info = _swarm(box.resume(name))
         assert [life.node for life in info.swarm.lives][1:] != [f"orch-sw-{node}"]
@@ -53,9 +53,6 @@ def test_a_cut_node_is_marked_and_the_run_resumes_on_the_other_losing_nothing(ma
         assert code == 0 and findings(run) == EXPECTED  # as an uninterrupted run ends: as designed
         assert _swarm(run.info()).swarm.lives[1].ended == "exit 0"
     finally:
-        for container in frozen:
-            with contextlib.suppress(docker.errors.APIError):
-                container.unpause()  # an engine refuses to remove a paused container
         if node:
             manager.heal(node)
         box.kill(run.info())
@@ -68,5 +65,26 @@ def _swarm(info: object) -> SwarmRunInfo:
     return info
 
 
-def _containers(cluster: Cluster, node: str, name: str) -> list[Container]:
-    return cluster.engine(node).containers.list(filters={"label": f"orch.run={name}"})
+STOP_CONTROLLER = (
+    "for d in /proc/[0-9]*; do tr '\\0' ' ' < $d/cmdline 2>/dev/null | grep -q '[r]un --resume {name} *$' "
+    "&& kill -STOP ${{d#/proc/}} && echo ${{d#/proc/}}; done; true"
+)
+"""SIGSTOP to the task's controller (`orch run --resume NAME`, which serve-run --drive starts): it prints its pid."""
+
+
+def _task(cluster: Cluster, node: str, name: str) -> Container | None:
+    running = cluster.engine(node).containers.list(filters={"label": f"orch.run={name}"})
+    return running[0] if running else None
+
+
+def _assigned(task: Container, name: str) -> int:
+    """How many jobs the task's controller has handed out so far (its events.jsonl, read in the task)."""
+    said = _sh(task, f'grep -c \'"event":"assigned"\' /orch/runs/{name}/events.jsonl')
+    return int(said) if said.isdigit() else 0
+
+
+def _sh(task: Container, script: str) -> str:
+    """What `script` printed, run as root in the task's container."""
+    done = task.exec_run(["sh", "-c", script], user="0")
+    assert isinstance(done.output, bytes)
+    return done.output.decode(errors="replace").strip()
