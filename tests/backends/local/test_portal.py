@@ -4,6 +4,7 @@ half-close passed on, many at once, a refused upstream closing the client, and a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -67,10 +68,12 @@ def started(echo: Path, tmp_path: Path) -> Iterator[tuple[int, subprocess.Popen[
 
     wait_until(serving, 30.0, "the portal to serve and become ARGV")
     yield port, proc, echo
+    listeners = children(proc.pid) or []  # read before the kill: once it is reaped, init is their parent
     proc.kill()
     proc.wait()
-    for child in children(proc.pid) or []:
-        os.kill(child, 9)
+    for child in listeners:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, 9)
 
 
 def _talk(port: int, payload: bytes) -> bytes:
