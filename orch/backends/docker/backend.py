@@ -25,6 +25,21 @@ def default_image() -> str:
     return IMAGE.get()
 
 
+def container_options(options: UpOptions, cpus: float, copy: bool) -> ContainerOptions:
+    """How a run's container is confined, from the command line: a container run's, and a swarm run's task's."""
+    if cpus <= 0 or options.pids < 16:
+        raise UsageError("--cpus must be positive and --pids at least 16")
+    return ContainerOptions(
+        egress=options.egress or EgressMode.ALLOWLIST,
+        allow=list(options.allow),
+        memory=options.memory,
+        cpus=cpus,
+        pids=options.pids,
+        network=options.network,
+        copy_workdir=copy,
+    )
+
+
 class DockerSettings(BackendSettings):
     """A container run's settings: its image and how its container is confined."""
 
@@ -54,17 +69,7 @@ class DockerBackend(Backend):
                 hint="a bridge network of yours (docker network create NAME; --network NAME), or drop --network",
             )
         cpus = options.cpus if options.cpus is not None else min(CONTAINER_CPUS, float(os.cpu_count() or 1))
-        if cpus <= 0 or options.pids < 16:
-            raise UsageError("--cpus must be positive and --pids at least 16")
-        opts = ContainerOptions(
-            egress=options.egress or EgressMode.ALLOWLIST,
-            allow=list(options.allow),
-            memory=options.memory,
-            cpus=cpus,
-            pids=options.pids,
-            network=options.network,
-            copy_workdir=options.copy,
-        )
+        opts = container_options(options, cpus, options.copy)
         return DockerSettings(image=options.image or default_image(), options=opts, boot_timeout=options.boot_timeout)
 
     def sandbox(self, settings: BackendSettings | None = None) -> Sandbox:

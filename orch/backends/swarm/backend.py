@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field
 
 from orch.backends.base import Backend, BackendSettings, ChecksSandbox, UpOptions
-from orch.backends.docker.backend import default_image
+from orch.backends.docker.backend import container_options, default_image
 from orch.backends.local.backend import SHARED_NOTE_CONTAINER
 from orch.backends.swarm.record import SwarmRunInfo
 from orch.errors import OrchError, UsageError
-from orch.run.records import ContainerOptions, EgressMode, RunInfo
+from orch.run.records import ContainerOptions, RunInfo
 from orch.settings import CONTAINER_CPUS
 from orch.spec.placement import SWARM_CONSTRAINT
 
@@ -55,8 +55,6 @@ class SwarmBackend(Backend):
 
     def settings(self, options: UpOptions) -> SwarmSettings:
         cpus = options.cpus if options.cpus is not None else CONTAINER_CPUS
-        if cpus <= 0 or options.pids < 16:
-            raise UsageError("--cpus must be positive and --pids at least 16")
         if options.placement.per_node is not None and options.placement.per_node < 1:
             raise UsageError(f"--per-node {options.placement.per_node}: give at least 1", hint="--per-node 4")
         for constraint in options.placement.constraints:
@@ -71,15 +69,8 @@ class SwarmBackend(Backend):
                 "not a node's own network",
                 hint="docker network create --driver overlay NAME, then --network NAME; or drop --network",
             )
-        opts = ContainerOptions(
-            egress=options.egress or EgressMode.ALLOWLIST,
-            allow=list(options.allow),
-            memory=options.memory,
-            cpus=cpus,
-            pids=options.pids,
-            network=options.network,
-            copy_workdir=True,  # the task works on the collector's copy of the workdir, never the original
-        )
+        # The task works on the collector's copy of the workdir, never the original.
+        opts = container_options(options, cpus, copy=True)
         return SwarmSettings(
             image=options.image or default_image(),
             options=opts,
