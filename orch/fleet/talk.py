@@ -9,9 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from orch import escape
+from orch.agents.registry import get_adapter
 from orch.contracts import AgentAdapter
 from orch.errors import DeliveryError, UsageError, WaitTimeoutError
-from orch.fleet.launch import adapter_of, server_for
 from orch.fleet.tmux import PaneInfo, TmuxServer
 from orch.fleet.workerstate import ENDED, derive_state
 from orch.run.events import Event
@@ -42,7 +42,7 @@ PASTE_RETRY = 0.5
 def live_pane(run: RunFolder, n: int) -> tuple[TmuxServer, PaneInfo]:
     info = run.info()
     run.check_worker(n)
-    server = server_for(info)
+    server = TmuxServer(info.tmux_socket)
     if not server.alive():
         raise DeliveryError(f"run {run.name!r} is not running", hint=f"start it again with `orch up {run.name}`")
     pane = server.pane(n)
@@ -111,7 +111,7 @@ def send(run: RunFolder, n: int, text: str, ack_timeout: float = ACK_TIMEOUT) ->
 def _wait_for_input(run: RunFolder, n: int, server: TmuxServer, pane: PaneInfo) -> AgentAdapter:
     """Wait while worker n's screen says its agent drops typed text though its hooks say idle (its adapter's
     deaf screens): a paste then would be lost, and the Enters after it would submit nothing."""
-    adapter = adapter_of(run.info(), n)
+    adapter = get_adapter(run.info().agent_of(n))
 
     def takes_input() -> bool:
         return adapter.takes_input(server.capture(pane.pane_id))
@@ -167,7 +167,7 @@ def read(run: RunFolder, n: int, lines: int | None = None) -> str:
     its terminal log rendered as its terminal showed it (orch.run.terminal)."""
     info = run.info()
     run.check_worker(n)
-    server = server_for(info)
+    server = TmuxServer(info.tmux_socket)
     # What the worker's agent put on its screen, shown, never replayed: no escape sequence of its reaches the terminal.
     if server.alive():
         return escape.terminal_text(server.capture(server.pane(n).pane_id, lines))
