@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -37,6 +37,9 @@ INPUT_TIMEOUT = 30.0
 PASTE_ATTEMPTS = 3
 PASTE_RETRY = 0.5
 """Seconds before an agent with a paste window (AgentFacts.paste_window) has its Enter pressed again."""
+ENTER_POLL = 0.03
+"""How often its screen is looked at meanwhile: a new line in its draft says the Enter was not taken."""
+ACKNOWLEDGED, NEW_LINE = "acknowledged", "new line"
 
 
 def live_pane(run: RunFolder, n: int) -> tuple[TmuxServer, PaneInfo]:
@@ -58,7 +61,10 @@ def send(run: RunFolder, n: int, text: str, ack_timeout: float = ACK_TIMEOUT) ->
         raise UsageError("empty message", hint="give the text to send")
     if "\x00" in text:
         raise UsageError("message contains NUL bytes", hint="send UTF-8 text")
-    server, pane = live_pane(run, n)
+    _deliver(run, n, text, *live_pane(run, n), ack_timeout)
+
+
+def _deliver(run: RunFolder, n: int, text: str, server: TmuxServer, pane: PaneInfo, ack_timeout: float) -> None:
     seen = len(run.hook_events(n))
 
     def acknowledged() -> bool:
@@ -85,16 +91,23 @@ def send(run: RunFolder, n: int, text: str, ack_timeout: float = ACK_TIMEOUT) ->
             log.info("paste to worker %s did not show; sending Enter anyway", n)
             break
     waits = [ack_timeout * 2**k for k in range(ENTER_ATTEMPTS)]
-    if adapter.facts.paste_window:  # the agent's own timer after a paste, which no screen or hook shows ending
-        time.sleep(adapter.facts.paste_window)
+    window = adapter.facts.paste_window
+    if window:  # the agent's own timer after a paste, which no screen or hook shows ending
+        time.sleep(window)
         # A cold or loaded TUI can still take the Enter inside its window (Gemini CLI's first brief after its
-        # boot, seen at load 15): pressed again soon, not after the acknowledgement's 2 s. Such an agent
-        # ignores an Enter on an empty prompt, so a second Enter after a taken one does nothing.
+        # boot, seen at load 15) as a new line: pressed again as soon as its draft shows that, or after
+        # PASTE_RETRY, not after the acknowledgement's 2 s. Such an agent ignores an Enter on an empty prompt,
+        # so a second Enter after a taken one does nothing.
         waits = [PASTE_RETRY, *waits]
     for attempt, wait in enumerate(waits, start=1):
-        server.send_keys(pane.pane_id, "Enter")
         try:
-            wait_until(acknowledged, wait, "the acknowledgement", watch=run.state_dir)
+            if window and attempt == 1:
+                if not _enter_in_window(adapter, server, pane, acknowledged, wait):
+                    log.info("worker %s took Enter as a new line (inside its paste window): pressing it again", n)
+                    continue
+            else:
+                server.send_keys(pane.pane_id, "Enter")
+                wait_until(acknowledged, wait, "the acknowledgement", watch=run.state_dir)
         except WaitTimeoutError:
             log.info("worker %s did not acknowledge Enter (attempt %s)", n, attempt)
             continue
@@ -106,6 +119,23 @@ def send(run: RunFolder, n: int, text: str, ack_timeout: float = ACK_TIMEOUT) ->
         f"worker {n} did not acknowledge the message after {ENTER_ATTEMPTS} tries",
         hint=f"see `orch read {run.name} {n}`: it may be stuck on a dialog",
     )
+
+
+def _enter_in_window(
+    adapter: AgentAdapter, server: TmuxServer, pane: PaneInfo, acknowledged: Callable[[], bool], wait: float
+) -> bool:
+    """Enter, just after an agent's paste window: True once its hook says the prompt went in, False as soon as its
+    screen moves on with text still in its draft (the Enter became a new line); WaitTimeoutError after `wait`."""
+    typed = server.capture(pane.pane_id)
+    server.send_keys(pane.pane_id, "Enter")
+
+    def answered() -> str | None:
+        if acknowledged():
+            return ACKNOWLEDGED
+        screen = server.capture(pane.pane_id)
+        return NEW_LINE if screen != typed and not adapter.draft_empty(screen) else None
+
+    return wait_until(answered, wait, "the Enter", interval=ENTER_POLL) == ACKNOWLEDGED
 
 
 def _wait_for_input(run: RunFolder, n: int, server: TmuxServer, pane: PaneInfo) -> AgentAdapter:
@@ -135,10 +165,10 @@ def brief(run: RunFolder, n: int, text: str) -> Path:
         raise UsageError("empty brief", hint="write the task into the brief file")
     info = run.info()
     run.check_worker(n)
-    live_pane(run, n)
+    server, pane = live_pane(run, n)
     atomic_write(run.task(n), text.rstrip("\n") + protocol_footer(run, n, info.workers))
     run.log_event(ControllerEvent(event=Event.BRIEFED, worker=n, data={"task": str(run.task(n))}))
-    send(run, n, pointer_text(run, n))
+    _deliver(run, n, pointer_text(run, n), server, pane, ACK_TIMEOUT)  # the pane just looked at: not again
     return run.task(n)
 
 
