@@ -70,9 +70,9 @@ def _deliver(run: RunFolder, n: int, text: str, server: TmuxServer, pane: PaneIn
     def acknowledged() -> bool:
         return any(e.hook_event_name == "UserPromptSubmit" for e in run.hook_events(n)[seen:])
 
-    adapter = _wait_for_input(run, n, server, pane)
+    adapter, screen = _wait_for_input(run, n, server, pane)
     for paste in range(1, PASTE_ATTEMPTS + 1):
-        before = server.capture(pane.pane_id)
+        before = screen if paste == 1 else server.capture(pane.pane_id)  # the first: the screen just looked at
         server.paste(pane.pane_id, text.rstrip("\n"))
 
         def landed(before: str = before) -> bool:
@@ -138,25 +138,27 @@ def _enter_in_window(
     return wait_until(answered, wait, "the Enter", interval=ENTER_POLL) == ACKNOWLEDGED
 
 
-def _wait_for_input(run: RunFolder, n: int, server: TmuxServer, pane: PaneInfo) -> AgentAdapter:
+def _wait_for_input(run: RunFolder, n: int, server: TmuxServer, pane: PaneInfo) -> tuple[AgentAdapter, str]:
     """Wait while worker n's screen says its agent drops typed text though its hooks say idle (its adapter's
-    deaf screens): a paste then would be lost, and the Enters after it would submit nothing."""
+    deaf screens): a paste then would be lost, and the Enters after it would submit nothing. Its adapter, and the
+    screen that said it takes input (a tmux client each look: the paste compares against it)."""
     adapter = get_adapter(run.info().agent_of(n))
 
-    def takes_input() -> bool:
-        return adapter.takes_input(server.capture(pane.pane_id))
+    def takes_input() -> tuple[str] | None:  # a tuple: a blank screen is still an answer
+        screen = server.capture(pane.pane_id)
+        return (screen,) if adapter.takes_input(screen) else None
 
-    if takes_input():
-        return adapter
+    seen = takes_input()
+    if seen is not None:
+        return adapter, seen[0]
     log.info("worker %s drops typed text for now (its screen says so): waiting", n)
     try:
-        wait_until(takes_input, INPUT_TIMEOUT, "the worker to take input")
+        return adapter, wait_until(takes_input, INPUT_TIMEOUT, "the worker to take input")[0]
     except WaitTimeoutError:
         raise DeliveryError(
             f"worker {n} is not taking input after {INPUT_TIMEOUT:g}s (its screen says so): nothing was typed",
             hint=f"see `orch read {run.name} {n}`",
         ) from None
-    return adapter
 
 
 def brief(run: RunFolder, n: int, text: str) -> Path:
