@@ -85,8 +85,9 @@ class Progress(Strict):
     confirmed: int = 0
     refuted: int = 0
     cost_usd: float | None = None
+    """The whole run's (orch.gateway.modeldir.run_cost): 0 before any model traffic."""
     unbilled: str | None = None
-    """Why nothing was billed (offline, replayed), shown beside the cost."""
+    """Why nothing was billed (offline, replayed, no model traffic), shown beside the cost."""
     budget_usd: float | None = None
     started: float | None = None
     deadline: float | None = None
