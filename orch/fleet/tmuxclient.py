@@ -11,6 +11,7 @@ talks to tmux (libtmux costs a tenth of a second to import).
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -20,12 +21,13 @@ from typing import Any
 import libtmux
 from libtmux.common import tmux_cmd
 
-from orch import prereqs
+from orch import prereqs, procs
 from orch.contracts import LaunchSpec
 from orch.errors import NoAnswerError, UsageError
 
 CALL_TIMEOUT = 60.0
 """Seconds one tmux command may take: tmux answers in milliseconds, on a loaded machine in seconds."""
+HUNG = "resume it if it was stopped (kill -CONT), or end it, and its workers with it"
 
 
 @dataclass(frozen=True)
@@ -72,11 +74,22 @@ class Client:
         try:
             return subprocess.run(self.argv(*args), input=stdin, capture_output=True, env=env, timeout=self.timeout)
         except subprocess.TimeoutExpired:
-            raise NoAnswerError(
-                f"tmux {args[0]} got no answer from tmux server {self.socket_name} in {self.timeout:g} s: "
-                "the server is stopped or hung",
-                hint="resume it (kill -CONT) if it was stopped, or stop the run (`orch kill`)",
-            ) from None
+            said = f"tmux {args[0]} got no answer from tmux server {self.socket_name} in {self.timeout:g} s"
+            pid = self.server_pid()
+            if pid is None:
+                raise NoAnswerError(f"{said}: the server is stopped or hung", hint=HUNG) from None
+            if procs.stopped(pid):
+                raise NoAnswerError(f"{said}: it is stopped (pid {pid})", hint=f"resume it: kill -CONT {pid}") from None
+            raise NoAnswerError(f"{said}: it hangs (pid {pid})", hint=f"{HUNG}: kill {pid}") from None
+
+    def server_pid(self) -> int | None:
+        """The server's pid, found by its command line (a server keeps its first client's: `tmux -L SOCKET ...
+        start-server`, as orch.fleet.tmux starts it); None if no such process is in sight."""
+        for pid in procs.pids():
+            argv = procs.cmdline(pid)
+            if "start-server" in argv and ("-L", self.socket_name) in itertools.pairwise(argv):
+                return pid
+        return None
 
 
 class _Done(tmux_cmd):

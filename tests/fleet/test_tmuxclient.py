@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 import time
 import uuid
@@ -17,7 +18,7 @@ from orch import procs
 from orch.contracts import LaunchSpec
 from orch.errors import NoAnswerError, UsageError
 from orch.fleet.tmux import TmuxServer
-from orch.fleet.tmuxclient import Client, Server
+from orch.fleet.tmuxclient import HUNG, Client, Server
 
 DEADLINE = 1.0
 SLACK = 15.0  # a loaded 2-core machine starts a process in seconds, never in a deadline's worth of them
@@ -50,12 +51,31 @@ def no_answer(call: Callable[..., object], *args: object) -> NoAnswerError:
 def test_every_kind_of_call_to_a_stopped_server_ends_at_its_deadline(stopped: TmuxServer) -> None:
     client = stopped.client
     error = no_answer(client.run, ["list-sessions"])
-    assert error.one_line().startswith(
-        f"tmux list-sessions got no answer from tmux server {stopped.socket_name} in 1 s: the server is stopped or hung"
+    pid = client.server_pid()
+    assert pid is not None and error.one_line() == (
+        f"tmux list-sessions got no answer from tmux server {stopped.socket_name} in 1 s: it is stopped (pid {pid}) "
+        f"(hint: resume it: kill -CONT {pid})"
     )
     no_answer(Server(client).cmd, "list-panes", "-a")  # libtmux's command API
     no_answer(Server(client).getenv, "PATH")  # libtmux's own methods go through it
     assert stopped.server.is_alive() is False, "libtmux's takes any error for a dead server: TmuxServer.alive asks"
+
+
+def test_a_socket_that_takes_a_connection_and_never_answers_is_no_answer_too(tmux_tmpdir: Path) -> None:
+    """Not a stopped tmux: anything listening on the server's socket that never replies (no tmux process of that
+    socket is in sight, so the hint can name no pid)."""
+    name = f"orch-test-{uuid.uuid4().hex[:8]}"
+    folder = tmux_tmpdir / f"tmux-{os.getuid()}"
+    folder.mkdir(mode=0o700)
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(folder / name))
+        listener.listen()
+        client = Client.find(name, DEADLINE)
+        error = no_answer(client.run, ["list-panes"])
+    assert client.server_pid() is None
+    assert error.one_line() == (
+        f"tmux list-panes got no answer from tmux server {name} in 1 s: the server is stopped or hung (hint: {HUNG})"
+    )
 
 
 def test_a_call_answered_is_libtmux_s_result(tmux_tmpdir: Path, tmp_path: Path) -> None:
