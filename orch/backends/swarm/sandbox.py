@@ -106,6 +106,8 @@ class SwarmSandbox:
             allow = egress.allowlist_for(os.environ, offline, opts.allow, adapter.facts.credentials, model_api=False)
         except ValueError as exc:
             raise UsageError(str(exc), hint="--allow takes a host name, an IP address or a CIDR") from None
+        if opts.network:
+            service.check_network(client, opts.network)
         boot.check_image(client, self.settings.image, address)
         image = client.images.get(self.settings.image)
         missing = set(planned.agents()) - carried_agents(image)
