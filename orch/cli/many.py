@@ -100,8 +100,7 @@ class Runs:
                     thread.join(TICK)
                     for each in found:
                         self._started(each.name)
-            crashed = summary(RunFolder.for_name("-"), Exit.ERROR, None)  # its thread's traceback said why
-            results = [done.get(n) or crashed.model_copy(update={"run": each.name}) for n, each in enumerate(found)]
+            results = [done.get(n) or _crashed(each.name) for n, each in enumerate(found)]
         return RunsSummary(exit_code=many.worst([r.exit_code for r in results]), runs=results)
 
     def _one(self, found: Preflight) -> RunSummary:
@@ -142,6 +141,12 @@ class Runs:
                 if ready or info.status is not RunStatus.STARTING:
                     self._said.add(name)
                     self.say(f"run {name}: started ({info.where})")
+
+
+def _crashed(name: str) -> RunSummary:
+    """A run whose follower crashed (its thread's traceback said why)."""
+    failed = summary(RunFolder.for_name(name), Exit.ERROR, None)
+    return failed.model_copy(update={"reason": "orch crashed following it"})
 
 
 def last_line(result: RunsSummary) -> str:
