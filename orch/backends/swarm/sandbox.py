@@ -220,7 +220,8 @@ class SwarmSandbox:
         """This side's copy brought up to the collector's; the run's record as it now is: the node of its
         life, how that life ended, or (`watch`) why it was lost, with its node."""
         client, run = self.client(info), RunFolder.for_name(info.name)
-        pulled = home.pull(home.reader(service.collector_container(client, info.name)), run, info)
+        collector = service.collector_container(client, info.name)
+        pulled = home.pull(home.reader(collector), run, info, home.acker(collector, info))
         info = pulled.info
         life = info.swarm.life
         if life is not None and life.ended is None:
@@ -240,11 +241,12 @@ class SwarmSandbox:
         return True
 
     def push(self, info: RunInfo, files: list[Path]) -> None:
-        """Before the run's first life, this side's events too (`orch run`'s first line): nothing else writes them
-        yet, and the passes home would replace this copy's with the collector's."""
+        """While no life runs (before the first, or a resume), this side's events too (`orch run`'s first line, a
+        relaunch): nothing else writes them then, and the passes home would replace this copy's with the collector's."""
         boxed = _boxed(info)
         events = RunFolder.for_name(boxed.name).events
-        files = [*files, events] if not boxed.swarm.lives and events.is_file() and events not in files else files
+        idle = boxed.swarm.life is None or boxed.swarm.life.ended is not None
+        files = [*files, events] if idle and events.is_file() and events not in files else files
         home.push(service.collector_container(self.client(boxed), boxed.name), boxed, files)
 
     @contextlib.contextmanager
@@ -348,6 +350,8 @@ class SwarmSandbox:
             service.remove_service(self.client(info), life.service)
             if life.ended is None:
                 life.ended = "replaced by a new life"
+        run.write_info(info)
+        self.push(info, [])  # this side's lines since (the relaunch `orch run --resume` logged) go with the folder
         return self.start(info)
 
     def kill(self, info: RunInfo) -> None:

@@ -10,10 +10,12 @@ from docker.models.containers import Container
 from orch.backends.swarm.record import SwarmRunInfo
 from orch.entry.demo import EXPECTED
 from orch.report.summary import RunSummary
+from orch.run.events import Event
 from orch.run.records import RunStatus
 from orch.waits import wait_until
 from tests.dockertest import unique
 from tests.helpers import orch
+from tests.lead.leadrun import events
 from tests.swarmtest import Cluster, demo_run, findings
 
 pytestmark = [pytest.mark.swarm, pytest.mark.timeout(900)]
@@ -57,6 +59,8 @@ def test_a_cut_node_is_marked_and_the_run_resumes_on_the_other_losing_nothing(ma
         assert [life.node for life in info.swarm.lives][1:] != [f"orch-sw-{node}"]
         assert findings(run) == EXPECTED  # as an uninterrupted run ends: as designed
         assert info.swarm.lives[1].ended == "exit 0"
+        said = [e.event for e in events(run)]  # this side's own lines came home with the task's
+        assert Event.FLEET_RELAUNCHING in said
     finally:
         if node:
             manager.heal(node)
