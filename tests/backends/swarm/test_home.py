@@ -94,7 +94,9 @@ def test_passes_this_side_has_applied_leave_the_collectors_log(collector: Served
     def ack(seq: int) -> None:  # what home.acker puts into the collector's volume through the manager's engine
         collector.home.acked.write_text(f"{seq}\n")
 
-    logged = lambda: sorted(int(p.stem) for p in collector.home.passes.glob("*.tar"))  # noqa: E731
+    def logged() -> list[int]:
+        return sorted(int(p.stem) for p in collector.home.passes.glob("*.tar"))
+
     for n in range(3):
         with task_run.events.open("a") as f:
             f.write(f'{{"event": "e{n}"}}\n')
