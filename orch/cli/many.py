@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from orch import escape
 from orch.backends.base import Backend, Placement
 from orch.cli.notify import hosted
 from orch.entry import many, runner
@@ -127,7 +128,8 @@ class Runs:
                 raise
             done = summary(run, Exit.FAILED, None).model_copy(update={"reason": f"did not run: {one_line(exc)}"})
         report = done.reports.get("html")
-        self.say(f"run {found.name}: {done.status} (exit {done.exit_code}): {done.reason}; {report or 'no report'}")
+        reason = escape.terminal(done.reason)  # worker-named parts (a task, a finding) shown inert
+        self.say(f"run {found.name}: {done.status} (exit {done.exit_code}): {reason}; {report or 'no report'}")
         return done
 
     def _started(self, name: str, ready: bool = False) -> None:
