@@ -184,7 +184,9 @@ def run_(
     spec: Annotated[
         list[str] | None,
         typer.Argument(
-            help="The fleet spec (YAML), or several (a run each); with --resume, the run's name.", show_default=False
+            help="The fleet spec (YAML), or several (a run each); with --resume, the run's name.",
+            show_default=False,
+            metavar="SPEC",
         ),
     ] = None,
     repo: Annotated[
@@ -194,6 +196,7 @@ def run_(
             help="Run the spec(s) on this repository instead of the spec's workdir (repeatable): a run per spec and "
             "repository, named SPEC-REPO (--name: NAME-REPO). Side by side on a swarm, else one after another.",
             show_default=False,
+            metavar="PATH",
         ),
     ] = None,
     name: RunNameOpt = None,
