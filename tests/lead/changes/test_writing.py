@@ -40,7 +40,7 @@ from orch.run.folder import RunFolder
 from orch.run.records import Isolation
 from orch.waits import wait_until
 from tests.helpers import SAMPLE as SAMPLE_FILES
-from tests.helpers import diagnose, orch, run_events
+from tests.helpers import diagnose, ended, orch, own_processes, run_events
 from tests.lead.changes.gitfix import BROKEN_MEAN, PYTEST, RUNNER_CHECKS, SELF_GRADING, runner_project
 from tests.lead.leadrun import DONE, RESULT, reply, write_spec
 from tests.lead.leadrun import events as leadrun_events
@@ -278,8 +278,10 @@ def _hold(seconds: int) -> dict[str, str]:
     return {"write": "{{workdir}}/hold.sh", "content": f"sleep {seconds}\nexit 0\n"}
 
 
-def _sleepers(seconds: int) -> list[psutil.Process]:
-    return [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", str(seconds)]]
+def _sleepers(seconds: int, root: int | None = None) -> list[psutil.Process]:
+    """hold.sh's sleep in this test's checks (`root`'s tree: by default this process's, where an in-process
+    `orch run` starts them): another engineer's run of the same test on this machine sleeps alike."""
+    return own_processes(["sleep", str(seconds)], root)
 
 
 def _kill_sleepers(seconds: int) -> bool:
@@ -400,11 +402,12 @@ def test_a_controller_killed_mid_check_checks_again_when_resumed(tmp_path: Path)
     cmd = [sys.executable, "-c", "from orch.cli.main import main; main()", "run", str(spec), "--local"]
     first = subprocess.Popen([*cmd, "--name", name, "--snapshot"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_until(lambda: bool(_sleepers(86398)), 120, "the change's check to hang in its sandbox")
+        hung = wait_until(lambda: _sleepers(86398, first.pid), 120, "the change's check to hang in its sandbox")
     finally:
         first.kill()
         first.wait(30)
-    wait_until(lambda: not _sleepers(86398), 30, "the check's processes to die with their controller")
+    # Its sandbox is no child of this process once `first` is gone: the processes found are waited on.
+    wait_until(lambda: ended(hung), 30, "the check's processes to die with their controller")
     assert load_state(run).change("w").stage is ChangeStage.CHECKING
     watcher = Watcher(lambda: wait_until(lambda: _kill_sleepers(86398) or _ended(run), 150, "the run to end"))
     result = orch("run", "--resume", name)
