@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +18,7 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
+from orch import procs
 from orch.errors import NotFoundError
 from orch.fleet import launch
 from orch.notify.follow import mute
@@ -145,8 +149,7 @@ def test_keys_act_through_the_cli_and_are_logged(fleet: RunFolder) -> None:
             await until(pilot, lambda: tile(app, 1).mini and tile(app, 2).mini, "the panes' miniatures")
             assert "W2 scripted" in tile(app, 2).plain
             await until(pilot, lambda: tile(app, 2).outer_size.height == 10, "the tiles to grow by the miniature")
-            await pilot.press("m")
-            assert tile(app, 2).mini == ""
+            await miniatures_off_during_a_capture(pilot, app, run)
             await pilot.press("n")
             await until(pilot, lambda: len(prompts(run, 2)) == 2, "the nudge")
             assert prompts(run, 2)[1] == GENERIC_NUDGE
@@ -175,6 +178,42 @@ def test_keys_act_through_the_cli_and_are_logged(fleet: RunFolder) -> None:
             await until(pilot, lambda: screen.snap is not None and screen.snap.status is RunStatus.STOPPED, "stopped")
 
     asyncio.run(drive())
+
+
+def tmux_clients() -> list[str]:
+    """The tmux commands this test's process runs now (its threads': the run's tmux server is no child)."""
+    clients = [procs.cmdline(pid) for pid in procs.tree(os.getpid())]
+    return [" ".join(argv) for argv in clients if argv and Path(argv[0]).name == "tmux"]
+
+
+async def miniatures_off_during_a_capture(pilot: Pilot[int], app: WatchApp, run: RunFolder) -> None:
+    """`m` again while the miniatures' thread is in the middle of a capture (the run's tmux server stopped, as a
+    loaded machine slows it down): the capture that ends after the toggle is not drawn, and no miniature stays.
+    The toggle asks tmux too (can this run show panes?): once both wait on the stopped server, it goes on."""
+    socket = launch.server_for(run.info()).socket_name
+    shown = subprocess.run(["tmux", "-L", socket, "display", "-p", "#{pid}"], capture_output=True, text=True)
+    server = int(shown.stdout)
+    os.kill(server, signal.SIGSTOP)
+    try:
+        await until(pilot, lambda: tmux_clients(), "the miniatures' next capture to wait on tmux")
+
+        def both_wait() -> None:
+            try:
+                wait_until(lambda: len(tmux_clients()) >= 2, DEADLINE, "the toggle to wait on tmux too")
+            finally:
+                os.kill(server, signal.SIGCONT)
+
+        resume = threading.Thread(target=both_wait)
+        resume.start()
+        await pilot.press("m")
+        resume.join()
+    finally:
+        os.kill(server, signal.SIGCONT)
+    screen = fleet_screen(app)
+    await until(
+        pilot, lambda: all(w.is_finished for w in screen.workers if w.group == "miniatures"), "the capture to end"
+    )
+    assert tile(app, 1).mini == tile(app, 2).mini == ""
 
 
 def test_the_tui_for_real_in_tmux(tmp_path: Path, orch_home: Path, tmux_tmpdir: Path) -> None:
