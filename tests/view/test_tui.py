@@ -25,7 +25,7 @@ from orch.notify.follow import mute
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, RunStatus
-from orch.view.actions import GENERIC_NUDGE
+from orch.view.actions import ACTION_TIMEOUT, GENERIC_NUDGE
 from orch.view.tui import FleetScreen, WatchApp, run_tui
 from orch.view.widgets import NeedsList, PaneScreen, Tile, need_text
 from orch.waits import wait_until
@@ -141,27 +141,27 @@ def test_keys_act_through_the_cli_and_are_logged(fleet: RunFolder) -> None:
             await until(pilot, lambda: "idle" in tile(app, 2).plain, "worker 2 idle")
             await pilot.press("right", "s")
             await pilot.press(*"hello from the view", "enter")
-            await until(pilot, lambda: prompts(run, 2) == ["hello from the view"], "the message to be acknowledged")
-            await until(pilot, lambda: actions(), "the action to be logged")
+            # Each action is the CLI's command in a child process (seconds to start on a loaded machine), logged
+            # when it ends, within its own ACTION_TIMEOUT however it ended: waited for, then what it did is read.
+            await until(pilot, lambda: actions(), "the send's outcome", ACTION_TIMEOUT)
             assert actions()[0] == {"action": "send", "by": "tui", "ok": True, "said": "delivered to worker 2",
                                     "chars": 19}  # fmt: skip
+            assert prompts(run, 2) == ["hello from the view"]  # acknowledged before `orch send` ended
             await pilot.press("m")  # live miniatures of the panes (a local run)
             await until(pilot, lambda: tile(app, 1).mini and tile(app, 2).mini, "the panes' miniatures")
             assert "W2 scripted" in tile(app, 2).plain
             await until(pilot, lambda: tile(app, 2).outer_size.height == 10, "the tiles to grow by the miniature")
             await miniatures_off_during_a_capture(pilot, app, run)
             await pilot.press("n")
-            await until(pilot, lambda: len(prompts(run, 2)) == 2, "the nudge")
-            assert prompts(run, 2)[1] == GENERIC_NUDGE
+            await until(pilot, lambda: len(actions()) == 2, "the nudge's outcome", ACTION_TIMEOUT)
+            assert actions()[1]["ok"] and prompts(run, 2)[1:] == [GENERIC_NUDGE]
             await pilot.press("enter")  # worker 2's full screen, read-only
             await until(pilot, lambda: isinstance(app.screen, PaneScreen), "the worker's screen")
             await pilot.press("escape")
             await pilot.press("r")
             await pilot.press("y")
-            await until(
-                pilot, lambda: any(e.event is Event.RESTARTED and e.worker == 2 for e in events(run)), "restart"
-            )
-            await until(pilot, lambda: len(actions()) == 3, "the restart logged")
+            await until(pilot, lambda: len(actions()) == 3, "the restart's outcome", ACTION_TIMEOUT)
+            assert actions()[2]["ok"] and any(e.event is Event.RESTARTED and e.worker == 2 for e in events(run))
             await pilot.press("q")
         # Quitting leaves the fleet running.
         assert launch.server_for(run.info()).alive()
@@ -171,9 +171,9 @@ def test_keys_act_through_the_cli_and_are_logged(fleet: RunFolder) -> None:
             await until(pilot, lambda: isinstance(app.screen, FleetScreen), "the fleet screen")
             await pilot.press("K", "n")  # not confirmed: nothing happens
             await pilot.press("K", "y")
-            await until(pilot, lambda: run.info().status is RunStatus.STOPPED, "the run to be killed", 60)
-            await until(pilot, lambda: len(actions()) == 4, "the kill logged")
+            await until(pilot, lambda: len(actions()) == 4, "the kill's outcome", ACTION_TIMEOUT)
             assert [a["action"] for a in actions()] == ["send", "nudge", "restart", "kill"]
+            assert actions()[3]["ok"] and run.info().status is RunStatus.STOPPED
             screen = fleet_screen(app)
             await until(pilot, lambda: screen.snap is not None and screen.snap.status is RunStatus.STOPPED, "stopped")
 
