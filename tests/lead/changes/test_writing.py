@@ -120,9 +120,26 @@ def test_honest_lands_scope_and_leftover_process_are_refused(repo: Path) -> None
     """Three writers at once: the honest fix lands; the
     test-editing "fix" is REJECTED (scope) with no review asked; the writer that leaves a process to edit its
     worktree after its done flag is REJECTED, and its change was taken from the snapshot (no late edit in it)."""
-    # The lurker outlives the take by far (a loaded machine may take seconds to get there): it is still running
-    # then, so it is found, and stopped before its edit, which would only land in the worktree, never the change.
-    lurker = f"{CLAMP}\n$ (sleep 60; echo 'evil = 1' >> calc.py) </dev/null >/dev/null 2>&1 &"
+    # The lurker edits once its job is accepted (the test says so: `go`), which comes after the take (the change's
+    # snapshot, then the look for what the writer left running): it is running at that look however slow the
+    # machine, and its edit, if it comes before it is stopped, lands in the worktree only, never in the change.
+    # (A sleep of a minute before the edit raced the take, as a sleep of two seconds had, only less often.)
+    hostile = RunFolder.for_name("chg-hostile")
+    go = hostile.root / "go"
+    edit = f"until [ -e {go} ]; do sleep 0.05; done; echo 'evil = 1' >> calc.py"
+    lurker = f"{CLAMP}\n$ ({edit}) </dev/null >/dev/null 2>&1 &"
+
+    def release() -> None:
+        try:
+            wait_until(
+                lambda: _has(hostile, Event.JOB_ACCEPTED, job="lurk") or _ended(hostile),
+                240, "the lurker's job to be accepted (or the run to end)",
+            )  # fmt: skip
+        finally:
+            if hostile.root.is_dir():
+                go.touch()
+
+    watcher = Watcher(release)
     run = _run(
         repo,
         "chg-hostile",
@@ -132,6 +149,7 @@ def test_honest_lands_scope_and_leftover_process_are_refused(repo: Path) -> None
             {"id": "lurk", "role": "writer", "goal": lurker, "worker": 3},
         ],
     )
+    watcher.join()
     rows = _rows(run)
     assert rows["mean"]["status"] == ChangeStatus.LANDED, rows
     assert rows["cheat"]["status"] == ChangeStatus.REJECTED and rows["cheat"]["reason"] == "scope"
