@@ -27,7 +27,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from orch import prereqs, procs, settings
+from orch import prereqs, procs
 from orch.backends import registry as backends
 from orch.backends.base import ChecksSandbox
 from orch.backends.local import bwrap
@@ -51,6 +51,7 @@ from orch.lead.changes.switch import can_switch
 from orch.run.files import atomic_write
 from orch.run.paths import agents_dir, launch_dir, orch_home
 from orch.run.uids import checks_uid, drop_argv
+from orch.settings.user import BWRAP
 
 TREE_MOUNT = "/tmp/orch-check/tree"
 """Where the check's own copy of the tree is, inside the sandbox (a fixed path: output tails compare across trees)."""
@@ -83,10 +84,7 @@ def sandbox_kind() -> ChecksSandbox:
 
 def sandbox_fix() -> str:
     """How to get the checks' sandbox working on this machine."""
-    if prereqs.bwrap_path() is None:
-        how = f"apt-get install bubblewrap (or set {settings.BWRAP.name})"
-    else:
-        how = prereqs.USERNS_ON
+    how = f"apt-get install bubblewrap (or set {BWRAP.name})" if prereqs.bwrap_path() is None else prereqs.USERNS_ON
     return f"{how}, or drop the spec's checks:"
 
 
