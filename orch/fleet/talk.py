@@ -85,13 +85,7 @@ def send(run: RunFolder, n: int, text: str, ack_timeout: float = ACK_TIMEOUT) ->
             log.info("paste to worker %s did not show; sending Enter anyway", n)
             break
     waits = [ack_timeout * 2**k for k in range(ENTER_ATTEMPTS)]
-    if adapter.facts.paste_window:
-        # The agent's own timer after a paste, waited out with a fixed sleep because nothing shows its end: Gemini
-        # CLI (0.61.0's InputPrompt) keeps `recentUnsafePasteTime` in React state, set by the paste's key event
-        # and cleared by a 40 ms setTimeout; only its Enter handler reads it and nothing draws it, so its end
-        # renders the same frame (Ink writes nothing to the pane) and fires no hook. The paste showing (`landed`,
-        # drawn by the render that followed that key event) is the earliest the window can have begun, so the
-        # wait starts there and the retry below covers a window a loaded machine stretched.
+    if adapter.facts.paste_window:  # the agent's own timer after a paste, which no screen or hook shows ending
         time.sleep(adapter.facts.paste_window)
         # A cold or loaded TUI can still take the Enter inside its window (Gemini CLI's first brief after its
         # boot, seen at load 15): pressed again soon, not after the acknowledgement's 2 s. Such an agent
