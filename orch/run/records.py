@@ -225,10 +225,17 @@ class RunInfoBase(Strict):
         """Every agent of the run (names), `agent` first."""
         return list(dict.fromkeys([self.agent, *self.worker_agents.values()]))
 
+    def _counted(self) -> str:
+        counts = [sum(1 for n in range(1, self.workers + 1) if self.agent_of(n) == k) for k in self.agents()]
+        return " + ".join(f"{c} {k}" for c, k in zip(counts, self.agents(), strict=True))
+
     def fleet(self) -> str:
         """The fleet in a few words: `3 claude worker(s)`, or `2 claude + 1 codex worker(s)`."""
-        counts = [sum(1 for n in range(1, self.workers + 1) if self.agent_of(n) == k) for k in self.agents()]
-        return " + ".join(f"{c} {k}" for c, k in zip(counts, self.agents(), strict=True)) + " worker(s)"
+        return f"{self._counted()} worker(s)"
+
+    def mix(self) -> str:
+        """Its agents, where one name stood before mixed fleets (a view's header): `claude`, `2 claude + 1 codex`."""
+        return self._counted() if len(self.agents()) > 1 else self.agent
 
 
 class LocalRunInfo(RunInfoBase):
