@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -291,15 +292,23 @@ HOLD = "if [ -e hold.sh ]; then sh hold.sh; fi"
 """The check: it passes on the base; a change that adds hold.sh makes it run that (a sleep a test ends)."""
 
 
+def _hold_argv(seconds: int) -> list[str]:
+    """hold.sh's sleep: about `seconds`, its argument this test process's own (its pid as the fraction). Other
+    engineers run the same tests on this machine, some with copies of this file that killed every `sleep SECONDS`
+    on the machine: one killed this test's hold (its check then passed early, before the events it must come
+    after)."""
+    return ["sleep", f"{seconds}.{os.getpid()}"]
+
+
 def _hold(seconds: int) -> dict[str, str]:
-    """A writer's step: a hold.sh whose sleep (a unique argv, found and killed by the test) hangs the check."""
-    return {"write": "{{workdir}}/hold.sh", "content": f"sleep {seconds}\nexit 0\n"}
+    """A writer's step: a hold.sh whose sleep (found and killed by the test) hangs the check."""
+    return {"write": "{{workdir}}/hold.sh", "content": f"{' '.join(_hold_argv(seconds))}\nexit 0\n"}
 
 
 def _sleepers(seconds: int, root: int | None = None) -> list[psutil.Process]:
     """hold.sh's sleep in this test's checks (`root`'s tree: by default this process's, where an in-process
-    `orch run` starts them): another engineer's run of the same test on this machine sleeps alike."""
-    return own_processes(["sleep", str(seconds)], root)
+    `orch run` starts them), never another test's."""
+    return own_processes(_hold_argv(seconds), root)
 
 
 def _kill_sleepers(seconds: int) -> bool:
