@@ -38,7 +38,6 @@ EXCUSED: dict[str, str] = {
     "lead/base.py": "what the controller's parts share: tests/lead/test_dispatch.py, test_acceptance.py use it",
     "lead/recovery.py": "nudges and restarts as effects (their decisions: test_decisions.py): test_scripted.py",
     "backends/docker/sandbox.py": "the Docker Sandbox: only an engine shows it, the tests/scenarios/*_docker.py",
-    "backends/docker/mounts.py": "its mounts and volumes: tests/scenarios/test_gateway_docker.py, test_fleet_docker.py",
     "agents/aider/watch.py": "aider's stand-in for hooks: only the real aider shows it: tests/agents/aider/",
 }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import re
 from collections.abc import Callable
 from enum import StrEnum
@@ -274,6 +275,10 @@ RUN_RECORDS: dict[str, type[RunInfoBase]] = {"local": LocalRunInfo, "docker": Do
 `DockerRunInfo` before any backend code runs); a backend's own package adds its variant when it loads."""
 RECORD_FINDERS: list[Callable[[str], None]] = []
 """Called with a backend's name RUN_RECORDS lacks: orch.backends.registry loads it (its package adds its variant)."""
+RECORD_FINDER_MODULE = "orch.backends.registry"
+"""The module that adds its finder to RECORD_FINDERS when imported: imported by name on a backend RUN_RECORDS
+lacks, so a process that never imported it (a reader of run folders alone) still reads every backend's run.json.
+By name, because it sits above this layer."""
 
 
 class RunRecords:
@@ -297,6 +302,7 @@ class RunRecords:
             error = exc.errors()[0]
             if error["type"] != "union_tag_invalid":
                 raise
+            importlib.import_module(RECORD_FINDER_MODULE)  # adds its finder, once
             for find in RECORD_FINDERS:  # a backend not loaded yet: its package adds its variant
                 find(str(error.get("ctx", {}).get("tag")))
             return self.adapter().validate_json(text)  # still unknown: pydantic's error names the backends there are
