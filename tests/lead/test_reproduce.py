@@ -16,6 +16,7 @@ from orch.lead.changes import gate
 from orch.lead.changes.checkwatch import CheckLimits
 from orch.lead.changes.stopper import Stopper
 from orch.lead.reproduce import reproduce
+from tests.helpers import own_processes
 
 LIMITS = CheckLimits(timeout=60)
 pytestmark = pytest.mark.skipif(gate.sandbox_available() is not None, reason="no checks' sandbox on this machine")
@@ -32,8 +33,7 @@ def tree(tmp_path: Path) -> Path:
 def test_its_exit_code_and_output_are_recorded_and_the_tree_stays_as_it_was(tree: Path) -> None:
     command = "grep -c 'page \\* size' pages.py; echo planted > pages.py; rm -f pages.py.bak; exit 3"
     run = reproduce(tree, command, LIMITS, None, Stopper())
-    assert (run.command, run.exit_code, run.timed_out, run.error) == (command, 3, False, None)
-    assert run.output == "1\n"
+    assert (run.command, run.exit_code, run.timed_out, run.error, run.output) == (command, 3, False, None, "1\n")
     assert (tree / "pages.py").read_text() == "start = page * size\n"  # it wrote its own copy
 
 
@@ -49,7 +49,7 @@ def test_a_hung_command_is_stopped_and_leaves_nothing_running(tree: Path) -> Non
     seconds = str(600 + time.monotonic_ns() % 100_000)  # a sleep of its own, to look for
     run = reproduce(tree, f"sleep {seconds} & echo started; sleep 600", replace(LIMITS, timeout=1), None, Stopper())
     assert run.timed_out and run.exit_code is None and run.output == "started\n"
-    left = [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", seconds]]
+    left = own_processes(["sleep", seconds])
     # The sandbox's pid namespace is torn down as its first process dies: a sleep may still be on its way out.
     assert not psutil.wait_procs(left, timeout=10)[1], "the backgrounded sleep outlived its stopped command"
 

@@ -7,7 +7,6 @@ import select
 import threading
 from pathlib import Path
 
-import psutil
 import pytest
 
 from orch.jobs.changes import CheckResult
@@ -17,6 +16,7 @@ from orch.lead.changes.checkwatch import CheckLimits
 from orch.lead.changes.gate import run_checks, sandbox_available
 from orch.lead.changes.stopper import Stopper
 from orch.waits import wait_until
+from tests.helpers import own_processes
 
 
 def _wait_ended(pool: CheckPool[str], count: int) -> list[Ended[str]]:
@@ -61,14 +61,6 @@ def test_work_ends_through_the_pipe_and_an_error_is_the_works_own() -> None:
     assert not pool.start("d", "gate", slow)  # closed
 
 
-def _sleepers(argv: list[str]) -> list[psutil.Process]:
-    out = []
-    for proc in psutil.process_iter(["cmdline"]):
-        if proc.info["cmdline"] == argv:
-            out.append(proc)
-    return out
-
-
 @pytest.mark.skipif(sandbox_available() is not None, reason=str(sandbox_available()))
 def test_close_kills_a_running_check_and_nothing_ends_after(tmp_path: Path) -> None:
     """A check that would hang for a day: closing the pool kills its sandbox (every process in it) at once; the
@@ -82,10 +74,10 @@ def test_close_kills_a_running_check_and_nothing_ends_after(tmp_path: Path) -> N
         return run_checks([" ".join(hang)], tree, limits=CheckLimits(timeout=3600), stopper=stopper)
 
     assert pool.start("hang", "gate", work)
-    wait_until(lambda: bool(_sleepers(hang)), 30, "the check's sleep to start in its sandbox")
+    wait_until(lambda: bool(own_processes(hang)), 30, "the check's sleep to start in its sandbox")
     pool.close()
     assert pool.running() == {}
-    wait_until(lambda: not _sleepers(hang), 10, "the check's processes to be gone")
+    wait_until(lambda: not own_processes(hang), 10, "the check's processes to be gone")
     assert pool.take() == []
 
 

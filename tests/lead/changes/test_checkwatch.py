@@ -25,6 +25,7 @@ from orch.lead.changes.gate import baseline, run_checks, sandbox_available
 from orch.lead.changes.stopper import ChecksStopped, Stopper
 from orch.run.uids import checks_uid
 from orch.waits import wait_until
+from tests.helpers import own_processes
 from tests.lead.changes.gitfix import make_repo
 
 MIB = 1 << 20
@@ -102,7 +103,7 @@ def test_one_checks_fork_bomb_starves_no_other_check(tree: Path, monkeypatch: py
     bombing.start()
 
     def bombs() -> list[psutil.Process]:
-        return [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["python3", "-c", forker]]
+        return own_processes(["python3", "-c", forker])
 
     try:
         wait_until(lambda: len(bombs()) >= 40, 20, "the bomb to reach its cap")

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from orch import procs
@@ -28,6 +27,7 @@ from orch.run.paths import agents_dir
 from orch.run.uids import checks_uid, drop_argv, worker_uid
 from orch.spec.model import DEFAULT_PROTECT
 from orch.waits import wait_until
+from tests.helpers import own_processes
 from tests.lead.changes.gitfix import make_repo
 from tests.lead.desks import parts
 
@@ -114,7 +114,7 @@ def test_a_fork_bomb_in_a_check_is_capped_and_ends_with_its_timeout(
     thread.start()
 
     def bombs() -> int:
-        return sum(1 for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["python3", "-c", FORKER])
+        return len(own_processes(["python3", "-c", FORKER]))
 
     peak = 0
     try:
