@@ -71,8 +71,11 @@ class Desk:
         self._gateway_unanswered = False
         at_once = settings.CHECKS_AT_ONCE.get()
         sandboxed = (spec.checks and spec.writer_tasks()) or any(t.role is Role.FINDER for t in spec.tasks)
+        self.checks_host = gate.Host.of(self.info)
+        """The run, as the checks' sandbox knows it (its tmux server; whether its workers share its uid)."""
+        host = self.checks_host
         self.checks: CheckPool[PoolResult] = CheckPool(
-            gate.slots(at_once) if sandboxed and gate.sandbox_available() is None else at_once, self.info.tmux_socket
+            gate.slots(at_once, host) if sandboxed and gate.sandbox_available(host) is None else at_once, host
         )
         """The changes' checks and the findings' reproduce commands, off the loop (orch.lead.changes.writing and
         orch.lead.reproduce start them and take in what ended)."""

@@ -245,7 +245,7 @@ class Writing(Part):
     def stop_leftover_checks(self) -> None:
         """On (re)start, before any check: a killed controller's checks still running (a container's checks' uid,
         which its death does not reach) killed, so a check never runs twice side by side."""
-        if self.spec.checks and (left := gate.stop_leftover_checks(self.desk.info.tmux_socket)):
+        if self.spec.checks and (left := gate.stop_leftover_checks(self.desk.checks_host)):
             self.desk.event(Event.CHECKS_LEFTOVER_STOPPED, pids=left)
 
     def stop_checks(self, ended_run: bool) -> None:
