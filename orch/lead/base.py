@@ -87,10 +87,10 @@ class Desk:
         self.run.log_event(ControllerEvent(event=name, worker=worker, data=data))
 
     def events_of(self, n: int) -> Sequence[HookEvent]:
-        """Worker n's hook events of its current life (after its last restart)."""
-        events = self.run.hook_events(n)
-        since = self.state.book(n).restarted_at
-        return [e for e in events if e.ts >= since] if since else events
+        """Worker n's hook events of its current life (after its last restart; none of its previous life's late
+        hooks: orch.lead.decisions.life_events)."""
+        book = self.state.book(n)
+        return decisions.life_events(self.run.hook_events(n), book.restarted_at, book.ended_session)
 
     def worker_state(self, n: int) -> tuple[WorkerState, str | None, HookEvent | None]:
         events = self.events_of(n)

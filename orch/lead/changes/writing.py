@@ -93,14 +93,19 @@ class Writing(Part):
         """The root of writer job `job`'s worktree (its workdir is the run's subdir in it)."""
         return self.run.worktrees_dir(n) / job.id
 
-    def move(self, job: Job, n: int) -> None:
-        """Restart worker n's agent in the job's workdir (a new session) when it is somewhere else."""
+    def must_move(self, job: Job, n: int) -> bool:
+        """Whether worker n's agent runs somewhere else than the job's workdir (made now if need be)."""
+        where = self.workdir_for(job, n)
+        return (self.state.book(n).cwd or str(self.desk.workdir)) != str(where)
+
+    def move(self, job: Job, n: int, prompt: str) -> None:
+        """Restart worker n's agent in the job's workdir (a new session), `prompt` (its brief's pointer) on its
+        command line. Nothing waits for it to boot: the loop watches it as any restarted worker
+        (orch.lead.recovery.Recovery.restart_booting), serving the others meanwhile."""
         where = self.workdir_for(job, n)
         book = self.state.book(n)
-        if (book.cwd or str(self.desk.workdir)) == str(where):
-            return
-        book.restarted_at = time.time()
-        launch.restart(self.run, n, self.desk.confinement, None, self.spec.timeouts.boot, workdir=where, fresh=True)
+        book.restarted_at, book.ended_session = time.time(), launch.last_session(self.run, n)
+        launch.restart(self.run, n, self.desk.confinement, prompt, workdir=where, fresh=True, wait=False)
         book.cwd = None if where == self.desk.workdir else str(where)
         self.desk.save()
         self.desk.event(Event.WORKER_MOVED, n, job=job.id, workdir=str(where))
