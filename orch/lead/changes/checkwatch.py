@@ -26,11 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orch import procs
+from orch.errors import WaitTimeoutError
 from orch.jobs.changes import CheckResult
 from orch.lead.changes.stopper import Stopper
 from orch.lead.changes.switch import via_tmux
 from orch.run.records import WorkerCaps
 from orch.spec.model import FleetSpec
+from orch.waits import wait_until
 
 CHECK_TIMEOUT = 600.0
 OUTPUT_BYTES = 64 << 10
@@ -142,9 +144,45 @@ def run_one(
     proc = subprocess.Popen(
         argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
     )
-    meter, kill = watch(proc.pid) if watch is not None else (sandbox_meter(proc.pid), None)
-    with stopper.track(proc):
-        return _watch(proc, command, started, limits, stopper, meter, kill)
+    if watch is not None:
+        meter, kill = watch(proc.pid)
+        with stopper.track(proc):
+            return _watch(proc, command, started, limits, stopper, meter, kill)
+    sandbox: list[int] = []  # its pid namespace, once bubblewrap made it
+
+    def look() -> tuple[int, int]:
+        if not sandbox and (ns := pid_namespace_under(proc.pid)) is not None:
+            sandbox.append(ns)
+        return sandbox_meter(proc.pid)()
+
+    try:
+        with stopper.track(proc):
+            return _watch(proc, command, started, limits, stopper, look, None)
+    finally:  # a sandbox not seen yet (stopped before its first look) reads no result
+        if sandbox:
+            emptied(sandbox[0])
+
+
+def pid_namespace_under(pid: int) -> int | None:
+    """The pid namespace of a bubblewrap sandbox started as process `pid` (its init's, below it), once it is made."""
+    outside = procs.pid_namespace(os.getpid())
+    return next((ns for p in procs.tree(pid) if (ns := procs.pid_namespace(p)) not in (None, outside)), None)
+
+
+def emptied(ns: int) -> None:
+    """Wait until no process is left in pid namespace `ns`: a sandbox killed (its first process, or bwrap outside
+    it) has the kernel kill the rest, which takes a moment; its check's result is read only after. Each process
+    there is SIGKILLed again meanwhile (a stop's kill may have reached bwrap alone)."""
+
+    def gone() -> bool:
+        left = [p for p in procs.pids() if procs.pid_namespace(p) == ns and procs.alive(p)]
+        for p in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(p, signal.SIGKILL)
+        return not left
+
+    with contextlib.suppress(WaitTimeoutError):  # one stuck in the kernel: nothing more to do for it here
+        wait_until(gone, 10.0, "a check's sandbox to have no process left")
 
 
 def _watch(
