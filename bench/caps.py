@@ -21,7 +21,7 @@ from bench.core import Context, Result
 from bench.env import BenchEnv, BenchError, orch_cli, python_env
 from bench.pairs import paired, ratios
 from bench.table import Row, Target
-from orch import procs, settings
+from orch import procs
 from orch.backends.registry import confinement_of
 from orch.fleet import caps
 from orch.fleet.diskuse import measure_disk
@@ -29,6 +29,7 @@ from orch.fleet.watchdog import DISK_EVERY, Watchdog
 from orch.fleet.workerprocs import WorkerProcesses
 from orch.run.folder import RunFolder
 from orch.run.records import WorkerCaps
+from orch.settings.internal import STATE_FILE
 from orch.waits import wait_for_paths, wait_until
 
 TIMEOUT = 300.0
@@ -194,7 +195,7 @@ def _every_environ(run: RunFolder, workers: list[int]) -> dict[int, set[int]]:
     marks = {str(run.state(n)): n for n in workers}
     found: dict[int, set[int]] = {n: set() for n in workers}
     for pid in procs.pids():
-        mark = procs.env_var(pid, settings.STATE_FILE.name)
+        mark = procs.env_var(pid, STATE_FILE.name)
         n = marks.get(mark) if isinstance(mark, str) else None
         if n is not None:
             found[n].add(pid)

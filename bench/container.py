@@ -22,11 +22,11 @@ from bench.core import Context, Result
 from bench.env import BenchEnv, BenchError, orch_cli, python_env
 from bench.pairs import paired, ratios
 from bench.table import Row, Target
-from orch import settings
 from orch.container.layout import run_mount
 from orch.errors import OrchError
 from orch.run.events import Event
 from orch.run.folder import RunFolder
+from orch.settings.user import IMAGE
 from orch.waits import wait_for_paths
 
 MIB = 1 << 20
@@ -46,7 +46,7 @@ def run(ctx: Context) -> Result:
     except (ImportError, OrchError) as exc:
         reason = exc.one_line() if isinstance(exc, OrchError) else str(exc)
         return Result(skipped=f"no Docker engine: {reason}")
-    image_name = settings.IMAGE.get()
+    image_name = IMAGE.get()
     try:
         image = client.images.get(image_name)
     except docker.errors.ImageNotFound:

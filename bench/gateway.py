@@ -31,7 +31,7 @@ from orch.gateway.modeldir import GatewayBoot, Scheme, Upstream
 from orch.gateway.process import GatewayClient, start_gateway, stop_gateway
 from orch.run.folder import RunFolder
 from orch.run.paths import orch_home
-from orch.settings import HOME
+from orch.settings.user import HOME
 from orch.waits import wait_for_paths
 
 CONCURRENT = 64

@@ -20,9 +20,9 @@ from typing import Any
 
 from bench.core import Context, Result
 from bench.table import Row
-from orch import settings
 from orch.agents.registry import IMAGE_AGENT, image_installs
 from orch.errors import OrchError
+from orch.settings.user import BASE_IMAGE, CA_BUNDLE
 
 AGENTS = ("codex", "gemini", "opencode", "aider")
 TAG = "orch-bench:{agent}"
@@ -40,8 +40,8 @@ def run(ctx: Context) -> Result:
         from orch.backends.docker.image import build_image, image_is_current
 
         client = docker_client()
-        base = settings.BASE_IMAGE.get()
-        ca_bundle = settings.CA_BUNDLE.get()
+        base = BASE_IMAGE.get()
+        ca_bundle = CA_BUNDLE.get()
     except (ImportError, OrchError) as exc:
         reason = exc.one_line() if isinstance(exc, OrchError) else str(exc)
         return Result(skipped=f"no Docker engine: {reason}")

@@ -35,7 +35,7 @@ from orch.contracts import UpRequest
 from orch.errors import OrchError
 from orch.run.folder import RunFolder
 from orch.run.records import ContainerOptions, EgressMode, Isolation, RunInfo
-from orch.settings import IMAGE, SWARM_SYNC_INTERVAL
+from orch.settings.user import IMAGE, SWARM_SYNC_INTERVAL
 from orch.waits import wait_until
 
 SCRIPT = REPO / "scripts" / "swarm-cluster.sh"

@@ -12,7 +12,7 @@ import ipaddress
 from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
-from orch import settings
+from orch.settings.user import DEFAULT_ALLOW
 
 # The npm and PyPI registries and GitHub: what workers need to install packages and fetch code.
 DEFAULT_HOSTS = (
@@ -31,8 +31,8 @@ _BAD = " /\\;$`'\""
 
 
 def default_hosts(env: Mapping[str, str]) -> list[str]:
-    if settings.DEFAULT_ALLOW.is_set(env):  # set but empty: no default hosts
-        return settings.DEFAULT_ALLOW.get(env)
+    if DEFAULT_ALLOW.is_set(env):  # set but empty: no default hosts
+        return DEFAULT_ALLOW.get(env)
     return list(DEFAULT_HOSTS)
 
 

@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from orch import settings
 from orch.modelaccess import NO_CREDENTIALS, Credentials, GatewayEnv
 from orch.run.folder import RunFolder
 from orch.run.paths import agent_cache
 from orch.run.records import Isolation, RunInfo, WorkerCaps
 from orch.run.statusview import RunStatusView
+from orch.settings.base import Setting
+from orch.settings.user import agent_bin
 
 
 @dataclass(frozen=True)
@@ -223,9 +224,9 @@ class AgentFacts:
         return GatewayEnv(creds.base_url_env, creds.env[0]) if creds.env and creds.base_url_env else None
 
     @property
-    def bin_setting(self) -> settings.Setting[str | None] | None:
-        """The ORCH_<NAME>_BIN setting that picks another executable (orch/settings.py), if it has one."""
-        return settings.agent_bin(self.name)
+    def bin_setting(self) -> Setting[str | None] | None:
+        """The ORCH_<NAME>_BIN setting that picks another executable (orch/settings/user.py), if it has one."""
+        return agent_bin(self.name)
 
     @property
     def cache_root(self) -> Path:

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from orch import settings
 from orch.errors import UsageError
+from orch.settings.user import BWRAP
 from orch.versions import TMUX_MIN_VERSION
 
 PYTHON_MIN = (3, 11)
@@ -78,7 +78,7 @@ def tmux_version() -> str:
 
 def bwrap_path() -> Path | None:
     """The bubblewrap executable, the one place that finds it: ORCH_BWRAP, else `bwrap` on PATH; None if none."""
-    found = settings.BWRAP.get() or shutil.which("bwrap")
+    found = BWRAP.get() or shutil.which("bwrap")
     return Path(found) if found and Path(found).is_file() else None
 
 
@@ -88,7 +88,7 @@ def bwrap_binary() -> Path:
     if found is None:
         raise UsageError(
             "strict isolation on this machine needs bubblewrap, which is not installed",
-            hint=f"apt-get install bubblewrap (or set {settings.BWRAP.name}), {SHARED}",
+            hint=f"apt-get install bubblewrap (or set {BWRAP.name}), {SHARED}",
         )
     return found
 

@@ -23,7 +23,6 @@ import docker.errors
 import pytest
 import yaml
 
-from orch import settings
 from orch.agents.registry import ALL_AGENTS
 from orch.backends.docker.engine import docker_client
 from orch.backends.docker.image import build_image, image_is_current
@@ -32,13 +31,14 @@ from orch.container.layout import LABEL_RUN, ROOT_HOST_UID
 from orch.errors import SandboxError, UsageError
 from orch.run.folder import RunFolder
 from orch.run.records import DockerRunInfo, RunInfo
+from orch.settings import user
 from orch.versions import CLAUDE_CODE_VERSION
 from orch.waits import wait_until
 from tests.helpers import run_events
 
 BASE = os.environ.get("ORCH_BASE_IMAGE") or "orch-base:bookworm"
 CA_BUNDLE = Path(os.environ["ORCH_CA_BUNDLE"]) if os.environ.get("ORCH_CA_BUNDLE") else None
-IMAGE = settings.IMAGE.get()  # ORCH_IMAGE: a developer's own tag beside CI's
+IMAGE = user.IMAGE.get()  # ORCH_IMAGE: a developer's own tag beside CI's
 IMAGE_AGENTS = (ALL_AGENTS,)
 """The one statement of what the tests' image carries: every agent the worker image can carry (`orch image
 build --agents all`). scripts/test.sh builds the image with these, the `image` fixture checks it against them."""
@@ -46,7 +46,7 @@ BUILD_TIMEOUT = 1800
 SIOCGIFADDR = 0x8915  # linux/sockios.h: an interface's IPv4 address
 # The uid the containers run as when the tests run as root (CI), else the invoking user's.
 RUN_UID = ROOT_HOST_UID if os.getuid() == 0 else os.getuid()
-GATEWAY_UID = int(settings.GATEWAY_UID.default)  # the model gateway's, in a run's container
+GATEWAY_UID = int(user.GATEWAY_UID.default)  # the model gateway's, in a run's container
 
 
 def worker_uid(info: RunInfo, n: int) -> int:

@@ -122,10 +122,10 @@ def stand_in_binaries(monkeypatch: pytest.MonkeyPatch) -> None:
     """Point every agent's ORCH_<NAME>_BIN at /bin/true: for a fast test that only needs a path, or doctor
     lines of some shape (a real `--version` starts Node or a venv's Python: seconds each; each agent's
     tier runs the real one)."""
-    from orch import settings
     from orch.agents.registry import ADAPTERS
+    from orch.settings.user import agent_bin
 
-    for setting in filter(None, map(settings.agent_bin, ADAPTERS)):
+    for setting in filter(None, map(agent_bin, ADAPTERS)):
         monkeypatch.setenv(setting.name, "/bin/true")
 
 

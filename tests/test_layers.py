@@ -36,6 +36,8 @@ RANKS = {
 }
 BASE: tuple[str, ...]  # grows below, a line for each module added
 BASE = ("orch", "orch.errors", "orch.versions", "orch.waits", "orch.settings", "orch.text", "orch.shellparts")
+BASE += ("orch.settings.base", "orch.settings.parse", "orch.settings.user", "orch.settings.compose")
+BASE += ("orch.settings.internal", "orch.settings.limits")  # every ORCH_* variable, by job
 BASE += ("orch.jsonsample",)
 BASE += ("orch.procs",)
 BASE += ("orch.allowlist",)

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import orch.run.hookwriter
-from orch import settings
 from orch.agents.binaries import find_binary, version_of
 from orch.agents.checks import check_permission_mode, credentials_check, install_check, limits_check
 from orch.contracts import (
@@ -27,6 +26,8 @@ from orch.contracts import (
     WorkerContext,
 )
 from orch.run.folder import RunFolder
+from orch.settings.compose import RUN
+from orch.settings.internal import WORKER
 
 HOOKWRITER = orch.run.hookwriter.__file__
 """The stdlib-only hook writer every agent's hooks run (as a plain script: it starts fast)."""
@@ -107,7 +108,7 @@ class AgentBase:
 
     def worker_env(self, ctx: WorkerContext) -> dict[str, str]:
         """The variables every worker's agent gets from orch: which run and which worker it is."""
-        return {settings.RUN.name: str(ctx.run.root), settings.WORKER.name: str(ctx.worker)}
+        return {RUN.name: str(ctx.run.root), WORKER.name: str(ctx.worker)}
 
     def prepare(self, ctx: WorkerContext) -> LaunchSpec:
         check_permission_mode(self, ctx.permission_mode)

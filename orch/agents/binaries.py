@@ -9,7 +9,7 @@ from pathlib import Path
 
 from orch.contracts import VERSION_TIMEOUT
 from orch.errors import UsageError
-from orch.settings import Setting
+from orch.settings.base import Setting
 
 
 def find_binary(setting: Setting[str | None] | None, command: str, pinned: Path, what: str, install: str) -> Path:

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 from orch.errors import SandboxError, UsageError
 from orch.run.records import EgressMode, Isolation, RunInfo, RunInfoBase, Strict
-from orch.settings import CONTAINER_MEMORY, CONTAINER_PIDS, IN_CONTAINER
+from orch.settings.internal import IN_CONTAINER
+from orch.settings.limits import CONTAINER_MEMORY, CONTAINER_PIDS
 
 if TYPE_CHECKING:
     from orch.contracts import Check, Sandbox

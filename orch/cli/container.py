@@ -18,18 +18,9 @@ from orch.errors import UsageError
 from orch.exitcodes import Exit
 from orch.fleet import launch
 from orch.run.records import EgressMode
-from orch.settings import (
-    AGENT,
-    BASE_IMAGE,
-    CA_BUNDLE,
-    CONTAINER_MEMORY,
-    CONTAINER_PIDS,
-    IMAGE,
-    MODEL,
-    OFFLINE,
-    PERMISSION_MODE,
-    WORKERS,
-)
+from orch.settings.compose import AGENT, MODEL, OFFLINE, PERMISSION_MODE, WORKERS
+from orch.settings.limits import CONTAINER_MEMORY, CONTAINER_PIDS
+from orch.settings.user import BASE_IMAGE, CA_BUNDLE, IMAGE
 
 EgressOpt = Annotated[
     EgressMode | None,

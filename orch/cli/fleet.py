@@ -48,7 +48,14 @@ from orch.fleet import launch, talk
 from orch.notify.config import NotifyConfig
 from orch.run.folder import RunFolder
 from orch.run.records import Isolation, WorkerCaps
-from orch.settings import CONTAINER_MEMORY, CONTAINER_PIDS, RUN_FOLDER_MAX, WORKER_DISK, WORKER_MEMORY, WORKER_PIDS
+from orch.settings.limits import (
+    CONTAINER_MEMORY,
+    CONTAINER_PIDS,
+    RUN_FOLDER_MAX,
+    WORKER_DISK,
+    WORKER_MEMORY,
+    WORKER_PIDS,
+)
 
 app = typer.Typer()  # joined into the `orch` app by orch.cli.commands
 

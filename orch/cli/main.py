@@ -16,11 +16,11 @@ def main() -> None:
             raise SystemExit(code)
     import logging
 
-    from orch import settings
     from orch.errors import OrchError
+    from orch.settings.user import LOG_LEVEL
 
     try:
-        level = settings.LOG_LEVEL.get()
+        level = LOG_LEVEL.get()
     except OrchError as exc:  # before typer: said as orch.cli.commands.OrchGroup says it
         print(f"orch: error: {exc.one_line()}", file=sys.stderr)
         raise SystemExit(exc.exit_code) from None

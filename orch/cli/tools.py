@@ -123,11 +123,11 @@ def _install(item: Install, needed: bool) -> None:
 
 def _image(names: list[str]) -> None:
     """The worker image carrying these agents, built unless the one there is current."""
-    from orch import settings
     from orch.backends.docker.image import carries_current
     from orch.cli.container import image_build
+    from orch.settings.user import BASE_IMAGE, IMAGE
 
-    tag, base = settings.IMAGE.get(), settings.BASE_IMAGE.get()
+    tag, base = IMAGE.get(), BASE_IMAGE.get()
     if carries_current(tag, base, names):
         typer.echo(f"setup: the worker image {tag} carries {', '.join(names)} and is current")
         return

@@ -15,13 +15,14 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from orch import settings
 from orch.agents.registry import ADAPTERS, get_adapter
 from orch.errors import OrchError
 from orch.gateway.credential import fleet_upstreams
 from orch.gateway.modeldir import Upstream
 from orch.run.folder import validate_name
 from orch.run.records import Strict
+from orch.settings.compose import CREDENTIALS, OFFLINE, RUN
+from orch.settings.internal import CREDENTIALS_HOME_PATH
 
 CREDENTIALS_MOUNT = "/run/orch/credentials.json"
 SECRETS_FILE = "/run/secrets/orch-credentials"
@@ -106,13 +107,13 @@ def env_boot(env: dict[str, str]) -> InitBoot | None:
     """compose.yaml's boot (no host, no boot line): the run ORCH_RUN, one upstream per model API whose
     credential is set in `env` (the scripted model with ORCH_OFFLINE=1); None when there is nothing for
     the gateway to hold (no credential, not offline) or no ORCH_RUN."""
-    if not settings.RUN.is_set():
+    if not RUN.is_set():
         return None
     try:
-        name = validate_name(settings.RUN.get())
+        name = validate_name(RUN.get())
     except OrchError as exc:
-        raise InitError(f"{settings.RUN.name}: {exc.one_line()}") from None
-    if settings.OFFLINE.get():
+        raise InitError(f"{RUN.name}: {exc.one_line()}") from None
+    if OFFLINE.get():
         return InitBoot(run=name, offline=True, upstreams=[Upstream(kind="scripted")])
     kinds = {kind: creds for kind in ADAPTERS if (creds := get_adapter(kind).facts.credentials).in_env(env)}
     if not kinds:
@@ -137,7 +138,7 @@ def read_secrets(path: Path, uid: int) -> dict[str, str]:
         return {}
     if st.st_uid == uid or st.st_mode & 0o077:
         raise InitError(
-            f"{settings.CREDENTIALS.name}: the run's uid {uid} could read it (owner {st.st_uid}, mode "
+            f"{CREDENTIALS.name}: the run's uid {uid} could read it (owner {st.st_uid}, mode "
             f"{st.st_mode & 0o777:o}): make it mode 600 and owned by another user (sudo chown root)"
         )
     allowed = credential_variables()
@@ -150,8 +151,7 @@ def read_secrets(path: Path, uid: int) -> dict[str, str]:
         name = name.strip()
         if not sep or name not in allowed:
             raise InitError(
-                f"{settings.CREDENTIALS.name}: line {number}: expected VAR=value with VAR one of "
-                f"{', '.join(sorted(allowed))}"
+                f"{CREDENTIALS.name}: line {number}: expected VAR=value with VAR one of {', '.join(sorted(allowed))}"
             )
         found[name] = value.strip().strip("'\"")
     return found
@@ -174,7 +174,7 @@ def copy_credentials(uid: int, gid: int) -> None:
     """A read-only mounted login file (the agent's own, when the gateway passes it through) copied into the
     tmpfs home, readable by the run's uid only."""
     source = Path(CREDENTIALS_MOUNT)
-    home_path = settings.CREDENTIALS_HOME_PATH.get()  # set by the host (orch.backends.docker.boot)
+    home_path = CREDENTIALS_HOME_PATH.get()  # set by the host (orch.backends.docker.boot)
     if not source.is_file() or not home_path:
         return
     target = Path(os.environ.get("HOME", "/home/worker")) / home_path

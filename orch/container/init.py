@@ -53,7 +53,6 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from orch import settings
 from orch.agents.registry import get_adapter
 from orch.container import compose
 from orch.container.bootline import (
@@ -88,6 +87,18 @@ from orch.gateway.process import GatewayHandle, handle_path, load_handle, save_h
 from orch.run.folder import RunFolder, validate_name
 from orch.run.records import EgressMode, Isolation, RunInfo
 from orch.run.uids import READ_ALL, SWITCH_CAPS, drop_argv, no_new_privs
+from orch.settings.compose import AGENT, ALLOW, CREDENTIALS, EGRESS, OFFLINE, RUN, UID
+from orch.settings.internal import (
+    BOOT_FILE,
+    BOOT_STDIN,
+    CHOWN,
+    EGRESS_ALLOW,
+    GATEWAY_CREDENTIAL,
+    GATEWAY_HOLDS,
+    GID,
+    SWARM_COLLECTOR,
+)
+from orch.settings.user import GATEWAY_UID
 
 KEEPER = "orch.container.gatewaykeeper"
 GATEWAY_HOME = "/tmp/orch-gateway"
@@ -117,11 +128,10 @@ def _id(value: int | None, name: str) -> int:
 
 
 def gateway_uid(run_uid: int) -> int:
-    value = settings.GATEWAY_UID.get()
+    value = GATEWAY_UID.get()
     if value <= 0 or value == run_uid:
         raise InitError(
-            f"{settings.GATEWAY_UID.name}={value}: the gateway needs a uid of its own "
-            f"(not root, not the run's {run_uid})"
+            f"{GATEWAY_UID.name}={value}: the gateway needs a uid of its own (not root, not the run's {run_uid})"
         )
     return value
 
@@ -159,7 +169,7 @@ def start_run_gateway(boot: InitBoot, uid: int, gid: int, gw_uid: int) -> Gatewa
     save_handle(target, handle)
     os.chown(target, uid, gid)
     # run.json's `credential` (orch.fleet.rungateway.ensure, which finds this gateway): names, never a secret.
-    os.environ[settings.GATEWAY_CREDENTIAL.name] = FleetUpstreams(tuple(boot.upstreams)).schemes
+    os.environ[GATEWAY_CREDENTIAL.name] = FleetUpstreams(tuple(boot.upstreams)).schemes
     return handle
 
 
@@ -177,9 +187,9 @@ def _strict_run(name: str | None) -> tuple[RunFolder, RunInfo] | None:
 def _allowlist(offline: bool, extra: list[str], model_api: bool) -> list[str]:
     """The workers' allowlist when the host did not decide it (compose): the defaults plus ORCH_ALLOW."""
     try:
-        credentials = get_adapter(settings.AGENT.get()).facts.credentials
+        credentials = get_adapter(AGENT.get()).facts.credentials
     except OrchError as exc:
-        raise InitError(f"{settings.AGENT.name}: {exc.one_line()}") from None
+        raise InitError(f"{AGENT.name}: {exc.one_line()}") from None
     try:
         return allowlist_for(os.environ, offline, extra, credentials, model_api=model_api)
     except ValueError as exc:
@@ -198,12 +208,12 @@ def _gateway_egress(boot: InitBoot | None, gw_uid: int, uid: int, gid: int) -> G
 
 def _home_egress(uid: int) -> HomeEgress | None:
     """A swarm task's collector (ORCH_SWARM_COLLECTOR, `address:port`): the run's uid alone may reach it."""
-    target = settings.SWARM_COLLECTOR.get()
+    target = SWARM_COLLECTOR.get()
     if target is None:
         return None
     address, _, port = target.rpartition(":")
     if not address or not port.isdigit():
-        raise InitError(f"{settings.SWARM_COLLECTOR.name}={target!r}: expected address:port")
+        raise InitError(f"{SWARM_COLLECTOR.name}={target!r}: expected address:port")
     return HomeEgress(uid, address, int(port))
 
 
@@ -219,9 +229,9 @@ def tell_held(boot: InitBoot | None) -> None:
     check of a live fleet; this process's environment, and so the run's, holds no credential after this."""
     held = [] if boot is None or boot.offline else [a for u in boot.upstreams if u.kind == "api" for a in u.agents]
     if held:
-        os.environ[settings.GATEWAY_HOLDS.name] = ",".join(dict.fromkeys(held))
+        os.environ[GATEWAY_HOLDS.name] = ",".join(dict.fromkeys(held))
     else:
-        os.environ.pop(settings.GATEWAY_HOLDS.name, None)
+        os.environ.pop(GATEWAY_HOLDS.name, None)
 
 
 def read_given(argv: list[str]) -> Given:
@@ -235,10 +245,10 @@ def read_given(argv: list[str]) -> Given:
     if not argv and lead_args is None:
         raise InitError("usage: python -m orch.container.init -- CMD [ARG...] | --lead SPEC|--resume")
     try:
-        uid, gid = _id(settings.UID.get(), settings.UID.name), _id(settings.GID.get(), settings.GID.name)
-        egress, boot_stdin, boot_file = settings.EGRESS.get(), settings.BOOT_STDIN.get(), settings.BOOT_FILE.get()
+        uid, gid = _id(UID.get(), UID.name), _id(GID.get(), GID.name)
+        egress, boot_stdin, boot_file = EGRESS.get(), BOOT_STDIN.get(), BOOT_FILE.get()
         hosted = boot_stdin or boot_file is not None  # a boot from orch on the host (or for a swarm task)
-        compose_run = validate_name(settings.RUN.get()) if not hosted and settings.RUN.is_set() else None
+        compose_run = validate_name(RUN.get()) if not hosted and RUN.is_set() else None
     except OrchError as exc:
         raise InitError(exc.one_line()) from None
     boot: InitBoot | None
@@ -253,7 +263,7 @@ def read_given(argv: list[str]) -> Given:
         if given:  # `docker exec` gives the container's environment to its processes too
             print(
                 f"orch-init: warning: {', '.join(given)} came by the container's environment, which every "
-                f"`docker exec` process gets too; put it in {settings.CREDENTIALS.name} (a file) instead",
+                f"`docker exec` process gets too; put it in {CREDENTIALS.name} (a file) instead",
                 file=sys.stderr,
                 flush=True,
             )
@@ -263,7 +273,7 @@ def read_given(argv: list[str]) -> Given:
     try:
         mode = EgressMode(egress)
     except ValueError:
-        raise InitError(f"unknown {settings.EGRESS.name} {egress!r}") from None
+        raise InitError(f"unknown {EGRESS.name} {egress!r}") from None
     lead = compose.parse_lead(lead_args, compose_run) if lead_args is not None else None
     return Given(uid, gid, mode, boot, compose_run, lead, argv)
 
@@ -271,8 +281,8 @@ def read_given(argv: list[str]) -> Given:
 def confine(given: Given) -> None:
     """Steps 1 to 3: the egress policy, the mount points, a login file."""
     uid, gid, boot = given.uid, given.gid, given.boot
-    offline, extra = settings.OFFLINE.get(), settings.ALLOW.get()
-    decided = settings.EGRESS_ALLOW.get() if settings.EGRESS_ALLOW.is_set() else None
+    offline, extra = OFFLINE.get(), ALLOW.get()
+    decided = EGRESS_ALLOW.get() if EGRESS_ALLOW.is_set() else None
     gw_uid = gateway_uid(uid) if boot is not None else None
     # `orch up` decided the workers' list; the model API is the gateway's alone when it is ours.
     allow = decided if decided is not None else _allowlist(offline, extra, model_api=boot is None)
@@ -291,7 +301,7 @@ def confine(given: Given) -> None:
         f"self-test {report.selftest}; dns {report.dns_selftest or 'open'}",
         flush=True,
     )
-    for path in settings.CHOWN.get():
+    for path in CHOWN.get():
         if os.stat(path).st_uid == 0:  # a fresh volume; a user's own folder keeps its owner
             os.chown(path, uid, gid)
     copy_credentials(uid, gid)
@@ -370,7 +380,7 @@ def main(argv: list[str]) -> int:
     # Under strict isolation the run's processes keep SETUID and SETGID (ambient, nothing else), so that
     # its tmux server can start each pane as its worker's uid; every pane then drops them for good. A swarm
     # task's command is its syncer, which keeps CAP_DAC_READ_SEARCH for itself (orch.backends.swarm.syncer).
-    keep = (*(SWITCH_CAPS if strict else ()), *((READ_ALL,) if settings.SWARM_COLLECTOR.get() else ()))
+    keep = (*(SWITCH_CAPS if strict else ()), *((READ_ALL,) if SWARM_COLLECTOR.get() else ()))
     setpriv = [*drop_argv(given.uid, given.gid, keep), *command]
     os.execvp(setpriv[0], setpriv)
 

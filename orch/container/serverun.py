@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType
 
-from orch import procs, settings
+from orch import procs
 from orch.agents.registry import get_adapter
 from orch.container.egress import read_report
 from orch.container.layout import WORKDIR
@@ -35,6 +35,8 @@ from orch.run.folder import RunFolder
 from orch.run.listeners import BusServer
 from orch.run.records import ControllerEvent, Isolation, RunInfo, RunStatus
 from orch.run.uids import can_switch_uids, drop_argv
+from orch.settings.compose import AGENT, MODEL, OFFLINE, PERMISSION_MODE, WORKERS
+from orch.settings.internal import PROMPTS
 from orch.waits import wait_until
 
 READY_LINE = "orch: serve-run: running"  # docker_container.wait_running waits for it on remote engines
@@ -62,15 +64,15 @@ def compose_request(
     """The fleet `serve-run --create` makes (compose's `fleet`): what is given, else the ORCH_* settings.
     `strict`: strict isolation when its agent can run so (the container's init made the folder, so it
     could give each worker its files)."""
-    agent = agent or settings.AGENT.get()
+    agent = agent or AGENT.get()
     return UpRequest(
         name=name,
-        workers=workers if workers is not None else settings.WORKERS.get(),
+        workers=workers if workers is not None else WORKERS.get(),
         agent=agent,
         workdir=workdir,
-        permission_mode=permission_mode or settings.PERMISSION_MODE.get(),
-        model=model or settings.MODEL.get(),
-        offline=offline or settings.OFFLINE.get(),
+        permission_mode=permission_mode or PERMISSION_MODE.get(),
+        model=model or MODEL.get(),
+        offline=offline or OFFLINE.get(),
         isolation=Isolation.STRICT if strict and get_adapter(agent).can_run_strict() else Isolation.SHARED,
     )
 
@@ -206,7 +208,7 @@ def _launch(run: RunFolder, info: RunInfo, confinement: Confinement, boot_timeou
     _link_sessions(run, info)
     info.status = RunStatus.STARTING
     try:
-        launch.launch(run, info, confinement, settings.PROMPTS.get(), boot_timeout, resume=resume)
+        launch.launch(run, info, confinement, PROMPTS.get(), boot_timeout, resume=resume)
     except OrchError:
         _teardown(run)
         info.status = RunStatus.FAILED

@@ -22,8 +22,9 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from orch import procs, settings
+from orch import procs
 from orch.run.records import WorkerCaps
+from orch.settings.limits import CAPS_RESERVE
 
 OOM_FIRST = 1000
 """The pane's oom_score_adj: the most a process may raise it, so a worker dies before anything of the run."""
@@ -61,7 +62,7 @@ def container_pids(caps: WorkerCaps, workers: int, asked: int) -> int:
     run's own processes (controller, tmux, gateway) a reserve: a fork bomb never starves them."""
     if caps.pids is None:
         return asked
-    return max(asked, caps.pids * workers + settings.CAPS_RESERVE)
+    return max(asked, caps.pids * workers + CAPS_RESERVE)
 
 
 _LAUNCH = threading.local()
@@ -95,7 +96,7 @@ def local_nproc(now: int, caps: WorkerCaps, workers: int) -> int:
     """RLIMIT_NPROC of a pane sharing the user's uid: what the uid runs now, as much again (at least
     USER_GROWTH) for the user's own programs, and every worker at its cap: far below what takes a machine
     down, far above what the user's own work needs."""
-    return now + max(now, USER_GROWTH) + (caps.pids or 0) * workers + settings.CAPS_RESERVE
+    return now + max(now, USER_GROWTH) + (caps.pids or 0) * workers + CAPS_RESERVE
 
 
 @dataclass(frozen=True)

@@ -26,13 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from orch import procs, settings
+from orch import procs
 from orch.contracts import AgentAdapter, LaunchSpec, WorkerContext
 from orch.fleet import caps
 from orch.fleet.stopping import remove_contents
 from orch.fleet.supervisor import supervised
 from orch.run.folder import RunFolder
 from orch.run.records import RunInfo
+from orch.settings.internal import STATE_FILE
 
 Owner = int | Literal[procs.Unsettled.NOT_YET] | None
 """A process's worker, NOT_YET while it is inside its exec (its environment not laid out yet), None for no worker's."""
@@ -130,7 +131,7 @@ class Confinement(Protocol):
 
 def state_file_owner(marks: dict[str, int], pid: int) -> Owner:
     """Shared isolation's attribution: the worker whose state-file variable the process inherited."""
-    mark = procs.env_var(pid, settings.STATE_FILE.name)
+    mark = procs.env_var(pid, STATE_FILE.name)
     return mark if mark is procs.NOT_YET else marks.get(mark) if mark is not None else None
 
 

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from orch import settings
 from orch.agents.registry import ADAPTERS, get_adapter
 from orch.contracts import AgentAdapter
 from orch.errors import OrchError, SandboxError, UsageError
@@ -37,6 +36,8 @@ from orch.gateway.process import (
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, RunInfo
+from orch.settings.compose import CREDENTIALS
+from orch.settings.internal import GATEWAY_CREDENTIAL, GATEWAY_HOLDS
 from orch.waits import wait_until
 
 log = logging.getLogger(__name__)
@@ -114,14 +115,14 @@ def fleet_credentials(agents: Sequence[str], offline: bool) -> FleetUpstreams:
     gateway with the credentials (compose: this environment holds none), the init's word on which agent
     kinds they serve is checked instead: a live fleet with an agent it holds nothing for is refused."""
     kinds = {agent: get_adapter(agent).facts.credentials for agent in agents}
-    held = settings.GATEWAY_HOLDS.get()
+    held = GATEWAY_HOLDS.get()
     if held and not offline:
         missing = [kind for kind, credentials in kinds.items() if credentials.env and kind not in held]
         if missing:
             names = "; ".join(f"{kind}: {' or '.join(kinds[kind].env)}" for kind in dict.fromkeys(missing))
             raise UsageError(
                 f"no credential for {names} in the container's gateway (it holds one for {', '.join(held)})",
-                hint=f"add it to the file {settings.CREDENTIALS.name} names",
+                hint=f"add it to the file {CREDENTIALS.name} names",
             )
         return fleet_upstreams(kinds, os.environ, offline, strict=False)
     return fleet_upstreams(kinds, os.environ, offline)
@@ -136,7 +137,7 @@ def ensure(run: RunFolder, info: RunInfo) -> GatewayHandle:
     if handle is not None:
         _check_offline(handle, info)
         # One the container's init started: its upstreams' schemes, as the init told (none told: as it was).
-        info.credential = settings.GATEWAY_CREDENTIAL.get() or info.credential
+        info.credential = GATEWAY_CREDENTIAL.get() or info.credential
         return handle
     dead = lost(info)
     choice = upstreams(info)

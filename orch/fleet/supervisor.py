@@ -7,10 +7,11 @@ state-file variable is also how a process of a worker sharing the controller's u
 
 from __future__ import annotations
 
-from orch import procs, settings
+from orch import procs
 from orch.contracts import LaunchSpec
 from orch.fleet.workerstate import EXIT_EVENT
 from orch.run.folder import RunFolder
+from orch.settings.internal import STATE_FILE
 
 SUPERVISOR = (
     '"$@"; s=$?; printf \'{"ts": %s, "hook_event_name": "%s", "status": %s}\\n\' '
@@ -20,7 +21,7 @@ SUPERVISOR = (
 
 def supervised(spec: LaunchSpec, run: RunFolder, n: int) -> LaunchSpec:
     """Worker n's launch spec run under the supervisor, its state-file variable set."""
-    env = {**spec.env, settings.STATE_FILE.name: str(run.state(n))}
+    env = {**spec.env, STATE_FILE.name: str(run.state(n))}
     return LaunchSpec(argv=["sh", "-c", SUPERVISOR, "orch-agent", *spec.argv], env=env, cwd=spec.cwd)
 
 

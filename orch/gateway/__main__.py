@@ -14,10 +14,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from orch import settings
 from orch.errors import OrchError
 from orch.gateway.modeldir import GatewayBoot
 from orch.gateway.supervisor import Supervisor
+from orch.settings.user import LOG_LEVEL
 from orch.text import first_error
 
 
@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--handle", type=Path, required=True, help="where to write the gateway's url and pid")
     parser.add_argument("--ready-fd", type=int, help="a pipe to write `ready` to once the handle is written")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=settings.LOG_LEVEL.get(), format="orch gateway[%(process)d]: %(message)s")
+    logging.basicConfig(level=LOG_LEVEL.get(), format="orch gateway[%(process)d]: %(message)s")
     try:
         boot = GatewayBoot.model_validate_json(sys.stdin.readline())
     except ValidationError as exc:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from orch import settings
 from orch.errors import UsageError
 from orch.gateway.modeldir import Tokens
 from orch.run.records import Strict
+from orch.settings.user import PRICING
 from orch.text import first_error
 
 SHIPPED = "orch/data/pricing.json"
@@ -57,7 +57,7 @@ class Pricing:
 
 def load_pricing(override: str | None = None) -> Pricing:
     """The boot's file, else ORCH_PRICING's, else the shipped table; a bad file is a one-line UsageError."""
-    path = Path(override).expanduser() if override else settings.PRICING.get()
+    path = Path(override).expanduser() if override else PRICING.get()
     if path is None:
         text = resources.files("orch").joinpath("data/pricing.json").read_text()
         return Pricing(PricingTable.model_validate_json(text), SHIPPED)

@@ -22,12 +22,13 @@ from typing import Any
 
 from pydantic import SecretStr, ValidationError
 
-from orch import procs, settings
+from orch import procs
 from orch.errors import NotFoundError, OrchError, UsageError
 from orch.gateway.modeldir import GatewayBoot, GatewayBudget
 from orch.gateway.wire import boot_line
 from orch.run.files import atomic_write
 from orch.run.records import Strict
+from orch.settings.internal import gateway_handle
 from orch.waits import read_line, wait_until
 
 START_TIMEOUT = 30.0
@@ -41,9 +42,9 @@ class GatewayHandle(Strict):
 
 
 def handle_path(run_name: str) -> Path:
-    """Where a run's handle lives (orch.settings.gateway_handle): $ORCH_HOME/gateways/ (made 0700 by whoever
+    """Where a run's handle lives (orch.settings.internal.gateway_handle): $ORCH_HOME/gateways/ (made 0700 by whoever
     writes a handle there: `save_handle`, `start_gateway`), or a run's container's temp dir."""
-    return settings.gateway_handle(run_name)
+    return gateway_handle(run_name)
 
 
 def state_path(handle: Path) -> Path:

@@ -23,7 +23,6 @@ from typing import Any
 from aiohttp import web
 from pydantic import ValidationError
 
-from orch import settings
 from orch.errors import OrchError
 from orch.gateway import tokens
 from orch.gateway.apis.registry import for_path
@@ -39,6 +38,7 @@ from orch.gateway.wire import ChildStart, Report
 from orch.gateway.writer import Writer
 from orch.run.files import atomic_write
 from orch.run.folder import RunFolder
+from orch.settings.user import LOG_LEVEL
 from orch.text import first_error
 
 log = logging.getLogger("orch.gateway")
@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fd", type=int, required=True, help="the listening socket, inherited")
     parser.add_argument("--report-fd", type=int, required=True, help="the pipe to the supervisor")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=settings.LOG_LEVEL.get(), format="orch gateway[%(process)d]: %(message)s")
+    logging.basicConfig(level=LOG_LEVEL.get(), format="orch gateway[%(process)d]: %(message)s")
     start = ChildStart.model_validate_json(sys.stdin.readline())
     sock = socket.socket(fileno=args.fd)
     try:

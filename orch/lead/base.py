@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from orch import settings
 from orch.backends import registry as backends
 from orch.errors import DeliveryError
 from orch.fleet import launch, talk
@@ -26,6 +25,7 @@ from orch.lead.changes.checkpool import CheckPool
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, HookEvent, WorkerState
+from orch.settings.user import CHECKS_AT_ONCE
 from orch.spec.model import FleetSpec, Role
 
 PoolResult = ChecksRecord | Integration | Reproduction
@@ -69,7 +69,7 @@ class Desk:
         stopped (orch.lead.acceptance.Review.stop_leftovers): what a writer's gate holds against it."""
         self.gateway = GatewayLink(run)
         self._gateway_unanswered = False
-        at_once = settings.CHECKS_AT_ONCE.get()
+        at_once = CHECKS_AT_ONCE.get()
         sandboxed = (spec.checks and spec.writer_tasks()) or any(t.role is Role.FINDER for t in spec.tasks)
         self.checks_host = gate.Host.of(self.info)
         """The run, as the checks' sandbox knows it (its tmux server; whether its workers share its uid)."""

@@ -25,7 +25,6 @@ from typing import TextIO
 
 from pydantic import BaseModel
 
-from orch import settings
 from orch.errors import SandboxError, UsageError
 from orch.run.files import decode_text
 from orch.run.folder import RunFolder
@@ -33,6 +32,7 @@ from orch.run.paths import OWN_BUS, SANDBOX_SOCKETS
 from orch.run.records import BusLine
 from orch.run.uids import worker_of
 from orch.run.workerpost import TIMEOUT, connect
+from orch.settings.internal import SANDBOXED
 
 LINE_RE = re.compile(r"^(?P<ts>\S+Z) \[(?P<sender>[^\]]+)\] (?P<text>.*)$")
 MAX_TEXT = 16_000
@@ -197,7 +197,7 @@ def stamp_sender(uid: int, claimed: int | None, run_uid: int, fixed: int | None 
 def own_socket(run: RunFolder) -> Path:
     """Where this process posts under strict isolation: in a local worker's sandbox its own socket of the
     relay's (which a relay started again serves there too), else the run's bus.sock."""
-    return SANDBOX_SOCKETS / OWN_BUS if settings.SANDBOXED.get() else run.bus_socket
+    return SANDBOX_SOCKETS / OWN_BUS if SANDBOXED.get() else run.bus_socket
 
 
 def post_through_controller(run: RunFolder, worker: int | None, text: str, path: Path | None = None) -> None:

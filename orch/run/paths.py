@@ -6,12 +6,13 @@ import hashlib
 import os
 from pathlib import Path
 
-from orch import settings
+from orch.settings.internal import AGENTS_DIR
+from orch.settings.user import HOME
 
 
 def orch_home() -> Path:
     """`$ORCH_HOME`, defaulting to `~/.orch`."""
-    return settings.HOME.get()
+    return HOME.get()
 
 
 def agent_cache() -> Path:
@@ -33,7 +34,7 @@ def agents_dir() -> Path:
     `$ORCH_AGENTS_DIR` overrides it: a run's container points it at its tmpfs home, so config dirs
     (and any credentials copied into them) never reach a disk.
     """
-    return settings.AGENTS_DIR.get() or orch_home() / "agents"
+    return AGENTS_DIR.get() or orch_home() / "agents"
 
 
 def workspaces_dir() -> Path:

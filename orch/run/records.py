@@ -19,8 +19,9 @@ from pydantic import (
     model_validator,
 )
 
-from orch import settings
 from orch.run.events import Event
+from orch.settings import limits
+from orch.settings.user import WORKER_UID_BASE
 
 
 def utcnow() -> dt.datetime:
@@ -68,9 +69,9 @@ class ContainerOptions(Strict):
     egress: EgressMode = EgressMode.ALLOWLIST
     allow: list[str] = Field(default_factory=list)
     """The resolved allowlist: defaults plus `--allow` (host names, IPs or CIDRs; names resolved at boot)."""
-    memory: str = settings.CONTAINER_MEMORY
-    cpus: float = settings.CONTAINER_CPUS
-    pids: int = settings.CONTAINER_PIDS
+    memory: str = limits.CONTAINER_MEMORY
+    cpus: float = limits.CONTAINER_CPUS
+    pids: int = limits.CONTAINER_PIDS
     network: str | None = None
     """A Docker network to join (None: the engine's default bridge)."""
     copy_workdir: bool = False
@@ -82,7 +83,7 @@ class ContainerOptions(Strict):
 
     def uid_base(self) -> int:
         """ORCH_WORKER_UID_BASE in the run's container."""
-        return settings.WORKER_UID_BASE.get() if self.worker_uid_base is None else self.worker_uid_base
+        return WORKER_UID_BASE.get() if self.worker_uid_base is None else self.worker_uid_base
 
 
 class ContainerInfo(Strict):
@@ -152,14 +153,14 @@ class WorkerCaps(Strict):
     """What one worker may use (SECURITY.md, "Caps"), kept in run.json: the panes start under them and
     the controller's watchdog (orch.fleet.watchdog) checks them. None: no cap."""
 
-    pids: Count = settings.WORKER_PIDS
+    pids: Count = limits.WORKER_PIDS
     """Processes and threads of the worker (RLIMIT_NPROC of its uid under strict isolation in a container;
     elsewhere counted by the watchdog)."""
-    memory: Size = byte_size(settings.WORKER_MEMORY)  # type: ignore[assignment]
+    memory: Size = byte_size(limits.WORKER_MEMORY)  # type: ignore[assignment]
     """Resident memory of all the worker's processes together (the watchdog: the engine gives no cgroup)."""
-    disk: Size = byte_size(settings.WORKER_DISK)  # type: ignore[assignment]
+    disk: Size = byte_size(limits.WORKER_DISK)  # type: ignore[assignment]
     """Bytes of the files the worker wrote; also RLIMIT_FSIZE, each file's cap, enforced by the kernel."""
-    run_folder: Size = byte_size(settings.RUN_FOLDER_MAX)  # type: ignore[assignment]
+    run_folder: Size = byte_size(limits.RUN_FOLDER_MAX)  # type: ignore[assignment]
     """The whole run folder (the watchdog stops the biggest writer past it)."""
 
     @classmethod

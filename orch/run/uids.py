@@ -18,9 +18,9 @@ import hashlib
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
-from orch import settings
 from orch.errors import SandboxError
 from orch.run.folder import MAX_WORKERS
+from orch.settings.user import WORKER_UID_BASE
 
 SWITCH_CAPS = ("setuid", "setgid", "setpcap")
 """What the run's tmux server keeps under strict isolation: just enough to start each pane as its worker
@@ -49,18 +49,18 @@ def can_switch_uids() -> bool:
 
 def worker_uid(n: int) -> int:
     """Worker n's uid (its gid is the same number)."""
-    return settings.WORKER_UID_BASE.get() + n
+    return WORKER_UID_BASE.get() + n
 
 
 def checks_uid() -> int:
     """The uid the controller runs a change's checks as in a container (orch.lead.changes.gate): no worker's,
     and the container's firewall gives it no network at all (orch.container.egress.rules)."""
-    return settings.WORKER_UID_BASE.get() + MAX_WORKERS + 1
+    return WORKER_UID_BASE.get() + MAX_WORKERS + 1
 
 
 def worker_of(uid: int) -> int | None:
     """The worker a uid belongs to, or None: not a worker's."""
-    n = uid - settings.WORKER_UID_BASE.get()
+    n = uid - WORKER_UID_BASE.get()
     return n if 1 <= n <= MAX_WORKERS else None
 
 

@@ -10,7 +10,7 @@ layers import enum and re. Everything else (another run's name, an `--as` that i
 surrogate, a lead's post) takes the full path, unchanged.
 
 The wire format is orch.run.bus's PostRequest: `{"sender": N or null, "text": "..."}`, one line; the answer
-`{"ok": true}` or `{"ok": false, "error": "..."}`. Environment variables are declared in orch/settings.py.
+`{"ok": true}` or `{"ok": false, "error": "..."}`. Environment variables are declared in orch/settings/.
 """
 
 from __future__ import annotations

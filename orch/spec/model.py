@@ -15,11 +15,11 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from orch import settings
 from orch.notify.config import NotifyConfig, spec_problems
 from orch.offline.script import TOOLS as SCRIPT_TOOLS
 from orch.run.folder import MAX_WORKERS, NAME_RE
 from orch.run.records import Count, Isolation, Size, Strict, WorkerCaps, byte_size
+from orch.settings.limits import RUN_FOLDER_MAX, WORKER_DISK, WORKER_MEMORY, WORKER_PIDS
 from orch.spec.placement import PlacementSpec
 from orch.versions import DEFAULT_AGENT
 
@@ -256,13 +256,13 @@ class Limits(Strict):
     max_rate_limit_waits: int = Field(default=10, ge=0)
     """Turns per job that may end on a rate limit or a transient API error (retried after `restart_backoff`)."""
     # The per-worker caps (SECURITY.md, "Caps"; `orch up --pids-per-worker ...`); `off`: none.
-    pids_per_worker: Count = settings.WORKER_PIDS
+    pids_per_worker: Count = WORKER_PIDS
     """Processes and threads one worker may have; at the cap its processes are killed and its job fails."""
-    memory_per_worker: Size = byte_size(settings.WORKER_MEMORY)  # type: ignore[assignment]
+    memory_per_worker: Size = byte_size(WORKER_MEMORY)  # type: ignore[assignment]
     """Resident memory of one worker's processes together (`2g`, `512m`)."""
-    disk_per_worker: Size = byte_size(settings.WORKER_DISK)  # type: ignore[assignment]
+    disk_per_worker: Size = byte_size(WORKER_DISK)  # type: ignore[assignment]
     """Bytes one worker may write (outbox, session store, config dir, tmp); also each file's cap."""
-    run_folder_max: Size = byte_size(settings.RUN_FOLDER_MAX)  # type: ignore[assignment]
+    run_folder_max: Size = byte_size(RUN_FOLDER_MAX)  # type: ignore[assignment]
     """The run folder's cap: past it, its biggest writer is stopped and its job fails."""
 
     def caps(self) -> WorkerCaps:

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 import orch
-from orch import settings
 from orch.agents import installs
 from orch.agents.base import AgentBase
 from orch.agents.registry import ADAPTERS, DEFAULT_AGENT, IMAGE_AGENT, get_adapter, image_install, image_installs
@@ -38,6 +37,8 @@ from orch.offline.apis import gemini as offline_gemini
 from orch.offline.apis import openai_chat as offline_chat
 from orch.offline.apis import openai_responses as offline_responses
 from orch.run.folder import RunFolder
+from orch.settings.compose import RUN
+from orch.settings.internal import WORKER
 from orch.versions import AIDER_VERSION, DEFAULT_BASE_IMAGE, OPENCODE_VERSION
 from tests.helpers import run_info, stand_in_binaries
 
@@ -233,7 +234,7 @@ def test_prepare_seeds_its_config_dir_and_launches_in_the_workdir(name: str, tmp
     token = "orch-c-w1-secret-token"
     spec = adapter.prepare(_context(run, name, tmp_path, adapter.facts.default_permission_mode, token))
     assert isinstance(spec, LaunchSpec) and spec.argv and spec.cwd == tmp_path
-    assert spec.env[settings.RUN.name] == str(run.root) and spec.env[settings.WORKER.name] == "1"
+    assert spec.env[RUN.name] == str(run.root) and spec.env[WORKER.name] == "1"
     assert run.config_dir(1).is_dir()
     assert not any(token in arg for arg in spec.argv)
     assert token not in "".join(spec.env.values())  # the token comes with the pane, not the launch spec

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from orch import settings
+from orch.settings.compose import OFFLINE, RUN
 
 pytestmark = pytest.mark.pure  # starts nothing: no process, no engine, no connection
 
@@ -19,20 +19,20 @@ def test_compose_boot_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> N
     model when offline, nothing to hold without either; a bad run name is refused."""
     from orch.container.bootline import InitError, env_boot
 
-    monkeypatch.delenv(settings.RUN.name, raising=False)
+    monkeypatch.delenv(RUN.name, raising=False)
     assert env_boot({"ANTHROPIC_API_KEY": CANARY}) is None  # not compose: no ORCH_RUN
-    monkeypatch.setenv(settings.RUN.name, "demo")
-    monkeypatch.setenv(settings.OFFLINE.name, "0")
+    monkeypatch.setenv(RUN.name, "demo")
+    monkeypatch.setenv(OFFLINE.name, "0")
     boot = env_boot({"ANTHROPIC_API_KEY": CANARY, "OPENAI_API_KEY": "sk-openai-x"})
     assert boot is not None and boot.run == "demo" and not boot.offline
     secrets = {u.secret.get_secret_value() for u in boot.upstreams}
     assert CANARY in secrets and "sk-openai-x" in secrets
     assert env_boot({"ANTHROPIC_API_KEY": ""}) is None
-    monkeypatch.setenv(settings.OFFLINE.name, "1")
+    monkeypatch.setenv(OFFLINE.name, "1")
     offline = env_boot({"ANTHROPIC_API_KEY": CANARY})
     assert offline is not None and [u.kind for u in offline.upstreams] == ["scripted"]
-    monkeypatch.setenv(settings.RUN.name, "../etc")
-    with pytest.raises(InitError, match=settings.RUN.name):
+    monkeypatch.setenv(RUN.name, "../etc")
+    with pytest.raises(InitError, match=RUN.name):
         env_boot({})
 
 

@@ -19,7 +19,6 @@ import docker
 import docker.errors
 import pytest
 
-from orch import settings
 from orch.allowlist import normalize_entry
 from orch.backends.docker.sandbox import DockerSandbox
 from orch.container import probes
@@ -27,6 +26,7 @@ from orch.container.layout import LABEL_MANAGED
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import DockerRunInfo
+from orch.settings.user import DEFAULT_ALLOW
 from orch.waits import wait_until
 from tests.dockertest import BUILD_TIMEOUT, events, new_name, script_brief, unique
 from tests.helpers import orch
@@ -89,7 +89,7 @@ def net(engine: docker.DockerClient, image: str) -> Iterator[Net]:
 @pytest.fixture
 def isolated_env(monkeypatch: pytest.MonkeyPatch, net: Net) -> None:
     """Only our own hosts on the allowlist: the model server by ANTHROPIC_BASE_URL, no public defaults."""
-    monkeypatch.setenv(settings.DEFAULT_ALLOW.name, "")
+    monkeypatch.setenv(DEFAULT_ALLOW.name, "")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://{net.model}:{PORT}")
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
     for var in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"):

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from orch import settings
 from orch.agents.registry import get_adapter
 from orch.container import egress
 from orch.modelaccess import Credentials
 from orch.run import uids
 from orch.run.records import EgressMode
+from orch.settings.user import DEFAULT_ALLOW, GATEWAY_UID
 
 pytestmark = pytest.mark.pure  # starts nothing: no process, no engine, no connection
 
@@ -23,7 +23,7 @@ def test_allowlist_defaults_model_host_and_extras(monkeypatch: pytest.MonkeyPatc
     assert got[0] == "api.anthropic.com"
     assert {"registry.npmjs.org", "pypi.org", "files.pythonhosted.org", "github.com"} <= set(got)
     assert got[-3:] == ["example.org", "10.1.2.3/32", "x.test"]
-    env = {"ANTHROPIC_BASE_URL": "http://llm-proxy.internal:4000/v1", settings.DEFAULT_ALLOW.name: "mirror.local, "}
+    env = {"ANTHROPIC_BASE_URL": "http://llm-proxy.internal:4000/v1", DEFAULT_ALLOW.name: "mirror.local, "}
     assert egress.allowlist_for(env, False, [], api) == ["llm-proxy.internal", "mirror.local"]
     # Offline runs talk to their model server on loopback: no model API host.
     assert "api.anthropic.com" not in egress.allowlist_for({}, True, [], api)
@@ -114,7 +114,7 @@ def test_the_checks_uid_has_no_network_not_even_loopback() -> None:
         assert flat.index(block) < flat.index("iptables -A OUTPUT -o lo -j ACCEPT")
         # before the redirected DNS queries are accepted too: the checks ask no name server, not even ours
         assert flat.index(block) < min(i for i, r in enumerate(flat) if r.startswith("iptables -A") and "53" in r)
-    assert uids.worker_of(uid) is None and uid != settings.GATEWAY_UID.get()
+    assert uids.worker_of(uid) is None and uid != GATEWAY_UID.get()
 
 
 def test_a_swarm_runs_collector_is_the_run_uids_alone() -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from orch import settings
+from orch.settings.compose import OFFLINE, RUN
+from orch.settings.internal import GATEWAY_HOLDS
 
 pytestmark = pytest.mark.pure  # starts nothing: no process, no engine, no connection
 
@@ -24,12 +25,12 @@ def test_compose_live_fleet_checked_against_the_inits_gateway(tmp_path: Path, mo
     from orch.fleet.rungateway import fleet_credentials
     from tests.helpers import orch
 
-    monkeypatch.setenv(settings.RUN.name, "demo")
-    monkeypatch.setenv(settings.OFFLINE.name, "0")
-    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", settings.GATEWAY_HOLDS.name):
+    monkeypatch.setenv(RUN.name, "demo")
+    monkeypatch.setenv(OFFLINE.name, "0")
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", GATEWAY_HOLDS.name):
         monkeypatch.delenv(name, raising=False)  # the run's environment: no credential
     tell_held(env_boot({"ANTHROPIC_API_KEY": CANARY, "OPENAI_API_KEY": "sk-openai-x"}))
-    held = os.environ[settings.GATEWAY_HOLDS.name]
+    held = os.environ[GATEWAY_HOLDS.name]
     assert {"claude", "codex"} <= set(held.split(",")) and CANARY not in held
     assert fleet_credentials(["claude", "codex"], offline=False) is not None  # both held: runs
 
@@ -47,9 +48,9 @@ def test_compose_live_fleet_checked_against_the_inits_gateway(tmp_path: Path, mo
     checked = orch("spec", "check", spec)
     assert checked.exit_code == 2 and "codex: OPENAI_API_KEY" in checked.output, checked.output
 
-    monkeypatch.setenv(settings.OFFLINE.name, "1")
+    monkeypatch.setenv(OFFLINE.name, "1")
     tell_held(env_boot({"ANTHROPIC_API_KEY": CANARY}))
-    assert settings.GATEWAY_HOLDS.name not in os.environ
+    assert GATEWAY_HOLDS.name not in os.environ
 
 
 def test_compose_lead_takes_the_spec_or_resume(

@@ -9,12 +9,13 @@ import sys
 
 import pytest
 
-from orch import procs, settings
+from orch import procs
 from orch.cli.fleet import worker_caps
 from orch.errors import UsageError
 from orch.fleet import caps
 from orch.fleet.caps import Breach, Usage, breaches, container_pids, limit_argv
 from orch.run.records import WorkerCaps
+from orch.settings.limits import CAPS_RESERVE, WORKER_PIDS
 
 MIB = 1 << 20
 
@@ -22,7 +23,7 @@ MIB = 1 << 20
 def test_caps_read_sizes_as_docker_does_and_off_means_none() -> None:
     read = WorkerCaps.model_validate({"memory": "512m", "disk": "2g", "run_folder": "off", "pids": "off"})
     assert read == WorkerCaps(memory=512 * MIB, disk=2 << 30, run_folder=None, pids=None)
-    assert WorkerCaps().pids == settings.WORKER_PIDS and WorkerCaps().disk == 1 << 30
+    assert WorkerCaps().pids == WORKER_PIDS and WorkerCaps().disk == 1 << 30
     assert worker_caps("64", "1g", None, "off") == WorkerCaps(pids=64, memory=1 << 30, run_folder=None)
 
 
@@ -50,8 +51,8 @@ def test_the_pane_starts_under_hard_limits_it_cannot_raise() -> None:
     # Sharing the user's uid, RLIMIT_NPROC bounds the uid's growth: what it runs now plus every worker's cap.
     shared = limit_argv(WorkerCaps(pids=100), False, 3)
     nproc = int(next(a for a in shared if a.startswith("--nproc=")).split("=")[1])
-    assert nproc >= caps.USER_GROWTH + 300 + settings.CAPS_RESERVE
-    assert caps.local_nproc(5000, WorkerCaps(pids=100), 3) == 5000 * 2 + 300 + settings.CAPS_RESERVE
+    assert nproc >= caps.USER_GROWTH + 300 + CAPS_RESERVE
+    assert caps.local_nproc(5000, WorkerCaps(pids=100), 3) == 5000 * 2 + 300 + CAPS_RESERVE
     assert limit_argv(WorkerCaps.off(), True, 1) == ["prlimit", "--core=0", *tail]
     assert shared[-5:] == ["--", "choom", "-n", "1000", "--"]  # niced only in the container
 
@@ -71,7 +72,7 @@ def test_the_limits_hold_in_a_real_process() -> None:
 
 
 def test_the_container_keeps_a_reserve_beyond_every_workers_cap() -> None:
-    assert container_pids(WorkerCaps(pids=512), 8, 4096) == 512 * 8 + settings.CAPS_RESERVE
+    assert container_pids(WorkerCaps(pids=512), 8, 4096) == 512 * 8 + CAPS_RESERVE
     assert container_pids(WorkerCaps(pids=64), 2, 4096) == 4096
     assert container_pids(WorkerCaps.off(), 8, 4096) == 4096
 

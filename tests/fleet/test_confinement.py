@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from orch import procs, settings
+from orch import procs
 from orch.agents.registry import get_adapter
 from orch.contracts import WorkerContext
 from orch.fleet.confinement import Shared, kill_pids
 from orch.fleet.supervisor import SUPERVISOR
 from orch.run.folder import RunFolder
+from orch.settings.internal import STATE_FILE
 from orch.waits import wait_until
 from tests.helpers import run_info
 
@@ -33,7 +34,7 @@ def run(tmp_path: Path) -> Iterator[RunFolder]:
 
 
 def _worker(run: RunFolder, n: int) -> subprocess.Popen[bytes]:
-    env = {**os.environ, settings.STATE_FILE.name: str(run.state(n))}
+    env = {**os.environ, STATE_FILE.name: str(run.state(n))}
     return subprocess.Popen([sys.executable, "-c", SLEEP], env=env)
 
 
@@ -66,7 +67,7 @@ def test_a_shared_pane_is_the_agent_under_its_caps_and_the_supervisor(run: RunFo
     spec = Shared().pane(run, info, get_adapter("scripted"), ctx, {"OWN": "x"})
     assert spec.argv[:3] == ["sh", "-c", SUPERVISOR] and "prlimit" in spec.argv and "choom" in spec.argv
     assert "nice" not in spec.argv  # niced only where each worker has its own uid
-    assert spec.env["OWN"] == "x" and spec.env[settings.STATE_FILE.name] == str(run.state(1))
+    assert spec.env["OWN"] == "x" and spec.env[STATE_FILE.name] == str(run.state(1))
     shared, boxed = Shared(), Shared(boxed=True)
     assert (shared.name, shared.own_uids, shared.boxed, boxed.boxed) == ("shared", False, False, True)
     assert not shared.needs_relay(info) and not shared.ensure_relay(run, info, "http://x") and not shared.scratch()

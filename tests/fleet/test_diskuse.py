@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from orch import settings
 from orch.backends.registry import confinement_of
 from orch.fleet import caps, diskuse
 from orch.fleet.watchdog import Watchdog
 from orch.run.folder import RunFolder
 from orch.run.records import WorkerCaps
+from orch.settings.internal import STATE_FILE
 from tests.helpers import run_info
 
 MIB = 1 << 20
@@ -64,7 +64,7 @@ def test_memory_a_worker_holds_as_a_file_with_no_name_counts_as_written(run: Run
     run.outbox(2).mkdir(parents=True, exist_ok=True)
     holder = subprocess.Popen(
         [sys.executable, "-c", hold],
-        env={**os.environ, settings.STATE_FILE.name: str(run.state(2))},
+        env={**os.environ, STATE_FILE.name: str(run.state(2))},
         stdout=subprocess.PIPE,
         start_new_session=True,
     )

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from orch import settings
 from orch.backends.registry import confinement_of
 from orch.fleet.caps import Breach
 from orch.fleet.watchdog import Watchdog
 from orch.run.folder import RunFolder
 from orch.run.records import WorkerCaps
+from orch.settings.internal import STATE_FILE
 from orch.waits import wait_until
 from tests.helpers import run_info
 
@@ -35,7 +35,7 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunFolder]:
 
 def as_worker(run: RunFolder, n: int, code: str) -> subprocess.Popen[bytes]:
     """A process of worker n as shared isolation knows it: it inherits its supervisor's state file."""
-    env = {**os.environ, settings.STATE_FILE.name: str(run.state(n))}
+    env = {**os.environ, STATE_FILE.name: str(run.state(n))}
     return subprocess.Popen([sys.executable, "-c", code], env=env, start_new_session=True)
 
 

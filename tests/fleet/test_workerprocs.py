@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from orch import procs, settings
+from orch import procs
 from orch.backends.local.bwrap import ByNamespace
 from orch.backends.registry import confinement_of
 from orch.fleet.confinement import Owner
 from orch.fleet.workerprocs import YOUNG_S, WorkerProcesses
 from orch.run.folder import RunFolder
 from orch.run.records import Isolation
+from orch.settings.internal import STATE_FILE
 from orch.waits import wait_until
 from tests.helpers import run_info
 
@@ -50,13 +51,13 @@ def test_shared_isolation_reads_each_process_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, started: list[subprocess.Popen[bytes]]
 ) -> None:
     run = _run(tmp_path, monkeypatch, Isolation.SHARED)
-    mark = {**os.environ, settings.STATE_FILE.name: str(run.state(1))}
+    mark = {**os.environ, STATE_FILE.name: str(run.state(1))}
     started.append(subprocess.Popen([sys.executable, "-c", SLEEP], env=mark))
     watcher = WorkerProcesses(run, [1, 2], confinement_of(run.info()))
     assert watcher.look() == {1: {started[0].pid}, 2: set()}
     assert watcher.read > 0
     # A process that is no worker's yet, then execs as worker 2's (a pane's first process does so).
-    env = f"{{**os.environ, {settings.STATE_FILE.name!r}: {str(run.state(2))!r}}}"
+    env = f"{{**os.environ, {STATE_FILE.name!r}: {str(run.state(2))!r}}}"
     script = f"import os, sys; sys.stdin.read(1); os.execvpe(sys.executable, [sys.executable, '-c', {SLEEP!r}], {env})"
     late = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE)
     started.append(late)
@@ -95,7 +96,7 @@ def test_a_sandboxed_worker_is_its_pid_namespace(
         inner = "setsid sleep 60 & exec sleep 61"
         argv = ["bwrap", "--unshare-pid", "--dev-bind", "/", "/", "--bind", box, box, "--", "sh", "-c", inner]
         started.append(subprocess.Popen(argv))
-    liar = {**os.environ, settings.STATE_FILE.name: str(run.state(1))}
+    liar = {**os.environ, STATE_FILE.name: str(run.state(1))}
     started.append(subprocess.Popen([sys.executable, "-c", SLEEP], env=liar))
     watcher = WorkerProcesses(run, [1, 2], confinement_of(run.info()))
     assert isinstance(watcher.attribution, ByNamespace)

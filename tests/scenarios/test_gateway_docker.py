@@ -21,7 +21,7 @@ import docker
 import pytest
 from docker.models.containers import Container
 
-from orch import procs, settings
+from orch import procs
 from orch.backends.docker import mounts
 from orch.backends.docker.image import build_image, image_is_current
 from orch.backends.docker.sandbox import DockerSandbox
@@ -31,6 +31,7 @@ from orch.offline.modelserver import ScriptedModelServer, key_digest
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import DockerRunInfo
+from orch.settings import user
 from orch.versions import CLAUDE_CODE_VERSION
 from tests.dockertest import (
     BASE,
@@ -64,7 +65,7 @@ def upstream(
     with ScriptedModelServer(host=bridge) as server:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", secret)
-        monkeypatch.setenv(settings.DEFAULT_ALLOW.name, "")
+        monkeypatch.setenv(user.DEFAULT_ALLOW.name, "")
         for var in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"):
             monkeypatch.delenv(var, raising=False)
         yield server
@@ -182,7 +183,7 @@ def test_gateway_uid_must_differ_from_the_run_uid(
     image: str, names: list[str], workdir: Path, engine: docker.DockerClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     name = new_name(names, "gwuid")
-    monkeypatch.setenv(settings.GATEWAY_UID.name, str(RUN_UID))
+    monkeypatch.setenv(user.GATEWAY_UID.name, str(RUN_UID))
     result = orch("up", name, "--isolation", "shared", "--agent", "scripted", "--workdir", workdir, "--offline")
     assert result.exit_code == 2 and "uid of its own" in result.output, result.output
     assert not RunFolder.for_name(name).root.exists()
@@ -201,7 +202,7 @@ def mixed_image(engine: docker.DockerClient, monkeypatch: pytest.MonkeyPatch) ->
             build_image(BASE, CLAUDE_CODE_VERSION, CA_BUNDLE, tag, log.append, agents)
         except (UsageError, SandboxError) as exc:
             pytest.fail(f"building {tag} failed: {exc.one_line()}\n" + "\n".join(log[-40:]))
-    monkeypatch.setenv(settings.IMAGE.name, tag)
+    monkeypatch.setenv(user.IMAGE.name, tag)
     return tag
 
 
@@ -251,7 +252,7 @@ def test_a_live_fleet_across_two_model_apis_keeps_each_key_for_its_own_api(
         monkeypatch.setenv("ANTHROPIC_API_KEY", keys["anthropic"])
         monkeypatch.setenv("OPENAI_BASE_URL", openai.url)
         monkeypatch.setenv("OPENAI_API_KEY", keys["openai"])
-        monkeypatch.setenv(settings.DEFAULT_ALLOW.name, "")
+        monkeypatch.setenv(user.DEFAULT_ALLOW.name, "")
         for var in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"):
             monkeypatch.delenv(var, raising=False)
         name = new_name(names, "gw2")

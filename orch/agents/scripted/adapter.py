@@ -7,11 +7,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from orch import settings
 from orch.agents.base import AgentBase
 from orch.agents.claude import FACTS as CLAUDE
 from orch.contracts import AgentFacts, Check, LaunchSpec, WorkerContext
 from orch.errors import OrchError
+from orch.settings.internal import STATE_FILE
 
 FACTS = AgentFacts(
     name="scripted",
@@ -52,7 +52,7 @@ class ScriptedAdapter(AgentBase):
             argv += ["--model", gateway.base_url_env, gateway.key_env]
         if ctx.prompt:
             argv.append(ctx.prompt)
-        env = {settings.STATE_FILE.name: str(ctx.run.state(ctx.worker)), **self.worker_env(ctx)}
+        env = {STATE_FILE.name: str(ctx.run.state(ctx.worker)), **self.worker_env(ctx)}
         return LaunchSpec(argv=argv, env=env, cwd=ctx.workdir)
 
     def doctor(self) -> Sequence[Check]:

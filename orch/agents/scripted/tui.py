@@ -29,10 +29,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from orch import settings
 from orch.agents.scripted.turns import ModelSession, TurnFailed
 from orch.errors import OrchError
 from orch.run.hookwriter import append_event
+from orch.settings.internal import SCRIPTED_DROP_ENTERS, STATE_FILE
 
 PROMPT = "scripted> "
 PASTE_START = "\x1b[200~"
@@ -215,12 +215,12 @@ def _hold(path: Path) -> None:
 
 def main(argv: list[str]) -> int:
     try:
-        state_file, drop_enters = settings.STATE_FILE.get(), settings.SCRIPTED_DROP_ENTERS.get()
+        state_file, drop_enters = STATE_FILE.get(), SCRIPTED_DROP_ENTERS.get()
     except OrchError as exc:
         print(f"scripted agent: {exc.one_line()}", file=sys.stderr)
         return 2
     if state_file is None:
-        print(f"scripted agent: set {settings.STATE_FILE.name} to the hook state file", file=sys.stderr)
+        print(f"scripted agent: set {STATE_FILE.name} to the hook state file", file=sys.stderr)
         return 2
     args = argv[1:]
     if args[:1] == ["--hold"] and len(args) > 1:

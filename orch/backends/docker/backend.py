@@ -14,7 +14,8 @@ from orch.backends.base import Backend, BackendSettings, ChecksSandbox, UpOption
 from orch.backends.local.backend import SHARED_NOTE_CONTAINER, LocalBackend, LocalSettings
 from orch.errors import OrchError, UsageError
 from orch.run.records import ContainerOptions, DockerRunInfo, EgressMode, RunInfo
-from orch.settings import BASE_IMAGE, CONTAINER_CPUS, IMAGE
+from orch.settings.limits import CONTAINER_CPUS
+from orch.settings.user import BASE_IMAGE, IMAGE
 
 if TYPE_CHECKING:
     from orch.contracts import Check, Sandbox

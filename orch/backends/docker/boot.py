@@ -19,7 +19,6 @@ from docker.models.containers import Container
 from docker.types import Mount
 from docker.utils.socket import frames_iter
 
-from orch import settings
 from orch.agents.registry import get_adapter
 from orch.backends.docker.engine import engine_address, explain
 from orch.backends.docker.mounts import mounts
@@ -44,6 +43,7 @@ from orch.gateway.modeldir import Scheme
 from orch.run.folder import RunFolder
 from orch.run.records import ContainerOptions, DockerRunInfo, EgressMode, Isolation, RunStatus
 from orch.run.uids import range_base
+from orch.settings import compose, internal, user
 from orch.waits import wait_until
 
 log = logging.getLogger(__name__)
@@ -71,13 +71,13 @@ def upstream(info: DockerRunInfo) -> FleetUpstreams:
             f"the only credential is the login file {choice.login_file}, which cannot reach a remote engine",
             hint=f"set one of {', '.join(credentials.env)} (the gateway in the container then holds it)",
         )
-    gateway_uid = settings.GATEWAY_UID.get()
+    gateway_uid = user.GATEWAY_UID.get()
     run_uid, _ = uid_gid(info.container)
     if gateway_uid <= 0 or gateway_uid == run_uid:
         raise UsageError(
-            f"{settings.GATEWAY_UID.name}={gateway_uid}: the gateway needs a uid of its own (not root, not the "
+            f"{user.GATEWAY_UID.name}={gateway_uid}: the gateway needs a uid of its own (not root, not the "
             f"run's {run_uid})",
-            hint=f"set {settings.GATEWAY_UID.name} to an unused uid",
+            hint=f"set {user.GATEWAY_UID.name} to an unused uid",
         )
     if choice.warning:
         log.warning("run %s: %s", info.name, choice.warning)
@@ -89,20 +89,20 @@ def run_env(uid: int, gid: int, opts: ContainerOptions) -> dict[str, str]:
     """The environment a run's container starts with, here and as a swarm task (orch.backends.swarm.spec):
     never a credential (`docker inspect` shows it)."""
     return {
-        settings.HOME.name: "/orch",
-        settings.IN_CONTAINER.name: "1",
-        settings.AGENTS_DIR.name: AGENTS_DIR,
+        user.HOME.name: "/orch",
+        internal.IN_CONTAINER.name: "1",
+        internal.AGENTS_DIR.name: AGENTS_DIR,
         "HOME": HOME,
         "USER": "worker",
         "LOGNAME": "worker",
         "SHELL": "/bin/bash",
         "TMUX_TMPDIR": "/tmp",
-        settings.UID.name: str(uid),
-        settings.GID.name: str(gid),
-        settings.EGRESS.name: opts.egress.value,
-        settings.EGRESS_ALLOW.name: ",".join(opts.allow),
-        settings.GATEWAY_UID.name: str(settings.GATEWAY_UID.get()),
-        settings.WORKER_UID_BASE.name: str(opts.uid_base()),
+        compose.UID.name: str(uid),
+        internal.GID.name: str(gid),
+        compose.EGRESS.name: opts.egress.value,
+        internal.EGRESS_ALLOW.name: ",".join(opts.allow),
+        user.GATEWAY_UID.name: str(user.GATEWAY_UID.get()),
+        user.WORKER_UID_BASE.name: str(opts.uid_base()),
     }
 
 
@@ -111,14 +111,14 @@ def worker_uid_base(client: docker.DockerClient, name: str, taken: set[int], run
     that none of `taken` (the engine's other runs') overlaps. An engine in a user namespace (rootless, or
     userns-remap) maps only uids below 65536: there a smaller range below it, holding neither the run's uid
     (`run_uid`) nor the gateway's."""
-    if os.environ.get(settings.WORKER_UID_BASE.name):
-        return settings.WORKER_UID_BASE.get()
+    if os.environ.get(user.WORKER_UID_BASE.name):
+        return user.WORKER_UID_BASE.get()
     try:
         security = client.info().get("SecurityOptions") or []
     except docker.errors.APIError as exc:
         raise SandboxError(f"cannot ask the Docker engine about itself: {explain(exc)}") from exc
     if any("name=rootless" in option or "name=userns" in option for option in security):
-        reserved = {settings.GATEWAY_UID.get(), *([] if run_uid is None else [run_uid])}
+        reserved = {user.GATEWAY_UID.get(), *([] if run_uid is None else [run_uid])}
         return range_base(name, taken, mapped=True, reserved=reserved)
     return range_base(name, taken)
 
@@ -139,7 +139,7 @@ def create_on_a_range(client: docker.DockerClient, info: DockerRunInfo, create: 
         base = worker_uid_base(client, info.name, taken_uid_bases(client) | lost, uid_gid(ci)[0])
         ci.options = ci.options.model_copy(update={"worker_uid_base": base})
         container = create()
-        if os.environ.get(settings.WORKER_UID_BASE.name) or not _claimed_first(client, container, base):
+        if os.environ.get(user.WORKER_UID_BASE.name) or not _claimed_first(client, container, base):
             return container
         with contextlib.suppress(docker.errors.APIError):
             container.remove(force=True)
@@ -174,7 +174,7 @@ def _created(container: Container) -> tuple[str, str, str]:
 
 def env_uid_base(env: list[str] | None) -> int | None:
     """The ORCH_WORKER_UID_BASE in a container's `KEY=value` environment, if any."""
-    prefix = f"{settings.WORKER_UID_BASE.name}="
+    prefix = f"{user.WORKER_UID_BASE.name}="
     found = [item.removeprefix(prefix) for item in env or [] if item.startswith(prefix)]
     return int(found[-1]) if found and found[-1].isdigit() else None
 
@@ -187,7 +187,7 @@ def taken_uid_bases(client: docker.DockerClient) -> set[int]:
     except docker.errors.APIError as exc:
         raise SandboxError(f"cannot list the Docker engine's containers: {explain(exc)}") from exc
     bases = {env_uid_base(c.attrs.get("Config", {}).get("Env")) for c in found}
-    return {settings.WORKER_UID_BASE.get() if base is None else base for base in bases}
+    return {user.WORKER_UID_BASE.get() if base is None else base for base in bases}
 
 
 def create(
@@ -206,17 +206,17 @@ def create(
     opts = ci.options
     uid, gid = uid_gid(ci)
     run_mounts = mounts(info)
-    env = run_env(uid, gid, opts) | {settings.BOOT_STDIN.name: "1"}
+    env = run_env(uid, gid, opts) | {internal.BOOT_STDIN.name: "1"}
     if ci.on_remote_engine:  # fresh volumes are root's: the init hands them over (a read-only tree stays root's)
         owned = [run_mount(info.name)] + ([] if info.isolation is Isolation.STRICT else [WORKDIR])
-        env[settings.CHOWN.name] = ":".join(owned)
+        env[internal.CHOWN.name] = ":".join(owned)
     if prompts:
-        env[settings.PROMPTS.name] = json.dumps({str(n): text for n, text in prompts.items()})
+        env[internal.PROMPTS.name] = json.dumps({str(n): text for n, text in prompts.items()})
     login = get_adapter(info.agent).facts.credentials.login
     if choice.scheme is Scheme.PASSTHROUGH and choice.login_file is not None and login is not None:
         # The one case a worker holds a credential: the agent's own login, which only it can refresh.
         run_mounts.append(Mount(target=CREDENTIALS_MOUNT, source=str(choice.login_file), type="bind", read_only=True))
-        env[settings.CREDENTIALS_HOME_PATH.name] = login.in_home
+        env[internal.CREDENTIALS_HOME_PATH.name] = login.in_home
     caps = INIT_CAPS + (FIREWALL_CAPS if opts.egress is not EgressMode.OPEN else [])
     command = [TINI, "--", "orch", "serve-run", info.name, "--boot-timeout", f"{boot_timeout:g}"]
     if resume:

@@ -12,7 +12,7 @@ from pathlib import Path
 import docker.errors
 import requests.exceptions
 
-from orch import settings
+from orch.settings.user import DOCKER_REMOTE
 from orch.text import shorten
 
 ENGINE_HINT = (
@@ -88,7 +88,7 @@ def docker_client(timeout: int = 60, base_url: str | None = None) -> docker.Dock
 
 def is_remote_client(client: docker.DockerClient) -> bool:
     """An engine on another machine (tcp://, ssh://): it cannot see this machine's paths."""
-    forced = settings.DOCKER_REMOTE.get()  # e.g. a tcp:// engine sharing this disk is local
+    forced = DOCKER_REMOTE.get()  # e.g. a tcp:// engine sharing this disk is local
     if forced is not None:
         return forced
     return str(client.api.base_url) not in LOCAL_BASE_URLS

@@ -25,10 +25,10 @@ import docker.errors
 import requests.exceptions
 from docker.models.images import Image
 
-from orch import settings
 from orch.agents.registry import IMAGE_AGENT, image_install, image_installs
 from orch.backends.docker.engine import docker_client
 from orch.errors import OrchError, SandboxError, UsageError
+from orch.settings.user import BASE_IMAGE, CA_BUNDLE, IMAGE
 from orch.text import shorten
 from orch.versions import NODE_VERSION
 
@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m orch.backends.docker.image", description="Build the orch worker image."
     )
     try:
-        base, ca_bundle, tag = settings.BASE_IMAGE.get(), settings.CA_BUNDLE.get(), settings.IMAGE.get()
+        base, ca_bundle, tag = BASE_IMAGE.get(), CA_BUNDLE.get(), IMAGE.get()
     except OrchError as exc:
         print(f"error: {exc.one_line()}", file=sys.stderr)
         return exc.exit_code

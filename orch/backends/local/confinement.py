@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from orch import prereqs, procs, settings
+from orch import prereqs, procs
 from orch.agents.registry import get_adapter
 from orch.backends.base import in_container
 from orch.backends.local import bwrap, egressproxy, relay
@@ -35,6 +35,7 @@ from orch.run.folder import RunFolder
 from orch.run.paths import launch_dir
 from orch.run.records import Isolation, RunInfo
 from orch.run.uids import drop_argv, worker_of, worker_uid
+from orch.settings.internal import SANDBOXED
 
 
 def choose(info: RunInfo) -> Confinement:
@@ -108,7 +109,7 @@ class Bubblewrap(Relayed):
         if adapter.facts.http_hooks:  # its hooks posted to its relay through its portal (orch.backends.local.httphooks)
             ctx = dataclasses.replace(ctx, hook_url=bwrap.HOOK_URL)
         spec = adapter.prepare(ctx)
-        own = {**own, settings.SANDBOXED.name: "1"}
+        own = {**own, SANDBOXED.name: "1"}
         limits = caps.limit_argv(info.caps, False, info.workers)  # its uid is the user's: the watchdog's caps too
         inner = supervised(LaunchSpec([*limits, *spec.argv], {**spec.env, **own}, spec.cwd), run, ctx.worker)
         n = ctx.worker

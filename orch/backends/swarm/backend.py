@@ -14,7 +14,7 @@ from orch.backends.local.backend import SHARED_NOTE_CONTAINER
 from orch.backends.swarm.record import SwarmRunInfo
 from orch.errors import OrchError, UsageError
 from orch.run.records import ContainerOptions, RunInfo
-from orch.settings import CONTAINER_CPUS
+from orch.settings.limits import CONTAINER_CPUS
 from orch.spec.placement import SWARM_CONSTRAINT
 
 if TYPE_CHECKING:

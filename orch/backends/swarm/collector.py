@@ -30,12 +30,13 @@ from typing import IO
 
 from aiohttp import web
 
-from orch import settings
 from orch.backends.swarm.names import COLLECTOR_PORT, HOME_MOUNT, SYNC_SECRET
 from orch.backends.swarm.passes import PassError, make_pass
 from orch.backends.swarm.receive import apply_pass
 from orch.run.files import atomic_write
 from orch.run.uids import drop_argv, no_new_privs
+from orch.settings.compose import UID
+from orch.settings.internal import GID
 
 READY_LINE = "orch-collector: ready"
 """Printed once its volume's folders exist: the user's side may put the run's first folder there."""
@@ -208,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--home", type=Path, default=Path(HOME_MOUNT))
     parser.add_argument("--token-file", type=Path, default=Path(f"/run/secrets/{SYNC_SECRET}"))
     args = parser.parse_args(argv)
-    uid, gid = settings.UID.get(), settings.GID.get()
+    uid, gid = UID.get(), GID.get()
     if os.geteuid() == 0 and uid and gid:  # root only to give the volume to the run's uid; then none of it
         os.chown(args.home, uid, gid)
         os.execvp("setpriv", [*drop_argv(uid, gid), sys.executable, "-m", __spec__.name, *(argv or sys.argv[1:])])

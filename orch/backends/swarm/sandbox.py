@@ -47,7 +47,7 @@ from orch.run.records import (
     RunStatus,
 )
 from orch.run.statusview import RunStatusView
-from orch.settings import SWARM_SYNC_INTERVAL
+from orch.settings.user import SWARM_SYNC_INTERVAL
 from orch.waits import wait_until
 
 LOST_EXIT = 5

@@ -17,7 +17,6 @@ import docker.errors
 import requests.exceptions
 from docker.models.containers import Container
 
-from orch import settings
 from orch.backends.docker.boot import env_uid_base
 from orch.backends.docker.boot import taken_uid_bases as taken_uid_bases_here
 from orch.backends.docker.engine import explain
@@ -36,6 +35,7 @@ from orch.backends.swarm.record import SwarmInfo
 from orch.container.layout import LABEL_MANAGED, LABEL_ROLE, LABEL_RUN
 from orch.errors import SandboxError, UsageError, WaitTimeoutError
 from orch.run.records import EgressMode, RunInfoBase
+from orch.settings.user import WORKER_UID_BASE
 from orch.waits import wait_until
 
 DockerErrors = (docker.errors.DockerException, requests.exceptions.RequestException)
@@ -256,7 +256,7 @@ def taken_uid_bases(client: docker.DockerClient) -> set[int]:
     found = taken_uid_bases_here(client)
     for service in swarm_api(client).services(filters={"label": [f"{LABEL_ROLE}={ROLE_RUN}", f"{LABEL_MANAGED}=true"]}):
         base = env_uid_base(service.get("Spec", {}).get("TaskTemplate", {}).get("ContainerSpec", {}).get("Env"))
-        found.add(settings.WORKER_UID_BASE.get() if base is None else base)
+        found.add(WORKER_UID_BASE.get() if base is None else base)
     return found
 
 

@@ -27,7 +27,6 @@ from docker.types import (
     TaskTemplate,
 )
 
-from orch import settings
 from orch.backends.docker.boot import FIREWALL_CAPS, INIT_CAPS, TMPFS_SIZE, run_env
 from orch.backends.swarm.names import (
     BOOT_SECRET,
@@ -49,6 +48,9 @@ from orch.fleet.caps import container_pids
 from orch.run.records import EgressMode, RunInfoBase
 from orch.run.records import byte_size as to_bytes
 from orch.run.uids import READ_ALL
+from orch.settings.compose import UID
+from orch.settings.internal import BOOT_FILE, GID, PROMPTS, SWARM_LIFE
+from orch.settings.user import GATEWAY_UID, SWARM_SYNC_INTERVAL
 
 CPU_PER_WORKER = 0.25
 """CPUs reserved per worker: a node is chosen only if it has them free (the limit is the run's `--cpus`)."""
@@ -97,13 +99,13 @@ def run_service(info: RunInfoBase, swarm: SwarmInfo, task: Task) -> dict[str, An
     name, opts = info.name, swarm.options
     uid, gid = uid_gid(swarm)
     env = run_env(uid, gid, opts) | {
-        settings.BOOT_FILE.name: f"/run/secrets/{BOOT_SECRET}",
-        settings.SWARM_LIFE.name: str(task.life),
-        settings.SWARM_SYNC_INTERVAL.name: f"{settings.SWARM_SYNC_INTERVAL.get():g}",
+        BOOT_FILE.name: f"/run/secrets/{BOOT_SECRET}",
+        SWARM_LIFE.name: str(task.life),
+        SWARM_SYNC_INTERVAL.name: f"{SWARM_SYNC_INTERVAL.get():g}",
     }
     if task.prompts:
-        env[settings.PROMPTS.name] = json.dumps({str(n): text for n, text in task.prompts.items()})
-    gateway_uid = str(settings.GATEWAY_UID.get())
+        env[PROMPTS.name] = json.dumps({str(n): text for n, text in task.prompts.items()})
+    gateway_uid = str(GATEWAY_UID.get())
     secrets = [
         SecretReference(
             task.boot_secret, secret_name(name, BOOT_SECRET, task.life), BOOT_SECRET, gateway_uid, gateway_uid, 0o400
@@ -164,7 +166,7 @@ def collector_service(info: RunInfoBase, swarm: SwarmInfo, life: int, sync_secre
         swarm.image,
         command=[PYTHON, "-m", "orch.backends.swarm.collector", "--life", str(life), "--port", str(COLLECTOR_PORT)],
         # A whole folder served to a new task is staged in the volume, not in the tmpfs /tmp (memory).
-        env=[f"{settings.UID.name}={uid}", f"{settings.GID.name}={gid}", f"TMPDIR={HOME_MOUNT}/tmp"],
+        env=[f"{UID.name}={uid}", f"{GID.name}={gid}", f"TMPDIR={HOME_MOUNT}/tmp"],
         user="0:0",
         labels=swarm_labels(name, ROLE_COLLECTOR, life),
         mounts=[

@@ -31,7 +31,6 @@ from pathlib import Path
 from types import FrameType
 from typing import IO
 
-from orch import settings
 from orch.backends.swarm.names import SYNC_SECRET
 from orch.backends.swarm.passes import Baseline, PassError, Seen, baseline_of, make_pass
 from orch.backends.swarm.receive import apply_pass
@@ -39,6 +38,8 @@ from orch.container.layout import WORKDIR, run_mount
 from orch.errors import WaitTimeoutError
 from orch.run.folder import RunFolder, validate_name
 from orch.run.uids import READ_ALL
+from orch.settings.internal import SWARM_COLLECTOR, SWARM_LIFE
+from orch.settings.user import SWARM_SYNC_INTERVAL
 from orch.waits import wait_until
 
 BASELINE = Path("/tmp/orch-sync/baseline.json")
@@ -62,11 +63,11 @@ class Link:
 
     @classmethod
     def from_settings(cls) -> Link:
-        target = settings.SWARM_COLLECTOR.get()
+        target = SWARM_COLLECTOR.get()
         if not target:
-            raise SystemExit(f"orch-sync: {settings.SWARM_COLLECTOR.name} is not set")
+            raise SystemExit(f"orch-sync: {SWARM_COLLECTOR.name} is not set")
         token = Path(f"/run/secrets/{SYNC_SECRET}").read_text().strip()
-        return cls(target, token, settings.SWARM_LIFE.get())
+        return cls(target, token, SWARM_LIFE.get())
 
     def request(self, method: str, path: str, body: IO[bytes] | None = None) -> http.client.HTTPResponse:
         conn = http.client.HTTPConnection(self.host, self.port, timeout=TIMEOUT)
@@ -208,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("run needs the command after --")
-    interval = settings.SWARM_SYNC_INTERVAL.get()
+    interval = SWARM_SYNC_INTERVAL.get()
     return run(RunFolder(root), Link.from_settings(), load_baseline(), command, interval)
 
 

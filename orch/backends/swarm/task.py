@@ -23,12 +23,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from orch import settings
 from orch.backends.swarm.names import COLLECTOR_PORT, collector_name
 from orch.container.layout import HOME, PYTHON, WORKDIR, run_mount
 from orch.errors import OrchError, WaitTimeoutError
 from orch.run.folder import validate_name
 from orch.run.uids import drop_argv, no_new_privs
+from orch.settings.compose import UID
+from orch.settings.internal import GID, SWARM_COLLECTOR
 from orch.waits import wait_until
 
 FIND_TIMEOUT = 60.0
@@ -74,13 +75,13 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         name = validate_name(argv[0])
-        uid, gid = settings.UID.get(), settings.GID.get()
+        uid, gid = UID.get(), GID.get()
         if not uid or not gid:
-            raise TaskError(f"{settings.UID.name} and {settings.GID.name} must name the run's uid and gid")
+            raise TaskError(f"{UID.name} and {GID.name} must name the run's uid and gid")
         target = f"{find_collector(name)}:{COLLECTOR_PORT}"
         for mount in (run_mount(name), WORKDIR, HOME):
             os.chown(mount, uid, gid)
-        env = {**os.environ, settings.SWARM_COLLECTOR.name: target}
+        env = {**os.environ, SWARM_COLLECTOR.name: target}
         fetch = [*drop_argv(uid, gid), PYTHON, "-m", "orch.backends.swarm.syncer", "restore", name]
         if subprocess.run(fetch, env=env, check=False).returncode != 0:
             raise TaskError(f"the run could not be fetched from its collector at {target}")

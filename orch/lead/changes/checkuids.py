@@ -20,9 +20,9 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from orch import settings
 from orch.errors import OrchError
 from orch.run.folder import MAX_WORKERS
+from orch.settings.user import WORKER_UID_BASE
 from orch.waits import wait_until
 
 LEASES = Path("/run/orch-check-uids")
@@ -33,7 +33,7 @@ CHECK_UIDS = 256
 
 def first_uid() -> int:
     """The pool's first uid: just above the workers' and the container checks' (orch.run.uids.checks_uid)."""
-    return settings.WORKER_UID_BASE.get() + MAX_WORKERS + 2
+    return WORKER_UID_BASE.get() + MAX_WORKERS + 2
 
 
 def _try(uid: int) -> int | None:

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from orch import prereqs, procs, settings
+from orch import prereqs, procs
 from orch.backends import registry as backends
 from orch.backends.base import ChecksSandbox
 from orch.backends.local import bwrap
@@ -53,6 +53,7 @@ from orch.run.files import atomic_write
 from orch.run.paths import agents_dir, launch_dir, orch_home
 from orch.run.records import Isolation, RunInfo
 from orch.run.uids import checks_uid, drop_argv
+from orch.settings.user import BWRAP
 
 TREE_MOUNT = "/tmp/orch-check/tree"
 """Where the check's own copy of the tree is, inside the sandbox (a fixed path: output tails compare across trees)."""
@@ -110,7 +111,7 @@ def sandbox_fix(host: Host = NO_RUN) -> str:
     if backends.here().container:
         how = "give the run strict isolation and the default egress (the checks need a uid the firewall cuts off)"
     elif prereqs.bwrap_path() is None:
-        how = f"apt-get install bubblewrap (or set {settings.BWRAP.name})"
+        how = f"apt-get install bubblewrap (or set {BWRAP.name})"
     else:
         how = prereqs.USERNS_ON
     return f"{how}, or drop the spec's checks:"

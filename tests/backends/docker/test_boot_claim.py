@@ -11,10 +11,10 @@ import docker
 import pytest
 from docker.models.containers import Container
 
-from orch import settings
 from orch.backends.docker import boot
 from orch.container.layout import ROLE_CONTAINER, labels
 from orch.run.records import ContainerInfo, DockerRunInfo
+from orch.settings import user
 from tests.dockertest import BASE, unique
 from tests.helpers import run_info
 
@@ -32,7 +32,7 @@ def made(engine: docker.DockerClient) -> Iterator[list[Container]]:
 
 def _container(engine: docker.DockerClient, name: str, base: int) -> Container:
     """A container as `orch up` leaves one (orch's labels, its range in its environment), never started."""
-    env = {settings.WORKER_UID_BASE.name: str(base)}
+    env = {user.WORKER_UID_BASE.name: str(base)}
     return engine.containers.create(
         BASE, command=["true"], name=name, labels=labels(name, ROLE_CONTAINER), environment=env
     )
@@ -41,7 +41,7 @@ def _container(engine: docker.DockerClient, name: str, base: int) -> Container:
 def test_two_ups_at_one_instant_on_one_range_end_on_two(
     engine: docker.DockerClient, made: list[Container], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(settings.WORKER_UID_BASE.name, raising=False)
+    monkeypatch.delenv(user.WORKER_UID_BASE.name, raising=False)
     name = unique("claim")
     info = run_info(name, container=ContainerInfo(name=f"orch-{name}", image=BASE, host_run_dir="/x", user="1000:1000"))
     assert isinstance(info, DockerRunInfo)

@@ -6,12 +6,13 @@ import json
 
 import pytest
 
-from orch import settings
 from orch.backends.docker.boot import FIREWALL_CAPS, INIT_CAPS
 from orch.backends.swarm import spec
 from orch.backends.swarm.names import BOOT_SECRET, SYNC_SECRET
 from orch.backends.swarm.record import SwarmInfo
 from orch.run.records import ContainerOptions, EgressMode, LocalRunInfo, WorkerCaps
+from orch.settings.internal import BOOT_FILE, PROMPTS, SWARM_LIFE
+from orch.settings.user import GATEWAY_UID, WORKER_UID_BASE
 
 pytestmark = pytest.mark.pure
 
@@ -41,12 +42,12 @@ def test_a_runs_task_is_hardened_as_a_runs_container_is() -> None:
     assert container["Command"][:4] == ["/opt/orch/bin/python", "-m", "orch.backends.swarm.task", "demo"]
     assert container["Command"][-2:] == ["120", "--drive"]
     secrets = {s["File"]["Name"]: s for s in container["Secrets"]}
-    assert secrets[BOOT_SECRET]["File"]["UID"] == str(settings.GATEWAY_UID.get())
+    assert secrets[BOOT_SECRET]["File"]["UID"] == str(GATEWAY_UID.get())
     assert secrets[SYNC_SECRET]["File"]["UID"] == "1000" and {s["File"]["Mode"] for s in secrets.values()} == {0o400}
     env = dict(e.split("=", 1) for e in container["Env"])
-    assert env[settings.BOOT_FILE.name] == f"/run/secrets/{BOOT_SECRET}" and env[settings.SWARM_LIFE.name] == "1"
+    assert env[BOOT_FILE.name] == f"/run/secrets/{BOOT_SECRET}" and env[SWARM_LIFE.name] == "1"
     assert not any("KEY" in key or "TOKEN" in key for key in env)  # no credential travels in the spec
-    assert env[settings.WORKER_UID_BASE.name] == str(settings.WORKER_UID_BASE.get())  # a run from before ranges
+    assert env[WORKER_UID_BASE.name] == str(WORKER_UID_BASE.get())  # a run from before ranges
 
     assert template["Resources"]["Limits"]["Pids"] >= 4096 and template["Placement"]["Constraints"] == [
         "node.labels.zone==eu"
@@ -61,7 +62,7 @@ def test_a_runs_task_carries_its_runs_own_worker_uid_range() -> None:
     env = dict(
         e.split("=", 1) for e in spec.run_service(_run(), swarm, _task())["task_template"]["ContainerSpec"]["Env"]
     )
-    assert env[settings.WORKER_UID_BASE.name] == str(0x7000_0400)
+    assert env[WORKER_UID_BASE.name] == str(0x7000_0400)
 
 
 def test_reservations_come_from_the_fleets_size() -> None:
@@ -79,7 +80,7 @@ def test_egress_open_leaves_out_the_firewalls_capabilities_and_prompts_go_in_onc
     ]
     assert not {f"CAP_{cap}" for cap in FIREWALL_CAPS} & set(container["CapabilityAdd"])
     env = dict(e.split("=", 1) for e in container["Env"])
-    assert json.loads(env[settings.PROMPTS.name]) == {"1": "look at pages.py"}
+    assert json.loads(env[PROMPTS.name]) == {"1": "look at pages.py"}
     assert spec.serve_command("demo", 60, drive=False, resume=True)[-1] == "--resume"
 
 
