@@ -41,6 +41,7 @@ from orch.lead.changes.checkwatch import UID_AREAS, CheckLimits, Meter, owned, r
 from orch.lead.changes.stopper import Stopper
 from orch.lead.changes.switch import can_switch, via_tmux
 from orch.run.uids import checks_uid, drop_argv
+from orch.settings.internal import CHECK_TOKEN
 from orch.waits import wait_until
 
 # Run as the checks' uid: each file at most the disk cap (RLIMIT_FSIZE, in 512-byte blocks as sh counts them), its
@@ -65,7 +66,7 @@ cd "$6/$2" || exit 125
 HOME="$6" TMPDIR="$6" timeout -s KILL "$3" sh -c "$4"
 exit $?"""
 
-MARK = "ORCH_CHECK_TOKEN"
+MARK = CHECK_TOKEN.name
 """The variable each check run as the run's uid carries, its value a token of that check's own."""
 SETPRIV_FAILED = 127
 """setpriv's exit code when it cannot switch (SETPRIV_EXIT_PRIVERR), its line starting `setpriv:`."""
