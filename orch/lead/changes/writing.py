@@ -95,13 +95,11 @@ class Writing(Part):
 
     def must_move(self, job: Job, n: int) -> bool:
         """Whether worker n's agent runs somewhere else than the job's workdir (made now if need be)."""
-        where = self.workdir_for(job, n)
-        return (self.state.book(n).cwd or str(self.desk.workdir)) != str(where)
+        return (self.state.book(n).cwd or str(self.desk.workdir)) != str(self.workdir_for(job, n))
 
     def move(self, job: Job, n: int, prompt: str) -> None:
-        """Restart worker n's agent in the job's workdir (a new session), `prompt` (its brief's pointer) on its
-        command line. Nothing waits for it to boot: the loop watches it as any restarted worker
-        (orch.lead.recovery.Recovery.restart_booting), serving the others meanwhile."""
+        """Restart worker n's agent in the job's workdir (a new session), `prompt` (its brief's pointer) on its command
+        line; nothing waits for its start (orch.lead.recovery.Recovery.restart_booting watches it)."""
         where = self.workdir_for(job, n)
         book = self.state.book(n)
         book.restarted_at, book.ended_session = time.time(), launch.last_session(self.run, n)
