@@ -51,6 +51,11 @@ class SandboxError(OrchError):
     """The sandbox (tmux server, container, engine) failed underneath us."""
 
 
+class NoAnswerError(SandboxError):
+    """The sandbox is there but did not answer in time (a tmux server stopped or hung): not gone, so nothing that
+    follows from its end (a relaunch, a run taken for over) may follow."""
+
+
 # Failures of the machine rather than of orch (the Docker engine, its HTTP transport; OSError besides):
 # matched by module so that commands which never touch Docker do not pay for importing its SDK.
 ENVIRONMENT_ERROR_MODULES = ("docker.", "requests.", "urllib3.")

@@ -183,7 +183,11 @@ def unmarked(text: str) -> str:
 
 def notice(text: object, limit: int, secrets: Iterable[str] = ()) -> str:
     """Worker-written text as every notification channel may show it (orch.notify): printable, redacted, defanged,
-    one line, cut; each channel's function below then escapes its own markup."""
+    one line, cut; each channel's function below then escapes its own markup.
+
+    Unlike the other media, a control character becomes a space here, not its visible escape: redaction reads the
+    text next, and a visible `\\x1b` would glue letters to a credential (`Bearer\\x1b<token>`, `\\x1b<hex>`), which
+    its patterns then miss, where a space leaves the credential a word of its own."""
     raw = printable(str(text)[:MAX_INPUT])
     return shorten(_WHITESPACE.sub(" ", unmarked(defang(redact(raw, secrets)))).strip(), limit)
 

@@ -58,6 +58,14 @@ def alive(pid: int) -> bool:
         return False
 
 
+def stopped(pid: int) -> bool:
+    """Whether a process is stopped (SIGSTOP, SIGTSTP, a tracer): it runs on only once sent SIGCONT."""
+    try:
+        return psutil.Process(pid).status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
+    except GONE:
+        return False
+
+
 def started(pid: int) -> float | None:
     """When a live process started (seconds since the epoch), None if it is gone."""
     try:

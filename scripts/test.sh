@@ -6,6 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# The dev extras on every run, whatever made .venv: scripts/setup.sh installs orch alone, and an older venv
+# keeps older tools (setuptools < 77 cannot build orch's wheel: tests/test_packaging.py).
 .venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev]'
 .venv/bin/orch setup --agents all
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from orch.gateway.process import stop_gateway
 from orch.run.folder import RunFolder
@@ -20,6 +21,11 @@ from tests.notify.receiver import Receiver, serve
 # The docker tests' fixtures (engine, image, names, workdir) live in tests/dockertest.py, the swarm tests'
 # (cluster, manager) in tests/swarmtest.py.
 pytest_plugins = ["tests.dockertest", "tests.swarmtest"]
+
+# Speed is measured in bench/, never asserted in a test: hypothesis's per-example deadline and its too-slow health
+# check are timings, and on a loaded machine they failed property tests that were right (test_escape's markdown).
+settings.register_profile("orch", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("orch")
 
 SLOW_TIERS = ("docker", "swarm", "claude", "codex", "gemini", "opencode", "aider")
 """Markers of the tiers that need a real agent binary or a Docker engine; every other test is `fast`."""

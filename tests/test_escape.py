@@ -214,6 +214,15 @@ def test_a_known_secret_goes_whole_even_when_short_of_a_pattern() -> None:
     assert escape.redact("short abc", ["abc"]) == "short abc"  # too short to be a secret: left alone
 
 
+def test_a_control_character_cannot_hide_a_credential_from_a_notice() -> None:
+    """A notice turns controls into spaces (the other media show their escapes) so that redaction still sees the
+    credential as a word: shown as `\\x1b`, `Bearer\\x1bTOKEN` and `\\x1bHEX` would pass its patterns."""
+    for secret, hidden in (("abcdef123456", "Bearer\x1babcdef123456"), ("deadbeef" * 5, "\x1b" + "deadbeef" * 5)):
+        assert secret in escape.redact(escape.one_line(hidden)), "a visible escape would have let it through"
+        shown = escape.notice(hidden, TEXT_CHARS)
+        assert secret not in shown and "[redacted]" in shown, shown
+
+
 def test_a_cut_never_leaves_half_a_key() -> None:
     text = escape.notice("x" * 120 + " " + FAKE_KEY, TEXT_CHARS)
     assert FAKE_KEY[:10] not in text

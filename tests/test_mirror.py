@@ -26,7 +26,6 @@ EXCUSED: dict[str, str] = {
     "contracts.py": "the architecture's Protocols and dataclasses: tests/agents/test_contract.py runs them",
     "settings/compose.py": "compose.yaml's variables, data: tests/test_settings.py, tests/container/test_init.py",
     "run/events.py": "the Event names, data: every producer's and consumer's test uses the members",
-    "gateway/modeldir.py": "the gateway's pydantic records, data: every tests/gateway module reads them",
     "jobs/state.py": "the controller's books as pydantic records, data: tests/lead/test_decisions.py and others",
     "report/sarif/model.py": "the SARIF subset as pydantic models, data: tests/report/sarif/test_render.py checks it",
     "cli/container.py": "typer glue over orch/container: tests/cli/test_commands.py and the docker tier",
@@ -39,7 +38,6 @@ EXCUSED: dict[str, str] = {
     "lead/base.py": "what the controller's parts share: tests/lead/test_dispatch.py, test_acceptance.py use it",
     "lead/recovery.py": "nudges and restarts as effects (their decisions: test_decisions.py): test_scripted.py",
     "backends/docker/sandbox.py": "the Docker Sandbox: only an engine shows it, the tests/scenarios/*_docker.py",
-    "backends/docker/mounts.py": "its mounts and volumes: tests/scenarios/test_gateway_docker.py, test_fleet_docker.py",
     "agents/aider/watch.py": "aider's stand-in for hooks: only the real aider shows it: tests/agents/aider/",
 }
 

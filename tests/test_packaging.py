@@ -7,14 +7,37 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tomllib
 import zipfile
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+
+from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = ("fleet.schema.json", "fleet.example.yaml", "roles/finder.md", "demo/fleet.yaml", "skill/SKILL.md")
 
 
+def backend_missing() -> str | None:
+    """Why this venv cannot build orch's wheel without isolation: its build backend older than pyproject.toml's
+    [build-system] asks (a venv made by scripts/setup.sh alone, which installs no dev extras), or None."""
+    for line in tomllib.loads((REPO / "pyproject.toml").read_text())["build-system"]["requires"]:
+        need = Requirement(line)
+        try:
+            have: str | None = version(need.name)
+        except PackageNotFoundError:
+            have = None
+        if have is None or not need.specifier.contains(have, prereleases=True):
+            return (
+                f"{need.name} {have or 'is missing'} in {sys.prefix}, and orch's build needs {need}: "
+                "run `.venv/bin/pip install -e '.[dev]'` (scripts/test.sh does)"
+            )
+    return None
+
+
 def test_the_installed_package_works_without_the_source_tree(tmp_path: Path) -> None:
+    missing = backend_missing()
+    assert missing is None, missing
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
     # The wheel `pip install .` builds, with the venv's setuptools (the dev extras') instead of a fresh one in
     # an isolated build environment: seconds rather than half a minute.

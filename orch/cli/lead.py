@@ -7,13 +7,14 @@ import contextlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
 from orch import exitcodes
 from orch.backends import registry as backends
 from orch.backends.base import Backend, Placement
+from orch.cli import many
 from orch.cli.common import (
     BackendOpt,
     BaseOpt,
@@ -181,8 +182,22 @@ def install(
 @app.command("run", epilog=epilog(exitcodes.RUN))
 def run_(
     spec: Annotated[
-        str | None,
-        typer.Argument(help="The fleet spec (YAML); with --resume, the run's name.", show_default=False),
+        list[str] | None,
+        typer.Argument(
+            help="The fleet spec (YAML), or several (a run each); with --resume, the run's name.",
+            show_default=False,
+            metavar="SPEC",
+        ),
+    ] = None,
+    repo: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--repo",
+            help="Run the spec(s) on this repository instead of the spec's workdir (repeatable): a run per spec and "
+            "repository, named SPEC-REPO (--name: NAME-REPO). Side by side on a swarm, else one after another.",
+            show_default=False,
+            metavar="PATH",
+        ),
     ] = None,
     name: RunNameOpt = None,
     local: LocalOpt = False,
@@ -227,10 +242,17 @@ def run_(
     per_node: PerNodeOpt = None,
 ) -> None:
     """Run a fleet spec to completion: spawn, brief, monitor, verify findings, report, tear down."""
-    if spec is None:
+    if not spec:
         raise UsageError(
             "give a fleet spec, or --resume and a run's name", hint="orch run fleet.yaml, or orch run --resume NAME"
         )
+    if resume and (len(spec) > 1 or repo):
+        raise UsageError("--resume continues one run", hint=f"orch run --resume {spec[0]}")
+    if not resume and (len(spec) > 1 or repo):
+        if replay is not None or prepare:
+            raise UsageError("--replay and --prepare are for one run", hint="give one spec and no --repo")
+        opts = many.Options(replace, copy, base, snapshot, fail_on, placement(constraint, per_node))
+        _run_many(spec, repo or [], name, backends.chosen(backend, local), opts, notify, quiet, as_json)
     if resume:
         if replay is not None:
             raise UsageError(
@@ -240,13 +262,13 @@ def run_(
             raise UsageError(
                 "--fail-on is for a new run; a resumed run keeps its own", hint=f"orch run --resume {spec}"
             )
-        run = run_folder(spec)
+        run = run_folder(spec[0])
     else:
         where = backends.chosen(backend, local)
         if prepare and (not backends.here().container or replay is not None or replace):
             raise UsageError("--prepare is the container init's step (compose's lead)", hint="drop it")
         say = _say(quiet, as_json)
-        path = Path(spec)
+        path = Path(spec[0])
         run = _start(
             path, name, where, replace, copy, replay, say=say, base=base, snapshot=snapshot, prepare=prepare,
             notify=notify, fail_on=fail_on, placed=placement(constraint, per_node),
@@ -258,6 +280,29 @@ def run_(
         typer.echo(summary(result.run, result.exit_code, result.report, result.stopped).model_dump_json())
     elif not (quiet or no_result):
         _print_result(result)
+    raise typer.Exit(result.exit_code)
+
+
+def _run_many(
+    specs: list[str], repos: list[Path], name: str | None, where: Backend, opts: many.Options,
+    notify: list[str] | None, quiet: bool, as_json: bool,
+) -> NoReturn:  # fmt: skip
+    """Several runs (orch.cli.many): all checked, then each started and driven; exit with the worst's code."""
+    found = many.check_all([Path(s) for s in specs], repos, name, where, opts, notices(notify))
+    for warning in (w for each in found for w in each.warnings):
+        typer.echo(f"orch: warning: {warning}", err=True)
+    say = _say(quiet, as_json)
+    how = "side by side, each placed by Swarm" if where.places else "one after another"
+    say(f"{len(found)} runs on {where.title}, {how}: {', '.join(each.name for each in found)}")
+    try:
+        result = many.Runs(where, opts, notify, say).run(found)
+    except KeyboardInterrupt:
+        typer.echo("\norch: stopped following; the runs keep running (orch ls, orch kill NAME)", err=True)
+        raise typer.Exit(Exit.INTERRUPTED) from None
+    if as_json:
+        typer.echo(result.model_dump_json())
+    elif not quiet:
+        typer.echo(many.last_line(result))
     raise typer.Exit(result.exit_code)
 
 

@@ -145,11 +145,12 @@ def outputs() -> dict[str, type[BaseModel]]:
     """Every `--json` output by the command that prints it (docs/outputs.md). The models filled elsewhere are
     imported here, not at the top: `orch status` need not load the report's and the view's modules."""
     from orch.report.model import RunReport
-    from orch.report.summary import RunSummary
+    from orch.report.summary import RunsSummary, RunSummary
     from orch.view.snapshot import Snapshot
 
     return {
         "orch run --json": RunSummary,
+        "orch run SPEC... [--repo PATH]... --json": RunsSummary,
         "orch report NAME --json": RunReport,
         "orch status [NAME] --json": StatusOutput,
         "orch ls --json": LsOutput,

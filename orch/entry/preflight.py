@@ -118,12 +118,13 @@ def preflight(
     also: Callable[[FleetSpec], object] | None = None,
     fail_on: FailOn | None = None,
     placement: Placement | None = None,
+    workdir: Path | None = None,
 ) -> Preflight:
     """Every check `orch run` makes before it creates anything. `prepare` (compose's lead, run by the
     container's init): the run is made there without starting a sandbox, so the sandbox's own checks wait.
     `also`: a check of the spec from above this layer (the CLI's notifications), made right after loading it.
-    `fail_on` (`orch run --fail-on`) wins over the spec's."""
-    spec = load_spec(spec_path, lambda loaded: placement_issues(loaded, backend))
+    `fail_on` (`orch run --fail-on`) wins over the spec's; `workdir` (`--repo`) over its `workdir:`."""
+    spec = load_spec(spec_path, lambda loaded: placement_issues(loaded, backend), workdir)
     if fail_on is not None:
         spec = spec.model_copy(update={"fail_on": fail_on})
     if also is not None:

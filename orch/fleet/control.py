@@ -14,8 +14,8 @@ from orch.fleet import rungateway
 from orch.fleet.confinement import Confinement
 from orch.fleet.launch import server_for, worker_processes
 from orch.fleet.tmux import PaneInfo
-from orch.fleet.workerstate import derive_state
-from orch.gateway.modeldir import UsageSnapshot, read_usage, unbilled
+from orch.fleet.workerstate import derive_state, final_state
+from orch.gateway.modeldir import UsageSnapshot, read_usage, run_cost
 from orch.run import bus
 from orch.run.events import Event
 from orch.run.folder import RunFolder
@@ -51,8 +51,11 @@ def status_view(
     usage = read_usage(run)
     rows = []
     for n in range(1, info.workers + 1):
-        if panes is None:
+        detail: str | None
+        if panes is None and why_down is not None:
             state, detail = WorkerState.EXITED, why_down
+        elif panes is None:
+            state, detail = final_state(run.last_hook_event(n))
         else:
             state, detail = derive_state(run.last_hook_event(n), panes.get(n))
         counted = usage.workers.get(n) if usage is not None else None
@@ -70,8 +73,7 @@ def status_view(
                 pane_id=panes[n].pane_id if panes and n in panes else None,
             )
         )
-    costs = [r.cost_usd for r in rows if r.cost_usd is not None]
-    billed = usage.billed if usage is not None else None
+    cost, unbilled = run_cost(usage, (r.cost_usd for r in rows), info.offline, info.replay is not None)
     return RunStatusView(
         name=info.name,
         backend=info.backend,
@@ -80,9 +82,9 @@ def status_view(
         alive=panes is not None,
         workers=rows,
         started=info.created,
-        cost_usd=usage.total.cost_usd if usage is not None else sum(costs) if costs else None,
-        billed=billed,
-        unbilled=unbilled(billed, info.offline, info.replay is not None),
+        cost_usd=cost,
+        billed=usage.billed if usage is not None else None,
+        unbilled=unbilled,
     )
 
 

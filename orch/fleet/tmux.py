@@ -5,8 +5,10 @@ user's sessions nor their ~/.tmux.conf are involved. `TMUX_TMPDIR` is honoured (
 
 libtmux holds the server; its command API and objects make the calls, one client call each. The status loop
 reads every pane in one `list-panes` with formats (libtmux's `server.panes` would call `show-options` per pane
-for its worker tag). Calls that need the client's process environment (the server's start: how secrets reach
-the panes; a new pane, which gets the client's PATH) or stdin (a buffer's text) go to tmux directly.
+for its worker tag; its listings also take a failed call for an empty list). Calls that need the client's
+process environment (the server's start: how secrets reach the panes; a new pane, which gets the client's PATH)
+or stdin (a buffer's text) go to tmux directly. Every call waits at most its deadline (orch.fleet.tmuxclient): a
+server that does not answer is NoAnswerError, never taken for one that is gone.
 
 Agents are launched with their argv passed to tmux as separate arguments: tmux then execs them
 directly (no shell, no quoting, no line-length limit). Secrets reach panes through the tmux server's
@@ -19,11 +21,9 @@ import contextlib
 import logging
 import os
 import shlex
-import shutil
 import signal
-import subprocess
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -31,16 +31,17 @@ from typing import TYPE_CHECKING
 
 from orch import prereqs
 from orch.contracts import LaunchSpec
-from orch.errors import NotFoundError, SandboxError, UsageError, WaitTimeoutError
+from orch.errors import NoAnswerError, NotFoundError, SandboxError, UsageError, WaitTimeoutError
 from orch.run.terminal import HISTORY_LIMIT, WINDOW_SIZE
 from orch.waits import wait_until
 
 if TYPE_CHECKING:
-    from libtmux import Pane, Server
+    from libtmux import Pane
+
+    from orch.fleet.tmuxclient import Client, Server
 
 log = logging.getLogger(__name__)
 
-INSTALL_HINT = prereqs.TMUX_FIX
 PANES_PER_WINDOW = 6
 WORKER_OPTION = "@orch_worker"
 EXIT_GRACE = 5.0  # seconds for a server that has destroyed its sessions (kill-server) to exit
@@ -54,13 +55,6 @@ _SERVER_OPTIONS = (
 _PANE_FIELDS = ("pid", "pane_id", WORKER_OPTION, "window_index", "pane_dead", "pane_dead_status", "pane_dead_signal",
                 "pane_pid", "pane_current_command")  # fmt: skip
 _PANE_FORMAT = "\t".join("#{" + field + "}" for field in _PANE_FIELDS)
-
-
-def _tmux_path() -> str:
-    path = shutil.which("tmux")
-    if path is None:
-        raise UsageError("tmux is not installed (not found on PATH)", hint=INSTALL_HINT)
-    return path
 
 
 def check_tmux() -> str:
@@ -100,29 +94,14 @@ def _one_line(text: str) -> str:
     return " ".join(text.split()) or "no error message"
 
 
-def _command_list(commands: Sequence[Sequence[str]]) -> list[str]:
-    """Several tmux commands for one client call: a lone ";" argument separates them."""
-    return [arg for command in commands for arg in (";", *command)][1:]
-
-
-def _spawn_args(spec: LaunchSpec) -> list[str]:
-    """`-c`, `-e` and the argv for new-session / new-window / split-window / respawn-pane."""
-    if not spec.argv:
-        raise UsageError("cannot launch an empty command", hint="give the agent's argv")
-    args = ["-c", str(spec.cwd.resolve())]
-    for key, value in spec.env.items():
-        args += ["-e", f"{key}={value}"]
-    # tmux runs a single-argument command through `sh -c`; with two or more it execs them directly.
-    argv = ["env", *spec.argv] if len(spec.argv) == 1 else list(spec.argv)
-    return [*args, "--", *argv]
-
-
 class TmuxServer:
     """One run's tmux server, addressed by socket name (`tmux -L NAME -f /dev/null`): libtmux's Server, with
     orch's launches and its one-call view of the panes."""
 
-    def __init__(self, socket_name: str) -> None:
+    def __init__(self, socket_name: str, timeout: float | None = None) -> None:
         self.socket_name = socket_name
+        self.timeout = timeout
+        """Seconds a tmux command may take (None: orch.fleet.tmuxclient.CALL_TIMEOUT)."""
         self._session: str | None = None
 
     def __repr__(self) -> str:
@@ -131,11 +110,18 @@ class TmuxServer:
     # -- running tmux ------------------------------------------------------------------------------
 
     @cached_property
-    def server(self) -> Server:
-        """libtmux's handle on this server (no call yet). Imported here: few `orch` commands talk to tmux."""
-        import libtmux
+    def client(self) -> Client:
+        """How to reach this server, each command bounded. Imported here: few `orch` commands talk to tmux."""
+        from orch.fleet import tmuxclient
 
-        return libtmux.Server(socket_name=self.socket_name, config_file="/dev/null", tmux_bin=_tmux_path())
+        return tmuxclient.Client.find(self.socket_name, self.timeout)
+
+    @cached_property
+    def server(self) -> Server:
+        """libtmux's handle on this server (no call yet), its commands made through `client`."""
+        from orch.fleet.tmuxclient import Server
+
+        return Server(self.client)
 
     def _pane(self, pane_id: str) -> Pane:
         """libtmux's Pane for `pane_id`, made without the call `Pane.from_pane_id` spends reading its fields."""
@@ -156,9 +142,6 @@ class TmuxServer:
     def _failed(self, command: str, error: str) -> SandboxError:
         return SandboxError(f"tmux {command} failed on server {self.socket_name}: {_one_line(error)}")
 
-    def _argv(self, *args: str) -> list[str]:
-        return [_tmux_path(), "-L", self.socket_name, "-f", "/dev/null", *args]
-
     def _cmd(self, *args: str, target: str | None = None) -> list[str]:
         """One tmux command through libtmux's command API: its stdout lines, without the trailing empty ones, or
         SandboxError with tmux's stderr."""
@@ -172,8 +155,8 @@ class TmuxServer:
         """One tmux command with the client's process environment `env` and `stdin`, which libtmux's calls do not
         take: its stdout, or SandboxError with tmux's stderr."""
         try:
-            proc = subprocess.run(self._argv(*args), input=stdin, capture_output=True, env=env, timeout=60)
-        except (OSError, subprocess.TimeoutExpired) as exc:
+            proc = self.client.run(args, env, stdin)
+        except OSError as exc:
             raise self._failed(args[0], str(exc)) from None
         if proc.returncode != 0:
             raise self._failed(args[0], proc.stderr.decode(errors="replace"))
@@ -186,19 +169,22 @@ class TmuxServer:
 
     def _session_name(self) -> str:
         if self._session is None:
-            with self._errors("list-sessions"):
-                sessions = self.server.sessions
-            if not sessions or sessions[0].session_name is None:
+            sessions = self._cmd("list-sessions", "-F", "#{session_name}")
+            if not sessions:
                 raise SandboxError(f"tmux server {self.socket_name} has no session")
-            self._session = sessions[0].session_name
+            self._session = sessions[0]
         return self._session
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def alive(self) -> bool:
+        """Whether the server runs; NoAnswerError if it does not answer (libtmux's is_alive says False then)."""
         try:
-            return self.server.is_alive()
-        except UsageError:  # no tmux: no server either
+            with self._errors("list-sessions"):
+                return self.server.cmd("list-sessions").returncode == 0
+        except NoAnswerError:
+            raise
+        except (UsageError, SandboxError):  # no tmux, or none that runs: no server either
             return False
 
     def start(self, session: str, first: LaunchSpec, worker: int, env: Mapping[str, str]) -> str:
@@ -217,7 +203,7 @@ class TmuxServer:
         # so it gets no agent argv; exit-empty off keeps it up until the session exists.
         options = [["start-server"], *(["set-option", *option] for option in _SERVER_OPTIONS)]
         new_session = ["new-session", "-d", "-s", session, "-n", window_name(worker), "-P", "-F", "#{pane_id}"]
-        new_session += ["-x", str(width), "-y", str(height), *_spawn_args(first)]
+        new_session += ["-x", str(width), "-y", str(height), *self.client.spawn_args(first)]
         session_commands = [
             new_session,
             # Right after new-session, set-option -p targets the new pane: tagged before anyone looks.
@@ -227,8 +213,8 @@ class TmuxServer:
             ["set-option", "-s", "exit-empty", "on"],
         ]
         try:
-            self._direct(_command_list(options), server_env)
-            out = self._direct(_command_list(session_commands), server_env)
+            self._direct(self.client.chain(options), server_env)
+            out = self._direct(self.client.chain(session_commands), server_env)
             pane_id = out.strip().partition("\n")[0]
             if not pane_id.startswith("%"):
                 raise SandboxError(f"tmux new-session printed no pane id on server {self.socket_name}: {out!r}")
@@ -257,16 +243,14 @@ class TmuxServer:
             raise UsageError(f"worker {worker} already has a pane on server {self.socket_name}")
         session = self._session_name()
         name = window_name(worker)
-        with self._errors("list-windows"):
-            windows = self.server.windows.filter(session_name=session, window_name=name)
-        spawn = _spawn_args(spec)
+        listed = self._cmd("list-windows", "-t", f"={session}", "-F", "#{window_id}\t#{window_name}")
+        windows = [window for window, _, named in (line.partition("\t") for line in listed) if named == name]
+        spawn = self.client.spawn_args(spec)
         if not windows:
             out = self._spawn("new-window", "-d", "-t", f"={session}:", "-n", name, "-P", "-F", "#{pane_id}", *spawn)
         else:
-            window = windows[0]
-            out = self._spawn("split-window", "-d", "-t", str(window.window_id), "-P", "-F", "#{pane_id}", *spawn)
-            with self._errors("select-layout"):
-                window.select_layout("tiled")
+            out = self._spawn("split-window", "-d", "-t", windows[0], "-P", "-F", "#{pane_id}", *spawn)
+            self._cmd("select-layout", "-t", windows[0], "tiled")
         pane_id = out[0]
         with self._errors("set-option"):
             self._pane(pane_id).set_option(WORKER_OPTION, str(worker))
@@ -274,7 +258,7 @@ class TmuxServer:
 
     def respawn(self, pane_id: str, spec: LaunchSpec) -> None:
         """Restart the pane's process (dead or not); the pane keeps its id, tag and transcript pipe."""
-        self._spawn("respawn-pane", "-k", "-t", pane_id, *_spawn_args(spec))
+        self._spawn("respawn-pane", "-k", "-t", pane_id, *self.client.spawn_args(spec))
 
     def kill(self) -> None:
         """Stop the server and every pane in it; fine if it is already gone. Returns once it is gone,
@@ -282,6 +266,8 @@ class TmuxServer:
         try:
             with self._errors("kill-server"):
                 err = " ".join(self.server.cmd("kill-server").stderr)
+        except NoAnswerError:
+            raise
         except (UsageError, SandboxError):  # no tmux: no server either
             return
         self._session = None
@@ -294,14 +280,16 @@ class TmuxServer:
         """argv to exec for `orch attach` (at `pane_id`: its window and pane selected). The caller should drop
         $TMUX from the env when nesting."""
         target = ["-t", pane_id] if pane_id else []
-        return self._argv("attach-session", *(["-r"] if read_only else []), *target)
+        return self.client.argv("attach-session", *(["-r"] if read_only else []), *target)
 
     def client_ttys(self) -> list[str]:
         """The terminals attached to this server (`orch attach`): where a run's notifier rings. None attached,
-        or no server: []."""
+        or no server: [] (one that does not answer: NoAnswerError)."""
         try:
             with self._errors("list-clients"):
                 proc = self.server.cmd("list-clients", "-F", "#{client_tty}")
+        except NoAnswerError:
+            raise
         except (UsageError, SandboxError):  # no tmux: no server either
             return []
         return [line for line in proc.stdout if line.startswith("/dev/")] if proc.returncode == 0 else []
@@ -316,6 +304,8 @@ class TmuxServer:
         and still answers clients until it is gone. So an empty list waits briefly for the exit."""
         try:
             panes = self.panes()
+        except NoAnswerError:
+            raise
         except SandboxError:
             if self.alive():
                 raise
@@ -410,7 +400,8 @@ class TmuxServer:
             with self._errors("paste-buffer"):
                 self._pane(pane_id).paste_buffer(buffer_name=buffer, delete_after=True, bracket=True)
         except SandboxError:
-            self.server.cmd("delete-buffer", "-b", buffer)  # best effort: the pane may be gone
+            with contextlib.suppress(OSError, SandboxError):  # best effort: the pane may be gone
+                self.server.cmd("delete-buffer", "-b", buffer)
             raise
 
     def send_keys(self, pane_id: str, *keys: str) -> None:

@@ -14,6 +14,10 @@ FATAL_ERRORS = {"authentication_failed", "billing_error", "invalid_request"}
 ENDED = (WorkerState.EXITED, WorkerState.CRASHED)
 """The states of a worker whose agent is gone."""
 
+ALIVE = PaneInfo(pane_id="", worker=0, window=0, dead=False, dead_status=None, dead_signal=None, pid=None,
+                  current_command="")  # fmt: skip
+"""A pane as far as a hook log tells: its agent's end shows as the wrapper's ProcessExit event."""
+
 # Written by the launch wrapper (orch.fleet.supervisor.supervised) when the agent process ends: tmux does not
 # always reap a killed pane process promptly, so its exit status is recorded by the wrapper instead.
 EXIT_EVENT = "ProcessExit"
@@ -25,6 +29,16 @@ def exit_state(status: int | None) -> tuple[WorkerState, str]:
     if status is not None and status > 128:
         return WorkerState.CRASHED, f"killed by signal {status - 128}"
     return WorkerState.CRASHED, f"exit status {status}"
+
+
+def final_state(last: HookEvent | None) -> tuple[WorkerState, str]:
+    """A worker's state once its run has ended, from its newest hook event: how its agent ended, or what it was
+    doing when the run ended (never "no pane": every pane goes with the run)."""
+    state, detail = derive_state(last, ALIVE)
+    if state in ENDED:
+        return state, detail or state.value
+    was = f"{state.value}: {detail}" if detail else state.value
+    return WorkerState.EXITED, f"{was} when the run ended"
 
 
 def derive_state(last: HookEvent | None, pane: PaneInfo | None) -> tuple[WorkerState, str | None]:

@@ -13,6 +13,7 @@ The gateway is the only writer of `model/`; everything else reads it. Files:
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -213,6 +214,23 @@ def unbilled(billed: bool | None, offline: bool, replayed: bool) -> str | None:
     if billed or not (offline or replayed or billed is False):
         return None
     return "replayed a recording" if replayed else "offline: orch's scripted model answered"
+
+
+NO_TRAFFIC = "no model traffic"
+
+
+def run_cost(
+    usage: UsageSnapshot | None, workers: Iterable[float | None], offline: bool, replayed: bool
+) -> tuple[float | None, str | None]:
+    """A run's cost as `orch status` and `orch watch` show it, and why nothing was billed (`unbilled`): the
+    gateway's count, else what the workers' own status lines say; before any model traffic (the gateway writes
+    usage.json after its first exchange, and no status line counted anything) $0, and that said."""
+    if usage is not None:
+        return usage.total.cost_usd, unbilled(usage.billed, offline, replayed)
+    known = [cost for cost in workers if cost is not None]
+    if not known:
+        return 0.0, NO_TRAFFIC
+    return sum(known), unbilled(None, offline, replayed)
 
 
 def read_usage(run: RunFolder) -> UsageSnapshot | None:

@@ -4,9 +4,12 @@ process and for one inside the run's container (the folder is bind-mounted here)
 
 from __future__ import annotations
 
+import codecs
+import contextlib
+import os
 import threading
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import Any, BinaryIO
 
 from pydantic import ValidationError
 
@@ -132,8 +135,10 @@ class Commentary:
 
     def __init__(self, run: RunFolder, echo: Callable[[str], None]) -> None:
         self._echo = echo
-        self._fh: TextIO = run.events.open("r", encoding="utf-8", errors="replace")
+        self._path = run.events
+        self._fh: BinaryIO = run.events.open("rb")
         self._fh.seek(0, 2)
+        self._text = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._pending = ""
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -161,7 +166,8 @@ class Commentary:
         with self._lock:
             if self._fh.closed:
                 return
-            self._pending += self._fh.read()
+            self._pending += self._text.decode(self._fh.read())
+            self._reopen()
             *lines, self._pending = self._pending.split("\n")
             for line in lines:
                 try:
@@ -170,6 +176,25 @@ class Commentary:
                     continue  # not ours to judge here: `orch run` reports on the run, not on this file
                 if shown is not None:
                     self._echo(shown)
+
+    def _reopen(self) -> None:
+        """events.jsonl replaced whole (a rename over it: a swarm run's copy brought home): read the new file on
+        from where the old one ended, and watch it instead."""
+        try:
+            new = self._path.open("rb")
+        except OSError:
+            return
+        if os.fstat(new.fileno()).st_ino == os.fstat(self._fh.fileno()).st_ino:
+            new.close()
+            return
+        read = self._fh.tell()
+        self._fh.close()
+        self._fh = new
+        new.seek(min(read, os.fstat(new.fileno()).st_size))  # the log only grows: its copy holds what was read
+        self._pending += self._text.decode(new.read())
+        if self._notifier is not None and not self._stop.is_set():
+            with contextlib.suppress(OSError):
+                self._notifier.add_watch(self._path, IN_MODIFY)
 
     def close(self) -> None:
         """Print what is left and stop; the thread ends by itself within WAKE_UP (not waited for)."""

@@ -53,6 +53,18 @@ class RunSummary(Strict):
     """The recording the run replayed."""
     reports: dict[str, str] = Field(default_factory=dict)
     """The report files the run folder holds (absolute paths), keyed html, md, json, sarif, junit."""
+    where: str | None = None
+    """Where its fleet ran: local, its container, its swarm node (the last life's)."""
+
+
+class RunsSummary(Strict):
+    """`orch run SPEC... [--repo PATH]... --json`'s line: several runs from one command (docs/fleet.md)."""
+
+    schema_version: Literal[1] = 1
+    exit_code: int
+    """The worst of the runs' exit codes (failed, incomplete, findings, passed: docs/ci.md)."""
+    runs: list[RunSummary]
+    """Each run's summary, in the order the command named them (each spec over each repository)."""
 
 
 def report_paths(run: RunFolder) -> dict[str, str]:
@@ -63,6 +75,7 @@ def report_paths(run: RunFolder) -> dict[str, str]:
 
 
 def summary(run: RunFolder, exit_code: int, report: RunReport | None, stopped: str | None = None) -> RunSummary:
+    """`where`: the run's record's, when it has one."""
     findings = Counter({s.value: 0 for s in (FindingStatus.CONFIRMED, FindingStatus.REFUTED, FindingStatus.UNVERIFIED)})
     jobs: Counter[str] = Counter()
     if report is not None:
@@ -82,4 +95,5 @@ def summary(run: RunFolder, exit_code: int, report: RunReport | None, stopped: s
         unbilled=unbilled(report.billed, report.offline, report.replay_of is not None) if report is not None else None,
         replay_of=report.replay_of if report is not None else None,
         reports=report_paths(run),
+        where=run.info().where if run.run_json.is_file() else None,
     )

@@ -6,6 +6,7 @@ text, and the incremental tail of an append-only JSONL file. Which files: orch.r
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import errno
 import json
 import os
@@ -186,3 +187,37 @@ class JsonlTail(Generic[M]):
                 except (ValueError, ValidationError):
                     continue
         return self._records
+
+
+def merged_log(here: bytes, there: bytes) -> bytes:
+    """A JSON-lines log (events.jsonl) copied back from where the run runs (`there`: a remote engine's volume, a
+    swarm run's collector), keeping the whole lines only this side wrote (`here`: `orch run`'s run-created line,
+    a relaunch, a container's removal), each before the first of theirs that is later (by `ts`), theirs in their
+    own order. Without this, every copy back replaced this side's lines with theirs."""
+    theirs = there.splitlines(keepends=True)
+    known = set(theirs)
+    own = [line for line in here.splitlines(keepends=True) if line.endswith(b"\n") and line not in known]
+    if not own:
+        return there
+    out: list[bytes] = []
+    for line in theirs:
+        while own and _ts(own[0]) <= _ts(line):
+            out.append(own.pop(0))
+        out.append(line)
+    if theirs and not theirs[-1].endswith(b"\n"):  # their torn last line stays last, whole once they finish it
+        out.insert(len(out) - 1, b"".join(own))
+        own = []
+    return b"".join(out + own)
+
+
+def _ts(line: bytes) -> dt.datetime:
+    """A line's `ts` (the earliest time when it has none a reader can parse)."""
+    try:
+        value = json.loads(line).get("ts")
+        when = dt.datetime.fromisoformat(value) if isinstance(value, str) else EARLIEST
+    except (ValueError, AttributeError):
+        return EARLIEST
+    return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
+
+
+EARLIEST = dt.datetime.min.replace(tzinfo=dt.UTC)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import re
 from collections.abc import Callable
 from enum import StrEnum
@@ -225,10 +226,17 @@ class RunInfoBase(Strict):
         """Every agent of the run (names), `agent` first."""
         return list(dict.fromkeys([self.agent, *self.worker_agents.values()]))
 
+    def _counted(self) -> str:
+        counts = [sum(1 for n in range(1, self.workers + 1) if self.agent_of(n) == k) for k in self.agents()]
+        return " + ".join(f"{c} {k}" for c, k in zip(counts, self.agents(), strict=True))
+
     def fleet(self) -> str:
         """The fleet in a few words: `3 claude worker(s)`, or `2 claude + 1 codex worker(s)`."""
-        counts = [sum(1 for n in range(1, self.workers + 1) if self.agent_of(n) == k) for k in self.agents()]
-        return " + ".join(f"{c} {k}" for c, k in zip(counts, self.agents(), strict=True)) + " worker(s)"
+        return f"{self._counted()} worker(s)"
+
+    def mix(self) -> str:
+        """Its agents, where one name stood before mixed fleets (a view's header): `claude`, `2 claude + 1 codex`."""
+        return self._counted() if len(self.agents()) > 1 else self.agent
 
 
 class LocalRunInfo(RunInfoBase):
@@ -267,6 +275,10 @@ RUN_RECORDS: dict[str, type[RunInfoBase]] = {"local": LocalRunInfo, "docker": Do
 `DockerRunInfo` before any backend code runs); a backend's own package adds its variant when it loads."""
 RECORD_FINDERS: list[Callable[[str], None]] = []
 """Called with a backend's name RUN_RECORDS lacks: orch.backends.registry loads it (its package adds its variant)."""
+RECORD_FINDER_MODULE = "orch.backends.registry"
+"""The module that adds its finder to RECORD_FINDERS when imported: imported by name on a backend RUN_RECORDS
+lacks, so a process that never imported it (a reader of run folders alone) still reads every backend's run.json.
+By name, because it sits above this layer."""
 
 
 class RunRecords:
@@ -290,6 +302,7 @@ class RunRecords:
             error = exc.errors()[0]
             if error["type"] != "union_tag_invalid":
                 raise
+            importlib.import_module(RECORD_FINDER_MODULE)  # adds its finder, once
             for find in RECORD_FINDERS:  # a backend not loaded yet: its package adds its variant
                 find(str(error.get("ctx", {}).get("tag")))
             return self.adapter().validate_json(text)  # still unknown: pydantic's error names the backends there are

@@ -66,8 +66,8 @@ class RunStatusView(Strict):
     outcome: RunOutcome | None = None
     """An `orch run` that has ended."""
     cost_usd: float | None = None
-    """The whole run's (the gateway's count, else the agents' status lines); None: unknown."""
+    """The whole run's (the gateway's count, else the agents' status lines; 0 before any model traffic)."""
     billed: bool | None = None
     """False: nothing was charged (offline, replayed); None: no gateway counted it."""
     unbilled: str | None = None
-    """Why nothing was billed, to show beside the cost (orch.gateway.modeldir.unbilled)."""
+    """Why nothing was billed (offline, replayed, no model traffic), to show beside the cost (modeldir.run_cost)."""

@@ -123,8 +123,11 @@ Rules = Callable[[FleetSpec], Iterable[Issue]]
 """A caller's own rules of a spec (what its run's backend cannot take), located like the spec's own problems."""
 
 
-def parse_spec(text: str, source: str, base: Path, rules: Rules | None = None) -> FleetSpec:
-    """Validate spec text; relative paths are taken from `base` (the spec's folder). `rules`: the caller's own."""
+def parse_spec(
+    text: str, source: str, base: Path, rules: Rules | None = None, workdir: Path | None = None
+) -> FleetSpec:
+    """Validate spec text; relative paths are taken from `base` (the spec's folder). `rules`: the caller's own.
+    `workdir`: the spec's `workdir:` replaced by this folder (absolute, or from the current one)."""
     try:
         data = yaml.safe_load(text)
         root = yaml.compose(text)
@@ -140,6 +143,8 @@ def parse_spec(text: str, source: str, base: Path, rules: Rules | None = None) -
     except ValidationError as exc:
         issues = [Issue(i.loc, i.message, _line_of(root, i.loc)) for i in pydantic_issues(exc)]
         raise SpecError(source, issues) from None
+    if workdir is not None:
+        spec = spec.model_copy(update={"workdir": workdir.resolve()})
     spec = resolve_paths(spec, base)
     found = [*check_spec(spec), *(rules(spec) if rules is not None else [])]
     issues = [Issue(i.loc, i.message, _line_of(root, i.loc)) for i in found]
@@ -148,9 +153,10 @@ def parse_spec(text: str, source: str, base: Path, rules: Rules | None = None) -
     return spec
 
 
-def load_spec(path: Path, rules: Rules | None = None) -> FleetSpec:
+def load_spec(path: Path, rules: Rules | None = None, workdir: Path | None = None) -> FleetSpec:
+    """`workdir` (`orch run --repo`): the folder the run works on instead of the spec's `workdir:`."""
     text = read_text_input(path)
-    return parse_spec(text, str(path), path.resolve().parent, rules)
+    return parse_spec(text, str(path), path.resolve().parent, rules, workdir)
 
 
 def resolve_paths(spec: FleetSpec, base: Path) -> FleetSpec:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, WithJsonSchema
 
 from orch.run.records import Strict
 
@@ -23,7 +23,11 @@ def _constraint(value: str) -> str:
 class PlacementSpec(Strict):
     """Where on a swarm's nodes the run may go (`--backend swarm`; another backend refuses a spec that sets it)."""
 
-    constraints: list[Annotated[str, AfterValidator(_constraint)]] = Field(default_factory=list)
+    constraints: list[
+        Annotated[
+            str, AfterValidator(_constraint), WithJsonSchema({"type": "string", "pattern": SWARM_CONSTRAINT.pattern})
+        ]
+    ] = Field(default_factory=list)
     """Swarm placement constraints, each KEY==VALUE or KEY!=VALUE (`node.labels.zone==eu`, `node.role!=manager`):
     the run goes only on a node that matches every one. `orch run --constraint` adds more."""
     per_node: int | None = Field(default=None, ge=1)

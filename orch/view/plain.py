@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
+from orch.gateway.modeldir import NO_TRAFFIC
 from orch.text import ELLIPSIS
 from orch.view.snapshot import Snapshot, WorkerTile
 
@@ -32,6 +33,13 @@ def money(usd: float | None) -> str:
     return f"${usd:.4f}" if usd is not None else "-"
 
 
+def billing(unbilled: str | None) -> str:
+    """Beside a run's cost: why it is $0 before any model traffic, or that nothing was billed (offline, replayed)."""
+    if unbilled is None:
+        return ""
+    return f" ({NO_TRAFFIC})" if unbilled == NO_TRAFFIC else " (nothing billed)"
+
+
 def state_text(w: WorkerTile, now: float) -> str:
     text = w.state.value + (f" ({w.detail})" if w.detail else "")
     return text + (f" {span(now - w.since)}" if w.since is not None else "")
@@ -57,7 +65,7 @@ def progress_line(snap: Snapshot, precise: bool = True) -> str:
         parts.append(f"jobs {p.jobs_done}/{p.jobs_total}" + (f" ({p.jobs_failed} failed)" if p.jobs_failed else ""))
         parts.append(f"findings {p.findings}: {p.confirmed} confirmed, {p.refuted} refuted")
     budget = f" of ${p.budget_usd:.2f}" if p.budget_usd is not None else ""
-    parts.append(f"cost {money(p.cost_usd)}{budget}" + (" (nothing billed)" if p.unbilled else ""))
+    parts.append(f"cost {money(p.cost_usd)}{budget}{billing(p.unbilled)}")
     if p.outcome:
         parts.append(f"outcome {p.outcome}")
     elif p.deadline is not None:

@@ -9,8 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from orch import escape
-from orch.fleet.tmux import PaneInfo
-from orch.fleet.workerstate import derive_state
+from orch.fleet.workerstate import ALIVE, derive_state, final_state
 from orch.run import bus
 from orch.run.records import HookEvent, Strict, WorkerState
 
@@ -24,18 +23,16 @@ class BusEntry(Strict):
     text: str
 
 
-ALIVE = PaneInfo(pane_id="", worker=0, window=0, dead=False, dead_status=None, dead_signal=None, pid=None,
-                 current_command="")  # fmt: skip
-"""The pane of a running run, as far as the files tell: its death shows as the wrapper's ProcessExit event."""
-
-
 def worker_state(events: Sequence[HookEvent], running: bool) -> tuple[WorkerState, str | None, float | None]:
-    """The state from the hook log alone, and since when (the first of the newest events that agree)."""
-    pane = ALIVE if running else None
-    state, detail = derive_state(events[-1] if events else None, pane)
+    """The state from the hook log alone, and since when (the first of the newest events that agree). Once the
+    run is over, the worker's final state: how its agent ended, or what it was doing when the run ended (no
+    clock: nothing runs on)."""
+    if not running:
+        return (*final_state(events[-1] if events else None), None)
+    state, detail = derive_state(events[-1] if events else None, ALIVE)
     since = None
     for event in reversed(events):  # a busy worker's log is long: walk back only as far as the state holds
-        if derive_state(event, pane)[0] is not state:
+        if derive_state(event, ALIVE)[0] is not state:
             break
         since = event.ts
     return state, detail, since

@@ -22,7 +22,7 @@ from pydantic import Field, ValidationError
 
 from orch import escape
 from orch.errors import NotFoundError, OrchError
-from orch.gateway.modeldir import UsageSnapshot, read_usage, unbilled
+from orch.gateway.modeldir import UsageSnapshot, read_usage, run_cost
 from orch.jobs.state import ControllerState, JobStatus, load_state
 from orch.jobs.verification import finding_status
 from orch.lead.changes.status import live_lines
@@ -85,8 +85,9 @@ class Progress(Strict):
     confirmed: int = 0
     refuted: int = 0
     cost_usd: float | None = None
+    """The whole run's (orch.gateway.modeldir.run_cost): 0 before any model traffic."""
     unbilled: str | None = None
-    """Why nothing was billed (offline, replayed), shown beside the cost."""
+    """Why nothing was billed (offline, replayed, no model traffic), shown beside the cost."""
     budget_usd: float | None = None
     started: float | None = None
     deadline: float | None = None
@@ -109,6 +110,7 @@ class Snapshot(Strict):
     run: str
     backend: str
     agent: str
+    """The run's agents: `claude`, or a mixed fleet's `2 claude + 1 codex` (RunInfo.mix)."""
     status: RunStatus
     taken: float
     gone: bool = False
@@ -227,7 +229,7 @@ class Watcher:
             tiles.append(
                 WorkerTile(
                     n=n,
-                    agent=book.agent if book else info.agent,
+                    agent=book.agent if book else info.agent_of(n),
                     model=(book.model if book else None) or info.worker_models.get(n) or info.model,
                     state=st,
                     detail=escape.terminal(detail, 60) if detail else None,
@@ -244,7 +246,7 @@ class Watcher:
         snap = Snapshot(
             run=info.name,
             backend=info.backend,
-            agent=info.agent,
+            agent=info.mix(),
             status=info.status,
             taken=time.time(),
             lead=state is not None,
@@ -315,11 +317,8 @@ class Watcher:
 
     def _progress(self, matrix: list[MatrixRow]) -> Progress:
         state, spec, usage = self.state, self.spec, self.usage
-        cost = usage.total.cost_usd if usage is not None else None
-        if cost is None:
-            known = [c for c in (self._cost(n) for n in range(1, self.info.workers + 1)) if c is not None]
-            cost = sum(known) if known else None
-        free = unbilled(usage.billed if usage is not None else None, self.info.offline, self.info.replay is not None)
+        workers = (self._cost(n) for n in range(1, self.info.workers + 1))
+        cost, free = run_cost(usage, workers, self.info.offline, self.info.replay is not None)
         if state is None:
             return Progress(cost_usd=cost, unbilled=free)
         statuses = [r.status for r in matrix]

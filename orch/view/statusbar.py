@@ -70,7 +70,7 @@ def run_status(snap: Snapshot) -> str:
         f"findings {p.findings} ({p.confirmed} confirmed, {p.refuted} refuted)",
     ]
     budget = f" of ${p.budget_usd:.2f}" if p.budget_usd is not None else ""
-    parts.append(f"{plain.money(p.cost_usd)}{budget}" + (" (nothing billed)" if p.unbilled else ""))
+    parts.append(f"{plain.money(p.cost_usd)}{budget}{plain.billing(p.unbilled)}")
     if p.deadline is not None and p.outcome is None:
         parts.append(f"{plain.span(p.deadline - snap.taken)} left")
     parts.append(workers)

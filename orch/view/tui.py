@@ -54,7 +54,7 @@ class RunPicker(Screen[None]):
                 info = run.info()
             except OrchError:
                 continue
-            table.add_row(info.name, info.backend, info.agent, str(info.workers), info.status.value, key=info.name)
+            table.add_row(info.name, info.backend, info.mix(), str(info.workers), info.status.value, key=info.name)
         if not table.row_count:
             self.query_one("#picker-title", Label).update("no runs: start one with `orch up` or `orch run`; q quits")
 

@@ -180,7 +180,7 @@ class WebView:
                 info = run.info()
             except OrchError:
                 continue
-            rows.append({"name": info.name, "backend": info.backend, "agent": info.agent,
+            rows.append({"name": info.name, "backend": info.backend, "agent": info.mix(),
                          "workers": info.workers, "status": info.status.value})  # fmt: skip
         return web.json_response({"default": self.default, "runs": rows})
 

@@ -146,7 +146,10 @@ def ring(app: App[int], need: Notice) -> None:
     """A new need while watched: a toast, the bell and the terminal's own notification (OSC 9/777), written
     through Textual's driver between its frames (`App.bell` writes its bell the same way)."""
     app.notify(f"{need.title()}\n{need.text}\n{need.action}", title="needs you", severity="warning", markup=False)
-    driver = app._driver  # no public way to write a sequence between frames
+    # Private, knowingly: Textual 8 has no public call that writes a sequence (its own `bell` and
+    # `copy_to_clipboard` write through `_driver` too), and a write to the terminal any other way can land in the
+    # middle of one of its frames and split its escape sequences. tests/view/test_tui.py checks the attribute.
+    driver = app._driver
     if driver is not None and not app.is_headless:
         driver.write(bodies.terminal(need, tmux=bool(os.environ.get("TMUX"))))
 

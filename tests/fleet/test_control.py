@@ -62,6 +62,10 @@ def test_kill_keeps_transcripts_and_folder(run3: RunFolder) -> None:
     assert "transcript-marker" in run3.log(1).read_text(errors="replace")
     assert run3.info().status.value == "stopped"
     assert "transcript-marker" in orch("read", "r3", "1").output  # read falls back to the transcript
+    # Each worker's final state: what it was doing when the run ended, never a pane that is gone.
+    assert {(w.state, w.detail) for w in control.status(run3).workers} == {
+        (WorkerState.EXITED, "idle when the run ended")
+    }
 
 
 def test_status_json_and_ls(run3: RunFolder) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from orch.contracts import LaunchSpec
-from orch.errors import NotFoundError, SandboxError, UsageError
+from orch.errors import NoAnswerError, NotFoundError, SandboxError, UsageError
 from orch.fleet.tmux import PaneInfo, TmuxServer, check_tmux
 from orch.waits import wait_until
 
@@ -123,6 +123,30 @@ def test_private_server_layout_and_lookup(server: TmuxServer, tmux_tmpdir: Path,
         "-r",
     ]
     assert "-r" not in server.attach_argv(read_only=False)
+
+
+def test_a_stopped_server_is_not_taken_for_a_gone_one(tmux_tmpdir: Path, tmp_path: Path) -> None:
+    """A server that does not answer is not a server that is gone: the controller would relaunch the fleet on
+    it. Each call ends at its deadline with NoAnswerError; resumed, the server serves again."""
+    server = TmuxServer(f"orch-test-{uuid.uuid4().hex[:8]}", timeout=1.0)
+    server.start("orch-test", LaunchSpec(argv=["sleep", "600"], cwd=tmp_path), 1, dict(os.environ))
+    pid = int(server._cmd("display-message", "-p", "#{pid}")[0])
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        for call in (server.alive, server.panes_if_running, server.client_ttys):
+            with pytest.raises(NoAnswerError, match="no answer from tmux server"):
+                call()
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert server.panes_if_running() is not None and server.alive()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(NoAnswerError, match="tmux kill-server got no answer"):
+            server.kill()
+    finally:
+        os.kill(pid, signal.SIGCONT)  # the kill-server it got may still run now (orch.fleet.tmuxclient)
+    server.kill()
+    assert server.panes_if_running() is None and not server.alive()
 
 
 THIRTY_LINES = "\n".join(

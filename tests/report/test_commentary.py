@@ -40,6 +40,28 @@ def test_commentary_shows_new_events_once_and_drains_on_close(orch_home: Path) -
     ]
 
 
+def test_an_events_file_renamed_over_whole_is_read_on_from_where_the_old_one_ended(orch_home: Path) -> None:
+    """A swarm run's copy brought home replaces events.jsonl whole (a rename over it): its new lines are shown, the
+    ones already shown are not shown again."""
+    run = _run("moved")
+    shown: list[str] = []
+    with Commentary(run, shown.append):
+        run.log_event(ControllerEvent(event=Event.ASSIGNED, worker=1, data={"job": "t1", "role": "finder"}))
+        wait_until(lambda: len(shown) == 1, 10, "the first event to be shown")
+        copy = run.events.with_name(".events.jsonl.copy")
+        later = ControllerEvent(event=Event.ASSIGNED, worker=2, data={"job": "t2", "role": "finder"})
+        copy.write_text(run.events.read_text() + later.model_dump_json() + "\n")
+        copy.replace(run.events)
+        wait_until(lambda: len(shown) == 2, 10, "the renamed file's new event to be shown")
+        run.log_event(ControllerEvent(event=Event.ABORTED, data={"reason": "done"}))  # and its appends after
+        wait_until(lambda: len(shown) == 3, 10, "an event appended to the new file to be shown")
+    assert [line.split(" ", 1)[1].strip() for line in shown] == [
+        "W1 assigned t1 (finder)",
+        "W2 assigned t2 (finder)",
+        "stopping the run: done",
+    ]
+
+
 def test_events_not_worth_a_line_and_events_of_another_version() -> None:
     assert describe(ControllerEvent(event=Event.BRIEF_SENDING, worker=1, data={"job": "t1"})) is None
     assert (

@@ -42,7 +42,9 @@ MD = MarkdownIt("commonmark").enable(["table", "strikethrough"])
 BENIGN = "plain words"
 TEXT = ANY_TEXT.filter(lambda text: escape.one_line(text) != "")
 """Hostile text that shows something (an empty field is laid out as one, which is no injection)."""
-EXAMPLES = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+EXAMPLES = settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 
 
 def base_report() -> RunReport:

@@ -53,14 +53,18 @@ def test_a_stopped_orch_run_shows_its_outcome_end_and_each_workers_jobs() -> Non
         "stats-F1.v3": ("verifier", "done", R),
     }
     assert [w.out for w in view.workers] == [None, "crashed 3 times", None]
-    assert all(w.detail is None for w in view.workers)  # a stopped run: no "tmux server not running"
+    # A stopped run: each worker's final state (no hook here: it never booted), no "tmux server not running".
+    assert [w.detail for w in view.workers] == ["booting when the run ended"] * 3
     lines = status_lines(view)
     assert lines[0] == "run ran (local, scripted, stopped)"
     assert lines[1].startswith("  passed (exit 0): all tasks done; 2 finding(s): 1 CONFIRMED, 1 REFUTED; ended ")
-    assert "after 30 s; cost unknown" in lines[1]
+    assert "after 30 s; cost $0.0000, nothing billed (no model traffic)" in lines[1]  # no usage.json, no status line
     assert "pages done: 1 finding(s), stats failed: no result after 3 corrections\\x1b[2J" in lines[3]
     assert not any("\x1b" in line for line in lines)  # a worker's text shows as text, never as an escape
-    assert "exited (out: crashed 3 times)" in lines[4] and "pages-F1.v3 CONFIRMED, stats-F1.v3 REFUTED" in lines[5]
+    assert (
+        "exited (booting when the run ended) (out: crashed 3 times)" in lines[4]
+        and "pages-F1.v3 CONFIRMED, stats-F1.v3 REFUTED" in lines[5]
+    )
 
 
 def test_a_writer_job_shows_its_changes_end_and_a_review_its_verdict() -> None:
@@ -84,7 +88,11 @@ def test_an_orch_up_run_has_no_outcome_and_ends_when_it_was_killed() -> None:
     assert running.outcome is None and running.finished is None and running.workers[0].jobs == []
     assert running.workers[0].detail == "tmux server not running"  # not stopped: its fleet should be up
     _, head, columns = status_lines(running)[:3]
-    assert "DONE" in columns and head.startswith("  no outcome yet; started ") and head.endswith("; cost unknown")
+    assert (
+        "DONE" in columns
+        and head.startswith("  no outcome yet; started ")
+        and head.endswith("; cost $0.0000, nothing billed (no model traffic)")
+    )
     _stopped(run)
     killed = ControllerEvent(event=Event.KILLED, data={"by": "me"})
     run.log_event(killed)

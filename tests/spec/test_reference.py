@@ -13,6 +13,7 @@ import yaml
 from orch.cli.spec import schema_file
 from orch.spec import reference as specdoc
 from orch.spec.model import example_spec
+from orch.spec.placement import SWARM_CONSTRAINT
 
 pytestmark = pytest.mark.pure  # reads files only
 
@@ -59,12 +60,20 @@ def test_the_schema_accepts_orchs_own_specs(text: str) -> None:
         {"tasks": [{"goal": "x", "role": "auditor"}]},
         {"tasks": []},
         {"tasks": [{"goal": "x"}], "limits": {"memory_per_worker": "lots"}},
+        {"tasks": [{"goal": "x"}], "placement": {"constraints": ["node.role==worker", "zone=eu"]}},
     ],
-    ids=["unknown-key", "unknown-role", "no-tasks", "bad-size"],
+    ids=["unknown-key", "unknown-role", "no-tasks", "bad-size", "bad-constraint"],
 )
 def test_the_schema_refuses_what_the_models_refuse(spec: dict[str, object]) -> None:
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(spec, specdoc.schema())
+
+
+def test_the_schemas_constraint_pattern_is_the_loaders() -> None:
+    placement = specdoc.schema()["$defs"]["PlacementSpec"]["properties"]["constraints"]["items"]
+    assert placement["pattern"] == SWARM_CONSTRAINT.pattern
+    for good in ("node.labels.zone==eu", "node.role != manager"):
+        jsonschema.validate({"tasks": [{"goal": "x"}], "placement": {"constraints": [good]}}, specdoc.schema())
 
 
 def test_sizes_read_as_the_loader_reads_them() -> None:

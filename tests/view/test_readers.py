@@ -91,5 +91,8 @@ def test_a_workers_state_and_since_when_from_its_hook_log_alone() -> None:
     state, _, since = worker_state(events, running=True)
     assert state is WorkerState.BUSY and since is not None and since <= 3.0
     assert worker_state([], running=True)[2] is None
-    stopped, _, _ = worker_state(events, running=False)
-    assert stopped is not WorkerState.BUSY
+    assert worker_state(events, running=False) == (WorkerState.EXITED, "busy: Bash when the run ended", None)
+    assert worker_state(events[:1], running=False) == (WorkerState.EXITED, "idle when the run ended", None)
+    assert worker_state([], running=False) == (WorkerState.EXITED, "booting when the run ended", None)
+    ended = [*events, HookEvent(ts=5.0, hook_event_name="ProcessExit", status=0)]
+    assert worker_state(ended, running=False) == (WorkerState.EXITED, "exit status 0", None), "how it ended itself"

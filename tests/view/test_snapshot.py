@@ -89,6 +89,18 @@ def test_a_crashed_worker_and_a_stopped_run(orch_home: Path) -> None:
     run.write_info(info)
     snap = Watcher(run).snapshot()
     assert snap.ended and {w.state for w in snap.workers} >= {WorkerState.EXITED}
+    # Each worker's final state, never "no pane": how it ended itself, or what it did when the run ended.
+    assert (snap.workers[1].state, snap.workers[1].detail) == (WorkerState.CRASHED, "killed by signal 9")
+    assert all(w.detail and "no pane" not in w.detail for w in snap.workers)
+    assert all(w.since is None for w in snap.workers), "no clock runs on in a run that ended"
+
+
+def test_a_mixed_fleet_shows_its_mix(orch_home: Path) -> None:
+    run = RunFolder.for_name("mixed")
+    run.create(run_info("mixed", workers=3, workdir="/tmp").model_copy(update={"worker_agents": {3: "toy"}}))
+    snap = Watcher(run).snapshot()
+    assert plain.render(snap)[0].startswith("run mixed (local, 2 scripted + 1 toy, starting)")
+    assert [w.agent for w in snap.workers] == ["scripted", "scripted", "toy"]
 
 
 def test_what_a_lying_worker_writes_stays_one_short_line(orch_home: Path) -> None:

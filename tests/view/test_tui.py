@@ -218,6 +218,7 @@ def test_a_need_is_listed_once_rung_and_opens_its_workers_screen(orch_home: Path
             assert "W2 waits on a permission: Bash:" in shown and carries(shown) == [] and needs.display
             screen = fleet_screen(app)
             assert screen.rang == needs.needs  # rung once: a toast, and (not headless) the bell and OSC 9/777
+            assert app._driver is not None, "widgets.ring writes OSC 9/777 through Textual's (private) driver"
             await pilot.press("j")
             await until(pilot, lambda: isinstance(app.screen, PaneScreen), "W2's screen")
             pane = app.screen

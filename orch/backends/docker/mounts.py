@@ -24,6 +24,7 @@ from docker.types import Mount
 from orch.backends.docker.engine import explain
 from orch.container.layout import ROLE_HELPER, WORKDIR, labels, run_mount, run_volumes, uid_gid
 from orch.errors import SandboxError
+from orch.run.files import atomic_write, merged_log
 from orch.run.folder import RunFolder
 from orch.run.records import DockerRunInfo, Isolation, RunInfo, RunStatus
 
@@ -257,6 +258,8 @@ def _extract_run(buf: BinaryIO, name: str, run: RunFolder) -> RunInfo:
             dest = run.root / src.relative_to(pulled.root)
             if src.is_dir():
                 dest.mkdir(parents=True, exist_ok=True)
+            elif src == pulled.events and dest.is_file():  # this side's own lines stay (orch run's first)
+                atomic_write(dest, merged_log(dest.read_bytes(), src.read_bytes()))
             elif src != pulled.run_json:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(src, dest)

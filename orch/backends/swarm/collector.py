@@ -71,6 +71,12 @@ class Home:
         return self.root / "state.json"
 
     @property
+    def acked(self) -> Path:
+        """The last pass the user's side applied to its copy (it puts this file through the manager's engine):
+        the log keeps only the passes after it."""
+        return self.root / "acked"
+
+    @property
     def tmp(self) -> Path:
         return self.root / "tmp"
 
@@ -147,7 +153,19 @@ class Collector:
         os.replace(out.name, log)
         self.state.seq = seq
         self.state.save(self.home)
+        self._prune()
         return done.stale
+
+    def _prune(self) -> None:
+        """The passes the user's side has applied leave the log (its copy of the folder has them; a new task
+        restores from the collector's copy, never from the log)."""
+        try:
+            acked = min(int(self.home.acked.read_text().strip() or 0), self.state.seq)
+        except (OSError, ValueError):
+            return
+        for done in self.home.passes.glob("*.tar"):
+            if done.stem.isdigit() and int(done.stem) <= acked:
+                done.unlink(missing_ok=True)
 
     async def end(self, request: web.Request) -> web.Response:
         """The run's task says it ended (after its last pass): how, for the user's side."""

@@ -64,8 +64,9 @@ Reader = Callable[[Path], IO[bytes]]
 """One file of the collector's volume, by its path there (empty when it has none)."""
 
 
-def pull(read: Reader, run: RunFolder, info: SwarmRunInfo) -> Pulled:
-    """The collector's passes this copy has not taken yet, applied in order; run.json merged."""
+def pull(read: Reader, run: RunFolder, info: SwarmRunInfo, ack: Callable[[int], None] | None = None) -> Pulled:
+    """The collector's passes this copy has not taken yet, applied in order; run.json merged. `ack`: told the
+    last pass applied, once this copy has it (the collector then drops the passes up to it from its log)."""
     state = json.loads(read(HOME.state).read() or b"{}")
     seq, last = info.swarm.seq, int(state.get("seq", 0))
     merged = info
@@ -78,10 +79,26 @@ def pull(read: Reader, run: RunFolder, info: SwarmRunInfo) -> Pulled:
             _replace(run.root / rel, read(HOME.run / rel))
         merged.swarm.seq = number
     run.write_info(merged)
+    if ack is not None and last > seq:
+        ack(last)
     ended = state.get("ended") or {}
     life = merged.swarm.life
     code = int(ended["code"]) if life is not None and ended.get("life") == life.life else None
     return Pulled(merged, last - seq, code)
+
+
+def acker(container: Container, info: SwarmRunInfo) -> Callable[[int], None]:
+    """Tells the collector the last pass this copy applied (a file put into its volume through the manager's
+    engine: nothing else can write there)."""
+    uid, gid = uid_gid(info.swarm)
+
+    def ack(seq: int) -> None:
+        with tempfile.TemporaryDirectory(prefix="orch-ack-") as tmp:
+            acked = Path(tmp) / HOME.acked.name
+            acked.write_text(f"{seq}\n")
+            put_paths(container, str(HOME.root), [acked], uid, gid)
+
+    return ack
 
 
 def reader(container: Container) -> Reader:

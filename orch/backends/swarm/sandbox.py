@@ -13,7 +13,6 @@ says which node runs the run: Swarm's manager offers no way into a task on anoth
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import os
 import threading
@@ -33,7 +32,7 @@ from orch.backends.swarm.record import SwarmInfo, SwarmLife, SwarmRunInfo
 from orch.container import egress
 from orch.container.layout import ROOT_HOST_UID, WORKDIR, run_mount
 from orch.contracts import OrchCommand, UpRequest
-from orch.errors import DeliveryError, OrchError, UsageError, WaitTimeoutError
+from orch.errors import DeliveryError, OrchError, UsageError, WaitTimeoutError, is_environment_error
 from orch.fleet import control, launch
 from orch.gateway.credential import FleetUpstreams
 from orch.run.folder import RunFolder
@@ -60,8 +59,6 @@ FOLDER_COMMANDS = ("wait", "bus", "run")
 """Commands that only read (or wait on) the run folder: they run here while this copy is pulled."""
 PLACING = threading.Lock()
 """Held while a run's task is placed: runs started side by side count each other's tasks."""
-AT_ONCE = 4
-"""Runs `up_many` starts side by side."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +106,8 @@ class SwarmSandbox:
             allow = egress.allowlist_for(os.environ, offline, opts.allow, adapter.facts.credentials, model_api=False)
         except ValueError as exc:
             raise UsageError(str(exc), hint="--allow takes a host name, an IP address or a CIDR") from None
+        if opts.network:
+            service.check_network(client, opts.network)
         boot.check_image(client, self.settings.image, address)
         image = client.images.get(self.settings.image)
         missing = set(planned.agents()) - carried_agents(image)
@@ -216,25 +215,13 @@ class SwarmSandbox:
                 f"run {info.name}: workers not running within {timeout:g}s", hint=f"orch kill {info.name}"
             ) from None
 
-    def up_many(self, requests: Sequence[UpRequest]) -> list[RunInfo | OrchError]:
-        """Several runs at once (one spec over several workdirs, or several specs), each placed by Swarm as
-        it starts: each one's record, or why it did not start (the others start anyway)."""
-
-        def one(request: UpRequest) -> RunInfo | OrchError:
-            try:
-                return SwarmSandbox(self.settings).up(request)
-            except OrchError as exc:
-                return exc
-
-        with concurrent.futures.ThreadPoolExecutor(AT_ONCE) as pool:
-            return list(pool.map(one, requests))
-
     # --- the folder ---------------------------------------------------------------------------------
     def pull_info(self, info: SwarmRunInfo, watch: bool = True) -> SwarmRunInfo:
         """This side's copy brought up to the collector's; the run's record as it now is: the node of its
         life, how that life ended, or (`watch`) why it was lost, with its node."""
         client, run = self.client(info), RunFolder.for_name(info.name)
-        pulled = home.pull(home.reader(service.collector_container(client, info.name)), run, info)
+        collector = service.collector_container(client, info.name)
+        pulled = home.pull(home.reader(collector), run, info, home.acker(collector, info))
         info = pulled.info
         life = info.swarm.life
         if life is not None and life.ended is None:
@@ -254,11 +241,12 @@ class SwarmSandbox:
         return True
 
     def push(self, info: RunInfo, files: list[Path]) -> None:
-        """Before the run's first life, this side's events too (`orch run`'s first line): nothing else writes them
-        yet, and the passes home would replace this copy's with the collector's."""
+        """While no life runs (before the first, or a resume), this side's events too (`orch run`'s first line, a
+        relaunch): nothing else writes them then, and the passes home would replace this copy's with the collector's."""
         boxed = _boxed(info)
         events = RunFolder.for_name(boxed.name).events
-        files = [*files, events] if not boxed.swarm.lives and events.is_file() and events not in files else files
+        idle = boxed.swarm.life is None or boxed.swarm.life.ended is not None
+        files = [*files, events] if idle and events.is_file() and events not in files else files
         home.push(service.collector_container(self.client(boxed), boxed.name), boxed, files)
 
     @contextlib.contextmanager
@@ -340,9 +328,14 @@ class SwarmSandbox:
         life = boxed.swarm.life
         if life is None:
             return "not started"
-        if life.ended is not None:
-            return life.ended
-        task = service.task_of(self.client(boxed), life.service)
+        if life.ended is not None:  # after the run, too (`orch ls`): how its life ended, and where
+            return f"{life.ended} on {life.node}" if life.node else life.ended
+        try:
+            task = service.task_of(self.client(boxed), life.service)
+        except Exception as exc:  # what the Docker SDK raises untranslated: `orch ls` lists the other runs
+            if not isinstance(exc, OrchError) and not is_environment_error(exc):
+                raise
+            return f"manager unreachable (last on {life.node or '?'})"
         return f"{task.state} on {life.node or '?'}" if task is not None else "gone"
 
     # --- lives --------------------------------------------------------------------------------------
@@ -357,6 +350,8 @@ class SwarmSandbox:
             service.remove_service(self.client(info), life.service)
             if life.ended is None:
                 life.ended = "replaced by a new life"
+        run.write_info(info)
+        self.push(info, [])  # this side's lines since (the relaunch `orch run --resume` logged) go with the folder
         return self.start(info)
 
     def kill(self, info: RunInfo) -> None:

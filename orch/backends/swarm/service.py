@@ -77,6 +77,21 @@ def make_network(client: docker.DockerClient, name: str, egress: EgressMode) -> 
     return str(net["Id"])
 
 
+def check_network(client: docker.DockerClient, network: str) -> None:
+    """`--network NAME`, asked of the manager before anything is made: a swarm-scoped network of that name
+    (an overlay) that a service can join."""
+    hint = f"docker network create --driver overlay {network} (on a manager), then --network {network}"
+    try:
+        found = swarm_api(client).inspect_network(network, scope="swarm")
+    except docker.errors.NotFound:
+        raise UsageError(f"--network {network}: no swarm network of that name on the manager", hint=hint) from None
+    except docker.errors.APIError as exc:
+        raise UsageError(f"--network {network}: the manager says {explain(exc)}", hint=hint) from None
+    if found.get("Scope") != "swarm":
+        kind = found.get("Driver") or "?"
+        raise UsageError(f"--network {network}: a {kind} network of one node, not a swarm network", hint=hint)
+
+
 def make_secret(client: docker.DockerClient, name: str, what: str, life: int, data: bytes) -> str:
     """A secret of this life of the run; only the tasks that name it get it, on a tmpfs."""
     created = swarm_api(client).create_secret(

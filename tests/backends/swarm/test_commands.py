@@ -36,7 +36,7 @@ def test_orch_demo_on_the_swarm_placed_by_a_constraint_leaves_nothing(
         assert manager.leftovers(name) == [] and RunFolder.for_name(name).report_json.is_file()
         listed = orch("ls")
         row = next(line for line in listed.output.splitlines() if line.startswith(f"{name} "))
-        assert " passed (exit 0) " in row and " swarm " in row and row.endswith("  exit 0"), listed.output
+        assert " passed (exit 0) " in row and " swarm " in row and row.endswith(" exit 0 on orch-sw-w1"), listed.output
     finally:
         orch("kill", name)
     assert manager.leftovers(name) == []

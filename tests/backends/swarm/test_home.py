@@ -81,3 +81,31 @@ def test_a_run_marked_lost_here_stays_lost_and_a_diverged_file_is_taken_whole(
     assert pusher.once()
     after = home.pull(_reader(collector), users, mine).info
     assert users.events.read_text() == "one\ntwo\n" and after.status is RunStatus.FAILED
+
+
+def test_passes_this_side_has_applied_leave_the_collectors_log(collector: Served, tmp_path: Path) -> None:
+    task_run = RunFolder(tmp_path / "task" / "demo")
+    task_info, mine = _records(task_run.root)
+    task_run.create(task_info)
+    pusher = Pusher(task_run, Link(collector.target, TOKEN, 1), {})
+    users = RunFolder(tmp_path / "home" / "demo")
+    users.create(mine)
+
+    def ack(seq: int) -> None:  # what home.acker puts into the collector's volume through the manager's engine
+        collector.home.acked.write_text(f"{seq}\n")
+
+    def logged() -> list[int]:
+        return sorted(int(p.stem) for p in collector.home.passes.glob("*.tar"))
+
+    for n in range(3):
+        with task_run.events.open("a") as f:
+            f.write(f'{{"event": "e{n}"}}\n')
+        assert pusher.once()
+        if n == 0:
+            mine = home.pull(_reader(collector), users, mine, ack).info  # takes pass 1, acks it
+    assert logged() == [2, 3]  # the collector dropped the pass this side applied, at its next pass
+    mine = home.pull(_reader(collector), users, mine, ack).info
+    assert mine.swarm.seq == 3 and users.events.read_text() == '{"event": "e0"}\n{"event": "e1"}\n{"event": "e2"}\n'
+    with task_run.events.open("a") as f:
+        f.write('{"event": "e3"}\n')
+    assert pusher.once() and logged() == [4]

@@ -1,5 +1,6 @@
-"""A swarm run whose node dies: the loss is marked with the node's name and why, `--resume` continues on the
-other node from the last pass home, and nothing that came home before is lost: the run ends as it would have."""
+"""A swarm run whose node dies: the loss is marked with the node's name and why, `orch run --resume NAME`
+continues on the other node from the last pass home, and nothing that came home before is lost: the run ends as
+it would have."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ import pytest
 from docker.models.containers import Container
 
 from orch.backends.swarm.record import SwarmRunInfo
-from orch.contracts import OrchCommand
 from orch.entry.demo import EXPECTED
+from orch.report.summary import RunSummary
+from orch.run.events import Event
 from orch.run.records import RunStatus
 from orch.waits import wait_until
 from tests.dockertest import unique
+from tests.helpers import orch
+from tests.lead.leadrun import events
 from tests.swarmtest import Cluster, demo_run, findings
 
 pytestmark = [pytest.mark.swarm, pytest.mark.timeout(900)]
@@ -46,12 +50,17 @@ def test_a_cut_node_is_marked_and_the_run_resumes_on_the_other_losing_nothing(ma
         assert info.swarm.lost == f"node orch-sw-{node} is down: heartbeat failure" == info.swarm.lives[0].ended
         assert set(home) <= set(findings_home())  # the loss took none back
 
-        info = _swarm(box.resume(name))
+        # `orch run --resume NAME`, as a user types it: the lost life's run is relaunched on a ready node, from
+        # its last pass home, and followed to its end.
+        result = orch("run", "--resume", name, "--json")
+        assert result.exit_code == 0, result.output
+        assert RunSummary.model_validate_json(result.stdout.strip().splitlines()[-1]).status == "passed"
+        info = _swarm(run.info())
         assert [life.node for life in info.swarm.lives][1:] != [f"orch-sw-{node}"]
-        args = ["run", "--resume", name, "--no-result", "--no-commentary"]
-        code = box.forward(info, OrchCommand(args, lambda: 0))
-        assert code == 0 and findings(run) == EXPECTED  # as an uninterrupted run ends: as designed
-        assert _swarm(run.info()).swarm.lives[1].ended == "exit 0"
+        assert findings(run) == EXPECTED  # as an uninterrupted run ends: as designed
+        assert info.swarm.lives[1].ended == "exit 0"
+        said = [e.event for e in events(run)]  # this side's own lines came home with the task's
+        assert Event.FLEET_RELAUNCHING in said
     finally:
         if node:
             manager.heal(node)

@@ -15,6 +15,7 @@ from orch.errors import DeliveryError
 from orch.run.folder import RunFolder
 from orch.run.records import ContainerOptions, EgressMode, Isolation
 from tests.dockertest import unique
+from tests.helpers import orch
 from tests.swarmtest import Cluster
 
 pytestmark = [pytest.mark.swarm, pytest.mark.timeout(600)]
@@ -42,3 +43,17 @@ def test_a_node_without_the_image_is_named_with_the_fix(manager: Cluster, tmp_pa
         assert not RunFolder.for_name(name).root.exists() and manager.leftovers(name) == []
     finally:
         engine.images.remove(tag, force=True)
+
+
+def test_a_network_the_swarm_lacks_is_refused_before_anything_is_made(
+    manager: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ORCH_IMAGE", manager.image)
+    name = unique("sw-nonet")
+    result = orch("up", name, "--backend", "swarm", "--agent", "scripted", "--workdir", tmp_path, "--network", name)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        f"orch: error: --network {name}: no swarm network of that name on the manager (hint: docker network create "
+        f"--driver overlay {name} (on a manager), then --network {name})"
+    ]
+    assert not RunFolder.for_name(name).root.exists() and manager.leftovers(name) == []
