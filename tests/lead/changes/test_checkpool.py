@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from orch.backends.base import ChecksSandbox
 from orch.jobs.changes import CheckResult
 from orch.lead.changes import checkpool, gate
 from orch.lead.changes.checkpool import CheckPool, Ended
@@ -84,21 +85,23 @@ def test_close_kills_a_running_check_and_nothing_ends_after(tmp_path: Path) -> N
 def test_checks_run_one_at_a_time_where_they_share_the_checks_uid(monkeypatch: pytest.MonkeyPatch) -> None:
     """In a container every check is the one checks' uid, and each check's end kills that uid's processes: a
     second check beside it would be killed mid-run and read as failing."""
-    monkeypatch.setattr(gate, "_sandbox", lambda: ("uid", None))
+    monkeypatch.setattr(gate, "_sandbox", lambda host: (ChecksSandbox.OWN_UID, None))
     assert gate.slots(4) == 1
-    monkeypatch.setattr(gate, "_sandbox", lambda: ("bwrap", None))
+    monkeypatch.setattr(gate, "_sandbox", lambda host: (ChecksSandbox.BWRAP, None))
     assert gate.slots(4) == 4 and gate.slots(0) == 1
+    monkeypatch.setattr(gate, "_sandbox", lambda host: (ChecksSandbox.RUN_UID, None))  # a token per check, no kill -1
+    assert gate.slots(4) == 4
 
 
 def test_a_pool_that_never_ran_a_check_kills_nothing_when_closed(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every run closes its pool: one with no checks (most runs) has no checks' uid to kill, nor a sandbox to
     probe for it."""
-    killed: list[str | None] = []
+    killed: list[gate.Host] = []
     monkeypatch.setattr(checkpool, "stop_uid_checks", killed.append)
-    CheckPool[int](2, "sock").close()
+    CheckPool[int](2, gate.Host("sock")).close()
     assert killed == []
-    pool = CheckPool[int](2, "sock")
+    pool = CheckPool[int](2, gate.Host("sock"))
     assert pool.start("a", "gate", lambda stopper: 1)
     wait_until(lambda: pool.take(), 10, "the check to end")
     pool.close()
-    assert killed == ["sock"]
+    assert killed == [gate.Host("sock")]

@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from orch import procs
+from orch.backends.base import ChecksSandbox
 from orch.errors import UsageError
 from orch.jobs.changes import CheckResult
 from orch.lead.changes import gate
@@ -123,7 +124,7 @@ def test_the_checks_uid_past_a_cap_is_stopped_and_leaves_nothing(monkeypatch: py
     controller), taken here as root: a memory hog, files past the disk cap together, one file past it (the
     kernel's RLIMIT_FSIZE); each stopped or refused, and nothing of the uid is left running or on /tmp."""
     monkeypatch.setenv("ORCH_WORKER_UID_BASE", str(3_100_000 + (os.getpid() % 10_000) * 100))
-    monkeypatch.setattr(gate, "_sandbox", lambda: ("uid", None))
+    monkeypatch.setattr(gate, "_sandbox", lambda host: (ChecksSandbox.OWN_UID, None))
     work = Path(tempfile.mkdtemp(prefix="orch-uidcaps-", dir="/tmp"))  # pytest's own tmp is root's alone: 0700
     try:
         tree = work / "tree"
