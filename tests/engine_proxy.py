@@ -19,6 +19,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import IO
+
+import psutil
 
 from orch.waits import wait_until
 
@@ -78,16 +81,24 @@ class EngineProxy:
                 dst.close()
 
 
+PORT_TRIES = 5
+"""Ports tried for sshd: each is free when picked, then released for sshd to bind, and another process on this
+shared machine may bind it first (sshd then exits: "Address already in use")."""
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-def _accepts(port: int) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
-        return True
-    return False
+def _listens(pid: int, port: int) -> bool:
+    """Process `pid` itself listens on 127.0.0.1:`port` (a connection that succeeds may reach another's)."""
+    try:
+        found = psutil.Process(pid).net_connections(kind="tcp")
+    except psutil.Error:
+        return False
+    return any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in found)
 
 
 @dataclass(frozen=True)
@@ -102,15 +113,6 @@ class SshEndpoint:
         for key in ("host_key", "client_key"):
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(root / key)], check=True)
         (root / "authorized_keys").write_text((root / "client_key.pub").read_text())
-        port = _free_port()
-        (root / "sshd_config").write_text(
-            f"Port {port}\nListenAddress 127.0.0.1\nHostKey {root / 'host_key'}\n"
-            f"AuthorizedKeysFile {root / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
-            "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
-            f"PidFile {root / 'sshd.pid'}\nAllowUsers root\n"
-        )
-        host_pub = " ".join((root / "host_key.pub").read_text().split()[:2])
-        (root / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub}\n")
         (root / "ssh_config").write_text(
             "Host 127.0.0.1\n"
             f"  IdentityFile {root / 'client_key'}\n  IdentitiesOnly yes\n"
@@ -124,12 +126,8 @@ class SshEndpoint:
         wrapper.write_text(f'#!/bin/sh\nexec /usr/bin/ssh -F {root / "ssh_config"} "$@"\n')
         wrapper.chmod(0o755)
         Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege-separation directory
-        log = (root / "sshd.log").open("wb")
-        proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(root / "sshd_config")], stdout=log, stderr=log)
+        port, proc, log = _sshd(root)
         try:
-            wait_until(lambda: proc.poll() is not None or _accepts(port), 20, "sshd to listen")
-            if proc.poll() is not None:
-                raise RuntimeError(f"sshd exited: {(root / 'sshd.log').read_text()[-500:]}")
             # docker-py passes `-p` itself (22 unless the URL names a port): the URL says it all.
             yield cls(url=f"ssh://root@127.0.0.1:{port}", bin_dir=bin_dir)
         finally:
@@ -145,3 +143,30 @@ class SshEndpoint:
 
 def ssh_env(endpoint: SshEndpoint) -> dict[str, str]:
     return {**os.environ, "PATH": f"{endpoint.bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+
+def _sshd(root: Path) -> tuple[int, subprocess.Popen[bytes], IO[bytes]]:
+    """sshd listening on a free port of 127.0.0.1 (its config and known host for that port written in `root`):
+    the port, the process, its log. Another port when one was taken between its pick and sshd's bind."""
+    host_pub = " ".join((root / "host_key.pub").read_text().split()[:2])
+    said = ""
+    for _ in range(PORT_TRIES):
+        port = _free_port()
+        (root / "sshd_config").write_text(
+            f"Port {port}\nListenAddress 127.0.0.1\nHostKey {root / 'host_key'}\n"
+            f"AuthorizedKeysFile {root / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
+            "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
+            f"PidFile {root / 'sshd.pid'}\nAllowUsers root\n"
+        )
+        (root / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub}\n")
+        log = (root / "sshd.log").open("wb")
+        proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(root / "sshd_config")], stdout=log, stderr=log)
+        up = lambda p=proc, port=port: p.poll() is not None or _listens(p.pid, port)  # noqa: E731
+        wait_until(up, 20, "sshd to listen")
+        if proc.poll() is None:
+            return port, proc, log
+        log.close()
+        said = (root / "sshd.log").read_text()[-500:]
+        if "Address already in use" not in said:
+            break
+    raise RuntimeError(f"sshd exited: {said}")

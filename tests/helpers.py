@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from typer.testing import CliRunner, Result
 
+from orch import procs
 from orch.agents.registry import get_adapter
 from orch.cli.commands import app
 from orch.run.events import Event
@@ -195,3 +198,30 @@ def run_events(run: RunFolder, name: Event | str | None = None) -> list[dict[str
     text = run.events.read_text() if run.events.exists() else ""
     lines = [json.loads(line) for line in text.splitlines() if line.strip()]
     return [e for e in lines if name is None or e["event"] == name]
+
+
+def own_processes(argv: Sequence[str], root: int | None = None) -> list[psutil.Process]:
+    """The live processes in `root`'s tree (this test's process by default) whose command line is `argv`: this
+    test's own, never another's. Other engineers run the same tests on this machine at once, with the same
+    argv: a scan of every process found (and killed) theirs. A check's sandbox is a pid namespace of its own, so
+    nothing in it leaves the tree of the process that started it while that process lives (an orphan goes to
+    the namespace's first process); a test that kills that process keeps what it found and waits for `ended`."""
+    found = []
+    for pid in procs.tree(os.getpid() if root is None else root):
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            if proc.cmdline() == list(argv) and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+    return found
+
+
+def ended(found: Iterable[psutil.Process]) -> bool:
+    """Every process of `found` has exited (a zombie has; a pid used again since is another process)."""
+
+    def running(proc: psutil.Process) -> bool:
+        try:
+            return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    return not any(running(p) for p in found)

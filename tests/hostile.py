@@ -236,7 +236,7 @@ while time.time() < end:
 def deputy_scripts(claim: dict[str, Any], quote: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(finder's, verifiers') offline scripts: worker 1 reports `claim` (its file, line and `quote` are true) with
     a reproduce command that starts FORGE_VERDICT; worker 2 runs that command in its own shell before writing its
-    REFUTED verdict (citing orch's failed run), then waits a second, so the forger rewrites it; told so, it writes
+    REFUTED verdict (citing orch's failed run), then waits until the forger has rewritten it; told so, it writes
     it again. Worker 3 only writes its verdict."""
     repro = "python3 {{run_dir}}/outbox/agent-1/forge.py"
     found = {**claim, "reproduce": repro}
@@ -256,7 +256,12 @@ def deputy_scripts(claim: dict[str, Any], quote: str) -> tuple[list[dict[str, An
         {"bash": f"case {{{{worker}}}} in 2) {repro} ;; esac"},  # W2 runs the finder's command as itself
         write,
         RESULT,
-        {"bash": "sleep 1"},  # the forger's time to rewrite the file
+        # W2 (whose shell left the forger) waits until the forger has rewritten its verdict, within a minute: a
+        # second's sleep was not always enough on a loaded machine, and the verdict then went in as written.
+        {
+            "bash": "case {{worker}} in 2) for i in $(seq 1200); do grep -q forged {{verdict_file}} && break; "
+            "sleep 0.05; done;; esac"
+        },
         *DONE,
         write,  # told its verdict was not what it wrote: it writes it again
         *DONE,

@@ -46,7 +46,6 @@ EXCUSED: dict[str, str] = {
 UNMIRRORED: dict[str, str] = {
     "agents/scripted/tui.py": "every fast fleet test runs it: tests/fleet/test_launch.py, test_tmux.py",
     "agents/scripted/turns.py": "tests/scenarios/test_scripted.py (orch run in process)",
-    "fleet/become.py": "tests/agents/aider/test_adapter.py, tests/container/test_egress.py (strict workers)",
     "gateway/recording/archive.py": "tests/recording/test_transfer.py (every corruption case, through the lead)",
     "gateway/proxy.py": "tests/gateway/test_flow.py, test_faults.py (a real gateway)",
     "gateway/server.py": "tests/gateway/test_flow.py, test_faults.py, test_process.py",

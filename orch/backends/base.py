@@ -51,6 +51,9 @@ class ChecksSandbox(StrEnum):
     OWN_UID = "uid"
     """In a run's container, where bubblewrap cannot make its namespaces: a uid of their own that the container's
     firewall cuts off the network (orch.run.uids.checks_uid)."""
+    RUN_UID = "run-uid"
+    """In a run's container under shared isolation, where nothing of the run may switch uid: the run's own uid, which
+    every worker of the run already is (orch.lead.changes.uidchecks). Never offered to a strict run."""
 
 
 @dataclass(frozen=True)

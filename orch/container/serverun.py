@@ -73,7 +73,7 @@ def compose_request(
         permission_mode=permission_mode or PERMISSION_MODE.get(),
         model=model or MODEL.get(),
         offline=offline or OFFLINE.get(),
-        isolation=Isolation.STRICT if strict and get_adapter(agent).facts.strict_isolation else Isolation.SHARED,
+        isolation=Isolation.STRICT if strict and get_adapter(agent).can_run_strict() else Isolation.SHARED,
     )
 
 

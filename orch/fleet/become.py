@@ -27,6 +27,10 @@ from orch.errors import OrchError
 from orch.run.folder import RunFolder
 from orch.run.records import Strict
 
+MODULE_ARGV = [sys.executable, "-P", "-m", "orch.fleet.become"]
+"""How a pane runs this module as its worker (its bundle's descriptor after it). `-P`: the pane's cwd (a writer's
+worktree, a reviewer's checkout of another worker's change) is not put first on the module path, where an `orch/`
+planted in it would be imported in place of orch's own, as the worker, its launch bundle open."""
 MAX_BUNDLE = 1 << 20
 OPEN_BUNDLE = 'exec 3<"$1" || exit 126; rm -f -- "$1"; shift; exec "$@"'
 """The pane's first shell, still the controller's uid: open the bundle, remove it, become the worker."""

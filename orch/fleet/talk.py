@@ -163,14 +163,21 @@ def _wait_for_input(run: RunFolder, n: int, server: TmuxServer, pane: PaneInfo) 
 
 def brief(run: RunFolder, n: int, text: str) -> Path:
     """Write `agent-N.task.md` (with the worker protocol) and send the one-line pointer to it."""
+    server, pane = live_pane(run, n)
+    write_brief(run, n, text)
+    _deliver(run, n, pointer_text(run, n), server, pane, ACK_TIMEOUT)  # the pane just looked at: not again
+    return run.task(n)
+
+
+def write_brief(run: RunFolder, n: int, text: str) -> Path:
+    """Write `agent-N.task.md` (with the worker protocol); its pointer is sent (`brief`) or put on the command line
+    of the worker's restart (a writer moved into its worktree: orch.lead.dispatch)."""
     if not text.strip():
         raise UsageError("empty brief", hint="write the task into the brief file")
     info = run.info()
     run.check_worker(n)
-    server, pane = live_pane(run, n)
     atomic_write(run.task(n), text.rstrip("\n") + protocol_footer(run, n, info.workers))
     run.log_event(ControllerEvent(event=Event.BRIEFED, worker=n, data={"task": str(run.task(n))}))
-    _deliver(run, n, pointer_text(run, n), server, pane, ACK_TIMEOUT)  # the pane just looked at: not again
     return run.task(n)
 
 

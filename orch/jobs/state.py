@@ -102,6 +102,9 @@ class WorkerBook(Strict):
     restart_at: float | None = None
     restarted_at: float | None = None
     """Hook events older than this belong to the previous life of the worker's agent."""
+    ended_session: str | None = None
+    """The agent session its last fresh start left (a move into a worktree or checkout): that session's late hooks
+    are not this life's."""
     dead: str | None = None
     """Why this worker gets no more jobs (restart limit reached)."""
     capped: bool = False

@@ -71,8 +71,11 @@ class Desk:
         self._gateway_unanswered = False
         at_once = CHECKS_AT_ONCE.get()
         sandboxed = (spec.checks and spec.writer_tasks()) or any(t.role is Role.FINDER for t in spec.tasks)
+        self.checks_host = gate.Host.of(self.info)
+        """The run, as the checks' sandbox knows it (its tmux server; whether its workers share its uid)."""
+        host = self.checks_host
         self.checks: CheckPool[PoolResult] = CheckPool(
-            gate.slots(at_once) if sandboxed and gate.sandbox_available() is None else at_once, self.info.tmux_socket
+            gate.slots(at_once, host) if sandboxed and gate.sandbox_available(host) is None else at_once, host
         )
         """The changes' checks and the findings' reproduce commands, off the loop (orch.lead.changes.writing and
         orch.lead.reproduce start them and take in what ended)."""
@@ -84,10 +87,10 @@ class Desk:
         self.run.log_event(ControllerEvent(event=name, worker=worker, data=data))
 
     def events_of(self, n: int) -> Sequence[HookEvent]:
-        """Worker n's hook events of its current life (after its last restart)."""
-        events = self.run.hook_events(n)
-        since = self.state.book(n).restarted_at
-        return [e for e in events if e.ts >= since] if since else events
+        """Worker n's hook events of its current life (after its last restart; none of its previous life's late
+        hooks: orch.lead.decisions.life_events)."""
+        book = self.state.book(n)
+        return decisions.life_events(self.run.hook_events(n), book.restarted_at, book.ended_session)
 
     def worker_state(self, n: int) -> tuple[WorkerState, str | None, HookEvent | None]:
         events = self.events_of(n)

@@ -141,6 +141,18 @@ def brief_delivered(events: Iterable[HookEvent], since: float, pointer: str) -> 
     return any(pointer in (e.prompt or "") for e in prompts)
 
 
+def life_events(events: Sequence[HookEvent], since: float | None, ended: str | None = None) -> list[HookEvent]:
+    """A worker's hook events of its current life, the one its last restart at `since` began (None: never
+    restarted, every event). What its previous life's hooks wrote late is not: a SessionEnd before the new life's
+    first SessionStart (respawning a live agent ends its session as the new one boots), and any event of the
+    session `ended` (the one a fresh start left: a move into a worktree or checkout)."""
+    if since is None:
+        return list(events)
+    later = [e for e in events if e.ts >= since and (ended is None or e.session_id != ended)]
+    start = next((i for i, e in enumerate(later) if e.hook_event_name == "SessionStart"), len(later))
+    return [e for e in later[:start] if e.hook_event_name != "SessionEnd"] + later[start:]
+
+
 def relaunched(events: Iterable[HookEvent], since: float) -> bool:
     """The worker's agent started a new session after `since` and has had no prompt in it yet."""
     later = [e.hook_event_name for e in events if e.ts >= since]

@@ -19,6 +19,7 @@ from orch.lead.changes import briefs as change_briefs
 from orch.lead.changes import decisions as change_decisions
 from orch.run.events import Event
 from orch.run.records import WorkerState
+from orch.run.workerprotocol import pointer_text
 from orch.spec.model import Role
 
 
@@ -47,18 +48,28 @@ class Dispatch(Part):
                 continue
             free.remove(choice.worker)
             self.assign(job, choice.worker)
-            if self.move(job, choice.worker):
+            if self.move(job, choice.worker) is False:
                 starting.append((job, choice.worker))
         self.send_briefs(starting)
 
-    def move(self, job: Job, n: int) -> bool:
-        """Put worker n's agent in the job's workdir (a writer's worktree, a reviewer's checkout, else the
-        run's workdir); False (the job failed) when that could not be done."""
+    def move(self, job: Job, n: int) -> bool | None:
+        """Put worker n's agent in the job's workdir (a writer's worktree, a reviewer's checkout, else the run's
+        workdir): when it is elsewhere, its agent restarted there with the brief's pointer on its command line
+        (True: briefed; nothing waits for it to boot). False: it is there already, to be briefed as usual; None:
+        the job failed, it could not be done."""
+        writing = self.review.writing
         try:
-            self.review.writing.move(job, n)
+            if not writing.must_move(job, n):
+                return False
+            talk.write_brief(self.run, n, self.brief_for(job, n))
+            self.sending(job, n)
+            self.desk.save()  # a controller killed now finds it SENDING, and settles it from the hooks
+            writing.move(job, n, pointer_text(self.run, n))
         except OrchError as exc:
             self.review.fail(job, f"could not start worker {n} in the job's workdir: {exc.one_line()}")
-            return False
+            return None
+        self.sent(job, n, on_command_line=True)
+        self.desk.save()
         return True
 
     def assign(self, job: Job, n: int) -> None:
@@ -97,10 +108,7 @@ class Dispatch(Part):
             return
         texts = {n: self.brief_for(job, n) for job, n in starting}
         for job, n in starting:
-            job.status = JobStatus.SENDING
-            job.sent_at = time.time()
-            job.send_attempts += 1
-            self.desk.event(Event.BRIEF_SENDING, n, job=job.id, attempt=job.send_attempts)
+            self.sending(job, n)
         self.desk.save()
         errors = talk.brief_many(self.run, texts)
         for job, n in starting:
@@ -110,11 +118,20 @@ class Dispatch(Part):
                 if decisions.send_given_up(job):
                     self.review.fail(job, f"the brief could not be delivered: {exc.one_line()}")
                 continue
-            job.status = JobStatus.RUNNING
-            job.last_prompt_at = time.time()
-            self.archive_brief(job, n)
-            self.desk.event(Event.BRIEF_SENT, n, job=job.id)
+            self.sent(job, n)
         self.desk.save()
+
+    def sending(self, job: Job, n: int) -> None:
+        job.status = JobStatus.SENDING
+        job.sent_at = time.time()
+        job.send_attempts += 1
+        self.desk.event(Event.BRIEF_SENDING, n, job=job.id, attempt=job.send_attempts)
+
+    def sent(self, job: Job, n: int, **data: bool) -> None:
+        job.status = JobStatus.RUNNING
+        job.last_prompt_at = time.time()
+        self.archive_brief(job, n)
+        self.desk.event(Event.BRIEF_SENT, n, job=job.id, **data)
 
     def settle_send(self, job: Job, n: int, resumed: bool) -> None:
         """A brief marked SENDING: if the worker's hooks show the pointer arrived, it is RUNNING; else send."""

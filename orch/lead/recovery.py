@@ -141,7 +141,7 @@ class Recovery(Part):
         prompt = briefs.restart_prompt(self.run, job, n, why) if job is not None else None
         book.restarts += 1
         book.restart_at = None
-        book.restarted_at = time.time()
+        book.restarted_at, book.ended_session = time.time(), None  # its session resumed: the same id
         self.desk.save()
         try:
             for attempt in Retrying(
@@ -166,19 +166,22 @@ class Recovery(Part):
         self.desk.event(Event.RESTARTED_WORKER, n, job=job.id if job else None, restarts=book.restarts, why=why)
 
     def restart_booting(self, book: WorkerBook, job: Job | None, now: float) -> bool:
-        """A worker restarted by `handle_crash` whose agent shows a screen at every start (Codex's "Folder access")
-        and has sent no hook since: its screen answered here (looked at once a second at most), so the loop goes on
-        watching the others meanwhile; one not booted within the spec's `timeouts.boot` is handled as a crash. True
-        while it boots (nothing else to do for it)."""
+        """A worker restarted (by `handle_crash`, or moved into a worktree: orch.lead.changes.writing) that has sent
+        no hook of its new life since: one not booted within the spec's `timeouts.boot` is handled as a crash; an
+        agent that shows a screen at every start (Codex's "Folder access") has it answered here (looked at once a
+        second at most). Nothing waits for it: the loop goes on watching the others meanwhile. True while such a
+        screen's agent boots (nothing else to do for it)."""
         n = book.n
-        adapter = get_adapter(self.desk.info.agent_of(n))
         since = book.restarted_at
-        if since is None or not any(d.every_start for d in adapter.facts.dialogs) or self.desk.events_of(n):
+        if since is None or self.desk.events_of(n):
             return False
         boot = self.spec.timeouts.boot
         if now - since > boot:
             self.handle_crash(book, job, f"did not boot within {boot:g}s of its restart")
             return True
+        adapter = get_adapter(self.desk.info.agent_of(n))
+        if not any(d.every_start for d in adapter.facts.dialogs):
+            return False
         pane = self.desk.panes.get(n)
         if pane is None or pane.dead or now < self.screen_looked.get(n, 0.0) + SCREEN_EVERY:
             return pane is not None and not pane.dead

@@ -32,9 +32,7 @@ KEY = "reproduce:"
 """The pool's key of a finding's run: KEY + its id (no change id has a colon)."""
 
 
-def reproduce(
-    workdir: Path, command: str, limits: CheckLimits, tmux_socket: str | None, stopper: Stopper
-) -> Reproduction:
+def reproduce(workdir: Path, command: str, limits: CheckLimits, host: gate.Host, stopper: Stopper) -> Reproduction:
     """Run `command` (`sh -c`) in the checks' sandbox, with their `limits`, on a fresh copy of `workdir` (the
     tree under audit is read-only in a container: the checks' uid could not be given it), from its root."""
     with tempfile.TemporaryDirectory(prefix="orch-reproduce-") as tmp:
@@ -43,7 +41,7 @@ def reproduce(
             shutil.copytree(workdir, tree, symlinks=True)
         except (OSError, shutil.Error) as exc:
             return Reproduction(command=command, error=f"the tree could not be copied: {exc}")
-        (result,) = gate.run_checks([command], tree, limits=limits, tmux_socket=tmux_socket, stopper=stopper)
+        (result,) = gate.run_checks([command], tree, limits=limits, host=host, stopper=stopper)
     return Reproduction(
         command=command,
         exit_code=result.exit_code,
@@ -62,7 +60,7 @@ class Reproducing(Part):
             command = item.finding.reproduce
             if command is None or item.reproduced is not None or KEY + item.id in pool.running():
                 continue
-            why = gate.sandbox_available()
+            why = gate.sandbox_available(self.desk.checks_host)
             if why is not None:
                 self.record(item, Reproduction(command=command, error=why))
                 continue
@@ -73,8 +71,8 @@ class Reproducing(Part):
     def _work(self, command: str) -> Callable[[Stopper], Reproduction]:
         timeout = self.spec.verification.reproduce_timeout
         workdir, limits = self.desk.workdir, dataclasses.replace(CheckLimits.of(self.spec), timeout=timeout)
-        socket = self.desk.info.tmux_socket
-        return lambda stop: reproduce(workdir, command, limits, socket, stop)
+        host = self.desk.checks_host
+        return lambda stop: reproduce(workdir, command, limits, host, stop)
 
     def collect(self) -> None:
         """Take in the runs the pool finished (their verifiers may start now), then start more."""

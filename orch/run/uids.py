@@ -6,7 +6,9 @@ to be another.
 
 The kernel counts a uid's processes (RLIMIT_NPROC, a worker's process cap) across every container of a
 machine, so each container run gets a range of its own (`range_base`), chosen at `orch up` and kept in its
-record; its container's environment carries it as ORCH_WORKER_UID_BASE.
+record; its container's environment carries it as ORCH_WORKER_UID_BASE. An engine in a user namespace (rootless,
+userns-remap) maps only uids below 65536: there the ranges are smaller, below it (`mapped`). The engine is the
+arbiter between two `orch up`s at once (orch.backends.docker.boot.create_on_a_range).
 """
 
 from __future__ import annotations
@@ -72,19 +74,31 @@ RANGES_END = 0x7FFE_0000
 """Where they end: before systemd's foreign range (0x7FFE0000-0x7FFEFFFF) and 2^31 (uids past it are read as
 negative numbers by some tools)."""
 RANGES = (RANGES_END - RANGES_FIRST) // RANGE_SIZE
+MAPPED_SIZE = 128
+"""A range's size where an engine maps only uids below 65536 (rootless, userns-remap): the workers and the checks'
+uid (BASE+1..BASE+MAX_WORKERS+1); no local root run's check pool runs in a container."""
+MAPPED_FIRST, MAPPED_END = 10_000, 60_928
+"""Where those ranges are: past the image's system users and the usual first host users (1000 on), before the
+gateway's default uid (61000), `nobody` (65534) and the end of the map (65536)."""
 
 
-def range_base(name: str, taken: Collection[int]) -> int:
+def range_base(name: str, taken: Collection[int], mapped: bool = False, reserved: Collection[int] = ()) -> int:
     """A container run's ORCH_WORKER_UID_BASE: the range its name hashes to, or the next one no range in `taken`
-    (the bases of the engine's other runs) overlaps, so two runs on one machine never share a uid."""
-    start = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") % RANGES
-    # The ranges each base overlaps: its own, and the next when it is not on a boundary.
-    blocked = {(other - RANGES_FIRST + end) // RANGE_SIZE for other in taken for end in (0, RANGE_SIZE - 1)}
-    for step in range(RANGES):
-        index = (start + step) % RANGES
+    (the bases of the engine's other runs) overlaps, so two runs on one machine never share a uid. `mapped`: an
+    engine in a user namespace, which maps only uids below 65536: a smaller range there, never holding one of
+    `reserved` (the run's and the gateway's uids)."""
+    first, size, end = (MAPPED_FIRST, MAPPED_SIZE, MAPPED_END) if mapped else (RANGES_FIRST, RANGE_SIZE, RANGES_END)
+    count = (end - first) // size
+    start = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") % count
+    # The ranges each base overlaps (its own, and the next when it is not on a boundary), and those holding a
+    # reserved uid.
+    blocked = {(other - first + at) // size for other in taken for at in (0, size - 1)}
+    blocked |= {(uid - first) // size for uid in reserved}
+    for step in range(count):
+        index = (start + step) % count
         if index not in blocked:
-            return RANGES_FIRST + index * RANGE_SIZE
-    raise SandboxError(f"every worker uid range is taken ({RANGES} runs on one engine)")
+            return first + index * size
+    raise SandboxError(f"every worker uid range is taken ({count} runs on one engine)")
 
 
 def drop_argv(uid: int, gid: int, keep: Sequence[str] = ()) -> list[str]:

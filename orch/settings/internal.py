@@ -113,6 +113,13 @@ SANDBOXED = Setting(
 STATE_FILE = Setting(
     "ORCH_STATE_FILE", "", parse.optional_path, "A worker's hook-event file (state/agent-N.jsonl).", internal=True
 )
+CHECK_TOKEN = Setting(
+    "ORCH_CHECK_TOKEN",
+    "",
+    parse.optional,
+    "A check run as a shared run's own uid in its container: the token its processes carry, killed by it after.",
+    internal=True,
+)
 SCRIPTED_DROP_ENTERS = Setting(
     "ORCH_SCRIPTED_DROP_ENTERS",
     "0",

@@ -19,6 +19,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Label, OptionList, Static
+from textual.worker import get_current_worker
 
 from orch import escape
 from orch.backends.registry import sandbox_for
@@ -168,12 +169,19 @@ class FleetScreen(Screen[None]):
         info = self.watcher.info
         sandbox = sandbox_for(info)
         width = TILE_WIDTH - 4
-        while not self._mini_stop.is_set():
+        worker = get_current_worker()
+        while not self._mini_stop.is_set() and not worker.is_cancelled:
             screens = sandbox.screens(info, self.app.call_from_thread(self._visible), MINI_LINES) or {}
             for n, screen in screens.items():
                 lines = [plain.cut(escape.terminal(line, 200), width) for line in screen.splitlines()[-MINI_LINES:]]
-                self.app.call_from_thread(self.tiles[n].show_mini, "\n".join(lines))
+                self.app.call_from_thread(self._show_mini, n, "\n".join(lines))
             self._mini_stop.wait(MINI_REFRESH)
+
+    def _show_mini(self, n: int, screen: str) -> None:
+        """A capture, drawn on the app's thread, where the toggle runs: unless the miniatures were turned off
+        while it was taken (a slow capture under load), when it would stay on the tile, nothing clearing it."""
+        if self.miniatures:
+            self.tiles[n].show_mini(screen)
 
     def on_resize(self, event: object) -> None:
         self._layout(self.size.width)

@@ -136,7 +136,8 @@ def test_inside_a_run_container_every_fleet_is_local(monkeypatch: pytest.MonkeyP
     assert backends.here().name == "local" and not backends.here().gateway_keeper
     monkeypatch.setenv("ORCH_IN_CONTAINER", "1")
     assert backends.here().container and backends.here().gateway_keeper
-    assert backends.here().checks == (ChecksSandbox.BWRAP, ChecksSandbox.OWN_UID)  # bubblewrap, else the checks' uid
+    # Bubblewrap, else the checks' uid; a shared run's, its own uid (orch.lead.changes.uidchecks).
+    assert backends.here().checks == (ChecksSandbox.BWRAP, ChecksSandbox.OWN_UID, ChecksSandbox.RUN_UID)
     assert backends.chosen(None).name == "local"
 
 

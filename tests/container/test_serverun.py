@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from orch.container.serverun import compose_request
+from orch.run.records import Isolation
+
 pytestmark = pytest.mark.pure  # starts nothing: no process, no engine, no connection
 
 
@@ -35,3 +38,11 @@ def test_compose_run_in_use_is_seen_through_its_locks(tmp_path: Path, monkeypatc
     run.serve_lock.unlink()
     run.serve_lock.symlink_to(run.controller_lock)
     assert not compose.in_use("demo")
+
+
+@pytest.mark.parametrize("agent", ["claude", "scripted", "aider"])
+def test_compose_fleet_runs_every_agent_that_can_run_strict_strict(agent: str) -> None:
+    """aider reaches its own pane through the relay (`own_pane`): it runs strict in compose's `fleet` as under `orch
+    up`, not shared (where its watcher would drive the run's tmux server, every pane)."""
+    assert compose_request("c", 1, agent, strict=True).isolation is Isolation.STRICT
+    assert compose_request("c", 1, agent, strict=False).isolation is Isolation.SHARED

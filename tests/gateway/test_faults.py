@@ -301,7 +301,7 @@ def test_a_token_of_another_run_is_refused(tmp_path: Path) -> None:
 def test_the_server_child_killed_mid_stream_is_restarted_and_the_retry_counted_once(tmp_path: Path) -> None:
     """The worker's stream breaks with the child; the supervisor starts another on the same socket with the
     same tokens; the worker's retry is answered and counted once, its tool call ledgered once."""
-    first = threading.Event()
+    first, killed = threading.Event(), threading.Event()
     calls: list[str] = []
 
     def hang_first(handler: BaseHTTPRequestHandler) -> None:
@@ -312,7 +312,7 @@ def test_the_server_child_killed_mid_stream_is_restarted_and_the_retry_counted_o
         handler.wfile.flush()
         if len(calls) == 1:
             first.set()
-            time.sleep(3)  # the gateway is killed meanwhile: what follows goes nowhere
+            killed.wait(30)  # what follows goes nowhere: its child is gone (a fixed 3 s raced the kill under load)
         with contextlib.suppress(OSError):
             handler.wfile.write(rest)
 
@@ -333,6 +333,7 @@ def test_the_server_child_killed_mid_stream_is_restarted_and_the_retry_counted_o
         thread.start()
         assert first.wait(10)
         os.kill(child, signal.SIGKILL)
+        killed.set()
         thread.join(20)
         assert "error" in cut  # the worker saw its stream break, as from a dropped connection
         wait_until(lambda: _pid(gw) not in (None, child), 20, "a restarted server child")

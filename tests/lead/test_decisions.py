@@ -222,6 +222,46 @@ def test_relaunched(names: list[str], expected: bool) -> None:
     assert decisions.relaunched([*old, *(_ev(n, 10.0 + i) for i, n in enumerate(names))], 5.0) is expected
 
 
+def _life(name: str, ts: float, session: str | None) -> HookEvent:
+    return HookEvent(ts=ts, hook_event_name=name, session_id=session)
+
+
+LIVES: dict[str, tuple[list[HookEvent], str | None, list[str]]] = {
+    "late-session-end-before-the-start": (
+        [_life("Stop", 1, "a"), _life("SessionEnd", 6, "a"), _life("SessionStart", 7, "b")],
+        None,
+        ["SessionStart@7"],
+    ),
+    "late-session-end-while-booting": ([_life("SessionEnd", 6, None)], None, []),
+    "a-crash-on-boot-still-counts": ([_life("ProcessExit", 6, None)], None, ["ProcessExit@6"]),
+    "the-ended-session-after-the-start": (
+        [_life("SessionStart", 6, "b"), _life("SessionEnd", 7, "a"), _life("Stop", 8, "b")],
+        "a",
+        ["SessionStart@6", "Stop@8"],
+    ),
+    "its-own-end-after-its-start": (
+        [_life("SessionStart", 6, "b"), _life("SessionEnd", 9, "b")],
+        "a",
+        ["SessionStart@6", "SessionEnd@9"],
+    ),
+    "a-resumed-session-keeps-its-id": (
+        [_life("SessionStart", 6, "a"), _life("Stop", 7, "a")],
+        None,
+        ["SessionStart@6", "Stop@7"],
+    ),
+}
+
+
+@pytest.mark.parametrize(("events", "ended", "kept"), LIVES.values(), ids=LIVES.keys())
+def test_life_events_leave_out_the_previous_lifes_late_hooks(
+    events: list[HookEvent], ended: str | None, kept: list[str]
+) -> None:
+    """Restarted at 5: what the previous life's hooks wrote after that (respawning a live agent ends its session
+    as the new one boots) does not make the new life look ended."""
+    assert [f"{e.hook_event_name}@{e.ts:g}" for e in decisions.life_events(events, 5.0, ended)] == kept
+    assert decisions.life_events(events, None, ended) == events  # never restarted: every event
+
+
 W = WorkerState
 JOB_TIMEOUT = 100.0
 WATCHES: dict[str, tuple[str | None, WorkerState, str | None, bool, bool, float, Watch]] = {

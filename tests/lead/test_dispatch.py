@@ -101,6 +101,6 @@ def test_a_file_where_a_writers_worktree_goes_fails_that_job_cleanly(tmp_path: P
     else:
         os.mkfifo(where)
     p.dispatch.assign(job, 1)
-    assert p.dispatch.move(job, 1) is False
+    assert p.dispatch.move(job, 1) is None  # the job failed
     assert job.status is JobStatus.FAILED and "cannot make the job's folder" in (job.failure or ""), job
     assert not list(aside.iterdir()) and (where.is_symlink() or where.exists())  # left as it was, not followed

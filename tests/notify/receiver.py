@@ -1,5 +1,5 @@
 """A real webhook receiver on loopback (aiohttp, on a thread of its own): it records each POST with the time it
-arrived, and answers with the statuses (and delays) a test asks for."""
+arrived, and answers with the statuses a test asks for, when it says."""
 
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ class Receiver:
     posts: list[Post] = field(default_factory=list)
     answers: list[int] = field(default_factory=list)
     """Statuses to answer with, in turn (then 200)."""
-    delay: float = 0.0
-    """Seconds each answer waits (a slow webhook)."""
+    hold: threading.Event | None = None
+    """When set here, each answer waits until it is set (a slow webhook, as long as the test says; 30 s at most)."""
 
     def url(self, path: str = "hook") -> str:
         return f"http://127.0.0.1:{self.port}/{path}"
@@ -46,8 +46,8 @@ class Receiver:
     async def handle(self, request: web.Request) -> web.Response:
         body = await request.read()
         self.posts.append(Post(time.time(), request.path, dict(request.headers), body))
-        if self.delay:
-            await asyncio.sleep(self.delay)
+        if self.hold is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.hold.wait, 30.0)
         return web.Response(status=self.answers.pop(0) if self.answers else 200, text="ok")
 
 

@@ -51,3 +51,17 @@ def test_no_range_left_is_one_clear_error() -> None:
     every = {uids.RANGES_FIRST + i * uids.RANGE_SIZE for i in range(uids.RANGES)}
     with pytest.raises(SandboxError, match="every worker uid range is taken"):
         uids.range_base("demo", every)
+
+
+def test_an_engine_in_a_user_namespace_gets_small_ranges_below_its_map() -> None:
+    """Rootless and userns-remap engines map only uids below 65536: each run still gets a range of its own there
+    (no longer every run the default's), holding neither the run's uid nor the gateway's."""
+    base = uids.range_base("demo", set(), mapped=True)
+    assert base >= uids.MAPPED_FIRST and base + uids.MAPPED_SIZE <= uids.MAPPED_END < 61000
+    assert MAX_WORKERS + 1 < uids.MAPPED_SIZE  # the workers and the checks' uid
+    assert uids.range_base("demo", {base}, mapped=True) == base + uids.MAPPED_SIZE
+    inside = base + 7  # a run's uid that falls in the name's range
+    assert uids.range_base("demo", set(), mapped=True, reserved={inside}) == base + uids.MAPPED_SIZE
+    every = {uids.MAPPED_FIRST + i * uids.MAPPED_SIZE for i in range((uids.MAPPED_END - uids.MAPPED_FIRST) // 128)}
+    with pytest.raises(SandboxError, match="every worker uid range is taken"):
+        uids.range_base("demo", every, mapped=True)

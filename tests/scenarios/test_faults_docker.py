@@ -23,10 +23,16 @@ from tests.helpers import orch
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(BUILD_TIMEOUT)]
 
 
+_HELD: list[socket.socket] = []
+"""The closed ports' sockets, bound for the session and never listening: released, another process on this
+shared machine could take one and answer the connection meant to be refused."""
+
+
 def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    _HELD.append(s)
+    return int(s.getsockname()[1])
 
 
 def _engine_missing(mp: pytest.MonkeyPatch, engine: docker.DockerClient, name: str, wd: Path) -> list[str]:

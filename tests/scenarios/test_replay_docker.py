@@ -25,7 +25,7 @@ from orch.contracts import UpRequest
 from orch.entry.demo import prepare
 from orch.errors import UsageError
 from orch.run.folder import RunFolder
-from orch.run.records import ContainerInfo, DockerRunInfo
+from orch.run.records import ContainerInfo, DockerRunInfo, Isolation
 from tests.dockertest import BUILD_TIMEOUT, RUN_UID, new_name
 from tests.helpers import orch, run_info
 
@@ -40,11 +40,14 @@ command itself spells neither)."""
 
 
 def _demo_spec(name: str) -> Path:
-    """The demo's spec and sample tree, its workers orch's scripted agent, worker 1 first trying TAMPER. Strict
-    isolation, the default: a shared run's container cannot start the checks' uid, so orch could not run the
-    findings' reproduce commands there, and the recording's verifiers cite orch's runs."""
+    """The demo's spec and sample tree, its workers orch's scripted agent, worker 1 first trying TAMPER. Shared
+    isolation: nothing of the container may start the checks' uid, so orch runs the findings' reproduce commands
+    as the run's own uid, and the verdicts (the recording's verifiers cite orch's runs) come out as recorded,
+    none UNVERIFIABLE (strict runs' reproduce in a container: tests/scenarios/test_hostile_docker.py)."""
     _, path = prepare(name)
     text = path.read_text().replace("\nworkers: 3\n", "\nworkers: 3\nagent: scripted\n", 1)
+    assert "\nverification:\n" in text
+    text = text.replace("\nverification:\n", "\nverification:\n  isolation: shared\n", 1)
     first = "    offline_script:\n"
     assert first in text
     path.write_text(text.replace(first, f"{first}      - bash: {json.dumps(TAMPER)}\n", 1))
@@ -99,7 +102,10 @@ def test_an_exported_demo_recording_replays_in_a_container_and_no_worker_alters_
     summary = json.loads(replayed.output.strip().splitlines()[-1])
     assert summary["billed"] is False and summary["replay_of"] == str(exported.resolve())
     assert run.info().replay == f"/orch/runs/{name}/model/replay.orchrec.gz"  # the container's own copy
-    assert _verdicts(run) == _verdicts(source)
+    assert _verdicts(run) == _verdicts(source) and "UNVERIFIABLE" not in _verdicts(run).values()
+    assert run.info().isolation is Isolation.SHARED
+    reproduced = [json.loads(line) for line in run.events.read_text().splitlines() if '"reproduced"' in line]
+    assert reproduced and all(e["data"].get("error") is None for e in reproduced), reproduced
     assert _answer_ids(run) and _answer_ids(run) <= _answer_ids(source)  # answered from the recording
     assert "replay-miss" not in run.model_log.read_text()
     # The worker tried and failed; the copy is what was exported, byte for byte.

@@ -47,10 +47,13 @@ def test_the_run_bar_follows_the_run(orch_home: Path, monkeypatch: pytest.Monkey
 
 def test_up_says_each_worker_booted(tmp_path: Path) -> None:
     result = orch("up", "boot", "-n", "2", "--agent", "scripted", "--workdir", tmp_path, "--local")
-    assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
-    assert {line.split(" (")[0] for line in lines if "booted" in line} == {"worker 1 booted", "worker 2 booted"}
-    assert RunFolder.for_name("boot").exists()
+    try:
+        assert result.exit_code == 0, result.output
+        lines = result.output.splitlines()
+        assert {line.split(" (")[0] for line in lines if "booted" in line} == {"worker 1 booted", "worker 2 booted"}
+        assert RunFolder.for_name("boot").exists()
+    finally:
+        assert orch("kill", "boot").exit_code == 0  # its relay, gateway and tmux server outlived the test otherwise
 
 
 def test_a_build_keeps_its_steps_and_scrolls_their_output() -> None:

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,13 +18,14 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
+from orch import procs
 from orch.errors import NotFoundError
 from orch.fleet import launch
 from orch.notify.follow import mute
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, RunStatus
-from orch.view.actions import GENERIC_NUDGE
+from orch.view.actions import ACTION_TIMEOUT, GENERIC_NUDGE
 from orch.view.tui import FleetScreen, WatchApp, run_tui
 from orch.view.widgets import NeedsList, PaneScreen, Tile, need_text
 from orch.waits import wait_until
@@ -137,28 +141,27 @@ def test_keys_act_through_the_cli_and_are_logged(fleet: RunFolder) -> None:
             await until(pilot, lambda: "idle" in tile(app, 2).plain, "worker 2 idle")
             await pilot.press("right", "s")
             await pilot.press(*"hello from the view", "enter")
-            await until(pilot, lambda: prompts(run, 2) == ["hello from the view"], "the message to be acknowledged")
-            await until(pilot, lambda: actions(), "the action to be logged")
+            # Each action is the CLI's command in a child process (seconds to start on a loaded machine), logged
+            # when it ends, within its own ACTION_TIMEOUT however it ended: waited for, then what it did is read.
+            await until(pilot, lambda: actions(), "the send's outcome", ACTION_TIMEOUT)
             assert actions()[0] == {"action": "send", "by": "tui", "ok": True, "said": "delivered to worker 2",
                                     "chars": 19}  # fmt: skip
+            assert prompts(run, 2) == ["hello from the view"]  # acknowledged before `orch send` ended
             await pilot.press("m")  # live miniatures of the panes (a local run)
             await until(pilot, lambda: tile(app, 1).mini and tile(app, 2).mini, "the panes' miniatures")
             assert "W2 scripted" in tile(app, 2).plain
             await until(pilot, lambda: tile(app, 2).outer_size.height == 10, "the tiles to grow by the miniature")
-            await pilot.press("m")
-            assert tile(app, 2).mini == ""
+            await miniatures_off_during_a_capture(pilot, app, run)
             await pilot.press("n")
-            await until(pilot, lambda: len(prompts(run, 2)) == 2, "the nudge")
-            assert prompts(run, 2)[1] == GENERIC_NUDGE
+            await until(pilot, lambda: len(actions()) == 2, "the nudge's outcome", ACTION_TIMEOUT)
+            assert actions()[1]["ok"] and prompts(run, 2)[1:] == [GENERIC_NUDGE]
             await pilot.press("enter")  # worker 2's full screen, read-only
             await until(pilot, lambda: isinstance(app.screen, PaneScreen), "the worker's screen")
             await pilot.press("escape")
             await pilot.press("r")
             await pilot.press("y")
-            await until(
-                pilot, lambda: any(e.event is Event.RESTARTED and e.worker == 2 for e in events(run)), "restart"
-            )
-            await until(pilot, lambda: len(actions()) == 3, "the restart logged")
+            await until(pilot, lambda: len(actions()) == 3, "the restart's outcome", ACTION_TIMEOUT)
+            assert actions()[2]["ok"] and any(e.event is Event.RESTARTED and e.worker == 2 for e in events(run))
             await pilot.press("q")
         # Quitting leaves the fleet running.
         assert launch.server_for(run.info()).alive()
@@ -168,13 +171,49 @@ def test_keys_act_through_the_cli_and_are_logged(fleet: RunFolder) -> None:
             await until(pilot, lambda: isinstance(app.screen, FleetScreen), "the fleet screen")
             await pilot.press("K", "n")  # not confirmed: nothing happens
             await pilot.press("K", "y")
-            await until(pilot, lambda: run.info().status is RunStatus.STOPPED, "the run to be killed", 60)
-            await until(pilot, lambda: len(actions()) == 4, "the kill logged")
+            await until(pilot, lambda: len(actions()) == 4, "the kill's outcome", ACTION_TIMEOUT)
             assert [a["action"] for a in actions()] == ["send", "nudge", "restart", "kill"]
+            assert actions()[3]["ok"] and run.info().status is RunStatus.STOPPED
             screen = fleet_screen(app)
             await until(pilot, lambda: screen.snap is not None and screen.snap.status is RunStatus.STOPPED, "stopped")
 
     asyncio.run(drive())
+
+
+def tmux_clients() -> list[str]:
+    """The tmux commands this test's process runs now (its threads': the run's tmux server is no child)."""
+    clients = [procs.cmdline(pid) for pid in procs.tree(os.getpid())]
+    return [" ".join(argv) for argv in clients if argv and Path(argv[0]).name == "tmux"]
+
+
+async def miniatures_off_during_a_capture(pilot: Pilot[int], app: WatchApp, run: RunFolder) -> None:
+    """`m` again while the miniatures' thread is in the middle of a capture (the run's tmux server stopped, as a
+    loaded machine slows it down): the capture that ends after the toggle is not drawn, and no miniature stays.
+    The toggle asks tmux too (can this run show panes?): once both wait on the stopped server, it goes on."""
+    socket = launch.server_for(run.info()).socket_name
+    shown = subprocess.run(["tmux", "-L", socket, "display", "-p", "#{pid}"], capture_output=True, text=True)
+    server = int(shown.stdout)
+    os.kill(server, signal.SIGSTOP)
+    try:
+        await until(pilot, lambda: tmux_clients(), "the miniatures' next capture to wait on tmux")
+
+        def both_wait() -> None:
+            try:
+                wait_until(lambda: len(tmux_clients()) >= 2, DEADLINE, "the toggle to wait on tmux too")
+            finally:
+                os.kill(server, signal.SIGCONT)
+
+        resume = threading.Thread(target=both_wait)
+        resume.start()
+        await pilot.press("m")
+        resume.join()
+    finally:
+        os.kill(server, signal.SIGCONT)
+    screen = fleet_screen(app)
+    await until(
+        pilot, lambda: all(w.is_finished for w in screen.workers if w.group == "miniatures"), "the capture to end"
+    )
+    assert tile(app, 1).mini == tile(app, 2).mini == ""
 
 
 def test_the_tui_for_real_in_tmux(tmp_path: Path, orch_home: Path, tmux_tmpdir: Path) -> None:

@@ -19,7 +19,7 @@ from orch.run import bus
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent
-from orch.view.actions import GENERIC_NUDGE
+from orch.view.actions import ACTION_TIMEOUT, GENERIC_NUDGE
 from tests.helpers import orch, prompts
 from tests.notify.hostile import HOSTILE, carries
 from tests.view.browser import ARTIFACTS, chromium
@@ -146,6 +146,10 @@ def test_unknown_run_is_one_line(orch_home: Path) -> None:
     assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
 
 
+SAID = "document.getElementById('said').textContent"
+"""The answer to the page's last action, as the page shows it."""
+
+
 def test_control_acts_from_the_page(tmp_path: Path, serve: Serve) -> None:
     workdir = tmp_path / "work"
     workdir.mkdir()
@@ -162,11 +166,14 @@ def test_control_acts_from_the_page(tmp_path: Path, serve: Serve) -> None:
             assert await page.evaluate("document.getElementById('changes').textContent") == "no changes"
             page.dialog_answer = "hello from the page"
             await page.evaluate("document.querySelector('[data-worker=\"1\"] button').click()")  # send
-            await page.until("document.getElementById('said').textContent.includes('delivered')", "the send")
-            assert prompts(run, 1) == ["hello from the page"]
+            # The server runs the CLI's command in a child process (seconds to start under load) and answers when
+            # it ends, within its own ACTION_TIMEOUT however it ended: the answer is waited for, then read.
+            said = await page.until(SAID, "the send's answer", ACTION_TIMEOUT)
+            assert said == "delivered to worker 1" and prompts(run, 1) == ["hello from the page"]
+            await page.evaluate("document.getElementById('said').textContent = ''")
             await page.evaluate("document.querySelectorAll('[data-worker=\"2\"] button')[1].click()")  # nudge
-            await page.until("document.getElementById('said').textContent.includes('delivered to worker 2')", "nudge")
-            assert prompts(run, 2) == [GENERIC_NUDGE]
+            said = await page.until(SAID, "the nudge's answer", ACTION_TIMEOUT)
+            assert said == "delivered to worker 2" and prompts(run, 2) == [GENERIC_NUDGE]
             await page.until(
                 "document.getElementById('commentary').textContent.includes('nudge from orch watch')", "log"
             )

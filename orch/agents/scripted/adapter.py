@@ -25,6 +25,12 @@ FACTS = AgentFacts(
     credentials=CLAUDE.credentials,
     shell=CLAUDE.shell,  # its hooks log each command as a Bash call
 )
+TUI_ARGV = (sys.executable, "-P", "-m", "orch.agents.scripted.tui")
+"""`-P`: its cwd (a reviewer's checkout of another worker's change) is not first on the module path, where an `orch/`
+planted in it would be run in place of orch's own, as the reviewer."""
+BOOT_HOLD = "boot-hold"
+"""A test knob: while a file of this name is in a worker's config dir, its scripted agent's start waits before its
+SessionStart (a slow boot the test ends)."""
 
 
 class ScriptedAdapter(AgentBase):
@@ -40,7 +46,7 @@ class ScriptedAdapter(AgentBase):
 
     def launch(self, ctx: WorkerContext) -> LaunchSpec:
         ctx.config_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        argv = [sys.executable, "-m", "orch.agents.scripted.tui"]
+        argv = [*TUI_ARGV, "--hold", str(ctx.config_dir / BOOT_HOLD)]
         gateway = self.facts.gateway
         if gateway is not None and _model_run(ctx):  # its prompts go to the scripted model, through the run's gateway
             argv += ["--model", gateway.base_url_env, gateway.key_env]

@@ -10,7 +10,8 @@ appended to $ORCH_STATE_FILE: SessionStart, UserPromptSubmit, PreToolUse/PostToo
 The "work" for a prompt: every line starting with `$ `, in the prompt and in a `*.task.md` file the
 prompt names, is run with `sh -c` in the cwd. `/exit` ends the session (status 0); `/crash` exits
 with status 3. Test knobs: ORCH_SCRIPTED_DROP_ENTERS=k ignores the first k Enter keys, ORCH_SCRIPTED_NEWLINE_ENTERS=k
-takes them as a new line in the draft.
+takes them as a new line in the draft; `--hold FILE` (its adapter names one in the worker's config dir) waits before
+the SessionStart while FILE exists: a slow boot a test ends.
 
 With `--model` (offline runs) a prompt is not run as `$ ` lines: it goes to the model behind
 $ANTHROPIC_BASE_URL (the run's gateway), whose tool calls are run here (orch.agents.scripted.turns).
@@ -214,6 +215,15 @@ class ScriptedAgent:
         self.emit("PostToolUse", tool_name="Bash", tool_input=tool_input, tool_response=response)
 
 
+def _hold(path: Path) -> None:
+    """Wait while `path` exists (a test's slow boot)."""
+    if not path.exists():
+        return
+    from orch.waits import wait_until
+
+    wait_until(lambda: not path.exists(), 3600.0, f"{path} to be removed", watch=path.parent)
+
+
 def main(argv: list[str]) -> int:
     try:
         state_file, drop_enters = STATE_FILE.get(), SCRIPTED_DROP_ENTERS.get()
@@ -225,6 +235,9 @@ def main(argv: list[str]) -> int:
         print(f"scripted agent: set {STATE_FILE.name} to the hook state file", file=sys.stderr)
         return 2
     args = argv[1:]
+    if args[:1] == ["--hold"] and len(args) > 1:
+        _hold(Path(args[1]))
+        args = args[2:]
     model = None
     if args[:1] == ["--model"]:
         # The gateway's variables are named by the adapter (Claude Code's): importing them here would load

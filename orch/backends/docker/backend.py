@@ -56,7 +56,7 @@ class DockerBackend(Backend):
     record = DockerRunInfo
     pinned_agents = True  # the worker image's
     checks_at_start = False  # the run's controller runs them in its container (the checks' uid there)
-    checks = (ChecksSandbox.BWRAP, ChecksSandbox.OWN_UID)  # bwrap fails there: its firewall cuts the uid off
+    checks = (ChecksSandbox.BWRAP, ChecksSandbox.OWN_UID, ChecksSandbox.RUN_UID)  # bwrap fails there (seccomp)
     gateway_keeper = True  # the init's keeper, as the gateway's uid (orch.container.gatewaykeeper)
     container = True
 

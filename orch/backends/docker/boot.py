@@ -10,6 +10,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Callable
 
 import docker
 import docker.errors
@@ -105,10 +106,11 @@ def run_env(uid: int, gid: int, opts: ContainerOptions) -> dict[str, str]:
     }
 
 
-def worker_uid_base(client: docker.DockerClient, name: str, taken: set[int]) -> int:
+def worker_uid_base(client: docker.DockerClient, name: str, taken: set[int], run_uid: int | None = None) -> int:
     """A new run's ORCH_WORKER_UID_BASE: the user's if set, else a range of its own (orch.run.uids.range_base)
     that none of `taken` (the engine's other runs') overlaps. An engine in a user namespace (rootless, or
-    userns-remap) maps only uids below 65536: there every run keeps the setting's default."""
+    userns-remap) maps only uids below 65536: there a smaller range below it, holding neither the run's uid
+    (`run_uid`) nor the gateway's."""
     if os.environ.get(user.WORKER_UID_BASE.name):
         return user.WORKER_UID_BASE.get()
     try:
@@ -116,8 +118,58 @@ def worker_uid_base(client: docker.DockerClient, name: str, taken: set[int]) -> 
     except docker.errors.APIError as exc:
         raise SandboxError(f"cannot ask the Docker engine about itself: {explain(exc)}") from exc
     if any("name=rootless" in option or "name=userns" in option for option in security):
-        return user.WORKER_UID_BASE.get()
+        reserved = {user.GATEWAY_UID.get(), *([] if run_uid is None else [run_uid])}
+        return range_base(name, taken, mapped=True, reserved=reserved)
     return range_base(name, taken)
+
+
+CLAIM_ATTEMPTS = 8
+"""How many ranges a new run's container tries before giving up (each lost to another run made at that instant)."""
+
+
+def create_on_a_range(client: docker.DockerClient, info: DockerRunInfo, create: Callable[[], Container]) -> Container:
+    """`create()` the run's container with a uid range of its own (`worker_uid_base` in its options), claimed through
+    the engine, which every `orch up` asks: once created, the engine's orch containers are listed again, and one on
+    the same range created before it (at the same instant: the one whose name sorts first) keeps the range; this
+    one is removed and made again on another. So two `orch up`s at once whose names hash to one range, from any
+    user or machine, end on two. A base the user set (ORCH_WORKER_UID_BASE) is taken as it is."""
+    lost: set[int] = set()
+    ci = info.container
+    for _ in range(CLAIM_ATTEMPTS):
+        base = worker_uid_base(client, info.name, taken_uid_bases(client) | lost, uid_gid(ci)[0])
+        ci.options = ci.options.model_copy(update={"worker_uid_base": base})
+        container = create()
+        if os.environ.get(user.WORKER_UID_BASE.name) or not _claimed_first(client, container, base):
+            return container
+        with contextlib.suppress(docker.errors.APIError):
+            container.remove(force=True)
+        lost.add(base)
+    raise SandboxError(f"run {info.name!r}: no worker uid range could be claimed ({CLAIM_ATTEMPTS} tried)")
+
+
+def _claimed_first(client: docker.DockerClient, container: Container, base: int) -> bool:
+    """True when another orch container on the engine has `base` and was created before `container`."""
+    try:
+        container.reload()
+        rivals = client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=true"})
+    except docker.errors.APIError as exc:
+        raise SandboxError(f"cannot list the Docker engine's containers: {explain(exc)}") from exc
+    mine = _created(container)
+    return any(
+        other.id != container.id
+        and env_uid_base(other.attrs.get("Config", {}).get("Env")) == base
+        and _created(other) < mine
+        for other in rivals
+    )
+
+
+def _created(container: Container) -> tuple[str, str, str]:
+    """When the engine created a container, as a key that sorts (its RFC 3339 time, the fraction padded: Go trims
+    its trailing zeros), then its name."""
+    stamp = str(container.attrs.get("Created", ""))
+    head, _, rest = stamp.partition(".")
+    fraction = "".join(ch for ch in rest if ch.isdigit())
+    return head.rstrip("Z"), fraction.ljust(9, "0"), str(container.name)
 
 
 def env_uid_base(env: list[str] | None) -> int | None:

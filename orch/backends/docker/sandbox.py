@@ -19,6 +19,7 @@ what crashed runs left on an engine.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -166,7 +167,6 @@ class DockerSandbox:
         run = RunFolder.for_name(request.name)
         if find(client, container_name(request.name)) is not None or run.root.exists():
             removal.replace_run(client, request.name, run)  # --replace (_checked refused it otherwise)
-        uid_base = boot.worker_uid_base(client, request.name, boot.taken_uid_bases(client))
         container_info = ContainerInfo(
             name=container_name(request.name),
             image=self.settings.image,
@@ -183,7 +183,7 @@ class DockerSandbox:
             ),
             run_volume=run_volume_name(request.name) if remote else None,
             user=f"{uid}:{gid}",
-            options=opts.model_copy(update={"allow": allow, "worker_uid_base": uid_base}),
+            options=opts.model_copy(update={"allow": allow}),  # its uid range: claimed as it is created
         )
         info = DockerRunInfo.of(planned, container=container_info)
         info.workdir = WORKDIR
@@ -198,9 +198,10 @@ class DockerSandbox:
                 mounts.make_run_folder(run, info, recording)
                 if opts.copy_workdir:
                     mounts.copy_workdir(host_workdir, Path(info.container.workspace_source), uid, gid)
-            container = boot.create(
-                client, info, request.prompts, resume=False, boot_timeout=self.boot_timeout, choice=choice
+            create = functools.partial(
+                boot.create, client, info, request.prompts, resume=False, boot_timeout=self.boot_timeout, choice=choice
             )
+            container = boot.create_on_a_range(client, info, create)
             info.container.id = str(container.id)
             if remote:
                 mounts.upload(container, info, host_workdir, recording)

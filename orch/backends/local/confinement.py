@@ -25,7 +25,7 @@ from orch.backends.local import portal as portal_module
 from orch.contracts import AgentAdapter, LaunchSpec, WorkerContext
 from orch.errors import SandboxError, UsageError
 from orch.fleet import caps
-from orch.fleet.become import OPEN_BUNDLE, LaunchBundle
+from orch.fleet.become import MODULE_ARGV, OPEN_BUNDLE, LaunchBundle
 from orch.fleet.confinement import Attribution, Confinement, Owner, Shared, kill_pids
 from orch.fleet.stopping import remove_contents
 from orch.fleet.supervisor import supervised, supervisor_under
@@ -221,7 +221,7 @@ class OwnUid(Relayed):
         bundle = folder / f"{run.name}-agent-{ctx.worker}-{uuid.uuid4().hex}.json"
         atomic_write(bundle, LaunchBundle.of(adapter.facts.name, ctx, own).model_dump_json(), mode=0o600)
         uid = worker_uid(ctx.worker)
-        become = LaunchSpec(argv=[sys.executable, "-m", "orch.fleet.become", "3"], cwd=ctx.workdir)
+        become = LaunchSpec(argv=[*MODULE_ARGV, "3"], cwd=ctx.workdir)
         inner = supervised(become, run, ctx.worker)
         limits = caps.limit_argv(info.caps, True, ctx.workers)  # as the worker: it can never raise them
         argv = ["sh", "-c", OPEN_BUNDLE, "orch-launch", str(bundle), *drop_argv(uid, uid), *limits, *inner.argv]

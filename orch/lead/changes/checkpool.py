@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from orch.lead.changes.gate import stop_uid_checks
+from orch.lead.changes.gate import NO_RUN, Host, stop_uid_checks
 from orch.lead.changes.stopper import ChecksStopped, Stopper
 
 T = TypeVar("T")
@@ -42,10 +42,10 @@ class Ended(Generic[T]):
 
 
 class CheckPool(Generic[T]):
-    def __init__(self, slots: int, tmux_socket: str | None = None) -> None:
+    def __init__(self, slots: int, host: Host = NO_RUN) -> None:
         self.slots = max(1, slots)
         self._started = False  # a pool that never ran a check has none to kill (and need not probe for them)
-        self._stopper = Stopper(lambda: stop_uid_checks(tmux_socket) if self._started else None)
+        self._stopper = Stopper(lambda: stop_uid_checks(host) if self._started else None)
         self._lock = threading.Lock()
         self._running: dict[str, tuple[str, threading.Thread]] = {}
         self._ended: list[Ended[T]] = []

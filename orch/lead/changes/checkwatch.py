@@ -26,12 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orch import procs
-from orch.errors import UsageError
+from orch.errors import WaitTimeoutError
 from orch.jobs.changes import CheckResult
 from orch.lead.changes.stopper import Stopper
 from orch.lead.changes.switch import via_tmux
 from orch.run.records import WorkerCaps
 from orch.spec.model import FleetSpec
+from orch.waits import wait_until
 
 CHECK_TIMEOUT = 600.0
 OUTPUT_BYTES = 64 << 10
@@ -127,25 +128,61 @@ def _stopped(result: CheckResult, why: str) -> CheckResult:
     return result.model_copy(update={"exit_code": None, "stopped": why, "output_tail": tail})
 
 
+Watch = Callable[[int], tuple[Meter, Callable[[], None]]]
+"""A check not in bubblewrap, given its first process's pid: its meter, and what kills it whole (and clears its
+files): its wrapper enforces the time limit itself, and a kill of the group misses its `timeout`'s."""
+
+
 def run_one(
-    command: str,
-    argv: list[str],
-    limits: CheckLimits,
-    stopper: Stopper,
-    uid: tuple[Meter, Callable[[], None]] | None = None,
+    command: str, argv: list[str], limits: CheckLimits, stopper: Stopper, watch: Watch | None = None
 ) -> CheckResult:
     """Run one sandboxed check, keeping its output's tail; past its time limit or a cap its process group is
-    killed. `uid`: the checks' uid in a container (its meter, and what kills it and clears its files: its
-    wrapper enforces the time limit itself, a kill of the group misses its `timeout`'s); None: a bubblewrap
+    killed. `watch`: a check run as a uid in a container (orch.lead.changes.uidchecks); None: a bubblewrap
     sandbox, which dies whole with its first process, its tmpfs with it."""
     stopper.check()
     started = time.monotonic()
     proc = subprocess.Popen(
         argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
     )
-    meter, kill = uid or (sandbox_meter(proc.pid), None)
-    with stopper.track(proc):
-        return _watch(proc, command, started, limits, stopper, meter, kill)
+    if watch is not None:
+        meter, kill = watch(proc.pid)
+        with stopper.track(proc):
+            return _watch(proc, command, started, limits, stopper, meter, kill)
+    sandbox: list[int] = []  # its pid namespace, once bubblewrap made it
+
+    def look() -> tuple[int, int]:
+        if not sandbox and (ns := pid_namespace_under(proc.pid)) is not None:
+            sandbox.append(ns)
+        return sandbox_meter(proc.pid)()
+
+    try:
+        with stopper.track(proc):
+            return _watch(proc, command, started, limits, stopper, look, None)
+    finally:  # a sandbox not seen yet (stopped before its first look) reads no result
+        if sandbox:
+            emptied(sandbox[0])
+
+
+def pid_namespace_under(pid: int) -> int | None:
+    """The pid namespace of a bubblewrap sandbox started as process `pid` (its init's, below it), once it is made."""
+    outside = procs.pid_namespace(os.getpid())
+    return next((ns for p in procs.tree(pid) if (ns := procs.pid_namespace(p)) not in (None, outside)), None)
+
+
+def emptied(ns: int) -> None:
+    """Wait until no process is left in pid namespace `ns`: a sandbox killed (its first process, or bwrap outside
+    it) has the kernel kill the rest, which takes a moment; its check's result is read only after. Each process
+    there is SIGKILLed again meanwhile (a stop's kill may have reached bwrap alone)."""
+
+    def gone() -> bool:
+        left = [p for p in procs.pids() if procs.pid_namespace(p) == ns and procs.alive(p)]
+        for p in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(p, signal.SIGKILL)
+        return not left
+
+    with contextlib.suppress(WaitTimeoutError):  # one stuck in the kernel: nothing more to do for it here
+        wait_until(gone, 10.0, "a check's sandbox to have no process left")
 
 
 def _watch(
@@ -231,11 +268,6 @@ def run_via_tmux(
 
     ran = via_tmux(socket, argv, limits.timeout + 30.0, limits.output_bytes, poll=past_a_cap)
     stopper.check()
-    if ran.output.startswith(b"setpriv:"):  # never ran: it must not pass as a check failing on the base
-        said = " ".join(ran.output.decode(errors="replace").split())[:200]
-        raise UsageError(
-            f"the checks' uid could not be started: {said}", hint="checks in a container need strict isolation"
-        )
     timed_out = ran.code is None or (ran.code == 128 + signal.SIGKILL and ran.seconds >= limits.timeout)
     result = CheckResult(
         command=command,

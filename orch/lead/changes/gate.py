@@ -12,7 +12,9 @@ In a run's container bwrap cannot work (Docker's seccomp profile refuses its use
 checks run as a uid of their own (orch.run.uids.checks_uid) that the container's firewall cuts off the
 network, loopback included, with no groups or capabilities, on its own copy of the tree, its processes all
 killed after each check; it can read what any uid may read (not the credentials: the gateway's and the
-workers' files are theirs alone). Without either, a run with checks is refused in one line.
+workers' files are theirs alone). A shared run's container cannot start that uid: its checks run as the run's
+own uid, every worker's already (orch.lead.changes.uidchecks). Where none works, a run with checks is refused in
+one line before any check runs; one that stops working in the run is found again at its next check.
 """
 
 from __future__ import annotations
@@ -21,24 +23,22 @@ import contextlib
 import functools
 import os
 import shlex
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from orch import prereqs, procs
 from orch.backends import registry as backends
 from orch.backends.base import ChecksSandbox
 from orch.backends.local import bwrap
-from orch.container.egress import read_report
 from orch.errors import OrchError, UsageError
 from orch.jobs.changes import Change, CheckResult, ChecksRecord
-from orch.lead.changes import checkuids
+from orch.lead.changes import checkuids, uidchecks
 from orch.lead.changes.checkwatch import (
     DEFAULT_LIMITS,
     SANDBOX_TMPFS,
-    UID_AREAS,
     CheckLimits,
     run_one,
     run_via_tmux,
@@ -48,8 +48,10 @@ from orch.lead.changes.grading import Grading, graded_tree
 from orch.lead.changes.repo import RunRepo
 from orch.lead.changes.stopper import Stopper
 from orch.lead.changes.switch import can_switch
+from orch.lead.changes.uidchecks import kill_checks_uid, uid_argv
 from orch.run.files import atomic_write
 from orch.run.paths import agents_dir, launch_dir, orch_home
+from orch.run.records import Isolation, RunInfo
 from orch.run.uids import checks_uid, drop_argv
 from orch.settings.user import BWRAP
 
@@ -59,7 +61,11 @@ SOURCE_MOUNT = "/tmp/orch-check/source"
 """Where the controller's checkout is bound read-only, for the check to copy."""
 NOT_FOUND, NOT_STARTED = 127, 125
 HOME_IN_SANDBOX = "/tmp/orch-check/home"
-SANDBOXES = {ChecksSandbox.BWRAP: "bwrap", ChecksSandbox.OWN_UID: f"uid {checks_uid()}"}
+SANDBOXES = {
+    ChecksSandbox.BWRAP: "bwrap",
+    ChecksSandbox.OWN_UID: f"uid {checks_uid()}",
+    ChecksSandbox.RUN_UID: "run uid",
+}
 """How a checks record names its sandbox."""
 CHECK_PIDS = 1024
 """Processes and threads one check may have (RLIMIT_NPROC, set inside its sandbox: a fork bomb in a change's
@@ -68,41 +74,65 @@ CHECK_NICE = 10
 """A check's niceness: a check spinning on every core leaves the CPU to the controller, tmux and the workers first."""
 
 
-def sandbox_available() -> str | None:
+@dataclass(frozen=True)
+class Host:
+    """The run the checks are for, as far as their sandbox is concerned: its tmux server (which starts the checks'
+    uid in a container when this process cannot) and whether its workers share the run's uid (then, in a
+    container, the checks run as it: orch.lead.changes.uidchecks)."""
+
+    tmux_socket: str | None = None
+    shared: bool = False
+
+    @classmethod
+    def of(cls, info: RunInfo) -> Host:
+        return cls(info.tmux_socket, info.isolation is Isolation.SHARED)
+
+
+NO_RUN = Host()
+"""Checks before a run exists (a local run's base, in the process that starts it)."""
+
+
+def sandbox_available(host: Host = NO_RUN) -> str | None:
     """None when the checks' sandbox works here, else why not (one line, for a UsageError)."""
-    return _sandbox()[1]
+    return _sandbox(host)[1]
 
 
-def sandbox_kind() -> ChecksSandbox:
+def sandbox_kind(host: Host = NO_RUN) -> ChecksSandbox:
     """The sandbox the checks run in here (see the module's doc); UsageError saying how to fix it when none works
     here (never a check's failure: a sandbox that cannot be made has run no check)."""
-    kind, why = _sandbox()
+    kind, why = _sandbox(host)
     if kind is None:
-        raise UsageError(why or "no sandbox for the checks", hint=sandbox_fix())
+        raise UsageError(why or "no sandbox for the checks", hint=sandbox_fix(host))
     return kind
 
 
-def sandbox_fix() -> str:
+def sandbox_fix(host: Host = NO_RUN) -> str:
     """How to get the checks' sandbox working on this machine."""
-    how = f"apt-get install bubblewrap (or set {BWRAP.name})" if prereqs.bwrap_path() is None else prereqs.USERNS_ON
+    if backends.here().container:
+        how = "give the run strict isolation and the default egress (the checks need a uid the firewall cuts off)"
+    elif prereqs.bwrap_path() is None:
+        how = f"apt-get install bubblewrap (or set {BWRAP.name})"
+    else:
+        how = prereqs.USERNS_ON
     return f"{how}, or drop the spec's checks:"
 
 
-_FOUND: dict[tuple[tuple[ChecksSandbox, ...], Path | None], ChecksSandbox] = {}
-"""The sandbox a probe ran `true` in, per what this place offers and which bubblewrap. Only a working one is kept:
-one that failed is tried again (bubblewrap installed, user namespaces turned on), and one that stops working
-is forgotten (`_forget`)."""
+_FOUND: dict[tuple[tuple[ChecksSandbox, ...], Path | None, Host], ChecksSandbox] = {}
+"""The sandbox a probe ran `true` in, per what this place offers, which bubblewrap and which run. Only a working one
+is kept: one that failed is tried again (bubblewrap installed, user namespaces turned on), and one that stops
+working is forgotten (`_forget`) and looked for again at once (`_sandbox_gone`)."""
 
 
-def _sandbox() -> tuple[ChecksSandbox | None, str | None]:
-    """The first of the sandboxes this place offers the checks (its backend's `checks`) that works, or why none
-    does."""
-    key = (tuple(backends.here().checks), prereqs.bwrap_path())
+def _sandbox(host: Host) -> tuple[ChecksSandbox | None, str | None]:
+    """The first of the sandboxes this place offers the checks (its backend's `checks`) that works for this run,
+    or why none does. The run's own uid only for a shared run (never a strict one's fallback)."""
+    offered = tuple(k for k in backends.here().checks if k is not ChecksSandbox.RUN_UID or host.shared)
+    key = (offered, prereqs.bwrap_path(), host)
     if (found := _FOUND.get(key)) is not None:
         return found, None
     why = []
-    for kind in key[0]:
-        not_here = _bwrap_works() if kind is ChecksSandbox.BWRAP else _uid_works()
+    for kind in offered:
+        not_here = _works(kind, host)
         if not_here is None:
             _FOUND[key] = kind
             return kind, None
@@ -110,8 +140,17 @@ def _sandbox() -> tuple[ChecksSandbox | None, str | None]:
     return None, "; and ".join(why)
 
 
+def _works(kind: ChecksSandbox, host: Host) -> str | None:
+    if kind is ChecksSandbox.BWRAP:
+        return _bwrap_works()
+    if kind is ChecksSandbox.OWN_UID:
+        return uidchecks.probe(host.tmux_socket)
+    return None  # the run's own uid: this process is it
+
+
 def _forget() -> None:
     _FOUND.clear()
+    can_switch.cache_clear()
 
 
 def _bwrap_works() -> str | None:
@@ -130,94 +169,54 @@ def _bwrap_works() -> str | None:
     return None
 
 
-def _sandbox_gone(result: CheckResult) -> UsageError | None:
-    """A check that ended as bubblewrap does when it cannot make the sandbox (exit 1, its own `bwrap:` line): the
-    probe is tried again, and if the sandbox cannot be made any more, that is the error (no check ran). A check
-    that only prints such a line costs one probe and stays its own result."""
-    if result.exit_code != 1 or not result.output_tail.lstrip().startswith("bwrap:"):
+def _sandbox_gone(kind: ChecksSandbox, result: CheckResult, host: Host) -> UsageError | None:
+    """A check that ended as its sandbox's maker does when it cannot make it (bubblewrap's exit 1 and `bwrap:` line,
+    setpriv's 127 and `setpriv:` line): the probe is tried again, and if the sandbox cannot be made any more, that
+    is the error (no check ran). A check that only prints such a line costs one probe and stays its own result."""
+    if kind is ChecksSandbox.BWRAP:
+        made = result.exit_code != 1 or not result.output_tail.lstrip().startswith("bwrap:")
+    else:
+        made = not uidchecks.switch_failed(result)
+    if made:
         return None
     _forget()
-    why = _bwrap_works()
-    return None if why is None else UsageError(why, hint=sandbox_fix())
+    why = _works(kind, host)
+    return None if why is None else UsageError(why, hint=sandbox_fix(host))
 
 
-def _uid_works() -> str | None:
-    """In a run's container: the checks as their own uid, which the firewall gives no network. Started
-    from here when this process may switch uid, else through the run's tmux server (the one process of a
-    strict run that keeps SETUID: a controller reached by `docker exec` holds no capability)."""
-    report = read_report() or {}
-    if report.get("checks_uid") != checks_uid():
-        return f"the container's firewall does not cut uid {checks_uid()} off the network (egress open?)"
-    if not can_switch(checks_uid()) and shutil.which("tmux") is None:
-        return f"cannot start a process as uid {checks_uid()} (a strict run's tmux server can; none here)"
-    return None
-
-
-# Run as the checks' uid: each file at most the disk cap (RLIMIT_FSIZE, in 512-byte blocks as sh counts them), its
-# own copy of the tree (the controller's stays as taken), the check under `timeout`, then every process of that
-# uid killed (`kill -1` spares only the caller) and the copy removed.
-UID_WRAPPER = """ulimit -f "$5" || exit 125
-t=$(mktemp -d) || exit 125
-cp -a "$1/." "$t/" || { echo "orch: the tree could not be copied for the check"; exit 125; }
-cd "$t/$2" || exit 125
-HOME="$t" TMPDIR="$t" timeout -s KILL "$3" sh -c "$4"
-rc=$?
-cd /
-kill -9 -1 2>/dev/null
-rm -rf "$t"
-exit $rc"""
-
-
-def slots(wanted: int) -> int:
+def slots(wanted: int, host: Host = NO_RUN) -> int:
     """How many checks may run at once: in a run's container every check runs as the one checks' uid and its
     wrapper ends by killing every process of that uid (UID_WRAPPER), so there one at a time."""
-    return 1 if sandbox_kind() == ChecksSandbox.OWN_UID else max(1, wanted)
+    return 1 if sandbox_kind(host) == ChecksSandbox.OWN_UID else max(1, wanted)
 
 
-def stop_uid_checks(tmux_socket: str | None) -> None:
+def stop_uid_checks(host: Host) -> None:
     """In a run's container: kill every process of the checks' uid (a check's `timeout` runs in a process group
-    of its own, which killing the wrapper's misses), from here or through the run's tmux server. Elsewhere,
-    nothing to do: a bubblewrap sandbox dies whole with its first process."""
-    if _sandbox()[0] == ChecksSandbox.OWN_UID:
-        kill_checks_uid(tmux_socket)
+    of its own, which killing the wrapper's misses), from here or through the run's tmux server; under shared
+    isolation every process carrying a check's token. Elsewhere, nothing to do: a bubblewrap sandbox dies whole
+    with its first process."""
+    kind = _sandbox(host)[0]
+    if kind is ChecksSandbox.OWN_UID:
+        kill_checks_uid(host.tmux_socket)
+    elif kind is ChecksSandbox.RUN_UID:
+        uidchecks.kill_marked(None)
 
 
-def stop_leftover_checks(tmux_socket: str | None) -> list[int]:
+def stop_leftover_checks(host: Host) -> list[int]:
     """At a controller's start, before it runs any check: in a run's container, the processes a controller killed
-    outright left running as the checks' uid (its checks went on to their timeout beside the ones a resumed
-    controller starts again), killed; their pids. Only this run's: a run has its container (its own pid
-    namespace) and the checks' uid there; and only that uid's: `kill -1` as an unprivileged uid signals no
-    other uid's process (not the workers', the controller's, the gateway's)."""
-    if _sandbox()[0] != ChecksSandbox.OWN_UID:
+    outright left running as the checks' uid, or carrying a check's token (its checks went on to their timeout
+    beside the ones a resumed controller starts again), killed; their pids. Only this run's: a run has its
+    container (its own pid namespace) and the checks' uid there; and only that uid's: `kill -1` as an
+    unprivileged uid signals no other uid's process (not the workers', the controller's, the gateway's)."""
+    kind = _sandbox(host)[0]
+    if kind is ChecksSandbox.RUN_UID:
+        return uidchecks.kill_marked(None)
+    if kind is not ChecksSandbox.OWN_UID:
         return []
     left = sorted(pid for pid in procs.of_uids({checks_uid()}) if procs.alive(pid))
     if left:
-        kill_checks_uid(tmux_socket)
+        kill_checks_uid(host.tmux_socket)
     return left
-
-
-def kill_checks_uid(tmux_socket: str | None, clear: bool = False) -> None:
-    """`kill -9 -1` as the checks' uid (no capability, no-new-privs: it reaches that uid's processes alone), run
-    from here when this process may switch uid, else by the run's tmux server (which keeps SETUID). `clear`: then
-    its files in /tmp and /dev/shm removed too (a check killed past a cap, or its wrapper with it, left them)."""
-    areas = " ".join(map(str, UID_AREAS))  # quietly: through the run's tmux server, output would show in a pane
-    script = "kill -9 -1" + (f"; find {areas} -xdev -user {checks_uid()} -delete 2>/dev/null; true" if clear else "")
-    argv = [*drop_argv(checks_uid(), checks_uid()), "sh", "-c", script]
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        if can_switch(checks_uid()):
-            subprocess.run(argv, capture_output=True, timeout=30, check=False)
-        elif tmux_socket is not None:
-            tmux = shutil.which("tmux") or "tmux"
-            shell = shlex.join(argv)
-            subprocess.run([tmux, "-L", tmux_socket, "-f", "/dev/null", "run-shell", shell], timeout=30, check=False)
-
-
-def uid_argv(tree: Path, subdir: str, command: str, limits: CheckLimits) -> list[str]:
-    """setpriv to the checks' uid (no groups, no capabilities, no-new-privs), a clean environment, UID_WRAPPER."""
-    env = ["env", "-i", f"PATH={os.environ.get('PATH', '/usr/local/bin:/usr/bin:/bin')}", "LANG=C.UTF-8", "CI=1"]
-    blocks = "unlimited" if limits.disk is None else str(max(1, limits.disk // 512))
-    wrapper = [UID_WRAPPER, "orch-check", str(tree), subdir or ".", f"{limits.timeout:g}", command, blocks]
-    return [*drop_argv(checks_uid(), checks_uid()), *env, "NO_COLOR=1", "/bin/sh", "-c", *wrapper]
 
 
 def hidden_paths() -> list[Path]:
@@ -281,34 +280,40 @@ def run_checks(
     *,
     subdir: str = "",
     limits: CheckLimits = DEFAULT_LIMITS,
-    tmux_socket: str | None = None,
+    host: Host = NO_RUN,
     stopper: Stopper | None = None,
 ) -> list[CheckResult]:
     """Run each check command (`sh -c`) in the sandbox on its own copy of `tree` (the controller's checkout:
     never written), from `tree/subdir`; one result per command, in order, whatever each exits with.
-    `tmux_socket`: the run's tmux server, which starts the checks' uid when this process cannot (a container's
-    controller). `stopper`: ChecksStopped once it is stopped (from another thread), the running check killed."""
-    kind = sandbox_kind()
+    `host`: the run (in a container its tmux server starts the checks' uid when this process cannot). `stopper`:
+    ChecksStopped once it is stopped (from another thread), the running check killed. UsageError when the sandbox
+    stopped working (no check ran)."""
+    kind = sandbox_kind(host)
     stopper = stopper or Stopper()
-    if kind == ChecksSandbox.BWRAP:
-        results = []
-        for command in checks:
-            with checkuids.lease() if os.geteuid() == 0 else contextlib.nullcontext() as uid:
-                argv = sandbox_argv(tree, subdir, command, limits, uid)
-                results.append(run_one(command, argv, limits, stopper, None))
-            if (gone := _sandbox_gone(results[-1])) is not None:
-                raise gone
-        return results
+    results = []
+    for command in checks:
+        results.append(_run_one(kind, command, tree, subdir, limits, host, stopper))
+        if (gone := _sandbox_gone(kind, results[-1], host)) is not None:
+            raise gone
+    return results
+
+
+def _run_one(
+    kind: ChecksSandbox, command: str, tree: Path, subdir: str, limits: CheckLimits, host: Host, stopper: Stopper
+) -> CheckResult:
+    if kind is ChecksSandbox.BWRAP:
+        with checkuids.lease() if os.geteuid() == 0 else contextlib.nullcontext() as uid:
+            return run_one(command, sandbox_argv(tree, subdir, command, limits, uid), limits, stopper)
+    if kind is ChecksSandbox.RUN_UID:
+        return uidchecks.run_as_run(command, tree, subdir, limits, stopper)
     # The checks' uid copies the tree itself: it must be able to read it.
     for folder in (tree.parent, tree):
         folder.chmod(0o755)
-    meter, clear = uid_meter(checks_uid()), functools.partial(kill_checks_uid, tmux_socket, clear=True)
-    if not can_switch(checks_uid()) and tmux_socket is not None:
-        return [
-            run_via_tmux(tmux_socket, cmd, uid_argv(tree, subdir, cmd, limits), limits, stopper, meter, clear)
-            for cmd in checks
-        ]
-    return [run_one(cmd, uid_argv(tree, subdir, cmd, limits), limits, stopper, (meter, clear)) for cmd in checks]
+    meter, clear = uid_meter(checks_uid()), functools.partial(kill_checks_uid, host.tmux_socket, clear=True)
+    argv = uid_argv(tree, subdir, command, limits)
+    if not can_switch(checks_uid()) and host.tmux_socket is not None:
+        return run_via_tmux(host.tmux_socket, command, argv, limits, stopper, meter, clear)
+    return run_one(command, argv, limits, stopper, lambda _pid: (meter, clear))
 
 
 def check_commit(
@@ -331,18 +336,18 @@ def check_commit(
         tree = Path(tmp) / "tree"
         tree.mkdir()
         repo.checkout(commit_or_tree, tree)
-        socket = _socket(repo)
-        results = run_checks(checks, tree, subdir=repo.subdir, limits=limits, tmux_socket=socket, stopper=stopper)
+        host = _host(repo)
+        results = run_checks(checks, tree, subdir=repo.subdir, limits=limits, host=host, stopper=stopper)
     return ChecksRecord(
-        tree=label, sandbox=SANDBOXES[sandbox_kind()], results=results, regressions=regressions(baseline, results)
+        tree=label, sandbox=SANDBOXES[sandbox_kind(host)], results=results, regressions=regressions(baseline, results)
     )
 
 
-def _socket(repo: RunRepo) -> str | None:
+def _host(repo: RunRepo) -> Host:
     try:
-        return repo.run.info().tmux_socket
+        return Host.of(repo.run.info())
     except OrchError:  # a repository being prepared: no run yet
-        return None
+        return NO_RUN
 
 
 def baseline(repo: RunRepo, checks: Sequence[str], *, limits: CheckLimits = DEFAULT_LIMITS) -> ChecksRecord:

@@ -14,7 +14,7 @@ from pathlib import Path
 from orch.errors import NotFoundError
 from orch.jobs.changes import ChecksRecord, RepoInfo
 from orch.lead.changes.checkwatch import CheckLimits
-from orch.lead.changes.gate import baseline, check_commit, refuse_missing, sandbox_kind
+from orch.lead.changes.gate import Host, baseline, check_commit, refuse_missing, sandbox_kind
 from orch.lead.changes.repo import BaseChoice, RunRepo, build, choose_base, init_bare
 from orch.lead.changes.scope import unmatched_globs
 from orch.run.files import atomic_write, read_model
@@ -111,7 +111,7 @@ def ensure_baseline(run: RunFolder, spec: FleetSpec) -> ChecksRecord | None:
         return None
     if run.base_checks.exists():
         return read_model(run.base_checks, ChecksRecord, NotFoundError(f"{run.base_checks} vanished"))
-    sandbox_kind()
+    sandbox_kind(Host.of(run.info()))
     return baseline(RunRepo.open(run), spec.checks, limits=CheckLimits.of(spec))
 
 

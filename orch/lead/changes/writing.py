@@ -93,14 +93,17 @@ class Writing(Part):
         """The root of writer job `job`'s worktree (its workdir is the run's subdir in it)."""
         return self.run.worktrees_dir(n) / job.id
 
-    def move(self, job: Job, n: int) -> None:
-        """Restart worker n's agent in the job's workdir (a new session) when it is somewhere else."""
+    def must_move(self, job: Job, n: int) -> bool:
+        """Whether worker n's agent runs somewhere else than the job's workdir (made now if need be)."""
+        return (self.state.book(n).cwd or str(self.desk.workdir)) != str(self.workdir_for(job, n))
+
+    def move(self, job: Job, n: int, prompt: str) -> None:
+        """Restart worker n's agent in the job's workdir (a new session), `prompt` (its brief's pointer) on its command
+        line; nothing waits for its start (orch.lead.recovery.Recovery.restart_booting watches it)."""
         where = self.workdir_for(job, n)
         book = self.state.book(n)
-        if (book.cwd or str(self.desk.workdir)) == str(where):
-            return
-        book.restarted_at = time.time()
-        launch.restart(self.run, n, self.desk.confinement, None, self.spec.timeouts.boot, workdir=where, fresh=True)
+        book.restarted_at, book.ended_session = time.time(), launch.last_session(self.run, n)
+        launch.restart(self.run, n, self.desk.confinement, prompt, workdir=where, fresh=True, wait=False)
         book.cwd = None if where == self.desk.workdir else str(where)
         self.desk.save()
         self.desk.event(Event.WORKER_MOVED, n, job=job.id, workdir=str(where))
@@ -245,7 +248,7 @@ class Writing(Part):
     def stop_leftover_checks(self) -> None:
         """On (re)start, before any check: a killed controller's checks still running (a container's checks' uid,
         which its death does not reach) killed, so a check never runs twice side by side."""
-        if self.spec.checks and (left := gate.stop_leftover_checks(self.desk.info.tmux_socket)):
+        if self.spec.checks and (left := gate.stop_leftover_checks(self.desk.checks_host)):
             self.desk.event(Event.CHECKS_LEFTOVER_STOPPED, pids=left)
 
     def stop_checks(self, ended_run: bool) -> None:

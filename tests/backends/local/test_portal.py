@@ -20,6 +20,7 @@ from orch.procs import alive, children
 from orch.waits import wait_until
 
 PORTAL = portal.__file__
+PORT_TRIES = 5
 
 
 def _free_port() -> int:
@@ -57,16 +58,23 @@ def echo(tmp_path: Path) -> Iterator[Path]:
 
 @pytest.fixture
 def started(echo: Path, tmp_path: Path) -> Iterator[tuple[int, subprocess.Popen[bytes], Path]]:
-    """The portal on a free port to `echo`, then ARGV: a process that waits on its stdin."""
-    port = _free_port()
-    argv = [sys.executable, "-S", PORTAL, f"127.0.0.1:{port}", str(echo), "--", "cat"]
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    """The portal on a free port to `echo`, then ARGV: a process that waits on its stdin. The port is free when
+    picked and released for the portal to bind (in a sandbox its port is its own); another process on this
+    shared machine may bind it first, and the portal then exits: it is started again on another port."""
+    err = tmp_path / "portal.err"
+    for _ in range(PORT_TRIES):
+        port = _free_port()
+        argv = [sys.executable, "-S", PORTAL, f"127.0.0.1:{port}", str(echo), "--", "cat"]
+        with err.open("wb") as stderr:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr)
 
-    def serving() -> bool:
-        became = Path(f"/proc/{proc.pid}/exe").resolve().name == "cat"  # ARGV replaced it
-        return (became and bool(children(proc.pid))) or proc.poll() is not None
+        def serving(proc: subprocess.Popen[bytes] = proc) -> bool:
+            became = Path(f"/proc/{proc.pid}/exe").resolve().name == "cat"  # ARGV replaced it
+            return (became and bool(children(proc.pid))) or proc.poll() is not None
 
-    wait_until(serving, 30.0, "the portal to serve and become ARGV")
+        wait_until(serving, 30.0, "the portal to serve and become ARGV")
+        if proc.poll() is None or "Address already in use" not in err.read_text():
+            break
     yield port, proc, echo
     listeners = children(proc.pid) or []  # read before the kill: once it is reaped, init is their parent
     proc.kill()

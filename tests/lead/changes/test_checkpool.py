@@ -7,9 +7,9 @@ import select
 import threading
 from pathlib import Path
 
-import psutil
 import pytest
 
+from orch.backends.base import ChecksSandbox
 from orch.jobs.changes import CheckResult
 from orch.lead.changes import checkpool, gate
 from orch.lead.changes.checkpool import CheckPool, Ended
@@ -17,6 +17,7 @@ from orch.lead.changes.checkwatch import CheckLimits
 from orch.lead.changes.gate import run_checks, sandbox_available
 from orch.lead.changes.stopper import Stopper
 from orch.waits import wait_until
+from tests.helpers import own_processes
 
 
 def _wait_ended(pool: CheckPool[str], count: int) -> list[Ended[str]]:
@@ -61,14 +62,6 @@ def test_work_ends_through_the_pipe_and_an_error_is_the_works_own() -> None:
     assert not pool.start("d", "gate", slow)  # closed
 
 
-def _sleepers(argv: list[str]) -> list[psutil.Process]:
-    out = []
-    for proc in psutil.process_iter(["cmdline"]):
-        if proc.info["cmdline"] == argv:
-            out.append(proc)
-    return out
-
-
 @pytest.mark.skipif(sandbox_available() is not None, reason=str(sandbox_available()))
 def test_close_kills_a_running_check_and_nothing_ends_after(tmp_path: Path) -> None:
     """A check that would hang for a day: closing the pool kills its sandbox (every process in it) at once; the
@@ -82,31 +75,33 @@ def test_close_kills_a_running_check_and_nothing_ends_after(tmp_path: Path) -> N
         return run_checks([" ".join(hang)], tree, limits=CheckLimits(timeout=3600), stopper=stopper)
 
     assert pool.start("hang", "gate", work)
-    wait_until(lambda: bool(_sleepers(hang)), 30, "the check's sleep to start in its sandbox")
+    wait_until(lambda: bool(own_processes(hang)), 30, "the check's sleep to start in its sandbox")
     pool.close()
     assert pool.running() == {}
-    wait_until(lambda: not _sleepers(hang), 10, "the check's processes to be gone")
+    wait_until(lambda: not own_processes(hang), 10, "the check's processes to be gone")
     assert pool.take() == []
 
 
 def test_checks_run_one_at_a_time_where_they_share_the_checks_uid(monkeypatch: pytest.MonkeyPatch) -> None:
     """In a container every check is the one checks' uid, and each check's end kills that uid's processes: a
     second check beside it would be killed mid-run and read as failing."""
-    monkeypatch.setattr(gate, "_sandbox", lambda: ("uid", None))
+    monkeypatch.setattr(gate, "_sandbox", lambda host: (ChecksSandbox.OWN_UID, None))
     assert gate.slots(4) == 1
-    monkeypatch.setattr(gate, "_sandbox", lambda: ("bwrap", None))
+    monkeypatch.setattr(gate, "_sandbox", lambda host: (ChecksSandbox.BWRAP, None))
     assert gate.slots(4) == 4 and gate.slots(0) == 1
+    monkeypatch.setattr(gate, "_sandbox", lambda host: (ChecksSandbox.RUN_UID, None))  # a token per check, no kill -1
+    assert gate.slots(4) == 4
 
 
 def test_a_pool_that_never_ran_a_check_kills_nothing_when_closed(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every run closes its pool: one with no checks (most runs) has no checks' uid to kill, nor a sandbox to
     probe for it."""
-    killed: list[str | None] = []
+    killed: list[gate.Host] = []
     monkeypatch.setattr(checkpool, "stop_uid_checks", killed.append)
-    CheckPool[int](2, "sock").close()
+    CheckPool[int](2, gate.Host("sock")).close()
     assert killed == []
-    pool = CheckPool[int](2, "sock")
+    pool = CheckPool[int](2, gate.Host("sock"))
     assert pool.start("a", "gate", lambda stopper: 1)
     wait_until(lambda: pool.take(), 10, "the check to end")
     pool.close()
-    assert killed == ["sock"]
+    assert killed == [gate.Host("sock")]

@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from orch import procs
+from orch.backends.base import ChecksSandbox
 from orch.errors import UsageError
 from orch.jobs.changes import CheckResult
 from orch.lead.changes import gate
@@ -25,6 +26,7 @@ from orch.lead.changes.gate import baseline, run_checks, sandbox_available
 from orch.lead.changes.stopper import ChecksStopped, Stopper
 from orch.run.uids import checks_uid
 from orch.waits import wait_until
+from tests.helpers import own_processes
 from tests.lead.changes.gitfix import make_repo
 
 MIB = 1 << 20
@@ -102,7 +104,7 @@ def test_one_checks_fork_bomb_starves_no_other_check(tree: Path, monkeypatch: py
     bombing.start()
 
     def bombs() -> list[psutil.Process]:
-        return [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["python3", "-c", forker]]
+        return own_processes(["python3", "-c", forker])
 
     try:
         wait_until(lambda: len(bombs()) >= 40, 20, "the bomb to reach its cap")
@@ -122,7 +124,7 @@ def test_the_checks_uid_past_a_cap_is_stopped_and_leaves_nothing(monkeypatch: py
     controller), taken here as root: a memory hog, files past the disk cap together, one file past it (the
     kernel's RLIMIT_FSIZE); each stopped or refused, and nothing of the uid is left running or on /tmp."""
     monkeypatch.setenv("ORCH_WORKER_UID_BASE", str(3_100_000 + (os.getpid() % 10_000) * 100))
-    monkeypatch.setattr(gate, "_sandbox", lambda: ("uid", None))
+    monkeypatch.setattr(gate, "_sandbox", lambda host: (ChecksSandbox.OWN_UID, None))
     work = Path(tempfile.mkdtemp(prefix="orch-uidcaps-", dir="/tmp"))  # pytest's own tmp is root's alone: 0700
     try:
         tree = work / "tree"

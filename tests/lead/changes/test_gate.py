@@ -11,13 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from orch import procs
+from orch.backends.base import ChecksSandbox
 from orch.errors import UsageError
 from orch.jobs.changes import Change, CheckResult
-from orch.lead.changes import gate
+from orch.lead.changes import gate, uidchecks
 from orch.lead.changes.checkwatch import CheckLimits
 from orch.lead.changes.gate import baseline, gate_checks, regressions, run_checks, sandbox_available
 from orch.lead.changes.grading import Grading, matches
@@ -28,6 +28,7 @@ from orch.run.paths import agents_dir
 from orch.run.uids import checks_uid, drop_argv, worker_uid
 from orch.spec.model import DEFAULT_PROTECT
 from orch.waits import wait_until
+from tests.helpers import own_processes
 from tests.lead.changes.gitfix import make_repo
 from tests.lead.desks import parts
 
@@ -114,7 +115,7 @@ def test_a_fork_bomb_in_a_check_is_capped_and_ends_with_its_timeout(
     thread.start()
 
     def bombs() -> int:
-        return sum(1 for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["python3", "-c", FORKER])
+        return len(own_processes(["python3", "-c", FORKER]))
 
     peak = 0
     try:
@@ -226,7 +227,7 @@ def uid_checks(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
         pytest.skip("starting processes as other uids needs root")
     base = 3_000_000 + (os.getpid() % 10_000) * 100  # uids no other test process uses
     monkeypatch.setenv("ORCH_WORKER_UID_BASE", str(base))
-    monkeypatch.setattr(gate, "_sandbox", lambda: ("uid", None))  # what a container's probe finds
+    monkeypatch.setattr(gate, "_sandbox", lambda host: (ChecksSandbox.OWN_UID, None))  # what a container's probe finds
     owners = {"checks": checks_uid(), "worker": worker_uid(1), "run": os.getuid()}
     started = {
         who: subprocess.Popen([*drop_argv(uid, uid), "sleep", "600"], start_new_session=True)
@@ -247,14 +248,14 @@ def test_a_killed_controllers_leftover_check_is_stopped_and_nothing_else(
 ) -> None:
     socket = None
     if through_tmux:  # a container's controller holds no capability: the run's tmux server kills for it
-        monkeypatch.setattr(gate, "can_switch", lambda uid: False)
+        monkeypatch.setattr(uidchecks, "can_switch", lambda uid: False)
         socket = "ctrchecks"
         subprocess.run(["tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "sleep 600"], check=True)
     try:
-        assert gate.stop_leftover_checks(socket) == [uid_checks["checks"]]
+        assert gate.stop_leftover_checks(gate.Host(socket)) == [uid_checks["checks"]]
         wait_until(lambda: not procs.alive(uid_checks["checks"]), 20, "the leftover check to die")
         assert procs.alive(uid_checks["worker"]) and procs.alive(uid_checks["run"])  # no other uid's process
-        assert gate.stop_leftover_checks(socket) == []  # nothing left: nothing to do
+        assert gate.stop_leftover_checks(gate.Host(socket)) == []  # nothing left: nothing to do
     finally:
         if socket is not None:
             subprocess.run(["tmux", "-L", socket, "kill-server"], check=False)
@@ -263,8 +264,9 @@ def test_a_killed_controllers_leftover_check_is_stopped_and_nothing_else(
 def test_no_leftover_check_is_looked_for_under_bubblewrap(
     uid_checks: dict[str, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(gate, "_sandbox", lambda: ("bwrap", None))  # a machine's run: its sandboxes die whole
-    assert gate.stop_leftover_checks(None) == []
+    # A machine's run: its sandboxes die whole.
+    monkeypatch.setattr(gate, "_sandbox", lambda host: (ChecksSandbox.BWRAP, None))
+    assert gate.stop_leftover_checks(gate.NO_RUN) == []
     assert procs.alive(uid_checks["checks"])
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -40,7 +41,7 @@ from orch.run.folder import RunFolder
 from orch.run.records import Isolation
 from orch.waits import wait_until
 from tests.helpers import SAMPLE as SAMPLE_FILES
-from tests.helpers import diagnose, orch, run_events
+from tests.helpers import diagnose, ended, orch, own_processes, run_events
 from tests.lead.changes.gitfix import BROKEN_MEAN, PYTEST, RUNNER_CHECKS, SELF_GRADING, runner_project
 from tests.lead.leadrun import DONE, RESULT, reply, write_spec
 from tests.lead.leadrun import events as leadrun_events
@@ -120,9 +121,26 @@ def test_honest_lands_scope_and_leftover_process_are_refused(repo: Path) -> None
     """Three writers at once: the honest fix lands; the
     test-editing "fix" is REJECTED (scope) with no review asked; the writer that leaves a process to edit its
     worktree after its done flag is REJECTED, and its change was taken from the snapshot (no late edit in it)."""
-    # The lurker outlives the take by far (a loaded machine may take seconds to get there): it is still running
-    # then, so it is found, and stopped before its edit, which would only land in the worktree, never the change.
-    lurker = f"{CLAMP}\n$ (sleep 60; echo 'evil = 1' >> calc.py) </dev/null >/dev/null 2>&1 &"
+    # The lurker edits once its job is accepted (the test says so: `go`), which comes after the take (the change's
+    # snapshot, then the look for what the writer left running): it is running at that look however slow the
+    # machine, and its edit, if it comes before it is stopped, lands in the worktree only, never in the change.
+    # (A sleep of a minute before the edit raced the take, as a sleep of two seconds had, only less often.)
+    hostile = RunFolder.for_name("chg-hostile")
+    go = hostile.root / "go"
+    edit = f"until [ -e {go} ]; do sleep 0.05; done; echo 'evil = 1' >> calc.py"
+    lurker = f"{CLAMP}\n$ ({edit}) </dev/null >/dev/null 2>&1 &"
+
+    def release() -> None:
+        try:
+            wait_until(
+                lambda: _has(hostile, Event.JOB_ACCEPTED, job="lurk") or _ended(hostile),
+                240, "the lurker's job to be accepted (or the run to end)",
+            )  # fmt: skip
+        finally:
+            if hostile.root.is_dir():
+                go.touch()
+
+    watcher = Watcher(release)
     run = _run(
         repo,
         "chg-hostile",
@@ -132,6 +150,7 @@ def test_honest_lands_scope_and_leftover_process_are_refused(repo: Path) -> None
             {"id": "lurk", "role": "writer", "goal": lurker, "worker": 3},
         ],
     )
+    watcher.join()
     rows = _rows(run)
     assert rows["mean"]["status"] == ChangeStatus.LANDED, rows
     assert rows["cheat"]["status"] == ChangeStatus.REJECTED and rows["cheat"]["reason"] == "scope"
@@ -273,13 +292,23 @@ HOLD = "if [ -e hold.sh ]; then sh hold.sh; fi"
 """The check: it passes on the base; a change that adds hold.sh makes it run that (a sleep a test ends)."""
 
 
+def _hold_argv(seconds: int) -> list[str]:
+    """hold.sh's sleep: about `seconds`, its argument this test process's own (its pid as the fraction). Other
+    engineers run the same tests on this machine, some with copies of this file that killed every `sleep SECONDS`
+    on the machine: one killed this test's hold (its check then passed early, before the events it must come
+    after)."""
+    return ["sleep", f"{seconds}.{os.getpid()}"]
+
+
 def _hold(seconds: int) -> dict[str, str]:
-    """A writer's step: a hold.sh whose sleep (a unique argv, found and killed by the test) hangs the check."""
-    return {"write": "{{workdir}}/hold.sh", "content": f"sleep {seconds}\nexit 0\n"}
+    """A writer's step: a hold.sh whose sleep (found and killed by the test) hangs the check."""
+    return {"write": "{{workdir}}/hold.sh", "content": f"{' '.join(_hold_argv(seconds))}\nexit 0\n"}
 
 
-def _sleepers(seconds: int) -> list[psutil.Process]:
-    return [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", str(seconds)]]
+def _sleepers(seconds: int, root: int | None = None) -> list[psutil.Process]:
+    """hold.sh's sleep in this test's checks (`root`'s tree: by default this process's, where an in-process
+    `orch run` starts them), never another test's."""
+    return own_processes(_hold_argv(seconds), root)
 
 
 def _kill_sleepers(seconds: int) -> bool:
@@ -400,11 +429,12 @@ def test_a_controller_killed_mid_check_checks_again_when_resumed(tmp_path: Path)
     cmd = [sys.executable, "-c", "from orch.cli.main import main; main()", "run", str(spec), "--local"]
     first = subprocess.Popen([*cmd, "--name", name, "--snapshot"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_until(lambda: bool(_sleepers(86398)), 120, "the change's check to hang in its sandbox")
+        hung = wait_until(lambda: _sleepers(86398, first.pid), 120, "the change's check to hang in its sandbox")
     finally:
         first.kill()
         first.wait(30)
-    wait_until(lambda: not _sleepers(86398), 30, "the check's processes to die with their controller")
+    # Its sandbox is no child of this process once `first` is gone: the processes found are waited on.
+    wait_until(lambda: ended(hung), 30, "the check's processes to die with their controller")
     assert load_state(run).change("w").stage is ChangeStage.CHECKING
     watcher = Watcher(lambda: wait_until(lambda: _kill_sleepers(86398) or _ended(run), 150, "the run to end"))
     result = orch("run", "--resume", name)
