@@ -103,9 +103,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--from-json", type=Path, help="only print the table of an earlier results file")
     parser.add_argument("--keep", action="store_true", help="keep the private ORCH_HOME (run folders) afterwards")
     parser.add_argument("--before", metavar="REV", help="starts: also measure orch at this git revision, in turn")
+    parser.add_argument(
+        "--roles-workers", metavar="N,N,...", help="roles: the fleet sizes (default 1,4,16,32,64; quick 1,2)"
+    )
     args = parser.parse_args(argv)
     if args.repeat is not None and not 1 <= args.repeat <= 100:
         parser.error("--repeat must be 1 to 100")
+    if args.roles_workers is not None:
+        try:
+            args.roles_workers = tuple(int(n) for n in args.roles_workers.split(","))
+        except ValueError:
+            parser.error("--roles-workers takes fleet sizes: 1,4,16")
+        if not all(1 <= n <= 64 for n in args.roles_workers):
+            parser.error("--roles-workers: each size 1 to 64 (a run's most workers)")
     return args
 
 
@@ -125,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     budget = parse_size(args.memory_budget) if args.memory_budget else available
     config = Config.make(args.quick, args.repeat, budget, args.profile)
     config.before = args.before
+    if args.roles_workers is not None:
+        config.roles_workers = args.roles_workers
     started, t0 = dt.datetime.now(dt.UTC), time.monotonic()
     machine_at_start = procs.machine()
     results: dict[str, dict[str, Any]] = {}

@@ -87,8 +87,12 @@ FACTS = AgentFacts(
     # In a terminal it does not trust with pastes (isTerminalPasteTrusted: the kitty keyboard protocol, which
     # tmux lacks) an Enter within 40 ms of a paste inserts a new line: its 40 ms timer, then the React render
     # that clears it, which a loaded machine delays. An Enter sent as soon as the paste showed was lost that
-    # way, and re-sent only after the 2 s acknowledgement wait: 2.2 s of each brief (bench `agents`).
-    paste_window=0.15,
+    # way, and re-sent only after the 2 s acknowledgement wait: 2.2 s of each brief (bench `agents`). The window is
+    # waited out from the paste showing (its 40 ms timer, started before that render); an Enter it still takes as
+    # a new line shows in its draft, and is pressed again at once (orch/fleet/talk.py): 0.05 s, not 0.15, cost
+    # a second Enter in 1 brief of 8 (0.15 s: 2 of 8) and 0.12 s less in the median (2026-12-06, load 13-15,
+    # interleaved).
+    paste_window=0.05,
     cache="gemini-cli",
     version_env=QUIET_ENV,
     new_session_args=("--session-id",),

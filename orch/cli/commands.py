@@ -32,7 +32,8 @@ class Entry(NamedTuple):
     hidden: bool = False
 
 
-_FLEET, _RUNS, _LEAD, _CONTAINER = "orch.cli.fleet", "orch.cli.runs", "orch.cli.lead", "orch.cli.container"
+_FLEET, _TALK, _RUNS = "orch.cli.fleet", "orch.cli.talk", "orch.cli.runs"
+_LEAD, _CONTAINER = "orch.cli.lead", "orch.cli.container"
 
 # The whole command tree, in `orch --help`'s order: each group module's top-level commands, then the
 # named groups.
@@ -42,9 +43,9 @@ COMMANDS: dict[str, Entry] = {
     ),
     "spawn": Entry(_FLEET, None, "`orch up` as the reference harness spells it: spawn NAME N [WORKDIR]."),
     "send": Entry(
-        _FLEET, None, "Deliver a message (multi-line included) to a worker as one submission, and confirm it."
+        _TALK, None, "Deliver a message (multi-line included) to a worker as one submission, and confirm it."
     ),
-    "brief": Entry(_FLEET, None, "Write agent-N.task.md and point the worker at it."),
+    "brief": Entry(_TALK, None, "Write agent-N.task.md and point the worker at it."),
     "restart": Entry(
         _FLEET,
         None,

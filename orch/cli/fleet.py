@@ -1,4 +1,5 @@
-"""Fleet commands that start and drive a fleet: up/spawn, send, brief, restart (orch.cli.runs: the rest)."""
+"""Fleet commands that start a fleet and its agents: up/spawn, restart (orch.cli.talk: send and brief; orch.cli.runs:
+the rest)."""
 
 from __future__ import annotations
 
@@ -25,10 +26,8 @@ from orch.cli.common import (
     ReplaceOpt,
     WorkerArg,
     at_fleet,
-    deprecated,
     parse_agents,
     placement,
-    read_input,
     run_folder,
 )
 from orch.cli.container import (
@@ -44,7 +43,7 @@ from orch.cli.container import (
 from orch.cli.notify import NotifyOpt, effective, start_detached
 from orch.contracts import OrchCommand, UpRequest
 from orch.errors import SandboxError, UsageError, WaitTimeoutError
-from orch.fleet import launch, talk
+from orch.fleet import launch
 from orch.notify.config import NotifyConfig
 from orch.run.folder import RunFolder
 from orch.run.records import Isolation, WorkerCaps
@@ -244,50 +243,6 @@ def spawn(
     """`orch up` as the reference harness spells it: spawn NAME N [WORKDIR]."""
     where = backends.chosen(backend, local)
     _up(name, workers, agent, workdir, where, permission_mode, model, replace, boot_timeout)
-
-
-@app.command()
-def send(
-    name: NameArg,
-    worker: WorkerArg,
-    text: Annotated[list[str] | None, typer.Argument(help="The message (words are joined).")] = None,
-    file: Annotated[str | None, typer.Option("--file", help="Send this file's text ('-': stdin).")] = None,
-    old_file: Annotated[str | None, typer.Option("-f", hidden=True, help="Old spelling of --file.")] = None,
-) -> None:
-    """Deliver a message (multi-line included) to a worker as one submission, and confirm it."""
-    if old_file is not None:  # -f is --follow elsewhere (`orch bus tail -f`)
-        deprecated("`orch send -f FILE`", "--file FILE")
-        file = old_file
-    if file is None and not text:
-        raise UsageError("no message: give it as TEXT, or with --file", hint=f"orch send {name} {worker} 'text'")
-    if file is not None and text:
-        raise UsageError("give the message as TEXT or with --file, not both", hint=f"orch send {name} {worker} 'text'")
-    run = run_folder(name)
-    message = read_input(file) if file is not None else " ".join(text or [])
-    if not message.strip():
-        raise UsageError("empty message", hint="give the text to send")
-
-    def here() -> None:
-        talk.send(run, worker, message)
-        typer.echo(f"delivered to worker {worker}")
-
-    at_fleet(run, OrchCommand(["send", name, str(worker), "--file", "-"], here, stdin=message))
-
-
-@app.command()
-def brief(
-    name: NameArg,
-    worker: WorkerArg,
-    source: Annotated[str, typer.Argument(help="Brief file, or '-' for stdin.")],
-) -> None:
-    """Write agent-N.task.md and point the worker at it."""
-    run = run_folder(name)
-    text = read_input(source)
-
-    def here() -> None:
-        typer.echo(f"briefed worker {worker}: {talk.brief(run, worker, text)}")
-
-    at_fleet(run, OrchCommand(["brief", name, str(worker), "-"], here, stdin=text))
 
 
 @app.command()

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from orch import escape
+from orch.agents.registry import get_adapter
 from orch.contracts import AgentAdapter
 from orch.errors import DeliveryError, UsageError, WaitTimeoutError
-from orch.fleet.launch import adapter_of, server_for
 from orch.fleet.tmux import PaneInfo, TmuxServer
 from orch.fleet.workerstate import ENDED, derive_state
 from orch.run.events import Event
@@ -37,12 +37,15 @@ INPUT_TIMEOUT = 30.0
 PASTE_ATTEMPTS = 3
 PASTE_RETRY = 0.5
 """Seconds before an agent with a paste window (AgentFacts.paste_window) has its Enter pressed again."""
+ENTER_POLL = 0.03
+"""How often its screen is looked at meanwhile: a new line in its draft says the Enter was not taken."""
+ACKNOWLEDGED, NEW_LINE = "acknowledged", "new line"
 
 
 def live_pane(run: RunFolder, n: int) -> tuple[TmuxServer, PaneInfo]:
     info = run.info()
     run.check_worker(n)
-    server = server_for(info)
+    server = TmuxServer(info.tmux_socket)
     if not server.alive():
         raise DeliveryError(f"run {run.name!r} is not running", hint=f"start it again with `orch up {run.name}`")
     pane = server.pane(n)
@@ -58,15 +61,18 @@ def send(run: RunFolder, n: int, text: str, ack_timeout: float = ACK_TIMEOUT) ->
         raise UsageError("empty message", hint="give the text to send")
     if "\x00" in text:
         raise UsageError("message contains NUL bytes", hint="send UTF-8 text")
-    server, pane = live_pane(run, n)
+    _deliver(run, n, text, *live_pane(run, n), ack_timeout)
+
+
+def _deliver(run: RunFolder, n: int, text: str, server: TmuxServer, pane: PaneInfo, ack_timeout: float) -> None:
     seen = len(run.hook_events(n))
 
     def acknowledged() -> bool:
         return any(e.hook_event_name == "UserPromptSubmit" for e in run.hook_events(n)[seen:])
 
-    adapter = _wait_for_input(run, n, server, pane)
+    adapter, screen = _wait_for_input(run, n, server, pane)
     for paste in range(1, PASTE_ATTEMPTS + 1):
-        before = server.capture(pane.pane_id)
+        before = screen if paste == 1 else server.capture(pane.pane_id)  # the first: the screen just looked at
         server.paste(pane.pane_id, text.rstrip("\n"))
 
         def landed(before: str = before) -> bool:
@@ -85,16 +91,23 @@ def send(run: RunFolder, n: int, text: str, ack_timeout: float = ACK_TIMEOUT) ->
             log.info("paste to worker %s did not show; sending Enter anyway", n)
             break
     waits = [ack_timeout * 2**k for k in range(ENTER_ATTEMPTS)]
-    if adapter.facts.paste_window:  # the agent's own timer after a paste, which no screen or hook shows ending
-        time.sleep(adapter.facts.paste_window)
+    window = adapter.facts.paste_window
+    if window:  # the agent's own timer after a paste, which no screen or hook shows ending
+        time.sleep(window)
         # A cold or loaded TUI can still take the Enter inside its window (Gemini CLI's first brief after its
-        # boot, seen at load 15): pressed again soon, not after the acknowledgement's 2 s. Such an agent
-        # ignores an Enter on an empty prompt, so a second Enter after a taken one does nothing.
+        # boot, seen at load 15) as a new line: pressed again as soon as its draft shows that, or after
+        # PASTE_RETRY, not after the acknowledgement's 2 s. Such an agent ignores an Enter on an empty prompt,
+        # so a second Enter after a taken one does nothing.
         waits = [PASTE_RETRY, *waits]
     for attempt, wait in enumerate(waits, start=1):
-        server.send_keys(pane.pane_id, "Enter")
         try:
-            wait_until(acknowledged, wait, "the acknowledgement", watch=run.state_dir)
+            if window and attempt == 1:
+                if not _enter_in_window(adapter, server, pane, acknowledged, wait):
+                    log.info("worker %s took Enter as a new line (inside its paste window): pressing it again", n)
+                    continue
+            else:
+                server.send_keys(pane.pane_id, "Enter")
+                wait_until(acknowledged, wait, "the acknowledgement", watch=run.state_dir)
         except WaitTimeoutError:
             log.info("worker %s did not acknowledge Enter (attempt %s)", n, attempt)
             continue
@@ -108,32 +121,51 @@ def send(run: RunFolder, n: int, text: str, ack_timeout: float = ACK_TIMEOUT) ->
     )
 
 
-def _wait_for_input(run: RunFolder, n: int, server: TmuxServer, pane: PaneInfo) -> AgentAdapter:
+def _enter_in_window(
+    adapter: AgentAdapter, server: TmuxServer, pane: PaneInfo, acknowledged: Callable[[], bool], wait: float
+) -> bool:
+    """Enter, just after an agent's paste window: True once its hook says the prompt went in, False as soon as its
+    screen moves on with text still in its draft (the Enter became a new line); WaitTimeoutError after `wait`."""
+    typed = server.capture(pane.pane_id)
+    server.send_keys(pane.pane_id, "Enter")
+
+    def answered() -> str | None:
+        if acknowledged():
+            return ACKNOWLEDGED
+        screen = server.capture(pane.pane_id)
+        return NEW_LINE if screen != typed and not adapter.draft_empty(screen) else None
+
+    return wait_until(answered, wait, "the Enter", interval=ENTER_POLL) == ACKNOWLEDGED
+
+
+def _wait_for_input(run: RunFolder, n: int, server: TmuxServer, pane: PaneInfo) -> tuple[AgentAdapter, str]:
     """Wait while worker n's screen says its agent drops typed text though its hooks say idle (its adapter's
-    deaf screens): a paste then would be lost, and the Enters after it would submit nothing."""
-    adapter = adapter_of(run.info(), n)
+    deaf screens): a paste then would be lost, and the Enters after it would submit nothing. Its adapter, and the
+    screen that said it takes input (a tmux client each look: the paste compares against it)."""
+    adapter = get_adapter(run.info().agent_of(n))
 
-    def takes_input() -> bool:
-        return adapter.takes_input(server.capture(pane.pane_id))
+    def takes_input() -> tuple[str] | None:  # a tuple: a blank screen is still an answer
+        screen = server.capture(pane.pane_id)
+        return (screen,) if adapter.takes_input(screen) else None
 
-    if takes_input():
-        return adapter
+    seen = takes_input()
+    if seen is not None:
+        return adapter, seen[0]
     log.info("worker %s drops typed text for now (its screen says so): waiting", n)
     try:
-        wait_until(takes_input, INPUT_TIMEOUT, "the worker to take input")
+        return adapter, wait_until(takes_input, INPUT_TIMEOUT, "the worker to take input")[0]
     except WaitTimeoutError:
         raise DeliveryError(
             f"worker {n} is not taking input after {INPUT_TIMEOUT:g}s (its screen says so): nothing was typed",
             hint=f"see `orch read {run.name} {n}`",
         ) from None
-    return adapter
 
 
 def brief(run: RunFolder, n: int, text: str) -> Path:
     """Write `agent-N.task.md` (with the worker protocol) and send the one-line pointer to it."""
-    live_pane(run, n)
+    server, pane = live_pane(run, n)
     write_brief(run, n, text)
-    send(run, n, pointer_text(run, n))
+    _deliver(run, n, pointer_text(run, n), server, pane, ACK_TIMEOUT)  # the pane just looked at: not again
     return run.task(n)
 
 
@@ -174,7 +206,7 @@ def read(run: RunFolder, n: int, lines: int | None = None) -> str:
     its terminal log rendered as its terminal showed it (orch.run.terminal)."""
     info = run.info()
     run.check_worker(n)
-    server = server_for(info)
+    server = TmuxServer(info.tmux_socket)
     # What the worker's agent put on its screen, shown, never replayed: no escape sequence of its reaches the terminal.
     if server.alive():
         return escape.terminal_text(server.capture(server.pane(n).pane_id, lines))

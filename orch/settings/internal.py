@@ -127,6 +127,14 @@ SCRIPTED_DROP_ENTERS = Setting(
     "Test knob: the scripted agent ignores its first N Enter keys.",
     internal=True,
 )
+SCRIPTED_NEWLINE_ENTERS = Setting(
+    "ORCH_SCRIPTED_NEWLINE_ENTERS",
+    "0",
+    parse.whole,
+    "Test knob: the scripted agent takes its first N Enter keys as a new line in its draft (as Gemini CLI does an "
+    "Enter inside its paste window).",
+    internal=True,
+)
 
 
 def gateway_handle(run_name: str) -> Path:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from orch.gateway.modeldir import NO_TRAFFIC
 from orch.text import ELLIPSIS
-from orch.view.snapshot import Snapshot, WorkerTile
+
+if TYPE_CHECKING:  # only annotations: `orch up`'s boot bar cuts its line here without loading the view's reader
+    from orch.view.snapshot import Snapshot, WorkerTile
 
 
 def cut(line: str, width: int) -> str:

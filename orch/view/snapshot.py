@@ -36,6 +36,7 @@ from orch.run.events import Event
 from orch.run.files import JsonlTail
 from orch.run.folder import RunFolder
 from orch.run.records import ControllerEvent, HookEvent, RunInfo, RunStatus, Strict, WorkerState
+from orch.run.statusline import read_status_line
 from orch.spec.model import FleetSpec
 from orch.view.readers import KEEP_LINES, BusEntry, BusTail, Changed, worker_state
 
@@ -155,7 +156,10 @@ class Watcher:
         self.costs: dict[int, list[CostPoint]] = {}
         self.finished_event = False
         self._states: dict[int, tuple[tuple[int, bool], tuple[WorkerState, str | None, float | None]]] = {}
+        """Worker n's state, its detail made safe to show and since when, as of (its hook events, running)."""
         self._done_flags: dict[int, Path] = {}
+        self._status_lines: dict[int, tuple[Path, tuple[int, int, int] | None, float | None]] = {}
+        """Worker n's status line: its path, the file as last seen (inode, mtime, size) and the cost read then."""
         self._hooks: dict[int, JsonlTail[HookEvent]] = {}
         self._hooks_decided: dict[int, int] = {}
         agents = {n: self.info.agent_of(n) for n in range(1, self.info.workers + 1)}
@@ -214,6 +218,7 @@ class Watcher:
         books = {b.n: b for b in state.workers} if state else {}
         jobs = {j.id: j for j in state.jobs} if state else {}
         tiles = []
+        costs = {n: self._cost(n) for n in range(1, info.workers + 1)}
         for n in range(1, info.workers + 1):
             events = self._hook_log(n).records()
             for event in events[self._hooks_decided.get(n, 0) :]:
@@ -221,7 +226,8 @@ class Watcher:
             self._hooks_decided[n] = len(events)
             seen = self._states.get(n)
             if seen is None or seen[0] != (len(events), running):  # the state moves only with a new event
-                seen = ((len(events), running), worker_state(events, running))
+                st, detail, since = worker_state(events, running)
+                seen = ((len(events), running), (st, escape.terminal(detail, 60) if detail else None, since))
                 self._states[n] = seen
             st, detail, since = seen[1]
             book = books.get(n)
@@ -232,11 +238,11 @@ class Watcher:
                     agent=book.agent if book else info.agent_of(n),
                     model=(book.model if book else None) or info.worker_models.get(n) or info.model,
                     state=st,
-                    detail=escape.terminal(detail, 60) if detail else None,
+                    detail=detail,
                     since=since,
                     job=job.id if job else None,
                     role=job.role.value if job else None,
-                    cost_usd=self._cost(n),
+                    cost_usd=costs[n],
                     last_bus=self._bus.last_clean(f"W{n}"),
                     done=self._done_flag(n).exists(),
                     out=escape.terminal(book.dead, 120) if book and book.dead else None,
@@ -253,7 +259,7 @@ class Watcher:
             workers=tiles,
             matrix=matrix,
             changes=live_lines(state) if state is not None else [],
-            progress=self._progress(matrix),
+            progress=self._progress(matrix, costs),
             timeline=self._timeline(),
             costs=self._costs(),
             commentary=list(self.commentary),
@@ -290,8 +296,24 @@ class Watcher:
         if self.usage is not None:
             counted = self.usage.workers.get(n)
             return counted.cost_usd if counted else 0.0
-        line = self.run.status_line_info(n)
-        return line.cost_usd if line else None
+        return self._line_cost(n)
+
+    def _line_cost(self, n: int) -> float | None:
+        """Worker n's cost from its status line, read again only when the file changed: at 64 busy workers and 10
+        frames a second, reading every status line twice a frame was two thirds of a snapshot's CPU. The file is
+        the worker's: a change of inode, time or size (Claude Code's status command replaces it: a new inode each
+        time) reads it again, through read_status_line's checks (a link reads as none)."""
+        path, seen, cost = self._status_lines.get(n) or (self.run.status_line(n), None, None)
+        try:
+            st = path.lstat()
+            now: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except OSError:
+            now = None
+        if now is None or now != seen:
+            line = read_status_line(path) if now is not None else None
+            cost = line.cost_usd if line else None
+        self._status_lines[n] = (path, now, cost)
+        return cost
 
     def _matrix(self) -> list[MatrixRow]:
         state, spec = self.state, self.spec
@@ -315,10 +337,9 @@ class Watcher:
             )
         return rows
 
-    def _progress(self, matrix: list[MatrixRow]) -> Progress:
+    def _progress(self, matrix: list[MatrixRow], costs: dict[int, float | None]) -> Progress:
         state, spec, usage = self.state, self.spec, self.usage
-        workers = (self._cost(n) for n in range(1, self.info.workers + 1))
-        cost, free = run_cost(usage, workers, self.info.offline, self.info.replay is not None)
+        cost, free = run_cost(usage, costs.values(), self.info.offline, self.info.replay is not None)
         if state is None:
             return Progress(cost_usd=cost, unbilled=free)
         statuses = [r.status for r in matrix]

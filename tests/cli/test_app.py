@@ -19,7 +19,7 @@ pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
 
 # What `orch --help` lists, in its order (docs/ documents these); `serve-run` is hidden.
 COMMANDS = [
-    *("up", "spawn", "send", "brief", "restart"),  # orch.cli.fleet
+    *("up", "spawn", "send", "brief", "restart"),  # orch.cli.fleet (send, brief: orch.cli.talk)
     *("read", "status", "ls", "attach", "kill", "wait"),  # orch.cli.runs
     "watch",  # orch.cli.watch
     *("doctor", "setup", "model-server"),  # orch.cli.tools

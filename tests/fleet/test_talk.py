@@ -1,13 +1,23 @@
 """Talking to workers on a real tmux server, with orch's own scripted agent in the panes: a multi-line
-message as one submission, a brief written and pointed at."""
+message as one submission, a brief written and pointed at, an Enter inside a paste window pressed again."""
 
 from __future__ import annotations
 
+import dataclasses
+import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
-from orch.fleet import control
+import pytest
+
+from orch.agents.scripted.adapter import ScriptedAdapter
+from orch.fleet import control, talk
+from orch.fleet.tmux import TmuxServer
 from orch.run import workerprotocol
 from orch.run.folder import RunFolder
+from orch.waits import wait_until
+from tests.fleet.test_tmux import TIMEOUT, events, start_agent, state_file, wait_events
 from tests.helpers import orch, prompts
 
 
@@ -40,3 +50,41 @@ def test_brief_writes_task_and_worker_follows_it(run3: RunFolder, tmp_path: Path
     assert orch("wait", "r3", "--only", "1", "--timeout", "20").exit_code == 0
     row = control.status(run3).workers[0]
     assert row.done and row.result and row.last_bus is not None and row.last_bus.endswith("[W1] hello from one")
+
+
+@pytest.fixture
+def server() -> Iterator[TmuxServer]:
+    srv = TmuxServer(f"orch-test-{uuid.uuid4().hex[:8]}")
+    yield srv
+    srv.kill()
+
+
+class WindowAgent(ScriptedAdapter):
+    """The scripted agent as an agent with a paste window (Gemini CLI's kind): its empty prompt line is its
+    empty draft."""
+
+    FACTS = dataclasses.replace(ScriptedAdapter.FACTS, paste_window=0.05, empty_draft=r"^scripted>\s*$")
+
+
+@pytest.mark.parametrize("new_lines", [0, 1])
+def test_an_enter_taken_as_a_new_line_is_pressed_again_at_once(
+    server: TmuxServer, tmp_path: Path, new_lines: int
+) -> None:
+    """An Enter inside the agent's paste window that became a new line shows in its draft: `_enter_in_window`
+    says so at once (no 0.5 s wait), and the next Enter submits the whole draft as one prompt."""
+    _, spec = start_agent(server, tmp_path, ORCH_SCRIPTED_NEWLINE_ENTERS=str(new_lines))
+    pane, state = server.pane(1), state_file(spec)
+    server.paste(pane.pane_id, "hello window")
+    wait_until(lambda: "hello window" in server.capture(pane.pane_id), TIMEOUT, "the paste to show")
+
+    def acknowledged() -> bool:
+        return bool(events(state, "UserPromptSubmit"))
+
+    started = time.monotonic()
+    taken = talk._enter_in_window(WindowAgent(), server, pane, acknowledged, TIMEOUT)
+    assert taken is (new_lines == 0)
+    if not taken:
+        assert time.monotonic() - started < talk.PASTE_RETRY * 4  # seen on screen, not waited out
+        assert talk._enter_in_window(WindowAgent(), server, pane, acknowledged, TIMEOUT)
+    wait_events(state, "Stop")
+    assert [e["prompt"].strip() for e in events(state, "UserPromptSubmit")] == ["hello window"]

@@ -79,6 +79,32 @@ def test_a_plain_fleet_without_a_controller(orch_home: Path) -> None:
     assert plain.render(snap)[0].startswith("run plain (local, scripted, starting)")
 
 
+def test_a_status_line_is_read_again_only_when_its_file_changes(orch_home: Path, tmp_path: Path) -> None:
+    """Without the gateway's books a worker's cost is its status line's, kept between snapshots while the file
+    stays the same; a new file (Claude Code's status command replaces it) is read, a link in its place is not."""
+    run = RunFolder.for_name("plain")
+    run.create(run_info("plain", workers=2, workdir="/tmp"))
+    run.outbox(1).mkdir(parents=True, exist_ok=True)
+    watcher = Watcher(run)
+
+    def save(path: Path, cost: float) -> None:
+        tmp = path.with_name("status.tmp")
+        tmp.write_text(json.dumps({"session_id": "s", "cost": {"total_cost_usd": cost}}))
+        tmp.replace(path)
+
+    assert watcher.snapshot().workers[0].cost_usd is None
+    save(run.status_line(1), 0.25)
+    snap = watcher.snapshot()
+    assert (snap.workers[0].cost_usd, snap.progress.cost_usd) == (0.25, 0.25)
+    save(run.status_line(1), 0.5)
+    assert watcher.snapshot().workers[0].cost_usd == 0.5
+    elsewhere = tmp_path / "elsewhere.json"
+    save(elsewhere, 99.0)
+    run.status_line(1).unlink()
+    run.status_line(1).symlink_to(elsewhere)
+    assert watcher.snapshot().workers[0].cost_usd is None  # a link reads as none
+
+
 def test_a_crashed_worker_and_a_stopped_run(orch_home: Path) -> None:
     run = lead_run()
     hook(run, 2, "ProcessExit", status=137)

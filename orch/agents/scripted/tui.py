@@ -9,8 +9,9 @@ appended to $ORCH_STATE_FILE: SessionStart, UserPromptSubmit, PreToolUse/PostToo
 
 The "work" for a prompt: every line starting with `$ `, in the prompt and in a `*.task.md` file the
 prompt names, is run with `sh -c` in the cwd. `/exit` ends the session (status 0); `/crash` exits
-with status 3. Test knobs: ORCH_SCRIPTED_DROP_ENTERS=k ignores the first k Enter keys; `--hold FILE` (its adapter
-names one in the worker's config dir) waits before the SessionStart while FILE exists: a slow boot a test ends.
+with status 3. Test knobs: ORCH_SCRIPTED_DROP_ENTERS=k ignores the first k Enter keys, ORCH_SCRIPTED_NEWLINE_ENTERS=k
+takes them as a new line in the draft; `--hold FILE` (its adapter names one in the worker's config dir) waits before
+the SessionStart while FILE exists: a slow boot a test ends.
 
 With `--model` (offline runs) a prompt is not run as `$ ` lines: it goes to the model behind
 $ANTHROPIC_BASE_URL (the run's gateway), whose tool calls are run here (orch.agents.scripted.turns).
@@ -32,7 +33,7 @@ from typing import Any
 from orch.agents.scripted.turns import ModelSession, TurnFailed
 from orch.errors import OrchError
 from orch.run.hookwriter import append_event
-from orch.settings.internal import SCRIPTED_DROP_ENTERS, STATE_FILE
+from orch.settings.internal import SCRIPTED_DROP_ENTERS, SCRIPTED_NEWLINE_ENTERS, STATE_FILE
 
 PROMPT = "scripted> "
 PASTE_START = "\x1b[200~"
@@ -40,13 +41,18 @@ PASTE_END = "\x1b[201~"
 CSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")  # arrow keys and friends: ignored
 PARTIAL_CSI = re.compile(r"\x1b(\[[0-?]*[ -/]*)?")  # a sequence cut by read(): wait for the rest
 TASK_FILE = re.compile(r"[^\s'\"`]+\.task\.md")
+MORE = "... "
+"""The draft's next line, after an Enter taken as a new line (ORCH_SCRIPTED_NEWLINE_ENTERS)."""
 CTRL_C, CTRL_U, BACKSPACES = "\x03", "\x15", ("\x7f", "\x08")
 
 
 class ScriptedAgent:
-    def __init__(self, state_file: str, drop_enters: int, model: tuple[str, str] | None = None) -> None:
+    def __init__(
+        self, state_file: str, drop_enters: int, model: tuple[str, str] | None = None, newline_enters: int = 0
+    ) -> None:
         self.state_file = state_file
         self.drop_enters = drop_enters
+        self.newline_enters = newline_enters
         self.model = ModelSession(*model, self.emit, lambda text: self.write(text + "\n")) if model else None
         self.session_id = str(uuid.uuid4())
         self.draft = ""
@@ -113,6 +119,11 @@ class ScriptedAgent:
             if ch in "\r\n":
                 if self.drop_enters > 0:
                     self.drop_enters -= 1
+                    continue
+                if self.newline_enters > 0:
+                    self.newline_enters -= 1
+                    self.draft += "\n"
+                    self.write("\n" + MORE)  # shown: a terminal capture drops trailing blank lines
                     continue
                 code = self.submit()
                 if code is not None:
@@ -216,6 +227,7 @@ def _hold(path: Path) -> None:
 def main(argv: list[str]) -> int:
     try:
         state_file, drop_enters = STATE_FILE.get(), SCRIPTED_DROP_ENTERS.get()
+        newline_enters = SCRIPTED_NEWLINE_ENTERS.get()
     except OrchError as exc:
         print(f"scripted agent: {exc.one_line()}", file=sys.stderr)
         return 2
@@ -239,7 +251,7 @@ def main(argv: list[str]) -> int:
             print(f"scripted agent: --model needs {base_env} and {key_env}", file=sys.stderr)
             return 2
         model = (base, key)
-    agent = ScriptedAgent(str(state_file), drop_enters, model)
+    agent = ScriptedAgent(str(state_file), drop_enters, model, newline_enters)
     saved = None
     if os.isatty(0):
         saved = termios.tcgetattr(0)
