@@ -6,7 +6,10 @@ labels (orch.container.layout: `orch.run`, `orch.managed`, `orch.role`), so one 
 
 from __future__ import annotations
 
+import re
+
 from orch.container.layout import LABEL_ROLE, labels
+from orch.errors import UsageError
 
 ROLE_RUN, ROLE_COLLECTOR, ROLE_NETWORK, ROLE_SECRET, ROLE_HOME = "run", "collector", "network", "secret", "home"
 LABEL_LIFE = "orch.life"
@@ -18,6 +21,24 @@ BOOT_SECRET = "orch-boot"
 """The run task's boot line (the gateway's upstreams, credentials included): /run/secrets/orch-boot."""
 SYNC_SECRET = "orch-sync"
 """This life's token for the collector, in the run's task and in the collector: /run/secrets/orch-sync."""
+
+
+SWARM_NAME_MAX = 50
+"""The longest run name whose objects Swarm accepts: a service's name is at most 63 characters (the collector's
+`orch-NAME-home` adds 10) and a secret's at most 64 (`orch-NAME-boot-LIFE` adds 12 and the life's digits)."""
+SWARM_NAME_RE = re.compile(r"^[A-Za-z0-9](?:[-_]*[A-Za-z0-9]+)*$")
+"""What Swarm takes as a service's name (a DNS name component: no dot, no trailing `-` or `_`)."""
+
+
+def check_name(name: str) -> None:
+    """Refuse, before anything is made, a run name a valid run folder takes but Swarm's objects cannot carry:
+    the manager would refuse its service only once its network and secrets existed."""
+    if len(name) > SWARM_NAME_MAX or not SWARM_NAME_RE.fullmatch(name):
+        raise UsageError(
+            f"run name {name!r} cannot name a swarm service: at most {SWARM_NAME_MAX} letters, digits, '-' or '_',"
+            " no '.', starting and ending with a letter or digit",
+            hint="give --name a shorter name of those characters",
+        )
 
 
 def service_name(name: str) -> str:

@@ -27,7 +27,7 @@ from orch.backends.docker.engine import DEFAULT_ENGINE, docker_client, engine_ad
 from orch.backends.docker.image import carried_agents
 from orch.backends.swarm import home, service, spec
 from orch.backends.swarm.backend import SwarmSettings
-from orch.backends.swarm.names import BOOT_SECRET, SYNC_SECRET, service_name
+from orch.backends.swarm.names import BOOT_SECRET, SYNC_SECRET, check_name, service_name
 from orch.backends.swarm.record import SwarmInfo, SwarmLife, SwarmRunInfo
 from orch.container import egress
 from orch.container.layout import ROOT_HOST_UID, WORKDIR, run_mount
@@ -97,6 +97,7 @@ class SwarmSandbox:
 
     def _checked(self, request: UpRequest) -> _Checked:
         """Everything `up` refuses, asked of the manager without making anything."""
+        check_name(request.name)
         adapter, planned = launch.plan(request)
         opts, run = self.settings.options, RunFolder.for_name(request.name)
         client, address = self.client(), engine_address()
