@@ -4,8 +4,9 @@ name of its own, all checked before any is made.
 The names are derived, readable and unique: the spec's name (or file name) and the repository's folder name,
 `audit-shop` for audit.yaml over ./shop; `--name` takes the spec's place. Two repositories of one folder name
 are told apart by their parent folders (`a-shop`, `b-shop`); a name that still clashes, or one given twice,
-is refused before anything is made. Every character outside a run name's (orch.run.folder.NAME_RE) becomes
-`-`, so no path, however named, becomes anything but a plain name: a name is never a command or a path.
+is refused before anything is made. Every character but letters, digits and `_` becomes `-` (a swarm
+service's name has no dot), so no path, however named, becomes anything but a plain name: a name is never a
+command or a path.
 
 What then starts them lives in orch.cli.many: side by side on a backend that places runs on its nodes
 (Swarm), one after another on one machine.
@@ -43,8 +44,9 @@ class Planned:
 
 
 def slug(text: str) -> str:
-    """`text` as a part of a run name: every other character `-`, no leading or trailing punctuation."""
-    return re.sub(r"[^A-Za-z0-9_.]+", "-", re.sub(r"\.\.+", ".", text)).strip("-._")
+    """`text` as a part of a run name: every other character `-` (a dot too: a swarm service's name has none),
+    no leading or trailing punctuation."""
+    return re.sub(r"[^A-Za-z0-9_]+", "-", text).strip("-_")
 
 
 def labels(paths: Sequence[Path], first: Callable[[Path], str]) -> list[str]:
@@ -82,7 +84,7 @@ def plan(specs: Sequence[tuple[Path, str]], repos: Sequence[Path], name: str | N
     for (path, _), spec_label in zip(specs, spec_labels, strict=True):
         for repo, repo_label in repo_labels or [(None, "")]:
             parts = [name or spec_label] if name is None or len(specs) == 1 else [name, spec_label]
-            derived = "-".join(p for p in (*parts, repo_label) if p)[:DERIVED_MAX].strip("-._")
+            derived = "-".join(p for p in (*parts, repo_label) if p)[:DERIVED_MAX].strip("-_")
             made.append(Planned(path, repo, derived))
     for n, planned in enumerate(made):
         validate_name(planned.name)
