@@ -180,12 +180,11 @@ class Commentary:
     def _reopen(self) -> None:
         """events.jsonl replaced whole (a rename over it: a swarm run's copy brought home): read the new file on
         from where the old one ended, and watch it instead."""
-        try:
+        try:  # a stat each drain, opened only once it names another file
+            if os.stat(self._path).st_ino == os.fstat(self._fh.fileno()).st_ino:
+                return
             new = self._path.open("rb")
         except OSError:
-            return
-        if os.fstat(new.fileno()).st_ino == os.fstat(self._fh.fileno()).st_ino:
-            new.close()
             return
         read = self._fh.tell()
         self._fh.close()
