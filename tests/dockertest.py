@@ -108,7 +108,9 @@ def names(engine: docker.DockerClient) -> Iterator[list[str]]:
     used: list[str] = []
     yield used
     for name in used:
-        for container in engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"}):
+        for container in engine.containers.list(
+            all=True, filters={"label": f"{LABEL_RUN}={name}"}, ignore_removed=True
+        ):
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True)
         for volume in engine.volumes.list(filters={"label": f"{LABEL_RUN}={name}"}):
@@ -158,7 +160,9 @@ def events(run: RunFolder) -> list[dict[str, Any]]:
 
 def nothing_left(engine: docker.DockerClient, name: str) -> None:
     assert not RunFolder.for_name(name).root.exists(), "half-created run folder left behind"
-    assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"}), "container left behind"
+    assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"}, ignore_removed=True), (
+        "container left behind"
+    )
     assert not engine.volumes.list(filters={"label": f"{LABEL_RUN}={name}"}), "volume left behind"
 
 

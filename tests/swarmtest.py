@@ -77,7 +77,10 @@ class Cluster:
         found += [f"network {n['Name']}" for n in service.swarm_api(manager).networks(filters=filters)]
         for node in NODES:
             engine = self.engine(node)
-            found += [f"{node}: container {c.name}" for c in engine.containers.list(all=True, filters=filters)]
+            found += [
+                f"{node}: container {c.name}"
+                for c in engine.containers.list(all=True, filters=filters, ignore_removed=True)
+            ]
             found += [f"{node}: volume {v.name}" for v in engine.volumes.list(filters=filters)]
         return found
 

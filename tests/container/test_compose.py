@@ -141,7 +141,9 @@ def project(engine: docker.DockerClient, image: str) -> Iterator[Project]:
     cli = _compose_cli()
     proj = Project(cli, unique("orchcompose"), engine)
     yield proj
-    for container in engine.containers.list(all=True, filters={"label": f"com.docker.compose.project={proj.name}"}):
+    for container in engine.containers.list(
+        all=True, filters={"label": f"com.docker.compose.project={proj.name}"}, ignore_removed=True
+    ):
         with contextlib.suppress(docker.errors.NotFound):
             container.remove(force=True)
     subprocess.run([*cli, "-f", str(COMPOSE_FILE), "-p", proj.name, "down", "-v"], capture_output=True, timeout=120)

@@ -87,7 +87,7 @@ def _up(kind: str, name: str, workdir: Path, workers: int, *extra: str) -> RunFo
 
 def _remove(engine: docker.DockerClient, name: str) -> None:
     orch("kill", name)
-    for container in engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"}):
+    for container in engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"}, ignore_removed=True):
         container.remove(force=True)
 
 

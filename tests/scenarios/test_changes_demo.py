@@ -62,4 +62,4 @@ def test_changes_demo_in_a_container(
         "cheat": "REJECTED",
         "note": "LANDED",
     }
-    assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"})
+    assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"}, ignore_removed=True)

@@ -49,7 +49,7 @@ def test_demo_runs_in_a_container(
     assert report["workdir"] == "/workspace"  # the controller ran inside the container
     assert report["isolation"] == "strict" and report["attempts"] == []  # honest workers tried nothing more
     # Torn down: the container is gone, the run folder (report, transcripts) stays on the host.
-    assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"})
+    assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"}, ignore_removed=True)
     assert run.log(1).stat().st_size > 0
     # The container gone, its folder answers: the outcome, and a worker's terminal as it was (its pane's size).
     shown = orch("status", name)
@@ -80,4 +80,6 @@ def test_run_resumes_after_its_container_is_killed(
     assert any(e["event"] == Event.REPOINT_SENT and e["worker"] == 2 for e in events(run))
     starts = [e for e in run.hook_events(2) if e.hook_event_name == "SessionStart"]
     assert len(starts) == 2 and starts[0].session_id == starts[1].session_id  # the verifier's session resumed
-    assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"})  # torn down
+    assert not engine.containers.list(
+        all=True, filters={"label": f"{LABEL_RUN}={name}"}, ignore_removed=True
+    )  # torn down

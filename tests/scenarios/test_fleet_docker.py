@@ -83,7 +83,7 @@ def test_workers_in_container_fill_the_host_folder(
     # kill: container gone, run folder with transcripts kept, marked stopped.
     result = orch("kill", name)
     assert result.exit_code == 0, result.output
-    assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"})
+    assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"}, ignore_removed=True)
     assert run.info().status is RunStatus.STOPPED
     assert run.log(1).stat().st_size > 0 and "all good" in run.result(2).read_text()
     assert "removed" in orch("ls").output
@@ -197,7 +197,7 @@ def test_reap_removes_leftovers_of_dead_runs(
     engine.containers.get(info.container.id).kill()
     result = orch("reap")
     assert result.exit_code == 0 and f"orch-{name}" in result.output, result.output
-    assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"})
+    assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"}, ignore_removed=True)
     assert run.info().status is RunStatus.STOPPED and run.exists()
     assert f"orch-{name}" not in orch("reap").output  # idempotent
 

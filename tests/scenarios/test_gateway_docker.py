@@ -187,7 +187,7 @@ def test_gateway_uid_must_differ_from_the_run_uid(
     result = orch("up", name, "--isolation", "shared", "--agent", "scripted", "--workdir", workdir, "--offline")
     assert result.exit_code == 2 and "uid of its own" in result.output, result.output
     assert not RunFolder.for_name(name).root.exists()
-    assert not engine.containers.list(all=True, filters={"name": f"orch-{name}"})
+    assert not engine.containers.list(all=True, filters={"name": f"orch-{name}"}, ignore_removed=True)
 
 
 @pytest.fixture
@@ -303,7 +303,7 @@ def test_a_fleet_across_model_apis_without_one_key_creates_no_container(
     assert result.exit_code == 2 and "codex: OPENAI_API_KEY" in result.output, result.output
     assert len(result.output.strip().splitlines()) == 1
     assert not RunFolder.for_name(name).root.exists()
-    assert not engine.containers.list(all=True, filters={"name": f"orch-{name}"})
+    assert not engine.containers.list(all=True, filters={"name": f"orch-{name}"}, ignore_removed=True)
 
 
 # Run as the run's uid: mint worker 7's token (`mint`), or (`call TOKEN`) wait for the gateway to answer and

@@ -109,7 +109,7 @@ def test_remote_engine_run_pull_and_kill(
     # kill pulls everything once more, then removes the container; reap then drops the volume.
     assert orch("kill", name).exit_code == 0
     assert run.info().status is RunStatus.STOPPED and run.log(1).stat().st_size > 0
-    assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"})
+    assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"}, ignore_removed=True)
     assert orch("pull", name).exit_code == 0  # from the volume, through a throwaway helper container
     # The engine no longer has the helper's image: one line saying what failed, nothing half-done.
     info = run.info()
@@ -140,7 +140,7 @@ def test_demo_runs_on_a_remote_engine(
     report = json.loads(run.report_json.read_text())
     assert {row["id"]: row["status"] for row in report["findings"]} == {"pages-F1": "CONFIRMED", "stats-F1": "REFUTED"}
     assert run.report_html.is_file() and run.log(1).stat().st_size > 0
-    assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"})
+    assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"}, ignore_removed=True)
 
 
 @pytest.mark.parametrize("remote", ["tcp"], indirect=True)
@@ -175,4 +175,6 @@ def test_run_on_a_remote_engine_resumes_after_its_container_is_killed(
     assert seen.count(Event.CONTROLLER_STARTED) == 2
     assert [e["data"]["job"] for e in events(run) if e["event"] == Event.BRIEF_SENT] == ["t1", "t1-F1.v1"]
     assert json.loads(run.report_json.read_text())["findings"][0]["status"] == "CONFIRMED"
-    assert not engine.containers.list(all=True, filters={"label": f"{LABEL_RUN}={name}"})  # torn down
+    assert not engine.containers.list(
+        all=True, filters={"label": f"{LABEL_RUN}={name}"}, ignore_removed=True
+    )  # torn down

@@ -151,7 +151,7 @@ def _claimed_first(client: docker.DockerClient, container: Container, base: int)
     """True when another orch container on the engine has `base` and was created before `container`."""
     try:
         container.reload()
-        rivals = client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=true"})
+        rivals = client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=true"}, ignore_removed=True)
     except docker.errors.APIError as exc:
         raise SandboxError(f"cannot list the Docker engine's containers: {explain(exc)}") from exc
     mine = _created(container)
@@ -183,7 +183,7 @@ def taken_uid_bases(client: docker.DockerClient) -> set[int]:
     """The uid bases of every orch container on the engine, of any run and in any state (a stopped one's run
     may be resumed); one without the variable (a run from before ranges) has the default's."""
     try:
-        found = client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=true"})
+        found = client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=true"}, ignore_removed=True)
     except docker.errors.APIError as exc:
         raise SandboxError(f"cannot list the Docker engine's containers: {explain(exc)}") from exc
     bases = {env_uid_base(c.attrs.get("Config", {}).get("Env")) for c in found}

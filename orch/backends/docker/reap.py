@@ -27,7 +27,7 @@ def reap(client: docker.DockerClient) -> list[str]:
     """
     removed: list[str] = []
     filters: dict[str, str | list[str] | bool] = {"label": f"{LABEL_MANAGED}=true"}
-    for container in client.containers.list(all=True, filters=filters):
+    for container in client.containers.list(all=True, filters=filters, ignore_removed=True):
         name = container.labels.get(LABEL_RUN, "")
         info = _known_run(name)
         running = container.status == "running"
@@ -43,7 +43,9 @@ def reap(client: docker.DockerClient) -> list[str]:
             info.status = RunStatus.STOPPED
             save_info(run, info)
             run.log_event(ControllerEvent(event=Event.REAPED, data={"container": container.short_id}))
-    in_use = {m.get("Name") for c in client.containers.list(all=True) for m in c.attrs.get("Mounts", [])}
+    in_use = {
+        m.get("Name") for c in client.containers.list(all=True, ignore_removed=True) for m in c.attrs.get("Mounts", [])
+    }
     for volume in client.volumes.list(filters=filters):
         name = (volume.attrs.get("Labels") or {}).get(LABEL_RUN, "")
         info = _known_run(name)

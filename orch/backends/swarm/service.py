@@ -149,7 +149,7 @@ def collector_container(
     ready = READY_LINE if life is None else f"{READY_LINE}: life {life} "
 
     def running() -> Container | None:
-        for found in client.containers.list(filters=filters):
+        for found in client.containers.list(filters=filters, ignore_removed=True):
             if ready in found.logs(stdout=True, stderr=False).decode(errors="replace"):
                 return found
         return None
