@@ -8,7 +8,7 @@ import sys
 import textwrap
 import threading
 
-from orch.signals import held
+from orch.signals import held, terminate
 
 
 def child(script: str) -> subprocess.CompletedProcess[str]:
@@ -61,3 +61,37 @@ def test_off_the_main_thread_the_block_runs_as_it_is() -> None:
     thread.start()
     thread.join()
     assert ran == ["ran"] and signal.getsignal(signal.SIGHUP) is before
+
+
+def test_terminate_waits_for_the_exit_not_for_what_the_process_lets_go_first() -> None:
+    """A process that lets go of what it served (here: says so) and then takes its time to exit (a relay joining
+    its threads) is waited for; one that ignores SIGTERM is killed; a zombie child has exited."""
+    slow = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent("""
+            import signal, sys, time
+            def bye(*_):
+                print("let go", flush=True)
+                time.sleep(0.5)  # a slow exit: what this test is about, not a wait for something
+                sys.exit(0)
+            signal.signal(signal.SIGTERM, bye)
+            print("up", flush=True)
+            signal.pause()
+        """)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    stubborn = subprocess.Popen(
+        [sys.executable, "-c", "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); "
+         "signal.pause()"], stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert slow.stdout is not None and slow.stdout.readline() == "up\n"
+        assert stubborn.stdout is not None and stubborn.stdout.readline() == "up\n"
+        terminate(slow.pid, 30, "the slow one")
+        assert slow.stdout.readline() == "let go\n" and slow.wait(0) == 0  # exited: a zombie until reaped here
+        terminate(stubborn.pid, 1, "the stubborn one")
+        assert stubborn.wait(0) == -signal.SIGKILL
+        terminate(stubborn.pid, 1, "the stubborn one")  # gone already: nothing to do
+    finally:
+        for proc in (slow, stubborn):
+            proc.kill()
+            proc.wait()

@@ -56,7 +56,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from orch import procs
+from orch import procs, signals
 from orch.agents.registry import get_adapter
 from orch.backends.local import egressproxy, httphooks
 from orch.backends.local.connections import ConnectionCap
@@ -71,7 +71,7 @@ from orch.run.listeners import BusServer
 from orch.run.paths import OWN_BUS, pane_sockets_dir, sockets_dir
 from orch.run.records import RunInfo
 from orch.run.uids import worker_of, worker_uid
-from orch.waits import read_line, wait_until
+from orch.waits import read_line
 
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 10.0
@@ -192,10 +192,8 @@ def stop(run: RunFolder, keep_folders: bool = False) -> None:
     """Stop the run's relay (if it runs) and remove its sockets; the workers' folders of sockets too, unless
     `keep_folders` (a relay about to start again: running sandboxes have them bound)."""
     pid = _running(run)
-    if pid is not None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-        wait_until(lambda: _running(run) is None, STOP_TIMEOUT, f"the sandboxes' relay (pid {pid}) to exit")
+    if pid is not None:  # gone, not just its pid file: it removes that before it has exited
+        signals.terminate(pid, STOP_TIMEOUT, "the sandboxes' relay")
     folder = sockets_dir(run.root)
     for path in [*folder.glob("*"), *folder.glob("w*/*"), *pane_sockets_dir(run.root).glob("pane-*/pane.sock")]:
         if not path.is_dir():
