@@ -121,6 +121,7 @@ def own_pane_socket(run: RunFolder, n: int) -> Path:
 
 
 def _pid_file(run: RunFolder) -> Path:
+    """The relay's pid, left when it exits (`_running` reads it with its command line: a pid is used again)."""
     return sockets_dir(run.root) / "relay.pid"
 
 
@@ -377,7 +378,7 @@ async def _serve(
         proxy.close()
     if gateway_url is not None:
         bus.stop()
-    _pid_file(run).unlink(missing_ok=True)
+    # Its pid file stays (`stop` removes it): while this process exits, it still names it, so `stop` waits for that.
 
 
 def _own_pane_path(run: RunFolder, n: int) -> Path:
