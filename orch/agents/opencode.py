@@ -174,10 +174,7 @@ class OpencodeAdapter(AgentBase):
         (config_dir / "orch-stateline.js").write_text(stateline_source())
         # The TUI plugin lives outside plugins/ (the server loads everything there).
         ready_file(cfg).unlink(missing_ok=True)
-        # A fresh start has the TUI open its session before it says ready (orch/data/opencode-tui.js).
-        fresh = not resume and not ctx.prompt
-        tui = _template("opencode-tui.js", {"ready": str(ready_file(cfg)), "fresh": fresh})
-        (config_dir / "orch-tui.js").write_text(tui)
+        (config_dir / "orch-tui.js").write_text(_template("opencode-tui.js", {"ready": str(ready_file(cfg))}))
         (config_dir / "tui.json").write_text(json.dumps({"plugin": ["./orch-tui.js"]}) + "\n")
 
         argv = [str(self.binary())]

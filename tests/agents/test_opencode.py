@@ -6,7 +6,6 @@ import json
 import os
 import shlex
 import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -57,13 +56,6 @@ def up(name: str, tmp_path: Path, workers: int = 1, *extra: str) -> RunFolder:
     return RunFolder.for_name(name)
 
 
-def sessions(run: RunFolder, n: int) -> list[str]:
-    """The sessions in worker n's opencode database."""
-    db = run.config_dir(n) / "data" / "opencode" / "opencode.db"
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
-        return [row[0] for row in conn.execute("SELECT id FROM session")]
-
-
 def test_boots_with_no_dialog_takes_one_submission_and_finishes_a_brief(tmp_path: Path) -> None:
     run = up("oc", tmp_path, 2)
     assert [w.state for w in control.status(run).workers] == [WorkerState.IDLE] * 2
@@ -72,9 +64,7 @@ def test_boots_with_no_dialog_takes_one_submission_and_finishes_a_brief(tmp_path
     assert not (tmp_path / "oc-probe").exists()  # the workdir's plugin never ran
     for n in (1, 2):
         screen = orch("read", "oc", str(n)).output
-        # Its TUI opened the session its first prompt goes into (orch/data/opencode-tui.js), on orch's provider.
-        assert "New session" in screen and "orch gateway" in screen
-        assert "Zen" not in screen and "Connect a provider" not in screen
+        assert "Ask anything" in screen and "Zen" not in screen and "Connect a provider" not in screen
         assert "from-the-workdir" not in screen
         config = (run.config_dir(n) / "opencode" / "opencode.json").read_text()
         assert "/t/" not in config  # the worker's gateway token comes by environment, never a file
@@ -102,9 +92,6 @@ def test_boots_with_no_dialog_takes_one_submission_and_finishes_a_brief(tmp_path
     assert usage["workers"]["1"]["requests"] >= 5 and "gpt-4.1" in usage["workers"]["1"]["by_model"]
     ledger = [json.loads(line) for line in run.model_ledger.read_text().splitlines()]
     assert [e["tool"] for e in ledger if e["worker"] == 1 and e["kind"] == "tool_use"] == tools
-    # The brief went into the session the TUI opened at start: one session, no empty one beside it.
-    (ack,) = [e for e in run.hook_events(1) if e.hook_event_name == "UserPromptSubmit"]
-    assert sessions(run, 1) == [ack.session_id]
 
 
 def test_killed_agent_shows_as_crashed_and_restarts_resumed(tmp_path: Path) -> None:

@@ -43,7 +43,7 @@ AGENTS = ("codex", "gemini", "opencode", "aider")
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(BUILD_TIMEOUT)]
 BOOT = "180"  # seconds: opencode and aider take 10-30 s to draw their TUI on a busy 2-core machine
 # What each agent's idle screen shows, and the first-run dialogs it must not show.
-SCREEN = {"codex": "OpenAI Codex", "gemini": "Type your message", "opencode": "orch gateway", "aider": "Aider v"}
+SCREEN = {"codex": "OpenAI Codex", "gemini": "Type your message", "opencode": "Ask anything", "aider": "Aider v"}
 DIALOGS = {
     "codex": CODEX_DIALOGS,
     "gemini": ("Do you trust", "authenticate"),
