@@ -72,7 +72,7 @@ class UpOptions:
     concerns it (`Backend.settings`) and leaves the rest (a local run has no image)."""
 
     boot_timeout: float | None = None
-    """How long `up` and `resume` wait for the workers to boot (None: orch.fleet.launch.BOOT_TIMEOUT)."""
+    """How long `up` and `resume` wait for the workers to boot (None: orch.fleet.booting.BOOT_TIMEOUT)."""
     copy: bool = False
     """Give the workers a disposable copy of the workdir."""
     egress: EgressMode | None = None
@@ -94,7 +94,7 @@ class BackendSettings(Strict):
 
     backend: str
     boot_timeout: float | None = None
-    """How long `up` and `resume` wait for the workers to boot (None: orch.fleet.launch.BOOT_TIMEOUT)."""
+    """How long `up` and `resume` wait for the workers to boot (None: orch.fleet.booting.BOOT_TIMEOUT)."""
 
 
 class Backend(ABC):

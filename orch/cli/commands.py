@@ -119,11 +119,18 @@ COMMANDS: dict[str, Entry] = {
 
 
 def load_command(name: str) -> Any:  # a click command (typer vendors click: its types are private)
-    """Import the module of command `name` and build its click command."""
+    """Import the module of command `name` and build its click command (its siblings in that module are not
+    built: typer resolves each parameter's annotation and help as it builds a command)."""
     entry = COMMANDS[name]
     module = importlib.import_module(entry.module)
     if entry.group is None:
-        return typer.main.get_group(module.app).commands[name]
+        app: typer.Typer = module.app
+        for info in app.registered_commands:
+            if info.callback is not None and (info.name or typer.main.get_command_name(info.callback.__name__)) == name:
+                return typer.main.get_command_from_info(
+                    info, pretty_exceptions_short=app.pretty_exceptions_short, rich_markup_mode=app.rich_markup_mode
+                )
+        raise LookupError(f"{entry.module} has no command {name}")
     group = typer.main.get_group(getattr(module, entry.group))
     group.name, group.help = name, entry.help
     return group

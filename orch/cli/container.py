@@ -16,7 +16,7 @@ from orch.backends.base import Placement, UpOptions
 from orch.cli.common import NameArg, agent_names, deprecated, run_folder
 from orch.errors import UsageError
 from orch.exitcodes import Exit
-from orch.fleet import launch
+from orch.fleet.booting import BOOT_TIMEOUT
 from orch.run.records import EgressMode
 from orch.settings.compose import AGENT, MODEL, OFFLINE, PERMISSION_MODE, WORKERS
 from orch.settings.limits import CONTAINER_MEMORY, CONTAINER_PIDS
@@ -133,7 +133,7 @@ def image_build(
 @app.command("serve-run", hidden=True)
 def serve_run(
     name: NameArg,
-    boot_timeout: Annotated[float, typer.Option("--boot-timeout")] = launch.BOOT_TIMEOUT,
+    boot_timeout: Annotated[float, typer.Option("--boot-timeout")] = BOOT_TIMEOUT,
     resume: Annotated[bool, typer.Option("--resume")] = False,
     create: Annotated[bool, typer.Option("--create", help="Make the run here if missing (else resume).")] = False,
     # With --create (compose), the fleet may also be described by the environment (orch.settings).

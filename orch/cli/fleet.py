@@ -44,6 +44,7 @@ from orch.cli.notify import NotifyOpt, effective, start_detached
 from orch.contracts import OrchCommand, UpRequest
 from orch.errors import SandboxError, UsageError, WaitTimeoutError
 from orch.fleet import launch
+from orch.fleet.booting import BOOT_TIMEOUT
 from orch.notify.config import NotifyConfig
 from orch.run.folder import RunFolder
 from orch.run.records import Isolation, WorkerCaps
@@ -166,7 +167,7 @@ def up(
     permission_mode: ModeOpt = None,
     model: ModelOpt = None,
     replace: ReplaceOpt = False,
-    boot_timeout: BootOpt = launch.BOOT_TIMEOUT,
+    boot_timeout: BootOpt = BOOT_TIMEOUT,
     offline: OfflineOpt = False,
     resume: Annotated[
         bool,
@@ -238,7 +239,7 @@ def spawn(
     permission_mode: ModeOpt = None,
     model: ModelOpt = None,
     replace: ReplaceOpt = False,
-    boot_timeout: BootOpt = launch.BOOT_TIMEOUT,
+    boot_timeout: BootOpt = BOOT_TIMEOUT,
 ) -> None:
     """`orch up` as the reference harness spells it: spawn NAME N [WORKDIR]."""
     where = backends.chosen(backend, local)
@@ -252,7 +253,7 @@ def restart(name: NameArg, worker: WorkerArg) -> None:
 
     def here() -> None:
         run.check_worker(worker)
-        launch.restart(run, worker, backends.confinement_of(run.info()), boot_timeout=launch.BOOT_TIMEOUT)
+        launch.restart(run, worker, backends.confinement_of(run.info()), boot_timeout=BOOT_TIMEOUT)
         typer.echo(f"restarted worker {worker}")
 
     at_fleet(run, OrchCommand(["restart", name, str(worker)], here))

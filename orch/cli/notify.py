@@ -1,6 +1,9 @@
 """`orch notify`: mute or unmute a run's notifications, send a test one; and the notifiers the CLI hosts:
 `orch run`'s (a thread beside its controller), `orch up`'s (`orch notify follow`, a detached process that
-lives as long as the run). The notifier itself is orch.notify.follow; docs/notify.md says what it sends."""
+lives as long as the run). The notifier itself is orch.notify.follow; docs/notify.md says what it sends.
+
+The notifier's modules (orch.notify.follow and .send: asyncio, tenacity; 15-20 ms of CPU) are imported where a
+notice is sent: `orch up` without a notice asked, the common case, reads the config and never needs them."""
 
 from __future__ import annotations
 
@@ -21,10 +24,8 @@ from orch.backends import registry as backends
 from orch.cli.common import NameArg, run_folder
 from orch.errors import OrchError, SandboxError, UsageError
 from orch.fleet import launch
-from orch.notify import config, follow, send
+from orch.notify import config
 from orch.notify.config import NotifyConfig
-from orch.notify.follow import Notifier
-from orch.notify.notice import Notice, Reason
 from orch.run.folder import RunFolder
 from orch.waits import wait_until
 
@@ -49,7 +50,9 @@ def effective(spec: NotifyConfig | None, flags: list[str] | None) -> NotifyConfi
     """The user's file, the spec's `notify:` over it, then the flags; a webhook whose variable is unset is a
     one-line error here, before anything starts."""
     cfg = config.merge(config.load_user(), spec, flags or [])
-    send.channels(cfg, os.environ)
+    if not cfg.off:  # what orch.notify.send.channels would refuse, without importing it
+        for hook in cfg.webhooks:
+            hook.resolve(os.environ)
     return cfg
 
 
@@ -74,6 +77,9 @@ def hosted(run: RunFolder, flags: list[str] | None, write: Callable[[str], None]
     except OrchError:
         spec = None
     cfg = effective(spec, flags)
+    from orch.notify import send
+    from orch.notify.follow import Notifier
+
     with Notifier(run, cfg, send.channels(cfg, os.environ, write=write)):
         yield
 
@@ -125,6 +131,9 @@ def follow_(
     since: Annotated[float, typer.Option("--since", help="Moments before this time are not sent.")] = 0.0,
 ) -> None:
     """`orch up`'s notifier: its config as JSON on stdin; ends with the run (its end, its kill, its folder gone)."""
+    from orch.notify import send
+    from orch.notify.follow import Notifier
+
     run = run_folder(name)
     cfg = NotifyConfig.model_validate_json(sys.stdin.read())
     fd = os.open(run.notify_lock, os.O_RDWR | os.O_CREAT, 0o600)
@@ -155,6 +164,8 @@ def _locked(fd: int) -> bool:
 @app.command()
 def mute(name: NameArg) -> None:
     """Send nothing more for a run until `orch notify unmute` (`orch watch` still lists what needs you)."""
+    from orch.notify import follow
+
     follow.mute(run_folder(name), on=True)
     typer.echo(f"run {name}: notifications muted; `orch notify unmute {name}` turns them back on")
 
@@ -162,6 +173,8 @@ def mute(name: NameArg) -> None:
 @app.command()
 def unmute(name: NameArg) -> None:
     """Send a run's notifications again."""
+    from orch.notify import follow
+
     follow.mute(run_folder(name), on=False)
     typer.echo(f"run {name}: notifications on")
 
@@ -172,6 +185,9 @@ def test_(
     notify: NotifyOpt = None,
 ) -> None:
     """Send one notice through every channel your config file (and the flags, and a run's spec) names."""
+    from orch.notify import send
+    from orch.notify.notice import Notice, Reason
+
     run = run_folder(name) if name else None
     spec = read_spec(run).notify if run is not None and run.fleet_spec.exists() else None
     cfg = effective(spec, notify)

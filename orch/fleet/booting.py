@@ -19,6 +19,8 @@ from orch.run.terminal import record_pane_sizes
 from orch.text import join_numbers
 from orch.waits import wait_until
 
+BOOT_TIMEOUT = 90.0
+"""Seconds `orch up` (and a resume, a restart) waits for the workers to boot (`--boot-timeout`)."""
 DIALOG_GRACE = 2.0  # seconds before a booting worker's screen is checked for dialogs
 DIALOG_EVERY_MAX = 8.0
 """A booting worker's screen is looked at again after 2, 4, then every 8 s: each look is a tmux client, and the

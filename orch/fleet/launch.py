@@ -15,7 +15,7 @@ from orch.agents.registry import check_permission_mode, get_adapter
 from orch.contracts import AgentAdapter, LaunchSpec, UpRequest, WorkerContext
 from orch.errors import SandboxError, UsageError, WaitTimeoutError
 from orch.fleet import caps, rungateway, stopping
-from orch.fleet.booting import wait_booted
+from orch.fleet.booting import BOOT_TIMEOUT, wait_booted
 from orch.fleet.confinement import Confinement
 from orch.fleet.supervisor import supervisor_under
 from orch.fleet.tmux import PaneInfo, TmuxServer, check_tmux
@@ -27,7 +27,6 @@ from orch.waits import wait_until
 
 log = logging.getLogger(__name__)
 
-BOOT_TIMEOUT = 90.0
 EXIT_TIMEOUT = 10.0  # seconds for a dead fleet's agents to run their exit hooks
 
 

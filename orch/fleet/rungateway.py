@@ -94,13 +94,20 @@ def _coming_back(run: RunFolder, info: RunInfo) -> GatewayHandle | None:
         wait_until(lambda: GatewayClient(handle).health(), RESTART_TIMEOUT, what, interval=0.2)
         return handle
     model = run.model_dir
-    if model.is_dir() and model.stat().st_uid != os.geteuid():
+    if not _ours(run):
         raise SandboxError(
             f"run {info.name}: its model gateway (uid {model.stat().st_uid}, kept by the container's init) is "
             "gone, and this uid may not start it as that uid",
             hint="the run cannot reach its model any more: stop it (`orch kill`) and resume it",
         )
     return None
+
+
+def _ours(run: RunFolder) -> bool:
+    """Whether this uid may start the run's gateway: its `model/` is this uid's (or not made yet), not the
+    gateway's uid of a container (orch.container.gatewaykeeper)."""
+    model = run.model_dir
+    return not model.is_dir() or model.stat().st_uid == os.geteuid()
 
 
 def upstreams(info: RunInfo) -> FleetUpstreams:
@@ -131,15 +138,22 @@ def fleet_credentials(agents: Sequence[str], offline: bool) -> FleetUpstreams:
 def ensure(run: RunFolder, info: RunInfo) -> GatewayHandle:
     """The run's running gateway, else a new one (its upstreams chosen from this process's environment).
     A new one after a supervisor that died takes back its address and the workers' live tokens (kept in
-    the gateway's private state beside its handle), so running workers carry on. Sets `info.credential`
-    (saved with run.json by the caller)."""
-    handle = running(info) or _coming_back(run, info)
+    the gateway's private state beside its handle), so running workers carry on; one whose supervisor is gone
+    is replaced so even while its server child still answers. Sets `info.credential` (saved with run.json by
+    the caller)."""
+    dead = lost(info)
+    # A supervisor gone is a gateway gone, even while its server child still answers: that orphan got SIGTERM
+    # with its supervisor (PR_SET_PDEATHSIG) and is closing; a new supervisor takes its address over as soon as
+    # it lets go. Trusting its last answers would hand the caller a gateway about to vanish (the controller's
+    # budget and jobs told to nobody, and no gateway started until a later look). Only a gateway this uid may
+    # start again (not a container's, kept by its init) is replaced so.
+    replace = dead is not None and _ours(run)
+    handle = None if replace else running(info) or _coming_back(run, info)
     if handle is not None:
         _check_offline(handle, info)
         # One the container's init started: its upstreams' schemes, as the init told (none told: as it was).
         info.credential = GATEWAY_CREDENTIAL.get() or info.credential
         return handle
-    dead = lost(info)
     choice = upstreams(info)
     if choice.warning:
         log.warning("run %s: %s", info.name, choice.warning)

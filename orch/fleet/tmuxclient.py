@@ -21,7 +21,6 @@ from typing import Any
 import libtmux
 from libtmux.common import tmux_cmd
 
-from orch import prereqs, procs
 from orch.contracts import LaunchSpec
 from orch.errors import NoAnswerError, UsageError
 
@@ -43,6 +42,8 @@ class Client:
         """The client of the tmux on PATH (UsageError if there is none); `timeout` None: CALL_TIMEOUT."""
         path = shutil.which("tmux")
         if path is None:
+            from orch import prereqs
+
             raise UsageError("tmux is not installed (not found on PATH)", hint=prereqs.TMUX_FIX)
         return cls(socket_name, path, CALL_TIMEOUT if timeout is None else timeout)
 
@@ -74,6 +75,8 @@ class Client:
         try:
             return subprocess.run(self.argv(*args), input=stdin, capture_output=True, env=env, timeout=self.timeout)
         except subprocess.TimeoutExpired:
+            from orch import procs  # psutil, for a client with no answer only (a tenth of `orch brief`'s imports)
+
             said = f"tmux {args[0]} got no answer from tmux server {self.socket_name} in {self.timeout:g} s"
             pid = self.server_pid()
             if pid is None:
@@ -85,6 +88,8 @@ class Client:
     def server_pid(self) -> int | None:
         """The server's pid, found by its command line (a server keeps its first client's: `tmux -L SOCKET ...
         start-server`, as orch.fleet.tmux starts it); None if no such process is in sight."""
+        from orch import procs
+
         for pid in procs.pids():
             argv = procs.cmdline(pid)
             if "start-server" in argv and ("-L", self.socket_name) in itertools.pairwise(argv):

@@ -1,13 +1,12 @@
 """The gateway's server child: serves the supervisor's socket with aiohttp, one app per life.
 
-`python -m orch.gateway.server --fd N --report-fd M` reads one ChildStart line on stdin. Routes:
+`serve` runs in a fork of the supervisor (orch.gateway.child), handed its ChildStart in memory. Routes:
 `/t/<token>/...` is a worker's request (checked, stripped, forwarded or replayed: orch.gateway.proxy);
 `/_orch/...` the controller's (only with the control key). Anything else is an unknown token.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import hmac
 import json
@@ -16,20 +15,18 @@ import os
 import re
 import signal
 import socket
-import sys
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 from pydantic import ValidationError
 
-from orch.errors import OrchError
 from orch.gateway import tokens
 from orch.gateway.apis.registry import for_path
 from orch.gateway.books import Books
 from orch.gateway.eventlog import EventLog
 from orch.gateway.ledger import Ledger
-from orch.gateway.modeldir import GatewayBoot, GatewayBudget, GatewayEventKind
+from orch.gateway.modeldir import GatewayBudget, GatewayEventKind
 from orch.gateway.pricing import load_pricing
 from orch.gateway.proxy import Proxy
 from orch.gateway.recording.exchanges import Recorder
@@ -38,7 +35,6 @@ from orch.gateway.wire import ChildStart, Report
 from orch.gateway.writer import Writer
 from orch.run.files import atomic_write
 from orch.run.folder import RunFolder
-from orch.settings.user import LOG_LEVEL
 from orch.text import first_error
 
 log = logging.getLogger("orch.gateway")
@@ -53,7 +49,7 @@ def _json(status: int, payload: dict[str, Any]) -> web.Response:
 
 class Gateway:
     def __init__(self, start: ChildStart, report_fd: int) -> None:
-        self.boot = GatewayBoot.model_validate(start.boot)
+        self.boot = start.boot
         self.life = start.life
         self.folder = RunFolder(Path(self.boot.run_dir))
         self.folder.model_dir.mkdir(parents=True, exist_ok=True)
@@ -178,21 +174,7 @@ async def _serve(start: ChildStart, sock: socket.socket, report_fd: int) -> None
     await gateway.proxy.close()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m orch.gateway.server")
-    parser.add_argument("--fd", type=int, required=True, help="the listening socket, inherited")
-    parser.add_argument("--report-fd", type=int, required=True, help="the pipe to the supervisor")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=LOG_LEVEL.get(), format="orch gateway[%(process)d]: %(message)s")
-    start = ChildStart.model_validate_json(sys.stdin.readline())
-    sock = socket.socket(fileno=args.fd)
-    try:
-        asyncio.run(_serve(start, sock, args.report_fd))
-    except OrchError as exc:
-        print(f"orch gateway: {exc.one_line()}", file=sys.stderr)
-        return exc.exit_code
+def serve(start: ChildStart, sock: socket.socket, report_fd: int) -> int:
+    """Serve `sock` until SIGTERM or SIGINT, reporting on `report_fd`: the server child's whole life."""
+    asyncio.run(_serve(start, sock, report_fd))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,7 @@
-"""The gateway's first process: binds the socket, starts the scripted upstream if asked and the first server
-child side by side (it binds the upstream's socket too, so the child knows its URL before it serves), writes
-the handle once both said they serve, then keeps a server child serving on the inherited socket, restarting it
-when it dies.
+"""The gateway's first process: binds the socket, starts the scripted upstream if asked, imports the server
+while the upstream starts, forks the first server child (it binds the upstream's socket too, so the child knows
+its URL before it serves: orch.gateway.child), writes the handle once both said they serve, then keeps a
+server child serving on the inherited socket, forking another when it dies.
 
 The supervisor owns the live worker tokens and jobs (the child reports each change over a pipe before
 answering) and hands them to every new child, so a restart keeps the URL and every token. It never
@@ -17,7 +17,6 @@ so the workers carry on with the base URL and token they have. A clean stop remo
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import logging
 import os
@@ -35,12 +34,13 @@ from typing import IO
 from pydantic import Field, ValidationError
 from tenacity import Retrying, retry_if_exception_type, retry_if_result, stop_after_delay, wait_exponential, wait_fixed
 
-from orch.errors import OrchError, UsageError
+from orch.errors import OrchError, UsageError, WaitTimeoutError
+from orch.gateway.child import NO_CA_FILE, ServerChild, die_with_parent, fork_server, import_server
 from orch.gateway.eventlog import EventLog
 from orch.gateway.modeldir import GatewayBoot, GatewayEventKind
 from orch.gateway.pricing import load_pricing
 from orch.gateway.process import state_path
-from orch.gateway.wire import ChildStart, Report, boot_line
+from orch.gateway.wire import ChildStart, Report
 from orch.run.files import atomic_write
 from orch.run.folder import RunFolder
 from orch.run.records import Strict
@@ -54,16 +54,6 @@ REBIND_TIMEOUT = 15.0
 LONG_LIFE = 10.0
 """A server child that lived longer than this (seconds) is restarted at once; one that died younger after a
 pause that doubles from 0.1 s to at most 5 s while its successors keep dying young."""
-_PR_SET_PDEATHSIG = 1
-NO_CA_FILE = {"SSL_CERT_FILE": os.devnull}
-"""The environment of a process that opens no TLS connection: aiohttp's import loads the CA bundle twice (its
-default SSL contexts), 40 % of that import; OpenSSL reads this file instead (bench/README.md, "Process starts")."""
-
-
-def _die_with_parent() -> None:
-    """preexec_fn: the kernel sends SIGTERM to this child if the supervisor dies (even by SIGKILL)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -125,7 +115,7 @@ class Supervisor:
         self.stopping = False
         self._stopped = threading.Event()
         self.lives = 0
-        self.child: subprocess.Popen[bytes] | None = None
+        self.child: ServerChild | None = None
         self.upstream_proc: subprocess.Popen[bytes] | None = None
         self._upstream_ready: int | None = None
         """The scripted model's ready pipe (its read end) until it said it serves, or died."""
@@ -205,7 +195,7 @@ class Supervisor:
                 stdout=subprocess.DEVNULL,
                 env={**os.environ, **NO_CA_FILE},  # it only serves
                 pass_fds=(sock.fileno(), write_fd),
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
             url = url_of(sock)
         finally:
@@ -232,31 +222,20 @@ class Supervisor:
     # --- the server child -----------------------------------------------------------------------
     def spawn(self, sock: socket.socket, upstream_urls: list[str], life: int) -> IO[bytes]:
         read_fd, write_fd = os.pipe()
-        start = ChildStart(
-            boot=json.loads(boot_line(self.boot)),
-            upstream_urls=upstream_urls,
-            tokens=self.tokens,
-            agents=self.agents,
-            jobs=self.jobs,
-            life=life,
-        )
-        self.child = subprocess.Popen(
-            [sys.executable, "-m", "orch.gateway.server", "--fd", str(sock.fileno()), "--report-fd", str(write_fd)],
-            stdin=subprocess.PIPE,
-            env=self.child_env(),
-            pass_fds=(sock.fileno(), write_fd),
-            preexec_fn=_die_with_parent,
-        )
-        os.close(write_fd)  # so the read end sees EOF exactly when the child is gone
-        assert self.child.stdin is not None
-        self.child.stdin.write(start.model_dump_json(round_trip=True).encode() + b"\n")
-        self.child.stdin.close()
+        held = {"tokens": self.tokens, "agents": self.agents, "jobs": self.jobs}
+        start = ChildStart(boot=self.boot, upstream_urls=upstream_urls, life=life, **held)
+        # Not the child's: the starter's ready pipe, the scripted model's, the reports' read end.
+        mine = [fd for fd in (self._ready_fd, self._upstream_ready, read_fd) if fd is not None]
+        try:
+            self.child = fork_server(start, sock, write_fd, close=mine)
+        finally:
+            os.close(write_fd)  # so the read end sees EOF exactly when the child is gone
         return os.fdopen(read_fd, "rb")
 
-    def child_env(self) -> dict[str, str]:
-        """A server child's environment: with no `api` upstream (offline, replay) it opens no TLS connection."""
-        live = any(upstream.kind == "api" for upstream in self.boot.upstreams)
-        return dict(os.environ) if live else {**os.environ, **NO_CA_FILE}
+    def import_server(self) -> None:
+        """The server child's code, imported once here before the first fork: with no `api` upstream
+        (offline, replay) the gateway opens no TLS connection, so aiohttp is imported without a CA bundle."""
+        import_server(live=any(upstream.kind == "api" for upstream in self.boot.upstreams))
 
     def follow(self, reports: IO[bytes]) -> bool:
         """Read the child's reports until it is gone; True if it had said it was ready."""
@@ -314,7 +293,8 @@ class Supervisor:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         try:
-            upstream_urls = self.upstream_urls()
+            upstream_urls = self.upstream_urls()  # the scripted model imports its code while this one does
+            self.import_server()
             while not self.stop_requested():
                 restarts(self._pause)(self.life, sock, upstream_urls)
         finally:
@@ -348,17 +328,23 @@ class Supervisor:
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.stopping = True
         self._stopped.set()  # ends a pause between restarts at once
-        if self.child is not None and self.child.poll() is None:
-            self.child.terminate()
+        if self.child is not None:
+            self.child.terminate()  # never reaped here: the loop's wait does
 
     def shutdown(self) -> None:
-        for proc in (self.child, self.upstream_proc):
-            if proc is not None and proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+        if self.child is not None and self.child.poll() is None:
+            self.child.terminate()
+            try:
+                self.child.wait(10)
+            except WaitTimeoutError:
+                self.child.kill()
+                self.child.wait()
+        if self.upstream_proc is not None and self.upstream_proc.poll() is None:
+            self.upstream_proc.terminate()
+            try:
+                self.upstream_proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.upstream_proc.kill()
+                self.upstream_proc.wait()
         if self.stop_requested():  # a clean stop: nothing to resume (a failed start keeps what it had)
             self.state_file.unlink(missing_ok=True)

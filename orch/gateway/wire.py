@@ -1,10 +1,10 @@
-"""What passes between the gateway's own processes: the boot line with its secrets, and the server
-child's start message and reports. Secrets travel only through pipes, never argv, env or files."""
+"""What passes between the gateway's own processes: the boot line with its secrets, the server child's start
+(handed over in memory: the child is a fork of its supervisor) and its reports. Secrets travel only through
+pipes or a fork's memory, never argv, env or files."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from pydantic import Field
 
@@ -22,10 +22,10 @@ def boot_line(boot: GatewayBoot) -> str:
 
 
 class ChildStart(Strict):
-    """The supervisor's one line to a (re)started server child: the boot, where each upstream is, and the
-    live tokens, their workers' kinds and jobs (they exist only in memory, so a restart must hand them down)."""
+    """What the supervisor hands a (re)started server child: the boot, where each upstream is, and the live
+    tokens, their workers' kinds and jobs (they exist only in memory, so a restart must hand them down)."""
 
-    boot: dict[str, Any]
+    boot: GatewayBoot
     upstream_urls: list[str] = Field(default_factory=list)
     """Each boot upstream's URL, in order (a scripted one's is the model server the supervisor started)."""
     tokens: dict[int, str] = Field(default_factory=dict)

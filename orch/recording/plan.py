@@ -22,7 +22,6 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from orch.errors import UsageError
-from orch.gateway.recording.replay import Replayer
 from orch.jobs.state import Assignment, ControllerState
 from orch.run.events import Event
 from orch.run.folder import NAME_RE, RunFolder
@@ -69,6 +68,9 @@ def load(where: str, spec: FleetSpec) -> Cassette:
             hint="replay a recording with the spec it was made from",
         )
     state = _read(RunFolder(root).controller_state, ControllerState, root)
+    # Here: a replay's modules (the gateway's APIs, normalising, translating) are for the runs that replay.
+    from orch.gateway.recording.replay import Replayer
+
     Replayer(root, str(root), str(recorded.workdir))  # a missing, empty or corrupt recording says which file
     events = RunFolder(root).events
     plan = plan_from_events(_events(events)) if events.is_file() else []

@@ -1,7 +1,8 @@
 """Hook commands run by agents; they write the worker's state into the run folder.
 
-Run as a plain script (`python3 /path/to/hookwriter.py ...`), so it imports only the standard library
-and starts fast: agents run it on every hook event.
+Started with `python3 -S`, so it imports only the standard library and starts fast: agents run it on every hook
+event. Their hook commands import it from its folder (orch.agents.base.HOOK_START: its compiled file, not the
+source compiled at every start); `python3 -S /path/to/hookwriter.py ...` runs it as a script alike.
 
     hookwriter.py event STATE_FILE [POLICY_FILE]  # hook payload on stdin -> one JSON line appended
     hookwriter.py dialect DIALECT STATE_FILE [POLICY_FILE TOOLS]  # another agent's hook, logged under orch's names

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from orch.agents.base import HOOK_START, HOOKWRITER, hook_command
 from orch.agents.credentials import gateway_env, openai_key
 from orch.agents.registry import get_adapter
 from orch.contracts import AgentFacts, ImageInstall
@@ -100,3 +106,48 @@ def test_an_empty_input_box_tells_a_dropped_paste() -> None:
     assert not gemini.draft_empty(GEMINI_READY.replace("  Type your message or @path/to/file", " third prompt"))
     assert not gemini.draft_empty(GEMINI_RESUMING)
     assert not ToyAdapter().draft_empty(GEMINI_READY)  # no way to tell: never pasted twice
+
+
+def _no_bytecode_setting() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def test_a_hook_command_runs_orchs_writer_not_one_in_the_workers_folder(tmp_path: Path) -> None:
+    """A worker's hook runs in its workdir, which it writes: a hookwriter.py there (and a compiled one) is not
+    what the command imports (`-c` would put the current folder first on sys.path)."""
+    marker = tmp_path / "planted"
+    decoy = f"import pathlib; pathlib.Path({str(marker)!r}).touch()\ndef main(argv):\n    return 0\n"
+    (tmp_path / "hookwriter.py").write_text(decoy)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(tmp_path)], check=True)
+    state = tmp_path / "agent-1.jsonl"
+    payload = json.dumps({"hook_event_name": "SessionStart", "session_id": "s1"})
+    done = subprocess.run(
+        ["sh", "-c", hook_command("event", state)], input=payload, text=True, capture_output=True,
+        cwd=tmp_path, env=_no_bytecode_setting(), timeout=30,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert not marker.exists()
+    (line,) = state.read_text().splitlines()
+    assert json.loads(line)["hook_event_name"] == "SessionStart"
+
+
+def test_the_hook_writer_is_imported_so_its_compiled_file_is_used_and_kept_fresh(tmp_path: Path) -> None:
+    """Imported, not run as a script: the first start compiles it into its folder's __pycache__ (where it can
+    write), later ones load that; a source changed since is compiled again, never the stale file run."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    writer = folder / "hookwriter.py"
+    shutil.copy(HOOKWRITER, writer)
+    start = HOOK_START.format(folder=json.dumps(str(folder)))
+
+    def usage() -> str:  # no arguments: the writer prints its usage (its docstring) and exits 2
+        done = subprocess.run(
+            [sys.executable, "-S", "-c", start], capture_output=True, text=True, env=_no_bytecode_setting(), timeout=30
+        )
+        assert done.returncode == 2
+        return done.stderr
+
+    assert "hookwriter.py event STATE_FILE" in usage()
+    assert list((folder / "__pycache__").glob("hookwriter.*.pyc"))
+    writer.write_text(writer.read_text().replace("Hook commands run by agents", "Changed since compiled", 1))
+    assert "Changed since compiled" in usage()

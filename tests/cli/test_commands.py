@@ -15,7 +15,7 @@ import pytest
 from orch.cli.runs import status_lines
 from orch.container.serverun import READY_LINE
 from orch.fleet import control
-from orch.fleet.launch import BOOT_TIMEOUT
+from orch.fleet.booting import BOOT_TIMEOUT
 from orch.fleet.tmux import TmuxServer
 from orch.gateway.modeldir import UsageSnapshot, WorkerUsage
 from orch.gateway.process import START_TIMEOUT as GATEWAY_START
@@ -219,3 +219,43 @@ def test_ls_columns_fit_long_names(tmp_path: Path) -> None:
     assert [row.split()[0] for row in rows] == [long, "x"]
     backend_at = header.index("BACKEND")
     assert all(row[backend_at:].startswith("docker") for row in rows), result.output
+
+
+# Runs `orch` as its entry point does, then writes the modules it imported where ORCH_TEST_MODULES says.
+PROBE = (
+    "import os, sys\n"
+    "try:\n"
+    "    from orch.cli.main import main; main()\n"
+    "finally:\n"
+    "    open(os.environ['ORCH_TEST_MODULES'], 'w').write('\\n'.join(sys.modules))\n"
+)
+
+
+def _imported(tmp_path: Path, *args: str, stdin: str = "") -> set[str]:
+    """The modules a real `orch ARGS` process imported (it must succeed)."""
+    modules = tmp_path / f"{args[0]}.modules"
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args], input=stdin, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "ORCH_TEST_MODULES": str(modules)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return set(modules.read_text().splitlines())
+
+
+def test_up_and_brief_import_only_what_their_path_needs(tmp_path: Path) -> None:
+    """`orch up` with no notice asked never loads the notifier; `orch brief` (a lead's every step) never loads the
+    launcher, the fleet's control, the gateway's process code or psutil: each was 10-30 ms of CPU a call."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    try:
+        up = _imported(tmp_path, "up", "lean", "--agent", "scripted", "--workdir", str(workdir), "--local")
+        assert "orch.fleet.launch" in up  # the probe sees the path's own modules
+        assert not {"orch.notify.send", "orch.notify.follow"} & up
+        brief = _imported(tmp_path, "brief", "lean", "1", "-", stdin="say hello\n")
+        assert "orch.fleet.talk" in brief
+        assert (
+            not {"orch.fleet.launch", "orch.fleet.control", "orch.gateway.process", "orch.notify.send", "psutil"}
+            & brief
+        )
+    finally:
+        orch("kill", "lean")

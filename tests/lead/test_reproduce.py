@@ -32,7 +32,8 @@ def tree(tmp_path: Path) -> Path:
 def test_its_exit_code_and_output_are_recorded_and_the_tree_stays_as_it_was(tree: Path) -> None:
     command = "grep -c 'page \\* size' pages.py; echo planted > pages.py; rm -f pages.py.bak; exit 3"
     run = reproduce(tree, command, LIMITS, gate.NO_RUN, Stopper())
-    assert (run.command, run.exit_code, run.timed_out, run.error, run.output) == (command, 3, False, None, "1\n")
+    said = (run.command, run.exit_code, run.timed_out, run.error, run.output)
+    assert said == (command, 3, False, None, "1\n"), run.output  # the whole output, should it fail
     assert (tree / "pages.py").read_text() == "start = page * size\n"  # it wrote its own copy
 
 

@@ -3,6 +3,7 @@ that turn a wrong, missing or corrupt cassette into one line, exit 2, nothing cr
 
 from __future__ import annotations
 
+import ast
 import gzip
 from pathlib import Path
 
@@ -141,3 +142,12 @@ def test_a_replay_may_fail_on_other_findings_than_its_recording() -> None:
     spec = FleetSpec(tasks=[TaskSpec(goal="g")])
     stricter = spec.model_copy(update={"fail_on": FailOn.HIGH})
     assert plan.spec_differences(stricter, spec) == [] and spec_fingerprint(stricter) == spec_fingerprint(spec)
+
+
+def test_a_run_that_does_not_replay_loads_no_replay_code() -> None:
+    """`orch run` imports this module for every run; the replayer (the gateway's APIs, normalising, translating)
+    is imported only by a replay's `load`, not at the module's top."""
+    tree = ast.parse(Path(plan.__file__).read_text())
+    top = {node.module for node in tree.body if isinstance(node, ast.ImportFrom)}
+    assert "orch.recording.plan" not in top and "orch.jobs.state" in top  # what the module's top imports
+    assert "orch.gateway.recording.replay" not in top

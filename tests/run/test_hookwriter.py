@@ -169,7 +169,7 @@ def test_dialect_mode_checks_its_arguments(tmp_path: Path) -> None:
 def test_the_gemini_adapters_hooks_speak_its_dialect(tmp_path: Path) -> None:
     """The hook commands Gemini CLI runs carry the dialect its adapter states (the hook writer knows none)."""
     command = HOOK_DIALECT.command(tmp_path / "agent-1.jsonl")
-    mode, dialect, state = shlex.split(command)[3:6]
+    mode, dialect, state = shlex.split(command)[4:7]  # after `python -S -c START`: the writer's arguments
     assert (mode, json.loads(dialect), state) == ("dialect", json.loads(GEMINI[1]), str(tmp_path / "agent-1.jsonl"))
 
 

@@ -358,7 +358,9 @@ def test_a_killed_gateway_comes_back_as_its_uid_and_records_the_next_call(
 
     container = engine.containers.get(info.container.id)
     before = _gateway_processes(container)
-    (supervisor,) = [pid for pid, (_, argv) in before.items() if argv[1:3] == ["-m", "orch.gateway"]]
+    gateways = [pid for pid, (_, argv) in before.items() if argv[1:3] == ["-m", "orch.gateway"]]
+    forked = {child for pid in gateways for child in procs.children(pid)}  # its server child: a fork, same argv
+    (supervisor,) = [pid for pid in gateways if pid not in forked]
     assert before[supervisor][0] == GATEWAY_UID
     os.kill(supervisor, signal.SIGKILL)
     assert orch("restart", name, "1").exit_code == 0  # its `ensure` waits for the gateway, starts none

@@ -293,9 +293,11 @@ def test_the_fleet_is_relaunched_after_its_tmux_server_dies(workdir: Path, tmp_p
 
 
 def test_a_killed_gateway_is_started_again_and_the_worker_carries_on(workdir: Path, tmp_path: Path) -> None:
-    """The worker SIGKILLs the run's gateway (once) mid-job: its next model call fails, the controller starts
-    the gateway again on the same address with the workers' tokens, waits out the failed turn and tells the
-    worker to continue; it finishes without a restart."""
+    """The worker SIGKILLs the run's gateway (once) mid-job: its next model call fails (or is the last answer
+    of the server child closing after its supervisor), the controller's next look starts the gateway again on
+    the same address with the workers' tokens (by the supervisor's pid: that closing child's health answer is
+    not trusted, tests/fleet/test_rungateway_lost.py), waits out the failed turn and tells the worker to
+    continue; it finishes without a restart."""
     marker, handle = tmp_path / "gateway-killed", handle_path("gk")
     pid = f'python3 -c \'import json; print(json.load(open("{handle}"))["pid"])\''
     kill_once = {"bash": f"[ -e {marker} ] || {{ touch {marker}; kill -9 $({pid}); }}"}

@@ -55,6 +55,7 @@ from orch.container.layout import (
 from orch.contracts import OrchCommand, UpRequest
 from orch.errors import DeliveryError, OrchError, SandboxError, UsageError
 from orch.fleet import control, launch
+from orch.fleet.booting import BOOT_TIMEOUT
 from orch.run.events import Event
 from orch.run.folder import RunFolder
 from orch.run.paths import workspaces_dir
@@ -91,7 +92,7 @@ class DockerSandbox:
     def __init__(self, settings: DockerSettings | None = None) -> None:
         self.settings = settings or DockerSettings()
         timeout = self.settings.boot_timeout
-        self.boot_timeout = launch.BOOT_TIMEOUT if timeout is None else timeout
+        self.boot_timeout = BOOT_TIMEOUT if timeout is None else timeout
         self._clients: dict[str | None, docker.DockerClient] = {}
 
     # --- engines ---------------------------------------------------------------------------------

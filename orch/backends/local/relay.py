@@ -56,7 +56,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from orch import procs
 from orch.agents.registry import get_adapter
 from orch.backends.local import egressproxy, httphooks
 from orch.backends.local.connections import ConnectionCap
@@ -131,6 +130,8 @@ def _running(run: RunFolder, gateway_url: str | None = None) -> int | None:
         pid = int(_pid_file(run).read_text())
     except (OSError, ValueError):
         return None
+    from orch import procs  # here: psutil is for the relay's starters and stoppers, not the relay itself
+
     cmdline = procs.cmdline(pid)
     ours = "orch.backends.local.relay" in cmdline and str(run.root) in cmdline
     return pid if ours and (gateway_url is None or gateway_url in cmdline) else None

@@ -2,6 +2,9 @@
 
 It is the fleet functions of orch.fleet behind the Sandbox contract (orch.contracts): a command
 "forwarded" to it runs in this process.
+
+orch.fleet.launch and orch.fleet.control (the run's gateway, its processes, psutil: 25-30 ms of CPU) are imported
+by the methods that use them: `orch brief` and `orch send`, a lead's every step, only forward.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from orch.backends.base import in_container
 from orch.backends.local.backend import LocalSettings
 from orch.contracts import OrchCommand, UpRequest
 from orch.errors import OrchError, UsageError
-from orch.fleet import control, launch
+from orch.fleet.booting import BOOT_TIMEOUT
+from orch.fleet.tmux import TmuxServer
 from orch.run.folder import RunFolder
 from orch.run.records import Isolation, LocalRunInfo, RunInfo, RunStatus
 from orch.run.statusview import RunStatusView
@@ -27,13 +31,17 @@ class LocalSandbox:
     def __init__(self, settings: LocalSettings | None = None) -> None:
         self.settings = settings or LocalSettings()
         timeout = self.settings.boot_timeout
-        self.boot_timeout = launch.BOOT_TIMEOUT if timeout is None else timeout
+        self.boot_timeout = BOOT_TIMEOUT if timeout is None else timeout
 
     def check(self, request: UpRequest) -> None:
+        from orch.fleet import launch
+
         info = self._planned(request)
         launch.check(request, info, registry.confinement_of(info))
 
     def up(self, request: UpRequest) -> RunInfo:
+        from orch.fleet import launch
+
         info = self._planned(request)
         return launch.up(request, info, registry.confinement_of(info), self.boot_timeout)
 
@@ -46,14 +54,18 @@ class LocalSandbox:
                 "relay's proxy)",
                 hint="drop --egress/--allow, or run with --isolation strict",
             )
+        from orch.fleet import launch
+
         _, info = launch.plan(request)
         info.egress_allow = allow
         return info
 
     def resume(self, name: str) -> RunInfo:
+        from orch.fleet import launch
+
         run = RunFolder.for_name(name)
         info = run.info()
-        if launch.server_for(info).alive():
+        if TmuxServer(info.tmux_socket).alive():
             raise UsageError(f"run {name!r} is still running", hint=f"orch kill {name} first to restart it")
         info.status = RunStatus.STARTING
         run.write_info(info)
@@ -64,10 +76,12 @@ class LocalSandbox:
         return command.run_here()
 
     def status(self, run: RunFolder) -> RunStatusView:
+        from orch.fleet import control
+
         return control.status(run)
 
     def alive(self, info: RunInfo) -> bool:
-        return launch.server_for(info).alive()
+        return TmuxServer(info.tmux_socket).alive()
 
     def state(self, info: RunInfo) -> str:
         return "-"
@@ -79,7 +93,7 @@ class LocalSandbox:
         return None  # the fleet reads this very folder
 
     def screens(self, info: RunInfo, workers: Sequence[int], lines: int) -> dict[int, str] | None:
-        server = launch.server_for(info)
+        server = TmuxServer(info.tmux_socket)
         panes = server.panes_if_running() or {}
         out = {}
         for n in workers:
@@ -91,4 +105,6 @@ class LocalSandbox:
         return out
 
     def kill(self, info: RunInfo) -> None:
+        from orch.fleet import control
+
         control.kill(RunFolder.for_name(info.name), registry.confinement_of(info))

@@ -34,6 +34,7 @@ from orch.container.layout import ROOT_HOST_UID, WORKDIR, run_mount
 from orch.contracts import OrchCommand, UpRequest
 from orch.errors import DeliveryError, OrchError, UsageError, WaitTimeoutError, is_environment_error
 from orch.fleet import control, launch
+from orch.fleet.booting import BOOT_TIMEOUT
 from orch.gateway.credential import FleetUpstreams
 from orch.run.folder import RunFolder
 from orch.run.records import (
@@ -82,7 +83,7 @@ class SwarmSandbox:
     def __init__(self, settings: SwarmSettings | None = None) -> None:
         self.settings = settings or SwarmSettings()
         given = self.settings.boot_timeout
-        self.boot_timeout = launch.BOOT_TIMEOUT if given is None else given
+        self.boot_timeout = BOOT_TIMEOUT if given is None else given
         self._clients: dict[str | None, docker.DockerClient] = {}
 
     def client(self, info: SwarmRunInfo | None = None) -> docker.DockerClient:

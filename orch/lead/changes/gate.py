@@ -169,16 +169,17 @@ def _bwrap_works() -> str | None:
     return None
 
 
-def _sandbox_gone(kind: ChecksSandbox, result: CheckResult, host: Host) -> UsageError | None:
-    """A check that ended as its sandbox's maker does when it cannot make it (bubblewrap's exit 1 and `bwrap:` line,
-    setpriv's 127 and `setpriv:` line): the probe is tried again, and if the sandbox cannot be made any more, that
-    is the error (no check ran). A check that only prints such a line costs one probe and stays its own result."""
+def _unmade(kind: ChecksSandbox, result: CheckResult) -> bool:
+    """Whether a check ended as its sandbox's maker does when it cannot make it (bubblewrap's exit 1 and `bwrap:`
+    line, setpriv's 127 and `setpriv:` line): then none of the command ran."""
     if kind is ChecksSandbox.BWRAP:
-        made = result.exit_code != 1 or not result.output_tail.lstrip().startswith("bwrap:")
-    else:
-        made = not uidchecks.switch_failed(result)
-    if made:
-        return None
+        return result.exit_code == 1 and result.output_tail.lstrip().startswith("bwrap:")
+    return uidchecks.switch_failed(result)
+
+
+def _sandbox_gone(kind: ChecksSandbox, host: Host) -> UsageError | None:
+    """After a check whose sandbox was not made: the probe tried again; if the sandbox cannot be made any more, that
+    is the error (no check ran)."""
     _forget()
     why = _works(kind, host)
     return None if why is None else UsageError(why, hint=sandbox_fix(host))
@@ -292,9 +293,14 @@ def run_checks(
     stopper = stopper or Stopper()
     results = []
     for command in checks:
-        results.append(_run_one(kind, command, tree, subdir, limits, host, stopper))
-        if (gone := _sandbox_gone(kind, results[-1], host)) is not None:
-            raise gone
+        result = _run_one(kind, command, tree, subdir, limits, host, stopper)
+        if _unmade(kind, result):
+            if (gone := _sandbox_gone(kind, host)) is not None:
+                raise gone
+            # It can still be made: a sandbox that failed once (bubblewrap's "Invalid argument", seen under load)
+            # gets one more try. A check that only prints such a line is run twice and stays its own result.
+            result = _run_one(kind, command, tree, subdir, limits, host, stopper)
+        results.append(result)
     return results
 
 

@@ -11,6 +11,8 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -363,3 +365,11 @@ def test_a_dead_relay_is_started_again_by_a_worker_restart_and_serves_every_runn
     finally:
         orch("kill", "rr")
     assert not sockets_dir(run.root).exists()
+
+
+def test_the_relay_process_starts_without_psutil() -> None:
+    """psutil (a tenth of the relay's imports) is for who starts and stops a relay (`ensure`, `stop`), not for
+    the relay, which every local strict run starts."""
+    probe = "import sys\nimport orch.backends.local.relay\nprint('psutil' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "False"

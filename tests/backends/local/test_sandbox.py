@@ -11,7 +11,7 @@ from orch.backends.local.backend import LocalSettings
 from orch.backends.local.sandbox import LocalSandbox
 from orch.contracts import OrchCommand, UpRequest
 from orch.errors import UsageError
-from orch.fleet import launch
+from orch.fleet.booting import BOOT_TIMEOUT
 from orch.run.folder import RunFolder
 from orch.run.records import Isolation
 from tests.helpers import run_info
@@ -39,7 +39,7 @@ def test_check_refuses_a_run_that_exists(tmp_path: Path) -> None:
 
 
 def test_its_boot_timeout_and_commands_here() -> None:
-    assert LocalSandbox().boot_timeout == launch.BOOT_TIMEOUT
+    assert LocalSandbox().boot_timeout == BOOT_TIMEOUT
     assert LocalSandbox(LocalSettings(boot_timeout=0)).boot_timeout == 0  # no wait at all, not the default
     done: list[str] = []
     box, info = LocalSandbox(), run_info("l")

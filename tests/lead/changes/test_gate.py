@@ -320,3 +320,25 @@ def test_a_check_that_only_prints_bubblewraps_words_is_its_own_failure(tmp_path:
     tree.mkdir()
     result = one(f"echo '{NO_USERNS}'; exit 1", tree)
     assert not result.passed and result.exit_code == 1
+
+
+def test_a_sandbox_that_fails_to_be_made_once_runs_its_check_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bubblewrap failing once (as it did under load: "bwrap: ...: Invalid argument", exit 1) while the probe still
+    works: the check ran not at all, so it runs again, and its own result is the one kept."""
+    real = shutil.which("bwrap")
+    assert real is not None
+    calls = tmp_path / "calls"
+    fake = tmp_path / "bwrap"  # its second call (the check's, after the probe's) fails
+    fake.write_text(
+        f'#!/bin/sh\necho >> {calls}\n[ "$(wc -l < {calls})" -eq 2 ] || exec {real} "$@"\n'
+        'echo "bwrap: Can\'t mount proc on /newroot/proc: Invalid argument" >&2\nexit 1\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("ORCH_BWRAP", str(fake))
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    result = one("echo checked; exit 3", tree)
+    assert (result.exit_code, result.output_tail) == (3, "checked\n")
+    assert len(calls.read_text().splitlines()) == 4  # the probe, the failed check, the probe again, the check
