@@ -103,6 +103,7 @@ def _deliver(run: RunFolder, n: int, text: str, server: TmuxServer, pane: PaneIn
         # so a second Enter after a taken one does nothing.
         waits = [PASTE_RETRY, *waits]
     for attempt, wait in enumerate(waits, start=1):
+        entered = time.time()  # this attempt's Enter: the agent's own time starts once it took it
         try:
             if window and attempt == 1:
                 if not _enter_in_window(adapter, server, pane, acknowledged, wait):
@@ -114,7 +115,8 @@ def _deliver(run: RunFolder, n: int, text: str, server: TmuxServer, pane: PaneIn
         except WaitTimeoutError:
             log.info("worker %s did not acknowledge Enter (attempt %s)", n, attempt)
             continue
-        run.log_event(ControllerEvent(event=Event.SENT, worker=n, data={"chars": len(text), "enters": attempt}))
+        said = {"chars": len(text), "enters": attempt, "entered": round(entered, 3)}
+        run.log_event(ControllerEvent(event=Event.SENT, worker=n, data=said))
         return
     server.send_keys(pane.pane_id, "C-u")  # clear the stuck draft so the next send starts clean
     run.log_event(ControllerEvent(event=Event.SEND_FAILED, worker=n, data={"chars": len(text)}))
