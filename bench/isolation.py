@@ -58,7 +58,7 @@ def _sample(env: BenchEnv, mode: Isolation, repeat: int, got: Samples) -> None:
         try:
             got.ups[n][repeat] = live.up_seconds
             if n == 1:
-                got.done[repeat], _ = brief_to_done(live)
+                got.done[repeat] = brief_to_done(live)[0]
         except MEASUREMENT_ERRORS as exc:
             got.errors.append(f"N={n}: {_one_line(exc)}")
         finally:

@@ -43,7 +43,7 @@ def brief_text(live: Fleet, n: int, steps: int, step_seconds: float) -> str:
     return f"# Benchmark task for worker {n}\n\nDo the scripted steps below.\n\n```orch-script\n{body}\n```\n"
 
 
-def _events(live: Fleet, name: Event) -> list[ControllerEvent]:
+def controller_events(live: Fleet, name: Event) -> list[ControllerEvent]:
     out = []
     for line in live.run.events.read_text().splitlines():
         try:
@@ -76,7 +76,7 @@ def measure(
         wall = time.monotonic() - start
         noticed_at = time.time()
         agents_cpu = sum(procs.tree_cpu(pid) for pid in roots.values()) - agents0
-        enters = [e.data.get("enters", 1) for e in _events(live, Event.SENT)]
+        enters = [e.data.get("enters", 1) for e in controller_events(live, Event.SENT)]
         spans, lags = [], []
         for n in range(1, workers + 1):
             acks = [e.ts for e in live.run.hook_events(n) if e.hook_event_name == "UserPromptSubmit" and e.ts >= wall0]

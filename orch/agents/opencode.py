@@ -120,6 +120,11 @@ def _template(name: str, constants: dict[str, Any]) -> str:
     return template.replace("__ORCH__", json.dumps(constants))
 
 
+def stateline_source() -> str:
+    """The state-line writer the server plugin imports: orch.run.hookwriter's line format, in JavaScript."""
+    return resources.files("orch").joinpath("data/opencode-stateline.js").read_text()
+
+
 def plugin_source(ctx: WorkerContext, session: str | None) -> str:
     constants = {
         "python": sys.executable,
@@ -165,6 +170,8 @@ class OpencodeAdapter(AgentBase):
         }
         (config_dir / "opencode.json").write_text(json.dumps(config, indent=2) + "\n")
         (config_dir / "plugins" / "orch.js").write_text(plugin_source(ctx, ctx.resume_session if resume else None))
+        # Imported by the server plugin, outside plugins/ (opencode would load it as a plugin of its own).
+        (config_dir / "orch-stateline.js").write_text(stateline_source())
         # The TUI plugin lives outside plugins/ (the server loads everything there).
         ready_file(cfg).unlink(missing_ok=True)
         (config_dir / "orch-tui.js").write_text(_template("opencode-tui.js", {"ready": str(ready_file(cfg))}))

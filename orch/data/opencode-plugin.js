@@ -1,7 +1,9 @@
 // orch's opencode plugin: reports opencode's own events as orch hook events, one JSON line each in the
-// worker's state file, through orch/run/hookwriter.py (the same writer Claude Code's hooks run), and
-// answers a permission request from the run's policy file. orch/agents/opencode.py writes this file
-// into the worker's config dir with ORCH (below) filled in; nothing here reads the environment.
+// worker's state file, and answers a permission request from the run's policy file. It writes a plain event's
+// line itself (../orch-stateline.js: hookwriter.py's format, no process per event); a permission request goes
+// through orch/run/hookwriter.py (the same writer Claude Code's hooks run), which reads the policy and logs
+// the answer with it. orch/agents/opencode.py writes this file into the worker's config dir with ORCH (below)
+// filled in; nothing here reads the environment.
 //
 // opencode signal                      -> orch hook event (orch/fleet/workerstate.py maps it to a state)
 //   plugin loaded (the server is up)   -> SessionStart
@@ -13,13 +15,22 @@
 //   session.status retry               -> ApiRetry (busy: opencode retries by itself)
 //   session.error                      -> StopFailure (error: rate_limit, authentication_failed, ...)
 import { spawnSync } from "node:child_process"
+import { appendState } from "../orch-stateline.js"
 
 const ORCH = __ORCH__
 
-function emit(payload, withPolicy) {
-  const args = ["-S", ORCH.hookwriter, "event", ORCH.state]
-  if (withPolicy) args.push(ORCH.policy)
-  // Synchronous: state lines keep the order of the events (a prompt before its tool calls).
+// Synchronous, both: state lines keep the order of the events (a prompt before its tool calls).
+function emit(payload) {
+  try {
+    appendState(ORCH.state, payload)
+  } catch (e) {
+    if (!(e && e.code)) throw e // a system error (the run folder went away) never blocks the agent, as hookwriter.py
+  }
+}
+
+// A permission request: the hook writer answers it from the run's policy file (its stdout) and logs both.
+function ask(payload) {
+  const args = ["-S", ORCH.hookwriter, "event", ORCH.state, ORCH.policy]
   const done = spawnSync(ORCH.python, args, { input: JSON.stringify(payload), encoding: "utf8", timeout: 10000 })
   return done.stdout || ""
 }
@@ -75,7 +86,7 @@ export const OrchState = async ({ client }) => {
           tool_name: p.permission,
           tool_input: { patterns: p.patterns || [] },
         }
-        const out = emit(payload, true)
+        const out = ask(payload)
         let decision = null
         try {
           decision = JSON.parse(out).hookSpecificOutput.decision

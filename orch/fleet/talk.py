@@ -35,6 +35,9 @@ INPUT_TIMEOUT = 30.0
 # A TUI that has just drawn its input box can still drop a paste (its key handler comes a moment later): a
 # paste whose draft stays empty on screen is pasted again.
 PASTE_ATTEMPTS = 3
+PASTE_POLL = 0.02
+"""How often the screen is looked at for the paste (a tmux client each, 2-8 ms): TUIs showed it 20-300 ms after it,
+Enter waits for the look that sees it, and that look comes half an interval late on average."""
 PASTE_RETRY = 0.5
 """Seconds before an agent with a paste window (AgentFacts.paste_window) has its Enter pressed again."""
 ENTER_POLL = 0.03
@@ -81,7 +84,7 @@ def _deliver(run: RunFolder, n: int, text: str, server: TmuxServer, pane: PaneIn
 
         # Enter must come as a separate key after the paste has landed, or it joins the paste.
         try:
-            wait_until(landed, 2.0 * paste, "the paste to show", interval=0.05)
+            wait_until(landed, 2.0 * paste, "the paste to show", interval=PASTE_POLL)
             break
         except WaitTimeoutError:
             if paste < PASTE_ATTEMPTS and adapter.draft_empty(server.capture(pane.pane_id)):
@@ -100,6 +103,7 @@ def _deliver(run: RunFolder, n: int, text: str, server: TmuxServer, pane: PaneIn
         # so a second Enter after a taken one does nothing.
         waits = [PASTE_RETRY, *waits]
     for attempt, wait in enumerate(waits, start=1):
+        entered = time.time()  # this attempt's Enter: the agent's own time starts once it took it
         try:
             if window and attempt == 1:
                 if not _enter_in_window(adapter, server, pane, acknowledged, wait):
@@ -111,7 +115,8 @@ def _deliver(run: RunFolder, n: int, text: str, server: TmuxServer, pane: PaneIn
         except WaitTimeoutError:
             log.info("worker %s did not acknowledge Enter (attempt %s)", n, attempt)
             continue
-        run.log_event(ControllerEvent(event=Event.SENT, worker=n, data={"chars": len(text), "enters": attempt}))
+        said = {"chars": len(text), "enters": attempt, "entered": round(entered, 3)}
+        run.log_event(ControllerEvent(event=Event.SENT, worker=n, data=said))
         return
     server.send_keys(pane.pane_id, "C-u")  # clear the stuck draft so the next send starts clean
     run.log_event(ControllerEvent(event=Event.SEND_FAILED, worker=n, data={"chars": len(text)}))

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from orch.agents.opencode import config_deps, has_session
+from orch.agents.opencode import config_deps, has_session, stateline_source
 from orch.backends.registry import confinement_of
 from orch.fleet import control, launch
+from orch.run import hookwriter
 from orch.run.events import Event
 from orch.run.files import atomic_write
 from orch.run.folder import RunFolder
@@ -224,3 +225,44 @@ def test_a_folders_own_config_plugins_and_mcp_servers_never_run(tmp_path: Path) 
     OPENCODE_DISABLE_PROJECT_CONFIG keeps each of them off, and orch's plugin still reports the tool call."""
     run = tool_in_hostile_folder("occfg", tmp_path, "opencode", "--offline", "--boot-timeout", BOOT)
     assert pwned(run.outbox_dir) == []
+
+
+# Payloads as the server plugin builds them: unicode a reader's splitlines() would cut at, control characters,
+# fields over hookwriter.MAX_FIELD (astral characters across the cut), nested tool input with floats.
+LONG = "ab\U0001f600" * 1500
+ODD = 'h\u00e9 \u2028 \x85 \x7f \x01 "q" \\ \U0001f600'
+NESTED = {"command": LONG, "n": [1, 2.5e-7, 1e21, 1.5, None, True], "k\u00e9": {}}
+PAYLOADS: list[dict[str, object]] = [
+    {"hook_event_name": "SessionStart", "source": "startup"},
+    {"hook_event_name": "UserPromptSubmit", "session_id": "ses_1", "prompt": ODD},
+    {"hook_event_name": "UserPromptSubmit", "prompt": LONG},
+    {"hook_event_name": "PreToolUse", "tool_name": "bash", "tool_input": NESTED},
+    {"source": "no event name", "transcript_path": "/dropped", "n": 3},
+]
+
+
+def test_the_plugins_state_lines_are_the_hook_writers(opencode_bin: Path, tmp_path: Path) -> None:
+    """The server plugin writes its state lines itself (orch/data/opencode-stateline.js) in hookwriter.py's format:
+    run in opencode's own runtime, each line is byte for byte the hook writer's for the payload it would have piped."""
+    (tmp_path / "stateline.js").write_text(stateline_source())
+    state = tmp_path / "agent-1.jsonl"
+    script = tmp_path / "write.mjs"
+    script.write_text(
+        'import { appendState, stateLine } from "./stateline.js"\n'
+        f"for (const p of {json.dumps(PAYLOADS)}) appendState({json.dumps(str(state))}, p)\n"
+        f'appendState({json.dumps(str(state))}, {{hook_event_name: "Stop", session_id: undefined}})\n'
+        "process.stdout.write(stateLine({a: 1}, 1796553149) + stateLine({a: 1}, 1796553149.25))\n"
+    )
+    # A Bun-compiled binary runs a script with BUN_BE_BUN=1: the runtime the plugin runs in.
+    done = subprocess.run([opencode_bin, "run", script], env={**os.environ, "BUN_BE_BUN": "1"},
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = state.read_text().splitlines(keepends=True)
+    assert len(lines) == len(PAYLOADS) + 1
+    for line, payload in zip(lines, [*PAYLOADS, {"hook_event_name": "Stop"}], strict=True):
+        expected = hookwriter.slim(json.loads(json.dumps(payload)))
+        expected["ts"] = json.loads(line)["ts"]
+        assert line == json.dumps(expected) + "\n"
+    assert done.stdout == '{"ts": 1796553149.0, "a": 1, "hook_event_name": "unknown"}\n' + (
+        '{"ts": 1796553149.25, "a": 1, "hook_event_name": "unknown"}\n'
+    )
