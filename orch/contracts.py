@@ -313,6 +313,9 @@ class UpRequest:
     """Per-worker caps on processes, memory and disk, and the run folder's (orch.fleet.caps)."""
     writers: bool = False
     """An `orch run` with writer tasks: the run folder gets the worktrees and changes they need."""
+    checks: bool = False
+    """Its writers' changes are checked (the spec's `checks`): in a strict run's container, as a uid of their own
+    that the firewall cuts off the network (orch.container.egress.refuse_open_checks)."""
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, settings
 
 from orch.gateway.process import stop_gateway
 from orch.run.folder import RunFolder
+from orch.run.paths import sockets_dir
 from tests.helpers import pinned_bin
 from tests.notify.receiver import Receiver, serve
 
@@ -64,6 +65,19 @@ def orch_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     for handle in (home / "gateways").glob("*.json"):
         stop_gateway(handle)
     stop_notifiers(home)
+    stop_relays(home)
+
+
+def stop_relays(home: Path) -> None:
+    """A local strict run's relay stops by itself once it sees its fleet's tmux server gone, but a test's fleet can
+    come and go between two of its looks, and tmux_tmpdir removes the socket it looks at: then it waits out its
+    start grace (150 s). A test that leaves its run up has its relay (and the workers' sockets) stopped here."""
+    runs = [RunFolder(root) for root in (home / "runs").glob("*") if sockets_dir(root).exists()]
+    if runs:
+        from orch.backends.local import relay  # here: asyncio and the rest, for the tests that leave a relay
+
+        for run in runs:
+            relay.stop(run)
 
 
 def stop_notifiers(home: Path) -> None:

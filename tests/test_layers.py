@@ -40,6 +40,7 @@ BASE += ("orch.settings.base", "orch.settings.parse", "orch.settings.user", "orc
 BASE += ("orch.settings.internal", "orch.settings.limits")  # every ORCH_* variable, by job
 BASE += ("orch.jsonsample",)
 BASE += ("orch.procs",)
+BASE += ("orch.signals",)  # signals held off while a teardown runs whole
 BASE += ("orch.allowlist",)
 BASE += ("orch.exitcodes",)
 BASE += ("orch.prereqs",)

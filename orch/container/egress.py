@@ -19,7 +19,7 @@ Under both, no DNS packet leaves the container (a lookup of `<data>.attacker.exa
 every UDP query to port 53 goes to orch.container.dns on loopback, which answers only the names resolved
 at boot, with the addresses the firewall allows, and TCP to port 53 is rejected.
 
-This module runs inside the container as root: it imports only the standard library, orch.settings,
+This module runs inside the container as root: it imports only the standard library, orch.settings, orch.errors,
 orch.allowlist (the `--allow` entries, shared with a local run's proxy), orch.container.dns,
 orch.container.probes (the self-test), orch.run.records and orch.run.uids (the agent's Credentials,
 which name its model API, come from the caller).
@@ -45,7 +45,8 @@ from orch.allowlist import default_hosts, normalize_entry
 from orch.container.dns import table as dns_table
 from orch.container.probes import PROBE_ADDRESS, probe_as, probe_blocked, probe_dns
 from orch.container.probes import EgressError as EgressError
-from orch.run.records import EgressMode
+from orch.errors import UsageError
+from orch.run.records import EgressMode, Isolation
 from orch.run.uids import checks_uid, drop_argv
 
 if TYPE_CHECKING:
@@ -364,6 +365,26 @@ def apply(
         ]
         report.gateway_selftest = "; ".join(results)
     return report
+
+
+def not_cut_off(uid: int | None = None) -> str:
+    """Why a strict run's checks cannot run in its container, in one line: they run as a uid of their own that the
+    firewall cuts off the network (`apply`, under every mode but open). `uid`: the checks' uid, once known (inside
+    the container: the host picks the run's uid range when it starts it)."""
+    who = f"uid {uid}" if uid is not None else "the checks' uid"
+    return f"the container's firewall does not cut {who} off the network (egress open?)"
+
+
+def refuse_open_checks(mode: EgressMode, isolation: Isolation, checks: bool) -> None:
+    """A strict run whose writers' changes are checked (`checks`), in a container with egress open: refused in one
+    line before anything of it is made. The controller's probe in the container stays behind it (it also sees
+    a firewall that was not applied: orch.lead.changes.uidchecks), but refuses only once the run exists."""
+    if checks and isolation is Isolation.STRICT and mode is EgressMode.OPEN:
+        raise UsageError(
+            not_cut_off(),
+            hint="the checks need a uid the firewall cuts off: use egress allowlist (the default) or none, "
+            "or drop the spec's checks",
+        )
 
 
 def write_report(report: EgressReport, path: Path = REPORT_PATH) -> None:

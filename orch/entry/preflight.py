@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orch.backends.base import Backend, Placement
+from orch.container import egress
 from orch.entry import runner
 from orch.errors import UsageError
 from orch.fleet import rungateway
@@ -18,7 +19,8 @@ from orch.lead.changes import start as changes_start
 from orch.lead.changes.start import Prepared
 from orch.recording import transfer
 from orch.recording.plan import Cassette
-from orch.run.records import Isolation
+from orch.run.records import EgressMode, Isolation
+from orch.settings.compose import EGRESS
 from orch.spec.load import Issue, load_spec
 from orch.spec.model import FailOn, FleetSpec, Role
 
@@ -105,6 +107,15 @@ def placement_issues(spec: FleetSpec, backend: Backend) -> list[Issue]:
     return []
 
 
+def _compose_egress() -> EgressMode | None:
+    """The egress compose's init applies to the container this `--prepare` runs in (ORCH_EGRESS; None: one the
+    init refuses itself)."""
+    try:
+        return EgressMode(EGRESS.get())
+    except ValueError:
+        return None
+
+
 def preflight(
     spec_path: Path,
     name: str | None,
@@ -142,6 +153,8 @@ def preflight(
         box = runner.sandbox(spec, backend, copy, placement)
         replayed = cassette.root if cassette else None
         box.check(runner.up_request(spec, run_name, backend.strict_possible(), replace, replayed))
+    elif (mode := _compose_egress()) is not None:  # compose's lead, in the container its init has not confined yet
+        egress.refuse_open_checks(mode, isolation, bool(spec.writer_tasks() and spec.checks))
     # A run with writers: its repository and base checks, made (or refused in one line) before the run exists.
     prepared = (
         changes_start.prepare(spec, run_name, base, snapshot, checks_here=backend.checks_at_start and not prepare)

@@ -65,6 +65,7 @@ def up_request(
         isolation=decisions.isolation(spec, strict_ok),
         caps=spec.limits.caps(),
         writers=bool(spec.writer_tasks()),
+        checks=bool(spec.writer_tasks() and spec.checks),
     )
 
 

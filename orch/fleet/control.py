@@ -9,6 +9,7 @@ import shutil
 import time
 from collections.abc import Iterable
 
+from orch import signals
 from orch.errors import WaitTimeoutError
 from orch.fleet import rungateway
 from orch.fleet.confinement import Confinement
@@ -110,7 +111,12 @@ def wait(run: RunFolder, workers: Iterable[int] | None, timeout: float | None) -
 
 def kill(run: RunFolder, confinement: Confinement) -> None:
     """Stop the tmux server and what its `confinement` runs beside it; keep the run folder (transcripts are
-    evidence); drop config dirs."""
+    evidence); drop config dirs. Whole: a signal that comes meanwhile is acted on after it (orch.signals)."""
+    with signals.held():
+        _kill(run, confinement)
+
+
+def _kill(run: RunFolder, confinement: Confinement) -> None:
     info = run.info()
     server_for(info).kill()
     # Agents outlive their pane's shell to run their exit hooks: wait for every process of the fleet

@@ -25,6 +25,7 @@ import select
 import time
 from collections.abc import Iterator
 
+from orch import signals
 from orch.errors import UsageError
 from orch.fleet import control
 from orch.fleet.watchdog import Watchdog
@@ -301,6 +302,14 @@ class Controller:
         return spend, refused.get(None), "gateway"
 
     def finish(self) -> Outcome:
+        """The outcome, its event (which tells a person the run ended), the reports, then the fleet torn down:
+        all of it whole. Told the run ended, a person may close the terminal at once: a signal that comes
+        meanwhile (SIGHUP, SIGTERM) is acted on after the teardown, not in the middle of it, which left
+        what it had not stopped yet (the relay, the gateway) running."""
+        with signals.held():
+            return self._finish()
+
+    def _finish(self) -> Outcome:
         ended = self.state.outcome = outcome.decide(self.state, self.spec)
         self.state.finished = time.time()
         self.desk.save()

@@ -144,11 +144,9 @@ class FleetScreen(Screen[None]):
         self._mini_stop.set()
 
     def action_miniatures(self) -> None:
-        """Toggle a live miniature of each visible worker's pane (a local run's tmux server only)."""
-        info = self.watcher.info
-        if sandbox_for(info).screens(info, [], MINI_LINES) is None:
-            self.app.notify("pane miniatures need a local run: Enter shows a worker's full screen", severity="warning")
-            return
+        """Toggle a live miniature of each visible worker's pane (a local run's tmux server only). Nothing here
+        asks tmux: a slow or hung server (each call is bounded at a minute) would freeze the whole view; the
+        captures' thread finds out whether this run shows panes at all (`_no_miniatures`)."""
         self.miniatures = not self.miniatures
         if not self.miniatures:
             for tile in self.tiles.values():
@@ -171,11 +169,20 @@ class FleetScreen(Screen[None]):
         width = TILE_WIDTH - 4
         worker = get_current_worker()
         while not self._mini_stop.is_set() and not worker.is_cancelled:
-            screens = sandbox.screens(info, self.app.call_from_thread(self._visible), MINI_LINES) or {}
+            screens = sandbox.screens(info, self.app.call_from_thread(self._visible), MINI_LINES)
+            if screens is None:  # not a run whose panes this machine can read
+                self.app.call_from_thread(self._no_miniatures)
+                return
             for n, screen in screens.items():
                 lines = [plain.cut(escape.terminal(line, 200), width) for line in screen.splitlines()[-MINI_LINES:]]
                 self.app.call_from_thread(self._show_mini, n, "\n".join(lines))
             self._mini_stop.wait(MINI_REFRESH)
+
+    def _no_miniatures(self) -> None:
+        if self.miniatures:
+            self.miniatures = False
+            self._mini_stop.set()
+            self.app.notify("pane miniatures need a local run: Enter shows a worker's full screen", severity="warning")
 
     def _show_mini(self, n: int, screen: str) -> None:
         """A capture, drawn on the app's thread, where the toggle runs: unless the miniatures were turned off

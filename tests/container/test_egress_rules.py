@@ -9,9 +9,10 @@ import pytest
 
 from orch.agents.registry import get_adapter
 from orch.container import egress
+from orch.errors import UsageError
 from orch.modelaccess import Credentials
 from orch.run import uids
-from orch.run.records import EgressMode
+from orch.run.records import EgressMode, Isolation
 from orch.settings.user import DEFAULT_ALLOW, GATEWAY_UID
 
 pytestmark = pytest.mark.pure  # starts nothing: no process, no engine, no connection
@@ -129,3 +130,23 @@ def test_a_swarm_runs_collector_is_the_run_uids_alone() -> None:
         if mode is EgressMode.ALLOWLIST:
             assert flat.index(refuse) < flat.index("iptables -A OUTPUT -d 10.231.0.0/16 -j ACCEPT")
     assert not any("10.231.3.7" in " ".join(r) for r in egress.rules(EgressMode.ALLOWLIST, [], use_ipset=False))
+
+
+def test_a_strict_run_with_checks_is_refused_open_egress_in_one_line() -> None:
+    """The checks' uid is cut off under every mode but open: a strict run whose changes are checked is refused an
+    open egress, before anything is made, in the line the controller's probe in the container would say."""
+    with pytest.raises(UsageError) as refused:
+        egress.refuse_open_checks(EgressMode.OPEN, Isolation.STRICT, checks=True)
+    assert refused.value.one_line().startswith(
+        "the container's firewall does not cut the checks' uid off the network (egress open?)"
+    )
+    assert egress.not_cut_off(uids.checks_uid()) == (
+        f"the container's firewall does not cut uid {uids.checks_uid()} off the network (egress open?)"
+    )  # the probe's, inside
+    for mode, isolation, checks in [
+        (EgressMode.OPEN, Isolation.STRICT, False),  # nothing to check
+        (EgressMode.OPEN, Isolation.SHARED, True),  # a shared run's checks run as the run's uid (SECURITY.md)
+        (EgressMode.ALLOWLIST, Isolation.STRICT, True),
+        (EgressMode.NONE, Isolation.STRICT, True),
+    ]:
+        egress.refuse_open_checks(mode, isolation, checks)

@@ -131,3 +131,24 @@ def test_checks_whose_sandbox_cannot_be_made_are_refused_saying_how_to_fix_it(
         assert "could not make its namespaces" in refusal and "unprivileged user namespaces" in refusal
         assert "fails on the base" not in result.output
     assert not runs_dir().exists() or not any(runs_dir().iterdir())
+
+
+def test_compose_leads_open_egress_with_checks_is_refused_before_anything_is_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """compose's `lead` with ORCH_EGRESS=open and a spec whose changes are checked: the init's first step (`orch
+    spec check SPEC --prepare`, before it removes a previous run or makes this one) refuses it in one line,
+    not the controller once the container is confined and the run folder made."""
+    stand_in_binaries(monkeypatch)
+    spec = example(tmp_path / "repo", git=True)
+    spec.write_text(spec.read_text() + "checks:\n  - 'true'\n")
+    ugit(tmp_path / "repo", "commit", "-qam", "a check")
+    monkeypatch.setenv("ORCH_EGRESS", "open")
+    refused = orch("spec", "check", spec, "--prepare")
+    assert refused.exit_code == 2, refused.output
+    (line,) = refused.output.strip().splitlines()
+    assert line.startswith("orch: error: the container's firewall does not cut the checks' uid off the network")
+    assert not runs_dir().exists() or not any(runs_dir().iterdir())
+    monkeypatch.setenv("ORCH_EGRESS", "none")  # the firewall cuts the checks' uid off: that is not refused
+    cut_off = orch("spec", "check", spec, "--prepare")
+    assert cut_off.exit_code == 0 and ": ok: " in cut_off.output, cut_off.output

@@ -15,8 +15,8 @@ from orch.backends.docker import boot
 from orch.backends.docker.backend import DockerSettings
 from orch.backends.docker.sandbox import DockerSandbox
 from orch.contracts import UpRequest
-from orch.errors import SandboxError
-from orch.run.records import ContainerOptions, EgressMode
+from orch.errors import SandboxError, UsageError
+from orch.run.records import ContainerOptions, EgressMode, Isolation
 from tests.dockertest import BASE, BUILD_TIMEOUT, CA_BUNDLE, IMAGE, new_name, nothing_left, unique
 from tests.helpers import orch
 
@@ -150,6 +150,20 @@ def test_firewall_failure_stops_the_run(
     monkeypatch.setattr(boot, "FIREWALL_CAPS", [])  # the container is created without NET_*
     with pytest.raises(SandboxError, match="egress policy failed"):
         sandbox.up(UpRequest(name=name, workers=1, agent="scripted", workdir=workdir))
+    nothing_left(engine, name)
+
+
+def test_a_strict_run_with_checks_and_open_egress_is_refused_on_the_host(
+    names: list[str], workdir: Path, engine: docker.DockerClient
+) -> None:
+    """Its checks need a uid the firewall cuts off, which an open egress does not: refused in one line before the
+    engine is asked anything (no image needed), not by the controller once the container and run folder exist."""
+    name = new_name(names, "ft")
+    sandbox = DockerSandbox(DockerSettings(image=IMAGE, options=ContainerOptions(egress=EgressMode.OPEN)))
+    request = UpRequest(name=name, workers=1, agent="scripted", workdir=workdir, isolation=Isolation.STRICT,
+                        writers=True, checks=True)  # fmt: skip
+    with pytest.raises(UsageError, match=r"^the container's firewall does not cut the checks' uid off the network"):
+        sandbox.up(request)
     nothing_left(engine, name)
 
 

@@ -21,11 +21,15 @@ from pathlib import Path
 import psutil
 import pytest
 
+from orch.backends.local import relay
+from orch.fleet.tmux import TmuxServer
 from orch.run import hookwriter
 from orch.run.events import Event
 from orch.run.folder import RunFolder
+from orch.run.paths import sockets_dir
+from orch.run.records import RunStatus
 from orch.waits import wait_until
-from tests.helpers import SAMPLE, orch, run_events
+from tests.helpers import SAMPLE, ended, orch, run_events
 from tests.lead.leadrun import DONE, RESULT, findings_step, reply, write_spec
 from tests.notify.hostile import HOSTILE, carries
 from tests.notify.receiver import Receiver
@@ -63,6 +67,10 @@ class Pane:
         assert done.returncode == 0, done.stderr
         return done.stdout
 
+    def close(self) -> None:
+        """Close its terminal: its processes get SIGHUP."""
+        self.tmux("kill-server")
+
     def received(self) -> str:
         return self.out.read_text(errors="replace") if self.out.exists() else ""
 
@@ -97,6 +105,7 @@ def test_orch_run_tells_a_person_within_a_second_and_posts_its_end(tmp_path: Pat
     pane = Pane(tmp_path, [*CLI, "run", str(spec), "--local", "--name", "asks", "--notify", f"json:{receiver.url()}"])
     run = RunFolder.for_name("asks")
     (post,) = receiver.wait_for(1, timeout=120)
+    parts = running_parts(run)  # it waits on a person: it runs
     osc9, rung = pane.wait_for(OSC9, timeout=10)
     said(the_ask(run, 1), post.at, rung)
     body = post.json()
@@ -109,12 +118,32 @@ def test_orch_run_tells_a_person_within_a_second_and_posts_its_end(tmp_path: Pat
         assert carries(shown) == []
     assert "\x07\x1b]9;" in pane.received()  # the bell first
     ended = receiver.wait_for(2, timeout=120)[1]
+    pane.close()  # told, the person closes the terminal at once: `orch run` is still tearing the fleet down
     assert ended.json()["reason"] == "run-ended" and ended.json()["text"].startswith("passed (exit 0)")
     assert ended.json()["action"] == f"open {run.report_html}"
     wait_until(lambda: len(run_events(run, Event.NOTIFIED)) == 2, 10, "both deliveries in events.jsonl")
     assert [e["data"]["channels"] for e in run_events(run, Event.NOTIFIED)] == [
         ["terminal", "json webhook at 127.0.0.1"]
     ] * 2
+    nothing_of_the_run_left(run, parts)
+
+
+def running_parts(run: RunFolder) -> list[psutil.Process]:
+    """A live local strict run's processes that no test's tree holds (the terminal's tmux server is no child):
+    `orch run` itself (its controller), its model gateway and its workers' relay."""
+    (controller,) = run_events(run, Event.CONTROLLER_STARTED)
+    (gateway,) = run_events(run, Event.GATEWAY_STARTED)
+    pids = [controller["data"]["pid"], gateway["data"]["pid"], relay._running(run)]
+    assert None not in pids, pids
+    return [psutil.Process(pid) for pid in pids]
+
+
+def nothing_of_the_run_left(run: RunFolder, parts: list[psutil.Process]) -> None:
+    """Once `orch run` has ended, however its terminal went: its fleet torn down whole, no process of it left."""
+    wait_until(lambda: ended(parts[:1]), 60, "`orch run` to end")
+    assert ended(parts), [p for p in parts if not ended([p])]
+    assert not TmuxServer(run.info().tmux_socket).alive() and not sockets_dir(run.root).exists()
+    assert run.info().status is RunStatus.STOPPED and run_events(run, Event.KILLED)
 
 
 def test_orch_up_has_a_notifier_of_its_own_that_rings_attached_clients(tmp_path: Path, receiver: Receiver) -> None:

@@ -114,6 +114,7 @@ class DockerSandbox:
         """Everything `up` refuses, asked of the engine without making anything."""
         adapter, planned = launch.plan(request)  # the agent itself runs inside the container
         opts = self.settings.options
+        egress.refuse_open_checks(opts.egress, request.isolation, request.checks)
         try:
             # The model API is not the workers': the init opens it to the gateway's uid alone.
             offline = request.offline or _recording(request) is not None

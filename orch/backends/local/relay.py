@@ -70,7 +70,7 @@ from orch.run.listeners import BusServer
 from orch.run.paths import OWN_BUS, pane_sockets_dir, sockets_dir
 from orch.run.records import RunInfo
 from orch.run.uids import worker_of, worker_uid
-from orch.waits import read_line, wait_until
+from orch.waits import read_line
 
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 10.0
@@ -121,6 +121,7 @@ def own_pane_socket(run: RunFolder, n: int) -> Path:
 
 
 def _pid_file(run: RunFolder) -> Path:
+    """The relay's pid, left when it exits (`_running` reads it with its command line: a pid is used again)."""
     return sockets_dir(run.root) / "relay.pid"
 
 
@@ -193,10 +194,10 @@ def stop(run: RunFolder, keep_folders: bool = False) -> None:
     """Stop the run's relay (if it runs) and remove its sockets; the workers' folders of sockets too, unless
     `keep_folders` (a relay about to start again: running sandboxes have them bound)."""
     pid = _running(run)
-    if pid is not None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-        wait_until(lambda: _running(run) is None, STOP_TIMEOUT, f"the sandboxes' relay (pid {pid}) to exit")
+    if pid is not None:  # gone, not just its pid file: it removes that before it has exited
+        from orch import signals  # here: psutil is for the relay's starters and stoppers, not the relay itself
+
+        signals.terminate(pid, STOP_TIMEOUT, "the sandboxes' relay")
     folder = sockets_dir(run.root)
     for path in [*folder.glob("*"), *folder.glob("w*/*"), *pane_sockets_dir(run.root).glob("pane-*/pane.sock")]:
         if not path.is_dir():
@@ -377,7 +378,7 @@ async def _serve(
         proxy.close()
     if gateway_url is not None:
         bus.stop()
-    _pid_file(run).unlink(missing_ok=True)
+    # Its pid file stays (`stop` removes it): while this process exits, it still names it, so `stop` waits for that.
 
 
 def _own_pane_path(run: RunFolder, n: int) -> Path:

@@ -101,6 +101,7 @@ class SwarmSandbox:
         check_name(request.name)
         adapter, planned = launch.plan(request)
         opts, run = self.settings.options, RunFolder.for_name(request.name)
+        egress.refuse_open_checks(opts.egress, request.isolation, request.checks)  # before the manager is asked
         client, address = self.client(), engine_address()
         manager = service.manager_node(client, address)
         try:

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from orch import procs
-from orch.container.egress import read_report
+from orch.container.egress import not_cut_off, read_report
 from orch.errors import WaitTimeoutError
 from orch.jobs.changes import CheckResult
 from orch.lead.changes.checkwatch import UID_AREAS, CheckLimits, Meter, owned, run_one
@@ -79,7 +79,7 @@ def probe(tmux_socket: str | None) -> str | None:
     as it, from here or through the run's tmux server); else why not, in one line."""
     report = read_report() or {}
     if report.get("checks_uid") != checks_uid():
-        return f"the container's firewall does not cut uid {checks_uid()} off the network (egress open?)"
+        return not_cut_off(checks_uid())  # refused on the host already when it knew (egress.refuse_open_checks)
     if can_switch(checks_uid()):
         return None
     if tmux_socket is None:

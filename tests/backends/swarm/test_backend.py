@@ -3,6 +3,8 @@ line where it is bad and by the backends with no nodes, its sandbox, where a run
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from orch.backends.base import ChecksSandbox, Placement, UpOptions
@@ -11,8 +13,9 @@ from orch.backends.local.backend import LocalBackend
 from orch.backends.swarm.backend import SwarmBackend, SwarmSettings
 from orch.backends.swarm.record import SwarmInfo, SwarmRunInfo
 from orch.backends.swarm.sandbox import SwarmSandbox
+from orch.contracts import UpRequest
 from orch.errors import UsageError
-from orch.run.records import EgressMode, Isolation
+from orch.run.records import ContainerOptions, EgressMode, Isolation
 from tests.helpers import run_info
 
 pytestmark = pytest.mark.pure  # starts nothing: no process, no tmux, no network
@@ -84,3 +87,14 @@ def test_its_sandbox_its_folder_and_its_facts() -> None:
     assert BACKEND.gateway_keeper and ChecksSandbox.OWN_UID in BACKEND.checks and BACKEND.strict_possible()
     assert BACKEND.default_isolation(["claude"]) == (Isolation.STRICT, None)
     assert not LocalBackend.lingers and not DockerBackend.lingers
+
+
+def test_its_sandbox_refuses_open_egress_to_a_strict_run_with_checks_before_asking_the_manager(
+    tmp_path: Path,
+) -> None:
+    """Pure: the refusal comes before any engine is asked (none is here)."""
+    box = SwarmSandbox(SwarmSettings(options=ContainerOptions(egress=EgressMode.OPEN)))
+    request = UpRequest(name="sw", workers=1, agent="scripted", workdir=tmp_path, isolation=Isolation.STRICT,
+                        writers=True, checks=True)  # fmt: skip
+    with pytest.raises(UsageError, match=r"does not cut the checks' uid off the network \(egress open\?\)"):
+        box.check(request)
