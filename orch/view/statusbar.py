@@ -85,6 +85,7 @@ class Follower:
     def __init__(self, run: RunFolder, step: Callable[[], bool]) -> None:
         self._run, self._step = run, step
         self._stop = threading.Event()
+        self._wake: Wakeup | None = None
         self._thread = threading.Thread(target=self._loop, name="orch-progress", daemon=True)
         self._thread.start()
 
@@ -93,7 +94,7 @@ class Follower:
         while not self._run.run_json.is_file():  # `orch up` has not made it yet
             if self._stop.wait(0.1) or time.monotonic() > deadline:
                 return
-        wake = Wakeup(self._run)
+        wake = self._wake = Wakeup(self._run)
         try:
             while not self._stop.is_set():
                 try:
@@ -109,6 +110,8 @@ class Follower:
         """Stop; waits for the thread (within the wake-up backstop) so nothing is drawn after. `last`: take one
         more step first, here, so what happened just before the close is shown."""
         self._stop.set()
+        if (wake := self._wake) is not None:
+            wake.stop()  # a wait under way (up to the backstop's second) ends now: a refused `orch up` says so at once
         self._thread.join(timeout=2.0)
         if last and not self._thread.is_alive() and self._run.run_json.is_file():
             with contextlib.suppress(OrchError):

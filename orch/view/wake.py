@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import select
 import threading
 
 from orch.run.folder import RunFolder
@@ -16,6 +19,9 @@ class Wakeup:
 
     def __init__(self, run: RunFolder) -> None:
         self._stop = threading.Event()
+        self._lock = threading.Lock()  # `stop` (any thread) never writes to a pipe `close` has closed
+        self._woken_r, self._woken_w = os.pipe()  # `stop` writes a byte: a `wait` under way returns at once
+        self._closed = False
         try:
             self._notify: Inotify | None = Inotify()
         except OSError:
@@ -35,7 +41,10 @@ class Wakeup:
             return False
         if self._notify is None:
             return self._stop.wait(timeout)
-        return self._notify.wait(timeout)
+        ready, _, _ = select.select([self._notify.fd, self._woken_r], [], [], timeout)
+        if not ready or self._woken_r in ready:
+            return False
+        return self._notify.wait(0)
 
     @property
     def stopped(self) -> bool:
@@ -47,12 +56,21 @@ class Wakeup:
             self._stop.wait(seconds)
 
     def stop(self) -> None:
-        """Make `wait` return within its timeout (from any thread)."""
+        """Make `wait` return at once, and every later one (from any thread)."""
         self._stop.set()
+        with self._lock:
+            if not self._closed:
+                with contextlib.suppress(OSError):
+                    os.write(self._woken_w, b"x")
 
     def close(self) -> None:
         """Release inotify: from the thread that waits, or once it has gone."""
         self._stop.set()
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                os.close(self._woken_r)
+                os.close(self._woken_w)
         if self._notify is not None:
             self._notify.close()
             self._notify = None
