@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterator
@@ -68,9 +69,9 @@ def test_workers_boot_with_no_dialog(fleet: RunFolder) -> None:
     events = [json.loads(line)["event"] for line in fleet.events.read_text().splitlines()]
     assert Event.DIALOG_ANSWERED not in events, "a first-run dialog appeared"
     for n in range(1, N + 1):
-        screen = orch("read", "gm", str(n)).output
+        # Its SessionStart (what `up` waits for) can come before its first frame: a brief waits for that too.
+        screen = wait_until(functools.partial(_prompt_drawn, n), 30, f"worker {n}'s prompt to be drawn")
         assert "Do you trust" not in screen and "authenticate" not in screen, screen
-        assert "Type your message" in screen
     # The key stays in the gateway: not in the run folder, not in any worker's environment.
     for path in fleet.root.rglob("*"):
         if path.is_file():
@@ -83,6 +84,11 @@ def test_workers_boot_with_no_dialog(fleet: RunFolder) -> None:
         environ = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
         assert KEY not in environ and OTHER_KEY not in environ
         assert "GOOGLE_GEMINI_BASE_URL=http://127.0.0.1" in environ
+
+
+def _prompt_drawn(n: int) -> str | None:
+    screen = orch("read", "gm", str(n)).output
+    return screen if "Type your message" in screen else None
 
 
 def test_thirty_line_message_is_one_submission(fleet: RunFolder, model: ScriptedModelServer) -> None:

@@ -51,7 +51,8 @@ def test_mixed_demo_verifies_each_finding_across_kinds_and_replays_without_a_mod
     again = RunFolder.for_name("mixed-replay")
     assert load_state(again).replay_of == str(run.root)
     assert _matrix(again) == _matrix(run)
-    assert _handed_out(again) == _handed_out(run)
+    # The same jobs to the same workers; their order is the order the findings came in, a matter of timing.
+    assert sorted(_handed_out(again)) == sorted(_handed_out(run))
     assert "replay-miss" not in again.model_log.read_text()
     assert _books(again) == _books(run)
     assert _ledger(again) == _ledger(run)
