@@ -145,9 +145,7 @@ def wait_until(
 
     With `watch` (a folder), re-check whenever a file in it changes instead of on a timer; a
     one-second timer stays as a backstop for conditions that do not touch the folder. `also`: more folders
-    where only a file appearing (made, or moved into place) wakes the wait, each where it can be watched (one gone
-    or unreadable is left to the backstop): an agent's config dir sees many writes while it boots, and each wake
-    is a look.
+    watched so, each where it can be (one gone or unreadable is left to the backstop).
     """
     deadline = time.monotonic() + timeout
     notifier = _inotify_or_none() if watch is not None else None
@@ -156,7 +154,7 @@ def wait_until(
             notifier.add_watch(watch, IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE)
             for folder in also:
                 with contextlib.suppress(OSError):
-                    notifier.add_watch(folder, IN_CREATE | IN_MOVED_TO)
+                    notifier.add_watch(folder, IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE)
         while True:
             value = predicate()
             if value:

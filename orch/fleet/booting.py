@@ -82,15 +82,10 @@ def wait_booted(
                     answered[n] = now
         return not pending
 
-    # A ready marker in the run folder (Claude Code's status line, in its outbox) is watched too, or it would be seen
-    # only at the one-second backstop (1 s of every such up). One in the agent's own config dir is not: Codex makes
-    # files there all through its boot, and waking for them made its up 0.4 s slower (the cause not found yet).
-    markers = [
-        m.parent
-        for n in sorted(pending)
-        if (m := get_adapter(info.agent_of(n)).ready_marker(run, n)) is not None
-        and not m.is_relative_to(run.config_dir(n))
-    ]
+    # A ready marker is written in its worker's config dir (opencode's, aider's): watched too, or it would be seen
+    # only at the one-second backstop.
+    adapters = {n: get_adapter(info.agent_of(n)) for n in pending}
+    markers = [m.parent for n in sorted(pending) if (m := adapters[n].ready_marker(run, n)) is not None]
     try:
         wait_until(check, timeout, "workers to boot", interval=0.2, watch=run.state_dir, also=markers)
     except WaitTimeoutError:
