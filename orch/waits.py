@@ -6,12 +6,11 @@ where inotify is not available they fall back to polling with a short interval a
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import select
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -129,32 +128,23 @@ def read_line(fd: int, timeout: float, reason: str) -> bytes:
     return line
 
 
-BACKSTOP = 1.0
-"""Seconds between a watching wait_until's looks when nothing in its folders changes."""
-
-
 def wait_until(
     predicate: Callable[[], T | None],
     timeout: float,
     reason: str,
     interval: float = POLL_INTERVAL,
     watch: Path | None = None,
-    also: Sequence[Path] = (),
 ) -> T:
     """Poll `predicate` until it returns something truthy; raise WaitTimeoutError naming `reason`.
 
     With `watch` (a folder), re-check whenever a file in it changes instead of on a timer; a
-    one-second timer stays as a backstop for conditions that do not touch the folder. `also`: more folders
-    watched so, each where it can be (one gone or unreadable is left to the backstop).
+    one-second timer stays as a backstop for conditions that do not touch the folder.
     """
     deadline = time.monotonic() + timeout
     notifier = _inotify_or_none() if watch is not None else None
     try:
         if notifier is not None and watch is not None:
             notifier.add_watch(watch, IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE)
-            for folder in also:
-                with contextlib.suppress(OSError):
-                    notifier.add_watch(folder, IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE)
         while True:
             value = predicate()
             if value:
@@ -163,7 +153,7 @@ def wait_until(
             if remaining <= 0:
                 raise WaitTimeoutError(f"timed out after {timeout:g}s waiting for {reason}")
             if notifier is not None:
-                notifier.wait(min(remaining, BACKSTOP))
+                notifier.wait(min(remaining, 1.0))
             else:
                 time.sleep(min(interval, remaining))
     finally:

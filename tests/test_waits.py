@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from orch import waits
 from orch.errors import WaitTimeoutError
 from orch.waits import IN_CREATE, Inotify, read_line, wait_for_paths, wait_until, watch_file
 
@@ -81,27 +80,6 @@ def test_wait_until_wakes_on_the_folder_and_names_its_reason(tmp_path: Path) -> 
     writer.join()
     with pytest.raises(WaitTimeoutError, match="waiting for nothing at all"):
         wait_until(lambda: None, 0.1, "nothing at all", watch=tmp_path)
-
-
-def test_a_change_in_another_watched_folder_wakes_the_wait(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`also`: a file made there is seen at once, not at the backstop (made an hour here, so only the event can
-    end the wait in time); a folder that cannot be watched is left to the backstop, not an error."""
-    monkeypatch.setattr(waits, "BACKSTOP", 3600.0)
-    other = tmp_path / "config"
-    other.mkdir()
-    marker = other / "ready"
-    made: list[float] = []
-
-    def ready() -> float | None:
-        if not made:  # the first look makes it: its event is queued before the wait begins
-            marker.touch()
-            made.append(time.monotonic())
-            return None
-        return time.monotonic() - made[0]
-
-    watched = tmp_path / "state"
-    watched.mkdir()
-    assert wait_until(ready, 120, "the marker", watch=watched, also=[tmp_path / "gone", other]) < 60
 
 
 def test_read_line_takes_a_ready_line_and_tells_a_writer_gone_from_one_that_is_late() -> None:

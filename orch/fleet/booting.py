@@ -82,12 +82,8 @@ def wait_booted(
                     answered[n] = now
         return not pending
 
-    # A ready marker is written in its worker's config dir (opencode's, aider's): watched too, or it would be seen
-    # only at the one-second backstop.
-    adapters = {n: get_adapter(info.agent_of(n)) for n in pending}
-    markers = [m.parent for n in sorted(pending) if (m := adapters[n].ready_marker(run, n)) is not None]
     try:
-        wait_until(check, timeout, "workers to boot", interval=0.2, watch=run.state_dir, also=markers)
+        wait_until(check, timeout, "workers to boot", interval=0.2, watch=run.state_dir)
     except WaitTimeoutError:
         raise WaitTimeoutError(
             f"workers {join_numbers(pending)} did not boot within {timeout:g}s",
